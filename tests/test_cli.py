@@ -1,0 +1,137 @@
+"""The command line: formats, overrides, and one-line errors (exit 2) for bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from costmodel.cli import main
+
+
+def run(*args, tmp_path=None):
+    return subprocess.run([sys.executable, "-m", "costmodel", *args], capture_output=True,
+                          text=True, cwd=tmp_path)
+
+
+def test_text_report(capsys):
+    assert main(["report"]) == 0
+    out = capsys.readouterr().out
+    assert "MFU" in out and "5.85%" in out and "7.80%" in out and "41.25%" in out
+
+
+def test_markdown_report(capsys):
+    assert main(["report", "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# Cost account") and "| MFU | 5.85% |" in out
+
+
+def test_json_report_keys(capsys):
+    assert main(["report", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in ["model_flops_per_step", "hardware_flops_per_step", "achieved_flops_per_s",
+                "achieved_flops_per_s_per_gpu", "mfu", "hfu", "tokens_per_s",
+                "tokens_per_s_per_gpu", "mfu_if_total_params", "padding", "attention",
+                "scenario"]:
+        assert key in data
+    assert set(data["padding"]) >= {"slots", "useful_fraction", "waste_fraction",
+                                     "packing_speedup", "mfu_after_packing",
+                                     "step_time_after_packing"}
+    for reading in ("padded", "actual"):
+        assert set(data["attention"][reading]) >= {"flops_per_step", "share",
+                                                   "mfu_with_attention"}
+    assert data["mfu"] == pytest.approx(0.0585304, rel=1e-5)
+    assert data["scenario"]["tokens_per_step"] == 2_310_000
+
+
+def test_set_overrides(capsys):
+    assert main(["report", "--format", "json", "--set", "step_time=60",
+                 "--set", "gpu=h100"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["scenario"]["peak_flops"] == 989.4e12
+    assert data["mfu"] == pytest.approx(6 * 3e9 * 2.31e6 / 60 / (40 * 989.4e12))
+
+
+def test_scenario_file_from_any_folder(tmp_path):
+    path = tmp_path / "team.yaml"
+    path.write_text("name: team\nactivated_params: 7e9\ntotal_params: 7e9\n"
+                    "num_experts: 0\nexperts_per_token: 0\nseq_len: 8192\n"
+                    "mean_tokens_per_sample: 8192\n")
+    result = run("report", "--scenario", str(path), "--format", "json", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["scenario"]["activated_params"] == 7_000_000_000
+    assert data["padding"]["waste_fraction"] == 0
+    assert data["tokens_per_expert"] is None
+
+
+def test_hidden_size_alone_sets_attention_width(capsys):
+    assert main(["report", "--format", "json", "--set", "hidden_size=4096"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["scenario"]["attention_dim"] == 4096
+    assert data["scenario"]["attention_dim_from"] == "hidden_size"
+
+
+BAD = [
+    (["--set", "seqlen=4"], "unknown scenario key 'seqlen' (did you mean 'seq_len'?)"),
+    (["--set", "step_time=abc"], "step_time: 'abc' is not allowed; expected a positive"),
+    (["--set", "num_gpus=0"], "num_gpus: 0 is not allowed; expected a positive integer"),
+    (["--set", "step_time=-5"], "step_time: -5 is not allowed"),
+    (["--set", "step_time=.nan"], "step_time: nan is not allowed"),
+    (["--set", "step_time=.inf"], "step_time: inf is not allowed"),
+    (["--set", "num_gpus=2.5"], "num_gpus: 2.5 is not allowed; expected a positive integer"),
+    (["--set", "mean_tokens_per_sample=60000"],
+     "mean_tokens_per_sample: 60000 is not allowed; expected at most seq_len (49152)"),
+    (["--set", "experts_per_token=300"],
+     "experts_per_token: 300 is not allowed; expected at most num_experts (256)"),
+    (["--set", "activated_params=4e10"],
+     "activated_params: 40000000000 is not allowed; expected at most total_params"),
+    (["--set", "gpu=Z80"], "gpu: 'Z80' is not allowed; expected one of H20, H100-SXM"),
+    (["--set", "recompute=some"], "recompute: 'some' is not allowed; expected one of none, selective, full"),
+    (["--set", "seq_len"], "--set: 'seq_len' is not allowed; expected KEY=VALUE"),
+    (["--set", "num_gpus=true"], "num_gpus: True is not allowed"),
+    (["--scenario", "/no/such/file.yaml"], "scenario file '/no/such/file.yaml': no such file"),
+    (["--format", "xml"], "argument --format: invalid choice: 'xml'"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD)
+def test_bad_input_one_line_exit_2(args, message):
+    result = run("report", *args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert message in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("content,message", [
+    ("seq_len: [1, 2\n", "malformed YAML at line"),
+    ("- 1\n- 2\n", "expected a mapping of keys to values, got list"),
+    ("seq_len: !!python/object/apply:os.system ['true']\n", "malformed YAML"),
+    ("seq_len: 4096\nbogus_key: 1\n", "unknown scenario key 'bogus_key'"),
+])
+def test_bad_scenario_files(tmp_path, content, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    result = run("report", "--scenario", str(path))
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert message in result.stderr
+
+
+def test_unreadable_scenario_file(tmp_path):
+    path = tmp_path / "dir.yaml"
+    path.mkdir()
+    result = run("report", "--scenario", str(path))
+    assert result.returncode == 2 and "cannot be read" in result.stderr
+
+
+def test_api_raises_clear_exception():
+    from costmodel import scenario
+    from costmodel.errors import CostModelError
+
+    with pytest.raises(CostModelError, match="seq_len: -1 is not allowed"):
+        scenario.resolve(overrides={"seq_len": -1})
+    assert issubclass(CostModelError, ValueError)

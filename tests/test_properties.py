@@ -1,0 +1,79 @@
+"""Property tests: relations that hold for any valid scenario."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costmodel import report, scenario
+
+SETTINGS = settings(max_examples=60, deadline=None)
+
+
+@st.composite
+def scenarios(draw):
+    seq_len = draw(st.integers(1024, 262_144))
+    total = draw(st.integers(10**8, 10**12))
+    experts = draw(st.sampled_from([0, 8, 64, 256]))
+    return {
+        "seq_len": seq_len,
+        "mean_tokens_per_sample": draw(st.floats(1, seq_len, allow_nan=False)),
+        "samples_per_step": draw(st.integers(1, 4096)),
+        "total_params": total,
+        "activated_params": draw(st.integers(10**7, total)),
+        "step_time": draw(st.floats(0.01, 1e4)),
+        "num_gpus": draw(st.integers(1, 4096)),
+        "gpu": draw(st.sampled_from(["H20", "H100-SXM", "B200", "MI300X"])),
+        "recompute": draw(st.sampled_from(["none", "selective", "full"])),
+        "num_experts": experts,
+        "experts_per_token": 0 if experts == 0 else draw(st.integers(1, experts)),
+        "hidden_size": draw(st.integers(256, 16384)),
+        "num_layers": draw(st.integers(4, 128)),
+    }
+
+
+def account(data):
+    return report.account(scenario.resolve(data=data))
+
+
+@SETTINGS
+@given(scenarios(), st.floats(1.01, 100))
+def test_mfu_scales_as_inverse_step_time(data, stretch):
+    base = account(data)
+    slower = account({**data, "step_time": data["step_time"] * stretch})
+    assert slower["mfu"] == pytest.approx(base["mfu"] / stretch, rel=1e-9)
+
+
+@SETTINGS
+@given(scenarios())
+def test_hfu_over_mfu_is_the_recompute_factor(data):
+    a = account(data)
+    expected = {"none": 1.0, "selective": 1.1, "full": 4 / 3}[data["recompute"]]
+    assert a["hfu"] / a["mfu"] == pytest.approx(expected, rel=1e-12)
+    assert a["hfu"] >= a["mfu"]
+
+
+@SETTINGS
+@given(scenarios())
+def test_padding_waste_in_unit_interval(data):
+    p = account(data)["padding"]
+    assert 0 <= p["waste_fraction"] < 1
+    assert p["packing_speedup"] >= 1
+    assert p["useful_fraction"] + p["waste_fraction"] == pytest.approx(1)
+
+
+@SETTINGS
+@given(scenarios(), st.floats(1.01, 4))
+def test_attention_share_grows_with_seq_len(data, factor):
+    longer_len = int(data["seq_len"] * factor) + 1
+    base = account(data)["attention"]["padded"]["share"]
+    longer = account({**data, "seq_len": longer_len})["attention"]["padded"]["share"]
+    assert longer > base
+
+
+@SETTINGS
+@given(scenarios())
+def test_total_params_mfu_never_below_activated(data):
+    a = account(data)
+    assert a["mfu_if_total_params"] >= a["mfu"]
+    assert a["mfu_if_total_params"] / a["mfu"] == pytest.approx(
+        data["total_params"] / data["activated_params"])
