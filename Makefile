@@ -22,6 +22,10 @@ $(STAMP): requirements.lock pyproject.toml
 test: venv
 	$(PY) -m pytest
 
+# Regenerate every notebooks/NN_name.ipynb from its .py source and execute it (NB=03 for one).
+notebooks: venv
+	$(PY) -m costmodel.suite $(NB)
+
 handouts: venv
 	$(VENV)/bin/costmodel report
 

@@ -1,0 +1,95 @@
+"""Helpers for the notebooks: computed prose, tables and equations.
+
+Every helper emits a rich form (Markdown, HTML, LaTeX) *and* a text/plain mirror holding the
+same numbers, because nbval compares text/plain, text/html and text/latex but not
+text/markdown: the numbers a reader sees are then the numbers the tests check.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any, Iterable, Sequence
+
+import sympy as sp
+from IPython.display import display
+
+from costmodel import report, scenario
+
+
+def load(scenario_file: str | None = None, overrides: dict[str, Any] | None = None):
+    """The scenario in force and its account (the parameters cell of every notebook)."""
+    sc = scenario.resolve(scenario_file, overrides or None)
+    return sc, report.account(sc)
+
+
+# ------------------------------------------------------------------ number formats
+
+def pct(x: float, digits: int = 2) -> str:
+    return f"{100 * x:.{digits}f}%"
+
+
+def sci(x: float, digits: int = 3) -> str:
+    """3.46e+16 style, as the course writes large FLOP counts."""
+    mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def num(x: float, digits: int = 0) -> str:
+    return f"{x:,.{digits}f}"
+
+
+def tflops(x: float, digits: int = 1) -> str:
+    return f"{x / 1e12:,.{digits}f} TFLOP/s"
+
+
+def gb(x: float, digits: int = 1) -> str:
+    return f"{x / 1e9:,.{digits}f} GB"
+
+
+def times(x: float, digits: int = 2) -> str:
+    return f"{x:.{digits}f}×"
+
+
+# ------------------------------------------------------------------ display
+
+def md(text: str) -> None:
+    """Markdown computed in a code cell (prose that quotes scenario numbers)."""
+    display({"text/markdown": text, "text/plain": text}, raw=True)
+
+
+def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], caption: str = "") -> None:
+    """An HTML table with a plain-text mirror."""
+    rows = [[str(cell) for cell in row] for row in rows]
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                   for row in rows)
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    markup = f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    lines = [caption] if caption else []
+    for row in [list(headers), *rows]:
+        lines.append(" | ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    display({"text/html": markup, "text/plain": "\n".join(lines)}, raw=True)
+
+
+def _tex(part: Any) -> str:
+    if not isinstance(part, str):
+        return sp.latex(part)
+    return re.sub(r"(?<!\\)%", r"\\%", part)  # % starts a TeX comment
+
+
+def eq(lhs: Any, rhs: Any, *more: Any) -> None:
+    """Display lhs = rhs (= more ...) as LaTeX (MathJax). SymPy expressions are typeset by
+    SymPy; strings are LaTeX (a bare % is escaped)."""
+    parts = [_tex(p) for p in (lhs, rhs, *more)]
+    plain = " = ".join(p if isinstance(p, str) else sp.sstr(p) for p in (lhs, rhs, *more))
+    display({"text/latex": "$$" + " = ".join(parts) + "$$", "text/plain": plain}, raw=True)
+
+
+def setup_plots() -> None:
+    """One plot style for the suite: English labels, print-friendly sizes."""
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"figure.figsize": (7.5, 4.2), "figure.dpi": 100, "axes.grid": True,
+                         "grid.alpha": 0.3, "font.size": 10, "savefig.bbox": "tight"})
