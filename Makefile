@@ -8,7 +8,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test handouts report notebooks validate benchmark lab clean
+.PHONY: venv test handouts report notebooks validate validate-deps benchmark lab clean
 
 venv: $(STAMP)
 
@@ -26,11 +26,24 @@ test: venv
 notebooks: venv
 	$(PY) -m costmodel.suite $(NB)
 
+# The main job: the suite re-executed for a scenario, as offline HTML in handouts/<name>/.
 handouts: venv
-	$(VENV)/bin/costmodel report
+	$(VENV)/bin/costmodel handouts $(if $(SCENARIO),--scenario $(SCENARIO))
 
 report: venv
 	$(VENV)/bin/costmodel report $(if $(SCENARIO),--scenario $(SCENARIO))
+
+# The optional [validate] extra: torch (CPU build) and transformers, for the cross-check of the
+# FLOP counts against torch.utils.flop_counter.FlopCounterMode.
+validate-deps: $(VENV)/.validate
+$(VENV)/.validate: $(STAMP) validate-requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r validate-requirements.txt
+	touch $@
+
+# Rewrite validation/flop_counter.csv (the notebooks show it; the tests fail when it is stale).
+validate: validate-deps
+	$(PY) -m costmodel.validate --out validation/flop_counter.csv
+	$(PY) -m pytest -q tests/test_flop_counter.py
 
 benchmark: venv
 	$(PY) benchmarks/bench_core.py
@@ -39,4 +52,4 @@ lab: venv
 	$(VENV)/bin/jupyter lab notebooks/
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build handouts *.egg-info

@@ -33,10 +33,25 @@ def build_parser() -> argparse.ArgumentParser:
     _scenario_args(report)
     report.add_argument("--format", choices=FORMATS, default="text")
 
+    handouts = sub.add_parser("handouts", help="re-execute the notebooks for a scenario and "
+                              "export them to offline HTML")
+    _scenario_args(handouts)
+    handouts.add_argument("--out", metavar="DIR", help="output folder (default: "
+                          "handouts/course, or handouts/<scenario file name>)")
+    handouts.add_argument("--no-input", action="store_true", help="hide the code (readers)")
+    handouts.add_argument("--jobs", type=_positive_int, metavar="N",
+                          help="notebooks executed in parallel (default: all cores)")
+
     params = sub.add_parser("params", help="parameter breakdown of a Hugging Face config.json")
     params.add_argument("config", help="a config.json path or a preset name")
     params.add_argument("--format", choices=("text", "json"), default="text")
     return parser
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; expected a positive integer")
+    return int(text)
 
 
 def _scenario(args):
@@ -51,6 +66,20 @@ def run(argv: list[str] | None = None) -> int:
         from costmodel import report
 
         sys.stdout.write(report.render(report.account(_scenario(args)), args.format))
+    elif args.command == "handouts":
+        from pathlib import Path
+
+        from costmodel import handouts, scenario
+
+        out = args.out or ("handouts/" + (Path(args.scenario).stem if args.scenario else "course"))
+        sections, folder = handouts.build(args.scenario, scenario.parse_set(args.overrides),
+                                          out, args.no_input, args.jobs)
+        failed = [s for s in sections if s.error]
+        for section in failed:
+            print(f"costmodel: error: {section.error}", file=sys.stderr)
+        print(f"wrote {len(sections) - len(failed)} of {len(sections)} handouts and index.html "
+              f"to {folder}")
+        return 1 if failed else 0
     elif args.command == "params":
         import json
 

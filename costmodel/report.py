@@ -165,13 +165,19 @@ def _seconds(x):
     return f"{x:,.1f} s"
 
 
+def _input(value) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if abs(value) >= 1e12:
+        return f"{value:.4g}"
+    return _count(value) if abs(value) >= 1000 else str(value)
+
+
 def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
     """The account as titled tables of (quantity, value, note) rows."""
     sc = a["scenario"]
     pad, att, proj = a["padding"], a["attention"], a["projections"]
-    rows_inputs = [(key, _count(value) if isinstance(value, (int, float))
-                    and not isinstance(value, bool) and abs(value) >= 1000 else str(value), "")
-                   for key, value in sc.items()]
+    rows_inputs = [(key, _input(value), "") for key, value in sc.items()]
     return [
         ("Inputs", rows_inputs),
         ("Model FLOPs (6ND)", [

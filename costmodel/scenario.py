@@ -60,7 +60,8 @@ FIELDS: dict[str, Field] = {
                                    nullable=True),
     "hidden_size": Field("count", "hidden size"),
     "num_layers": Field("count", "transformer layers"),
-    "full_attention_every": Field("count", "one full-attention layer every k layers (1 = all)"),
+    "full_attention_every": Field(
+        "count", "one full-attention layer every k layers (1 = all; above num_layers = none)"),
     "num_heads": Field("count", "query heads of a full-attention layer", nullable=True),
     "head_dim": Field("count", "width of one attention head", nullable=True),
     "attention_dim": Field("count", "attention width (overrides num_heads x head_dim)",
@@ -227,6 +228,15 @@ class Scenario:
         return [k for k in FIELDS if k != "name" and self.values.get(k) != course.get(k)]
 
 
+def model_reference(reference: str, base: str | Path) -> str:
+    """A model path given relative to `base` (a scenario file's folder), made absolute; a
+    preset name or an absolute path is returned as it is."""
+    path = Path(reference)
+    if not path.is_absolute() and (Path(base) / path).exists():
+        return str((Path(base) / path).resolve())
+    return reference
+
+
 def _model_keys(reference: str) -> dict[str, Any]:
     from costmodel import models  # only when a scenario names a model
 
@@ -238,7 +248,10 @@ def resolve(file: str | Path | None = None, overrides: dict[str, Any] | None = N
     """Course defaults, then the model named by `model:`, then `data`/the file, then overrides."""
     layers: list[tuple[str, dict[str, Any]]] = []
     if file is not None:
-        layers.append(("file", load_yaml(file)))
+        layer = load_yaml(file)
+        if isinstance(layer.get("model"), str):  # a path in a file is relative to the file
+            layer["model"] = model_reference(layer["model"], Path(file).parent)
+        layers.append(("file", layer))
     if data:
         layers.append(("file", dict(data)))
     if overrides:
@@ -304,7 +317,6 @@ _RELATIONS: list[tuple[str, str, Callable[[Any, Any], bool], str]] = [
     ("mean_tokens_per_sample", "seq_len", lambda a, b: a <= b, "at most seq_len"),
     ("experts_per_token", "num_experts", lambda a, b: a <= b, "at most num_experts"),
     ("activated_params", "total_params", lambda a, b: a <= b, "at most total_params"),
-    ("full_attention_every", "num_layers", lambda a, b: a <= b, "at most num_layers"),
 ]
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 TIMEOUT_S = 120
+#: Kernel arguments: keep the kernel's own start-up notices (not cell output) off stderr.
+KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 
 
 def sources(names: list[str] | None = None) -> list[Path]:
@@ -41,7 +43,8 @@ def execute(nb, cwd: Path = NOTEBOOKS):
     env_backend = os.environ.pop("MPLBACKEND", None)  # keep inline figures
     try:
         client = NotebookClient(nb, timeout=TIMEOUT_S, kernel_name="python3",
-                                record_timing=False, resources={"metadata": {"path": str(cwd)}})
+                                record_timing=False, extra_arguments=KERNEL_ARGS,
+                                resources={"metadata": {"path": str(cwd)}})
         client.execute()
     finally:
         if env_backend is not None:

@@ -1,0 +1,196 @@
+"""Handouts: the suite re-executed for a scenario, exported to offline HTML, checked in a real
+browser (headless Chromium, no network)."""
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from costmodel import handouts, report, scenario, suite
+
+ROOT = Path(__file__).resolve().parents[1]
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SCREENSHOT_DIR = ROOT / "build" / "screenshots"
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.glob("*.ipynb")}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("handouts") / "course"
+    before = _digest(suite.NOTEBOOKS)
+    sections, folder = handouts.build(out=out, progress=False)
+    assert _digest(suite.NOTEBOOKS) == before, "the stored notebooks were modified"
+    return sections, folder
+
+
+def test_every_section_built(built):
+    sections, folder = built
+    assert [s.error for s in sections] == [None] * len(sections)
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == sorted(["index.html"] + [s.page for s in sections])
+    assert len(sections) == len(suite.sources())
+
+
+def test_index_lists_inputs_headlines_and_sections(built):
+    sections, folder = built
+    page = (folder / "index.html").read_text(encoding="utf-8")
+    account = report.account(scenario.resolve())
+    assert f"{100 * account['mfu']:.2f}%" in page and f"{100 * account['hfu']:.2f}%" in page
+    assert f"{100 * account['padding']['waste_fraction']:.1f}%" in page
+    for s in sections:
+        assert f'href="{s.page}"' in page and s.title and s.title in page
+    assert "<code>seq_len</code>" in page
+
+
+class _Resources(HTMLParser):
+    """Collects every URL that the page would load (not links in prose)."""
+
+    def __init__(self):
+        super().__init__()
+        self.urls = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag in ("script", "img", "iframe", "audio", "video", "source", "embed"):
+            self.urls.append(attrs.get("src") or "")
+        if tag == "link":
+            self.urls.append(attrs.get("href") or "")
+        if tag == "object":
+            self.urls.append(attrs.get("data") or "")
+
+
+def test_pages_reference_no_remote_resource_and_fit(built):
+    _, folder = built
+    for page in folder.glob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        parser = _Resources()
+        parser.feed(text)
+        remote = [u for u in parser.urls if re.match(r"(https?:)?//", u)]
+        assert not remote, f"{page.name}: {remote}"
+        assert not re.search(r"url\(\s*['\"]?(https?:)?//", text), page.name
+        assert not re.search(r"@import\s+['\"]?(url\()?\s*['\"]?https?://", text), page.name
+        assert page.stat().st_size <= 3 * 1024 * 1024, f"{page.name}: {page.stat().st_size}"
+
+
+def test_cjk_font_stack_and_print_css(built):
+    _, folder = built
+    for page in folder.glob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        assert "Noto Sans CJK SC" in text, page.name
+        assert "@page" in text and "size: A4" in text, page.name
+
+
+def test_no_input_hides_code(tmp_path):
+    out = tmp_path / "readers"
+    sections, folder = handouts.build(out=out, no_input=True, progress=False,
+                                      overrides={"step_time": 90})
+    page = (folder / sections[0].page).read_text(encoding="utf-8")
+    assert "jp-InputArea" not in page
+    assert "scenario_file" not in page and "import" not in re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    account = report.account(scenario.resolve(overrides={"step_time": 90}))
+    assert f"{100 * account['mfu']:.2f}%" in (folder / "index.html").read_text(encoding="utf-8")
+
+
+def test_bad_scenario_fails_before_any_notebook(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "costmodel", "handouts", "--out",
+                             str(tmp_path / "x"), "--set", "seq_len=-1"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("costmodel: error: seq_len: -1 is not allowed; "
+                                     "expected a positive integer")
+    assert not (tmp_path / "x").exists()
+
+
+def test_failing_notebook_is_named_and_others_still_written(tmp_path, monkeypatch):
+    good = suite.sources()[0].with_suffix(".ipynb")
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    shutil.copy(good, folder / good.name)
+    bad = nbformat.read(good, as_version=4)
+    bad.cells = bad.cells[:2] + [nbformat.v4.new_code_cell("x = 1\ny = x / 0  # boom\n")]
+    nbformat.write(bad, folder / "99_broken.ipynb")
+    (folder / "99_broken.py").write_text("# placeholder source\n")
+    (folder / good.with_suffix(".py").name).write_text("# placeholder source\n")
+    monkeypatch.setattr(suite, "NOTEBOOKS", folder)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "stale.html").write_text("old")
+    sections, built_folder = handouts.build(out=out, progress=False)
+    broken = next(s for s in sections if s.stem == "99_broken")
+    assert broken.error.startswith("99_broken: cell ")
+    assert "ZeroDivisionError" in broken.error and "y = x / 0" in broken.error
+    assert (built_folder / good.with_suffix(".html").name).exists()
+    assert not (built_folder / "99_broken.html").exists()
+    assert not (built_folder / "stale.html").exists()
+    assert "FAILED" in (built_folder / "index.html").read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------ in a real browser
+
+def _browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    if sync_playwright is None or CHROMIUM is None:
+        reason = "headless Chromium (Debian package chromium) and playwright are needed"
+        if IN_CI:
+            pytest.fail(reason + ": CI must install them (.ci/run)")
+        pytest.skip(reason)
+    return sync_playwright
+
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-sync"]
+
+
+def test_handouts_in_headless_chromium(built):
+    sync_playwright = _browser()
+    sections, folder = built
+    account = report.account(scenario.resolve())
+    headline = f"{100 * account['mfu']:.2f}%"
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(offline=True, viewport={"width": 1000, "height": 1400})
+        requests, failed = [], []
+        context.on("request", lambda r: requests.append(r.url))
+        context.on("requestfailed", lambda r: failed.append(f"{r.url} {r.failure}"))
+        for page_file in [folder / "index.html"] + [folder / s.page for s in sections]:
+            page = context.new_page()
+            page.goto(page_file.as_uri())
+            if page_file.name != "index.html":
+                page.wait_for_function("() => window.MathJax && MathJax.startup && "
+                                       "MathJax.startup.promise", timeout=30_000)
+                page.evaluate("() => MathJax.startup.promise")
+                typeset = page.evaluate("() => document.querySelectorAll('mjx-container').length")
+                assert typeset > 0, f"{page_file.name}: no typeset math"
+            visible = page.evaluate(
+                "() => { const c = document.body.cloneNode(true);"
+                " c.querySelectorAll('.jp-InputArea, script, style, mjx-container')"
+                ".forEach(e => e.remove()); return c.innerText; }")
+            raw = re.findall(r"\$\$?[^$\n]{1,80}\$|\\frac|\\mathrm|\\left", visible)
+            assert not raw, f"{page_file.name}: raw TeX visible: {raw[:3]}"
+            images = page.evaluate("() => Array.from(document.images).map("
+                                   "i => [i.complete, i.naturalWidth])")
+            assert all(ok and width > 0 for ok, width in images), f"{page_file.name}: {images}"
+            assert headline in page.inner_text("body") or page_file.name != "index.html"
+            if page_file.name == sections[2].page if len(sections) > 2 else sections[0].page:
+                page.screenshot(path=str(SCREENSHOT_DIR / "handout.png"))
+            page.close()
+        browser.close()
+    leaving = [u for u in requests if not u.startswith(("file:", "data:", "blob:", "about:"))]
+    assert not leaving, leaving
+    assert not failed, failed
