@@ -35,9 +35,11 @@ _per_head = core_forward_per_head()
 forward_per_layer = sp.expand(n_heads * sum(_per_head.values())).subs(n_heads, d_attn / d_head)
 # = 4 s^2 d
 
-#: Backward of a GEMM C = A B is two GEMMs (dA = dC B^T, dB = A^T dC) of the same size.
-_gemm = gemm_flops(*sp.symbols("p q t", positive=True))
-BACKWARD_OVER_FORWARD = sp.simplify(2 * _gemm / _gemm)  # 2
+#: Backward of a GEMM C = A B with A (p x t), B (t x q): dA = dC B^T, (p x q)(q x t), and
+#: dB = A^T dC, (t x p)(p x q). Both are GEMMs of the forward's size, so backward = 2 x forward.
+_p, _q, _t = sp.symbols("p q t", positive=True)
+BACKWARD_OVER_FORWARD = sp.cancel(
+    (gemm_flops(_p, _t, _q) + gemm_flops(_t, _q, _p)) / gemm_flops(_p, _q, _t))  # 2
 
 
 @dataclass(frozen=True)

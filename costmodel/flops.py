@@ -37,7 +37,7 @@ def linear_layer_flops(b=b_rows, i=i_in, o=o_out) -> dict[str, sp.Expr]:
 
 def _per_param_token(expr: sp.Expr) -> sp.Expr:
     """Coefficient of (parameters x tokens) in a linear layer's FLOPs."""
-    return sp.simplify(expr / (b_rows * i_in * o_out))
+    return sp.cancel(expr / (b_rows * i_in * o_out))
 
 
 _layer = linear_layer_flops()

@@ -102,6 +102,7 @@ def export_html(nb, target: Path, no_input: bool, banner: str) -> None:
     exporter = HTMLExporter(template_name="handout", extra_template_basedirs=[str(TEMPLATE_DIR)],
                             exclude_input=no_input, exclude_input_prompt=no_input,
                             exclude_output_prompt=no_input, embed_images=True)
+    exporter.log.setLevel("ERROR")  # not one "alternative text is missing" line per plot
     mathjax = resources.files("mathjax").joinpath(*MATHJAX).read_text(encoding="utf-8")
     body, _ = exporter.from_notebook_node(
         nb, resources={"mathjax_inline": mathjax.replace("</script", "<\\/script"),

@@ -24,7 +24,7 @@ from costmodel.symbols import r
 hardware_flops_with_recompute = forward_flops + r * forward_flops + backward_flops
 
 #: The recompute factor HFU / MFU as a function of r, derived from the schedule.
-recompute_factor = sp.simplify(hardware_flops_with_recompute / model_flops)
+recompute_factor = sp.cancel(hardware_flops_with_recompute / model_flops)
 
 #: The course's assumption for "selective" (factor about 1.1).
 COURSE_SELECTIVE_FRACTION = sp.Rational(3, 10)

@@ -51,7 +51,7 @@ d_attn = _define("d", "1", "attention width: num_heads x head_dim (not always hi
 L = _define("L", "1", "layers")
 L_full = _define("L_full", "1", "full (softmax) attention layers")
 E = _define("E", "1", "routed experts per MoE layer")
-k = _define("k", "1", "routed experts per token (top-k)")
+k = _define("k_top", "1", "routed experts per token (top-k)")
 V = _define("V", "1", "vocabulary size")
 
 # GEMM shapes, generic

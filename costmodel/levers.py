@@ -1,0 +1,173 @@
+"""The optimisation path: six levers, which of their gains multiply, and what bounds them.
+
+Two kinds of gain:
+- multiplicative: a lever that scales a factor of the whole step. The step time is
+  tokens computed x FLOPs per token / FLOP rate, so packing (fewer slots), a lower recompute
+  factor (fewer FLOPs per token) and a better GEMM rate (larger micro batch) each divide T,
+  and together T / (g1 g2 g3);
+- bounded by a share (Amdahl): a lever that speeds up only a part f of the step, such as the
+  attention kernel (f = attention share) or communication overlap (f = exposed communication
+  share). Its speedup is 1 / (1 - f + f / x), at most 1 / (1 - f).
+
+The figures the scenario does not decide are named in ASSUMPTIONS, with where they come from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from costmodel import roofline
+from costmodel.symbols import T
+
+# ------------------------------------------------------------------ named assumptions
+
+
+@dataclass(frozen=True)
+class Assumption:
+    value: object
+    source: str
+
+
+ASSUMPTIONS: dict[str, Assumption] = {
+    "expert_parallel": Assumption(8, "course section 06: the project's EP = 8"),
+    "micro_batch_speedup": Assumption((1.1, 1.3), "course section 06: micro batch 1 -> 2, "
+                                      "'1.1~1.3x', not derived"),
+    "communication_share": Assumption(0.03, "course section 06: communication is under 3% "
+                                      "of the step"),
+    "ce_chunks": Assumption(8, "chunked cross-entropy pieces; the course's 15 GB -> 2 GB is "
+                            "about 1/8"),
+    "attention_kernel_speedup": Assumption(1.5, "a newer attention kernel (e.g. FlashAttention "
+                                           "3 on Hopper) over the current one; to be measured"),
+    "expert_width_over_hidden": Assumption(0.25, "MoE expert FFN width / hidden_size "
+                                           "(Qwen3.6-35B-A3B: 512 / 2048)"),
+    "dense_ffn_width_over_hidden": Assumption(4, "dense FFN width / hidden_size (classic "
+                                              "transformer)"),
+}
+
+
+def assumed(name: str):
+    return ASSUMPTIONS[name].value
+
+
+# ------------------------------------------------------------------ symbolic forms
+
+share, x = sp.symbols("f x", positive=True)  # part of the step sped up, and by how much
+g1, g2, g3 = sp.symbols("g_1 g_2 g_3", positive=True)  # multiplicative gains
+
+#: Amdahl: a part f of the step runs x times faster.
+amdahl_speedup = 1 / (1 - share + share / x)
+#: ... and the best it can do, when that part costs nothing.
+amdahl_limit = sp.limit(amdahl_speedup, x, sp.oo)  # 1 / (1 - f)
+#: Three multiplicative levers on the step time.
+multiplied_step_time = T / (g1 * g2 * g3)
+#: The share of a part that the levers did not touch, after the rest ran G times faster.
+G = sp.Symbol("G", positive=True)
+share_after = sp.simplify(share / (share + (1 - share) / G))
+
+
+def amdahl(part: float, speedup: float) -> float:
+    return float(amdahl_speedup.subs({share: part, x: speedup}))
+
+
+def amdahl_bound(part: float) -> float:
+    return float(amdahl_limit.subs(share, part))
+
+
+def untouched_share_after(part: float, speedup_of_rest: float) -> float:
+    return float(share_after.subs({share: part, G: speedup_of_rest}))
+
+
+# ------------------------------------------------------------------ the waterfall
+
+
+def waterfall(step_time: float, levers: list[tuple[str, float]]) -> list[dict]:
+    """The step time lever by lever: each divides what is left by its speedup."""
+    rows, now = [], float(step_time)
+    for name, speedup in levers:
+        after = now / float(speedup)
+        rows.append({"lever": name, "speedup": float(speedup), "start": now, "end": after,
+                     "saved": now - after})
+        now = after
+    return rows
+
+
+# ------------------------------------------------------------------ parallel layouts
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, int(n) + 1) if n % d == 0]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One context-parallel size on a cluster with no TP or PP: DP = GPUs / CP."""
+
+    cp: int
+    dp: int
+    samples_per_rank: float  # global batch / DP
+    batch_divides: bool  # each DP rank gets a whole number of samples
+    seq_divides: bool  # seq_len splits into 2 * CP equal chunks (load-balanced CP)
+    expert_parallel: tuple[int, ...]  # EP sizes that divide DP (and the experts)
+
+    @property
+    def usable(self) -> bool:
+        return self.batch_divides and self.seq_divides
+
+    def allows(self, ep: int) -> bool:
+        return self.usable and ep in self.expert_parallel
+
+    def micro_batches(self, micro_batch: int) -> bool:
+        """Whether each rank's samples split into micro batches of this size."""
+        return self.batch_divides and int(self.samples_per_rank) % micro_batch == 0
+
+
+def layouts(num_gpus: int, global_batch: int, seq_len: int, num_experts: int,
+            max_cp: int = 16) -> list[Layout]:
+    """Every CP that divides the GPU count (up to max_cp), with DP = GPUs / CP and the EP
+    sizes that divide DP and the number of experts (a dense model has EP = 1 only)."""
+    rows = []
+    for cp in divisors(num_gpus):
+        if cp > max_cp:
+            break
+        dp = num_gpus // cp
+        eps = tuple(e for e in divisors(dp) if num_experts and num_experts % e == 0) or (1,)
+        rows.append(Layout(cp, dp, global_batch / dp, global_batch % dp == 0,
+                           seq_len % (2 * cp) == 0, eps))
+    return rows
+
+
+def valid_pairs(num_gpus: int, global_batch: int, seq_len: int, num_experts: int,
+                max_cp: int = 16) -> list[tuple[int, int]]:
+    """(CP, EP) pairs that satisfy every divisibility constraint."""
+    return [(lay.cp, ep) for lay in layouts(num_gpus, global_batch, seq_len, num_experts, max_cp)
+            if lay.usable for ep in lay.expert_parallel]
+
+
+# ------------------------------------------------------------------ GEMMs and micro batch
+
+
+def gemm_shapes(sc, micro_batch: int) -> list[tuple[str, float, float, float]]:
+    """(name, m, n, k) of the main GEMMs of one layer and the LM head, forward, for one micro
+    batch of `micro_batch` sequences of seq_len tokens. An expert sees, on average,
+    micro_batch x seq_len x top-k / experts tokens (EP gathering several ranks is not counted).
+    Widths the scenario does not carry come from ASSUMPTIONS."""
+    h, d, S = sc["hidden_size"], sc["attention_dim"], sc["seq_len"]
+    tokens = micro_batch * S
+    shapes = [("attention Q projection", tokens, d, h), ("attention output projection",
+                                                         tokens, h, d)]
+    if sc["num_experts"]:
+        width = assumed("expert_width_over_hidden") * h
+        per_expert = tokens * sc["experts_per_token"] / sc["num_experts"]
+        shapes.append(("expert FFN up", per_expert, width, h))
+    else:
+        shapes.append(("dense FFN up", tokens, assumed("dense_ffn_width_over_hidden") * h, h))
+    shapes.append(("LM head", tokens, sc["vocab_size"], h))
+    return shapes
+
+
+def intensities(sc, micro_batch: int, beta: int = 2) -> dict[str, float]:
+    """Arithmetic intensity (FLOP/byte, BF16) of each GEMM of gemm_shapes."""
+    return {name: roofline.intensity(m, n, k, beta) for name, m, n, k in gemm_shapes(sc,
+                                                                                   micro_batch)}

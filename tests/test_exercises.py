@@ -1,0 +1,93 @@
+"""The worked exercises: combining speedups, the fixed part, the run, the GEMMs' roofline."""
+
+import pytest
+import sympy as sp
+
+from costmodel import exercises as x
+from costmodel import report, roofline, scenario
+from costmodel.symbols import B, D, S
+
+
+def test_packing_and_recompute_multiply():
+    assert x.combined_speedup_derived == B * S * x.f_now / (D * x.f_new)
+    packing = B * S / D
+    recompute = x.f_now / x.f_new
+    assert sp.simplify(x.combined_speedup_derived - packing * recompute) == 0
+
+
+def test_adding_gains_undercounts():
+    values = {x.g_1: sp.Rational(17, 10), x.g_2: sp.Rational(121, 100)}
+    assert x.combined_multiply.subs(values) > x.combined_add.subs(values)
+    assert sp.expand(x.combined_multiply - x.combined_add) == sp.expand((x.g_1 - 1) * (x.g_2 - 1))
+
+
+def test_amdahl_expressions():
+    assert sp.simplify(x.overall_speedup - 1 / ((1 - x.c) / x.g + x.c)) == 0
+    assert x.overall_speedup.subs(x.c, 0) == x.g
+    assert sp.limit(x.overall_speedup, x.g, sp.oo) == 1 / x.c
+    assert sp.simplify(x.fixed_share_after - x.c * x.overall_speedup) == 0
+
+
+def test_with_fixed_part_numbers():
+    out = x.with_fixed_part(120, 0.03, 2.0)
+    assert out["step_time"] == pytest.approx(120 * 0.97 / 2 + 3.6)
+    assert out["speedup"] == pytest.approx(120 / out["step_time"])
+    assert out["fixed_share"] == pytest.approx(3.6 / out["step_time"])
+    assert x.with_fixed_part(120, 0.0, 2.0)["speedup"] == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        x.with_fixed_part(120, 1.0, 2.0)
+    with pytest.raises(ValueError):
+        x.with_fixed_part(120, 0.1, 0.0)
+
+
+def test_run_after(course_account):
+    a = course_account
+    speedup = a["padding"]["packing_speedup"]
+    out = x.run_after(12, 120, 2.31e6, speedup)
+    assert out["steps"] == pytest.approx(360)
+    assert out["tokens"] == pytest.approx(360 * 2.31e6)
+    assert out["hours_after"] == pytest.approx(12 / speedup)
+    assert out["hours_after"] == pytest.approx(12 * a["padding"]["step_time_after_packing"] / 120)
+
+
+def test_course_exercise_two(course_account):
+    proj = course_account["projections"]
+    both = proj["packing"]["speedup"] * proj["selective_recompute"]["speedup"]
+    assert proj["packing_and_selective_recompute"]["speedup"] == pytest.approx(both)
+    assert round(proj["selective_recompute"]["speedup"], 2) == 1.21
+    assert round(both, 2) == 2.06
+    assert round(proj["packing_and_selective_recompute"]["step_time"], 1) == 58.2
+
+
+def test_matching_shape_course_and_other(course):
+    shape = x.matching_shape(course.values)
+    assert shape is not None and shape.activated_params == 2_945_269_760
+    assert shape.moe_intermediate_size == 512
+    other = scenario.resolve(overrides={"hidden_size": 5120, "num_experts": 0,
+                                        "experts_per_token": 0})
+    assert x.matching_shape(other.values) is None
+
+
+def test_model_gemms_course(course):
+    rows = x.model_gemms(course.values, expert_width=512)
+    names = [r["name"] for r in rows]
+    assert len(rows) == 4 and names[1].startswith("one routed expert")
+    expert = rows[1]
+    assert expert["m"] == 49152 * 8 / 256 == 1536
+    assert expert["intensity"] == pytest.approx(roofline.intensity(1536, 512, 2048))
+    core = rows[2]
+    assert (core["m"], core["k"], core["n"]) == (49152, 256, 49152)
+    # every GEMM of the course model is right of H20's ridge at micro batch 1
+    balance = report.account(course)["machine_balance"]
+    assert min(r["intensity"] for r in rows) > balance
+
+
+def test_model_gemms_dense_without_head_dim():
+    sc = scenario.resolve(overrides={"hidden_size": 4096, "num_experts": 0,
+                                     "experts_per_token": 0, "micro_batch": 2})
+    rows = x.model_gemms(sc.values, expert_width=None)
+    assert [r["name"] for r in rows] == ["projection (hidden -> attention width)",
+                                         "lm_head (hidden -> vocab)"]
+    assert rows[0]["m"] == 2 * sc["seq_len"]
+    rows = x.model_gemms({**sc.values, "num_heads": 32}, tokens_per_sequence=1000)
+    assert rows[1]["k"] == 128 and rows[1]["m"] == 1000

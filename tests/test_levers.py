@@ -1,0 +1,81 @@
+"""costmodel.levers: Amdahl vs multiplicative gains, the waterfall, the CP/EP constraint."""
+
+import math
+
+import pytest
+import sympy as sp
+
+from costmodel import levers, scenario
+
+
+def test_amdahl_forms():
+    f, x = levers.share, levers.x
+    assert sp.simplify(levers.amdahl_limit - 1 / (1 - f)) == 0
+    assert levers.amdahl(0.5, 2) == pytest.approx(1 / 0.75)
+    assert levers.amdahl(0.3, 1) == pytest.approx(1)
+    assert levers.amdahl_bound(0.03) == pytest.approx(1 / 0.97)
+    assert levers.amdahl(0.4, 1e9) == pytest.approx(levers.amdahl_bound(0.4))
+
+
+def test_untouched_share_grows_when_the_rest_speeds_up():
+    assert levers.untouched_share_after(0.03, 1) == pytest.approx(0.03)
+    # 3% of 100 s stays 3 s while 97 s become 48.5 s
+    assert levers.untouched_share_after(0.03, 2) == pytest.approx(3 / (3 + 48.5))
+
+
+def test_waterfall_multiplies():
+    rows = levers.waterfall(120, [("a", 1.5), ("b", 1.2), ("c", 1.1)])
+    assert rows[0]["start"] == 120
+    assert rows[-1]["end"] == pytest.approx(120 / (1.5 * 1.2 * 1.1))
+    assert sum(r["saved"] for r in rows) == pytest.approx(120 - rows[-1]["end"])
+    for before, after in zip(rows, rows[1:]):
+        assert after["start"] == before["end"]
+    assert levers.multiplied_step_time.subs({levers.g1: 2, levers.g2: 2, levers.g3: 1,
+                                             levers.T: 120}) == 30
+
+
+def test_course_cp_2_breaks_ep_8(course):
+    table = {lay.cp: lay for lay in levers.layouts(course["num_gpus"], course["samples_per_step"],
+                                                   course["seq_len"], course["num_experts"])}
+    assert table[1].dp == 40 and table[1].allows(8)
+    assert table[2].dp == 20 and table[2].usable and not table[2].allows(8)
+    assert table[2].expert_parallel == (1, 2, 4)  # 5 divides DP = 20 but not 256 experts
+    pairs = levers.valid_pairs(course["num_gpus"], course["samples_per_step"], course["seq_len"],
+                               course["num_experts"])
+    assert (1, 8) in pairs and (2, 8) not in pairs and (2, 4) in pairs
+    assert all(40 % cp == 0 and (40 // cp) % ep == 0 and 256 % ep == 0 for cp, ep in pairs)
+
+
+def test_layout_micro_batches(course):
+    lay = levers.layouts(40, 80, 49152, 256)[0]
+    assert lay.samples_per_rank == 2
+    assert lay.micro_batches(1) and lay.micro_batches(2) and not lay.micro_batches(4)
+
+
+def test_batch_and_sequence_divisibility():
+    rows = {lay.cp: lay for lay in levers.layouts(12, 18, 1000, 0)}
+    assert rows[2].dp == 6 and rows[2].batch_divides  # 18 / 6
+    assert rows[3].dp == 4 and not rows[3].batch_divides  # 18 / 4
+    assert not rows[3].seq_divides  # 1000 / 6
+    assert rows[1].expert_parallel == (1,)  # dense: no EP
+
+
+def test_gemm_intensity_grows_with_micro_batch(course):
+    one, four = levers.intensities(course, 1), levers.intensities(course, 4)
+    assert set(one) == set(four)
+    assert all(four[k] > one[k] for k in one)
+    shapes = dict((name, (m, n, k)) for name, m, n, k in levers.gemm_shapes(course, 1))
+    assert shapes["expert FFN up"][0] == 49152 * 8 / 256
+    assert shapes["LM head"][1] == course["vocab_size"]
+
+
+def test_dense_model_gemms():
+    dense = scenario.resolve(data={"num_experts": 0, "experts_per_token": 0, "hidden_size": 4096})
+    names = [name for name, *_ in levers.gemm_shapes(dense, 2)]
+    assert "dense FFN up" in names and "expert FFN up" not in names
+    assert all(math.isfinite(v) for v in levers.intensities(dense, 2).values())
+
+
+def test_assumptions_are_named_with_sources():
+    assert levers.assumed("expert_parallel") == 8
+    assert all(a.source for a in levers.ASSUMPTIONS.values())

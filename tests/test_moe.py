@@ -1,0 +1,118 @@
+"""MoE shapes, permute traffic and the simulated router (costmodel.moe)."""
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from costmodel import moe, report, roofline, scenario
+from costmodel.symbols import E, S, b_micro, bytes_per_element, h, k, kk, n
+
+
+def test_course_tokens_per_expert(course):
+    value = moe.tokens_per_expert_step.subs(course.substitutions())
+    assert float(value) == pytest.approx(2.31e6 * 8 / 256)
+    assert float(value) == pytest.approx(report.account(course)["tokens_per_expert"])
+
+
+def test_expert_rows_over_dense_rows_is_ep_k_over_e():
+    assert sp.simplify(moe.expert_rows / moe.dense_rows - moe.ep * k / E) == 0
+    rows = moe.expert_rows.subs({moe.ep: 8, b_micro: 1, S: 49152, k: 8, E: 256})
+    assert rows == 12288
+
+
+def test_permute_bytes_per_direction():
+    value = moe.permute_bytes.subs({moe.tokens: 1000, h: 2048, bytes_per_element: 2, k: 8})
+    assert value == 1000 * 2048 * 2 * 8
+
+
+def test_intensity_limit_is_derived_from_the_roofline():
+    assert sp.simplify(moe.intensity_limit - 2 * kk * n / (bytes_per_element * (kk + n))) == 0
+
+
+@pytest.mark.parametrize("target", [37.0, 295.3])
+def test_rows_for_intensity_reaches_the_target(target):
+    rows = moe.rows_for_intensity(target, 2048, 512)
+    assert rows is not None
+    assert roofline.intensity(rows, 512, 2048) == pytest.approx(target)
+    assert roofline.intensity(rows * 0.9, 512, 2048) < target
+
+
+def test_rows_for_intensity_out_of_reach():
+    limit = float(moe.intensity_limit.subs({kk: 2048, n: 512, bytes_per_element: 2}))
+    assert moe.rows_for_intensity(limit * 1.01, 2048, 512) is None
+
+
+def test_fast_intensity_matches_the_roofline():
+    assert moe.intensity(777, 2048, 512) == pytest.approx(roofline.intensity(777, 512, 2048))
+    assert moe.intensity(50, 5120, 5120, 1) == pytest.approx(roofline.intensity(50, 5120, 5120, 1))
+
+
+def test_gemm_shape_and_intensity():
+    g = moe.gemm(1024, 2048, 512)
+    assert g["flops"] == 2 * 1024 * 2048 * 512
+    assert g["intensity"] == pytest.approx(2 * 1024 * 2048 * 512 / (2 * (1024 * 2048 + 2048 * 512 + 1024 * 512)))
+
+
+def test_default_ep_size():
+    assert moe.default_ep_size(256, 40) == 8
+    assert moe.default_ep_size(0, 128) == 1
+    assert moe.default_ep_size(60, 40) == 5  # divides both, at most 8
+    assert moe.default_ep_size(7, 3) == 1
+
+
+def test_widths():
+    assert moe.expert_width().value == 512  # Qwen3.6-35B-A3B moe_intermediate_size
+    assert moe.expert_width("qwen3.6-35b-a3b").source == "config"
+    assert moe.dense_ffn_width(2048).value == 8192
+
+
+def test_zipf_popularity():
+    p = moe.zipf_popularity(16, 0)
+    assert np.allclose(p, 1 / 16)
+    q = moe.zipf_popularity(16, 1.0)
+    assert q.sum() == pytest.approx(1) and q[0] == pytest.approx(16 * q[15])
+
+
+def test_route_top_k_picks_distinct_experts():
+    rng = np.random.default_rng(0)
+    counts = moe.route_top_k(moe.zipf_popularity(32, 2.0), 500, 4, rng)
+    assert counts.sum() == 500 * 4
+    assert counts.max() <= 500  # an expert is chosen at most once per token
+
+
+def test_place_experts_is_balanced():
+    placement = moe.place_experts(256, 8, np.random.default_rng(1))
+    assert np.bincount(placement).tolist() == [32] * 8
+    with pytest.raises(ValueError):
+        moe.place_experts(10, 4, np.random.default_rng(1))
+
+
+def test_greedy_placement_balances_known_loads():
+    counts = np.array([10, 9, 8, 7, 1, 1, 1, 1])
+    placement = moe.place_experts_greedy(counts, 4)
+    assert np.bincount(placement).tolist() == [2, 2, 2, 2]
+    loads = moe.rank_loads(counts, placement, 4)
+    assert loads.tolist() == [11, 10, 9, 8]  # 10+1, 9+1, 8+1, 7+1 (hottest first)
+    run = moe.simulate_router(64, 4, 8, 2000, 1.0, seed=5, placements=16)
+    assert run.greedy_factor <= np.median(run.rank_factors)
+    assert len(run.rank_factors) == 16 and run.rank_factor == run.rank_factors[0]
+
+
+def test_straggler_factor():
+    assert moe.straggler_factor([1, 1, 1, 1]) == 1
+    assert moe.straggler_factor([2, 1, 1, 0]) == 2
+
+
+def test_simulation_is_seeded_and_skew_raises_the_factor():
+    a = moe.simulate_router(64, 4, 8, 2000, 1.0, seed=3)
+    b = moe.simulate_router(64, 4, 8, 2000, 1.0, seed=3)
+    assert np.array_equal(a.expert_counts, b.expert_counts) and a.rank_factor == b.rank_factor
+    uniform = moe.simulate_router(64, 4, 8, 4000, 0.0, seed=3)
+    assert uniform.rank_factor < 1.1
+    assert a.rank_factor > uniform.rank_factor
+    assert a.rank_loads.sum() == 2000 * 4
+
+
+def test_team_dense_scenario_has_no_experts():
+    team = scenario.resolve(data={"num_experts": 0, "experts_per_token": 0})
+    assert moe.default_ep_size(team["num_experts"], team["num_gpus"]) == 1
