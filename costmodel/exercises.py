@@ -18,9 +18,7 @@ The run. With the same number of steps, the wall time of a run scales like the s
 hours' = hours / speedup. The run's size implied by an assumed wall time is
 steps = hours x 3600 / T and tokens = steps x D.
 
-The roofline of the model's GEMMs at the scenario's micro batch: `model_gemms` lists the
-matrix multiplies of one micro batch of one layer (m tokens x k) (k x n) with their
-arithmetic intensity, to be compared with the machine balance P / BW.
+The next bottleneck: the model's GEMMs on the roofline are costmodel.roofline.model_gemms.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ from typing import Any, Mapping
 
 import sympy as sp
 
-from costmodel import models, roofline
+from costmodel import levers, models
 from costmodel.symbols import B, D, N, S, T
 
 # ------------------------------------------------------------------ combining two levers
@@ -55,8 +53,10 @@ c = sp.Symbol("c", positive=True)  # share of today's step time that the levers 
 g = sp.Symbol("g", positive=True)  # speedup of the part they do touch
 
 step_time_with_fixed_part = T * (1 - c) / g + c * T
-overall_speedup = sp.simplify(T / step_time_with_fixed_part)
-fixed_share_after = sp.simplify(c * T / step_time_with_fixed_part)
+#: Amdahl's law (costmodel.levers) with the part sped up f = 1 - c and its speedup x = g.
+overall_speedup = sp.simplify(levers.amdahl_speedup.subs({levers.share: 1 - c, levers.x: g}))
+#: The untouched part's share after the rest ran g times faster (costmodel.levers.share_after).
+fixed_share_after = levers.share_after.subs({levers.share: c, levers.G: g})
 
 # ------------------------------------------------------------------ the run
 
@@ -73,9 +73,9 @@ def with_fixed_part(step_time: float, fixed_share: float, speedup: float) -> dic
         raise ValueError(f"fixed_share {fixed_share!r}: expected 0 <= share < 1")
     if speedup <= 0:
         raise ValueError(f"speedup {speedup!r}: expected > 0")
-    new_time = step_time * (1 - fixed_share) / speedup + fixed_share * step_time
-    return {"step_time": new_time, "speedup": step_time / new_time,
-            "fixed_share": fixed_share * step_time / new_time}
+    overall = levers.amdahl(1 - fixed_share, speedup)
+    return {"step_time": step_time / overall, "speedup": overall,
+            "fixed_share": levers.untouched_share_after(fixed_share, speedup)}
 
 
 def run_after(hours: float, step_time: float, tokens_per_step: float,
@@ -83,42 +83,6 @@ def run_after(hours: float, step_time: float, tokens_per_step: float,
     """The run implied by `hours` of wall time at `step_time` per step, and its new wall time."""
     steps = hours * 3600 / step_time
     return {"steps": steps, "tokens": steps * tokens_per_step, "hours_after": hours / speedup}
-
-
-# ------------------------------------------------------------------ roofline of the GEMMs
-
-
-def model_gemms(values: Mapping[str, Any], expert_width: int | None = None,
-                tokens_per_sequence: float | None = None) -> list[dict[str, Any]]:
-    """The matrix multiplies of one micro batch through one layer, as (m x k)(k x n), with
-    their arithmetic intensity at BF16 (2 bytes per element).
-
-    `values` are a resolved scenario's values. Tokens in a micro batch: micro_batch x
-    `tokens_per_sequence` (default: seq_len, the slots of a padded or packed micro batch).
-    Rows: a weight GEMM on the hidden size (hidden -> attention width, as the attention
-    projections), the routed experts' GEMM when the model is MoE and `expert_width` is known
-    (m = tokens x k / E per expert), and the attention core QK^T of one head (s x d_h)(d_h x s)
-    when the head width is known. The lm_head (hidden -> vocab) closes the list.
-    """
-    seq = float(tokens_per_sequence if tokens_per_sequence is not None else values["seq_len"])
-    tokens = values["micro_batch"] * seq
-    hidden = values["hidden_size"]
-    rows = [{"name": "projection (hidden -> attention width)", "m": tokens, "k": hidden,
-             "n": values["attention_dim"]}]
-    experts, top_k = values["num_experts"], values["experts_per_token"]
-    if experts and expert_width:
-        rows.append({"name": "one routed expert (hidden -> expert width)",
-                     "m": tokens * top_k / experts, "k": hidden, "n": expert_width})
-    head_dim = values.get("head_dim")
-    if head_dim is None and values.get("num_heads"):
-        head_dim = values["attention_dim"] / values["num_heads"]
-    if head_dim:
-        rows.append({"name": "attention core QK^T, one head", "m": seq, "k": head_dim, "n": seq})
-    rows.append({"name": "lm_head (hidden -> vocab)", "m": tokens, "k": hidden,
-                 "n": values["vocab_size"]})
-    for row in rows:
-        row["intensity"] = roofline.intensity(row["m"], row["n"], row["k"])
-    return rows
 
 
 # ------------------------------------------------------------------ the model's real config

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from costmodel import roofline
 from costmodel.symbols import T
 
 # ------------------------------------------------------------------ named assumptions
@@ -40,10 +39,6 @@ ASSUMPTIONS: dict[str, Assumption] = {
                             "about 1/8"),
     "attention_kernel_speedup": Assumption(1.5, "a newer attention kernel (e.g. FlashAttention "
                                            "3 on Hopper) over the current one; to be measured"),
-    "expert_width_over_hidden": Assumption(0.25, "MoE expert FFN width / hidden_size "
-                                           "(Qwen3.6-35B-A3B: 512 / 2048)"),
-    "dense_ffn_width_over_hidden": Assumption(4, "dense FFN width / hidden_size (classic "
-                                              "transformer)"),
 }
 
 
@@ -143,31 +138,3 @@ def valid_pairs(num_gpus: int, global_batch: int, seq_len: int, num_experts: int
     """(CP, EP) pairs that satisfy every divisibility constraint."""
     return [(lay.cp, ep) for lay in layouts(num_gpus, global_batch, seq_len, num_experts, max_cp)
             if lay.usable for ep in lay.expert_parallel]
-
-
-# ------------------------------------------------------------------ GEMMs and micro batch
-
-
-def gemm_shapes(sc, micro_batch: int) -> list[tuple[str, float, float, float]]:
-    """(name, m, n, k) of the main GEMMs of one layer and the LM head, forward, for one micro
-    batch of `micro_batch` sequences of seq_len tokens. An expert sees, on average,
-    micro_batch x seq_len x top-k / experts tokens (EP gathering several ranks is not counted).
-    Widths the scenario does not carry come from ASSUMPTIONS."""
-    h, d, S = sc["hidden_size"], sc["attention_dim"], sc["seq_len"]
-    tokens = micro_batch * S
-    shapes = [("attention Q projection", tokens, d, h), ("attention output projection",
-                                                         tokens, h, d)]
-    if sc["num_experts"]:
-        width = assumed("expert_width_over_hidden") * h
-        per_expert = tokens * sc["experts_per_token"] / sc["num_experts"]
-        shapes.append(("expert FFN up", per_expert, width, h))
-    else:
-        shapes.append(("dense FFN up", tokens, assumed("dense_ffn_width_over_hidden") * h, h))
-    shapes.append(("LM head", tokens, sc["vocab_size"], h))
-    return shapes
-
-
-def intensities(sc, micro_batch: int, beta: int = 2) -> dict[str, float]:
-    """Arithmetic intensity (FLOP/byte, BF16) of each GEMM of gemm_shapes."""
-    return {name: roofline.intensity(m, n, k, beta) for name, m, n, k in gemm_shapes(sc,
-                                                                                   micro_batch)}

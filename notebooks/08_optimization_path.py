@@ -29,7 +29,7 @@ overrides = {}  # 单个键的覆盖，例如 {"recompute": "selective"}
 import sympy as sp
 
 from costmodel import display as d
-from costmodel import hardware, levers, memory, recompute
+from costmodel import hardware, levers, memory, recompute, roofline
 from costmodel.symbols import S, V, b_micro, bytes_per_element
 
 sc, acc = d.load(scenario_file, overrides)
@@ -122,12 +122,14 @@ d.md(text + " 它减少的是每个 token 的 FLOPs，与 packing 相乘。")
 #
 # 同一份权重读一次、算更多行，GEMM 的运算强度（FLOP/byte）就提高；低于机器平衡点（峰值 ÷ 带宽）
 # 的运算受带宽限制。下表是每层几个主要 GEMM 在 micro batch 为 $b$、$2b$、$4b$ 时的运算强度
-# （BF16；专家 GEMM 按每个专家平均分到的 token 数，宽度用命名假设）。
+# （BF16；专家 GEMM 的行数是一个 EP 组汇集到每个专家的平均 token 数；场景里没有的宽度取自模型配置，
+# 否则用表中注明的来源）。注意力核 QKᵀ 不带权重，它的强度与 micro batch 无关，不列在这里。
 
 # %%
 b = sc["micro_batch"]
 sizes = (b, 2 * b, 4 * b)
-table = {size: levers.intensities(sc, size) for size in sizes}
+table = {size: {g["name"]: g["intensity"] for g in roofline.model_gemms(sc.values, size)
+               if g["weights"]} for size in sizes}
 balance = acc["machine_balance"]
 d.table([[name, *[d.num(table[size][name]) for size in sizes],
           d.times(table[sizes[1]][name] / table[b][name])] for name in table[b]],

@@ -246,15 +246,13 @@ plt.show()
 # 序列长度；packing 之后每条序列仍是这么多槽位，只是都装满了真实 token）。
 
 # %%
-shape = x.matching_shape(sc.values)
-expert_width = shape.moe_intermediate_size if shape is not None and shape.is_moe else None
-gemms = x.model_gemms(sc.values, expert_width=expert_width)
+gemms = roofline.model_gemms(sc.values)
 balance = acc["machine_balance"]
 d.eq(r"AI", roofline.gemm_intensity)
 d.table([(g["name"], d.num(g["m"]), d.num(g["k"]), d.num(g["n"]), f"{g['intensity']:.0f}",
-          f"{g['intensity'] / balance:.1f}", "compute" if g["intensity"] > balance else "memory")
-         for g in gemms],
-        ["GEMM", "m", "k", "n", "AI (FLOP/byte)", "AI / balance", "bound"],
+          f"{g['intensity'] / balance:.1f}", "compute" if g["intensity"] > balance else "memory",
+          g["source"]) for g in gemms],
+        ["GEMM", "m", "k", "n", "AI (FLOP/byte)", "AI / balance", "bound", "widths from"],
         f"GEMMs at micro batch {sc['micro_batch']} on {sc['gpu']} "
         f"(machine balance {balance:.1f} FLOP/byte, BF16)")
 
@@ -283,8 +281,6 @@ else:
                  "它的运算强度由 head_dim 决定，与 micro batch 无关，要靠 FlashAttention 这类把分数矩阵"
                  "留在片上的融合 kernel 来提高。")
 notes = []
-if sc["num_experts"] > 0 and expert_width is None:
-    notes.append("场景里没有专家的宽度（没有对应的 config），表中没有列出专家 GEMM。")
 if any(is_core(g) for g in gemms) and not below_core:
     notes.append("注意力核一行按“分数矩阵写回显存”计算；FlashAttention 把它留在片上，"
                  "实际运算强度更高。")

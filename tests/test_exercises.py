@@ -66,28 +66,3 @@ def test_matching_shape_course_and_other(course):
     other = scenario.resolve(overrides={"hidden_size": 5120, "num_experts": 0,
                                         "experts_per_token": 0})
     assert x.matching_shape(other.values) is None
-
-
-def test_model_gemms_course(course):
-    rows = x.model_gemms(course.values, expert_width=512)
-    names = [r["name"] for r in rows]
-    assert len(rows) == 4 and names[1].startswith("one routed expert")
-    expert = rows[1]
-    assert expert["m"] == 49152 * 8 / 256 == 1536
-    assert expert["intensity"] == pytest.approx(roofline.intensity(1536, 512, 2048))
-    core = rows[2]
-    assert (core["m"], core["k"], core["n"]) == (49152, 256, 49152)
-    # every GEMM of the course model is right of H20's ridge at micro batch 1
-    balance = report.account(course)["machine_balance"]
-    assert min(r["intensity"] for r in rows) > balance
-
-
-def test_model_gemms_dense_without_head_dim():
-    sc = scenario.resolve(overrides={"hidden_size": 4096, "num_experts": 0,
-                                     "experts_per_token": 0, "micro_batch": 2})
-    rows = x.model_gemms(sc.values, expert_width=None)
-    assert [r["name"] for r in rows] == ["projection (hidden -> attention width)",
-                                         "lm_head (hidden -> vocab)"]
-    assert rows[0]["m"] == 2 * sc["seq_len"]
-    rows = x.model_gemms({**sc.values, "num_heads": 32}, tokens_per_sequence=1000)
-    assert rows[1]["k"] == 128 and rows[1]["m"] == 1000

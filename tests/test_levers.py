@@ -60,22 +60,6 @@ def test_batch_and_sequence_divisibility():
     assert rows[1].expert_parallel == (1,)  # dense: no EP
 
 
-def test_gemm_intensity_grows_with_micro_batch(course):
-    one, four = levers.intensities(course, 1), levers.intensities(course, 4)
-    assert set(one) == set(four)
-    assert all(four[k] > one[k] for k in one)
-    shapes = dict((name, (m, n, k)) for name, m, n, k in levers.gemm_shapes(course, 1))
-    assert shapes["expert FFN up"][0] == 49152 * 8 / 256
-    assert shapes["LM head"][1] == course["vocab_size"]
-
-
-def test_dense_model_gemms():
-    dense = scenario.resolve(data={"num_experts": 0, "experts_per_token": 0, "hidden_size": 4096})
-    names = [name for name, *_ in levers.gemm_shapes(dense, 2)]
-    assert "dense FFN up" in names and "expert FFN up" not in names
-    assert all(math.isfinite(v) for v in levers.intensities(dense, 2).values())
-
-
 def test_assumptions_are_named_with_sources():
     assert levers.assumed("expert_parallel") == 8
     assert all(a.source for a in levers.ASSUMPTIONS.values())
