@@ -47,6 +47,7 @@ validate: validate-deps
 
 benchmark: venv
 	$(PY) benchmarks/bench_core.py
+	$(PY) benchmarks/bench_suite.py
 
 lab: venv
 	$(VENV)/bin/jupyter lab notebooks/

@@ -178,6 +178,9 @@ li {{ margin: 0.5rem 0; }} .summary {{ color: #57606a; }} .failed {{ color: #cf2
 # ------------------------------------------------------------------ the build
 
 def _replace_dir(built: Path, out: Path) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    built.chmod(0o777 & ~umask)  # mkdtemp made it private; a handout folder is for sharing
     old = None
     if out.exists():
         old = out.with_name(f".{out.name}.old-{os.getpid()}")

@@ -80,7 +80,7 @@ def test_pages_reference_no_remote_resource_and_fit(built):
         assert not remote, f"{page.name}: {remote}"
         assert not re.search(r"url\(\s*['\"]?(https?:)?//", text), page.name
         assert not re.search(r"@import\s+['\"]?(url\()?\s*['\"]?https?://", text), page.name
-        assert page.stat().st_size <= 3 * 1024 * 1024, f"{page.name}: {page.stat().st_size}"
+        assert page.stat().st_size <= 3_000_000, f"{page.name}: {page.stat().st_size} bytes"
 
 
 def test_cjk_font_stack_and_print_css(built):

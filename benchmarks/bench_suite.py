@@ -1,0 +1,70 @@
+"""Benchmarks of the notebook suite and the handouts (figures for the closing note).
+
+1. Each notebook executed top to bottom (nbclient, fresh kernel each, one at a time).
+2. The whole suite executed with one worker per core (as `make notebooks` does).
+3. `costmodel handouts` for the course: wall time, and the size of each page.
+4. `costmodel params` from a cold process.
+Nothing in notebooks/ is written: executions run on in-memory copies, handouts go to a temp dir.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import jupytext
+
+from costmodel import handouts, suite
+
+
+def execute_one(source: Path) -> float:
+    nb = jupytext.read(source)
+    start = time.perf_counter()
+    suite.execute(nb)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    sources = suite.sources()
+    times = {p.stem: execute_one(p) for p in sources}
+    for stem, seconds in times.items():
+        print(f"  {stem:<26} {seconds:5.2f} s (target < 10 s)")
+    print(f"notebooks one at a time: total {sum(times.values()):.1f} s, "
+          f"slowest {max(times.values()):.2f} s")
+
+    jobs = os.cpu_count() or 1
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(execute_one, sources))
+    print(f"whole suite, {jobs} workers: {time.perf_counter() - start:.1f} s (target < 60 s)")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        sections, folder = handouts.build(out=Path(tmp) / "course", progress=False)
+        elapsed = time.perf_counter() - start
+        sizes = {p.name: p.stat().st_size for p in folder.glob("*.html")}
+        failed = [s.stem for s in sections if s.error]
+    print(f"costmodel handouts (course, {jobs} jobs): {elapsed:.1f} s (target <= 60 s); "
+          f"failed: {failed or 'none'}")
+    print(f"page sizes: largest {max(sizes.values()) / 2**20:.2f} MiB "
+          f"({max(sizes, key=sizes.get)}), smallest {min(sizes.values()) / 2**20:.2f} MiB "
+          f"(target <= 3 MB each)")
+
+    cold = []
+    for _ in range(5):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "costmodel", "params", "qwen3.6-35b-a3b"],
+                       check=True, stdout=subprocess.DEVNULL)
+        cold.append(time.perf_counter() - start)
+    print(f"costmodel params, cold process: best {min(cold):.3f} s, median "
+          f"{statistics.median(cold):.3f} s (target <= 1 s)")
+
+
+if __name__ == "__main__":
+    main()
