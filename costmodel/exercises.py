@@ -28,7 +28,8 @@ from typing import Any, Mapping
 import sympy as sp
 
 from costmodel import levers, models
-from costmodel.symbols import B, D, N, S, T
+from costmodel.flops import model_flops
+from costmodel.symbols import B, D, S, T
 
 # ------------------------------------------------------------------ combining two levers
 
@@ -37,8 +38,9 @@ rate = sp.Symbol("R", positive=True)  # FLOP/s the hardware sustains on this wor
 f_now, f_new = sp.symbols(r"f_{now} f_{new}", positive=True)  # recompute factors
 
 def compute_time(slots, factor):
-    """Compute time of a step: slots computed x hardware FLOPs per slot / sustained rate."""
-    return slots * factor * 6 * N / rate
+    """Compute time of a step: slots computed x hardware FLOPs per slot / sustained rate
+    (model FLOPs per token, 6N from costmodel.flops, times the recompute factor)."""
+    return slots * factor * (model_flops / D) / rate
 
 
 #: Speedup of packing (B S -> D slots) and a lighter recompute (f_now -> f_new) together.
