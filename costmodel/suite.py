@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 TIMEOUT_S = 120
 #: Kernel arguments: keep the kernel's own start-up notices (not cell output) off stderr.
-KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
+KERNEL_ARGS = ["--IPKernelApp.log_level=CRITICAL"]
 
 
 def sources(names: list[str] | None = None) -> list[Path]:
