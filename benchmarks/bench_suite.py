@@ -32,6 +32,7 @@ def execute_one(source: Path) -> float:
 
 def main() -> None:
     sources = suite.sources()
+    suite.inline_figures()
     times = {p.stem: execute_one(p) for p in sources}
     for stem, seconds in times.items():
         print(f"  {stem:<26} {seconds:5.2f} s (target < 10 s)")

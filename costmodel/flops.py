@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from costmodel.symbols import D, N, i_in, o_out
+from costmodel.symbols import D, E, N, i_in, o_out, k
 
 b_rows = sp.Symbol("b_rows", positive=True)  # rows of x: tokens in the GEMM
 
@@ -51,6 +51,11 @@ BACKWARD_PER_PARAM_TOKEN = _per_param_token(
 forward_flops = FORWARD_PER_PARAM_TOKEN * N * D  # 2ND
 backward_flops = BACKWARD_PER_PARAM_TOKEN * N * D  # 4ND
 model_flops = forward_flops + backward_flops  # 6ND: the model FLOPs of MFU
+
+
+#: MoE: N counts only the experts a token is routed to (k of E), so over a step each routed
+#: expert sees D k / E tokens on average.
+tokens_per_expert = D * k / E
 
 
 def network_flops(shapes: list[tuple], tokens=D) -> dict[str, sp.Expr]:

@@ -60,7 +60,7 @@ def run_notebook(stem: str, inputs: dict[str, Any], work: str) -> tuple[str, str
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    os.environ.pop("MPLBACKEND", None)
+    suite.inline_figures()
     source = suite.NOTEBOOKS / f"{stem}.ipynb"
     try:
         papermill.execute_notebook(str(source), str(Path(work) / f"{stem}.ipynb"),

@@ -35,16 +35,16 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from costmodel import roofline
-from costmodel.symbols import D, E, S, b_micro, bytes_per_element, h, k, kk, m, n
+from costmodel import flops, roofline
+from costmodel.symbols import E, S, b_micro, bytes_per_element, h, k, kk, m, n
 
 #: EP group size: ranks over which one layer's experts are spread.
 ep = sp.Symbol("e_p", positive=True)
 #: tokens that go through one MoE layer (on one rank, or in a step).
 tokens = sp.Symbol("t", positive=True)
 
-#: The course's view: tokens per expert over a whole step.
-tokens_per_expert_step = D * k / E
+#: The course's view: tokens per expert over a whole step (costmodel.flops).
+tokens_per_expert_step = flops.tokens_per_expert
 #: Rows of one dense FFN GEMM: the token slots of one micro batch.
 dense_rows = b_micro * S
 #: Rows of one expert's GEMM per micro batch and layer, with an EP group of e_p ranks.

@@ -14,12 +14,12 @@ from typing import Any
 import sympy as sp
 
 from costmodel import attention, padding, roofline, utilization
-from costmodel.flops import model_flops
+from costmodel.flops import model_flops, tokens_per_expert
 from costmodel.memory import logits_bytes
 from costmodel.recompute import factor as recompute_policy_factor
 from costmodel.recompute import recompute_factor
 from costmodel.scenario import Scenario
-from costmodel.symbols import D, E, N, N_total, bytes_per_element, k
+from costmodel.symbols import E, N, N_total, bytes_per_element
 
 BF16_BYTES = 2
 
@@ -50,7 +50,7 @@ EXPRESSIONS: dict[str, sp.Expr] = {
     "mfu_with_attention_actual": attention.mfu_with_attention(attention.attention_actual),
     "logits_bytes": logits_bytes.subs(bytes_per_element, BF16_BYTES),
     "machine_balance": roofline.machine_balance,
-    "tokens_per_expert": D * k / E,
+    "tokens_per_expert": tokens_per_expert,
 }
 
 _ARGS = sorted(set().union(*(e.free_symbols for e in EXPRESSIONS.values())), key=str)
@@ -63,19 +63,12 @@ def evaluate(scenario: Scenario) -> dict[str, float | None]:
     if _evaluate is None:
         _evaluate = sp.lambdify(_ARGS, list(EXPRESSIONS.values()), modules="math")
     subs = scenario.substitutions()
+    if subs.get(E) == 0:  # a dense model: no experts, tokens per expert is undefined
+        subs[E] = math.nan
     args = [subs.get(symbol, math.nan) for symbol in _ARGS]
-    with_nan = dict(zip(EXPRESSIONS, _safe_call(args)))
-    return {key: (None if value is None or math.isnan(value) else value)
-            for key, value in with_nan.items()}
-
-
-def _safe_call(args):
-    try:
-        return [float(v) for v in _evaluate(*args)]
-    except ZeroDivisionError:  # a dense model: tokens per expert is undefined
-        subs = dict(zip(_ARGS, args))
-        return [float(e.subs(subs)) if e.subs(subs).is_finite else math.nan
-                for e in EXPRESSIONS.values()]
+    values = [float(v) for v in _evaluate(*args)]
+    return {key: (None if math.isnan(value) else value)
+            for key, value in zip(EXPRESSIONS, values)}
 
 
 def account(scenario: Scenario) -> dict[str, Any]:

@@ -37,18 +37,19 @@ def clean(nb) -> None:
                 output.get("metadata", {}).pop("execution", None)
 
 
+def inline_figures() -> None:
+    """Kernels inherit the environment: MPLBACKEND=Agg there would stop inline figures (and
+    nbval would report missing outputs). Call once, before kernels start."""
+    os.environ.pop("MPLBACKEND", None)
+
+
 def execute(nb, cwd: Path = NOTEBOOKS):
     from nbclient import NotebookClient
 
-    env_backend = os.environ.pop("MPLBACKEND", None)  # keep inline figures
-    try:
-        client = NotebookClient(nb, timeout=TIMEOUT_S, kernel_name="python3",
-                                record_timing=False, extra_arguments=KERNEL_ARGS,
-                                resources={"metadata": {"path": str(cwd)}})
-        client.execute()
-    finally:
-        if env_backend is not None:
-            os.environ["MPLBACKEND"] = env_backend
+    client = NotebookClient(nb, timeout=TIMEOUT_S, kernel_name="python3",
+                            record_timing=False, extra_arguments=KERNEL_ARGS,
+                            resources={"metadata": {"path": str(cwd)}})
+    client.execute()
     clean(nb)
     return nb
 
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args(argv)
     paths = sources(args.names)
+    inline_figures()
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for target in pool.map(build, paths):
             print(f"executed {target.relative_to(ROOT)}")

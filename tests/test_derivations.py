@@ -3,7 +3,7 @@
 import sympy as sp
 
 from costmodel import attention, flops, padding, recompute, roofline, utilization
-from costmodel.symbols import BW, D, N, P, S, T, d_attn, n_gpu, r, s, tau
+from costmodel.symbols import BW, D, N, P, T, d_attn, r, s, tau
 
 
 def test_gemm_is_two_mnk():

@@ -4,7 +4,7 @@ import pytest
 import sympy as sp
 
 from costmodel import exercises as x
-from costmodel import report, roofline, scenario
+from costmodel import scenario
 from costmodel.symbols import B, D, S
 
 

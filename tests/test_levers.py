@@ -1,15 +1,14 @@
 """costmodel.levers: Amdahl vs multiplicative gains, the waterfall, the CP/EP constraint."""
 
-import math
 
 import pytest
 import sympy as sp
 
-from costmodel import levers, scenario
+from costmodel import levers
 
 
 def test_amdahl_forms():
-    f, x = levers.share, levers.x
+    f = levers.share
     assert sp.simplify(levers.amdahl_limit - 1 / (1 - f)) == 0
     assert levers.amdahl(0.5, 2) == pytest.approx(1 / 0.75)
     assert levers.amdahl(0.3, 1) == pytest.approx(1)
