@@ -48,10 +48,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+MAX_JOBS = 1024
+
+
 def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; expected a positive integer")
-    return int(text)
+    """--jobs N: ASCII digits only ('²'.isdigit() is true, but int('²') fails), 1 to MAX_JOBS."""
+    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 6 else 0
+    if not 1 <= value <= MAX_JOBS:
+        shown = repr(text) if len(text) <= 40 else repr(text[:40]) + "…"
+        raise argparse.ArgumentTypeError(
+            f"{shown} is not allowed; expected a positive integer up to {MAX_JOBS:,}")
+    return value
 
 
 def _scenario(args):
@@ -71,12 +78,22 @@ def run(argv: list[str] | None = None) -> int:
 
         from costmodel import handouts, scenario
 
-        out = args.out or ("handouts/" + (Path(args.scenario).stem if args.scenario else "course"))
-        sections, folder = handouts.build(args.scenario, scenario.parse_set(args.overrides),
-                                          out, args.no_input, args.jobs)
+        out = args.out or handouts.default_out(args.scenario)
+        try:
+            sections, folder = handouts.build(args.scenario, scenario.parse_set(args.overrides),
+                                              out, args.no_input, args.jobs)
+        except KeyboardInterrupt:
+            print("costmodel: interrupted; no handouts written, the output folder is as it was",
+                  file=sys.stderr)
+            return 130
+        except handouts.Terminated:
+            print("costmodel: terminated; no handouts written, the output folder is as it was",
+                  file=sys.stderr)
+            return 143
         failed = [s for s in sections if s.error]
         for section in failed:
-            print(f"costmodel: error: {section.error}", file=sys.stderr)
+            kept = " (kept the previous page, marked stale)" if section.stale else ""
+            print(f"costmodel: error: {section.error}{kept}", file=sys.stderr)
         print(f"wrote {len(sections) - len(failed)} of {len(sections)} handouts and index.html "
               f"to {folder}")
         return 1 if failed else 0
@@ -93,11 +110,16 @@ def run(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _one_line(message: str) -> str:
+    """A message as one line: a line break inside a user's key or value is shown escaped."""
+    return message.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         return run(argv)
     except CostModelError as error:
-        print(f"costmodel: error: {error}", file=sys.stderr)
+        print(f"costmodel: error: {_one_line(str(error))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 1

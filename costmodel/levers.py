@@ -14,6 +14,7 @@ The figures the scenario does not decide are named in ASSUMPTIONS, with where th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import sympy as sp
@@ -67,6 +68,9 @@ def amdahl(part: float, speedup: float) -> float:
 
 
 def amdahl_bound(part: float) -> float:
+    """1 / (1 - f); infinite when the part is the whole step (f = 1, as a float can round to)."""
+    if part >= 1:
+        return math.inf
     return float(amdahl_limit.subs(share, part))
 
 
@@ -92,7 +96,10 @@ def waterfall(step_time: float, levers: list[tuple[str, float]]) -> list[dict]:
 
 
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, int(n) + 1) if n % d == 0]
+    """The divisors of n, ascending (in about sqrt(n) steps)."""
+    n = int(n)
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 @dataclass(frozen=True)

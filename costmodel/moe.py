@@ -56,6 +56,9 @@ permute_bytes = tokens * h * bytes_per_element * k
 #: Intensity of a weight GEMM with m token rows, weight (k x n), as m grows without bound.
 intensity_limit = sp.limit(roofline.gemm_intensity, m, sp.oo)
 
+#: Most experts `simulate_router` is used for in the notebooks: it draws a random score per token
+#: and expert, so its time and memory grow with tokens x experts.
+MAX_SIMULATED_EXPERTS = 2048
 #: The course's expert parallelism (section 3 of the course: EP = 8).
 COURSE_EP_SIZE = 8
 #: Preset whose expert width stands in when the scenario names no model config.
@@ -147,12 +150,18 @@ def zipf_popularity(num_experts: int, skew: float) -> np.ndarray:
 def route_top_k(popularity: np.ndarray, num_tokens: int, top_k: int,
                 rng: np.random.Generator) -> np.ndarray:
     """Tokens routed to top_k distinct experts each (Gumbel top-k: sampling without replacement
-    in proportion to popularity). Returns the token count of every expert."""
-    uniform = rng.random((num_tokens, popularity.size), dtype=np.float32)
-    gumbel = -np.log(-np.log(np.maximum(uniform, np.finfo(np.float32).tiny)))
-    scores = np.log(popularity).astype(np.float32) + gumbel
-    chosen = np.argpartition(-scores, top_k - 1, axis=1)[:, :top_k]
-    return np.bincount(chosen.ravel(), minlength=popularity.size)
+    in proportion to popularity). Returns the token count of every expert. Tokens are scored in
+    chunks of about 2**20 scores (the same random stream as one draw), to bound the memory."""
+    log_popularity = np.log(popularity).astype(np.float32)
+    counts = np.zeros(popularity.size, dtype=np.int64)
+    chunk = max(1, 2**20 // popularity.size)
+    for start in range(0, num_tokens, chunk):
+        rows = min(chunk, num_tokens - start)
+        uniform = rng.random((rows, popularity.size), dtype=np.float32)
+        gumbel = -np.log(-np.log(np.maximum(uniform, np.finfo(np.float32).tiny)))
+        chosen = np.argpartition(-(log_popularity + gumbel), top_k - 1, axis=1)[:, :top_k]
+        counts += np.bincount(chosen.ravel(), minlength=popularity.size)
+    return counts
 
 
 def place_experts(num_experts: int, ep_size: int, rng: np.random.Generator) -> np.ndarray:

@@ -71,6 +71,17 @@ def synthetic_steps(steps: int, n: int, mean: float, cap: int, seed: int = DEFAU
     return [synthetic_step(n, mean, cap, rng, shape) for _ in range(steps)]
 
 
+#: Most samples simulated per step: a step with more samples is represented by this many,
+#: drawn with the same mean and cap (its ratios, not its totals, carry over). It keeps the
+#: first-fit-decreasing packing, which takes time of order samples x rows, within seconds.
+MAX_SAMPLES_PER_STEP = 4096
+
+
+def samples_for(samples_per_step: int, at_most: int = MAX_SAMPLES_PER_STEP) -> int:
+    """Samples simulated per step: the scenario's samples per step, at most `at_most`."""
+    return max(1, min(int(samples_per_step), at_most))
+
+
 def steps_for(samples_per_step: int, at_least: int = 4000, at_most: int = 50) -> int:
     """How many steps give about `at_least` samples for stable statistics (capped)."""
     return max(1, min(at_most, -(-at_least // samples_per_step)))

@@ -3,6 +3,11 @@
 `account(scenario)` evaluates every expression of the model once (through lambdify) and
 returns a nested dict of numbers: the public JSON interface (fractions, not percent).
 `render(account, fmt)` turns it into text, Markdown or JSON.
+
+An impossible account is refused, not printed: `account` raises `CostModelError` when MFU, HFU
+or the MFU implied by the measured throughput exceeds 100% (the inputs contradict each other),
+or when any figure is not a finite number. `mfu_if_total_params` may exceed 100%: it is the
+demonstration of a mistake (N = total parameters), reported as it is.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from costmodel.flops import model_flops, tokens_per_expert
 from costmodel.memory import logits_bytes
 from costmodel.recompute import factor as recompute_policy_factor
 from costmodel.recompute import recompute_factor
+from costmodel.errors import CostModelError
 from costmodel.scenario import Scenario
 from costmodel.symbols import E, N, N_total, bytes_per_element
 
@@ -71,8 +77,57 @@ def evaluate(scenario: Scenario) -> dict[str, float | None]:
             for key, value in zip(EXPRESSIONS, values)}
 
 
+#: Figures that cannot exceed 100% for consistent inputs, in the order they are checked, with
+#: the scenario keys each one comes from (named in the message when it does).
+UTILIZATIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("mfu", "MFU", ("step_time", "num_gpus", "peak_flops", "tokens_per_step",
+                    "activated_params")),
+    ("hfu", "HFU", ("step_time", "num_gpus", "peak_flops", "tokens_per_step",
+                    "activated_params", "recompute")),
+    ("mfu_from_measured_tokens_per_s", "MFU from measured_tokens_per_s",
+     ("measured_tokens_per_s", "num_gpus", "peak_flops", "activated_params")),
+)
+
+
+def _input_text(scenario: Scenario, key: str) -> str:
+    if key == "tokens_per_step":
+        return ("samples_per_step x mean_tokens_per_sample = "
+                f"{_input(scenario['samples_per_step'])} x "
+                f"{_input(scenario['mean_tokens_per_sample'])}")
+    if key == "recompute" and scenario["recompute"] == "selective":
+        return (f"recompute = selective (fraction "
+                f"{_input(scenario['selective_recompute_fraction'])})")
+    return f"{key} = {_input(scenario[key])}"
+
+
+def check_possible(scenario: Scenario, figures: dict[str, float | None]) -> None:
+    """Raise CostModelError if a utilization in UTILIZATIONS exceeds 100%: one line naming the
+    figure and the inputs it comes from."""
+    for key, label, inputs in UTILIZATIONS:
+        value = figures.get(key)
+        if value is not None and value > 1 + 1e-9:  # not float rounding at exactly 100%
+            checks = ", ".join(_input_text(scenario, name) for name in inputs)
+            raise CostModelError(
+                f"impossible result: {label} = {_pct(value)} is not allowed; expected at most "
+                f"100% (the inputs contradict each other; check {checks})")
+
+
+def check_finite(a: dict[str, Any], where: str = "") -> None:
+    """Raise CostModelError if any number of the account is inf or nan (JSON has neither)."""
+    for key, value in a.items():
+        name = f"{where}{key}"
+        if isinstance(value, dict):
+            check_finite(value, name + ".")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise CostModelError(f"impossible result: {name} = {value} is not allowed; expected a "
+                                 "finite number (check the scenario's inputs)")
+
+
 def account(scenario: Scenario) -> dict[str, Any]:
+    """The cost account of `scenario` (see the module docstring); raises CostModelError for an
+    impossible one (a utilization above 100%, a figure that is not finite)."""
     v = evaluate(scenario)
+    check_possible(scenario, v)
     policy = scenario["recompute"]
     fraction = scenario["selective_recompute_fraction"]
     now = float(recompute_policy_factor(policy, fraction))
@@ -80,7 +135,7 @@ def account(scenario: Scenario) -> dict[str, Any]:
     selective_speedup = max(1.0, now / selective)
     combined = v["packing_speedup"] * selective_speedup
     measured = scenario["measured_tokens_per_s"]
-    return {
+    result = {
         "model_flops_per_step": v["model_flops_per_step"],
         "hardware_flops_per_step": v["hardware_flops_per_step"],
         "recompute_factor": v["recompute_factor"],
@@ -134,6 +189,8 @@ def account(scenario: Scenario) -> dict[str, Any]:
         "tokens_per_expert": v["tokens_per_expert"],
         "scenario": dict(scenario.values),
     }
+    check_finite(result)
+    return result
 
 
 # ---------------------------------------------------------------- rendering
@@ -239,7 +296,8 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
 
 def render(a: dict[str, Any], fmt: str = "text") -> str:
     if fmt == "json":
-        return json.dumps(a, indent=2, sort_keys=False) + "\n"
+        check_finite(a)  # strict JSON: never Infinity or NaN (account() refuses them already)
+        return json.dumps(a, indent=2, sort_keys=False, allow_nan=False) + "\n"
     title = f"Cost account: {a['scenario']['name']}"
     out: list[str] = []
     if fmt == "markdown":

@@ -26,6 +26,7 @@ import yaml
 
 from costmodel import hardware, symbols as sym
 from costmodel.errors import CostModelError
+from costmodel.models import read_input, shown
 from costmodel.recompute import POLICIES
 
 RECOMPUTE_POLICIES = ("none", "selective", "full")
@@ -37,45 +38,49 @@ class Field:
     kind: str  # count | count0 | positive | fraction | choice | gpu | text | path
     help: str
     nullable: bool = False
+    #: Inclusive bounds of a number (None: the kind's own bound). They keep every figure of the
+    #: account finite and every notebook runnable; the README's scenario table states them.
+    minimum: float | None = None
+    maximum: float | None = None
 
 
 FIELDS: dict[str, Field] = {
     "name": Field("text", "title of the scenario"),
     "model": Field("path", "a config.json path or a preset name; fills the model-shape keys",
                    nullable=True),
-    "activated_params": Field("count", "N of 6ND: matmul parameters per token, no input embedding"),
-    "total_params": Field("count", "all parameters, every expert"),
-    "samples_per_step": Field("count", "samples (sequences) per optimizer step"),
-    "mean_tokens_per_sample": Field("positive", "mean real tokens per sample"),
-    "seq_len": Field("count", "configured (padded) sequence length, tokens"),
-    "step_time": Field("positive", "seconds per optimizer step"),
-    "num_gpus": Field("count", "GPUs in the job"),
+    "activated_params": Field("count", "N of 6ND: matmul parameters per token, no input embedding", maximum=10**15),
+    "total_params": Field("count", "all parameters, every expert", maximum=10**15),
+    "samples_per_step": Field("count", "samples (sequences) per optimizer step", maximum=10**9),
+    "mean_tokens_per_sample": Field("positive", "mean real tokens per sample (1 to seq_len)", minimum=1, maximum=10**8),
+    "seq_len": Field("count", "configured (padded) sequence length, tokens", maximum=10**8),
+    "step_time": Field("positive", "seconds per optimizer step", minimum=1e-06, maximum=10**9),
+    "num_gpus": Field("count", "GPUs in the job", maximum=10**7),
     "gpu": Field("gpu", "GPU model (sets peak_flops and hbm_bandwidth)"),
-    "peak_flops": Field("positive", "dense BF16 peak of one GPU, FLOP/s"),
-    "hbm_bandwidth": Field("positive", "HBM bandwidth of one GPU, byte/s"),
+    "peak_flops": Field("positive", "dense BF16 peak of one GPU, FLOP/s", minimum=10**9, maximum=10**18),
+    "hbm_bandwidth": Field("positive", "HBM bandwidth of one GPU, byte/s", minimum=10**6, maximum=10**16),
     "recompute": Field("choice", "activation recompute: none | selective | full"),
     "selective_recompute_fraction": Field(
         "fraction", "share of forward FLOPs redone by selective recompute"),
     "measured_tokens_per_s": Field("positive", "measured cluster throughput, tokens/s",
-                                   nullable=True),
-    "hidden_size": Field("count", "hidden size"),
-    "num_layers": Field("count", "transformer layers"),
+                                   nullable=True, minimum=1e-06, maximum=10**15),
+    "hidden_size": Field("count", "hidden size", maximum=10**7),
+    "num_layers": Field("count", "transformer layers", maximum=10**5),
     "full_attention_every": Field(
-        "count", "one full-attention layer every k layers (1 = all; above num_layers = none)"),
-    "num_heads": Field("count", "query heads of a full-attention layer", nullable=True),
-    "head_dim": Field("count", "width of one attention head", nullable=True),
+        "count", "one full-attention layer every k layers (1 = all; at most num_layers)", maximum=10**5),
+    "num_heads": Field("count", "query heads of a full-attention layer", nullable=True, maximum=10**5),
+    "head_dim": Field("count", "width of one attention head", nullable=True, maximum=10**6),
     "attention_dim": Field("count", "attention width (overrides num_heads x head_dim)",
-                           nullable=True),
-    "num_experts": Field("count0", "routed experts per MoE layer (0 = dense)"),
-    "experts_per_token": Field("count0", "routed experts per token (top-k; 0 = dense)"),
-    "vocab_size": Field("count", "vocabulary size"),
-    "micro_batch": Field("count", "sequences per micro batch"),
+                           nullable=True, maximum=10**8),
+    "num_experts": Field("count0", "routed experts per MoE layer (0 = dense)", maximum=10**6),
+    "experts_per_token": Field("count0", "routed experts per token (top-k; 0 = dense)", maximum=10**6),
+    "vocab_size": Field("count", "vocabulary size", maximum=10**9),
+    "micro_batch": Field("count", "sequences per micro batch", maximum=10**6),
 }
 
 ALLOWED = {
     "count": "a positive integer",
     "count0": "a non-negative integer",
-    "positive": "a positive finite number",
+    "positive": "a positive number",
     "fraction": "a number between 0 and 1",
     "choice": "one of " + ", ".join(RECOMPUTE_POLICIES),
     "gpu": "one of " + ", ".join(hardware.GPUS),
@@ -83,60 +88,105 @@ ALLOWED = {
     "path": "a config.json path or a preset name",
 }
 
+#: Limits on a scenario's YAML (a file, or the value of one --set), checked while it is read and
+#: before any Python object is built: a billion-laughs alias bomb or a deeply nested document is
+#: refused in well under a second. Scenario values are flat scalars, so real scenarios are far
+#: below them. The file itself may have at most MAX_INPUT_BYTES (1 MiB).
+MAX_YAML_NODES = 10_000  #: scalars, lists and mappings, every alias counted as a full copy
+MAX_YAML_DEPTH = 50  #: lists and mappings nested in one another
+MAX_YAML_INT_DIGITS = 1_000  #: an integer literal longer than this is refused as it is read
+
+
+def _limits(*bounds: float) -> list[str]:
+    """Bounds as a reader writes them: 100,000,000 below 1e9, else 1e15, 1e-6 (all alike)."""
+    if all(float(x).is_integer() and abs(x) < 1e9 for x in bounds):
+        return [f"{int(x):,}" for x in bounds]
+    texts = []
+    for x in bounds:
+        mantissa, exponent = f"{x:e}".split("e")
+        texts.append(f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}")
+    return texts
+
+
+def allowed_text(key: str) -> str:
+    """What a key accepts, bounds included: 'a positive integer up to 100,000,000'."""
+    spec = FIELDS[key]
+    text = ALLOWED[spec.kind]
+    if spec.kind in ("count", "count0", "positive"):
+        if spec.minimum is not None and spec.maximum is not None:
+            low, high = _limits(spec.minimum, spec.maximum)
+            text += f" from {low} to {high}"
+        elif spec.maximum is not None:
+            text += f" up to {_limits(spec.maximum)[0]}"
+        elif spec.minimum is not None:
+            text += f" of at least {_limits(spec.minimum)[0]}"
+    return text + (" or null" if spec.nullable else "")
+
 
 def _fail(key: str, value: Any, allowed: str) -> CostModelError:
-    return CostModelError(f"{key}: {value!r} is not allowed; expected {allowed}")
+    return CostModelError(f"{key}: {shown(value)} is not allowed; expected {allowed}")
 
 
-def _number(key: str, value: Any, allowed: str) -> float:
-    """A real number from YAML or --set text (PyYAML reads '3e9' as a string)."""
+def _number(key: str, value: Any, allowed: str) -> int | float:
+    """A finite real number from YAML or --set text (PyYAML reads '3e9' as a string). Integers
+    stay exact: 10**400 is compared with the bounds, never turned into a float."""
     if isinstance(value, bool):
         raise _fail(key, value, allowed)
     if isinstance(value, str):
         try:
-            value = float(value.replace("_", ""))
+            number = float(value.replace("_", ""))
         except ValueError:
             raise _fail(key, value, allowed) from None
-    if not isinstance(value, (int, float)):
+        if not math.isfinite(number):  # '1e400' and 'inf': show what was written
+            raise _fail(key, value, allowed)
+        return number
+    if isinstance(value, float) and not math.isfinite(value):
         raise _fail(key, value, allowed)
-    if not math.isfinite(value):
+    if not isinstance(value, (int, float)):
         raise _fail(key, value, allowed)
     return value
 
 
 def check_value(key: str, value: Any) -> Any:
-    """Validate one key's value; return it in canonical form (int for counts)."""
-    if key not in FIELDS:
-        hint = difflib.get_close_matches(key, FIELDS, n=1)
+    """Validate one key's value; return it in canonical form (int for counts).
+
+    Numbers must lie within the key's bounds (FIELDS[key].minimum/maximum, inclusive); the
+    message states them, e.g. `seq_len: 1e+308 is not allowed; expected a positive integer up to
+    100,000,000`."""
+    if not isinstance(key, str) or key not in FIELDS:
+        hint = difflib.get_close_matches(str(key)[:100], FIELDS, n=1)
         suggestion = f"did you mean '{hint[0]}'?" if hint else "valid keys: " + ", ".join(FIELDS)
-        raise CostModelError(f"unknown scenario key '{key}' ({suggestion})")
+        raise CostModelError(f"unknown scenario key {shown(str(key))} ({suggestion})")
     spec = FIELDS[key]
-    allowed = ALLOWED[spec.kind] + (" or null" if spec.nullable else "")
+    allowed = allowed_text(key)
     if value is None:
         if spec.nullable:
             return None
         raise _fail(key, value, allowed)
-    if spec.kind in ("count", "count0"):
+    if spec.kind in ("count", "count0", "positive"):
         number = _number(key, value, allowed)
-        if number != int(number) or number < (1 if spec.kind == "count" else 0):
-            raise _fail(key, value, allowed)
-        return int(number)
-    if spec.kind == "positive":
-        number = _number(key, value, allowed)
-        if number <= 0:
-            raise _fail(key, value, allowed)
-        return number
+        if spec.kind == "positive":
+            low, above = (spec.minimum or 0), spec.minimum is None  # positive: strictly above 0
+        else:
+            low, above = (spec.minimum if spec.minimum is not None
+                          else 1 if spec.kind == "count" else 0), False
+        if spec.kind != "positive" and isinstance(number, float) and not number.is_integer():
+            raise _fail(key, number, allowed)
+        if number < low or (above and number <= low) or (
+                spec.maximum is not None and number > spec.maximum):
+            raise _fail(key, number, allowed)
+        return number if spec.kind == "positive" else int(number)
     if spec.kind == "fraction":
         number = _number(key, value, allowed)
         if not 0 <= number <= 1:
-            raise _fail(key, value, allowed)
+            raise _fail(key, number, allowed)
         return number
     if spec.kind == "choice":
-        if str(value).lower() not in RECOMPUTE_POLICIES:
+        if not isinstance(value, str) or value.lower() not in RECOMPUTE_POLICIES:
             raise _fail(key, value, allowed)
-        return str(value).lower()
+        return value.lower()
     if spec.kind == "gpu":
-        gpu = hardware.lookup(str(value))
+        gpu = hardware.lookup(value) if isinstance(value, str) else None
         if gpu is None:
             raise _fail(key, value, allowed)
         return gpu.name
@@ -145,40 +195,153 @@ def check_value(key: str, value: Any) -> Any:
     return value
 
 
+# ---------------------------------------------------------------- reading YAML safely
+
+class _Refused(yaml.YAMLError):
+    """YAML beyond the limits above; the message is '<what> is not allowed; expected <limit>'."""
+
+    def __init__(self, what: str, allowed: str, mark: Any = None):
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        super().__init__(f"{what}{where} is not allowed; expected {allowed}")
+
+
+class _ScenarioLoader(yaml.SafeLoader):
+    """PyYAML's safe loader (the pure-Python one: libyaml's composer crashes on deep nesting)
+    with the limits above and no duplicate keys."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._nodes = 0
+        self._depth = 0
+
+    def compose_node(self, parent, index):  # noqa: D102 (PyYAML hook)
+        if self.check_event(yaml.AliasEvent):
+            return super().compose_node(parent, index)
+        self._nodes += 1
+        if self._nodes > MAX_YAML_NODES:
+            raise _Refused(f"more than {MAX_YAML_NODES:,} YAML nodes",
+                           f"at most {MAX_YAML_NODES:,}", self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _Refused(f"nesting deeper than {MAX_YAML_DEPTH} levels",
+                               f"at most {MAX_YAML_DEPTH}", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def compose_document(self):  # noqa: D102
+        node = super().compose_document()
+        _check_expanded_size(node)
+        return node
+
+    def construct_mapping(self, node, deep=False):  # noqa: D102
+        if isinstance(node, yaml.MappingNode):
+            first_line: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(
+                        key_node, yaml.ScalarNode):
+                    continue
+                key = self.construct_object(key_node)
+                line = key_node.start_mark.line + 1
+                if key in first_line:
+                    raise _Refused(f"key {shown(key)} twice (lines {first_line[key]} and {line})",
+                                   "each key once")
+                first_line[key] = line
+        return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node):  # noqa: D102
+        digits = sum(c.isdigit() for c in node.value)
+        if digits > MAX_YAML_INT_DIGITS:
+            raise _Refused(f"an integer of {digits:,} digits",
+                           f"at most {MAX_YAML_INT_DIGITS:,} digits", node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+_ScenarioLoader.add_constructor("tag:yaml.org,2002:int", _ScenarioLoader.construct_yaml_int)
+
+
+def _check_expanded_size(root: Any) -> None:
+    """Refuse a document whose size, with every alias expanded, exceeds MAX_YAML_NODES.
+
+    Counted on the composed node graph (an alias is the same node object as its anchor), with a
+    memo per node, so a billion-laughs document costs a few hundred steps, not 9**9."""
+    if root is None:
+        return
+    limit = MAX_YAML_NODES
+    memo: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: Any) -> int:
+        ident = id(node)
+        if ident in memo:
+            return memo[ident]
+        if ident in open_nodes:
+            raise _Refused("an alias inside its own anchor", "aliases to finished values",
+                           node.start_mark)
+        open_nodes.add(ident)
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        else:
+            children = []
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > limit:
+                break
+        open_nodes.discard(ident)
+        memo[ident] = min(total, limit + 1)
+        return memo[ident]
+
+    if size(root) > limit:
+        raise _Refused(f"more than {limit:,} YAML nodes with aliases expanded",
+                       f"at most {limit:,}")
+
+
+def _load(text: str) -> Any:
+    """YAML text to Python objects through _ScenarioLoader (raises yaml.YAMLError)."""
+    loader = _ScenarioLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a scenario file: a YAML mapping, with a safe loader."""
+    """Read a scenario file: a YAML mapping, with a safe loader and the limits above."""
     path = Path(path)
+    label = f"scenario file '{path}'"
+    text = read_input(path, label)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CostModelError(f"scenario file '{path}': no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or type(error).__name__
-        raise CostModelError(f"scenario file '{path}': cannot be read ({reason})") from None
-    try:
-        data = yaml.safe_load(text)
+        data = _load(text)
+    except _Refused as error:
+        raise CostModelError(f"{label}: {error}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         problem = getattr(error, "problem", None) or "invalid YAML"
-        raise CostModelError(f"scenario file '{path}': malformed YAML{where} ({problem})") from None
+        raise CostModelError(f"{label}: malformed YAML{where} ({problem})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise CostModelError(
-            f"scenario file '{path}': expected a mapping of keys to values, got {type(data).__name__}")
-    return {str(key): value for key, value in data.items()}
+            f"{label}: expected a mapping of keys to values, got {type(data).__name__}")
+    return {key if isinstance(key, str) else shown(key): value for key, value in data.items()}
 
 
 def parse_set(items: list[str] | None) -> dict[str, Any]:
-    """--set KEY=VALUE pairs; each value read as a YAML scalar."""
+    """--set KEY=VALUE pairs; each value read as a YAML scalar (same loader and limits)."""
     result: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
-            raise CostModelError(f"--set: {item!r} is not allowed; expected KEY=VALUE")
+            raise CostModelError(f"--set: {shown(item)} is not allowed; expected KEY=VALUE")
         key, _, text = item.partition("=")
         try:
-            value = yaml.safe_load(text) if text.strip() else None
+            value = _load(text) if text.strip() else None
+        except _Refused as error:
+            raise CostModelError(f"--set {key.strip()}: {error}") from None
         except yaml.YAMLError:
             value = text
         result[key.strip()] = value
@@ -187,7 +350,7 @@ def parse_set(items: list[str] | None) -> dict[str, Any]:
 
 def course_values() -> dict[str, Any]:
     source = resources.files("costmodel").joinpath("scenarios/course.yaml")
-    return yaml.safe_load(source.read_text(encoding="utf-8"))
+    return _load(source.read_text(encoding="utf-8"))
 
 
 #: Which symbol each (resolved) scenario key gives a value to.
@@ -232,8 +395,11 @@ def model_reference(reference: str, base: str | Path) -> str:
     """A model path given relative to `base` (a scenario file's folder), made absolute; a
     preset name or an absolute path is returned as it is."""
     path = Path(reference)
-    if not path.is_absolute() and (Path(base) / path).exists():
-        return str((Path(base) / path).resolve())
+    try:
+        if not path.is_absolute() and (Path(base) / path).exists():
+            return str((Path(base) / path).resolve())
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        pass
     return reference
 
 
@@ -264,7 +430,12 @@ def resolve(file: str | Path | None = None, overrides: dict[str, Any] | None = N
             sources[key] = origin
 
     model_ref = user.get("model")
-    model_layer = _checked(_model_keys(model_ref)) if model_ref else {}
+    try:
+        model_layer = _checked(_model_keys(model_ref)) if model_ref else {}
+    except CostModelError as error:  # say which model a refused shape key comes from
+        message = str(error)
+        raise (error if message.startswith("model config ")
+               else CostModelError(f"model {shown(model_ref, 200)}: {message}")) from None
 
     values = {key: check_value(key, value) for key, value in course_values().items()}
     values.setdefault("model", None)
@@ -317,6 +488,8 @@ _RELATIONS: list[tuple[str, str, Callable[[Any, Any], bool], str]] = [
     ("mean_tokens_per_sample", "seq_len", lambda a, b: a <= b, "at most seq_len"),
     ("experts_per_token", "num_experts", lambda a, b: a <= b, "at most num_experts"),
     ("activated_params", "total_params", lambda a, b: a <= b, "at most total_params"),
+    ("full_attention_every", "num_layers", lambda a, b: a <= b, "at most num_layers"),
+    ("num_heads", "attention_dim", lambda a, b: a is None or a <= b, "at most attention_dim"),
 ]
 
 

@@ -34,7 +34,7 @@ from costmodel.recompute import factor as policy_factor
 from costmodel.symbols import T
 
 sc, acc = d.load(scenario_file, overrides)
-d.md(f"场景：**{sc['name']}**（{sc['num_gpus']} × {sc['gpu']}，每步 {d.num(sc['step_time'], 1)} 秒，"
+d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，每步 {d.num(sc['step_time'], 1)} 秒，"
      f"recompute = `{sc['recompute']}`）。下面的每个数字都按这个场景现算。")
 
 # %% [markdown]
@@ -90,8 +90,8 @@ if pad_slots <= 0:
     d.md("**padding**：本场景的平均真实长度等于配置长度，定长补齐也不会产生 pad 槽位。")
 else:
     d.md(f"**padding**：配置长度 {d.num(sc['seq_len'])}，平均真实长度 "
-         f"{d.num(sc['mean_tokens_per_sample'])}。如果每个样本都补齐到配置长度，每步要算 "
-         f"{d.num(pad['slots'])} 个槽位，其中真实 token 只有 {d.num(sc['tokens_per_step'])}，"
+         f"{d.count(sc['mean_tokens_per_sample'])}。如果每个样本都补齐到配置长度，每步要算 "
+         f"{d.num(pad['slots'])} 个槽位，其中真实 token 只有 {d.count(sc['tokens_per_step'])}，"
          f"另外 {d.num(pad_slots)} 个是 pad（占 {d.pct(pad['waste_fraction'])}）。"
          "pad 上的矩阵乘既不进 MFU 也不进 HFU 的分子，只让 T 变长。"
          "是否真的在补齐要去日志里确认（见 04）：若已做 packing，这一项不存在。")

@@ -36,7 +36,7 @@ from costmodel.symbols import D, E, N, N_total, h, i_in, k, kk, m, n, o_out, r
 
 sc, acc = d.load(scenario_file, overrides)
 subs = sc.substitutions()
-d.md(f"场景：**{sc['name']}**（N = {d.sci(sc['activated_params'])}，"
+d.md(f"场景：**{d.text(sc['name'])}**（N = {d.sci(sc['activated_params'])}，"
      f"每步 D = {d.sci(sc['tokens_per_step'])} 个真实 token，recompute = `{sc['recompute']}`）。")
 
 # %% [markdown]
@@ -129,14 +129,18 @@ if sc["num_experts"] > 0:
          f"激活参数 N = {d.sci(sc['activated_params'])}，总参数 {d.sci(sc['total_params'])}，"
          f"后者是前者的 {d.times(ratio, 1)}。每个专家每步平均只拿到 "
          f"{d.num(acc['tokens_per_expert'])} 个 token，而稠密 FFN 的 GEMM 要处理全部 "
-         f"{d.num(sc['tokens_per_step'])} 个：专家的 GEMM 更\"瘦\"（见 06）。"
+         f"{d.count(sc['tokens_per_step'])} 个：专家的 GEMM 更\"瘦\"（见 06）。"
          f"若把总参数代进 6ND，模型 FLOPs 会虚增到 {d.times(ratio, 1)}（见 09）。")
 else:
     ratio = sc["total_params"] / sc["activated_params"]
+    gap = sc["total_params"] - sc["activated_params"]
     d.md(f"本场景是稠密模型（num_experts = 0）：每个 token 经过全部权重，没有路由，也就没有"
-         f"\"每个专家分到多少 token\"的问题。激活参数 N = {d.sci(sc['activated_params'])} 比总参数 "
-         f"{d.sci(sc['total_params'])} 少 {d.sci(sc['total_params'] - sc['activated_params'])}，"
-         "差额应当是不做矩阵乘的参数，例如输入 embedding。")
+         f"\"每个专家分到多少 token\"的问题。"
+         + (f"激活参数 N = {d.sci(sc['activated_params'])} 比总参数 "
+            f"{d.sci(sc['total_params'])} 少 {d.sci(gap)}，差额应当是不做矩阵乘的参数，例如输入 embedding。"
+            if gap > 0 else
+            f"激活参数 N 与总参数相同（{d.sci(sc['activated_params'])}）：场景把每个参数都算作矩阵乘参数；"
+            "若模型有输入 embedding（查表，没有 FLOPs），N 应当比总参数少这一块。"))
 
 # %% [markdown]
 # ## 5. 全量重算：8ND 与 4/3

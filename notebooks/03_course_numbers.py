@@ -51,9 +51,10 @@ def texnum(x, digits=0):
     return d.num(x, digits).replace(",", "{,}")
 
 
-d.md(f"场景：**{sc['name']}**"
+d.md(f"场景：**{d.text(sc['name'])}**"
      + ("（课程的场景）。" if is_course else
-        f"（与课程不同：改动了 {', '.join(sc.changed)}）。下面的数字都按这个场景重新算过。"))
+        f"（与课程不同：改动了 {', '.join(d.text(key, code=True) for key in sc.changed)}）。"
+        "下面的数字都按这个场景重新算过。"))
 
 # %% [markdown]
 # ## 1. 输入
@@ -67,7 +68,7 @@ SOURCE = {"course": "课程", "file": "场景文件", "--set": "覆盖参数", "
 measured = sc["measured_tokens_per_s"]
 rows = [
     ("每步样本数", "B", d.num(sc["samples_per_step"]), SOURCE[sc.sources["samples_per_step"]]),
-    ("每个样本的平均真实 token 数", "s̄", d.num(sc["mean_tokens_per_sample"]),
+    ("每个样本的平均真实 token 数", "s̄", d.count(sc["mean_tokens_per_sample"]),
      SOURCE[sc.sources["mean_tokens_per_sample"]]),
     ("激活参数（6ND 的 N）", "N", d.sci(sc["activated_params"]),
      SOURCE[sc.sources["activated_params"]]),
@@ -93,7 +94,7 @@ tokens = sc["tokens_per_step"]
 flops = acc["model_flops_per_step"]
 cluster_peak = float(utilization.cluster_peak.subs(subs))
 d.eq(D, B * s_mean, rf"{texnum(sc['samples_per_step'])} \times "
-     rf"{texnum(sc['mean_tokens_per_sample'])}", tex(tokens))
+     rf"{d.count(sc['mean_tokens_per_sample']).replace(',', '{,}')}", tex(tokens))
 d.eq(r"C_{\mathrm{model}}", model_flops,
      rf"6 \times {tex(sc['activated_params'])} \times {tex(tokens)}", tex(flops, 4))
 d.eq(r"\mathrm{FLOP/s}_{\mathrm{cluster}}", utilization.achieved_flops_per_s,
@@ -181,8 +182,10 @@ else:
                     "T 是否混进了评估、存盘等非训练时间。")
     d.md(f"由 D / T 算出的吞吐是 **{d.num(acc['tokens_per_s'])} tok/s**，实测 "
          f"**{d.num(measured)} tok/s**，相对差 **{100 * rel:+.2f}%**，{verdict}"
-         f"用实测吞吐反推的 MFU 是 {d.pct(mfu_measured)}，与 FLOPs 路线的 {d.pct(acc['mfu'])} 一致。"
-         "单卡 FLOPs 路线与集群路线在代数上是同一个式子（分子分母同除以 GPU 数），"
+         f"用实测吞吐反推的 MFU 是 {d.pct(mfu_measured)}，"
+         + (f"与 FLOPs 路线的 {d.pct(acc['mfu'])} 一致。" if abs(rel) <= TOLERANCE else
+            f"与 FLOPs 路线的 {d.pct(acc['mfu'])} 同样对不上（偏差来自同一处：D / T 与实测吞吐不符）。")
+         + "单卡 FLOPs 路线与集群路线在代数上是同一个式子（分子分母同除以 GPU 数），"
          "它只验证算术，不提供新的证据。")
 
 # %% [markdown]
@@ -202,10 +205,13 @@ if sc["num_experts"] > 0:
     d.md(f"本场景是 MoE（{sc['num_experts']} 个专家，每 token 激活 {sc['experts_per_token']} 个），"
          f"总参数是激活参数的 **{ratio:.2f} 倍**。误用总参数得到的“MFU”是 "
          f"**{d.pct(acc['mfu_if_total_params'], 1)}**，正确值是 **{d.pct(acc['mfu'])}**。{tail}")
-else:
+elif sc["total_params"] > sc["activated_params"]:
     d.md(f"本场景是稠密模型，总参数是 N 的 {ratio:.2f} 倍（差的是输入 embedding 这类不参与矩阵乘的参数），"
          f"误用总参数得到 {d.pct(acc['mfu_if_total_params'])}，对比正确的 {d.pct(acc['mfu'])}，"
          "错得不多；这个坑主要出在 MoE 上。")
+else:
+    d.md(f"本场景是稠密模型，总参数与 N 相同，误用总参数也得到 {d.pct(acc['mfu'])}；"
+         "这个坑主要出在 MoE 上。")
 
 # %% [markdown]
 # ## 5. 真实配置里的激活参数
@@ -225,7 +231,7 @@ else:
 shape = matching_shape(sc.values)
 reference = sc["model"] or COURSE_MODEL
 if shape is None:
-    d.md(f"本场景的模型形状（hidden、层数、专家数、词表）与配置 `{reference}` 不一致，"
+    d.md(f"本场景的模型形状（hidden、层数、专家数、词表）与配置 {d.text(reference, code=True)} 不一致，"
          "这里没有它的精确计数。在场景文件里写 `model: 路径/config.json`（或预置名），"
          "本节就会改用那个配置数出的激活参数。")
 else:

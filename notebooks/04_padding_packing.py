@@ -35,8 +35,8 @@ from costmodel.symbols import B, D, s_mean
 
 sc, acc = d.load(scenario_file, overrides)
 pad = acc["padding"]
-d.md(f"场景：**{sc['name']}**：每步 {d.num(sc['samples_per_step'])} 个样本，平均每个样本 "
-     f"{d.num(sc['mean_tokens_per_sample'])} 个真实 token，配置的序列长度（补齐长度）为 "
+d.md(f"场景：**{d.text(sc['name'])}**：每步 {d.num(sc['samples_per_step'])} 个样本，平均每个样本 "
+     f"{d.count(sc['mean_tokens_per_sample'])} 个真实 token，配置的序列长度（补齐长度）为 "
      f"{d.num(sc['seq_len'])}。下面的数字都按这个场景现算。")
 
 # %% [markdown]
@@ -55,7 +55,7 @@ d.eq(r"\text{speedup}", padding.packing_speedup, padding.packing_speedup.subs(D,
      d.times(pad["packing_speedup"]))
 d.table([
     ["slots per step B·S", d.num(pad["slots"])],
-    ["real tokens per step D", d.num(sc["tokens_per_step"])],
+    ["real tokens per step D", d.count(sc["tokens_per_step"])],
     ["useful fraction", d.pct(pad["useful_fraction"])],
     ["waste", d.pct(pad["waste_fraction"])],
     ["perfect-packing speedup", d.times(pad["packing_speedup"])],
@@ -63,11 +63,18 @@ d.table([
     ["step time now -> after packing",
      f"{d.num(sc['step_time'], 1)} s -> {d.num(pad['step_time_after_packing'], 1)} s"],
 ], ["quantity", "value"], "Padding account (mean length)")
-d.md(f"本场景有 **{d.pct(pad['waste_fraction'])}** 的槽位落在 pad 上；如果真在定长补齐，完美 packing "
-     f"能把每步从 {d.num(sc['step_time'], 1)} 秒压到 **{d.num(pad['step_time_after_packing'], 1)} 秒**"
-     f"（{d.times(pad['packing_speedup'])}），MFU 从 {d.pct(acc['mfu'])} 升到 "
-     f"{d.pct(pad['mfu_after_packing'])}。作为对照，课程对它的场景给出的是浪费 41.3%、提速 1.70×"
-     f"（那是课程的数字，上面的是本场景现算的）。")
+padded = pad["slots"] > sc["tokens_per_step"]  # some slots hold padding
+if padded:
+    gain = (f"本场景有 **{d.pct(pad['waste_fraction'])}** 的槽位落在 pad 上；如果真在定长补齐，完美 packing "
+            f"能把每步从 {d.num(sc['step_time'], 1)} 秒压到 **{d.num(pad['step_time_after_packing'], 1)} 秒**"
+            f"（{d.times(pad['packing_speedup'])}），MFU 从 {d.pct(acc['mfu'])} 升到 "
+            f"{d.pct(pad['mfu_after_packing'])}。")
+else:
+    gain = (f"本场景的平均真实长度等于配置长度（{d.num(sc['seq_len'])}）：每个样本都填满 $S$，定长补齐也"
+            f"没有 pad 槽位，完美 packing 没有可省的（{d.times(pad['packing_speedup'])}），MFU 仍是 "
+            f"{d.pct(acc['mfu'])}。")
+d.md(gain + "作为对照，课程对它的场景给出的是浪费 41.3%、提速 1.70×"
+     "（那是课程的数字，上面的是本场景现算的）。")
 
 # %% [markdown]
 # 这笔账有一个前提：训练真的在做定长补齐。同一个 $D$，日志里每步计入的 token 数、是否传了
@@ -84,20 +91,28 @@ d.md(f"本场景有 **{d.pct(pad['waste_fraction'])}** 的槽位落在 pad 上�
 
 # %%
 n, mean, cap = sc["samples_per_step"], sc["mean_tokens_per_sample"], sc["seq_len"]
-n_steps = packing.steps_for(n)
-steps = packing.synthetic_steps(n_steps, n, mean, cap)
+n_sim = packing.samples_for(n)  # samples simulated per step (all of them, up to a limit)
+per_step = n / n_sim  # scales a simulated step's attention FLOPs to the scenario's step
+n_steps = packing.steps_for(n_sim)
+steps = packing.synthetic_steps(n_steps, n_sim, mean, cap)
 lengths = np.concatenate(steps)
 capped = float(np.mean(lengths == cap))
 over_half = float(np.mean(lengths > cap / 2))
 d.table([
-    ["steps x samples per step", f"{n_steps} x {d.num(n)}"],
+    ["steps x samples per step", f"{n_steps} x {d.num(n_sim)}"],
     ["gamma shape (assumption)", d.num(packing.DEFAULT_SHAPE, 1)],
-    ["tokens per step (every step)", d.num(int(steps[0].sum()))],
+    ["tokens per step (every step)" if n_sim == n else "tokens per simulated step (every step)",
+     d.num(int(steps[0].sum()))],
     ["mean length", d.num(float(lengths.mean()), 1)],
     ["median length", d.num(float(np.median(lengths)), 0)],
     ["samples at the cap S", d.pct(capped)],
     ["samples longer than S/2", d.pct(over_half)],
 ], ["synthetic lengths", "value"], "Synthetic sample lengths (seeded)")
+if n_sim < n:
+    d.md(f"本场景每步有 {d.num(n)} 个样本，装箱模拟的耗时随样本数的平方增长，所以每步只模拟 "
+         f"{d.num(n_sim)} 个样本（同样的均值和上限）。下面的比例（有效占比、提速、平方和之比、"
+         "泄漏比例）直接用于本场景；行数与槽位数按模拟的样本数计，注意力 FLOPs 已按样本数换算回整步。"
+         "样本越多，装箱越容易把行填满，所以贪心装箱的结果在本场景里只会更好一点。")
 
 # %%
 import matplotlib.pyplot as plt
@@ -108,7 +123,7 @@ ax.hist(lengths, bins=60, color="tab:blue", alpha=0.8)
 ax.axvline(mean, color="tab:orange", linestyle="--", label="mean (scenario)")
 ax.axvline(cap, color="tab:red", linestyle=":", label="seq_len (cap)")
 ax.axvline(cap / 2, color="gray", linestyle="-.", label="seq_len / 2")
-ax.set_title(f"Synthetic sample lengths: {n_steps} steps x {n} samples")
+ax.set_title(f"Synthetic sample lengths: {n_steps} steps x {n_sim} samples")
 ax.set_xlabel("sample length (tokens)")
 ax.set_ylabel("samples")
 ax.legend()
@@ -131,13 +146,24 @@ d.table([[labels[k], d.num(v["rows"], 1), d.num(v["slots"]), d.pct(v["useful_fra
          "speedup vs fixed"], f"Three layouts, averaged over {n_steps} steps")
 ffd, perfect = ways["ffd"], ways["perfect"]
 captured = (ffd["speedup"] - 1) / (perfect["speedup"] - 1) if perfect["speedup"] > 1 else 1.0
-d.md(f"完美 packing 一行与按均值算的账完全一致（{d.times(perfect['speedup'])}），这是合成数据的校验。"
-     f"贪心装箱得到 **{d.times(ffd['speedup'])}**，拿到了完美 packing 收益的 **{d.pct(captured, 0)}**，"
-     f"剩余浪费 {d.pct(1 - ffd['useful_fraction'])}。长于 $S/2$ 的样本两两不能同行"
-     f"（本分布中占 {d.pct(over_half)}），所以平均每步至少要 {d.num(over_half * n, 1)} 行；"
-     f"其余的空隙靠短样本填。"
-     + (f"另有 {d.pct(capped)} 的样本顶到了 $S$（被截断的长文档），它们自成一行、没有空隙可填。"
-        if capped > 0 else ""))
+if d.times(perfect["speedup"]) == d.times(pad["packing_speedup"]):
+    check = (f"完美 packing 一行与按均值算的账完全一致（{d.times(perfect['speedup'])}），"
+             "这是合成数据的校验。")
+else:
+    check = (f"完美 packing 一行是 {d.times(perfect['speedup'])}，按均值算的账是 "
+             f"{d.times(pad['packing_speedup'])}：合成数据每步的 token 数只能是整数"
+             f"（{d.num(int(steps[0].sum()))} 而不是 {d.num(n_sim * mean, 2)}），差别全在这次取整。")
+if perfect["speedup"] > 1:
+    layout = (f"贪心装箱得到 **{d.times(ffd['speedup'])}**，拿到了完美 packing 收益的 **{d.pct(captured, 0)}**，"
+              f"剩余浪费 {d.pct(1 - ffd['useful_fraction'])}。"
+              + (f"长于 $S/2$ 的样本两两不能同行（本分布中占 {d.pct(over_half)}），所以平均每步至少要 "
+                 f"{d.num(over_half * n_sim, 1)} 行；其余的空隙靠短样本填。" if over_half > 0 else
+                 "本分布中没有长于 $S/2$ 的样本，行数只取决于短样本把每行填得多满。")
+              + (f"另有 {d.pct(capped)} 的样本顶到了 $S$（被截断的长文档），它们自成一行、没有空隙可填。"
+                 if capped > 0 else ""))
+else:
+    layout = "合成样本全都顶到了 $S$，三种摆法的槽位一样多：没有空隙，装箱也无从省起。"
+d.md(check + layout)
 
 # %% [markdown]
 # ## 3. 注意力项：均值低估了 $\sum s_i^2$
@@ -154,9 +180,14 @@ d.eq(r"\sum_{i=1}^{n} s_i^2", sum_sq,
 ratio = packing.square_ratio(lengths)
 dim, layers = sc["attention_dim"], sc["num_full_attention_layers"]
 att_mean = acc["attention"]["actual"]["flops_per_step"]
-att_sq = sum_of_squares_flops(lengths, dim, layers) / n_steps
+# The synthetic distribution's sum(s^2) / (n mean^2) applied to the account's mean-length figure:
+# the same as summing over the synthetic lengths, whose mean is the scenario's up to rounding.
+att_sq = att_mean * ratio
+assert abs(att_sq * n_steps / per_step / sum_of_squares_flops(lengths, dim, layers)
+           * (float(lengths.mean()) / mean) ** 2 - 1) < 1e-9
 att_padded = acc["attention"]["padded"]["flops_per_step"]
-att_rows = attention_training_flops(cap, dim, layers, ffd["rows"])
+att_rows = attention_training_flops(cap, dim, layers, ffd["rows"]) * per_step
+shared = ffd["rows"] < n_sim  # some packed row holds more than one sample
 d.eq(r"\frac{\sum s_i^2}{n \bar{s}^2}", d.num(ratio, 3))
 d.table([
     ["padded: every sample at S", "B · S²", d.sci(att_padded)],
@@ -165,10 +196,22 @@ d.table([
     ["block-diagonal over real lengths", "Σ s_i²", d.sci(att_sq)],
 ], ["attention core per step", "grows as", "FLOPs (course convention)"],
     "Attention-core FLOPs per step (same convention as the account)")
-d.md(f"本场景合成分布下 $\\sum s_i^2$ 是 $n\\bar{{s}}^2$ 的 **{d.num(ratio, 3)} 倍**：账上按均值算的注意力 "
-     f"FLOPs（{d.sci(att_mean)}）少算了 **{d.pct(ratio - 1, 1)}**，按真实长度是 {d.sci(att_sq)}。"
-     f"分布越散，差得越多；只有所有样本等长时两者才相等。反过来，装箱后若仍用整行的普通因果掩码，"
-     f"注意力按行长的平方算（{d.sci(att_rows)}），既多算，又让样本互相看见（见下一节）。")
+if np.all(lengths == lengths[0]):
+    spread = (f"本场景的合成样本全都等长（{d.num(int(lengths[0]))}），$\\sum s_i^2$ 恰好等于 $n\\bar{{s}}^2$："
+              f"账上按均值算的注意力 FLOPs（{d.sci(att_mean)}）没有少算。分布越散，均值低估得越多。")
+else:
+    spread = (f"本场景合成分布下 $\\sum s_i^2$ 是 $n\\bar{{s}}^2$ 的 **{d.num(ratio, 3)} 倍**：账上按均值算的注意力 "
+              f"FLOPs（{d.sci(att_mean)}）少算了 **{d.pct(ratio - 1, 1)}**，按真实长度是 {d.sci(att_sq)}。"
+              "分布越散，差得越多；只有所有样本等长时两者才相等。")
+if shared:
+    rows_text = (f"反过来，装箱后若仍用整行的普通因果掩码，注意力按行长的平方算（{d.sci(att_rows)}），"
+                 "既多算，又让样本互相看见（见下一节）。")
+elif att_rows > att_sq * (1 + 1e-9):
+    rows_text = (f"本分布装箱后每行只有一个样本，普通因果掩码不会让样本互相看见；但按整行长度的平方算"
+                 f"（{d.sci(att_rows)}），行尾 pad 上的注意力仍被多算。")
+else:
+    rows_text = "本分布下每个样本都独占一整行且填满，普通因果掩码与块对角掩码没有区别。"
+d.md(spread + rows_text)
 
 # %% [markdown]
 # 所以账上的“按均值长度”一行是注意力的下限估计，要用真实长度的平方和（或者从 `cu_seqlens` 直接
@@ -252,21 +295,29 @@ plt.show()
 all_bins = [row for step in steps for row in padding.greedy_pack([int(x) for x in step], cap)]
 share_leak = packing.cross_sample_share(all_bins)
 shared_rows = sum(len(row) > 1 for row in all_bins) / len(all_bins)
-d.md(f"合成数据装箱后，**{d.pct(shared_rows, 1)}** 的行里不止一个样本；若只用普通因果掩码，全部行的"
-     f"因果注意力对中有 **{d.pct(share_leak, 1)}** 跨越了样本边界。"
-     "这种错误不会让训练崩溃，loss 看上去也正常，模型却在学不存在的跨样本关联，所以三件事都要逐条验证。")
+if share_leak > 0:
+    d.md(f"合成数据装箱后，**{d.pct(shared_rows, 1)}** 的行里不止一个样本；若只用普通因果掩码，全部行的"
+         f"因果注意力对中有 **{d.pct(share_leak, 1)}** 跨越了样本边界。"
+         "这种错误不会让训练崩溃，loss 看上去也正常，模型却在学不存在的跨样本关联，所以三件事都要逐条验证。")
+else:
+    d.md("本场景的合成数据装箱后，每一行都只有一个样本，普通因果掩码在这里碰巧不会跨样本泄漏。"
+         "但只要有一行装进了两个样本，泄漏就会出现，而且不会让训练崩溃、loss 看上去也正常，"
+         "所以三件事仍要逐条验证。")
 
 # %% [markdown]
 # ## 本节要点
 
 # %%
 d.md("\n".join([
-    f"- 按均值算：定长补齐浪费 **{d.pct(pad['waste_fraction'])}** 的槽位，完美 packing 提速 "
-    f"**{d.times(pad['packing_speedup'])}**（每步 {d.num(sc['step_time'], 1)} 秒 → "
-    f"{d.num(pad['step_time_after_packing'], 1)} 秒），前提是补齐真实存在，先量再做。",
-    f"- 在合成长度分布上，贪心装箱进 {d.num(cap)} token 的行得到 **{d.times(ffd['speedup'])}**，"
-    f"约为完美 packing 收益的 {d.pct(captured, 0)}。",
+    (f"- 按均值算：定长补齐浪费 **{d.pct(pad['waste_fraction'])}** 的槽位，完美 packing 提速 "
+     f"**{d.times(pad['packing_speedup'])}**（每步 {d.num(sc['step_time'], 1)} 秒 → "
+     f"{d.num(pad['step_time_after_packing'], 1)} 秒），前提是补齐真实存在，先量再做。") if padded else
+    "- 按均值算：本场景的平均长度等于配置长度，没有 pad 槽位，packing 没有收益。",
+    (f"- 在合成长度分布上，贪心装箱进 {d.num(cap)} token 的行得到 **{d.times(ffd['speedup'])}**，"
+     f"约为完美 packing 收益的 {d.pct(captured, 0)}。") if perfect["speedup"] > 1 else
+    "- 合成样本全都顶到配置长度，装箱没有可省的槽位。",
     f"- 注意力按 $\\sum s_i^2$ 计，均值低估了它：本分布下是 **{d.num(ratio, 3)}** 倍。",
     f"- 正确的 packing 要块对角注意力（`cu_seqlens`）、按样本重置的位置编号和边界处的 loss mask；"
-    f"否则 {d.pct(share_leak, 1)} 的注意力对会跨样本泄漏。",
+    + (f"否则 {d.pct(share_leak, 1)} 的注意力对会跨样本泄漏。" if share_leak > 0 else
+       "本场景的合成数据碰巧没有同行的样本，但换一批数据就会泄漏。"),
 ]))

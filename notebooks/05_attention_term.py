@@ -37,9 +37,9 @@ from costmodel.symbols import B, D, L_full, N, S, d_attn, s, s_mean
 sc, acc = d.load(scenario_file, overrides)
 width_from = {"num_heads x head_dim": "头数 × 每头宽度", "attention_dim": "直接给定的 attention_dim",
               "hidden_size": "hidden_size（未给出头数与每头宽度）"}[sc["attention_dim_from"]]
-d.md(f"场景：**{sc['name']}**。注意力宽度 d = {d.num(sc['attention_dim'])}，来自{width_from}；"
+d.md(f"场景：**{d.text(sc['name'])}**。注意力宽度 d = {d.num(sc['attention_dim'])}，来自{width_from}；"
      f"{sc['num_layers']} 层里有 {sc['num_full_attention_layers']} 层是全注意力层；"
-     f"配置长度 S = {d.num(sc['seq_len'])}，平均真实长度 s̄ = {d.num(sc['mean_tokens_per_sample'])}，"
+     f"配置长度 S = {d.num(sc['seq_len'])}，平均真实长度 s̄ = {d.count(sc['mean_tokens_per_sample'])}，"
      f"每步 {sc['samples_per_step']} 个样本。")
 
 # %% [markdown]
@@ -82,7 +82,7 @@ att = acc["attention"]
 rows = []
 for key, label in (("padded", "定长 S"), ("actual", "均长 s̄")):
     a = att[key]
-    rows.append((label, d.num(a["seq_len"]), d.sci(a["flops_per_step"]),
+    rows.append((label, d.count(a["seq_len"]), d.sci(a["flops_per_step"]),
                  d.sci(acc["model_flops_per_step"]), d.pct(a["share"]),
                  d.pct(a["mfu_with_attention"])))
 d.table(rows, ["序列口径", "长度", "注意力 FLOPs", "6ND", "注意力占比", "含注意力的 MFU"],
@@ -99,7 +99,8 @@ d.md(f"按均长计，注意力核心占一步全部运算的 **{d.pct(att['actu
 # 课程写作时不知道模型确切的层数和宽度，于是做了三组假设：48 层 × hidden 2048、48 层 × hidden 4096、
 # 64 层 × hidden 2560，全注意力层按"每 4 层 1 层"计，注意力宽度取 hidden size，
 # 每组再按定长和均长各算一行。下面把每组假设当作对本场景的覆盖（num_layers、hidden_size，
-# 注意力宽度 = hidden size）重新解析场景，其余输入与全注意力层的间隔都沿用本场景。
+# 注意力宽度 = hidden size）重新解析场景，其余输入与全注意力层的间隔都沿用本场景
+# （间隔比假设的层数还大时，取假设的层数，即只有一层全注意力）。
 
 # %%
 HYPOTHESES = [(48, 2048), (48, 4096), (64, 2560)]  # the course's guesses: (num_layers, hidden_size)
@@ -120,7 +121,9 @@ is_course = not sc.changed
 hyp = {}
 rows = []
 for layers, hidden in HYPOTHESES:
-    hsc, hacc = resolve_with(num_layers=layers, hidden_size=hidden, attention_dim=hidden)
+    hsc, hacc = resolve_with(num_layers=layers, hidden_size=hidden, attention_dim=hidden,
+                             num_heads=None, head_dim=None,
+                             full_attention_every=min(sc["full_attention_every"], layers))
     hyp[(layers, hidden)] = (hsc, hacc)
     label = f"{layers} 层 h{hidden}（{hsc['num_full_attention_layers']} 层全注意力）"
     for i, (key, reading) in enumerate((("padded", "定长"), ("actual", "均长"))):
@@ -215,7 +218,8 @@ rsc, racc = resolve_with(num_layers=shape.num_layers, full_attention_every=shape
                          hidden_size=shape.hidden_size, num_heads=shape.num_heads,
                          head_dim=shape.head_dim, attention_dim=shape.attention_dim)
 wsc, wacc = resolve_with(num_layers=shape.num_layers, full_attention_every=shape.full_attention_every,
-                         hidden_size=shape.hidden_size, attention_dim=shape.hidden_size)
+                         hidden_size=shape.hidden_size, attention_dim=shape.hidden_size,
+                         num_heads=None, head_dim=None)
 rows = []
 for label, x in (("真实宽度 d = 头数 × 每头宽度", racc), ("误用 hidden size 当宽度", wacc)):
     for key, reading in (("padded", "定长"), ("actual", "均长")):
@@ -233,7 +237,8 @@ d.md(("本场景用的正是这个结构，所以第一行与第 1 节的数字�
      f"{d.pct(shape.hidden_size / shape.attention_dim, 0)}。决定注意力项的是乘积 L_full·d："
      f"真实结构是 {shape.num_full_attention_layers} × {d.num(shape.attention_dim)} = {d.num(real_product)}，"
      "三组假设分别是 " + "、".join(d.num(p) for p in products.values())
-     + ("，其中 " + "、".join(same) + " 与真实结构的乘积恰好相等，所以那两行就是真实模型的注意力项。"
+     + ("，其中 " + "、".join(same) + " 与真实结构的乘积恰好相等，所以"
+        + ("那两行" if len(same) == 1 else f"那 {2 * len(same)} 行") + "就是真实模型的注意力项。"
         if same else "，在本场景的层间隔下没有一组与真实结构相等。"))
 
 # %% [markdown]
@@ -317,13 +322,19 @@ for label, linear, attn in readings:
 d.table(rows, ["读法", "线性层 FLOPs", "注意力 FLOPs", "合计", "注意力占比", "合计 / 集群峰值"],
         "定长行的三种读法（本场景，均不含 recompute）")
 (mix_l, mix_a), (pad_l, pad_a), (pk_l, pk_a) = values.values()
-d.md(f"课程的定长行给出利用率 {d.pct((mix_l + mix_a) / cluster, 1)}。如果补齐真的发生，"
-     f"硬件在线性层上还多做了 {d.sci(pad_l - mix_l)} FLOPs（pad token 的 6N·B·(S − s̄)），"
-     f"它实际做的运算对应 **{d.pct((pad_l + pad_a) / cluster, 1)}** 的利用率，注意力占比则是 "
-     f"{d.pct(pad_a / (pad_l + pad_a), 1)}，而不是 {d.pct(mix_a / (mix_l + mix_a), 1)}。"
-     f"如果已经 packing，则应看第三行：{d.pct((pk_l + pk_a) / cluster, 1)}，而且这还是下限，"
-     "因为样本长度不一时 Σs² 大于 B·s̄²（见 04）。三行里没有一行是\"真实 MFU\"："
-     "它们回答的是三个不同的问题，课程的定长行恰好把其中两个问题的分子和分母混在了一起。")
+if pad_l > mix_l:
+    d.md(f"课程的定长行给出利用率 {d.pct((mix_l + mix_a) / cluster, 1)}。如果补齐真的发生，"
+         f"硬件在线性层上还多做了 {d.sci(pad_l - mix_l)} FLOPs（pad token 的 6N·B·(S − s̄)），"
+         f"它实际做的运算对应 **{d.pct((pad_l + pad_a) / cluster, 1)}** 的利用率，注意力占比则是 "
+         f"{d.pct(pad_a / (pad_l + pad_a), 1)}，而不是 {d.pct(mix_a / (mix_l + mix_a), 1)}。"
+         f"如果已经 packing，则应看第三行：{d.pct((pk_l + pk_a) / cluster, 1)}，而且这还是下限，"
+         "因为样本长度不一时 Σs² 大于 B·s̄²（见 04）。三行里没有一行是\"真实 MFU\"："
+         "它们回答的是三个不同的问题，课程的定长行恰好把其中两个问题的分子和分母混在了一起。")
+else:
+    d.md(f"本场景的平均真实长度等于配置长度，没有 pad：三种读法给出同一个数，"
+         f"利用率 {d.pct((mix_l + mix_a) / cluster, 1)}、注意力占比 {d.pct(mix_a / (mix_l + mix_a), 1)}。"
+         "一旦样本短于配置长度，课程的定长行就会把补齐后的注意力和真实 token 的 6ND 混在一起，"
+         "三行也随之分开。")
 if sc["recompute"] != "none":
     d.md(f"另外，本场景的 recompute 是 `{sc['recompute']}`，硬件还要重算一部分前向，"
          "上表的合计都没有包含这部分；表中的利用率因此都低于硬件真正的忙碌程度。")
@@ -402,8 +413,9 @@ d.md("\n".join([
     f"{d.num(shape.attention_dim)}，不是 hidden size {d.num(shape.hidden_size)}。",
     f"- 口径（causal 减半、FlashAttention 的 3.5 倍）能让注意力项相差 {float(spread):.2f} 倍；"
     "报数时必须写明口径。",
-    f"- 课程的定长行把补齐后的注意力和真实 token 的 6ND 放在一起；若补齐真实发生，"
-    f"硬件做的运算对应 {d.pct((pad_l + pad_a) / cluster, 1)} 的利用率。",
+    (f"- 课程的定长行把补齐后的注意力和真实 token 的 6ND 放在一起；若补齐真实发生，"
+     f"硬件做的运算对应 {d.pct((pad_l + pad_a) / cluster, 1)} 的利用率。" if pad_l > mix_l else
+     "- 本场景没有 pad，定长行的三种读法相同；有 pad 时课程的定长行混用了两种口径。"),
     ("- 对账：" + (f"计数器结果见第 7 节的 {len(counter_rows)} 行。" if counter_rows
                  else "还没有计数器结果（先运行 `make validate`）。")),
 ]))

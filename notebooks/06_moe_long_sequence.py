@@ -37,7 +37,7 @@ from costmodel.symbols import BW, D, E, P, S, b_micro, bytes_per_element, h, k, 
 sc, acc = d.load(scenario_file, overrides)
 is_moe = sc["num_experts"] > 0
 balance = acc["machine_balance"]
-d.md(f"场景：**{sc['name']}**（{sc['num_gpus']} × {sc['gpu']}，机器平衡点 {d.num(balance, 1)} FLOP/byte，"
+d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，机器平衡点 {d.num(balance, 1)} FLOP/byte，"
      f"micro batch = {sc['micro_batch']}，配置长度 S = {d.num(sc['seq_len'])}）。"
      + (f"这是一个 MoE 模型：每层 {sc['num_experts']} 个路由专家，每个 token 选 "
         f"{sc['experts_per_token']} 个。" if is_moe else
@@ -97,14 +97,22 @@ d.eq(r"\frac{\text{tokens}}{\text{expert}}\Big|_{\text{step}}", moe.tokens_per_e
 d.eq(r"M_{\text{dense}}", moe.dense_rows)
 d.eq(r"M_{\text{expert}}", moe.expert_rows)
 d.eq(r"\frac{M_{\text{expert}}}{M_{\text{dense}}}", sp.simplify(moe.expert_rows / moe.dense_rows))
+
+
+def rows_text(x):
+    """A row count: whole above 100, else with two decimals (an average can be fractional)."""
+    return d.num(x) if x >= 100 else d.num(x, 2)
+
+
 if is_moe:
     subs = {**sc.substitutions(), moe.ep: ep_size}
     step_view = float(moe.tokens_per_expert_step.subs(subs))
     m_dense = float(moe.dense_rows.subs(subs))
     m_expert = float(moe.expert_rows.subs(subs))
-    d.md(f"本场景：整步看每个专家平均 {d.num(step_view)} 个 token（整步共 {d.num(sc['tokens_per_step'])} 个）；"
-         f"按一次 GEMM 看，稠密 FFN 有 {d.num(m_dense)} 行，一个专家有 {d.num(m_expert)} 行，"
-         f"只有前者的 {d.pct(m_expert / m_dense, 1)}。")
+    only = "只有" if m_expert < m_dense else "是"  # e_p k / E can exceed 1
+    d.md(f"本场景：整步看每个专家平均 {rows_text(step_view)} 个 token（整步共 {d.count(sc['tokens_per_step'])} 个）；"
+         f"按一次 GEMM 看，稠密 FFN 有 {rows_text(m_dense)} 行，一个专家有 {rows_text(m_expert)} 行，"
+         f"{only}前者的 {d.pct(m_expert / m_dense, 1)}。")
 else:
     m_dense = float(moe.dense_rows.subs(sc.substitutions()))
     d.md(f"本场景是稠密模型，没有专家：FFN 的一次 GEMM 有 b·S = {d.num(m_dense)} 行。")
@@ -129,8 +137,9 @@ d.table(rows, ["GEMM", "形状", "FLOPs", "运算强度 FLOP/byte", "相对平�
         f"FFN 投影的形状与运算强度（{sc['gpu']} 平衡点 {d.num(balance, 1)} FLOP/byte）")
 if is_moe:
     g_exp = moe.gemm(m_expert, hidden, w_expert.value)
-    d.md(f"专家 GEMM 的行数只有稠密 FFN 的 {d.pct(m_expert / m_dense, 1)}，宽度也窄得多"
-         f"（{d.num(w_expert.value)} 对 {d.num(w_dense.value)}）。一张卡上要依次跑 "
+    d.md(f"专家 GEMM 的行数{only}稠密 FFN 的 {d.pct(m_expert / m_dense, 1)}，"
+         + ("宽度也窄得多" if w_expert.value < w_dense.value else "宽度")
+         + f"（{d.num(w_expert.value)} 对 {d.num(w_dense.value)}）。一张卡上要依次跑 "
          f"{sc['num_experts'] // ep_size} 个这样的小 GEMM（或一个 grouped GEMM），"
          "每个都更难铺满所有 SM、更难隐藏启动和尾部开销。"
          + (f"但按 roofline，它的运算强度 {d.num(g_exp['intensity'], 1)} 仍在平衡点之上："
@@ -182,7 +191,7 @@ else:
 
 # %%
 PLACEMENTS = 64  # random placements drawn per skew level
-if is_moe and ep_size > 1:
+if is_moe and ep_size > 1 and sc["num_experts"] <= moe.MAX_SIMULATED_EXPERTS:
     runs = [moe.simulate_router(sc["num_experts"], sc["experts_per_token"], ep_size, SAMPLE_TOKENS,
                                 a, SEED, PLACEMENTS) for a in SKEWS]
     median = {r.skew: float(np.median(r.rank_factors)) for r in runs}
@@ -194,14 +203,25 @@ if is_moe and ep_size > 1:
             f"模拟路由：{d.num(SAMPLE_TOKENS)} 个 token，top-{sc['experts_per_token']} / "
             f"{sc['num_experts']} 个专家，EP = {ep_size}，{PLACEMENTS} 种随机放置，种子 {SEED}")
     worst = runs[-1]
+    rank_excess, expert_excess = median[worst.skew] - 1, worst.expert_factor - 1
     d.md(f"均匀路由时 straggler 系数的中位数只有 {d.times(median[runs[0].skew], 3)}（有限样本的随机波动）；"
          f"Zipf 指数 {worst.skew:g} 时最热的专家分到平均值的 {d.times(worst.expert_factor, 1)}，"
          f"随机放置下最忙的卡比平均多算 {d.pct(median[worst.skew] - 1, 1)}（中位数），"
          f"运气差时多算 {d.pct(worst.rank_factors.max() - 1, 1)}，MoE 层的耗时随之放大。"
-         f"一张卡上有 {sc['num_experts'] // ep_size} 个专家，能平摊掉一部分专家级的不均，"
-         "所以 rank 级的系数远小于专家级的系数；如果按实测负载重新放置专家，系数降到 "
-         f"{d.times(worst.greedy_factor, 3)}。这说明负载不均的代价既取决于路由器，也取决于专家放在哪里"
+         + (f"一张卡上有 {sc['num_experts'] // ep_size} 个专家，能平摊掉一部分专家级的不均，"
+            "所以 rank 级的系数" + ("远小于" if rank_excess < expert_excess / 2 else "小于")
+            + "专家级的系数；" if rank_excess < expert_excess else
+            f"一张卡上有 {sc['num_experts'] // ep_size} 个专家，这里平摊不掉专家级的不均；")
+         + "如果按实测负载重新放置专家，系数"
+         + ("降到 " if worst.greedy_factor < median[worst.skew] else "是 ")
+         + f"{d.times(worst.greedy_factor, 3)}。这说明负载不均的代价既取决于路由器，也取决于专家放在哪里"
          "（按负载放置的前提是各专家的热度相对稳定）。")
+elif is_moe and ep_size > 1:
+    runs = []
+    d.md(f"本场景每层有 {d.num(sc['num_experts'])} 个专家，超过这个模拟的上限 "
+         f"{d.num(moe.MAX_SIMULATED_EXPERTS)}（每个 token 要为每个专家抽一个随机分数），这里不做路由模拟。"
+         "负载不均的程度要从训练日志里的专家计数去量：各 rank 每层分到的 token 数，最大值比平均值"
+         "多出多少，MoE 层就慢多少。")
 elif is_moe:
     runs = []
     d.md("按上面的假设 EP 大小为 1：所有专家都在同一张卡上，不存在卡间的 straggler。")
@@ -303,8 +323,10 @@ d.table(rows, headers + ["QKᵀ 强度"], f"micro batch 对运算强度的影响
 name = "专家" if is_moe else "稠密 FFN"
 b_lo, b_hi = batches[0], batches[-1]
 d.md(f"micro batch 从 {b_lo} 到 {b_hi}，{name} GEMM 的运算强度从 {d.num(ai[b_lo], 1)} 升到 {d.num(ai[b_hi], 1)}"
-     f"（{d.times(ai[b_hi] / ai[b_lo], 2)}，而不是 {b_hi // b_lo}×：行数已经不小，强度在向上限饱和）；"
-     "QKᵀ 按序列逐头计算，强度不随 micro batch 变。"
+     + (f"（{d.times(ai[b_hi] / ai[b_lo], 2)}，而不是 {b_hi // b_lo}×：行数已经不小，强度在向上限饱和）；"
+        if ai[b_hi] / ai[b_lo] < 0.9 * b_hi / b_lo else
+        f"（{d.times(ai[b_hi] / ai[b_lo], 2)}，接近行数之比 {b_hi // b_lo}×：行数还小，强度几乎与行数成正比）；")
+     + "QKᵀ 按序列逐头计算，强度不随 micro batch 变。"
      + (f"在 {sc['gpu']} 上，micro batch = {b_lo} 时这些权重 GEMM 已经高于平衡点 {d.num(balance, 1)}，"
         "按 roofline 它们并不受带宽限制；掉到平衡点以下的是"
         + ("上一节的 QKᵀ 和" if ai_qk < balance else "")
@@ -314,7 +336,8 @@ d.md(f"micro batch 从 {b_lo} 到 {b_hi}，{name} GEMM 的运算强度从 {d.num
         "而不是来自 roofline 上位置的移动。"
         if ai[b_lo] > balance else
         f"在 {sc['gpu']} 上，micro batch = {b_lo} 时 {name} GEMM 低于平衡点 {d.num(balance, 1)}，"
-        "受带宽限制；加大 micro batch 会直接把它推向算力上限。"))
+        "受带宽限制；加大 micro batch 会直接把它推向算力上限"
+        + ("。" if ai[b_hi] > balance else f"，但到 micro batch = {b_hi} 仍在平衡点以下。")))
 
 # %%
 fig, ax = plt.subplots()
@@ -346,7 +369,8 @@ plt.show()
 points = []
 if is_moe:
     points += [
-        f"- 整步看每个专家平均 {d.num(step_view)} 个 token；按一次 GEMM 看，专家只有 {d.num(m_expert)} 行，"
+        f"- 整步看每个专家平均 {rows_text(step_view)} 个 token；按一次 GEMM 看，专家"
+        f"{'只' if m_expert < m_dense else ''}有 {rows_text(m_expert)} 行，"
         f"是稠密 FFN 的 {d.pct(m_expert / m_dense, 1)}（比值 e_p·k/E，EP = {ep_size}）。",
         f"- permute / unpermute 每卡每步至少搬 {d.gb(total, 1)}，按峰值带宽约 {seconds:.3f} 秒"
         f"（单步的 {d.pct(seconds / sc['step_time'], 3)}）；实际实现更慢，且与 all-to-all 串行。",
@@ -354,7 +378,8 @@ if is_moe:
     if runs:
         points.append(f"- 模拟路由下 straggler 系数（随机放置的中位数）从 {d.times(median[runs[0].skew], 3)}"
                       f"（均匀）到 {d.times(median[runs[-1].skew], 3)}（Zipf {runs[-1].skew:g}）；"
-                      f"按负载放置专家可降到 {d.times(runs[-1].greedy_factor, 3)}。MoE 层的耗时按最忙的卡计。")
+                      "按负载放置专家" + ("可降到 " if runs[-1].greedy_factor < median[runs[-1].skew] else "为 ")
+                      + f"{d.times(runs[-1].greedy_factor, 3)}。MoE 层的耗时按最忙的卡计。")
 else:
     points.append("- 稠密模型：没有专家、permute 和路由不均，MoE 的三项损耗为零。")
 points += [
@@ -363,6 +388,7 @@ points += [
        if ai_qk > balance else "，在这张卡上受带宽限制；片上还有累加维短、softmax 不在 tensor core 上的开销。"),
     f"- micro batch {b_lo} → {b_hi} 让{name} GEMM 的运算强度变成 {d.times(ai[b_hi] / ai[b_lo], 2)}；"
     + (f"在 {sc['gpu']} 上它本来就高于平衡点。" if ai[b_lo] > balance
-       else f"在 {sc['gpu']} 上这能把它推过平衡点。"),
+       else f"在 {sc['gpu']} 上这能把它推过平衡点。" if ai[b_hi] > balance
+       else f"在 {sc['gpu']} 上它仍低于平衡点。"),
 ]
 d.md("\n".join(points))

@@ -36,7 +36,7 @@ from costmodel.symbols import b_micro, kk, m, n
 sc, acc = d.load(scenario_file, overrides)
 is_moe = sc["num_experts"] > 0
 balance = acc["machine_balance"]
-d.md(f"场景：**{sc['name']}**（{sc['num_gpus']} × {sc['gpu']}，峰值 {d.tflops(sc['peak_flops'])}，"
+d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，峰值 {d.tflops(sc['peak_flops'])}，"
      f"HBM 带宽 {d.num(sc['hbm_bandwidth'] / 1e12, 2)} TB/s，机器平衡点 **{d.num(balance, 1)} FLOP/byte**）。")
 
 # %% [markdown]

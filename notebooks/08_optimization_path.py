@@ -36,7 +36,7 @@ sc, acc = d.load(scenario_file, overrides)
 proj = acc["projections"]
 gpu = hardware.GPUS[sc["gpu"]]
 moe = sc["num_experts"] > 0
-d.md(f"场景：**{sc['name']}**：{sc['num_gpus']} × {sc['gpu']}，每步 {d.num(sc['step_time'], 1)} 秒，"
+d.md(f"场景：**{d.text(sc['name'])}**：{sc['num_gpus']} × {sc['gpu']}，每步 {d.num(sc['step_time'], 1)} 秒，"
      f"MFU {d.pct(acc['mfu'])}，recompute = `{sc['recompute']}`，micro batch = {sc['micro_batch']}，"
      + ("MoE 模型。" if moe else "稠密模型（没有专家并行）。"))
 d.table([[name, str(a.value), a.source] for name, a in levers.ASSUMPTIONS.items()],
@@ -64,9 +64,13 @@ d.eq(r"\lim_{x \to \infty} \text{speedup}_{\text{part}}", levers.amdahl_limit)
 
 # %%
 g_pack = proj["packing"]["speedup"]
-d.md(f"本场景按均值算的 packing 提速为 **{d.times(g_pack)}**（浪费 "
-     f"{d.pct(acc['padding']['waste_fraction'])} 的槽位），每步 {d.num(sc['step_time'], 1)} 秒 → "
-     f"{d.num(proj['packing']['step_time'], 1)} 秒。前提是补齐真实存在：先看日志里每步的 token 数。")
+if acc["padding"]["slots"] > sc["tokens_per_step"]:
+    d.md(f"本场景按均值算的 packing 提速为 **{d.times(g_pack)}**（浪费 "
+         f"{d.pct(acc['padding']['waste_fraction'])} 的槽位），每步 {d.num(sc['step_time'], 1)} 秒 → "
+         f"{d.num(proj['packing']['step_time'], 1)} 秒。前提是补齐真实存在：先看日志里每步的 token 数。")
+else:
+    d.md(f"本场景的平均真实长度等于配置长度，没有 pad 槽位：packing 这一项是 {d.times(g_pack)}，"
+         "没有可省的。")
 
 # %% [markdown]
 # ## ② 干掉 logits 的显存，再换掉 full recompute
@@ -93,8 +97,9 @@ d.table(rows, ["chunks c", "logits kept", "freed", "kept / GPU memory"],
 kept_assumed = logits / chunks
 d.md(f"本场景一个 micro batch 的 logits 是 **{d.gb(logits)}**（{sc['gpu']} 显存的 "
      f"{d.pct(logits / gpu.memory_bytes, 1)}）；按假设分 {chunks} 块，峰值降到 {d.gb(kept_assumed)}，"
-     f"腾出 **{d.gb(logits - kept_assumed)}**。课程写的是“约 15 GB 压到约 2 GB”：那对应的是更小的"
-     f"词表（约 15 万），本场景按 `vocab_size` = {d.num(sc['vocab_size'])} 现算。"
+     f"腾出 **{d.gb(logits - kept_assumed)}**。课程写的是“约 15 GB 压到约 2 GB”：那对应的是"
+     f"{'更小的词表（约 15 万）' if sc['vocab_size'] > 160_000 else '约 15 万的词表'}，"
+     f"本场景按 `vocab_size` = {d.num(sc['vocab_size'])} 现算。"
      "若交叉熵内部还把 logits 转成 FP32（例如 Hugging Face transformers 的默认损失），峰值还要翻倍，"
      "省下的也更多。fused 交叉熵本身也更快，因为少读写了一张大表，这一部分这里没有计入。")
 
@@ -143,10 +148,11 @@ if lowest > balance:
     roof = (f"在 micro batch = {b} 时，最瘦的 GEMM 运算强度也有 {d.num(lowest)} FLOP/byte，是机器平衡点 "
             f"{d.num(balance, 1)} 的 {d.num(lowest / balance, 1)} 倍：序列已经够长，这些 GEMM 本来就是"
             "算力受限，加大 micro batch 几乎不改变它们在 roofline 上的位置。真正受带宽限制的是逐元素、"
-            "归一化、permute 一类算子，它们的强度与 micro batch 无关。所以这里的收益若有，来自别处"
+            f"归一化{'、permute ' if moe else ''}一类算子，它们的强度与 micro batch 无关。所以这里的收益若有，来自别处"
             "（每次 kernel 启动做更多活、更少的固定开销），只能量。")
 else:
-    roof = (f"在 micro batch = {b} 时，最瘦的 GEMM 运算强度只有 {d.num(lowest)} FLOP/byte，低于机器平衡点 "
+    roof = (f"在 micro batch = {b} 时，最瘦的 GEMM 运算强度只有 {d.num(lowest, 0 if lowest >= 10 else 2)} "
+            "FLOP/byte，低于机器平衡点 "
             f"{d.num(balance, 1)}：它受带宽限制，加大 micro batch 能把它往算力受限的一侧推。")
 d.md(roof + f" 课程给的区间是 {d.times(low)}–{d.times(high)}（命名假设，不是推导）。"
      f"可行性：CP = 1 时每个 DP rank 分到 {d.num(lay1.samples_per_rank, 1)} 个样本，micro batch 从 {b} 到 "
@@ -177,14 +183,19 @@ if moe:
     cps_with_ep = [lay.cp for lay in lays if lay.allows(ep)]
     two = next((lay for lay in lays if lay.cp == 2), None)
     text = (f"合法的 (CP, EP) 组合共 {len(pairs)} 个：{', '.join(f'({c}, {e})' for c, e in pairs)}。"
-            f"在 EP = {ep} 的假设下，能用的 CP 只有 {', '.join(map(str, cps_with_ep)) or '（没有）'}。")
+            if pairs else "没有一个 (CP, EP) 组合满足全部整除约束。")
+    text += (f"在 EP = {ep} 的假设下，能用的 CP 只有 {', '.join(map(str, cps_with_ep)) or '（没有）'}。")
     if two is not None:
-        five = 5 in two.expert_parallel
+        if two.allows(5):
+            five = "在本场景可行。"
+        elif two.dp % 5:
+            five = "在本场景不行：5 不整除 DP。"
+        elif sc["num_experts"] % 5:
+            five = f"在本场景不行：它整除 DP，但 {sc['num_experts']} 个专家不能平分到 5 个 rank 上。"
+        else:
+            five = "在本场景也不行：CP = 2 本身不满足 batch 或序列长度的整除约束。"
         text += (f"CP = 2 时 DP = {two.dp}，EP = {ep} {'仍然可行' if two.allows(ep) else '失效'}"
-                 f"（课程的项目里正是 CP = 2 → DP = 20 → EP = 8 失效）。课程提到的 EP = 5 "
-                 + ("在本场景可行。" if five else
-                    f"在本场景不行：" + ("5 不整除 DP。" if two.dp % 5 else
-                                        f"它整除 DP，但 {sc['num_experts']} 个专家不能平分到 5 个 rank 上。")))
+                 f"（课程的项目里正是 CP = 2 → DP = 20 → EP = 8 失效）。课程提到的 EP = 5 " + five)
 else:
     text = (f"稠密模型没有专家并行，约束只剩 batch 与序列长度的整除：可用的 CP 为 "
             f"{', '.join(map(str, usable_cp)) or '（没有）'}。")
@@ -208,8 +219,10 @@ d.table([[label, d.pct(f), d.times(levers.amdahl(f, k_att)), d.times(levers.amda
         ["attention share of FLOPs", "share f", f"kernel {d.times(k_att, 1)} faster", "bound 1/(1-f)"],
         "Attention kernel: leverage = attention share")
 d.md(f"按实际均长，注意力占 **{d.pct(share_actual, 1)}**：kernel 快 {d.times(k_att, 1)}（假设）整步快 "
-     f"**{d.times(g_att)}**，注意力完全免费也只到 {d.times(levers.amdahl_bound(share_actual))}。"
-     f"份额越大，这个杠杆越长；课程对自己的场景给出的是 32–73%。")
+     f"**{d.times(g_att)}**，"
+     + (f"注意力完全免费也只到 {d.times(levers.amdahl_bound(share_actual))}。"
+        if share_actual < 1 else "注意力在浮点精度下就是整步，它若完全免费，提速没有上限。")
+     + "份额越大，这个杠杆越长；课程对自己的场景给出的是 32–73%。")
 
 # %% [markdown]
 # ## ⑥ 通信重叠

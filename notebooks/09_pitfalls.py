@@ -39,7 +39,7 @@ from costmodel.symbols import B, D, N, N_total, P
 sc, acc = d.load(scenario_file, overrides)
 subs = sc.substitutions()
 summary = []  # (pitfall, plot label or None, wrong value, right value)
-d.md(f"场景：**{sc['name']}**。正确的 MFU（6ND 口径、激活参数、稠密峰值）为 "
+d.md(f"场景：**{d.text(sc['name'])}**。正确的 MFU（6ND 口径、激活参数、稠密峰值）为 "
      f"**{d.pct(acc['mfu'])}**，下面每个坑都拿它作对照。")
 
 # %% [markdown]
@@ -65,7 +65,9 @@ if sc["num_experts"] > 0:
          f"错的数字{verdict}。")
 else:
     d.md(f"本场景是稠密模型：总参数与激活参数只差不做矩阵乘的部分，用总参数算出 {d.pct(wrong)}，"
-         f"正确值 {d.pct(right)}，只高估 {d.pct(wrong / right - 1)}。这个坑主要出在 MoE 上："
+         f"正确值 {d.pct(right)}，"
+         + (f"只高估 {d.pct(wrong / right - 1)}。" if wrong > right else "两者相同。")
+         + "这个坑主要出在 MoE 上："
          "专家越多、每个 token 选中的越少，总参数与激活参数之比越大，误差就是这个比值。")
 summary.append(("N 用总参数", "N = total params", wrong, right))
 
@@ -117,7 +119,7 @@ share_ref = attention_share(REFERENCE_SEQ_LEN)
 assert math.isclose(share_here, acc["attention"]["actual"]["share"], rel_tol=1e-9)
 hw_view = acc["attention"]["actual"]["mfu_with_attention"]
 mfu_ref = hw_view * (1 - share_ref)
-d.table([(f"本场景均长 {d.num(sc['mean_tokens_per_sample'])}", d.pct(share_here), d.pct(acc["mfu"])),
+d.table([(f"本场景均长 {d.count(sc['mean_tokens_per_sample'])}", d.pct(share_here), d.pct(acc["mfu"])),
          (f"参照长度 {d.num(REFERENCE_SEQ_LEN)}", d.pct(share_ref), d.pct(mfu_ref))],
         ["序列长度", "注意力核心占总 FLOPs", "同等硬件吞吐下的 6ND MFU"],
         f"同一模型、计入注意力后利用率同为 {d.pct(hw_view)} 时，6ND MFU 随序列长度的变化")
@@ -141,7 +143,7 @@ summary.append((f"与 {d.num(REFERENCE_SEQ_LEN)} 序列的 MFU 直接比", None,
 # %%
 d.eq(r"\mathrm{MFU}_{+\mathrm{attn}}", attention.mfu_with_attention(attention.attention_actual))
 att = acc["attention"]
-rows = [(label, d.num(part["seq_len"]), d.pct(part["share"]), d.pct(acc["mfu"]),
+rows = [(label, d.count(part["seq_len"]), d.pct(part["share"]), d.pct(acc["mfu"]),
          d.pct(part["mfu_with_attention"]))
         for label, part in (("按平均真实长度", att["actual"]), ("按配置长度（定长 padding）", att["padded"]))]
 d.table(rows, ["序列口径", "长度", "注意力占总 FLOPs", "6ND MFU", "计入注意力"],
@@ -166,7 +168,7 @@ summary.append(("只数 6ND，不数注意力核心", None, acc["mfu"],
 pad = acc["padding"]
 if pad["slots"] > sc["tokens_per_step"]:
     wrong_pad = acc["mfu"] * pad["packing_speedup"]
-    d.md(f"本场景每步 {d.num(pad['slots'])} 个槽位、{d.num(sc['tokens_per_step'])} 个真实 token。"
+    d.md(f"本场景每步 {d.num(pad['slots'])} 个槽位、{d.count(sc['tokens_per_step'])} 个真实 token。"
          f"把槽位当 D 算出 MFU = {d.pct(wrong_pad)}，正确值 {d.pct(acc['mfu'])}，"
          f"虚高 {d.times(pad['packing_speedup'])}。若确实在补齐，{d.pct(pad['waste_fraction'])} "
          f"的算力花在 pad 上；完美 packing 能把一步从 {d.num(sc['step_time'], 1)} 秒缩到 "
@@ -197,9 +199,13 @@ if sel["speedup"] > 1:
 d.table([(name, d.times(x), d.pct(1 - 1 / x), note) for name, x, note in levers],
         ["手段", "提速上限", "步长最多缩短", "来源"], "几个手段的收益上限（步长 ∝ 对应工作量的简化假设）")
 best_name, best = max(levers[1:], key=lambda item: item[1])[:2] if len(levers) > 1 else (None, 1.0)
-if best_name:
+if best_name and best > comm_bound:
     d.md(f"按课程的通信占比，把通信优化到极致也只有 {d.times(comm_bound)}；本场景里"
          f"\"{best_name}\"一项就有 {d.times(best)}。原则是先量再改：先确认瓶颈在哪，再排优先级。")
+elif best_name:
+    d.md(f"按课程的通信占比，把通信优化到极致是 {d.times(comm_bound)}；本场景里最大的一项"
+         f"\"{best_name}\"也只有 {d.times(best)}，这些看得见的浪费都不大。下一步该量的是 kernel 效率"
+         "和真实的通信占比：先量再改。")
 else:
     d.md(f"按课程的通信占比，把通信优化到极致也只有 {d.times(comm_bound)}。本场景没有 pad，"
          "也没有可以去掉的重算，下一步该量的是 kernel 效率和真实的通信占比：先量再改。")

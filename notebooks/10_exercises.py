@@ -40,7 +40,7 @@ from costmodel.symbols import D, T
 sc, acc = d.load(scenario_file, overrides)
 subs = sc.substitutions()
 pad, proj = acc["padding"], acc["projections"]
-d.md(f"场景：**{sc['name']}**。现在每步 {sc['step_time']:g} s，MFU {d.pct(acc['mfu'])}，"
+d.md(f"场景：**{d.text(sc['name'])}**。现在每步 {sc['step_time']:g} s，MFU {d.pct(acc['mfu'])}，"
      f"HFU {d.pct(acc['hfu'])}，recompute = {sc['recompute']}。")
 
 # %% [markdown]
@@ -57,7 +57,7 @@ t_pack = pad["step_time_after_packing"]
 tok_pack = sc["tokens_per_step"] / t_pack
 d.eq(r"g_{\mathrm{pack}}", padding.packing_speedup,
      rf"\frac{{{d.num(pad['slots']).replace(',', '{,}')}}}"
-     rf"{{{d.num(sc['tokens_per_step']).replace(',', '{,}')}}}", f"{g_pack:.3f}")
+     rf"{{{d.count(sc['tokens_per_step']).replace(',', '{,}')}}}", f"{g_pack:.3f}")
 d.eq(r"T'", padding.step_time_after_packing, rf"{t_pack:.1f}\ \mathrm{{s}}")
 d.eq(r"\tau'", D / sp.Symbol("T'"), rf"{d.num(tok_pack).replace(',', '{,}')}\ \mathrm{{tok/s}}")
 d.eq(r"\mathrm{MFU}'", padding.mfu_after_packing, d.pct(pad["mfu_after_packing"]))
@@ -73,12 +73,18 @@ rows = [
     ("    HFU", d.pct(acc["hfu"]), d.pct(hfu_pack)),
 ]
 d.table(rows, ["量", "现在", "完美 packing 之后"], "Exercise 1 (a)-(c): the account after perfect packing")
-d.md(f"每步要算的槽位从 {d.num(pad['slots'])} 降到 {d.num(sc['tokens_per_step'])}，"
-     f"提速 **{d.times(g_pack)}**：单步从 {sc['step_time']:g} s 变成 **{t_pack:.1f} s**，"
-     f"集群吞吐从 {d.num(acc['tokens_per_s'])} 升到 **{d.num(tok_pack)} tok/s**，"
-     f"MFU 从 {d.pct(acc['mfu'])} 升到 **{d.pct(pad['mfu_after_packing'])}**。"
-     "注意 MFU 的分子（6ND）没有变：变的只是耗时。pad token 上的运算本来就不计入 MFU，"
-     "它们只是把时间拉长了。")
+padded = pad["slots"] > sc["tokens_per_step"]  # some slots hold padding
+if padded:
+    d.md(f"每步要算的槽位从 {d.num(pad['slots'])} 降到 {d.count(sc['tokens_per_step'])}，"
+         f"提速 **{d.times(g_pack)}**：单步从 {sc['step_time']:g} s 变成 **{t_pack:.1f} s**，"
+         f"集群吞吐从 {d.num(acc['tokens_per_s'])} 升到 **{d.num(tok_pack)} tok/s**，"
+         f"MFU 从 {d.pct(acc['mfu'])} 升到 **{d.pct(pad['mfu_after_packing'])}**。"
+         "注意 MFU 的分子（6ND）没有变：变的只是耗时。pad token 上的运算本来就不计入 MFU，"
+         "它们只是把时间拉长了。")
+else:
+    d.md(f"本场景的平均真实长度等于配置长度：每步的 {d.num(pad['slots'])} 个槽位全是真实 token，"
+         f"没有 pad 可省。完美 packing 的提速是 {d.times(g_pack)}，单步仍是 {sc['step_time']:g} s，"
+         f"MFU 仍是 {d.pct(acc['mfu'])}；下面 (d) 的训练时长也不变。")
 
 # %% [markdown]
 # ### (d) 整个训练要跑多久
@@ -98,9 +104,10 @@ d.eq(r"H'", x.run_hours_after.subs(x.g, sp.Symbol(r"g_{\mathrm{pack}}")),
      rf"{run['hours_after']:.1f}\ \mathrm{{h}}")
 samples_per_epoch = run["steps"] * sc["samples_per_step"] / epochs
 d.md(f"步数不变，墙钟时间就按单步耗时等比缩短：假设现在要 **{current_run_hours:g} 小时**，"
-     f"packing 之后约 **{run['hours_after']:.1f} 小时**，省下 "
-     f"{current_run_hours - run['hours_after']:.1f} 小时。"
-     f"这个假设同时意味着：整个训练约 {d.num(run['steps'])} 步、{d.sci(run['tokens'])} 个真实 token，"
+     + (f"packing 之后约 **{run['hours_after']:.1f} 小时**，省下 "
+        f"{current_run_hours - run['hours_after']:.1f} 小时。" if padded else
+        "没有 pad 时 packing 不缩短单步，训练时长不变。")
+     + f"这个假设同时意味着：整个训练约 {d.num(run['steps'])} 步、{d.sci(run['tokens'])} 个真实 token，"
      f"每个 epoch 约 {d.num(samples_per_epoch)} 个样本；如果这与你们的数据量对不上，"
      "说明假设的小时数该改了。")
 
@@ -114,10 +121,14 @@ att = acc["attention"]
 slot_flops = float(utilization.model_flops.subs(subs)) * pad["packing_speedup"]
 g_with_attention = ((slot_flops + att["padded"]["flops_per_step"])
                     / (acc["model_flops_per_step"] + att["actual"]["flops_per_step"]))
-d.md(f"若耗时正比于“线性层 FLOPs + 注意力核 FLOPs”（注意力按课程口径：前向 × 3、全方阵；"
-     f"packing 后按平均长度 {d.num(sc['mean_tokens_per_sample'])} 算），提速是 "
-     f"**{d.times(g_with_attention)}**，而不是只看槽位的 {d.times(g_pack)}。"
-     "平均长度会低估 Σs²（第 04 节），所以这个数偏乐观；真实收益介于两者之间，要实测才知道。")
+if padded:
+    d.md(f"若耗时正比于“线性层 FLOPs + 注意力核 FLOPs”（注意力按课程口径：前向 × 3、全方阵；"
+         f"packing 后按平均长度 {d.count(sc['mean_tokens_per_sample'])} 算），提速是 "
+         f"**{d.times(g_with_attention)}**，而不是只看槽位的 {d.times(g_pack)}。"
+         "平均长度会低估 Σs²（第 04 节），所以这个数偏乐观；真实收益介于两者之间，要实测才知道。")
+else:
+    d.md(f"本场景没有 pad，注意力核在 packing 前后都按同一个长度算，把它放进耗时也还是 "
+         f"{d.times(g_with_attention)}。")
 
 # %% [markdown]
 # ## 思考题 2：packing + selective recompute
@@ -180,9 +191,11 @@ mfu_both = proj["packing_and_selective_recompute"]["mfu"]
 hfu_both = mfu_both * float(f_sel if sc["recompute"] == "full" else f_now)
 d.eq(r"T''", T / sp.Symbol(r"g_{\mathrm{pack}} g_{\mathrm{rc}}"),
      rf"\frac{{{sc['step_time']:g}\ \mathrm{{s}}}}{{{g_both:.3f}}}", rf"{t_both:.1f}\ \mathrm{{s}}")
-d.md(f"单步从 {sc['step_time']:g} s 变成 **{t_both:.1f} s**，MFU 变成 **{d.pct(mfu_both)}**"
-     f"（HFU {d.pct(hfu_both)}），按前面假设的 {current_run_hours:g} 小时，训练缩到约 "
-     f"**{current_run_hours / g_both:.1f} 小时**。"
+d.md((f"单步从 {sc['step_time']:g} s 变成 **{t_both:.1f} s**，MFU 变成 **{d.pct(mfu_both)}**"
+      f"（HFU {d.pct(hfu_both)}），按前面假设的 {current_run_hours:g} 小时，训练缩到约 "
+      f"**{current_run_hours / g_both:.1f} 小时**。" if g_both > 1 else
+      f"两项都没有收益：单步仍是 {sc['step_time']:g} s，MFU 仍是 {d.pct(mfu_both)}"
+      f"（HFU {d.pct(hfu_both)}），训练仍约 {current_run_hours:g} 小时。")
      + (f"HFU 与只做 packing 时相同（{d.pct(hfu_pack)}）：selective recompute 的提速全部来自"
         "少做的重算，硬件的忙碌程度没有变。" if g_rc > 1 else "")
      + "这里假设整个单步都随之缩短；下一小节去掉这个假设。")
@@ -213,13 +226,17 @@ for label, g in stages:
 d.table(stage_rows, ["阶段", "计算提速", "单步（全部缩短）", "单步（通信不变）", "实际提速", "通信占比"],
         f"Communication held fixed at {d.pct(comm_share, 0)} of today's step")
 after = x.with_fixed_part(sc["step_time"], comm_share, g_both)
-d.md(f"通信时间（{comm_share * sc['step_time']:.1f} s）不随计算缩短：计算提速 {d.times(g_both)} 之后，"
-     f"它的占比从 {d.pct(comm_share, 1)} 升到 **{d.pct(after['fixed_share'], 1)}**，"
-     f"实际提速也从 {d.times(g_both)} 降到 {d.times(after['speedup'])}（Amdahl 定律）。"
-     + (f"占比是原来的 {after['fixed_share'] / comm_share:.1f} 倍，但仍然不大："
-        "通信还不是下一个瓶颈，重叠调优可以往后放。"
-        if after["fixed_share"] < 0.10 else
-        "占比已经不可忽略：通信重叠调优的价值上来了。"))
+if g_both > 1:
+    d.md(f"通信时间（{comm_share * sc['step_time']:.1f} s）不随计算缩短：计算提速 {d.times(g_both)} 之后，"
+         f"它的占比从 {d.pct(comm_share, 1)} 升到 **{d.pct(after['fixed_share'], 1)}**，"
+         f"实际提速也从 {d.times(g_both)} 降到 {d.times(after['speedup'])}（Amdahl 定律）。"
+         + (f"占比是原来的 {after['fixed_share'] / comm_share:.1f} 倍，但仍然不大："
+            "通信还不是下一个瓶颈，重叠调优可以往后放。"
+            if after["fixed_share"] < 0.10 else
+            "占比已经不可忽略：通信重叠调优的价值上来了。"))
+else:
+    d.md(f"本场景的两项改动都没有收益，计算时间不变，通信（{comm_share * sc['step_time']:.1f} s）的占比"
+         f"仍是 {d.pct(comm_share, 1)}。只有计算先被压短，不随之缩短的通信占比才会上升（Amdahl 定律）。")
 
 # %%
 import matplotlib.pyplot as plt
@@ -267,7 +284,8 @@ if not below_weight and not below_core:
     roof = (head + f"表中所有矩阵乘都在拐点右侧，最低的“{lowest['name']}”也有 "
             f"{lowest['intensity']:.0f}，是平衡点的 {lowest['intensity'] / balance:.1f} 倍。"
             "也就是说，这些 GEMM 慢不是因为显存带宽：屋顶线只给上限，剩下的差距来自 kernel 自身的效率"
-            f"（{kernels}），以及不产生 FLOPs 的访存型操作（permute/unpermute、norm、激活函数）。"
+            f"（{kernels}），以及不产生 FLOPs 的访存型操作（"
+            + ("permute/unpermute、" if sc["num_experts"] > 0 else "") + "norm、激活函数）。"
             "加大 micro batch 在这里主要是让小矩阵乘更“胖”、kernel 更高效，而不是跨过拐点。")
 else:
     roof = head
@@ -277,7 +295,8 @@ else:
     else:
         roof += "带权重的矩阵乘都在拐点右侧，加大 micro batch 不是为了跨过拐点。"
     if below_core:
-        roof += (f"注意力核（QKᵀ，每个头）只有 {below_core[0]['intensity']:.0f} FLOP/byte，在拐点左侧："
+        core_ai = below_core[0]["intensity"]
+        roof += (f"注意力核（QKᵀ，每个头）只有 {core_ai:.{0 if core_ai >= 10 else 2}f} FLOP/byte，在拐点左侧："
                  "它的运算强度由 head_dim 决定，与 micro batch 无关，要靠 FlashAttention 这类把分数矩阵"
                  "留在片上的融合 kernel 来提高。")
 notes = []
@@ -291,8 +310,12 @@ d.md(" ".join([roof, *notes])
 
 # %%
 growth = after["fixed_share"] / comm_share
-comm_note = (f"通信占比升到原来的 {growth:.1f} 倍但仍小" if after["fixed_share"] < 0.10
-             else f"通信占比升到原来的 {growth:.1f} 倍，已不可忽略")
+if g_both <= 1:
+    comm_note = "计算没有缩短，通信占比不变"
+elif after["fixed_share"] < 0.10:
+    comm_note = f"通信占比升到原来的 {growth:.1f} 倍但仍小"
+else:
+    comm_note = f"通信占比升到原来的 {growth:.1f} 倍，已不可忽略"
 if below_weight:
     gemm_note = "部分带权重的 GEMM 受带宽限制，加大 micro batch 是下一步"
 elif below_core:
@@ -311,8 +334,9 @@ d.md(f"**(c) 的回答**：{comm_note}（{d.pct(comm_share, 1)} → {d.pct(after
 
 # %%
 d.md("\n".join(f"- {p}" for p in [
-    f"完美 packing：{d.times(g_pack)}，单步 {sc['step_time']:g} s → {t_pack:.1f} s，"
-    f"吞吐 {d.num(tok_pack)} tok/s，MFU {d.pct(acc['mfu'])} → {d.pct(pad['mfu_after_packing'])}。",
+    (f"完美 packing：{d.times(g_pack)}，单步 {sc['step_time']:g} s → {t_pack:.1f} s，"
+     f"吞吐 {d.num(tok_pack)} tok/s，MFU {d.pct(acc['mfu'])} → {d.pct(pad['mfu_after_packing'])}。"
+     if padded else f"完美 packing：本场景没有 pad，{d.times(g_pack)}，单步仍是 {sc['step_time']:g} s。"),
     f"假设现在训练跑 {current_run_hours:g} 小时，packing 后约 {run['hours_after']:.1f} 小时，"
     f"两项都做约 {current_run_hours / g_both:.1f} 小时。",
     f"packing × selective recompute = {d.times(g_pack)} × {d.times(g_rc)} = **{d.times(g_both)}**"

@@ -125,7 +125,8 @@ def test_unreadable_scenario_file(tmp_path):
     path = tmp_path / "dir.yaml"
     path.mkdir()
     result = run("report", "--scenario", str(path))
-    assert result.returncode == 2 and "cannot be read" in result.stderr
+    assert result.returncode == 2
+    assert f"scenario file '{path}': is a directory; expected a file" in result.stderr
 
 
 def test_api_raises_clear_exception():
