@@ -8,7 +8,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test handouts report notebooks validate validate-deps benchmark lab clean
+.PHONY: venv lint format test handouts report notebooks validate validate-deps benchmark lab clean
 
 venv: $(STAMP)
 
@@ -20,11 +20,13 @@ $(STAMP): requirements.lock pyproject.toml
 	touch $@
 
 test: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest
 
-# Regenerate every notebooks/NN_name.ipynb from its .py source and execute it (NB=03 for one).
+# Regenerate every costmodel/course/notebooks/NN_name.ipynb from its .py source and execute it (NB=03 for one).
 notebooks: venv
-	$(PY) -m costmodel.suite $(NB)
+	$(PY) -m costmodel.present.suite $(NB)
 
 # The main job: the suite re-executed for a scenario, as offline HTML in handouts/<name>/.
 handouts: venv
@@ -40,9 +42,9 @@ $(VENV)/.validate: $(STAMP) validate-requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r validate-requirements.txt
 	touch $@
 
-# Rewrite validation/flop_counter.csv (the notebooks show it; the tests fail when it is stale).
+# Rewrite costmodel/course/flop_counter.csv (the notebooks show it; the tests fail when it is stale).
 validate: validate-deps
-	$(PY) -m costmodel.validate --out validation/flop_counter.csv
+	$(PY) -m costmodel.validate --out costmodel/course/flop_counter.csv
 	$(PY) -m pytest -q tests/test_flop_counter.py
 
 benchmark: venv
@@ -50,7 +52,12 @@ benchmark: venv
 	$(PY) benchmarks/bench_suite.py
 
 lab: venv
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab costmodel/course/notebooks/
 
 clean:
 	rm -rf $(VENV) build handouts *.egg-info
+
+# Sort imports and format the code (make test checks both).
+format: venv
+	$(VENV)/bin/ruff check --select I --fix .
+	$(VENV)/bin/ruff format .

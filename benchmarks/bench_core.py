@@ -16,24 +16,30 @@ import time
 import numpy as np
 import sympy as sp
 
-from costmodel.symbols import D, N, P, T, n_gpu
-from costmodel.utilization import mfu
+from costmodel.derive.symbols import D, N, P, T, n_gpu
+from costmodel.derive.utilization import mfu
 
 
 def cold_report(runs: int = 7) -> list[float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "costmodel", "report"], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "costmodel", "report"], check=True, stdout=subprocess.DEVNULL
+        )
         times.append(time.perf_counter() - start)
     return times
 
 
 def closed_form(size: int = 1_000_000, sample: int = 2_000) -> dict[str, float]:
     rng = np.random.default_rng(0)
-    args = [rng.uniform(1e9, 1e11, size), rng.uniform(1e5, 1e7, size), rng.uniform(1, 500, size),
-            rng.integers(1, 4096, size).astype(float), rng.uniform(1e14, 2e15, size)]
+    args = [
+        rng.uniform(1e9, 1e11, size),
+        rng.uniform(1e5, 1e7, size),
+        rng.uniform(1, 500, size),
+        rng.integers(1, 4096, size).astype(float),
+        rng.uniform(1e14, 2e15, size),
+    ]
     symbols = (N, D, T, n_gpu, P)
     start = time.perf_counter()
     fast = sp.lambdify(symbols, mfu, modules="numpy")
@@ -45,15 +51,23 @@ def closed_form(size: int = 1_000_000, sample: int = 2_000) -> dict[str, float]:
     slow = [float(mfu.subs(dict(zip(symbols, (a[i] for a in args))))) for i in range(sample)]
     subs_s = (time.perf_counter() - start) * size / sample
     assert np.allclose(values[:sample], slow)
-    return {"lambdify_s": lambdify_s, "numpy_s": numpy_s, "subs_loop_s_scaled": subs_s,
-            "ratio": subs_s / numpy_s}
+    return {
+        "lambdify_s": lambdify_s,
+        "numpy_s": numpy_s,
+        "subs_loop_s_scaled": subs_s,
+        "ratio": subs_s / numpy_s,
+    }
 
 
 if __name__ == "__main__":
     times = cold_report()
-    print(f"costmodel report, cold process: best {min(times):.3f} s, "
-          f"median {statistics.median(times):.3f} s over {len(times)} runs (target <= 1 s)")
+    print(
+        f"costmodel report, cold process: best {min(times):.3f} s, "
+        f"median {statistics.median(times):.3f} s over {len(times)} runs (target <= 1 s)"
+    )
     result = closed_form()
-    print(f"MFU over 1e6 configurations: lambdify {result['lambdify_s'] * 1e3:.1f} ms + "
-          f"NumPy {result['numpy_s'] * 1e3:.1f} ms (target <= 500 ms); subs loop, scaled "
-          f"from 2,000: {result['subs_loop_s_scaled']:.0f} s; ratio {result['ratio']:,.0f}x")
+    print(
+        f"MFU over 1e6 configurations: lambdify {result['lambdify_s'] * 1e3:.1f} ms + "
+        f"NumPy {result['numpy_s'] * 1e3:.1f} ms (target <= 500 ms); subs loop, scaled "
+        f"from 2,000: {result['subs_loop_s_scaled']:.0f} s; ratio {result['ratio']:,.0f}x"
+    )

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import jupytext
 
-from costmodel import handouts, suite
+from costmodel.present import handouts, suite
 
 
 def execute_one(source: Path) -> float:
@@ -36,8 +36,10 @@ def main() -> None:
     times = {p.stem: execute_one(p) for p in sources}
     for stem, seconds in times.items():
         print(f"  {stem:<26} {seconds:5.2f} s (target < 10 s)")
-    print(f"notebooks one at a time: total {sum(times.values()):.1f} s, "
-          f"slowest {max(times.values()):.2f} s")
+    print(
+        f"notebooks one at a time: total {sum(times.values()):.1f} s, "
+        f"slowest {max(times.values()):.2f} s"
+    )
 
     jobs = os.cpu_count() or 1
     start = time.perf_counter()
@@ -51,20 +53,29 @@ def main() -> None:
         elapsed = time.perf_counter() - start
         sizes = {p.name: p.stat().st_size for p in folder.glob("*.html")}
         failed = [s.stem for s in sections if s.error]
-    print(f"costmodel handouts (course, {jobs} jobs): {elapsed:.1f} s (target <= 60 s); "
-          f"failed: {failed or 'none'}")
-    print(f"page sizes: largest {max(sizes.values()) / 2**20:.2f} MiB "
-          f"({max(sizes, key=sizes.get)}), smallest {min(sizes.values()) / 2**20:.2f} MiB "
-          f"(target <= 3 MB each)")
+    print(
+        f"costmodel handouts (course, {jobs} jobs): {elapsed:.1f} s (target <= 60 s); "
+        f"failed: {failed or 'none'}"
+    )
+    print(
+        f"page sizes: largest {max(sizes.values()) / 2**20:.2f} MiB "
+        f"({max(sizes, key=sizes.get)}), smallest {min(sizes.values()) / 2**20:.2f} MiB "
+        f"(target <= 3 MB each)"
+    )
 
     cold = []
     for _ in range(5):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "costmodel", "params", "qwen3.6-35b-a3b"],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "costmodel", "params", "qwen3.6-35b-a3b"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         cold.append(time.perf_counter() - start)
-    print(f"costmodel params, cold process: best {min(cold):.3f} s, median "
-          f"{statistics.median(cold):.3f} s (target <= 1 s)")
+    print(
+        f"costmodel params, cold process: best {min(cold):.3f} s, median "
+        f"{statistics.median(cold):.3f} s (target <= 1 s)"
+    )
 
 
 if __name__ == "__main__":

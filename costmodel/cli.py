@@ -19,10 +19,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _scenario_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenario", metavar="FILE",
-                        help="a YAML file with any subset of the scenario keys")
-    parser.add_argument("--set", dest="overrides", action="append", metavar="KEY=VALUE",
-                        default=[], help="override one scenario key (repeatable)")
+    parser.add_argument(
+        "--scenario", metavar="FILE", help="a YAML file with any subset of the scenario keys"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        metavar="KEY=VALUE",
+        default=[],
+        help="override one scenario key (repeatable)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,14 +40,22 @@ def build_parser() -> argparse.ArgumentParser:
     _scenario_args(report)
     report.add_argument("--format", choices=FORMATS, default="text")
 
-    handouts = sub.add_parser("handouts", help="re-execute the notebooks for a scenario and "
-                              "export them to offline HTML")
+    handouts = sub.add_parser(
+        "handouts", help="re-execute the notebooks for a scenario and export them to offline HTML"
+    )
     _scenario_args(handouts)
-    handouts.add_argument("--out", metavar="DIR", help="output folder (default: "
-                          "handouts/course, or handouts/<scenario file name>)")
+    handouts.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output folder (default: handouts/course, or handouts/<scenario file name>)",
+    )
     handouts.add_argument("--no-input", action="store_true", help="hide the code (readers)")
-    handouts.add_argument("--jobs", type=_positive_int, metavar="N",
-                          help="notebooks executed in parallel (default: all cores)")
+    handouts.add_argument(
+        "--jobs",
+        type=_positive_int,
+        metavar="N",
+        help="notebooks executed in parallel (default: all cores)",
+    )
 
     params = sub.add_parser("params", help="parameter breakdown of a Hugging Face config.json")
     params.add_argument("config", help="a config.json path or a preset name")
@@ -57,12 +72,13 @@ def _positive_int(text: str) -> int:
     if not 1 <= value <= MAX_JOBS:
         shown = repr(text) if len(text) <= 40 else repr(text[:40]) + "…"
         raise argparse.ArgumentTypeError(
-            f"{shown} is not allowed; expected a positive integer up to {MAX_JOBS:,}")
+            f"{shown} is not allowed; expected a positive integer up to {MAX_JOBS:,}"
+        )
     return value
 
 
 def _scenario(args):
-    from costmodel import scenario
+    from costmodel.inputs import scenario
 
     return scenario.resolve(args.scenario, scenario.parse_set(args.overrides))
 
@@ -70,37 +86,44 @@ def _scenario(args):
 def run(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "report":
-        from costmodel import report
+        from costmodel.evaluate.account import account
+        from costmodel.present import report
 
-        sys.stdout.write(report.render(report.account(_scenario(args)), args.format))
+        sys.stdout.write(report.render(account(_scenario(args)), args.format))
     elif args.command == "handouts":
-        from pathlib import Path
-
-        from costmodel import handouts, scenario
+        from costmodel.inputs import scenario
+        from costmodel.present import handouts
 
         out = args.out or handouts.default_out(args.scenario)
         try:
-            sections, folder = handouts.build(args.scenario, scenario.parse_set(args.overrides),
-                                              out, args.no_input, args.jobs)
+            sections, folder = handouts.build(
+                args.scenario, scenario.parse_set(args.overrides), out, args.no_input, args.jobs
+            )
         except KeyboardInterrupt:
-            print("costmodel: interrupted; no handouts written, the output folder is as it was",
-                  file=sys.stderr)
+            print(
+                "costmodel: interrupted; no handouts written, the output folder is as it was",
+                file=sys.stderr,
+            )
             return 130
         except handouts.Terminated:
-            print("costmodel: terminated; no handouts written, the output folder is as it was",
-                  file=sys.stderr)
+            print(
+                "costmodel: terminated; no handouts written, the output folder is as it was",
+                file=sys.stderr,
+            )
             return 143
         failed = [s for s in sections if s.error]
         for section in failed:
             kept = " (kept the previous page, marked stale)" if section.stale else ""
             print(f"costmodel: error: {section.error}{kept}", file=sys.stderr)
-        print(f"wrote {len(sections) - len(failed)} of {len(sections)} handouts and index.html "
-              f"to {folder}")
+        print(
+            f"wrote {len(sections) - len(failed)} of {len(sections)} handouts and index.html "
+            f"to {folder}"
+        )
         return 1 if failed else 0
     elif args.command == "params":
         import json
 
-        from costmodel import models
+        from costmodel.inputs import models
 
         shape = models.load_shape(args.config)
         if args.format == "json":

@@ -1,6 +1,6 @@
 """Cross-check costmodel's FLOP terms against ``torch.utils.flop_counter.FlopCounterMode``.
 
-Run ``python -m costmodel.validate --out validation/flop_counter.csv`` (needs the pins in
+Run ``python -m costmodel.validate --out costmodel/course/flop_counter.csv`` (needs the pins in
 ``validate-requirements.txt``: torch and transformers; no network, no weights).
 
 For each tiny, randomly initialised model below, built with ``transformers`` from a config dict,
@@ -14,14 +14,14 @@ The counted FLOPs are split by operator and by layer:
 
 - ``aten.mm``/``aten.addmm`` are the weight matmuls (every ``nn.Linear``, the routers, the
   per-expert ``F.linear`` calls, the lm_head; ``F.linear`` on a 3-D input becomes ``mm``). They are
-  compared with ``6·N·T``, N = ``ModelShape.activated_params`` computed by ``costmodel.models``
+  compared with ``6·N·T``, N = ``ModelShape.activated_params`` computed by ``costmodel.inputs.models``
   from the same config dict (lm_head included, input embedding excluded).
 - ``aten.bmm`` inside the full-attention layers is the attention core, compared with
   ``attention_training_flops(s, attention_dim, num_full_layers, B)`` = 3·4·s²·attention_dim·
   L_full·B (full square: the eager path multiplies the whole s×s matrix and masks it, so there
   is no causal halving to undo).
 - ``aten.bmm`` inside the gated-DeltaNet layers is the linear-attention core (chunked delta rule),
-  compared with ``costmodel.models.linear_attention_flops_per_token``; ``aten.convolution`` and
+  compared with ``costmodel.inputs.models.linear_attention_flops_per_token``; ``aten.convolution`` and
   ``aten.convolution_backward`` are the depthwise causal conv1d of those layers. These rows are
   reported with their difference explained, not asserted equal (see the notes in the CSV).
 
@@ -37,7 +37,7 @@ import io
 import sys
 from dataclasses import dataclass
 
-from costmodel.models import (
+from costmodel.inputs.models import (
     linear_attention_conv_flops_per_token,
     linear_attention_flops_per_token,
     shape_from_config,
@@ -155,19 +155,24 @@ NOTE_TOTAL = (
 )
 
 
-def attention_training_flops(seq_len: int, attention_dim: int, num_full_layers: int, num_sequences: int) -> int:
+def attention_training_flops(
+    seq_len: int, attention_dim: int, num_full_layers: int, num_sequences: int
+) -> int:
     """Forward+backward FLOPs of the full-attention core (QKᵀ and AV), full square, no causal
-    halving: ``3 · 4 · s² · attention_dim · L_full · B``, from costmodel.attention's derivation
+    halving: ``3 · 4 · s² · attention_dim · L_full · B``, from costmodel.derive.attention's derivation
     (course convention)."""
-    from costmodel import attention
+    from costmodel.derive import attention
 
-    return int(attention.attention_training_flops(seq_len, attention_dim, num_full_layers,
-                                                  num_sequences, convention="course"))
+    return int(
+        attention.attention_training_flops(
+            seq_len, attention_dim, num_full_layers, num_sequences, convention="course"
+        )
+    )
 
 
 def matmul_training_flops(n_params: int, tokens: int) -> int:
-    """6·N·D from costmodel.flops (the derived forward 2ND + backward 4ND)."""
-    from costmodel import flops
+    """6·N·D from costmodel.derive.flops (the derived forward 2ND + backward 4ND)."""
+    from costmodel.derive import flops
 
     return int(flops.training_matmul_flops(n_params, tokens))
 
@@ -215,8 +220,14 @@ def _import_torch():
 def _build(cfg: dict):
     torch, transformers, _ = _import_torch()
     model_type = cfg["model_type"]
-    config = transformers.CONFIG_MAPPING[model_type](**{k: v for k, v in cfg.items() if k != "model_type"})
-    if hasattr(config, "text_config") and config.text_config is not None and model_type == "qwen3_5_moe":
+    config = transformers.CONFIG_MAPPING[model_type](
+        **{k: v for k, v in cfg.items() if k != "model_type"}
+    )
+    if (
+        hasattr(config, "text_config")
+        and config.text_config is not None
+        and model_type == "qwen3_5_moe"
+    ):
         config = config.text_config  # the language model alone: no vision tower
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(
@@ -262,7 +273,15 @@ def run_model(name: str) -> list[Row]:
     rows = []
     pred_matmul = matmul_training_flops(shape.activated_params, tokens)
     rows.append(
-        Row(name, "matmul_6ND", batch, seq_len, pred_matmul, total.get("mm", 0) + total.get("addmm", 0), NOTE_MATMUL)
+        Row(
+            name,
+            "matmul_6ND",
+            batch,
+            seq_len,
+            pred_matmul,
+            total.get("mm", 0) + total.get("addmm", 0),
+            NOTE_MATMUL,
+        )
     )
     pred_attention = attention_training_flops(seq_len, shape.attention_dim, len(full), batch)
     rows.append(
@@ -314,12 +333,17 @@ def run_model(name: str) -> list[Row]:
                 batch,
                 seq_len,
                 pred_conv,
-                sum(layers[i].get("convolution", 0) + layers[i].get("convolution_backward", 0) for i in linear),
+                sum(
+                    layers[i].get("convolution", 0) + layers[i].get("convolution_backward", 0)
+                    for i in linear
+                ),
                 NOTE_CONV,
             )
         )
         predicted_total += pred_linear + pred_conv
-    rows.append(Row(name, "total", batch, seq_len, predicted_total, sum(total.values()), NOTE_TOTAL))
+    rows.append(
+        Row(name, "total", batch, seq_len, predicted_total, sum(total.values()), NOTE_TOTAL)
+    )
     return rows
 
 

@@ -13,16 +13,24 @@ from pathlib import Path
 
 import pytest
 
-from costmodel import models, report, scenario
 from costmodel.errors import CostModelError
+from costmodel.evaluate.account import account as evaluate_account
+from costmodel.evaluate.account import check_finite
+from costmodel.inputs import models, scenario
+from costmodel.present import report
 
 PRESET = Path(models.__file__).parent / "presets" / "qwen3-8b.json"
 MIB = 1 << 20
 
 
 def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "costmodel", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "costmodel", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+    )
 
 
 def billion_laughs(under: str) -> str:
@@ -62,82 +70,146 @@ def flow_bomb() -> str:
 
 # (id, function of tmp_path giving the command line's arguments, expected part of the line)
 CASES = [
-    ("set-overflow", lambda t: ["report", "--set", "seq_len=1e308"],
-     "seq_len: 1e+308 is not allowed; expected a positive integer up to 100,000,000"),
-    ("yaml-400-digit-int",
-     lambda t: ["report", "--scenario", write(t, "s.yaml", "seq_len: 1" + "0" * 399 + "\n")],
-     "seq_len: 1000000000000000000000000000000000000000… (400 digits) is not allowed; "
-     "expected a positive integer up to 100,000,000"),
-    ("yaml-5000-digit-int",
-     lambda t: ["report", "--scenario", write(t, "s.yaml", "seq_len: 1" + "0" * 4999 + "\n")],
-     "s.yaml': an integer of 5,000 digits (line 1) is not allowed; expected at most 1,000 digits"),
-    ("yaml-1e400", lambda t: ["report", "--scenario", write(t, "s.yaml", "step_time: 1e400\n")],
-     "step_time: '1e400' is not allowed; expected a positive number from 1e-6 to 1e9"),
-    ("yaml-denormal",
-     lambda t: ["report", "--scenario", write(t, "s.yaml", "step_time: 5e-324\n")],
-     "step_time: 5e-324 is not allowed; expected a positive number from 1e-6 to 1e9"),
-    ("yaml-huge-params",
-     lambda t: ["report", "--scenario", write(t, "s.yaml", "activated_params: 1e308\n")],
-     "activated_params: 1e+308 is not allowed; expected a positive integer up to 1e15"),
-    ("yaml-list-for-a-number",
-     lambda t: ["report", "--scenario", write(t, "s.yaml", f"seq_len: {list(range(500))}\n")],
-     "seq_len: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1… is not allowed; expected a positive "
-     "integer up to 100,000,000"),
-    ("config-infinity",
-     lambda t: ["params", config(t, "c.json", '"rope_scaling_factor": Infinity')],
-     "c.json': field 'rope_scaling_factor': Infinity is not allowed; expected a finite number"),
-    ("config-nan", lambda t: ["params", config(t, "c.json", '"initializer_range": NaN')],
-     "c.json': field 'initializer_range': NaN is not allowed; expected a finite number"),
-    ("config-1e400", lambda t: ["params", config(t, "c.json", '"text_config": {"x": [1e400]}')],
-     "c.json': field 'text_config.x[0]': 1e400 is not allowed; expected a finite number"),
-    ("config-1e9-layers", lambda t: ["params", config(t, "c.json", '"num_hidden_layers": 1e9')],
-     "config field 'num_hidden_layers': 1000000000.0 is not allowed; expected an integer from "
-     "1 to 100,000"),
-    ("scenario-model-1e9-layers",
-     lambda t: ["report", "--scenario", scenario_with_model(t, '"num_hidden_layers": 1e9')],
-     "c.json': config field 'num_hidden_layers': 1000000000.0 is not allowed; expected an "
-     "integer from 1 to 100,000"),
-    ("alias-bomb-known-key",
-     lambda t: ["report", "--scenario", write(t, "s.yaml", billion_laughs("seq_len"))],
-     "s.yaml': more than 10,000 YAML nodes with aliases expanded is not allowed; expected at "
-     "most 10,000"),
-    ("alias-bomb-unknown-key",
-     lambda t: ["report", "--scenario", write(t, "s.yaml", billion_laughs("lol"))],
-     "s.yaml': more than 10,000 YAML nodes with aliases expanded is not allowed; expected at "
-     "most 10,000"),
-    ("alias-bomb-in-set",
-     lambda t: ["report", "--set", "seq_len=" + flow_bomb()],
-     "--set seq_len: more than 10,000 YAML nodes with aliases expanded is not allowed"),
-    ("recursive-alias",
-     lambda t: ["report", "--scenario", write(t, "s.yaml", "seq_len: &a [*a]\n")],
-     "s.yaml': an alias inside its own anchor (line 1) is not allowed"),
-    ("deep-nesting",
-     lambda t: ["report", "--scenario", write(t, "s.yaml", "a: " + "[" * 9999 + "]" * 9999)],
-     "s.yaml': nesting deeper than 50 levels (line 1) is not allowed; expected at most 50"),
-    ("too-many-nodes",
-     lambda t: ["report", "--scenario", write(t, "s.yaml", f"seq_len: {[1] * 20000}\n")],
-     "s.yaml': more than 10,000 YAML nodes (line 1) is not allowed; expected at most 10,000"),
-    ("yaml-over-size-cap",
-     lambda t: ["report", "--scenario", write(t, "s.yaml", "# " + "x" * MIB + "\n")],
-     "s.yaml': 1,048,579 bytes is not allowed; expected at most 1,048,576 bytes (1 MiB)"),
-    ("config-over-size-cap",
-     lambda t: ["params", config(t, "c.json", '"pad": "' + "x" * MIB + '"')],
-     "bytes is not allowed; expected at most 1,048,576 bytes (1 MiB)"),
-    ("endless-device", lambda t: ["report", "--scenario", "/dev/zero"],
-     "scenario file '/dev/zero': more than 1,048,576 bytes is not allowed"),
-    ("duplicate-keys",
-     lambda t: ["report", "--scenario",
-                write(t, "s.yaml", "seq_len: 4096\nstep_time: 10\nseq_len: 8192\n")],
-     "s.yaml': key 'seq_len' twice (lines 1 and 3) is not allowed; expected each key once"),
-    ("params-directory", lambda t: ["params", str(t)],
-     "': is a directory; expected a config.json file or a preset name"),
-    ("scenario-model-directory",
-     lambda t: ["report", "--scenario", write(t, "s.yaml", f"model: {t}\n")],
-     "': is a directory; expected a config.json file or a preset name"),
-    ("jobs-superscript", lambda t: ["handouts", "--jobs", "²"],
-     "argument --jobs: '²' is not allowed; expected a positive integer up to 1,024"),
-    ("jobs-zero", lambda t: ["handouts", "--jobs", "0"],
-     "argument --jobs: '0' is not allowed; expected a positive integer"),
+    (
+        "set-overflow",
+        lambda t: ["report", "--set", "seq_len=1e308"],
+        "seq_len: 1e+308 is not allowed; expected a positive integer up to 100,000,000",
+    ),
+    (
+        "yaml-400-digit-int",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", "seq_len: 1" + "0" * 399 + "\n")],
+        "seq_len: 1000000000000000000000000000000000000000… (400 digits) is not allowed; "
+        "expected a positive integer up to 100,000,000",
+    ),
+    (
+        "yaml-5000-digit-int",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", "seq_len: 1" + "0" * 4999 + "\n")],
+        "s.yaml': an integer of 5,000 digits (line 1) is not allowed; expected at most 1,000 digits",
+    ),
+    (
+        "yaml-1e400",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", "step_time: 1e400\n")],
+        "step_time: '1e400' is not allowed; expected a positive number from 1e-6 to 1e9",
+    ),
+    (
+        "yaml-denormal",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", "step_time: 5e-324\n")],
+        "step_time: 5e-324 is not allowed; expected a positive number from 1e-6 to 1e9",
+    ),
+    (
+        "yaml-huge-params",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", "activated_params: 1e308\n")],
+        "activated_params: 1e+308 is not allowed; expected a positive integer up to 1e15",
+    ),
+    (
+        "yaml-list-for-a-number",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", f"seq_len: {list(range(500))}\n")],
+        "seq_len: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1… is not allowed; expected a positive "
+        "integer up to 100,000,000",
+    ),
+    (
+        "config-infinity",
+        lambda t: ["params", config(t, "c.json", '"rope_scaling_factor": Infinity')],
+        "c.json': field 'rope_scaling_factor': Infinity is not allowed; expected a finite number",
+    ),
+    (
+        "config-nan",
+        lambda t: ["params", config(t, "c.json", '"initializer_range": NaN')],
+        "c.json': field 'initializer_range': NaN is not allowed; expected a finite number",
+    ),
+    (
+        "config-1e400",
+        lambda t: ["params", config(t, "c.json", '"text_config": {"x": [1e400]}')],
+        "c.json': field 'text_config.x[0]': 1e400 is not allowed; expected a finite number",
+    ),
+    (
+        "config-1e9-layers",
+        lambda t: ["params", config(t, "c.json", '"num_hidden_layers": 1e9')],
+        "config field 'num_hidden_layers': 1000000000.0 is not allowed; expected an integer from "
+        "1 to 100,000",
+    ),
+    (
+        "scenario-model-1e9-layers",
+        lambda t: ["report", "--scenario", scenario_with_model(t, '"num_hidden_layers": 1e9')],
+        "c.json': config field 'num_hidden_layers': 1000000000.0 is not allowed; expected an "
+        "integer from 1 to 100,000",
+    ),
+    (
+        "alias-bomb-known-key",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", billion_laughs("seq_len"))],
+        "s.yaml': more than 10,000 YAML nodes with aliases expanded is not allowed; expected at "
+        "most 10,000",
+    ),
+    (
+        "alias-bomb-unknown-key",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", billion_laughs("lol"))],
+        "s.yaml': more than 10,000 YAML nodes with aliases expanded is not allowed; expected at "
+        "most 10,000",
+    ),
+    (
+        "alias-bomb-in-set",
+        lambda t: ["report", "--set", "seq_len=" + flow_bomb()],
+        "--set seq_len: more than 10,000 YAML nodes with aliases expanded is not allowed",
+    ),
+    (
+        "recursive-alias",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", "seq_len: &a [*a]\n")],
+        "s.yaml': an alias inside its own anchor (line 1) is not allowed",
+    ),
+    (
+        "deep-nesting",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", "a: " + "[" * 9999 + "]" * 9999)],
+        "s.yaml': nesting deeper than 50 levels (line 1) is not allowed; expected at most 50",
+    ),
+    (
+        "too-many-nodes",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", f"seq_len: {[1] * 20000}\n")],
+        "s.yaml': more than 10,000 YAML nodes (line 1) is not allowed; expected at most 10,000",
+    ),
+    (
+        "yaml-over-size-cap",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", "# " + "x" * MIB + "\n")],
+        "s.yaml': 1,048,579 bytes is not allowed; expected at most 1,048,576 bytes (1 MiB)",
+    ),
+    (
+        "config-over-size-cap",
+        lambda t: ["params", config(t, "c.json", '"pad": "' + "x" * MIB + '"')],
+        "bytes is not allowed; expected at most 1,048,576 bytes (1 MiB)",
+    ),
+    (
+        "endless-device",
+        lambda t: ["report", "--scenario", "/dev/zero"],
+        "scenario file '/dev/zero': more than 1,048,576 bytes is not allowed",
+    ),
+    (
+        "duplicate-keys",
+        lambda t: [
+            "report",
+            "--scenario",
+            write(t, "s.yaml", "seq_len: 4096\nstep_time: 10\nseq_len: 8192\n"),
+        ],
+        "s.yaml': key 'seq_len' twice (lines 1 and 3) is not allowed; expected each key once",
+    ),
+    (
+        "params-directory",
+        lambda t: ["params", str(t)],
+        "': is a directory; expected a config.json file or a preset name",
+    ),
+    (
+        "scenario-model-directory",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", f"model: {t}\n")],
+        "': is a directory; expected a config.json file or a preset name",
+    ),
+    (
+        "jobs-superscript",
+        lambda t: ["handouts", "--jobs", "²"],
+        "argument --jobs: '²' is not allowed; expected a positive integer up to 1,024",
+    ),
+    (
+        "jobs-zero",
+        lambda t: ["handouts", "--jobs", "0"],
+        "argument --jobs: '0' is not allowed; expected a positive integer",
+    ),
 ]
 
 
@@ -159,8 +231,10 @@ def test_model_directory_is_named(tmp_path):
     folder.mkdir()
     result = cli("report", "--set", f"model={folder}")
     assert result.returncode == 2
-    assert result.stderr == (f"costmodel: error: model config '{folder}': is a directory; "
-                             "expected a config.json file or a preset name\n")
+    assert result.stderr == (
+        f"costmodel: error: model config '{folder}': is a directory; "
+        "expected a config.json file or a preset name\n"
+    )
 
 
 # ------------------------------------------------------------------ impossible results
@@ -168,23 +242,32 @@ def test_model_directory_is_named(tmp_path):
 COURSE_MFU_AT_1_S = 6 * 3e9 * 80 * 28_875 / (1 * 40 * 148e12)
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["step_time=1"],
-     f"impossible result: MFU = {100 * COURSE_MFU_AT_1_S:.2f}% is not allowed; expected at most "
-     "100% (the inputs contradict each other; check step_time = 1, num_gpus = 40, "
-     "peak_flops = 1.48e+14, samples_per_step x mean_tokens_per_sample = 80 x 28,875, "
-     "activated_params = 3,000,000,000)"),
-    (["step_time=7.5"],  # MFU 93.6%, and x 4/3 for full recompute: HFU 124.9%
-     f"impossible result: HFU = {100 * COURSE_MFU_AT_1_S / 7.5 * 4 / 3:.2f}% is not allowed; "
-     "expected at most 100% (the inputs contradict each other; check step_time = 7.5, "
-     "num_gpus = 40, peak_flops = 1.48e+14, samples_per_step x mean_tokens_per_sample = "
-     "80 x 28,875, activated_params = 3,000,000,000, recompute = full)"),
-    (["measured_tokens_per_s=1e6"],
-     f"impossible result: MFU from measured_tokens_per_s = "
-     f"{100 * 6 * 3e9 * 1e6 / (40 * 148e12):.2f}% is not allowed; expected at most 100% (the "
-     "inputs contradict each other; check measured_tokens_per_s = 1,000,000, num_gpus = 40, "
-     "peak_flops = 1.48e+14, activated_params = 3,000,000,000)"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (
+            ["step_time=1"],
+            f"impossible result: MFU = {100 * COURSE_MFU_AT_1_S:.2f}% is not allowed; expected at most "
+            "100% (the inputs contradict each other; check step_time = 1, num_gpus = 40, "
+            "peak_flops = 1.48e+14, samples_per_step x mean_tokens_per_sample = 80 x 28,875, "
+            "activated_params = 3,000,000,000)",
+        ),
+        (
+            ["step_time=7.5"],  # MFU 93.6%, and x 4/3 for full recompute: HFU 124.9%
+            f"impossible result: HFU = {100 * COURSE_MFU_AT_1_S / 7.5 * 4 / 3:.2f}% is not allowed; "
+            "expected at most 100% (the inputs contradict each other; check step_time = 7.5, "
+            "num_gpus = 40, peak_flops = 1.48e+14, samples_per_step x mean_tokens_per_sample = "
+            "80 x 28,875, activated_params = 3,000,000,000, recompute = full)",
+        ),
+        (
+            ["measured_tokens_per_s=1e6"],
+            f"impossible result: MFU from measured_tokens_per_s = "
+            f"{100 * 6 * 3e9 * 1e6 / (40 * 148e12):.2f}% is not allowed; expected at most 100% (the "
+            "inputs contradict each other; check measured_tokens_per_s = 1,000,000, num_gpus = 40, "
+            "peak_flops = 1.48e+14, activated_params = 3,000,000,000)",
+        ),
+    ],
+)
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_impossible_utilization_is_refused(overrides, message, fmt):
     args = [arg for o in overrides for arg in ("--set", o)]
@@ -197,15 +280,17 @@ def test_impossible_utilization_is_refused(overrides, message, fmt):
 def test_hfu_at_exactly_100_percent_is_allowed():
     step_time = COURSE_MFU_AT_1_S * 4 / 3  # HFU = 1 exactly (within float rounding)
     for exactly in (step_time, step_time * (1 - 1e-12)):  # float rounding is not refused
-        assert report.account(scenario.resolve(overrides={"step_time": exactly}))["hfu"] == (
-            pytest.approx(1))
+        assert evaluate_account(scenario.resolve(overrides={"step_time": exactly}))["hfu"] == (
+            pytest.approx(1)
+        )
     with pytest.raises(CostModelError, match="HFU = 100.00% is not allowed"):
-        report.account(scenario.resolve(overrides={"step_time": step_time * (1 - 1e-6)}))
+        evaluate_account(scenario.resolve(overrides={"step_time": step_time * (1 - 1e-6)}))
 
 
 def strict_loads(text: str):
     def refuse(constant):
         raise ValueError(f"not strict JSON: {constant}")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -217,8 +302,9 @@ def all_numbers(value):
         yield value
 
 
-@pytest.mark.parametrize("args", [[], ["--scenario", "scenarios/example-team.yaml"]],
-                         ids=["course", "example-team"])
+@pytest.mark.parametrize(
+    "args", [[], ["--scenario", "scenarios/example-team.yaml"]], ids=["course", "example-team"]
+)
 def test_json_output_is_strict(args):
     root = Path(__file__).resolve().parents[1]
     result = cli("report", *args, "--format", "json", cwd=root)
@@ -231,8 +317,9 @@ def test_json_output_is_strict(args):
 def test_total_params_mistake_above_100_percent_is_still_reported():
     # MFU 70% is possible; with N = total params (35e9 instead of 3e9) it would be 819%: that
     # figure is the demonstration of a mistake, printed as it is.
-    result = cli("report", "--format", "json", "--set", "step_time=10",
-                 "--set", "recompute=selective")
+    result = cli(
+        "report", "--format", "json", "--set", "step_time=10", "--set", "recompute=selective"
+    )
     assert result.returncode == 0, result.stderr
     data = strict_loads(result.stdout)
     assert data["mfu"] == pytest.approx(COURSE_MFU_AT_1_S / 10)
@@ -241,41 +328,59 @@ def test_total_params_mistake_above_100_percent_is_still_reported():
 
 
 def test_render_refuses_non_finite_json():
-    account = report.account(scenario.resolve())
+    account = evaluate_account(scenario.resolve())
     account["padding"]["slots"] = math.inf
-    with pytest.raises(CostModelError, match=r"^impossible result: padding\.slots = inf is not "
-                       r"allowed; expected a finite number"):
+    with pytest.raises(
+        CostModelError,
+        match=r"^impossible result: padding\.slots = inf is not "
+        r"allowed; expected a finite number",
+    ):
         report.render(account, "json")
     account["padding"]["slots"] = math.nan
     with pytest.raises(CostModelError, match=r"padding\.slots = nan is not allowed"):
-        report.check_finite(account)
+        check_finite(account)
 
 
 # ------------------------------------------------------------------ the same checks in Python
 
-@pytest.mark.parametrize("key,value,shown", [
-    ("seq_len", 10**400, "1000000000000000000000000000000000000000… (401 digits)"),
-    ("seq_len", -(10**6000), "-an integer of about 6,001 digits"),
-    ("seq_len", 1e308, "1e+308"),
-    ("step_time", 5e-324, "5e-324"),
-    ("step_time", math.inf, "inf"),
-    ("num_layers", 100_001, "100001"),
-    ("peak_flops", 1e18 * 1.01, "1.01e+18"),
-    ("measured_tokens_per_s", "1e400", "'1e400'"),
-    ("experts_per_token", -1, "-1"),
-], ids=lambda v: v if isinstance(v, str) else type(v).__name__)
+
+@pytest.mark.parametrize(
+    "key,value,shown",
+    [
+        ("seq_len", 10**400, "1000000000000000000000000000000000000000… (401 digits)"),
+        ("seq_len", -(10**6000), "-an integer of about 6,001 digits"),
+        ("seq_len", 1e308, "1e+308"),
+        ("step_time", 5e-324, "5e-324"),
+        ("step_time", math.inf, "inf"),
+        ("num_layers", 100_001, "100001"),
+        ("peak_flops", 1e18 * 1.01, "1.01e+18"),
+        ("measured_tokens_per_s", "1e400", "'1e400'"),
+        ("experts_per_token", -1, "-1"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else type(v).__name__,
+)
 def test_check_value_refuses_out_of_range(key, value, shown):
     with pytest.raises(CostModelError) as error:
         scenario.check_value(key, value)
-    assert str(error.value) == (f"{key}: {shown} is not allowed; expected "
-                                f"{scenario.allowed_text(key)}")
+    assert str(error.value) == (
+        f"{key}: {shown} is not allowed; expected {scenario.allowed_text(key)}"
+    )
 
 
-@pytest.mark.parametrize("key,value", [
-    ("seq_len", 10**8), ("num_layers", 100_000), ("step_time", 1e-6), ("step_time", 1e9),
-    ("peak_flops", 1e18), ("mean_tokens_per_sample", 1), ("experts_per_token", 0),
-    ("activated_params", "1e15"), ("measured_tokens_per_s", None),
-])
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("seq_len", 10**8),
+        ("num_layers", 100_000),
+        ("step_time", 1e-6),
+        ("step_time", 1e9),
+        ("peak_flops", 1e18),
+        ("mean_tokens_per_sample", 1),
+        ("experts_per_token", 0),
+        ("activated_params", "1e15"),
+        ("measured_tokens_per_s", None),
+    ],
+)
 def test_check_value_bounds_are_inclusive(key, value):
     assert scenario.check_value(key, value) == (None if value is None else float(value))
 
@@ -284,8 +389,10 @@ def test_allowed_text_states_the_range():
     assert scenario.allowed_text("seq_len") == "a positive integer up to 100,000,000"
     assert scenario.allowed_text("step_time") == "a positive number from 1e-6 to 1e9"
     assert scenario.allowed_text("num_experts") == "a non-negative integer up to 1,000,000"
-    assert (scenario.allowed_text("measured_tokens_per_s")
-            == "a positive number from 1e-6 to 1e15 or null")
+    assert (
+        scenario.allowed_text("measured_tokens_per_s")
+        == "a positive number from 1e-6 to 1e15 or null"
+    )
 
 
 def test_readme_states_every_bound_and_limit():
@@ -306,16 +413,21 @@ def test_model_shape_beyond_the_scenario_bounds(tmp_path):
     assert n > 10**16
     with pytest.raises(CostModelError) as error:
         scenario.resolve(data={"model": str(path)})
-    assert str(error.value) == (f"model '{path}': activated_params: {n} is not allowed; "
-                                "expected a positive integer up to 1e15")
+    assert str(error.value) == (
+        f"model '{path}': activated_params: {n} is not allowed; "
+        "expected a positive integer up to 1e15"
+    )
 
 
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, 1e9, 2.5, "40"])
 def test_config_fields_refuse_non_finite_and_out_of_range(value):
     cfg = json.loads(PRESET.read_text())
     cfg["num_hidden_layers"] = value
-    with pytest.raises(CostModelError, match="config field 'num_hidden_layers': .* is not "
-                       "allowed; expected an integer from 1 to 100,000"):
+    with pytest.raises(
+        CostModelError,
+        match="config field 'num_hidden_layers': .* is not "
+        "allowed; expected an integer from 1 to 100,000",
+    ):
         models.shape_from_config(cfg)
 
 

@@ -10,8 +10,9 @@ from costmodel.cli import main
 
 
 def run(*args, tmp_path=None):
-    return subprocess.run([sys.executable, "-m", "costmodel", *args], capture_output=True,
-                          text=True, cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, "-m", "costmodel", *args], capture_output=True, text=True, cwd=tmp_path
+    )
 
 
 def test_text_report(capsys):
@@ -29,24 +30,37 @@ def test_markdown_report(capsys):
 def test_json_report_keys(capsys):
     assert main(["report", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    for key in ["model_flops_per_step", "hardware_flops_per_step", "achieved_flops_per_s",
-                "achieved_flops_per_s_per_gpu", "mfu", "hfu", "tokens_per_s",
-                "tokens_per_s_per_gpu", "mfu_if_total_params", "padding", "attention",
-                "scenario"]:
+    for key in [
+        "model_flops_per_step",
+        "hardware_flops_per_step",
+        "achieved_flops_per_s",
+        "achieved_flops_per_s_per_gpu",
+        "mfu",
+        "hfu",
+        "tokens_per_s",
+        "tokens_per_s_per_gpu",
+        "mfu_if_total_params",
+        "padding",
+        "attention",
+        "scenario",
+    ]:
         assert key in data
-    assert set(data["padding"]) >= {"slots", "useful_fraction", "waste_fraction",
-                                     "packing_speedup", "mfu_after_packing",
-                                     "step_time_after_packing"}
+    assert set(data["padding"]) >= {
+        "slots",
+        "useful_fraction",
+        "waste_fraction",
+        "packing_speedup",
+        "mfu_after_packing",
+        "step_time_after_packing",
+    }
     for reading in ("padded", "actual"):
-        assert set(data["attention"][reading]) >= {"flops_per_step", "share",
-                                                   "mfu_with_attention"}
+        assert set(data["attention"][reading]) >= {"flops_per_step", "share", "mfu_with_attention"}
     assert data["mfu"] == pytest.approx(0.0585304, rel=1e-5)
     assert data["scenario"]["tokens_per_step"] == 2_310_000
 
 
 def test_set_overrides(capsys):
-    assert main(["report", "--format", "json", "--set", "step_time=60",
-                 "--set", "gpu=h100"]) == 0
+    assert main(["report", "--format", "json", "--set", "step_time=60", "--set", "gpu=h100"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["scenario"]["peak_flops"] == 989.4e12
     assert data["mfu"] == pytest.approx(6 * 3e9 * 2.31e6 / 60 / (40 * 989.4e12))
@@ -54,9 +68,11 @@ def test_set_overrides(capsys):
 
 def test_scenario_file_from_any_folder(tmp_path):
     path = tmp_path / "team.yaml"
-    path.write_text("name: team\nactivated_params: 7e9\ntotal_params: 7e9\n"
-                    "num_experts: 0\nexperts_per_token: 0\nseq_len: 8192\n"
-                    "mean_tokens_per_sample: 8192\n")
+    path.write_text(
+        "name: team\nactivated_params: 7e9\ntotal_params: 7e9\n"
+        "num_experts: 0\nexperts_per_token: 0\nseq_len: 8192\n"
+        "mean_tokens_per_sample: 8192\n"
+    )
     result = run("report", "--scenario", str(path), "--format", "json", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
@@ -80,14 +96,23 @@ BAD = [
     (["--set", "step_time=.nan"], "step_time: nan is not allowed"),
     (["--set", "step_time=.inf"], "step_time: inf is not allowed"),
     (["--set", "num_gpus=2.5"], "num_gpus: 2.5 is not allowed; expected a positive integer"),
-    (["--set", "mean_tokens_per_sample=60000"],
-     "mean_tokens_per_sample: 60000 is not allowed; expected at most seq_len (49152)"),
-    (["--set", "experts_per_token=300"],
-     "experts_per_token: 300 is not allowed; expected at most num_experts (256)"),
-    (["--set", "activated_params=4e10"],
-     "activated_params: 40000000000 is not allowed; expected at most total_params"),
+    (
+        ["--set", "mean_tokens_per_sample=60000"],
+        "mean_tokens_per_sample: 60000 is not allowed; expected at most seq_len (49152)",
+    ),
+    (
+        ["--set", "experts_per_token=300"],
+        "experts_per_token: 300 is not allowed; expected at most num_experts (256)",
+    ),
+    (
+        ["--set", "activated_params=4e10"],
+        "activated_params: 40000000000 is not allowed; expected at most total_params",
+    ),
     (["--set", "gpu=Z80"], "gpu: 'Z80' is not allowed; expected one of H20, H100-SXM"),
-    (["--set", "recompute=some"], "recompute: 'some' is not allowed; expected one of none, selective, full"),
+    (
+        ["--set", "recompute=some"],
+        "recompute: 'some' is not allowed; expected one of none, selective, full",
+    ),
     (["--set", "seq_len"], "--set: 'seq_len' is not allowed; expected KEY=VALUE"),
     (["--set", "num_gpus=true"], "num_gpus: True is not allowed"),
     (["--scenario", "/no/such/file.yaml"], "scenario file '/no/such/file.yaml': no such file"),
@@ -106,12 +131,15 @@ def test_bad_input_one_line_exit_2(args, message):
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("content,message", [
-    ("seq_len: [1, 2\n", "malformed YAML at line"),
-    ("- 1\n- 2\n", "expected a mapping of keys to values, got list"),
-    ("seq_len: !!python/object/apply:os.system ['true']\n", "malformed YAML"),
-    ("seq_len: 4096\nbogus_key: 1\n", "unknown scenario key 'bogus_key'"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("seq_len: [1, 2\n", "malformed YAML at line"),
+        ("- 1\n- 2\n", "expected a mapping of keys to values, got list"),
+        ("seq_len: !!python/object/apply:os.system ['true']\n", "malformed YAML"),
+        ("seq_len: 4096\nbogus_key: 1\n", "unknown scenario key 'bogus_key'"),
+    ],
+)
 def test_bad_scenario_files(tmp_path, content, message):
     path = tmp_path / "bad.yaml"
     path.write_text(content)
@@ -130,8 +158,8 @@ def test_unreadable_scenario_file(tmp_path):
 
 
 def test_api_raises_clear_exception():
-    from costmodel import scenario
     from costmodel.errors import CostModelError
+    from costmodel.inputs import scenario
 
     with pytest.raises(CostModelError, match="seq_len: -1 is not allowed"):
         scenario.resolve(overrides={"seq_len": -1})

@@ -3,9 +3,11 @@
 import pytest
 import sympy as sp
 
-from costmodel import attention, hardware, recompute, report, scenario
-from costmodel.memory import logits_bytes
-from costmodel.symbols import S, V, b_micro, bytes_per_element
+from costmodel.derive import attention, recompute
+from costmodel.derive.memory import logits_bytes
+from costmodel.derive.symbols import S, V, b_micro, bytes_per_element
+from costmodel.evaluate.account import account
+from costmodel.inputs import hardware, scenario
 
 
 def pct(x, digits=2):
@@ -65,7 +67,7 @@ def test_attention_table(layers, hidden, padded, flops, share, mfu):
     # The course's hypotheses give only hidden_size: attention width = hidden_size.
     sc = scenario.resolve(overrides={"num_layers": layers, "hidden_size": hidden})
     assert sc["attention_dim"] == hidden and sc["num_full_attention_layers"] == layers // 4
-    row = report.account(sc)["attention"]["padded" if padded else "actual"]
+    row = account(sc)["attention"]["padded" if padded else "actual"]
     assert float(f"{row['flops_per_step']:.3g}") == flops
     assert round(100 * row["share"]) == share
     assert round(100 * row["mfu_with_attention"], 1) == mfu
@@ -99,7 +101,9 @@ def test_selective_recompute_speedup():
 def test_packing_times_selective_is_a_product(course_account):
     proj = course_account["projections"]
     both = proj["packing_and_selective_recompute"]["speedup"]
-    assert both == pytest.approx(proj["packing"]["speedup"] * proj["selective_recompute"]["speedup"])
+    assert both == pytest.approx(
+        proj["packing"]["speedup"] * proj["selective_recompute"]["speedup"]
+    )
     assert round(both, 2) == 2.06
     assert round(proj["packing_and_selective_recompute"]["step_time"]) == 58
 

@@ -2,8 +2,9 @@
 
 import sympy as sp
 
-from costmodel import attention, flops, padding, recompute, roofline, utilization
-from costmodel.symbols import BW, D, N, P, T, d_attn, r, s, tau
+from costmodel.derive import attention, flops, padding, recompute, roofline, utilization
+from costmodel.derive.symbols import BW, D, N, P, T, d_attn, r, s, tau
+from costmodel.evaluate import packing
 
 
 def test_gemm_is_two_mnk():
@@ -59,12 +60,13 @@ def test_packing_speedup_is_inverse_useful_fraction():
 
 def test_roofline_intensity_of_square_gemm():
     n = sp.Symbol("n", positive=True)
-    ai = roofline.gemm_intensity.subs({roofline.m: n, roofline.n: n, roofline.kk: n,
-                                       roofline.bytes_per_element: 2})
+    ai = roofline.gemm_intensity.subs(
+        {roofline.m: n, roofline.n: n, roofline.kk: n, roofline.bytes_per_element: 2}
+    )
     assert sp.simplify(ai - n / 3) == 0
     assert roofline.machine_balance == P / BW
 
 
 def test_greedy_pack():
-    bins = padding.greedy_pack([5, 4, 3, 3, 1], capacity=8)
+    bins = packing.greedy_pack([5, 4, 3, 3, 1], capacity=8)
     assert sorted(map(sorted, bins)) == [[1, 3, 4], [3, 5]]

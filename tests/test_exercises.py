@@ -3,9 +3,10 @@
 import pytest
 import sympy as sp
 
-from costmodel import exercises as x
-from costmodel import scenario
-from costmodel.symbols import B, D, S
+from costmodel.derive import exercises as x
+from costmodel.derive.symbols import B, D, S
+from costmodel.evaluate import shapes
+from costmodel.inputs import scenario
 
 
 def test_packing_and_recompute_multiply():
@@ -60,9 +61,10 @@ def test_course_exercise_two(course_account):
 
 
 def test_matching_shape_course_and_other(course):
-    shape = x.matching_shape(course.values)
+    shape = shapes.matching_shape(course.values)
     assert shape is not None and shape.activated_params == 2_945_269_760
     assert shape.moe_intermediate_size == 512
-    other = scenario.resolve(overrides={"hidden_size": 5120, "num_experts": 0,
-                                        "experts_per_token": 0})
-    assert x.matching_shape(other.values) is None
+    other = scenario.resolve(
+        overrides={"hidden_size": 5120, "num_experts": 0, "experts_per_token": 0}
+    )
+    assert shapes.matching_shape(other.values) is None

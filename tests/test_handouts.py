@@ -3,7 +3,6 @@ browser (headless Chromium, no network)."""
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -13,11 +12,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import missing
 
-from costmodel import handouts, report, scenario, suite
+from costmodel.evaluate.account import account as evaluate_account
+from costmodel.inputs import scenario
+from costmodel.present import handouts, suite
 
 ROOT = Path(__file__).resolve().parents[1]
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOT_DIR = ROOT / "build" / "screenshots"
 
@@ -41,14 +42,16 @@ def test_every_section_built(built):
     names = sorted(p.name for p in folder.iterdir())
     assert names == sorted([handouts.MARKER, "index.html"] + [s.page for s in sections])
     assert json.loads((folder / handouts.MARKER).read_text(encoding="utf-8")) == {
-        "written_by": "costmodel handouts", "scenario": scenario.resolve()["name"]}
+        "written_by": "costmodel handouts",
+        "scenario": scenario.resolve()["name"],
+    }
     assert len(sections) == len(suite.sources())
 
 
 def test_index_lists_inputs_headlines_and_sections(built):
     sections, folder = built
     page = (folder / "index.html").read_text(encoding="utf-8")
-    account = report.account(scenario.resolve())
+    account = evaluate_account(scenario.resolve())
     assert f"{100 * account['mfu']:.2f}%" in page and f"{100 * account['hfu']:.2f}%" in page
     assert f"{100 * account['padding']['waste_fraction']:.1f}%" in page
     for s in sections:
@@ -95,8 +98,10 @@ def test_cjk_font_stack_and_print_css(built):
 
 
 #: A scenario name that would run script in every page if it were inserted unescaped.
-HOSTILE = ('Team <img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> '
-           '*bold* $x$ [link](javascript:window.__pwned=3)')
+HOSTILE = (
+    'Team <img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> '
+    "*bold* $x$ [link](javascript:window.__pwned=3)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +109,7 @@ def readers(tmp_path_factory):
     """The readers' edition (no code) for a team with a hostile scenario name."""
     out = tmp_path_factory.mktemp("readers") / "team"
     overrides = {"step_time": 90, "name": HOSTILE}
-    sections, folder = handouts.build(out=out, no_input=True, progress=False,
-                                      overrides=overrides)
+    sections, folder = handouts.build(out=out, no_input=True, progress=False, overrides=overrides)
     return sections, folder, overrides
 
 
@@ -117,17 +121,30 @@ def test_no_input_hides_code(readers):
     assert "jp-InputArea-editor" not in body and "jp-InputPrompt" not in body
     assert "scenario_file" not in body and "import" not in body
     assert 'class="jp-OutputArea' in body  # the outputs are still there
-    account = report.account(scenario.resolve(overrides=overrides))
+    account = evaluate_account(scenario.resolve(overrides=overrides))
     assert f"{100 * account['mfu']:.2f}%" in (folder / "index.html").read_text(encoding="utf-8")
 
 
 def test_bad_scenario_fails_before_any_notebook(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "costmodel", "handouts", "--out",
-                             str(tmp_path / "x"), "--set", "seq_len=-1"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "costmodel",
+            "handouts",
+            "--out",
+            str(tmp_path / "x"),
+            "--set",
+            "seq_len=-1",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
-    assert result.stderr.strip() == ("costmodel: error: seq_len: -1 is not allowed; "
-                                     "expected a positive integer up to 100,000,000")
+    assert result.stderr.strip() == (
+        "costmodel: error: seq_len: -1 is not allowed; "
+        "expected a positive integer up to 100,000,000"
+    )
     assert not (tmp_path / "x").exists()
 
 
@@ -157,9 +174,10 @@ def test_failing_notebook_is_named_and_keeps_its_previous_page(tmp_path, monkeyp
     assert flaky.stale and (out / "99_flaky.html").read_bytes() == previous
     index = (out / "index.html").read_text(encoding="utf-8")
     assert "STALE" in index and 'href="99_flaky.html"' in index
-    account = report.account(scenario.resolve(overrides={"step_time": 90}))
+    account = evaluate_account(scenario.resolve(overrides={"step_time": 90}))
     assert f"{100 * account['mfu']:.2f}%" in (out / good.with_suffix(".html").name).read_text(
-        encoding="utf-8")  # the good page is this build's
+        encoding="utf-8"
+    )  # the good page is this build's
 
     (out / "99_flaky.html").unlink()  # no previous page: the section is listed as failed
     sections, _ = handouts.build(out=out, progress=False)
@@ -179,27 +197,31 @@ def test_two_builds_are_byte_identical(built, tmp_path):
 
 # ------------------------------------------------------------------ in a real browser
 
+
 def _browser():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         sync_playwright = None
     if sync_playwright is None or CHROMIUM is None:
-        reason = "headless Chromium (Debian package chromium) and playwright are needed"
-        if IN_CI:
-            pytest.fail(reason + ": CI must install them (.ci/run)")
-        pytest.skip(reason)
+        missing("headless Chromium (Debian package chromium) and playwright are needed")
     return sync_playwright
 
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 
 
 def section_headlines(account) -> dict[str, str]:
     """Each section's headline number, formatted as the notebooks format it."""
-    from costmodel import display as d
+    from costmodel.present import display as d
 
     return {
         "01": d.pct(account["mfu"]),
@@ -218,7 +240,7 @@ def section_headlines(account) -> dict[str, str]:
 def test_handouts_in_headless_chromium(built):
     sync_playwright = _browser()
     sections, folder = built
-    account = report.account(scenario.resolve())
+    account = evaluate_account(scenario.resolve())
     headlines = section_headlines(account)
     headlines["index"] = f"{100 * account['mfu']:.2f}%"
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
@@ -232,25 +254,30 @@ def test_handouts_in_headless_chromium(built):
             page = context.new_page()
             page.goto(page_file.as_uri())
             if page_file.name != "index.html":
-                page.wait_for_function("() => window.MathJax && MathJax.startup && "
-                                       "MathJax.startup.promise", timeout=30_000)
+                page.wait_for_function(
+                    "() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                    timeout=30_000,
+                )
                 page.evaluate("() => MathJax.startup.promise")
                 typeset = page.evaluate("() => document.querySelectorAll('mjx-container').length")
                 assert typeset > 0, f"{page_file.name}: no typeset math"
             visible = page.evaluate(
                 "() => { const c = document.body.cloneNode(true);"
                 " c.querySelectorAll('.jp-InputArea, script, style, mjx-container')"
-                ".forEach(e => e.remove()); return c.innerText; }")
+                ".forEach(e => e.remove()); return c.innerText; }"
+            )
             raw = re.findall(r"\$\$?[^$\n]{1,80}\$|\\frac|\\mathrm|\\left", visible)
             assert not raw, f"{page_file.name}: raw TeX visible: {raw[:3]}"
-            images = page.evaluate("() => Array.from(document.images).map("
-                                   "i => [i.complete, i.naturalWidth])")
+            images = page.evaluate(
+                "() => Array.from(document.images).map(i => [i.complete, i.naturalWidth])"
+            )
             assert all(ok and width > 0 for ok, width in images), f"{page_file.name}: {images}"
             key = page_file.name[:2] if page_file.name[:2].isdigit() else "index"
             main_text = page.evaluate(  # the page's own text, without the banner
                 "() => { const c = document.body.cloneNode(true);"
                 " c.querySelectorAll('.handout-banner').forEach(e => e.remove());"
-                " return c.innerText; }")
+                " return c.innerText; }"
+            )
             assert headlines[key] in main_text, f"{page_file.name}: {headlines[key]} not shown"
             if page_file.name.startswith("03"):
                 page.screenshot(path=str(SCREENSHOT_DIR / "handout.png"), full_page=False)
@@ -275,12 +302,15 @@ def test_hostile_scenario_name_runs_no_script(readers):
             page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
             page.goto(page_file.as_uri())
             if page_file.name != "index.html":
-                page.wait_for_function("() => window.MathJax && MathJax.startup && "
-                                       "MathJax.startup.promise", timeout=30_000)
+                page.wait_for_function(
+                    "() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                    timeout=30_000,
+                )
                 page.evaluate("() => MathJax.startup.promise")
             assert page.evaluate("() => window.__pwned") is None, page_file.name
-            hostile = page.evaluate("() => document.querySelectorAll("
-                                    "'img[src=\"x\"], a[href^=\"javascript\"]').length")
+            hostile = page.evaluate(
+                '() => document.querySelectorAll(\'img[src="x"], a[href^="javascript"]\').length'
+            )
             assert hostile == 0, page_file.name
             text = page.evaluate("() => document.body.innerText")
             assert 'onerror="window.__pwned=1"' in text, f"{page_file.name}: name not shown"
@@ -288,7 +318,8 @@ def test_hostile_scenario_name_runs_no_script(readers):
                 body = page.evaluate(
                     "() => { const c = document.body.cloneNode(true);"
                     " c.querySelectorAll('.handout-banner').forEach(e => e.remove());"
-                    " return c.innerText; }")
+                    " return c.innerText; }"
+                )
                 assert HOSTILE in body, f"{page_file.name}: name not shown as written"
             page.close()
         browser.close()

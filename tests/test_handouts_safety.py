@@ -14,20 +14,28 @@ from pathlib import Path
 import psutil
 import pytest
 
-from costmodel import handouts, suite
 from costmodel.errors import CostModelError
+from costmodel.present import handouts, suite
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args, cwd, env=None, timeout=120):
-    return subprocess.run([sys.executable, "-m", "costmodel", "handouts", *args],
-                          capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "costmodel", "handouts", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"<dir>"
-            for p in sorted(folder.rglob("*"))}
+    return {
+        str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"<dir>"
+        for p in sorted(folder.rglob("*"))
+    }
 
 
 def assert_refused(result, *fragments):
@@ -41,14 +49,19 @@ def assert_refused(result, *fragments):
 
 # ------------------------------------------------------------------ which folders are refused
 
+
 def test_existing_folder_of_someone_else_is_left_alone(tmp_path):
     user = tmp_path / "mine"
     (user / "sub").mkdir(parents=True)
     (user / "important.txt").write_text("keep me")
     (user / "sub" / "thesis.tex").write_text("\\section{keep}")
     before = snapshot(user)
-    assert_refused(run("--out", str(user), cwd=tmp_path),
-                   str(user), "was not written by costmodel handouts", handouts.MARKER)
+    assert_refused(
+        run("--out", str(user), cwd=tmp_path),
+        str(user),
+        "was not written by costmodel handouts",
+        handouts.MARKER,
+    )
     assert snapshot(user) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # no temporary sibling
 
@@ -60,11 +73,14 @@ def test_existing_file_is_not_turned_into_a_folder(tmp_path):
     assert path.read_text() == "keep me"
 
 
-@pytest.mark.parametrize("out,message", [
-    (".", "is the working directory"),
-    ("..", "contains the working directory"),
-    ("/", "contains the working directory"),
-])
+@pytest.mark.parametrize(
+    "out,message",
+    [
+        (".", "is the working directory"),
+        ("..", "contains the working directory"),
+        ("/", "contains the working directory"),
+    ],
+)
 def test_working_directory_and_above_are_refused(tmp_path, out, message):
     cwd = tmp_path / "work"
     cwd.mkdir()
@@ -82,18 +98,22 @@ def test_home_is_refused(tmp_path):
     assert (home / ".bashrc").exists()
 
 
-@pytest.mark.parametrize("out,message", [
-    (suite.NOTEBOOKS, "is the notebooks folder"),
-    (suite.NOTEBOOKS / "new", "is inside the notebooks folder"),
-    (Path(handouts.__file__).parent / "new", "is inside the costmodel package"),
-    (ROOT, "contains the project's sources"),
-    (ROOT / "tests" / "new", "is inside one of the project's sources"),
-    (ROOT / "README.md", "is one of the project's sources"),
-])
+@pytest.mark.parametrize(
+    "out,message",
+    [
+        (suite.NOTEBOOKS, "is the notebooks folder"),
+        (suite.NOTEBOOKS / "new", "is inside the notebooks folder"),
+        (Path(handouts.__file__).parent / "new", "is inside the costmodel package"),
+        (ROOT, "contains the project's sources"),
+        (ROOT / "tests" / "new", "is inside one of the project's sources"),
+        (ROOT / "README.md", "is one of the project's sources"),
+    ],
+)
 def test_project_sources_are_refused(tmp_path, out, message):
-    before = {p.name for p in out.parent.iterdir()}
+    watched = out if out.is_dir() else out.parent  # inside the repository, never /tmp itself
+    before = {p.name for p in watched.iterdir()}
     assert_refused(run("--out", str(out), cwd=tmp_path), message)
-    assert {p.name for p in out.parent.iterdir()} == before
+    assert {p.name for p in watched.iterdir()} == before
 
 
 def test_symbolic_link_is_refused(tmp_path):
@@ -140,10 +160,14 @@ def test_read_only_parent_fails_before_any_work():
         (top / "ro").chmod(0o555)
         start = time.perf_counter()
         result = subprocess.run(
-            _as_nobody() + [sys.executable, "-m", "costmodel", "handouts", "--out",
-                            str(top / "ro" / "x")],
-            capture_output=True, text=True, cwd=top, timeout=60,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+            _as_nobody()
+            + [sys.executable, "-m", "costmodel", "handouts", "--out", str(top / "ro" / "x")],
+            capture_output=True,
+            text=True,
+            cwd=top,
+            timeout=60,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        )
         assert time.perf_counter() - start < 20  # no notebook ran
         assert_refused(result, str(top / "ro" / "x"), "cannot be written", "Permission denied")
         assert list((top / "ro").iterdir()) == []
@@ -164,6 +188,7 @@ def test_marked_or_empty_folder_is_accepted(tmp_path):
 
 
 # ------------------------------------------------------------------ the atomic swap
+
 
 def _folder(path: Path, label: str) -> Path:
     path.mkdir()
@@ -212,7 +237,7 @@ def test_swap_fault_leaves_old_or_new(tmp_path, monkeypatch, exchange, step):
 CRASH = """
 import os, sys
 from pathlib import Path
-from costmodel import handouts
+from costmodel.present import handouts
 step, exchange, built, out = sys.argv[1], sys.argv[2] == "1", Path(sys.argv[3]), Path(sys.argv[4])
 if not exchange:
     handouts._exchange = lambda a, b: False
@@ -231,21 +256,24 @@ def test_swap_crash_is_recovered(tmp_path, exchange, step):
     between the two renames of the fallback, the old one is put back by the next build."""
     out = _folder(tmp_path / "out", "old")
     built = _folder(tmp_path / ".out.tmp-1", "new")
-    subprocess.run([sys.executable, "-c", CRASH, step, "1" if exchange else "0", str(built),
-                    str(out)], check=False, timeout=60)
+    subprocess.run(
+        [sys.executable, "-c", CRASH, step, "1" if exchange else "0", str(built), str(out)],
+        check=False,
+        timeout=60,
+    )
     state = _state(out)
     if step == "between-renames" and not exchange:
         assert state is None and _state(handouts._aside(out)) == "old"
         handouts.recover(out)
     else:
         handouts.recover(out)  # what the next build does first
-    expected = "new" if step == "after-swap" or (step == "between-renames" and exchange) \
-        else "old"
+    expected = "new" if step == "after-swap" or (step == "between-renames" and exchange) else "old"
     assert _state(out) == expected
     assert not handouts._aside(out).exists()
 
 
 # ------------------------------------------------------------------ interrupts
+
 
 def _kernels(proc: psutil.Process) -> list[psutil.Process]:
     found = []
@@ -258,8 +286,7 @@ def _kernels(proc: psutil.Process) -> list[psutil.Process]:
     return found
 
 
-@pytest.mark.parametrize("how,code", [("ctrl-c", 130), ("ctrl-c twice", 130),
-                                      ("sigterm", 143)])
+@pytest.mark.parametrize("how,code", [("ctrl-c", 130), ("ctrl-c twice", 130), ("sigterm", 143)])
 def test_interrupt_stops_everything(tmp_path, how, code):
     """Ctrl-C (SIGINT to the whole foreground group, as a terminal sends it), two of them
     0.3 s apart, and SIGTERM to the build alone: exit within seconds with one line, and no
@@ -268,9 +295,15 @@ def test_interrupt_stops_everything(tmp_path, how, code):
     tmp.mkdir()
     out = tmp_path / "site" / "handouts"
     env = {**os.environ, "TMPDIR": str(tmp)}
-    proc = subprocess.Popen([sys.executable, "-m", "costmodel", "handouts", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, cwd=tmp_path, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "costmodel", "handouts", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + 90
     while len(_kernels(parent)) < 2 and time.monotonic() < deadline:

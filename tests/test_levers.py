@@ -1,10 +1,11 @@
-"""costmodel.levers: Amdahl vs multiplicative gains, the waterfall, the CP/EP constraint."""
-
+"""costmodel.derive.levers: Amdahl vs multiplicative gains, the waterfall, the CP/EP constraint."""
 
 import pytest
 import sympy as sp
 
-from costmodel import levers
+from costmodel.derive import levers
+from costmodel.evaluate import layouts
+from costmodel.inputs import assumptions
 
 
 def test_amdahl_forms():
@@ -29,30 +30,37 @@ def test_waterfall_multiplies():
     assert sum(r["saved"] for r in rows) == pytest.approx(120 - rows[-1]["end"])
     for before, after in zip(rows, rows[1:]):
         assert after["start"] == before["end"]
-    assert levers.multiplied_step_time.subs({levers.g1: 2, levers.g2: 2, levers.g3: 1,
-                                             levers.T: 120}) == 30
+    assert (
+        levers.multiplied_step_time.subs({levers.g1: 2, levers.g2: 2, levers.g3: 1, levers.T: 120})
+        == 30
+    )
 
 
 def test_course_cp_2_breaks_ep_8(course):
-    table = {lay.cp: lay for lay in levers.layouts(course["num_gpus"], course["samples_per_step"],
-                                                   course["seq_len"], course["num_experts"])}
+    table = {
+        lay.cp: lay
+        for lay in layouts.layouts(
+            course["num_gpus"], course["samples_per_step"], course["seq_len"], course["num_experts"]
+        )
+    }
     assert table[1].dp == 40 and table[1].allows(8)
     assert table[2].dp == 20 and table[2].usable and not table[2].allows(8)
     assert table[2].expert_parallel == (1, 2, 4)  # 5 divides DP = 20 but not 256 experts
-    pairs = levers.valid_pairs(course["num_gpus"], course["samples_per_step"], course["seq_len"],
-                               course["num_experts"])
+    pairs = layouts.valid_pairs(
+        course["num_gpus"], course["samples_per_step"], course["seq_len"], course["num_experts"]
+    )
     assert (1, 8) in pairs and (2, 8) not in pairs and (2, 4) in pairs
     assert all(40 % cp == 0 and (40 // cp) % ep == 0 and 256 % ep == 0 for cp, ep in pairs)
 
 
 def test_layout_micro_batches(course):
-    lay = levers.layouts(40, 80, 49152, 256)[0]
+    lay = layouts.layouts(40, 80, 49152, 256)[0]
     assert lay.samples_per_rank == 2
     assert lay.micro_batches(1) and lay.micro_batches(2) and not lay.micro_batches(4)
 
 
 def test_batch_and_sequence_divisibility():
-    rows = {lay.cp: lay for lay in levers.layouts(12, 18, 1000, 0)}
+    rows = {lay.cp: lay for lay in layouts.layouts(12, 18, 1000, 0)}
     assert rows[2].dp == 6 and rows[2].batch_divides  # 18 / 6
     assert rows[3].dp == 4 and not rows[3].batch_divides  # 18 / 4
     assert not rows[3].seq_divides  # 1000 / 6
@@ -60,5 +68,5 @@ def test_batch_and_sequence_divisibility():
 
 
 def test_assumptions_are_named_with_sources():
-    assert levers.assumed("expert_parallel") == 8
-    assert all(a.source for a in levers.ASSUMPTIONS.values())
+    assert assumptions.assumed("expert_parallel") == 8
+    assert all(a.source for a in assumptions.ASSUMPTIONS.values())

@@ -1,8 +1,11 @@
-"""The model's GEMMs on the roofline (costmodel.roofline.model_gemms)."""
+"""The model's GEMMs on the roofline (costmodel.evaluate.gemms.model_gemms)."""
 
 import pytest
 
-from costmodel import moe, report, roofline, scenario
+from costmodel.derive import roofline
+from costmodel.evaluate import gemms, layouts
+from costmodel.evaluate.account import account
+from costmodel.inputs import scenario
 
 
 def by_name(rows):
@@ -10,24 +13,28 @@ def by_name(rows):
 
 
 def test_course_gemms(course):
-    rows = by_name(roofline.model_gemms(course.values))
-    assert list(rows) == ["attention projection", "one routed expert", "attention core QK^T",
-                          "lm_head"]
+    rows = by_name(gemms.model_gemms(course.values))
+    assert list(rows) == [
+        "attention projection",
+        "one routed expert",
+        "attention core QK^T",
+        "lm_head",
+    ]
     expert = rows["one routed expert"]
     # EP = 8 ranks gather 49,152 x 8 / 256 tokens each for every expert
-    assert moe.default_ep_size(256, 40) == 8
+    assert layouts.default_ep_size(256, 40) == 8
     assert expert["m"] == 8 * 49152 * 8 / 256 == 12288
     assert expert["n"] == 512 and "qwen3.6-35b-a3b" in expert["source"]
     assert expert["intensity"] == pytest.approx(roofline.intensity(12288, 512, 2048))
     core = rows["attention core QK^T"]
     assert (core["m"], core["k"], core["n"], core["weights"]) == (49152, 256, 49152, False)
     # every GEMM of the course model is right of H20's ridge at micro batch 1
-    assert min(r["intensity"] for r in rows.values()) > report.account(course)["machine_balance"]
+    assert min(r["intensity"] for r in rows.values()) > account(course)["machine_balance"]
 
 
 def test_weight_gemms_grow_with_micro_batch(course):
-    one = by_name(roofline.model_gemms(course.values, 1))
-    four = by_name(roofline.model_gemms(course.values, 4))
+    one = by_name(gemms.model_gemms(course.values, 1))
+    four = by_name(gemms.model_gemms(course.values, 4))
     for name, row in one.items():
         if row["weights"]:
             assert four[name]["intensity"] > row["intensity"]
@@ -37,18 +44,18 @@ def test_weight_gemms_grow_with_micro_batch(course):
 
 
 def test_dense_model_without_head_dim():
-    sc = scenario.resolve(overrides={"hidden_size": 4096, "num_experts": 0,
-                                     "experts_per_token": 0, "micro_batch": 2})
-    rows = by_name(roofline.model_gemms(sc.values))
+    sc = scenario.resolve(
+        overrides={"hidden_size": 4096, "num_experts": 0, "experts_per_token": 0, "micro_batch": 2}
+    )
+    rows = by_name(gemms.model_gemms(sc.values))
     assert list(rows) == ["attention projection", "dense FFN", "lm_head"]
     assert rows["dense FFN"]["n"] == 4 * 4096 and rows["dense FFN"]["m"] == 2 * sc["seq_len"]
-    rows = by_name(roofline.model_gemms({**sc.values, "num_heads": 32}, tokens_per_sequence=1000))
+    rows = by_name(gemms.model_gemms({**sc.values, "num_heads": 32}, tokens_per_sequence=1000))
     assert rows["attention core QK^T"]["k"] == 128 and rows["attention core QK^T"]["m"] == 1000
 
 
 def test_dense_width_from_the_models_config():
-    sc = scenario.resolve(data={"model": "llama-3.1-8b", "num_experts": 0,
-                                "experts_per_token": 0})
-    rows = by_name(roofline.model_gemms(sc.values))
+    sc = scenario.resolve(data={"model": "llama-3.1-8b", "num_experts": 0, "experts_per_token": 0})
+    rows = by_name(gemms.model_gemms(sc.values))
     assert rows["dense FFN"]["n"] == 14336
     assert rows["dense FFN"]["source"].startswith("intermediate_size of")

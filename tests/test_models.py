@@ -1,13 +1,12 @@
-"""costmodel.models: shapes, layouts and parameter counts from published config.json files.
+"""costmodel.inputs.models: shapes, layouts and parameter counts from published config.json files.
 
-Expected counts: shared/reference/models.md (transformers on the meta device, numel per tensor)
+Expected counts: the project's reference shared/reference/models.md, copied below (transformers on the meta device, numel per tensor)
 for the five configs there; for tests/configs/*.json the same method (transformers 5.24.0 on the
 meta device), cross-checked with the published totals named in each test.
 """
 
 import copy
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from costmodel.errors import CostModelError
-from costmodel.models import (
+from costmodel.inputs.models import (
     BREAKDOWN_KEYS,
     PRESETS,
     SUPPORTED_MODEL_TYPES,
@@ -33,16 +32,21 @@ from costmodel.models import (
 
 REPO = Path(__file__).resolve().parents[1]
 OWN = REPO / "tests" / "configs"
-SHARED = REPO.parent / "shared" / "reference" / "hf-configs"
+PRESET_DIR = REPO / "costmodel" / "inputs" / "presets"
+#: sha256 of the published configs, as the project's reference copies (shared/reference/
+#: hf-configs/, each with its public source) held them when the presets were copied.
+PUBLISHED_SHA256 = {
+    "llama-3.1-8b.json": "54acfad3cffe057640904ca8a1e83525e6551c70c7a04c641f5a9eda0bbf64bd",
+    "qwen3-30b-a3b.json": "98a4cf452e3d94b7b22d8ddd515a3fe028f76404529460935e26770c4ab2b094",
+    "qwen3-8b.json": "deaa300e5384a480c2cafd0db33cba0da89db8eeeb8ddc2b584b89bd46d52ffb",
+    "qwen3-next-80b-a3b.json": "2d483c7cabad7c8704478ed4038fa7e7b2eff840bc00a118eccbe38e2b488303",
+    "qwen3.6-35b-a3b.json": "a535dda50243c13dc2c55921451175d204d4f1f96b9322d4a8f47005a88fcd75",
+}
 
 
 def shared_config(name: str) -> str:
-    path = SHARED / name
-    if not path.is_file():
-        if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-            pytest.fail(f"{path} is missing (shared/ is expected beside the repository)")
-        pytest.skip(f"{path} not found (shared/ is expected beside the repository)")
-    return str(path)
+    """A published config, as shipped (unchanged) with the package's presets."""
+    return str(PRESET_DIR / name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,13 +90,20 @@ def test_counts_match_models_md(name):
 def test_preset_matches_the_shared_config_and_models_md():
     shape = load_shape("qwen3.6-35b-a3b")
     assert shape.name == "qwen3.6-35b-a3b"
-    assert (shape.total_params, shape.activated_params_published) == MODELS_MD["qwen3.6-35b-a3b.json"][:2]
+    assert (shape.total_params, shape.activated_params_published) == MODELS_MD[
+        "qwen3.6-35b-a3b.json"
+    ][:2]
     assert shape.activated_params == 2_945_269_760
 
 
-def test_preset_file_is_a_copy_of_the_shared_config():
-    shipped = load_config("qwen3.6-35b-a3b")
-    assert shipped == json.loads(Path(shared_config("qwen3.6-35b-a3b.json")).read_text())
+def test_preset_files_are_the_published_configs_unchanged():
+    import hashlib
+
+    for name, digest in PUBLISHED_SHA256.items():
+        assert hashlib.sha256((PRESET_DIR / name).read_bytes()).hexdigest() == digest, name
+    assert load_config("qwen3.6-35b-a3b") == json.loads(
+        (PRESET_DIR / "qwen3.6-35b-a3b.json").read_text()
+    )
     assert set(PRESETS) >= {"qwen3.6-35b-a3b"}
     for preset in PRESETS:
         assert isinstance(load_config(preset), dict)
@@ -103,12 +114,18 @@ def test_qwen36_facts_from_models_md():
     assert s.model_type == "qwen3_5_moe"
     assert s.hidden_size == 2048 and s.num_layers == 40
     assert s.num_full_attention_layers == 10 and s.num_linear_attention_layers == 30
-    assert [i for i, t in enumerate(s.layer_types) if t == "full_attention"] == list(range(3, 40, 4))
+    assert [i for i, t in enumerate(s.layer_types) if t == "full_attention"] == list(
+        range(3, 40, 4)
+    )
     assert s.full_attention_every == 4
     assert (s.num_heads, s.head_dim, s.attention_dim, s.num_kv_heads) == (16, 256, 4096, 2)
     assert s.attention_output_gate
     assert (s.linear_num_key_heads, s.linear_num_value_heads) == (16, 32)
-    assert (s.linear_key_head_dim, s.linear_value_head_dim, s.linear_conv_kernel_dim) == (128, 128, 4)
+    assert (s.linear_key_head_dim, s.linear_value_head_dim, s.linear_conv_kernel_dim) == (
+        128,
+        128,
+        4,
+    )
     assert (s.num_experts, s.experts_per_token, s.moe_intermediate_size) == (256, 8, 512)
     assert s.shared_expert_intermediate_size == 512
     assert (s.num_moe_layers, s.num_dense_layers) == (40, 0)
@@ -185,14 +202,19 @@ def test_qwen3_next_and_30b_published_rounding():
     assert round(nxt.total_params / 1e9) == 80 and round(nxt.activated_params_published / 1e9) == 4
     assert nxt.activated_params < 3.6e9
     q30 = load_shape(shared_config("qwen3-30b-a3b.json"))
-    assert round(q30.total_params / 1e9, 1) == 30.5 and round(q30.activated_params_published / 1e9, 1) == 3.4
+    assert (
+        round(q30.total_params / 1e9, 1) == 30.5
+        and round(q30.activated_params_published / 1e9, 1) == 3.4
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # invariants of the breakdown
 
 
-ALL_CONFIGS = [f"shared:{n}" for n in sorted(MODELS_MD)] + [f"own:{p.name}" for p in sorted(OWN.glob("*.json"))]
+ALL_CONFIGS = [f"shared:{n}" for n in sorted(MODELS_MD)] + [
+    f"own:{p.name}" for p in sorted(OWN.glob("*.json"))
+]
 
 
 def _load(spec: str) -> ModelShape:
@@ -209,9 +231,20 @@ def test_breakdown_adds_up(spec):
     assert s.total_params == stored + (0 if s.tie_word_embeddings else b["lm_head"])
     assert s.activated_params == sum(
         b[k]
-        for k in ("attention", "linear_attention", "router", "routed_experts_active", "shared_experts", "dense_mlp", "lm_head")
+        for k in (
+            "attention",
+            "linear_attention",
+            "router",
+            "routed_experts_active",
+            "shared_experts",
+            "dense_mlp",
+            "lm_head",
+        )
     )
-    assert s.activated_params_published == s.total_params - b["routed_experts_total"] + b["routed_experts_active"]
+    assert (
+        s.activated_params_published
+        == s.total_params - b["routed_experts_total"] + b["routed_experts_active"]
+    )
     assert s.num_layers == s.num_full_attention_layers + s.num_linear_attention_layers
     assert s.num_layers == s.num_moe_layers + s.num_dense_layers
     assert ACTIVATED_N[spec.split(":", 1)[1]] == s.activated_params
@@ -262,8 +295,16 @@ def test_tie_from_wrapper_when_text_config_is_silent():
 
 def test_tied_small_qwen2_matches_transformers():
     # Qwen2.5-3B (tie_word_embeddings true): 3,085,938,688 parameters on the meta device
-    cfg = {"model_type": "qwen2", "hidden_size": 2048, "intermediate_size": 11008, "num_attention_heads": 16,
-           "num_hidden_layers": 36, "num_key_value_heads": 2, "tie_word_embeddings": True, "vocab_size": 151936}
+    cfg = {
+        "model_type": "qwen2",
+        "hidden_size": 2048,
+        "intermediate_size": 11008,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 36,
+        "num_key_value_heads": 2,
+        "tie_word_embeddings": True,
+        "vocab_size": 151936,
+    }
     s = shape_from_config(cfg)
     assert s.total_params == s.activated_params_published == 3_085_938_688
     assert s.activated_params == 3_085_697_024
@@ -282,8 +323,14 @@ def test_layout_default_interval_and_layer_types_win():
     cfg.pop("full_attention_interval")
     assert shape_from_config(cfg).full_attention_every == 4  # transformers' default
     cfg["num_hidden_layers"] = 6
-    cfg["layer_types"] = ["linear_attention", "full_attention", "full_attention",
-                          "linear_attention", "linear_attention", "full_attention"]
+    cfg["layer_types"] = [
+        "linear_attention",
+        "full_attention",
+        "full_attention",
+        "linear_attention",
+        "linear_attention",
+        "full_attention",
+    ]
     cfg["full_attention_interval"] = 2
     s = shape_from_config(cfg)
     assert s.num_full_attention_layers == 3
@@ -293,8 +340,14 @@ def test_layout_default_interval_and_layer_types_win():
 def test_nonperiodic_layout_and_scenario_keys():
     cfg = json.loads(Path(shared_config("qwen3-next-80b-a3b.json")).read_text())
     cfg["num_hidden_layers"] = 6
-    cfg["layer_types"] = ["linear_attention", "full_attention", "full_attention",
-                          "linear_attention", "linear_attention", "full_attention"]
+    cfg["layer_types"] = [
+        "linear_attention",
+        "full_attention",
+        "full_attention",
+        "linear_attention",
+        "linear_attention",
+        "full_attention",
+    ]
     cfg["mlp_only_layers"] = [1]
     s = shape_from_config(cfg)
     keys = scenario_keys(s)
@@ -329,7 +382,9 @@ def test_no_full_attention_layer():
 
 def test_qwen3_moe_dense_layers_from_mlp_only_and_sparse_step():
     cfg = json.loads(Path(shared_config("qwen3-30b-a3b.json")).read_text())
-    cfg.update(num_hidden_layers=8, mlp_only_layers=[0, 5], decoder_sparse_step=2, attention_bias=True)
+    cfg.update(
+        num_hidden_layers=8, mlp_only_layers=[0, 5], decoder_sparse_step=2, attention_bias=True
+    )
     s = shape_from_config(cfg)
     assert s.moe_layer_flags == (False, True, False, True, False, False, False, True)
     assert (s.num_moe_layers, s.num_dense_layers) == (3, 5)
@@ -390,9 +445,19 @@ def test_scenario_keys_for_the_course_model():
 def test_params_json_is_json_and_complete():
     data = params_json(load_shape("qwen3.6-35b-a3b"))
     json.dumps(data)
-    for key in ("total_params", "activated_params", "activated_params_published", "embedding_params",
-                "lm_head_params", "attention_dim", "num_layers", "num_full_attention_layers",
-                "num_experts", "experts_per_token", "breakdown"):
+    for key in (
+        "total_params",
+        "activated_params",
+        "activated_params_published",
+        "embedding_params",
+        "lm_head_params",
+        "attention_dim",
+        "num_layers",
+        "num_full_attention_layers",
+        "num_experts",
+        "experts_per_token",
+        "breakdown",
+    ):
         assert key in data
     assert set(data["breakdown"]) == set(BREAKDOWN_KEYS)
     assert data["activated_params"] == 2_945_269_760
@@ -404,7 +469,9 @@ def test_params_text_says_which_N_is_which():
     assert "published active count, includes the input embedding" in text
     assert "2,945,269,760" in text and "3,454,988,928" in text and "34,660,610,688" in text
     assert "10 full attention, 30 linear attention" in text
-    rows = [line for line in text.splitlines() if line.startswith(("total_params", "activated_params"))]
+    rows = [
+        line for line in text.splitlines() if line.startswith(("total_params", "activated_params"))
+    ]
     # numbers right-aligned in one column
     ends = {line.index("B ") for line in rows}
     assert len(ends) == 1
@@ -518,7 +585,7 @@ def test_errors_are_value_errors():
 
 def test_import_is_light():
     code = (
-        "import sys, costmodel.models\n"
+        "import sys, costmodel.inputs.models\n"
         "heavy = [m for m in ('sympy', 'numpy', 'torch', 'transformers') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )

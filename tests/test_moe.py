@@ -1,17 +1,20 @@
-"""MoE shapes, permute traffic and the simulated router (costmodel.moe)."""
+"""MoE shapes, permute traffic and the simulated router (costmodel.derive.moe)."""
 
 import numpy as np
 import pytest
 import sympy as sp
 
-from costmodel import moe, report, roofline, scenario
-from costmodel.symbols import E, S, b_micro, bytes_per_element, h, k, kk, n
+from costmodel.derive import moe, roofline
+from costmodel.derive.symbols import E, S, b_micro, bytes_per_element, h, k, kk, n
+from costmodel.evaluate import layouts, router
+from costmodel.evaluate.account import account
+from costmodel.inputs import scenario, widths
 
 
 def test_course_tokens_per_expert(course):
     value = moe.tokens_per_expert_step.subs(course.substitutions())
     assert float(value) == pytest.approx(2.31e6 * 8 / 256)
-    assert float(value) == pytest.approx(report.account(course)["tokens_per_expert"])
+    assert float(value) == pytest.approx(account(course)["tokens_per_expert"])
 
 
 def test_expert_rows_over_dense_rows_is_ep_k_over_e():
@@ -50,64 +53,66 @@ def test_fast_intensity_matches_the_roofline():
 def test_gemm_shape_and_intensity():
     g = moe.gemm(1024, 2048, 512)
     assert g["flops"] == 2 * 1024 * 2048 * 512
-    assert g["intensity"] == pytest.approx(2 * 1024 * 2048 * 512 / (2 * (1024 * 2048 + 2048 * 512 + 1024 * 512)))
+    assert g["intensity"] == pytest.approx(
+        2 * 1024 * 2048 * 512 / (2 * (1024 * 2048 + 2048 * 512 + 1024 * 512))
+    )
 
 
 def test_default_ep_size():
-    assert moe.default_ep_size(256, 40) == 8
-    assert moe.default_ep_size(0, 128) == 1
-    assert moe.default_ep_size(60, 40) == 5  # divides both, at most 8
-    assert moe.default_ep_size(7, 3) == 1
+    assert layouts.default_ep_size(256, 40) == 8
+    assert layouts.default_ep_size(0, 128) == 1
+    assert layouts.default_ep_size(60, 40) == 5  # divides both, at most 8
+    assert layouts.default_ep_size(7, 3) == 1
 
 
 def test_widths():
-    assert moe.expert_width().value == 512  # Qwen3.6-35B-A3B moe_intermediate_size
-    assert moe.expert_width("qwen3.6-35b-a3b").source == "config"
-    assert moe.dense_ffn_width(2048).value == 8192
+    assert widths.expert_width().value == 512  # Qwen3.6-35B-A3B moe_intermediate_size
+    assert widths.expert_width("qwen3.6-35b-a3b").source == "config"
+    assert widths.dense_ffn_width(2048).value == 8192
 
 
 def test_zipf_popularity():
-    p = moe.zipf_popularity(16, 0)
+    p = router.zipf_popularity(16, 0)
     assert np.allclose(p, 1 / 16)
-    q = moe.zipf_popularity(16, 1.0)
+    q = router.zipf_popularity(16, 1.0)
     assert q.sum() == pytest.approx(1) and q[0] == pytest.approx(16 * q[15])
 
 
 def test_route_top_k_picks_distinct_experts():
     rng = np.random.default_rng(0)
-    counts = moe.route_top_k(moe.zipf_popularity(32, 2.0), 500, 4, rng)
+    counts = router.route_top_k(router.zipf_popularity(32, 2.0), 500, 4, rng)
     assert counts.sum() == 500 * 4
     assert counts.max() <= 500  # an expert is chosen at most once per token
 
 
 def test_place_experts_is_balanced():
-    placement = moe.place_experts(256, 8, np.random.default_rng(1))
+    placement = router.place_experts(256, 8, np.random.default_rng(1))
     assert np.bincount(placement).tolist() == [32] * 8
     with pytest.raises(ValueError):
-        moe.place_experts(10, 4, np.random.default_rng(1))
+        router.place_experts(10, 4, np.random.default_rng(1))
 
 
 def test_greedy_placement_balances_known_loads():
     counts = np.array([10, 9, 8, 7, 1, 1, 1, 1])
-    placement = moe.place_experts_greedy(counts, 4)
+    placement = router.place_experts_greedy(counts, 4)
     assert np.bincount(placement).tolist() == [2, 2, 2, 2]
-    loads = moe.rank_loads(counts, placement, 4)
+    loads = router.rank_loads(counts, placement, 4)
     assert loads.tolist() == [11, 10, 9, 8]  # 10+1, 9+1, 8+1, 7+1 (hottest first)
-    run = moe.simulate_router(64, 4, 8, 2000, 1.0, seed=5, placements=16)
+    run = router.simulate_router(64, 4, 8, 2000, 1.0, seed=5, placements=16)
     assert run.greedy_factor <= np.median(run.rank_factors)
     assert len(run.rank_factors) == 16 and run.rank_factor == run.rank_factors[0]
 
 
 def test_straggler_factor():
-    assert moe.straggler_factor([1, 1, 1, 1]) == 1
-    assert moe.straggler_factor([2, 1, 1, 0]) == 2
+    assert router.straggler_factor([1, 1, 1, 1]) == 1
+    assert router.straggler_factor([2, 1, 1, 0]) == 2
 
 
 def test_simulation_is_seeded_and_skew_raises_the_factor():
-    a = moe.simulate_router(64, 4, 8, 2000, 1.0, seed=3)
-    b = moe.simulate_router(64, 4, 8, 2000, 1.0, seed=3)
+    a = router.simulate_router(64, 4, 8, 2000, 1.0, seed=3)
+    b = router.simulate_router(64, 4, 8, 2000, 1.0, seed=3)
     assert np.array_equal(a.expert_counts, b.expert_counts) and a.rank_factor == b.rank_factor
-    uniform = moe.simulate_router(64, 4, 8, 4000, 0.0, seed=3)
+    uniform = router.simulate_router(64, 4, 8, 4000, 0.0, seed=3)
     assert uniform.rank_factor < 1.1
     assert a.rank_factor > uniform.rank_factor
     assert a.rank_loads.sum() == 2000 * 4
@@ -115,4 +120,4 @@ def test_simulation_is_seeded_and_skew_raises_the_factor():
 
 def test_team_dense_scenario_has_no_experts():
     team = scenario.resolve(data={"num_experts": 0, "experts_per_token": 0})
-    assert moe.default_ep_size(team["num_experts"], team["num_gpus"]) == 1
+    assert layouts.default_ep_size(team["num_experts"], team["num_gpus"]) == 1

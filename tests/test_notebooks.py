@@ -16,7 +16,8 @@ import jupytext
 import nbformat
 import pytest
 
-from costmodel import suite
+from costmodel.evaluate.account import account
+from costmodel.present import suite
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = suite.sources()
@@ -33,7 +34,8 @@ def test_source_and_notebook_agree(source):
     assert nb_path.exists(), f"{nb_path.name} missing: run make notebooks"
     regenerated = jupytext.writes(jupytext.read(nb_path), fmt="py:percent")
     assert regenerated == source.read_text(encoding="utf-8"), (
-        f"{source.name} and {nb_path.name} disagree: run make notebooks")
+        f"{source.name} and {nb_path.name} disagree: run make notebooks"
+    )
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=IDS)
@@ -50,11 +52,24 @@ def test_every_code_cell_executed_in_order(source):
 
 TEAM = {
     "name": "Test team: dense 13B, 16K context, 128 x H100",
-    "activated_params": 12.0e9, "total_params": 13.0e9, "num_experts": 0,
-    "experts_per_token": 0, "hidden_size": 5120, "num_layers": 40, "full_attention_every": 1,
-    "num_heads": 40, "head_dim": 128, "seq_len": 16384, "mean_tokens_per_sample": 9000,
-    "samples_per_step": 512, "step_time": 31.0, "num_gpus": 128, "gpu": "H100-SXM",
-    "recompute": "selective", "measured_tokens_per_s": None, "vocab_size": 152064,
+    "activated_params": 12.0e9,
+    "total_params": 13.0e9,
+    "num_experts": 0,
+    "experts_per_token": 0,
+    "hidden_size": 5120,
+    "num_layers": 40,
+    "full_attention_every": 1,
+    "num_heads": 40,
+    "head_dim": 128,
+    "seq_len": 16384,
+    "mean_tokens_per_sample": 9000,
+    "samples_per_step": 512,
+    "step_time": 31.0,
+    "num_gpus": 128,
+    "gpu": "H100-SXM",
+    "recompute": "selective",
+    "measured_tokens_per_s": None,
+    "vocab_size": 152064,
     "micro_batch": 2,
 }
 
@@ -63,9 +78,14 @@ def _papermill(source: Path, out_dir: Path, scenario_file: Path) -> Path:
     import papermill
 
     out = out_dir / source.with_suffix(".ipynb").name
-    papermill.execute_notebook(str(source.with_suffix(".ipynb")), str(out),
-                               parameters={"scenario_file": str(scenario_file)},
-                               cwd=str(source.parent), progress_bar=False, kernel_name="python3")
+    papermill.execute_notebook(
+        str(source.with_suffix(".ipynb")),
+        str(out),
+        parameters={"scenario_file": str(scenario_file)},
+        cwd=str(source.parent),
+        progress_bar=False,
+        kernel_name="python3",
+    )
     return out
 
 
@@ -74,12 +94,12 @@ def test_notebooks_rerun_for_another_scenario(tmp_path):
     shows that scenario's numbers: nothing is hard-coded to the course."""
     import yaml
 
-    from costmodel import report, scenario
+    from costmodel.inputs import scenario
 
     scenario_file = tmp_path / "team.yaml"
     scenario_file.write_text(yaml.safe_dump(TEAM))
-    team = report.account(scenario.resolve(scenario_file))
-    course = report.account(scenario.resolve())
+    team = account(scenario.resolve(scenario_file))
+    course = account(scenario.resolve())
     team_mfu, course_mfu = f"{100 * team['mfu']:.2f}%", f"{100 * course['mfu']:.2f}%"
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         outs = list(pool.map(lambda s: _papermill(s, tmp_path, scenario_file), SOURCES))
@@ -103,8 +123,21 @@ def test_nbval_fails_when_the_library_changes(tmp_path):
     hardware.write_text(text.replace('GPU("H20", 148 * _T', 'GPU("H20", 150 * _T'))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     notebook = ROOT / "notebooks" / "03_course_numbers.ipynb"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval",
-           "--nbval-current-env", str(notebook), "-o", "testpaths=", "-o", "addopts="]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--nbval",
+        "--nbval-current-env",
+        str(notebook),
+        "-o",
+        "testpaths=",
+        "-o",
+        "addopts=",
+    ]
     mutated_run = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp_path)
     assert mutated_run.returncode == 1, mutated_run.stdout[-2000:]
     assert "failed" in mutated_run.stdout

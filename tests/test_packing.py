@@ -1,11 +1,11 @@
-"""costmodel.packing: the synthetic lengths, the three layouts, and a packed row's masks."""
+"""costmodel.evaluate.packing: the synthetic lengths, the three layouts, and a packed row's masks."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel import packing
+from costmodel.evaluate import packing
 
 
 def test_synthetic_step_holds_exactly_the_scenarios_tokens(course):
@@ -17,8 +17,13 @@ def test_synthetic_step_holds_exactly_the_scenarios_tokens(course):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 300), st.floats(0, 1), st.integers(2, 100_000), st.integers(0, 5),
-       st.sampled_from([0.5, 2.0, 8.0]))
+@given(
+    st.integers(1, 300),
+    st.floats(0, 1),
+    st.integers(2, 100_000),
+    st.integers(0, 5),
+    st.sampled_from([0.5, 2.0, 8.0]),
+)
 def test_synthetic_step_any_inputs(n, where, cap, seed, shape):
     mean = 1 + where * (cap - 1)
     lengths = packing.synthetic_step(n, mean, cap, np.random.default_rng(seed), shape)

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from costmodel import hardware, report, scenario
+from costmodel.evaluate.account import account as evaluate_account
+from costmodel.inputs import hardware, scenario
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
@@ -40,7 +41,7 @@ def scenarios(draw):
 
 
 def account(data):
-    return report.account(scenario.resolve(data=data))
+    return evaluate_account(scenario.resolve(data=data))
 
 
 @SETTINGS
@@ -84,4 +85,5 @@ def test_total_params_mfu_never_below_activated(data):
     a = account(data)
     assert a["mfu_if_total_params"] >= a["mfu"]
     assert a["mfu_if_total_params"] / a["mfu"] == pytest.approx(
-        data["total_params"] / data["activated_params"])
+        data["total_params"] / data["activated_params"]
+    )

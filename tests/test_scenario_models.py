@@ -8,21 +8,27 @@ from pathlib import Path
 
 import pytest
 
-from costmodel import models, report, scenario
+from costmodel.evaluate.account import account
+from costmodel.inputs import models, scenario
 
 QWEN36_N = 2_945_269_760  # matmul parameters per token (lm_head in, input embedding out)
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "costmodel", *args], capture_output=True,
-                          text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "costmodel", *args], capture_output=True, text=True
+    )
 
 
 def test_preset_fills_the_model_keys():
     sc = scenario.resolve(overrides={"model": "qwen3.6-35b-a3b"})
     assert sc["activated_params"] == QWEN36_N
     assert sc["total_params"] == 34_660_610_688
-    assert (sc["attention_dim"], sc["num_full_attention_layers"], sc["num_layers"]) == (4096, 10, 40)
+    assert (sc["attention_dim"], sc["num_full_attention_layers"], sc["num_layers"]) == (
+        4096,
+        10,
+        40,
+    )
     assert sc.sources["activated_params"] == "model"
 
 
@@ -34,12 +40,17 @@ def test_explicit_keys_win_over_the_model():
 
 def test_model_path_is_relative_to_the_scenario_file(tmp_path):
     (tmp_path / "cfg").mkdir()
-    shutil.copy(Path(models.__file__).parent / "presets" / "llama-3.1-8b.json",
-                tmp_path / "cfg" / "config.json")
+    shutil.copy(
+        Path(models.__file__).parent / "presets" / "llama-3.1-8b.json",
+        tmp_path / "cfg" / "config.json",
+    )
     team = tmp_path / "team.yaml"
     team.write_text("model: cfg/config.json\nnum_experts: 0\nexperts_per_token: 0\n")
     sc = scenario.resolve(team)
-    assert sc["activated_params"] == models.load_shape(str(tmp_path / "cfg" / "config.json")).activated_params
+    assert (
+        sc["activated_params"]
+        == models.load_shape(str(tmp_path / "cfg" / "config.json")).activated_params
+    )
     assert sc["attention_dim"] == 4096 and sc["num_full_attention_layers"] == 32
 
 
@@ -48,16 +59,24 @@ def test_example_team_scenario_differs_from_the_course():
     sc = scenario.resolve(root / "scenarios" / "example-team.yaml")
     changed = set(sc.changed)
     assert {"activated_params", "num_layers", "num_heads", "gpu", "seq_len"} <= changed
-    assert report.account(sc)["mfu"] != report.account(scenario.resolve())["mfu"]
+    assert account(sc)["mfu"] != account(scenario.resolve())["mfu"]
 
 
 def test_params_json():
     result = cli("params", "qwen3.6-35b-a3b", "--format", "json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    for key in ["total_params", "activated_params", "embedding_params", "lm_head_params",
-                "attention_dim", "num_layers", "num_full_attention_layers", "num_experts",
-                "experts_per_token"]:
+    for key in [
+        "total_params",
+        "activated_params",
+        "embedding_params",
+        "lm_head_params",
+        "attention_dim",
+        "num_layers",
+        "num_full_attention_layers",
+        "num_experts",
+        "experts_per_token",
+    ]:
         assert key in data
     assert data["activated_params"] == QWEN36_N
     assert data["activated_params_published"] == 3_454_988_928
@@ -70,10 +89,13 @@ def test_params_text_names_both_counts():
     assert "2,945,269,760" in result.stdout and "3,454,988,928" in result.stdout
 
 
-@pytest.mark.parametrize("args,message", [
-    (["params", "/no/such/config.json"], "/no/such/config.json"),
-    (["report", "--set", "model=/no/such/config.json"], "/no/such/config.json"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["params", "/no/such/config.json"], "/no/such/config.json"),
+        (["report", "--set", "model=/no/such/config.json"], "/no/such/config.json"),
+    ],
+)
 def test_bad_model_one_line(args, message):
     result = cli(*args)
     assert result.returncode == 2

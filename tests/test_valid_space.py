@@ -22,10 +22,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from costmodel import (attention, display, exercises, hardware, levers, moe, packing, padding,
-                       report, roofline, scenario, suite)
+from costmodel.derive import attention, exercises, levers, moe, roofline
 from costmodel.errors import CostModelError
-from costmodel.scenario import FIELDS, RECOMPUTE_POLICIES
+from costmodel.evaluate import gemms, layouts, packing, router, shapes
+from costmodel.evaluate.account import account
+from costmodel.inputs import assumptions, hardware, scenario, widths
+from costmodel.inputs.scenario import FIELDS, RECOMPUTE_POLICIES
+from costmodel.present import display, suite
 
 # ------------------------------------------------------------------ the valid space
 
@@ -48,8 +51,9 @@ def spread(low: float, high: float, integer: bool = False):
         inner = inner.map(lambda x: int(min(max(round(x), low), high)))
     else:
         inner = inner.map(lambda x: min(max(x, low), high))
-    return st.one_of(st.just(int(low) if integer else low), st.just(int(high) if integer else high),
-                     inner)
+    return st.one_of(
+        st.just(int(low) if integer else low), st.just(int(high) if integer else high), inner
+    )
 
 
 def field(key: str, low: float | None = None, high: float | None = None):
@@ -69,23 +73,28 @@ def valid_scenarios(draw) -> dict:
     layers = data["num_layers"] = draw(field("num_layers"))
     data["full_attention_every"] = draw(field("full_attention_every", high=layers))
     seq = data["seq_len"] = draw(field("seq_len"))
-    data["mean_tokens_per_sample"] = draw(st.one_of(
-        field("mean_tokens_per_sample", high=seq),
-        field("mean_tokens_per_sample", high=seq).map(math.floor)))
+    data["mean_tokens_per_sample"] = draw(
+        st.one_of(
+            field("mean_tokens_per_sample", high=seq),
+            field("mean_tokens_per_sample", high=seq).map(math.floor),
+        )
+    )
     data["samples_per_step"] = draw(field("samples_per_step"))
     total = data["total_params"] = draw(field("total_params"))
     data["activated_params"] = draw(field("activated_params", high=total))
     experts = data["num_experts"] = draw(st.one_of(st.just(0), field("num_experts", low=1)))
-    data["experts_per_token"] = 0 if experts == 0 else draw(
-        field("experts_per_token", low=1, high=experts))
+    data["experts_per_token"] = (
+        0 if experts == 0 else draw(field("experts_per_token", low=1, high=experts))
+    )
     data["num_gpus"] = draw(field("num_gpus"))
     data["gpu"] = draw(st.sampled_from(sorted(hardware.GPUS)))
     for key in ("peak_flops", "hbm_bandwidth"):
         if draw(st.booleans()):
             data[key] = draw(field(key))
     data["recompute"] = draw(st.sampled_from(RECOMPUTE_POLICIES))
-    data["selective_recompute_fraction"] = draw(st.one_of(st.just(0.0), st.just(1.0),
-                                                          st.floats(0, 1)))
+    data["selective_recompute_fraction"] = draw(
+        st.one_of(st.just(0.0), st.just(1.0), st.floats(0, 1))
+    )
     hidden = data["hidden_size"] = draw(field("hidden_size"))
     width = draw(st.sampled_from(["hidden", "attention_dim", "heads", "heads only"]))
     if width == "attention_dim":
@@ -99,8 +108,11 @@ def valid_scenarios(draw) -> dict:
     data["micro_batch"] = draw(field("micro_batch"))
     # Physically possible: HFU <= 100%, so the step is at least the hardware FLOPs at peak.
     peak = data.get("peak_flops", hardware.GPUS[data["gpu"]].bf16_flops)
-    factor = {"none": 1.0, "full": 4 / 3,
-              "selective": 1 + data["selective_recompute_fraction"] / 3}[data["recompute"]]
+    factor = {
+        "none": 1.0,
+        "full": 4 / 3,
+        "selective": 1 + data["selective_recompute_fraction"] / 3,
+    }[data["recompute"]]
     tokens = data["samples_per_step"] * data["mean_tokens_per_sample"]
     at_peak = 6 * data["activated_params"] * tokens * factor / (data["num_gpus"] * peak)
     low_t, high_t = bounds("step_time")
@@ -111,11 +123,14 @@ def valid_scenarios(draw) -> dict:
     low_m, high_m = bounds("measured_tokens_per_s")
     data["measured_tokens_per_s"] = (
         draw(st.one_of(st.none(), spread(low_m, min(high_m, best_tau))))
-        if best_tau >= low_m else None)
+        if best_tau >= low_m
+        else None
+    )
     return data
 
 
 # ------------------------------------------------------------------ the notebooks' library calls
+
 
 def finite(value, where=""):
     """Every number in a nested structure is finite (None marks an undefined figure)."""
@@ -133,83 +148,110 @@ def finite(value, where=""):
 
 def notebook_figures(sc) -> dict:
     """What the notebooks compute from the library for this scenario (04-10 by section)."""
-    acc = report.account(sc)
+    acc = account(sc)
     v = sc.values
     out = {"account": acc}
     # 04: synthetic lengths, three layouts, the attention square, leaks across samples
     n_sim = packing.samples_for(v["samples_per_step"])
-    steps = packing.synthetic_steps(packing.steps_for(n_sim), n_sim, v["mean_tokens_per_sample"],
-                                    v["seq_len"])
+    steps = packing.synthetic_steps(
+        packing.steps_for(n_sim), n_sim, v["mean_tokens_per_sample"], v["seq_len"]
+    )
     for lengths in steps:
         assert lengths.min() >= 1 and lengths.max() <= v["seq_len"]
         assert lengths.sum() == round(n_sim * v["mean_tokens_per_sample"])
     ways = packing.three_ways(steps, v["seq_len"])
     lengths = np.concatenate(steps)
-    bins = [row for step in steps for row in padding.greedy_pack([int(x) for x in step],
-                                                                 v["seq_len"])]
+    bins = [
+        row for step in steps for row in packing.greedy_pack([int(x) for x in step], v["seq_len"])
+    ]
     out["packing"] = {
-        "ways": ways, "square_ratio": packing.square_ratio(lengths),
+        "ways": ways,
+        "square_ratio": packing.square_ratio(lengths),
         "leak": packing.cross_sample_share(bins),
-        "sum_of_squares": attention.sum_of_squares_flops(lengths, v["attention_dim"],
-                                                         v["num_full_attention_layers"]),
-        "rows": attention.attention_training_flops(v["seq_len"], v["attention_dim"],
-                                                   v["num_full_attention_layers"],
-                                                   ways["ffd"]["rows"])}
+        "sum_of_squares": attention.sum_of_squares_flops(
+            lengths, v["attention_dim"], v["num_full_attention_layers"]
+        ),
+        "rows": attention.attention_training_flops(
+            v["seq_len"], v["attention_dim"], v["num_full_attention_layers"], ways["ffd"]["rows"]
+        ),
+    }
     assert out["packing"]["square_ratio"] >= 1 - 1e-12
     # 05: the four conventions, the half-share length
-    out["conventions"] = [attention.attention_training_flops(
-        seq, v["attention_dim"], v["num_full_attention_layers"], v["samples_per_step"], key)
-        for key in attention.CONVENTIONS for seq in (v["mean_tokens_per_sample"], v["seq_len"])]
-    out["half_share_length"] = (v["activated_params"]
-                                / (2 * v["num_full_attention_layers"] * v["attention_dim"]))
+    out["conventions"] = [
+        attention.attention_training_flops(
+            seq, v["attention_dim"], v["num_full_attention_layers"], v["samples_per_step"], key
+        )
+        for key in attention.CONVENTIONS
+        for seq in (v["mean_tokens_per_sample"], v["seq_len"])
+    ]
+    out["half_share_length"] = v["activated_params"] / (
+        2 * v["num_full_attention_layers"] * v["attention_dim"]
+    )
     # 06 and 07: widths, FFN and expert GEMMs, rows to the balance, the router
     hidden, balance = v["hidden_size"], acc["machine_balance"]
-    ep_size = moe.default_ep_size(v["num_experts"], v["num_gpus"])
-    widths = [moe.dense_ffn_width(hidden, v["model"]).value]
+    ep_size = layouts.default_ep_size(v["num_experts"], v["num_gpus"])
+    ffn_widths = [widths.dense_ffn_width(hidden, v["model"]).value]
     if v["num_experts"]:
-        widths.append(moe.expert_width(v["model"]).value)
-    out["gemms"] = [moe.gemm(rows, hidden, w) for w in widths
-                    for rows in (v["tokens_per_step"], v["micro_batch"] * v["seq_len"])]
-    out["rows_for_balance"] = [moe.rows_for_intensity(balance, hidden, w) for w in widths]
+        ffn_widths.append(widths.expert_width(v["model"]).value)
+    out["gemms"] = [
+        moe.gemm(rows, hidden, w)
+        for w in ffn_widths
+        for rows in (v["tokens_per_step"], v["micro_batch"] * v["seq_len"])
+    ]
+    out["rows_for_balance"] = [moe.rows_for_intensity(balance, hidden, w) for w in ffn_widths]
     assert all(r is None or r > 0 for r in out["rows_for_balance"])
-    out["intensity_curve"] = moe.intensity(np.geomspace(8, 4 * v["micro_batch"] * v["seq_len"], 50),
-                                           hidden, widths[0])
-    if v["num_experts"] and ep_size > 1 and v["num_experts"] <= moe.MAX_SIMULATED_EXPERTS:
-        run = moe.simulate_router(v["num_experts"], v["experts_per_token"], ep_size, 2048, 1.0, 0,
-                                  placements=4)
+    out["intensity_curve"] = moe.intensity(
+        np.geomspace(8, 4 * v["micro_batch"] * v["seq_len"], 50), hidden, ffn_widths[0]
+    )
+    if v["num_experts"] and ep_size > 1 and v["num_experts"] <= router.MAX_SIMULATED_EXPERTS:
+        run = router.simulate_router(
+            v["num_experts"], v["experts_per_token"], ep_size, 2048, 1.0, 0, placements=4
+        )
         out["router"] = [run.expert_factor, run.rank_factors, run.greedy_factor]
         assert run.greedy_factor >= 1 and run.rank_factors.min() >= 1
     # 07, 08 and 10: the model's GEMMs at several micro batches, QK^T of one head
-    out["model_gemms"] = [g["intensity"] for b in (1, 4, v["micro_batch"], 4 * v["micro_batch"])
-                          for g in roofline.model_gemms(v, b)]
+    out["model_gemms"] = [
+        g["intensity"]
+        for b in (1, 4, v["micro_batch"], 4 * v["micro_batch"])
+        for g in gemms.model_gemms(v, b)
+    ]
     assert min(out["model_gemms"]) > 0
     if v["head_dim"] or v["num_heads"]:
         head_dim = v["head_dim"] or v["attention_dim"] // v["num_heads"]
         assert head_dim >= 1
         out["qk"] = roofline.intensity(v["seq_len"], v["seq_len"], head_dim)
     # 08: layouts, Amdahl, the waterfall
-    lays = levers.layouts(v["num_gpus"], v["samples_per_step"], v["seq_len"], v["num_experts"])
+    lays = layouts.layouts(v["num_gpus"], v["samples_per_step"], v["seq_len"], v["num_experts"])
     assert lays and lays[0].cp == 1
-    out["pairs"] = levers.valid_pairs(v["num_gpus"], v["samples_per_step"], v["seq_len"],
-                                      v["num_experts"])
+    out["pairs"] = layouts.valid_pairs(
+        v["num_gpus"], v["samples_per_step"], v["seq_len"], v["num_experts"]
+    )
     share = acc["attention"]["actual"]["share"]
-    out["amdahl"] = [levers.amdahl(share, levers.assumed("attention_kernel_speedup")),
-                     levers.untouched_share_after(levers.assumed("communication_share"), 2.0)]
+    out["amdahl"] = [
+        levers.amdahl(share, assumptions.assumed("attention_kernel_speedup")),
+        levers.untouched_share_after(assumptions.assumed("communication_share"), 2.0),
+    ]
     bound = levers.amdahl_bound(share)
     assert bound >= 1 and (math.isfinite(bound) or share >= 1)
     proj = acc["projections"]
     gains = [proj["packing"]["speedup"], proj["selective_recompute"]["speedup"], 1.1]
     out["waterfall"] = levers.waterfall(v["step_time"], [(str(g), g) for g in gains])
     # 10: the part that does not shrink, the run, the model's own config
-    out["fixed"] = [exercises.with_fixed_part(v["step_time"], 0.03, g)
-                    for g in (1.0, *gains, proj["packing_and_selective_recompute"]["speedup"])]
+    out["fixed"] = [
+        exercises.with_fixed_part(v["step_time"], 0.03, g)
+        for g in (1.0, *gains, proj["packing_and_selective_recompute"]["speedup"])
+    ]
     out["run"] = exercises.run_after(12.0, v["step_time"], v["tokens_per_step"], gains[0])
-    exercises.matching_shape(v)
+    shapes.matching_shape(v)
     return out
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(valid_scenarios())
 def test_library_calls_of_the_notebooks_are_finite_and_quiet(data):
     with warnings.catch_warnings(), np.errstate(all="raise"):
@@ -224,20 +266,26 @@ def test_library_calls_of_the_notebooks_are_finite_and_quiet(data):
 
 def test_the_validator_refuses_what_no_notebook_can_show():
     for overrides, message in [
-        ({"full_attention_every": 41}, "full_attention_every: 41 is not allowed; expected at most "
-                                       "num_layers (40)"),
-        ({"hidden_size": 64, "num_heads": 65}, "num_heads: 65 is not allowed; expected at most "
-                                               "attention_dim (64)"),
+        (
+            {"full_attention_every": 41},
+            "full_attention_every: 41 is not allowed; expected at most num_layers (40)",
+        ),
+        (
+            {"hidden_size": 64, "num_heads": 65},
+            "num_heads: 65 is not allowed; expected at most attention_dim (64)",
+        ),
     ]:
         with pytest.raises(CostModelError) as error:
             scenario.resolve(overrides=overrides)
         assert str(error.value) == message
-    edge = scenario.resolve(overrides={"full_attention_every": 40, "hidden_size": 64,
-                                       "num_heads": 64})
+    edge = scenario.resolve(
+        overrides={"full_attention_every": 40, "hidden_size": 64, "num_heads": 64}
+    )
     assert edge["num_full_attention_layers"] == 1 and edge["attention_dim"] == 64
 
 
 # ------------------------------------------------------------------ scenario text
+
 
 class _Tags(HTMLParser):
     """Start tags and text of a page; and those inside an element that MathJax skips (one
@@ -270,8 +318,14 @@ def rendered(markdown: str) -> _Tags:
     embed_images, which parses each raw HTML tag on its own), parsed back."""
     from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
-    renderer = IPythonRenderer(escape=False, attachments={}, embed_images=True, path="",
-                               anchor_link_text="¶", exclude_anchor_links=False)
+    renderer = IPythonRenderer(
+        escape=False,
+        attachments={},
+        embed_images=True,
+        path="",
+        anchor_link_text="¶",
+        exclude_anchor_links=False,
+    )
     parser = _Tags()
     parser.feed(MarkdownWithMath(renderer=renderer).render(markdown))
     return parser
@@ -286,7 +340,9 @@ def test_scenario_text_is_shown_as_written_and_adds_no_markup():
     page = rendered(f"场景：**{display.text(plain)}**")
     assert [tag for tag, _ in page.tags] == ["p", "strong"]
     assert "".join(page.text).strip() == f"场景：{plain}"
-    assert display.text("Course: Qwen3.6-35B-A3B on 40 x H20") == "Course: Qwen3.6-35B-A3B on 40 x H20"
+    assert (
+        display.text("Course: Qwen3.6-35B-A3B on 40 x H20") == "Course: Qwen3.6-35B-A3B on 40 x H20"
+    )
     assert display.text("two\nlines\t# not a heading") == "two lines &#35; not a heading"
     assert display.text("a``b $") == "```a``b $```"  # a fence longer than any run inside
     code = rendered(f"配置 {display.text('my_model/<b>.json', code=True)}")
@@ -297,11 +353,19 @@ def test_scenario_text_is_shown_as_written_and_adds_no_markup():
 # ------------------------------------------------------------------ five extremes, ten notebooks
 
 EXTREMES = {  # overrides of the course, each with the hostile name
-    "dense": {"num_experts": 0, "experts_per_token": 0, "total_params": 3.0e9,
-              "recompute": "none", "measured_tokens_per_s": None},
+    "dense": {
+        "num_experts": 0,
+        "experts_per_token": 0,
+        "total_params": 3.0e9,
+        "recompute": "none",
+        "measured_tokens_per_s": None,
+    },
     "no-padding": {"mean_tokens_per_sample": 49152, "recompute": "selective"},
-    "all-full-attention": {"full_attention_every": 1, "hidden_size": 4096,
-                           "mean_tokens_per_sample": 1.5},
+    "all-full-attention": {
+        "full_attention_every": 1,
+        "hidden_size": 4096,
+        "mean_tokens_per_sample": 1.5,
+    },
     "one-gpu": {"num_gpus": 1, "step_time": 4800, "measured_tokens_per_s": 482.5},
     "seq-len-1": {"seq_len": 1, "mean_tokens_per_sample": 1, "vocab_size": 10**9},
 }
@@ -311,9 +375,14 @@ def _run(source: Path, out_dir: Path, overrides: dict) -> Path:
     import papermill
 
     out = out_dir / source.with_suffix(".ipynb").name
-    papermill.execute_notebook(str(source.with_suffix(".ipynb")), str(out),
-                               parameters={"scenario_file": None, "overrides": overrides},
-                               cwd=str(source.parent), progress_bar=False, kernel_name="python3")
+    papermill.execute_notebook(
+        str(source.with_suffix(".ipynb")),
+        str(out),
+        parameters={"scenario_file": None, "overrides": overrides},
+        cwd=str(source.parent),
+        progress_bar=False,
+        kernel_name="python3",
+    )
     return out
 
 
@@ -351,7 +420,9 @@ def test_extreme_scenarios_run_every_notebook_without_error_or_stderr(extreme_ru
         for cell in nb.cells:
             for output in cell.get("outputs", []):
                 if output.output_type == "error" or output.get("name") == "stderr":
-                    failures.append(f"{label} / {stem}: {output.get('ename') or output.get('text')}")
+                    failures.append(
+                        f"{label} / {stem}: {output.get('ename') or output.get('text')}"
+                    )
     assert not failures, "\n".join(failures)
 
 

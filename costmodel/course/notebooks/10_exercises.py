@@ -1,0 +1,349 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 10 思考题：两道练习的完整解答
+#
+# 课程这一节最后留了两道思考题。这里按前面各节的方法把它们完整算一遍，数字全部来自当前场景：
+#
+# 1. 假设 packing 做成了（完美 packing），重算一遍账：单步耗时、集群吞吐、MFU，以及整个训练要跑多久。
+# 2. packing 和 selective recompute 同时做：两者的收益是相乘还是相加，合起来单步多快，
+#    之后的瓶颈会落在哪里。
+#
+# 课程没有给出的输入（训练现在跑多久、通信占多少时间）写成了有名字的假设参数，单独放在标明
+# “假设”的单元格里；它们不属于场景，改它们不影响其他笔记本。
+
+# %% tags=["parameters"]
+scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
+overrides = {}  # 单个键的覆盖，例如 {"step_time": 90}
+
+# %%
+import sympy as sp
+
+from costmodel.evaluate import gemms
+from costmodel.present import display as d
+from costmodel.derive import exercises as x
+from costmodel.derive import padding, recompute, roofline, utilization
+from costmodel.derive.symbols import D, T
+
+sc, acc = d.load(scenario_file, overrides)
+subs = sc.substitutions()
+pad, proj = acc["padding"], acc["projections"]
+d.md(f"场景：**{d.text(sc['name'])}**。现在每步 {sc['step_time']:g} s，MFU {d.pct(acc['mfu'])}，"
+     f"HFU {d.pct(acc['hfu'])}，recompute = {sc['recompute']}。")
+
+# %% [markdown]
+# ## 思考题 1：packing 做成之后的账
+#
+# 完美 packing 把样本首尾相接地装进定长的序列里，不再有 pad token。按课程的模型，单步耗时正比于
+# 算过的 token 槽位数：定长补齐时每步算 B·S 个槽位，packing 之后只算 D 个真实 token，
+# 提速就是两者之比。前提是现在**确实**在做定长 padding；如果已经开了 packing 或 varlen，
+# 这份收益不存在（见第 04 节）。
+
+# %%
+g_pack = pad["packing_speedup"]
+t_pack = pad["step_time_after_packing"]
+tok_pack = sc["tokens_per_step"] / t_pack
+d.eq(r"g_{\mathrm{pack}}", padding.packing_speedup,
+     rf"\frac{{{d.num(pad['slots']).replace(',', '{,}')}}}"
+     rf"{{{d.count(sc['tokens_per_step']).replace(',', '{,}')}}}", f"{g_pack:.3f}")
+d.eq(r"T'", padding.step_time_after_packing, rf"{t_pack:.1f}\ \mathrm{{s}}")
+d.eq(r"\tau'", D / sp.Symbol("T'"), rf"{d.num(tok_pack).replace(',', '{,}')}\ \mathrm{{tok/s}}")
+d.eq(r"\mathrm{MFU}'", padding.mfu_after_packing, d.pct(pad["mfu_after_packing"]))
+
+# %%
+hfu_pack = acc["hfu"] * g_pack
+rows = [
+    ("(a) 单步耗时", f"{sc['step_time']:.1f} s", f"{t_pack:.1f} s"),
+    ("(b) 集群吞吐（真实 token）", f"{d.num(acc['tokens_per_s'])} tok/s", f"{d.num(tok_pack)} tok/s"),
+    ("    单卡吞吐", f"{d.num(acc['tokens_per_s_per_gpu'], 1)} tok/s",
+     f"{d.num(tok_pack / sc['num_gpus'], 1)} tok/s"),
+    ("(c) MFU（6ND 口径）", d.pct(acc["mfu"]), d.pct(pad["mfu_after_packing"])),
+    ("    HFU", d.pct(acc["hfu"]), d.pct(hfu_pack)),
+]
+d.table(rows, ["量", "现在", "完美 packing 之后"], "Exercise 1 (a)-(c): the account after perfect packing")
+padded = pad["slots"] > sc["tokens_per_step"]  # some slots hold padding
+if padded:
+    d.md(f"每步要算的槽位从 {d.num(pad['slots'])} 降到 {d.count(sc['tokens_per_step'])}，"
+         f"提速 **{d.times(g_pack)}**：单步从 {sc['step_time']:g} s 变成 **{t_pack:.1f} s**，"
+         f"集群吞吐从 {d.num(acc['tokens_per_s'])} 升到 **{d.num(tok_pack)} tok/s**，"
+         f"MFU 从 {d.pct(acc['mfu'])} 升到 **{d.pct(pad['mfu_after_packing'])}**。"
+         "注意 MFU 的分子（6ND）没有变：变的只是耗时。pad token 上的运算本来就不计入 MFU，"
+         "它们只是把时间拉长了。")
+else:
+    d.md(f"本场景的平均真实长度等于配置长度：每步的 {d.num(pad['slots'])} 个槽位全是真实 token，"
+         f"没有 pad 可省。完美 packing 的提速是 {d.times(g_pack)}，单步仍是 {sc['step_time']:g} s，"
+         f"MFU 仍是 {d.pct(acc['mfu'])}；下面 (d) 的训练时长也不变。")
+
+# %% [markdown]
+# ### (d) 整个训练要跑多久
+#
+# 课程只说“2 个 epoch 跑一夜”，没有给数据集大小，也没有给现在的墙钟时间。下面这个单元格是**假设**，
+# 不属于场景：把“一夜”读成一个具体的小时数。换成你们日志里的真实时长即可。
+
+# %%
+# ASSUMPTION (not part of the scenario): the course's "two epochs overnight", read as hours.
+current_run_hours = 12.0
+epochs = 2  # the course's run: two epochs
+
+# %%
+run = x.run_after(current_run_hours, sc["step_time"], sc["tokens_per_step"], g_pack)
+d.eq(r"H'", x.run_hours_after.subs(x.g, sp.Symbol(r"g_{\mathrm{pack}}")),
+     rf"\frac{{{current_run_hours:g}\ \mathrm{{h}}}}{{{g_pack:.3f}}}",
+     rf"{run['hours_after']:.1f}\ \mathrm{{h}}")
+samples_per_epoch = run["steps"] * sc["samples_per_step"] / epochs
+d.md(f"步数不变，墙钟时间就按单步耗时等比缩短：假设现在要 **{current_run_hours:g} 小时**，"
+     + (f"packing 之后约 **{run['hours_after']:.1f} 小时**，省下 "
+        f"{current_run_hours - run['hours_after']:.1f} 小时。" if padded else
+        "没有 pad 时 packing 不缩短单步，训练时长不变。")
+     + f"这个假设同时意味着：整个训练约 {d.num(run['steps'])} 步、{d.sci(run['tokens'])} 个真实 token，"
+     f"每个 epoch 约 {d.num(samples_per_epoch)} 个样本；如果这与你们的数据量对不上，"
+     "说明假设的小时数该改了。")
+
+# %% [markdown]
+# 课程方法之外的一点提醒：上面的提速只看槽位数，也就是只看与参数成正比的那部分运算。
+# 注意力核（6ND 漏掉的 s² 项）在定长补齐时按 S² 算，packing 并配合块对角注意力后只按每个样本
+# 自己的长度算，降得比槽位数更多。把它也放进耗时，提速会更大。
+
+# %%
+att = acc["attention"]
+slot_flops = float(utilization.model_flops.subs(subs)) * pad["packing_speedup"]
+g_with_attention = ((slot_flops + att["padded"]["flops_per_step"])
+                    / (acc["model_flops_per_step"] + att["actual"]["flops_per_step"]))
+if padded:
+    d.md(f"若耗时正比于“线性层 FLOPs + 注意力核 FLOPs”（注意力按课程口径：前向 × 3、全方阵；"
+         f"packing 后按平均长度 {d.count(sc['mean_tokens_per_sample'])} 算），提速是 "
+         f"**{d.times(g_with_attention)}**，而不是只看槽位的 {d.times(g_pack)}。"
+         "平均长度会低估 Σs²（第 04 节），所以这个数偏乐观；真实收益介于两者之间，要实测才知道。")
+else:
+    d.md(f"本场景没有 pad，注意力核在 packing 前后都按同一个长度算，把它放进耗时也还是 "
+         f"{d.times(g_with_attention)}。")
+
+# %% [markdown]
+# ## 思考题 2：packing + selective recompute
+#
+# ### (a) 相乘还是相加
+#
+# 单步的计算时间可以写成“算多少个槽位 × 每个槽位硬件要做多少 FLOPs ÷ 实际算力”。packing 改的是
+# 第一个因子（B·S → D），recompute 策略改的是第二个（系数 f：full 的 4/3 → selective 的 f_new）。
+# 两个因子各自缩小，乘积就按两者之积缩小，所以收益**相乘**。SymPy 直接从这个式子推出来：
+
+# %%
+slots_symbol, factor_symbol = sp.Symbol(r"\mathrm{slots}"), sp.Symbol("f")
+d.eq(r"C(\mathrm{slots}, f)", x.compute_time(slots_symbol, factor_symbol))
+d.eq(r"\frac{C(BS,\ f_{now})}{C(D,\ f_{new})}", x.combined_speedup_derived,
+     r"g_{\mathrm{pack}} \cdot g_{\mathrm{rc}}")
+d.eq(r"g_1 g_2 - \left(1 + (g_1 - 1) + (g_2 - 1)\right)",
+     sp.factor(x.combined_multiply - x.combined_add))
+
+# %%
+f_now = recompute.factor(sc["recompute"], sc["selective_recompute_fraction"])
+f_sel = recompute.factor("selective", sc["selective_recompute_fraction"])
+g_rc = proj["selective_recompute"]["speedup"]
+g_both = proj["packing_and_selective_recompute"]["speedup"]
+g_add = float(x.combined_add.subs({x.g_1: g_pack, x.g_2: g_rc}))
+d.eq(r"g_{\mathrm{rc}}", sp.Symbol(r"f_{now}") / sp.Symbol(r"f_{new}"),
+     rf"\frac{{{sp.latex(f_now)}}}{{{sp.latex(f_sel)}}}", f"{g_rc:.3f}")
+d.table([
+    ("packing", d.times(g_pack, 3)),
+    ("selective recompute", d.times(g_rc, 3)),
+    ("相乘（正确）", d.times(g_both, 3)),
+    ("相加（错误）", d.times(g_add, 3)),
+], ["组合", "提速"], "Exercise 2 (a): combining the two speedups")
+
+# %%
+if sc["recompute"] == "full":
+    rc_text = (f"本场景是 full recompute（系数 {f_now}）；腾出显存后换成 selective（假设重算前向的 "
+               f"{d.pct(sc['selective_recompute_fraction'], 0)}，系数 {f_sel}），提速 {d.times(g_rc)}。")
+elif sc["recompute"] == "selective":
+    rc_text = (f"本场景已经是 selective recompute（系数 {f_now}），换成 selective 没有新的收益："
+               f"这一项是 {d.times(g_rc)}，组合后只剩 packing 的收益。")
+else:
+    rc_text = ("本场景没有开 recompute（系数 1），selective recompute 只会多做运算，不会提速："
+               f"这一项记为 {d.times(g_rc)}，组合后只剩 packing 的收益。")
+if g_rc > 1 and g_pack > 1:
+    combine_text = (f" 两者相乘得 **{d.times(g_both)}**；把收益相加（1 + {g_pack - 1:.2f} + "
+                    f"{g_rc - 1:.2f}）只有 {d.times(g_add)}，少算的正是两份收益的交叉项 (g₁−1)(g₂−1)："
+                    "packing 之后剩下的每个槽位，仍然享受 recompute 省下的那部分。")
+else:
+    combine_text = (f" 有一项是 1×，交叉项 (g₁−1)(g₂−1) 为零，相乘与相加都得 {d.times(g_both)}；"
+                    "两项都大于 1 时，相加会少算这个交叉项。")
+d.md(rc_text + combine_text
+     + "相加只在两项改动各自砍掉互不相干的一段时间时才对（比如一项省通信、一项省计算）。")
+
+# %% [markdown]
+# ### (b) 合起来单步多快
+
+# %%
+t_both = proj["packing_and_selective_recompute"]["step_time"]
+mfu_both = proj["packing_and_selective_recompute"]["mfu"]
+hfu_both = mfu_both * float(f_sel if sc["recompute"] == "full" else f_now)
+d.eq(r"T''", T / sp.Symbol(r"g_{\mathrm{pack}} g_{\mathrm{rc}}"),
+     rf"\frac{{{sc['step_time']:g}\ \mathrm{{s}}}}{{{g_both:.3f}}}", rf"{t_both:.1f}\ \mathrm{{s}}")
+d.md((f"单步从 {sc['step_time']:g} s 变成 **{t_both:.1f} s**，MFU 变成 **{d.pct(mfu_both)}**"
+      f"（HFU {d.pct(hfu_both)}），按前面假设的 {current_run_hours:g} 小时，训练缩到约 "
+      f"**{current_run_hours / g_both:.1f} 小时**。" if g_both > 1 else
+      f"两项都没有收益：单步仍是 {sc['step_time']:g} s，MFU 仍是 {d.pct(mfu_both)}"
+      f"（HFU {d.pct(hfu_both)}），训练仍约 {current_run_hours:g} 小时。")
+     + (f"HFU 与只做 packing 时相同（{d.pct(hfu_pack)}）：selective recompute 的提速全部来自"
+        "少做的重算，硬件的忙碌程度没有变。" if g_rc > 1 else "")
+     + "这里假设整个单步都随之缩短；下一小节去掉这个假设。")
+
+# %% [markdown]
+# ### (c) 下一个瓶颈
+#
+# 两条线索：一是不随计算缩短的那部分时间（主要是没被计算掩盖的通信）占比会怎么变；
+# 二是屋顶线（roofline）：模型的矩阵乘在当前 micro batch 下，运算强度与 GPU 的平衡点比如何。
+#
+# 第一条需要一个课程给出、但场景里没有的数：通信占单步的比例。下面这个单元格是**假设**，
+# 不属于场景。
+
+# %%
+# ASSUMPTION (not part of the scenario): the course's "communication is under 3% of the step",
+# i.e. the share of today's step time spent in communication that is not hidden by compute.
+comm_share = 0.03
+
+# %%
+d.eq(r"T'", x.step_time_with_fixed_part)
+d.eq(r"c'", x.fixed_share_after)
+stages = [("现在", 1.0), ("packing", g_pack), ("packing + selective recompute", g_both)]
+stage_rows = []
+for label, g in stages:
+    fixed = x.with_fixed_part(sc["step_time"], comm_share, g)
+    stage_rows.append((label, d.times(g), f"{sc['step_time'] / g:.1f} s", f"{fixed['step_time']:.1f} s",
+                       d.times(fixed["speedup"]), d.pct(fixed["fixed_share"], 1)))
+d.table(stage_rows, ["阶段", "计算提速", "单步（全部缩短）", "单步（通信不变）", "实际提速", "通信占比"],
+        f"Communication held fixed at {d.pct(comm_share, 0)} of today's step")
+after = x.with_fixed_part(sc["step_time"], comm_share, g_both)
+if g_both > 1:
+    d.md(f"通信时间（{comm_share * sc['step_time']:.1f} s）不随计算缩短：计算提速 {d.times(g_both)} 之后，"
+         f"它的占比从 {d.pct(comm_share, 1)} 升到 **{d.pct(after['fixed_share'], 1)}**，"
+         f"实际提速也从 {d.times(g_both)} 降到 {d.times(after['speedup'])}（Amdahl 定律）。"
+         + (f"占比是原来的 {after['fixed_share'] / comm_share:.1f} 倍，但仍然不大："
+            "通信还不是下一个瓶颈，重叠调优可以往后放。"
+            if after["fixed_share"] < 0.10 else
+            "占比已经不可忽略：通信重叠调优的价值上来了。"))
+else:
+    d.md(f"本场景的两项改动都没有收益，计算时间不变，通信（{comm_share * sc['step_time']:.1f} s）的占比"
+         f"仍是 {d.pct(comm_share, 1)}。只有计算先被压短，不随之缩短的通信占比才会上升（Amdahl 定律）。")
+
+# %%
+import matplotlib.pyplot as plt
+
+d.setup_plots()
+speedups = [1 + 0.05 * i for i in range(81)]
+shares = [100 * x.with_fixed_part(1.0, comm_share, g)["fixed_share"] for g in speedups]
+fig, ax = plt.subplots()
+ax.plot(speedups, shares, color="tab:blue", label="fixed communication")
+for label, g in stages[1:]:
+    share = 100 * x.with_fixed_part(1.0, comm_share, g)["fixed_share"]
+    ax.plot([g], [share], "o", label={"packing": "packing",
+                                      "packing + selective recompute": "packing + selective"}[label])
+ax.set_title("Share of a fixed communication time as compute speeds up")
+ax.set_xlabel("compute speedup (x)")
+ax.set_ylabel("communication share of the step (%)")
+ax.legend(loc="upper left")
+plt.show()
+
+# %% [markdown]
+# 第二条线索：屋顶线。一个 (m×k)(k×n) 的矩阵乘读两个输入、写一个输出，运算强度是
+# FLOPs 除以搬运的字节数；低于 GPU 的平衡点（峰值 ÷ 显存带宽）就受带宽限制，高于它才有机会跑满算力。
+# 下表列出模型在当前 micro batch 下的几种矩阵乘（每个 micro batch 的 token 数 = micro batch ×
+# 序列长度；packing 之后每条序列仍是这么多槽位，只是都装满了真实 token）。
+
+# %%
+gemms = gemms.model_gemms(sc.values)
+balance = acc["machine_balance"]
+d.eq(r"AI", roofline.gemm_intensity)
+d.table([(g["name"], d.num(g["m"]), d.num(g["k"]), d.num(g["n"]), f"{g['intensity']:.0f}",
+          f"{g['intensity'] / balance:.1f}", "compute" if g["intensity"] > balance else "memory",
+          g["source"]) for g in gemms],
+        ["GEMM", "m", "k", "n", "AI (FLOP/byte)", "AI / balance", "bound", "widths from"],
+        f"GEMMs at micro batch {sc['micro_batch']} on {sc['gpu']} "
+        f"(machine balance {balance:.1f} FLOP/byte, BF16)")
+
+# %%
+lowest = min(gemms, key=lambda g: g["intensity"])
+is_core = lambda g: g["name"].startswith("attention core")  # noqa: E731
+below_weight = [g["name"] for g in gemms if g["intensity"] <= balance and not is_core(g)]
+below_core = [g for g in gemms if g["intensity"] <= balance and is_core(g)]
+kernels = "瘦的专家 GEMM、长序列的注意力核" if sc["num_experts"] > 0 else "长序列的注意力核"
+head = f"{sc['gpu']} 的平衡点是 {balance:.1f} FLOP/byte；在 micro batch = {sc['micro_batch']} 时，"
+if not below_weight and not below_core:
+    roof = (head + f"表中所有矩阵乘都在拐点右侧，最低的“{lowest['name']}”也有 "
+            f"{lowest['intensity']:.0f}，是平衡点的 {lowest['intensity'] / balance:.1f} 倍。"
+            "也就是说，这些 GEMM 慢不是因为显存带宽：屋顶线只给上限，剩下的差距来自 kernel 自身的效率"
+            f"（{kernels}），以及不产生 FLOPs 的访存型操作（"
+            + ("permute/unpermute、" if sc["num_experts"] > 0 else "") + "norm、激活函数）。"
+            "加大 micro batch 在这里主要是让小矩阵乘更“胖”、kernel 更高效，而不是跨过拐点。")
+else:
+    roof = head
+    if below_weight:
+        roof += (f"{'、'.join(below_weight)} 落在拐点左侧，受显存带宽限制；它们的 m 随 micro batch 增大，"
+                 "加大 micro batch 能把它们推过拐点。")
+    else:
+        roof += "带权重的矩阵乘都在拐点右侧，加大 micro batch 不是为了跨过拐点。"
+    if below_core:
+        core_ai = below_core[0]["intensity"]
+        roof += (f"注意力核（QKᵀ，每个头）只有 {core_ai:.{0 if core_ai >= 10 else 2}f} FLOP/byte，在拐点左侧："
+                 "它的运算强度由 head_dim 决定，与 micro batch 无关，要靠 FlashAttention 这类把分数矩阵"
+                 "留在片上的融合 kernel 来提高。")
+notes = []
+if any(is_core(g) for g in gemms) and not below_core:
+    notes.append("注意力核一行按“分数矩阵写回显存”计算；FlashAttention 把它留在片上，"
+                 "实际运算强度更高。")
+att_share = att["actual"]["share"]
+d.md(" ".join([roof, *notes])
+     + f" 另一方面，packing 之后注意力核（按平均长度、课程口径）占全部运算的 **{d.pct(att_share, 0)}**，"
+     "而它不在 6ND 里：MFU 的提升空间有一部分要靠注意力 kernel 本身。")
+
+# %%
+growth = after["fixed_share"] / comm_share
+if g_both <= 1:
+    comm_note = "计算没有缩短，通信占比不变"
+elif after["fixed_share"] < 0.10:
+    comm_note = f"通信占比升到原来的 {growth:.1f} 倍但仍小"
+else:
+    comm_note = f"通信占比升到原来的 {growth:.1f} 倍，已不可忽略"
+if below_weight:
+    gemm_note = "部分带权重的 GEMM 受带宽限制，加大 micro batch 是下一步"
+elif below_core:
+    gemm_note = ("带权重的 GEMM 不受带宽限制；按屋顶线落在拐点左侧的是注意力核，"
+                 "要靠融合的注意力 kernel")
+else:
+    gemm_note = "GEMM 不受带宽限制，瓶颈转到 kernel 效率（" + kernels + "）和访存型操作"
+att_note = (f"注意力核占全部运算的 {d.pct(att_share, 0)}，是下一个杠杆最大的单点" if att_share > 0.3
+            else f"注意力核占全部运算的 {d.pct(att_share, 0)}，不是主导项")
+d.md(f"**(c) 的回答**：{comm_note}（{d.pct(comm_share, 1)} → {d.pct(after['fixed_share'], 1)}）；"
+     f"{gemm_note}；{att_note}。"
+     "具体先做哪一项，仍然要先量：profile 一步，看时间花在哪类 kernel 上。")
+
+# %% [markdown]
+# ## 本节要点
+
+# %%
+d.md("\n".join(f"- {p}" for p in [
+    (f"完美 packing：{d.times(g_pack)}，单步 {sc['step_time']:g} s → {t_pack:.1f} s，"
+     f"吞吐 {d.num(tok_pack)} tok/s，MFU {d.pct(acc['mfu'])} → {d.pct(pad['mfu_after_packing'])}。"
+     if padded else f"完美 packing：本场景没有 pad，{d.times(g_pack)}，单步仍是 {sc['step_time']:g} s。"),
+    f"假设现在训练跑 {current_run_hours:g} 小时，packing 后约 {run['hours_after']:.1f} 小时，"
+    f"两项都做约 {current_run_hours / g_both:.1f} 小时。",
+    f"packing × selective recompute = {d.times(g_pack)} × {d.times(g_rc)} = **{d.times(g_both)}**"
+    f"（相加得 {d.times(g_add)}），单步 {t_both:.1f} s，MFU {d.pct(mfu_both)}。",
+    f"固定 {d.pct(comm_share, 0)} 的通信在提速后占 {d.pct(after['fixed_share'], 1)}，"
+    f"实际提速 {d.times(after['speedup'])}。",
+    f"{sc['gpu']} 平衡点 {balance:.1f} FLOP/byte；最低运算强度的 GEMM（{lowest['name']}）"
+    f"为 {lowest['intensity']:.0f} FLOP/byte。",
+]))

@@ -1,0 +1,85 @@
+"""The optimisation path: six levers, which of their gains multiply, and what bounds them.
+
+Two kinds of gain:
+- multiplicative: a lever that scales a factor of the whole step. The step time is
+  tokens computed x FLOPs per token / FLOP rate, so packing (fewer slots), a lower recompute
+  factor (fewer FLOPs per token) and a better GEMM rate (larger micro batch) each divide T,
+  and together T / (g1 g2 g3);
+- bounded by a share (Amdahl): a lever that speeds up only a part f of the step, such as the
+  attention kernel (f = attention share) or communication overlap (f = exposed communication
+  share). Its speedup is 1 / (1 - f + f / x), at most 1 / (1 - f).
+
+The figures the scenario does not decide are named in ASSUMPTIONS, with where they come from.
+"""
+
+from __future__ import annotations
+
+import math
+
+import sympy as sp
+
+from costmodel.derive.symbols import T
+
+# ------------------------------------------------------------------ named assumptions
+
+
+# ------------------------------------------------------------------ symbolic forms
+
+share, x = sp.symbols("f x", positive=True)  # part of the step sped up, and by how much
+g1, g2, g3 = sp.symbols("g_1 g_2 g_3", positive=True)  # multiplicative gains
+
+#: Amdahl: a part f of the step runs x times faster.
+amdahl_speedup = 1 / (1 - share + share / x)
+#: ... and the best it can do, when that part costs nothing.
+amdahl_limit = sp.limit(amdahl_speedup, x, sp.oo)  # 1 / (1 - f)
+#: Three multiplicative levers on the step time.
+multiplied_step_time = T / (g1 * g2 * g3)
+#: The share of a part that the levers did not touch, after the rest ran G times faster.
+G = sp.Symbol("G", positive=True)
+share_after = sp.simplify(share / (share + (1 - share) / G))
+
+
+def amdahl(part: float, speedup: float) -> float:
+    return float(amdahl_speedup.subs({share: part, x: speedup}))
+
+
+def amdahl_bound(part: float) -> float:
+    """1 / (1 - f); infinite when the part is the whole step (f = 1, as a float can round to)."""
+    if part >= 1:
+        return math.inf
+    return float(amdahl_limit.subs(share, part))
+
+
+def untouched_share_after(part: float, speedup_of_rest: float) -> float:
+    return float(share_after.subs({share: part, G: speedup_of_rest}))
+
+
+# ------------------------------------------------------------------ the waterfall
+
+
+def waterfall(step_time: float, levers: list[tuple[str, float]]) -> list[dict]:
+    """The step time lever by lever: each divides what is left by its speedup."""
+    rows, now = [], float(step_time)
+    for name, speedup in levers:
+        after = now / float(speedup)
+        rows.append(
+            {
+                "lever": name,
+                "speedup": float(speedup),
+                "start": now,
+                "end": after,
+                "saved": now - after,
+            }
+        )
+        now = after
+    return rows
+
+
+# ------------------------------------------------------------------ parallel layouts
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of n, ascending (in about sqrt(n) steps)."""
+    n = int(n)
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]

@@ -1,0 +1,27 @@
+"""The roofline: is an operation limited by compute or by memory bandwidth?
+
+Arithmetic intensity (AI) of an (m x k)(k x n) GEMM reading both inputs and writing the output
+once, at beta bytes per element:  AI = 2mnk / (beta (mk + kn + mn)).
+Machine balance = P / BW (FLOP per byte). Attainable FLOP/s = min(P, AI * BW): below the
+balance an operation is memory-bound.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from costmodel.derive.flops import gemm_flops
+from costmodel.derive.symbols import BW, P, bytes_per_element, kk, m, n
+
+gemm_bytes = bytes_per_element * (m * kk + kk * n + m * n)
+gemm_intensity = gemm_flops(m, n, kk) / gemm_bytes
+machine_balance = P / BW
+attainable = sp.Min(P, gemm_intensity * BW)
+
+
+def intensity(m_, n_, k_, beta=2) -> float:
+    return float(gemm_intensity.subs({m: m_, n: n_, kk: k_, bytes_per_element: beta}))
+
+
+def attainable_flops(ai, peak, bandwidth) -> float:
+    return min(float(peak), float(ai) * float(bandwidth))

@@ -1,0 +1,211 @@
+"""The whole cost account of a training step, from a resolved scenario.
+
+`account(scenario)` evaluates every expression of the model once (through lambdify) and
+returns a nested dict of numbers: the public JSON interface (fractions, not percent).
+`render(account, fmt)` turns it into text, Markdown or JSON.
+
+An impossible account is refused, not printed: `account` raises `CostModelError` when MFU, HFU
+or the MFU implied by the measured throughput exceeds 100% (the inputs contradict each other),
+or when any figure is not a finite number. `mfu_if_total_params` may exceed 100%: it is the
+demonstration of a mistake (N = total parameters), reported as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import sympy as sp
+
+from costmodel.derive import attention, padding, roofline, utilization
+from costmodel.derive.flops import model_flops, tokens_per_expert
+from costmodel.derive.memory import logits_bytes
+from costmodel.derive.recompute import factor as recompute_policy_factor
+from costmodel.derive.recompute import recompute_factor
+from costmodel.derive.symbols import E, N, N_total, bytes_per_element
+from costmodel.errors import CostModelError
+from costmodel.formats import input_value, pct
+from costmodel.inputs.scenario import Scenario
+
+BF16_BYTES = 2
+
+#: Every quantity of the account, as an expression of the scenario's symbols.
+EXPRESSIONS: dict[str, sp.Expr] = {
+    "model_flops_per_step": model_flops,
+    "hardware_flops_per_step": utilization.hardware_flops,
+    "recompute_factor": recompute_factor,
+    "achieved_flops_per_s": utilization.achieved_flops_per_s,
+    "achieved_flops_per_s_per_gpu": utilization.achieved_flops_per_s_per_gpu,
+    "mfu": utilization.mfu,
+    "hfu": utilization.hfu,
+    "tokens_per_s": utilization.tokens_per_s,
+    "tokens_per_s_per_gpu": utilization.tokens_per_s_per_gpu,
+    "mfu_if_total_params": utilization.mfu.subs(N, N_total),
+    "mfu_from_measured_tokens_per_s": utilization.mfu_from_throughput,
+    "slots": padding.slots,
+    "useful_fraction": padding.useful_fraction,
+    "waste_fraction": padding.waste_fraction,
+    "packing_speedup": padding.packing_speedup,
+    "mfu_after_packing": padding.mfu_after_packing,
+    "step_time_after_packing": padding.step_time_after_packing,
+    "attention_padded": attention.attention_padded,
+    "attention_actual": attention.attention_actual,
+    "share_padded": attention.share(attention.attention_padded),
+    "share_actual": attention.share(attention.attention_actual),
+    "mfu_with_attention_padded": attention.mfu_with_attention(attention.attention_padded),
+    "mfu_with_attention_actual": attention.mfu_with_attention(attention.attention_actual),
+    "logits_bytes": logits_bytes.subs(bytes_per_element, BF16_BYTES),
+    "machine_balance": roofline.machine_balance,
+    "tokens_per_expert": tokens_per_expert,
+}
+
+_ARGS = sorted(set().union(*(e.free_symbols for e in EXPRESSIONS.values())), key=str)
+_evaluate = None
+
+
+def evaluate(scenario: Scenario) -> dict[str, float | None]:
+    """Every expression in EXPRESSIONS as a float for this scenario (None where undefined)."""
+    global _evaluate
+    if _evaluate is None:
+        _evaluate = sp.lambdify(_ARGS, list(EXPRESSIONS.values()), modules="math")
+    subs = scenario.substitutions()
+    if subs.get(E) == 0:  # a dense model: no experts, tokens per expert is undefined
+        subs[E] = math.nan
+    args = [subs.get(symbol, math.nan) for symbol in _ARGS]
+    values = [float(v) for v in _evaluate(*args)]
+    return {key: (None if math.isnan(value) else value) for key, value in zip(EXPRESSIONS, values)}
+
+
+#: Figures that cannot exceed 100% for consistent inputs, in the order they are checked, with
+#: the scenario keys each one comes from (named in the message when it does).
+UTILIZATIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("mfu", "MFU", ("step_time", "num_gpus", "peak_flops", "tokens_per_step", "activated_params")),
+    (
+        "hfu",
+        "HFU",
+        ("step_time", "num_gpus", "peak_flops", "tokens_per_step", "activated_params", "recompute"),
+    ),
+    (
+        "mfu_from_measured_tokens_per_s",
+        "MFU from measured_tokens_per_s",
+        ("measured_tokens_per_s", "num_gpus", "peak_flops", "activated_params"),
+    ),
+)
+
+
+def _input_text(scenario: Scenario, key: str) -> str:
+    if key == "tokens_per_step":
+        return (
+            "samples_per_step x mean_tokens_per_sample = "
+            f"{input_value(scenario['samples_per_step'])} x "
+            f"{input_value(scenario['mean_tokens_per_sample'])}"
+        )
+    if key == "recompute" and scenario["recompute"] == "selective":
+        return (
+            f"recompute = selective (fraction "
+            f"{input_value(scenario['selective_recompute_fraction'])})"
+        )
+    return f"{key} = {input_value(scenario[key])}"
+
+
+def check_possible(scenario: Scenario, figures: dict[str, float | None]) -> None:
+    """Raise CostModelError if a utilization in UTILIZATIONS exceeds 100%: one line naming the
+    figure and the inputs it comes from."""
+    for key, label, inputs in UTILIZATIONS:
+        value = figures.get(key)
+        if value is not None and value > 1 + 1e-9:  # not float rounding at exactly 100%
+            checks = ", ".join(_input_text(scenario, name) for name in inputs)
+            raise CostModelError(
+                f"impossible result: {label} = {pct(value)} is not allowed; expected at most "
+                f"100% (the inputs contradict each other; check {checks})"
+            )
+
+
+def check_finite(a: dict[str, Any], where: str = "") -> None:
+    """Raise CostModelError if any number of the account is inf or nan (JSON has neither)."""
+    for key, value in a.items():
+        name = f"{where}{key}"
+        if isinstance(value, dict):
+            check_finite(value, name + ".")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise CostModelError(
+                f"impossible result: {name} = {value} is not allowed; expected a "
+                "finite number (check the scenario's inputs)"
+            )
+
+
+def account(scenario: Scenario) -> dict[str, Any]:
+    """The cost account of `scenario` (see the module docstring); raises CostModelError for an
+    impossible one (a utilization above 100%, a figure that is not finite)."""
+    v = evaluate(scenario)
+    check_possible(scenario, v)
+    policy = scenario["recompute"]
+    fraction = scenario["selective_recompute_fraction"]
+    now = float(recompute_policy_factor(policy, fraction))
+    selective = float(recompute_policy_factor("selective", fraction))
+    selective_speedup = max(1.0, now / selective)
+    combined = v["packing_speedup"] * selective_speedup
+    measured = scenario["measured_tokens_per_s"]
+    result = {
+        "model_flops_per_step": v["model_flops_per_step"],
+        "hardware_flops_per_step": v["hardware_flops_per_step"],
+        "recompute_factor": v["recompute_factor"],
+        "achieved_flops_per_s": v["achieved_flops_per_s"],
+        "achieved_flops_per_s_per_gpu": v["achieved_flops_per_s_per_gpu"],
+        "mfu": v["mfu"],
+        "hfu": v["hfu"],
+        "tokens_per_s": v["tokens_per_s"],
+        "tokens_per_s_per_gpu": v["tokens_per_s_per_gpu"],
+        "measured_tokens_per_s": measured,
+        "measured_tokens_per_s_per_gpu": measured / scenario["num_gpus"] if measured else None,
+        "mfu_from_measured_tokens_per_s": v["mfu_from_measured_tokens_per_s"],
+        "mfu_if_total_params": v["mfu_if_total_params"],
+        "padding": {
+            "slots": v["slots"],
+            "useful_fraction": v["useful_fraction"],
+            "waste_fraction": v["waste_fraction"],
+            "packing_speedup": v["packing_speedup"],
+            "mfu_after_packing": v["mfu_after_packing"],
+            "step_time_after_packing": v["step_time_after_packing"],
+        },
+        "attention": {
+            "convention": attention.CONVENTIONS["course"].name,
+            "padded": {
+                "seq_len": scenario["seq_len"],
+                "flops_per_step": v["attention_padded"],
+                "share": v["share_padded"],
+                "mfu_with_attention": v["mfu_with_attention_padded"],
+            },
+            "actual": {
+                "seq_len": scenario["mean_tokens_per_sample"],
+                "flops_per_step": v["attention_actual"],
+                "share": v["share_actual"],
+                "mfu_with_attention": v["mfu_with_attention_actual"],
+            },
+        },
+        "projections": {
+            "packing": {
+                "speedup": v["packing_speedup"],
+                "step_time": v["step_time_after_packing"],
+                "mfu": v["mfu_after_packing"],
+            },
+            "selective_recompute": {
+                "factor_now": now,
+                "factor_selective": selective,
+                "speedup": selective_speedup,
+                "step_time": scenario["step_time"] / selective_speedup,
+                "mfu": v["mfu"] * selective_speedup,
+            },
+            "packing_and_selective_recompute": {
+                "speedup": combined,
+                "step_time": scenario["step_time"] / combined,
+                "mfu": v["mfu"] * combined,
+            },
+        },
+        "logits_bytes": v["logits_bytes"],
+        "machine_balance": v["machine_balance"],
+        "tokens_per_expert": v["tokens_per_expert"],
+        "scenario": dict(scenario.values),
+    }
+    check_finite(result)
+    return result

@@ -1,0 +1,107 @@
+"""One set of number formats for every layer: the notebooks, the report, the handouts' index and
+the one-line error messages. Plain functions of a number (None, where a figure is undefined,
+prints as "n/a")."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+NA = "n/a"
+
+
+def pct(x: float | None, digits: int = 2) -> str:
+    """A fraction as percent: 0.0585 -> 5.85%."""
+    return NA if x is None else f"{100 * x:.{digits}f}%"
+
+
+def sci(x: float | None, digits: int = 3) -> str:
+    """3.46e16 style, as the course writes large FLOP counts."""
+    if x is None:
+        return NA
+    mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def sci4(x: float | None) -> str:
+    """Four significant digits: 346.5 below 1e4, 4.1580e+16 above (the report's tables)."""
+    return NA if x is None else f"{x:.4g}" if abs(x) < 1e4 else f"{x:.4e}"
+
+
+def num(x: float | None, digits: int = 0) -> str:
+    """Thousands separated: 2,310,000."""
+    return NA if x is None else f"{x:,.{digits}f}"
+
+
+def count(x: float) -> str:
+    """A count that can be an average (tokens per sample, per step): whole numbers as 1,234, and
+    a fraction below 1,000 with two decimals, so that 1.5 is not shown as 2."""
+    return num(x) if float(x).is_integer() or abs(x) >= 1000 else num(x, 2)
+
+
+def tflops(x: float | None, digits: int = 1) -> str:
+    return NA if x is None else f"{x / 1e12:,.{digits}f} TFLOP/s"
+
+
+def gb(x: float, digits: int = 1) -> str:
+    return f"{x / 1e9:,.{digits}f} GB"
+
+
+def times(x: float, digits: int = 2) -> str:
+    return "∞" if x == float("inf") else f"{x:.{digits}f}×"
+
+
+def seconds(x: float) -> str:
+    return f"{x:,.1f} s"
+
+
+def input_value(value: Any) -> str:
+    """A scenario input as written in the report and in error messages: 3e9 as 3,000,000,000,
+    1.48e14 as 1.48e+14, text as it is."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if abs(value) >= 1e12:
+        return f"{value:.4g}"
+    return num(value) if abs(value) >= 1000 else str(value)
+
+
+def shown(value, width: int = 40) -> str:
+    """``repr(value)`` cut to ``width`` characters, for one-line error messages: a huge number,
+    string or list is never printed in full."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3 * width:
+        if value.bit_length() > 10_000:  # str() refuses more than 4300 digits
+            digits = math.floor(value.bit_length() * math.log10(2)) + 1
+            return f"{'-' if value < 0 else ''}an integer of about {digits:,} digits"
+        text = str(value)
+        if len(text) > width:
+            return f"{text[:width]}… ({len(text.lstrip('-')):,} digits)"
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= width else text[:width] + "…"
+
+
+def limits(*bounds: float) -> list[str]:
+    """Bounds as a reader writes them: 100,000,000 below 1e9, else 1e15, 1e-6 (all alike)."""
+    if all(float(x).is_integer() and abs(x) < 1e9 for x in bounds):
+        return [f"{int(x):,}" for x in bounds]
+    texts = []
+    for x in bounds:
+        mantissa, exponent = f"{x:e}".split("e")
+        texts.append(f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}")
+    return texts
+
+
+def human_count(n: int) -> str:
+    if n == 0:
+        return "0"
+    return f"{n / 1e9:.2f}B" if n >= 1e8 else f"{n / 1e6:.2f}M"
+
+
+def table_value(value: Any) -> str:
+    if isinstance(value, float) and (abs(value) >= 1e6 or value != int(value)):
+        return f"{value:.4g}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:,}"
+    return "—" if value is None else str(value)

@@ -1,0 +1,565 @@
+"""Scenarios: every input of the cost account, validated and resolved.
+
+A scenario is a flat mapping of the keys in FIELDS. The course's run ships with the package
+(costmodel/scenarios/course.yaml); a team's YAML file sets any subset of the keys and the rest
+come from the course; `--set KEY=VALUE` overrides both. Resolution order, lowest first:
+course < model (a config.json or preset named by `model:`) < file < --set.
+
+Two groups of keys resolve together:
+- the GPU: `peak_flops` and `hbm_bandwidth` default to the figures of `gpu`;
+- the attention width: `attention_dim` if given, else `num_heads * head_dim` if both are
+  given, else `hidden_size`. When a team's layers set any of these four keys, the course's
+  values of the other width keys are not mixed in (a team that gives only hidden_size gets
+  attention width = hidden_size, not the course's 16 x 256).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from costmodel.derive import symbols as sym
+from costmodel.derive.recompute import POLICIES
+from costmodel.errors import CostModelError
+from costmodel.formats import limits, shown
+from costmodel.inputs import hardware
+from costmodel.inputs.models import read_input
+
+RECOMPUTE_POLICIES = ("none", "selective", "full")
+WIDTH_KEYS = ("attention_dim", "num_heads", "head_dim", "hidden_size")
+
+
+@dataclass(frozen=True)
+class Field:
+    kind: str  # count | count0 | positive | fraction | choice | gpu | text | path
+    help: str
+    nullable: bool = False
+    #: Inclusive bounds of a number (None: the kind's own bound). They keep every figure of the
+    #: account finite and every notebook runnable; the README's scenario table states them.
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+FIELDS: dict[str, Field] = {
+    "name": Field("text", "title of the scenario"),
+    "model": Field(
+        "path", "a config.json path or a preset name; fills the model-shape keys", nullable=True
+    ),
+    "activated_params": Field(
+        "count", "N of 6ND: matmul parameters per token, no input embedding", maximum=10**15
+    ),
+    "total_params": Field("count", "all parameters, every expert", maximum=10**15),
+    "samples_per_step": Field("count", "samples (sequences) per optimizer step", maximum=10**9),
+    "mean_tokens_per_sample": Field(
+        "positive", "mean real tokens per sample (1 to seq_len)", minimum=1, maximum=10**8
+    ),
+    "seq_len": Field("count", "configured (padded) sequence length, tokens", maximum=10**8),
+    "step_time": Field("positive", "seconds per optimizer step", minimum=1e-06, maximum=10**9),
+    "num_gpus": Field("count", "GPUs in the job", maximum=10**7),
+    "gpu": Field("gpu", "GPU model (sets peak_flops and hbm_bandwidth)"),
+    "peak_flops": Field(
+        "positive", "dense BF16 peak of one GPU, FLOP/s", minimum=10**9, maximum=10**18
+    ),
+    "hbm_bandwidth": Field(
+        "positive", "HBM bandwidth of one GPU, byte/s", minimum=10**6, maximum=10**16
+    ),
+    "recompute": Field("choice", "activation recompute: none | selective | full"),
+    "selective_recompute_fraction": Field(
+        "fraction", "share of forward FLOPs redone by selective recompute"
+    ),
+    "measured_tokens_per_s": Field(
+        "positive",
+        "measured cluster throughput, tokens/s",
+        nullable=True,
+        minimum=1e-06,
+        maximum=10**15,
+    ),
+    "hidden_size": Field("count", "hidden size", maximum=10**7),
+    "num_layers": Field("count", "transformer layers", maximum=10**5),
+    "full_attention_every": Field(
+        "count",
+        "one full-attention layer every k layers (1 = all; at most num_layers)",
+        maximum=10**5,
+    ),
+    "num_heads": Field(
+        "count", "query heads of a full-attention layer", nullable=True, maximum=10**5
+    ),
+    "head_dim": Field("count", "width of one attention head", nullable=True, maximum=10**6),
+    "attention_dim": Field(
+        "count", "attention width (overrides num_heads x head_dim)", nullable=True, maximum=10**8
+    ),
+    "num_experts": Field("count0", "routed experts per MoE layer (0 = dense)", maximum=10**6),
+    "experts_per_token": Field(
+        "count0", "routed experts per token (top-k; 0 = dense)", maximum=10**6
+    ),
+    "vocab_size": Field("count", "vocabulary size", maximum=10**9),
+    "micro_batch": Field("count", "sequences per micro batch", maximum=10**6),
+}
+
+ALLOWED = {
+    "count": "a positive integer",
+    "count0": "a non-negative integer",
+    "positive": "a positive number",
+    "fraction": "a number between 0 and 1",
+    "choice": "one of " + ", ".join(RECOMPUTE_POLICIES),
+    "gpu": "one of " + ", ".join(hardware.GPUS),
+    "text": "a string",
+    "path": "a config.json path or a preset name",
+}
+
+#: Limits on a scenario's YAML (a file, or the value of one --set), checked while it is read and
+#: before any Python object is built: a billion-laughs alias bomb or a deeply nested document is
+#: refused in well under a second. Scenario values are flat scalars, so real scenarios are far
+#: below them. The file itself may have at most MAX_INPUT_BYTES (1 MiB).
+MAX_YAML_NODES = 10_000  #: scalars, lists and mappings, every alias counted as a full copy
+MAX_YAML_DEPTH = 50  #: lists and mappings nested in one another
+MAX_YAML_INT_DIGITS = 1_000  #: an integer literal longer than this is refused as it is read
+
+
+def allowed_text(key: str) -> str:
+    """What a key accepts, bounds included: 'a positive integer up to 100,000,000'."""
+    spec = FIELDS[key]
+    text = ALLOWED[spec.kind]
+    if spec.kind in ("count", "count0", "positive"):
+        if spec.minimum is not None and spec.maximum is not None:
+            low, high = limits(spec.minimum, spec.maximum)
+            text += f" from {low} to {high}"
+        elif spec.maximum is not None:
+            text += f" up to {limits(spec.maximum)[0]}"
+        elif spec.minimum is not None:
+            text += f" of at least {limits(spec.minimum)[0]}"
+    return text + (" or null" if spec.nullable else "")
+
+
+def _fail(key: str, value: Any, allowed: str) -> CostModelError:
+    return CostModelError(f"{key}: {shown(value)} is not allowed; expected {allowed}")
+
+
+def _number(key: str, value: Any, allowed: str) -> int | float:
+    """A finite real number from YAML or --set text (PyYAML reads '3e9' as a string). Integers
+    stay exact: 10**400 is compared with the bounds, never turned into a float."""
+    if isinstance(value, bool):
+        raise _fail(key, value, allowed)
+    if isinstance(value, str):
+        try:
+            number = float(value.replace("_", ""))
+        except ValueError:
+            raise _fail(key, value, allowed) from None
+        if not math.isfinite(number):  # '1e400' and 'inf': show what was written
+            raise _fail(key, value, allowed)
+        return number
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _fail(key, value, allowed)
+    if not isinstance(value, (int, float)):
+        raise _fail(key, value, allowed)
+    return value
+
+
+def check_value(key: str, value: Any) -> Any:
+    """Validate one key's value; return it in canonical form (int for counts).
+
+    Numbers must lie within the key's bounds (FIELDS[key].minimum/maximum, inclusive); the
+    message states them, e.g. `seq_len: 1e+308 is not allowed; expected a positive integer up to
+    100,000,000`."""
+    if not isinstance(key, str) or key not in FIELDS:
+        hint = difflib.get_close_matches(str(key)[:100], FIELDS, n=1)
+        suggestion = f"did you mean '{hint[0]}'?" if hint else "valid keys: " + ", ".join(FIELDS)
+        raise CostModelError(f"unknown scenario key {shown(str(key))} ({suggestion})")
+    spec = FIELDS[key]
+    allowed = allowed_text(key)
+    if value is None:
+        if spec.nullable:
+            return None
+        raise _fail(key, value, allowed)
+    if spec.kind in ("count", "count0", "positive"):
+        number = _number(key, value, allowed)
+        if spec.kind == "positive":
+            low, above = (spec.minimum or 0), spec.minimum is None  # positive: strictly above 0
+        else:
+            low, above = (
+                (spec.minimum if spec.minimum is not None else 1 if spec.kind == "count" else 0),
+                False,
+            )
+        if spec.kind != "positive" and isinstance(number, float) and not number.is_integer():
+            raise _fail(key, number, allowed)
+        if (
+            number < low
+            or (above and number <= low)
+            or (spec.maximum is not None and number > spec.maximum)
+        ):
+            raise _fail(key, number, allowed)
+        return number if spec.kind == "positive" else int(number)
+    if spec.kind == "fraction":
+        number = _number(key, value, allowed)
+        if not 0 <= number <= 1:
+            raise _fail(key, number, allowed)
+        return number
+    if spec.kind == "choice":
+        if not isinstance(value, str) or value.lower() not in RECOMPUTE_POLICIES:
+            raise _fail(key, value, allowed)
+        return value.lower()
+    if spec.kind == "gpu":
+        gpu = hardware.lookup(value) if isinstance(value, str) else None
+        if gpu is None:
+            raise _fail(key, value, allowed)
+        return gpu.name
+    if not isinstance(value, str):
+        raise _fail(key, value, allowed)
+    return value
+
+
+# ---------------------------------------------------------------- reading YAML safely
+
+
+class _Refused(yaml.YAMLError):
+    """YAML beyond the limits above; the message is '<what> is not allowed; expected <limit>'."""
+
+    def __init__(self, what: str, allowed: str, mark: Any = None):
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        super().__init__(f"{what}{where} is not allowed; expected {allowed}")
+
+
+class _ScenarioLoader(yaml.SafeLoader):
+    """PyYAML's safe loader (the pure-Python one: libyaml's composer crashes on deep nesting)
+    with the limits above and no duplicate keys."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._nodes = 0
+        self._depth = 0
+
+    def compose_node(self, parent, index):  # noqa: D102 (PyYAML hook)
+        if self.check_event(yaml.AliasEvent):
+            return super().compose_node(parent, index)
+        self._nodes += 1
+        if self._nodes > MAX_YAML_NODES:
+            raise _Refused(
+                f"more than {MAX_YAML_NODES:,} YAML nodes",
+                f"at most {MAX_YAML_NODES:,}",
+                self.peek_event().start_mark,
+            )
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _Refused(
+                    f"nesting deeper than {MAX_YAML_DEPTH} levels",
+                    f"at most {MAX_YAML_DEPTH}",
+                    self.peek_event().start_mark,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def compose_document(self):  # noqa: D102
+        node = super().compose_document()
+        _check_expanded_size(node)
+        return node
+
+    def construct_mapping(self, node, deep=False):  # noqa: D102
+        if isinstance(node, yaml.MappingNode):
+            first_line: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(
+                    key_node, yaml.ScalarNode
+                ):
+                    continue
+                key = self.construct_object(key_node)
+                line = key_node.start_mark.line + 1
+                if key in first_line:
+                    raise _Refused(
+                        f"key {shown(key)} twice (lines {first_line[key]} and {line})",
+                        "each key once",
+                    )
+                first_line[key] = line
+        return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node):  # noqa: D102
+        digits = sum(c.isdigit() for c in node.value)
+        if digits > MAX_YAML_INT_DIGITS:
+            raise _Refused(
+                f"an integer of {digits:,} digits",
+                f"at most {MAX_YAML_INT_DIGITS:,} digits",
+                node.start_mark,
+            )
+        return super().construct_yaml_int(node)
+
+
+_ScenarioLoader.add_constructor("tag:yaml.org,2002:int", _ScenarioLoader.construct_yaml_int)
+
+
+def _check_expanded_size(root: Any) -> None:
+    """Refuse a document whose size, with every alias expanded, exceeds MAX_YAML_NODES.
+
+    Counted on the composed node graph (an alias is the same node object as its anchor), with a
+    memo per node, so a billion-laughs document costs a few hundred steps, not 9**9."""
+    if root is None:
+        return
+    limit = MAX_YAML_NODES
+    memo: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: Any) -> int:
+        ident = id(node)
+        if ident in memo:
+            return memo[ident]
+        if ident in open_nodes:
+            raise _Refused(
+                "an alias inside its own anchor", "aliases to finished values", node.start_mark
+            )
+        open_nodes.add(ident)
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        else:
+            children = []
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > limit:
+                break
+        open_nodes.discard(ident)
+        memo[ident] = min(total, limit + 1)
+        return memo[ident]
+
+    if size(root) > limit:
+        raise _Refused(
+            f"more than {limit:,} YAML nodes with aliases expanded", f"at most {limit:,}"
+        )
+
+
+def _load(text: str) -> Any:
+    """YAML text to Python objects through _ScenarioLoader (raises yaml.YAMLError)."""
+    loader = _ScenarioLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a scenario file: a YAML mapping, with a safe loader and the limits above."""
+    path = Path(path)
+    label = f"scenario file '{path}'"
+    text = read_input(path, label)
+    try:
+        data = _load(text)
+    except _Refused as error:
+        raise CostModelError(f"{label}: {error}") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or "invalid YAML"
+        raise CostModelError(f"{label}: malformed YAML{where} ({problem})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise CostModelError(
+            f"{label}: expected a mapping of keys to values, got {type(data).__name__}"
+        )
+    return {key if isinstance(key, str) else shown(key): value for key, value in data.items()}
+
+
+def parse_set(items: list[str] | None) -> dict[str, Any]:
+    """--set KEY=VALUE pairs; each value read as a YAML scalar (same loader and limits)."""
+    result: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise CostModelError(f"--set: {shown(item)} is not allowed; expected KEY=VALUE")
+        key, _, text = item.partition("=")
+        try:
+            value = _load(text) if text.strip() else None
+        except _Refused as error:
+            raise CostModelError(f"--set {key.strip()}: {error}") from None
+        except yaml.YAMLError:
+            value = text
+        result[key.strip()] = value
+    return result
+
+
+def course_values() -> dict[str, Any]:
+    source = resources.files("costmodel.inputs").joinpath("scenarios/course.yaml")
+    return _load(source.read_text(encoding="utf-8"))
+
+
+#: Which symbol each (resolved) scenario key gives a value to.
+SYMBOL_OF_KEY = {
+    "activated_params": sym.N,
+    "total_params": sym.N_total,
+    "tokens_per_step": sym.D,
+    "samples_per_step": sym.B,
+    "mean_tokens_per_sample": sym.s_mean,
+    "seq_len": sym.S,
+    "step_time": sym.T,
+    "num_gpus": sym.n_gpu,
+    "peak_flops": sym.P,
+    "hbm_bandwidth": sym.BW,
+    "measured_tokens_per_s": sym.tau,
+    "hidden_size": sym.h,
+    "num_layers": sym.L,
+    "num_full_attention_layers": sym.L_full,
+    "attention_dim": sym.d_attn,
+    "num_experts": sym.E,
+    "experts_per_token": sym.k,
+    "vocab_size": sym.V,
+    "micro_batch": sym.b_micro,
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Resolved inputs: every key of FIELDS plus the derived ones, and where each came from."""
+
+    values: dict[str, Any]
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def substitutions(self) -> dict:
+        """{symbol: number} for every symbol of the model that this scenario fixes."""
+        subs = {
+            symbol: self.values[key]
+            for key, symbol in SYMBOL_OF_KEY.items()
+            if self.values.get(key) is not None
+        }
+        policy = self.values["recompute"]
+        subs[sym.r] = (
+            self.values["selective_recompute_fraction"]
+            if policy == "selective"
+            else float(POLICIES[policy])
+        )
+        return subs
+
+    @property
+    def changed(self) -> list[str]:
+        """Keys whose value differs from the course's."""
+        course = resolve().values
+        return [k for k in FIELDS if k != "name" and self.values.get(k) != course.get(k)]
+
+
+def model_reference(reference: str, base: str | Path) -> str:
+    """A model path given relative to `base` (a scenario file's folder), made absolute; a
+    preset name or an absolute path is returned as it is."""
+    path = Path(reference)
+    try:
+        if not path.is_absolute() and (Path(base) / path).exists():
+            return str((Path(base) / path).resolve())
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        pass
+    return reference
+
+
+def _model_keys(reference: str) -> dict[str, Any]:
+    from costmodel.inputs import models  # only when a scenario names a model
+
+    return models.scenario_keys(models.load_shape(reference))
+
+
+def resolve(
+    file: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    data: dict[str, Any] | None = None,
+) -> Scenario:
+    """Course defaults, then the model named by `model:`, then `data`/the file, then overrides."""
+    layers: list[tuple[str, dict[str, Any]]] = []
+    if file is not None:
+        layer = load_yaml(file)
+        if isinstance(layer.get("model"), str):  # a path in a file is relative to the file
+            layer["model"] = model_reference(layer["model"], Path(file).parent)
+        layers.append(("file", layer))
+    if data:
+        layers.append(("file", dict(data)))
+    if overrides:
+        layers.append(("--set", dict(overrides)))
+    user: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for origin, layer in layers:
+        for key, value in layer.items():
+            user[key] = check_value(key, value)
+            sources[key] = origin
+
+    model_ref = user.get("model")
+    try:
+        model_layer = _checked(_model_keys(model_ref)) if model_ref else {}
+    except CostModelError as error:  # say which model a refused shape key comes from
+        message = str(error)
+        raise (
+            error
+            if message.startswith("model config ")
+            else CostModelError(f"model {shown(model_ref, 200)}: {message}")
+        ) from None
+
+    values = {key: check_value(key, value) for key, value in course_values().items()}
+    values.setdefault("model", None)
+    for key in values:
+        sources.setdefault(key, "course")
+    # A team that sets any width key gets none of the course's other width keys.
+    team_width = set(WIDTH_KEYS) & (set(user) | set(model_layer))
+    if team_width:
+        for key in ("attention_dim", "num_heads", "head_dim"):
+            values[key] = None
+    if "name" not in user and (user or model_layer):
+        values["name"] = "Team scenario"
+    for key, value in model_layer.items():
+        values[key] = value
+        sources[key] = "model"
+    values.update(user)
+
+    gpu = hardware.GPUS[values["gpu"]]
+    for key, figure in (("peak_flops", gpu.bf16_flops), ("hbm_bandwidth", gpu.hbm_bandwidth)):
+        if values.get(key) is None:
+            values[key] = figure
+            sources[key] = "gpu table" if sources.get("gpu") == "course" else sources["gpu"]
+
+    _derive(values, sources)
+    _cross_check(values)
+    return Scenario(values, sources)
+
+
+def _checked(layer: dict[str, Any]) -> dict[str, Any]:
+    return {key: check_value(key, value) for key, value in layer.items()}
+
+
+def _derive(values: dict[str, Any], sources: dict[str, str]) -> None:
+    if values.get("attention_dim") is not None:
+        origin = "attention_dim"
+    elif values.get("num_heads") is not None and values.get("head_dim") is not None:
+        values["attention_dim"] = values["num_heads"] * values["head_dim"]
+        origin = "num_heads x head_dim"
+    else:
+        values["attention_dim"] = values["hidden_size"]
+        origin = "hidden_size"
+    values["attention_dim_from"] = origin
+    values["tokens_per_step"] = values["samples_per_step"] * values["mean_tokens_per_sample"]
+    values["num_full_attention_layers"] = values["num_layers"] // values["full_attention_every"]
+    for key in ("attention_dim_from", "tokens_per_step", "num_full_attention_layers"):
+        sources[key] = "derived"
+
+
+_RELATIONS: list[tuple[str, str, Callable[[Any, Any], bool], str]] = [
+    ("mean_tokens_per_sample", "seq_len", lambda a, b: a <= b, "at most seq_len"),
+    ("experts_per_token", "num_experts", lambda a, b: a <= b, "at most num_experts"),
+    ("activated_params", "total_params", lambda a, b: a <= b, "at most total_params"),
+    ("full_attention_every", "num_layers", lambda a, b: a <= b, "at most num_layers"),
+    ("num_heads", "attention_dim", lambda a, b: a is None or a <= b, "at most attention_dim"),
+]
+
+
+def _cross_check(values: dict[str, Any]) -> None:
+    for key, other, ok, allowed in _RELATIONS:
+        if not ok(values[key], values[other]):
+            raise CostModelError(
+                f"{key}: {values[key]!r} is not allowed; expected {allowed} ({values[other]!r})"
+            )
+    if (values["num_experts"] == 0) != (values["experts_per_token"] == 0):
+        raise CostModelError(
+            f"experts_per_token: {values['experts_per_token']!r} is not allowed; expected 0 "
+            f"exactly when num_experts is 0 (num_experts = {values['num_experts']!r})"
+        )

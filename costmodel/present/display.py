@@ -1,0 +1,129 @@
+"""Helpers for the notebooks: computed prose, tables and equations.
+
+Every helper emits a rich form (Markdown, HTML, LaTeX) *and* a text/plain mirror holding the
+same numbers, because nbval compares text/plain, text/html and text/latex but not
+text/markdown: the numbers a reader sees are then the numbers the tests check.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any, Iterable, Sequence
+
+import sympy as sp
+from IPython.display import display
+
+from costmodel.evaluate.account import account
+from costmodel.formats import count, gb, num, pct, sci, tflops, times  # noqa: F401 (for notebooks)
+from costmodel.inputs import scenario
+
+
+def load(scenario_file: str | None = None, overrides: dict[str, Any] | None = None):
+    """The scenario in force and its account (the parameters cell of every notebook)."""
+    sc = scenario.resolve(scenario_file, overrides or None)
+    return sc, account(sc)
+
+
+# ------------------------------------------------------------------ scenario text
+
+#: Characters replaced by character references: HTML's five, and those that start Markdown
+#: markup (emphasis, code, links, headings, tables, strikethrough, escapes) or TeX ($).
+#: CommonMark treats a character reference as literal text, never as markup.
+_ENTITIES = {
+    "&": "&amp;",
+    "<": "&lt;",
+    ">": "&gt;",
+    '"': "&quot;",
+    "'": "&#39;",
+    **{c: f"&#{ord(c)};" for c in "\\`*_[]#|$~"},
+}
+#: MathJax does not search elements of these classes: mathjax_ignore is the default of
+#: MathJax 3.2 and later (the handouts' bundle), tex2jax_ignore that of earlier releases.
+_NO_MATH = '<span class="tex2jax_ignore mathjax_ignore">{}</span>'
+
+
+def _math_delimiter(value: str) -> bool:
+    return "$" in value or any(f"\\{c}" in value for c in "()[]") or "\\begin" in value
+
+
+def _code_span(value: str) -> str:
+    """A Markdown code span holding `value` literally (a fence longer than any run of
+    backticks inside it)."""
+    runs = [len(run) for run in re.findall(r"`+", value)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = " " if value[:1] in ("`", " ") or value[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def text(value: Any, code: bool = False) -> str:
+    """Text that comes from a scenario (its name, a path), made inert for Markdown + HTML.
+
+    Line breaks become spaces (a title stays one line). Every character that could start
+    markup becomes a character reference, so no string can add HTML, a link or emphasis.
+    Text holding a math delimiter ($, \\( ...) is shown as a code span instead: its content
+    is literal for Markdown and HTML, and MathJax skips code (a wrapping element with an ignore
+    class would not survive nbconvert's renderer, which parses each raw tag on its own).
+    `code=True` always gives a code span (monospace, for paths and keys)."""
+    value = re.sub(r"[^\S ]+", " ", str(value))
+    if code or _math_delimiter(value):
+        return _code_span(value)
+    return "".join(_ENTITIES.get(c, c) for c in value)
+
+
+def _cell(value: str) -> str:
+    """A table cell: HTML-escaped, and kept away from MathJax if it holds a math delimiter."""
+    escaped = html.escape(value)
+    return _NO_MATH.format(escaped) if _math_delimiter(value) else escaped
+
+
+# ------------------------------------------------------------------ display
+
+
+def md(text: str) -> None:
+    """Markdown computed in a code cell (prose that quotes scenario numbers)."""
+    display({"text/markdown": text, "text/plain": text}, raw=True)
+
+
+def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], caption: str = "") -> None:
+    """An HTML table with a plain-text mirror."""
+    rows = [[str(cell) for cell in row] for row in rows]
+    head = "".join(f"<th>{_cell(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>" for row in rows)
+    cap = f"<caption>{_cell(caption)}</caption>" if caption else ""
+    markup = f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    lines = [caption] if caption else []
+    for row in [list(headers), *rows]:
+        lines.append(" | ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    display({"text/html": markup, "text/plain": "\n".join(lines)}, raw=True)
+
+
+def _tex(part: Any) -> str:
+    if not isinstance(part, str):
+        return sp.latex(part)
+    return re.sub(r"(?<!\\)%", r"\\%", part)  # % starts a TeX comment
+
+
+def eq(lhs: Any, rhs: Any, *more: Any) -> None:
+    """Display lhs = rhs (= more ...) as LaTeX (MathJax). SymPy expressions are typeset by
+    SymPy; strings are LaTeX (a bare % is escaped)."""
+    parts = [_tex(p) for p in (lhs, rhs, *more)]
+    plain = " = ".join(p if isinstance(p, str) else sp.sstr(p) for p in (lhs, rhs, *more))
+    display({"text/latex": "$$" + " = ".join(parts) + "$$", "text/plain": plain}, raw=True)
+
+
+def setup_plots() -> None:
+    """One plot style for the suite: English labels, print-friendly sizes."""
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(
+        {
+            "figure.figsize": (7.5, 4.2),
+            "figure.dpi": 100,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "font.size": 10,
+            "savefig.bbox": "tight",
+        }
+    )

@@ -1,0 +1,170 @@
+"""The cost account as text, Markdown or JSON (`costmodel report`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from costmodel.evaluate.account import check_finite
+from costmodel.formats import input_value as _input
+from costmodel.formats import num as _count
+from costmodel.formats import pct as _pct
+from costmodel.formats import sci4 as _sci
+from costmodel.formats import seconds as _seconds
+from costmodel.formats import tflops
+
+
+def _tflops(x):
+    return tflops(x, 2)
+
+
+def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """The account as titled tables of (quantity, value, note) rows."""
+    sc = a["scenario"]
+    pad, att, proj = a["padding"], a["attention"], a["projections"]
+    rows_inputs = [(key, _input(value), "") for key, value in sc.items()]
+    return [
+        ("Inputs", rows_inputs),
+        (
+            "Model FLOPs (6ND)",
+            [
+                ("tokens per step D", _count(sc["tokens_per_step"]), "samples x mean tokens"),
+                ("model FLOPs 6ND", _sci(a["model_flops_per_step"]), "N = activated matmul params"),
+                (
+                    "recompute factor",
+                    f"{a['recompute_factor']:.4f}",
+                    f"recompute = {sc['recompute']}",
+                ),
+                ("hardware FLOPs", _sci(a["hardware_flops_per_step"]), "6ND x recompute factor"),
+                ("achieved, cluster", _tflops(a["achieved_flops_per_s"]), "6ND / step time"),
+                ("achieved, per GPU", _tflops(a["achieved_flops_per_s_per_gpu"]), ""),
+            ],
+        ),
+        (
+            "Utilization",
+            [
+                ("MFU", _pct(a["mfu"]), "model FLOPs / (T x GPUs x peak)"),
+                ("HFU", _pct(a["hfu"]), "MFU x recompute factor"),
+                (
+                    "MFU if total params used",
+                    _pct(a["mfu_if_total_params"]),
+                    "the MoE mistake: N = total_params",
+                ),
+            ],
+        ),
+        (
+            "Throughput cross-check",
+            [
+                ("tokens/s, from D / T", _count(a["tokens_per_s"]), ""),
+                ("tokens/s, measured", _count(a["measured_tokens_per_s"]), ""),
+                ("tokens/s per GPU, from D / T", f"{a['tokens_per_s_per_gpu']:,.1f}", ""),
+                (
+                    "tokens/s per GPU, measured",
+                    "n/a"
+                    if a["measured_tokens_per_s_per_gpu"] is None
+                    else f"{a['measured_tokens_per_s_per_gpu']:,.1f}",
+                    "",
+                ),
+                (
+                    "MFU from measured tokens/s",
+                    _pct(a["mfu_from_measured_tokens_per_s"]),
+                    "6N x tok/s / (GPUs x peak)",
+                ),
+            ],
+        ),
+        (
+            "Padding",
+            [
+                ("slots", _count(pad["slots"]), "samples x seq_len"),
+                ("useful fraction", _pct(pad["useful_fraction"]), "D / slots"),
+                ("waste", _pct(pad["waste_fraction"]), "if every sample is padded"),
+                ("perfect-packing speedup", f"{pad['packing_speedup']:.3f}x", "slots / D"),
+                ("MFU after packing", _pct(pad["mfu_after_packing"]), ""),
+                ("step time after packing", _seconds(pad["step_time_after_packing"]), ""),
+            ],
+        ),
+        (
+            f"Attention core ({att['convention']})",
+            [
+                (
+                    f"at padded length {_count(att['padded']['seq_len'])}",
+                    _sci(att["padded"]["flops_per_step"]),
+                    f"share {_pct(att['padded']['share'])}, MFU with attention "
+                    f"{_pct(att['padded']['mfu_with_attention'])}",
+                ),
+                (
+                    f"at mean length {_count(att['actual']['seq_len'])}",
+                    _sci(att["actual"]["flops_per_step"]),
+                    f"share {_pct(att['actual']['share'])}, MFU with attention "
+                    f"{_pct(att['actual']['mfu_with_attention'])}",
+                ),
+                (
+                    "attention width d",
+                    _count(sc["attention_dim"]),
+                    f"from {sc['attention_dim_from']}",
+                ),
+                ("full-attention layers", _count(sc["num_full_attention_layers"]), ""),
+            ],
+        ),
+        (
+            "Projections",
+            [
+                (
+                    "perfect packing",
+                    f"{proj['packing']['speedup']:.3f}x",
+                    f"step {_seconds(proj['packing']['step_time'])}, MFU {_pct(proj['packing']['mfu'])}",
+                ),
+                (
+                    "selective recompute",
+                    f"{proj['selective_recompute']['speedup']:.3f}x",
+                    f"factor {proj['selective_recompute']['factor_now']:.3f} -> "
+                    f"{proj['selective_recompute']['factor_selective']:.3f}, step "
+                    f"{_seconds(proj['selective_recompute']['step_time'])}",
+                ),
+                (
+                    "both (gains multiply)",
+                    f"{proj['packing_and_selective_recompute']['speedup']:.3f}x",
+                    f"step {_seconds(proj['packing_and_selective_recompute']['step_time'])}, MFU "
+                    f"{_pct(proj['packing_and_selective_recompute']['mfu'])}",
+                ),
+            ],
+        ),
+        (
+            "Memory and hardware",
+            [
+                (
+                    "logits per micro batch",
+                    f"{a['logits_bytes'] / 1e9:,.1f} GB",
+                    "micro_batch x seq_len x vocab x 2 bytes",
+                ),
+                (
+                    "machine balance",
+                    f"{a['machine_balance']:.1f} FLOP/byte",
+                    "peak / HBM bandwidth",
+                ),
+                ("tokens per expert", _count(a["tokens_per_expert"]), "D x k / E"),
+            ],
+        ),
+    ]
+
+
+def render(a: dict[str, Any], fmt: str = "text") -> str:
+    if fmt == "json":
+        check_finite(a)  # strict JSON: never Infinity or NaN (account() refuses them already)
+        return json.dumps(a, indent=2, sort_keys=False, allow_nan=False) + "\n"
+    title = f"Cost account: {a['scenario']['name']}"
+    out: list[str] = []
+    if fmt == "markdown":
+        out.append(f"# {title}\n")
+        for name, rows in sections(a):
+            out += [f"## {name}\n", "| quantity | value | note |", "|---|---:|---|"]
+            out += [f"| {q} | {v} | {n} |" for q, v, n in rows]
+            out.append("")
+        return "\n".join(out)
+    out += [title, "=" * len(title)]
+    for name, rows in sections(a):
+        out += ["", name, "-" * len(name)]
+        width = max(len(q) for q, _, _ in rows)
+        vwidth = max(len(v) for _, v, _ in rows)
+        out += [f"  {q:<{width}}  {v:>{vwidth}}  {n}".rstrip() for q, v, n in rows]
+    return "\n".join(out) + "\n"
