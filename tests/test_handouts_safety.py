@@ -91,9 +91,10 @@ def test_home_is_refused(tmp_path):
     (ROOT / "README.md", "is one of the project's sources"),
 ])
 def test_project_sources_are_refused(tmp_path, out, message):
-    before = {p.name for p in out.parent.iterdir()}
+    watched = out if out.is_dir() else out.parent  # inside the repository, never /tmp itself
+    before = {p.name for p in watched.iterdir()}
     assert_refused(run("--out", str(out), cwd=tmp_path), message)
-    assert {p.name for p in out.parent.iterdir()} == before
+    assert {p.name for p in watched.iterdir()} == before
 
 
 def test_symbolic_link_is_refused(tmp_path):
