@@ -124,12 +124,13 @@ def run(argv: list[str] | None = None) -> int:
         import json
 
         from costmodel.inputs import models
+        from costmodel.present.params import params_text
 
         shape = models.load_shape(args.config)
         if args.format == "json":
             sys.stdout.write(json.dumps(models.params_json(shape), indent=2) + "\n")
         else:
-            sys.stdout.write(models.params_text(shape))
+            sys.stdout.write(params_text(shape))
     return 0
 
 

@@ -105,3 +105,26 @@ def table_value(value: Any) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{value:,}"
     return "—" if value is None else str(value)
+
+
+def tex_sci(x: float, digits: int = 3) -> str:
+    """A number in LaTeX scientific notation: 2.31 \\times 10^{6}."""
+    mantissa, exponent = sci(x, digits).split("e")
+    return rf"{mantissa} \times 10^{{{exponent}}}"
+
+
+def tex_num(x: float, digits: int = 0) -> str:
+    """Thousands separated, for LaTeX (where a bare comma adds space): 2{,}310{,}000."""
+    return num(x, digits).replace(",", "{,}")
+
+
+def csv_cell(text: str) -> str:
+    """A CSV field as a table shows it: whole numbers separated (2,048), other numbers with four
+    significant digits, text as it is."""
+    try:
+        x = float(text)
+    except ValueError:
+        return text
+    if math.isfinite(x) and x.is_integer() and abs(x) >= 1:
+        return num(x)
+    return f"{x:.4g}"

@@ -3,7 +3,7 @@
 import sympy as sp
 
 from costmodel.derive import attention, flops, padding, recompute, roofline, utilization
-from costmodel.derive.symbols import BW, D, N, P, T, d_attn, r, s, tau
+from costmodel.derive.symbols import BW, B, D, N, P, S, T, d_attn, n_gpu, r, s, s_mean, tau
 from costmodel.evaluate import packing
 
 
@@ -44,8 +44,12 @@ def test_attention_forward_is_four_s_squared_d():
     assert attention.BACKWARD_OVER_FORWARD == 2
 
 
-def test_hfu_is_mfu_times_factor():
-    assert sp.simplify(utilization.hfu / utilization.mfu - recompute.recompute_factor) == 0
+def test_mfu_and_hfu_of_a_small_step():
+    # by hand: 6 x 1e9 x 1e6 = 6e15 model FLOPs; full recompute runs 8e15; the cluster could do
+    # 10 s x 8 GPUs x 1e15 FLOP/s = 8e16, so MFU = 7.5% and HFU = 10%
+    values = {N: 10**9, D: 10**6, T: 10, n_gpu: 8, P: 10**15, r: 1}
+    assert utilization.mfu.subs(values) == sp.Rational(3, 40)
+    assert utilization.hfu.subs(values) == sp.Rational(1, 10)
 
 
 def test_throughput_form_equals_step_time_form():
@@ -53,15 +57,20 @@ def test_throughput_form_equals_step_time_form():
     assert sp.simplify(form - utilization.mfu) == 0
 
 
-def test_packing_speedup_is_inverse_useful_fraction():
-    assert sp.simplify(padding.packing_speedup * padding.useful_fraction) == 1
-    assert sp.simplify(padding.step_time_after_packing * padding.packing_speedup - T) == 0
+def test_padding_of_a_small_batch():
+    # by hand: 4 samples padded to 8 slots = 32 slots, 20 of them real tokens (mean 5)
+    values = {B: 4, S: 8, D: 20, T: 120}
+    assert padding.tokens_in_batch.subs({B: 4, s_mean: 5}) == 20
+    assert padding.useful_fraction.subs(values) == sp.Rational(5, 8)
+    assert padding.waste_fraction.subs(values) == sp.Rational(3, 8)
+    assert padding.packing_speedup.subs(values) == sp.Rational(8, 5)
+    assert padding.step_time_after_packing.subs(values) == 75
 
 
 def test_roofline_intensity_of_square_gemm():
     n = sp.Symbol("n", positive=True)
     ai = roofline.gemm_intensity.subs(
-        {roofline.m: n, roofline.n: n, roofline.kk: n, roofline.bytes_per_element: 2}
+        {roofline.m: n, roofline.n: n, roofline.k_dim: n, roofline.bytes_per_element: 2}
     )
     assert sp.simplify(ai - n / 3) == 0
     assert roofline.machine_balance == P / BW

@@ -13,6 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from conftest import missing
+from headlines import section_headlines
 
 from costmodel.evaluate.account import account as evaluate_account
 from costmodel.inputs import scenario
@@ -217,24 +218,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-sync",
 ]
-
-
-def section_headlines(account) -> dict[str, str]:
-    """Each section's headline number, formatted as the notebooks format it."""
-    from costmodel.present import display as d
-
-    return {
-        "01": d.pct(account["mfu"]),
-        "02": d.sci(account["model_flops_per_step"]),
-        "03": d.pct(account["hfu"]),
-        "04": d.pct(account["padding"]["waste_fraction"]),
-        "05": d.pct(account["attention"]["padded"]["share"]),
-        "06": d.num(account["tokens_per_expert"]),
-        "07": f"{account['machine_balance']:.1f}",
-        "08": d.times(account["padding"]["packing_speedup"]),
-        "09": d.pct(account["mfu_if_total_params"]),
-        "10": f"{account['padding']['step_time_after_packing']:.1f} s",
-    }
 
 
 def test_handouts_in_headless_chromium(built):

@@ -31,7 +31,9 @@ def test_waterfall_multiplies():
     for before, after in zip(rows, rows[1:]):
         assert after["start"] == before["end"]
     assert (
-        levers.multiplied_step_time.subs({levers.g1: 2, levers.g2: 2, levers.g3: 1, levers.T: 120})
+        levers.multiplied_step_time.subs(
+            {levers.g_1: 2, levers.g_2: 2, levers.g_3: 1, levers.T: 120}
+        )
         == 30
     )
 

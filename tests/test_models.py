@@ -25,10 +25,10 @@ from costmodel.inputs.models import (
     load_config,
     load_shape,
     params_json,
-    params_text,
     scenario_keys,
     shape_from_config,
 )
+from costmodel.present.params import params_text
 
 REPO = Path(__file__).resolve().parents[1]
 OWN = REPO / "tests" / "configs"

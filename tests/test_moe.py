@@ -5,7 +5,7 @@ import pytest
 import sympy as sp
 
 from costmodel.derive import moe, roofline
-from costmodel.derive.symbols import E, S, b_micro, bytes_per_element, h, k, kk, n
+from costmodel.derive.symbols import E, S, b_micro, bytes_per_element, h, k_dim, k_top, n
 from costmodel.evaluate import layouts, router
 from costmodel.evaluate.account import account
 from costmodel.inputs import scenario, widths
@@ -18,18 +18,18 @@ def test_course_tokens_per_expert(course):
 
 
 def test_expert_rows_over_dense_rows_is_ep_k_over_e():
-    assert sp.simplify(moe.expert_rows / moe.dense_rows - moe.ep * k / E) == 0
-    rows = moe.expert_rows.subs({moe.ep: 8, b_micro: 1, S: 49152, k: 8, E: 256})
+    assert sp.simplify(moe.expert_rows / moe.dense_rows - moe.ep * k_top / E) == 0
+    rows = moe.expert_rows.subs({moe.ep: 8, b_micro: 1, S: 49152, k_top: 8, E: 256})
     assert rows == 12288
 
 
 def test_permute_bytes_per_direction():
-    value = moe.permute_bytes.subs({moe.tokens: 1000, h: 2048, bytes_per_element: 2, k: 8})
+    value = moe.permute_bytes.subs({moe.tokens: 1000, h: 2048, bytes_per_element: 2, k_top: 8})
     assert value == 1000 * 2048 * 2 * 8
 
 
 def test_intensity_limit_is_derived_from_the_roofline():
-    assert sp.simplify(moe.intensity_limit - 2 * kk * n / (bytes_per_element * (kk + n))) == 0
+    assert sp.simplify(moe.intensity_limit - 2 * k_dim * n / (bytes_per_element * (k_dim + n))) == 0
 
 
 @pytest.mark.parametrize("target", [37.0, 295.3])
@@ -41,7 +41,7 @@ def test_rows_for_intensity_reaches_the_target(target):
 
 
 def test_rows_for_intensity_out_of_reach():
-    limit = float(moe.intensity_limit.subs({kk: 2048, n: 512, bytes_per_element: 2}))
+    limit = float(moe.intensity_limit.subs({k_dim: 2048, n: 512, bytes_per_element: 2}))
     assert moe.rows_for_intensity(limit * 1.01, 2048, 512) is None
 
 

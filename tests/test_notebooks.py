@@ -15,6 +15,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 import pytest
+from headlines import section_headlines
 
 from costmodel.evaluate.account import account
 from costmodel.present import suite
@@ -91,25 +92,37 @@ def _papermill(source: Path, out_dir: Path, scenario_file: Path) -> Path:
 
 def test_notebooks_rerun_for_another_scenario(tmp_path):
     """Every notebook runs for a different model and cluster, without error or warning, and
-    shows that scenario's numbers: nothing is hard-coded to the course."""
+    its body (after the scenario line) shows the number it computes for that scenario, its
+    headline (tests/headlines.py), and not the course's MFU or HFU: nothing is hard-coded."""
     import yaml
 
     from costmodel.inputs import scenario
+    from costmodel.present import display as d
 
     scenario_file = tmp_path / "team.yaml"
     scenario_file.write_text(yaml.safe_dump(TEAM))
     team = account(scenario.resolve(scenario_file))
     course = account(scenario.resolve())
-    team_mfu, course_mfu = f"{100 * team['mfu']:.2f}%", f"{100 * course['mfu']:.2f}%"
+    team_headlines, course_headlines = section_headlines(team), section_headlines(course)
+    if team["tokens_per_expert"] is None:  # dense: 06 shows the dense FFN GEMM's rows, b x S
+        team_headlines["06"] = d.num(TEAM["micro_batch"] * TEAM["seq_len"])
+    course_only = [
+        d.pct(course[key]) for key in ("mfu", "hfu") if d.pct(course[key]) != d.pct(team[key])
+    ]
+    assert len(course_only) == 2, "the team scenario must differ from the course in MFU and HFU"
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         outs = list(pool.map(lambda s: _papermill(s, tmp_path, scenario_file), SOURCES))
     for out in outs:
         nb = nbformat.read(out, as_version=4)
-        text = json.dumps([c.get("outputs", []) for c in nb.cells], ensure_ascii=False)
+        outputs = [c["outputs"] for c in nb.cells if c.get("outputs")]
+        text = json.dumps(outputs, ensure_ascii=False)
         assert '"stderr"' not in text, f"{out.name}: warning or stderr output"
-        assert TEAM["name"] in text or team_mfu in text, f"{out.name} shows no team number"
-    joined = "".join(out.read_text(encoding="utf-8") for out in outs)
-    assert team_mfu in joined and team_mfu != course_mfu
+        body = json.dumps(outputs[1:], ensure_ascii=False)  # outputs[0]: the scenario line
+        headline = team_headlines[out.name[:2]]
+        assert headline != course_headlines[out.name[:2]], f"{out.name}: pick another team"
+        assert headline in body, f"{out.name}: the team's {headline} is not in the body"
+        for figure in course_only:
+            assert figure not in body, f"{out.name} still shows the course's {figure}"
 
 
 def test_nbval_fails_when_the_library_changes(tmp_path):
@@ -117,12 +130,12 @@ def test_nbval_fails_when_the_library_changes(tmp_path):
     of the package; nbval on the stored notebook must then fail."""
     mutated = tmp_path / "costmodel"
     shutil.copytree(ROOT / "costmodel", mutated)
-    hardware = mutated / "hardware.py"
+    hardware = mutated / "inputs" / "hardware.py"
     text = hardware.read_text()
     assert 'GPU("H20", 148 * _T' in text
     hardware.write_text(text.replace('GPU("H20", 148 * _T', 'GPU("H20", 150 * _T'))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    notebook = ROOT / "notebooks" / "03_course_numbers.ipynb"
+    notebook = ROOT / "costmodel" / "course" / "notebooks" / "03_course_numbers.ipynb"
     cmd = [
         sys.executable,
         "-m",

@@ -67,7 +67,11 @@ def test_padding_waste_in_unit_interval(data):
     p = account(data)["padding"]
     assert 0 <= p["waste_fraction"] < 1
     assert p["packing_speedup"] >= 1
-    assert p["useful_fraction"] + p["waste_fraction"] == pytest.approx(1)
+    # from the scenario's own inputs: real tokens per sample over the padded length
+    mean, seq_len = data["mean_tokens_per_sample"], data["seq_len"]
+    assert p["useful_fraction"] == pytest.approx(mean / seq_len, rel=1e-12)
+    assert p["waste_fraction"] == pytest.approx((seq_len - mean) / seq_len, rel=1e-9, abs=1e-12)
+    assert p["packing_speedup"] == pytest.approx(seq_len / mean, rel=1e-12)
 
 
 @SETTINGS

@@ -1,2 +1,26 @@
 """The course's own material, shipped as package data: the notebooks of section 06
-(course/notebooks/NN_name.py sources and their executed .ipynb)."""
+(course/notebooks/NN_name.py sources and their executed .ipynb), the FLOP-counter CSV, and
+figures.yaml, the figures the course states, quoted as it writes them."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+import yaml
+
+
+@cache
+def figures() -> dict:
+    """The course's quoted figures (figures.yaml), each with the course section it comes from."""
+    text = resources.files(__name__).joinpath("figures.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def number(text: str) -> float:
+    """A figure as the course writes it, as a number: "41.3%" -> 0.413, "1.70×" -> 1.7,
+    "5.70e16" -> 5.7e16."""
+    text = text.strip()
+    if text.endswith("%"):
+        return float(text[:-1]) / 100
+    return float(text.rstrip("×x"))

@@ -20,9 +20,22 @@ from dataclasses import dataclass
 import sympy as sp
 
 from costmodel.derive.flops import gemm_flops, model_flops
-from costmodel.derive.symbols import B, L_full, P, S, T, d_attn, n_gpu, s, s_mean
-
-n_heads, d_head = sp.symbols("n_h d_h", positive=True)
+from costmodel.derive.symbols import (
+    B,
+    L_full,
+    P,
+    S,
+    T,
+    d_attn,
+    d_head,
+    k_dim,
+    m,
+    n,
+    n_gpu,
+    n_heads,
+    s,
+    s_mean,
+)
 
 
 def core_forward_per_head(seq=s, width=d_head) -> dict[str, sp.Expr]:
@@ -35,11 +48,10 @@ _per_head = core_forward_per_head()
 forward_per_layer = sp.expand(n_heads * sum(_per_head.values())).subs(n_heads, d_attn / d_head)
 # = 4 s^2 d
 
-#: Backward of a GEMM C = A B with A (p x t), B (t x q): dA = dC B^T, (p x q)(q x t), and
-#: dB = A^T dC, (t x p)(p x q). Both are GEMMs of the forward's size, so backward = 2 x forward.
-_p, _q, _t = sp.symbols("p q t", positive=True)
+#: Backward of a GEMM C = A B with A (m x k), B (k x n): dA = dC B^T, (m x n)(n x k), and
+#: dB = A^T dC, (k x m)(m x n). Both are GEMMs of the forward's size, so backward = 2 x forward.
 BACKWARD_OVER_FORWARD = sp.cancel(
-    (gemm_flops(_p, _t, _q) + gemm_flops(_t, _q, _p)) / gemm_flops(_p, _q, _t)
+    (gemm_flops(m, k_dim, n) + gemm_flops(k_dim, n, m)) / gemm_flops(m, n, k_dim)
 )  # 2
 
 

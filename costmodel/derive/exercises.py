@@ -4,7 +4,7 @@ shrink, and what a shorter step does to the wall time of a whole run.
 Combining two levers. If a step's compute time is  slots x (FLOPs per slot) / rate,  packing
 changes the slots (B S -> D) and a lighter recompute policy changes the FLOPs per slot
 (factor f_now -> f_new); the two factors of a product shrink independently, so the speedups
-multiply. Adding their gains (1 + (g1 - 1) + (g2 - 1)) undercounts.
+multiply. Adding their gains (1 + (g_1 - 1) + (g_2 - 1)) undercounts.
 
 The part that does not shrink (Amdahl). If a fraction c of today's step time T is spent in
 work the levers do not touch (for example communication that is not overlapped with
@@ -27,13 +27,10 @@ import sympy as sp
 
 from costmodel.derive import levers
 from costmodel.derive.flops import model_flops
-from costmodel.derive.symbols import B, D, S, T
+from costmodel.derive.symbols import B, D, H, S, T, f_new, f_now, g, g_1, g_2, rate
+from costmodel.derive.symbols import fixed_share as c
 
 # ------------------------------------------------------------------ combining two levers
-
-g_1, g_2 = sp.symbols("g_1 g_2", positive=True)  # speedups of two levers
-rate = sp.Symbol("R", positive=True)  # FLOP/s the hardware sustains on this work
-f_now, f_new = sp.symbols(r"f_{now} f_{new}", positive=True)  # recompute factors
 
 
 def compute_time(slots, factor):
@@ -50,8 +47,6 @@ combined_add = 1 + (g_1 - 1) + (g_2 - 1)
 
 # ------------------------------------------------------------------ the part that does not shrink
 
-c = sp.Symbol("c", positive=True)  # share of today's step time that the levers do not touch
-g = sp.Symbol("g", positive=True)  # speedup of the part they do touch
 
 step_time_with_fixed_part = T * (1 - c) / g + c * T
 #: Amdahl's law (costmodel.derive.levers) with the part sped up f = 1 - c and its speedup x = g.
@@ -61,7 +56,6 @@ fixed_share_after = levers.share_after.subs({levers.share: c, levers.G: g})
 
 # ------------------------------------------------------------------ the run
 
-H = sp.Symbol("H", positive=True)  # wall time of the run today, hours
 run_hours_after = H / g
 steps_in_run = H * 3600 / T
 tokens_in_run = steps_in_run * D

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from costmodel.derive.symbols import D, E, N, i_in, k, o_out
-
-b_rows = sp.Symbol("b_rows", positive=True)  # rows of x: tokens in the GEMM
+from costmodel.derive.symbols import D, E, N, b_rows, i_in, k_top, o_out
 
 
 def gemm_flops(m, n, k):
@@ -55,7 +53,7 @@ model_flops = forward_flops + backward_flops  # 6ND: the model FLOPs of MFU
 
 #: MoE: N counts only the experts a token is routed to (k of E), so over a step each routed
 #: expert sees D k / E tokens on average.
-tokens_per_expert = D * k / E
+tokens_per_expert = D * k_top / E
 
 
 def network_flops(shapes: list[tuple], tokens=D) -> dict[str, sp.Expr]:

@@ -4,7 +4,7 @@ Two kinds of gain:
 - multiplicative: a lever that scales a factor of the whole step. The step time is
   tokens computed x FLOPs per token / FLOP rate, so packing (fewer slots), a lower recompute
   factor (fewer FLOPs per token) and a better GEMM rate (larger micro batch) each divide T,
-  and together T / (g1 g2 g3);
+  and together T / (g_1 g_2 g_3);
 - bounded by a share (Amdahl): a lever that speeds up only a part f of the step, such as the
   attention kernel (f = attention share) or communication overlap (f = exposed communication
   share). Its speedup is 1 / (1 - f + f / x), at most 1 / (1 - f).
@@ -18,24 +18,21 @@ import math
 
 import sympy as sp
 
-from costmodel.derive.symbols import T
+from costmodel.derive.symbols import G, T, g_1, g_2, g_3, share, x
 
 # ------------------------------------------------------------------ named assumptions
 
 
 # ------------------------------------------------------------------ symbolic forms
 
-share, x = sp.symbols("f x", positive=True)  # part of the step sped up, and by how much
-g1, g2, g3 = sp.symbols("g_1 g_2 g_3", positive=True)  # multiplicative gains
 
 #: Amdahl: a part f of the step runs x times faster.
 amdahl_speedup = 1 / (1 - share + share / x)
 #: ... and the best it can do, when that part costs nothing.
 amdahl_limit = sp.limit(amdahl_speedup, x, sp.oo)  # 1 / (1 - f)
 #: Three multiplicative levers on the step time.
-multiplied_step_time = T / (g1 * g2 * g3)
+multiplied_step_time = T / (g_1 * g_2 * g_3)
 #: The share of a part that the levers did not touch, after the rest ran G times faster.
-G = sp.Symbol("G", positive=True)
 share_after = sp.simplify(share / (share + (1 - share) / G))
 
 

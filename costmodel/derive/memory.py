@@ -6,10 +6,7 @@ cross-entropy never materialises the whole tensor; chunking it in c pieces keeps
 
 from __future__ import annotations
 
-import sympy as sp
-
-from costmodel.derive.symbols import S, V, b_micro, bytes_per_element
+from costmodel.derive.symbols import S, V, b_micro, bytes_per_element, chunks
 
 logits_bytes = b_micro * S * V * bytes_per_element
-chunks = sp.Symbol("c", positive=True)
 chunked_logits_bytes = logits_bytes / chunks

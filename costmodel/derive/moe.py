@@ -34,22 +34,30 @@ import functools
 import sympy as sp
 
 from costmodel.derive import flops, roofline
-from costmodel.derive.symbols import E, S, b_micro, bytes_per_element, h, k, kk, m, n
-
-#: EP group size: ranks over which one layer's experts are spread.
-ep = sp.Symbol("e_p", positive=True)
-#: tokens that go through one MoE layer (on one rank, or in a step).
-tokens = sp.Symbol("t", positive=True)
+from costmodel.derive.symbols import (
+    E,
+    S,
+    b_micro,
+    bytes_per_element,
+    ep,
+    h,
+    intensity_target,
+    k_dim,
+    k_top,
+    m,
+    n,
+    tokens,
+)
 
 #: The course's view: tokens per expert over a whole step (costmodel.derive.flops).
 tokens_per_expert_step = flops.tokens_per_expert
 #: Rows of one dense FFN GEMM: the token slots of one micro batch.
 dense_rows = b_micro * S
 #: Rows of one expert's GEMM per micro batch and layer, with an EP group of e_p ranks.
-expert_rows = ep * b_micro * S * k / E
+expert_rows = ep * b_micro * S * k_top / E
 
 #: Bytes one direction (permute, or unpermute) moves for t tokens: every token copied k times.
-permute_bytes = tokens * h * bytes_per_element * k
+permute_bytes = tokens * h * bytes_per_element * k_top
 
 #: Intensity of a weight GEMM with m token rows, weight (k x n), as m grows without bound.
 intensity_limit = sp.limit(roofline.gemm_intensity, m, sp.oo)
@@ -58,12 +66,11 @@ intensity_limit = sp.limit(roofline.gemm_intensity, m, sp.oo)
 @functools.lru_cache(maxsize=None)
 def _numeric():
     """Fast numeric forms of the roofline expressions (lambdified once, numpy-ready)."""
-    target = sp.Symbol("target", positive=True)
-    (rows,) = sp.solve(sp.Eq(roofline.gemm_intensity, target), m)
-    args = (kk, n, bytes_per_element)
+    (rows,) = sp.solve(sp.Eq(roofline.gemm_intensity, intensity_target), m)
+    args = (k_dim, n, bytes_per_element)
     return (
         sp.lambdify((m, *args), roofline.gemm_intensity, "numpy"),
-        sp.lambdify((target, *args), rows, "math"),
+        sp.lambdify((intensity_target, *args), rows, "math"),
     )
 
 

@@ -33,10 +33,15 @@ COURSE_SELECTIVE_FRACTION = sp.Rational(3, 10)
 POLICIES = {"none": sp.Integer(0), "selective": COURSE_SELECTIVE_FRACTION, "full": sp.Integer(1)}
 
 
+def fraction(policy: str, selective_fraction=COURSE_SELECTIVE_FRACTION):
+    """The recomputed forward fraction r of a policy name: the one place a policy becomes r
+    (selective: `selective_fraction`, the scenario key selective_recompute_fraction)."""
+    return selective_fraction if policy == "selective" else POLICIES[policy]
+
+
 def factor(policy: str, selective_fraction=COURSE_SELECTIVE_FRACTION) -> sp.Expr:
     """Exact recompute factor (SymPy number) for a policy name."""
-    fraction = selective_fraction if policy == "selective" else POLICIES[policy]
-    return recompute_factor.subs(r, sp.nsimplify(fraction))
+    return recompute_factor.subs(r, sp.nsimplify(fraction(policy, selective_fraction)))
 
 
 def fraction_for_factor(target) -> sp.Expr:

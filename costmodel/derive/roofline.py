@@ -11,16 +11,16 @@ from __future__ import annotations
 import sympy as sp
 
 from costmodel.derive.flops import gemm_flops
-from costmodel.derive.symbols import BW, P, bytes_per_element, kk, m, n
+from costmodel.derive.symbols import BW, P, bytes_per_element, k_dim, m, n
 
-gemm_bytes = bytes_per_element * (m * kk + kk * n + m * n)
-gemm_intensity = gemm_flops(m, n, kk) / gemm_bytes
+gemm_bytes = bytes_per_element * (m * k_dim + k_dim * n + m * n)
+gemm_intensity = gemm_flops(m, n, k_dim) / gemm_bytes
 machine_balance = P / BW
 attainable = sp.Min(P, gemm_intensity * BW)
 
 
 def intensity(m_, n_, k_, beta=2) -> float:
-    return float(gemm_intensity.subs({m: m_, n: n_, kk: k_, bytes_per_element: beta}))
+    return float(gemm_intensity.subs({m: m_, n: n_, k_dim: k_, bytes_per_element: beta}))
 
 
 def attainable_flops(ai, peak, bandwidth) -> float:

@@ -51,18 +51,63 @@ d_attn = _define("d", "1", "attention width: num_heads x head_dim (not always hi
 L = _define("L", "1", "layers")
 L_full = _define("L_full", "1", "full (softmax) attention layers")
 E = _define("E", "1", "routed experts per MoE layer")
-k = _define("k_top", "1", "routed experts per token (top-k)")
+k_top = _define("k_top", "1", "routed experts per token (top-k)")
 V = _define("V", "1", "vocabulary size")
 
-# GEMM shapes, generic
-m, n, kk = sp.symbols("m n k", positive=True)
-i_in, o_out = sp.symbols("i o", positive=True)  # a weight W of shape (i x o)
+# GEMM shapes, generic: C (m x n) = A (m x k) B (k x n)
+m = _define("m", "1", "rows of a GEMM's output (token rows, for a weight GEMM)")
+n = _define("n", "1", "columns of a GEMM's output")
+k_dim = _define("k", "1", "inner (reduction) dimension of a GEMM")
+i_in = _define("i", "1", "input width of a weight W of shape (i x o)")
+o_out = _define("o", "1", "output width of a weight W of shape (i x o)")
+b_rows = _define("b_rows", "token", "rows of x in a linear layer y = x W: tokens in the GEMM")
 s = _define("s", "token", "length of one sequence")
 bytes_per_element = _define("beta", "byte", "bytes per element (2 for BF16)")
+intensity_target = _define(
+    "target", "FLOP/byte", "arithmetic intensity to reach (a machine balance)"
+)
+
+# Attention heads
+n_heads = _define("n_h", "1", "attention heads")
+d_head = _define("d_h", "1", "width of one attention head")
+
+# MoE
+ep = _define("e_p", "1", "EP group size: ranks over which one layer's experts are spread")
+tokens = _define("t", "token", "tokens that go through one MoE layer (on one rank, or in a step)")
+
+# Memory. Printed "c" like the exercises' fixed share, but a distinct symbol: a count (integer).
+chunks = _define(
+    "c", "1", "pieces the logits are computed in (chunked cross-entropy)", integer=True
+)
 
 # Recompute
 r = sp.Symbol("r", nonnegative=True)  # fraction of the forward pass that is recomputed
 MEANING[r] = Meaning("1", "fraction of forward FLOPs recomputed during backward")
+
+# Levers (Amdahl and multiplicative gains)
+share = _define("f", "1", "part of the step time that a lever speeds up")
+x = _define("x", "1", "speedup of that part")
+g_1 = _define("g_1", "1", "speedup (gain) of the first lever on the whole step")
+g_2 = _define("g_2", "1", "speedup (gain) of the second lever on the whole step")
+g_3 = _define("g_3", "1", "speedup (gain) of the third lever on the whole step")
+G = _define("G", "1", "speedup of the rest of the step, the untouched part aside")
+
+# Exercises
+rate = _define("R", "FLOP/s", "FLOP/s the hardware sustains on this work")
+f_now = _define(r"f_{now}", "1", "recompute factor today")
+f_new = _define(r"f_{new}", "1", "recompute factor after the change")
+fixed_share = _define("c", "1", "share of today's step time that the levers do not touch")
+g = _define("g", "1", "speedup of the part of the step the levers do touch")
+H = _define("H", "h", "wall time of the run today")
+
+# Linear attention (gated DeltaNet), derive.linear_attention
+n_v = _define("n_v", "1", "value heads of a gated-DeltaNet layer", integer=True)
+n_k = _define("n_k", "1", "key heads of a gated-DeltaNet layer", integer=True)
+d_k = _define("d_k", "1", "key head width of a gated-DeltaNet layer", integer=True)
+d_v = _define("d_v", "1", "value head width of a gated-DeltaNet layer", integer=True)
+C = _define("C", "token", "chunk size of the chunked gated-delta rule", integer=True)
+K_conv = _define("K_conv", "1", "kernel width of the depthwise causal conv1d", integer=True)
+L_linear = _define("L_linear", "1", "linear-attention (gated DeltaNet) layers", integer=True)
 
 
 def describe(symbol: sp.Symbol) -> str:

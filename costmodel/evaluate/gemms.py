@@ -4,28 +4,33 @@ from __future__ import annotations
 
 from costmodel.derive import moe
 from costmodel.derive.roofline import intensity
-from costmodel.derive.symbols import E, S, b_micro
-from costmodel.derive.symbols import k as top_k
+from costmodel.derive.symbols import E, S, b_micro, k_top
 from costmodel.evaluate.layouts import default_ep_size
+from costmodel.inputs.assumptions import assumed
 from costmodel.inputs.widths import dense_ffn_width, expert_width
 
 
 def model_gemms(
-    values, micro_batch: int | None = None, tokens_per_sequence: float | None = None, beta: int = 2
+    values,
+    micro_batch: int | None = None,
+    tokens_per_sequence: float | None = None,
+    beta: int = 2,
+    assume_head_dim: bool = False,
 ) -> list[dict]:
     """The main matrix multiplies of one layer, and the lm_head, for one micro batch, as
     (m x k)(k x n) with their arithmetic intensity at `beta` bytes per element.
 
     `values` are a resolved scenario's values. A micro batch holds micro_batch sequences of
-    `tokens_per_sequence` token slots (default seq_len). Rows, each with `weights` (a weight
-    GEMM, whose m grows with the micro batch) and `source` (where a width not in the scenario
-    comes from):
+    `tokens_per_sequence` token slots (default seq_len). Rows, each with `key` (a short stable
+    name), `weights` (a weight GEMM, whose m grows with the micro batch) and `source` (where a
+    width not in the scenario comes from):
     - the attention projection hidden -> attention width;
     - the FFN: one routed expert, whose rows gather the tokens of an EP group
       (derive.moe.expert_rows, EP = layouts.default_ep_size), or the dense FFN; widths from
       inputs.widths (the scenario's model config, else stated rules);
-    - the attention core QK^T of one head (s x d_h)(d_h x s), when the head width is known:
-      activations only, independent of the micro batch;
+    - the attention core QK^T of one head (s x d_h)(d_h x s), when the head width is known
+      (head_dim, else attention width / heads; with `assume_head_dim`, else the course's
+      assumed head_dim): activations only, independent of the micro batch;
     - the lm_head hidden -> vocab.
     """
     batch = micro_batch or values["micro_batch"]
@@ -34,6 +39,7 @@ def model_gemms(
     rows = [
         {
             "name": "attention projection (hidden -> attention width)",
+            "key": "attention_projection",
             "m": tokens,
             "k": hidden,
             "n": values["attention_dim"],
@@ -50,7 +56,7 @@ def model_gemms(
                     moe.ep: ep_size,
                     b_micro: batch,
                     S: seq,
-                    top_k: values["experts_per_token"],
+                    k_top: values["experts_per_token"],
                     E: values["num_experts"],
                 }
             )
@@ -58,6 +64,7 @@ def model_gemms(
         rows.append(
             {
                 "name": "one routed expert (hidden -> expert width)",
+                "key": "expert",
                 "m": expert_m,
                 "k": hidden,
                 "n": width.value,
@@ -70,6 +77,7 @@ def model_gemms(
         rows.append(
             {
                 "name": "dense FFN (hidden -> FFN width)",
+                "key": "dense_ffn",
                 "m": tokens,
                 "k": hidden,
                 "n": width.value,
@@ -77,23 +85,27 @@ def model_gemms(
                 "source": width.detail,
             }
         )
-    head_dim = values.get("head_dim")
+    head_dim, head_source = values.get("head_dim"), "scenario"
     if head_dim is None and values.get("num_heads"):
         head_dim = values["attention_dim"] / values["num_heads"]
+    if head_dim is None and assume_head_dim:
+        head_dim, head_source = assumed("head_dim"), "assumed head_dim"
     if head_dim:
         rows.append(
             {
                 "name": "attention core QK^T, one head",
+                "key": "attention_core",
                 "m": seq,
                 "k": head_dim,
                 "n": seq,
                 "weights": False,
-                "source": "scenario",
+                "source": head_source,
             }
         )
     rows.append(
         {
             "name": "lm_head (hidden -> vocab)",
+            "key": "lm_head",
             "m": tokens,
             "k": hidden,
             "n": values["vocab_size"],

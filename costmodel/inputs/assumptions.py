@@ -27,6 +27,11 @@ ASSUMPTIONS: dict[str, Assumption] = {
     "communication_share": Assumption(
         0.03, "course section 06: communication is under 3% of the step"
     ),
+    "head_dim": Assumption(
+        128,
+        "course section 06.6: head_dim is 'usually 128' (used only when the scenario gives "
+        "neither head_dim nor num_heads; Qwen3.6 itself uses 256)",
+    ),
     "ce_chunks": Assumption(
         8, "chunked cross-entropy pieces; the course's 15 GB -> 2 GB is about 1/8"
     ),

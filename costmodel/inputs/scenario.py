@@ -24,14 +24,14 @@ from typing import Any, Callable
 
 import yaml
 
+from costmodel.derive import recompute
 from costmodel.derive import symbols as sym
-from costmodel.derive.recompute import POLICIES
 from costmodel.errors import CostModelError
 from costmodel.formats import limits, shown
 from costmodel.inputs import hardware
 from costmodel.inputs.models import read_input
 
-RECOMPUTE_POLICIES = ("none", "selective", "full")
+RECOMPUTE_POLICIES = tuple(recompute.POLICIES)
 WIDTH_KEYS = ("attention_dim", "num_heads", "head_dim", "hidden_size")
 
 
@@ -406,7 +406,7 @@ SYMBOL_OF_KEY = {
     "num_full_attention_layers": sym.L_full,
     "attention_dim": sym.d_attn,
     "num_experts": sym.E,
-    "experts_per_token": sym.k,
+    "experts_per_token": sym.k_top,
     "vocab_size": sym.V,
     "micro_batch": sym.b_micro,
 }
@@ -429,11 +429,10 @@ class Scenario:
             for key, symbol in SYMBOL_OF_KEY.items()
             if self.values.get(key) is not None
         }
-        policy = self.values["recompute"]
-        subs[sym.r] = (
-            self.values["selective_recompute_fraction"]
-            if policy == "selective"
-            else float(POLICIES[policy])
+        subs[sym.r] = float(
+            recompute.fraction(
+                self.values["recompute"], self.values["selective_recompute_fraction"]
+            )
         )
         return subs
 

@@ -15,7 +15,18 @@ import sympy as sp
 from IPython.display import display
 
 from costmodel.evaluate.account import account
-from costmodel.formats import count, gb, num, pct, sci, tflops, times  # noqa: F401 (for notebooks)
+from costmodel.formats import (  # noqa: F401 (the notebooks' formats, through display)
+    count,
+    csv_cell,
+    gb,
+    num,
+    pct,
+    sci,
+    tex_num,
+    tex_sci,
+    tflops,
+    times,
+)
 from costmodel.inputs import scenario
 
 

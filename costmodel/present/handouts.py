@@ -252,9 +252,9 @@ def _protected() -> list[tuple[Path, str]]:
     """Folders an output may be neither inside nor around: the package, the notebooks, and in a
     source checkout the repository and its top-level entries (except handouts/ and build/)."""
     package = suite.PACKAGE
-    found = [
-        (package, "the costmodel package"),
+    found = [  # the most specific first: the notebooks live inside the package
         (suite.NOTEBOOKS.resolve(), "the notebooks folder"),
+        (package, "the costmodel package"),
     ]
     root = suite.ROOT.resolve()
     if (root / "pyproject.toml").is_file():

@@ -32,7 +32,7 @@ from costmodel.derive.flops import (backward_flops, forward_flops, gemm_flops,
                              linear_layer_flops, model_flops, network_flops)
 from costmodel.derive.recompute import (factor, fraction_for_factor, hardware_flops_with_recompute,
                                  recompute_factor)
-from costmodel.derive.symbols import D, E, N, N_total, h, i_in, k, kk, m, n, o_out, r
+from costmodel.derive.symbols import D, E, N, N_total, h, i_in, k_dim, k_top, m, n, o_out, r
 
 sc, acc = d.load(scenario_file, overrides)
 subs = sc.substitutions()
@@ -46,7 +46,7 @@ d.md(f"场景：**{d.text(sc['name'])}**（N = {d.sci(sc['activated_params'])}�
 # 就得到下式。后面所有的系数都从这一条约定出发。
 
 # %%
-d.eq(r"F_{\mathrm{GEMM}}(m, n, k)", gemm_flops(m, n, kk))
+d.eq(r"F_{\mathrm{GEMM}}(m, n, k)", gemm_flops(m, n, k_dim))
 
 # %% [markdown]
 # ## 2. 一个线性层，三次 GEMM
@@ -120,7 +120,7 @@ assert abs(values["train"] - acc["model_flops_per_step"]) <= 1e-9 * values["trai
 # 从专家的角度看，一步里每个专家平均分到的 token 数是 D·k/E。
 
 # %%
-tokens_per_expert = D * k / E
+tokens_per_expert = D * k_top / E
 if sc["num_experts"] > 0:
     ratio = sc["total_params"] / sc["activated_params"]
     d.eq(r"D_{\mathrm{expert}}", tokens_per_expert, d.num(acc["tokens_per_expert"]).replace(",", "{,}"))

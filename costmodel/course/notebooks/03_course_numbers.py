@@ -30,6 +30,7 @@ overrides = {}  # 单个键的覆盖，例如 {"step_time": 90}
 # %%
 import sympy as sp
 
+from costmodel import course
 from costmodel.present import display as d
 from costmodel.derive import recompute, utilization
 from costmodel.evaluate.shapes import matching_shape
@@ -40,17 +41,6 @@ from costmodel.derive.symbols import B, D, N, N_total, P, T, n_gpu, s_mean, tau
 sc, acc = d.load(scenario_file, overrides)
 is_course = not sc.changed
 subs = sc.substitutions()
-
-
-def tex(x, digits=3):
-    """A number in LaTeX scientific notation, 2.31 \\times 10^{6}."""
-    mantissa, exponent = d.sci(x, digits).split("e")
-    return rf"{mantissa} \times 10^{{{exponent}}}"
-
-
-def texnum(x, digits=0):
-    return d.num(x, digits).replace(",", "{,}")
-
 
 d.md(f"场景：**{d.text(sc['name'])}**"
      + ("（课程的场景）。" if is_course else
@@ -94,20 +84,20 @@ d.table(rows, ["输入", "符号", "值", "来源"], "Scenario inputs used by MF
 tokens = sc["tokens_per_step"]
 flops = acc["model_flops_per_step"]
 cluster_peak = float(utilization.cluster_peak.subs(subs))
-d.eq(D, B * s_mean, rf"{texnum(sc['samples_per_step'])} \times "
-     rf"{d.count(sc['mean_tokens_per_sample']).replace(',', '{,}')}", tex(tokens))
+d.eq(D, B * s_mean, rf"{d.tex_num(sc['samples_per_step'])} \times "
+     rf"{d.count(sc['mean_tokens_per_sample']).replace(',', '{,}')}", d.tex_sci(tokens))
 d.eq(r"C_{\mathrm{model}}", model_flops,
-     rf"6 \times {tex(sc['activated_params'])} \times {tex(tokens)}", tex(flops, 4))
+     rf"6 \times {d.tex_sci(sc['activated_params'])} \times {d.tex_sci(tokens)}", d.tex_sci(flops, 4))
 d.eq(r"\mathrm{FLOP/s}_{\mathrm{cluster}}", utilization.achieved_flops_per_s,
-     rf"\frac{{{tex(flops, 4)}}}{{{sc['step_time']:g}\ \mathrm{{s}}}}",
-     rf"{tex(acc['achieved_flops_per_s'], 4)}\ \mathrm{{FLOP/s}}")
+     rf"\frac{{{d.tex_sci(flops, 4)}}}{{{sc['step_time']:g}\ \mathrm{{s}}}}",
+     rf"{d.tex_sci(acc['achieved_flops_per_s'], 4)}\ \mathrm{{FLOP/s}}")
 d.eq(r"\mathrm{FLOP/s}_{\mathrm{GPU}}", utilization.achieved_flops_per_s_per_gpu,
-     rf"{tex(acc['achieved_flops_per_s_per_gpu'])}\ \mathrm{{FLOP/s}}")
+     rf"{d.tex_sci(acc['achieved_flops_per_s_per_gpu'])}\ \mathrm{{FLOP/s}}")
 d.eq(r"P_{\mathrm{cluster}}", utilization.cluster_peak,
-     rf"{texnum(sc['num_gpus'])} \times {tex(sc['peak_flops'], 4)}",
-     rf"{tex(cluster_peak, 4)}\ \mathrm{{FLOP/s}}")
+     rf"{d.tex_num(sc['num_gpus'])} \times {d.tex_sci(sc['peak_flops'], 4)}",
+     rf"{d.tex_sci(cluster_peak, 4)}\ \mathrm{{FLOP/s}}")
 d.eq(r"\mathrm{MFU}", utilization.mfu,
-     rf"\frac{{{tex(acc['achieved_flops_per_s'], 4)}}}{{{tex(cluster_peak, 4)}}}",
+     rf"\frac{{{d.tex_sci(acc['achieved_flops_per_s'], 4)}}}{{{d.tex_sci(cluster_peak, 4)}}}",
      d.pct(acc["mfu"]))
 
 # %%
@@ -299,8 +289,9 @@ if shape is not None:
 # 距离按百分点计，落在区间内记为 0。
 
 # %%
-reported_by_project = (0.08, 0.10)  # the course's quote of the project's own figure (8-10%)
-low, high = reported_by_project
+reported_by_project = course.figures()["project_reported_mfu"]["range"]  # the course's quote
+low, high = map(course.number, reported_by_project)
+reported_range = f"{reported_by_project[0].rstrip('%')}–{reported_by_project[1]}"  # "8–10%"
 
 
 def distance(x):
@@ -315,8 +306,8 @@ if shape is not None:
 if is_course:
     d.table([(label, d.pct(value), f"{100 * distance(value):.2f} pp",
               "是" if distance(value) == 0 else "否") for label, _, value in candidates],
-            ["候选口径", "值", "到 [8%, 10%] 的距离", "在区间内"],
-            "Candidates for the project's reported 8-10% (the course's quote)")
+            ["候选口径", "值", f"到 [{', '.join(reported_by_project)}] 的距离", "在区间内"],
+            f"Candidates for the project's reported {reported_range.replace('–', '-')} (the course's quote)")
 else:
     d.table([(label, d.pct(value)) for label, _, value in candidates], ["候选口径", "本场景的值"],
             "Utilization of this scenario under each convention")
@@ -339,7 +330,7 @@ if is_course:
             text += f" 所有候选里最近的是“{best_label}”（{d.pct(best_value)}）。"
     d.md(text)
 else:
-    d.md("“8–10%” 是课程项目自报的数，只对应课程的场景，这里不拿它和本场景比较。"
+    d.md(f"“{reported_range}” 是课程项目自报的数，只对应课程的场景，这里不拿它和本场景比较。"
          "上表列出了本场景在各口径下的数值，可以拿来和你们自己报告的利用率对照："
          "先弄清报告用的是 MFU 还是 HFU、N 取的是哪一种。")
 
@@ -381,5 +372,5 @@ if shape is not None:
                   f"{d.pct(by_n['精确 N'][0])}；公开激活数（含 embedding）会把它抬到 "
                   f"{d.pct(by_n['公开激活数'][0])}。")
 if is_course:
-    points.append(f"项目自报的 8–10%（课程引用）最接近 {closer} 口径。")
+    points.append(f"项目自报的 {reported_range}（课程引用）最接近 {closer} 口径。")
 d.md("\n".join(f"- {p}" for p in points))

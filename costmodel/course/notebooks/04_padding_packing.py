@@ -28,6 +28,7 @@ overrides = {}  # 单个键的覆盖，例如 {"mean_tokens_per_sample": 20000}
 import numpy as np
 import sympy as sp
 
+from costmodel import course
 from costmodel.present import display as d
 from costmodel.derive import padding
 from costmodel.evaluate import packing
@@ -74,7 +75,9 @@ else:
     gain = (f"本场景的平均真实长度等于配置长度（{d.num(sc['seq_len'])}）：每个样本都填满 $S$，定长补齐也"
             f"没有 pad 槽位，完美 packing 没有可省的（{d.times(pad['packing_speedup'])}），MFU 仍是 "
             f"{d.pct(acc['mfu'])}。")
-d.md(gain + "作为对照，课程对它的场景给出的是浪费 41.3%、提速 1.70×"
+quoted = course.figures()
+d.md(gain + f"作为对照，课程对它的场景给出的是浪费 {quoted['padding_waste']['text']}、"
+     f"提速 {quoted['packing_speedup']['text']}"
      "（那是课程的数字，上面的是本场景现算的）。")
 
 # %% [markdown]

@@ -33,6 +33,7 @@ from costmodel.evaluate.account import account
 from costmodel.derive import attention
 from costmodel.inputs import models, scenario
 
+from costmodel import course
 from costmodel.present import display as d
 from costmodel.derive.flops import model_flops
 from costmodel.derive.symbols import B, D, L_full, N, S, d_attn, s, s_mean
@@ -107,11 +108,9 @@ d.md(f"按均长计，注意力核心占一步全部运算的 **{d.pct(att['actu
 
 # %%
 HYPOTHESES = [(48, 2048), (48, 4096), (64, 2560)]  # the course's guesses: (num_layers, hidden_size)
-COURSE_TABLE = {  # the course's published rows (a quote): (FLOPs, share, "true MFU")
-    (48, 2048): [("5.70e16", "58%", "13.9%"), ("1.97e16", "32%", "8.6%")],
-    (48, 4096): [("1.14e17", "73%", "21.9%"), ("3.93e16", "49%", "11.4%")],
-    (64, 2560): [("9.50e16", "70%", "19.2%"), ("3.28e16", "44%", "10.5%")],
-}
+COURSE_TABLE = {(row["num_layers"], row["hidden_size"], row["sequence"]):  # the course's rows (a quote)
+                (row["flops"], row["share"], row["mfu_with_attention"])
+                for row in course.figures()["attention_table"]["rows"]}
 
 
 def resolve_with(**keys):
@@ -134,7 +133,7 @@ for layers, hidden in HYPOTHESES:
         row = [label, f"{reading} {d.num(a['seq_len'])}", d.sci(a["flops_per_step"]),
                d.pct(a["share"], 1), d.pct(a["mfu_with_attention"], 1)]
         if is_course:
-            row.append(" / ".join(COURSE_TABLE[(layers, hidden)][i]))
+            row.append(" / ".join(COURSE_TABLE[(layers, hidden, key)]))
         rows.append(row)
 headers = ["假设", "序列口径", "注意力 FLOPs", "占总量", "含注意力的 MFU"]
 d.table(rows, headers + (["课程原表（引用）"] if is_course else []),
@@ -359,16 +358,6 @@ from importlib import resources
 csv_path = resources.files("costmodel.course") / "flop_counter.csv"
 
 
-def fmt_cell(text):
-    try:
-        x = float(text)
-    except ValueError:
-        return text
-    if x == int(x) and abs(x) >= 1:
-        return d.num(x)
-    return f"{x:.4g}"
-
-
 def agrees(row):
     try:
         return float(row.get("difference") or "nan") == 0
@@ -381,7 +370,7 @@ if csv_path.exists():
         reader = csv.DictReader(fh)
         columns = reader.fieldnames or []
         raw = list(reader)
-    counter_rows = [[fmt_cell(r[c] or "") for c in columns] for r in raw]
+    counter_rows = [[d.csv_cell(r[c] or "") for c in columns] for r in raw]
     d.table(counter_rows, columns, "FLOP 计数器对账（costmodel/course/flop_counter.csv）")
     core = [r for r in raw if r.get("term") in ("matmul_6ND", "attention_core")]
     off = sorted({r.get("term", "") for r in raw if not agrees(r)})

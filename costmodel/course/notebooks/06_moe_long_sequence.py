@@ -31,12 +31,13 @@ import numpy as np
 import sympy as sp
 
 from costmodel.inputs import widths
+from costmodel.inputs.assumptions import assumed
 from costmodel.evaluate import router
 from costmodel.evaluate import layouts
 from costmodel.present import display as d
 from costmodel.derive import moe, roofline
 from costmodel.inputs import hardware, models
-from costmodel.derive.symbols import BW, D, E, P, S, b_micro, bytes_per_element, h, k, kk, m, n
+from costmodel.derive.symbols import BW, D, E, P, S, b_micro, bytes_per_element, h, k_dim, k_top, m, n
 
 sc, acc = d.load(scenario_file, overrides)
 is_moe = sc["num_experts"] > 0
@@ -60,7 +61,7 @@ d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，机
 # - **每头宽度 head_dim**：场景没给时假设为 128。
 
 # %%
-ASSUMED_HEAD_DIM = 128  # used only when the scenario gives no head_dim
+ASSUMED_HEAD_DIM = assumed("head_dim")  # used only when the scenario gives no head_dim
 SAMPLE_TOKENS = 8192  # tokens routed in the load-imbalance simulation
 SEED = 0
 SKEWS = [0.0, 0.25, 0.5, 1.0]  # Zipf exponents of expert popularity (0 = uniform)
@@ -164,7 +165,7 @@ d.eq(r"\text{bytes}_{\text{one way}}", moe.permute_bytes)
 if is_moe:
     tokens_per_gpu = sc["tokens_per_step"] / sc["num_gpus"]
     per_way = float(moe.permute_bytes.subs({moe.tokens: tokens_per_gpu, h: hidden,
-                                            bytes_per_element: 2, k: sc["experts_per_token"]}))
+                                            bytes_per_element: 2, k_top: sc["experts_per_token"]}))
     movements = 2 * 2 * moe_layers  # (permute + unpermute) x (forward + backward) x MoE layers
     total = per_way * movements
     seconds = total / sc["hbm_bandwidth"]
@@ -260,7 +261,7 @@ if runs:
 
 # %%
 s_len, d_h = sp.symbols("s d_h", positive=True)
-qk_intensity = roofline.gemm_intensity.subs({m: s_len, n: s_len, kk: d_h})
+qk_intensity = roofline.gemm_intensity.subs({m: s_len, n: s_len, k_dim: d_h})
 qk_limit = sp.limit(qk_intensity, s_len, sp.oo)
 d.eq(r"\mathrm{AI}_{QK^\top}", sp.simplify(qk_intensity))
 d.eq(r"\lim_{s\to\infty}\mathrm{AI}_{QK^\top}", qk_limit, qk_limit.subs(bytes_per_element, 2))

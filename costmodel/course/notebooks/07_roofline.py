@@ -29,12 +29,12 @@ overrides = {}  # 单个键的覆盖，例如 {"gpu": "H100-SXM"}
 # %%
 import sympy as sp
 
-from costmodel.inputs import widths
-from costmodel.evaluate import layouts
+from costmodel import course
+from costmodel.evaluate import gemms
 from costmodel.present import display as d
-from costmodel.derive import moe, roofline
+from costmodel.derive import roofline
 from costmodel.inputs import hardware
-from costmodel.derive.symbols import b_micro, kk, m, n
+from costmodel.derive.symbols import k_dim, m, n
 
 sc, acc = d.load(scenario_file, overrides)
 is_moe = sc["num_experts"] > 0
@@ -54,9 +54,9 @@ x = sp.Symbol("x", positive=True)
 d.eq(r"\mathrm{AI}", roofline.gemm_intensity)
 d.eq(r"\mathrm{balance}", roofline.machine_balance)
 d.eq(r"P_{\text{attainable}}", roofline.attainable)
-d.eq(r"\mathrm{AI}\big|_{m=n=k=x}", sp.simplify(roofline.gemm_intensity.subs({m: x, n: x, kk: x})))
+d.eq(r"\mathrm{AI}\big|_{m=n=k=x}", sp.simplify(roofline.gemm_intensity.subs({m: x, n: x, k_dim: x})))
 d.eq(r"\lim_{x\to\infty}\mathrm{AI}\big|_{n=k=x}",
-     sp.limit(roofline.gemm_intensity.subs({n: x, kk: x}), x, sp.oo))
+     sp.limit(roofline.gemm_intensity.subs({n: x, k_dim: x}), x, sp.oo))
 
 # %% [markdown]
 # 两个极限说明了一切：方阵乘的强度随边长线性增长，很容易越过平衡点；而一边很窄（m 行很少，
@@ -96,55 +96,30 @@ d.md(f"H20 的平衡点只有 H100 的 {d.pct(h20.balance / h100.balance, 1)}，
 # %% [markdown]
 # ## 3. 把模型的真实算子放到 roofline 上
 #
-# 取本场景模型（课程场景下即 Qwen3.6-35B-A3B）四个有代表性的矩阵乘，在 micro batch 1 和 4 下各算一次运算强度：
+# 取本场景模型（课程场景下即 Qwen3.6-35B-A3B）四个有代表性的矩阵乘，在 micro batch 1 和 4 下各算一次运算强度。
+# 这张算子表与 08、10 用的是同一份（`costmodel.evaluate.gemms.model_gemms`）：
 #
-# - **QKV 投影** [b·S, h] × [h, 3d]：按多头注意力简化（Q、K、V 同宽 d，不计 GQA）；
+# - **注意力投影** [b·S, h] × [h, d]：hidden 到注意力宽度 d 的一个投影；
 # - **专家 FFN** 第一个投影 [M_expert, h] × [h, w_e]，M_expert 是一个专家一次 GEMM 的行数（见 06）；
 #   稠密模型改为稠密 FFN [b·S, h] × [h, w]；
 # - **每头的 QKᵀ** [S, d_h] × [d_h, S]，与 micro batch 无关；
 # - **lm_head** [b·S, h] × [h, V]。
 #
-# 专家宽度、EP 大小和 head_dim 的取法与 06 相同（有名字的假设）。
+# 专家宽度、EP 大小和 head_dim 的取法与 06 相同（有名字的假设）。可达算力按 min(峰值, 强度 × 带宽) 计算。
 
 # %%
-ASSUMED_HEAD_DIM = 128  # used only when the scenario gives no head_dim
 BATCHES = (1, 4)
-
-hidden, width = sc["hidden_size"], sc["attention_dim"]
-ep_size = layouts.default_ep_size(sc["num_experts"], sc["num_gpus"])
-if sc["head_dim"]:
-    head_dim = sc["head_dim"]
-elif sc["num_heads"]:
-    head_dim = sc["attention_dim"] // sc["num_heads"]
-else:
-    head_dim = ASSUMED_HEAD_DIM
-ffn = widths.expert_width(sc["model"]) if is_moe else widths.dense_ffn_width(hidden, sc["model"])
-
-
-def ops_for(b):
-    """(name, m, k, n) of each GEMM at micro batch b."""
-    sub = {**sc.substitutions(), b_micro: b, moe.ep: ep_size}
-    slots = float(moe.dense_rows.subs(sub))
-    ffn_rows = float((moe.expert_rows if is_moe else moe.dense_rows).subs(sub))
-    return [("QKV projection", slots, hidden, 3 * width),
-            ("expert FFN" if is_moe else "dense FFN", ffn_rows, hidden, ffn.value),
-            ("QK^T per head", float(sc["seq_len"]), head_dim, float(sc["seq_len"])),
-            ("lm_head", slots, hidden, sc["vocab_size"])]
-
-
-ZH = {"QKV projection": "QKV 投影", "expert FFN": "专家 FFN", "dense FFN": "稠密 FFN",
-      "QK^T per head": "每头的 QKᵀ", "lm_head": "lm_head"}
-
+ZH = {"attention_projection": "注意力投影", "expert": "专家 FFN", "dense_ffn": "稠密 FFN",
+      "attention_core": "每头的 QKᵀ", "lm_head": "lm_head"}
 
 gpus = [h20, h100] + ([] if sc["gpu"] in ("H20", "H100-SXM") else [hardware.GPUS[sc["gpu"]]])
-ops = {b: ops_for(b) for b in BATCHES}
+ops = {b: gemms.model_gemms(sc.values, b, assume_head_dim=True) for b in BATCHES}
 rows = []
-for i, (name, m1, k1, n1) in enumerate(ops[BATCHES[0]]):
-    ai = [float(moe.intensity(ops[b][i][1], ops[b][i][2], ops[b][i][3])) for b in BATCHES]
-    row = [ZH[name], f"[{d.num(m1)}, {d.num(k1)}] × [{d.num(k1)}, {d.num(n1)}]"]
-    row += [d.num(a, 1) for a in ai]
-    for g in gpus:
-        row.append(d.pct(min(1.0, ai[0] / g.balance), 0))
+for i, op in enumerate(ops[BATCHES[0]]):
+    row = [ZH[op["key"]], f"[{d.num(op['m'])}, {d.num(op['k'])}] × [{d.num(op['k'])}, {d.num(op['n'])}]"]
+    row += [d.num(ops[b][i]["intensity"], 1) for b in BATCHES]
+    row += [d.pct(roofline.attainable_flops(op["intensity"], g.bf16_flops, g.hbm_bandwidth) / g.bf16_flops, 0)
+            for g in gpus]
     rows.append(row)
 d.table(rows, ["算子", f"形状（micro batch {BATCHES[0]}）"] + [f"强度 mb={b}" for b in BATCHES]
         + [f"{g.name} 可达峰值（mb={BATCHES[0]}）" for g in gpus],
@@ -164,11 +139,10 @@ for j, g in enumerate(gpus):
 markers = {BATCHES[0]: "o", BATCHES[-1]: "^"}
 for i in range(len(ops[BATCHES[0]])):
     for b in BATCHES:
-        name, m_, k_, n_ = ops[b][i]
-        ai = float(moe.intensity(m_, k_, n_))
+        name, ai = ops[b][i]["name"], ops[b][i]["intensity"]
         for g in gpus:
             first = b == BATCHES[0]
-            ax.plot([ai], [min(g.bf16_flops, ai * g.hbm_bandwidth) / 1e12], markers[b],
+            ax.plot([ai], [roofline.attainable_flops(ai, g.bf16_flops, g.hbm_bandwidth) / 1e12], markers[b],
                     color=colors[i], ms=6 if first else 11, mfc=colors[i] if first else "none",
                     mew=1.4, zorder=3, label=f"{name}, mb={b}" if g is gpus[0] else None)
 ax.set_xscale("log")
@@ -180,8 +154,7 @@ ax.legend(fontsize=7, loc="lower right", ncol=2)
 plt.show()
 
 # %%
-below = {g.name: [ZH[ops[BATCHES[0]][i][0]] for i in range(len(ops[BATCHES[0]]))
-                  if float(moe.intensity(*ops[BATCHES[0]][i][1:])) < g.balance] for g in gpus}
+below = {g.name: [ZH[op["key"]] for op in ops[BATCHES[0]] if op["intensity"] < g.balance] for g in gpus}
 text = []
 for g in gpus:
     if below[g.name]:
@@ -203,13 +176,8 @@ d.md("；".join(text) + "。"
 # 不是本库算出来的）。比较 MFU 时，模型形状、序列长度、GPU 和计数口径都要对齐才有意义。
 
 # %%
-COURSE_MFU_TABLE = [  # quoted from the course (section 7): setting, typical MFU range, 6ND convention
-    ("稠密模型 + H100 + 4K 序列 + 精调配置", "Dense + H100 + 4K, tuned", 0.40, 0.50),
-    ("稠密模型 + 长序列（32K+）", "Dense + long seq (32K+)", 0.25, 0.35),
-    ("MoE + 中等序列", "MoE + medium seq", 0.20, 0.30),
-    ("MoE + 超长序列（49K）+ micro batch 1", "MoE + 49K seq + mb 1", 0.08, 0.15),
-    ("上述 + 弱算力卡（H20）", "above + weak GPU (H20)", 0.05, 0.12),
-]
+COURSE_MFU_TABLE = [(row["zh"], row["en"], *map(course.number, row["range"]))  # the course's quote
+                    for row in course.figures()["typical_mfu"]["rows"]]
 d.table([(zh, f"{lo * 100:.0f}% – {hi * 100:.0f}%") for zh, _, lo, hi in COURSE_MFU_TABLE],
         ["场景（课程原文）", "典型 MFU（课程）"], "课程的典型 MFU 表（引用）")
 

@@ -31,6 +31,7 @@ import sympy as sp
 
 from costmodel.derive import attention
 from costmodel.inputs import hardware
+from costmodel.inputs.assumptions import assumed
 from costmodel.present import display as d
 from costmodel.derive import utilization as u
 from costmodel.derive.flops import model_flops
@@ -187,7 +188,7 @@ else:
 # （约 3%，课程数字）**，不是为本场景算出来的；换成你的任务，要先自己量。
 
 # %%
-COURSE_COMM_SHARE = 0.03  # measured in the course's run (a quote of the course, not computed)
+COURSE_COMM_SHARE = assumed("communication_share")  # the course's measured share, not computed
 comm_bound = 1 / (1 - COURSE_COMM_SHARE)
 sel = acc["projections"]["selective_recompute"]
 levers = [("通信完全掩盖（课程实测占比）", comm_bound, "课程数字，非本场景计算")]

@@ -33,6 +33,7 @@ overrides = {}  # 单个键的覆盖，例如 {"step_time": 90}
 import sympy as sp
 
 from costmodel.evaluate import gemms
+from costmodel.inputs.assumptions import assumed
 from costmodel.present import display as d
 from costmodel.derive import exercises as x
 from costmodel.derive import padding, recompute, roofline, utilization
@@ -213,7 +214,7 @@ d.md((f"单步从 {sc['step_time']:g} s 变成 **{t_both:.1f} s**，MFU 变成 *
 # %%
 # ASSUMPTION (not part of the scenario): the course's "communication is under 3% of the step",
 # i.e. the share of today's step time spent in communication that is not hidden by compute.
-comm_share = 0.03
+comm_share = assumed("communication_share")
 
 # %%
 d.eq(r"T'", x.step_time_with_fixed_part)

@@ -1,0 +1,93 @@
+"""``ModelShape``: the frozen shape and parameter counts of a decoder-only LM, and the names of
+its layer kinds and parameter components (see ``costmodel.inputs.models`` for what counts where).
+Pure Python: no sympy, numpy or torch, so that ``costmodel params`` starts fast."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FULL_ATTENTION = "full_attention"
+LINEAR_ATTENTION = "linear_attention"
+
+BREAKDOWN_KEYS: tuple[str, ...] = (
+    "attention",
+    "linear_attention",
+    "router",
+    "routed_experts_total",
+    "routed_experts_active",
+    "shared_experts",
+    "dense_mlp",
+    "norms_and_other",
+    "embedding",
+    "lm_head",
+)
+
+#: components whose sum is activated_params (the N of 6ND)
+MATMUL_KEYS: tuple[str, ...] = (
+    "attention",
+    "linear_attention",
+    "router",
+    "routed_experts_active",
+    "shared_experts",
+    "dense_mlp",
+    "lm_head",
+)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The shape of a decoder-only LM and its parameter counts (see ``costmodel.inputs.models``)."""
+
+    name: str
+    model_type: str
+    hidden_size: int
+    num_layers: int
+    layer_types: tuple[str, ...]
+    num_full_attention_layers: int
+    num_linear_attention_layers: int
+    full_attention_every: int | None
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    qk_head_dim: int
+    v_head_dim: int
+    attention_dim: int
+    attention_output_gate: bool
+    mla: bool
+    q_lora_rank: int
+    kv_lora_rank: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    intermediate_size: int
+    num_experts: int
+    experts_per_token: int
+    moe_intermediate_size: int
+    shared_expert_intermediate_size: int
+    moe_layer_flags: tuple[bool, ...]
+    num_moe_layers: int
+    num_dense_layers: int
+    linear_num_key_heads: int
+    linear_num_value_heads: int
+    linear_key_head_dim: int
+    linear_value_head_dim: int
+    linear_conv_kernel_dim: int
+    num_mtp_layers_excluded: int
+    total_params: int
+    embedding_params: int
+    lm_head_params: int
+    activated_params: int
+    activated_params_published: int
+    breakdown_items: tuple[tuple[str, int], ...]
+
+    @property
+    def breakdown(self) -> dict[str, int]:
+        """Parameter count per component, keys as in ``BREAKDOWN_KEYS``."""
+        return dict(self.breakdown_items)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_hybrid(self) -> bool:
+        return self.num_linear_attention_layers > 0

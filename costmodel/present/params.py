@@ -1,0 +1,70 @@
+"""``costmodel params`` as text: a readable table of a model's parameter counts, saying which N
+is which (``costmodel.inputs.models.params_json`` is the JSON form)."""
+
+from __future__ import annotations
+
+from costmodel.formats import human_count, num
+from costmodel.inputs.shape import BREAKDOWN_KEYS, ModelShape
+
+__all__ = ["params_text"]
+
+
+def params_text(shape: ModelShape) -> str:
+    """A readable table of the counts, saying which N is which."""
+    title = shape.name or shape.model_type
+    layout = (
+        f"{shape.num_layers} layers: {shape.num_full_attention_layers} full attention"
+        + (f", {shape.num_linear_attention_layers} linear attention" if shape.is_hybrid else "")
+        + (
+            f" (every {shape.full_attention_every})"
+            if shape.full_attention_every not in (None, 1)
+            else ""
+        )
+    )
+    lines = [
+        f"model {title} ({shape.model_type})",
+        f"  {layout}",
+        f"  hidden_size {shape.hidden_size}; attention: {shape.num_heads} heads x head_dim "
+        f"{shape.head_dim} = attention_dim {shape.attention_dim}, {shape.num_kv_heads} KV heads"
+        + (", MLA" if shape.mla else "")
+        + (", output gate" if shape.attention_output_gate else ""),
+    ]
+    if shape.is_moe:
+        lines.append(
+            f"  MoE: {shape.num_experts} experts, top-{shape.experts_per_token}, on "
+            f"{shape.num_moe_layers} layers ({shape.num_dense_layers} dense)"
+        )
+    lines.append(
+        f"  vocab {shape.vocab_size}, embeddings {'tied' if shape.tie_word_embeddings else 'untied'}"
+        + (
+            f"; {shape.num_mtp_layers_excluded} MTP layer(s) not counted"
+            if shape.num_mtp_layers_excluded
+            else ""
+        )
+    )
+    rows = [
+        ("total_params", shape.total_params, "all parameters as published (tied weights once)"),
+        (
+            "activated_params",
+            shape.activated_params,
+            "matmul parameters per token, the N of 6ND, input embedding excluded",
+        ),
+        (
+            "activated_params_published",
+            shape.activated_params_published,
+            "published active count, includes the input embedding",
+        ),
+        ("embedding_params", shape.embedding_params, "input embedding (a lookup, no FLOPs)"),
+        ("lm_head_params", shape.lm_head_params, "output projection (in N even when tied)"),
+    ]
+    rows += [(f"  {key}", value, "") for key, value in shape.breakdown_items]
+    name_w = max(len(r[0]) for r in rows)
+    num_w = max(len(num(r[1])) for r in rows)
+    hum_w = max(len(human_count(r[1])) for r in rows)
+    lines.append("")
+    for label, value, note in rows:
+        if label.startswith("  ") and label.strip() == BREAKDOWN_KEYS[0]:
+            lines.append("breakdown:")
+        line = f"{label:<{name_w}}  {num(value):>{num_w}}  {human_count(value):>{hum_w}}"
+        lines.append(f"{line}  {note}".rstrip())
+    return "\n".join(lines) + "\n"
