@@ -30,7 +30,7 @@ import sympy as sp
 
 from costmodel.derive.attention import BACKWARD_OVER_FORWARD
 from costmodel.derive.flops import gemm_flops
-from costmodel.derive.symbols import C, D, K_conv, L_linear, d_k, d_v, n_k, n_v  # noqa: F401
+from costmodel.derive.symbols import C, D, K_conv, L_linear, d_k, d_v, n_k, n_v
 
 
 def unit_triangular_solve_flops(size, rhs) -> sp.Expr:

@@ -464,8 +464,8 @@ def _stop(procs: list[subprocess.Popen], grace: float = 2.0) -> None:
 def _worker_env(work: Path) -> dict[str, str]:
     """A worker's environment: temporary files (the kernel's connection file among them) and
     Jupyter's runtime folder inside the build's own temporary folder."""
+    suite.inline_figures()
     env = dict(os.environ)
-    env.pop("MPLBACKEND", None)  # Agg would stop inline figures (see suite.inline_figures)
     tmp = work / "tmp"
     tmp.mkdir(exist_ok=True)
     env.update(TMPDIR=str(tmp), JUPYTER_RUNTIME_DIR=str(tmp), PYTHONUNBUFFERED="1")
