@@ -50,6 +50,7 @@ validate: validate-deps
 benchmark: venv
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_suite.py
+	$(PY) benchmarks/megatron_flops.py
 
 lab: venv
 	$(VENV)/bin/jupyter lab costmodel/course/notebooks/

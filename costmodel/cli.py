@@ -1,4 +1,4 @@
-"""The command line: `costmodel report`, `costmodel params`, `costmodel handouts`.
+"""The command line: `costmodel report`, `costmodel gemms`, `costmodel params`, `costmodel handouts`.
 
 Bad input prints one line on stderr and exits with status 2; no traceback.
 """
@@ -56,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="notebooks executed in parallel (default: all cores)",
     )
+
+    gemms = sub.add_parser(
+        "gemms", help="list the model's GEMMs per micro batch, with intensity and bound"
+    )
+    _scenario_args(gemms)
+    gemms.add_argument("--format", choices=("text", "json"), default="text")
 
     params = sub.add_parser("params", help="parameter breakdown of a Hugging Face config.json")
     params.add_argument("config", help="a config.json path or a preset name")
@@ -120,6 +126,11 @@ def run(argv: list[str] | None = None) -> int:
             f"to {folder}"
         )
         return 1 if failed else 0
+    elif args.command == "gemms":
+        from costmodel.evaluate.gemms import gemm_table
+        from costmodel.present.gemms import render_gemms
+
+        sys.stdout.write(render_gemms(gemm_table(_scenario(args).values), args.format))
     elif args.command == "params":
         import json
 

@@ -278,13 +278,22 @@ def test_impossible_utilization_is_refused(overrides, message, fmt):
 
 
 def test_hfu_at_exactly_100_percent_is_allowed():
+    # packed: no padding slots, so the real tokens are all the step computes
     step_time = COURSE_MFU_AT_1_S * 4 / 3  # HFU = 1 exactly (within float rounding)
     for exactly in (step_time, step_time * (1 - 1e-12)):  # float rounding is not refused
-        assert evaluate_account(scenario.resolve(overrides={"step_time": exactly}))["hfu"] == (
-            pytest.approx(1)
-        )
+        packed = {"step_time": exactly, "batching": "packed"}
+        assert evaluate_account(scenario.resolve(overrides=packed))["hfu"] == pytest.approx(1)
     with pytest.raises(CostModelError, match="HFU = 100.00% is not allowed"):
-        evaluate_account(scenario.resolve(overrides={"step_time": step_time * (1 - 1e-6)}))
+        evaluate_account(
+            scenario.resolve(overrides={"step_time": step_time * (1 - 1e-6), "batching": "packed"})
+        )
+    # padded: every slot is computed, so the edge is at slots / D times that step time
+    slots_step = step_time * 49152 / 28875
+    assert evaluate_account(scenario.resolve(overrides={"step_time": slots_step}))["padding"][
+        "hfu_of_slots"
+    ] == pytest.approx(1)
+    with pytest.raises(CostModelError, match="HFU counting the padded slots = 100.00%"):
+        evaluate_account(scenario.resolve(overrides={"step_time": slots_step * (1 - 1e-6)}))
 
 
 def strict_loads(text: str):
@@ -318,7 +327,15 @@ def test_total_params_mistake_above_100_percent_is_still_reported():
     # MFU 70% is possible; with N = total params (35e9 instead of 3e9) it would be 819%: that
     # figure is the demonstration of a mistake, printed as it is.
     result = cli(
-        "report", "--format", "json", "--set", "step_time=10", "--set", "recompute=selective"
+        "report",
+        "--format",
+        "json",
+        "--set",
+        "step_time=10",
+        "--set",
+        "recompute=selective",
+        "--set",
+        "batching=packed",  # padded, the slots' HFU would be 132%: refused
     )
     assert result.returncode == 0, result.stderr
     data = strict_loads(result.stdout)

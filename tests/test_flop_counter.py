@@ -108,3 +108,132 @@ def test_committed_csv_is_not_stale(validate, rows):
     assert CSV_PATH.read_text(encoding="utf-8") == expected, (
         "costmodel/course/flop_counter.csv is stale: python -m costmodel.validate --out costmodel/course/flop_counter.csv"
     )
+
+
+# --- packed batch of unequal documents (varlen) ------------------------------------------------
+
+PACKED = "llama-gqa-packed"
+
+
+def test_packed_documents_fill_one_row(validate):
+    assert validate.PACKED_DOCUMENTS == (40, 16, 8)
+    assert len(set(validate.PACKED_DOCUMENTS)) > 1  # unequal documents
+
+
+@pytest.mark.parametrize(
+    "term", ("matmul_6ND", "attention_core_varlen", "attention_core_block_diagonal", "total")
+)
+def test_packed_terms_are_exact(rows, term):
+    row = _row(rows, PACKED, term)
+    assert (row.batch, row.seq_len) == (1, 64)
+    assert row.counted > 0
+    assert row.counted == row.predicted
+
+
+def test_varlen_term_is_sum_of_squares(validate, rows):
+    from costmodel.derive.attention import sum_of_squares_flops
+    from costmodel.inputs.models import shape_from_config
+
+    shape = shape_from_config(validate.TINY_MODELS[validate.PACKED_MODEL][0])
+    d, layers = shape.attention_dim, shape.num_full_attention_layers
+    varlen = _row(rows, PACKED, "attention_core_varlen")
+    square = _row(rows, PACKED, "attention_core_block_diagonal")
+    assert varlen.predicted == sum_of_squares_flops((40, 16, 8), d, layers, "course")
+    assert varlen.predicted == 3 * 4 * (40**2 + 16**2 + 8**2) * d * layers
+    assert square.predicted == validate.attention_training_flops(64, d, layers, 1)
+    # padded (block-diagonal mask) over varlen: (sum s_i)^2 / sum s_i^2
+    assert square.counted * (40**2 + 16**2 + 8**2) == varlen.counted * 64**2
+
+
+def test_varlen_attention_is_the_block_diagonal_attention(validate):
+    import torch
+
+    varlen = validate.packed_logits(validate.VARLEN_ATTENTION)
+    block_diagonal = validate.packed_logits("eager")
+    one_sequence = validate.packed_logits("eager", packed=False)
+    torch.testing.assert_close(varlen, block_diagonal, rtol=1e-5, atol=1e-5)
+    # the documents after the first really are cut off from the ones before them
+    assert not torch.allclose(block_diagonal, one_sequence, atol=1e-3)
+    torch.testing.assert_close(block_diagonal[:, :40], one_sequence[:, :40], rtol=1e-5, atol=1e-5)
+
+
+# --- SDPA on CPU: flash convention --------------------------------------------------------------
+
+SDPA = "llama-gqa-sdpa"
+
+
+@pytest.mark.parametrize(
+    "term", ("matmul_6ND", "attention_core_flash", "attention_core_sdpa_math", "total")
+)
+def test_sdpa_terms_are_exact(rows, term):
+    row = _row(rows, SDPA, term)
+    assert row.counted > 0
+    assert row.counted == row.predicted
+
+
+def test_stock_counter_does_not_see_cpu_sdpa(validate, rows):
+    import torch
+    from torch.utils.flop_counter import flop_registry
+
+    row = _row(rows, SDPA, "attention_core_sdpa_cpu_stock")
+    assert row.counted == 0 and row.predicted > 0
+    for op in validate.cpu_flash_mapping():
+        assert op not in flop_registry
+    assert torch.ops.aten._scaled_dot_product_flash_attention in flop_registry
+
+
+def test_flash_and_math_follow_the_conventions(validate, rows):
+    from costmodel.inputs.models import shape_from_config
+
+    cfg, batch, seq_len = validate.TINY_MODELS[validate.SDPA_MODEL]
+    shape = shape_from_config(cfg)
+    args = (seq_len, shape.attention_dim, shape.num_full_attention_layers, batch)
+    flash = _row(rows, SDPA, "attention_core_flash")
+    math = _row(rows, SDPA, "attention_core_sdpa_math")
+    assert flash.predicted == validate.attention_training_flops(*args, convention="flash")
+    assert math.predicted == validate.attention_training_flops(*args)
+    # flash 3.5x vs course 3x, both full square
+    assert 6 * flash.counted == 7 * math.counted
+    assert math.counted == _row(rows, "llama-gqa", "attention_core").counted
+
+
+# --- MTP -------------------------------------------------------------------------------------
+
+MTP = "deepseek-v3-mla-mtp"
+
+
+@pytest.mark.parametrize("term", ("matmul_6ND", "attention_core", "total"))
+def test_mtp_terms_are_exact(rows, term):
+    row = _row(rows, MTP, term)
+    assert row.counted > 0
+    assert row.counted == row.predicted
+
+
+def test_mtp_adds_its_parameters_and_one_attention_layer(validate, rows):
+    from costmodel.inputs.models import shape_from_config
+
+    cfg, batch, seq_len = validate.MTP_MODELS[MTP]
+    shape = shape_from_config(cfg)
+    assert shape.num_mtp_layers == 1 and shape.mtp_activated_params > 0
+    tokens = batch * seq_len
+    with_mtp = _row(rows, MTP, "matmul_6ND").counted
+    without = _row(rows, "deepseek-v3-mla", "matmul_6ND").counted
+    assert with_mtp - without == 6 * shape.mtp_activated_params * tokens
+    attention = _row(rows, MTP, "attention_core").counted
+    assert 2 * attention == 3 * _row(rows, "deepseek-v3-mla", "attention_core").counted
+
+
+def test_mtp_layers_are_not_built_by_the_causal_lm_nor_for_qwen(validate):
+    import transformers
+
+    cfg, _, _ = validate.MTP_MODELS[MTP]
+    model = validate._build(cfg)
+    assert len(model.model.layers) == cfg["num_hidden_layers"]
+    assert r"model\.layers\.61.*" in model._keys_to_ignore_on_load_unexpected
+    qwen = dict(validate.TINY_MODELS["qwen3.5-moe-hybrid"][0])
+    qwen["text_config"] = {**qwen["text_config"], "mtp_num_hidden_layers": 1}
+    text = transformers.CONFIG_MAPPING["qwen3_5_moe"](
+        **{k: v for k, v in qwen.items() if k != "model_type"}
+    ).text_config
+    with pytest.raises(ValueError, match="num_mtp_layers"):
+        text.get_mtp_config()

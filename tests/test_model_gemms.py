@@ -1,82 +1,204 @@
-"""The model's GEMMs on the roofline (costmodel.evaluate.gemms.model_gemms)."""
+"""The model's GEMMs from the real shapes (costmodel.evaluate.gemms.model_gemms, `costmodel gemms`)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from costmodel.evaluate import gemms, layouts
-from costmodel.evaluate.account import account
-from costmodel.inputs import scenario
-from costmodel.inputs.assumptions import assumed
+from costmodel.inputs import models, scenario
+from costmodel.inputs.config import PRESETS
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = sorted(str(p) for p in (REPO / "tests" / "configs").glob("*.json"))
 
 
-def by_name(rows):
-    return {row["name"].split(" (")[0].split(",")[0]: row for row in rows}
+def by_key(rows):
+    return {row["key"]: row for row in rows}
 
 
-def test_course_gemms(course):
-    rows = by_name(gemms.model_gemms(course.values))
+def llama_70b(tmp_path) -> str:
+    """Llama-3.1-70B's published shape (meta-llama/Llama-3.1-70B config.json)."""
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 8192,
+        "intermediate_size": 28672,
+        "num_hidden_layers": 80,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "tie_word_embeddings": False,
+    }
+    path = tmp_path / "llama-3.1-70b.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+#: Every preset and test config, and again with count_mtp for those that have MTP layers.
+CASES = [(m, False) for m in [*PRESETS, *CONFIGS]] + [
+    (m, True) for m in [*PRESETS, *CONFIGS] if models.load_shape(m).num_mtp_layers
+]
+
+
+def test_both_mtp_configs_are_covered():
+    assert sum(mtp for _, mtp in CASES) == 2  # qwen3.6-35b-a3b and deepseek-v3
+
+
+@pytest.mark.parametrize("model, count_mtp", CASES)
+def test_weight_rows_sum_to_exactly_2n(model, count_mtp):
+    shape = models.load_shape(model)
+    sc = scenario.resolve(data={"model": model, "count_mtp": count_mtp})
+    for batch in (1, 3):
+        rows = gemms.model_gemms(sc.values, batch)
+        assert gemms.weight_flops_per_token(rows) == 2 * sc["activated_params"]
+    n = shape.activated_params + (shape.mtp_activated_params if count_mtp else 0)
+    assert sc["activated_params"] == n  # N as `costmodel params` gives it
+
+
+def test_gqa_width_of_llama_70b(tmp_path):
+    sc = scenario.resolve(data={"model": llama_70b(tmp_path)})
+    rows = by_key(gemms.model_gemms(sc.values))
+    assert rows["qkv"]["n"] == 8192 + 2 * 1024 == 10240  # not 3 x 8192
+    assert rows["dense_gate_up"]["n"] == 2 * 28672 and rows["dense_down"]["k"] == 28672
+    assert rows["qkv"]["layers"] == 80 and rows["lm_head"]["n"] == 128256
+
+
+def test_deepseek_v3_rows_from_its_config():
+    sc = scenario.resolve(data={"model": str(REPO / "tests" / "configs" / "deepseek-v3.json")})
+    rows = by_key(gemms.model_gemms(sc.values))
+    assert rows["dense_down"]["k"] == 18432 and rows["dense_down"]["layers"] == 3  # not 4 x 7168
+    assert rows["expert_down"]["k"] == 2048 and rows["expert_down"]["layers"] == 58
+    assert (rows["q_a"]["n"], rows["q_b"]["k"], rows["q_b"]["n"]) == (1536, 1536, 128 * 192)
+    assert rows["kv_a"]["n"] == 512 + 64 and rows["kv_b"]["n"] == 128 * (128 + 128)
+    assert rows["attention_output"]["k"] == 128 * 128
+    assert rows["attention_scores"]["k"] == 192 and rows["attention_values"]["n"] == 128
+    assert "qkv" not in rows
+
+
+def test_course_gemms(course, course_account):
+    rows = by_key(gemms.model_gemms(course.values))
     assert list(rows) == [
-        "attention projection",
-        "one routed expert",
-        "attention core QK^T",
+        "qkv",
+        "attention_output",
+        "linear_in",
+        "linear_out",
+        "router",
+        "expert_gate_up",
+        "expert_down",
+        "shared_gate_up",
+        "shared_down",
+        "shared_expert_gate",
         "lm_head",
+        "attention_scores",
+        "attention_values",
     ]
-    expert = rows["one routed expert"]
+    # Qwen3.6: 16 query heads x 256, doubled by the output gate, + 2 x 2 KV heads x 256
+    assert rows["qkv"]["n"] == 16 * 256 * 2 + 2 * 2 * 256 == 9216
+    expert = rows["expert_gate_up"]
     # EP = 8 ranks gather 49,152 x 8 / 256 tokens each for every expert
     assert layouts.default_ep_size(256, 40) == 8
     assert expert["m"] == 8 * 49152 * 8 / 256 == 12288
-    assert expert["n"] == 512 and "qwen3.6-35b-a3b" in expert["source"]
-    # by hand: 2 m n k / (2 (m k + k n + m n)) with m = 12288, k = 2048, n = 512
-    #        = 25,769,803,776 / 65,011,712 = 12288 / 31 FLOP/byte
-    assert expert["intensity"] == pytest.approx(12288 / 31, rel=1e-12)
-    core = rows["attention core QK^T"]
+    assert (expert["k"], expert["n"], expert["uses_per_token"]) == (2048, 1024, 8)
+    # by hand: 2 m n k / (2 (m k + k n + m n)), m = 12288, k = 512, n = 2048 (the down GEMM)
+    down = rows["expert_down"]
+    assert down["intensity"] == pytest.approx(
+        12288 * 2048 * 512 / (12288 * 512 + 512 * 2048 + 12288 * 2048), rel=1e-12
+    )
+    core = rows["attention_scores"]
     assert (core["m"], core["k"], core["n"], core["weights"]) == (49152, 256, 49152, False)
-    # every GEMM of the course model is right of H20's ridge at micro batch 1
-    assert min(r["intensity"] for r in rows.values()) > account(course)["machine_balance"]
+    # per token of a 49,152 sequence: 2 x 49152 x 256 per head, 16 heads, 10 layers
+    assert core["forward_flops_per_token"] == 2 * 49152 * 256 * 16 * 10
+    # the 1-column shared-expert gate is the one memory-bound GEMM on H20 (balance 37)
+    balance = course_account["machine_balance"]
+    bound = {key for key, row in rows.items() if row["intensity"] < balance}
+    assert bound == {"shared_expert_gate"} and rows["shared_expert_gate"]["bound"] == "memory"
+    assert all(r["bound"] == "compute" for k, r in rows.items() if k != "shared_expert_gate")
+
+
+def test_causal_halves_the_core_per_token(course):
+    full = by_key(gemms.model_gemms(course.values))
+    causal = scenario.resolve(overrides={"attention_flops": "causal"})
+    half = by_key(gemms.model_gemms(causal.values))
+    for key in ("attention_scores", "attention_values"):
+        assert half[key]["forward_flops_per_token"] == full[key]["forward_flops_per_token"] / 2
+    assert half["qkv"] == full["qkv"]
 
 
 def test_weight_gemms_grow_with_micro_batch(course):
-    one = by_name(gemms.model_gemms(course.values, 1))
-    four = by_name(gemms.model_gemms(course.values, 4))
-    for name, row in one.items():
+    one = by_key(gemms.model_gemms(course.values, 1))
+    four = by_key(gemms.model_gemms(course.values, 4))
+    for key, row in one.items():
         if row["weights"]:
-            assert four[name]["intensity"] > row["intensity"]
-            assert four[name]["m"] == 4 * row["m"]
+            assert four[key]["m"] == 4 * row["m"]
+            assert four[key]["intensity"] >= row["intensity"]
         else:
-            assert four[name]["intensity"] == row["intensity"]
+            assert four[key]["intensity"] == row["intensity"]
 
 
-def test_dense_model_without_head_dim():
+def test_a_scenario_of_keys_only_names_its_assumptions():
     sc = scenario.resolve(
-        overrides={"hidden_size": 4096, "num_experts": 0, "experts_per_token": 0, "micro_batch": 2}
+        overrides={
+            "hidden_size": 4096,
+            "num_experts": 0,
+            "experts_per_token": 0,
+            "micro_batch": 2,
+            "full_attention_every": 1,
+        }
     )
-    rows = by_name(gemms.model_gemms(sc.values))
-    assert list(rows) == ["attention projection", "dense FFN", "lm_head"]
-    assert rows["dense FFN"]["n"] == 4 * 4096 and rows["dense FFN"]["m"] == 2 * sc["seq_len"]
-    rows = by_name(gemms.model_gemms({**sc.values, "num_heads": 32}, tokens_per_sequence=1000))
-    assert rows["attention core QK^T"]["k"] == 128 and rows["attention core QK^T"]["m"] == 1000
+    rows = by_key(gemms.model_gemms(sc.values))
+    assert rows["dense_gate_up"]["n"] == 2 * 4 * 4096
+    assert rows["dense_gate_up"]["m"] == 2 * sc["seq_len"]
+    assert rows["qkv"]["n"] == 3 * 4096  # no GQA known: K and V as wide as Q
+    assert rows["attention_scores"]["k"] == 128  # the course's assumed head_dim
+    source = rows["qkv"]["source"]
+    assert source.startswith("scenario keys; assumed:")
+    assert "no GQA" in source and "head_dim 128" in source and "4 x hidden" in source
 
 
-def test_dense_width_from_the_models_config():
-    sc = scenario.resolve(data={"model": "llama-3.1-8b", "num_experts": 0, "experts_per_token": 0})
-    rows = by_name(gemms.model_gemms(sc.values))
-    assert rows["dense FFN"]["n"] == 14336
-    assert rows["dense FFN"]["source"].startswith("intermediate_size of")
-
-
-def test_assumed_head_dim_only_when_asked():
-    sc = scenario.resolve(overrides={"hidden_size": 4096, "num_experts": 0, "experts_per_token": 0})
-    assert "attention core QK^T" not in by_name(gemms.model_gemms(sc.values))
-    rows = by_name(gemms.model_gemms(sc.values, assume_head_dim=True))
-    core = rows["attention core QK^T"]
-    assert core["k"] == assumed("head_dim") == 128 and core["source"] == "assumed head_dim"
-    assert [r["key"] for r in gemms.model_gemms(sc.values)] == [
-        "attention_projection",
-        "dense_ffn",
-        "lm_head",
-    ]
-
-
-def test_course_rows_do_not_depend_on_the_assumption(course):
-    assert gemms.model_gemms(course.values) == gemms.model_gemms(
-        course.values, assume_head_dim=True
+def test_cli_gemms_json_and_text():
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "costmodel",
+            "gemms",
+            "--set",
+            "model=llama-3.1-8b",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert set(data) >= {"gpu", "machine_balance", "gemms"}
+    assert data["gpu"] == "H20" and data["machine_balance"] == pytest.approx(37.0)
+    row = data["gemms"][0]
+    assert set(row) >= {
+        "name",
+        "m",
+        "n",
+        "k",
+        "layers",
+        "weights",
+        "forward_flops_per_token",
+        "intensity",
+        "bound",
+    }
+    weights = sum(r["forward_flops_per_token"] for r in data["gemms"] if r["weights"])
+    assert weights == 2 * models.load_shape("llama-3.1-8b").activated_params
+    text = subprocess.run(
+        [sys.executable, "-m", "costmodel", "gemms"], capture_output=True, text=True, timeout=60
+    )
+    assert text.returncode == 0 and "2N, N = 2,945,269,760" in text.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "costmodel", "gemms", "--set", "attention_flops=half"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1

@@ -6,9 +6,9 @@ import sympy as sp
 
 from costmodel.derive import moe, roofline
 from costmodel.derive.symbols import E, S, b_micro, bytes_per_element, h, k_dim, k_top, n
-from costmodel.evaluate import layouts, router
+from costmodel.evaluate import gemms, layouts, router
 from costmodel.evaluate.account import account
-from costmodel.inputs import scenario, widths
+from costmodel.inputs import scenario
 
 
 def test_course_tokens_per_expert(course):
@@ -65,10 +65,10 @@ def test_default_ep_size():
     assert layouts.default_ep_size(7, 3) == 1
 
 
-def test_widths():
-    assert widths.expert_width().value == 512  # Qwen3.6-35B-A3B moe_intermediate_size
-    assert widths.expert_width("qwen3.6-35b-a3b").source == "config"
-    assert widths.dense_ffn_width(2048).value == 8192
+def test_expert_width_from_the_course_models_config(course):
+    rows = {r["key"]: r for r in gemms.model_gemms(course.values)}
+    assert rows["expert_down"]["k"] == 512  # Qwen3.6-35B-A3B moe_intermediate_size
+    assert rows["expert_down"]["source"].startswith("config of qwen3.6-35b-a3b")
 
 
 def test_zipf_popularity():

@@ -18,8 +18,13 @@ def scenarios(draw):
     mean, samples = draw(st.floats(1, seq_len, allow_nan=False)), draw(st.integers(1, 4096))
     activated, gpus = draw(st.integers(10**7, total)), draw(st.integers(1, 4096))
     gpu = draw(st.sampled_from(["H20", "H100-SXM", "B200", "MI300X"]))
-    # a possible scenario: HFU (at most 4/3 x MFU) between 1% and 100%
-    hfu_at_1_s = 6 * activated * samples * mean * 4 / 3 / (gpus * hardware.GPUS[gpu].bf16_flops)
+    batching = draw(st.sampled_from(["padded", "packed"]))
+    # a possible scenario: HFU (at most 4/3 x MFU) between 1% and 100%, over every slot the
+    # step computes (padded: samples x seq_len; packed: the real tokens)
+    per_sample = seq_len if batching == "padded" else mean
+    hfu_at_1_s = (
+        6 * activated * samples * per_sample * 4 / 3 / (gpus * hardware.GPUS[gpu].bf16_flops)
+    )
     step_time = max(0.01, hfu_at_1_s * draw(st.floats(1.001, 100)))
     assume(step_time <= 1e7)  # x 100 in test_mfu_scales_as_inverse_step_time stays <= 1e9
     return {
@@ -37,6 +42,7 @@ def scenarios(draw):
         "experts_per_token": 0 if experts == 0 else draw(st.integers(1, experts)),
         "hidden_size": draw(st.integers(256, 16384)),
         "num_layers": draw(st.integers(4, 128)),
+        "batching": batching,
     }
 
 
@@ -69,6 +75,9 @@ def test_padding_waste_in_unit_interval(data):
     assert p["packing_speedup"] >= 1
     # from the scenario's own inputs: real tokens per sample over the padded length
     mean, seq_len = data["mean_tokens_per_sample"], data["seq_len"]
+    if data["batching"] == "packed":  # no padding slots: nothing wasted, nothing to gain
+        assert (p["useful_fraction"], p["waste_fraction"], p["packing_speedup"]) == (1, 0, 1)
+        return
     assert p["useful_fraction"] == pytest.approx(mean / seq_len, rel=1e-12)
     assert p["waste_fraction"] == pytest.approx((seq_len - mean) / seq_len, rel=1e-9, abs=1e-12)
     assert p["packing_speedup"] == pytest.approx(seq_len / mean, rel=1e-12)
@@ -77,6 +86,8 @@ def test_padding_waste_in_unit_interval(data):
 @SETTINGS
 @given(scenarios(), st.floats(1.01, 4))
 def test_attention_share_grows_with_seq_len(data, factor):
+    # packed, so that the longer padded length adds no slots the step must have computed
+    data = {**data, "batching": "packed"}
     longer_len = int(data["seq_len"] * factor) + 1
     base = account(data)["attention"]["padded"]["share"]
     longer = account({**data, "seq_len": longer_len})["attention"]["padded"]["share"]

@@ -4,7 +4,7 @@
    and the validator's relations, physically possible) go through the library functions the
    notebooks call: every figure is finite and nothing warns (warnings and NumPy floating-point
    errors raise).
-2. Five extreme scenarios go through all ten notebooks with papermill: no error, nothing on
+2. Seven extreme scenarios go through all ten notebooks with papermill: no error, nothing on
    stderr. Each carries a hostile name, which must reach every page escaped: no raw HTML, no
    Markdown markup and no math of its own.
 """
@@ -26,9 +26,12 @@ from costmodel.derive import attention, exercises, levers, moe, roofline
 from costmodel.errors import CostModelError
 from costmodel.evaluate import gemms, layouts, packing, router, shapes
 from costmodel.evaluate.account import account
-from costmodel.inputs import assumptions, hardware, scenario, widths
+from costmodel.inputs import assumptions, hardware, scenario
 from costmodel.inputs.scenario import FIELDS, RECOMPUTE_POLICIES
 from costmodel.present import display, suite
+
+DATA = Path(__file__).resolve().parent / "data"
+CONFIGS = Path(__file__).resolve().parent / "configs"
 
 # ------------------------------------------------------------------ the valid space
 
@@ -106,6 +109,8 @@ def valid_scenarios(draw) -> dict:
         data["num_heads"] = draw(field("num_heads", high=hidden))
     data["vocab_size"] = draw(field("vocab_size"))
     data["micro_batch"] = draw(field("micro_batch"))
+    for key in ("attention_flops", "attention_kernel", "batching"):
+        data[key] = draw(st.sampled_from(FIELDS[key].choices))
     # Physically possible: HFU <= 100%, so the step is at least the hardware FLOPs at peak.
     peak = data.get("peak_flops", hardware.GPUS[data["gpu"]].bf16_flops)
     factor = {
@@ -113,7 +118,9 @@ def valid_scenarios(draw) -> dict:
         "full": 4 / 3,
         "selective": 1 + data["selective_recompute_fraction"] / 3,
     }[data["recompute"]]
-    tokens = data["samples_per_step"] * data["mean_tokens_per_sample"]
+    # a padded step computes every slot, a packed one only the real tokens
+    per_sample = data["seq_len"] if data["batching"] == "padded" else data["mean_tokens_per_sample"]
+    tokens = data["samples_per_step"] * per_sample
     at_peak = 6 * data["activated_params"] * tokens * factor / (data["num_gpus"] * peak)
     low_t, high_t = bounds("step_time")
     low_t = max(low_t, at_peak * (1 + 1e-6))
@@ -187,21 +194,20 @@ def notebook_figures(sc) -> dict:
     out["half_share_length"] = v["activated_params"] / (
         2 * v["num_full_attention_layers"] * v["attention_dim"]
     )
-    # 06 and 07: widths, FFN and expert GEMMs, rows to the balance, the router
-    hidden, balance = v["hidden_size"], acc["machine_balance"]
+    # 06 and 07: the FFN and expert GEMMs of the GEMM list, rows to the balance, the router
+    balance = acc["machine_balance"]
     ep_size = layouts.default_ep_size(v["num_experts"], v["num_gpus"])
-    ffn_widths = [widths.dense_ffn_width(hidden, v["model"]).value]
-    if v["num_experts"]:
-        ffn_widths.append(widths.expert_width(v["model"]).value)
+    listed = gemms.model_gemms(v)
+    ffn = [(r["k"], r["n"]) for r in listed if r["weights"] and r["k"] and r["n"]]
     out["gemms"] = [
-        moe.gemm(rows, hidden, w)
-        for w in ffn_widths
+        moe.gemm(rows, k, n)
+        for k, n in ffn
         for rows in (v["tokens_per_step"], v["micro_batch"] * v["seq_len"])
     ]
-    out["rows_for_balance"] = [moe.rows_for_intensity(balance, hidden, w) for w in ffn_widths]
+    out["rows_for_balance"] = [moe.rows_for_intensity(balance, k, n) for k, n in ffn]
     assert all(r is None or r > 0 for r in out["rows_for_balance"])
     out["intensity_curve"] = moe.intensity(
-        np.geomspace(8, 4 * v["micro_batch"] * v["seq_len"], 50), hidden, ffn_widths[0]
+        np.geomspace(8, 4 * v["micro_batch"] * v["seq_len"], 50), *ffn[0]
     )
     if v["num_experts"] and ep_size > 1 and v["num_experts"] <= router.MAX_SIMULATED_EXPERTS:
         run = router.simulate_router(
@@ -350,7 +356,7 @@ def test_scenario_text_is_shown_as_written_and_adds_no_markup():
     assert "".join(code.text).strip() == "配置 my_model/<b>.json"
 
 
-# ------------------------------------------------------------------ five extremes, ten notebooks
+# ------------------------------------------------------------------ seven extremes, ten notebooks
 
 EXTREMES = {  # overrides of the course, each with the hostile name
     "dense": {
@@ -368,6 +374,17 @@ EXTREMES = {  # overrides of the course, each with the hostile name
     },
     "one-gpu": {"num_gpus": 1, "step_time": 4800, "measured_tokens_per_s": 482.5},
     "seq-len-1": {"seq_len": 1, "mean_tokens_per_sample": 1, "vocab_size": 10**9},
+    "packed-causal-flash-lengths": {
+        "batching": "packed",
+        "attention_flops": "causal",
+        "attention_kernel": "flash",
+        "sequence_lengths": str(DATA / "lengths.txt"),  # 120 lengths, 3 longer than seq_len
+    },
+    "deepseek-v3-mtp": {  # 600 s: at 120 s the padded step would need 162% of the peak
+        "model": str(CONFIGS / "deepseek-v3.json"),
+        "count_mtp": True,
+        "step_time": 600,
+    },
 }
 
 
@@ -411,7 +428,7 @@ def extreme_runs(tmp_path_factory):
 
 
 def test_extreme_scenarios_run_every_notebook_without_error_or_stderr(extreme_runs):
-    assert len(extreme_runs) == len(EXTREMES) * len(suite.sources()) == 50
+    assert len(extreme_runs) == len(EXTREMES) * len(suite.sources()) == 70
     failures = []
     for (label, stem), nb in extreme_runs.items():
         if isinstance(nb, str):

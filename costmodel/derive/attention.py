@@ -5,12 +5,15 @@ Per full-attention layer and per sequence of length s, with n_h heads of width d
   A V : per head (s x s)(s x d_h)    -> 2 s^2 d_h
 so the forward is 4 s^2 d, with d = n_h * d_h the attention width (not always hidden_size).
 
-Training multiplies the forward by a convention, named here instead of buried:
-  - course / PaLM / nanoGPT / torchtitan: backward = 2 x forward (two GEMMs per GEMM), 3x total,
-    the full s x s square;
-  - causal: a causal kernel skips the upper triangle, 1/2 of the square;
-  - FlashAttention: the backward recomputes QK^T (5 GEMMs instead of 4), 2.5 x forward, 3.5x.
-Only full-attention layers pay it (a hybrid model's linear-attention layers have no s^2 term).
+Two conventions decide the count, each a scenario key, named here instead of buried:
+  - attention_flops (the square): `full`, the course's, PaLM's, nanoGPT's and torchtitan's (the
+    whole s x s square), or `causal`, Megatron-LM's since 2025 (a causal kernel skips the upper
+    triangle: a = 1/2 of the square);
+  - attention_kernel (the backward): `eager` keeps the scores, so the backward is two GEMMs per
+    forward GEMM, 2 x forward; `flash` recomputes them (5 GEMMs instead of 4), 2.5 x forward.
+Model FLOPs are always forward + 2 x forward (3x), as for the matmuls; hardware FLOPs follow the
+kernel and the recompute policy. Only full-attention layers pay the s^2 term (a hybrid model's
+linear-attention layers have a term linear in s: F_lin, derive.linear_attention).
 """
 
 from __future__ import annotations
@@ -20,21 +23,27 @@ from dataclasses import dataclass
 import sympy as sp
 
 from costmodel.derive.flops import gemm_flops, model_flops
+from costmodel.derive.recompute import recompute_factor
 from costmodel.derive.symbols import (
     B,
+    F_lin,
     L_full,
     P,
     S,
     T,
+    a_sq,
     d_attn,
     d_head,
     k_dim,
+    kappa,
     m,
     n,
     n_gpu,
     n_heads,
+    r,
     s,
     s_mean,
+    sum_sq,
 )
 
 
@@ -55,6 +64,33 @@ BACKWARD_OVER_FORWARD = sp.cancel(
 )  # 2
 
 
+def flash_backward_gemms(seq=s, width=d_head) -> dict[str, sp.Expr]:
+    """The GEMMs of one head's backward in a FlashAttention-style kernel, which keeps no s x s
+    score matrix and so recomputes it: S = QK^T again, then dV = P^T dO, dP = dO V^T, and
+    dQ = dS K, dK = dS^T Q (softmax and its gradient are elementwise)."""
+    return {
+        "S = QK^T (recomputed)": gemm_flops(seq, seq, width),
+        "dV = P^T dO": gemm_flops(seq, width, seq),
+        "dP = dO V^T": gemm_flops(seq, seq, width),
+        "dQ = dS K": gemm_flops(seq, width, seq),
+        "dK = dS^T Q": gemm_flops(seq, width, seq),
+    }
+
+
+#: Backward over forward of the attention core, by kernel, derived from the GEMM lists: eager
+#: (scores kept: two GEMMs per forward GEMM, as for any matmul) 2; flash (scores recomputed:
+#: five GEMMs of the forward's size for its two) 5/2.
+KERNEL_BACKWARD_OVER_FORWARD: dict[str, sp.Expr] = {
+    "eager": BACKWARD_OVER_FORWARD,
+    "flash": sp.cancel(sum(flash_backward_gemms().values()) / sum(_per_head.values())),
+}
+
+#: Share of the s x s square an attention count takes, by the scenario key attention_flops:
+#: full (the course's, PaLM, nanoGPT, torchtitan) or causal (Megatron-LM since 2025: a causal
+#: kernel skips the upper triangle).
+SQUARE_FRACTION: dict[str, sp.Expr] = {"full": sp.Integer(1), "causal": sp.Rational(1, 2)}
+
+
 @dataclass(frozen=True)
 class Convention:
     name: str
@@ -66,29 +102,38 @@ class Convention:
 CONVENTIONS = {
     "course": Convention(
         "course (3x, full square)",
-        1 + BACKWARD_OVER_FORWARD,
-        sp.Integer(1),
+        1 + KERNEL_BACKWARD_OVER_FORWARD["eager"],
+        SQUARE_FRACTION["full"],
         "course section 06; PaLM appendix B, nanoGPT estimate_mfu, torchtitan",
     ),
     "causal": Convention(
         "causal (3x, half square)",
-        1 + BACKWARD_OVER_FORWARD,
-        sp.Rational(1, 2),
+        1 + KERNEL_BACKWARD_OVER_FORWARD["eager"],
+        SQUARE_FRACTION["causal"],
         "Megatron-LM num_floating_point_operations (2025)",
     ),
     "flash": Convention(
         "FlashAttention (3.5x, full square)",
-        1 + sp.Rational(5, 2),
-        sp.Integer(1),
+        1 + KERNEL_BACKWARD_OVER_FORWARD["flash"],
+        SQUARE_FRACTION["full"],
         "flash-attention benchmarks, torch FlopCounterMode SDPA",
     ),
     "flash_causal": Convention(
         "FlashAttention causal (3.5x, half square)",
-        1 + sp.Rational(5, 2),
-        sp.Rational(1, 2),
+        1 + KERNEL_BACKWARD_OVER_FORWARD["flash"],
+        SQUARE_FRACTION["causal"],
         "flash-attention benchmarks with causal=True",
     ),
 }
+
+
+def convention_of(attention_flops: str = "full", attention_kernel: str = "eager") -> str:
+    """The CONVENTIONS key of a scenario's hardware count (attention_flops, attention_kernel).
+    Model FLOPs always use the eager multiplier 3 (course or causal)."""
+    key = {"full": "course", "causal": "causal"}[attention_flops]
+    if attention_kernel == "flash":
+        key = "flash" if attention_flops == "full" else "flash_causal"
+    return key
 
 
 def training_per_layer(convention: str = "course", seq=s) -> sp.Expr:
@@ -101,18 +146,46 @@ def step_flops(seq_len, convention: str = "course") -> sp.Expr:
     return training_per_layer(convention, seq_len) * L_full * B
 
 
-#: The course's two readings: every sample at the padded length S, or at the mean length.
-attention_padded = step_flops(S)
-attention_actual = step_flops(s_mean)
+#: The two readings of a step, for any convention (a = SQUARE_FRACTION of attention_flops):
+#: every sample at the padded length S (B S^2), or at its real length (sum of s_i^2 over the
+#: step's samples; without a lengths file, the course's B s_mean^2, equal lengths assumed).
+#: Model FLOPs count forward + backward as 3 x forward (two GEMMs per GEMM), whatever the kernel.
+_per_square_token = sp.cancel(forward_per_layer / s**2)  # 4 d
+attention_padded = (1 + BACKWARD_OVER_FORWARD) * a_sq * _per_square_token * L_full * B * S**2
+attention_actual = (1 + BACKWARD_OVER_FORWARD) * a_sq * _per_square_token * L_full * sum_sq
+#: Sum of squares when only the mean length is known (the course's reading).
+sum_sq_of_mean = B * s_mean**2
+
+#: Hardware FLOPs of the attention core: the forward, the share r of it that recompute redoes
+#: (the scenario's recompute policy, as for the matmuls), and the kernel's backward (kappa).
+_hardware_over_model = sp.cancel((1 + r + kappa) / (1 + BACKWARD_OVER_FORWARD))
+attention_padded_hardware = _hardware_over_model * attention_padded
+attention_actual_hardware = _hardware_over_model * attention_actual
+
+#: Linear attention (gated DeltaNet) is counted with softmax attention in every "with attention"
+#: figure: F_lin, its core FLOPs of the step (derive.linear_attention), 0 for other models.
+linear_attention_hardware = recompute_factor * F_lin
 
 
 def share(attention: sp.Expr) -> sp.Expr:
-    """Share of the attention core in all FLOPs (6ND + attention)."""
-    return attention / (model_flops + attention)
+    """Share of the attention core in all FLOPs (6ND + attention + linear attention)."""
+    return attention / (model_flops + attention + F_lin)
+
+
+def linear_share(attention: sp.Expr) -> sp.Expr:
+    """Share of the linear-attention core in all FLOPs, next to `attention`."""
+    return F_lin / (model_flops + attention + F_lin)
 
 
 def mfu_with_attention(attention: sp.Expr) -> sp.Expr:
-    return (model_flops + attention) / (T * n_gpu * P)
+    return (model_flops + attention + F_lin) / (T * n_gpu * P)
+
+
+def hfu_with_attention(attention_hardware: sp.Expr) -> sp.Expr:
+    """Hardware FLOPs (matmuls with recompute, attention by kernel) over the cluster's peak."""
+    return (recompute_factor * model_flops + attention_hardware + linear_attention_hardware) / (
+        T * n_gpu * P
+    )
 
 
 def attention_training_flops(

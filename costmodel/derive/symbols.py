@@ -71,6 +71,19 @@ intensity_target = _define(
 n_heads = _define("n_h", "1", "attention heads")
 d_head = _define("d_h", "1", "width of one attention head")
 
+# Attention conventions and real lengths (scenario keys attention_flops, attention_kernel,
+# sequence_lengths)
+a_sq = _define("a", "1", "share of the s x s score square counted (1: full, 1/2: causal)")
+kappa = _define(
+    r"\kappa", "1", "attention-core backward FLOPs over forward, by kernel (eager 2, flash 5/2)"
+)
+sum_sq = _define(
+    r"\Sigma s^2", "token^2", "sum over a step's samples of the squared length attention runs on"
+)
+F_lin = _define(
+    r"F_{lin}", "FLOP", "linear-attention (gated DeltaNet) core FLOPs of a step, forward+backward"
+)
+
 # MoE
 ep = _define("e_p", "1", "EP group size: ranks over which one layer's experts are spread")
 tokens = _define("t", "token", "tokens that go through one MoE layer (on one rank, or in a step)")

@@ -5,7 +5,8 @@ returns a nested dict of numbers: the public JSON interface (fractions, not perc
 `render(account, fmt)` turns it into text, Markdown or JSON.
 
 An impossible account is refused, not printed: `account` raises `CostModelError` when MFU, HFU
-or the MFU implied by the measured throughput exceeds 100% (the inputs contradict each other),
+or the MFU implied by the measured throughput exceeds 100%, or, with padded batching, the HFU
+counting every padded slot does (the inputs contradict each other),
 or when any figure is not a finite number. `mfu_if_total_params` may exceed 100%: it is the
 demonstration of a mistake (N = total parameters), reported as it is.
 """
@@ -22,8 +23,9 @@ from costmodel.derive.flops import model_flops, tokens_per_expert
 from costmodel.derive.memory import logits_bytes
 from costmodel.derive.recompute import factor as recompute_policy_factor
 from costmodel.derive.recompute import recompute_factor
-from costmodel.derive.symbols import E, N, N_total, bytes_per_element
+from costmodel.derive.symbols import E, F_lin, N, N_total, bytes_per_element
 from costmodel.errors import CostModelError
+from costmodel.evaluate.linear import linear_attention
 from costmodel.formats import input_value, pct
 from costmodel.inputs.scenario import Scenario
 
@@ -42,18 +44,23 @@ EXPRESSIONS: dict[str, sp.Expr] = {
     "tokens_per_s_per_gpu": utilization.tokens_per_s_per_gpu,
     "mfu_if_total_params": utilization.mfu.subs(N, N_total),
     "mfu_from_measured_tokens_per_s": utilization.mfu_from_throughput,
-    "slots": padding.slots,
-    "useful_fraction": padding.useful_fraction,
-    "waste_fraction": padding.waste_fraction,
-    "packing_speedup": padding.packing_speedup,
-    "mfu_after_packing": padding.mfu_after_packing,
-    "step_time_after_packing": padding.step_time_after_packing,
+    **{
+        f"{batching}.{key}": expr
+        for batching in padding.SLOTS
+        for key, expr in padding.figures(batching).items()
+    },
     "attention_padded": attention.attention_padded,
     "attention_actual": attention.attention_actual,
+    "attention_padded_hardware": attention.attention_padded_hardware,
+    "attention_actual_hardware": attention.attention_actual_hardware,
     "share_padded": attention.share(attention.attention_padded),
     "share_actual": attention.share(attention.attention_actual),
     "mfu_with_attention_padded": attention.mfu_with_attention(attention.attention_padded),
     "mfu_with_attention_actual": attention.mfu_with_attention(attention.attention_actual),
+    "hfu_with_attention_padded": attention.hfu_with_attention(attention.attention_padded_hardware),
+    "hfu_with_attention_actual": attention.hfu_with_attention(attention.attention_actual_hardware),
+    "linear_attention_hardware": attention.linear_attention_hardware,
+    "linear_share": attention.linear_share(attention.attention_actual),
     "logits_bytes": logits_bytes.subs(bytes_per_element, BF16_BYTES),
     "machine_balance": roofline.machine_balance,
     "tokens_per_expert": tokens_per_expert,
@@ -63,12 +70,14 @@ _ARGS = sorted(set().union(*(e.free_symbols for e in EXPRESSIONS.values())), key
 _evaluate = None
 
 
-def evaluate(scenario: Scenario) -> dict[str, float | None]:
-    """Every expression in EXPRESSIONS as a float for this scenario (None where undefined)."""
+def evaluate(scenario: Scenario, linear_flops: float = 0.0) -> dict[str, float | None]:
+    """Every expression in EXPRESSIONS as a float for this scenario (None where undefined);
+    `linear_flops` is F_lin, the linear-attention core FLOPs of the step (linear.py)."""
     global _evaluate
     if _evaluate is None:
         _evaluate = sp.lambdify(_ARGS, list(EXPRESSIONS.values()), modules="math")
     subs = scenario.substitutions()
+    subs[F_lin] = linear_flops
     if subs.get(E) == 0:  # a dense model: no experts, tokens per expert is undefined
         subs[E] = math.nan
     args = [subs.get(symbol, math.nan) for symbol in _ARGS]
@@ -108,10 +117,30 @@ def _input_text(scenario: Scenario, key: str) -> str:
     return f"{key} = {input_value(scenario[key])}"
 
 
+#: With padded batching every slot runs through the matmuls, so the HFU of the slots is bounded
+#: too (a step cannot be faster than its padded work at peak).
+PADDED_UTILIZATION = (
+    "padded.hfu_of_slots",
+    "HFU counting the padded slots",
+    (
+        "step_time",
+        "num_gpus",
+        "peak_flops",
+        "samples_per_step",
+        "seq_len",
+        "activated_params",
+        "recompute",
+    ),
+)
+
+
 def check_possible(scenario: Scenario, figures: dict[str, float | None]) -> None:
-    """Raise CostModelError if a utilization in UTILIZATIONS exceeds 100%: one line naming the
-    figure and the inputs it comes from."""
-    for key, label, inputs in UTILIZATIONS:
+    """Raise CostModelError if a utilization in UTILIZATIONS (and, with padded batching,
+    PADDED_UTILIZATION) exceeds 100%: one line naming the figure and the inputs it comes from."""
+    checks = UTILIZATIONS
+    if scenario["batching"] == "padded":
+        checks = (*UTILIZATIONS, PADDED_UTILIZATION)
+    for key, label, inputs in checks:
         value = figures.get(key)
         if value is not None and value > 1 + 1e-9:  # not float rounding at exactly 100%
             checks = ", ".join(_input_text(scenario, name) for name in inputs)
@@ -134,18 +163,42 @@ def check_finite(a: dict[str, Any], where: str = "") -> None:
             )
 
 
+def _reading(v: dict, key: str, seq_len) -> dict[str, Any]:
+    return {
+        "seq_len": seq_len,
+        "flops_per_step": v[f"attention_{key}"],
+        "hardware_flops_per_step": v[f"attention_{key}_hardware"],
+        "share": v[f"share_{key}"],
+        "mfu_with_attention": v[f"mfu_with_attention_{key}"],
+        "hfu_with_attention": v[f"hfu_with_attention_{key}"],
+    }
+
+
 def account(scenario: Scenario) -> dict[str, Any]:
     """The cost account of `scenario` (see the module docstring); raises CostModelError for an
     impossible one (a utilization above 100%, a figure that is not finite)."""
-    v = evaluate(scenario)
+    linear = linear_attention(scenario)
+    v = evaluate(scenario, (linear or {}).get("flops_per_step") or 0.0)
     check_possible(scenario, v)
+    batching = scenario["batching"]
+    pad = {key: v[f"{batching}.{key}"] for key in padding.figures(batching)}
     policy = scenario["recompute"]
     fraction = scenario["selective_recompute_fraction"]
     now = float(recompute_policy_factor(policy, fraction))
     selective = float(recompute_policy_factor("selective", fraction))
     selective_speedup = max(1.0, now / selective)
-    combined = v["packing_speedup"] * selective_speedup
+    combined = pad["packing_speedup"] * selective_speedup
     measured = scenario["measured_tokens_per_s"]
+    kernel_convention = attention.convention_of(
+        scenario["attention_flops"], scenario["attention_kernel"]
+    )
+    model_convention = attention.convention_of(scenario["attention_flops"], "eager")
+    if linear is not None and linear["flops_per_step"] is not None:
+        linear = {
+            **linear,
+            "hardware_flops_per_step": v["linear_attention_hardware"],
+            "share": v["linear_share"],
+        }
     result = {
         "model_flops_per_step": v["model_flops_per_step"],
         "hardware_flops_per_step": v["hardware_flops_per_step"],
@@ -160,34 +213,26 @@ def account(scenario: Scenario) -> dict[str, Any]:
         "measured_tokens_per_s_per_gpu": measured / scenario["num_gpus"] if measured else None,
         "mfu_from_measured_tokens_per_s": v["mfu_from_measured_tokens_per_s"],
         "mfu_if_total_params": v["mfu_if_total_params"],
-        "padding": {
-            "slots": v["slots"],
-            "useful_fraction": v["useful_fraction"],
-            "waste_fraction": v["waste_fraction"],
-            "packing_speedup": v["packing_speedup"],
-            "mfu_after_packing": v["mfu_after_packing"],
-            "step_time_after_packing": v["step_time_after_packing"],
-        },
+        "padding": {"batching": batching, **pad},
         "attention": {
-            "convention": attention.CONVENTIONS["course"].name,
-            "padded": {
-                "seq_len": scenario["seq_len"],
-                "flops_per_step": v["attention_padded"],
-                "share": v["share_padded"],
-                "mfu_with_attention": v["mfu_with_attention_padded"],
-            },
+            "convention": attention.CONVENTIONS[model_convention].name,
+            "hardware_convention": attention.CONVENTIONS[kernel_convention].name,
+            "attention_flops": scenario["attention_flops"],
+            "attention_kernel": scenario["attention_kernel"],
+            "padded": _reading(v, "padded", scenario["seq_len"]),
             "actual": {
-                "seq_len": scenario["mean_tokens_per_sample"],
-                "flops_per_step": v["attention_actual"],
-                "share": v["share_actual"],
-                "mfu_with_attention": v["mfu_with_attention_actual"],
+                **_reading(v, "actual", scenario["mean_tokens_per_sample"]),
+                "sum_squared_lengths": scenario["sum_squared_lengths"],
+                "sum_squared_lengths_from": scenario["sum_squared_lengths_from"],
             },
         },
+        "linear_attention": linear,
+        "lengths": scenario.lengths.summary() if scenario.lengths is not None else None,
         "projections": {
             "packing": {
-                "speedup": v["packing_speedup"],
-                "step_time": v["step_time_after_packing"],
-                "mfu": v["mfu_after_packing"],
+                "speedup": pad["packing_speedup"],
+                "step_time": pad["step_time_after_packing"],
+                "mfu": pad["mfu_after_packing"],
             },
             "selective_recompute": {
                 "factor_now": now,

@@ -82,6 +82,28 @@ def synthetic_steps(
 MAX_SAMPLES_PER_STEP = 4096
 
 
+def simulated_steps(
+    samples_per_step: int,
+    mean: float,
+    cap: int,
+    lengths: np.ndarray | None = None,
+    exact_step: bool = False,
+    seed: int = DEFAULT_SEED,
+) -> tuple[str, list[np.ndarray]]:
+    """The steps a notebook packs, and where they come from: "synthetic" (no lengths file:
+    synthetic_steps at the scenario's mean), "file step" (the file is exactly one step and small
+    enough to simulate whole: that step), or "file draws" (seeded draws with replacement from the
+    file's lengths, `lengths` already cut at seq_len)."""
+    n_sim = samples_for(samples_per_step)
+    if lengths is None:
+        return "synthetic", synthetic_steps(steps_for(n_sim), n_sim, mean, cap, seed)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if exact_step and n_sim == samples_per_step:
+        return "file step", [lengths]
+    rng = np.random.default_rng(seed)
+    return "file draws", [rng.choice(lengths, n_sim) for _ in range(steps_for(n_sim))]
+
+
 def samples_for(samples_per_step: int, at_most: int = MAX_SAMPLES_PER_STEP) -> int:
     """Samples simulated per step: the scenario's samples per step, at most `at_most`."""
     return max(1, min(int(samples_per_step), at_most))

@@ -35,6 +35,11 @@ ASSUMPTIONS: dict[str, Assumption] = {
     "ce_chunks": Assumption(
         8, "chunked cross-entropy pieces; the course's 15 GB -> 2 GB is about 1/8"
     ),
+    "linear_attention_chunk": Assumption(
+        64,
+        "chunk size of the chunked gated-delta rule: chunk_size=64 in transformers' "
+        "torch_chunk_gated_delta_rule and the flash-linear-attention kernels",
+    ),
     "attention_kernel_speedup": Assumption(
         1.5,
         "a newer attention kernel (e.g. FlashAttention "

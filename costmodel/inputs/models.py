@@ -16,7 +16,9 @@ Reading a config
 the dict into a frozen ``ModelShape`` and ``load_shape`` does both. A config may be flat (the
 usual ``config.json`` of a causal LM) or a multimodal wrapper whose language model sits under
 ``text_config`` (``qwen3_5_moe``); only the language model is counted: no vision tower, no
-multi-token-prediction (MTP) layers (``num_nextn_predict_layers``, ``mtp_num_hidden_layers``).
+multi-token-prediction (MTP) layers (``num_nextn_predict_layers``, ``mtp_num_hidden_layers``):
+they are counted apart (``mtp_params``, ``mtp_activated_params``) and join N only when a scenario
+sets ``count_mtp``.
 Optional fields take the default that ``transformers`` gives them (``num_key_value_heads`` =
 ``num_attention_heads``, ``head_dim`` = ``hidden_size // num_attention_heads``,
 ``tie_word_embeddings`` false, ``full_attention_interval`` 4 for the hybrids, ...). Bad input
@@ -229,8 +231,9 @@ def linear_attention_training_flops(shape: ModelShape, tokens: int, chunk_size: 
 # outputs
 
 
-def scenario_keys(shape: ModelShape) -> dict:
-    """The scenario keys a model config fills in.
+def scenario_keys(shape: ModelShape, count_mtp: bool = False) -> dict:
+    """The scenario keys a model config fills in (with ``count_mtp``, N and the total include the
+    multi-token-prediction layers: ``mtp_activated_params`` and ``mtp_params``).
 
     ``full_attention_every`` is the period of the full-attention layers; when they are not
     periodic, the value chosen is the smallest p with ``num_layers // p ==
@@ -247,8 +250,9 @@ def scenario_keys(shape: ModelShape) -> dict:
                 f"{n} cannot be written as num_layers // full_attention_every"
             )
     return {
-        "activated_params": shape.activated_params,
-        "total_params": shape.total_params,
+        "activated_params": shape.activated_params
+        + (shape.mtp_activated_params if count_mtp else 0),
+        "total_params": shape.total_params + (shape.mtp_params if count_mtp else 0),
         "hidden_size": shape.hidden_size,
         "num_layers": shape.num_layers,
         "full_attention_every": every,
@@ -287,5 +291,9 @@ def params_json(shape: ModelShape) -> dict:
         "num_moe_layers": shape.num_moe_layers,
         "num_dense_layers": shape.num_dense_layers,
         "num_mtp_layers_excluded": shape.num_mtp_layers_excluded,
+        "num_mtp_layers": shape.num_mtp_layers,
+        "mtp_params": shape.mtp_params,
+        "mtp_activated_params": shape.mtp_activated_params,
+        "activated_params_with_mtp": shape.activated_params + shape.mtp_activated_params,
         "breakdown": shape.breakdown,
     }

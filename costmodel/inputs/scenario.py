@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -24,11 +25,12 @@ from typing import Any, Callable
 
 import yaml
 
-from costmodel.derive import recompute
+from costmodel.derive import attention, recompute
 from costmodel.derive import symbols as sym
 from costmodel.errors import CostModelError
 from costmodel.formats import limits, shown
 from costmodel.inputs import hardware
+from costmodel.inputs.lengths import Lengths, summarize
 from costmodel.inputs.models import read_input
 
 RECOMPUTE_POLICIES = tuple(recompute.POLICIES)
@@ -37,9 +39,11 @@ WIDTH_KEYS = ("attention_dim", "num_heads", "head_dim", "hidden_size")
 
 @dataclass(frozen=True)
 class Field:
-    kind: str  # count | count0 | positive | fraction | choice | gpu | text | path
+    kind: str  # count | count0 | positive | fraction | choice | flag | gpu | text | path | file
     help: str
     nullable: bool = False
+    #: The values a `choice` accepts, the first the course's.
+    choices: tuple[str, ...] = ()
     #: Inclusive bounds of a number (None: the kind's own bound). They keep every figure of the
     #: account finite and every notebook runnable; the README's scenario table states them.
     minimum: float | None = None
@@ -69,7 +73,9 @@ FIELDS: dict[str, Field] = {
     "hbm_bandwidth": Field(
         "positive", "HBM bandwidth of one GPU, byte/s", minimum=10**6, maximum=10**16
     ),
-    "recompute": Field("choice", "activation recompute: none | selective | full"),
+    "recompute": Field(
+        "choice", "activation recompute: none | selective | full", choices=RECOMPUTE_POLICIES
+    ),
     "selective_recompute_fraction": Field(
         "fraction", "share of forward FLOPs redone by selective recompute"
     ),
@@ -100,6 +106,31 @@ FIELDS: dict[str, Field] = {
     ),
     "vocab_size": Field("count", "vocabulary size", maximum=10**9),
     "micro_batch": Field("count", "sequences per micro batch", maximum=10**6),
+    "attention_flops": Field(
+        "choice",
+        "attention-core count: full (the s x s square, the course's) | causal (half, Megatron-LM)",
+        choices=("full", "causal"),
+    ),
+    "attention_kernel": Field(
+        "choice",
+        "attention kernel: eager (backward 2x forward, scores kept) | flash (2.5x, recomputed)",
+        choices=("eager", "flash"),
+    ),
+    "batching": Field(
+        "choice",
+        "padded (every sample padded to seq_len, the course's) | packed (no padding; varlen "
+        "attention per document)",
+        choices=("padded", "packed"),
+    ),
+    "sequence_lengths": Field(
+        "file",
+        "file of real sample lengths (one per line, .npy, or .csv with a length column), "
+        "relative to the scenario file; gives mean_tokens_per_sample and the sum of squares",
+        nullable=True,
+    ),
+    "count_mtp": Field(
+        "flag", "count the config's multi-token-prediction layers in N (needs model)"
+    ),
 }
 
 ALLOWED = {
@@ -107,10 +138,12 @@ ALLOWED = {
     "count0": "a non-negative integer",
     "positive": "a positive number",
     "fraction": "a number between 0 and 1",
-    "choice": "one of " + ", ".join(RECOMPUTE_POLICIES),
+    "choice": "one of",
+    "flag": "true or false",
     "gpu": "one of " + ", ".join(hardware.GPUS),
     "text": "a string",
     "path": "a config.json path or a preset name",
+    "file": "a path to a lengths file",
 }
 
 #: Limits on a scenario's YAML (a file, or the value of one --set), checked while it is read and
@@ -126,6 +159,8 @@ def allowed_text(key: str) -> str:
     """What a key accepts, bounds included: 'a positive integer up to 100,000,000'."""
     spec = FIELDS[key]
     text = ALLOWED[spec.kind]
+    if spec.kind == "choice":
+        text += " " + ", ".join(spec.choices)
     if spec.kind in ("count", "count0", "positive"):
         if spec.minimum is not None and spec.maximum is not None:
             low, high = limits(spec.minimum, spec.maximum)
@@ -201,9 +236,13 @@ def check_value(key: str, value: Any) -> Any:
             raise _fail(key, number, allowed)
         return number
     if spec.kind == "choice":
-        if not isinstance(value, str) or value.lower() not in RECOMPUTE_POLICIES:
+        if not isinstance(value, str) or value.lower() not in spec.choices:
             raise _fail(key, value, allowed)
         return value.lower()
+    if spec.kind == "flag":
+        if not isinstance(value, bool):
+            raise _fail(key, value, allowed)
+        return value
     if spec.kind == "gpu":
         gpu = hardware.lookup(value) if isinstance(value, str) else None
         if gpu is None:
@@ -409,6 +448,7 @@ SYMBOL_OF_KEY = {
     "experts_per_token": sym.k_top,
     "vocab_size": sym.V,
     "micro_batch": sym.b_micro,
+    "sum_squared_lengths": sym.sum_sq,
 }
 
 
@@ -418,6 +458,8 @@ class Scenario:
 
     values: dict[str, Any]
     sources: dict[str, str] = field(default_factory=dict)
+    #: The lengths file of `sequence_lengths`, summarized (None without one).
+    lengths: Lengths | None = None
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -433,6 +475,10 @@ class Scenario:
             recompute.fraction(
                 self.values["recompute"], self.values["selective_recompute_fraction"]
             )
+        )
+        subs[sym.a_sq] = float(attention.SQUARE_FRACTION[self.values["attention_flops"]])
+        subs[sym.kappa] = float(
+            attention.KERNEL_BACKWARD_OVER_FORWARD[self.values["attention_kernel"]]
         )
         return subs
 
@@ -455,10 +501,27 @@ def model_reference(reference: str, base: str | Path) -> str:
     return reference
 
 
-def _model_keys(reference: str) -> dict[str, Any]:
+def relative_to_file(layer: dict[str, Any], base: str | Path) -> dict[str, Any]:
+    """Make a scenario file's paths absolute, in place: `model` (a path, not a preset name) and
+    `sequence_lengths` are relative to the file's folder `base`."""
+    if isinstance(layer.get("model"), str):
+        layer["model"] = model_reference(layer["model"], base)
+    if isinstance(layer.get("sequence_lengths"), str):
+        layer["sequence_lengths"] = os.path.abspath(os.path.join(base, layer["sequence_lengths"]))
+    return layer
+
+
+def _model_keys(reference: str, count_mtp: bool) -> tuple[dict[str, Any], int]:
+    """The scenario keys a model fills in, and its MTP layers counted (count_mtp)."""
     from costmodel.inputs import models  # only when a scenario names a model
 
-    return models.scenario_keys(models.load_shape(reference))
+    shape = models.load_shape(reference)
+    if count_mtp and not shape.num_mtp_layers:
+        raise CostModelError(
+            f"count_mtp: true is not allowed; model {shown(shape.name or reference, 200)} has no "
+            "multi-token-prediction layers (num_nextn_predict_layers, mtp_num_hidden_layers)"
+        )
+    return models.scenario_keys(shape, count_mtp), shape.num_mtp_layers if count_mtp else 0
 
 
 def resolve(
@@ -470,8 +533,7 @@ def resolve(
     layers: list[tuple[str, dict[str, Any]]] = []
     if file is not None:
         layer = load_yaml(file)
-        if isinstance(layer.get("model"), str):  # a path in a file is relative to the file
-            layer["model"] = model_reference(layer["model"], Path(file).parent)
+        relative_to_file(layer, Path(file).parent)
         layers.append(("file", layer))
     if data:
         layers.append(("file", dict(data)))
@@ -485,13 +547,24 @@ def resolve(
             sources[key] = origin
 
     model_ref = user.get("model")
+    count_mtp = bool(user.get("count_mtp"))
+    if count_mtp and not model_ref:
+        raise CostModelError(
+            "count_mtp: true is not allowed without model; expected a model config with "
+            "multi-token-prediction layers (set model: to a config.json or a preset)"
+        )
+    mtp_layers = 0
     try:
-        model_layer = _checked(_model_keys(model_ref)) if model_ref else {}
+        if model_ref:
+            model_layer, mtp_layers = _model_keys(model_ref, count_mtp)
+            model_layer = _checked(model_layer)
+        else:
+            model_layer = {}
     except CostModelError as error:  # say which model a refused shape key comes from
         message = str(error)
         raise (
             error
-            if message.startswith("model config ")
+            if message.startswith(("model config ", "count_mtp: "))
             else CostModelError(f"model {shown(model_ref, 200)}: {message}")
         ) from None
 
@@ -517,16 +590,34 @@ def resolve(
             values[key] = figure
             sources[key] = "gpu table" if sources.get("gpu") == "course" else sources["gpu"]
 
-    _derive(values, sources)
+    if values.get("sequence_lengths") is not None and "mean_tokens_per_sample" in user:
+        raise CostModelError(
+            f"mean_tokens_per_sample: {shown(user['mean_tokens_per_sample'])} is not allowed "
+            "with sequence_lengths; expected one of the two (the lengths file gives the mean)"
+        )
+    values["num_mtp_layers"] = mtp_layers
+    sources["num_mtp_layers"] = "derived"
+    lengths = _lengths(values, sources)
+    _derive(values, sources, lengths)
     _cross_check(values)
-    return Scenario(values, sources)
+    return Scenario(values, sources, lengths)
 
 
 def _checked(layer: dict[str, Any]) -> dict[str, Any]:
     return {key: check_value(key, value) for key, value in layer.items()}
 
 
-def _derive(values: dict[str, Any], sources: dict[str, str]) -> None:
+def _lengths(values: dict[str, Any], sources: dict[str, str]) -> Lengths | None:
+    """Read and summarize the lengths file; its mean becomes mean_tokens_per_sample."""
+    if values.get("sequence_lengths") is None:
+        return None
+    lengths = summarize(values["sequence_lengths"], values["seq_len"], values["samples_per_step"])
+    values["mean_tokens_per_sample"] = lengths.mean
+    sources["mean_tokens_per_sample"] = "sequence_lengths"
+    return lengths
+
+
+def _derive(values: dict[str, Any], sources: dict[str, str], lengths: Lengths | None) -> None:
     if values.get("attention_dim") is not None:
         origin = "attention_dim"
     elif values.get("num_heads") is not None and values.get("head_dim") is not None:
@@ -537,8 +628,28 @@ def _derive(values: dict[str, Any], sources: dict[str, str]) -> None:
         origin = "hidden_size"
     values["attention_dim_from"] = origin
     values["tokens_per_step"] = values["samples_per_step"] * values["mean_tokens_per_sample"]
-    values["num_full_attention_layers"] = values["num_layers"] // values["full_attention_every"]
-    for key in ("attention_dim_from", "tokens_per_step", "num_full_attention_layers"):
+    if lengths is not None and lengths.exact_step:  # the file's own sum, no rounding
+        values["tokens_per_step"] = int(lengths.truncated.sum())
+    # Full-attention layers, with the MTP layers when they are counted (each has one).
+    values["num_full_attention_layers"] = (
+        values["num_layers"] // values["full_attention_every"] + values["num_mtp_layers"]
+    )
+    # The attention core's sum of squared lengths: the file's, else the course's B x mean^2.
+    if lengths is not None:
+        values["sum_squared_lengths"] = lengths.sum_of_squares_per_step
+        values["sum_squared_lengths_from"] = "sequence_lengths"
+    else:
+        values["sum_squared_lengths"] = (
+            values["samples_per_step"] * values["mean_tokens_per_sample"] ** 2
+        )
+        values["sum_squared_lengths_from"] = "samples_per_step x mean_tokens_per_sample^2"
+    for key in (
+        "attention_dim_from",
+        "tokens_per_step",
+        "num_full_attention_layers",
+        "sum_squared_lengths",
+        "sum_squared_lengths_from",
+    ):
         sources[key] = "derived"
 
 

@@ -56,6 +56,7 @@ class ModelShape:
     mla: bool
     q_lora_rank: int
     kv_lora_rank: int
+    qk_rope_head_dim: int
     vocab_size: int
     tie_word_embeddings: bool
     intermediate_size: int
@@ -63,6 +64,7 @@ class ModelShape:
     experts_per_token: int
     moe_intermediate_size: int
     shared_expert_intermediate_size: int
+    shared_expert_gate: bool
     moe_layer_flags: tuple[bool, ...]
     num_moe_layers: int
     num_dense_layers: int
@@ -72,6 +74,8 @@ class ModelShape:
     linear_value_head_dim: int
     linear_conv_kernel_dim: int
     num_mtp_layers_excluded: int
+    mtp_params: int
+    mtp_activated_params: int
     total_params: int
     embedding_params: int
     lm_head_params: int
@@ -83,6 +87,11 @@ class ModelShape:
     def breakdown(self) -> dict[str, int]:
         """Parameter count per component, keys as in ``BREAKDOWN_KEYS``."""
         return dict(self.breakdown_items)
+
+    @property
+    def num_mtp_layers(self) -> int:
+        """Multi-token-prediction layers of the config (counted only with count_mtp)."""
+        return self.num_mtp_layers_excluded
 
     @property
     def is_moe(self) -> bool:

@@ -173,8 +173,14 @@ def index_html(sc: scenario.Scenario, account: dict[str, Any], sections: list[Se
     headline = [
         ("MFU", f"{100 * account['mfu']:.2f}%"),
         ("HFU", f"{100 * account['hfu']:.2f}%"),
-        ("Attention share (padded length)", f"{100 * att['padded']['share']:.1f}%"),
-        ("Attention share (mean length)", f"{100 * att['actual']['share']:.1f}%"),
+        (
+            f"Attention share (padded length, {att['attention_flops']})",
+            f"{100 * att['padded']['share']:.1f}%",
+        ),
+        (
+            f"Attention share (real lengths, {att['attention_flops']})",
+            f"{100 * att['actual']['share']:.1f}%",
+        ),
         ("Padding waste", f"{100 * account['padding']['waste_fraction']:.1f}%"),
     ]
     cards = "".join(
@@ -663,9 +669,10 @@ def build(
 def user_layer(scenario_file: str | None, overrides: dict[str, Any] | None) -> dict[str, Any]:
     """The team's own keys (file, then --set), for the notebooks' parameters cell."""
     data = scenario.load_yaml(scenario_file) if scenario_file else {}
-    data.update(overrides or {})
-    if data.get("model") and scenario_file:
-        data["model"] = scenario.model_reference(data["model"], Path(scenario_file).parent)
+    if scenario_file:
+        scenario.relative_to_file(data, Path(scenario_file).parent)
+    # --set paths are relative to the folder the command runs in; the notebooks run elsewhere
+    data.update(scenario.relative_to_file(dict(overrides or {}), Path.cwd()))
     return data
 
 

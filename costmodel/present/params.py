@@ -36,12 +36,15 @@ def params_text(shape: ModelShape) -> str:
         )
     lines.append(
         f"  vocab {shape.vocab_size}, embeddings {'tied' if shape.tie_word_embeddings else 'untied'}"
-        + (
-            f"; {shape.num_mtp_layers_excluded} MTP layer(s) not counted"
-            if shape.num_mtp_layers_excluded
-            else ""
-        )
     )
+    if shape.num_mtp_layers:
+        lines.append(
+            f"  {shape.num_mtp_layers} MTP layer(s): {num(shape.mtp_params)} parameters "
+            f"({human_count(shape.mtp_params)}; embedding and head shared), "
+            f"{num(shape.mtp_activated_params)} matmul parameters per token "
+            f"({human_count(shape.mtp_activated_params)}, the head again included); not in the "
+            "counts below: a scenario adds them to N with count_mtp: true"
+        )
     rows = [
         ("total_params", shape.total_params, "all parameters as published (tied weights once)"),
         (
@@ -53,6 +56,17 @@ def params_text(shape: ModelShape) -> str:
             "activated_params_published",
             shape.activated_params_published,
             "published active count, includes the input embedding",
+        ),
+        *(
+            [
+                (
+                    "activated_params_with_mtp",
+                    shape.activated_params + shape.mtp_activated_params,
+                    "N with the MTP layers (scenario key count_mtp)",
+                )
+            ]
+            if shape.num_mtp_layers
+            else []
         ),
         ("embedding_params", shape.embedding_params, "input embedding (a lookup, no FLOPs)"),
         ("lm_head_params", shape.lm_head_params, "output projection (in N even when tied)"),

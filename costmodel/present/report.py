@@ -73,9 +73,13 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
             ],
         ),
         (
-            "Padding",
+            f"Padding (batching: {pad['batching']})",
             [
-                ("slots", _count(pad["slots"]), "samples x seq_len"),
+                (
+                    "slots",
+                    _count(pad["slots"]),
+                    "samples x seq_len" if pad["batching"] == "padded" else "packed: = D",
+                ),
                 ("useful fraction", _pct(pad["useful_fraction"]), "D / slots"),
                 ("waste", _pct(pad["waste_fraction"]), "if every sample is padded"),
                 ("perfect-packing speedup", f"{pad['packing_speedup']:.3f}x", "slots / D"),
@@ -83,27 +87,30 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
                 ("step time after packing", _seconds(pad["step_time_after_packing"]), ""),
             ],
         ),
+        *_lengths_section(a),
         (
-            f"Attention core ({att['convention']})",
+            f"Attention core ({att['convention']}; kernel {att['attention_kernel']})",
             [
-                (
-                    f"at padded length {_count(att['padded']['seq_len'])}",
-                    _sci(att["padded"]["flops_per_step"]),
-                    f"share {_pct(att['padded']['share'])}, MFU with attention "
-                    f"{_pct(att['padded']['mfu_with_attention'])}",
+                *_attention_rows(
+                    att, "padded", f"at padded length {_count(att['padded']['seq_len'])}"
                 ),
-                (
-                    f"at mean length {_count(att['actual']['seq_len'])}",
-                    _sci(att["actual"]["flops_per_step"]),
-                    f"share {_pct(att['actual']['share'])}, MFU with attention "
-                    f"{_pct(att['actual']['mfu_with_attention'])}",
+                *_attention_rows(
+                    att,
+                    "actual",
+                    f"at real lengths (mean {_count(att['actual']['seq_len'])})",
+                    f"sum of s^2 from {att['actual']['sum_squared_lengths_from']}",
                 ),
                 (
                     "attention width d",
                     _count(sc["attention_dim"]),
                     f"from {sc['attention_dim_from']}",
                 ),
-                ("full-attention layers", _count(sc["num_full_attention_layers"]), ""),
+                (
+                    "full-attention layers",
+                    _count(sc["num_full_attention_layers"]),
+                    f"{sc['num_mtp_layers']} of them MTP" if sc["num_mtp_layers"] else "",
+                ),
+                *_linear_rows(a),
             ],
         ),
         (
@@ -145,6 +152,64 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
                 ("tokens per expert", _count(a["tokens_per_expert"]), "D x k / E"),
             ],
         ),
+    ]
+
+
+def _attention_rows(att, key: str, label: str, extra: str = "") -> list[tuple[str, str, str]]:
+    x = att[key]
+    return [
+        (
+            label,
+            _sci(x["flops_per_step"]),
+            f"share {_pct(x['share'])}, MFU with attention {_pct(x['mfu_with_attention'])}"
+            + (f"; {extra}" if extra else ""),
+        ),
+        (
+            "  hardware FLOPs",
+            _sci(x["hardware_flops_per_step"]),
+            f"{att['hardware_convention']}, with recompute; HFU with attention "
+            f"{_pct(x['hfu_with_attention'])}",
+        ),
+    ]
+
+
+def _linear_rows(a: dict[str, Any]) -> list[tuple[str, str, str]]:
+    lin = a["linear_attention"]
+    if lin is None:
+        return []
+    if lin["flops_per_step"] is None:
+        return [("linear attention (gated DeltaNet)", "unknown", lin["note"])]
+    return [
+        (
+            "linear attention (gated DeltaNet)",
+            _sci(lin["flops_per_step"]),
+            f"{lin['layers']} layers, chunk {lin['chunk_size']}, share {_pct(lin['share'])}; "
+            "included in every 'with attention' figure",
+        ),
+        ("  hardware FLOPs", _sci(lin["hardware_flops_per_step"]), "with recompute"),
+    ]
+
+
+def _lengths_section(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    lengths = a["lengths"]
+    if lengths is None:
+        return []
+    return [
+        (
+            "Sequence lengths (sequence_lengths)",
+            [
+                ("file", lengths["file"], lengths["reading"]),
+                ("samples in the file", _count(lengths["count"]), ""),
+                ("mean length", f"{lengths['mean']:,.1f}", "after truncation to seq_len"),
+                ("mean of squares", _sci(lengths["mean_of_squares"]), ""),
+                ("longest", _count(lengths["longest"]), ""),
+                (
+                    "truncated samples",
+                    _count(lengths["truncated_samples"]),
+                    f"{_count(lengths['truncated_tokens'])} tokens cut (in the file)",
+                ),
+            ],
+        )
     ]
 
 

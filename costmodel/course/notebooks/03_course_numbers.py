@@ -55,7 +55,7 @@ d.md(f"场景：**{d.text(sc['name'])}**"
 
 # %%
 SOURCE = {"course": "课程", "file": "场景文件", "--set": "覆盖参数", "model": "模型配置",
-          "gpu table": "GPU 表", "derived": "推导"}
+          "gpu table": "GPU 表", "derived": "推导", "sequence_lengths": "长度文件"}
 measured = sc["measured_tokens_per_s"]
 rows = [
     ("每步样本数", "B", d.num(sc["samples_per_step"]), SOURCE[sc.sources["samples_per_step"]]),

@@ -30,16 +30,23 @@ import sympy as sp
 
 from costmodel import course
 from costmodel.present import display as d
-from costmodel.derive import padding
+from costmodel.derive import attention, padding
 from costmodel.evaluate import packing
 from costmodel.derive.attention import attention_training_flops, sum_of_squares_flops
 from costmodel.derive.symbols import B, D, s_mean
 
 sc, acc = d.load(scenario_file, overrides)
 pad = acc["padding"]
+packed = pad["batching"] == "packed"  # the run already packs: no padding slots
+team = sc.lengths  # the team's lengths file (sequence_lengths), or None
+conv = attention.convention_of(sc["attention_flops"], "eager")  # the account's model count
 d.md(f"场景：**{d.text(sc['name'])}**：每步 {d.num(sc['samples_per_step'])} 个样本，平均每个样本 "
-     f"{d.count(sc['mean_tokens_per_sample'])} 个真实 token，配置的序列长度（补齐长度）为 "
-     f"{d.num(sc['seq_len'])}。下面的数字都按这个场景现算。")
+     f"{d.count(sc['mean_tokens_per_sample'])} 个真实 token"
+     + ("（截断到序列长度后的均值，来自团队的长度文件 `sequence_lengths`）" if team is not None else "")
+     + "，配置的序列长度（" + ("打包的行长，也是单个样本的截断长度" if packed else "补齐长度")
+     + f"）为 {d.num(sc['seq_len'])}。"
+     + ("批处理方式是 `batching: packed`：样本已经首尾相接地装在一起。" if packed else "")
+     + "下面的数字都按这个场景现算。")
 
 # %% [markdown]
 # ## 1. 按均值算的账
@@ -49,86 +56,170 @@ d.md(f"场景：**{d.text(sc['name'])}**：每步 {d.num(sc['samples_per_step'])
 # 矩阵乘），有效占比、浪费和完美 packing 的提速就都只取决于 $\bar{s}$ 与 $S$ 之比，$B$ 会约掉：
 
 # %%
-useful_expr = padding.useful_fraction.subs(D, padding.tokens_in_batch)
-d.eq(r"\text{useful}", padding.useful_fraction, useful_expr, d.pct(pad["useful_fraction"]))
-d.eq(r"\text{waste}", padding.waste_fraction.subs(D, padding.tokens_in_batch),
-     d.pct(pad["waste_fraction"]))
-d.eq(r"\text{speedup}", padding.packing_speedup, padding.packing_speedup.subs(D, B * s_mean),
-     d.times(pad["packing_speedup"]))
-d.table([
-    ["slots per step B·S", d.num(pad["slots"])],
-    ["real tokens per step D", d.count(sc["tokens_per_step"])],
-    ["useful fraction", d.pct(pad["useful_fraction"])],
-    ["waste", d.pct(pad["waste_fraction"])],
-    ["perfect-packing speedup", d.times(pad["packing_speedup"])],
-    ["MFU now -> after packing", f"{d.pct(acc['mfu'])} -> {d.pct(pad['mfu_after_packing'])}"],
-    ["step time now -> after packing",
-     f"{d.num(sc['step_time'], 1)} s -> {d.num(pad['step_time_after_packing'], 1)} s"],
-], ["quantity", "value"], "Padding account (mean length)")
-padded = pad["slots"] > sc["tokens_per_step"]  # some slots hold padding
-if padded:
-    gain = (f"本场景有 **{d.pct(pad['waste_fraction'])}** 的槽位落在 pad 上；如果真在定长补齐，完美 packing "
-            f"能把每步从 {d.num(sc['step_time'], 1)} 秒压到 **{d.num(pad['step_time_after_packing'], 1)} 秒**"
-            f"（{d.times(pad['packing_speedup'])}），MFU 从 {d.pct(acc['mfu'])} 升到 "
-            f"{d.pct(pad['mfu_after_packing'])}。")
-else:
-    gain = (f"本场景的平均真实长度等于配置长度（{d.num(sc['seq_len'])}）：每个样本都填满 $S$，定长补齐也"
-            f"没有 pad 槽位，完美 packing 没有可省的（{d.times(pad['packing_speedup'])}），MFU 仍是 "
-            f"{d.pct(acc['mfu'])}。")
 quoted = course.figures()
-d.md(gain + f"作为对照，课程对它的场景给出的是浪费 {quoted['padding_waste']['text']}、"
-     f"提速 {quoted['packing_speedup']['text']}"
-     "（那是课程的数字，上面的是本场景现算的）。")
+padded = pad["slots"] > sc["tokens_per_step"]  # some slots hold padding
+# Scaling the step time by the slots would push MFU past 100%: the inputs contradict the premise
+# that every slot costs as much as a real token (the run cannot be padding them all).
+beyond_peak = not packed and pad["mfu_after_packing"] > 1
+if packed:  # batching: packed, slots = D: nothing of the padding account applies
+    d.eq(r"\text{slots}", padding.SLOTS["packed"], d.tex_num(pad["slots"]))
+    d.eq(r"\text{useful}", r"\frac{D}{D}", d.pct(pad["useful_fraction"]))
+    d.table([
+        ["batching", pad["batching"]],
+        ["slots per step (= D)", d.num(pad["slots"])],
+        ["real tokens per step D", d.count(sc["tokens_per_step"])],
+        ["useful fraction", d.pct(pad["useful_fraction"])],
+        ["padding slots", d.pct(pad["waste_fraction"])],
+        ["speedup left to packing", d.times(pad["packing_speedup"])],
+        ["MFU", d.pct(acc["mfu"])],
+    ], ["quantity", "value"], "Slot account of a packed run")
+    d.md(f"本场景声明 `batching: packed`：数据已经 packing，一步计算的槽位就是 "
+         f"{d.count(sc['tokens_per_step'])} 个真实 token，没有 pad 槽位。定长补齐的那笔账（浪费、完美 "
+         f"packing 的提速）在这里不适用：没有可省的槽位（{d.times(pad['packing_speedup'])}），MFU 仍是 "
+         f"{d.pct(acc['mfu'])}。packing 之后剩下要看的是注意力：它应当按样本（文档）计算（varlen，"
+         "正比于 $\\sum s_i^2$，而不是拼好的整行长度的平方，见第 3 节），同一行里的样本也不能互相看见"
+         "（第 3、4 节）。"
+         f"作为对照，课程的场景是定长补齐，它给出的是浪费 {quoted['padding_waste']['text']}、"
+         f"提速 {quoted['packing_speedup']['text']}（那是课程的数字）。")
+else:
+    useful_expr = padding.useful_fraction.subs(D, padding.tokens_in_batch)
+    d.eq(r"\text{useful}", padding.useful_fraction, useful_expr, d.pct(pad["useful_fraction"]))
+    d.eq(r"\text{waste}", padding.waste_fraction.subs(D, padding.tokens_in_batch),
+         d.pct(pad["waste_fraction"]))
+    d.eq(r"\text{speedup}", padding.packing_speedup, padding.packing_speedup.subs(D, B * s_mean),
+         d.times(pad["packing_speedup"]))
+    d.table([
+        ["slots per step B·S", d.num(pad["slots"])],
+        ["real tokens per step D", d.count(sc["tokens_per_step"])],
+        ["useful fraction", d.pct(pad["useful_fraction"])],
+        ["waste", d.pct(pad["waste_fraction"])],
+        ["perfect-packing speedup", d.times(pad["packing_speedup"])],
+        ["MFU now -> after packing" + (" (over 100%: impossible)" if beyond_peak else ""),
+         f"{d.pct(acc['mfu'])} -> {d.pct(pad['mfu_after_packing'])}"],
+        ["step time now -> after packing",
+         f"{d.num(sc['step_time'], 1)} s -> {d.num(pad['step_time_after_packing'], 1)} s"],
+    ], ["quantity", "value"], "Padding account (mean length)")
+    if beyond_peak:
+        gain = (f"本场景按均值有 **{d.pct(pad['waste_fraction'])}** 的槽位落在 pad 上；但按槽位比例缩短步时，"
+                f"MFU 会从 {d.pct(acc['mfu'])} 升到 {d.pct(pad['mfu_after_packing'])}，超过 100%，不可能。"
+                "也就是说，本场景的输入与这笔账的前提矛盾：若每个样本真补齐到 $S$、pad 也全额计算，硬件现在"
+                "就已超过峰值。要么训练其实没有定长补齐（已经 packing，场景里写 `batching: packed`），"
+                "要么步时、GPU 数或模型的输入需要核对；这里的提速不能当真。")
+    elif padded:
+        gain = (f"本场景有 **{d.pct(pad['waste_fraction'])}** 的槽位落在 pad 上；如果真在定长补齐，完美 "
+                f"packing 能把每步从 {d.num(sc['step_time'], 1)} 秒压到 "
+                f"**{d.num(pad['step_time_after_packing'], 1)} 秒**"
+                f"（{d.times(pad['packing_speedup'])}），MFU 从 {d.pct(acc['mfu'])} 升到 "
+                f"{d.pct(pad['mfu_after_packing'])}。")
+    else:
+        gain = (f"本场景的平均真实长度等于配置长度（{d.num(sc['seq_len'])}）：每个样本都填满 $S$，定长补齐"
+                f"也没有 pad 槽位，完美 packing 没有可省的（{d.times(pad['packing_speedup'])}），MFU 仍是 "
+                f"{d.pct(acc['mfu'])}。")
+    d.md(gain + f"作为对照，课程对它的场景给出的是浪费 {quoted['padding_waste']['text']}、"
+         f"提速 {quoted['packing_speedup']['text']}"
+         "（那是课程的数字，上面的是本场景现算的）。")
 
 # %% [markdown]
 # 这笔账有一个前提：训练真的在做定长补齐。同一个 $D$，日志里每步计入的 token 数、是否传了
 # `cu_seqlens`、一个 batch 的 `attention_mask` / `position_ids` 里有没有大片 pad，量一下就知道。
-# 已经在 packing，这笔浪费就不存在；确实定长补齐，它全额存在；部分 packing 则介于两者之间。
+# 已经在 packing（场景里写 `batching: packed`），这笔浪费就不存在；确实定长补齐，它全额存在；
+# 部分 packing 则介于两者之间。
 #
 # ## 2. 课程之外：长度是一个分布
 #
 # 均值够算线性层的浪费，却回答不了两个问题：把样本装进 $S$ 长的行里到底能装多满？注意力的
-# 平方项按均值算准不准？为此造一个合成的长度分布：Gamma 分布的随机数（固定种子），乘上一个
-# 比例系数后四舍五入并截断到 $[1, S]$；比例系数用二分法求，使每一步的 token 总数**恰好**等于
-# 场景的 $D$（截断会拉低均值，所以不能直接按均值缩放）。取若干步，让统计量稳定。
-# 分布的形状是假设（`packing.DEFAULT_SHAPE`），不是测量值：换成团队自己的长度直方图会更好。
+# 平方项按均值算准不准？两者都要长度的分布。场景给了团队的长度文件（`sequence_lengths`）时，
+# 下面直接用文件里的真实长度（截断到 $S$）。没给时（课程场景就是这样），造一个合成的长度分布：
+# Gamma 分布的随机数（固定种子），乘上一个比例系数后四舍五入并截断到 $[1, S]$；比例系数用二分法求，
+# 使每一步的 token 总数**恰好**等于场景的 $D$（截断会拉低均值，所以不能直接按均值缩放）。取若干步，
+# 让统计量稳定。合成分布的形状是假设（`packing.DEFAULT_SHAPE`），不是测量值：换成团队自己的长度文件
+# 会更好。
 
 # %%
 n, mean, cap = sc["samples_per_step"], sc["mean_tokens_per_sample"], sc["seq_len"]
 n_sim = packing.samples_for(n)  # samples simulated per step (all of them, up to a limit)
 per_step = n / n_sim  # scales a simulated step's attention FLOPs to the scenario's step
-n_steps = packing.steps_for(n_sim)
-steps = packing.synthetic_steps(n_steps, n_sim, mean, cap)
-lengths = np.concatenate(steps)
+# synthetic lengths, the file's one step, or seeded draws from the file (cut at seq_len)
+source, steps = packing.simulated_steps(n, mean, cap, None if team is None else team.truncated,
+                                        team is not None and team.exact_step)
+n_steps = len(steps)
+lengths = np.concatenate(steps) if team is None else team.truncated
 capped = float(np.mean(lengths == cap))
 over_half = float(np.mean(lengths > cap / 2))
-d.table([
-    ["steps x samples per step", f"{n_steps} x {d.num(n_sim)}"],
-    ["gamma shape (assumption)", d.num(packing.DEFAULT_SHAPE, 1)],
-    ["tokens per step (every step)" if n_sim == n else "tokens per simulated step (every step)",
-     d.num(int(steps[0].sum()))],
-    ["mean length", d.num(float(lengths.mean()), 1)],
-    ["median length", d.num(float(np.median(lengths)), 0)],
-    ["samples at the cap S", d.pct(capped)],
-    ["samples longer than S/2", d.pct(over_half)],
-], ["synthetic lengths", "value"], "Synthetic sample lengths (seeded)")
-if n_sim < n:
-    d.md(f"本场景每步有 {d.num(n)} 个样本，装箱模拟的耗时随样本数的平方增长，所以每步只模拟 "
-         f"{d.num(n_sim)} 个样本（同样的均值和上限）。下面的比例（有效占比、提速、平方和之比、"
-         "泄漏比例）直接用于本场景；行数与槽位数按模拟的样本数计，注意力 FLOPs 已按样本数换算回整步。"
-         "样本越多，装箱越容易把行填满，所以贪心装箱的结果在本场景里只会更好一点。")
+if team is None:
+    d.table([
+        ["steps x samples per step", f"{n_steps} x {d.num(n_sim)}"],
+        ["gamma shape (assumption)", d.num(packing.DEFAULT_SHAPE, 1)],
+        ["tokens per step (every step)" if n_sim == n else "tokens per simulated step (every step)",
+         d.num(int(steps[0].sum()))],
+        ["mean length", d.num(float(lengths.mean()), 1)],
+        ["median length", d.num(float(np.median(lengths)), 0)],
+        ["samples at the cap S", d.pct(capped)],
+        ["samples longer than S/2", d.pct(over_half)],
+    ], ["synthetic lengths", "value"], "Synthetic sample lengths (seeded)")
+    if n_sim < n:
+        d.md(f"本场景每步有 {d.num(n)} 个样本，装箱模拟的耗时随样本数的平方增长，所以每步只模拟 "
+             f"{d.num(n_sim)} 个样本（同样的均值和上限）。下面的比例（有效占比、提速、平方和之比、"
+             "泄漏比例）直接用于本场景；行数与槽位数按模拟的样本数计，注意力 FLOPs 已按样本数换算回整步。"
+             "样本越多，装箱越容易把行填满，所以贪心装箱的结果在本场景里只会更好一点。")
+else:
+    info = team.summary()
+    d.table([
+        ["lengths in the file", d.num(team.count)],
+        ["reading", info["reading"]],
+        ["mean length (cut at S)", d.num(team.mean, 1)],
+        ["median length (cut at S)", d.num(float(np.median(lengths)), 0)],
+        ["longest in the file", d.num(info["longest"])],
+        ["samples longer than S (truncated)",
+         f"{d.num(team.truncated_samples)} ({d.pct(team.truncated_samples / team.count)})"],
+        ["tokens cut off by truncation", d.num(team.truncated_tokens)],
+        ["samples at the cap S (after the cut)", d.pct(capped)],
+        ["samples longer than S/2", d.pct(over_half)],
+        ["steps packed below", "the file's one step" if source == "file step"
+         else f"{n_steps} x {d.num(n_sim)} drawn from the file (seeded)"],
+    ], ["team's lengths", "value"], "The team's sample lengths (sequence_lengths)")
+    if team.exact_step:
+        reading = (f"文件里正好有 samples_per_step = {d.num(n)} 个长度，按**一整步**读：$D$ 就是这一步截断后"
+                   f"的长度之和（{d.count(sc['tokens_per_step'])}），$\\sum s_i^2$ 也是这一步自己的。")
+    else:
+        reading = (f"文件里有 {d.num(team.count)} 个长度，不等于 samples_per_step（{d.num(n)}），按**一个分布**"
+                   f"读：它的均值和平方均值按每步 {d.num(n)} 个样本缩放到一步"
+                   f"（$D = B\\bar{{s}}$ = {d.count(sc['tokens_per_step'])}）。")
+    if source == "file draws":
+        reading += (f"下面的装箱模拟从文件中有放回地抽样本（固定种子），{n_steps} 步、每步 {d.num(n_sim)} 个"
+                    + ("（本场景每步的样本太多，装箱只模拟这么多个；比例直接用于本场景，注意力 FLOPs 已按样本数"
+                       "换算回整步）" if n_sim < n else "") + "。")
+    else:
+        reading += "下面的装箱就装这一步。"
+    if team.truncated_samples:
+        cut = (f"文件里有 **{d.num(team.truncated_samples)}** 个样本长于 seq_len = {d.num(cap)}，被截断到 $S$，"
+               f"一共截掉 {d.num(team.truncated_tokens)} 个 token")
+        if not team.exact_step:
+            cut += (f"（按一步 {d.num(n)} 个样本换算，每步约 {d.num(info['truncated_samples_per_step'], 1)} 个"
+                    f"样本、{d.num(info['truncated_tokens_per_step'])} 个 token）")
+        cut += "。截掉的 token 不参与训练，也不计入 $D$；均值和 $\\sum s_i^2$ 都按截断后的长度算。"
+    else:
+        cut = f"文件里没有长于 seq_len = {d.num(cap)} 的样本，没有截断。"
+    d.md(reading + cut)
 
 # %%
 import matplotlib.pyplot as plt
 
 d.setup_plots()
 fig, ax = plt.subplots()
-ax.hist(lengths, bins=60, color="tab:blue", alpha=0.8)
-ax.axvline(mean, color="tab:orange", linestyle="--", label="mean (scenario)")
-ax.axvline(cap, color="tab:red", linestyle=":", label="seq_len (cap)")
+if team is None:
+    ax.hist(lengths, bins=60, color="tab:blue", alpha=0.8)
+    ax.axvline(mean, color="tab:orange", linestyle="--", label="mean (scenario)")
+    ax.axvline(cap, color="tab:red", linestyle=":", label="seq_len (cap)")
+    ax.set_title(f"Synthetic sample lengths: {n_steps} steps x {n_sim} samples")
+else:
+    ax.hist(np.asarray(team.raw), bins=60, color="tab:blue", alpha=0.8)
+    ax.axvline(team.mean, color="tab:orange", linestyle="--", label="mean (after the cut at seq_len)")
+    ax.axvline(cap, color="tab:red", linestyle=":", label="seq_len (longer samples are cut)")
+    ax.set_title(f"Team's sample lengths: {team.count:,} in the file, "
+                 + ("one step" if team.exact_step else "a distribution"))
 ax.axvline(cap / 2, color="gray", linestyle="-.", label="seq_len / 2")
-ax.set_title(f"Synthetic sample lengths: {n_steps} steps x {n_sim} samples")
-ax.set_xlabel("sample length (tokens)")
+ax.set_xlabel("sample length (tokens)" if team is None else "sample length as read (tokens)")
 ax.set_ylabel("samples")
 ax.legend()
 plt.show()
@@ -140,34 +231,75 @@ plt.show()
 # - **贪心装箱**：首次适应递减（first-fit decreasing，`packing.greedy_pack`），按长度从大到小，
 #   放进第一个还装得下的 $S$ 长的行，槽位 = 行数 × $S$，每行剩下的尾巴仍是 pad；
 # - **完美 packing**：槽位 = 真实 token 数，相当于按真实长度做 varlen、不受固定行长约束。
+#
+# 场景已经是 `batching: packed` 时，账上按完美 packing 记，下面只比较后两种摆法。
 
 # %%
 ways = packing.three_ways(steps, cap)
-labels = {"fixed": "fixed padding", "ffd": "greedy first-fit decreasing", "perfect": "perfect"}
-d.table([[labels[k], d.num(v["rows"], 1), d.num(v["slots"]), d.pct(v["useful_fraction"]),
-          d.times(v["speedup"])] for k, v in ways.items()],
-        ["layout", "rows of S per step", "slots per step", "useful fraction",
-         "speedup vs fixed"], f"Three layouts, averaged over {n_steps} steps")
 ffd, perfect = ways["ffd"], ways["perfect"]
-captured = (ffd["speedup"] - 1) / (perfect["speedup"] - 1) if perfect["speedup"] > 1 else 1.0
-if d.times(perfect["speedup"]) == d.times(pad["packing_speedup"]):
-    check = (f"完美 packing 一行与按均值算的账完全一致（{d.times(perfect['speedup'])}），"
-             "这是合成数据的校验。")
+over = f"averaged over {n_steps} steps" if n_steps > 1 else "one step"
+what = {"synthetic": "合成数据", "file step": "团队的这一步",
+        "file draws": "从团队长度文件抽出的样本"}[source]
+this = "本场景的" + what if source == "synthetic" else what
+if packed:
+    d.table([[label, d.num(v["rows"], 1), d.num(v["slots"]), d.pct(v["useful_fraction"])]
+             for label, v in (("perfect (the account: slots = D)", perfect),
+                              ("greedy first-fit decreasing, whole samples", ffd))],
+            ["packed layout", "rows of S per step", "slots per step", "useful fraction"],
+            f"Packed rows of S tokens, {over}")
+    if perfect["speedup"] > 1:
+        rows_note = (f"{what}按 $S$ 长的行装，每步约 {d.num(perfect['rows'], 1)} 行的 token；若打包器按整个样本贪心"
+                     f"装箱（不切样本），要 {d.num(ffd['rows'], 1)} 行"
+                     + (f"，行尾还留着 {d.pct(1 - ffd['useful_fraction'])} 的 pad（账外的一点浪费，"
+                        "首尾拼接后按行切开或 varlen 不分行则没有）" if ffd["useful_fraction"] < 1 else "")
+                     + "。")
+    elif team is None:
+        rows_note = (f"按本场景，平均长度等于 $S$（{d.num(cap)}），每个样本都恰好 $S$ 长，各占一整行。"
+                     "如果场景里的“样本”指的是拼好的行而不是文档，文档的真实长度就得另给"
+                     "（`sequence_lengths`），第 3、4 节的 $\\sum s_i^2$ 和跨样本注意力才有意义。")
+    else:
+        rows_note = "文件里的样本截断后都是 $S$ 长，各占一整行。"
+    d.md("本场景已经 packing，账上按完美 packing 记，没有 packing 收益可拿。"
+         "长度分布在这里决定的是每行装几个样本，以及注意力的 $\\sum s_i^2$（第 3 节）。" + rows_note)
 else:
-    check = (f"完美 packing 一行是 {d.times(perfect['speedup'])}，按均值算的账是 "
-             f"{d.times(pad['packing_speedup'])}：合成数据每步的 token 数只能是整数"
-             f"（{d.num(int(steps[0].sum()))} 而不是 {d.num(n_sim * mean, 2)}），差别全在这次取整。")
-if perfect["speedup"] > 1:
-    layout = (f"贪心装箱得到 **{d.times(ffd['speedup'])}**，拿到了完美 packing 收益的 **{d.pct(captured, 0)}**，"
-              f"剩余浪费 {d.pct(1 - ffd['useful_fraction'])}。"
-              + (f"长于 $S/2$ 的样本两两不能同行（本分布中占 {d.pct(over_half)}），所以平均每步至少要 "
-                 f"{d.num(over_half * n_sim, 1)} 行；其余的空隙靠短样本填。" if over_half > 0 else
-                 "本分布中没有长于 $S/2$ 的样本，行数只取决于短样本把每行填得多满。")
-              + (f"另有 {d.pct(capped)} 的样本顶到了 $S$（被截断的长文档），它们自成一行、没有空隙可填。"
-                 if capped > 0 else ""))
-else:
-    layout = "合成样本全都顶到了 $S$，三种摆法的槽位一样多：没有空隙，装箱也无从省起。"
-d.md(check + layout)
+    labels = {"fixed": "fixed padding", "ffd": "greedy first-fit decreasing", "perfect": "perfect"}
+    d.table([[labels[k], d.num(v["rows"], 1), d.num(v["slots"]), d.pct(v["useful_fraction"]),
+              d.times(v["speedup"])] for k, v in ways.items()],
+            ["layout", "rows of S per step", "slots per step", "useful fraction",
+             "speedup vs fixed"], f"Three layouts, {over}")
+    captured = (ffd["speedup"] - 1) / (perfect["speedup"] - 1) if perfect["speedup"] > 1 else 1.0
+    same = d.times(perfect["speedup"]) == d.times(pad["packing_speedup"])
+    if source == "synthetic" and same:
+        check = (f"完美 packing 一行与按均值算的账完全一致（{d.times(perfect['speedup'])}），"
+                 "这是合成数据的校验。")
+    elif source == "synthetic":
+        check = (f"完美 packing 一行是 {d.times(perfect['speedup'])}，按均值算的账是 "
+                 f"{d.times(pad['packing_speedup'])}：合成数据每步的 token 数只能是整数"
+                 f"（{d.num(int(steps[0].sum()))} 而不是 {d.num(n_sim * mean, 2)}），差别全在这次取整。")
+    elif source == "file step":
+        check = (f"完美 packing 一行与账上一致（{d.times(perfect['speedup'])}）：账上的 $D$ 就是这一步的长度之和。"
+                 if same else
+                 f"完美 packing 一行是 {d.times(perfect['speedup'])}，账上是 {d.times(pad['packing_speedup'])}。")
+    else:
+        drawn = float(np.mean(np.concatenate(steps)))
+        check = (f"完美 packing 一行是 {d.times(perfect['speedup'])}，账上是 {d.times(pad['packing_speedup'])}"
+                 f"（抽出的样本平均长 {d.num(drawn, 1)}，文件的均值是 {d.num(team.mean, 1)}"
+                 + ("，两者只差抽样误差）。" if not same else "）。"))
+    if perfect["speedup"] > 1:
+        at_cap = ("被截断的长文档" if team is None else
+                  "含文件中被截断的样本" if team.truncated_samples else "文件里本来就是这么长")
+        layout = (f"贪心装箱得到 **{d.times(ffd['speedup'])}**，拿到了完美 packing 收益的 **{d.pct(captured, 0)}**，"
+                  f"剩余浪费 {d.pct(1 - ffd['useful_fraction'])}。"
+                  + (f"长于 $S/2$ 的样本两两不能同行（本分布中占 {d.pct(over_half)}），所以"
+                     f"{'平均' if n_steps > 1 or source == 'file draws' else ''}每步至少要 "
+                     f"{d.num(over_half * n_sim, 1)} 行；其余的空隙靠短样本填。" if over_half > 0 else
+                     "本分布中没有长于 $S/2$ 的样本，行数只取决于短样本把每行填得多满。")
+                  + (f"另有 {d.pct(capped)} 的样本顶到了 $S$（{at_cap}），它们自成一行、没有空隙可填。"
+                     if capped > 0 else ""))
+    else:
+        layout = (("合成样本" if team is None else "文件里的样本（截断后）")
+                  + "全都顶到了 $S$，三种摆法的槽位一样多：没有空隙，装箱也无从省起。")
+    d.md(check + layout)
 
 # %% [markdown]
 # ## 3. 注意力项：均值低估了 $\sum s_i^2$
@@ -181,33 +313,58 @@ n_sym, sigma = sp.symbols("n sigma", positive=True)
 sum_sq = sp.expand(n_sym * (s_mean**2 + sigma**2))
 d.eq(r"\sum_{i=1}^{n} s_i^2", sum_sq,
      sp.Mul(n_sym * s_mean**2, 1 + sigma**2 / s_mean**2, evaluate=False))
-ratio = packing.square_ratio(lengths)
 dim, layers = sc["attention_dim"], sc["num_full_attention_layers"]
-att_mean = acc["attention"]["actual"]["flops_per_step"]
-# The synthetic distribution's sum(s^2) / (n mean^2) applied to the account's mean-length figure:
-# the same as summing over the synthetic lengths, whose mean is the scenario's up to rounding.
-att_sq = att_mean * ratio
-assert abs(att_sq * n_steps / per_step / sum_of_squares_flops(lengths, dim, layers)
-           * (float(lengths.mean()) / mean) ** 2 - 1) < 1e-9
+actual = acc["attention"]["actual"]
 att_padded = acc["attention"]["padded"]["flops_per_step"]
-att_rows = attention_training_flops(cap, dim, layers, ffd["rows"]) * per_step
+att_mean = attention_training_flops(mean, dim, layers, n, conv)  # B s_mean^2: the course's reading
+if team is None:
+    # The synthetic distribution's sum(s^2) / (n mean^2) applied to the account's mean-length
+    # figure: the same as summing over the synthetic lengths, whose mean is the scenario's up to
+    # rounding.
+    ratio = packing.square_ratio(lengths)
+    att_sq = att_mean * ratio
+    assert abs(att_mean / actual["flops_per_step"] - 1) < 1e-9  # the account reads B s_mean^2
+    assert abs(att_sq * n_steps / per_step / sum_of_squares_flops(lengths, dim, layers, conv)
+               * (float(lengths.mean()) / mean) ** 2 - 1) < 1e-9
+else:
+    # The account's own sum of squares: the file's, per step.
+    ratio = actual["sum_squared_lengths"] / (n * mean**2)
+    att_sq = actual["flops_per_step"]
+    assert abs(att_sq / (sum_of_squares_flops(lengths, dim, layers, conv) * n / team.count) - 1) < 1e-9
+    assert abs(att_sq / (att_mean * ratio) - 1) < 1e-9
+att_rows = attention_training_flops(cap, dim, layers, ffd["rows"], conv) * per_step
 shared = ffd["rows"] < n_sim  # some packed row holds more than one sample
 d.eq(r"\frac{\sum s_i^2}{n \bar{s}^2}", d.num(ratio, 3))
-d.table([
-    ["padded: every sample at S", "B · S²", d.sci(att_padded)],
+rows = [] if packed else [["padded: every sample at S", "B · S²", d.sci(att_padded)]]
+rows += [
     ["packed rows, plain causal mask (wrong)", "rows · S²", d.sci(att_rows)],
-    ["account 'actual': mean length", "B · s̄²", d.sci(att_mean)],
-    ["block-diagonal over real lengths", "Σ s_i²", d.sci(att_sq)],
-], ["attention core per step", "grows as", "FLOPs (course convention)"],
-    "Attention-core FLOPs per step (same convention as the account)")
+    ["account 'actual': mean length" if team is None else "mean length only (course's reading)",
+     "B · s̄²", d.sci(att_mean)],
+    ["block-diagonal over real lengths" if team is None else "block-diagonal, the file (account)",
+     "Σ s_i²", d.sci(att_sq)],
+]
+d.table(rows, ["attention core per step", "grows as", f"FLOPs ({conv} convention)"],
+        "Attention-core FLOPs per step (same convention as the account)")
 if np.all(lengths == lengths[0]):
-    spread = (f"本场景的合成样本全都等长（{d.num(int(lengths[0]))}），$\\sum s_i^2$ 恰好等于 $n\\bar{{s}}^2$："
-              f"账上按均值算的注意力 FLOPs（{d.sci(att_mean)}）没有少算。分布越散，均值低估得越多。")
-else:
+    spread = (f"本场景的{'合成样本' if team is None else '样本（截断后）'}全都等长（{d.num(int(lengths[0]))}），"
+              "$\\sum s_i^2$ 恰好等于 $n\\bar{s}^2$："
+              f"按均值算的注意力 FLOPs（{d.sci(att_mean)}）没有少算。分布越散，均值低估得越多。")
+elif team is None:
     spread = (f"本场景合成分布下 $\\sum s_i^2$ 是 $n\\bar{{s}}^2$ 的 **{d.num(ratio, 3)} 倍**：账上按均值算的注意力 "
-              f"FLOPs（{d.sci(att_mean)}）少算了 **{d.pct(ratio - 1, 1)}**，按真实长度是 {d.sci(att_sq)}。"
+              f"FLOPs（{d.sci(att_mean)}）少算了，按真实长度是 {d.sci(att_sq)}，比它多 **{d.pct(ratio - 1, 1)}**。"
               "分布越散，差得越多；只有所有样本等长时两者才相等。")
-if shared:
+else:
+    spread = (f"团队的长度下，每步 $\\sum s_i^2$ = {d.sci(actual['sum_squared_lengths'])}，而课程的近似 "
+              f"$B\\bar{{s}}^2$ = {d.sci(n * mean**2)}：前者是后者的 **{d.num(ratio, 3)} 倍**。按均值算的注意力 "
+              f"FLOPs（{d.sci(att_mean)}）少算了，真实值 {d.sci(att_sq)} 比它多 **{d.pct(ratio - 1, 1)}**"
+              f"（$B\\bar{{s}}^2$ 只有真实值的 {d.pct(1 / ratio, 1)}）。差的正是方差那一项，"
+              "$B\\bar{s}^2$ 永远不会高估；账上用的已经是文件的 $\\sum s_i^2$。")
+if packed and shared:
+    rows_text = ("本场景已经 packing：注意力应当按样本算（varlen / 块对角，`cu_seqlens`），即上表 $\\sum s_i^2$ "
+                 f"一行。若拼好的行（这里按上面的贪心装箱成行）交给不带文档掩码的普通因果 kernel，注意力按整行的平方算"
+                 f"（{d.sci(att_rows)}，是 $\\sum s_i^2$ 的 {d.times(att_rows / att_sq)}），既多算，又让样本互相看见"
+                 "（见下一节）。")
+elif shared:
     rows_text = (f"反过来，装箱后若仍用整行的普通因果掩码，注意力按行长的平方算（{d.sci(att_rows)}），"
                  "既多算，又让样本互相看见（见下一节）。")
 elif att_rows > att_sq * (1 + 1e-9):
@@ -218,20 +375,25 @@ else:
 d.md(spread + rows_text)
 
 # %% [markdown]
-# 所以账上的“按均值长度”一行是注意力的下限估计，要用真实长度的平方和（或者从 `cu_seqlens` 直接
-# 算）才准。若定长补齐真实存在，而注意力也在 pad 上整块计算（没有 varlen），packing 省下的注意力
-# FLOPs 比线性层的比例还大：从 $B S^2$ 降到 $\sum s_i^2$。
+# 所以只知道均值时，$B\bar{s}^2$ 是注意力的下限估计，要用真实长度的平方和（场景的
+# `sequence_lengths` 文件，或者从 `cu_seqlens` 直接算）才准；给了长度文件，账上的“actual”一行
+# 用的就是文件的 $\sum s_i^2$。若定长补齐真实存在，而注意力也在 pad 上整块计算（没有 varlen），
+# packing 省下的注意力 FLOPs 的比例不小于线性层的：从 $B S^2$ 降到 $\sum s_i^2$。
 
 # %%
-linear_padded = acc["model_flops_per_step"] * pad["packing_speedup"]
-flop_speedup_mean = (linear_padded + att_padded) / (acc["model_flops_per_step"] + att_mean)
-flop_speedup_sq = (linear_padded + att_padded) / (acc["model_flops_per_step"] + att_sq)
-d.table([
-    ["linear layers only (the account)", d.times(pad["packing_speedup"])],
-    ["with attention, mean length", d.times(flop_speedup_mean)],
-    ["with attention, Σ s_i²", d.times(flop_speedup_sq)],
-], ["FLOPs removed by perfect packing, if attention also ran on pads", "FLOP ratio"],
-    "Packing gain counting the attention core")
+if packed:
+    d.md("本场景已经 packing（`batching: packed`），这里没有可省的：线性层没有 pad 槽位，注意力在 varlen "
+         "下也已按 $\\sum s_i^2$ 计。")
+else:
+    linear_padded = acc["model_flops_per_step"] * pad["packing_speedup"]
+    flop_speedup_mean = (linear_padded + att_padded) / (acc["model_flops_per_step"] + att_mean)
+    flop_speedup_sq = (linear_padded + att_padded) / (acc["model_flops_per_step"] + att_sq)
+    d.table([
+        ["linear layers only (the account)", d.times(pad["packing_speedup"])],
+        ["with attention, mean length", d.times(flop_speedup_mean)],
+        ["with attention, Σ s_i²", d.times(flop_speedup_sq)],
+    ], ["FLOPs removed by perfect packing, if attention also ran on pads", "FLOP ratio"],
+        "Packing gain counting the attention core")
 
 # %% [markdown]
 # ## 4. 正确的 packing 需要什么
@@ -293,18 +455,20 @@ axes[0].text(0.5, -0.28, "dark = attends across samples", transform=axes[0].tran
 plt.show()
 
 # %% [markdown]
-# 放到本场景的规模上：把合成分布的贪心装箱结果拿来，看普通因果掩码会放进多少跨样本的注意力对。
+# 放到本场景的规模上：把上面的长度（合成的，或团队文件里的）按贪心装箱的结果拿来，看普通因果掩码
+# 会放进多少跨样本的注意力对。
 
 # %%
 all_bins = [row for step in steps for row in packing.greedy_pack([int(x) for x in step], cap)]
 share_leak = packing.cross_sample_share(all_bins)
 shared_rows = sum(len(row) > 1 for row in all_bins) / len(all_bins)
 if share_leak > 0:
-    d.md(f"合成数据装箱后，**{d.pct(shared_rows, 1)}** 的行里不止一个样本；若只用普通因果掩码，全部行的"
+    d.md(f"{what}装箱后，**{d.pct(shared_rows, 1)}** 的行里不止一个样本；若只用普通因果掩码，全部行的"
          f"因果注意力对中有 **{d.pct(share_leak, 1)}** 跨越了样本边界。"
-         "这种错误不会让训练崩溃，loss 看上去也正常，模型却在学不存在的跨样本关联，所以三件事都要逐条验证。")
+         + ("本场景已经 packing，这正是剩下要查的：kernel 是否拿到了样本边界（`cu_seqlens`）。" if packed else "")
+         + "这种错误不会让训练崩溃，loss 看上去也正常，模型却在学不存在的跨样本关联，所以三件事都要逐条验证。")
 else:
-    d.md("本场景的合成数据装箱后，每一行都只有一个样本，普通因果掩码在这里碰巧不会跨样本泄漏。"
+    d.md(f"{this}装箱后，每一行都只有一个样本，普通因果掩码在这里碰巧不会跨样本泄漏。"
          "但只要有一行装进了两个样本，泄漏就会出现，而且不会让训练崩溃、loss 看上去也正常，"
          "所以三件事仍要逐条验证。")
 
@@ -312,16 +476,39 @@ else:
 # ## 本节要点
 
 # %%
+source_text = {"synthetic": "合成长度分布", "file step": "团队的这一步",
+               "file draws": "团队的长度分布"}[source]
+if packed:
+    first = (f"- 本场景已经 packing（`batching: packed`）：没有 pad 槽位，定长补齐的浪费与 packing 的提速都不适用"
+             f"（{d.times(pad['packing_speedup'])}）。")
+    second = ((f"- 在{source_text}上按 {d.num(cap)} token 的行贪心装箱，{d.pct(shared_rows, 1)} 的行里不止一个样本："
+               "注意力要按样本算（varlen），不是按整行。") if shared_rows > 0 else
+              f"- 在{source_text}上按 {d.num(cap)} token 的行贪心装箱，每行只有一个样本。")
+elif beyond_peak:
+    first = (f"- 按均值算：定长补齐时有 **{d.pct(pad['waste_fraction'])}** 的槽位是 pad，但本场景按比例 packing 后的 "
+             f"MFU 会是 {d.pct(pad['mfu_after_packing'])}，超过 100%：它的输入与“pad 全额计算”的前提矛盾，"
+             "先核对是否真在补齐。")
+elif padded:
+    first = (f"- 按均值算：定长补齐浪费 **{d.pct(pad['waste_fraction'])}** 的槽位，完美 packing 提速 "
+             f"**{d.times(pad['packing_speedup'])}**（每步 {d.num(sc['step_time'], 1)} 秒 → "
+             f"{d.num(pad['step_time_after_packing'], 1)} 秒），前提是补齐真实存在，先量再做。")
+else:
+    first = "- 按均值算：本场景的平均长度等于配置长度，没有 pad 槽位，packing 没有收益。"
+if not packed:
+    second = ((f"- 在{source_text}上，贪心装箱进 {d.num(cap)} token 的行得到 **{d.times(ffd['speedup'])}**，"
+               f"约为完美 packing 收益的 {d.pct(captured, 0)}。") if perfect["speedup"] > 1 else
+              f"- {'合成样本' if team is None else '文件里的样本'}全都顶到配置长度，装箱没有可省的槽位。")
+equal = bool(np.all(lengths == lengths[0]))  # sum(s^2) = n mean^2 exactly
+third = ((f"- 注意力按 $\\sum s_i^2$ 计；本分布的样本全都等长，均值没有低估它（{d.num(ratio, 3)} 倍）。" if equal else
+          f"- 注意力按 $\\sum s_i^2$ 计，均值低估了它：本分布下是 **{d.num(ratio, 3)}** 倍。") if team is None else
+         f"- 注意力按 $\\sum s_i^2$ 计：团队的长度下它是 $B\\bar{{s}}^2$ 的 **{d.num(ratio, 3)}** 倍"
+         + (f"，文件里 {d.num(team.truncated_samples)} 个样本被截断到 {d.num(cap)}。" if team.truncated_samples
+            else "。"))
 d.md("\n".join([
-    (f"- 按均值算：定长补齐浪费 **{d.pct(pad['waste_fraction'])}** 的槽位，完美 packing 提速 "
-     f"**{d.times(pad['packing_speedup'])}**（每步 {d.num(sc['step_time'], 1)} 秒 → "
-     f"{d.num(pad['step_time_after_packing'], 1)} 秒），前提是补齐真实存在，先量再做。") if padded else
-    "- 按均值算：本场景的平均长度等于配置长度，没有 pad 槽位，packing 没有收益。",
-    (f"- 在合成长度分布上，贪心装箱进 {d.num(cap)} token 的行得到 **{d.times(ffd['speedup'])}**，"
-     f"约为完美 packing 收益的 {d.pct(captured, 0)}。") if perfect["speedup"] > 1 else
-    "- 合成样本全都顶到配置长度，装箱没有可省的槽位。",
-    f"- 注意力按 $\\sum s_i^2$ 计，均值低估了它：本分布下是 **{d.num(ratio, 3)}** 倍。",
-    f"- 正确的 packing 要块对角注意力（`cu_seqlens`）、按样本重置的位置编号和边界处的 loss mask；"
+    first,
+    second,
+    third,
+    "- 正确的 packing 要块对角注意力（`cu_seqlens`）、按样本重置的位置编号和边界处的 loss mask；"
     + (f"否则 {d.pct(share_leak, 1)} 的注意力对会跨样本泄漏。" if share_leak > 0 else
-       "本场景的合成数据碰巧没有同行的样本，但换一批数据就会泄漏。"),
+       f"{this}装箱后碰巧没有同行的样本，但换一批数据就会泄漏。"),
 ]))

@@ -19,8 +19,9 @@
 # 6ND 数的是"每个参数对每个 token 做一次乘加"，也就是所有以权重为一侧的矩阵乘。
 # 注意力核心里的两个矩阵乘 QKᵀ 和 A·V 却不一样：两侧都是激活，没有一个参数参与，
 # 所以 N 里根本没有它们。短序列时这一项小到可以忽略；序列一长，它按长度的平方增长，
-# 会变成一步运算量里的大头。本节先推导它的大小，再看它在本场景里占多少、
-# 不同的计数口径把它算成多少，最后和 PyTorch 的 FLOP 计数器对一次账。
+# 会变成一步运算量里的大头。本节先推导它的大小，再看它在本场景里占多少；
+# 然后把"整块方阵还是只数下三角（full / causal）"与"普通实现还是 FlashAttention（eager / flash）"
+# 四种组合并排，找出你的训练框架日志用的是哪一种；最后和 PyTorch 的 FLOP 计数器对一次账。
 
 # %% tags=["parameters"]
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
@@ -30,21 +31,61 @@ overrides = {}  # 单个键的覆盖，例如 {"seq_len": 32768}
 import sympy as sp
 
 from costmodel.evaluate.account import account
-from costmodel.derive import attention
+from costmodel.derive import attention, padding
 from costmodel.inputs import models, scenario
 
 from costmodel import course
 from costmodel.present import display as d
 from costmodel.derive.flops import model_flops
-from costmodel.derive.symbols import B, D, L_full, N, S, d_attn, s, s_mean
+from costmodel.derive.recompute import recompute_factor
+from costmodel.derive.symbols import (B, D, F_lin, L_full, N, S, a_sq, d_attn, kappa, r, s,
+                                      sum_sq)
 
 sc, acc = d.load(scenario_file, overrides)
+subs = sc.substitutions()
+att = acc["attention"]
+lin = acc["linear_attention"]
+
+
+def resolve_with(**keys):
+    """The scenario in force with some keys replaced, and its account."""
+    hsc = scenario.resolve(scenario_file, {**overrides, **keys})
+    return hsc, account(hsc)
+
+
+def linear_cell(hsc, hacc, key, digits=1):
+    """The linear-attention share next to one reading (padded | actual) of a scenario: a
+    percentage, "—" without such layers, or "not counted" when their widths are unknown."""
+    hlin = hacc["linear_attention"]
+    if hlin is None:
+        return "—"
+    if hlin["flops_per_step"] is None:
+        return "未计入"
+    expr = attention.attention_padded if key == "padded" else attention.attention_actual
+    value = attention.linear_share(expr).subs({**hsc.substitutions(), F_lin: hlin["flops_per_step"]})
+    return d.pct(float(value), digits)
+
+
 width_from = {"num_heads x head_dim": "头数 × 每头宽度", "attention_dim": "直接给定的 attention_dim",
               "hidden_size": "hidden_size（未给出头数与每头宽度）"}[sc["attention_dim_from"]]
+if sc.sources.get("attention_dim") == "model":
+    width_from = "模型配置（`model:`）给出的 attention_dim"
+square_text = {"full": "整块 s×s 方阵", "causal": "只数下三角，方阵的一半"}[sc["attention_flops"]]
+kernel_text = {"eager": "反向是前向的 2 倍", "flash": "反向重算打分矩阵，是前向的 2.5 倍"}[
+    sc["attention_kernel"]]
+batching_text = {"padded": "每个样本补齐到配置长度 S", "packed": "样本首尾相接、没有补齐，注意力按文档分块"}[
+    sc["batching"]]
+sq_from = ("长度文件里每步真实长度的平方和" if sc["sum_squared_lengths_from"] == "sequence_lengths"
+           else "B·s̄²（没有长度文件，按每个样本都是平均长度计）")
 d.md(f"场景：**{d.text(sc['name'])}**。注意力宽度 d = {d.num(sc['attention_dim'])}，来自{width_from}；"
-     f"{sc['num_layers']} 层里有 {sc['num_full_attention_layers']} 层是全注意力层；"
-     f"配置长度 S = {d.num(sc['seq_len'])}，平均真实长度 s̄ = {d.count(sc['mean_tokens_per_sample'])}，"
-     f"每步 {sc['samples_per_step']} 个样本。")
+     + (f"{sc['num_layers']} 层主干加 {sc['num_mtp_layers']} 个 MTP 层，共有 "
+        f"{sc['num_full_attention_layers']} 个全注意力层" if sc["num_mtp_layers"] else
+        f"{sc['num_layers']} 层里有 {sc['num_full_attention_layers']} 层是全注意力层")
+     + f"；配置长度 S = {d.num(sc['seq_len'])}，平均真实长度 s̄ = {d.count(sc['mean_tokens_per_sample'])}，"
+     f"每步 {sc['samples_per_step']} 个样本，Σsᵢ² = {d.sci(sc['sum_squared_lengths'])}，取自{sq_from}。\n\n"
+     f"计数约定：`attention_flops: {sc['attention_flops']}`（{square_text}），"
+     f"`attention_kernel: {sc['attention_kernel']}`（{kernel_text}），"
+     f"`batching: {sc['batching']}`（{batching_text}）。")
 
 # %% [markdown]
 # ## 1. 从两个矩阵乘推出 4·s²·d
@@ -66,36 +107,103 @@ d.eq(r"F_{\mathrm{fwd}}^{\mathrm{layer}}", r"n_h\,(F_{QK^\top}+F_{AV})\big|_{n_h
 
 # %% [markdown]
 # 反向传播对每个矩阵乘 C = A·B 要算两个同样大小的矩阵乘（对 A 的梯度和对 B 的梯度），
-# 所以反向是前向的 2 倍，前向加反向是 3 倍。这和 6ND 里"2ND 前向 + 4ND 反向"是同一个道理。
-# 一步有 B 个样本、L_full 个全注意力层（线性注意力层没有 s² 项），于是：
+# 所以反向是前向的 2 倍，前向加反向是 3 倍。这和 6ND 里"2ND 前向 + 4ND 反向"是同一个道理，
+# 也是**模型 FLOPs**（MFU 的分子）对注意力的数法：不管实际用的是哪种 kernel，都按 3 倍计。
+#
+# FlashAttention 类的 kernel 不把 s × s 的打分矩阵存下来，反向时要把 QKᵀ 再算一遍。
+# 把它反向里的矩阵乘逐个列出来，和前向的两个比一比，2.5 倍就出来了：
+
+# %%
+flash_bwd = attention.flash_backward_gemms()
+d.table([(name, sp.sstr(expr)) for name, expr in flash_bwd.items()],
+        ["backward GEMM (one head)", "FLOPs"], "FlashAttention 反向的矩阵乘（一个头）")
+kappa_flash = sp.cancel(sum(flash_bwd.values()) / sum(per_head.values()))
+assert kappa_flash == attention.KERNEL_BACKWARD_OVER_FORWARD["flash"]
+d.eq(r"\kappa_{\mathrm{flash}}", r"\frac{\sum F_{\mathrm{bwd}}^{\mathrm{flash}}}{F_{QK^\top}+F_{AV}}",
+     rf"\frac{{{sp.latex(sum(flash_bwd.values()))}}}{{{sp.latex(sum(per_head.values()))}}}", kappa_flash)
+d.eq(r"\kappa_{\mathrm{eager}}", attention.KERNEL_BACKWARD_OVER_FORWARD["eager"])
+
+# %% [markdown]
+# 5 个同样大小的矩阵乘对前向的 2 个，κ = 5/2：重算的那一个是硬件真的做了、模型本身却不需要的运算，
+# 所以它只进**硬件 FLOPs**（HFU 的分子），不进模型 FLOPs。
+#
+# 一步有 B 个样本、L_full 个全注意力层（线性注意力层没有 s² 项）。再引入三个由场景决定的数：
+# a 是方阵里被数进去的比例（full 为 1，causal 为 1/2），κ 是 kernel 的反向倍数，
+# r 是 recompute 重做的前向比例（与线性层相同）。注意力按两种长度读：每个样本都按补齐长度 S，
+# 或者按每个样本的真实长度求平方和 Σsᵢ²。混合模型的线性注意力（gated DeltaNet）核心记作 F_lin，
+# 它随长度线性增长，也不在 6ND 里，所有"含注意力"的数字都把它算进去（没有这类层、或它们的头宽度未知时，F_lin = 0）：
 
 # %%
 F = sp.Symbol("F_attn", positive=True)
-d.eq(r"\frac{F_{\mathrm{bwd}}}{F_{\mathrm{fwd}}}", attention.BACKWARD_OVER_FORWARD)
+F_hw = sp.Symbol("F_attn^hw", positive=True)
+d.eq(r"\frac{F_{\mathrm{bwd}}}{F_{\mathrm{fwd}}}\Big|_{\mathrm{model}}", attention.BACKWARD_OVER_FORWARD)
 d.eq(r"F_{\mathrm{attn}}(S)", attention.attention_padded)
-d.eq(r"F_{\mathrm{attn}}(\bar{s})", attention.attention_actual)
+d.eq(r"F_{\mathrm{attn}}(\Sigma s_i^2)", attention.attention_actual)
+d.eq(r"F_{\mathrm{attn}}^{\mathrm{hw}}(\Sigma s_i^2)", attention.attention_actual_hardware)
 d.eq(r"\text{attention share}", attention.share(F))
+d.eq(r"\text{linear-attention share}", attention.linear_share(F))
 d.eq(r"\mathrm{MFU}_{\mathrm{with\ attn}}", attention.mfu_with_attention(F))
+d.eq(r"\mathrm{HFU}_{\mathrm{with\ attn}}", attention.hfu_with_attention(F_hw))
+d.md(f"本场景：a = {sp.sstr(attention.SQUARE_FRACTION[sc['attention_flops']])}"
+     f"（`attention_flops: {sc['attention_flops']}`），κ = "
+     f"{sp.sstr(attention.KERNEL_BACKWARD_OVER_FORWARD[sc['attention_kernel']])}"
+     f"（`attention_kernel: {sc['attention_kernel']}`），r = {subs[r]:g}（`recompute: {sc['recompute']}`）。"
+     f"于是注意力的模型 FLOPs 按 {att['convention']} 计，硬件 FLOPs 按 {att['hardware_convention']} 计，"
+     + ("再加上 recompute 重做的前向。" if subs[r] > 0 else "没有 recompute 重做的前向。"))
 
 # %% [markdown]
-# 课程把这两个读数都算了出来：一个按配置长度 S（每个样本都补齐），一个按平均真实长度 s̄。
-# 分母里的模型 FLOPs 始终是真实 token 的 6ND。本场景的数字如下。
+# 下表是本场景的数字：一行按补齐长度 S（每个样本都补齐），一行按真实长度（Σsᵢ²）。
+# 分母里的模型 FLOPs 始终是真实 token 的 6ND。
 
 # %%
-att = acc["attention"]
 rows = []
-for key, label in (("padded", "定长 S"), ("actual", "均长 s̄")):
+for key, label in (("padded", "补齐长度 S"), ("actual", "真实长度 Σsᵢ²")):
     a = att[key]
-    rows.append((label, d.count(a["seq_len"]), d.sci(a["flops_per_step"]),
-                 d.sci(acc["model_flops_per_step"]), d.pct(a["share"]),
-                 d.pct(a["mfu_with_attention"])))
-d.table(rows, ["序列口径", "长度", "注意力 FLOPs", "6ND", "注意力占比", "含注意力的 MFU"],
-        f"本场景的注意力项（课程口径：3×，整块 s×s；d = {sc['attention_dim']}，"
-        f"L_full = {sc['num_full_attention_layers']}）")
-d.md(f"按均长计，注意力核心占一步全部运算的 **{d.pct(att['actual']['share'])}**，把它算进分子后利用率从 "
-     f"MFU {d.pct(acc['mfu'])} 变成 **{d.pct(att['actual']['mfu_with_attention'])}**；按定长计则是 "
-     f"{d.pct(att['padded']['share'])} 和 {d.pct(att['padded']['mfu_with_attention'])}。"
-     "哪一个读数更接近硬件实际做的事，取决于是否真的在补齐，第 6 节会拆开。")
+    length = (f"S = {d.num(a['seq_len'])}" if key == "padded" else
+              f"s̄ = {d.count(a['seq_len'])}，Σsᵢ² = {d.sci(a['sum_squared_lengths'])}")
+    rows.append([label, length, d.sci(a["flops_per_step"]), d.sci(a["hardware_flops_per_step"]),
+                 d.pct(a["share"])] + ([linear_cell(sc, acc, key, 2)] if lin else [])
+                + [d.pct(a["mfu_with_attention"]), d.pct(a["hfu_with_attention"])])
+d.table(rows, ["序列口径", "长度", "注意力模型 FLOPs", "注意力硬件 FLOPs", "注意力占比"]
+        + (["线性注意力占比"] if lin else []) + ["含注意力的 MFU", "含注意力的 HFU"],
+        f"本场景的注意力项（模型口径 {att['convention']}；硬件口径 {att['hardware_convention']}，"
+        f"含 recompute；d = {sc['attention_dim']}，L_full = {sc['num_full_attention_layers']}）")
+actual, padded = att["actual"], att["padded"]
+text = (f"按真实长度计，注意力核心占一步全部运算的 **{d.pct(actual['share'])}**，把它算进分子后利用率从 "
+        f"MFU {d.pct(acc['mfu'])} 变成 **{d.pct(actual['mfu_with_attention'])}**，硬件口径的 HFU 从 "
+        f"{d.pct(acc['hfu'])} 变成 {d.pct(actual['hfu_with_attention'])}；按补齐长度计则是 "
+        f"{d.pct(padded['share'])}、MFU {d.pct(padded['mfu_with_attention'])}、HFU "
+        f"{d.pct(padded['hfu_with_attention'])}。")
+if sc["batching"] == "packed":
+    text += ("本场景 `batching: packed`，样本没有补齐、注意力按文档分块，所以真实长度那一行就是硬件做的事；"
+             "补齐长度那一行只回答\"如果改成补齐会怎样\"。")
+elif sc["mean_tokens_per_sample"] < sc["seq_len"]:
+    text += ("本场景 `batching: padded`：注意力 kernel 在补齐后的 S × S 上运行，硬件做的注意力是补齐长度那一行，"
+             "但那一行的分子把补齐后的注意力和真实 token 的 6ND 放在了一起，第 6 节会拆开。")
+else:
+    text += "本场景的平均真实长度等于配置长度，两行读数相同。"
+if max(a[k] for a in (actual, padded) for k in ("mfu_with_attention", "hfu_with_attention")) > 1:
+    text += ("表中有超过 100% 的利用率：集群在 step_time 内做不了这么多运算，所以那个读数描述的运算不可能"
+             "全部真的发生（比如注意力并没有按补齐长度运行），否则就是场景的输入彼此矛盾。")
+d.md(text)
+
+# %%
+if lin is None:
+    d.md("本场景的模型没有线性注意力层，F_lin = 0，上面的占比只有 softmax 注意力一项。")
+elif lin["flops_per_step"] is None:
+    d.md(f"本场景有 {lin['layers']} 层线性注意力（gated DeltaNet），但没有一份模型配置给出它们的头宽度，"
+         f"这一项**没有计入**：上表\"含注意力\"的利用率因此偏低，softmax 注意力的占比则偏高。"
+         f"库的说明：{d.text(lin['note'])}。")
+else:
+    soft, linear = actual["share"], lin["share"]
+    size = (f"只有 softmax 注意力的 {d.pct(linear / soft, 1)}" if linear < soft else
+            f"是 softmax 注意力的 {d.times(linear / soft, 1)}")
+    d.md(f"本场景的 {lin['layers']} 层线性注意力（gated DeltaNet，块长 {lin['chunk_size']}，"
+         f"头宽度取自 {d.text(lin['widths_from'])} 的配置）核心运算每步 {d.sci(lin['flops_per_step'])} FLOPs，"
+         f"按真实长度读数占一步运算的 **{d.pct(linear)}**，{size}（{d.pct(soft)}）。"
+         "它对每个 token 的代价与序列长度无关，只随 token 数线性增长；softmax 注意力对每个 token 的代价"
+         "却随长度增长，所以序列越长，两者差得越远。这个数只含分块 gated-delta 规则里的矩阵运算"
+         "（前向加 2 倍前向），conv1d 与逐元素运算不计。")
 
 # %% [markdown]
 # ## 2. 课程的六行敏感性表
@@ -103,7 +211,7 @@ d.md(f"按均长计，注意力核心占一步全部运算的 **{d.pct(att['actu
 # 课程写作时不知道模型确切的层数和宽度，于是做了三组假设：48 层 × hidden 2048、48 层 × hidden 4096、
 # 64 层 × hidden 2560，全注意力层按"每 4 层 1 层"计，注意力宽度取 hidden size，
 # 每组再按定长和均长各算一行。下面把每组假设当作对本场景的覆盖（num_layers、hidden_size，
-# 注意力宽度 = hidden size）重新解析场景，其余输入与全注意力层的间隔都沿用本场景
+# 注意力宽度 = hidden size）重新解析场景，其余输入、计数约定与全注意力层的间隔都沿用本场景
 # （间隔比假设的层数还大时，取假设的层数，即只有一层全注意力）。
 
 # %%
@@ -113,52 +221,74 @@ COURSE_TABLE = {(row["num_layers"], row["hidden_size"], row["sequence"]):  # the
                 for row in course.figures()["attention_table"]["rows"]}
 
 
-def resolve_with(**keys):
-    """The scenario in force with some keys replaced, and its account."""
-    hsc = scenario.resolve(scenario_file, {**overrides, **keys})
-    return hsc, account(hsc)
+def as_quoted(value, quoted):
+    """`value` written with the digits of the course's `quoted` figure ("58%", "8.6%", "5.70e16")."""
+    if quoted.endswith("%"):
+        return d.pct(value, len(quoted[:-1].partition(".")[2]))
+    return d.sci(value, len(quoted.partition("e")[0].replace(".", "")))
 
 
 is_course = not sc.changed
+actual_label = "均长" if sc["sum_squared_lengths_from"] != "sequence_lengths" else "真实长度"
 hyp = {}
-rows = []
+rows, mismatches = [], 0
 for layers, hidden in HYPOTHESES:
     hsc, hacc = resolve_with(num_layers=layers, hidden_size=hidden, attention_dim=hidden,
                              num_heads=None, head_dim=None,
                              full_attention_every=min(sc["full_attention_every"], layers))
     hyp[(layers, hidden)] = (hsc, hacc)
     label = f"{layers} 层 h{hidden}（{hsc['num_full_attention_layers']} 层全注意力）"
-    for i, (key, reading) in enumerate((("padded", "定长"), ("actual", "均长"))):
+    for key, reading in (("padded", "定长"), ("actual", actual_label)):
         a = hacc["attention"][key]
         row = [label, f"{reading} {d.num(a['seq_len'])}", d.sci(a["flops_per_step"]),
                d.pct(a["share"], 1), d.pct(a["mfu_with_attention"], 1)]
         if is_course:
-            row.append(" / ".join(COURSE_TABLE[(layers, hidden, key)]))
+            quoted = COURSE_TABLE[(layers, hidden, key)]
+            ours = (a["flops_per_step"], a["share"], a["mfu_with_attention"])
+            mismatches += sum(as_quoted(v, q) != q for v, q in zip(ours, quoted))
+            row.append(" / ".join(quoted))
         rows.append(row)
 headers = ["假设", "序列口径", "注意力 FLOPs", "占总量", "含注意力的 MFU"]
 d.table(rows, headers + (["课程原表（引用）"] if is_course else []),
-        "三组形状假设 × 两种序列口径（本库现算）")
+        f"三组形状假设 × 两种序列口径（本库现算，{att['convention']}）")
 shares = [hacc["attention"][k]["share"] for _, hacc in hyp.values() for k in ("padded", "actual")]
 mfus = [hacc["attention"][k]["mfu_with_attention"] for _, hacc in hyp.values()
         for k in ("padded", "actual")]
-d.md(f"在这三组假设下，注意力核心占一步运算的 **{d.pct(min(shares), 0)} 到 {d.pct(max(shares), 0)}**，"
-     f"含注意力的利用率在 **{d.pct(min(mfus), 1)} 到 {d.pct(max(mfus), 1)}** 之间，"
-     f"而 6ND 口径的 MFU 是 {d.pct(acc['mfu'])}。"
-     + ("本场景就是课程场景，最后一列是课程原文给出的数字，可以逐行对照：它们与本库现算的结果一致。"
-        if is_course else
-        "本场景不是课程场景，所以这里没有列出课程原表的数字：课程的数字只对课程的输入成立。"))
+text = (f"在这三组假设下，注意力核心占一步运算的 **{d.pct(min(shares), 0)} 到 {d.pct(max(shares), 0)}**，"
+        f"含注意力的利用率在 **{d.pct(min(mfus), 1)} 到 {d.pct(max(mfus), 1)}** 之间，"
+        f"而 6ND 口径的 MFU 是 {d.pct(acc['mfu'])}。")
+if is_course:
+    text += ("本场景就是课程场景，最后一列是课程原文给出的数字，可以逐行对照："
+             + ("按课程给出的位数，它们与本库现算的结果一致。" if mismatches == 0 else
+                f"有 {mismatches} 个数按课程给出的位数与本库现算的结果不同。"))
+else:
+    text += "本场景不是课程场景，所以这里没有列出课程原表的数字：课程的数字只对课程的输入成立。"
+hyp_lin = [hacc["linear_attention"] for _, hacc in hyp.values()]
+unknown = sum(x is not None and x["flops_per_step"] is None for x in hyp_lin)
+if unknown:
+    text += ((f"{unknown} 组" if unknown < len(hyp_lin) else "三组") + "假设的形状都对不上任何一份模型配置，"
+             "其中的线性注意力层没有头宽度可用，这些行的占比与利用率不含线性注意力项。")
+d.md(text)
 
 # %% [markdown]
 # ## 3. 注意力占比随序列长度怎么变
 #
 # 把一步的 token 数固定、只改变每个样本的长度 s（B = D / s），占比就只剩 s 一个变量。
-# 6ND 对每个 token 是常数，注意力对每个 token 正比于 s，于是占比是 s 的一条饱和曲线，
-# 占比过半的长度也能直接解出来：
+# 6ND 对每个 token 是常数，线性注意力对每个 token 也是常数（记作 φ，F_lin = φ·D），
+# softmax 注意力对每个 token 却正比于 s，于是占比是 s 的一条饱和曲线，占比过半的长度也能直接解出来。
+# 曲线用本场景的方阵比例 a（模型口径）；本场景还多画一条硬件口径的曲线（κ 与 r 取本场景的值）。
 
 # %%
-share_of_s = sp.simplify(attention.share(attention.step_flops(s)).subs(D, B * s))
+phi = sp.Symbol("phi", nonnegative=True)  # linear-attention FLOPs per token: F_lin = phi * D
+per_length = {S: s, F_lin: phi * D}
+att_s = attention.attention_padded.subs(per_length)
+share_of_s = sp.simplify(attention.share(att_s).subs(per_length).subs(D, B * s))
+att_hw_s = attention.attention_padded_hardware.subs(per_length)
+all_hw = recompute_factor * (model_flops + F_lin) + att_hw_s
+share_hw_of_s = sp.simplify((att_hw_s / all_hw).subs(per_length).subs(D, B * s))
 (s_half,) = sp.solve(sp.Eq(share_of_s, sp.Rational(1, 2)), s)
 d.eq(r"\text{share}(s)", share_of_s)
+d.eq(r"\text{share}^{\mathrm{hw}}(s)", share_hw_of_s)
 d.eq(r"s_{1/2}", s_half)
 
 # %%
@@ -166,17 +296,31 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 d.setup_plots()
-share_fn = sp.lambdify((s, N, d_attn, L_full), share_of_s, "numpy")
+args = (s, N, d_attn, L_full, phi, a_sq, kappa, r)
+share_fn = sp.lambdify(args, share_of_s, "numpy")
+share_hw_fn = sp.lambdify(args, share_hw_of_s, "numpy")
+
+
+def phi_of(hsc, hacc):
+    """Linear-attention FLOPs per token of a scenario (0 without such layers or widths)."""
+    hlin = hacc["linear_attention"]
+    return ((hlin or {}).get("flops_per_step") or 0.0) / hsc["tokens_per_step"]
+
+
 lengths = np.geomspace(1024, 4 * sc["seq_len"], 200)
 fig, ax = plt.subplots()
 curves = [(f"{layers} layers, h{hidden} ({hsc['num_full_attention_layers']} full)",
-           hsc["attention_dim"], hsc["num_full_attention_layers"], "-")
-          for (layers, hidden), (hsc, _) in hyp.items()]
+           hsc["attention_dim"], hsc["num_full_attention_layers"], phi_of(hsc, hacc), "-")
+          for (layers, hidden), (hsc, hacc) in hyp.items()]
 curves.append((f"scenario: d={sc['attention_dim']}, {sc['num_full_attention_layers']} full",
-               sc["attention_dim"], sc["num_full_attention_layers"], "--"))
-for label, width, full, style in curves:
-    ax.plot(lengths, 100 * share_fn(lengths, sc["activated_params"], width, full), style,
-            label=label)
+               sc["attention_dim"], sc["num_full_attention_layers"], phi_of(sc, acc), "--"))
+for label, width, full, per_token, style in curves:
+    ax.plot(lengths, 100 * share_fn(lengths, sc["activated_params"], width, full, per_token,
+                                    subs[a_sq], subs[kappa], subs[r]), style, label=label)
+ax.plot(lengths, 100 * share_hw_fn(lengths, sc["activated_params"], sc["attention_dim"],
+                                   sc["num_full_attention_layers"], phi_of(sc, acc), subs[a_sq],
+                                   subs[kappa], subs[r]), ":", color="black",
+        label=f"scenario, hardware count ({sc['attention_kernel']}, recompute {sc['recompute']})")
 for x, name in ((sc["mean_tokens_per_sample"], "mean length"), (sc["seq_len"], "seq_len")):
     ax.axvline(x, color="grey", lw=0.8, ls=":")
     ax.text(x, 2, f" {name}", rotation=90, va="bottom", fontsize=8, color="grey")
@@ -184,16 +328,23 @@ ax.set_xscale("log", base=2)
 ax.set_ylim(0, 100)
 ax.set_xlabel("sequence length s (tokens)")
 ax.set_ylabel("attention share of all FLOPs (%)")
-ax.set_title(f"Attention-core share vs sequence length (N = {sc['activated_params']:.3g})")
+ax.set_title(f"Attention-core share vs sequence length (N = {sc['activated_params']:.3g}, "
+             f"attention_flops: {sc['attention_flops']})")
 ax.legend(fontsize=8, loc="upper left")
 plt.show()
 
 # %%
-half = {label: float(s_half.subs({N: sc["activated_params"], d_attn: width, L_full: full}))
-        for label, width, full, _ in curves}
-d.md("占比过半的序列长度 s₁/₂ = N / (2·L_full·d)：" + "；".join(
-    f"{label} 为 {d.num(v)}" for label, v in half.items())
-    + "。注意这张图里每个样本都按同一长度 s 计，没有定长补齐的混合口径（见第 6 节）。")
+hw_over_model = float(sp.cancel(attention.attention_padded_hardware / attention.attention_padded)
+                      .subs(subs))  # attention's hardware / model FLOPs (matmuls: recompute_factor)
+half = {label: float(s_half.subs({N: sc["activated_params"], d_attn: width, L_full: full,
+                                  phi: per_token, a_sq: subs[a_sq]}))
+        for label, width, full, per_token, _ in curves}
+d.md(f"把各组数字代入 s₁/₂（a = {sp.sstr(attention.SQUARE_FRACTION[sc['attention_flops']])}）："
+     + "；".join(f"{label} 为 {d.num(v)}" for label, v in half.items())
+     + "。这张图里每个样本都按同一长度 s 计，没有定长补齐的混合口径（见第 6 节）。"
+     + ("硬件口径的曲线与模型口径的虚线重合：本场景里注意力与线性层的硬件倍数相同。"
+        if abs(hw_over_model - float(recompute_factor.subs(subs))) < 1e-12 else
+        "硬件口径的曲线高于模型口径的虚线：本场景的注意力 kernel 在硬件上比线性层多做了一部分（重算打分矩阵）。"))
 
 # %% [markdown]
 # ## 4. 真实的 Qwen3.6-35B-A3B：注意力宽度不是 hidden size
@@ -223,15 +374,18 @@ wsc, wacc = resolve_with(num_layers=shape.num_layers, full_attention_every=shape
                          hidden_size=shape.hidden_size, attention_dim=shape.hidden_size,
                          num_heads=None, head_dim=None)
 rows = []
-for label, x in (("真实宽度 d = 头数 × 每头宽度", racc), ("误用 hidden size 当宽度", wacc)):
-    for key, reading in (("padded", "定长"), ("actual", "均长")):
+for label, (xsc, x) in (("真实宽度 d = 头数 × 每头宽度", (rsc, racc)),
+                        ("误用 hidden size 当宽度", (wsc, wacc))):
+    for key, reading in (("padded", "定长"), ("actual", "真实长度")):
         a = x["attention"][key]
         rows.append((label, reading, d.sci(a["flops_per_step"]), d.pct(a["share"], 1),
-                     d.pct(a["mfu_with_attention"], 1)))
-d.table(rows, ["注意力宽度", "序列口径", "注意力 FLOPs", "占总量", "含注意力的 MFU"],
-        f"Qwen3.6-35B-A3B 的结构（L_full = {rsc['num_full_attention_layers']}）代入本场景的其余输入")
+                     linear_cell(xsc, x, key), d.pct(a["mfu_with_attention"], 1)))
+d.table(rows, ["注意力宽度", "序列口径", "注意力 FLOPs", "占总量", "线性注意力占比", "含注意力的 MFU"],
+        f"Qwen3.6-35B-A3B 的结构（L_full = {rsc['num_full_attention_layers']}）代入本场景的其余输入"
+        f"（{att['convention']}）")
 own = (sc["attention_dim"] == rsc["attention_dim"]
        and sc["num_full_attention_layers"] == rsc["num_full_attention_layers"])
+lin_rows = {linear_cell(rsc, racc, "actual"), linear_cell(wsc, wacc, "actual")}
 d.md(("本场景用的正是这个结构，所以第一行与第 1 节的数字相同。" if own else
       f"本场景自己的结构是 d = {d.num(sc['attention_dim'])}、L_full = "
       f"{sc['num_full_attention_layers']}，上表只是把 Qwen3.6-35B-A3B 的结构代入本场景的其余输入，供对照。")
@@ -240,98 +394,229 @@ d.md(("本场景用的正是这个结构，所以第一行与第 1 节的数字�
      f"真实结构是 {shape.num_full_attention_layers} × {d.num(shape.attention_dim)} = {d.num(real_product)}，"
      "三组假设分别是 " + "、".join(d.num(p) for p in products.values())
      + ("，其中 " + "、".join(same) + " 与真实结构的乘积恰好相等，所以"
-        + ("那两行" if len(same) == 1 else f"那 {2 * len(same)} 行") + "就是真实模型的注意力项。"
-        if same else "，在本场景的层间隔下没有一组与真实结构相等。"))
+        + ("那两行" if len(same) == 1 else f"那 {2 * len(same)} 行") + "的注意力 FLOPs 就是真实模型的注意力项。"
+        if same else "，在本场景的层间隔下没有一组与真实结构相等。")
+     + ("线性注意力一列标为\"未计入\"的行：只有形状与场景所用的模型配置（`model:`，没有时是课程模型）"
+        "完全对上，库才知道线性注意力层的头宽度；对不上的行不含这一项，它们的占比和利用率因此不能与计入的行直接相比。"
+        if "未计入" in lin_rows else ""))
 
 # %% [markdown]
-# ## 5. 同一次运行，不同的计数口径
+# ## 5. 同一次运行，四种数法并排
 #
 # 公开的 FLOP 计数器在两点上分歧最大（细节见参考资料 flop-conventions）：
 #
-# - **causal**：因果注意力只需要 s×s 的下三角，causal kernel 会跳过上三角，只算一半；
-# - **反向倍数**：模型 FLOPs 口径下反向是前向的 2 倍；FlashAttention 的反向要重算一次 QKᵀ，
-#   5 个矩阵乘而不是 4 个，反向是前向的 2.5 倍，合计 3.5 倍。
+# - **方阵比例（attention_flops）**：因果注意力只需要 s×s 的下三角，causal kernel 会跳过上三角，
+#   按 causal 数只算一半；按 full 数则是整块方阵；
+# - **反向倍数（attention_kernel）**：eager 实现的反向是前向的 2 倍；FlashAttention 重算一次 QKᵀ，
+#   反向是 2.5 倍（第 1 节）。
 #
-# 课程、PaLM 附录 B、nanoGPT 的 `estimate_mfu` 和 torchtitan 都按"3 倍、整块方阵"计；
-# Megatron-LM 自 2025 年起按 causal 减半，packed 时还用真实的 cu_seqlens 求 Σs²。
-# 下面把同一次运行按四种口径各算一遍。
+# 模型 FLOPs 只看方阵比例（始终 3 倍前向），硬件 FLOPs 还要看 kernel 与 recompute。
+# 下面把本场景换成四种组合各算一遍，标出本场景自己的那一种。
 
 # %%
-cluster = sc["step_time"] * sc["num_gpus"] * sc["peak_flops"]
-six_nd = acc["model_flops_per_step"]
-factor, mean_flops = {}, {}
+COMBOS = [(flops, kernel) for flops in attention.SQUARE_FRACTION
+          for kernel in attention.KERNEL_BACKWARD_OVER_FORWARD]
+combo = {}
 rows = []
-for key, conv in attention.CONVENTIONS.items():
-    factor[key] = conv.training_multiplier * conv.square_fraction
-    row = [conv.name, str(conv.training_multiplier), str(conv.square_fraction)]
-    for seq in (sc["mean_tokens_per_sample"], sc["seq_len"]):
-        f = attention.attention_training_flops(seq, sc["attention_dim"], sc["num_full_attention_layers"],
-                                               sc["samples_per_step"], key)
-        mean_flops.setdefault(key, f)
-        row += [d.sci(f), d.pct(f / (six_nd + f), 1), d.pct((six_nd + f) / cluster, 1)]
-    rows.append(row + [conv.source])
-d.table(rows, ["口径", "训练/前向", "方阵比例", "均长 FLOPs", "均长占比", "均长 MFU",
-               "定长 FLOPs", "定长占比", "定长 MFU", "谁这样算"],
-        "四种口径下的注意力项（本场景，同一次运行）")
+for flops, kernel in COMBOS:
+    _, cacc = resolve_with(attention_flops=flops, attention_kernel=kernel)
+    combo[(flops, kernel)] = cacc["attention"]
+    mark = "◀ 本场景" if (flops, kernel) == (sc["attention_flops"], sc["attention_kernel"]) else ""
+    for key, reading in (("padded", "补齐长度 S"), ("actual", "真实长度 Σsᵢ²")):
+        a = cacc["attention"][key]
+        rows.append((flops, kernel, reading, d.sci(a["flops_per_step"]),
+                     d.sci(a["hardware_flops_per_step"]), d.pct(a["share"], 1),
+                     d.pct(a["mfu_with_attention"], 1), d.pct(a["hfu_with_attention"], 1), mark))
+d.table(rows, ["attention_flops", "attention_kernel", "序列口径", "模型 FLOPs（3×）",
+               "硬件 FLOPs（含 recompute）", "注意力占比", "含注意力的 MFU", "含注意力的 HFU", ""],
+        f"四种组合下的注意力项（本场景其余输入不变，r = {subs[r]:g}）")
+
+# %%
+full_eager, causal_eager = combo[("full", "eager")]["actual"], combo[("causal", "eager")]["actual"]
+full_flash = combo[("full", "flash")]["actual"]
+hw_multiplier = {k: 1 + subs[r] + float(v) for k, v in attention.KERNEL_BACKWARD_OVER_FORWARD.items()}
+d.md(f"模型 FLOPs 只随方阵比例变：full 是 causal 的 "
+     f"{d.times(full_eager['flops_per_step'] / causal_eager['flops_per_step'], 1)}，"
+     "kernel 不改变它（同一方阵比例的 eager 行与 flash 行模型 FLOPs 相同，MFU 也相同）。"
+     f"硬件 FLOPs 则按 (1 + r + κ) 倍前向计：本场景 r = {subs[r]:g}，eager 是 "
+     f"{hw_multiplier['eager']:g} 倍、flash 是 {hw_multiplier['flash']:g} 倍，同一方阵比例下 flash 比 eager 多 "
+     f"{d.pct(full_flash['hardware_flops_per_step'] / full_eager['hardware_flops_per_step'] - 1, 1)}。"
+     f"按真实长度，含注意力的 MFU 在 {d.pct(causal_eager['mfu_with_attention'], 1)}（causal）和 "
+     f"{d.pct(full_eager['mfu_with_attention'], 1)}（full）之间，取决于你接受哪种数法。")
+
+# %% [markdown]
+# 公开的代码和日志常把"训练/前向"的倍数和方阵比例乘在一起，当成一个数记账。把四种习惯写成
+# (倍数, 比例) 两个数，最大和最小的乘积相差：
+
+# %%
+factor = {key: conv.training_multiplier * conv.square_fraction
+          for key, conv in attention.CONVENTIONS.items()}
 spread = max(factor.values()) / min(factor.values())
+d.table([(conv.name, sp.sstr(conv.training_multiplier), sp.sstr(conv.square_fraction),
+          sp.sstr(factor[key])) for key, conv in attention.CONVENTIONS.items()],
+        ["convention", "训练/前向", "方阵比例", "乘积"], "attention.CONVENTIONS")
 d.eq(r"\frac{\max(\text{multiplier}\times\text{fraction})}{\min(\text{multiplier}\times\text{fraction})}",
      spread, f"{float(spread):.2f}")
 
+# %% [markdown]
+# ### 你的框架日志用的是哪一种
+#
+# 读训练日志里的"TFLOP/s"或"MFU"之前，先弄清它用哪种数法。下表按各家公开代码的计数方式
+# （只列做法，不抄原文），把本场景的注意力项各算一遍：
+#
+# - 课程、PaLM 附录 B、nanoGPT 的 `estimate_mfu`、torchtitan：整块方阵，3 倍；
+#   后三者按给定的序列长度（nanoGPT 的 block_size、torchtitan 的 seq_len）给每个 token 记注意力，对应本场景的配置长度 S；
+# - Megatron-LM 的 `num_floating_point_operations`（2025 年起）：causal 减半，3 倍；
+#   定长（BSHD）模式把 token 数记为 batch_size × seq_length，补齐的槽位也当成运算，Σs² 记为 B·S²；
+#   packed（THD）模式用 cu_seqlens 里的真实长度，token 数是 Σ L_i，平方和是 Σ L_i²；
+# - FlashAttention 仓库的基准脚本：3.5 倍，causal 时减半，公式按一批同长序列写（batch × seqlen²）；
+#   套用到本场景时取 kernel 实际处理的长度；
+# - PyTorch `FlopCounterMode` 对 SDPA 的计数：3.5 倍，不因 causal 减半；它按张量的实际形状数，
+#   补齐的批次就是 S，varlen 调用按 cu_seqlens 的每段长度。
+#
+# 表中"按 B·S²"是每个样本都补齐到 S；"按 Σsᵢ²"是按真实长度逐个样本求平方和；
+# "按 S·slots"是每个 token 按配置长度 S 记注意力、乘以一步填满的 token 槽位数。
+
 # %%
-lo, hi = min(mean_flops, key=mean_flops.get), max(mean_flops, key=mean_flops.get)
+#: The square each count multiplies: every sample at S (B·S²), the real lengths (Σsᵢ²), or a
+#: per-token charge at S over the slots a run fills (S·slots: S·B·S padded, S·D packed).
+slots = padding.SLOTS[sc["batching"]]
+SQUARES = {"B·S²": B * S**2, "Σsᵢ²": sum_sq, "S·slots": S * slots}
+shape_square = "B·S²" if sc["batching"] == "padded" else "Σsᵢ²"  # what a kernel call sees
+per_token_square = "B·S²" if sc["batching"] == "padded" else "S·slots"
 
 
-def reading(key):
-    f = mean_flops[key]
-    return f"注意力占比 {d.pct(f / (six_nd + f), 1)}、利用率 {d.pct((six_nd + f) / cluster, 1)}"
+def conv_flops(key, square):
+    """Attention-core FLOPs of the step under CONVENTIONS[key] over one of SQUARES."""
+    return float((attention.training_per_layer(key, 1) * L_full * SQUARES[square]).subs(subs))
 
 
-d.md(f"同样按均长计，最小的口径（{attention.CONVENTIONS[lo].name}）给出{reading(lo)}，"
-     f"最大的口径（{attention.CONVENTIONS[hi].name}）给出{reading(hi)}：同一次运行的注意力项，"
-     f"记账结果相差 {float(spread):.2f} 倍。报告一个\"含注意力的 MFU\"时，必须同时写明用的是哪种口径；"
-     "拿两个口径不同的数相比，得出的结论可能完全相反。")
+MEGATRON = "Megatron-LM num_floating_point_operations（2025 起）"
+FRAMEWORKS = [  # (who, CONVENTIONS key, squares it logs for this scenario)
+    ("课程（第 06 节）", "course", ("B·S²", "Σsᵢ²")),
+    ("PaLM 附录 B / nanoGPT estimate_mfu / torchtitan", "course", (per_token_square,)),
+    (MEGATRON, "causal", (shape_square,)),
+    ("FlashAttention 基准脚本（causal=True）", "flash_causal", (shape_square,)),
+    ("torch FlopCounterMode（SDPA）", "flash", (shape_square,)),
+]
+logged = {}
+rows = []
+for who, key, squares in FRAMEWORKS:
+    conv = attention.CONVENTIONS[key]
+    logged[who] = {square: conv_flops(key, square) for square in squares}
+    rows.append((who, sp.sstr(conv.square_fraction), sp.sstr(conv.training_multiplier),
+                 "；".join(f"按 {x}：{d.sci(v)}" for x, v in logged[who].items()),
+                 "；".join(d.pct(v / acc["model_flops_per_step"], 1) for v in logged[who].values())))
+d.table(rows, ["日志 / 计数器", "方阵比例", "训练/前向", "本场景会记下的注意力项", "相对 6ND"],
+        f"各家数法下本场景的注意力项（batching: {sc['batching']}；slots = {sp.sstr(slots)}）")
+
+# %%
+megatron_matmul = float(model_flops.subs(D, slots).subs(subs))
+megatron_attention = logged[MEGATRON][shape_square]
+megatron_total = megatron_matmul + megatron_attention
+d.eq(r"F_{\mathrm{matmul}}^{\mathrm{Megatron}}", model_flops.subs(D, slots), d.sci(megatron_matmul))
+mode = ("定长（BSHD）模式：线性层按 B·S 个槽位计，补齐的 pad 也算作运算"
+        if sc["batching"] == "padded" else
+        "packed（THD）模式：线性层按真实 token 数 Σ L_i = D 计，注意力按 cu_seqlens 的 Σ L_i²")
+text = (f"本场景 `batching: {sc['batching']}`，对应 Megatron-LM 的{mode}。"
+        f"它的线性层项约为 {d.sci(megatron_matmul)}（6ND 是 {d.sci(acc['model_flops_per_step'])}），"
+        f"注意力项 {d.sci(megatron_attention)}，合计 {d.sci(megatron_total)}，日志里的吞吐约为 "
+        f"**{d.tflops(megatron_total / (sc['step_time'] * sc['num_gpus']))}/GPU**，相当于峰值的 "
+        f"{d.pct(megatron_total / (sc['step_time'] * sc['num_gpus'] * sc['peak_flops']), 1)}"
+        + ("（超过 100%：本场景的输入与这种数法不能同时成立，见第 1 节）"
+           if megatron_total > sc["step_time"] * sc["num_gpus"] * sc["peak_flops"] else "") + "。"
+        + "这里用本场景的 N 代替 Megatron 按结构参数自己数出的线性层项（稠密 SwiGLU 模型两者相同，"
+        "MoE 与混合模型有小差别，例如它不数路由器，见 benchmarks/megatron_flops.py）"
+        + ("，也没有加线性注意力层的核心运算" if lin else "") + "。")
+if sc["batching"] == "packed" and sc["sum_squared_lengths_from"] != "sequence_lengths":
+    text += ("本场景没有长度文件，Σsᵢ² 用 B·s̄² 代替；样本长短不一时真实的 Σ L_i² 更大，"
+             "Megatron 日志里的注意力项也会比这里大。")
+d.md(text)
+
+# %%
+advice = []
+if sc["attention_flops"] == "causal":
+    advice.append("- 日志来自 Megatron-LM：本场景已设 `attention_flops: causal`，第 1 节的模型口径就是它的数法。")
+else:
+    advice.append(f"- 日志来自 Megatron-LM：它按 causal（一半）数注意力，本场景按 full 数，多出一倍；"
+                  "对照时把场景的 `attention_flops` 设为 `causal` 再读第 1 节，或直接看上表 Megatron 那一行。")
+if sc["batching"] == "padded":
+    advice.append(f"- Megatron-LM 在定长模式下把补齐的槽位也算作运算：它的利用率对应的是\"槽位\"口径"
+                  f"（第 6 节第二种读法，线性层 6N·B·S），不能和按真实 token 的 6ND 口径 MFU "
+                  f"{d.pct(acc['mfu'])} 直接比；packed（THD）模式则用真实长度，与第 1 节的真实长度读数一致。")
+else:
+    advice.append("- Megatron-LM 在 packed（THD）模式下用真实长度，与第 1 节按真实长度、causal 的读数一致；"
+                  "若换成定长模式，它会把补齐的槽位也算作运算。")
+advice.append("- 日志来自 nanoGPT 的 `estimate_mfu`、torchtitan 或按 PaLM 附录 B 自己写的公式："
+              "整块方阵、3 倍，与课程口径（`attention_flops: full`）比，长度取配置长度 S。")
+advice.append("- 数字来自 FlashAttention 的基准或 `FlopCounterMode`：3.5 倍里含重算打分矩阵，"
+              "是硬件 FLOPs，应和 HFU 比而不是和 MFU 比；FlashAttention 基准在 causal 时减半，"
+              "`FlopCounterMode` 不减半。"
+              + (f"计数器数的是真正执行的算子：本场景开着 recompute（`recompute: {sc['recompute']}`），"
+                 "被重算的那部分前向也会算进它的总数。" if subs[r] > 0 else ""))
+lo, hi = min(v for x in logged.values() for v in x.values()), max(v for x in logged.values() for v in x.values())
+advice.append(f"- 同一次运行，上表各家记下的注意力项从 {d.sci(lo)} 到 {d.sci(hi)}，相差 {d.times(hi / lo, 2)}："
+              "报\"含注意力的 MFU\"时必须同时写明数法，拿两个数法不同的数相比，结论可能完全相反。")
+d.md("\n".join(advice))
 
 # %% [markdown]
 # ## 6. 定长行里藏着的混合口径
 #
 # 课程的"定长"行把两种东西放在了一起：注意力项按补齐后的长度 S 算（好像 pad 位置也参与了注意力），
 # 6ND 却仍然只数真实 token 的 D。如果定长补齐真的发生了，pad token 也会穿过每一个线性层，
-# 硬件实际做的线性层运算是 6N·B·S，而不是 6N·D。下面把三种自洽程度不同的读法并排：
+# 硬件实际做的线性层运算是 6N·B·S，而不是 6N·D。下面把三种自洽程度不同的读法并排
+# （注意力按本场景的方阵比例 a）：
 
 # %%
 mixed = model_flops + attention.attention_padded
-padded_real = model_flops.subs(D, B * S) + attention.attention_padded
+padded_real = model_flops.subs(D, padding.SLOTS["padded"]) + attention.attention_padded
 packed = model_flops + attention.attention_actual
 d.eq(r"F_{\text{course, padded row}}", mixed)
 d.eq(r"F_{\text{padding real}}", padded_real)
-d.eq(r"F_{\text{padding real}} - F_{\text{course, padded row}}",
-     sp.factor((padded_real - mixed).subs(D, B * s_mean)))
+d.eq(r"F_{\text{padding real}} - F_{\text{course, padded row}}", sp.factor(padded_real - mixed))
 
 # %%
-subs = sc.substitutions()
+cluster = sc["step_time"] * sc["num_gpus"] * sc["peak_flops"]
 readings = [
     ("课程定长行：6N·D + 注意力(S)", model_flops, attention.attention_padded),
-    ("若真的定长补齐：6N·B·S + 注意力(S)", model_flops.subs(D, B * S), attention.attention_padded),
-    ("若已 packing（varlen）：6N·D + 注意力(s̄)", model_flops, attention.attention_actual),
+    ("若真的定长补齐：6N·B·S + 注意力(S)", model_flops.subs(D, padding.SLOTS["padded"]),
+     attention.attention_padded),
+    ("若已 packing（varlen）：6N·D + 注意力(Σsᵢ²)", model_flops, attention.attention_actual),
 ]
 values = {}
 rows = []
 for label, linear, attn in readings:
-    lin, at = float(linear.subs(subs)), float(attn.subs(subs))
-    values[label] = (lin, at)
-    rows.append((label, d.sci(lin), d.sci(at), d.sci(lin + at), d.pct(at / (lin + at), 1),
-                 d.pct((lin + at) / cluster, 1)))
+    lin_f, at = float(linear.subs(subs)), float(attn.subs(subs))
+    values[label] = (lin_f, at)
+    rows.append((label, d.sci(lin_f), d.sci(at), d.sci(lin_f + at), d.pct(at / (lin_f + at), 1),
+                 d.pct((lin_f + at) / cluster, 1)))
 d.table(rows, ["读法", "线性层 FLOPs", "注意力 FLOPs", "合计", "注意力占比", "合计 / 集群峰值"],
-        "定长行的三种读法（本场景，均不含 recompute）")
+        "定长行的三种读法（本场景，均不含 recompute"
+        + ("，也不含线性注意力项" if lin and lin["flops_per_step"] is not None else "") + "）")
 (mix_l, mix_a), (pad_l, pad_a), (pk_l, pk_a) = values.values()
 if pad_l > mix_l:
-    d.md(f"课程的定长行给出利用率 {d.pct((mix_l + mix_a) / cluster, 1)}。如果补齐真的发生，"
-         f"硬件在线性层上还多做了 {d.sci(pad_l - mix_l)} FLOPs（pad token 的 6N·B·(S − s̄)），"
-         f"它实际做的运算对应 **{d.pct((pad_l + pad_a) / cluster, 1)}** 的利用率，注意力占比则是 "
-         f"{d.pct(pad_a / (pad_l + pad_a), 1)}，而不是 {d.pct(mix_a / (mix_l + mix_a), 1)}。"
-         f"如果已经 packing，则应看第三行：{d.pct((pk_l + pk_a) / cluster, 1)}，而且这还是下限，"
-         "因为样本长度不一时 Σs² 大于 B·s̄²（见 04）。三行里没有一行是\"真实 MFU\"："
-         "它们回答的是三个不同的问题，课程的定长行恰好把其中两个问题的分子和分母混在了一起。")
+    text = ""
+    if sc["batching"] == "packed":
+        text += ("本场景 `batching: packed`：第三行就是本场景的读法，前两行回答的是\"如果改成定长补齐会怎样\"。")
+    text += (f"第一行（课程定长行的读法）给出利用率 {d.pct((mix_l + mix_a) / cluster, 1)}。如果补齐真的发生，"
+             f"硬件在线性层上还多做了 {d.sci(pad_l - mix_l)} FLOPs（pad token 的 6N·(B·S − D)），"
+             f"它实际做的运算对应 **{d.pct((pad_l + pad_a) / cluster, 1)}** 的利用率"
+             + ("（超过 100%：在本场景的输入下，这样的补齐不可能真的发生）" if pad_l + pad_a > cluster else "")
+             + f"，注意力占比则是 {d.pct(pad_a / (pad_l + pad_a), 1)}，而不是 {d.pct(mix_a / (mix_l + mix_a), 1)}。"
+             + ("按第三行（已 packing）读，利用率是 " if sc["batching"] == "packed" else
+                "如果已经 packing，则应看第三行：") + f"{d.pct((pk_l + pk_a) / cluster, 1)}")
+    if sc["sum_squared_lengths_from"] == "sequence_lengths":
+        text += "，其中 Σsᵢ² 来自长度文件，是真实长度的平方和。"
+    else:
+        text += "，而且这还是下限，因为样本长度不一时 Σsᵢ² 大于 B·s̄²（见 04）。"
+    text += ("三行里没有一行是\"真实 MFU\"：它们回答的是三个不同的问题，课程的定长行恰好把其中两个问题的"
+             "分子和分母混在了一起。")
+    if sc["attention_flops"] == "causal":
+        text += "本场景按 causal 数注意力，第二行正是 Megatron-LM 定长（BSHD）模式的数法（线性层项以 6N 近似）。"
+    else:
+        text += ("Megatron-LM 的定长（BSHD）模式就是第二行的读法，只是注意力按 causal 减半"
+                 "（把 `attention_flops` 设为 `causal` 再看这张表）。")
+    d.md(text)
 else:
     d.md(f"本场景的平均真实长度等于配置长度，没有 pad：三种读法给出同一个数，"
          f"利用率 {d.pct((mix_l + mix_a) / cluster, 1)}、注意力占比 {d.pct(mix_a / (mix_l + mix_a), 1)}。"
@@ -376,12 +661,22 @@ if csv_path.exists():
     off = sorted({r.get("term", "") for r in raw if not agrees(r)})
     text = f"共 {len(raw)} 行，其中 {sum(map(agrees, raw))} 行预测与计数完全相同。"
     if core and all(map(agrees, core)):
-        text += (f"本节用到的两项（6ND 的矩阵乘与注意力核心）在 {len({r.get('model') for r in core})} "
-                 "个模型结构上都逐个 FLOP 对上了：课程口径的 3·4·s²·d·L_full·B 正是计数器数到的量。")
+        runs = {term: len({r.get("model") for r in core if r.get("term") == term})
+                for term in ("matmul_6ND", "attention_core")}
+        text += (f"本节用到的两项都逐个 FLOP 对上了：6ND 的矩阵乘在 {runs['matmul_6ND']} 次运行里，"
+                 f"注意力核心在 {runs['attention_core']} 次运行里；课程口径的 3·4·s²·d·L_full·B "
+                 "正是计数器数到的量。")
     elif core:
         text += "注意：6ND 或注意力核心有对不上的行，先看 note 一列。"
     if off:
         text += "有差异的项是 " + "、".join(f"`{x}`" for x in off) + "，原因写在 note 一列。"
+    confirmed = {r.get("term") for r in raw if agrees(r)}
+    checks = [("attention_core_flash", "PyTorch 对 SDPA 的 flash 公式是 3.5 倍、整块方阵，不因 causal 减半"),
+              ("attention_core_sdpa_math", "SDPA 的 math 路径拆成普通矩阵乘，仍是 3 倍"),
+              ("attention_core_varlen", "按文档切开的 varlen 注意力数到的是各段长度的平方和 Σsᵢ²")]
+    seen = [claim for term, claim in checks if term in confirmed]
+    if seen:
+        text += "第 5 节用到的几条数法也在这里逐个 FLOP 对上了：" + "；".join(seen) + "。"
     d.md(text)
 else:
     counter_rows = []
@@ -392,19 +687,36 @@ else:
 # ## 本节要点
 
 # %%
+lin_point = []
+if lin is not None and lin["flops_per_step"] is not None:
+    lin_point = [f"- 线性注意力（{lin['layers']} 层 gated DeltaNet）按真实长度占一步运算的 "
+                 f"{d.pct(lin['share'])}，softmax 注意力占 {d.pct(actual['share'])}；"
+                 "它随 token 数线性增长，没有 s² 项。"]
+elif lin is not None:
+    lin_point = [f"- 本场景的 {lin['layers']} 层线性注意力因头宽度未知没有计入（见第 1 节库的说明）。"]
 d.md("\n".join([
-    f"- 注意力核心每层前向是 4·s²·d，训练按课程口径再乘 3；本场景 d = {d.num(sc['attention_dim'])}，"
-    f"有 {sc['num_full_attention_layers']} 个全注意力层。",
-    f"- 按均长，注意力占一步运算的 {d.pct(att['actual']['share'])}，含注意力的利用率 "
-    f"{d.pct(att['actual']['mfu_with_attention'])}（6ND 口径的 MFU 是 {d.pct(acc['mfu'])}）；"
-    f"按定长则是 {d.pct(att['padded']['share'])} 和 {d.pct(att['padded']['mfu_with_attention'])}。",
-    f"- 课程的三组假设给出 {d.pct(min(shares), 0)}–{d.pct(max(shares), 0)} 的注意力占比；"
+    f"- 注意力核心每层前向是 4·s²·d，模型 FLOPs 按 3 倍前向计；本场景按 {att['convention']} 数，"
+    f"d = {d.num(sc['attention_dim'])}，有 {sc['num_full_attention_layers']} 个全注意力层。",
+    f"- 按真实长度，注意力占一步运算的 {d.pct(actual['share'])}，含注意力的 MFU "
+    f"{d.pct(actual['mfu_with_attention'])}（6ND 口径的 MFU 是 {d.pct(acc['mfu'])}），硬件口径"
+    f"（{att['hardware_convention']}，含 recompute）的 HFU {d.pct(actual['hfu_with_attention'])}；"
+    f"按补齐长度则是 {d.pct(padded['share'])}、{d.pct(padded['mfu_with_attention'])} 和 "
+    f"{d.pct(padded['hfu_with_attention'])}。",
+    *lin_point,
+    f"- FlashAttention 的反向有 5 个矩阵乘（重算 QKᵀ），是前向的 {sp.sstr(kappa_flash)} 倍；"
+    "重算只进硬件 FLOPs，不进模型 FLOPs。",
+    (f"- 课程的三组假设给出 {d.pct(min(shares), 0)}–{d.pct(max(shares), 0)} 的注意力占比；" if is_course else
+     f"- 课程的三组形状假设套用本场景的其余输入，给出 {d.pct(min(shares), 0)}–{d.pct(max(shares), 0)} 的注意力占比；")
+    + 
     f"Qwen3.6-35B-A3B 的真实注意力宽度是 {shape.num_heads} × {shape.head_dim} = "
     f"{d.num(shape.attention_dim)}，不是 hidden size {d.num(shape.hidden_size)}。",
-    f"- 口径（causal 减半、FlashAttention 的 3.5 倍）能让注意力项相差 {float(spread):.2f} 倍；"
-    "报数时必须写明口径。",
+    f"- 各家数法（full / causal、3 倍 / 3.5 倍）的乘积最多相差 {float(spread):.2f} 倍；"
+    "Megatron-LM 按 causal 数" + ("，定长模式还把补齐的槽位算作运算" if sc["batching"] == "padded"
+                                  else "，packed 模式用真实长度")
+    + "。报数时必须写明数法。",
     (f"- 课程的定长行把补齐后的注意力和真实 token 的 6ND 放在一起；若补齐真实发生，"
-     f"硬件做的运算对应 {d.pct((pad_l + pad_a) / cluster, 1)} 的利用率。" if pad_l > mix_l else
+     f"硬件做的运算对应 {d.pct((pad_l + pad_a) / cluster, 1)} 的利用率"
+     + ("（超过 100%，在本场景的输入下不可能）" if pad_l + pad_a > cluster else "") + "。" if pad_l > mix_l else
      "- 本场景没有 pad，定长行的三种读法相同；有 pad 时课程的定长行混用了两种口径。"),
     ("- 对账：" + (f"计数器结果见第 7 节的 {len(counter_rows)} 行。" if counter_rows
                  else "还没有计数器结果（先运行 `make validate`）。")),

@@ -30,18 +30,25 @@ overrides = {}  # 单个键的覆盖，例如 {"micro_batch": 2}
 import numpy as np
 import sympy as sp
 
-from costmodel.inputs import widths
-from costmodel.inputs.assumptions import assumed
-from costmodel.evaluate import router
-from costmodel.evaluate import layouts
+from costmodel.evaluate import gemms, layouts, router
 from costmodel.present import display as d
 from costmodel.derive import moe, roofline
-from costmodel.inputs import hardware, models
-from costmodel.derive.symbols import BW, D, E, P, S, b_micro, bytes_per_element, h, k_dim, k_top, m, n
+from costmodel.inputs import hardware
+from costmodel.derive.symbols import bytes_per_element, h, k_dim, k_top, m, n
 
 sc, acc = d.load(scenario_file, overrides)
-is_moe = sc["num_experts"] > 0
 balance = acc["machine_balance"]
+
+
+def gemm_rows(micro_batch=None):
+    """The model's GEMMs (gemms.model_gemms) at a micro batch (default the scenario's); a row
+    of zero width (a projection whose widths the scenario does not give) is left out."""
+    return [r for r in gemms.model_gemms(sc.values, micro_batch) if r["k"] and r["n"]]
+
+
+g = {r["key"]: r for r in gemm_rows()}
+is_moe = "expert_gate_up" in g
+assert is_moe == (sc["num_experts"] > 0)
 d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，机器平衡点 {d.num(balance, 1)} FLOP/byte，"
      f"micro batch = {sc['micro_batch']}，配置长度 S = {d.num(sc['seq_len'])}）。"
      + (f"这是一个 MoE 模型：每层 {sc['num_experts']} 个路由专家，每个 token 选 "
@@ -50,44 +57,88 @@ d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，机
         "下面只给出稠密 FFN 的形状，以及长序列那两项。"))
 
 # %% [markdown]
-# 有几个量场景文件里没有，这里作为**有名字的假设**写出来，可以按自己的实际配置修改：
+# 本节用到的形状全部取自模型的 GEMM 表 `costmodel.evaluate.gemms.model_gemms`，与 07、08、10 是同一份：
+# 场景指定了模型 config（或场景的结构键与课程模型 Qwen3.6-35B-A3B 一致）时，宽度来自真实的 config；
+# 否则 GEMM 表由场景的键构造，缺的宽度按有名字的假设补上。下表的"形状来源"一列写明是哪一种。
 #
-# - **EP 大小**：一层的专家分布在多少张卡上。课程的配置是 EP = 8；这里取不超过 8、
-#   同时整除专家数和 GPU 数的最大值。
-# - **专家宽度**（每个专家 FFN 的中间维）：场景指定了模型 config 时取它的 `moe_intermediate_size`，
-#   否则借用课程模型 Qwen3.6-35B-A3B 的值。
-# - **稠密 FFN 宽度**：场景指定了稠密模型的 config 时取它的 `intermediate_size`，否则按课程写法取 4 × hidden。
-# - **MoE 层数**：有 config 时取它的 MoE 层数，否则假设每层都是 MoE（Qwen3.6-35B-A3B 就是如此）。
-# - **每头宽度 head_dim**：场景没给时假设为 128。
+# - **专家宽度**（每个路由专家 FFN 的中间维，`moe_intermediate_size`）：`expert_down` 一行的 k；
+# - **稠密 FFN 宽度**（`intermediate_size`）：`dense_down` 一行的 k，只有模型含稠密 FFN 层时才有；
+# - **共享专家宽度**：`shared_down` 一行的 k，只有模型含共享专家时才有；
+# - **每头宽度 head_dim**：注意力核心 QKᵀ（`attention_scores`）一行的 k，即 QKᵀ 的累加维；
+# - **EP 大小**（一层的专家分布在多少张卡上）场景里没有，是**有名字的假设**：课程的配置是 EP = 8，
+#   这里取不超过 8、同时整除专家数和 GPU 数的最大值；GEMM 表按同一个 EP 算一个专家 GEMM 的行数。
 
 # %%
-ASSUMED_HEAD_DIM = assumed("head_dim")  # used only when the scenario gives no head_dim
 SAMPLE_TOKENS = 8192  # tokens routed in the load-imbalance simulation
 SEED = 0
 SKEWS = [0.0, 0.25, 0.5, 1.0]  # Zipf exponents of expert popularity (0 = uniform)
+REFERENCE_LABEL = {"dense": "稠密 FFN", "shared": "共享专家", "hypothetical": "假想的稠密 FFN"}
 
-hidden = sc["hidden_size"]
-ep_size = layouts.default_ep_size(sc["num_experts"], sc["num_gpus"])
-w_dense = widths.dense_ffn_width(hidden, sc["model"])
-w_expert = widths.expert_width(sc["model"]) if is_moe else None
-shape = models.load_shape(sc["model"]) if sc["model"] else None
-moe_layers = (shape.num_moe_layers if shape else sc["num_layers"]) if is_moe else 0
-if sc["head_dim"]:
-    head_dim, head_from = sc["head_dim"], "场景给出"
-elif sc["num_heads"]:
-    head_dim, head_from = sc["attention_dim"] // sc["num_heads"], "注意力宽度 / 头数"
-else:
-    head_dim, head_from = ASSUMED_HEAD_DIM, "假设值"
-source_text = {"config": "来自场景的模型 config", "preset": "借用 Qwen3.6-35B-A3B 的 config（假设）",
-               "rule": "按课程写法 4 × hidden（假设）"}
-rows = [("hidden size", d.num(hidden), "场景给出"),
-        ("稠密 FFN 宽度", d.num(w_dense.value), source_text[w_dense.source]),
-        ("每头宽度 head_dim", d.num(head_dim), head_from)]
+
+def spaced(label):
+    """A label followed by Chinese text: a space after a final Latin letter."""
+    return label + " " if label[-1].isascii() else label
+
+
+def shape_source(row):
+    """Where a GEMM row's shape comes from, in words (the row's `source`, EP part left out)."""
+    parts = []
+    for part in row["source"].split("; "):
+        if part.startswith("config of "):
+            parts.append(f"{part[len('config of '):]} 的 config")
+        elif part.startswith("scenario keys"):
+            parts.append("由场景的键构造")
+        elif part.startswith("assumed: "):
+            parts.append("假设：" + part[len("assumed: "):])
+        elif not part.startswith("rows of an EP group"):
+            parts.append(part)
+    return "；".join(parts)
+
+
+def reference(rows):
+    """The dense-FFN-like GEMMs (gate + up, down) that expert GEMMs are compared with: the
+    model's dense FFN, else its shared expert, else a hypothetical dense FFN over the micro
+    batch's token rows with the expert's width (computed here; not a GEMM of the model)."""
+    for kind in ("dense", "shared"):
+        if f"{kind}_down" in rows:
+            return kind, rows[f"{kind}_gate_up"], rows[f"{kind}_down"]
+    tokens_b = rows["lm_head"]["m"]
+    made = []
+    for key in ("expert_gate_up", "expert_down"):
+        k_, n_ = rows[key]["k"], rows[key]["n"]
+        ai_ = float(moe.intensity(tokens_b, k_, n_))
+        made.append({"m": tokens_b, "k": k_, "n": n_, "intensity": ai_,
+                     "bound": "compute" if ai_ >= balance else "memory"})
+    return "hypothetical", made[0], made[1]
+
+
+hidden = g["lm_head"]["k"]  # lm_head: hidden -> vocab
+tokens = g["lm_head"]["m"]  # b x S token rows of a weight GEMM on one rank
+ref_kind, ref_up, ref_down = reference(g)
+ref_label = REFERENCE_LABEL[ref_kind]
+head_dim, v_dim = g["attention_scores"]["k"], g["attention_values"]["n"]
+rows = [("hidden size", d.num(hidden), "lm_head 的 k", shape_source(g["lm_head"]))]
+if "dense_down" in g:
+    rows.append(("稠密 FFN 宽度", d.num(g["dense_down"]["k"]),
+                 f"dense_down 的 k（{g['dense_down']['layers']} 层）", shape_source(g["dense_down"])))
 if is_moe:
-    rows[2:2] = [("专家宽度", d.num(w_expert.value), source_text[w_expert.source]),
-                 ("EP 大小", str(ep_size), "不超过课程的 8，且整除专家数与 GPU 数"),
-                 ("MoE 层数", str(moe_layers), "来自 config" if shape else "假设每层都是 MoE")]
-d.table(rows, ["量", "取值", "来源"], "本节用到的形状")
+    ep_size = layouts.default_ep_size(sc["num_experts"], sc["num_gpus"])
+    w_expert = g["expert_down"]["k"]
+    moe_layers = g["expert_down"]["layers"]
+    rows.append(("专家宽度", d.num(w_expert), "expert_down 的 k", shape_source(g["expert_down"])))
+    if "shared_down" in g:
+        rows.append(("共享专家宽度", d.num(g["shared_down"]["k"]), "shared_down 的 k",
+                     shape_source(g["shared_down"])))
+    if ref_kind == "hypothetical":
+        rows.append(("对照用的稠密 FFN 宽度", d.num(ref_down["k"]),
+                     "假想：取专家宽度（模型既没有稠密 FFN 层，也没有共享专家）", "—"))
+    rows += [("EP 大小", str(ep_size), "不超过课程的 8，且整除专家数与 GPU 数（假设）", "—"),
+             ("MoE 层数", str(moe_layers), "expert_down 的 layers"
+              + ("（含计入的 MTP 层）" if sc["num_mtp_layers"] else ""), shape_source(g["expert_down"]))]
+rows.append(("每头宽度 head_dim", d.num(head_dim), "attention_scores 的 k", shape_source(g["attention_scores"])))
+if v_dim != head_dim:
+    rows.append(("每头 V 宽度", d.num(v_dim), "attention_values 的 n", shape_source(g["attention_values"])))
+d.table(rows, ["量", "取值", "取自 GEMM 表", "形状来源"], "本节用到的形状")
 
 # %% [markdown]
 # ## 1. 专家分到多少 token：GEMM 变瘦
@@ -109,49 +160,91 @@ def rows_text(x):
     return d.num(x) if x >= 100 else d.num(x, 2)
 
 
+m_dense = tokens
+assert m_dense == float(moe.dense_rows.subs(sc.substitutions()))
 if is_moe:
     subs = {**sc.substitutions(), moe.ep: ep_size}
     step_view = float(moe.tokens_per_expert_step.subs(subs))
-    m_dense = float(moe.dense_rows.subs(subs))
-    m_expert = float(moe.expert_rows.subs(subs))
+    m_expert = g["expert_gate_up"]["m"]
+    assert abs(m_expert - float(moe.expert_rows.subs(subs))) <= 1e-9 * m_expert  # e_p b S k / E
     only = "只有" if m_expert < m_dense else "是"  # e_p k / E can exceed 1
     d.md(f"本场景：整步看每个专家平均 {rows_text(step_view)} 个 token（整步共 {d.count(sc['tokens_per_step'])} 个）；"
-         f"按一次 GEMM 看，稠密 FFN 有 {rows_text(m_dense)} 行，一个专家有 {rows_text(m_expert)} 行，"
-         f"{only}前者的 {d.pct(m_expert / m_dense, 1)}。")
+         f"按一次 GEMM 看，一个 micro batch 的 b·S = {rows_text(m_dense)} 行在一张卡上全部进入{ref_label}，"
+         f"一个专家有 {rows_text(m_expert)} 行，{only}前者的 {d.pct(m_expert / m_dense, 1)}。")
 else:
-    m_dense = float(moe.dense_rows.subs(sc.substitutions()))
     d.md(f"本场景是稠密模型，没有专家：FFN 的一次 GEMM 有 b·S = {d.num(m_dense)} 行。")
 
 # %% [markdown]
 # 矩阵乘 (M × K)(K × N) 读两个输入、写一个输出，运算强度（每字节 HBM 流量做多少 FLOPs）是
 # 2MNK / (β(MK + KN + MN))。把它和 GPU 的机器平衡点（峰值 / 带宽）相比：高于平衡点的受算力限制，
-# 低于的受带宽限制。下表列出 FFN 第一个投影（hidden → 宽度）的形状。
+# 低于的受带宽限制。下表列出 FFN 的两个投影：门控 FFN 的 gate 与 up 共用输入，合成一个
+# [M, hidden] × [hidden, 2w] 的 GEMM；down 是 [M, w] × [w, hidden]，w 是 FFN 的宽度。
+# 课程拿"稠密 FFN"和专家对照；模型没有稠密 FFN 层时，改用它的共享专家（同样处理每个 token），
+# 两者都没有时，对照的是一个**假想的**稠密 FFN：同一个 micro batch 的 b·S 行、宽度取专家宽度，
+# 它不是模型里的 GEMM，只用来把"行数变少"这一项单独拿出来看。
 
 # %%
-gemm_rows = [("稠密 FFN（整步视角）", sc["tokens_per_step"], w_dense.value),
-             ("稠密 FFN（一次 GEMM）", m_dense, w_dense.value)]
+BOUND = {"compute": "算力", "memory": "带宽"}
+
+
+def shape_text(r):
+    return f"[{rows_text(r['m'])}, {d.num(r['k'])}] × [{d.num(r['k'])}, {d.num(r['n'])}]"
+
+
+def step_row(rows_m, r):
+    """The course's whole-step view of a GEMM: all of a step's rows at once, same weight."""
+    ai_ = float(moe.intensity(rows_m, r["k"], r["n"]))
+    return {"m": rows_m, "k": r["k"], "n": r["n"], "intensity": ai_,
+            "bound": "compute" if ai_ >= balance else "memory"}
+
+
+ffn = [(f"{ref_label} gate + up（整步视角）", step_row(sc["tokens_per_step"], ref_up)),
+       (f"{ref_label} gate + up（一次 GEMM）", ref_up), (f"{ref_label} down（一次 GEMM）", ref_down)]
+if ref_kind == "dense" and "shared_down" in g:
+    ffn += [("共享专家 gate + up（一次 GEMM）", g["shared_gate_up"]), ("共享专家 down（一次 GEMM）", g["shared_down"])]
 if is_moe:
-    gemm_rows += [("单个专家（整步视角）", step_view, w_expert.value),
-                  ("单个专家（一次 GEMM）", m_expert, w_expert.value)]
-rows = []
-for label, rows_m, width in gemm_rows:
-    g = moe.gemm(rows_m, hidden, width)
-    rows.append((label, f"[{d.num(g['m'])}, {d.num(g['k'])}] × [{d.num(g['k'])}, {d.num(g['n'])}]",
-                 d.sci(g["flops"]), d.num(g["intensity"], 1), d.times(g["intensity"] / balance, 1)))
-d.table(rows, ["GEMM", "形状", "FLOPs", "运算强度 FLOP/byte", "相对平衡点"],
+    ffn += [("单个专家 gate + up（整步视角）", step_row(step_view, g["expert_gate_up"])),
+            ("单个专家 gate + up（一次 GEMM）", g["expert_gate_up"]), ("单个专家 down（一次 GEMM）", g["expert_down"])]
+d.table([(label, shape_text(r), d.sci(2 * r["m"] * r["k"] * r["n"]), d.num(r["intensity"], 1),
+          d.times(r["intensity"] / balance, 1), BOUND[r["bound"]]) for label, r in ffn],
+        ["GEMM", "形状", "FLOPs", "运算强度 FLOP/byte", "相对平衡点", "受限于"],
         f"FFN 投影的形状与运算强度（{sc['gpu']} 平衡点 {d.num(balance, 1)} FLOP/byte）")
 if is_moe:
-    g_exp = moe.gemm(m_expert, hidden, w_expert.value)
-    d.md(f"专家 GEMM 的行数{only}稠密 FFN 的 {d.pct(m_expert / m_dense, 1)}，"
-         + ("宽度也窄得多" if w_expert.value < w_dense.value else "宽度")
-         + f"（{d.num(w_expert.value)} 对 {d.num(w_dense.value)}）。一张卡上要依次跑 "
-         f"{sc['num_experts'] // ep_size} 个这样的小 GEMM（或一个 grouped GEMM），"
-         "每个都更难铺满所有 SM、更难隐藏启动和尾部开销。"
-         + (f"但按 roofline，它的运算强度 {d.num(g_exp['intensity'], 1)} 仍在平衡点之上："
-            "变瘦带来的是调度与 tile 利用率上的损失，不是带宽瓶颈。"
-            if g_exp["intensity"] > balance else
-            f"它的运算强度 {d.num(g_exp['intensity'], 1)} 已经低于平衡点：这些 GEMM 受带宽限制，"
-            "峰值算力用不满。"))
+    w_ref = ref_down["k"]
+    if ref_kind == "hypothetical":
+        width_text = f"宽度按假设相同（都是 {d.num(w_expert)}）"
+    else:
+        width_text = (("宽度也窄得多" if w_expert < w_ref / 2 else "宽度也更窄") if w_expert < w_ref else
+                      "宽度相同" if w_expert == w_ref else "宽度反而更宽") + f"（{d.num(w_expert)} 对 {d.num(w_ref)}）"
+    expert_bounds = {g[key]["bound"] for key in ("expert_gate_up", "expert_down")}
+    ai_up, ai_down = g["expert_gate_up"]["intensity"], g["expert_down"]["intensity"]
+    if expert_bounds == {"compute"}:
+        roof_text = (f"但按 roofline，两个专家 GEMM 的运算强度（gate + up {d.num(ai_up, 1)}，down {d.num(ai_down, 1)}）"
+                     "仍在平衡点之上：变瘦带来的是调度与 tile 利用率上的损失，不是带宽瓶颈。")
+    elif expert_bounds == {"memory"}:
+        roof_text = (f"它们的运算强度（gate + up {d.num(ai_up, 1)}，down {d.num(ai_down, 1)}）已经低于平衡点："
+                     "这些 GEMM 受带宽限制，峰值算力用不满。")
+    else:
+        low_part = "down" if g["expert_down"]["bound"] == "memory" else "gate + up"
+        roof_text = (f"按 roofline，专家的 {low_part} 已经低于平衡点（gate + up {d.num(ai_up, 1)}，down {d.num(ai_down, 1)}），"
+                     "受带宽限制；另一个仍受算力限制。")
+    course_text = ("" if ref_kind == "dense" else
+                   "课程在这里拿 [D, hidden] × [hidden, 4·hidden] 的稠密 FFN 作对照，那是示意：本模型没有稠密 FFN 层，"
+                   + ("表里换成了它的共享专家。" if ref_kind == "shared" else "表里换成了上面说的假想稠密 FFN。"))
+    per_rank = sc["num_experts"] // ep_size
+    rank_text = (f"一张卡上要依次跑 {per_rank} 个专家的 GEMM（或一个 grouped GEMM）" if per_rank > 1 else
+                 "一张卡上只有 1 个专家")
+    if m_expert < m_dense:
+        shape_text_ = (f"专家 GEMM 的行数只有{spaced(ref_label)}的 {d.pct(m_expert / m_dense, 1)}，{width_text}。"
+                       f"{rank_text}，每个都更难铺满所有 SM、更难隐藏启动和尾部开销。")
+    else:
+        shape_text_ = (f"本场景专家 GEMM 的行数是{spaced(ref_label)}的 {d.pct(m_expert / m_dense, 1)}，{width_text}：EP 组把 "
+                       f"{ep_size} 张卡的 token 汇集到每个专家上，e_p·k/E = {d.num(m_expert / m_dense, 2)} ≥ 1，"
+                       f"专家 GEMM 并不比{spaced(ref_label)}瘦；{rank_text}。")
+        if expert_bounds == {"compute"}:
+            roof_text = (f"按 roofline，两个专家 GEMM 的运算强度（gate + up {d.num(ai_up, 1)}，down {d.num(ai_down, 1)}）"
+                         "在平衡点之上，受算力限制。")
+    d.md(shape_text_ + roof_text + course_text)
 
 # %% [markdown]
 # ## 2. permute / unpermute：不产生 FLOPs 的搬运
@@ -253,6 +346,7 @@ if runs:
     ax.legend(fontsize=8)
     plt.show()
 
+
 # %% [markdown]
 # ## 4. 注意力的 GEMM 形状：K 维只有 head_dim
 #
@@ -265,17 +359,31 @@ qk_intensity = roofline.gemm_intensity.subs({m: s_len, n: s_len, k_dim: d_h})
 qk_limit = sp.limit(qk_intensity, s_len, sp.oo)
 d.eq(r"\mathrm{AI}_{QK^\top}", sp.simplify(qk_intensity))
 d.eq(r"\lim_{s\to\infty}\mathrm{AI}_{QK^\top}", qk_limit, qk_limit.subs(bytes_per_element, 2))
-ai_qk = roofline.intensity(sc["seq_len"], sc["seq_len"], head_dim)
-ai_square = roofline.intensity(sc["seq_len"], hidden, hidden)
-d.md(f"本场景 d_h = {head_dim}、s = S = {d.num(sc['seq_len'])}：QKᵀ 的运算强度是 {d.num(ai_qk, 1)} FLOP/byte，"
-     f"{'高于' if ai_qk > balance else '低于'} {sc['gpu']} 的平衡点 {d.num(balance, 1)}；"
-     f"作为对照，同样多行的 [S, hidden] × [hidden, hidden] 方阵乘是 {d.num(ai_square, 1)}。"
-     "运算强度封顶在 d_h 附近，与序列多长无关。"
-     + ("在这张卡上它仍受算力限制，扁形状的代价主要不在带宽，而在别处：" if ai_qk > balance else
-        "在这张卡上它受带宽限制；此外，")
-     + "每个输出元素只累加 d_h 次乘积，QKᵀ 与 A·V 之间还夹着 softmax（求最大值、指数、归一化，"
-     "都不在 tensor core 上）。FlashAttention 把 s × s 的分数块留在片上，HBM 流量比上式更少，"
-     "但这些片上开销仍在，所以注意力 kernel 的实测效率通常低于大方阵 GEMM。")
+qk, av, out = g["attention_scores"], g["attention_values"], g["attention_output"]
+ai_qk, ai_av = qk["intensity"], av["intensity"]
+assert abs(ai_qk - roofline.intensity(qk["m"], qk["n"], head_dim)) <= 1e-9 * ai_qk
+text = (f"本场景 d_h = {d.num(head_dim)}、s = S = {d.num(qk['m'])}：QKᵀ 的运算强度是 {d.num(ai_qk, 1)} FLOP/byte，"
+        f"{'高于' if ai_qk >= balance else '低于'} {sc['gpu']} 的平衡点 {d.num(balance, 1)}；")
+if v_dim != head_dim:
+    text += (f"A·V 是 [s, s] × [s, d_v]，d_v = {d.num(v_dim)}，强度同理封顶在 d_v 附近，本场景 {d.num(ai_av, 1)}"
+             f"（{'高于' if ai_av >= balance else '低于'}平衡点）；")
+text += (f"作为对照，同一个 micro batch 的注意力输出投影 {shape_text(out)} 是 {d.num(out['intensity'], 1)}。"
+         "运算强度封顶在 d_h 附近，与序列多长无关。"
+         + ("在这张卡上它仍受算力限制，扁形状的代价主要不在带宽，而在别处：" if ai_qk >= balance else
+            "在这张卡上它受带宽限制；此外，")
+         + "每个输出元素只累加 d_h 次乘积，QKᵀ 与 A·V 之间还夹着 softmax（求最大值、指数、归一化，"
+         "都不在 tensor core 上）。FlashAttention 把 s × s 的分数块留在片上，HBM 流量比上式更少，"
+         "但这些片上开销仍在，所以注意力 kernel 的实测效率通常低于大方阵 GEMM。")
+if sc["attention_flops"] == "causal":
+    text += ("本场景按 causal 计注意力 FLOPs（只算 s × s 的一半，对应跳过上三角整块的因果 kernel）："
+             "被算的每一块形状不变，上式的强度大致不变，变的是 FLOPs 总数。")
+if sc["batching"] == "packed":
+    s_mean = sc["mean_tokens_per_sample"]
+    ai_doc = roofline.intensity(s_mean, s_mean, head_dim)
+    text += (f"本场景把样本打包（packed），注意力按文档计算，s 是每篇文档的长度而不是 S：按平均长度 "
+             f"s̄ = {d.num(s_mean)}，QKᵀ 的强度是 {d.num(ai_doc, 1)}"
+             f"（{'高于' if ai_doc >= balance else '低于'}平衡点；上限仍是 d_h）；GEMM 表按一条 S 长的序列列出这一行。")
+d.md(text)
 
 # %% [markdown]
 # ## 5. micro batch 1、2、4：权重 GEMM 的运算强度
@@ -295,75 +403,114 @@ d.eq(r"M^{*}", m_star_shown)
 d.eq(r"\lim_{M\to\infty}\mathrm{AI}", moe.intensity_limit)
 
 # %%
-weights = [("dense FFN", w_dense.value)] + ([("expert", w_expert.value)] if is_moe else [])
-gpus = [sc["gpu"]] + [g for g in ("H20", "H100-SXM") if g != sc["gpu"]]
+FFN_KEYS = ("dense_gate_up", "dense_down", "shared_gate_up", "shared_down", "expert_gate_up", "expert_down")
+weights = {}  # (k, n) -> the FFN rows with that weight shape
+for key in FFN_KEYS:
+    if key in g:
+        weights.setdefault((g[key]["k"], g[key]["n"]), []).append(key)
+gpus = [sc["gpu"]] + [name for name in ("H20", "H100-SXM") if name != sc["gpu"]]
+balances = {name: balance if name == sc["gpu"] else hardware.GPUS[name].balance for name in gpus}
 rows = []
-for name, width in weights:
-    for g in gpus:
-        bal_g = balance if g == sc["gpu"] else hardware.GPUS[g].balance
-        need = moe.rows_for_intensity(bal_g, hidden, width)
-        rows.append((f"{name} [{hidden} × {width}]", g, d.num(bal_g, 1),
-                     "达不到" if need is None else d.num(need)))
-d.table(rows, ["权重", "GPU", "平衡点", "M*（最少 token 行数）"], "权重 GEMM 跨过平衡点所需的行数")
+for (k_w, n_w), keys in weights.items():
+    need = [moe.rows_for_intensity(balances[name], k_w, n_w) for name in gpus]
+    rows.append([", ".join(keys), f"[{d.num(k_w)} × {d.num(n_w)}]"]
+                + ["达不到" if x is None else d.num(x) for x in need])
+d.table(rows, ["GEMM 表里的行", "权重 K × N"] + [f"M*，{name}（平衡点 {d.num(balances[name], 1)}）" for name in gpus],
+        "FFN 权重 GEMM 跨过平衡点所需的最少 token 行数"
+        + ("（假想的稠密 FFN 与专家同宽，不另列）" if ref_kind == "hypothetical" else ""))
 
 # %%
 batches = sorted({1, 2, 4, sc["micro_batch"]})
-rows = []
-ai = {}
-for b in batches:
-    sub = {**sc.substitutions(), b_micro: b, moe.ep: ep_size}
-    md_rows = float(moe.dense_rows.subs(sub))
-    row = [f"{b}" + ("（本场景）" if b == sc["micro_batch"] else ""), d.num(md_rows),
-           d.num(moe.gemm(md_rows, hidden, w_dense.value)["intensity"], 1)]
-    if is_moe:
-        me_rows = float(moe.expert_rows.subs(sub))
-        ai[b] = moe.gemm(me_rows, hidden, w_expert.value)["intensity"]
-        row += [d.num(me_rows), d.num(ai[b], 1)]
-    else:
-        ai[b] = moe.gemm(md_rows, hidden, w_dense.value)["intensity"]
-    rows.append(row + [d.num(ai_qk, 1)])
-headers = ["micro batch", "稠密 FFN 行数", "稠密 FFN 强度"]
-headers += ["专家行数", "专家强度"] if is_moe else []
-d.table(rows, headers + ["QKᵀ 强度"], f"micro batch 对运算强度的影响（平衡点 {d.num(balance, 1)}）")
-name = "专家" if is_moe else "稠密 FFN"
+by_batch = {b: {r["key"]: r for r in gemm_rows(b)} for b in batches}
+name = "专家" if is_moe else ref_label
 b_lo, b_hi = batches[0], batches[-1]
-d.md(f"micro batch 从 {b_lo} 到 {b_hi}，{name} GEMM 的运算强度从 {d.num(ai[b_lo], 1)} 升到 {d.num(ai[b_hi], 1)}"
-     + (f"（{d.times(ai[b_hi] / ai[b_lo], 2)}，而不是 {b_hi // b_lo}×：行数已经不小，强度在向上限饱和）；"
-        if ai[b_hi] / ai[b_lo] < 0.9 * b_hi / b_lo else
-        f"（{d.times(ai[b_hi] / ai[b_lo], 2)}，接近行数之比 {b_hi // b_lo}×：行数还小，强度几乎与行数成正比）；")
-     + "QKᵀ 按序列逐头计算，强度不随 micro batch 变。"
-     + (f"在 {sc['gpu']} 上，micro batch = {b_lo} 时这些权重 GEMM 已经高于平衡点 {d.num(balance, 1)}，"
-        "按 roofline 它们并不受带宽限制；掉到平衡点以下的是"
-        + ("上一节的 QKᵀ 和" if ai_qk < balance else "")
-        + "没有权重复用的算子（norm、激活、残差加" + ("、permute" if is_moe else "")
-        + "），后者的运算强度在 1 FLOP/byte 上下甚至更低，与 micro batch 无关。"
-        "所以加大 micro batch 如果还有收益，多半来自摊薄每次 kernel 启动与同步的固定开销，"
-        "而不是来自 roofline 上位置的移动。"
-        if ai[b_lo] > balance else
-        f"在 {sc['gpu']} 上，micro batch = {b_lo} 时 {name} GEMM 低于平衡点 {d.num(balance, 1)}，"
-        "受带宽限制；加大 micro batch 会直接把它推向算力上限"
-        + ("。" if ai[b_hi] > balance else f"，但到 micro batch = {b_hi} 仍在平衡点以下。")))
+
+
+def focus(rows):
+    """The two FFN GEMMs this section follows: one expert's, or the dense FFN's."""
+    if is_moe:
+        return {"gate + up": rows["expert_gate_up"], "down": rows["expert_down"]}
+    _, up, down = reference(rows)
+    return {"gate + up": up, "down": down}
+
+
+low = min(focus(by_batch[b_lo]), key=lambda part: focus(by_batch[b_lo])[part]["intensity"])
+ai = {b: focus(by_batch[b])[low]["intensity"] for b in batches}
+rows = []
+for b in batches:
+    rb = by_batch[b]
+    _, up, down = reference(rb)
+    row = [f"{b}" + ("（本场景）" if b == sc["micro_batch"] else ""), rows_text(up["m"]),
+           d.num(up["intensity"], 1), d.num(down["intensity"], 1)]
+    if is_moe:
+        row += [rows_text(rb["expert_gate_up"]["m"]), d.num(rb["expert_gate_up"]["intensity"], 1),
+                d.num(rb["expert_down"]["intensity"], 1)]
+    rows.append(row + [d.num(rb["attention_scores"]["intensity"], 1)])
+headers = ["micro batch", f"{spaced(ref_label)}行数", f"{ref_label} gate + up 强度", f"{ref_label} down 强度"]
+headers += ["专家行数", "专家 gate + up 强度", "专家 down 强度"] if is_moe else []
+d.table(rows, headers + ["QKᵀ 强度"], f"micro batch 对运算强度的影响（{sc['gpu']} 平衡点 {d.num(balance, 1)}）")
+
+
+def gemm_label(r):
+    return f"{r['key']}（[{rows_text(r['m'])}, {d.num(r['k'])}] × [{d.num(r['k'])}, {d.num(r['n'])}]，强度 {d.num(r['intensity'], 1)}）"
+
+
+weight_lo = [r for r in by_batch[b_lo].values() if r["weights"]]
+memory_lo = [r for r in weight_lo if r["bound"] == "memory"]
+capped = [r for r in memory_lo if r["intensity_limit"] < balance]  # the ceiling as m grows
+crossing = [r for r in memory_lo if by_batch[b_hi][r["key"]]["bound"] == "compute"]
+memory_share = sum(r["forward_flops_per_token"] for r in memory_lo) / gemms.weight_flops_per_token(weight_lo)
+text = (f"micro batch 从 {b_lo} 到 {b_hi}，{spaced(name)}的两个 GEMM 中强度较低的 {low} 从 {d.num(ai[b_lo], 1)} 升到 "
+        f"{d.num(ai[b_hi], 1)}"
+        + (f"（{d.times(ai[b_hi] / ai[b_lo], 2)}，而不是 {b_hi // b_lo}×：行数已经不小，强度在向上限饱和）；"
+           if ai[b_hi] / ai[b_lo] < 0.9 * b_hi / b_lo else
+           f"（{d.times(ai[b_hi] / ai[b_lo], 2)}，接近行数之比 {b_hi // b_lo}×：行数还小，强度几乎与行数成正比）；")
+        + "QKᵀ 按序列逐头计算，强度不随 micro batch 变。")
+if memory_lo:
+    text += (f"GEMM 表里，micro batch = {b_lo} 时在 {sc['gpu']} 上低于平衡点的权重 GEMM 有 "
+             + "、".join(gemm_label(r) for r in memory_lo)
+             + f"，合计{'只' if memory_share < 0.01 else ''}占权重 GEMM 前向 FLOPs 的 {d.pct(memory_share, 3)}")
+    if capped:
+        text += ("；其中 " + "、".join(f"{r['key']}（K × N = {d.num(r['k'])} × {d.num(r['n'])}）" for r in capped)
+                 + "的权重有一维很窄，强度上限 2KN/(β(K + N)) 本身就低于平衡点，行数再多也推不过去")
+    if crossing:
+        text += ("；" + "、".join(r["key"] for r in crossing) + f" 到 micro batch = {b_hi} 时跨过平衡点")
+    text += "。"
+else:
+    text += f"GEMM 表里的权重 GEMM 在 micro batch = {b_lo} 时全部高于 {sc['gpu']} 的平衡点。"
+if ai[b_lo] >= balance:
+    text += (f"在 {sc['gpu']} 上，micro batch = {b_lo} 时{name} GEMM 已经高于平衡点 {d.num(balance, 1)}，"
+             "按 roofline 它们并不受带宽限制；掉到平衡点以下的"
+             + ("还有上一节的 QKᵀ 和" if ai_qk < balance else "主要是")
+             + "没有权重复用的算子（norm、激活、残差加" + ("、permute" if is_moe else "")
+             + "），后者的运算强度在 1 FLOP/byte 上下甚至更低，与 micro batch 无关。"
+             + ("所以加大 micro batch 如果还有收益，多半来自摊薄每次 kernel 启动与同步的固定开销，"
+                "而不是来自 roofline 上位置的移动。" if not crossing else
+                "加大 micro batch 在 roofline 上只移动了上面那几个小 GEMM，其余的收益多半来自摊薄每次 kernel "
+                "启动与同步的固定开销。"))
+else:
+    text += (f"在 {sc['gpu']} 上，micro batch = {b_lo} 时{spaced(name)}的 {low} GEMM 低于平衡点 {d.num(balance, 1)}，"
+             "受带宽限制；加大 micro batch 会直接把它推向算力上限"
+             + ("。" if ai[b_hi] >= balance else f"，但到 micro batch = {b_hi} 仍在平衡点以下。"))
+d.md(text)
 
 # %%
+dots = [focus(by_batch[b])[low] for b in batches]
 fig, ax = plt.subplots()
-m_grid = np.geomspace(8, 4 * m_dense, 200)
-for label, width in weights:
-    ax.plot(m_grid, moe.intensity(m_grid, hidden, width),
-            label=f"{label} weight [{hidden} x {width}]")
-for g in gpus:
-    bal_g = balance if g == sc["gpu"] else hardware.GPUS[g].balance
-    ax.axhline(bal_g, ls="--", lw=0.9, color="grey")
-    ax.text(m_grid[0], bal_g * 1.08, f"{g} balance {bal_g:.0f}", fontsize=8, color="grey")
-for b in batches:
-    sub = {**sc.substitutions(), b_micro: b, moe.ep: ep_size}
-    rows_b = float((moe.expert_rows if is_moe else moe.dense_rows).subs(sub))
-    ax.plot([rows_b], [ai[b]], "o", color="black")
-    ax.annotate(f"mb={b}", (rows_b, ai[b]), textcoords="offset points", xytext=(4, -12), fontsize=8)
+m_grid = np.geomspace(8, 4 * max(m_dense, *(r["m"] for r in dots)), 200)
+for (k_w, n_w), keys in weights.items():
+    ax.plot(m_grid, moe.intensity(m_grid, k_w, n_w), label=f"{', '.join(keys)} [{k_w} x {n_w}]")
+for name_g in gpus:
+    ax.axhline(balances[name_g], ls="--", lw=0.9, color="grey")
+    ax.text(m_grid[0], balances[name_g] * 1.08, f"{name_g} balance {balances[name_g]:.0f}", fontsize=8, color="grey")
+for b, r in zip(batches, dots):
+    ax.plot([r["m"]], [r["intensity"]], "o", color="black")
+    ax.annotate(f"mb={b}", (r["m"], r["intensity"]), textcoords="offset points", xytext=(4, -12), fontsize=8)
 ax.set_xscale("log")
 ax.set_yscale("log")
 ax.set_xlabel("token rows M of one GEMM")
 ax.set_ylabel("arithmetic intensity (FLOP/byte, BF16)")
-ax.set_title("Weight-GEMM intensity vs rows per GEMM" + (" (dots: expert GEMM)" if is_moe else ""))
+ax.set_title(f"FFN weight-GEMM intensity vs rows per GEMM (dots: {dots[0]['key']})")
 ax.legend(fontsize=8, loc="lower right")
 plt.show()
 
@@ -376,7 +523,7 @@ if is_moe:
     points += [
         f"- 整步看每个专家平均 {rows_text(step_view)} 个 token；按一次 GEMM 看，专家"
         f"{'只' if m_expert < m_dense else ''}有 {rows_text(m_expert)} 行，"
-        f"是稠密 FFN 的 {d.pct(m_expert / m_dense, 1)}（比值 e_p·k/E，EP = {ep_size}）。",
+        f"是{spaced(ref_label)}的 {d.pct(m_expert / m_dense, 1)}（比值 e_p·k/E，EP = {ep_size}）。",
         f"- permute / unpermute 每卡每步至少搬 {d.gb(total, 1)}，按峰值带宽约 {seconds:.3f} 秒"
         f"（单步的 {d.pct(seconds / sc['step_time'], 3)}）；实际实现更慢，且与 all-to-all 串行。",
     ]
@@ -390,10 +537,12 @@ else:
 points += [
     f"- QKᵀ 的运算强度封顶在 d_h 附近（本场景 {d.num(ai_qk, 1)} FLOP/byte，平衡点 {d.num(balance, 1)}）"
     + ("；在这张卡上它仍受算力限制，扁形状的代价主要在片上：累加维短、softmax 不在 tensor core 上。"
-       if ai_qk > balance else "，在这张卡上受带宽限制；片上还有累加维短、softmax 不在 tensor core 上的开销。"),
-    f"- micro batch {b_lo} → {b_hi} 让{name} GEMM 的运算强度变成 {d.times(ai[b_hi] / ai[b_lo], 2)}；"
-    + (f"在 {sc['gpu']} 上它本来就高于平衡点。" if ai[b_lo] > balance
-       else f"在 {sc['gpu']} 上这能把它推过平衡点。" if ai[b_hi] > balance
-       else f"在 {sc['gpu']} 上它仍低于平衡点。"),
+       if ai_qk >= balance else "，在这张卡上受带宽限制；片上还有累加维短、softmax 不在 tensor core 上的开销。"),
+    f"- micro batch {b_lo} → {b_hi} 让{spaced(name)}的 {low} GEMM 的运算强度变成 {d.times(ai[b_hi] / ai[b_lo], 2)}；"
+    + (f"在 {sc['gpu']} 上它本来就高于平衡点。" if ai[b_lo] >= balance
+       else f"在 {sc['gpu']} 上这能把它推过平衡点。" if ai[b_hi] >= balance
+       else f"在 {sc['gpu']} 上它仍低于平衡点。")
+    + (f"受带宽限制的权重 GEMM 只有 {'、'.join(r['key'] for r in memory_lo)}，占权重 GEMM 前向 FLOPs 的 "
+       f"{d.pct(memory_share, 3)}。" if memory_lo else ""),
 ]
 d.md("\n".join(points))

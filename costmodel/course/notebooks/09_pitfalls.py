@@ -34,9 +34,8 @@ from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import assumed
 from costmodel.present import display as d
 from costmodel.derive import utilization as u
-from costmodel.derive.flops import model_flops
 from costmodel.derive.recompute import factor as policy_factor
-from costmodel.derive.symbols import B, D, N, N_total, P
+from costmodel.derive.symbols import B, D, F_lin, N, N_total, P, sum_sq
 
 sc, acc = d.load(scenario_file, overrides)
 subs = sc.substitutions()
@@ -110,15 +109,22 @@ summary.append(("HFU 当 MFU 报", "HFU reported as MFU", acc["hfu"], acc["mfu"]
 REFERENCE_SEQ_LEN = 4096  # the "4K" of the course's dense short-sequence reference
 
 
+lin = acc["linear_attention"]
+lin_per_token = (lin["flops_per_step"] or 0.0) / sc["tokens_per_step"] if lin else 0.0
+share_of_one = attention.share(attention.attention_actual)
+
+
 def attention_share(seq_len):
-    """Share of the attention core in all FLOPs for one sequence of seq_len tokens."""
-    core = attention.step_flops(seq_len).subs(B, 1)
-    return float((core / (model_flops.subs(D, seq_len) + core)).subs(subs))
+    """Share of the attention core in all FLOPs for one sequence of seq_len tokens, in the
+    scenario's attention_flops count, the linear-attention term included when the model has one."""
+    one = {B: 1, D: seq_len, sum_sq: seq_len**2, F_lin: lin_per_token * seq_len}
+    return float(share_of_one.subs({**subs, **one}))
 
 
 share_here = attention_share(sc["mean_tokens_per_sample"])
 share_ref = attention_share(REFERENCE_SEQ_LEN)
-assert math.isclose(share_here, acc["attention"]["actual"]["share"], rel_tol=1e-9)
+if sc.lengths is None:  # every sample at the mean length: the account's own reading
+    assert math.isclose(share_here, acc["attention"]["actual"]["share"], rel_tol=1e-9)
 hw_view = acc["attention"]["actual"]["mfu_with_attention"]
 mfu_ref = hw_view * (1 - share_ref)
 d.table([(f"本场景均长 {d.count(sc['mean_tokens_per_sample'])}", d.pct(share_here), d.pct(acc["mfu"])),
@@ -139,8 +145,9 @@ summary.append((f"与 {d.num(REFERENCE_SEQ_LEN)} 序列的 MFU 直接比", None,
 # ## 坑 4：长序列下仍把 6ND 当作全部运算
 #
 # 这是上一个坑的另一面。短序列时注意力核心（QKᵀ 与 A·V）可以忽略，6ND 是好近似；
-# 长序列时它按 s² 增长，把 6ND 口径的 MFU 当作"硬件真实利用率"就会低估。下式按课程的口径
-# （训练 3 倍前向、不做因果减半，见 05）把注意力核心加回分子：
+# 长序列时它按 s² 增长，把 6ND 口径的 MFU 当作"硬件真实利用率"就会低估。下式把注意力核心
+# 加回分子，口径由场景的 `attention_flops` 决定（式中 $a$：课程默认 1，即整块 s×s、
+# 训练 3 倍前向；`causal` 时为 1/2，见 05）；混合模型的线性注意力项 $F_{lin}$ 也一并计入：
 
 # %%
 d.eq(r"\mathrm{MFU}_{+\mathrm{attn}}", attention.mfu_with_attention(attention.attention_actual))

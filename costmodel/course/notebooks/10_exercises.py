@@ -36,11 +36,10 @@ from costmodel.evaluate import gemms
 from costmodel.inputs.assumptions import assumed
 from costmodel.present import display as d
 from costmodel.derive import exercises as x
-from costmodel.derive import padding, recompute, roofline, utilization
-from costmodel.derive.symbols import D, T
+from costmodel.derive import padding, recompute, roofline
+from costmodel.derive.symbols import D, T, m
 
 sc, acc = d.load(scenario_file, overrides)
-subs = sc.substitutions()
 pad, proj = acc["padding"], acc["projections"]
 d.md(f"场景：**{d.text(sc['name'])}**。现在每步 {sc['step_time']:g} s，MFU {d.pct(acc['mfu'])}，"
      f"HFU {d.pct(acc['hfu'])}，recompute = {sc['recompute']}。")
@@ -75,18 +74,28 @@ rows = [
     ("    HFU", d.pct(acc["hfu"]), d.pct(hfu_pack)),
 ]
 d.table(rows, ["量", "现在", "完美 packing 之后"], "Exercise 1 (a)-(c): the account after perfect packing")
-padded = pad["slots"] > sc["tokens_per_step"]  # some slots hold padding
+packed = pad["batching"] == "packed"
+padded = not packed and pad["slots"] > sc["tokens_per_step"]  # some slots hold padding
 if padded:
-    d.md(f"每步要算的槽位从 {d.num(pad['slots'])} 降到 {d.count(sc['tokens_per_step'])}，"
-         f"提速 **{d.times(g_pack)}**：单步从 {sc['step_time']:g} s 变成 **{t_pack:.1f} s**，"
-         f"集群吞吐从 {d.num(acc['tokens_per_s'])} 升到 **{d.num(tok_pack)} tok/s**，"
-         f"MFU 从 {d.pct(acc['mfu'])} 升到 **{d.pct(pad['mfu_after_packing'])}**。"
-         "注意 MFU 的分子（6ND）没有变：变的只是耗时。pad token 上的运算本来就不计入 MFU，"
-         "它们只是把时间拉长了。")
+    text = (f"每步要算的槽位从 {d.num(pad['slots'])} 降到 {d.count(sc['tokens_per_step'])}，"
+            f"提速 **{d.times(g_pack)}**：单步从 {sc['step_time']:g} s 变成 **{t_pack:.1f} s**，"
+            f"集群吞吐从 {d.num(acc['tokens_per_s'])} 升到 **{d.num(tok_pack)} tok/s**，"
+            f"MFU 从 {d.pct(acc['mfu'])} 升到 **{d.pct(pad['mfu_after_packing'])}**。"
+            "注意 MFU 的分子（6ND）没有变：变的只是耗时。pad token 上的运算本来就不计入 MFU，"
+            "它们只是把时间拉长了。")
+    if hfu_pack > 1:
+        text += (f"但这里 HFU 会到 {d.pct(hfu_pack)}，超过 100%，不可能：HFU 只数真实 token，若 pad 槽位"
+                 "现在也真的在算，GPU 现在就已经超过峰值了。所以本场景的“定长补齐”前提站不住"
+                 "（也许已在 packing 或 varlen），或 `step_time` 等输入需要核对；上表的“之后”一列不能当真。")
+elif packed:
+    text = (f"本场景已经在做 packing（`batching: packed`）：每步的 {d.num(pad['slots'])} 个槽位全是真实 "
+            f"token，没有 pad 可省。完美 packing 的提速是 {d.times(g_pack)}，单步仍是 {sc['step_time']:g} s，"
+            f"MFU 仍是 {d.pct(acc['mfu'])}；下面 (d) 的训练时长也不变。")
 else:
-    d.md(f"本场景的平均真实长度等于配置长度：每步的 {d.num(pad['slots'])} 个槽位全是真实 token，"
-         f"没有 pad 可省。完美 packing 的提速是 {d.times(g_pack)}，单步仍是 {sc['step_time']:g} s，"
-         f"MFU 仍是 {d.pct(acc['mfu'])}；下面 (d) 的训练时长也不变。")
+    text = (f"本场景的平均真实长度等于配置长度：每步的 {d.num(pad['slots'])} 个槽位全是真实 token，"
+            f"没有 pad 可省。完美 packing 的提速是 {d.times(g_pack)}，单步仍是 {sc['step_time']:g} s，"
+            f"MFU 仍是 {d.pct(acc['mfu'])}；下面 (d) 的训练时长也不变。")
+d.md(text)
 
 # %% [markdown]
 # ### (d) 整个训练要跑多久
@@ -115,22 +124,48 @@ d.md(f"步数不变，墙钟时间就按单步耗时等比缩短：假设现在�
 
 # %% [markdown]
 # 课程方法之外的一点提醒：上面的提速只看槽位数，也就是只看与参数成正比的那部分运算。
-# 注意力核（6ND 漏掉的 s² 项）在定长补齐时按 S² 算，packing 并配合块对角注意力后只按每个样本
-# 自己的长度算，降得比槽位数更多。把它也放进耗时，提速会更大。
+# 注意力核（6ND 漏掉的 s² 项）在定长补齐时每条序列按 S² 算，packing 并配合块对角注意力后只按
+# 每个样本自己的长度算（$\sum s_i^2 \le S \cdot D$），降得不比槽位数少。把它也放进耗时，提速只会更大，
+# 不会更小。注意力的 FLOPs 取自账本，按场景的 `attention_flops` 口径数（全方阵，或 causal 只数半个方阵）；
+# 模型若有线性注意力层，它的核与 token 数成正比，按槽位一起缩短。
 
 # %%
 att = acc["attention"]
-slot_flops = float(utilization.model_flops.subs(subs)) * pad["packing_speedup"]
-g_with_attention = ((slot_flops + att["padded"]["flops_per_step"])
-                    / (acc["model_flops_per_step"] + att["actual"]["flops_per_step"]))
-if padded:
-    d.md(f"若耗时正比于“线性层 FLOPs + 注意力核 FLOPs”（注意力按课程口径：前向 × 3、全方阵；"
-         f"packing 后按平均长度 {d.count(sc['mean_tokens_per_sample'])} 算），提速是 "
-         f"**{d.times(g_with_attention)}**，而不是只看槽位的 {d.times(g_pack)}。"
-         "平均长度会低估 Σs²（第 04 节），所以这个数偏乐观；真实收益介于两者之间，要实测才知道。")
+linear = acc["linear_attention"]
+f_lin = (linear or {}).get("flops_per_step") or 0.0
+square = {"full": "全方阵 s×s，课程的口径",
+          "causal": "causal 只数半个方阵，Megatron-LM 的口径"}[att["attention_flops"]]
+if sc.lengths is None:
+    actual_text = f"平均长度 {d.count(sc['mean_tokens_per_sample'])}，Σs² 取 B·s̄²"
+elif sc.lengths.exact_step:
+    actual_text = "长度文件里这一步的真实长度，Σs_i²"
 else:
-    d.md(f"本场景没有 pad，注意力核在 packing 前后都按同一个长度算，把它放进耗时也还是 "
-         f"{d.times(g_with_attention)}。")
+    actual_text = "长度文件的分布，Σs_i² 取均方长度 × 每步样本数"
+if padded:
+    before = (acc["model_flops_per_step"] + f_lin) * g_pack + att["padded"]["flops_per_step"]
+    after_packing = acc["model_flops_per_step"] + f_lin + att["actual"]["flops_per_step"]
+    g_with_attention = before / after_packing
+    text = ("若耗时正比于“权重矩阵乘 FLOPs（6ND）+ 注意力核 FLOPs"
+            + (" + 线性注意力核 FLOPs" if f_lin else "")
+            + f"”，注意力按{' ' if square[0].isascii() else ''}{square}，模型 FLOPs 记前向 × 3；"
+            f"packing 前每条序列按 S = {d.num(sc['seq_len'])}，"
+            f"packing 后按{actual_text}。这样算，提速是 **{d.times(g_with_attention)}**，而不是只看槽位的 "
+            f"{d.times(g_pack)}。")
+    if sc.lengths is None:
+        text += "平均长度会低估 Σs²（第 04 节），所以这个数偏乐观；真实收益介于两者之间，要实测才知道。"
+    else:
+        text += "耗时是否真的正比于 FLOPs（注意力 kernel 的效率通常低于大 GEMM），要实测才知道。"
+    if linear is not None and linear["flops_per_step"] is None:
+        text += f"模型的 {linear['layers']} 层线性注意力缺少头宽，它的核没有计入。"
+elif packed:
+    g_with_attention = 1.0
+    text = ("本场景已经在做 packing：注意力本来就按每个样本自己的长度算（Σs_i²），没有 pad 可省，"
+            f"把它放进耗时也还是 {d.times(g_with_attention)}。")
+else:
+    g_with_attention = 1.0
+    text = ("本场景没有 pad：每个样本都是满长 S，注意力核在 packing 前后一样，"
+            f"把它放进耗时也还是 {d.times(g_with_attention)}。")
+d.md(text)
 
 # %% [markdown]
 # ## 思考题 2：packing + selective recompute
@@ -200,6 +235,8 @@ d.md((f"单步从 {sc['step_time']:g} s 变成 **{t_both:.1f} s**，MFU 变成 *
       f"（HFU {d.pct(hfu_both)}），训练仍约 {current_run_hours:g} 小时。")
      + (f"HFU 与只做 packing 时相同（{d.pct(hfu_pack)}）：selective recompute 的提速全部来自"
         "少做的重算，硬件的忙碌程度没有变。" if g_rc > 1 else "")
+     + ("HFU 超过 100% 是不可能的：本场景的单步里没有这么多可省的时间，这两项收益至少有一项的前提"
+        "不成立，或场景的输入需要核对。" if hfu_both > 1 else "")
      + "这里假设整个单步都随之缩短；下一小节去掉这个假设。")
 
 # %% [markdown]
@@ -261,54 +298,90 @@ plt.show()
 # %% [markdown]
 # 第二条线索：屋顶线。一个 (m×k)(k×n) 的矩阵乘读两个输入、写一个输出，运算强度是
 # FLOPs 除以搬运的字节数；低于 GPU 的平衡点（峰值 ÷ 显存带宽）就受带宽限制，高于它才有机会跑满算力。
-# 下表列出模型在当前 micro batch 下的几种矩阵乘（每个 micro batch 的 token 数 = micro batch ×
-# 序列长度；packing 之后每条序列仍是这么多槽位，只是都装满了真实 token）。
+# 下表是模型在当前 micro batch 下的全部矩阵乘，与第 06、07、08 节是同一份清单
+# （`costmodel.evaluate.gemms.model_gemms`）：带权重的每种一行，$m$ 是每个 micro batch 的 token 数
+# （micro batch × 序列长度；packing 之后每条序列仍是这么多槽位，只是都装满了真实 token）；若模型是 MoE，
+# 专家 GEMM 的 $m$ 是一个 EP 组汇集到每个专家的 token 数。最后两行是注意力核 QKᵀ 和 AV
+# （一个头、一条序列，不带权重），它们的强度与 micro batch 无关。
+#
+# $m$ 变大，强度也只趋向一个由 $k$、$n$ 决定的上限：很窄的 GEMM 加大 micro batch 也跨不过拐点。
 
 # %%
-gemms = gemms.model_gemms(sc.values)
+gemm_rows = gemms.model_gemms(sc.values)
 balance = acc["machine_balance"]
+ai_limit = sp.limit(roofline.gemm_intensity, m, sp.oo)
 d.eq(r"AI", roofline.gemm_intensity)
+d.eq(r"\lim_{m \to \infty} AI", ai_limit)
 d.table([(g["name"], d.num(g["m"]), d.num(g["k"]), d.num(g["n"]), f"{g['intensity']:.0f}",
-          f"{g['intensity'] / balance:.1f}", "compute" if g["intensity"] > balance else "memory",
-          g["source"]) for g in gemms],
-        ["GEMM", "m", "k", "n", "AI (FLOP/byte)", "AI / balance", "bound", "widths from"],
+          f"{g['intensity'] / balance:.1f}", g["bound"], "yes" if g["weights"] else "no",
+          g["source"]) for g in gemm_rows],
+        ["GEMM", "m", "k", "n", "AI (FLOP/byte)", "AI / balance", "bound", "weights", "shape from"],
         f"GEMMs at micro batch {sc['micro_batch']} on {sc['gpu']} "
         f"(machine balance {balance:.1f} FLOP/byte, BF16)")
 
 # %%
-lowest = min(gemms, key=lambda g: g["intensity"])
-is_core = lambda g: g["name"].startswith("attention core")  # noqa: E731
-below_weight = [g["name"] for g in gemms if g["intensity"] <= balance and not is_core(g)]
-below_core = [g for g in gemms if g["intensity"] <= balance and is_core(g)]
-kernels = "瘦的专家 GEMM、长序列的注意力核" if sc["num_experts"] > 0 else "长序列的注意力核"
+moe = sc["num_experts"] > 0
+weight_rows = [g for g in gemm_rows if g["weights"]]
+core_rows = [g for g in gemm_rows if not g["weights"]]  # QK^T and AV: no weights
+cap = {g["key"]: g["intensity_limit"] for g in weight_rows}  # the list's ceiling, BF16
+pushable = [g for g in weight_rows if g["bound"] == "memory" and cap[g["key"]] > balance]
+capped = [g for g in weight_rows if g["bound"] == "memory" and cap[g["key"]] <= balance]
+below_core = [g for g in core_rows if g["bound"] == "memory"]
+compute_rows = [g for g in gemm_rows if g["bound"] == "compute"]
+lowest = min(compute_rows, key=lambda g: g["intensity"]) if compute_rows else None
+capped_share = (sum(g["forward_flops_per_token"] for g in capped)
+                / gemms.weight_flops_per_token(weight_rows))
+listed = lambda rows: "、".join(d.text(g["name"], code=True) for g in rows)  # noqa: E731
+kernels = "瘦的专家 GEMM、长序列的注意力核" if moe else "长序列的注意力核"
 head = f"{sc['gpu']} 的平衡点是 {balance:.1f} FLOP/byte；在 micro batch = {sc['micro_batch']} 时，"
-if not below_weight and not below_core:
-    roof = (head + f"表中所有矩阵乘都在拐点右侧，最低的“{lowest['name']}”也有 "
-            f"{lowest['intensity']:.0f}，是平衡点的 {lowest['intensity'] / balance:.1f} 倍。"
-            "也就是说，这些 GEMM 慢不是因为显存带宽：屋顶线只给上限，剩下的差距来自 kernel 自身的效率"
+capped_list = "、".join(f"{d.text(g['name'], code=True)}（{cap[g['key']]:.{0 if cap[g['key']] >= 10 else 2}f}）"
+                        for g in capped)
+capped_text = (f"{capped_list}落在拐点左侧，但强度被自身较窄的 k 或 n 封顶（括号里是 m → ∞ 时的上限，"
+               f"都不到平衡点）：加大 micro batch 推不过拐点；{'它' if len(capped) == 1 else '它们'}只占前向"
+               f"权重 FLOPs 的{' ' + d.pct(capped_share) if capped_share >= 1e-4 else '不到 0.01%'}。"
+               if capped else "")
+if not pushable and not below_core and lowest is not None:
+    roof = (head + ("除去下面说的窄 GEMM，" if capped else "表中") + f"所有矩阵乘都在拐点右侧，最低的 "
+            f"{d.text(lowest['name'], code=True)} 也有 {lowest['intensity']:.0f}，是平衡点的 "
+            f"{lowest['intensity'] / balance:.1f} 倍。" + capped_text
+            + "也就是说，这些 GEMM 慢不是因为显存带宽：屋顶线只给上限，剩下的差距来自 kernel 自身的效率"
             f"（{kernels}），以及不产生 FLOPs 的访存型操作（"
-            + ("permute/unpermute、" if sc["num_experts"] > 0 else "") + "norm、激活函数）。"
+            + ("MoE 的 permute/unpermute、" if moe else "") + "norm、激活函数）。"
             "加大 micro batch 在这里主要是让小矩阵乘更“胖”、kernel 更高效，而不是跨过拐点。")
 else:
     roof = head
-    if below_weight:
-        roof += (f"{'、'.join(below_weight)} 落在拐点左侧，受显存带宽限制；它们的 m 随 micro batch 增大，"
-                 "加大 micro batch 能把它们推过拐点。")
+    if pushable:
+        roof += (f"{listed(pushable)} 落在拐点左侧，受显存带宽限制；它们的 m 随 micro batch 增大，"
+                 "上限（m → ∞）高于平衡点，加大 micro batch 能把它们推过拐点。")
     else:
-        roof += "带权重的矩阵乘都在拐点右侧，加大 micro batch 不是为了跨过拐点。"
+        roof += ("带权重的矩阵乘" + ("除去下面说的窄 GEMM " if capped else "")
+                 + "都在拐点右侧，加大 micro batch 不是为了跨过拐点。")
+    roof += capped_text
     if below_core:
-        core_ai = below_core[0]["intensity"]
-        roof += (f"注意力核（QKᵀ，每个头）只有 {core_ai:.{0 if core_ai >= 10 else 2}f} FLOP/byte，在拐点左侧："
+        core_ai = min(g["intensity"] for g in below_core)
+        roof += (f"注意力核（{listed(below_core)}）"
+                 f"{'最低' if len({round(g['intensity']) for g in below_core}) > 1 else ''}只有 "
+                 f"{core_ai:.{0 if core_ai >= 10 else 2}f} FLOP/byte，在拐点左侧："
                  "它的运算强度由 head_dim 决定，与 micro batch 无关，要靠 FlashAttention 这类把分数矩阵"
                  "留在片上的融合 kernel 来提高。")
 notes = []
-if any(is_core(g) for g in gemms) and not below_core:
-    notes.append("注意力核一行按“分数矩阵写回显存”计算；FlashAttention 把它留在片上，"
-                 "实际运算强度更高。")
+if core_rows and not below_core:
+    notes.append("注意力核两行按“分数矩阵写回显存”计算；FlashAttention 把它留在片上，实际运算强度更高"
+                 + ("（本场景的 `attention_kernel` 正是 flash）。" if sc["attention_kernel"] == "flash" else "。"))
 att_share = att["actual"]["share"]
+lin_share = (linear or {}).get("share")
+# the largest weight GEMM kind, as a share of all FLOPs (its part of 6ND)
+matmul_share = 1 - att_share - (lin_share or 0)
+largest = max(weight_rows, key=lambda g: g["forward_flops_per_token"])
+largest_share = (matmul_share * largest["forward_flops_per_token"]
+                 / gemms.weight_flops_per_token(weight_rows))
+where = "packing 之后" if padded else ("本场景已在 packing，" if packed else "")
 d.md(" ".join([roof, *notes])
-     + f" 另一方面，packing 之后注意力核（按平均长度、课程口径）占全部运算的 **{d.pct(att_share, 0)}**，"
-     "而它不在 6ND 里：MFU 的提升空间有一部分要靠注意力 kernel 本身。")
+     + f" 另一方面，{where}注意力核占全部运算的 **{d.pct(att_share, 0)}**（按{actual_text}；{square}"
+     + (f"；线性注意力核另占 {d.pct(lin_share, 1)}" if lin_share else "")
+     + "），而它不在 6ND 里"
+     + ("：它比任何一种带权重的 GEMM 都大，MFU 的提升空间有一部分要靠注意力 kernel 本身。"
+        if att_share > largest_share else "；它比最大的一种带权重 GEMM 小，不是这里的大头。"))
 
 # %%
 growth = after["fixed_share"] / comm_share
@@ -318,15 +391,22 @@ elif after["fixed_share"] < 0.10:
     comm_note = f"通信占比升到原来的 {growth:.1f} 倍但仍小"
 else:
     comm_note = f"通信占比升到原来的 {growth:.1f} 倍，已不可忽略"
-if below_weight:
+narrow = (f"（窄 GEMM 除外，但{'它' if len(capped) == 1 else '它们'}的 FLOPs 不到 1%）"
+          if capped and capped_share < 0.01
+          else "（窄 GEMM 除外）" if capped else "")
+if pushable:
     gemm_note = "部分带权重的 GEMM 受带宽限制，加大 micro batch 是下一步"
 elif below_core:
-    gemm_note = ("带权重的 GEMM 不受带宽限制；按屋顶线落在拐点左侧的是注意力核，"
+    gemm_note = (f"带权重的 GEMM 不受带宽限制{narrow}；按屋顶线落在拐点左侧的是注意力核，"
                  "要靠融合的注意力 kernel")
 else:
-    gemm_note = "GEMM 不受带宽限制，瓶颈转到 kernel 效率（" + kernels + "）和访存型操作"
-att_note = (f"注意力核占全部运算的 {d.pct(att_share, 0)}，是下一个杠杆最大的单点" if att_share > 0.3
-            else f"注意力核占全部运算的 {d.pct(att_share, 0)}，不是主导项")
+    gemm_note = f"GEMM 不受带宽限制{narrow}，瓶颈转到 kernel 效率（{kernels}）和访存型操作"
+if att_share > largest_share:
+    att_note = (f"注意力核占全部运算的 {d.pct(att_share, 0)}，比最大的一种带权重 GEMM（"
+                f"{d.text(largest['name'], code=True)}，约 {d.pct(largest_share, 0)}）还大，是下一个杠杆最大的单点")
+else:
+    att_note = (f"注意力核占全部运算的 {d.pct(att_share, 0)}，不是最大的单项（"
+                f"{d.text(largest['name'], code=True)} 约占 {d.pct(largest_share, 0)}）")
 d.md(f"**(c) 的回答**：{comm_note}（{d.pct(comm_share, 1)} → {d.pct(after['fixed_share'], 1)}）；"
      f"{gemm_note}；{att_note}。"
      "具体先做哪一项，仍然要先量：profile 一步，看时间花在哪类 kernel 上。")
@@ -337,14 +417,20 @@ d.md(f"**(c) 的回答**：{comm_note}（{d.pct(comm_share, 1)} → {d.pct(after
 # %%
 d.md("\n".join(f"- {p}" for p in [
     (f"完美 packing：{d.times(g_pack)}，单步 {sc['step_time']:g} s → {t_pack:.1f} s，"
-     f"吞吐 {d.num(tok_pack)} tok/s，MFU {d.pct(acc['mfu'])} → {d.pct(pad['mfu_after_packing'])}。"
-     if padded else f"完美 packing：本场景没有 pad，{d.times(g_pack)}，单步仍是 {sc['step_time']:g} s。"),
+     f"吞吐 {d.num(tok_pack)} tok/s，MFU {d.pct(acc['mfu'])} → {d.pct(pad['mfu_after_packing'])}"
+     f"{'（HFU 会超过 100%，不可能：补齐的前提站不住，见上文）' if hfu_pack > 1 else ''}。"
+     if padded else f"完美 packing：本场景{'已在 packing' if packed else '没有 pad'}，{d.times(g_pack)}，"
+     f"单步仍是 {sc['step_time']:g} s。"),
     f"假设现在训练跑 {current_run_hours:g} 小时，packing 后约 {run['hours_after']:.1f} 小时，"
     f"两项都做约 {current_run_hours / g_both:.1f} 小时。",
     f"packing × selective recompute = {d.times(g_pack)} × {d.times(g_rc)} = **{d.times(g_both)}**"
-    f"（相加得 {d.times(g_add)}），单步 {t_both:.1f} s，MFU {d.pct(mfu_both)}。",
+    f"（相加得 {d.times(g_add)}），单步 {t_both:.1f} s，MFU {d.pct(mfu_both)}"
+    f"{'（HFU 会超过 100%，不可能，见上文）' if hfu_both > 1 else ''}。",
     f"固定 {d.pct(comm_share, 0)} 的通信在提速后占 {d.pct(after['fixed_share'], 1)}，"
     f"实际提速 {d.times(after['speedup'])}。",
-    f"{sc['gpu']} 平衡点 {balance:.1f} FLOP/byte；最低运算强度的 GEMM（{lowest['name']}）"
-    f"为 {lowest['intensity']:.0f} FLOP/byte。",
+    f"{sc['gpu']} 平衡点 {balance:.1f} FLOP/byte；"
+    + (f"算力受限的 GEMM 里强度最低的是 {d.text(lowest['name'], code=True)}，"
+       f"{lowest['intensity']:.0f} FLOP/byte" if lowest else "没有算力受限的 GEMM")
+    + (f"；受带宽限制的：{listed(pushable + capped + below_core)}。" if pushable or capped or below_core
+       else "；没有受带宽限制的 GEMM。"),
 ]))

@@ -58,6 +58,7 @@ class Attention:
     mla: bool = False
     q_lora: int = 0
     kv_lora: int = 0
+    rope: int = 0  # MLA: qk_rope_head_dim, the decoupled RoPE width of q and of the shared k
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,8 @@ def build_shape(name: str, b: Base, p: Parts) -> ModelShape:
     parts["embedding"] = b.vocab * hidden
     parts["lm_head"] = b.vocab * hidden
 
+    mtp_total, mtp_matmul = _mtp_params(b, p)
+
     total = sum(v for key, v in parts.items() if key not in ("routed_experts_active", "lm_head"))
     if not b.tie:
         total += parts["lm_head"]
@@ -286,6 +289,7 @@ def build_shape(name: str, b: Base, p: Parts) -> ModelShape:
         mla=attn.mla,
         q_lora_rank=attn.q_lora,
         kv_lora_rank=attn.kv_lora,
+        qk_rope_head_dim=attn.rope,
         vocab_size=b.vocab,
         tie_word_embeddings=b.tie,
         intermediate_size=mlp.intermediate,
@@ -293,6 +297,7 @@ def build_shape(name: str, b: Base, p: Parts) -> ModelShape:
         experts_per_token=mlp.k,
         moe_intermediate_size=moe_inter,
         shared_expert_intermediate_size=mlp.shared_inter,
+        shared_expert_gate=bool(mlp.shared_gate and mlp.shared_inter),
         moe_layer_flags=mlp.moe_flags,
         num_moe_layers=n_moe,
         num_dense_layers=n_dense,
@@ -302,6 +307,8 @@ def build_shape(name: str, b: Base, p: Parts) -> ModelShape:
         linear_value_head_dim=lin.value_head_dim,
         linear_conv_kernel_dim=lin.conv_kernel,
         num_mtp_layers_excluded=p.mtp,
+        mtp_params=mtp_total,
+        mtp_activated_params=mtp_matmul,
         total_params=total,
         embedding_params=parts["embedding"],
         lm_head_params=parts["lm_head"],
@@ -309,3 +316,31 @@ def build_shape(name: str, b: Base, p: Parts) -> ModelShape:
         activated_params_published=published,
         breakdown_items=tuple(parts.items()),
     )
+
+
+def _mtp_params(b: Base, p: Parts) -> tuple[int, int]:
+    """(parameters, matmul parameters per token) of the config's multi-token-prediction layers.
+
+    One MTP layer, as in DeepSeek-V3 (technical report, section 2.2) and Qwen3.5/3.6
+    (``mtp_num_hidden_layers``): a projection of [embedding; hidden] (2h -> h), one full-attention
+    decoder layer with the model's MoE (or dense) MLP, norms, and the model's embedding and output
+    head, shared. Parameters: the projection, the layer, five norm vectors (two inputs, two in
+    the layer, one before the head); the shared embedding and head are not new parameters. Matmul
+    parameters per token: the projection, the layer's attention, router, k routed experts and
+    shared expert (or dense MLP), and the output head again (it runs once more per token)."""
+    if not p.mtp:
+        return 0, 0
+    attn, mlp, hidden = p.attention, p.mlp, b.hidden
+    projection = 2 * hidden * hidden
+    if mlp.num_experts:
+        shared = 3 * hidden * mlp.shared_inter + (
+            hidden if mlp.shared_gate and mlp.shared_inter else 0
+        )
+        router = mlp.num_experts * hidden
+        mlp_total = router + mlp.num_experts * 3 * hidden * mlp.moe_inter + shared
+        mlp_matmul = router + mlp.k * 3 * hidden * mlp.moe_inter + shared
+    else:
+        mlp_total = mlp_matmul = 3 * hidden * mlp.intermediate
+    total = projection + attn.weights + attn.other + mlp_total + 5 * hidden
+    matmul = projection + attn.weights + mlp_matmul + b.vocab * hidden
+    return p.mtp * total, p.mtp * matmul

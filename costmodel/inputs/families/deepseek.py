@@ -69,6 +69,7 @@ def _mla(f: Fields, b: Base) -> Attention:
         mla=True,
         q_lora=q_lora,
         kv_lora=kv_lora,
+        rope=rope,
     )
 
 

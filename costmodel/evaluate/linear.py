@@ -1,0 +1,67 @@
+"""The linear-attention (gated DeltaNet) core of one step: the term 6ND leaves out for a hybrid
+model, linear in s (derive.linear_attention), counted in every "with attention" figure.
+
+The layers are the scenario's (num_layers minus its full-attention layers); the head widths come
+from the scenario's model config (evaluate.shapes.matching_shape: its `model:`, or the course's
+model when the scenario's structure keys agree with it). Without widths the term is reported as
+unknown (null figures and a note), never guessed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from costmodel.derive import linear_attention as la
+from costmodel.derive.symbols import D
+from costmodel.evaluate.shapes import matching_shape
+from costmodel.inputs.assumptions import assumed
+from costmodel.inputs.scenario import Scenario
+
+
+def linear_layers(values) -> int:
+    """Gated-DeltaNet layers of a scenario: the layers that are not full attention (MTP layers,
+    full attention each, aside)."""
+    full = values["num_full_attention_layers"] - values.get("num_mtp_layers", 0)
+    return values["num_layers"] - full
+
+
+def linear_attention(scenario: Scenario) -> dict[str, Any] | None:
+    """The linear-attention object of the account: None for a model without such layers; else
+    its layers, chunk size, widths' source and model FLOPs per step (None when the widths are
+    unknown). The account adds the hardware FLOPs and the share."""
+    values = scenario.values
+    layers = linear_layers(values)
+    if layers <= 0:
+        return None
+    chunk = assumed("linear_attention_chunk")
+    shape = matching_shape(values)
+    if shape is None or not shape.num_linear_attention_layers:
+        return {
+            "layers": layers,
+            "chunk_size": chunk,
+            "widths_from": None,
+            "flops_per_step": None,
+            "hardware_flops_per_step": None,
+            "share": None,
+            "note": "not counted: no model config gives the gated-DeltaNet head widths "
+            "(set model: to the config.json of the run)",
+        }
+    widths = {
+        la.n_v: shape.linear_num_value_heads,
+        la.n_k: shape.linear_num_key_heads,
+        la.d_k: shape.linear_key_head_dim,
+        la.d_v: shape.linear_value_head_dim,
+        la.C: chunk,
+        la.L_linear: layers,
+        D: values["tokens_per_step"],
+    }
+    return {
+        "layers": layers,
+        "chunk_size": chunk,
+        "widths_from": shape.name,
+        "flops_per_step": float(la.core_training.subs(widths)),
+        "hardware_flops_per_step": None,
+        "share": None,
+        "note": "chunked gated-delta rule, forward + 2 x forward (derive.linear_attention); "
+        "conv1d and elementwise work not counted",
+    }

@@ -1,0 +1,53 @@
+"""`costmodel gemms` as text or JSON: the model's GEMMs per micro batch on the scenario's GPU."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from costmodel.formats import num, sci
+
+
+def render_gemms(table: dict[str, Any], fmt: str = "text") -> str:
+    if fmt == "json":
+        return json.dumps(table, indent=2, allow_nan=False) + "\n"
+    rows = table["gemms"]
+    header = ("GEMM", "m", "k", "n", "layers", "fwd FLOP/token", "FLOP/byte", "bound")
+    body = [
+        (
+            r["name"] + ("" if r["weights"] else " [no weights]"),
+            num(r["m"]),
+            num(r["k"]),
+            num(r["n"]),
+            str(r["layers"]) + (f" x {r['uses_per_token']}" if r["uses_per_token"] != 1 else ""),
+            sci(r["forward_flops_per_token"]),
+            f"{r['intensity']:,.1f}",
+            r["bound"],
+        )
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    weight_sum = sum(r["forward_flops_per_token"] for r in rows if r["weights"])
+    sources = sorted({part for r in rows for part in r["source"].split("; ")})
+    out = [
+        f"GEMMs per micro batch of {table['micro_batch']} x {num(table['seq_len'])} tokens on "
+        f"{table['gpu']} (machine balance {table['machine_balance']:,.1f} FLOP/byte, BF16)",
+        "",
+        "  ".join(
+            h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths))
+        ),
+    ]
+    for line in body:
+        out.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))
+            )
+        )
+    out += [
+        "",
+        f"weight GEMMs: {sci(weight_sum)} forward FLOPs per token = 2N, N = {num(weight_sum / 2)}",
+        "layers x k: a routed expert runs k times per token (top-k); the attention core rows "
+        f"are one head (x heads per layer), at the {table['attention_flops']} square",
+        "shapes from: " + "; ".join(sources),
+    ]
+    return "\n".join(out) + "\n"
