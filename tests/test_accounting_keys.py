@@ -6,12 +6,11 @@ compatible. Every expected value below is worked out by hand from the scenario's
 """
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from commands import cli
 
 from costmodel.derive import attention
 from costmodel.errors import CostModelError
@@ -20,16 +19,6 @@ from costmodel.inputs import models, scenario
 from costmodel.present import report
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def cli(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "costmodel", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=60,
-    )
 
 
 def resolve(**overrides):

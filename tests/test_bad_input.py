@@ -7,11 +7,10 @@ are refused rather than printed. JSON output is parsed with a strict parser (no 
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from commands import cli
 
 from costmodel.errors import CostModelError
 from costmodel.evaluate.account import account as evaluate_account
@@ -21,16 +20,6 @@ from costmodel.present import report
 
 PRESET = Path(models.__file__).parent / "presets" / "qwen3-8b.json"
 MIB = 1 << 20
-
-
-def cli(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "costmodel", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=60,
-    )
 
 
 def billion_laughs(under: str) -> str:

@@ -1,11 +1,10 @@
 """The model's GEMMs from the real shapes (costmodel.evaluate.gemms.model_gemms, `costmodel gemms`)."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from commands import cli
 
 from costmodel.evaluate import gemms, layouts
 from costmodel.inputs import models, scenario
@@ -158,21 +157,7 @@ def test_a_scenario_of_keys_only_names_its_assumptions():
 
 
 def test_cli_gemms_json_and_text():
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "costmodel",
-            "gemms",
-            "--set",
-            "model=llama-3.1-8b",
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = cli("gemms", "--set", "model=llama-3.1-8b", "--format", "json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert set(data) >= {"gpu", "machine_balance", "gemms"}
@@ -191,14 +176,7 @@ def test_cli_gemms_json_and_text():
     }
     weights = sum(r["forward_flops_per_token"] for r in data["gemms"] if r["weights"])
     assert weights == 2 * models.load_shape("llama-3.1-8b").activated_params
-    text = subprocess.run(
-        [sys.executable, "-m", "costmodel", "gemms"], capture_output=True, text=True, timeout=60
-    )
+    text = cli("gemms")
     assert text.returncode == 0 and "2N, N = 2,945,269,760" in text.stdout
-    bad = subprocess.run(
-        [sys.executable, "-m", "costmodel", "gemms", "--set", "attention_flops=half"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad = cli("gemms", "--set", "attention_flops=half")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
