@@ -639,9 +639,12 @@ def _derive(values: dict[str, Any], sources: dict[str, str], lengths: Lengths | 
         values["sum_squared_lengths"] = lengths.sum_of_squares_per_step
         values["sum_squared_lengths_from"] = "sequence_lengths"
     else:
-        values["sum_squared_lengths"] = (
-            values["samples_per_step"] * values["mean_tokens_per_sample"] ** 2
-        )
+        mean_only = {
+            sym.B: values["samples_per_step"],
+            sym.s_mean: values["mean_tokens_per_sample"],
+        }
+        square = attention.sum_sq_of_mean.subs(mean_only)  # exact for integer inputs
+        values["sum_squared_lengths"] = int(square) if square.is_Integer else float(square)
         values["sum_squared_lengths_from"] = "samples_per_step x mean_tokens_per_sample^2"
     for key in (
         "attention_dim_from",
