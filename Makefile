@@ -42,10 +42,12 @@ $(VENV)/.validate: $(STAMP) validate-requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r validate-requirements.txt
 	touch $@
 
-# Rewrite costmodel/course/flop_counter.csv (the notebooks show it; the tests fail when it is stale).
+# Rewrite costmodel/course/flop_counter.csv (the notebooks show it) and
+# costmodel/course/saved_tensors.csv (the memory model's check); the tests fail when either is stale.
 validate: validate-deps
 	$(PY) -m costmodel.validate --out costmodel/course/flop_counter.csv
-	$(PY) -m pytest -q tests/test_flop_counter.py
+	$(PY) -m costmodel.validate_memory --out costmodel/course/saved_tensors.csv
+	$(PY) -m pytest -q tests/test_flop_counter.py tests/test_memory_model.py
 
 benchmark: venv
 	$(PY) benchmarks/bench_core.py

@@ -286,6 +286,10 @@ def _kernels(proc: psutil.Process) -> list[psutil.Process]:
     return found
 
 
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("how,code", [("ctrl-c", 130), ("ctrl-c twice", 130), ("sigterm", 143)])
 def test_interrupt_stops_everything(tmp_path, how, code):
     """Ctrl-C (SIGINT to the whole foreground group, as a terminal sends it), two of them
@@ -303,6 +307,10 @@ def test_interrupt_stops_everything(tmp_path, how, code):
         env=env,
         cwd=tmp_path,
         start_new_session=True,
+        # as a terminal's foreground job: Ctrl-C not ignored. A test run started in the
+        # background (`nohup make test &`) inherits SIGINT ignored, and Python then installs no
+        # KeyboardInterrupt handler in the child: the build would never see the Ctrl-C.
+        preexec_fn=_interruptible,
     )
     parent = psutil.Process(proc.pid)
     deadline = time.monotonic() + 90

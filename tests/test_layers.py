@@ -69,6 +69,7 @@ def test_the_four_layers_exist_and_hold_the_package():
             "costmodel.errors",
             "costmodel.formats",
             "costmodel.validate",
+            "costmodel.validate_memory",
         ]
     )
 

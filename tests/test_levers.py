@@ -15,6 +15,21 @@ def test_amdahl_forms():
     assert levers.amdahl(0.3, 1) == pytest.approx(1)
     assert levers.amdahl_bound(0.03) == pytest.approx(1 / 0.97)
     assert levers.amdahl(0.4, 1e9) == pytest.approx(levers.amdahl_bound(0.4))
+    # the float shortcut is the symbolic form's value
+    for part, speedup in ((0.1, 1.5), (0.7376, 3.0), (0.97, 1.031)):
+        symbolic = levers.amdahl_speedup.subs({f: part, levers.x: speedup})
+        assert levers.amdahl(part, speedup) == pytest.approx(float(symbolic), rel=1e-12)
+
+
+def test_derived_forms_are_module_attributes():
+    assert sp.simplify(levers.share_after - f_share_after()) == 0
+    with pytest.raises(AttributeError):
+        levers.no_such_form  # noqa: B018
+
+
+def f_share_after():
+    f, g = levers.share, levers.G
+    return f / (f + (1 - f) / g)
 
 
 def test_untouched_share_grows_when_the_rest_speeds_up():

@@ -9,6 +9,7 @@ from commands import cli
 from costmodel.evaluate import gemms, layouts
 from costmodel.inputs import models, scenario
 from costmodel.inputs.config import PRESETS
+from costmodel.present.gemms import render_gemms
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(str(p) for p in (REPO / "tests" / "configs").glob("*.json"))
@@ -180,3 +181,197 @@ def test_cli_gemms_json_and_text():
     assert text.returncode == 0 and "2N, N = 2,945,269,760" in text.stdout
     bad = cli("gemms", "--set", "attention_flops=half")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+# The layout: the rows are one GPU's (TP splits the projections, CP the sequence, EP the experts'
+# rows); forward_flops_per_token stays the whole model's per token.
+
+LAYOUT_KEYS = (
+    "tensor_parallel",
+    "pipeline_parallel",
+    "context_parallel",
+    "expert_parallel",
+    "sequence_parallel",
+    "data_parallel",
+)
+
+
+def layout_free(values):
+    return {k: v for k, v in values.items() if k not in LAYOUT_KEYS}
+
+
+@pytest.mark.parametrize(
+    "model", ["course", "llama-3.1-8b", str(REPO / "tests" / "configs" / "deepseek-v3.json")]
+)
+def test_the_default_layout_gives_the_rows_of_a_layout_free_call(model):
+    data = {} if model == "course" else {"model": model}
+    sc = scenario.resolve(data=data)
+    assert (sc["tensor_parallel"], sc["context_parallel"]) == (1, 1)
+    assert not sc["sequence_parallel"]
+    rows = gemms.model_gemms(sc.values)
+    assert rows == gemms.model_gemms(layout_free(sc.values))
+    assert all(r["per_gpu_fraction"] == 1 for r in rows)
+    for batch in (1, 3):
+        assert gemms.model_gemms(sc.values, batch) == gemms.model_gemms(
+            layout_free(sc.values), batch
+        )
+
+
+def llama_8b(**layout):
+    return scenario.resolve(data={"model": "llama-3.1-8b", "num_gpus": 40, **layout})
+
+
+def test_tensor_parallel_splits_llama_8b_by_hand():
+    one = by_key(gemms.model_gemms(llama_8b().values))
+    sc = llama_8b(tensor_parallel=4)
+    rows = by_key(gemms.model_gemms(sc.values))
+    # column parallel: n / 4; row parallel: k / 4; the token rows unchanged
+    assert (rows["qkv"]["k"], rows["qkv"]["n"]) == (4096, (32 + 2 * 8) * 128 // 4) == (4096, 1536)
+    assert (rows["attention_output"]["k"], rows["attention_output"]["n"]) == (4096 // 4, 4096)
+    assert rows["dense_gate_up"]["n"] == 2 * 14336 // 4 == 7168
+    assert (rows["dense_down"]["k"], rows["dense_down"]["n"]) == (14336 // 4, 4096)
+    assert rows["lm_head"]["n"] == 128256 // 4 == 32064  # vocabulary-parallel
+    assert all(rows[key]["m"] == 49152 for key in rows)
+    # the core: 32 / 4 = 8 heads per GPU, each still 49,152 x 49,152
+    core = rows["attention_scores"]
+    assert (core["m"], core["k"], core["n"], core["uses_per_token"]) == (49152, 128, 49152, 8)
+    # by hand: 2 m n k / (2 (m k + k n + m n)), m = 49152, k = 4096, n = 1536
+    assert rows["qkv"]["intensity"] == pytest.approx(
+        49152 * 1536 * 4096 / (49152 * 4096 + 4096 * 1536 + 49152 * 1536), rel=1e-12
+    )
+    # the whole model's FLOPs per token, one GPU does a quarter of each row's
+    for key, row in rows.items():
+        assert row["forward_flops_per_token"] == one[key]["forward_flops_per_token"]
+        assert row["per_gpu_fraction"] == 1 / 4
+    n = models.load_shape("llama-3.1-8b").activated_params
+    assert gemms.weight_flops_per_token(rows.values()) == 2 * n == 2 * sc["activated_params"]
+    per_gpu = sum(
+        r["forward_flops_per_token"] * r["per_gpu_fraction"] for r in rows.values() if r["weights"]
+    )
+    assert per_gpu == 2 * n / 4
+    assert sum(r["forward_flops_per_token"] * r["per_gpu_fraction"] for r in rows.values()) == (
+        sum(r["forward_flops_per_token"] for r in one.values()) / 4
+    )
+
+
+def test_context_parallel_splits_the_sequence_of_llama_8b_by_hand():
+    one = by_key(gemms.model_gemms(llama_8b().values, 2))
+    rows = by_key(gemms.model_gemms(llama_8b(context_parallel=2).values, 2))
+    for key, row in rows.items():
+        if row["weights"]:  # micro batch x seq_len / CP rows, the weights whole
+            assert row["m"] == 2 * 49152 / 2 == 49152
+            assert (row["k"], row["n"]) == (one[key]["k"], one[key]["n"])
+        assert row["forward_flops_per_token"] == one[key]["forward_flops_per_token"]
+        assert row["per_gpu_fraction"] == 1
+    # each rank's 24,576 queries against all 49,152 keys (ring attention), 32 heads
+    scores, values = rows["attention_scores"], rows["attention_values"]
+    assert (scores["m"], scores["k"], scores["n"]) == (49152 / 2, 128, 49152)
+    assert (values["m"], values["k"], values["n"]) == (49152 / 2, 49152, 128)
+    assert scores["uses_per_token"] == 32
+    # QK^T per head: 2 x 24576 x 49152 x 128 FLOPs over (24576 x 128 + 128 x 49152 + 24576 x
+    # 49152) elements of 2 bytes
+    assert scores["intensity"] == pytest.approx(
+        24576 * 49152 * 128 / (24576 * 128 + 128 * 49152 + 24576 * 49152), rel=1e-12
+    )
+
+
+def test_tp_and_cp_together_on_llama_8b():
+    rows = by_key(gemms.model_gemms(llama_8b(tensor_parallel=4, context_parallel=2).values))
+    assert (rows["qkv"]["m"], rows["qkv"]["n"]) == (24576, 1536)
+    assert (rows["dense_down"]["m"], rows["dense_down"]["k"]) == (24576, 3584)
+    core = rows["attention_scores"]
+    assert (core["m"], core["n"], core["uses_per_token"]) == (24576, 49152, 8)
+
+
+def test_mla_under_tp_8_with_sequence_parallel():
+    config = str(REPO / "tests" / "configs" / "deepseek-v3.json")
+    one = by_key(gemms.model_gemms(scenario.resolve(data={"model": config}).values))
+    sc = scenario.resolve(
+        data={"model": config, "num_gpus": 64, "tensor_parallel": 8, "sequence_parallel": True}
+    )
+    assert (sc["data_parallel"], sc["expert_parallel"]) == (8, 8)
+    rows = by_key(gemms.model_gemms(sc.values))
+    # q_b and kv_b column parallel, the output row parallel: 128 heads / 8 = 16 per GPU
+    assert rows["q_b"]["n"] == 16 * 192 and rows["kv_b"]["n"] == 16 * (128 + 128)
+    assert rows["attention_output"]["k"] == 16 * 128
+    # q_a, kv_a (Megatron's duplicated TELinear), the router: whole weights, and under
+    # sequence parallelism each TP rank's 1/8 of the tokens
+    for key in ("q_a", "kv_a", "router"):
+        assert (rows[key]["k"], rows[key]["n"]) == (one[key]["k"], one[key]["n"])
+        assert rows[key]["m"] == 49152 / 8 and rows[key]["per_gpu_fraction"] == 1 / 8
+    assert rows["q_b"]["m"] == 49152  # the column-parallel GEMMs see the gathered sequence
+    # experts with expert TP = TP: 2 x 2048 / 8 wide gate+up, 2048 / 8 deep down; the rows of an
+    # EP group of 8: 8 x 49,152 x 8 / 256
+    assert rows["expert_gate_up"]["n"] == 2 * 2048 // 8 and rows["expert_down"]["k"] == 256
+    assert rows["expert_gate_up"]["m"] == one["expert_gate_up"]["m"] == 8 * 49152 * 8 / 256
+    assert rows["dense_gate_up"]["n"] == 2 * 18432 // 8 and rows["dense_down"]["k"] == 2304
+    assert rows["lm_head"]["n"] == 129280 // 8
+    assert rows["attention_scores"]["uses_per_token"] == 16
+    assert gemms.weight_flops_per_token(rows.values()) == 2 * sc["activated_params"]
+    without_sp = scenario.resolve(data={"model": config, "num_gpus": 64, "tensor_parallel": 8})
+    replicated = by_key(gemms.model_gemms(without_sp.values))["router"]
+    assert replicated["m"] == 49152 and replicated["per_gpu_fraction"] == 1
+
+
+def test_kv_heads_fewer_than_tp_are_replicated(course):
+    sc = scenario.resolve(overrides={"tensor_parallel": 4})
+    qkv = by_key(gemms.model_gemms(sc.values))["qkv"]
+    # Qwen3.6: 16 / 4 query heads x 256 doubled by the gate, and one of the 2 KV heads each
+    assert qkv["n"] == 4 * 256 * 2 + 2 * 1 * 256 == 2560
+    assert qkv["per_gpu_fraction"] == 2560 / 9216
+    assert "2 KV heads at TP 4: 1 per GPU, replicated" in qkv["source"]
+    whole = by_key(gemms.model_gemms(course.values))["qkv"]
+    assert qkv["forward_flops_per_token"] == whole["forward_flops_per_token"]
+
+
+def test_context_parallel_sets_the_expert_rows(course):
+    sc = scenario.resolve(overrides={"context_parallel": 2, "expert_parallel": 4})
+    rows = by_key(gemms.model_gemms(sc.values))
+    # an EP group of 4 ranks, each with 49,152 / 2 tokens, 8 of 256 experts per token
+    assert rows["expert_gate_up"]["m"] == 4 * 49152 / 2 * 8 / 256 == 3072
+    assert rows["router"]["m"] == rows["shared_gate_up"]["m"] == 24576
+
+
+@pytest.mark.parametrize("model, count_mtp", CASES)
+@pytest.mark.parametrize("tp, cp, sp", [(2, 1, False), (4, 4, True)])
+def test_per_gpu_shapes_add_up_to_the_per_token_figures(model, count_mtp, tp, cp, sp):
+    """Whatever the layout the weight rows sum to 2N, and one GPU's FLOPs per micro batch
+    from its shapes (2 m k n per GEMM: E / EP experts, b sequences x heads / TP for the core)
+    are forward_flops_per_token x per_gpu_fraction for each of its b x s / c tokens."""
+    layout = {"tensor_parallel": tp, "context_parallel": cp, "sequence_parallel": sp}
+    sc = scenario.resolve(data={"model": model, "count_mtp": count_mtp, "num_gpus": 64, **layout})
+    shape = models.load_shape(model)
+    batch = 2
+    rows = gemms.model_gemms(sc.values, batch)
+    assert gemms.weight_flops_per_token(rows) == 2 * sc["activated_params"]
+    for row in rows:
+        gemm = 2 * row["m"] * row["k"] * row["n"] * row["layers"]
+        if row["key"].startswith("expert_"):
+            gemm *= shape.num_experts / sc["expert_parallel"]
+        elif not row["weights"]:
+            gemm *= batch * row["uses_per_token"]
+            assert row["uses_per_token"] == shape.num_heads / tp
+            if sc["attention_flops"] != "full":
+                continue
+        tokens = batch * sc["seq_len"] / cp
+        assert gemm == pytest.approx(
+            row["forward_flops_per_token"] * row["per_gpu_fraction"] * tokens, rel=1e-12
+        ), row["key"]
+
+
+def test_text_header_names_the_layout(course):
+    table = gemms.gemm_table(
+        scenario.resolve(overrides={"num_gpus": 32, "tensor_parallel": 4}).values
+    )
+    assert table["layout"] == {
+        "tensor_parallel": 4,
+        "context_parallel": 1,
+        "expert_parallel": 8,
+        "sequence_parallel": False,
+    }
+    text = render_gemms(table)
+    assert "per GPU: TP 4, CP 1, EP 8," in text.splitlines()[0]
+    assert "GPU share" in text and "1/4" in text
+    course_text = render_gemms(gemms.gemm_table(course.values))
+    assert "per GPU: TP 1, CP 1, EP 8," in course_text and "GPU share" not in course_text
+    assert all("per_gpu_fraction" in row for row in table["gemms"])

@@ -32,6 +32,8 @@ from costmodel.present import display, suite
 
 DATA = Path(__file__).resolve().parent / "data"
 CONFIGS = Path(__file__).resolve().parent / "configs"
+EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+EXAMPLE = scenario.load_yaml(EXAMPLE_DIR / "deepseek-v3-2048xH800.yaml")
 
 # ------------------------------------------------------------------ the valid space
 
@@ -356,7 +358,7 @@ def test_scenario_text_is_shown_as_written_and_adds_no_markup():
     assert "".join(code.text).strip() == "配置 my_model/<b>.json"
 
 
-# ------------------------------------------------------------------ seven extremes, ten notebooks
+# ------------------------------------------------------------------ nine extremes, ten notebooks
 
 EXTREMES = {  # overrides of the course, each with the hostile name
     "dense": {
@@ -384,6 +386,22 @@ EXTREMES = {  # overrides of the course, each with the hostile name
         "model": str(CONFIGS / "deepseek-v3.json"),
         "count_mtp": True,
         "step_time": 600,
+    },
+    # every parallel dimension at once on the course's model: TP with sequence parallelism, two
+    # pipeline stages, CP 2 (each GPU holds half of every sequence), EP 8 out of DP 8
+    "tp-pp-cp-sp": {
+        "num_gpus": 64,
+        "tensor_parallel": 2,
+        "pipeline_parallel": 2,
+        "context_parallel": 2,
+        "sequence_parallel": True,
+        "expert_parallel": 8,
+        "attention_kernel": "flash",
+    },
+    # the shipped example (PP 16, EP 64 over 8 nodes, DP 128), its model given by absolute path
+    "deepseek-v3-example": {
+        **{k: v for k, v in EXAMPLE.items() if k not in ("name", "model")},
+        "model": str(EXAMPLE_DIR / EXAMPLE["model"]),
     },
 }
 
@@ -428,7 +446,7 @@ def extreme_runs(tmp_path_factory):
 
 
 def test_extreme_scenarios_run_every_notebook_without_error_or_stderr(extreme_runs):
-    assert len(extreme_runs) == len(EXTREMES) * len(suite.sources()) == 70
+    assert len(extreme_runs) == len(EXTREMES) * len(suite.sources()) == 90
     failures = []
     for (label, stem), nb in extreme_runs.items():
         if isinstance(nb, str):

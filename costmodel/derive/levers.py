@@ -28,27 +28,46 @@ from costmodel.derive.symbols import G, T, g_1, g_2, g_3, share, x
 
 #: Amdahl: a part f of the step runs x times faster.
 amdahl_speedup = 1 / (1 - share + share / x)
-#: ... and the best it can do, when that part costs nothing.
-amdahl_limit = sp.limit(amdahl_speedup, x, sp.oo)  # 1 / (1 - f)
 #: Three multiplicative levers on the step time.
 multiplied_step_time = T / (g_1 * g_2 * g_3)
-#: The share of a part that the levers did not touch, after the rest ran G times faster.
-share_after = sp.simplify(share / (share + (1 - share) / G))
+
+#: Forms SymPy derives on first use (a limit and a simplification take a third of a second,
+#: which a cold `costmodel report` should not pay): read them as module attributes.
+#: amdahl_limit: the best a part's speedup can do, when that part costs nothing (1 / (1 - f)).
+#: share_after: the share of a part the levers did not touch, after the rest ran G times faster.
+_DERIVED = {
+    "amdahl_limit": lambda: sp.limit(amdahl_speedup, x, sp.oo),
+    "share_after": lambda: sp.simplify(share / (share + (1 - share) / G)),
+}
+_derived: dict[str, sp.Expr] = {}
+
+
+def _form(name: str) -> sp.Expr:
+    if name not in _derived:
+        _derived[name] = _DERIVED[name]()
+    return _derived[name]
+
+
+def __getattr__(name: str) -> sp.Expr:
+    if name in _DERIVED:
+        return _form(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def amdahl(part: float, speedup: float) -> float:
-    return float(amdahl_speedup.subs({share: part, x: speedup}))
+    """1 / (1 - f + f / x), the value of amdahl_speedup."""
+    return 1.0 / (1.0 - part + part / speedup)
 
 
 def amdahl_bound(part: float) -> float:
     """1 / (1 - f); infinite when the part is the whole step (f = 1, as a float can round to)."""
     if part >= 1:
         return math.inf
-    return float(amdahl_limit.subs(share, part))
+    return float(_form("amdahl_limit").subs(share, part))
 
 
 def untouched_share_after(part: float, speedup_of_rest: float) -> float:
-    return float(share_after.subs({share: part, G: speedup_of_rest}))
+    return float(_form("share_after").subs({share: part, G: speedup_of_rest}))
 
 
 # ------------------------------------------------------------------ the waterfall

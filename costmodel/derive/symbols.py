@@ -93,6 +93,23 @@ chunks = _define(
     "c", "1", "pieces the logits are computed in (chunked cross-entropy)", integer=True
 )
 
+# Memory per GPU (derive.activations, derive.model_states)
+t_p = _define("t_p", "1", "tensor-parallel size (TP): ranks that split one layer's matrices")
+c_p = _define("c_p", "1", "context-parallel size (CP): ranks that split one sequence")
+p_p = _define("p_p", "1", "pipeline-parallel size (PP): stages the layers are cut into")
+N_d = _define("N_d", "1", "data-parallel ranks over which ZeRO shards the model states")
+n_f = _define("n_f", "1", "micro batches whose activations one pipeline stage holds at once")
+n_kv = _define("n_kv", "1", "key/value heads (GQA: fewer than the query heads)")
+d_ff = _define("d_ff", "1", "intermediate width of a dense SwiGLU MLP")
+d_e = _define("d_e", "1", "intermediate width of one routed expert (SwiGLU)")
+d_hv = _define("d_hv", "1", "width of one attention value head (MLA: v_head_dim; else d_h)")
+r_q = _define("r_q", "1", "MLA query latent width (q_lora_rank)")
+r_kv = _define("r_kv", "1", "MLA key/value latent width (kv_lora_rank)")
+d_r = _define("d_r", "1", "rotary (RoPE) part of a query/key head (MLA: qk_rope_head_dim)")
+Psi = _define(r"\Psi", "1", "parameters one GPU holds before ZeRO shards them")
+K_opt = _define("K", "byte", "optimizer-state bytes per parameter (mixed-precision Adam: 12)")
+beta_g = _define(r"\beta_g", "byte", "bytes per gradient element (fp32 main grads 4; ZeRO paper 2)")
+
 # Recompute
 r = sp.Symbol("r", nonnegative=True)  # fraction of the forward pass that is recomputed
 MEANING[r] = Meaning("1", "fraction of forward FLOPs recomputed during backward")
@@ -127,3 +144,26 @@ def describe(symbol: sp.Symbol) -> str:
     """One line: symbol, unit and meaning."""
     meaning = MEANING[symbol]
     return f"{symbol} [{meaning.unit}]: {meaning.text}"
+
+
+# Communication (derive.communication): collectives, parallel sizes, the links.
+# t_p, c_p, p_p and beta_g are defined above (memory per GPU) and shared.
+n_r = _define("n_r", "1", "ranks in one collective's group", integer=True)
+buffer_bytes = _define(
+    "B_c",
+    "byte",
+    "a collective's whole buffer, nccl-tests' S (for reduce-scatter and all-gather the whole "
+    "array: n_r times one rank's share)",
+)
+g_node = _define("g_n", "1", "ranks of one group on each node it spans", integer=True)
+W = _define("W", "byte/s", "link bandwidth of one GPU, one direction")
+W_intra = _define("W_intra", "byte/s", "intra-node link (NVLink) of one GPU, one direction")
+W_inter = _define("W_inter", "byte/s", "network (NIC) bandwidth of one GPU, one direction")
+d_p = _define(
+    "d_p", "1", "data-parallel size (CP and PP apart; EP ranks are DP ranks)", integer=True
+)
+n_mb = _define("n_mb", "1", "micro batches per optimizer step on one pipeline", integer=True)
+N_exp = _define("N_exp", "1", "routed-expert parameters: every expert of every MoE layer")
+N_rank = _define("N_rank", "1", "parameters one rank holds and keeps in sync with its DP peers")
+d_kv = _define("d_kv", "1", "width of K (or of V): key-value heads x head width")
+L_moe = _define("L_moe", "1", "MoE layers")

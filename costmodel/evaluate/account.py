@@ -26,6 +26,7 @@ from costmodel.derive.recompute import recompute_factor
 from costmodel.derive.symbols import E, F_lin, N, N_total, bytes_per_element
 from costmodel.errors import CostModelError
 from costmodel.evaluate.linear import linear_attention
+from costmodel.evaluate.shapes import scenario_shape
 from costmodel.formats import input_value, pct
 from costmodel.inputs.scenario import Scenario
 
@@ -163,6 +164,35 @@ def check_finite(a: dict[str, Any], where: str = "") -> None:
             )
 
 
+#: Scenario keys whose course value is an assumption a team should replace with its own.
+ASSUMPTION_KEYS = (
+    "expert_parallel",
+    "communication_share",
+    "training_hours",
+    "ce_chunks",
+    "attention_kernel_speedup",
+    "selective_recompute_fraction",
+    "gpus_per_node",
+    "zero_stage",
+    "grad_bytes",
+    "intra_node_bandwidth",
+    "inter_node_bandwidth",
+)
+_ORIGIN = {"file": "scenario", "--set": "scenario", "model": "scenario", "course": "course"}
+
+
+def assumption_sources(scenario: Scenario) -> dict[str, dict[str, Any]]:
+    """key -> {value, source}: `scenario` (the team gave it), `course` (the course's default,
+    an assumption about the team's run) or `derived` (computed from other keys)."""
+    out = {}
+    for key in ASSUMPTION_KEYS:
+        value, source = scenario[key], _ORIGIN.get(scenario.sources.get(key, ""), "derived")
+        if key == "communication_share" and value is None:  # the layout's estimate (team_run)
+            source = "derived"
+        out[key] = {"value": value, "source": source}
+    return out
+
+
 def _reading(v: dict, key: str, seq_len) -> dict[str, Any]:
     return {
         "seq_len": seq_len,
@@ -250,7 +280,32 @@ def account(scenario: Scenario) -> dict[str, Any]:
         "logits_bytes": v["logits_bytes"],
         "machine_balance": v["machine_balance"],
         "tokens_per_expert": v["tokens_per_expert"],
+        "assumptions": assumption_sources(scenario),
         "scenario": dict(scenario.values),
     }
+    result.update(team_run(scenario.values, result))
     check_finite(result)
     return result
+
+
+def team_run(values: dict[str, Any], acc: dict[str, Any]) -> dict[str, Any]:
+    """The layout, the memory of the most loaded GPU, the communication of a step and the
+    levers ranked for this run (evaluate.run, evaluate.advice)."""
+    from costmodel.evaluate import advice, run  # numpy and the router: only here
+
+    shape = scenario_shape(values)[0]
+    mem = run.memory(values, shape)
+    comm = run.comm(values, shape)
+    ranked = advice.advice(values, acc, mem, comm)
+    if comm["basis"] == "estimated":
+        acc["assumptions"]["communication_share"]["value"] = comm["estimated_share"]
+    return {
+        "parallel": run.parallel(values),
+        "memory": mem,
+        "communication": comm,
+        "advice": ranked,
+        # the hardware cannot go past its peak: HFU with attention at most 1
+        "advice_combined": advice.combined(
+            ranked, values["step_time"], 1 / acc["attention"]["actual"]["hfu_with_attention"]
+        ),
+    }

@@ -1,7 +1,8 @@
 """The model's GEMMs for one scenario, from the real shapes: one list, used by the notebooks,
 `costmodel gemms` and the tests.
 
-Each row is one matrix multiply of the forward pass, (m x k)(k x n), per micro batch:
+Each row is one matrix multiply of the forward pass, (m x k)(k x n), per micro batch, as one GPU
+of the scenario's layout runs it:
 
 - weight GEMMs, one per weight matrix kind and layer kind: fused Q/K/V with the grouped-query
   widths (n = (heads x (2 with an output gate, else 1) + 2 x KV heads) x head_dim), or MLA's
@@ -10,17 +11,44 @@ Each row is one matrix multiply of the forward pass, (m x k)(k x n), per micro b
   (moe_intermediate_size), whose rows gather the tokens of an EP group (derive.moe.expert_rows);
   the shared expert and its gate; the router; the MTP projection when MTP layers are counted;
   the lm_head;
-- the attention core, QK^T and AV of one head of one sequence of m tokens: activations only
-  (`weights` false); their forward FLOPs per token are those of a token in such a sequence.
+- the attention core, QK^T and AV of one head of one sequence: activations only (`weights`
+  false); their forward FLOPs per token are those of a token in such a sequence.
+
+The layout (scenario keys tensor_parallel t, context_parallel c, expert_parallel,
+sequence_parallel; all 1 / false, or absent, give the whole model's shapes as one GPU's):
+
+- TP splits the projections as Megatron-LM does. Column-parallel weights get n / t: the fused
+  QKV (KV heads fewer than t are replicated, one per GPU, as the source says), MLA's q (or q_b)
+  and kv_b, the dense, shared and routed experts' gate+up (expert TP = TP), the linear-attention
+  in-projection, the MTP projection and the lm_head (vocabulary-parallel). Row-parallel ones get
+  k / t: the attention output, the three down projections, the linear-attention out-projection.
+  MLA's q_a and kv_a, the router and the shared-expert gate are replicated (full n and k); with
+  sequence_parallel they run on their GPU's 1/t of the tokens (m / t), without it every TP rank
+  runs them on all of its tokens. The attention core's heads per GPU (`uses_per_token`) are
+  heads / t.
+- CP gives each GPU s / c of every sequence: the weight GEMMs' rows m are b x s / c, and the core
+  QK^T of one head is (s / c) x s (m = s / c query rows against all n = s keys, as in ring
+  attention), AV (s / c) x s times s x d.
+- EP sets a routed expert's rows: the tokens of an EP group of GPUs, each with b x s / c tokens,
+  k_top / E of them to each expert (balanced routing).
+- sequence_parallel changes no other GEMM (the TP GEMMs see the all-gathered b x s / c rows), and
+  neither DP nor PP does (PP gives each stage its share of `layers`, which stay the model's).
+
+Per GPU: m, n, k, uses_per_token (the core), intensity, intensity_limit and bound. Per model
+token: `forward_flops_per_token`, what the row costs per token of the WHOLE model over all of
+its `layers` (2 k n per layer and use at the unsplit widths; a routed expert is used k_top
+times per token; the core at the scenario's attention_flops square share), whatever the layout.
+`per_gpu_fraction` is one GPU's share of it: one GPU runs forward_flops_per_token x
+per_gpu_fraction FLOPs for each of its b x s / c tokens (1/t for a split row and the core, 1 for
+a replicated one, 1/t for that with sequence_parallel; 1 for every row without TP). Over the
+weight rows the forward FLOPs per token sum to exactly 2N, N the matmul parameters of `costmodel
+params` (with the MTP layers when count_mtp): the test suite checks it for every preset and test
+config.
 
 `intensity` is at `beta` bytes per element, `bound` compares it with the scenario's machine
 balance, and `intensity_limit` is the ceiling a weight GEMM approaches as its rows grow,
 2kn / (beta (k + n)): a memory-bound row whose ceiling is below the balance stays memory-bound
-at any micro batch. `layers` says how many layers run the row and `forward_flops_per_token` what it costs per token
-over all of them (2 k n per layer and use; a routed expert is used k_top times per token; the
-core at the scenario's attention_flops square share). Over the weight rows the forward FLOPs
-per token sum to exactly 2N, N the matmul parameters of `costmodel params` (with the MTP layers
-when count_mtp): the test suite checks it for every preset and test config.
+at any micro batch.
 
 The shape is the scenario's model config (evaluate.shapes.scenario_shape); a scenario given only
 by keys gets a shape built from them, with the widths it lacks assumed and named in `source`.
@@ -44,23 +72,44 @@ _intensity = sp.lambdify((m, n, k_dim, bytes_per_element), gemm_intensity, modul
 _limit = sp.lambdify((n, k_dim, bytes_per_element), moe.intensity_limit, modules="math")
 
 
-def _row(key, name, m_, k_, n_, layers, weights=True, uses=1, source=None, share=1.0):
+def _row(key, name, m_, k_, n_, layers, weights=True, uses=1, source=None, share=1.0, split=None):
+    """One row at the model's widths; `split` says how TP cuts it (model_gemms applies it):
+    "column" (n / t), "row" (k / t), "heads" (the core: heads / t) or "replicated"."""
     return {
         "name": name,
         "key": key,
         "m": float(m_),
-        "n": int(n_) if float(n_).is_integer() else float(n_),
-        "k": int(k_) if float(k_).is_integer() else float(k_),
+        "n": _number(n_),
+        "k": _number(k_),
         "layers": int(layers),
         "weights": weights,
         "uses_per_token": uses,
         "forward_flops_per_token": None,  # set below
+        "per_gpu_fraction": None,  # set below
         "source": source,
         "_share": share,
+        "_split": split,
     }
 
 
-def _attention_rows(shape: ModelShape, tokens: float, layers: int) -> list[dict]:
+def _number(x):
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def gemm_layout(values: dict[str, Any]) -> dict[str, Any]:
+    """The layout the rows are per GPU of: TP, CP, EP (the scenario's, else the course's EP
+    fitted to the experts and GPUs), sequence_parallel; 1 / false where a key is absent."""
+    shape, _ = scenario_shape(values)
+    ep = values.get("expert_parallel") or default_ep_size(shape.num_experts, values["num_gpus"])
+    return {
+        "tensor_parallel": int(values.get("tensor_parallel") or 1),
+        "context_parallel": int(values.get("context_parallel") or 1),
+        "expert_parallel": int(ep) if shape.is_moe else 1,
+        "sequence_parallel": bool(values.get("sequence_parallel", False)),
+    }
+
+
+def _attention_rows(shape: ModelShape, tokens: float, layers: int, tp: int) -> list[dict]:
     h, heads = shape.hidden_size, shape.num_heads
     if shape.mla:
         nope = shape.qk_head_dim - shape.qk_rope_head_dim
@@ -68,7 +117,13 @@ def _attention_rows(shape: ModelShape, tokens: float, layers: int) -> list[dict]
         if shape.q_lora_rank:
             rows += [
                 _row(
-                    "q_a", "MLA q_a (hidden -> q_lora_rank)", tokens, h, shape.q_lora_rank, layers
+                    "q_a",
+                    "MLA q_a (hidden -> q_lora_rank)",
+                    tokens,
+                    h,
+                    shape.q_lora_rank,
+                    layers,
+                    split="replicated",
                 ),
                 _row(
                     "q_b",
@@ -77,6 +132,7 @@ def _attention_rows(shape: ModelShape, tokens: float, layers: int) -> list[dict]
                     shape.q_lora_rank,
                     heads * shape.qk_head_dim,
                     layers,
+                    split="column",
                 ),
             ]
         else:
@@ -88,6 +144,7 @@ def _attention_rows(shape: ModelShape, tokens: float, layers: int) -> list[dict]
                     h,
                     heads * shape.qk_head_dim,
                     layers,
+                    split="column",
                 )
             )
         rows += [
@@ -98,6 +155,7 @@ def _attention_rows(shape: ModelShape, tokens: float, layers: int) -> list[dict]
                 h,
                 shape.kv_lora_rank + shape.qk_rope_head_dim,
                 layers,
+                split="replicated",
             ),
             _row(
                 "kv_b",
@@ -106,6 +164,7 @@ def _attention_rows(shape: ModelShape, tokens: float, layers: int) -> list[dict]
                 shape.kv_lora_rank,
                 heads * (nope + shape.v_head_dim),
                 layers,
+                split="column",
             ),
             _row(
                 "attention_output",
@@ -114,21 +173,29 @@ def _attention_rows(shape: ModelShape, tokens: float, layers: int) -> list[dict]
                 heads * shape.v_head_dim,
                 h,
                 layers,
+                split="row",
             ),
         ]
         return rows
     q_out = heads * shape.head_dim * (2 if shape.attention_output_gate else 1)
-    kv_out = 2 * shape.num_kv_heads * shape.head_dim
+    kv_heads = shape.num_kv_heads
+    kv_out = 2 * kv_heads * shape.head_dim
     gate = ", output gate" if shape.attention_output_gate else ""
+    qkv = _row(
+        "qkv",
+        f"Q, K, V fused ({heads} + 2 x {kv_heads} KV heads{gate})",
+        tokens,
+        h,
+        q_out + kv_out,
+        layers,
+        split="column",
+    )
+    if tp > 1 and kv_heads % tp:  # each GPU keeps ceil(KV heads / t) of them, replicated
+        kv_gpu = -(-kv_heads // tp)
+        qkv["_n_gpu"] = q_out / tp + 2 * kv_gpu * shape.head_dim
+        qkv["_note"] = f"{kv_heads} KV heads at TP {tp}: {kv_gpu} per GPU, replicated"
     return [
-        _row(
-            "qkv",
-            f"Q, K, V fused ({heads} + 2 x {shape.num_kv_heads} KV heads{gate})",
-            tokens,
-            h,
-            q_out + kv_out,
-            layers,
-        ),
+        qkv,
         _row(
             "attention_output",
             "attention output (heads x head_dim -> hidden)",
@@ -136,19 +203,21 @@ def _attention_rows(shape: ModelShape, tokens: float, layers: int) -> list[dict]
             heads * shape.head_dim,
             h,
             layers,
+            split="row",
         ),
     ]
 
 
 def _core_rows(
-    shape: ModelShape, seq: float, layers: int, square: float, source: str
+    shape: ModelShape, seq: float, cp: int, layers: int, square: float, source: str
 ) -> list[dict]:
-    """QK^T and AV of one head of one sequence (no weights)."""
+    """QK^T and AV of one head of one sequence (no weights): a GPU's s / c queries against
+    all s keys."""
     return [
         _row(
             "attention_scores",
             "attention core QK^T, one head",
-            seq,
+            seq / cp,
             shape.qk_head_dim,
             seq,
             layers,
@@ -156,11 +225,12 @@ def _core_rows(
             shape.num_heads,
             source,
             square,
+            "heads",
         ),
         _row(
             "attention_values",
             "attention core AV, one head",
-            seq,
+            seq / cp,
             seq,
             shape.v_head_dim,
             layers,
@@ -168,8 +238,33 @@ def _core_rows(
             shape.num_heads,
             source,
             square,
+            "heads",
         ),
     ]
+
+
+def _split(row: dict, tp: int, sequence_parallel: bool) -> float:
+    """Cut a row (its flops per token already set) to one GPU of a TP group of `tp`; return
+    that GPU's share of the row's FLOPs per token of its group."""
+    split = row.pop("_split")
+    n_gpu = row.pop("_n_gpu", None)
+    if tp == 1 or split is None:
+        return 1.0
+    if split == "column":
+        n_gpu = n_gpu if n_gpu is not None else row["n"] / tp
+        fraction = n_gpu / row["n"]
+        row["n"] = _number(n_gpu)
+        return fraction
+    if split == "row":
+        row["k"] = _number(row["k"] / tp)
+        return 1 / tp
+    if split == "heads":
+        row["uses_per_token"] = _number(row["uses_per_token"] / tp)
+        return 1 / tp
+    if sequence_parallel:  # replicated: each TP rank runs its own 1/t of the tokens
+        row["m"] = row["m"] / tp
+        return 1 / tp
+    return 1.0
 
 
 def model_gemms(
@@ -178,20 +273,22 @@ def model_gemms(
     tokens_per_sequence: float | None = None,
     beta: int = 2,
 ) -> list[dict]:
-    """The GEMM rows of a resolved scenario's values (see the module docstring), for micro
-    batches of `micro_batch` sequences (default the scenario's) of `tokens_per_sequence` token
-    slots (default seq_len), with intensity at `beta` bytes per element and `bound` against the
-    scenario's machine balance."""
+    """The GEMM rows of a resolved scenario's values (see the module docstring), per GPU of the
+    scenario's layout, for micro batches of `micro_batch` sequences (default the scenario's) of
+    `tokens_per_sequence` token slots (default seq_len), with intensity at `beta` bytes per
+    element and `bound` against the scenario's machine balance."""
     shape, source = scenario_shape(values)
+    layout = gemm_layout(values)
+    tp, cp = layout["tensor_parallel"], layout["context_parallel"]
     batch = micro_batch or values["micro_batch"]
     seq = float(tokens_per_sequence or values["seq_len"])
-    tokens = batch * seq
+    tokens = batch * seq / cp  # one GPU's rows: its 1/c of each sequence
     h = shape.hidden_size
     mtp = values.get("num_mtp_layers", 0)
     n_full = shape.num_full_attention_layers + mtp
     n_moe = shape.num_moe_layers + (mtp if shape.is_moe else 0)
     n_dense = shape.num_dense_layers + (0 if shape.is_moe else mtp)
-    rows = _attention_rows(shape, tokens, n_full)
+    rows = _attention_rows(shape, tokens, n_full, tp)
     if shape.num_linear_attention_layers and shape.linear_num_value_heads:  # widths known
         key_dim = shape.linear_num_key_heads * shape.linear_key_head_dim
         value_dim = shape.linear_num_value_heads * shape.linear_value_head_dim
@@ -204,8 +301,17 @@ def model_gemms(
                 h,
                 2 * key_dim + 2 * value_dim + 2 * shape.linear_num_value_heads,
                 n_lin,
+                split="column",
             ),
-            _row("linear_out", "linear attention out-projection", tokens, value_dim, h, n_lin),
+            _row(
+                "linear_out",
+                "linear attention out-projection",
+                tokens,
+                value_dim,
+                h,
+                n_lin,
+                split="row",
+            ),
         ]
     if n_dense and shape.intermediate_size:
         inter = shape.intermediate_size
@@ -217,19 +323,26 @@ def model_gemms(
                 h,
                 2 * inter,
                 n_dense,
+                split="column",
             ),
             _row(
-                "dense_down", "dense MLP down (intermediate -> hidden)", tokens, inter, h, n_dense
+                "dense_down",
+                "dense MLP down (intermediate -> hidden)",
+                tokens,
+                inter,
+                h,
+                n_dense,
+                split="row",
             ),
         ]
     if shape.is_moe and n_moe:
-        ep_size = default_ep_size(shape.num_experts, values["num_gpus"])
+        ep_size = layout["expert_parallel"]
         expert_m = float(
             moe.expert_rows.subs(
                 {
                     moe.ep: ep_size,
                     b_micro: batch,
-                    S: seq,
+                    S: seq / cp,
                     k_top: shape.experts_per_token,
                     E: shape.num_experts,
                 }
@@ -238,7 +351,15 @@ def model_gemms(
         inter, k = shape.moe_intermediate_size, shape.experts_per_token
         where = f"{source}; rows of an EP group of {ep_size}"
         rows += [
-            _row("router", "router (hidden -> experts)", tokens, h, shape.num_experts, n_moe),
+            _row(
+                "router",
+                "router (hidden -> experts)",
+                tokens,
+                h,
+                shape.num_experts,
+                n_moe,
+                split="replicated",
+            ),
             _row(
                 "expert_gate_up",
                 "one routed expert, gate + up",
@@ -249,16 +370,34 @@ def model_gemms(
                 True,
                 k,
                 where,
+                split="column",
             ),
             _row(
-                "expert_down", "one routed expert, down", expert_m, inter, h, n_moe, True, k, where
+                "expert_down",
+                "one routed expert, down",
+                expert_m,
+                inter,
+                h,
+                n_moe,
+                True,
+                k,
+                where,
+                split="row",
             ),
         ]
         if shape.shared_expert_intermediate_size:
             shared = shape.shared_expert_intermediate_size
             rows += [
-                _row("shared_gate_up", "shared expert gate + up", tokens, h, 2 * shared, n_moe),
-                _row("shared_down", "shared expert down", tokens, shared, h, n_moe),
+                _row(
+                    "shared_gate_up",
+                    "shared expert gate + up",
+                    tokens,
+                    h,
+                    2 * shared,
+                    n_moe,
+                    split="column",
+                ),
+                _row("shared_down", "shared expert down", tokens, shared, h, n_moe, split="row"),
             ]
             if shape.shared_expert_gate:
                 rows.append(
@@ -269,6 +408,7 @@ def model_gemms(
                         h,
                         1,
                         n_moe,
+                        split="replicated",
                     )
                 )
     if mtp:
@@ -280,19 +420,34 @@ def model_gemms(
                 2 * h,
                 h,
                 mtp,
+                split="column",
             )
         )
-    rows.append(_row("lm_head", "lm_head (hidden -> vocab)", tokens, h, shape.vocab_size, 1 + mtp))
+    rows.append(
+        _row(
+            "lm_head",
+            "lm_head (hidden -> vocab)",
+            tokens,
+            h,
+            shape.vocab_size,
+            1 + mtp,
+            split="column",
+        )
+    )
     square = float(attention.SQUARE_FRACTION[values.get("attention_flops", "full")])
-    rows += _core_rows(shape, seq, n_full, square, source)
+    rows += _core_rows(shape, seq, cp, n_full, square, source)
     balance = values["peak_flops"] / values["hbm_bandwidth"]
     for row in rows:
         row["source"] = row["source"] or source
+        if note := row.pop("_note", None):
+            row["source"] += f"; {note}"
         share = row.pop("_share")
+        # the whole model's FLOPs per token, at the unsplit widths
         per_use = 2 * row["k"] * row["n"]
         if not row["weights"]:  # per token of the sequence: 2 s d per head, at the square share
             per_use = 2 * seq * row["k" if row["key"] == "attention_scores" else "n"] * share
         row["forward_flops_per_token"] = per_use * row["uses_per_token"] * row["layers"]
+        row["per_gpu_fraction"] = _split(row, tp, layout["sequence_parallel"])
         row["intensity"] = _intensity(row["m"], row["n"], row["k"], beta)
         # a weight GEMM's ceiling as the micro batch grows; the core does not grow with it
         row["intensity_limit"] = (
@@ -303,12 +458,13 @@ def model_gemms(
 
 
 def weight_flops_per_token(rows: list[dict]) -> float:
-    """Forward FLOPs per token of the weight GEMMs: 2N for the shape's N."""
+    """Forward FLOPs per token of the weight GEMMs: 2N for the shape's N (whatever the
+    layout)."""
     return sum(r["forward_flops_per_token"] for r in rows if r["weights"])
 
 
 def gemm_table(values: dict[str, Any]) -> dict[str, Any]:
-    """`costmodel gemms --format json`: the GPU, its machine balance and the rows."""
+    """`costmodel gemms --format json`: the GPU, its machine balance, the layout and the rows."""
     rows = model_gemms(values)
     return {
         "gpu": values["gpu"],
@@ -316,6 +472,7 @@ def gemm_table(values: dict[str, Any]) -> dict[str, Any]:
         "micro_batch": values["micro_batch"],
         "seq_len": values["seq_len"],
         "attention_flops": values["attention_flops"],
+        "layout": gemm_layout(values),
         "gemms": [
             {
                 key: row[key]
@@ -329,6 +486,7 @@ def gemm_table(values: dict[str, Any]) -> dict[str, Any]:
                     "weights",
                     "uses_per_token",
                     "forward_flops_per_token",
+                    "per_gpu_fraction",
                     "intensity",
                     "intensity_limit",
                     "bound",

@@ -1,13 +1,36 @@
-"""Accelerator figures: dense BF16 peak (no sparsity), HBM bandwidth and memory.
+"""Accelerator figures: dense BF16 peak (no sparsity), HBM bandwidth and memory, and the links.
 
 Collected in the project's reference notes (shared/reference/gpus.md) from the vendors'
 documents named in `source`. Dense figures only: the 2x "with sparsity" numbers that some
-tables show are a common error. Decimal units: 1 TB/s = 1e12 byte/s, 1 GB = 1e9 byte.
+tables show are a common error. Decimal units: 1 TB/s = 1e12 byte/s, 1 GB = 1e9 byte,
+1 Gb/s = 1e9 / 8 byte/s.
+
+Links, per GPU and one direction (what a collective's bus bandwidth is compared with, as
+NVIDIA's nccl-tests define it in doc/PERFORMANCE.md: "the speed of the hardware bottleneck:
+NVLink, PCI, QPI, or network"), in a second table, `_LINKS`, with its own sources:
+
+- `nvlink_bandwidth`: the GPU-to-GPU fabric inside a node. Datasheets give NVLink "both ways"
+  (e.g. 900 GB/s on H100 SXM: 18 links x 50 GB/s, 25 GB/s each way); one direction is half
+  of it. `nvlink_gpus` says how many GPUs one NVLink domain joins: 8 on an HGX/SXM board, 2 for
+  the H100 PCIe card's bridge (it pairs two cards), None where there is no NVLink (L40S).
+  MI300X: AMD's Infinity Fabric, 896 GB/s aggregate over 7 links to the 7 other GPUs.
+- `pcie_bandwidth`: the host interface, one direction, given only where it is the fallback for
+  GPUs that NVLink does not join (PCIe Gen4 x16: 64 GB/s both ways; Gen5 x16: 128 GB/s).
+- `network_bandwidth`: the network card per GPU, one direction, a DEFAULT and an assumption:
+  clusters differ, a team gives its own. One NIC per GPU at the speed NVIDIA's reference
+  systems pair with that generation: 400 Gb/s (50 GB/s; ConnectX-7) for Hopper and Blackwell
+  HGX (and, assumed alike, MI300X platforms), 200 Gb/s (25 GB/s; ConnectX-6 HDR) for Ampere
+  and for L40S (PCIe) servers. DeepSeek-V3's report (arXiv:2412.19437, its section on
+  cross-node all-to-all) quotes 50 GB/s InfiniBand and 160 GB/s achievable NVLink per H800 GPU:
+  what a kernel gets is below these peaks.
+
+`GPU.intra_node_bandwidth(gpus)` is the one-direction bandwidth per GPU of a collective among
+`gpus` GPUs of one node: NVLink when one NVLink domain holds them, else PCIe.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -18,11 +41,24 @@ class GPU:
     memory_bytes: float
     hbm_bandwidth: float  # byte/s
     source: str
+    # Links, one direction, byte/s (filled from _LINKS below)
+    nvlink_bandwidth: float | None = None  # GPU-to-GPU fabric in a node; half the datasheet's
+    nvlink_gpus: int | None = None  # GPUs one NVLink domain joins (8: HGX board, 2: a bridge)
+    pcie_bandwidth: float | None = None  # host interface; only where it is the fallback
+    network_bandwidth: float | None = None  # NIC per GPU: a default, an assumption
+    link_source: str = ""
 
     @property
     def balance(self) -> float:
         """Machine balance: FLOP per byte of HBM traffic at the BF16 peak."""
         return self.bf16_flops / self.hbm_bandwidth
+
+    def intra_node_bandwidth(self, gpus: int = 8) -> float | None:
+        """One-direction bandwidth per GPU of a collective among `gpus` GPUs of one node:
+        NVLink when one NVLink domain holds them all, else PCIe (None if neither is known)."""
+        if self.nvlink_bandwidth and self.nvlink_gpus and gpus <= self.nvlink_gpus:
+            return self.nvlink_bandwidth
+        return self.pcie_bandwidth
 
 
 _T = 1e12
@@ -58,6 +94,74 @@ GPUS: dict[str, GPU] = {
         GPU("MI300X", 1307 * _T, 2615 * _T, 192 * _G, 5.3 * _T, "AMD Instinct MI300X data sheet"),
     ]
 }
+
+
+_GBIT = 1e9 / 8  # byte/s per Gb/s
+
+
+def _links(nvlink_both_ways, nvlink_gpus, nic_gbit, source, pcie_both_ways=None) -> dict:
+    """One row of the link table: datasheet figures in, one-direction byte/s out."""
+    return {
+        "nvlink_bandwidth": nvlink_both_ways / 2 if nvlink_both_ways else None,
+        "nvlink_gpus": nvlink_gpus,
+        "pcie_bandwidth": pcie_both_ways / 2 if pcie_both_ways else None,
+        "network_bandwidth": nic_gbit * _GBIT,
+        "link_source": source,
+    }
+
+
+_NIC = "network: one NIC per GPU, {} Gb/s, assumed (clusters differ)"
+_LINKS: dict[str, dict] = {
+    "H20": _links(
+        900 * _G, 8, 400, "NVIDIA H20 product brief (NVLink 900 GB/s); " + _NIC.format(400)
+    ),
+    "H100-SXM": _links(
+        900 * _G, 8, 400, "NVIDIA H100 datasheet (NVLink 900 GB/s); " + _NIC.format(400)
+    ),
+    "H100-PCIe": _links(
+        600 * _G,
+        2,
+        400,
+        "NVIDIA H100 datasheet (NVLink bridge 600 GB/s, pairs two cards; PCIe Gen5 128 GB/s); "
+        + _NIC.format(400),
+        pcie_both_ways=128 * _G,
+    ),
+    "H800": _links(
+        400 * _G,
+        8,
+        400,
+        "NVLink 400 GB/s (secondary sources; DeepSeek-V3 report arXiv:2412.19437 measures "
+        "160 GB/s achievable, 50 GB/s InfiniBand); " + _NIC.format(400),
+    ),
+    "H200": _links(
+        900 * _G, 8, 400, "NVIDIA H200 datasheet (NVLink 900 GB/s); " + _NIC.format(400)
+    ),
+    "A100-40GB": _links(
+        600 * _G, 8, 200, "NVIDIA A100 datasheet (NVLink 600 GB/s); " + _NIC.format(200)
+    ),
+    "A100-80GB": _links(
+        600 * _G, 8, 200, "NVIDIA A100 datasheet (NVLink 600 GB/s); " + _NIC.format(200)
+    ),
+    "A800": _links(400 * _G, 8, 200, "NVLink 400 GB/s (secondary sources); " + _NIC.format(200)),
+    "B200": _links(
+        1800 * _G, 8, 400, "NVIDIA HGX B200 datasheet (NVLink 1.8 TB/s); " + _NIC.format(400)
+    ),
+    "L40S": _links(
+        None,
+        None,
+        200,
+        "NVIDIA L40S datasheet (no NVLink; PCIe Gen4 x16 64 GB/s); " + _NIC.format(200),
+        pcie_both_ways=64 * _G,
+    ),
+    "MI300X": _links(
+        896 * _G,
+        8,
+        400,
+        "AMD Instinct MI300X data sheet (Infinity Fabric 896 GB/s aggregate, 7 links); "
+        + _NIC.format(400),
+    ),
+}
+GPUS = {name: replace(gpu, **_LINKS[name]) for name, gpu in GPUS.items()}
 
 
 def _norm(name: str) -> str:

@@ -48,6 +48,8 @@ class Field:
     #: account finite and every notebook runnable; the README's scenario table states them.
     minimum: float | None = None
     maximum: float | None = None
+    #: The only integers a `count` accepts, when they are a set rather than a range.
+    values: tuple[int, ...] = ()
 
 
 FIELDS: dict[str, Field] = {
@@ -131,6 +133,67 @@ FIELDS: dict[str, Field] = {
     "count_mtp": Field(
         "flag", "count the config's multi-token-prediction layers in N (needs model)"
     ),
+    # The parallel layout (data_parallel is derived: num_gpus / (TP x PP x CP))
+    "tensor_parallel": Field("count", "tensor-parallel size (divides the heads)", maximum=10**4),
+    "pipeline_parallel": Field(
+        "count",
+        "pipeline-parallel stages (at most num_layers; the most loaded stage counts)",
+        maximum=10**4,
+    ),
+    "context_parallel": Field(
+        "count", "context-parallel size (splits the sequence)", maximum=10**4
+    ),
+    "expert_parallel": Field(
+        "count",
+        "expert-parallel size (divides the experts and DP; 1 for a dense model)",
+        maximum=10**6,
+    ),
+    "sequence_parallel": Field("flag", "sequence parallelism with TP (norms and residuals split)"),
+    "gpus_per_node": Field(
+        "count", "GPUs per node (TP and EP inside a node are fast)", maximum=10**3
+    ),
+    "zero_stage": Field(
+        "count0",
+        "ZeRO stage: 0 (replicated), 1 (optimizer sharded: the distributed optimizer), 2 "
+        "(+ gradients), 3 (+ weights)",
+        maximum=3,
+    ),
+    "grad_bytes": Field(
+        "count", "bytes per gradient element: 4 (fp32 main gradients) or 2", values=(2, 4)
+    ),
+    # Values the course assumed, each a key (null: the course's value, labelled as such)
+    "communication_share": Field(
+        "fraction",
+        "measured share of the step spent in communication not hidden by compute (null: the "
+        "layout's estimate, an upper bound, with the course's 'under 3%' beside it)",
+        nullable=True,
+    ),
+    "training_hours": Field(
+        "positive", "wall time of the whole run, hours (the course's: 12)", maximum=10**6
+    ),
+    "ce_chunks": Field(
+        "count", "pieces of a chunked cross-entropy (the course's 15 GB -> 2 GB: 8)", maximum=10**6
+    ),
+    "attention_kernel_speedup": Field(
+        "positive",
+        "speedup of a faster attention kernel on the attention core (the course's guess: 1.5)",
+        minimum=1,
+        maximum=100,
+    ),
+    "intra_node_bandwidth": Field(
+        "positive",
+        "per-GPU bandwidth inside a node, one direction, byte/s (null: the GPU table's)",
+        nullable=True,
+        minimum=10**6,
+        maximum=10**15,
+    ),
+    "inter_node_bandwidth": Field(
+        "positive",
+        "per-GPU bandwidth across nodes, one direction, byte/s (null: the GPU table's default)",
+        nullable=True,
+        minimum=10**6,
+        maximum=10**15,
+    ),
 }
 
 ALLOWED = {
@@ -161,6 +224,10 @@ def allowed_text(key: str) -> str:
     text = ALLOWED[spec.kind]
     if spec.kind == "choice":
         text += " " + ", ".join(spec.choices)
+    if spec.values:
+        return (", ".join(map(str, spec.values[:-1])) + " or " + str(spec.values[-1])) + (
+            " or null" if spec.nullable else ""
+        )
     if spec.kind in ("count", "count0", "positive"):
         if spec.minimum is not None and spec.maximum is not None:
             low, high = limits(spec.minimum, spec.maximum)
@@ -228,6 +295,8 @@ def check_value(key: str, value: Any) -> Any:
             or (above and number <= low)
             or (spec.maximum is not None and number > spec.maximum)
         ):
+            raise _fail(key, number, allowed)
+        if spec.values and number not in spec.values:
             raise _fail(key, number, allowed)
         return number if spec.kind == "positive" else int(number)
     if spec.kind == "fraction":
@@ -600,6 +669,7 @@ def resolve(
     lengths = _lengths(values, sources)
     _derive(values, sources, lengths)
     _cross_check(values)
+    _layout(values, sources)
     return Scenario(values, sources, lengths)
 
 
@@ -676,3 +746,57 @@ def _cross_check(values: dict[str, Any]) -> None:
             f"experts_per_token: {values['experts_per_token']!r} is not allowed; expected 0 "
             f"exactly when num_experts is 0 (num_experts = {values['num_experts']!r})"
         )
+
+
+def _layout_error(key: str, value: Any, allowed: str) -> CostModelError:
+    return CostModelError(f"{key}: {shown(value)} is not allowed; expected {allowed}")
+
+
+def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """Check the parallel layout and derive data_parallel, the effective expert_parallel and
+    the micro batches per step: one line naming the keys when it does not divide.
+
+    expert_parallel the team did not set is the course's 8, brought down to the largest size
+    that divides the experts and DP (source `derived`); one the team set must divide them.
+    A dense model has EP = 1."""
+    tp, pp, cp = (values[k] for k in ("tensor_parallel", "pipeline_parallel", "context_parallel"))
+    gpus = values["num_gpus"]
+    if gpus % (tp * pp * cp):
+        raise _layout_error(
+            "num_gpus",
+            gpus,
+            f"a multiple of tensor_parallel x pipeline_parallel x context_parallel "
+            f"({tp} x {pp} x {cp} = {tp * pp * cp})",
+        )
+    dp = gpus // (tp * pp * cp)
+    values["data_parallel"] = dp
+    sources["data_parallel"] = "derived"
+    heads = values.get("num_heads")
+    if heads is not None and heads % tp:
+        raise _layout_error("tensor_parallel", tp, f"a divisor of num_heads ({heads})")
+    if pp > values["num_layers"]:  # an uneven split is allowed (as Megatron-LM's layouts)
+        raise _layout_error("pipeline_parallel", pp, f"at most num_layers ({values['num_layers']})")
+    if values["seq_len"] % cp:
+        raise _layout_error("context_parallel", cp, f"a divisor of seq_len ({values['seq_len']})")
+    if values["sequence_parallel"] and tp == 1 and sources.get("sequence_parallel") != "course":
+        raise _layout_error("sequence_parallel", True, "false when tensor_parallel is 1")
+    experts, ep = values["num_experts"], values["expert_parallel"]
+    team_ep = sources.get("expert_parallel") != "course"
+    if experts == 0:
+        if team_ep and ep != 1:
+            raise _layout_error("expert_parallel", ep, "1 for a dense model (num_experts = 0)")
+        values["expert_parallel"], sources["expert_parallel"] = 1, "derived"
+    elif team_ep:
+        if experts % ep or dp % ep:  # the EP ranks are data-parallel ranks
+            raise _layout_error(
+                "expert_parallel",
+                ep,
+                f"a divisor of num_experts ({experts}) and of data_parallel ({dp})",
+            )
+    else:
+        fitted = max(d for d in range(1, ep + 1) if experts % d == 0 and dp % d == 0)
+        if fitted != ep:
+            values["expert_parallel"], sources["expert_parallel"] = fitted, "derived"
+    per_rank = values["samples_per_step"] / (dp * values["micro_batch"])
+    values["micro_batches_per_step"] = per_rank
+    sources["micro_batches_per_step"] = "derived"

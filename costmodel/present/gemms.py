@@ -1,4 +1,5 @@
-"""`costmodel gemms` as text or JSON: the model's GEMMs per micro batch on the scenario's GPU."""
+"""`costmodel gemms` as text or JSON: the model's GEMMs per micro batch, per GPU of the
+scenario's layout (TP, CP, EP), on the scenario's GPU."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ def render_gemms(table: dict[str, Any], fmt: str = "text") -> str:
     if fmt == "json":
         return json.dumps(table, indent=2, allow_nan=False) + "\n"
     rows = table["gemms"]
+    lay = table.get("layout") or {}
+    tp, cp = lay.get("tensor_parallel", 1), lay.get("context_parallel", 1)
+    ep, sp = lay.get("expert_parallel", 1), lay.get("sequence_parallel", False)
+    split = any(r.get("per_gpu_fraction", 1) != 1 for r in rows)  # a column only under TP
     header = ("GEMM", "m", "k", "n", "layers", "fwd FLOP/token", "FLOP/byte", "bound")
+    if split:
+        header = (*header[:6], "GPU share", *header[6:])
     body = [
         (
             r["name"] + ("" if r["weights"] else " [no weights]"),
@@ -21,6 +28,7 @@ def render_gemms(table: dict[str, Any], fmt: str = "text") -> str:
             num(r["n"]),
             str(r["layers"]) + (f" x {r['uses_per_token']}" if r["uses_per_token"] != 1 else ""),
             sci(r["forward_flops_per_token"]),
+            *([_share(r["per_gpu_fraction"])] if split else []),
             f"{r['intensity']:,.1f}",
             r["bound"],
         )
@@ -29,9 +37,11 @@ def render_gemms(table: dict[str, Any], fmt: str = "text") -> str:
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     weight_sum = sum(r["forward_flops_per_token"] for r in rows if r["weights"])
     sources = sorted({part for r in rows for part in r["source"].split("; ")})
+    layout = f"TP {tp}, CP {cp}, EP {ep}" + (", SP" if sp else "")
     out = [
-        f"GEMMs per micro batch of {table['micro_batch']} x {num(table['seq_len'])} tokens on "
-        f"{table['gpu']} (machine balance {table['machine_balance']:,.1f} FLOP/byte, BF16)",
+        f"GEMMs per micro batch of {table['micro_batch']} x {num(table['seq_len'])} tokens, "
+        f"per GPU: {layout}, on {table['gpu']} "
+        f"(machine balance {table['machine_balance']:,.1f} FLOP/byte, BF16)",
         "",
         "  ".join(
             h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths))
@@ -47,7 +57,15 @@ def render_gemms(table: dict[str, Any], fmt: str = "text") -> str:
         "",
         f"weight GEMMs: {sci(weight_sum)} forward FLOPs per token = 2N, N = {num(weight_sum / 2)}",
         "layers x k: a routed expert runs k times per token (top-k); the attention core rows "
-        f"are one head (x heads per layer), at the {table['attention_flops']} square",
+        f"are one head (x heads per GPU per layer), at the {table['attention_flops']} square",
+        "m, k, n and FLOP/byte are one GPU's; fwd FLOP/token is the whole model's"
+        + (", of which one GPU runs the GPU share for each of its tokens" if split else ""),
         "shapes from: " + "; ".join(sources),
     ]
     return "\n".join(out) + "\n"
+
+
+def _share(fraction: float) -> str:
+    """1/t as "1/4"; other shares (replicated KV heads) as a decimal."""
+    inverse = 1 / fraction
+    return f"1/{round(inverse)}" if abs(inverse - round(inverse)) < 1e-9 else f"{fraction:.3g}"

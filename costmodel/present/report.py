@@ -213,6 +213,75 @@ def _lengths_section(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, 
     ]
 
 
+def _gb(x: float) -> str:
+    return f"{x / 1e9:,.1f} GB"
+
+
+def _team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """Layout, memory, communication and the ranked levers (issue 11)."""
+    par, mem, comm = a["parallel"], a["memory"], a["communication"]
+    course = {k for k, v in a["assumptions"].items() if v["source"] == "course"}
+    layout = [
+        (
+            "TP x PP x CP x DP",
+            f"{par['tp']} x {par['pp']} x {par['cp']} x {par['dp']}",
+            f"EP {par['ep']}" + (", sequence parallel" if par["sp"] else ""),
+        ),
+        ("micro batches per step", f"{par['micro_batches']:g}", "per pipeline"),
+        ("pipeline bubble", _pct(par["pipeline_bubble"]), "(p - 1) / (m + p - 1)"),
+    ]
+    memory_rows = [
+        (key, _gb(mem[key]), note)
+        for key, note in (
+            ("weights", ""),
+            ("gradients", ""),
+            ("optimizer", ""),
+            ("activations", f"recompute {mem['recompute']}, {mem['in_flight']} in flight"),
+            ("logits", "BF16"),
+            ("total", f"of {_gb(mem['capacity'])}: " + ("fits" if mem["fits"] else "does NOT fit")),
+        )
+    ] + [("not counted", "", "FP8 activations, fused MoE permute, partial recompute, offload")]
+    comm_rows = [
+        (c["name"], _seconds(c["seconds"]), f"{_gb(c['bytes_per_gpu'])} per GPU, {c['placement']}")
+        for c in comm["collectives"]
+    ] + [
+        (
+            "total (upper bound: no overlap)",
+            _seconds(comm["seconds"]),
+            f"estimated share {_pct(comm['estimated_share'])}; used {_pct(comm['share_used'])} "
+            f"({comm['basis']})",
+        )
+    ]
+    advice_rows = [
+        (
+            x["lever"],
+            f"{x['speedup']:.3f}x",
+            ("" if x["feasible"] else "not feasible; ")
+            + x["note"]
+            + (
+                f" [course: {', '.join(k for k in x['rests_on'] if k in course)}]"
+                if any(k in course for k in x["rests_on"])
+                else ""
+            ),
+        )
+        for x in a["advice"]
+    ]
+    comb = a["advice_combined"]
+    advice_rows.append(
+        (
+            "combined",
+            f"{comb['speedup']:.3f}x",
+            f"step {_seconds(comb['step_time'])}: {', '.join(comb['levers'])}",
+        )
+    )
+    return [
+        ("Parallel layout", layout),
+        ("Memory of the most loaded GPU", memory_rows),
+        ("Communication per step", comm_rows),
+        ("Levers ranked for this run", advice_rows),
+    ]
+
+
 def render(a: dict[str, Any], fmt: str = "text") -> str:
     if fmt == "json":
         check_finite(a)  # strict JSON: never Infinity or NaN (account() refuses them already)
@@ -221,13 +290,13 @@ def render(a: dict[str, Any], fmt: str = "text") -> str:
     out: list[str] = []
     if fmt == "markdown":
         out.append(f"# {title}\n")
-        for name, rows in sections(a):
+        for name, rows in sections(a) + _team_sections(a):
             out += [f"## {name}\n", "| quantity | value | note |", "|---|---:|---|"]
             out += [f"| {q} | {v} | {n} |" for q, v, n in rows]
             out.append("")
         return "\n".join(out)
     out += [title, "=" * len(title)]
-    for name, rows in sections(a):
+    for name, rows in sections(a) + _team_sections(a):
         out += ["", name, "-" * len(name)]
         width = max(len(q) for q, _, _ in rows)
         vwidth = max(len(v) for _, v, _ in rows)

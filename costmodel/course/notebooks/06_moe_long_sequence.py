@@ -30,11 +30,11 @@ overrides = {}  # 单个键的覆盖，例如 {"micro_batch": 2}
 import numpy as np
 import sympy as sp
 
-from costmodel.evaluate import gemms, layouts, router
+from costmodel.evaluate import gemms, router
 from costmodel.present import display as d
 from costmodel.derive import moe, roofline
 from costmodel.inputs import hardware
-from costmodel.derive.symbols import bytes_per_element, h, k_dim, k_top, m, n
+from costmodel.derive.symbols import S, bytes_per_element, h, k_dim, k_top, m, n
 
 sc, acc = d.load(scenario_file, overrides)
 balance = acc["machine_balance"]
@@ -65,8 +65,9 @@ d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，机
 # - **稠密 FFN 宽度**（`intermediate_size`）：`dense_down` 一行的 k，只有模型含稠密 FFN 层时才有；
 # - **共享专家宽度**：`shared_down` 一行的 k，只有模型含共享专家时才有；
 # - **每头宽度 head_dim**：注意力核心 QKᵀ（`attention_scores`）一行的 k，即 QKᵀ 的累加维；
-# - **EP 大小**（一层的专家分布在多少张卡上）场景里没有，是**有名字的假设**：课程的配置是 EP = 8，
-#   这里取不超过 8、同时整除专家数和 GPU 数的最大值；GEMM 表按同一个 EP 算一个专家 GEMM 的行数。
+# - **EP 大小**（一层的专家分布在多少张卡上）是场景的键 `expert_parallel`：团队给了就用团队的；没给时
+#   用课程的 8（若 8 不能同时整除专家数和数据并行的卡数，取能整除的最大值），下表写明是哪一种。GEMM 表按
+#   同一个 EP 算一个专家 GEMM 的行数，按场景的 TP、CP 切出每张卡上的形状（`costmodel gemms` 列出同一张表）。
 
 # %%
 SAMPLE_TOKENS = 8192  # tokens routed in the load-imbalance simulation
@@ -122,7 +123,11 @@ if "dense_down" in g:
     rows.append(("稠密 FFN 宽度", d.num(g["dense_down"]["k"]),
                  f"dense_down 的 k（{g['dense_down']['layers']} 层）", shape_source(g["dense_down"])))
 if is_moe:
-    ep_size = layouts.default_ep_size(sc["num_experts"], sc["num_gpus"])
+    ep_size = sc["expert_parallel"]
+    ep_source = {"course": "课程的假设 8；设置 `expert_parallel` 可改为你的实际值",
+                 "derived": "课程的 8 不能同时整除专家数与数据并行的卡数，取能整除的最大值；"
+                            "设置 `expert_parallel` 可改为你的实际值"}.get(sc.sources["expert_parallel"],
+                                                                          "场景给定")
     w_expert = g["expert_down"]["k"]
     moe_layers = g["expert_down"]["layers"]
     rows.append(("专家宽度", d.num(w_expert), "expert_down 的 k", shape_source(g["expert_down"])))
@@ -132,7 +137,7 @@ if is_moe:
     if ref_kind == "hypothetical":
         rows.append(("对照用的稠密 FFN 宽度", d.num(ref_down["k"]),
                      "假想：取专家宽度（模型既没有稠密 FFN 层，也没有共享专家）", "—"))
-    rows += [("EP 大小", str(ep_size), "不超过课程的 8，且整除专家数与 GPU 数（假设）", "—"),
+    rows += [("EP 大小", str(ep_size), "expert_parallel", ep_source),
              ("MoE 层数", str(moe_layers), "expert_down 的 layers"
               + ("（含计入的 MTP 层）" if sc["num_mtp_layers"] else ""), shape_source(g["expert_down"]))]
 rows.append(("每头宽度 head_dim", d.num(head_dim), "attention_scores 的 k", shape_source(g["attention_scores"])))
@@ -146,7 +151,8 @@ d.table(rows, ["量", "取值", "取自 GEMM 表", "形状来源"], "本节用�
 # 路由器让每个 token 去 k 个专家（共 E 个）。从整步看，一个专家平均分到 D·k/E 个 token，
 # 这是课程的算法。但矩阵乘不是按整步执行的，而是按 micro batch、逐层执行：一个 micro batch 有
 # b 条长度为 S 的序列；在 EP 组内，all-to-all 把 e_p 张卡上属于同一个专家的 token 汇集起来，
-# 所以一个专家的一次 GEMM 有 e_p·b·S·k/E 行，而稠密 FFN 在一张卡上有 b·S 行。
+# 所以一个专家的一次 GEMM 有 e_p·b·S·k/E 行，而稠密 FFN 在一张卡上有 b·S 行。有上下文并行（CP = c）时，
+# 每张卡只拿每条序列的 S/c 个 token，两式里的 S 都换成 S/c。
 
 # %%
 d.eq(r"\frac{\text{tokens}}{\text{expert}}\Big|_{\text{step}}", moe.tokens_per_expert_step)
@@ -160,19 +166,22 @@ def rows_text(x):
     return d.num(x) if x >= 100 else d.num(x, 2)
 
 
+cp = sc["context_parallel"]
+local = {**sc.substitutions(), S: sc["seq_len"] / cp}  # CP: each GPU holds S / c of a sequence
 m_dense = tokens
-assert m_dense == float(moe.dense_rows.subs(sc.substitutions()))
+assert m_dense == float(moe.dense_rows.subs(local))
 if is_moe:
     subs = {**sc.substitutions(), moe.ep: ep_size}
     step_view = float(moe.tokens_per_expert_step.subs(subs))
     m_expert = g["expert_gate_up"]["m"]
-    assert abs(m_expert - float(moe.expert_rows.subs(subs))) <= 1e-9 * m_expert  # e_p b S k / E
+    rows_expert = float(moe.expert_rows.subs({**local, moe.ep: ep_size}))
+    assert abs(m_expert - rows_expert) <= 1e-9 * m_expert  # e_p b (S / c) k / E
     only = "只有" if m_expert < m_dense else "是"  # e_p k / E can exceed 1
     d.md(f"本场景：整步看每个专家平均 {rows_text(step_view)} 个 token（整步共 {d.count(sc['tokens_per_step'])} 个）；"
-         f"按一次 GEMM 看，一个 micro batch 的 b·S = {rows_text(m_dense)} 行在一张卡上全部进入{ref_label}，"
+         f"按一次 GEMM 看，一个 micro batch 的 b·S{'/c' if cp > 1 else ''} = {rows_text(m_dense)} 行在一张卡上全部进入{ref_label}，"
          f"一个专家有 {rows_text(m_expert)} 行，{only}前者的 {d.pct(m_expert / m_dense, 1)}。")
 else:
-    d.md(f"本场景是稠密模型，没有专家：FFN 的一次 GEMM 有 b·S = {d.num(m_dense)} 行。")
+    d.md(f"本场景是稠密模型，没有专家：FFN 的一次 GEMM 有 b·S{'/c' if cp > 1 else ''} = {d.num(m_dense)} 行。")
 
 # %% [markdown]
 # 矩阵乘 (M × K)(K × N) 读两个输入、写一个输出，运算强度（每字节 HBM 流量做多少 FLOPs）是
@@ -256,15 +265,22 @@ if is_moe:
 # %%
 d.eq(r"\text{bytes}_{\text{one way}}", moe.permute_bytes)
 if is_moe:
-    tokens_per_gpu = sc["tokens_per_step"] / sc["num_gpus"]
+    # one GPU: its DP rank's share of the step's tokens, S / c of each sequence (CP), 1 / t with
+    # sequence parallelism; the MoE layers of its pipeline stage (the larger share if uneven)
+    tp, pp = sc["tensor_parallel"], sc["pipeline_parallel"]
+    split_tp = tp if sc["sequence_parallel"] else 1
+    tokens_per_gpu = sc["tokens_per_step"] / (sc["data_parallel"] * cp * split_tp)
+    layers_here = -(-moe_layers // pp)
     per_way = float(moe.permute_bytes.subs({moe.tokens: tokens_per_gpu, h: hidden,
                                             bytes_per_element: 2, k_top: sc["experts_per_token"]}))
-    movements = 2 * 2 * moe_layers  # (permute + unpermute) x (forward + backward) x MoE layers
+    movements = 2 * 2 * layers_here  # (permute + unpermute) x (forward + backward) x MoE layers
     total = per_way * movements
     seconds = total / sc["hbm_bandwidth"]
-    d.table([("每卡每步的真实 token", d.num(tokens_per_gpu), "D / GPU 数"),
+    d.table([("每卡每步的真实 token", d.num(tokens_per_gpu),
+              "D / (DP × CP" + (" × TP，序列并行" if split_tp > 1 else "") + f") = D / {d.num(sc['tokens_per_step'] / tokens_per_gpu)}"),
              ("每层每个方向", d.gb(per_way, 2), "tokens × hidden × 2 字节 × k"),
-             ("每步搬运次数", str(movements), f"(permute + unpermute) × (前向 + 反向) × {moe_layers} 层"),
+             ("每步搬运次数", str(movements), f"(permute + unpermute) × (前向 + 反向) × {layers_here} 层"
+              + (f"（PP = {pp}：一段上最多的 MoE 层数）" if pp > 1 else "")),
              ("每卡每步合计", d.gb(total, 1), ""),
              ("按 HBM 峰值带宽的耗时", f"{seconds:.3f} s", f"{d.num(sc['hbm_bandwidth'] / 1e12, 2)} TB/s"),
              ("占单步耗时", d.pct(seconds / sc["step_time"], 3), f"单步 {d.num(sc['step_time'], 1)} s")],
@@ -322,7 +338,7 @@ elif is_moe and ep_size > 1:
          "多出多少，MoE 层就慢多少。")
 elif is_moe:
     runs = []
-    d.md("按上面的假设 EP 大小为 1：所有专家都在同一张卡上，不存在卡间的 straggler。")
+    d.md(f"本场景 EP 大小为 1（{ep_source}）：所有专家都在同一张卡上，不存在卡间的 straggler。")
 else:
     runs = []
     d.md("稠密模型没有路由器，也就没有专家间的负载不均。")

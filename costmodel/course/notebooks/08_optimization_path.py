@@ -19,7 +19,9 @@
 # 知道了 MFU 低在哪里，下一步是排优先级。课程按“收益 / 代价”给出六个杠杆：packing、
 # 用 fused/chunked 交叉熵腾出显存换掉 full recompute、加大 micro batch、上下文并行（CP）、
 # 更好的注意力 kernel、通信重叠。本节给每个杠杆一个按场景算出的预期提速；算不出来的部分写成
-# 带出处的**命名假设**，而不是悄悄塞进数字里。最后回答一个常被答错的问题：这些收益能不能相乘。
+# 带出处的**命名假设**，而不是悄悄塞进数字里。课程假设的值如今都是场景的键（下表标明每个值来自场景、
+# 课程还是由别的键推出），团队可以换成自己的实测值。讲完六个杠杆，再看**本次运行**：显存放不放得下、
+# 通信占多少、按提速排好的杠杆先做哪个。最后回答一个常被答错的问题：这些收益能不能相乘。
 
 # %% tags=["parameters"]
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
@@ -28,8 +30,7 @@ overrides = {}  # 单个键的覆盖，例如 {"recompute": "selective"}
 # %%
 import sympy as sp
 
-from costmodel.evaluate import layouts
-from costmodel.evaluate import gemms
+from costmodel.evaluate import gemms, layouts, run
 from costmodel.inputs import assumptions
 from costmodel.present import display as d
 from costmodel.derive import attention, levers, memory, recompute, roofline
@@ -40,11 +41,42 @@ sc, acc = d.load(scenario_file, overrides)
 proj = acc["projections"]
 gpu = hardware.GPUS[sc["gpu"]]
 moe = sc["num_experts"] > 0
-d.md(f"场景：**{d.text(sc['name'])}**：{sc['num_gpus']} × {sc['gpu']}，每步 {d.num(sc['step_time'], 1)} 秒，"
-     f"MFU {d.pct(acc['mfu'])}，recompute = `{sc['recompute']}`，micro batch = {sc['micro_batch']}，"
-     + ("MoE 模型。" if moe else "稠密模型（没有专家并行）。"))
-d.table([[name, str(a.value), a.source] for name, a in assumptions.ASSUMPTIONS.items()],
-        ["assumption", "value", "source"], "Named assumptions of this notebook (not scenario keys)")
+par = acc["parallel"]
+source = {key: a["source"] for key, a in acc["assumptions"].items()}
+
+
+def origin(key):
+    """Where the value of `key` comes from, with the key to set when it is the course's."""
+    if source.get(key) == "course":
+        return f"按课程假设；设置 `{key}` 可改为你的实际值"
+    if source.get(key) == "derived":
+        return f"由其他键推出；设置 `{key}` 可直接给定"
+    return f"场景的 `{key}`"
+
+
+def keys(names):
+    """Names as code, joined for prose: `a`、`b`."""
+    return "、".join(f"`{name}`" for name in names)
+
+
+def shown(key, value):
+    if value is None:
+        return "null (GPU table)" if key.endswith("bandwidth") else "null"
+    if key.endswith("bandwidth"):
+        return f"{value / 1e9:,.0f} GB/s"
+    return d.pct(value) if key == "communication_share" else str(value)
+
+
+d.md(f"场景：**{d.text(sc['name'])}**：{sc['num_gpus']} × {sc['gpu']}（TP {par['tp']} × PP {par['pp']} × "
+     f"CP {par['cp']} × DP {par['dp']}，EP {par['ep']}），每步 {d.num(sc['step_time'], 1)} 秒，"
+     f"MFU {d.pct(acc['mfu'])}，recompute = `{sc['recompute']}`，attention kernel = `{sc['attention_kernel']}`，"
+     f"micro batch = {sc['micro_batch']}，" + ("MoE 模型。" if moe else "稠密模型（没有专家并行）。"))
+low, high = assumptions.assumed("micro_batch_speedup")
+d.table([[key, shown(key, a["value"]), a["source"]] for key, a in acc["assumptions"].items()]
+        + [["micro_batch_speedup (not a key)", f"{d.times(low)}-{d.times(high)}", "course"]],
+        ["key", "value", "source"],
+        "Values the course assumed, now scenario keys: scenario = the team gave it, course = the "
+        "course's assumption (set the key to replace it), derived = computed from other keys")
 
 # %% [markdown]
 # ## 两种收益
@@ -101,7 +133,7 @@ bf16 = 2
 logits = acc["logits_bytes"]
 d.eq(r"\text{logits}", memory.logits_bytes, d.gb(logits))
 d.eq(r"\text{logits}_{\text{chunked}}", memory.chunked_logits_bytes)
-chunks = assumptions.assumed("ce_chunks")
+chunks = sc["ce_chunks"]
 values = {S: sc["seq_len"], V: sc["vocab_size"], b_micro: sc["micro_batch"], bytes_per_element: bf16}
 rows = []
 for c in (1, 2, 4, chunks, 2 * chunks):
@@ -112,7 +144,7 @@ d.table(rows, ["chunks c", "logits kept", "freed", "kept / GPU memory"],
         f"{sc['gpu']} has {d.gb(gpu.memory_bytes, 0)}")
 kept_assumed = logits / chunks
 d.md(f"本场景一个 micro batch 的 logits 是 **{d.gb(logits)}**（{sc['gpu']} 显存的 "
-     f"{d.pct(logits / gpu.memory_bytes, 1)}）；按假设分 {chunks} 块，峰值降到 {d.gb(kept_assumed)}，"
+     f"{d.pct(logits / gpu.memory_bytes, 1)}）；分 {chunks} 块（{origin('ce_chunks')}），峰值降到 {d.gb(kept_assumed)}，"
      f"腾出 **{d.gb(logits - kept_assumed)}**。课程写的是“约 15 GB 压到约 2 GB”：那对应的是"
      f"{'更小的词表（约 15 万）' if sc['vocab_size'] > 160_000 else '约 15 万的词表'}，"
      f"本场景按 `vocab_size` = {d.num(sc['vocab_size'])} 现算。"
@@ -127,9 +159,11 @@ d.eq(r"\frac{\text{factor}(\text{full})}{\text{factor}(\text{selective})}",
      sp.Mul(f_full, 1 / f_sel, evaluate=False), f_full / f_sel, d.times(float(f_full / f_sel)))
 if sc["recompute"] == "full":
     text = (f"本场景正在用 full recompute（系数 {d.num(proj['selective_recompute']['factor_now'], 3)}），"
-            f"换成 selective（假设重算前向的 {d.pct(sc['selective_recompute_fraction'], 0)}，系数 "
+            f"换成 selective（重算前向的 {d.pct(sc['selective_recompute_fraction'], 0)}，"
+            f"{origin('selective_recompute_fraction')}；系数 "
             f"{d.num(proj['selective_recompute']['factor_selective'], 3)}）提速 **{d.times(g_recompute)}**，"
-            f"每步 → {d.num(proj['selective_recompute']['step_time'], 1)} 秒。课程给出的是 1.21×。")
+            f"每步 → {d.num(proj['selective_recompute']['step_time'], 1)} 秒。课程给出的是 1.21×。"
+            "前提是显存放得下：下文“本次运行”一节按本场景的显存回答。")
 elif sc["recompute"] == "selective":
     text = ("本场景已经是 selective recompute，这个杠杆已经用过了（提速 "
             f"{d.times(g_recompute)}）；腾出的显存可以留给下面的 micro batch。")
@@ -182,9 +216,10 @@ capped_share = (sum(g["forward_flops_per_token"] for g in capped)
                 / gemms.weight_flops_per_token(weight_rows))
 listed = lambda rows: "、".join(d.text(g["name"], code=True) for g in rows)  # noqa: E731
 capped_list = "、".join(f"{d.text(g['name'], code=True)}（{fmt_ai(cap[g['key']])}）" for g in capped)
-lay1 = layouts.layouts(sc["num_gpus"], sc["samples_per_step"], sc["seq_len"], sc["num_experts"])[0]
-feasible = lay1.micro_batches(2 * b)
-low, high = assumptions.assumed("micro_batch_speedup")
+per_rank = sc["samples_per_step"] / par["dp"]  # samples of one DP rank per step
+feasible = float(per_rank / (2 * b)).is_integer()
+by_lever = {a["lever"]: a for a in acc["advice"]}
+mem_double = run.memory(sc.values, micro_batch=2 * b)
 roof = f"在 micro batch = {b} 时，"
 if pushable:
     crossed = next((size for size in sizes[1:]
@@ -212,37 +247,49 @@ if not pushable:
                 if below_core else "")
              + "，它们的强度与 micro batch 无关。"
              "所以这里的收益若有，来自别处（每次 kernel 启动做更多活、更少的固定开销），只能量。")
-d.md(roof + f" 课程给的区间是 {d.times(low)}–{d.times(high)}（命名假设，不是推导）。"
-     f"可行性：CP = 1 时每个 DP rank 分到 {d.num(lay1.samples_per_rank, 1)} 个样本，micro batch 从 {b} 到 "
+d.md(roof + f" 课程给的区间是 {d.times(low)}–{d.times(high)}（命名假设，不是推导）；按本场景 GEMM 的屋顶线算，"
+     f"micro batch 翻倍只让带权重的 GEMM 快 {d.times(by_lever['micro_batch']['speedup'], 3)}。"
+     f"可行性：DP = {par['dp']} 时每个 DP rank 每步分到 {d.count(per_rank)} 个样本，micro batch 从 {b} 到 "
      f"{2 * b} {'可以整除' if feasible else '不能整除，需先调整 global batch 或并行方式'}；"
-     f"logits 也随之翻倍到 {d.gb(2 * logits)}，这正是先做 ② 的原因。")
-g_micro = low if feasible else 1.0
+     f"logits 也随之翻倍到 {d.gb(2 * logits)}，这是课程先做 ② 的原因。按模型，micro batch = {2 * b} 时负载最重的卡要 "
+     f"{d.gb(mem_double['total'])}，{sc['gpu']} 有 {d.gb(mem_double['capacity'], 0)}："
+     + ("放得下。" if mem_double["fits"] else "放不下。"))
 
 # %% [markdown]
 # ## ④ 上下文并行（CP）的整除约束
 #
 # CP 把每条序列切到几张卡上，缓解长序列的显存压力，是结构性的改动，而不是一个提速系数。
-# 它有整除约束：没有 TP、PP 时 $DP = \text{GPUs} / CP$；global batch 要能平分到每个 DP rank；
+# 它有整除约束：$DP = \text{GPUs} / (TP \cdot PP \cdot CP)$（下表保留场景的 TP 和 PP，只改 CP）；
+# global batch 要能平分到每个 DP rank；
 # 负载均衡的 CP 把序列切成 $2 \cdot CP$ 段，序列长度要能整除；课程的设定里专家并行组取自 DP，
 # EP 要整除 DP，专家数也要能平分到 EP 个 rank 上。
 
 # %%
-ep = assumptions.assumed("expert_parallel")
-lays = layouts.layouts(sc["num_gpus"], sc["samples_per_step"], sc["seq_len"], sc["num_experts"])
+ep = sc["expert_parallel"]
+if not moe:
+    ep_text = "稠密模型，EP = 1"
+elif source.get("expert_parallel") == "derived":
+    ep_text = "课程的 EP 调整到能整除专家数和 DP 的最大值；设置 `expert_parallel` 可直接给定"
+else:
+    ep_text = origin("expert_parallel")
+groups = sc["num_gpus"] // (par["tp"] * par["pp"])  # GPUs / (TP x PP): what CP x DP share
+lays = layouts.layouts(groups, sc["samples_per_step"], sc["seq_len"], sc["num_experts"])
 yes = lambda ok: "yes" if ok else "no"
 d.table([[lay.cp, lay.dp, d.num(lay.samples_per_rank, 2), yes(lay.batch_divides), yes(lay.seq_divides),
           ", ".join(map(str, lay.expert_parallel)) if moe else "- (dense)",
           yes(lay.allows(ep)) if moe else "-"] for lay in lays],
         ["CP", "DP", "samples / DP rank", "batch divides", "seq_len / (2 CP)", "EP options",
-         f"EP = {ep} ok"], f"Context parallelism on {sc['num_gpus']} GPUs (no TP or PP)")
-pairs = layouts.valid_pairs(sc["num_gpus"], sc["samples_per_step"], sc["seq_len"], sc["num_experts"])
+         f"EP = {ep} ok"],
+        f"Context parallelism on {sc['num_gpus']} GPUs with TP {par['tp']} and PP {par['pp']} kept "
+        f"(CP x DP = {groups})")
+pairs = layouts.valid_pairs(groups, sc["samples_per_step"], sc["seq_len"], sc["num_experts"])
 usable_cp = sorted({cp for cp, _ in pairs})
 if moe:
     cps_with_ep = [lay.cp for lay in lays if lay.allows(ep)]
     two = next((lay for lay in lays if lay.cp == 2), None)
     text = (f"合法的 (CP, EP) 组合共 {len(pairs)} 个：{', '.join(f'({c}, {e})' for c, e in pairs)}。"
             if pairs else "没有一个 (CP, EP) 组合满足全部整除约束。")
-    text += (f"在 EP = {ep} 的假设下，能用的 CP 只有 {', '.join(map(str, cps_with_ep)) or '（没有）'}。")
+    text += (f"在 EP = {ep}（{ep_text}）下，能用的 CP 只有 {', '.join(map(str, cps_with_ep)) or '（没有）'}。")
     if two is not None:
         if two.allows(5):
             five = "在本场景可行。"
@@ -279,7 +326,7 @@ if sc.lengths is None:
     actual_label, actual_text = "mean length, B s_mean^2", f"实际均长 {d.count(sc['mean_tokens_per_sample'])}"
 else:
     actual_label, actual_text = "real lengths (lengths file)", "长度文件里的真实长度（Σs_i²）"
-k_att = assumptions.assumed("attention_kernel_speedup")
+k_att = sc["attention_kernel_speedup"]
 g_att = levers.amdahl(share_actual, k_att)
 d.table([[label, d.pct(f), d.times(levers.amdahl(f, k_att)), d.times(levers.amdahl_bound(f))]
          for label, f in ((actual_label + (", now (packed)" if packed else " (after packing)"),
@@ -288,7 +335,7 @@ d.table([[label, d.pct(f), d.times(levers.amdahl(f, k_att)), d.times(levers.amda
         ["attention share of FLOPs", "share f", f"kernel {d.times(k_att, 1)} faster", "bound 1/(1-f)"],
         f"Attention kernel: leverage = attention share ({att['convention']})")
 text = (f"按{actual_text}，注意力（{square}）占 **{d.pct(share_actual, 1)}**：kernel 快 "
-        f"{d.times(k_att, 1)}（假设）整步快 **{d.times(g_att)}**，"
+        f"{d.times(k_att, 1)}（{origin('attention_kernel_speedup')}）整步快 **{d.times(g_att)}**，"
         + (f"注意力完全免费也只到 {d.times(levers.amdahl_bound(share_actual))}。"
            if share_actual < 1 else "注意力在浮点精度下就是整步，它若完全免费，提速没有上限。")
         + "份额越大，这个杠杆越长；课程对自己的场景给出的是 32–73%（全方阵口径）。")
@@ -313,58 +360,330 @@ d.md(text)
 # %% [markdown]
 # ## ⑥ 通信重叠
 #
-# 能省的最多是暴露在外的通信时间。课程测得它不到一步的 3%（命名假设）。有意思的是，前面的
-# 相乘型杠杆把计算压短之后，通信的份额会变大：
+# 能省的最多是暴露在外的通信时间。课程测得它不到一步的 3%。本节用的份额是账里的 `share_used`：
+# 团队在场景里给了实测的 `communication_share` 就用实测值，否则用按并行布局估出的通信时间
+# （一个上界，下文“本次运行”一节细讲）。有意思的是，别的杠杆把计算压短之后，通信的份额会变大：
 
 # %%
-comm = assumptions.assumed("communication_share")
-g_comm_bound = levers.amdahl_bound(comm)
+comm = acc["communication"]
+comm_share = comm["share_used"]
+if comm["basis"] == "measured":
+    comm_basis = "团队实测，场景的 `communication_share`"
+else:
+    comm_basis = ("按并行布局的估计，是上界：没有任何重叠、链路跑满峰值；"
+                  "设置 `communication_share` 可改为你的实测值")
+overlap = by_lever["communication_overlap"]
+g_comm_bound = overlap["speedup"]  # 1 / (1 - exposed share): Amdahl's bound on what overlap saves
+exposed = 1 - 1 / g_comm_bound  # at most the step less the compute at the GPU's peak
+busy = acc["attention"]["actual"]["hfu_with_attention"]  # the step's share the compute needs at peak
 d.eq(r"f'", levers.share_after)
-multiplicative = [("packing", g_pack), ("selective\nrecompute", g_recompute),
-                  ("micro batch x2\n(assumed)", g_micro)]
-g_all = 1.0
-for _, g in multiplicative:
-    g_all *= g
-comm_after = levers.untouched_share_after(comm, g_all)
-d.md(f"通信份额 {d.pct(comm, 0)} 时，重叠最多提速 **{d.times(g_comm_bound, 3)}**。若前三个相乘型杠杆合计 "
-     f"{d.times(g_all)} 而通信不变，它的份额会升到 {d.pct(comm_after, 1)}：排到后面时它才值得做。")
+combined = acc["advice_combined"]
+others = [by_lever[name] for name in combined["levers"] if name != "communication_overlap"]
+g_others = 1.0
+for lever in others:
+    g_others *= lever["speedup"]
+comm_after = levers.untouched_share_after(exposed, g_others)
+comm_rank = [a["lever"] for a in acc["advice"]].index("communication_overlap") + 1
+text = f"通信份额 {d.pct(comm_share, 1)}（{comm_basis}）"
+if exposed < comm_share - 1e-9:
+    text += (f"。但 GPU 就算跑在峰值，算完这一步也要 {d.pct(busy, 1)} 的时间（含注意力的 HFU），所以暴露在外的通信"
+             f"最多 {d.pct(exposed, 1)}，其余的已经和计算重叠")
+text += f"：重叠最多提速 **{d.times(g_comm_bound, 3)}**。"
+if comm_share == 0:
+    text += ("暴露在外的通信为 0，重叠没有可省的，别的杠杆压短计算也不会让它变大。" if comm["basis"] == "measured"
+             else "本场景没有集合通信，这个杠杆不存在。")
+elif g_others > 1:
+    text += (f"若其余可行的杠杆（{keys([a['lever'] for a in others])}）合计 {d.times(g_others)} "
+             f"而暴露的通信不变，它的份额会升到 {d.pct(comm_after, 1)}，重叠的上限也随之升到 "
+             f"{d.times(levers.amdahl_bound(comm_after), 3)}。")
+else:
+    text += "本场景没有别的可行杠杆能压短计算，通信的份额不会因此变大。"
+text += f"在本次运行的杠杆排序里，通信重叠排第 {comm_rank}（共 {len(acc['advice'])} 个，见下文）。"
+d.md(text)
 
 # %% [markdown]
-# ## 排序，以及哪些收益能相乘
+# ## 课程的排序
 
 # %%
 valid_text = f"{len(pairs)} valid (CP, EP) pairs" if moe else f"CP in {usable_cp}"
+
+
+def star(key):
+    """A key as the tables show it: * when its value is the course's assumption."""
+    if source.get(key) == "course":
+        return key + "*"
+    return key + (" (estimate)" if key == "communication_share" and source.get(key) == "derived" else "")
+
+
 d.table([
     ["1", "packing", "multiplies", d.times(g_pack),
      "already packed" if packed else "computed: B S / D (if padding is real)"],
     ["2", "fused/chunked CE -> selective recompute", "multiplies", d.times(g_recompute),
      "computed: recompute factor ratio"],
     ["3", f"micro batch {b} -> {2 * b}", "multiplies",
-     f"{d.times(low)}–{d.times(high)}" if feasible else "not divisible", "assumption (course)"],
+     f"{d.times(low)}–{d.times(high)}" if feasible else "not divisible",
+     f"assumption (course); GEMM roofline: {d.times(by_lever['micro_batch']['speedup'], 3)}"],
     ["4", "context parallelism", "structural", "-", valid_text],
     ["5", "attention kernel", "share-bounded",
      f"{d.times(g_att)} (<= {d.times(levers.amdahl_bound(share_actual))})",
-     "share computed, kernel gain assumed"],
+     f"share computed, kernel gain {star('attention_kernel_speedup')}"],
     ["6", "communication overlap", "share-bounded", f"<= {d.times(g_comm_bound, 3)}",
-     "assumption (course)"],
-], ["rank", "lever", "kind", "projected speedup", "basis"], "The six levers, course order")
+     "measured share" if comm["basis"] == "measured" else "estimated share (upper bound)"],
+], ["rank", "lever", "kind", "projected speedup", "basis"],
+    "The six levers, course order (* the course's assumed value)")
+
+# %% [markdown]
+# ## 本次运行：放得下吗、通信多少、先做什么
+#
+# 上面按课程的顺序讲；一个团队要排的是自己这次运行的顺序。它取决于三件事：显存放不放得下
+# （recompute 和 micro batch 的杠杆都要显存）、通信占多少（重叠这个杠杆有多长）、每个杠杆按本场景算出的
+# 提速。账里三样都有：`acc["memory"]` 是负载最重的那张卡的显存，`acc["communication"]` 是一步里每个集合
+# 通信的字节和秒数，`acc["advice"]` 是按提速排好的杠杆。
+#
+# ### 显存
+#
+# 负载最重的那张卡（有流水线时是第一段或最后一段）上有：权重、梯度和优化器状态（按 ZeRO stage 在数据
+# 并行组里切分）；各层为反向保存的张量，乘以 1F1B 同时在途的 micro batch 数（full recompute 只存每层的
+# 输入，外加反向时重建的一层）；以及 logits（BF16，fused 交叉熵不留 FP32 副本）。eager 注意力要把每个头的
+# $s \times s$ 分数矩阵存下来，flash 不存。下图把本场景和几个杠杆需要的设置并排画出，虚线是显卡的显存；
+# 其他设置都按 `costmodel.evaluate.run.memory` 重算。
 
 # %%
 import matplotlib.pyplot as plt
 
-steps = levers.waterfall(sc["step_time"], multiplicative)
-final = steps[-1]["end"]
+mem = acc["memory"]
+alt = {}
+if sc["attention_kernel"] != "flash":
+    alt["flash"] = ("flash\nkernel", run.memory({**sc.values, "attention_kernel": "flash"}))
+less = {"full": ("selective", "none"), "selective": ("none",), "none": ()}[sc["recompute"]]
+for policy, label in (("selective", "selective\nrecompute"), ("none", "recompute\noff")):
+    if policy in less:  # the recompute levers: less recomputation than now
+        alt[policy] = (label, run.memory(sc.values, recompute=policy))
+if sc["recompute"] == "full":
+    alt["selective_ce"] = ("selective +\nchunked CE",
+                           run.memory(sc.values, recompute="selective", logits_chunks=chunks))
+alt["micro"] = (f"micro batch\nx2 ({2 * b})", mem_double)
+alt["chunked"] = (f"chunked CE\n({chunks} chunks)", run.memory(sc.values, logits_chunks=chunks))
+cases = [("scenario", mem), *alt.values()]
+parts = ("weights", "gradients", "optimizer", "activations", "logits")
+capacity = mem["capacity"] / 1e9
+top = 1.15 * max(capacity, min(max(case["total"] for _, case in cases) / 1e9, 3 * capacity))
 d.setup_plots()
 fig, ax = plt.subplots()
-names = ["step time\n(scenario)", *[s["lever"] for s in steps], "after\nlevers"]
+labels = [label for label, _ in cases]
+bottom = [0.0] * len(cases)
+for part in parts:
+    heights = [case[part] / 1e9 for _, case in cases]
+    ax.bar(labels, heights, bottom=bottom, label=part)
+    bottom = [low_ + h for low_, h in zip(bottom, heights)]
+ax.axhline(capacity, color="black", linestyle="--", linewidth=1, label=f"capacity ({capacity:,.0f} GB)")
+for label, case in cases:
+    total = case["total"] / 1e9
+    if total <= 0.9 * top:
+        ax.text(label, total, f"{total:,.0f} GB", ha="center", va="bottom", fontsize=8)
+    else:  # the bar runs off the axis: its total inside the bar's top
+        ax.text(label, 0.97 * top, f"{total:,.0f} GB" + ("" if total <= top else "\n(off scale)"),
+                ha="center", va="top", fontsize=8, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
+ax.set_ylim(0, top)
+ax.set_title(f"Memory of the most loaded GPU ({sc['gpu']})")
+ax.set_ylabel("GB per GPU")
+ax.tick_params(axis="x", labelsize=8)
+ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+plt.show()
+
+
+# %%
+def verdict(case):
+    if case["fits"]:
+        return f"{d.gb(case['total'])}，放得下（余 {d.gb(case['headroom'])}）"
+    return f"{d.gb(case['total'])}，放不下（超出 {d.gb(-case['headroom'])}）"
+
+
+states = mem["weights"] + mem["gradients"] + mem["optimizer"]
+course_memory_keys = [key for key in ("zero_stage", "grad_bytes") if source.get(key) == "course"]
+text = (f"按模型，本场景负载最重的那张卡要 **{verdict(mem)}**（{sc['gpu']} 有 {d.gb(mem['capacity'], 0)}）："
+        f"权重、梯度和优化器状态 {d.gb(states)}（ZeRO stage {sc['zero_stage']}，梯度 {sc['grad_bytes']} "
+        f"字节/元素），激活 {d.gb(mem['activations'])}（recompute = `{mem['recompute']}`，同时在途 "
+        f"{mem['in_flight']} 个 micro batch），logits {d.gb(mem['logits'])}。")
+if course_memory_keys:
+    text += ("其中 " + "、".join(f"`{key}`" for key in course_memory_keys) + " 是课程的假设；设置"
+             + ("它" if len(course_memory_keys) == 1 else "它们") + "可改为你的实际设置。")
+if not mem["fits"]:
+    check = ("若这套设置确实在跑，说明场景里有键与实际设置不同（例如 `zero_stage`、并行方式、`micro_batch`），"
+             "或者实际的做法省下了这里没有算到的显存：本模型按 Hugging Face 实现在 BF16 下为反向保存的张量计数，"
+             "FP8 存激活、融合的 MoE permute kernel、只重算部分模块（例如只重算 RMSNorm 和 MLA 的上投影）、"
+             "CPU offload 都不在其中（`acc[\"memory\"][\"convention\"]`）。")
+    if "flash" in alt and alt["flash"][1]["fits"]:
+        flash = alt["flash"][1]
+        text += (f"放不下的原因是注意力 kernel：`{sc['attention_kernel']}` 为反向存下 s×s 的分数矩阵等，激活比 "
+                 f"flash 多 {d.gb(mem['activations'] - flash['activations'])}；其他不变、换成 flash 要 "
+                 f"{verdict(flash)}。若这套训练确实在跑，它用的多半不是 `{sc['attention_kernel']}`：把场景的 "
+                 "`attention_kernel` 设成实际的 kernel。")
+    elif "flash" in alt:
+        text += f"换成 flash kernel 也要 {verdict(alt['flash'][1])}。" + check
+    else:
+        text += check
+d.md(text)
+
+if sc["recompute"] == "full":
+    sel, sel_ce = alt["selective"][1], alt["selective_ce"][1]
+    g_sel = by_lever["selective_recompute"]["speedup"]
+    if sel["fits"]:
+        answer = f"**能**：selective recompute 要 {verdict(sel)}，可以换，提速 {d.times(g_sel)}。"
+    elif sel_ce["fits"]:
+        answer = (f"单独换**不能**（{verdict(sel)}）；先用分块交叉熵（{chunks} 块）腾出 logits 的显存，"
+                  f"就能：{verdict(sel_ce)}。下面的排序只看单独换，"
+                  "所以那里记为不可行。")
+    else:
+        answer = (f"**不能**：selective recompute 要 {verdict(sel)}；先用分块交叉熵（{chunks} 块）也要 "
+                  f"{d.gb(sel_ce['total'])}。它的 {d.times(g_sel)} 在本场景拿不到，除非先从别处省出显存"
+                  f"（更大的 TP、PP 或 CP{'，更高的 ZeRO stage' if sc['zero_stage'] < 3 else ''}）。")
+    answer = "课程说“显存允许就把 full recompute 换成 selective”。按本场景的显存，" + answer
+elif sc["recompute"] == "selective":
+    answer = f"本场景已经是 selective recompute；再关掉 recompute 要 {verdict(alt['none'][1])}。"
+else:
+    answer = "本场景没有开 recompute，“换成 selective”这一问不存在：没有重算可省。"
+more = [answer]
+if "none" in alt and sc["recompute"] == "full":
+    more.append(f"完全关掉 recompute 要 {verdict(alt['none'][1])}。")
+more.append(f"micro batch 从 {b} 加到 {2 * b} 要 {verdict(mem_double)}。")
+chunked = alt["chunked"][1]
+more.append(f"分块交叉熵（{chunks} 块，{origin('ce_chunks')}）腾出 {d.gb(mem['total'] - chunked['total'])}，"
+            f"总计 {verdict(chunked)}：它省的是显存，不是时间。")
+d.md("".join(more))
+
+# %% [markdown]
+# ### 通信
+#
+# 每个集合通信按它的组是否落在一个节点内取带宽：节点内走 NVLink，跨节点的组同时用 NVLink 和网络
+# （`placement_rule` 写明了 rank 怎样排到节点上）；秒数是每卡收发的字节 ÷ 带宽。合计是**上界**：
+# 假设没有任何重叠、每次传输都跑满链路峰值。团队实测了暴露在外的通信（`communication_share`）时，
+# 图里把实测值画在估计旁边。
+
+# %%
+collectives = comm["collectives"]
+step = sc["step_time"]
+colour = {"intra-node": "tab:blue", "inter-node": "tab:orange"}
+bars = [(c["name"], c["seconds"], colour.get(c["placement"], "tab:gray")) for c in collectives]
+bars.append(("total (estimate,\nno overlap)", comm["seconds"], "tab:red"))
+if comm["basis"] == "measured":
+    bars.append(("measured exposed\n(communication_share)", comm_share * step, "tab:green"))
+if comm["bubble_fraction"] > 0:
+    bars.append(("pipeline bubble\n(idle, not communication)", comm["bubble_fraction"] * step, "tab:gray"))
+fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(bars) + 1.4))
+ax.barh([name for name, _, _ in bars], [sec for _, sec, _ in bars], color=[c for _, _, c in bars])
+for name, sec, _ in bars:
+    part = 100 * sec / step
+    ax.text(sec, name, f" {sec:,.2f} s ({part:.{1 if part >= 1 else 2}f}%)", va="center", fontsize=8)
+ax.invert_yaxis()
+ax.set_xlim(0, 1.45 * max([sec for _, sec, _ in bars] + [1e-9]))
+ax.set_title(f"Communication per step (step {step:,.1f} s; % of the step)")
+ax.set_xlabel("seconds per step")
+ax.tick_params(axis="y", labelsize=8)
+handles = [plt.Rectangle((0, 0), 1, 1, color=colour[k]) for k in colour]
+ax.legend(handles, ["intra-node (NVLink)", "inter-node (network)"], fontsize=8, loc="upper left",
+          bbox_to_anchor=(1.0, 1.0))
+plt.show()
+
+# %%
+names = {"intra-node": "节点内", "inter-node": "跨节点"}
+text = (f"按并行布局（TP {par['tp']} × PP {par['pp']} × CP {par['cp']} × DP {par['dp']}，EP {par['ep']}"
+        f"{'，sequence parallel' if par['sp'] else ''}），一步的集合通信每卡收发 {d.gb(comm['bytes_per_gpu'])}，"
+        f"估计 {d.num(comm['seconds'], 2)} 秒，占一步的 {d.pct(comm['share'], 1)}。这是上界：没有任何重叠。")
+if collectives:
+    top_c = max(collectives, key=lambda c: c["seconds"])
+    text += (f"最大的一项是 {d.text(top_c['name'], code=True)}（{d.num(top_c['seconds'], 2)} 秒，"
+             f"{top_c['group_size']} 卡一组，{names.get(top_c['placement'], top_c['placement'])}）。")
+else:
+    text += "本场景没有集合通信。"
+course_links = [key for key in ("gpus_per_node", "intra_node_bandwidth", "inter_node_bandwidth")
+                if source.get(key) == "course"]
+if course_links:
+    text += ("其中 " + "、".join(f"`{key}`" for key in course_links) + " 用的是课程的默认值（带宽为 null 时取 GPU "
+             "表的值）；设置这些键可改为你的实际值。")
+if comm["basis"] == "measured":
+    text += f"团队实测的暴露通信占一步的 **{d.pct(comm_share, 1)}**（场景的 `communication_share`），本节的结论用实测值。"
+    if comm_share > comm["share"]:
+        text += ("实测高于估计的上界：估计没有算到的开销（延迟、小消息、等待慢的 rank）或口径不同，以实测为准。")
+    elif comm_share < comm["share"]:
+        text += "实测低于估计的上界：有一部分通信已被计算掩盖。"
+else:
+    text += ("场景没有给实测的 `communication_share`，本节的结论用这个估计；它是上界，真实暴露在外的通信只会更少。"
+             "设置 `communication_share` 可改为你的实测值。")
+if comm["bubble_fraction"] > 0:
+    text += (f"另外，流水线气泡占一步的 {d.pct(comm['bubble_fraction'], 1)}（1F1B，{par['pp']} 段，每条流水线每步 "
+             f"{d.count(par['micro_batches'])} 个 micro batch）：那是空等，不是通信，由 `pipeline_bubble` 这个杠杆处理。")
+d.md(text)
+
+# %% [markdown]
+# ### 杠杆，按本次运行排序
+#
+# `acc["advice"]` 给每个杠杆一个按本场景算出的提速、做完后的单步时间、是否可行（显存放得下、batch 能
+# 整除、层数能切），以及它依赖的场景键；带 * 的键用的是课程的假设值，换成你的实测值，排序可能会变。
+
+# %%
+ranked = acc["advice"]
+no_gain = lambda a: a["speedup"] < 1.0005  # noqa: E731  (shown as 1.00x)
+d.table([[i, a["lever"], d.times(a["speedup"], 3), f"{a['step_time']:,.1f} s",
+          "yes" if a["feasible"] else ("no gain" if no_gain(a) else "no"),
+          ", ".join(star(key) for key in a["rests_on"]), a["note"]]
+         for i, a in enumerate(ranked, start=1)],
+        ["#", "lever", "speedup", "step time", "feasible", "rests on (* course assumption)", "note"],
+        f"Levers ranked by speedup for this run (step {sc['step_time']:,.1f} s now)")
+chosen = [by_lever[name] for name in combined["levers"]]
+cap_text = (f"各杠杆连乘是 {d.times(combined['product'])}，但账里把合计封顶在 {d.times(combined['speedup'])}："
+            "再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs，含注意力）。"
+            if combined.get("capped") else "")
+blocked = [a for a in ranked if not a["feasible"] and not no_gain(a)]
+first = ranked[0]
+text = (f"按提速排，第一是 `{first['lever']}`（{d.times(first['speedup'])}，"
+        + ("可行）。" if first["feasible"] else ("没有收益）。" if no_gain(first) else "在本场景不可行）。")))
+if chosen:
+    text += (f"可行且能一起做的杠杆是 {keys([a['lever'] for a in chosen])}，合计 "
+             f"**{d.times(combined['speedup'])}**，每步 {d.num(sc['step_time'], 1)} 秒 → "
+             f"{d.num(combined['step_time'], 1)} 秒（`acc[\"advice_combined\"]`"
+             + ("；selective recompute 与关掉 recompute 只取其一）。"
+                if {"selective_recompute", "recompute_off"} & set(combined["levers"]) else "）。"))
+    text += cap_text
+    if "communication_overlap" in combined["levers"] and comm["basis"] != "measured":
+        text += ("通信重叠的提速按估计的通信份额算，而那是上界，所以这一项也只是上限；"
+                 "把实测值写进 `communication_share` 再排。")
+else:
+    text += "没有一个杠杆在本场景既可行又有收益。"
+if blocked:
+    text += ("有收益但在本场景不可行的：" + "、".join(f"`{a['lever']}`（{d.times(a['speedup'])}）" for a in blocked)
+             + "，原因见表里的 note。")
+leaning = sorted({key for a in chosen for key in a["rests_on"] if source.get(key) == "course"})
+if leaning:
+    text += ("可行杠杆的提速依赖课程的假设值 " + "、".join(f"`{key}`" for key in leaning)
+             + f"：设置{'这个键' if len(leaning) == 1 else '这些键'}可改为你的实测值。")
+if not mem["fits"]:
+    text += ("注意：按模型，本场景现在的设置就放不下（见上）；先把场景改成实际的设置再看排序，"
+             "依赖显存的杠杆是否可行可能随之改变。")
+d.md(text)
+
+# %% [markdown]
+# ### 瀑布图：按排序依次做，收益相乘
+#
+# 下图把可行的杠杆按上表的顺序依次作用在单步时间上：每个杠杆除以它的提速，所以收益相乘，终点是
+# `acc["advice_combined"]`。
+
+# %%
+plan = [(a["lever"], a["speedup"]) for a in chosen]
+steps = levers.waterfall(sc["step_time"], plan)
+final = combined["step_time"]
+fig, ax = plt.subplots()
+label = lambda name: name.replace("_", "\n")  # noqa: E731
+names = ["step time\n(scenario)", *[label(s["lever"]) for s in steps], "after\nlevers"]
 ax.bar(names[0], sc["step_time"], color="gray")
 for s in steps:
-    ax.bar(s["lever"], s["saved"], bottom=s["end"], color="tab:green")
-    ax.text(s["lever"], s["start"], f"/{s['speedup']:.2f}", ha="center", va="bottom", fontsize=9)
+    ax.bar(label(s["lever"]), s["saved"], bottom=s["end"], color="tab:green")
+    ax.text(label(s["lever"]), s["start"], f"/{s['speedup']:.2f}", ha="center", va="bottom", fontsize=9)
 ax.bar(names[-1], final, color="tab:blue")
 ax.text(names[0], sc["step_time"], f"{sc['step_time']:.1f} s", ha="center", va="bottom", fontsize=9)
-ax.text(names[-1], final, f"{final:.1f} s", ha="center", va="bottom", fontsize=9)
-ax.set_title("Step time waterfall through the multiplicative levers")
+ax.text(names[-1], final, f"{final:.1f} s" + ("\n(capped at peak)" if combined.get("capped") else ""),
+        ha="center", va="bottom", fontsize=9)
+ax.set_title("Step time waterfall through this run's feasible levers (ranked)")
 ax.set_ylabel("seconds per step")
 ax.set_xlabel("lever (applied left to right)")
 ax.set_ylim(0, sc["step_time"] * 1.12)
@@ -372,40 +691,58 @@ ax.tick_params(axis="x", labelsize=8)
 plt.show()
 
 # %%
-g_added = 1 + sum(g - 1 for _, g in multiplicative)
-factor_after = proj["selective_recompute"]["factor_selective" if g_recompute > 1 else "factor_now"]
-hfu_all = acc["mfu"] * g_all * factor_after  # hardware FLOPs rate after the three levers
+g_all = combined["speedup"]
+g_added = 1 + sum(g - 1 for _, g in plan)  # the levers' gains added, the wrong way
+g_rc = 1.0
+for a in chosen:
+    if a["lever"] in ("selective_recompute", "recompute_off"):
+        g_rc *= a["speedup"]
+hfu_all = acc["hfu"] * g_all / g_rc  # the hardware's FLOP rate after the levers
+bounded = [a["lever"] for a in chosen
+           if a["lever"] in ("attention_kernel", "communication_overlap", "load_balance", "pipeline_bubble")]
 g_two = g_pack * g_recompute
-d.md(f"三个相乘型杠杆：每步 {d.num(sc['step_time'], 1)} 秒 → **{d.num(final, 1)} 秒**，合计 "
-     f"**{d.times(g_all)}**，MFU {d.pct(acc['mfu'])} → {d.pct(acc['mfu'] * g_all)}。"
-     f"若误把收益相加（1 + Σ(g−1)），得到的是 {d.times(g_added)}。只算前两项（packing × selective recompute）"
-     f"是 {d.times(g_two)}，每步 {d.num(proj['packing_and_selective_recompute']['step_time'], 1)} 秒。"
-     f"注意力 kernel 和通信重叠不在图里：它们只作用于一部分时间，而且前面的杠杆会改变那部分的份额，"
-     f"要在新的份额上重新按 Amdahl 定律算。"
-     + (f"注意：按这些倍数，HFU 会到 {d.pct(hfu_all)}，超过 100%，不可能：本场景的单步里没有这么多可省的"
-        "时间，至少有一个杠杆的前提（补齐真实存在、micro batch 的假设收益）不成立，或场景的输入需要核对。"
-        if hfu_all > 1 else ""))
+text = (f"可行的杠杆依次做完：每步 {d.num(sc['step_time'], 1)} 秒 → **{d.num(final, 1)} 秒**，合计 "
+        f"**{d.times(g_all)}**，MFU {d.pct(acc['mfu'])} → {d.pct(acc['mfu'] * g_all)}。"
+        + (f"若误把收益相加（1 + Σ(g−1)），得到的是 {d.times(g_added)}。" if len(plan) > 1 else "")
+        + ("最后一根柱子比各杠杆连乘的终点高：合计封顶于峰值算力（见上）。" if combined.get("capped") else ""))
+if bounded:
+    text += ("其中 " + "、".join(f"`{name}`" for name in bounded) + " 只作用于一步的一部分（Amdahl），提速按"
+             "今天的份额算；前面的杠杆会改变那部分的份额，所以连乘只是估计，做完前面的要在新的份额上重算。")
+sel_fits = sc["recompute"] != "full" or alt["selective"][1]["fits"]
+text += (f"作为对照，课程的组合 packing × selective recompute 是 {d.times(g_two)}，每步 "
+         f"{d.num(proj['packing_and_selective_recompute']['step_time'], 1)} 秒"
+         + ("。" if sel_fits else "，但本场景的显存放不下 selective recompute，这个数拿不到。"))
+if hfu_all > 1:
+    text += (f"注意：按这些倍数，HFU 会到 {d.pct(hfu_all)}，超过 100%，不可能：本场景的单步里没有这么多可省的"
+             "时间，至少有一个杠杆的前提（补齐真实存在、假设的 kernel 提速）不成立，或场景的输入需要核对。")
+d.md(text)
 
 # %% [markdown]
 # ## 先量，再改
 #
 # 每个数字都依赖一个先要量出来的事实：是否真在补齐（决定 ① 是满额还是零），logits 和激活到底
-# 占多少显存（决定 ② ③ 是否可行），真实的注意力宽度、层数和长度分布（决定 ⑤ 的杠杆）。这些
-# 一天内都能量出来；量完再排，免得花两周优化一个只占几个百分点的部分。
+# 占多少显存（决定 ② ③ 是否可行），真实的注意力宽度、层数和长度分布（决定 ⑤ 的杠杆），暴露在外的
+# 通信占多少（决定 ⑥；量到了就写进 `communication_share`）。这些一天内都能量出来；量完再排，免得花
+# 两周优化一个只占几个百分点的部分。
 #
 # ## 本节要点
 
 # %%
 d.md("\n".join([
-    f"- 相乘型：packing **{d.times(g_pack)}**、selective recompute **{d.times(g_recompute)}**、"
-    f"micro batch（假设）{d.times(g_micro)}；合计 **{d.times(g_all)}**，每步 "
-    f"{d.num(sc['step_time'], 1)} 秒 → {d.num(final, 1)} 秒。",
-    f"- logits 每个 micro batch {d.gb(logits)}；分 {chunks} 块只留 {d.gb(kept_assumed)}，腾出的显存是"
-    + ("换掉 full recompute、加大 micro batch 的前提。" if sc["recompute"] == "full"
-       else "加大 micro batch 的前提。"),
+    f"- 相乘型：packing **{d.times(g_pack)}**、selective recompute **{d.times(g_recompute)}**"
+    + ("" if sel_fits else "（本场景显存放不下）")
+    + f"、micro batch 翻倍（按 GEMM 屋顶线）{d.times(by_lever['micro_batch']['speedup'])}。",
+    f"- 显存：本场景负载最重的卡要 {verdict(mem)}。" + (
+        f"selective recompute 要 {verdict(alt['selective'][1])}。" if sc["recompute"] == "full" else ""),
+    f"- logits 每个 micro batch {d.gb(logits)}；分 {chunks} 块只留 {d.gb(kept_assumed)}，腾出的显存可以用来"
+    + ("换掉 full recompute、加大 micro batch。" if sc["recompute"] == "full" else "加大 micro batch。"),
     f"- 受份额约束：注意力 kernel 的杠杆是注意力份额 {d.pct(share_actual, 1)}（上限 "
-    f"{d.times(levers.amdahl_bound(share_actual))}），通信重叠最多 {d.times(g_comm_bound, 3)}。",
-    (f"- CP 受整除约束：EP = {ep}（假设）时能用的 CP 只有 "
+    f"{d.times(levers.amdahl_bound(share_actual))}），通信重叠最多 {d.times(g_comm_bound, 3)}"
+    f"（通信份额 {d.pct(comm_share, 1)}，{'实测' if comm['basis'] == 'measured' else '估计的上界'}）。",
+    f"- 本次运行：排第一的是 `{first['lever']}`；可行的杠杆合计 {d.times(g_all)}"
+    f"{'（连乘后封顶于峰值算力）' if combined.get('capped') else ''}，每步 "
+    f"{d.num(sc['step_time'], 1)} 秒 → {d.num(final, 1)} 秒。",
+    (f"- CP 受整除约束：EP = {ep} 时能用的 CP 只有 "
      f"{', '.join(str(lay.cp) for lay in lays if lay.allows(ep)) or '（没有）'}。" if moe else
      f"- CP 受整除约束：本场景可用的 CP 为 {', '.join(map(str, usable_cp)) or '（没有）'}。"),
 ]))

@@ -22,8 +22,10 @@
 # 2. packing 和 selective recompute 同时做：两者的收益是相乘还是相加，合起来单步多快，
 #    之后的瓶颈会落在哪里。
 #
-# 课程没有给出的输入（训练现在跑多久、通信占多少时间）写成了有名字的假设参数，单独放在标明
-# “假设”的单元格里；它们不属于场景，改它们不影响其他笔记本。
+# 课程没有给出的输入（训练现在跑多久、通信占多少时间）如今是场景的键：`training_hours`（课程的
+# “跑一夜”读成的小时数）和 `communication_share`（团队实测的通信份额；不给时用账里按并行布局估出的
+# 份额）。用到它们的地方都写明值从哪里来；值是课程的假设时，写明该设置哪个键换成你的实际值。
+# 最后，按本次运行排好的杠杆（`acc["advice"]`）回答“先做什么”：包括 selective recompute 在显存里放不放得下。
 
 # %% tags=["parameters"]
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
@@ -33,14 +35,25 @@ overrides = {}  # 单个键的覆盖，例如 {"step_time": 90}
 import sympy as sp
 
 from costmodel.evaluate import gemms
-from costmodel.inputs.assumptions import assumed
+from costmodel.evaluate.run import memory as gpu_memory
 from costmodel.present import display as d
 from costmodel.derive import exercises as x
-from costmodel.derive import padding, recompute, roofline
+from costmodel.derive import levers, padding, recompute, roofline
 from costmodel.derive.symbols import D, T, m
 
 sc, acc = d.load(scenario_file, overrides)
 pad, proj = acc["padding"], acc["projections"]
+source = {key: a["source"] for key, a in acc["assumptions"].items()}
+by_lever = {a["lever"]: a for a in acc["advice"]}
+
+
+def origin(key):
+    """Where the value of `key` comes from, with the key to set when it is the course's."""
+    if source.get(key) == "course":
+        return f"按课程假设；设置 `{key}` 可改为你的实际值"
+    return f"场景的 `{key}`"
+
+
 d.md(f"场景：**{d.text(sc['name'])}**。现在每步 {sc['step_time']:g} s，MFU {d.pct(acc['mfu'])}，"
      f"HFU {d.pct(acc['hfu'])}，recompute = {sc['recompute']}。")
 
@@ -100,12 +113,11 @@ d.md(text)
 # %% [markdown]
 # ### (d) 整个训练要跑多久
 #
-# 课程只说“2 个 epoch 跑一夜”，没有给数据集大小，也没有给现在的墙钟时间。下面这个单元格是**假设**，
-# 不属于场景：把“一夜”读成一个具体的小时数。换成你们日志里的真实时长即可。
+# 课程只说“2 个 epoch 跑一夜”，没有给数据集大小，也没有给现在的墙钟时间。场景的 `training_hours`
+# 键把“一夜”读成一个具体的小时数；课程场景里它是课程的假设，换成你们日志里的真实时长即可。
 
 # %%
-# ASSUMPTION (not part of the scenario): the course's "two epochs overnight", read as hours.
-current_run_hours = 12.0
+current_run_hours = sc["training_hours"]  # the course's "overnight" unless the scenario sets it
 epochs = 2  # the course's run: two epochs
 
 # %%
@@ -114,13 +126,14 @@ d.eq(r"H'", x.run_hours_after.subs(x.g, sp.Symbol(r"g_{\mathrm{pack}}")),
      rf"\frac{{{current_run_hours:g}\ \mathrm{{h}}}}{{{g_pack:.3f}}}",
      rf"{run['hours_after']:.1f}\ \mathrm{{h}}")
 samples_per_epoch = run["steps"] * sc["samples_per_step"] / epochs
-d.md(f"步数不变，墙钟时间就按单步耗时等比缩短：假设现在要 **{current_run_hours:g} 小时**，"
+d.md(f"步数不变，墙钟时间就按单步耗时等比缩短：现在要 **{current_run_hours:g} 小时**"
+     f"（{origin('training_hours')}），"
      + (f"packing 之后约 **{run['hours_after']:.1f} 小时**，省下 "
         f"{current_run_hours - run['hours_after']:.1f} 小时。" if padded else
         "没有 pad 时 packing 不缩短单步，训练时长不变。")
-     + f"这个假设同时意味着：整个训练约 {d.num(run['steps'])} 步、{d.sci(run['tokens'])} 个真实 token，"
+     + f"这个时长同时意味着：整个训练约 {d.num(run['steps'])} 步、{d.sci(run['tokens'])} 个真实 token，"
      f"每个 epoch 约 {d.num(samples_per_epoch)} 个样本；如果这与你们的数据量对不上，"
-     "说明假设的小时数该改了。")
+     "说明 `training_hours` 该改了。")
 
 # %% [markdown]
 # 课程方法之外的一点提醒：上面的提速只看槽位数，也就是只看与参数成正比的那部分运算。
@@ -201,8 +214,9 @@ d.table([
 
 # %%
 if sc["recompute"] == "full":
-    rc_text = (f"本场景是 full recompute（系数 {f_now}）；腾出显存后换成 selective（假设重算前向的 "
-               f"{d.pct(sc['selective_recompute_fraction'], 0)}，系数 {f_sel}），提速 {d.times(g_rc)}。")
+    rc_text = (f"本场景是 full recompute（系数 {f_now}）；腾出显存后换成 selective（重算前向的 "
+               f"{d.pct(sc['selective_recompute_fraction'], 0)}，{origin('selective_recompute_fraction')}；"
+               f"系数 {f_sel}），提速 {d.times(g_rc)}。")
 elif sc["recompute"] == "selective":
     rc_text = (f"本场景已经是 selective recompute（系数 {f_now}），换成 selective 没有新的收益："
                f"这一项是 {d.times(g_rc)}，组合后只剩 packing 的收益。")
@@ -229,7 +243,7 @@ hfu_both = mfu_both * float(f_sel if sc["recompute"] == "full" else f_now)
 d.eq(r"T''", T / sp.Symbol(r"g_{\mathrm{pack}} g_{\mathrm{rc}}"),
      rf"\frac{{{sc['step_time']:g}\ \mathrm{{s}}}}{{{g_both:.3f}}}", rf"{t_both:.1f}\ \mathrm{{s}}")
 d.md((f"单步从 {sc['step_time']:g} s 变成 **{t_both:.1f} s**，MFU 变成 **{d.pct(mfu_both)}**"
-      f"（HFU {d.pct(hfu_both)}），按前面假设的 {current_run_hours:g} 小时，训练缩到约 "
+      f"（HFU {d.pct(hfu_both)}），按前面的 {current_run_hours:g} 小时，训练缩到约 "
       f"**{current_run_hours / g_both:.1f} 小时**。" if g_both > 1 else
       f"两项都没有收益：单步仍是 {sc['step_time']:g} s，MFU 仍是 {d.pct(mfu_both)}"
       f"（HFU {d.pct(hfu_both)}），训练仍约 {current_run_hours:g} 小时。")
@@ -238,6 +252,14 @@ d.md((f"单步从 {sc['step_time']:g} s 变成 **{t_both:.1f} s**，MFU 变成 *
      + ("HFU 超过 100% 是不可能的：本场景的单步里没有这么多可省的时间，这两项收益至少有一项的前提"
         "不成立，或场景的输入需要核对。" if hfu_both > 1 else "")
      + "这里假设整个单步都随之缩短；下一小节去掉这个假设。")
+if sc["recompute"] == "full":
+    mem_sel = gpu_memory(sc.values, recompute="selective")
+    where = (f"负载最重的卡要 {d.gb(mem_sel['total'])}，{sc['gpu']} 有 {d.gb(mem_sel['capacity'], 0)}；"
+             "第 08 节细讲")
+    d.md(f"这道题默认 selective recompute 做得成。按账里的显存模型，它在本场景**放得下**（{where}）。"
+         if mem_sel["fits"] else
+         f"这道题默认 selective recompute 做得成；但按账里的显存模型，它在本场景**放不下**（{where}）："
+         f"上面的 {d.times(g_both)} 只是题目的答案，本次运行拿不到其中 selective recompute 的那 {d.times(g_rc)}。")
 
 # %% [markdown]
 # ### (c) 下一个瓶颈
@@ -245,13 +267,30 @@ d.md((f"单步从 {sc['step_time']:g} s 变成 **{t_both:.1f} s**，MFU 变成 *
 # 两条线索：一是不随计算缩短的那部分时间（主要是没被计算掩盖的通信）占比会怎么变；
 # 二是屋顶线（roofline）：模型的矩阵乘在当前 micro batch 下，运算强度与 GPU 的平衡点比如何。
 #
-# 第一条需要一个课程给出、但场景里没有的数：通信占单步的比例。下面这个单元格是**假设**，
-# 不属于场景。
+# 第一条需要一个数：没被计算掩盖的通信占单步的比例。课程说它的项目里不到 3%。场景的
+# `communication_share` 键放团队自己的实测值；不给时，用账里按并行布局估出的通信时间（第 08 节），
+# 那是上界：假设没有任何重叠。
 
 # %%
-# ASSUMPTION (not part of the scenario): the course's "communication is under 3% of the step",
-# i.e. the share of today's step time spent in communication that is not hidden by compute.
-comm_share = assumed("communication_share")
+comm = acc["communication"]
+# measured if the scenario gives it, else the layout's estimate; the exposed part is at most what
+# compute at the GPU's peak leaves of the step (the overlap lever of acc["advice"] caps it so)
+comm_share = 1 - 1 / by_lever["communication_overlap"]["speedup"]
+capped_comm = comm_share < comm["share_used"] - 1e-9
+if comm["basis"] == "measured":
+    comm_basis = "团队实测，场景的 `communication_share`"
+else:
+    comm_basis = "按并行布局的估计，是上界：没有任何重叠"
+if capped_comm:
+    comm_basis += "，并以峰值算力算完这一步后剩下的时间为上限"
+if comm["basis"] != "measured":
+    comm_basis += "；设置 `communication_share` 可改为你的实测值"
+text = f"本节用的通信份额：**{d.pct(comm_share, 1)}**（{comm_basis}）。"
+if capped_comm:
+    text += (f"账里的份额是 {d.pct(comm['share_used'], 1)}，但 GPU 就算跑在峰值，算完这一步也要 "
+             f"{d.pct(acc['attention']['actual']['hfu_with_attention'], 1)} 的时间（含注意力的 HFU），"
+             f"所以暴露在外的最多是上面的 {d.pct(comm_share, 1)}，其余的已经和计算重叠。")
+d.md(text)
 
 # %%
 d.eq(r"T'", x.step_time_with_fixed_part)
@@ -263,19 +302,40 @@ for label, g in stages:
     stage_rows.append((label, d.times(g), f"{sc['step_time'] / g:.1f} s", f"{fixed['step_time']:.1f} s",
                        d.times(fixed["speedup"]), d.pct(fixed["fixed_share"], 1)))
 d.table(stage_rows, ["阶段", "计算提速", "单步（全部缩短）", "单步（通信不变）", "实际提速", "通信占比"],
-        f"Communication held fixed at {d.pct(comm_share, 0)} of today's step")
+        f"Communication held fixed at {d.pct(comm_share, 1)} of today's step ({comm['basis']})")
 after = x.with_fixed_part(sc["step_time"], comm_share, g_both)
-if g_both > 1:
-    d.md(f"通信时间（{comm_share * sc['step_time']:.1f} s）不随计算缩短：计算提速 {d.times(g_both)} 之后，"
-         f"它的占比从 {d.pct(comm_share, 1)} 升到 **{d.pct(after['fixed_share'], 1)}**，"
-         f"实际提速也从 {d.times(g_both)} 降到 {d.times(after['speedup'])}（Amdahl 定律）。"
-         + (f"占比是原来的 {after['fixed_share'] / comm_share:.1f} 倍，但仍然不大："
-            "通信还不是下一个瓶颈，重叠调优可以往后放。"
-            if after["fixed_share"] < 0.10 else
-            "占比已经不可忽略：通信重叠调优的价值上来了。"))
+bound_after = levers.amdahl_bound(after["fixed_share"])  # overlap hiding all of it, after the two
+done = ("packing", "selective_recompute", "recompute_off")
+others = [a for a in acc["advice"]
+          if a["feasible"] and a["lever"] not in (*done, "communication_overlap")]
+best_other = max(others, key=lambda a: a["speedup"], default=None)
+comm_first = comm_share > 0 and (best_other is None or bound_after >= best_other["speedup"])
+no_comm = ("团队实测的暴露通信为 0：通信已全部藏在计算后面" if comm["basis"] == "measured"
+           else "本场景没有集合通信")
+if comm_share == 0:
+    comm_verdict = no_comm + "，它不会成为瓶颈。"
+elif best_other is None:
+    comm_verdict = (f"此时把通信完全藏到计算后面最多再快 {d.times(bound_after, 3)}；"
+                    "除此之外没有别的可行杠杆，通信重叠是剩下唯一的一项。")
+elif comm_first:
+    comm_verdict = (f"此时把通信完全藏到计算后面最多再快 {d.times(bound_after, 3)}，不短于其余可行杠杆里最长的 "
+                    f"`{best_other['lever']}`（{d.times(best_other['speedup'], 3)}，按今天的份额）："
+                    "通信重叠是下一个值得做的"
+                    + ("。" if comm["basis"] == "measured" else "（按估计的上界；实测的份额可能更小，先量）。"))
 else:
-    d.md(f"本场景的两项改动都没有收益，计算时间不变，通信（{comm_share * sc['step_time']:.1f} s）的占比"
-         f"仍是 {d.pct(comm_share, 1)}。只有计算先被压短，不随之缩短的通信占比才会上升（Amdahl 定律）。")
+    comm_verdict = (f"此时把通信完全藏到计算后面最多再快 {d.times(bound_after, 3)}，短于 "
+                    f"`{best_other['lever']}`（{d.times(best_other['speedup'], 3)}，按今天的份额）："
+                    "通信还不是下一个瓶颈。")
+if comm_share == 0:
+    d.md(comm_verdict)
+elif g_both > 1:
+    d.md(f"通信时间（{comm_share * sc['step_time']:.1f} s，{comm_basis}）不随计算缩短：计算提速 "
+         f"{d.times(g_both)} 之后，它的占比从 {d.pct(comm_share, 1)} 升到 **{d.pct(after['fixed_share'], 1)}**，"
+         f"实际提速也从 {d.times(g_both)} 降到 {d.times(after['speedup'])}（Amdahl 定律）。" + comm_verdict)
+else:
+    d.md(f"本场景的两项改动都没有收益，计算时间不变，通信（{comm_share * sc['step_time']:.1f} s，{comm_basis}）"
+         f"的占比仍是 {d.pct(comm_share, 1)}。只有计算先被压短，不随之缩短的通信占比才会上升（Amdahl 定律）。"
+         + comm_verdict)
 
 # %%
 import matplotlib.pyplot as plt
@@ -384,13 +444,16 @@ d.md(" ".join([roof, *notes])
         if att_share > largest_share else "；它比最大的一种带权重 GEMM 小，不是这里的大头。"))
 
 # %%
-growth = after["fixed_share"] / comm_share
-if g_both <= 1:
-    comm_note = "计算没有缩短，通信占比不变"
-elif after["fixed_share"] < 0.10:
-    comm_note = f"通信占比升到原来的 {growth:.1f} 倍但仍小"
+basis_short = "实测" if comm["basis"] == "measured" else "估计的上界"
+if comm_share == 0:
+    comm_note = no_comm
+elif g_both <= 1:
+    comm_note = (f"计算没有缩短，通信占比不变（{d.pct(comm_share, 1)}，{basis_short}）"
+                 + ("，通信重叠是下一个值得做的" if comm_first else "，还不是下一个瓶颈"))
 else:
-    comm_note = f"通信占比升到原来的 {growth:.1f} 倍，已不可忽略"
+    comm_note = (f"通信占比 {d.pct(comm_share, 1)} → {d.pct(after['fixed_share'], 1)}（{basis_short}），"
+                 f"升到原来的 {after['fixed_share'] / comm_share:.1f} 倍，"
+                 + ("通信重叠是下一个值得做的" if comm_first else "还不是下一个瓶颈"))
 narrow = (f"（窄 GEMM 除外，但{'它' if len(capped) == 1 else '它们'}的 FLOPs 不到 1%）"
           if capped and capped_share < 0.01
           else "（窄 GEMM 除外）" if capped else "")
@@ -403,13 +466,53 @@ else:
     gemm_note = f"GEMM 不受带宽限制{narrow}，瓶颈转到 kernel 效率（{kernels}）和访存型操作"
 if att_share > largest_share:
     att_note = (f"注意力核占全部运算的 {d.pct(att_share, 0)}，比最大的一种带权重 GEMM（"
-                f"{d.text(largest['name'], code=True)}，约 {d.pct(largest_share, 0)}）还大，是下一个杠杆最大的单点")
+                f"{d.text(largest['name'], code=True)}，约 {d.pct(largest_share, 0)}）还大，是计算里最大的单项")
 else:
     att_note = (f"注意力核占全部运算的 {d.pct(att_share, 0)}，不是最大的单项（"
                 f"{d.text(largest['name'], code=True)} 约占 {d.pct(largest_share, 0)}）")
-d.md(f"**(c) 的回答**：{comm_note}（{d.pct(comm_share, 1)} → {d.pct(after['fixed_share'], 1)}）；"
+d.md(f"**(c) 的回答**：{comm_note}；"
      f"{gemm_note}；{att_note}。"
      "具体先做哪一项，仍然要先量：profile 一步，看时间花在哪类 kernel 上。")
+
+# %% [markdown]
+# ### 本次运行：剩下的杠杆怎么排
+#
+# 账里按本次运行排好了每个杠杆（`acc["advice"]`，与第 08 节同一份）：按本场景算出的提速、是否可行（显存
+# 放得下、batch 能整除）、依赖哪些场景键。去掉这道题已经做的两项（recompute 的两个杠杆只取其一），剩下的
+# 按提速排如下；提速都按今天的份额算，带 * 的键用的是课程的假设值。
+
+# %%
+rest = [a for a in acc["advice"] if a["lever"] not in done]
+
+
+def star(key):
+    if source.get(key) == "course":
+        return key + "*"
+    return key + (" (estimate)" if key == "communication_share" and source.get(key) == "derived" else "")
+
+
+d.table([[a["lever"], d.times(a["speedup"], 3), "yes" if a["feasible"] else "no",
+          ", ".join(star(key) for key in a["rests_on"]), a["note"]] for a in rest],
+        ["lever", "speedup (today's shares)", "feasible", "rests on (* course assumption)", "note"],
+        "The other levers of this run, ranked (acc['advice'])")
+combined = acc["advice_combined"]
+plan = "、".join(f"`{name}`" for name in combined["levers"])
+text = (f"本次运行实际可行、能一起做的杠杆是 {plan}，合计 **{d.times(combined['speedup'])}**，每步 "
+        f"{sc['step_time']:g} s → {combined['step_time']:.1f} s（`acc[\"advice_combined\"]`）。"
+        + (f"各杠杆连乘是 {d.times(combined['product'])}，账里把合计封顶：再快，GPU 就要超过峰值算力"
+           "（按今天的硬件 FLOPs，含注意力）。" if combined.get("capped") else "")
+        if combined["levers"] else "本次运行没有一个杠杆既可行又有收益。")
+if combined["levers"]:
+    in_plan = [name for name in ("packing", "selective_recompute") if name in combined["levers"]]
+    text += ("它包含这道题的两项。" if len(in_plan) == 2 else
+             ("它包含这道题里的 " + "、".join(f"`{name}`" for name in in_plan) + "，不含另一项（不可行或没有收益）。")
+             if in_plan else "这道题的两项都不在其中（不可行或没有收益）。")
+leaning = sorted({key for name in combined["levers"] for key in by_lever[name]["rests_on"]
+                  if source.get(key) == "course"})
+if leaning:
+    text += ("其中的提速依赖课程的假设值 " + "、".join(f"`{key}`" for key in leaning)
+             + f"：设置{'这个键' if len(leaning) == 1 else '这些键'}可改为你的实测值。")
+d.md(text)
 
 # %% [markdown]
 # ## 本节要点
@@ -421,13 +524,16 @@ d.md("\n".join(f"- {p}" for p in [
      f"{'（HFU 会超过 100%，不可能：补齐的前提站不住，见上文）' if hfu_pack > 1 else ''}。"
      if padded else f"完美 packing：本场景{'已在 packing' if packed else '没有 pad'}，{d.times(g_pack)}，"
      f"单步仍是 {sc['step_time']:g} s。"),
-    f"假设现在训练跑 {current_run_hours:g} 小时，packing 后约 {run['hours_after']:.1f} 小时，"
+    f"现在训练跑 {current_run_hours:g} 小时（{origin('training_hours')}），packing 后约 {run['hours_after']:.1f} 小时，"
     f"两项都做约 {current_run_hours / g_both:.1f} 小时。",
     f"packing × selective recompute = {d.times(g_pack)} × {d.times(g_rc)} = **{d.times(g_both)}**"
     f"（相加得 {d.times(g_add)}），单步 {t_both:.1f} s，MFU {d.pct(mfu_both)}"
     f"{'（HFU 会超过 100%，不可能，见上文）' if hfu_both > 1 else ''}。",
-    f"固定 {d.pct(comm_share, 0)} 的通信在提速后占 {d.pct(after['fixed_share'], 1)}，"
+    f"固定 {d.pct(comm_share, 1)} 的通信（{basis_short}）在提速后占 {d.pct(after['fixed_share'], 1)}，"
     f"实际提速 {d.times(after['speedup'])}。",
+    (f"本次运行可行的杠杆（{plan}）合计 {d.times(combined['speedup'])}"
+     f"{'（连乘后封顶于峰值算力）' if combined.get('capped') else ''}，每步 {combined['step_time']:.1f} s。"
+     if combined["levers"] else "本次运行没有既可行又有收益的杠杆。"),
     f"{sc['gpu']} 平衡点 {balance:.1f} FLOP/byte；"
     + (f"算力受限的 GEMM 里强度最低的是 {d.text(lowest['name'], code=True)}，"
        f"{lowest['intensity']:.0f} FLOP/byte" if lowest else "没有算力受限的 GEMM")

@@ -1,0 +1,656 @@
+"""Activation memory: the bytes each layer saves for its backward pass, tensor by tensor.
+
+Every layer kind is written as the list of tensors its operations keep for backward on one micro
+batch of ``b`` sequences of ``s`` tokens (T = b·s token rows), each with a name, so a count can be
+read, checked and compared with a measurement (``python -m costmodel.validate_memory``, which
+sums the storages ``torch.autograd.graph.saved_tensors_hooks`` sees, per decoder layer).
+
+Where the rule comes from. Korthikanti et al., "Reducing Activation Recomputation in Large
+Transformer Models" (MLSys 2023, arXiv:2205.05198, section 4.1 and Table 2) count, for a GPT
+layer with 2-byte activations, a 4h GELU MLP and dropout, s·b·h·(34 + 5·a·s/h) bytes: the inputs
+of every GEMM and of every element-wise op that needs its input for the gradient, plus the
+attention scores, the softmax output and its dropout mask (the 5·a·s/h term). With tensor
+parallelism and sequence parallelism everything divides by t; without sequence parallelism the
+layer-norm and dropout tensors stay whole on every rank (s·b·h·(10 + 24/t + 5·a·s/(h·t))).
+Selective recompute of the attention core removes the 5·a·s/h term; full recompute keeps only
+the layer's input. Megatron-LM's ``megatron/training/theoretical_memory_usage.py`` uses the
+same table. Modern models change the constants (RMSNorm, SwiGLU, GQA, no dropout, MoE, MLA),
+so the 34 is not copied here: each term is the tensor one operation saves.
+
+What saves what (the autograd formulas of PyTorch, ``tools/autograd/derivatives.yaml``):
+
+- a linear layer ``y = x W`` saves its input x (for dW = xᵀ dy); Q, K and V projections (or
+  gate and up) that read the same x share one saved tensor;
+- RMSNorm. A fused kernel (Megatron-LM/Transformer Engine, Apex) saves its input and one fp32
+  reciprocal RMS per row (``elementwise="fused"``). The PyTorch composite that Hugging Face
+  models run (``x.float()``, ``pow``, ``mean``, ``rsqrt``, ``mul``, cast back, ``weight *``)
+  saves the fp32 copy of the input, the fp32 rstd and the normalised tensor in the working
+  dtype (for the weight's gradient) (``elementwise="eager"``);
+- RoPE multiplies by cos and sin, which need no gradient: it saves only cos and sin, computed
+  once per forward and shared by every layer (a model-level term, ``model_activation_bytes``);
+- SwiGLU ``down(silu(gate(x)) * up(x))``: the gate and up outputs, the SiLU output (eager: the
+  product saves both of its operands) and the product (the down projection's input). A fused
+  SwiGLU kernel (Megatron-LM ``bias_swiglu``) recomputes the SiLU from the gate output: no SiLU
+  term;
+- the attention core, by kernel (``attention_kernel``):
+
+  ``eager`` (QKᵀ, softmax, AV as separate ops): Q, K and V with K and V expanded to the query
+  heads (``repeat_kv``), the softmax output and the probabilities fed to AV. Hugging Face's eager
+  path runs ``softmax(..., dtype=float32)`` and casts back: the fp32 softmax output (4 bytes per
+  score) and the cast probabilities (β bytes) are both kept, so (4 + β) bytes per element of the
+  s x s square, per head;
+
+  ``flash`` (FlashAttention, Dao et al., arXiv:2205.14135; SDPA's flash kernels, Transformer
+  Engine): Q, K, V at their own (KV-head) width, the output (the output projection's input,
+  counted once) and one fp32 log-sum-exp per query row and head. No s² term;
+
+  ``math`` (PyTorch's composite SDPA, which CPU SDPA runs when the query/key and value head
+  widths differ, as in MLA): computed in fp32 on CPU, it keeps fp32 copies of Q, K, V (K and V
+  expanded) and one fp32 s x s probability tensor per head;
+
+- MoE (the per-expert loop of Hugging Face's eager experts, ``experts_implementation="eager"``):
+  the router's probabilities (fp32) and top-k indices, each token's hidden state copied k times
+  (one copy per chosen expert), the expert SwiGLU intermediates on those k·T rows, the routing
+  weight per row, the expert output (scaled by that weight) and the scaled copy that is summed
+  back (``index_add_``), and the (slot, token) index pairs of each expert;
+- MLA (DeepSeek-V2/V3, arXiv:2405.04434): the query and key/value latents (their RMSNorms and
+  the up projections' inputs), then the attention core on the decompressed heads (query/key width
+  nope + rope, value width v_head_dim);
+- gated DeltaNet (Yang et al., arXiv:2412.06464), modelled on the chunked kernel of
+  flash-linear-attention (``fla/ops/gated_delta_rule/chunk.py``: ``ChunkGatedDeltaRuleFunction``
+  saves q, k (L2-normalised, with their fp32 rstd), v, the fp32 log-decay, beta and the per-chunk
+  WY matrix A, C values per token and head) and the layer around it (Qwen3-Next in transformers:
+  causal conv1d input, the gate's softplus, a gated RMSNorm, the output projection's input). Not
+  measured here: on CPU transformers runs a PyTorch reference of the chunked rule that keeps many
+  more fp32 intermediates than the kernel a training run uses.
+
+Policies (``recompute``): ``none`` keeps every tensor; ``selective`` recomputes the attention core
+(Korthikanti et al. section 5): its own tensors (the s x s terms, the log-sum-exp, the expanded or
+fp32 copies) are dropped and only its inputs Q, K, V (at KV-head width) stay, with its output;
+``full`` keeps each layer's input, and during the backward one layer at a time is recomputed in
+full (``stage_activation_bytes`` adds that working set once).
+
+Division per GPU: a tensor split by heads or by FFN/expert width divides by the tensor-parallel
+size t; a tensor with the full hidden width per token (norms, the projections' shared input, the
+router, the routed token copies) divides by t only with sequence parallelism. Context
+parallelism gives each rank s/c_p of the tokens: every per-token term divides by c_p, and an s x s
+term becomes (s/c_p) x s (a rank's queries against all keys). The busiest expert-parallel rank
+holds ``expert_load`` times the mean number of routed rows (1 when balanced).
+
+The same functions build SymPy expressions when given SymPy symbols (``symbolic_layer_bytes``),
+and byte counts (floats) when given numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from costmodel.derive.symbols import (
+    C,
+    E,
+    L,
+    V,
+    b_micro,
+    bytes_per_element,
+    c_p,
+    chunks,
+    d_e,
+    d_ff,
+    d_head,
+    d_hv,
+    d_k,
+    d_r,
+    d_v,
+    h,
+    k_top,
+    n_f,
+    n_heads,
+    n_k,
+    n_kv,
+    n_v,
+    p_p,
+    r_kv,
+    r_q,
+    s,
+    t_p,
+)
+
+KERNELS = ("eager", "flash", "math")
+ELEMENTWISE = ("eager", "fused")
+RECOMPUTE = ("none", "selective", "full")
+MIXERS = ("attention", "mla", "gated_deltanet")
+MLPS = ("dense", "moe")
+
+FP32 = 4  # bytes of an fp32 element: softmax, rstd, log-sum-exp, router probabilities
+INDEX = 8  # bytes of an int64 index
+
+
+@dataclass(frozen=True)
+class Saved:
+    """One tensor kept for backward: its bytes on one rank before tensor parallelism, whether
+    tensor parallelism splits it without sequence parallelism (split by heads or FFN width), and
+    whether it belongs to the attention core (dropped by selective recompute)."""
+
+    name: str
+    bytes: object
+    split: bool
+    core: bool = False
+
+
+def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+
+
+def _number(x):
+    """A float for numbers, the expression itself for SymPy expressions with free symbols."""
+    if isinstance(x, sympy.Basic):
+        return x if x.free_symbols else float(x)
+    return float(x)
+
+
+def rmsnorm_saved(prefix: str, rows, width, beta, elementwise: str, split: bool = False):
+    """RMSNorm over ``rows`` rows of ``width``: fused saves its input and the fp32 rstd; the
+    PyTorch composite (eager) saves the fp32 copy of the input, the rstd and the normalised
+    tensor in the working dtype. Its output is saved by the op that reads it (not here)."""
+    _check("elementwise", elementwise, ELEMENTWISE)
+    if elementwise == "fused":
+        return [
+            Saved(f"{prefix}.input", beta * rows * width, split),
+            Saved(f"{prefix}.rstd", FP32 * rows, split),
+        ]
+    return [
+        Saved(f"{prefix}.input_fp32", FP32 * rows * width, split),
+        Saved(f"{prefix}.rstd", FP32 * rows, split),
+        Saved(f"{prefix}.normalized", beta * rows * width, split),
+    ]
+
+
+def attention_core_saved(
+    kernel: str, tokens, squares, heads, kv_heads, qk_dim, v_dim, beta, prefix="attn"
+):
+    """The attention core's saved tensors for ``tokens`` query rows and ``squares`` = Σ (query
+    rows x key rows) per head; and its inputs, kept instead under selective recompute.
+
+    Returns (saved, inputs). Q, K, V of the flash kernel are its inputs (not core); the eager and
+    math paths keep expanded or fp32 copies, which are core."""
+    _check("attention_kernel", kernel, KERNELS)
+    inputs = [
+        Saved(f"{prefix}.q", beta * tokens * heads * qk_dim, True),
+        Saved(f"{prefix}.k", beta * tokens * kv_heads * qk_dim, True),
+        Saved(f"{prefix}.v", beta * tokens * kv_heads * v_dim, True),
+    ]
+    if kernel == "flash":
+        lse = Saved(f"{prefix}.lse", FP32 * tokens * heads, True, core=True)
+        return inputs + [lse], inputs
+    if kernel == "eager":
+        saved = [
+            Saved(f"{prefix}.q", beta * tokens * heads * qk_dim, True, core=True),
+            Saved(f"{prefix}.k", beta * tokens * heads * qk_dim, True, core=True),
+            Saved(f"{prefix}.v", beta * tokens * heads * v_dim, True, core=True),
+            Saved(f"{prefix}.softmax_fp32", FP32 * heads * squares, True, core=True),
+            Saved(f"{prefix}.probs", beta * heads * squares, True, core=True),
+        ]
+        return saved, inputs
+    saved = [  # math, fp32 on CPU
+        Saved(f"{prefix}.q_fp32", FP32 * tokens * heads * qk_dim, True, core=True),
+        Saved(f"{prefix}.k_fp32", FP32 * tokens * heads * qk_dim, True, core=True),
+        Saved(f"{prefix}.v_fp32", FP32 * tokens * heads * v_dim, True, core=True),
+        Saved(f"{prefix}.scores_fp32", FP32 * heads * squares, True, core=True),
+    ]
+    return saved, inputs
+
+
+def swiglu_saved(prefix: str, rows, width, beta, elementwise: str):
+    """A SwiGLU MLP's intermediates on ``rows`` rows of ``width`` (its input is counted by the
+    caller): gate and up outputs, the SiLU output (eager only), the product (down's input)."""
+    _check("elementwise", elementwise, ELEMENTWISE)
+    saved = [
+        Saved(f"{prefix}.gate", beta * rows * width, True),
+        Saved(f"{prefix}.up", beta * rows * width, True),
+    ]
+    if elementwise == "eager":
+        saved.append(Saved(f"{prefix}.silu", beta * rows * width, True))
+    saved.append(Saved(f"{prefix}.down_input", beta * rows * width, True))
+    return saved
+
+
+def _attention(
+    tokens, squares, hidden, heads, kv_heads, head_dim, v_dim, qk_norm, kernel, ew, beta
+):
+    saved = [Saved("attn.qkv_input", beta * tokens * hidden, False)]
+    if qk_norm:  # Qwen3: RMSNorm over each query and key head before RoPE
+        saved += rmsnorm_saved("attn.q_norm", tokens * heads, head_dim, beta, ew, split=True)
+        saved += rmsnorm_saved("attn.k_norm", tokens * kv_heads, head_dim, beta, ew, split=True)
+    core, inputs = attention_core_saved(
+        kernel, tokens, squares, heads, kv_heads, head_dim, v_dim, beta
+    )
+    saved += core
+    saved.append(Saved("attn.output", beta * tokens * heads * v_dim, True))
+    return saved, inputs
+
+
+def _mla(tokens, squares, hidden, heads, qk_dim, v_dim, q_rank, kv_rank, kernel, ew, beta):
+    saved = [Saved("attn.qkv_input", beta * tokens * hidden, False)]
+    if q_rank:
+        saved += rmsnorm_saved("attn.q_a_norm", tokens, q_rank, beta, ew)
+        saved.append(Saved("attn.q_b_input", beta * tokens * q_rank, False))
+    saved += rmsnorm_saved("attn.kv_a_norm", tokens, kv_rank, beta, ew)
+    saved.append(Saved("attn.kv_b_input", beta * tokens * kv_rank, False))
+    # the decompressed keys and values have one head per query head
+    core, inputs = attention_core_saved(kernel, tokens, squares, heads, heads, qk_dim, v_dim, beta)
+    saved += core
+    saved.append(Saved("attn.output", beta * tokens * heads * v_dim, True))
+    return saved, inputs
+
+
+def _gated_deltanet(tokens, hidden, key_heads, value_heads, key_dim, value_dim, chunk, beta):
+    conv_width = 2 * key_heads * key_dim + value_heads * value_dim
+    rows = tokens * value_heads
+    return [
+        Saved("gdn.in_proj_input", beta * tokens * hidden, False),
+        Saved("gdn.conv_input", beta * tokens * conv_width, True),
+        Saved("gdn.q", beta * rows * key_dim, True),
+        Saved("gdn.k", beta * rows * key_dim, True),
+        Saved("gdn.q_rstd", FP32 * rows, True),
+        Saved("gdn.k_rstd", FP32 * rows, True),
+        Saved("gdn.v", beta * rows * value_dim, True),
+        Saved("gdn.decay_input", FP32 * rows, True),
+        Saved("gdn.decay", FP32 * rows, True),
+        Saved("gdn.g", FP32 * rows, True),
+        Saved("gdn.beta", beta * rows, True),
+        Saved("gdn.A", beta * rows * chunk, True),
+        Saved("gdn.norm_input", beta * rows * value_dim, True),
+        Saved("gdn.norm_gate", beta * rows * value_dim, True),
+        Saved("gdn.norm_rstd", FP32 * rows, True),
+        Saved("gdn.output", beta * rows * value_dim, True),
+    ]
+
+
+def _moe(
+    tokens,
+    hidden,
+    experts,
+    top_k,
+    expert_ffn,
+    shared_ffn,
+    router_fp32,
+    norm_topk,
+    load,
+    ew,
+    beta,
+):
+    routed = top_k * tokens * load  # rows the (busiest) rank's experts run
+    saved = [Saved("moe.input", beta * tokens * hidden, False)]
+    if router_fp32:  # DeepSeek-V3: router logits computed from an fp32 copy of the input
+        saved.append(Saved("moe.router_input_fp32", FP32 * tokens * hidden, False))
+    saved += [
+        Saved("moe.router_probs", FP32 * tokens * experts, False),
+        Saved("moe.topk_indices", INDEX * tokens * top_k, False),
+    ]
+    if norm_topk:  # the top-k weights divided by their sum (fp32)
+        saved += [
+            Saved("moe.topk_weights", FP32 * tokens * top_k, False),
+            Saved("moe.topk_sum", FP32 * tokens, False),
+        ]
+    weight_bytes = FP32 if router_fp32 else beta
+    saved += [
+        Saved("moe.dispatch_indices", 2 * INDEX * routed, False),
+        Saved("moe.routed_input", beta * routed * hidden, False),
+    ]
+    saved += swiglu_saved("moe.expert", routed, expert_ffn, beta, ew)
+    saved += [
+        Saved("moe.routing_weights", weight_bytes * routed, False),
+        Saved("moe.expert_output", beta * routed * hidden, False),
+        Saved("moe.combine_input", beta * routed * hidden, False),
+    ]
+    if shared_ffn:
+        saved += swiglu_saved("moe.shared", tokens, shared_ffn, beta, ew)
+    return saved
+
+
+def layer_saved(
+    kind: str = "attention",
+    mlp: str = "dense",
+    *,
+    b,
+    s,
+    hidden,
+    heads=0,
+    kv_heads=None,
+    head_dim=None,
+    v_head_dim=None,
+    ffn=0,
+    qk_norm: bool = False,
+    q_lora_rank=0,
+    kv_lora_rank=0,
+    experts=0,
+    top_k=0,
+    moe_ffn=0,
+    shared_ffn=0,
+    router_fp32: bool = False,
+    norm_topk: bool = False,
+    expert_load=1,
+    linear_key_heads=0,
+    linear_value_heads=0,
+    linear_key_head_dim=0,
+    linear_value_head_dim=0,
+    chunk=64,
+    attention_kernel: str = "flash",
+    elementwise: str = "fused",
+    recompute: str = "none",
+    cp=1,
+    bytes_per_element=2,
+) -> list[Saved]:
+    """The ``Saved`` tensors of one decoder layer on one context-parallel rank, before tensor
+    parallelism (see ``layer_activation_bytes`` for the arguments)."""
+    _check("kind", kind, MIXERS)
+    _check("mlp", mlp, MLPS)
+    _check("recompute", recompute, RECOMPUTE)
+    _check("attention_kernel", attention_kernel, KERNELS)
+    _check("elementwise", elementwise, ELEMENTWISE)
+    beta = bytes_per_element
+    local = s / cp if cp != 1 else s
+    tokens = b * local
+    squares = b * local * s  # each rank's query rows against every key
+    if recompute == "full":
+        return [Saved("layer.input", beta * tokens * hidden, False)]
+    saved = rmsnorm_saved("attn_norm", tokens, hidden, beta, elementwise)
+    inputs: list[Saved] = []
+    if kind == "attention":
+        kv = heads if kv_heads is None else kv_heads
+        hd = hidden // heads if head_dim is None else head_dim
+        vd = hd if v_head_dim is None else v_head_dim
+        mixer, inputs = _attention(
+            tokens, squares, hidden, heads, kv, hd, vd, qk_norm, attention_kernel, elementwise, beta
+        )
+    elif kind == "mla":
+        mixer, inputs = _mla(
+            tokens,
+            squares,
+            hidden,
+            heads,
+            head_dim,
+            v_head_dim,
+            q_lora_rank,
+            kv_lora_rank,
+            attention_kernel,
+            elementwise,
+            beta,
+        )
+    else:
+        mixer = _gated_deltanet(
+            tokens,
+            hidden,
+            linear_key_heads,
+            linear_value_heads,
+            linear_key_head_dim,
+            linear_value_head_dim,
+            chunk,
+            beta,
+        )
+    saved += mixer
+    saved += rmsnorm_saved("mlp_norm", tokens, hidden, beta, elementwise)
+    if mlp == "dense":
+        saved.append(Saved("mlp.input", beta * tokens * hidden, False))
+        saved += swiglu_saved("mlp", tokens, ffn, beta, elementwise)
+    else:
+        saved += _moe(
+            tokens,
+            hidden,
+            experts,
+            top_k,
+            moe_ffn,
+            shared_ffn,
+            router_fp32,
+            norm_topk,
+            expert_load,
+            elementwise,
+            beta,
+        )
+    if recompute == "selective":
+        kept = [t for t in saved if not t.core]
+        names = {t.name for t in kept}
+        at = next((i for i, t in enumerate(kept) if t.name == "attn.output"), len(kept))
+        kept[at:at] = [t for t in inputs if t.name not in names]
+        saved = kept
+    names = [t.name for t in saved]
+    assert len(names) == len(set(names)), names
+    return saved
+
+
+def per_gpu(saved: list[Saved], tp=1, sp: bool = True) -> dict[str, object]:
+    """Bytes per tensor on one GPU: split tensors divide by ``tp``; the others only with
+    sequence parallelism (``sp``)."""
+    return {
+        t.name: _number(t.bytes / tp if (t.split or sp) and tp != 1 else t.bytes) for t in saved
+    }
+
+
+def layer_activation_bytes(
+    kind: str = "attention",
+    mlp: str = "dense",
+    *,
+    tp=1,
+    sp: bool = True,
+    **shape,
+) -> dict[str, float]:
+    """Bytes one decoder layer saves for backward on one GPU, per micro batch, by tensor name.
+
+    kind: the token mixer, ``attention`` (MHA/GQA), ``mla`` or ``gated_deltanet``; mlp: ``dense``
+    (SwiGLU) or ``moe``. Keyword arguments (numbers):
+
+    - b, s: sequences per micro batch and tokens per sequence; hidden: hidden size;
+    - heads, kv_heads, head_dim (query/key head width; MLA: nope + rope), v_head_dim (value head
+      width, default head_dim), qk_norm (Qwen3's per-head RMSNorm on queries and keys);
+    - MLA: q_lora_rank (0: no query latent), kv_lora_rank;
+    - ffn: dense SwiGLU width; MoE: experts, top_k, moe_ffn (one expert's width), shared_ffn
+      (shared experts' total width, 0 if none), router_fp32 (router run on an fp32 copy, as
+      DeepSeek-V3), norm_topk (top-k weights renormalised), expert_load (busiest rank's routed
+      rows over the mean; 1 when balanced);
+    - gated DeltaNet: linear_key_heads, linear_value_heads, linear_key_head_dim,
+      linear_value_head_dim, chunk (the kernel's chunk size, 64);
+    - attention_kernel ``eager``/``flash``/``math``, elementwise ``fused``/``eager`` (how
+      RMSNorm and SwiGLU save), recompute ``none``/``selective``/``full``;
+    - tp, sp (tensor parallelism and sequence parallelism), cp (context parallelism),
+      bytes_per_element (2 for BF16).
+
+    Plain numbers in, floats out (SymPy expressions in, expressions out).
+    """
+    return per_gpu(layer_saved(kind, mlp, **shape), tp=tp, sp=sp)
+
+
+def model_activation_bytes(
+    *,
+    b,
+    s,
+    hidden,
+    vocab,
+    rope_head_dim=0,
+    elementwise: str = "fused",
+    loss_fp32: bool = True,
+    logits_chunks=1,
+    output_logits: bool = True,
+    tp=1,
+    sp: bool = True,
+    cp=1,
+    bytes_per_element=2,
+) -> dict[str, float]:
+    """Bytes outside the decoder layers, per micro batch on one GPU: the token ids (int64, saved by
+    the embedding and, as targets, by the loss), RoPE's cos and sin (computed once for the
+    (1, s) positions and shared by every layer), the final norm, the lm_head input and the
+    logits.
+
+    Logits (``costmodel.derive.memory``): b·s·V·β for the model's output, held while the loss
+    runs (not saved for backward: ``output_logits=False`` leaves it out), and b·s·V·4 for the fp32
+    log-softmax the loss keeps when it upcasts (``loss_fp32``). Chunked cross-entropy keeps
+    1/``logits_chunks`` of both; a vocabulary-parallel lm_head divides them by tp.
+    """
+    beta = bytes_per_element
+    local = s / cp if cp != 1 else s
+    tokens = b * local
+    saved = [Saved("embedding.token_ids", INDEX * tokens, False)]
+    if rope_head_dim:
+        saved += [
+            Saved("rope.cos", beta * local * rope_head_dim, False),
+            Saved("rope.sin", beta * local * rope_head_dim, False),
+        ]
+    saved += rmsnorm_saved("final_norm", tokens, hidden, beta, elementwise)
+    saved.append(Saved("lm_head.input", beta * tokens * hidden, False))
+    saved += logits_saved(tokens, vocab, beta, loss_fp32, logits_chunks, output_logits)
+    return per_gpu(saved, tp=tp, sp=sp)
+
+
+def logits_saved(tokens, vocab, beta, loss_fp32=True, logits_chunks=1, output_logits=True):
+    """The logits terms (split: a vocabulary-parallel lm_head divides them by tp)."""
+    saved = []
+    if output_logits:
+        saved.append(Saved("logits", beta * tokens * vocab / logits_chunks, True))
+    if loss_fp32:
+        saved.append(Saved("logits_fp32", FP32 * tokens * vocab / logits_chunks, True))
+    return saved
+
+
+def in_flight_micro_batches(pp=1, num_micro_batches=None, virtual_stages=1):
+    """Micro batches whose activations the first pipeline stage holds at the peak (1F1B).
+
+    1F1B (Narayanan et al., arXiv:2104.04473) runs p forwards on the first stage before its first
+    backward: p micro batches in flight (fewer if the step has fewer, m < p). The interleaved
+    schedule with v model chunks per stage holds p + (p - 1)/v: Megatron-LM's
+    ``interleaved_schedule_memory_penalty`` 1 + (p - 1)/(p·v), times p."""
+    if pp == 1:
+        return 1
+    if virtual_stages and virtual_stages > 1:
+        return pp + (pp - 1) / virtual_stages
+    return pp if num_micro_batches is None else min(num_micro_batches, pp)
+
+
+def stage_activation_bytes(
+    layers: list[dict[str, float]],
+    *,
+    in_flight=1,
+    recompute_working_set: dict[str, float] | None = None,
+    extra: dict[str, float] | None = None,
+) -> dict[str, float]:
+    """Activation bytes of one pipeline stage: its layers' bytes (one dict per layer, from
+    ``layer_activation_bytes``) times the micro batches in flight, plus, under full recompute,
+    one layer's full set (``recompute_working_set``: the largest layer with recompute ``none``,
+    rebuilt during that layer's backward, once), plus ``extra`` (``model_activation_bytes`` on
+    the first or last stage) times the micro batches in flight."""
+    per_micro_batch = sum(sum(layer.values()) for layer in layers)
+    out = {"layers": per_micro_batch * in_flight}
+    if recompute_working_set:
+        out["recompute_working_set"] = sum(recompute_working_set.values())
+    if extra:
+        out["outside_layers"] = sum(extra.values()) * in_flight
+    out["total"] = sum(out.values())
+    return out
+
+
+def symbolic_layer_bytes(
+    kind: str = "attention",
+    mlp: str = "dense",
+    *,
+    attention_kernel: str = "flash",
+    elementwise: str = "fused",
+    recompute: str = "none",
+    sp: bool = True,
+    **options,
+) -> dict[str, sympy.Expr]:
+    """``layer_activation_bytes`` in the symbols of ``costmodel.derive.symbols`` (b, s, h, n_h,
+    n_kv, d_h, d_hv, d_ff, E, k_top, d_e, r_q, r_kv, the gated-DeltaNet widths and chunk C, β,
+    t_p, c_p). ``options`` passes the flags (qk_norm, router_fp32, norm_topk) or overrides a
+    symbol with a number (for example shared_ffn=0)."""
+    shape = {
+        "b": b_micro,
+        "s": s,
+        "hidden": h,
+        "heads": n_heads,
+        "kv_heads": n_kv,
+        "head_dim": d_head,
+        "v_head_dim": d_hv,
+        "ffn": d_ff,
+        "q_lora_rank": r_q,
+        "kv_lora_rank": r_kv,
+        "experts": E,
+        "top_k": k_top,
+        "moe_ffn": d_e,
+        "shared_ffn": 0,
+        "linear_key_heads": n_k,
+        "linear_value_heads": n_v,
+        "linear_key_head_dim": d_k,
+        "linear_value_head_dim": d_v,
+        "chunk": C,
+        "cp": c_p,
+        "bytes_per_element": bytes_per_element,
+    }
+    shape.update(options)
+    return {
+        name: sympy.factor(value)
+        for name, value in layer_activation_bytes(
+            kind,
+            mlp,
+            tp=t_p,
+            sp=sp,
+            attention_kernel=attention_kernel,
+            elementwise=elementwise,
+            recompute=recompute,
+            **shape,
+        ).items()
+    }
+
+
+def total(terms: dict) -> object:
+    """Sum of named terms (numbers or expressions)."""
+    return sum(terms.values())
+
+
+#: Closed forms derived on first use (each runs SymPy's factor over a layer's tensors; a cold
+#: `costmodel report` needs only numbers): read them as module attributes.
+#: dense_flash_layer_bytes: a GQA layer with a dense SwiGLU MLP, flash attention, fused RMSNorm
+#:   and SwiGLU, no recompute, TP with sequence parallelism and CP: linear in s (no s x s term).
+#: dense_eager_layer_bytes: the same layer with Hugging Face's eager attention: K and V expanded
+#:   to the query heads, and (4 + β) bytes per score (the fp32 softmax output beside the
+#:   probabilities in β).
+#: eager_square_bytes: the s x s part of the eager layer, which selective recompute removes.
+#: full_recompute_layer_bytes: full recompute keeps one tensor per layer, its input,
+#:   β·b·s·h/(c_p·t_p) with SP.
+#: logits_activation_bytes: logits per micro batch on one GPU, the output in β and the loss's
+#:   fp32 log-softmax, split by a vocabulary-parallel lm_head (t_p), by CP (c_p) and by chunked
+#:   cross-entropy (c).
+#: rope_bytes: RoPE's cos and sin, computed once per forward for the (1, s) positions.
+#: first_stage_dense_flash_bytes: the first pipeline stage of a dense model, L/p_p such layers
+#:   for each of the n_f micro batches in flight (1F1B: n_f = p_p, so about the bytes of all L
+#:   layers for one micro batch).
+_FORMS = {
+    "dense_flash_layer_bytes": lambda: sympy.factor(sympy.expand(total(symbolic_layer_bytes()))),
+    "dense_eager_layer_bytes": lambda: sympy.factor(
+        sympy.expand(total(symbolic_layer_bytes(attention_kernel="eager")))
+    ),
+    "eager_square_bytes": lambda: sympy.factor(
+        sympy.expand(_form("dense_eager_layer_bytes")).coeff(s, 2) * s**2
+    ),
+    "full_recompute_layer_bytes": lambda: sympy.factor(
+        total(symbolic_layer_bytes(recompute="full"))
+    ),
+    "logits_activation_bytes": lambda: sympy.factor(
+        (bytes_per_element + FP32) * b_micro * (s / c_p) * V / (t_p * chunks)
+    ),
+    "rope_bytes": lambda: 2 * bytes_per_element * (s / c_p) * d_r,
+    "first_stage_dense_flash_bytes": lambda: n_f * (L / p_p) * _form("dense_flash_layer_bytes"),
+}
+_forms: dict[str, sympy.Expr] = {}
+
+
+def _form(name: str) -> sympy.Expr:
+    if name not in _forms:
+        _forms[name] = _FORMS[name]()
+    return _forms[name]
+
+
+def __getattr__(name: str) -> sympy.Expr:
+    if name in _FORMS:
+        return _form(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,253 @@
+"""The levers, ranked for this run: each with its projected step time and speedup, whether it is
+feasible here (memory fits, the layout divides), and the scenario keys it rests on.
+
+A lever's speedup comes from the account (packing, recompute), from the step's parts and
+Amdahl's law (communication, attention kernel, load balance, pipeline bubble) or from the
+roofline of the model's own GEMMs (micro batch). Where it rests on a value the course assumed,
+`rests_on` names the key and `account["assumptions"]` says the value is the course's.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import numpy as np
+
+from costmodel.derive import levers
+from costmodel.derive.roofline import attainable_flops
+from costmodel.evaluate import gemms, router
+from costmodel.evaluate.run import memory
+
+#: The router simulation behind `load_balance` (as notebook 06): popularity skew, tokens,
+#: placements, seed. The skew is an assumption: measure your router's counts to replace it.
+ROUTER_SKEW = 1.0
+ROUTER_TOKENS = 4096
+ROUTER_PLACEMENTS = 8
+ROUTER_SEED = 0
+#: Interleaved 1F1B with this many model chunks per stage divides the bubble by it.
+VIRTUAL_STAGES = 2
+
+
+@functools.lru_cache(maxsize=64)
+def _imbalance(experts: int, top_k: int, ep: int) -> tuple[float, float]:
+    """(median straggler factor of random placements, that of a load-aware placement)."""
+    run = router.simulate_router(
+        experts, top_k, ep, ROUTER_TOKENS, ROUTER_SKEW, ROUTER_SEED, ROUTER_PLACEMENTS
+    )
+    return float(np.median(run.rank_factors)), float(run.greedy_factor)
+
+
+def _lever(name, step_time, speedup, feasible, rests_on, note) -> dict[str, Any]:
+    return {
+        "lever": name,
+        "speedup": speedup,
+        "step_time": step_time / speedup,
+        "feasible": bool(feasible),
+        "rests_on": list(rests_on),
+        "note": note,
+    }
+
+
+def _gemm_time(rows, peak, bandwidth) -> float:
+    """Time units of the weight GEMMs of a micro batch at their roofline (FLOPs / attainable)."""
+    return sum(
+        r["forward_flops_per_token"] / attainable_flops(r["intensity"], peak, bandwidth)
+        for r in rows
+        if r["weights"]
+    )
+
+
+def micro_batch_gain(values) -> float:
+    """Speedup of the weight GEMMs when the micro batch doubles, from the roofline of the
+    model's own GEMMs (1 when every GEMM is compute-bound already)."""
+    peak, bandwidth = values["peak_flops"], values["hbm_bandwidth"]
+    b = values["micro_batch"]
+    now = _gemm_time(gemms.model_gemms(values, b), peak, bandwidth)
+    doubled = _gemm_time(gemms.model_gemms(values, 2 * b), peak, bandwidth)
+    return now / doubled if doubled > 0 else 1.0
+
+
+def expert_share(values, acc) -> float:
+    """Share of the step's FLOPs in the routed experts' GEMMs (model FLOPs, 3 x forward)."""
+    rows = gemms.model_gemms(values)
+    per_token = sum(r["forward_flops_per_token"] for r in rows if r["key"].startswith("expert"))
+    lin = (acc["linear_attention"] or {}).get("flops_per_step") or 0.0
+    total = acc["model_flops_per_step"] + acc["attention"]["actual"]["flops_per_step"] + lin
+    return 3 * per_token * values["tokens_per_step"] / total if total else 0.0
+
+
+def advice(values: dict[str, Any], acc: dict[str, Any], mem: dict[str, Any], comm: dict[str, Any]):
+    """The levers for this run, sorted by speedup (largest first), and their combined
+    projection: the product of the feasible ones that can go together (the better of selective
+    recompute and recompute off)."""
+    step = values["step_time"]
+    proj = acc["projections"]
+    out = []
+    pad = acc["padding"]
+    lengths_key = "sequence_lengths" if values.get("sequence_lengths") else "mean_tokens_per_sample"
+    out.append(
+        _lever(
+            "packing",
+            step,
+            pad["packing_speedup"],
+            True,
+            ["batching", "seq_len", lengths_key],
+            "already packed: nothing to gain"
+            if pad["batching"] == "packed"
+            else "pad slots removed, if the step time is proportional to the slots",
+        )
+    )
+    now = proj["selective_recompute"]["factor_now"]
+    selective = proj["selective_recompute"]["factor_selective"]
+    for name, policy, factor in (
+        ("selective_recompute", "selective", selective),
+        ("recompute_off", "none", 1.0),
+    ):
+        speedup = max(1.0, now / factor)
+        fits = memory(values, recompute=policy)
+        out.append(
+            _lever(
+                name,
+                step,
+                speedup,
+                speedup > 1 and fits["fits"],
+                ["recompute", "selective_recompute_fraction", "attention_kernel"],
+                (
+                    f"memory with recompute {policy}: {fits['total'] / 1e9:,.1f} GB of "
+                    f"{fits['capacity'] / 1e9:,.0f} GB"
+                )
+                if speedup > 1
+                else f"no gain: recompute is already {values['recompute']}",
+            )
+        )
+    share = comm["share_used"]
+    # the step cannot lose more than what compute at the GPU's peak leaves of it
+    busy = min(acc["attention"]["actual"]["hfu_with_attention"], 1.0)
+    exposed = min(share, 1 - busy)
+    out.append(
+        _lever(
+            "communication_overlap",
+            step,
+            1 / (1 - exposed) if exposed < 1 else 1.0,
+            exposed > 0,
+            ["communication_share"],
+            f"{comm['basis']} communication share {100 * share:.2f}% hidden behind compute"
+            + (
+                f" (capped at {100 * exposed:.2f}%: compute at peak takes the rest of the step, so "
+                "some of it overlaps already)"
+                if exposed < share
+                else ""
+            ),
+        )
+    )
+    gain = micro_batch_gain(values)
+    doubled = memory(values, micro_batch=2 * values["micro_batch"])
+    divides = float(
+        values["samples_per_step"] / (values["data_parallel"] * 2 * values["micro_batch"])
+    ).is_integer()
+    out.append(
+        _lever(
+            "micro_batch",
+            step,
+            gain,
+            gain > 1 and doubled["fits"] and divides,
+            ["micro_batch", "gpu"],
+            f"roofline of the model's GEMMs at micro batch {2 * values['micro_batch']}; memory "
+            f"{doubled['total'] / 1e9:,.1f} GB",
+        )
+    )
+    att_share = acc["attention"]["actual"]["share"]
+    out.append(
+        _lever(
+            "attention_kernel",
+            step,
+            levers.amdahl(att_share, values["attention_kernel_speedup"]),
+            att_share > 0,
+            ["attention_kernel_speedup", "attention_flops"],
+            f"attention core {100 * att_share:.1f}% of the FLOPs, {values['attention_kernel_speedup']:g}x faster",
+        )
+    )
+    simulated = values["num_experts"] <= router.MAX_SIMULATED_EXPERTS
+    if values["num_experts"] and values["expert_parallel"] > 1 and simulated:
+        now_factor, greedy = _imbalance(
+            values["num_experts"], values["experts_per_token"], values["expert_parallel"]
+        )
+        part = expert_share(values, acc)
+        out.append(
+            _lever(
+                "load_balance",
+                step,
+                levers.amdahl(part, now_factor / greedy),
+                now_factor > greedy,
+                ["expert_parallel", "num_experts"],
+                f"straggler factor {now_factor:.2f} (simulated router, skew {ROUTER_SKEW:g}: an "
+                f"assumption) -> {greedy:.2f} with a load-aware placement, on "
+                f"{100 * part:.1f}% of the FLOPs",
+            )
+        )
+    else:
+        why = "no expert parallelism" if simulated else "too many experts to simulate"
+        out.append(_lever("load_balance", step, 1.0, False, ["num_experts"], why))
+    pp, m = values["pipeline_parallel"], values["micro_batches_per_step"]
+    if pp > 1:
+        # 1F1B: the bubble is (p - 1) / m of the ideal time; v chunks per stage divide it by v
+        now_over_ideal, after_over_ideal = (pp - 1) / m, (pp - 1) / (m * VIRTUAL_STAGES)
+        chunks = VIRTUAL_STAGES * pp
+        splits = values["num_layers"] % chunks == 0
+        # interleaving keeps p + (p - 1) / v micro batches in flight on the first stage
+        interleaved = memory(values, virtual_stages=VIRTUAL_STAGES)
+        why = [] if splits else [f"num_layers {values['num_layers']} not divisible by {chunks}"]
+        out.append(
+            _lever(
+                "pipeline_bubble",
+                step,
+                (1 + now_over_ideal) / (1 + after_over_ideal),
+                splits and interleaved["fits"],
+                ["pipeline_parallel", "samples_per_step", "micro_batch"],
+                f"bubble {100 * (pp - 1) / (m + pp - 1):.1f}% of the step; interleaving "
+                f"{VIRTUAL_STAGES} model chunks per stage"
+                + "".join(f"; {w}" for w in why)
+                + f"; memory {interleaved['total'] / 1e9:,.1f} GB",
+            )
+        )
+    else:
+        out.append(
+            _lever("pipeline_bubble", step, 1.0, False, ["pipeline_parallel"], "no pipeline")
+        )
+    chunked = memory(values, logits_chunks=values["ce_chunks"])
+    out.append(
+        _lever(
+            "chunked_cross_entropy",
+            step,
+            1.0,
+            True,
+            ["ce_chunks"],
+            f"frees {(mem['total'] - chunked['total']) / 1e9:,.1f} GB of logits (memory, not time)",
+        )
+    )
+    out.sort(key=lambda x: -x["speedup"])
+    return out
+
+
+def combined(
+    levers_list: list[dict[str, Any]], step_time: float, ceiling: float = math.inf
+) -> dict[str, Any]:
+    """The product of the feasible levers that can go together: of selective recompute and
+    recompute off, only the better feasible one; at most `ceiling` (the speedup that would put
+    the hardware at its peak)."""
+    chosen = [x for x in levers_list if x["feasible"] and x["speedup"] > 1]
+    recompute = [x for x in chosen if x["lever"] in ("selective_recompute", "recompute_off")]
+    if len(recompute) > 1:
+        drop = min(recompute, key=lambda x: x["speedup"])
+        chosen = [x for x in chosen if x is not drop]
+    product = float(np.prod([x["speedup"] for x in chosen])) if chosen else 1.0
+    speedup = min(product, ceiling)
+    return {
+        "levers": [x["lever"] for x in chosen],
+        "product": product,
+        "speedup": speedup,
+        "capped": speedup < product,
+        "step_time": step_time / speedup,
+    }

@@ -1,0 +1,191 @@
+"""The example scenarios shipped in scenarios/: each resolves from its own folder, derives the
+layout its comments state, lands in a plausible MFU band, and `costmodel report` accepts it."""
+
+import json
+from pathlib import Path
+
+import pytest
+from commands import cli
+
+from costmodel.evaluate.account import account
+from costmodel.inputs import scenario
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIOS = REPO / "scenarios"
+CONFIGS = SCENARIOS / "configs"
+
+#: Per example: the file, its layout (DP = GPUs / (TP x PP x CP), EP), tokens per step, and the
+#: MFU band it must fall in (6ND over the dense BF16 peak).
+#: - Llama-3.1-70B on H100 with Megatron-LM: published dense runs of this size reach 35-45%;
+#:   the scenario's step time is chosen for ~40%.
+#: - DeepSeek-V3 on H800: the report's 180K GPU-hours per trillion tokens gives ~36% of the
+#:   BF16 peak with N counting the MTP module; 30-40% brackets it (FP8 GEMMs, not BF16).
+EXAMPLES = {
+    "llama-3.1-70b-512xH100": {
+        "gpus": 512,
+        "layout": (8, 4, 1),  # TP, PP, CP
+        "dp": 16,
+        "ep": 1,
+        "tokens_per_step": 512 * 8192,
+        "mfu": (0.35, 0.45),
+        "config": "llama-3.1-70b.json",
+    },
+    "deepseek-v3-2048xH800": {
+        "gpus": 2048,
+        "layout": (1, 16, 1),
+        "dp": 128,
+        "ep": 64,
+        "tokens_per_step": 15360 * 4096,
+        "mfu": (0.30, 0.40),
+        "config": "deepseek-v3.json",
+    },
+}
+
+
+def path(name: str) -> Path:
+    return SCENARIOS / f"{name}.yaml"
+
+
+@pytest.fixture(scope="module", params=sorted(EXAMPLES))
+def example(request):
+    name = request.param
+    sc = scenario.resolve(path(name))
+    return name, EXAMPLES[name], sc, account(sc)
+
+
+def test_the_examples_are_shipped():
+    for name, expected in EXAMPLES.items():
+        assert path(name).is_file(), name
+        assert (CONFIGS / expected["config"]).is_file(), expected["config"]
+
+
+def test_model_is_read_from_the_config_beside_the_scenario(example):
+    _, expected, sc, _ = example
+    assert Path(sc["model"]) == CONFIGS / expected["config"]
+    assert sc.sources["activated_params"] == "model"
+    assert sc.sources["num_layers"] == "model"
+
+
+def test_layout_derives_dp_and_ep(example):
+    _, expected, sc, acc = example
+    tp, pp, cp = expected["layout"]
+    assert (sc["tensor_parallel"], sc["pipeline_parallel"], sc["context_parallel"]) == (tp, pp, cp)
+    assert sc["num_gpus"] == expected["gpus"]
+    assert sc["data_parallel"] == expected["gpus"] // (tp * pp * cp) == expected["dp"]
+    assert sc["expert_parallel"] == expected["ep"]
+    assert sc.sources["expert_parallel"] in ("file", "derived")
+    assert acc["parallel"]["dp"] == expected["dp"] and acc["parallel"]["ep"] == expected["ep"]
+    assert sc["micro_batches_per_step"] == sc["samples_per_step"] / (
+        sc["data_parallel"] * sc["micro_batch"]
+    )
+
+
+def test_tokens_per_step(example):
+    _, expected, sc, _ = example
+    assert sc["tokens_per_step"] == expected["tokens_per_step"]
+
+
+def test_mfu_is_plausible_and_nothing_exceeds_the_peak(example):
+    _, expected, sc, acc = example
+    low, high = expected["mfu"]
+    assert low <= acc["mfu"] <= high
+    assert acc["mfu"] <= acc["hfu"] <= 1
+    # every slot is a real token: the HFU counting padded slots is the HFU
+    assert acc["padding"]["batching"] == "padded"
+    assert acc["padding"]["useful_fraction"] == pytest.approx(1.0)
+    assert acc["padding"]["hfu_of_slots"] <= 1
+
+
+def test_mfu_is_6nd_over_the_peak(example):
+    _, _, sc, acc = example
+    six_nd = 6 * sc["activated_params"] * sc["tokens_per_step"]
+    peak = sc["step_time"] * sc["num_gpus"] * sc["peak_flops"]
+    assert acc["mfu"] == pytest.approx(six_nd / peak, rel=1e-9)
+
+
+def test_llama_step_time_gives_forty_percent():
+    sc = scenario.resolve(path("llama-3.1-70b-512xH100"))
+    assert sc["activated_params"] == 69_501_714_432
+    assert account(sc)["mfu"] == pytest.approx(0.40, abs=0.005)
+
+
+def test_deepseek_step_time_is_the_reports_gpu_hours():
+    """180K H800 GPU-hours per trillion tokens (arXiv:2412.19437), as one step's seconds and as
+    the cluster's tokens/s."""
+    sc = scenario.resolve(path("deepseek-v3-2048xH800"))
+    gpu_seconds_per_token = 180_000 * 3600 / 1e12
+    assert sc["step_time"] == pytest.approx(
+        sc["tokens_per_step"] * gpu_seconds_per_token / sc["num_gpus"], abs=0.05
+    )
+    assert sc["measured_tokens_per_s"] == pytest.approx(
+        sc["num_gpus"] / gpu_seconds_per_token, abs=1
+    )
+    assert sc["num_mtp_layers"] == 1 and sc["activated_params"] == 38_239_338_496
+    assert sc["communication_share"] is None
+
+
+def test_configs_are_the_published_ones():
+    llama = json.loads((CONFIGS / "llama-3.1-70b.json").read_text(encoding="utf-8"))
+    assert {
+        key: llama[key]
+        for key in (
+            "model_type",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "vocab_size",
+            "rope_theta",
+            "tie_word_embeddings",
+        )
+    } == {
+        "model_type": "llama",
+        "hidden_size": 8192,
+        "intermediate_size": 28672,
+        "num_hidden_layers": 80,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": False,
+    }
+    assert llama["rope_scaling"]["rope_type"] == "llama3"
+    shipped = (CONFIGS / "deepseek-v3.json").read_bytes()
+    assert shipped == (REPO / "tests" / "configs" / "deepseek-v3.json").read_bytes()
+    sources = (CONFIGS / "SOURCES.md").read_text(encoding="utf-8")
+    for config in CONFIGS.glob("*.json"):
+        assert f"`{config.name}`" in sources, config.name
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_report_exits_zero_from_any_folder(name, tmp_path):
+    result = cli("report", "--scenario", str(path(name)), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "MFU" in result.stdout and result.stderr == ""
+
+
+def _readme_row(label: str) -> str:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in readme.splitlines() if line.startswith(f"| {label} |")]
+    assert len(rows) == 1, label
+    return rows[0]
+
+
+@pytest.mark.parametrize(
+    "label, file, overrides",
+    [
+        ("course, `attention_kernel: flash`", None, {"attention_kernel": "flash"}),
+        ("`llama-3.1-70b-512xH100.yaml`", "llama-3.1-70b-512xH100", None),
+        ("`deepseek-v3-2048xH800.yaml`", "deepseek-v3-2048xH800", None),
+    ],
+)
+def test_readme_table_of_the_runs_is_the_account(label, file, overrides):
+    """The README's memory, communication and first-lever figures are what the account says."""
+    row = _readme_row(label)
+    acc = account(scenario.resolve(path(file) if file else None, overrides=overrides))
+    mem, comm, first = acc["memory"], acc["communication"], acc["advice"][0]
+    assert f"{mem['total'] / 1e9:.1f} of {mem['capacity'] / 1e9:.0f} GB" in row
+    assert ("does not fit" in row) == (not mem["fits"])
+    assert f"{comm['seconds']:.1f} s, {100 * comm['estimated_share']:.1f}%" in row
+    assert f"{first['lever'].replace('_', ' ')} {first['speedup']:.2f}x" in row

@@ -1,0 +1,398 @@
+"""Memory per GPU: the activation bytes of each layer kind (derive.activations), worked by hand on
+small numbers, the policies and the parallel divisions, the model states by ZeRO stage
+(derive.model_states), and the measured saved tensors of tiny models against the prediction
+(costmodel.validate_memory; the measurement needs torch and transformers, which CI installs)."""
+
+import csv
+from pathlib import Path
+
+import pytest
+import sympy as sp
+from conftest import missing
+
+from costmodel.derive import activations as act
+from costmodel.derive import model_states as ms
+from costmodel.derive.symbols import (
+    K_opt,
+    N_d,
+    Psi,
+    b_micro,
+    beta_g,
+    bytes_per_element,
+    c_p,
+    n_heads,
+    s,
+    t_p,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+CSV_PATH = REPO / "costmodel" / "course" / "saved_tensors.csv"
+
+#: b = 1 sequence of s = 4 tokens (T = 4 rows), h = 8, 2 query heads and 1 KV head of width 4,
+#: SwiGLU width 16, BF16 (beta = 2).
+SMALL = dict(b=1, s=4, hidden=8, heads=2, kv_heads=1, head_dim=4, ffn=16)
+
+#: The dense GQA layer by hand, flash kernel, fused RMSNorm and SwiGLU, no recompute, one GPU.
+DENSE_FLASH_BY_HAND = {
+    "attn_norm.input": 2 * 4 * 8,  # beta T h
+    "attn_norm.rstd": 4 * 4,  # fp32 per row
+    "attn.qkv_input": 2 * 4 * 8,
+    "attn.q": 2 * 4 * 2 * 4,  # beta T n_h d_h
+    "attn.k": 2 * 4 * 1 * 4,  # beta T n_kv d_h
+    "attn.v": 2 * 4 * 1 * 4,
+    "attn.lse": 4 * 4 * 2,  # fp32 T n_h
+    "attn.output": 2 * 4 * 2 * 4,
+    "mlp_norm.input": 2 * 4 * 8,
+    "mlp_norm.rstd": 4 * 4,
+    "mlp.input": 2 * 4 * 8,
+    "mlp.gate": 2 * 4 * 16,
+    "mlp.up": 2 * 4 * 16,
+    "mlp.down_input": 2 * 4 * 16,
+}
+
+#: Not split by tensor parallelism without sequence parallelism (full hidden width per token).
+REPLICATED_WITHOUT_SP = {
+    "attn_norm.input",
+    "attn_norm.rstd",
+    "attn.qkv_input",
+    "mlp_norm.input",
+    "mlp_norm.rstd",
+    "mlp.input",
+}
+
+
+def dense(**overrides):
+    return act.layer_activation_bytes("attention", "dense", **{**SMALL, **overrides})
+
+
+def test_dense_flash_layer_by_hand():
+    got = dense()
+    assert got == DENSE_FLASH_BY_HAND
+    assert sum(got.values()) == 896
+
+
+def test_eager_attention_keeps_expanded_kv_and_the_fp32_softmax():
+    got = dense(attention_kernel="eager")
+    # K and V expanded to the 2 query heads (repeat_kv); no log-sum-exp
+    assert got["attn.k"] == got["attn.v"] == 2 * 4 * 2 * 4
+    assert "attn.lse" not in got
+    # fp32 softmax output and the probabilities cast back to BF16: (4 + 2) per score
+    assert got["attn.softmax_fp32"] == 4 * 2 * 1 * 4 * 4  # fp32 n_h b s s
+    assert got["attn.probs"] == 2 * 2 * 1 * 4 * 4
+    mlp = {k: v for k, v in got.items() if k.startswith("mlp")}
+    assert mlp == {k: v for k, v in DENSE_FLASH_BY_HAND.items() if k.startswith("mlp")}
+
+
+def test_math_kernel_is_fp32_with_one_square():
+    got = dense(attention_kernel="math")
+    assert got["attn.q_fp32"] == got["attn.k_fp32"] == got["attn.v_fp32"] == 4 * 4 * 2 * 4
+    assert got["attn.scores_fp32"] == 4 * 2 * 4 * 4
+    assert "attn.probs" not in got
+
+
+def test_eager_elementwise_is_hugging_faces_composite():
+    got = dense(elementwise="eager")
+    assert got["attn_norm.input_fp32"] == 4 * 4 * 8  # the fp32 upcast of the input
+    assert got["attn_norm.normalized"] == 2 * 4 * 8  # x * rstd cast back, for the weight grad
+    assert got["attn_norm.rstd"] == 4 * 4
+    assert "attn_norm.input" not in got
+    assert got["mlp.silu"] == 2 * 4 * 16  # the product saves both operands
+    fused = dense()
+    assert sum(got.values()) - sum(fused.values()) == 2 * (4 * 4 * 8) + 2 * 4 * 16
+
+
+def test_qk_norm_adds_per_head_norms():
+    got = dense(qk_norm=True, elementwise="fused")
+    assert got["attn.q_norm.input"] == 2 * 4 * 2 * 4
+    assert got["attn.q_norm.rstd"] == 4 * 4 * 2  # one per row and head
+    assert got["attn.k_norm.input"] == 2 * 4 * 1 * 4
+
+
+def test_tensor_parallel_with_and_without_sequence_parallelism():
+    base = dense(attention_kernel="eager")
+    with_sp = dense(attention_kernel="eager", tp=2, sp=True)
+    assert with_sp == {k: v / 2 for k, v in base.items()}
+    without = dense(attention_kernel="eager", tp=2, sp=False)
+    for name, value in base.items():
+        expected = value if name in REPLICATED_WITHOUT_SP else value / 2
+        assert without[name] == expected, name
+
+
+def test_context_parallel_divides_tokens_and_the_square_rows():
+    base = dense(attention_kernel="eager")
+    split = dense(attention_kernel="eager", cp=2)
+    # per-token terms halve; the square becomes (s/c_p) x s: halves too
+    assert split == {k: v / 2 for k, v in base.items()}
+    assert split["attn.softmax_fp32"] == 4 * 2 * 1 * (4 / 2) * 4
+
+
+def test_selective_recompute_drops_the_core():
+    flash = dense()
+    for kernel in act.KERNELS:
+        got = dense(attention_kernel=kernel, recompute="selective")
+        # only the core's inputs (Q, K and V at KV-head width) stay, with its output
+        assert got == {k: v for k, v in flash.items() if k != "attn.lse"}, kernel
+
+
+def test_full_recompute_keeps_the_layer_input():
+    assert dense(recompute="full") == {"layer.input": 2 * 4 * 8}
+    assert dense(recompute="full", tp=2, sp=False) == {"layer.input": 64}
+    assert dense(recompute="full", tp=2, sp=True) == {"layer.input": 32}
+
+
+def test_stage_adds_one_working_set_and_multiplies_by_in_flight():
+    layers = [dense(recompute="full")] * 3
+    stage = act.stage_activation_bytes(
+        layers,
+        in_flight=4,
+        recompute_working_set=dense(),
+        extra={"x": 10},
+    )
+    assert stage == {
+        "layers": 3 * 64 * 4,
+        "recompute_working_set": 896,
+        "outside_layers": 40,
+        "total": 768 + 896 + 40,
+    }
+
+
+def test_in_flight_micro_batches():
+    assert act.in_flight_micro_batches(1) == 1
+    assert act.in_flight_micro_batches(4) == 4
+    assert act.in_flight_micro_batches(4, num_micro_batches=2) == 2
+    # Megatron-LM: penalty 1 + (p - 1)/(p v) on p micro batches
+    assert act.in_flight_micro_batches(4, virtual_stages=2) == pytest.approx(4 * (1 + 3 / 8))
+
+
+MOE = dict(b=1, s=4, hidden=8, heads=2, kv_heads=1, head_dim=4, experts=4, top_k=2, moe_ffn=4)
+
+
+def moe_part(**overrides):
+    got = act.layer_activation_bytes("attention", "moe", **{**MOE, **overrides})
+    return {k: v for k, v in got.items() if k.startswith("moe.")}
+
+
+def test_moe_layer_by_hand():
+    # T = 4 tokens, k = 2: 8 routed rows
+    assert moe_part() == {
+        "moe.input": 2 * 4 * 8,
+        "moe.router_probs": 4 * 4 * 4,  # fp32 T E
+        "moe.topk_indices": 8 * 4 * 2,  # int64 T k
+        "moe.dispatch_indices": 16 * 8,  # (slot, token) int64 pairs per routed row
+        "moe.routed_input": 2 * 8 * 8,  # k copies of each token's hidden state
+        "moe.expert.gate": 2 * 8 * 4,
+        "moe.expert.up": 2 * 8 * 4,
+        "moe.expert.down_input": 2 * 8 * 4,
+        "moe.routing_weights": 2 * 8,
+        "moe.expert_output": 2 * 8 * 8,
+        "moe.combine_input": 2 * 8 * 8,
+    }
+
+
+def test_moe_scales_with_k_not_with_the_expert_count():
+    base = moe_part()
+    more_experts = moe_part(experts=8)
+    changed = {k for k in base if base[k] != more_experts[k]}
+    assert changed == {"moe.router_probs"}
+    busier = moe_part(expert_load=1.5)
+    per_row = {k for k in base if busier[k] == 1.5 * base[k] and k not in ("moe.input",)}
+    assert "moe.routed_input" in per_row and "moe.expert.gate" in per_row
+    assert busier["moe.router_probs"] == base["moe.router_probs"]
+
+
+def test_deepseek_router_and_shared_expert():
+    got = moe_part(router_fp32=True, norm_topk=True, shared_ffn=4)
+    assert got["moe.router_input_fp32"] == 4 * 4 * 8
+    assert got["moe.topk_weights"] == 4 * 4 * 2 and got["moe.topk_sum"] == 4 * 4
+    assert got["moe.routing_weights"] == 4 * 8  # fp32 weights
+    assert got["moe.shared.gate"] == 2 * 4 * 4
+
+
+def test_mla_layer_by_hand():
+    got = act.layer_activation_bytes(
+        "mla",
+        "dense",
+        b=1,
+        s=4,
+        hidden=8,
+        heads=2,
+        head_dim=6,  # nope 4 + rope 2
+        v_head_dim=4,
+        q_lora_rank=4,
+        kv_lora_rank=2,
+        ffn=16,
+    )
+    attn = {k: v for k, v in got.items() if k.startswith("attn.")}
+    assert attn == {
+        "attn.qkv_input": 2 * 4 * 8,
+        "attn.q_a_norm.input": 2 * 4 * 4,
+        "attn.q_a_norm.rstd": 4 * 4,
+        "attn.q_b_input": 2 * 4 * 4,
+        "attn.kv_a_norm.input": 2 * 4 * 2,
+        "attn.kv_a_norm.rstd": 4 * 4,
+        "attn.kv_b_input": 2 * 4 * 2,
+        "attn.q": 2 * 4 * 2 * 6,
+        "attn.k": 2 * 4 * 2 * 6,  # decompressed: one key head per query head
+        "attn.v": 2 * 4 * 2 * 4,
+        "attn.lse": 4 * 4 * 2,
+        "attn.output": 2 * 4 * 2 * 4,
+    }
+
+
+def test_gated_deltanet_is_linear_in_s():
+    def gdn(s_len):
+        return act.layer_activation_bytes(
+            "gated_deltanet",
+            "dense",
+            b=1,
+            s=s_len,
+            hidden=8,
+            ffn=16,
+            linear_key_heads=1,
+            linear_value_heads=2,
+            linear_key_head_dim=4,
+            linear_value_head_dim=4,
+            chunk=64,
+        )
+
+    short, long = gdn(64), gdn(128)
+    assert all(long[k] == 2 * short[k] for k in short)
+    assert short["gdn.A"] == 2 * 64 * 2 * 64  # beta T n_v C
+    assert short["gdn.conv_input"] == 2 * 64 * (2 * 1 * 4 + 2 * 4)
+
+
+def test_symbolic_forms():
+    flash, eager = act.dense_flash_layer_bytes, act.dense_eager_layer_bytes
+    assert sp.degree(sp.numer(sp.together(flash)), s) == 1  # no s x s term
+    assert sp.degree(sp.numer(sp.together(eager)), s) == 2
+    assert (
+        sp.simplify(
+            act.eager_square_bytes
+            - (4 + bytes_per_element) * n_heads * b_micro * s**2 / (c_p * t_p)
+        )
+        == 0
+    )
+    # the SymPy form evaluated at the small numbers is the hand count
+    values = {
+        b_micro: 1,
+        s: 4,
+        sp.Symbol("h", positive=True): 8,
+        n_heads: 2,
+        sp.Symbol("n_kv", positive=True): 1,
+        sp.Symbol("d_h", positive=True): 4,
+        sp.Symbol("d_hv", positive=True): 4,
+        sp.Symbol("d_ff", positive=True): 16,
+        bytes_per_element: 2,
+        c_p: 1,
+        t_p: 1,
+    }
+    assert flash.subs(values) == 896
+    assert act.full_recompute_layer_bytes.subs(values) == 64
+
+
+def test_logits():
+    got = act.model_activation_bytes(b=2, s=4, hidden=8, vocab=10, rope_head_dim=4)
+    assert got["logits"] == 2 * 8 * 10 and got["logits_fp32"] == 4 * 8 * 10
+    assert got["rope.cos"] == got["rope.sin"] == 2 * 4 * 4  # (1, s) positions, shared
+    assert got["embedding.token_ids"] == 8 * 8
+    chunked = act.model_activation_bytes(b=2, s=4, hidden=8, vocab=10, logits_chunks=5)
+    assert chunked["logits"] == got["logits"] / 5 and chunked["logits_fp32"] == 4 * 8 * 10 / 5
+    bf16_loss = act.model_activation_bytes(b=2, s=4, hidden=8, vocab=10, loss_fp32=False)
+    assert "logits_fp32" not in bf16_loss
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"attention_kernel": "xformers"},
+        {"recompute": "some"},
+        {"elementwise": "triton"},
+    ],
+)
+def test_bad_options_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        dense(**kwargs)
+    with pytest.raises(ValueError):
+        act.layer_activation_bytes("mamba", "dense", **SMALL)
+
+
+def test_zero_stages():
+    # ZeRO paper (2-byte gradients): 16, 4 + 12/N_d, 2 + 14/N_d, 16/N_d bytes per parameter
+    paper = [ms.bytes_per_parameter(z, 8, grad_bytes=2) for z in ms.STAGES]
+    assert paper == [16, 4 + 12 / 8, 2 + 14 / 8, 16 / 8]
+    # Megatron-LM (fp32 main grads): 18, and 6 + 12/DP with the distributed optimizer
+    assert ms.bytes_per_parameter(0) == 18
+    assert ms.bytes_per_parameter(1, 8) == 6 + 12 / 8
+    assert ms.model_state_bytes(1000, 3, 4, grad_bytes=2) == {
+        "weights": 500.0,
+        "gradients": 500.0,
+        "optimizer": 3000.0,
+    }
+    assert (
+        sp.simplify(ms.model_states_stage_3 - (bytes_per_element + beta_g + K_opt) * Psi / N_d) == 0
+    )
+    with pytest.raises(ValueError):
+        ms.model_state_bytes(1, 4)
+
+
+# The measurement: stored CSV, and a fresh run (torch and transformers needed).
+
+
+def _stored_rows():
+    with CSV_PATH.open(encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_stored_rows_are_within_tolerance():
+    rows = _stored_rows()
+    assert rows
+    parts = {(r["model"], r["part"]) for r in rows}
+    assert ("llama-gqa", "layer attention+dense") in parts
+    assert ("qwen3-moe", "layer attention+moe") in parts
+    assert ("deepseek-v3-mla", "layer mla+moe") in parts
+    for row in rows:
+        ratio = int(row["measured"]) / float(row["predicted"])
+        assert abs(ratio - 1) <= 0.10, row
+
+
+@pytest.fixture(scope="module")
+def fresh_rows():
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        missing(
+            f"torch/transformers not importable ({exc}); pip install -r validate-requirements.txt"
+        )
+    from costmodel import validate_memory
+
+    return validate_memory.validation_rows()
+
+
+def test_measured_saved_bytes_match_the_prediction(fresh_rows):
+    from costmodel.validate_memory import ATTENTIONS, MODELS, SEQ_LENS, TOLERANCE
+
+    seen = {(r.model, r.attention, r.seq_len) for r in fresh_rows}
+    assert seen == {(m, a, n) for m in MODELS for a in ATTENTIONS for n in SEQ_LENS}
+    for row in fresh_rows:
+        assert row.measured > 0, row
+        assert abs(row.ratio - 1) <= TOLERANCE, row
+
+
+def test_stored_csv_is_current(fresh_rows):
+    from costmodel.validate_memory import rows_to_csv
+
+    assert CSV_PATH.read_text(encoding="utf-8") == rows_to_csv(fresh_rows), (
+        "stale: python -m costmodel.validate_memory --out costmodel/course/saved_tensors.csv"
+    )
+
+
+def test_most_loaded_stage_takes_the_heaviest_layers_up_to_its_share():
+    from costmodel.evaluate.run import _heaviest_stage
+
+    heavy, light = {"x": 3.0}, {"x": 1.0}
+    assert _heaviest_stage([(light, 6), (heavy, 2)], 4) == [heavy, heavy]
+    assert _heaviest_stage([(light, 6), (heavy, 2)], 2) == [heavy, heavy, light, light]
+    # uneven: 61 layers on 16 stages, the largest stage holds 4 (not one of each kind)
+    assert len(_heaviest_stage([(light, 3), (heavy, 58)], 16)) == 4
+    assert _heaviest_stage([(light, 3), (heavy, 58)], 1).count(light) == 3
