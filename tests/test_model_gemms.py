@@ -375,3 +375,22 @@ def test_text_header_names_the_layout(course):
     course_text = render_gemms(gemms.gemm_table(course.values))
     assert "per GPU: TP 1, CP 1, EP 8," in course_text and "GPU share" not in course_text
     assert all("per_gpu_fraction" in row for row in table["gemms"])
+
+
+def test_numeric_intensity_forms_are_the_derived_ones():
+    """The float shortcuts of evaluate.gemms equal derive.roofline.gemm_intensity and its limit
+    derive.moe.intensity_limit (SymPy's limit m -> oo)."""
+    import random
+
+    from costmodel.derive import moe
+    from costmodel.derive.roofline import gemm_intensity
+    from costmodel.derive.symbols import bytes_per_element, k_dim, m, n
+    from costmodel.evaluate import gemms as g
+
+    rng = random.Random(0)
+    for _ in range(20):
+        m_, n_, k_ = (rng.randint(1, 1 << 20) for _ in range(3))
+        beta = rng.choice((1, 2, 4))
+        values = {m: m_, n: n_, k_dim: k_, bytes_per_element: beta}
+        assert g._intensity(m_, n_, k_, beta) == pytest.approx(float(gemm_intensity.subs(values)))
+        assert g._limit(n_, k_, beta) == pytest.approx(float(moe.intensity_limit.subs(values)))

@@ -59,8 +59,20 @@ expert_rows = ep * b_micro * S * k_top / E
 #: Bytes one direction (permute, or unpermute) moves for t tokens: every token copied k times.
 permute_bytes = tokens * h * bytes_per_element * k_top
 
-#: Intensity of a weight GEMM with m token rows, weight (k x n), as m grows without bound.
-intensity_limit = sp.limit(roofline.gemm_intensity, m, sp.oo)
+#: Derived on first use (SymPy's limit takes a twentieth of a second, which a cold `costmodel
+#: report` need not pay); read it as a module attribute.
+#: intensity_limit: intensity of a weight GEMM with m token rows, weight (k x n), as m grows
+#: without bound, 2kn / (β(k + n)).
+_DERIVED = {"intensity_limit": lambda: sp.limit(roofline.gemm_intensity, m, sp.oo)}
+_derived: dict[str, sp.Expr] = {}
+
+
+def __getattr__(name: str) -> sp.Expr:
+    if name in _DERIVED:
+        if name not in _derived:
+            _derived[name] = _DERIVED[name]()
+        return _derived[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @functools.lru_cache(maxsize=None)

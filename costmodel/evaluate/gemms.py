@@ -58,18 +58,23 @@ from __future__ import annotations
 
 from typing import Any
 
-import sympy as sp
-
 from costmodel.derive import attention, moe
-from costmodel.derive.roofline import gemm_intensity
-from costmodel.derive.symbols import E, S, b_micro, bytes_per_element, k_dim, k_top, m, n
+from costmodel.derive.symbols import E, S, b_micro, k_top
 from costmodel.evaluate.layouts import default_ep_size
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs.shape import ModelShape
 
-_intensity = sp.lambdify((m, n, k_dim, bytes_per_element), gemm_intensity, modules="math")
-#: The intensity a weight GEMM tends to as its rows grow (derive.moe.intensity_limit).
-_limit = sp.lambdify((n, k_dim, bytes_per_element), moe.intensity_limit, modules="math")
+
+def _intensity(m_: float, n_: float, k_: float, beta: float) -> float:
+    """derive.roofline.gemm_intensity, 2mnk / (β(mk + kn + mn)), for numbers (a cold report
+    should not compile SymPy forms; tests/test_model_gemms.py checks it against the form)."""
+    return 2 * m_ * n_ * k_ / (beta * (m_ * k_ + k_ * n_ + m_ * n_))
+
+
+def _limit(n_: float, k_: float, beta: float) -> float:
+    """derive.moe.intensity_limit, 2kn / (β(k + n)): the intensity a weight GEMM tends to as its
+    rows grow (checked against the derived limit by the same test)."""
+    return 2 * k_ * n_ / (beta * (k_ + n_))
 
 
 def _row(key, name, m_, k_, n_, layers, weights=True, uses=1, source=None, share=1.0, split=None):
