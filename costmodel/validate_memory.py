@@ -32,15 +32,12 @@ forward's output, not saved for backward).
 
 from __future__ import annotations
 
-import argparse
-import csv
 import gc
-import io
-import sys
 from dataclasses import dataclass
 
 from costmodel.derive.activations import layer_activation_bytes, model_activation_bytes
 from costmodel.inputs.models import shape_from_config
+from costmodel.validate import command, csv_text
 
 CSV_FIELDS = (
     "model",
@@ -343,35 +340,17 @@ def validation_rows() -> list[Row]:
 
 
 def rows_to_csv(rows: list[Row]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow(row.as_dict())
-    return buffer.getvalue()
+    return csv_text(rows, CSV_FIELDS)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m costmodel.validate_memory",
-        description="Compare costmodel's activation bytes with the tensors a forward pass saves.",
+    return command(
+        "python -m costmodel.validate_memory",
+        "Compare costmodel's activation bytes with the tensors a forward pass saves.",
+        validation_rows,
+        rows_to_csv,
+        argv,
     )
-    parser.add_argument("--out", help="write the CSV here (default: standard output)")
-    args = parser.parse_args(argv)
-    try:
-        text = rows_to_csv(validation_rows())
-    except ImportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.out:
-        from pathlib import Path
-
-        path = Path(args.out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
-    return 0
 
 
 if __name__ == "__main__":
