@@ -8,7 +8,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv lint format test handouts report notebooks validate validate-deps benchmark lab clean
+.PHONY: venv browser lint format test handouts report notebooks validate validate-deps benchmark lab clean
 
 venv: $(STAMP)
 
@@ -28,9 +28,17 @@ test: venv
 notebooks: venv
 	$(PY) -m costmodel.present.suite $(NB)
 
-# The main job: the suite re-executed for a scenario, as offline HTML in handouts/<name>/.
-handouts: venv
-	$(VENV)/bin/costmodel handouts $(if $(SCENARIO),--scenario $(SCENARIO))
+# The main job: the suite re-executed for a scenario, as offline HTML in handouts/<name>/ (the
+# teacher's edition; the student's in handouts/<name>/student/), each with an A4 booklet.pdf.
+handouts: venv browser
+	$(VENV)/bin/costmodel handouts --edition both --pdf $(if $(SCENARIO),--scenario $(SCENARIO))
+
+# Headless Chromium and CJK fonts (Debian packages) for the booklet and the browser tests.
+browser:
+	@command -v chromium >/dev/null && fc-list 2>/dev/null | grep -qi "Noto Sans CJK" || { \
+	  echo "installing chromium and fonts-noto-cjk (apt-get)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-noto-cjk; }
 
 report: venv
 	$(VENV)/bin/costmodel report $(if $(SCENARIO),--scenario $(SCENARIO))
@@ -52,10 +60,13 @@ validate: validate-deps
 benchmark: venv
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_suite.py
+	$(PY) benchmarks/bench_handouts.py
 	$(PY) benchmarks/megatron_flops.py
 
+# Read the notebooks in JupyterLab: a scratch copy in build/lab/ (the sources are never
+# written), 01 first, the rendering-only code collapsed.
 lab: venv
-	$(VENV)/bin/jupyter lab costmodel/course/notebooks/
+	$(PY) -m costmodel.present.lab
 
 clean:
 	rm -rf $(VENV) build handouts *.egg-info

@@ -58,9 +58,9 @@ def main() -> None:
         f"failed: {failed or 'none'}"
     )
     print(
-        f"page sizes: largest {max(sizes.values()) / 2**20:.2f} MiB "
-        f"({max(sizes, key=sizes.get)}), smallest {min(sizes.values()) / 2**20:.2f} MiB "
-        f"(target <= 3 MB each)"
+        f"page sizes: largest {max(sizes.values()) / 1000:.0f} KB "
+        f"({max(sizes, key=sizes.get)}), smallest {min(sizes.values()) / 1000:.0f} KB "
+        f"(target <= 500 KB each)"
     )
 
     cold = []

@@ -51,6 +51,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     handouts.add_argument("--no-input", action="store_true", help="hide the code (readers)")
     handouts.add_argument(
+        "--edition",
+        choices=("teacher", "student", "both"),
+        default="teacher",
+        help="teacher: every cell (default); student: solutions replaced by answer spaces; "
+        "both: the teacher's in DIR, the student's in DIR/student/",
+    )
+    handouts.add_argument(
+        "--pdf",
+        action="store_true",
+        help="also print each edition as one A4 booklet (booklet.pdf; needs Chromium)",
+    )
+    handouts.add_argument(
         "--jobs",
         type=_positive_int,
         metavar="N",
@@ -103,7 +115,13 @@ def run(argv: list[str] | None = None) -> int:
         out = args.out or handouts.default_out(args.scenario)
         try:
             sections, folder = handouts.build(
-                args.scenario, scenario.parse_set(args.overrides), out, args.no_input, args.jobs
+                args.scenario,
+                scenario.parse_set(args.overrides),
+                out,
+                args.no_input,
+                args.jobs,
+                edition=args.edition,
+                pdf=args.pdf,
             )
         except KeyboardInterrupt:
             print(
@@ -121,9 +139,14 @@ def run(argv: list[str] | None = None) -> int:
         for section in failed:
             kept = " (kept the previous page, marked stale)" if section.stale else ""
             print(f"costmodel: error: {section.error}{kept}", file=sys.stderr)
+        editions = ("teacher", "student") if args.edition == "both" else (args.edition,)
+        extra = " and booklet.pdf" if args.pdf else ""
+        where = f"{folder}" + (
+            f" (student edition in {folder / 'student'})" if len(editions) > 1 else ""
+        )
         print(
-            f"wrote {len(sections) - len(failed)} of {len(sections)} handouts and index.html "
-            f"to {folder}"
+            f"wrote {len(sections) - len(failed)} of {len(sections)} handouts, index.html{extra} "
+            f"({' and '.join(editions)} edition{'s' if len(editions) > 1 else ''}) to {where}"
         )
         return 1 if failed else 0
     elif args.command == "gemms":

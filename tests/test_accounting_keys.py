@@ -365,3 +365,23 @@ def test_a_padded_step_faster_than_its_slots_allow_is_refused():
     packed = account(scenario.resolve(data={"model": deepseek, "batching": "packed"}))
     assert packed["hfu"] == pytest.approx(162.18 / 100 / (49152 / 28875), rel=1e-4)
     assert packed["padding"]["hfu_of_slots"] == packed["hfu"]
+
+
+def test_account_is_worked_out_once_and_each_caller_gets_its_own_copy():
+    """A kernel that runs the suite asks for the scenario's account in every notebook: the
+    second time it comes from the process's cache, equal to the first and not the same object
+    (a caller that changes its copy changes nobody else's); a scenario with the same values but
+    a value from another source has its own account (the assumptions name the source)."""
+    course = scenario.resolve()
+    first = account(course)
+    first["mfu"] = -1.0
+    first["memory"]["total"] = -1.0
+    second = account(course)
+    assert second["mfu"] > 0 and second["memory"]["total"] > 0
+    assert second == account(scenario.resolve())
+    team = scenario.resolve(
+        overrides={"expert_parallel": course["expert_parallel"], "name": course["name"]}
+    )
+    assert team.values == course.values and team.sources != course.sources
+    assert second["assumptions"]["expert_parallel"]["source"] == "course"
+    assert account(team)["assumptions"]["expert_parallel"]["source"] == "scenario"

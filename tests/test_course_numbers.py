@@ -147,3 +147,20 @@ def test_policy_fraction_is_defined_once(course):
     assert recompute.fraction("selective", 0.25) == 0.25 and recompute.fraction("full", 0.25) == 1
     assert scenario.RECOMPUTE_POLICIES == tuple(recompute.POLICIES)
     assert course.substitutions()[r] == float(recompute.fraction("full", 0.3))
+
+
+def test_a_claim_is_quoted_with_its_section():
+    assert course.claim("padding_waste") == "41.3%（课程 06.4）"
+    assert course.claim("micro_batch_gain") == "1.1×–1.3×（课程 06.8 ③）"
+    assert course.claim("headline_understated") == "8%–10%（课程 06.0）"
+    with pytest.raises(KeyError):
+        course.claim("attention_table")  # rows: quote one row's field instead
+
+
+def test_claims_table_and_verdicts():
+    from costmodel.present import display as d
+
+    assert d.verdict(True) == "成立"
+    assert d.verdict(False, "课程的表里最低一行是 8.6%") == "有出入：课程的表里最低一行是 8.6%"
+    assert d.verdict(None, "场景没有实测吞吐") == "无从判断：场景没有实测吞吐"
+    assert d.CLAIMS_HEADERS == ("课程怎么说", "本页算出", "出入")

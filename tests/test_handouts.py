@@ -2,15 +2,18 @@
 browser (headless Chromium, no network)."""
 
 import hashlib
+import html
 import json
 import re
 import shutil
 import subprocess
 import sys
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 from conftest import missing
 from headlines import section_headlines
@@ -18,6 +21,7 @@ from headlines import section_headlines
 from costmodel.evaluate.account import account as evaluate_account
 from costmodel.inputs import scenario
 from costmodel.present import handouts, suite
+from costmodel.present.booklet import CHROMIUM_ARGS
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -28,20 +32,46 @@ def _digest(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.glob("*.ipynb")}
 
 
+#: Where the course build's time went (filled by the `built` fixture).
+TIMINGS: dict[str, float] = {}
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("handouts") / "course"
     before = _digest(suite.NOTEBOOKS)
-    sections, folder = handouts.build(out=out, progress=False)
+    sections, folder = handouts.build(
+        out=out, progress=False, edition="both", pdf=True, timings=TIMINGS
+    )
     assert _digest(suite.NOTEBOOKS) == before, "the stored notebooks were modified"
     return sections, folder
+
+
+def test_build_says_where_its_time_went(built):
+    """The phases add up to the total; every notebook's worker reports its execution and its
+    export, and only the first notebook of a worker waits for a kernel to start."""
+    sections, _ = built
+    assert set(TIMINGS) == {"start", "notebooks", "pages", "booklets", "total"}
+    phases = sum(TIMINGS[k] for k in ("start", "notebooks", "pages", "booklets"))
+    assert 0 < phases <= TIMINGS["total"] < phases + 5
+    assert TIMINGS["booklets"] > 0 and TIMINGS["notebooks"] > 0
+    for section in sections:
+        assert set(section.seconds) == {"kernel", "execute", "export"}, section.stem
+        assert section.seconds["execute"] > 0 and section.seconds["export"] > 0
+
+
+def _pages(folder: Path) -> list[Path]:
+    """Every HTML page of both editions."""
+    return sorted(folder.glob("*.html")) + sorted((folder / "student").glob("*.html"))
 
 
 def test_every_section_built(built):
     sections, folder = built
     assert [s.error for s in sections] == [None] * len(sections)
     names = sorted(p.name for p in folder.iterdir())
-    assert names == sorted([handouts.MARKER, "index.html"] + [s.page for s in sections])
+    pages = ["index.html", "booklet.pdf", handouts.CONVENTIONS_PAGE] + [s.page for s in sections]
+    assert names == sorted([handouts.MARKER, "student"] + pages)
+    assert sorted(p.name for p in (folder / "student").iterdir()) == sorted(pages)
     assert json.loads((folder / handouts.MARKER).read_text(encoding="utf-8")) == {
         "written_by": "costmodel handouts",
         "scenario": scenario.resolve()["name"],
@@ -79,7 +109,7 @@ class _Resources(HTMLParser):
 
 def test_pages_reference_no_remote_resource_and_fit(built):
     _, folder = built
-    for page in folder.glob("*.html"):
+    for page in _pages(folder):
         text = page.read_text(encoding="utf-8")
         parser = _Resources()
         parser.feed(text)
@@ -87,12 +117,13 @@ def test_pages_reference_no_remote_resource_and_fit(built):
         assert not remote, f"{page.name}: {remote}"
         assert not re.search(r"url\(\s*['\"]?(https?:)?//", text), page.name
         assert not re.search(r"@import\s+['\"]?(url\()?\s*['\"]?https?://", text), page.name
-        assert page.stat().st_size <= 3_000_000, f"{page.name}: {page.stat().st_size} bytes"
+        assert page.stat().st_size <= 500_000, f"{page}: {page.stat().st_size} bytes"
+        assert "<script" not in text, f"{page}: a script (the math is MathML, typeset at build)"
 
 
 def test_cjk_font_stack_and_print_css(built):
     _, folder = built
-    for page in folder.glob("*.html"):
+    for page in _pages(folder):
         text = page.read_text(encoding="utf-8")
         assert "Noto Sans CJK SC" in text, page.name
         assert "@page" in text and "size: A4" in text, page.name
@@ -188,12 +219,22 @@ def test_failing_notebook_is_named_and_keeps_its_previous_page(tmp_path, monkeyp
 
 
 def test_two_builds_are_byte_identical(built, tmp_path):
+    """Every page of both editions; the booklets (whose PDF carries its creation time) by their
+    text."""
+    from pypdf import PdfReader
+
     _, first = built
-    _, second = handouts.build(out=tmp_path / "again", progress=False)
-    names = sorted(p.name for p in first.iterdir())
-    assert names == sorted(p.name for p in second.iterdir())
-    for name in names:
-        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+    _, second = handouts.build(out=tmp_path / "again", progress=False, edition="both", pdf=True)
+    for sub in ("", "student"):
+        names = sorted(p.name for p in (first / sub).iterdir() if p.is_file())
+        assert names == sorted(p.name for p in (second / sub).iterdir() if p.is_file())
+        for name in names:
+            a, b = first / sub / name, second / sub / name
+            if name.endswith(".pdf"):
+                text = [[p.extract_text() for p in PdfReader(x).pages] for x in (a, b)]
+                assert text[0] == text[1], f"{sub}/{name}"
+            else:
+                assert a.read_bytes() == b.read_bytes(), f"{sub}/{name}"
 
 
 # ------------------------------------------------------------------ in a real browser
@@ -207,17 +248,6 @@ def _browser():
     if sync_playwright is None or CHROMIUM is None:
         missing("headless Chromium (Debian package chromium) and playwright are needed")
     return sync_playwright
-
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 
 
 def test_handouts_in_headless_chromium(built):
@@ -237,16 +267,17 @@ def test_handouts_in_headless_chromium(built):
             page = context.new_page()
             page.goto(page_file.as_uri())
             if page_file.name != "index.html":
-                page.wait_for_function(
-                    "() => window.MathJax && MathJax.startup && MathJax.startup.promise",
-                    timeout=30_000,
-                )
-                page.evaluate("() => MathJax.startup.promise")
-                typeset = page.evaluate("() => document.querySelectorAll('mjx-container').length")
+                # MathML laid out by the browser itself: a fraction is taller than a line
+                typeset = page.evaluate("() => document.querySelectorAll('math').length")
                 assert typeset > 0, f"{page_file.name}: no typeset math"
+                fraction = page.evaluate(
+                    "() => { const f = document.querySelector('mfrac');"
+                    " return f ? f.getBoundingClientRect().height : null; }"
+                )
+                assert fraction is None or fraction > 20, f"{page_file.name}: {fraction}"
             visible = page.evaluate(
                 "() => { const c = document.body.cloneNode(true);"
-                " c.querySelectorAll('.jp-InputArea, script, style, mjx-container')"
+                " c.querySelectorAll('.jp-InputArea, script, style, math')"
                 ".forEach(e => e.remove()); return c.innerText; }"
             )
             raw = re.findall(r"\$\$?[^$\n]{1,80}\$|\\frac|\\mathrm|\\left", visible)
@@ -284,12 +315,6 @@ def test_hostile_scenario_name_runs_no_script(readers):
             page = context.new_page()
             page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
             page.goto(page_file.as_uri())
-            if page_file.name != "index.html":
-                page.wait_for_function(
-                    "() => window.MathJax && MathJax.startup && MathJax.startup.promise",
-                    timeout=30_000,
-                )
-                page.evaluate("() => MathJax.startup.promise")
             assert page.evaluate("() => window.__pwned") is None, page_file.name
             hostile = page.evaluate(
                 '() => document.querySelectorAll(\'img[src="x"], a[href^="javascript"]\').length'
@@ -309,3 +334,176 @@ def test_hostile_scenario_name_runs_no_script(readers):
     assert not dialogs, dialogs
     leaving = [u for u in requests if not u.startswith(("file:", "data:", "blob:", "about:"))]
     assert not leaving and not any(u.endswith("/x") for u in requests), requests
+
+
+# ------------------------------------------------------------------ editions, booklet, typography
+
+
+def _solution_runs(nb) -> list[list]:
+    """The runs of consecutive cells tagged `solution` in a notebook."""
+    runs, inside = [], False
+    for cell in nb.cells:
+        solution = handouts.SOLUTION in cell.metadata.get("tags", [])
+        if solution and not inside:
+            runs.append([])
+        if solution:
+            runs[-1].append(cell)
+        inside = solution
+    return runs
+
+
+def _marker(cell) -> str:
+    """A line of a solution cell that its page shows: a Markdown line, or a code line."""
+    lines = [line.strip().lstrip("#").strip() for line in cell.source.splitlines()]
+    lines = [line for line in lines if len(line) > 12]
+    return lines[0] if lines else ""
+
+
+def test_student_edition_has_answer_spaces_and_no_solutions(built):
+    sections, folder = built
+    total = 0
+    for s in sections:
+        nb = nbformat.read(suite.NOTEBOOKS / f"{s.stem}.ipynb", as_version=4)
+        runs = _solution_runs(nb)
+        teacher = html.unescape((folder / s.page).read_text(encoding="utf-8"))
+        student = html.unescape((folder / "student" / s.page).read_text(encoding="utf-8"))
+        assert student.count('class="answer-space"') == len(runs), s.stem
+        assert 'class="answer-space"' not in teacher, s.stem
+        for run in runs:
+            for cell in run:
+                marker = _marker(cell)
+                plain = not re.search(r"[$*`_\[\]<>]", marker)  # no math, markup or code
+                if cell.cell_type == "markdown" and marker and plain:
+                    assert marker in teacher, f"{s.stem}: {marker!r} missing in the teacher's"
+                    assert marker not in student, f"{s.stem}: {marker!r} shown to students"
+        total += len(runs)
+    assert total >= len(sections)  # every notebook asks the reader something
+    for edition, index in (
+        ("teacher", folder / "index.html"),
+        ("student", folder / "student" / "index.html"),
+    ):
+        text = index.read_text(encoding="utf-8")
+        assert handouts.EDITION_NAMES[edition] in text
+
+
+def test_parameters_cells_are_hidden_and_the_banner_names_the_inputs(built):
+    sections, folder = built
+    for page in _pages(folder):
+        if page.name in ("index.html", handouts.CONVENTIONS_PAGE):
+            continue
+        text = html.unescape(page.read_text(encoding="utf-8"))
+        assert "scenario_file = None" not in text and "overrides = {}" not in text, page
+        assert "Restart Kernel" not in text, page  # the notes for JupyterLab readers (lab-only)
+        assert "inputs: the course's scenario" in text, page
+
+
+def test_booklets_have_every_section_numbered_pages_and_embedded_fonts(built):
+    from pypdf import PdfReader
+
+    sections, folder = built
+    account = evaluate_account(scenario.resolve())
+    headlines = section_headlines(account)
+    for edition_folder in (folder, folder / "student"):
+        reader = PdfReader(edition_folder / "booklet.pdf")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        assert len(pages) > len(sections), edition_folder
+        text = "\n".join(pages)
+        for s in sections:
+            assert headlines[s.stem[:2]] in text, f"{edition_folder.name}: {s.stem} headline"
+            assert s.title.split()[0] in text
+        # page numbers in the footer: "n / total" on every page
+        assert all(f"{i} / {len(pages)}" in p for i, p in enumerate(pages, 1))
+        fonts = {}
+        for page in reader.pages:
+            for font in (page.get("/Resources") or {}).get("/Font", {}).values():
+                font = font.get_object()
+                descriptor = font.get("/FontDescriptor")
+                if descriptor is None and "/DescendantFonts" in font:
+                    descriptor = font["/DescendantFonts"][0].get_object().get("/FontDescriptor")
+                descriptor = descriptor.get_object() if descriptor else {}
+                # a Type 3 font carries its glyphs in the PDF (/CharProcs); the others embed
+                # a font program in their descriptor
+                embedded = font.get("/Subtype") == "/Type3" and "/CharProcs" in font
+                embedded |= any(k in descriptor for k in ("/FontFile", "/FontFile2", "/FontFile3"))
+                fonts[f"{font.get('/BaseFont')} {font.indirect_reference}"] = embedded
+        assert fonts and all(fonts.values()), fonts
+
+
+def _browsers() -> list[psutil.Process]:
+    return [
+        child
+        for child in psutil.Process().children(recursive=True)
+        if "run-driver" in " ".join(child.cmdline()) or "chrom" in child.name()
+    ]
+
+
+def test_printer_leaves_no_browser_behind(tmp_path):
+    """The build starts the booklet printer before the notebooks run: closed unused (a build
+    that fails first), or after printing, no driver or browser process is left."""
+    from costmodel.present import booklet
+
+    if not CHROMIUM:
+        missing("headless Chromium (Debian package chromium) is needed")
+    printer = booklet.Printer()
+    printer.close()
+    assert _browsers() == []
+    page = tmp_path / "p.html"
+    page.write_text("<html><body><main><h1>一页</h1><p>1 / 1</p></main></body></html>")
+    with booklet.Printer() as printer:
+        deadline = time.monotonic() + 20
+        while not _browsers() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _browsers() != []  # started at once, before anything is printed
+        [pdf] = printer.print([([page], tmp_path / "b.pdf", "t")])
+    assert pdf.read_bytes().startswith(b"%PDF") and _browsers() == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.pdf", "p.html"]
+
+
+class _Paragraphs(HTMLParser):
+    """The text of paragraphs, list items and table cells, outside code."""
+
+    def __init__(self):
+        super().__init__()
+        self.depth, self.code, self.texts = 0, 0, []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("p", "li", "td", "th"):
+            self.depth += 1
+            self.texts.append("")
+        if tag in ("pre", "code", "math", "style", "script"):
+            self.code += 1
+
+    def handle_endtag(self, tag):
+        if tag in ("p", "li", "td", "th"):
+            self.depth -= 1
+        if tag in ("pre", "code", "math", "style", "script"):
+            self.code -= 1
+
+    def handle_data(self, data):
+        if self.depth > 0 and self.code == 0:
+            self.texts[-1] += data
+
+
+def test_no_line_break_inside_a_chinese_paragraph_of_the_pages(built):
+    from costmodel.present.typography import cjk_breaks
+
+    _, folder = built
+    for page in _pages(folder):
+        parser = _Paragraphs()
+        parser.feed(page.read_text(encoding="utf-8"))
+        found = [b for text in parser.texts for b in cjk_breaks(text)]
+        assert not found, f"{page}: {found[:3]}"
+
+
+def test_the_conventions_link_works_in_the_pages(built):
+    """The notebooks link docs/conventions.md; a page links the copy beside it."""
+    sections, folder = built
+    for edition_folder in (folder, folder / "student"):
+        assert "Megatron-LM" in (edition_folder / handouts.CONVENTIONS_PAGE).read_text("utf-8")
+        for s in sections:
+            text = (edition_folder / s.page).read_text(encoding="utf-8")
+            assert handouts.CONVENTIONS_LINK not in text, s.page
+    linked = [
+        s for s in sections if handouts.CONVENTIONS_PAGE in (folder / s.page).read_text("utf-8")
+    ]
+    assert linked, "no page links the conventions"

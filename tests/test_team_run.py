@@ -131,3 +131,16 @@ def test_dense_model_has_no_load_balance_lever():
     lever = next(x for x in a["advice"] if x["lever"] == "load_balance")
     assert lever["speedup"] == 1 and not lever["feasible"]
     assert advice.expert_share(a["scenario"], a) == 0
+
+
+def test_a_changed_micro_batch_changes_the_micro_batches_per_step():
+    """run.comm and run.memory on values with another micro batch agree with the scenario
+    resolved at that micro batch (micro batches per step follow samples / (DP x b))."""
+    base = resolve(num_gpus=64, pipeline_parallel=4, samples_per_step=32)
+    doubled = resolve(num_gpus=64, pipeline_parallel=4, samples_per_step=32, micro_batch=2)
+    assert run.micro_batches(base.values, 2) == doubled["micro_batches_per_step"] == 1
+    by_hand = run.comm({**base.values, "micro_batch": 2})
+    assert by_hand["seconds"] == pytest.approx(run.comm(doubled.values)["seconds"])
+    # 1F1B holds min(m, p) micro batches on the first stage: m = 1 at b = 2, m = 2 at b = 1
+    lever = run.memory(base.values, micro_batch=2)
+    assert lever["total"] == pytest.approx(run.memory(doubled.values)["total"])

@@ -358,7 +358,7 @@ def test_scenario_text_is_shown_as_written_and_adds_no_markup():
     assert "".join(code.text).strip() == "配置 my_model/<b>.json"
 
 
-# ------------------------------------------------------------------ nine extremes, ten notebooks
+# ------------------------------------------------------------------ ten extremes, ten notebooks
 
 EXTREMES = {  # overrides of the course, each with the hostile name
     "dense": {
@@ -387,6 +387,8 @@ EXTREMES = {  # overrides of the course, each with the hostile name
         "count_mtp": True,
         "step_time": 600,
     },
+    # a team whose throughput cross-check fails: the measured tok/s is 22% below D / T
+    "throughput-fails": {"measured_tokens_per_s": 15000},
     # every parallel dimension at once on the course's model: TP with sequence parallelism, two
     # pipeline stages, CP 2 (each GPU holds half of every sequence), EP 8 out of DP 8
     "tp-pp-cp-sp": {
@@ -446,7 +448,7 @@ def extreme_runs(tmp_path_factory):
 
 
 def test_extreme_scenarios_run_every_notebook_without_error_or_stderr(extreme_runs):
-    assert len(extreme_runs) == len(EXTREMES) * len(suite.sources()) == 90
+    assert len(extreme_runs) == len(EXTREMES) * len(suite.sources()) == 100
     failures = []
     for (label, stem), nb in extreme_runs.items():
         if isinstance(nb, str):
@@ -478,3 +480,34 @@ def test_the_hostile_name_reaches_every_page_escaped(extreme_runs):
                     assert HOSTILE_NAME in "".join(page.skipped_text) and not page.skipped_tags
                     shown += 1
         assert shown, f"{label} / {stem} does not show the scenario's name"
+
+
+def _shown(nb) -> str:
+    """Everything a notebook's outputs show, as text (Markdown, HTML and plain)."""
+    parts = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            parts += [data.get(k, "") for k in ("text/markdown", "text/html", "text/plain")]
+            parts.append(output.get("text", ""))
+    return "\n".join(parts)
+
+
+def test_sentences_follow_the_scenario(extreme_runs):
+    """Statements that used to be false for some teams: a failed cross-check called consistent,
+    a gain of nothing shown as 'from X s to X s', MoE permute named for a dense model."""
+    import re
+
+    failed = _shown(extreme_runs[("throughput-fails", "03_course_numbers")])
+    assert "✗" in failed and "超出容差" in failed
+    assert not re.search(r"(?<!不)一致[。，；]", failed.split("练习")[0]), (
+        "a failed check called 一致"
+    )
+    same = re.compile(r"(\d[\d,.]*) ?(s|秒) ?(→|到) ?\1 ?(s|秒)")
+    for label in ("no-padding", "packed-causal-flash-lengths", "deepseek-v3-example"):
+        for stem in ("04_padding_packing", "08_optimization_path", "10_exercises"):
+            text = _shown(extreme_runs[(label, stem)])
+            assert not same.search(text), f"{label} / {stem}: {same.search(text).group(0)}"
+    for stem in ("08_optimization_path", "09_pitfalls", "10_exercises"):
+        text = _shown(extreme_runs[("dense", stem)])
+        assert "permute" not in text, f"dense / {stem} names permute"

@@ -24,3 +24,16 @@ def number(text: str) -> float:
     if text.endswith("%"):
         return float(text[:-1]) / 100
     return float(text.rstrip("×x"))
+
+
+def claim(key: str) -> str:
+    """A course figure as the notebooks quote it in a claims table: its text (or range) and the
+    section it comes from, e.g. "41.3%（课程 06.4）"."""
+    entry = figures()[key]
+    if "text" in entry:
+        shown = entry["text"]
+    elif "range" in entry:
+        shown = "–".join(entry["range"])
+    else:
+        raise KeyError(f"{key}: a figure with rows; quote one row's field instead")
+    return f"{shown}（课程 {entry['section'].split(' (')[0]}）"

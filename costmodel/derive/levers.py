@@ -63,11 +63,13 @@ def amdahl_bound(part: float) -> float:
     """1 / (1 - f); infinite when the part is the whole step (f = 1, as a float can round to)."""
     if part >= 1:
         return math.inf
-    return float(_form("amdahl_limit").subs(share, part))
+    return float(_form("amdahl_limit").xreplace({share: sp.Float(part)}))
 
 
 def untouched_share_after(part: float, speedup_of_rest: float) -> float:
-    return float(_form("share_after").subs({share: part, G: speedup_of_rest}))
+    return float(
+        _form("share_after").xreplace({share: sp.Float(part), G: sp.Float(speedup_of_rest)})
+    )
 
 
 # ------------------------------------------------------------------ the waterfall

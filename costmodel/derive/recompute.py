@@ -6,9 +6,11 @@ then executes (2 + 2r + 4) ND while the model FLOPs stay 6ND, so
 
     factor(r) = (forward + r * forward + backward) / (forward + backward) = 1 + r/3.
 
-full recompute is r = 1, factor 4/3. Selective recompute redoes only some operators (for
-example the attention core, whose activations are the largest); its factor depends on what
-share of the forward FLOPs those operators are. The course quotes "about 1.1" for its
+full recompute is r = 1, factor 4/3. Selective recompute redoes only some of the weight GEMMs'
+forward (for example the FFN's up and gate projections, or DeepSeek-V3's MLA up-projections):
+r is the share N_re / N of the 2ND forward they make up. The attention core is not part of 6ND
+(no weights): recomputing it changes the attention term's hardware FLOPs, (1 + r + κ) times its
+forward (costmodel.derive.attention), not this factor. The course quotes "about 1.1" for its
 selective setting: that is r = 0.3 (30% of the forward FLOPs redone), the default assumption
 here (scenario key `selective_recompute_fraction`).
 """

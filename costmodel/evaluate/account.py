@@ -13,6 +13,8 @@ demonstration of a mistake (N = total parameters), reported as it is.
 
 from __future__ import annotations
 
+import collections
+import copy
 import math
 from typing import Any
 
@@ -204,9 +206,28 @@ def _reading(v: dict, key: str, seq_len) -> dict[str, Any]:
     }
 
 
+#: Accounts already worked out in this process, by what they depend on (the resolved values,
+#: where each came from, and the lengths file): a notebook kernel that runs the suite works out
+#: the scenario's account once, not once per notebook. Each caller gets its own copy.
+_ACCOUNTS: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
+_KEPT = 16
+
+
 def account(scenario: Scenario) -> dict[str, Any]:
     """The cost account of `scenario` (see the module docstring); raises CostModelError for an
     impossible one (a utilization above 100%, a figure that is not finite)."""
+    key = repr(
+        (sorted(scenario.values.items()), sorted(scenario.sources.items()), scenario.lengths)
+    )
+    if key not in _ACCOUNTS:
+        _ACCOUNTS[key] = _account(scenario)
+        while len(_ACCOUNTS) > _KEPT:
+            _ACCOUNTS.popitem(last=False)
+    _ACCOUNTS.move_to_end(key)
+    return copy.deepcopy(_ACCOUNTS[key])
+
+
+def _account(scenario: Scenario) -> dict[str, Any]:
     linear = linear_attention(scenario)
     v = evaluate(scenario, (linear or {}).get("flops_per_step") or 0.0)
     check_possible(scenario, v)

@@ -44,6 +44,13 @@ MEMORY_CONVENTION = (
 )
 
 
+def micro_batches(values: dict[str, Any], micro_batch: int | None = None) -> float:
+    """Micro batches per step on one pipeline: samples_per_step / (DP x micro_batch), at the
+    scenario's micro batch or the one given (a lever's), so a changed micro batch changes it."""
+    b = micro_batch or values["micro_batch"]
+    return values["samples_per_step"] / (values["data_parallel"] * b)
+
+
 def parallel(values: dict[str, Any]) -> dict[str, Any]:
     """The layout: sizes, micro batches per step on one pipeline, and the 1F1B bubble."""
     pp = values["pipeline_parallel"]
@@ -181,7 +188,7 @@ def memory(
     # 1F1B: the first stage holds min(m, p) micro batches and the embedding; the last stage
     # one micro batch, the logits and the lm_head (one stage holds all of it when p = 1)
     in_flight = act.in_flight_micro_batches(
-        pp, max(1, int(values["micro_batches_per_step"])), virtual_stages
+        pp, max(1, int(micro_batches(values, b))), virtual_stages
     )
     stages = {
         "first": (
@@ -263,7 +270,7 @@ def comm(values: dict[str, Any], shape: ModelShape | None = None) -> dict[str, A
         kv_width=max(1, round(shape.num_kv_heads * shape.v_head_dim)),
         dense_params=max(float(values["total_params"]) - experts, 1.0),
         expert_params=experts,
-        micro_batches=max(1, round(values["micro_batches_per_step"])),
+        micro_batches=max(1, round(micro_batches(values))),
         step_time=values["step_time"],
         full_recompute=values["recompute"] == "full",
     )

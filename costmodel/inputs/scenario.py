@@ -15,7 +15,9 @@ Two groups of keys resolve together:
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import math
 import os
 from dataclasses import dataclass, field
@@ -492,6 +494,13 @@ def parse_set(items: list[str] | None) -> dict[str, Any]:
 
 
 def course_values() -> dict[str, Any]:
+    """The course's scenario file, parsed once per process (every scenario resolves on top of
+    it); each caller gets its own copy."""
+    return copy.deepcopy(_course_values())
+
+
+@functools.cache
+def _course_values() -> dict[str, Any]:
     source = resources.files("costmodel.inputs").joinpath("scenarios/course.yaml")
     return _load(source.read_text(encoding="utf-8"))
 
@@ -593,6 +602,11 @@ def _model_keys(reference: str, count_mtp: bool) -> tuple[dict[str, Any], int]:
     return models.scenario_keys(shape, count_mtp), shape.num_mtp_layers if count_mtp else 0
 
 
+def shown_name(text: str, limit: int = 120) -> str:
+    """A scenario name made from its keys, cut at `limit` characters."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def resolve(
     file: str | Path | None = None,
     overrides: dict[str, Any] | None = None,
@@ -647,7 +661,13 @@ def resolve(
         for key in ("attention_dim", "num_heads", "head_dim"):
             values[key] = None
     if "name" not in user and (user or model_layer):
-        values["name"] = "Team scenario"
+        # the course's scenario with a few keys set (--set, a notebook's overrides) is named
+        # after what changed; a scenario file without a name is the team's
+        if file is None and not data and overrides:
+            changed = ", ".join(f"{key}={value}" for key, value in overrides.items())
+            values["name"] = shown_name(f"课程场景 + {changed}")
+        else:
+            values["name"] = "Team scenario"
     for key, value in model_layer.items():
         values[key] = value
         sources[key] = "model"

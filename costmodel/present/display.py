@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import sympy as sp
@@ -31,7 +32,17 @@ from costmodel.inputs import scenario
 
 
 def load(scenario_file: str | None = None, overrides: dict[str, Any] | None = None):
-    """The scenario in force and its account (the parameters cell of every notebook)."""
+    """The scenario in force and its account (the parameters cell of every notebook).
+
+    `scenario_file` is a path as written in the parameters cell: absolute, or relative to the
+    notebook's folder (where papermill and the handouts run it), or, when no such file is there
+    (a scratch copy opened by `make lab`), relative to the repository's root."""
+    if scenario_file is not None and not Path(scenario_file).is_absolute():
+        from costmodel.present import suite
+
+        here, root = Path(scenario_file), suite.ROOT / scenario_file
+        if not here.exists() and root.exists():
+            scenario_file = str(root)
     sc = scenario.resolve(scenario_file, overrides or None)
     return sc, account(sc)
 
@@ -108,6 +119,30 @@ def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], caption: str = 
     for row in [list(headers), *rows]:
         lines.append(" | ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
     display({"text/html": markup, "text/plain": "\n".join(lines)}, raw=True)
+
+
+#: The headers of the table that ends each notebook's main section: what the course says,
+#: what this page computed, and whether they agree.
+CLAIMS_HEADERS = ("课程怎么说", "本页算出", "出入")
+
+
+def verdict(holds: bool | None, why: str = "") -> str:
+    """The third column of a claims table: '成立', '有出入', or '无从判断' (None: the scenario
+    lacks what the claim needs, e.g. a measured throughput), and why."""
+    word = "无从判断" if holds is None else "成立" if holds else "有出入"
+    return word + (f"：{why}" if why else "")
+
+
+def claims(rows: Iterable[Sequence[Any]], sc: Any = None) -> None:
+    """The course's claims on this page's topic beside the computed values, with a verdict.
+    Each row: (the claim, quoting costmodel.course.claim for its figure; the value computed for
+    the scenario; verdict(...)). For a scenario that is not the course's, the caption says the
+    middle column is the team's figure."""
+    own = sc is not None and bool(sc.changed)
+    caption = "课程怎么说 / 本页算出 / 出入" + (
+        "（本页按你的场景计算：中间一列是你的数字，与课程的说法对照）" if own else ""
+    )
+    table(rows, CLAIMS_HEADERS, caption)
 
 
 def _tex(part: Any) -> str:

@@ -1,8 +1,9 @@
 """Handouts: the notebook suite re-executed for a scenario and exported to offline HTML.
 
-    scenario (validated first) -> papermill runs every notebook in parallel (its parameters
-    cell gets the scenario) -> nbconvert exports each to one self-contained HTML page (images
-    embedded, MathJax 3 inlined, no remote resource) -> index.html with the scenario's inputs,
+    scenario (validated first) -> the notebooks run on one worker per core, each worker with one
+    kernel reset between notebooks (costmodel.present.runner; the parameters cell gets the
+    scenario) -> nbconvert exports each to one self-contained HTML page (images
+    embedded, math as MathML typeset at build time, no script and no remote resource) -> index.html with the scenario's inputs,
     its headline numbers and a link to each section.
 
 The stored notebooks in notebooks/ are only read. The output folder is guarded and swapped
@@ -35,24 +36,42 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
-from importlib import resources
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate.account import account as evaluate_account
 from costmodel.formats import table_value
-from costmodel.inputs import scenario
 from costmodel.present import suite
 
+if TYPE_CHECKING:
+    from costmodel.inputs import scenario
+
 TEMPLATE_DIR = Path(__file__).parent / "templates"
-MATHJAX = ("static", "mathjax", "es5", "tex-svg-full.js")
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 FONT_STACK = (
     '"Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC", "Hiragino Sans GB", '
     '"Microsoft YaHei", "WenQuanYi Micro Hei", system-ui, sans-serif'
 )
+
+
+#: The editions: the teacher's shows every cell; the student's drops the cells tagged `solution`
+#: and leaves an answer space where they were.
+EDITIONS = ("teacher", "student")
+#: Cells no edition shows: the parameters cell of the source and the one injected (papermill's tag; the
+#: banner and the index show the scenario's inputs instead), and the notes for a reader in
+#: JupyterLab (which keys to edit in the parameters cell, restart and run all).
+HIDDEN_CELLS = {"parameters", "injected-parameters", "lab-only"}
+#: The conventions document, as the notebooks link it (from costmodel/course/notebooks/), and the
+#: page the handouts give it (beside the sections).
+CONVENTIONS_LINK = "../../../docs/conventions.md"
+CONVENTIONS_PAGE = "conventions.html"
+#: Code cells whose only job is to render computed prose, tables or equations: their output is
+#: shown, their code is not (the tag Jupyter Book uses).
+HIDDEN_INPUT = {"remove-input"}
+SOLUTION = "solution"
+ANSWER_SPACE = "answer-space"
+EDITION_NAMES = {"teacher": "教师版（含解答）", "student": "学生版（不含解答）"}
 
 
 @dataclass
@@ -62,6 +81,9 @@ class Section:
     summary: str = ""
     error: str | None = None  # one line: notebook, cell, error and the failing line
     stale: bool = False  # the notebook failed; its page is the previous build's
+    #: where its worker's time went: "kernel" (start, or reset after the previous notebook),
+    #: "execute", "export" (both editions' pages)
+    seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def page(self) -> str:
@@ -69,51 +91,6 @@ class Section:
 
 
 # ------------------------------------------------------------------ one notebook
-
-
-def _failing_line(traceback: list[str]) -> str:
-    lines = [ANSI.sub("", line) for chunk in traceback for line in chunk.splitlines()]
-    marked = [line for line in lines if line.lstrip().startswith("---->")]
-    if marked:
-        return re.sub(r"^\s*---->\s*\d*\s*", "", marked[-1]).strip()
-    return ""
-
-
-def run_notebook(
-    stem: str, inputs: dict[str, Any], work: str, notebooks: str | Path | None = None
-) -> tuple[str, str | None]:
-    """Execute notebooks/<stem>.ipynb into work/<stem>.ipynb (in a worker process), with the
-    team's inputs as the `overrides` parameter: the page then shows what it was run with."""
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
-
-    folder = Path(notebooks or suite.NOTEBOOKS)
-    source = folder / f"{stem}.ipynb"
-    try:
-        papermill.execute_notebook(
-            str(source),
-            str(Path(work) / f"{stem}.ipynb"),
-            parameters={"scenario_file": None, "overrides": inputs},
-            cwd=str(folder),
-            kernel_name="python3",
-            progress_bar=False,
-            log_output=False,
-            extra_arguments=suite.KERNEL_ARGS,
-        )
-    except PapermillExecutionError as error:
-        line = _failing_line(error.traceback)
-        where = f" at `{line}`" if line else ""
-        return stem, (
-            f"{stem}: cell {error.exec_count} raised {error.ename}: "
-            f"{ANSI.sub('', str(error.evalue)).splitlines()[0] if error.evalue else ''}"
-            f"{where}"
-        )
-    except Exception as error:  # kernel died, timeout
-        return (
-            stem,
-            f"{stem}: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}",
-        )
-    return stem, None
 
 
 def _describe(nb) -> tuple[str, str]:
@@ -133,40 +110,175 @@ def _describe(nb) -> tuple[str, str]:
     return title, summary
 
 
-def export_html(nb, target: Path, no_input: bool, banner: str) -> None:
+def _page_exporter():
+    """nbconvert's HTML exporter without its last pass, which re-parses the whole page with
+    BeautifulSoup only to add alternative text to images and tabindex to cells (about a second
+    a page); the handout template gives the plots their alternative text itself."""
     from nbconvert import HTMLExporter
+    from nbconvert.exporters.templateexporter import TemplateExporter
+    from nbconvert.filters.highlight import Highlight2HTML
+    from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 
-    exporter = HTMLExporter(
-        template_name="handout",
-        extra_template_basedirs=[str(TEMPLATE_DIR)],
-        exclude_input=no_input,
-        exclude_input_prompt=no_input,
-        exclude_output_prompt=no_input,
-        embed_images=True,
-    )
-    exporter.log.setLevel("ERROR")  # not one "alternative text is missing" line per plot
-    mathjax = resources.files("mathjax").joinpath(*MATHJAX).read_text(encoding="utf-8")
+    class PageExporter(HTMLExporter):
+        def from_notebook_node(self, nb, resources=None, **kw):
+            resources = self._init_resources(resources)
+            self.register_filter(
+                "highlight_code", Highlight2HTML(pygments_lexer="ipython3", parent=self)
+            )
+            self.register_filter(
+                "filter_data_type",
+                WidgetsDataTypeFilter(
+                    notebook_metadata=self._nb_metadata, parent=self, resources=resources
+                ),
+            )
+            return TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+
+    return PageExporter
+
+
+def _tags(cell) -> set[str]:
+    return set(cell.get("metadata", {}).get("tags", []))
+
+
+def answer_spaces(nb) -> int:
+    """Insert, before each run of `solution` cells, a cell tagged `answer-space`: where a student
+    works (the student edition keeps it and drops the solutions; the teacher edition drops it).
+    Returns the number of runs."""
+    import nbformat
+
+    cells, runs, inside = [], 0, False
+    for cell in nb.cells:
+        solution = SOLUTION in _tags(cell)
+        if solution and not inside:
+            runs += 1
+            space = nbformat.v4.new_markdown_cell(
+                '<div class="answer-space">✍ 作答区：先写下你的预测或推导，再对照教师版的解答'
+                "（或在 JupyterLab 里运行本页核对）。</div>"
+            )
+            space.metadata["tags"] = [ANSWER_SPACE]
+            space.id = f"answer-space-{runs}"  # not a random id: two builds are byte-identical
+            cells.append(space)
+        inside = solution
+        cells.append(cell)
+    nb.cells = cells
+    return runs
+
+
+_EXPORTERS: dict[tuple[str, bool], Any] = {}
+
+
+def _exporter(edition: str, no_input: bool):
+    """The page exporter of an edition, made once per process: making one compiles nbconvert's
+    templates again (about 0.2 s a page)."""
+    from traitlets.config import Config
+
+    if edition not in EDITIONS:
+        raise CostModelError(
+            f"--edition: {edition!r} is not allowed; expected one of teacher, student"
+        )
+    key = (edition, bool(no_input))
+    if key not in _EXPORTERS:
+        config = Config()
+        config.TagRemovePreprocessor.enabled = True
+        config.TagRemovePreprocessor.remove_cell_tags = HIDDEN_CELLS | (
+            {SOLUTION} if edition == "student" else {ANSWER_SPACE}
+        )
+        config.TagRemovePreprocessor.remove_input_tags = HIDDEN_INPUT
+        exporter = _page_exporter()(
+            config=config,
+            template_name="handout",
+            extra_template_basedirs=[str(TEMPLATE_DIR)],
+            exclude_input=no_input,
+            exclude_input_prompt=no_input,
+            exclude_output_prompt=no_input,
+            # plots are embedded by the exporter itself; embed_images re-parses the whole page
+            # with BeautifulSoup to embed images of Markdown cells, which the notebooks lack
+            embed_images=False,
+        )
+        exporter.log.setLevel("ERROR")  # not one "alternative text is missing" line per plot
+        _EXPORTERS[key] = exporter
+    return _EXPORTERS[key]
+
+
+def export_html(nb, target: Path, no_input: bool, banner: str, edition: str = "teacher") -> None:
+    """One self-contained page: images embedded, math typeset as MathML at build time (no
+    script), the banner on top. nbconvert's TagRemovePreprocessor drops the parameters cells
+    (and, in the student edition, the solutions; in the teacher edition, the answer spaces) and
+    the code of the cells tagged `remove-input`."""
+    import copy
+
+    from costmodel.present import mathml
+
+    exporter = _exporter(edition, no_input)
+    nb = copy.deepcopy(nb)
+    answer_spaces(nb)
+    formulas = mathml.typeset(nb)
     body, _ = exporter.from_notebook_node(
         nb,
         resources={
-            "mathjax_inline": mathjax.replace("</script", "<\\/script"),
             "handout_banner": banner,
             "metadata": {"name": nb.metadata.get("title", "")},
         },
     )
-    target.write_text(body, encoding="utf-8")
+    body = body.replace(f'href="{CONVENTIONS_LINK}"', f'href="{CONVENTIONS_PAGE}"')
+    target.write_text(formulas.restore(body), encoding="utf-8")
+
+
+def conventions_html() -> str | None:
+    """docs/conventions.md as a page of its own (None outside a checkout, where it is absent)."""
+    source = suite.NOTEBOOKS / CONVENTIONS_LINK
+    if not source.is_file():
+        return None
+    import mistune  # nbconvert's Markdown renderer, without importing nbconvert (no math there)
+
+    body = mistune.create_markdown(plugins=["table", "strikethrough"])(
+        source.read_text(encoding="utf-8")
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1.0">'
+        "<title>Counting conventions</title><style>"
+        f"body {{ font: 15px/1.6 {FONT_STACK}; max-width: 52rem; margin: 2rem auto; "
+        "padding: 0 1rem; color: #1f2328; }"
+        "table { border-collapse: collapse; } th, td { border: 1px solid #d0d7de; "
+        "padding: 0.2em 0.5em; } code { background: #f0f2f4; } @page { size: A4; margin: 15mm; }"
+        f"</style></head><body><main>{body}</main></body></html>\n"
+    )
 
 
 # ------------------------------------------------------------------ the index
 
 
-def index_html(sc: scenario.Scenario, account: dict[str, Any], sections: list[Section]) -> str:
+def _fields() -> list[str]:
+    from costmodel.inputs import scenario
+
+    return list(scenario.FIELDS)
+
+
+def _banner(sc: scenario.Scenario, account: dict[str, Any], inputs: dict[str, Any], edition: str):
+    """The line above every page: the scenario, the edition, the MFU and the inputs it was run
+    with (the parameters cells are not shown)."""
+    changed = ", ".join(f"{key}={table_value(value)}" for key, value in inputs.items())
+    return (
+        f"{sc['name']} · {EDITION_NAMES[edition]} · MFU {100 * account['mfu']:.2f}% · "
+        + (f"inputs: course scenario + {changed}" if changed else "inputs: the course's scenario")
+        + " · costmodel handout"
+    )
+
+
+def index_html(
+    sc: scenario.Scenario,
+    account: dict[str, Any],
+    sections: list[Section],
+    edition: str = "teacher",
+    others: dict[str, str] | None = None,
+) -> str:
     changed = set(sc.changed)
     rows = "".join(
         f'<tr class="{"changed" if key in changed else ""}"><td><code>{key}</code></td>'
         f"<td>{html.escape(table_value(sc[key]))}</td><td>{'changed' if key in changed else ''}"
         f"</td></tr>"
-        for key in scenario.FIELDS
+        for key in _fields()
         if key != "name"
     )
     att = account["attention"]
@@ -223,8 +335,17 @@ li {{ margin: 0.5rem 0; }} .summary {{ color: #57606a; }} .failed {{ color: #cf2
 @page {{ size: A4; margin: 15mm; }}
 </style></head>
 <body>
+<main>
 <h1>{title}</h1>
 <p>Course section 06, re-executed for this scenario. Numbers computed by costmodel.</p>
+<p class="edition">Edition: <strong>{EDITION_NAMES[edition]}</strong> ({
+        "solutions shown" if edition == "teacher" else "solutions removed, an answer space instead"
+    }).{
+        "".join(
+            f' Other edition: <a href="{link}index.html">{EDITION_NAMES[e]}</a>.'
+            for e, link in (others or {}).items()
+        )
+    }</p>
 <h2>Headline numbers</h2>
 <div class="cards">{cards}</div>
 <h2>Sections</h2>
@@ -232,6 +353,7 @@ li {{ margin: 0.5rem 0; }} .summary {{ color: #57606a; }} .failed {{ color: #cf2
 <h2>Scenario inputs</h2>
 <p>Highlighted rows differ from the course's scenario.</p>
 <table><thead><tr><th>key</th><th>value</th><th></th></tr></thead><tbody>{rows}</tbody></table>
+</main>
 </body></html>
 """
 
@@ -478,25 +600,55 @@ def _worker_env(work: Path) -> dict[str, str]:
     return env
 
 
+def _spawn_workers(
+    work: Path, jobs: int, running: list[subprocess.Popen], boot: dict[str, Any]
+) -> None:
+    """Start `jobs` worker processes (`python -m costmodel.present.handouts --worker`) into
+    `running` (the caller stops them, whatever happens). Each starts its kernel and readies its
+    page exporters (`boot`: {"notebooks", "editions", "no_input"}) at once, while the caller
+    checks the scenario; none runs a notebook before `_run_all` hands it one."""
+    (work / "boot.json").write_text(json.dumps(boot), encoding="utf-8")
+    env = _worker_env(work)
+    for slot in range(jobs):
+        with open(work / f"worker-{slot}.log", "wb") as log:
+            running.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "costmodel.present.handouts", "--worker", str(work)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    env=env,
+                    start_new_session=True,
+                    text=True,
+                    bufsize=1,
+                )
+            )
+
+
 def _run_all(
     stems: list[str],
     inputs: dict[str, Any],
     work: Path,
-    jobs: int,
     progress: bool,
     running: list[subprocess.Popen],
+    pages: dict[str, Any] | None = None,
+    described: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, str | None]:
-    """Run the notebooks on `jobs` worker processes (`python -m costmodel.present.handouts --worker`),
-    each started once (its imports cost seconds) and handed one notebook at a time: a stem on
-    its stdin, the same stem back on its stdout when the notebook is done. `running` holds the
-    workers (the caller stops them on an interrupt). Returns {stem: error or None}."""
+    """Run the notebooks on the workers `_spawn_workers` started, one notebook at a time each:
+    a stem on its stdin, the same stem back on its stdout when the notebook is done. With
+    `pages` ({"editions", "no_input", "banners"}), a worker also exports the executed notebook's
+    page of each edition into work/pages/<edition>/ (the exports run in parallel, beside the
+    other notebooks), and `described` receives each notebook's result ({"title", "summary",
+    "seconds"}: the seconds its worker spent getting the kernel ready, running it and exporting
+    its pages). Returns {stem: error or None}."""
     import selectors
 
     from tqdm import tqdm
 
-    job = {"inputs": inputs, "notebooks": str(suite.NOTEBOOKS)}
-    (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
-    env = _worker_env(work)
+    job = {"inputs": inputs, "pages": pages}
+    tmp = work / "job.json.tmp"
+    tmp.write_text(json.dumps(job), encoding="utf-8")
+    tmp.replace(work / "job.json")  # complete before any worker reads it
     pending, errors = list(stems), {}
     busy: dict[subprocess.Popen, str] = {}
     with (
@@ -509,19 +661,7 @@ def _run_all(
             disable=None if progress else True,
         ) as bar,
     ):
-        for slot in range(jobs):
-            with open(work / f"worker-{slot}.log", "wb") as log:
-                worker = subprocess.Popen(
-                    [sys.executable, "-m", "costmodel.present.handouts", "--worker", str(work)],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=log,
-                    env=env,
-                    start_new_session=True,
-                    text=True,
-                    bufsize=1,
-                )
-            running.append(worker)
+        for worker in running:
             selector.register(worker.stdout, selectors.EVENT_READ, worker)
 
         def hand_out(worker: subprocess.Popen) -> None:
@@ -533,7 +673,10 @@ def _run_all(
                 worker.stdin.close()  # no more work: the worker exits
 
         for worker in running:
-            hand_out(worker)
+            try:
+                hand_out(worker)
+            except BrokenPipeError:  # it died starting; its stem is reported below
+                pass
         while busy:
             for key, _ in selector.select():
                 worker = key.data
@@ -557,6 +700,8 @@ def _run_all(
                     continue
                 result = json.loads((work / f"{line}.result.json").read_text(encoding="utf-8"))
                 errors[line] = result["error"]
+                if described is not None:
+                    described[line] = result
                 bar.update(1)
                 hand_out(worker)
     errors.update({stem: f"{stem}: not run (every worker exited)" for stem in pending})
@@ -566,25 +711,66 @@ def _run_all(
 
 
 def _worker(work: str) -> int:
-    """Run the notebooks named on stdin, one a line; answer each with its name on stdout."""
-    job = json.loads((Path(work) / "job.json").read_text(encoding="utf-8"))
-    for line in sys.stdin:
-        stem = line.strip()
-        _, error = run_notebook(stem, job["inputs"], work, job["notebooks"])
-        result = Path(work) / f"{stem}.result.json"
-        tmp = result.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"error": error}), encoding="utf-8")
-        tmp.replace(result)
-        print(stem, flush=True)
+    """Start a kernel and ready the page exporters; then run the notebooks named on stdin, one
+    a line, in that kernel (reset between notebooks); answer each with its name on stdout."""
+    from costmodel.present import runner
+
+    runner.skip_iri_format_checks()
+    boot = json.loads((Path(work) / "boot.json").read_text(encoding="utf-8"))
+    kernel = runner.Kernel(boot["notebooks"])
+    job = None
+    try:
+        kernel.launch()  # while the kernel starts, this worker readies what it needs
+        import nbclient  # noqa: F401
+        import nbformat
+
+        for edition in boot.get("editions", []):  # templates compiled on a first, empty page
+            _exporter(edition, boot.get("no_input", False)).from_notebook_node(
+                nbformat.v4.new_notebook(), resources={"handout_banner": ""}
+            )
+        try:  # connected, with the notebooks' imports done, before the first notebook
+            kernel.ready()
+        except Exception:  # said, with the notebook's name, when the first notebook runs
+            pass
+        for line in sys.stdin:
+            stem = line.strip()
+            if job is None:  # written before the first notebook is handed out
+                job = json.loads((Path(work) / "job.json").read_text(encoding="utf-8"))
+            nb, error = runner.run_notebook(stem, job["inputs"], kernel, boot["notebooks"])
+            answer: dict[str, Any] = {"error": error, "seconds": dict(kernel.seconds)}
+            if not error and job.get("pages"):
+                start = time.perf_counter()
+                try:
+                    answer.update(_export_pages(stem, nb, Path(work), job["pages"]))
+                    answer["seconds"]["export"] = time.perf_counter() - start
+                except Exception as failure:  # an export that fails: the section fails, named
+                    answer["error"] = f"{stem}: export failed: {type(failure).__name__}: {failure}"
+            result = Path(work) / f"{stem}.result.json"
+            tmp = result.with_suffix(".tmp")
+            tmp.write_text(json.dumps(answer), encoding="utf-8")
+            tmp.replace(result)
+            print(stem, flush=True)
+    finally:
+        kernel.shutdown()
     return 0
 
 
+def _export_pages(stem: str, nb, work: Path, pages: dict[str, Any]) -> dict[str, str]:
+    """In a worker: the executed notebook's page of each edition, in work/pages/<edition>/."""
+    _deterministic(nb)
+    title, summary = _describe(nb)
+    nb.metadata["title"] = title or stem
+    for edition in pages["editions"]:
+        folder = work / "pages" / edition
+        folder.mkdir(parents=True, exist_ok=True)
+        export_html(
+            nb, folder / f"{stem}.html", pages["no_input"], pages["banners"][edition], edition
+        )
+    return {"title": title, "summary": summary}
+
+
 def _deterministic(nb) -> None:
-    """What papermill adds that changes from build to build: a random id for its injected cell,
-    start and end times."""
-    nb.metadata.pop("papermill", None)
-    for cell in nb.cells:
-        cell.metadata.pop("papermill", None)
+    """What changes from build to build: the injected cell's random id (cells are numbered)."""
     suite.clean(nb)
 
 
@@ -606,47 +792,105 @@ def build(
     no_input: bool = False,
     jobs: int | None = None,
     progress: bool = True,
+    edition: str = "teacher",
+    pdf: bool = False,
+    timings: dict[str, float] | None = None,
 ) -> tuple[list[Section], Path]:
     """Build the handouts. A bad scenario or output folder raises CostModelError before any
     notebook runs; Ctrl-C raises KeyboardInterrupt and SIGTERM Terminated, after every worker,
-    kernel and temporary folder is gone."""
-    import nbformat
+    kernel and temporary folder is gone.
 
-    sc = scenario.resolve(scenario_file, overrides)
-    account = evaluate_account(sc)
+    edition: `teacher` (every cell), `student` (solutions replaced by answer spaces) or `both`
+    (the teacher's in DIR, the student's in DIR/student/; the notebooks run once). pdf: also
+    print each edition as one A4 booklet, DIR/booklet.pdf (and DIR/student/booklet.pdf).
+    timings: a dict that receives where the build's time went, in seconds: "start" (until the
+    first notebook is handed out: the scenario and folder checked while the workers start their
+    kernels), "notebooks" (running and exporting them), "pages" (index and pages in place),
+    "booklets", "total"; each section's `seconds` says where its worker's time went."""
+    clock = {"begin": time.perf_counter()}
+
+    if edition not in (*EDITIONS, "both"):
+        raise CostModelError(
+            f"--edition: {edition!r} is not allowed; expected one of teacher, student, both"
+        )
+    from costmodel.present import runner
+
+    runner.skip_iri_format_checks()
+    editions = list(EDITIONS) if edition == "both" else [edition]
+    if pdf:
+        from costmodel.present import booklet
+
+        booklet.chromium()  # before anything starts: say now if there is none
     stems = [p.stem for p in suite.sources()]
     if not stems:
         raise CostModelError(f"notebooks: none found in {suite.NOTEBOOKS}")
-    out = check_output(out)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(stems)))
+    out = check_output(out)  # before anything starts
     main = threading.current_thread() is threading.main_thread()
     if main:
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         signal.signal(signal.SIGTERM, _on_sigterm)
-    built = work = None
+    built = work = printer = None
     running: list[subprocess.Popen] = []
     try:
+        # The workers start their kernels, and the browser starts, while the scenario is
+        # checked; no notebook runs, and nothing is written outside the temporary folder, until
+        # it is accepted.
+        work = Path(tempfile.mkdtemp(prefix="costmodel-handouts-"))
+        boot = {"notebooks": str(suite.NOTEBOOKS), "editions": editions, "no_input": no_input}
+        _spawn_workers(work, jobs, running, boot)
+        if pdf:
+            printer = booklet.Printer(work / "browser")
+        from costmodel.evaluate.account import account as evaluate_account
+        from costmodel.inputs import scenario
+
+        sc = scenario.resolve(scenario_file, overrides)
+        account = evaluate_account(sc)
+        inputs = user_layer(scenario_file, overrides)
+        conventions = conventions_html()
         out.parent.mkdir(parents=True, exist_ok=True)
         recover(out)
         built = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-        work = Path(tempfile.mkdtemp(prefix="costmodel-handouts-"))
-        inputs = user_layer(scenario_file, overrides)
-        jobs = max(1, min(jobs or os.cpu_count() or 1, len(stems)))
-        errors = _run_all(stems, inputs, work, jobs, progress, running)
+        banners = {ed: _banner(sc, account, inputs, ed) for ed in editions}
+        pages = {"editions": editions, "no_input": no_input, "banners": banners}
+        described: dict[str, dict[str, Any]] = {}
+        clock["notebooks"] = time.perf_counter()
+        errors = _run_all(stems, inputs, work, progress, running, pages, described)
+        clock["pages"] = time.perf_counter()
         sections = [Section(stem, error=errors[stem]) for stem in stems]
-        banner = f"{sc['name']} · MFU {100 * account['mfu']:.2f}% · costmodel handout"
         for section in sections:
-            if section.error:
-                kept = out / section.page
-                if (out / MARKER).is_file() and kept.is_file():
-                    shutil.copy2(kept, built / section.page)
-                    section.stale = True
-                continue
-            nb = nbformat.read(work / f"{section.stem}.ipynb", as_version=4)
-            _deterministic(nb)
-            section.title, section.summary = _describe(nb)
-            nb.metadata["title"] = section.title or section.stem
-            export_html(nb, built / section.page, no_input, banner)
-        (built / "index.html").write_text(index_html(sc, account, sections), encoding="utf-8")
+            result = described.get(section.stem, {})
+            section.seconds = result.get("seconds", {})
+            if not section.error:
+                section.title, section.summary = result.get("title", ""), result.get("summary", "")
+        booklets: list[tuple[list[Path], Path, str]] = []
+        for ed in editions:
+            here = built if ed == editions[0] else built / ed
+            before = out if ed == editions[0] else out / ed
+            here.mkdir(exist_ok=True)
+            for section in sections:
+                if section.error:
+                    kept = before / section.page
+                    if (out / MARKER).is_file() and kept.is_file():
+                        shutil.copy2(kept, here / section.page)
+                        section.stale = True
+                    continue
+                shutil.move(work / "pages" / ed / section.page, here / section.page)
+            if conventions:
+                (here / CONVENTIONS_PAGE).write_text(conventions, encoding="utf-8")
+            others = {e: ("student/" if e != editions[0] else "../") for e in editions if e != ed}
+            (here / "index.html").write_text(
+                index_html(sc, account, sections, ed, others), encoding="utf-8"
+            )
+            if printer is not None:
+                printed = [here / "index.html"] + [
+                    here / s.page for s in sections if (here / s.page).is_file()
+                ]
+                booklets.append((printed, here / "booklet.pdf", f"{sc['name']} ({ed})"))
+        clock["booklets"] = time.perf_counter()
+        if booklets:
+            printer.print(booklets)
+        clock["end"] = time.perf_counter()
         (built / MARKER).write_text(_marker_text(sc["name"]), encoding="utf-8")
         _replace_dir(built, out)
         built = None
@@ -655,6 +899,8 @@ def build(
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
+            if printer is not None:
+                printer.close()
             _stop(running)
             for folder in (built, work):
                 if folder is not None:
@@ -663,14 +909,22 @@ def build(
             if main:
                 for signum, handler in handlers.items():
                     signal.signal(signum, handler)
+    if timings is not None:
+        marks = ["begin", "notebooks", "pages", "booklets", "end"]
+        names = ["start", "notebooks", "pages", "booklets"]
+        timings.update({name: clock[b] - clock[a] for name, a, b in zip(names, marks, marks[1:])})
+        timings["total"] = time.perf_counter() - clock["begin"]
     return sections, out
 
 
 def user_layer(scenario_file: str | None, overrides: dict[str, Any] | None) -> dict[str, Any]:
     """The team's own keys (file, then --set), for the notebooks' parameters cell."""
+    from costmodel.inputs import scenario
+
     data = scenario.load_yaml(scenario_file) if scenario_file else {}
     if scenario_file:
         scenario.relative_to_file(data, Path(scenario_file).parent)
+        data.setdefault("name", "Team scenario")  # the notebooks get the keys, not the file
     # --set paths are relative to the folder the command runs in; the notebooks run elsewhere
     data.update(scenario.relative_to_file(dict(overrides or {}), Path.cwd()))
     return data

@@ -38,6 +38,25 @@ def clean(nb) -> None:
         if cell.cell_type == "code":
             for output in cell.get("outputs", []):
                 output.get("metadata", {}).pop("execution", None)
+            cell.outputs = merged_streams(cell.get("outputs", []))
+
+
+def merged_streams(outputs: list) -> list:
+    """Consecutive stream outputs of one stream as one: how the kernel splits printed text into
+    messages depends on timing (two prints may arrive as one message or two)."""
+    merged: list = []
+    for output in outputs:
+        last = merged[-1] if merged else None
+        if (
+            output.get("output_type") == "stream"
+            and last is not None
+            and last.get("output_type") == "stream"
+            and last.get("name") == output.get("name")
+        ):
+            last["text"] = last["text"] + output["text"]
+        else:
+            merged.append(output)
+    return merged
 
 
 def inline_figures() -> None:

@@ -16,12 +16,12 @@
 # %% [markdown]
 # # 03 把场景的数字代进去：MFU、HFU 与三路对账
 #
-# 前两节讲了 MFU/HFU 的定义和 6ND 的来历。这一节只做一件事：把场景的输入一个个代进公式，
-# 算出 MFU 和 HFU，再用另外两条独立的路线把结果核对一遍。之后看两个口径问题：
-# MoE 误用总参数会把 MFU 夸大多少；项目自报的利用率更像哪个口径；以及用模型真实配置里的
-# 精确激活参数重算，结论会变多少。
+# 前两节讲了 MFU/HFU 的定义和 6ND 的来历。这一节只做一件事：把场景的输入一个个代进公式，算出 MFU 和 HFU，再用另外两条路线把结果核对一遍。之后看几个口径问题：MoE 误用总参数会把 MFU 夸大多少；用模型真实配置里的精确激活参数重算，结论会变多少；项目自报的利用率更像哪个口径。
 #
 # 本页所有数字都由 `costmodel` 按当前场景算出；换一个场景文件重跑，文字会跟着变。
+
+# %% [markdown] tags=["lab-only"]
+# **换成自己的场景**：下一个单元格是参数。本节最常改的键是 `step_time`（单步耗时 T）、`measured_tokens_per_s`（训练日志里的集群吞吐，对账要用）、`activated_params`（6ND 里的 N）和 `recompute`（none / selective / full，决定 HFU）；有模型的 `config.json` 时再加上 `model`。`scenario_file` 是一个 YAML 场景文件的路径：绝对路径，或相对于仓库根目录的路径（例如 `scenarios/llama-3.1-70b-512xH100.yaml`；在 notebook 所在的文件夹里能找到的相对路径优先）；`overrides` 只改单个键，例如 `{"step_time": 90}`。改完之后重启内核（Restart Kernel）并从头运行全部单元格（Run All）。
 
 # %% tags=["parameters"]
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
@@ -31,56 +31,68 @@ overrides = {}  # 单个键的覆盖，例如 {"step_time": 90}
 import sympy as sp
 
 from costmodel import course
-from costmodel.present import display as d
 from costmodel.derive import recompute, utilization
+from costmodel.derive.symbols import N, N_total, P, T, r
+from costmodel.present import display as d
+
+sc, acc = d.load(scenario_file, overrides)
+subs = sc.substitutions()
+
+# %% tags=["remove-input"]
 from costmodel.evaluate.shapes import matching_shape
 from costmodel.inputs.assumptions import COURSE_MODEL
 from costmodel.derive.flops import model_flops
-from costmodel.derive.symbols import B, D, N, N_total, P, T, n_gpu, s_mean, tau
+from costmodel.derive.symbols import B, D, s_mean
 
-sc, acc = d.load(scenario_file, overrides)
-is_course = not sc.changed
-subs = sc.substitutions()
-
+own = bool(sc.changed)  # a team's scenario: its figures, not the course's run
 d.md(f"场景：**{d.text(sc['name'])}**"
-     + ("（课程的场景）。" if is_course else
-        f"（与课程不同：改动了 {', '.join(d.text(key, code=True) for key in sc.changed)}）。"
-        "下面的数字都按这个场景重新算过。"))
+     + (f"（与课程不同：改动了 {', '.join(d.text(key, code=True) for key in sc.changed)}）。"
+        "下面的数字都按这个场景重新算过。" if own else "（课程的场景）。"))
 
 # %% [markdown]
 # ## 1. 输入
 #
-# MFU 只需要很少几个输入：每步的样本数和平均真实长度（合起来是 token 数 D）、激活参数 N、
-# 单步耗时 T、GPU 数和单卡峰值。recompute 策略只影响 HFU；实测吞吐只用来对账。
+# MFU 只需要很少几个输入：每步的样本数和平均真实长度（合起来是 token 数 D）、激活参数 N、单步耗时 T、GPU 数和单卡峰值。recompute 策略只影响 HFU；实测吞吐只用来对账。
 
-# %%
+# %% tags=["remove-input"]
 SOURCE = {"course": "课程", "file": "场景文件", "--set": "覆盖参数", "model": "模型配置",
           "gpu table": "GPU 表", "derived": "推导", "sequence_lengths": "长度文件"}
 measured = sc["measured_tokens_per_s"]
-rows = [
-    ("每步样本数", "B", d.num(sc["samples_per_step"]), SOURCE[sc.sources["samples_per_step"]]),
-    ("每个样本的平均真实 token 数", "s̄", d.count(sc["mean_tokens_per_sample"]),
-     SOURCE[sc.sources["mean_tokens_per_sample"]]),
-    ("激活参数（6ND 的 N）", "N", d.sci(sc["activated_params"]),
-     SOURCE[sc.sources["activated_params"]]),
-    ("总参数", "N_total", d.sci(sc["total_params"]), SOURCE[sc.sources["total_params"]]),
-    ("单步耗时", "T", f"{sc['step_time']:g} s", SOURCE[sc.sources["step_time"]]),
-    ("GPU 数", "n_gpu", d.num(sc["num_gpus"]), SOURCE[sc.sources["num_gpus"]]),
-    ("GPU 型号", "", sc["gpu"], SOURCE[sc.sources["gpu"]]),
-    ("单卡 BF16 稠密峰值", "P", d.tflops(sc["peak_flops"]), SOURCE[sc.sources["peak_flops"]]),
-    ("recompute 策略", "", sc["recompute"], SOURCE[sc.sources["recompute"]]),
-    ("实测集群吞吐", "τ", "未提供" if measured is None else f"{d.num(measured)} tok/s",
-     SOURCE[sc.sources["measured_tokens_per_s"]]),
-]
-d.table(rows, ["输入", "符号", "值", "来源"], "Scenario inputs used by MFU and HFU")
+
+
+def row(label, symbol, shown, key):
+    return (label, symbol, shown, SOURCE[sc.sources[key]])
+
+
+d.table([
+    row("每步样本数", "B", d.num(sc["samples_per_step"]), "samples_per_step"),
+    row("每个样本的平均真实 token 数", "s̄", d.count(sc["mean_tokens_per_sample"]), "mean_tokens_per_sample"),
+    row("激活参数（6ND 的 N）", "N", d.sci(sc["activated_params"]), "activated_params"),
+    row("总参数", "N_total", d.sci(sc["total_params"]), "total_params"),
+    row("单步耗时", "T", f"{sc['step_time']:g} s", "step_time"),
+    row("GPU 数", "n_gpu", d.num(sc["num_gpus"]), "num_gpus"),
+    row("GPU 型号", "", sc["gpu"], "gpu"),
+    row("单卡 BF16 稠密峰值", "P", d.tflops(sc["peak_flops"]), "peak_flops"),
+    row("recompute 策略", "", sc["recompute"], "recompute"),
+    row("实测集群吞吐", "τ", "未提供" if measured is None else f"{d.num(measured)} tok/s",
+        "measured_tokens_per_s"),
+], ["输入", "符号", "值", "来源"], "Scenario inputs used by MFU and HFU")
 
 # %% [markdown]
 # ## 2. 逐步计算
 #
-# 每步真实 token 数 D 是样本数乘平均长度；模型必需的 FLOPs 是 6ND；除以单步耗时得到实际达到的
-# 算力（集群和单卡），再除以峰值得到 MFU。HFU 在 MFU 上乘 recompute 系数。
+# 每步真实 token 数 D 是样本数乘平均长度；模型必需的 FLOPs 是 6ND；除以单步耗时得到实际达到的算力（集群和单卡），再除以峰值得到 MFU。HFU 在 MFU 上乘 recompute 系数。库里的两个公式是 SymPy 表达式，代入场景的数就得到结果：
 
 # %%
+mfu = float(utilization.mfu.subs(subs))  # 6ND / (T · n_gpu · P)
+hfu = float(utilization.hfu.subs(subs))  # recompute factor × 6ND / (T · n_gpu · P)
+d.eq(r"\mathrm{MFU}", utilization.mfu, d.pct(mfu))
+d.eq(r"\mathrm{HFU}", utilization.hfu, d.pct(hfu))
+
+# %% [markdown]
+# 下面把 MFU 拆成几步，每一步都代入数字：
+
+# %% tags=["remove-input"]
 tokens = sc["tokens_per_step"]
 flops = acc["model_flops_per_step"]
 cluster_peak = float(utilization.cluster_peak.subs(subs))
@@ -100,7 +112,7 @@ d.eq(r"\mathrm{MFU}", utilization.mfu,
      rf"\frac{{{d.tex_sci(acc['achieved_flops_per_s'], 4)}}}{{{d.tex_sci(cluster_peak, 4)}}}",
      d.pct(acc["mfu"]))
 
-# %%
+# %% tags=["remove-input"]
 factor_exact = recompute.factor(sc["recompute"], sc["selective_recompute_fraction"])
 d.eq(r"\mathrm{HFU}", sp.Symbol(r"\mathrm{MFU}") * factor_exact, d.pct(acc["hfu"]))
 policy = sc["recompute"]
@@ -115,8 +127,8 @@ else:
     why = "本场景没有 recompute：硬件做的就是模型必需的 6ND，HFU 与 MFU 相等。"
 d.md(f"集群每秒做了 **{d.tflops(acc['achieved_flops_per_s'])}** 的有效运算，"
      f"合每卡 **{d.tflops(acc['achieved_flops_per_s_per_gpu'], 2)}**；"
-     f"集群峰值是 {sc['num_gpus']} × {d.tflops(sc['peak_flops'])} = **{d.tflops(cluster_peak)}**。"
-     f"于是 MFU = **{d.pct(acc['mfu'])}**。{why} HFU = **{d.pct(acc['hfu'])}**。")
+     f"集群峰值是 {d.num(sc['num_gpus'])} × {d.tflops(sc['peak_flops'])} = **{d.tflops(cluster_peak)}**。"
+     f"于是 MFU = **{d.pct(acc['mfu'])}**。{why}HFU = **{d.pct(acc['hfu'])}**。")
 
 # %% [markdown]
 # ## 3. 三路对账
@@ -124,82 +136,112 @@ d.md(f"集群每秒做了 **{d.tflops(acc['achieved_flops_per_s'])}** 的有效�
 # 一个 MFU 数字只有在另一条独立的路也走得通时才可信。这里走三条：
 #
 # 1. **FLOPs 路线（集群）**：6ND 除以单步耗时，再除以集群峰值，就是上面的算法；
-# 2. **吞吐路线**：D / T 得到每秒 token 数，和训练日志里的实测吞吐比；再把实测吞吐乘每 token 的
-#    FLOPs（6N）反推一个 MFU；
+# 2. **吞吐路线**：D / T 得到每秒 token 数，和训练日志里的实测吞吐比；再把实测吞吐乘每 token 的 FLOPs（6N）反推一个 MFU；
 # 3. **单卡路线**：每卡 token/s 和每卡实测比；每卡 FLOP/s 除以单卡峰值，应与集群口径相同。
 #
-# 对账的容差取 1%（本页的选择）：相对差在 ±1% 内记为 ✓。
+# 每一行比较的是相对差，落在本页自定的容差之内记为 ✓，否则记为 ✗；后面所有“对上”“对不上”的说法都只跟着这一列走。
 
 # %%
-TOLERANCE = 0.01  # this notebook's tolerance for a check mark
+TOLERANCE = 0.01  # this page's choice: within ±1% counts as agreeing
 
 
-def compare(computed, reference):
-    if reference is None:
-        return "—", "无实测值"
-    rel = computed / reference - 1
-    return f"{100 * rel:+.2f}%", "✓" if abs(rel) <= TOLERANCE else "✗"
+def gap(computed, reference):
+    """Relative difference computed / reference - 1; None without a reference."""
+    return None if reference is None else computed / reference - 1
 
 
-per_gpu_mfu = float((utilization.achieved_flops_per_s_per_gpu / P).subs(subs))
+def agrees(rel):
+    return rel is not None and abs(rel) <= TOLERANCE
+
+# %% tags=["remove-input"]
 measured_gpu = acc["measured_tokens_per_s_per_gpu"]
 mfu_measured = acc["mfu_from_measured_tokens_per_s"]
-routes = [
+per_gpu_mfu = float((utilization.achieved_flops_per_s_per_gpu / P).subs(subs))
+checks = {  # name -> relative difference (None: nothing to compare with)
+    "tokens": gap(acc["tokens_per_s"], measured),
+    "mfu_from_tau": None if mfu_measured is None else gap(mfu_measured, acc["mfu"]),
+    "tokens_gpu": gap(acc["tokens_per_s_per_gpu"], measured_gpu),
+    "flops_gpu": gap(per_gpu_mfu, acc["mfu"]),
+}
+ok = {name: agrees(rel) for name, rel in checks.items()}
+tol = d.pct(TOLERANCE, 0)
+
+
+def cells(name):
+    rel = checks[name]
+    return ("—", "无实测值") if rel is None else (f"{100 * rel:+.2f}%", "✓" if ok[name] else "✗")
+
+
+d.table([
     ("① FLOPs（集群）", "6ND / T ÷ (n_gpu·P)", d.pct(acc["mfu"]), "—", "基准", ""),
     ("② 吞吐", "D / T  vs  实测 τ", f"{d.num(acc['tokens_per_s'])} tok/s",
-     "—" if measured is None else f"{d.num(measured)} tok/s",
-     *compare(acc["tokens_per_s"], measured)),
-    ("② 吞吐反推 MFU", "6N·τ ÷ (n_gpu·P)  vs  ①", "—" if mfu_measured is None
-     else d.pct(mfu_measured), d.pct(acc["mfu"]),
-     *(compare(mfu_measured, acc["mfu"]) if mfu_measured is not None else ("—", "无实测值"))),
+     "—" if measured is None else f"{d.num(measured)} tok/s", *cells("tokens")),
+    ("② 吞吐反推 MFU", "6N·τ ÷ (n_gpu·P)  vs  ①", d.pct(mfu_measured) if mfu_measured else "—",
+     d.pct(acc["mfu"]), *cells("mfu_from_tau")),
     ("③ 单卡吞吐", "D / T / n_gpu  vs  τ / n_gpu", f"{d.num(acc['tokens_per_s_per_gpu'], 1)} tok/s",
-     "—" if measured_gpu is None else f"{d.num(measured_gpu, 1)} tok/s",
-     *compare(acc["tokens_per_s_per_gpu"], measured_gpu)),
+     "—" if measured_gpu is None else f"{d.num(measured_gpu, 1)} tok/s", *cells("tokens_gpu")),
     ("③ 单卡 FLOPs", "(6ND / T / n_gpu) ÷ P  vs  ①", d.pct(per_gpu_mfu), d.pct(acc["mfu"]),
-     *compare(per_gpu_mfu, acc["mfu"])),
-]
-d.table(routes, ["路线", "算式", "计算值", "对照值", "相对差", "结论"],
-        "Three-way cross-check (tolerance 1%)")
+     *cells("flops_gpu")),
+], ["路线", "算式", "计算值", "对照值", "相对差", "结论"], f"Three-way cross-check (tolerance {tol})")
 
-# %%
+# %% tags=["remove-input"]
+identity = ("单卡 FLOPs 路线与集群路线在代数上是同一个式子（分子分母同除以 GPU 数），"
+            "它只能查出算术错误，不提供新的证据。")
 if measured is None:
-    d.md("本场景没有提供实测吞吐（`measured_tokens_per_s` 为空），吞吐路线无从对照，只剩下 ① 和 ③ "
-         "两条代数上等价的路。它们总会相等，只能查出算术错误，查不出输入错误：建议从训练日志里"
-         "读出 tok/s 填进场景，再重跑本页。")
+    d.md(f"本场景没有提供实测吞吐（`measured_tokens_per_s` 为空），吞吐路线无从对照，只剩下 ① 和 ③ 两条路。{identity}"
+         "要让对账真正有用，请从训练日志里读出集群的 tok/s 填进场景，再重跑本页。")
 else:
-    rel = acc["tokens_per_s"] / measured - 1
-    verdict = ("在容差之内：D 与 T 和日志里的吞吐互相印证，这组输入是自洽的。" if abs(rel) <= TOLERANCE
-               else "超出容差：先检查 D 是否按真实 token 计（而不是补齐后的槽位），"
-                    "T 是否混进了评估、存盘等非训练时间。")
-    d.md(f"由 D / T 算出的吞吐是 **{d.num(acc['tokens_per_s'])} tok/s**，实测 "
-         f"**{d.num(measured)} tok/s**，相对差 **{100 * rel:+.2f}%**，{verdict}"
-         f"用实测吞吐反推的 MFU 是 {d.pct(mfu_measured)}，"
-         + (f"与 FLOPs 路线的 {d.pct(acc['mfu'])} 一致。" if abs(rel) <= TOLERANCE else
-            f"与 FLOPs 路线的 {d.pct(acc['mfu'])} 同样对不上（偏差来自同一处：D / T 与实测吞吐不符）。")
-         + "单卡 FLOPs 路线与集群路线在代数上是同一个式子（分子分母同除以 GPU 数），"
-         "它只验证算术，不提供新的证据。")
+    rel, rel_mfu = checks["tokens"], checks["mfu_from_tau"]
+    text = (f"由 D / T 算出的吞吐是 **{d.num(acc['tokens_per_s'])} tok/s**，实测 **{d.num(measured)} tok/s**，"
+            f"相对差 **{100 * rel:+.2f}%**，")
+    if ok["tokens"]:
+        text += f"在 ±{tol} 的容差之内：D、T 与日志里的吞吐互相印证。"
+    elif rel > 0:
+        text += (f"超出 ±{tol} 的容差：D / T 比实测高，要么 D 数多了（例如把补齐的 pad 槽位也当成了 token），"
+                 "要么 T 比真实的单步耗时短。")
+    else:
+        text += (f"超出 ±{tol} 的容差：D / T 比实测低，要么 T 里混进了评估、存盘等非训练时间，"
+                 "要么 D 数少了（例如日志的吞吐把 pad 槽位也算成了 token）。")
+    text += (f"用实测吞吐反推的 MFU 是 {d.pct(mfu_measured)}，与 FLOPs 路线的 {d.pct(acc['mfu'])} "
+             f"相差 {100 * rel_mfu:+.2f}%，")
+    if ok["mfu_from_tau"] == ok["tokens"]:
+        text += ("同样在容差之内。" if ok["mfu_from_tau"] else
+                 "同样超出容差：两处偏差来自同一个原因，D / T 与实测吞吐不符。")
+    else:
+        text += (("在" if ok["mfu_from_tau"] else "超出") + "容差"
+                 + ("之内" if ok["mfu_from_tau"] else "")
+                 + "：这两行比较的是同一对数，只是一个除以另一个，相对差恰在容差边界附近时，可能一行过、一行不过。")
+    d.md(text + identity)
 
 # %% [markdown]
 # ## 4. 一个必须避开的错算：用总参数
 #
-# MoE 每个 token 只经过被路由到的少数专家，6ND 里的 N 应该是激活参数。Hugging Face 配置和模型名里
-# 最显眼的却是总参数；把它代进去，MFU 会按 N_total / N 的倍数被放大。
+# MoE 每个 token 只经过被路由到的少数专家，6ND 里的 N 应该是激活参数。Hugging Face 配置和模型名里最显眼的却是总参数；把它代进去，MFU 会按 N_total / N 的倍数被放大。
 
 # %%
+mfu_wrong = utilization.mfu.subs(N, N_total)  # the same formula with the total parameters
+d.eq(r"\mathrm{MFU}_{\mathrm{wrong}}", mfu_wrong, sp.Symbol(r"\mathrm{MFU}") * N_total / N,
+     d.pct(acc["mfu_if_total_params"], 1))
+
+# %% tags=["remove-input"]
 ratio = sc["total_params"] / sc["activated_params"]
-d.eq(r"\mathrm{MFU}_{\mathrm{wrong}}", utilization.mfu.subs(N, N_total),
-     sp.Symbol(r"\mathrm{MFU}") * N_total / N, d.pct(acc["mfu_if_total_params"], 1))
-if sc["num_experts"] > 0:
+wrong = acc["mfu_if_total_params"]
+if wrong > 1:
+    tail = ("它超过了 100%，比硬件峰值还多，错误一眼可见；危险的是倍数小一些、算出的数仍在 100% 以内的情形，"
+            "那时没有任何检查会拦下它。")
+elif wrong > 0.5:
     tail = ("这个数会让人以为已经接近硬件极限、没什么可优化了，而真实的 MFU 只有它的 "
-            f"1/{ratio:.1f}。" if acc["mfu_if_total_params"] > 0.5 else
-            f"真实的 MFU 只有它的 1/{ratio:.1f}。")
+            f"1/{ratio:.1f}。")
+else:
+    tail = f"真实的 MFU 只有它的 1/{ratio:.1f}。"
+if sc["num_experts"] > 0:
     d.md(f"本场景是 MoE（{sc['num_experts']} 个专家，每 token 激活 {sc['experts_per_token']} 个），"
          f"总参数是激活参数的 **{ratio:.2f} 倍**。误用总参数得到的“MFU”是 "
-         f"**{d.pct(acc['mfu_if_total_params'], 1)}**，正确值是 **{d.pct(acc['mfu'])}**。{tail}")
-elif sc["total_params"] > sc["activated_params"]:
-    d.md(f"本场景是稠密模型，总参数是 N 的 {ratio:.2f} 倍（差的是输入 embedding 这类不参与矩阵乘的参数），"
-         f"误用总参数得到 {d.pct(acc['mfu_if_total_params'])}，对比正确的 {d.pct(acc['mfu'])}，"
-         "错得不多；这个坑主要出在 MoE 上。")
+         f"**{d.pct(wrong, 1)}**，正确值是 **{d.pct(acc['mfu'])}**。{tail}")
+elif ratio > 1:
+    d.md(f"本场景是稠密模型，总参数是 N 的 {ratio:.2f} 倍（多出的是输入 embedding 这类不参与矩阵乘的参数），"
+         f"误用总参数得到 {d.pct(wrong)}，对比正确的 {d.pct(acc['mfu'])}，高估 {d.pct(ratio - 1, 1)}。"
+         "在 MoE 上这个倍数是总参数与激活参数之比，大得多。")
 else:
     d.md(f"本场景是稠密模型，总参数与 N 相同，误用总参数也得到 {d.pct(acc['mfu'])}；"
          "这个坑主要出在 MoE 上。")
@@ -209,86 +251,90 @@ else:
 #
 # 激活参数有三种常见的数法，差别在两个“词表大小 × hidden”的矩阵上：
 #
-# - **6ND 的 N**（本项目的约定）：每个 token 真正参与矩阵乘的参数，包括注意力和线性注意力的投影、
-#   路由器、被激活的专家、共享专家和输出层 lm_head；不含输入 embedding（它是查表，没有 FLOPs）
-#   和 norm 之类的向量。
-# - **模型卡上的公开激活数**（"A3B" 的那个 3B）：除路由专家外的全部参数，加上路由专家的 k/E；
-#   它含输入 embedding。
+# - **6ND 的 N**（本项目的约定，见 [docs/conventions.md](../../../docs/conventions.md)）：每个 token 真正参与矩阵乘的参数，包括注意力和线性注意力的投影、路由器、被激活的专家、共享专家和输出层 lm_head；不含输入 embedding（它是查表，没有 FLOPs）和 norm 之类的向量。
+# - **模型卡上的公开激活数**（"A3B" 的那个 3B）：除路由专家外的全部参数，加上路由专家的 k/E；它含输入 embedding。
 # - **总参数**：每个专家都算。
 #
 # 下面直接从模型的 `config.json` 数出来（`costmodel.inputs.models`），与场景用的 N 放在一起。
 
-# %%
+# %% tags=["remove-input"]
 shape = matching_shape(sc.values)
 reference = sc["model"] or COURSE_MODEL
+mtp = bool(sc["count_mtp"]) and shape is not None and shape.mtp_activated_params > 0
 if shape is None:
     d.md(f"本场景的模型形状（hidden、层数、专家数、词表）与配置 {d.text(reference, code=True)} 不一致，"
          "这里没有它的精确计数。在场景文件里写 `model: 路径/config.json`（或预置名），"
          "本节就会改用那个配置数出的激活参数。")
 else:
+    exact_n = shape.activated_params + (shape.mtp_activated_params if mtp else 0)
+    config_total = shape.total_params + (shape.mtp_params if mtp else 0)
     counts = [
-        ("场景使用的 N", d.sci(sc["activated_params"], 4), d.num(sc["activated_params"]),
-         SOURCE[sc.sources["activated_params"]]),
-        ("精确 N（矩阵乘参数，含 lm_head，不含 embedding）", d.sci(shape.activated_params, 4),
-         d.num(shape.activated_params), "config.json"),
-        ("公开激活数（含 embedding）", d.sci(shape.activated_params_published, 4),
-         d.num(shape.activated_params_published), "config.json"),
-        ("其中：输入 embedding", d.sci(shape.embedding_params, 4), d.num(shape.embedding_params),
-         "config.json"),
-        ("其中：lm_head", d.sci(shape.lm_head_params, 4), d.num(shape.lm_head_params),
-         "config.json"),
-        ("总参数（场景）", d.sci(sc["total_params"], 4), d.num(sc["total_params"]),
-         SOURCE[sc.sources["total_params"]]),
-        ("总参数（config）", d.sci(shape.total_params, 4), d.num(shape.total_params),
-         "config.json"),
+        ("场景使用的 N", sc["activated_params"], SOURCE[sc.sources["activated_params"]]),
+        ("精确 N（矩阵乘参数，含 lm_head，不含 embedding）" + ("，含 MTP" if mtp else ""),
+         exact_n, "config.json"),
+        *([("其中：MTP 模块（count_mtp）", shape.mtp_activated_params, "config.json")] if mtp else []),
+        ("公开激活数（含 embedding，不含 MTP）" if mtp else "公开激活数（含 embedding）",
+         shape.activated_params_published, "config.json"),
+        ("其中：输入 embedding", shape.embedding_params, "config.json"),
+        ("其中：lm_head", shape.lm_head_params, "config.json"),
+        ("总参数（场景）", sc["total_params"], SOURCE[sc.sources["total_params"]]),
+        ("总参数（config）" + ("，含 MTP" if mtp else ""), config_total, "config.json"),
     ]
-    d.table(counts, ["参数口径", "约数", "精确值", "来源"],
-            f"Parameter counts of {shape.name} ({shape.model_type})")
+    d.table([(label, d.sci(n, 4), d.num(n), source) for label, n, source in counts],
+            ["参数口径", "约数", "精确值", "来源"], f"Parameter counts of {shape.name} ({shape.model_type})")
 
-# %%
+# %% tags=["remove-input"]
 def utilization_with(n_params):
     values = {**subs, N: n_params}
     return float(utilization.mfu.subs(values)), float(utilization.hfu.subs(values))
 
 
-variants = [("场景的 N", sc["activated_params"])]
 if shape is not None:
-    variants += [("精确 N", shape.activated_params),
-                 ("公开激活数", shape.activated_params_published),
-                 ("config 总参数（错误口径）", shape.total_params)]
+    variants = [("场景的 N", sc["activated_params"]), ("精确 N", exact_n),
+                ("公开激活数", shape.activated_params_published),
+                ("config 总参数（错误口径）", config_total)]
     by_n = {label: utilization_with(n) for label, n in variants}
     d.table([(label, d.sci(n, 4), d.pct(by_n[label][0]), d.pct(by_n[label][1]),
               f"{100 * (n / sc['activated_params'] - 1):+.1f}%") for label, n in variants],
             ["N 的口径", "N", "MFU", "HFU", "相对场景的 N"],
             "MFU and HFU for each count of N (same D, T and cluster)")
-    exact_rel = shape.activated_params / sc["activated_params"] - 1
+
+# %% tags=["remove-input"]
+if shape is not None:
+    exact_rel = exact_n / sc["activated_params"] - 1
     published_rel = shape.activated_params_published / shape.activated_params - 1
-    same = sc.sources["activated_params"] == "model" or abs(exact_rel) < 1e-12
-    first = ("场景的 N 已经取自这个配置，与精确值一致。" if same else
-             f"配置数出的精确 N 比场景的 N {'低' if exact_rel < 0 else '高'} "
-             f"**{100 * abs(exact_rel):.1f}%**："
-             f"MFU 从 {d.pct(acc['mfu'])} 变成 **{d.pct(by_n['精确 N'][0])}**，"
-             f"HFU 从 {d.pct(acc['hfu'])} 变成 **{d.pct(by_n['精确 N'][1])}**。")
+    mfu_pub, mfu_exact = by_n["公开激活数"][0], by_n["精确 N"][0]
+    if abs(exact_rel) < 5e-4:
+        first = f"场景的 N 与配置数出的精确 N（{d.sci(exact_n, 4)}）一致，相差不到 0.05%。"
+    else:
+        first = (f"配置数出的精确 N 比场景的 N {'低' if exact_rel < 0 else '高'} "
+                 f"**{100 * abs(exact_rel):.1f}%**：MFU 从 {d.pct(acc['mfu'])} 变成 **{d.pct(mfu_exact)}**，"
+                 f"HFU 从 {d.pct(acc['hfu'])} 变成 **{d.pct(by_n['精确 N'][1])}**。")
+    if mtp:
+        first += f"这里的精确 N 按场景的 `count_mtp` 算进了 MTP 模块（{d.sci(shape.mtp_activated_params)}）。"
+    vs_scenario = ("高于" if mfu_pub > acc["mfu"] else "低于" if mfu_pub < acc["mfu"] else "等于")
     d.md(first
-         + f" 精确 N 里有 {d.sci(shape.lm_head_params)} 是 lm_head（每个 token 都要乘的输出层）。"
-         f"公开激活数 {d.sci(shape.activated_params_published)} 比精确 N 多出输入 embedding"
-         f"（{d.sci(shape.embedding_params)}），多 **{100 * published_rel:.1f}%**；"
-         f"用它算，MFU 会被抬到 {d.pct(by_n['公开激活数'][0])}。"
-         f"用 config 的总参数犯第 4 节的错，则得到 {d.pct(by_n['config 总参数（错误口径）'][0], 1)}。")
-    if is_course:
+         + f"精确 N 里有 {d.sci(shape.lm_head_params)} 是 lm_head（每个 token 都要乘的输出层）。"
+         f"公开激活数 {d.sci(shape.activated_params_published)} 比"
+         + ("不含 MTP 的" if shape.mtp_activated_params > 0 else "")
+         + f"矩阵乘参数（{d.sci(shape.activated_params)}）多 **{100 * published_rel:.1f}%**，多出的主要是输入 embedding"
+         f"（{d.sci(shape.embedding_params)}）；用它算，MFU 是 {d.pct(mfu_pub)}，{vs_scenario}场景的 N 算出的 "
+         f"{d.pct(acc['mfu'])}。用 config 的总参数犯第 4 节的错，则得到 "
+         f"{d.pct(by_n['config 总参数（错误口径）'][0], 1)}。")
+    if not own and abs(exact_rel) >= 5e-4:
+        low_n, high_n = sorted([mfu_exact, acc["mfu"]])
+        over = sc["activated_params"] / exact_n - 1  # the course's N against the exact count
         d.md(f"对课程来说：课程的 N = {d.sci(sc['activated_params'], 2)} 是个取整，"
-             f"比矩阵乘参数的精确值高 {100 * -exact_rel:.1f}%，"
-             f"结论（MFU 在 {d.pct(by_n['精确 N'][0])} 到 {d.pct(acc['mfu'])} 之间）不变；"
-             "真正要小心的是别把模型卡上的“A3B”当成 6ND 的 N，更别用总参数。")
+             f"比矩阵乘参数的精确值{'高' if over > 0 else '低'} {100 * abs(over):.1f}%，"
+             f"MFU 因此落在 {d.pct(low_n)} 到 {d.pct(high_n)} 之间，结论不变；"
+             "真正要小心的是别把模型卡上的公开激活数当成 6ND 的 N，更别用总参数。")
 
 # %% [markdown]
 # ## 6. 项目自报的“8–10%”是哪个口径？
 #
-# 课程说项目“实测 MFU 是 8–10%”——这是课程引用的项目自报数，不是本页算出来的。
-# 把这个区间与几个候选口径对比：离区间最近的那个，最可能是项目实际用的算法。
-# 距离按百分点计，落在区间内记为 0。
+# 课程说项目自报的利用率是一个区间——这是课程引用的项目数字，不是本页算出来的。把这个区间与几个候选口径对比：离区间最近的那个，最可能是项目实际用的算法。距离按百分点计，落在区间内记为 0。
 
-# %%
+# %% tags=["remove-input"]
 reported_by_project = course.figures()["project_reported_mfu"]["range"]  # the course's quote
 low, high = map(course.number, reported_by_project)
 reported_range = f"{reported_by_project[0].rstrip('%')}–{reported_by_project[1]}"  # "8–10%"
@@ -303,7 +349,11 @@ candidates = [("MFU（场景的 N）", "MFU (scenario N)", acc["mfu"]),
 if shape is not None:
     candidates += [("MFU（公开激活数，含 embedding）", "MFU (published active)", by_n["公开激活数"][0]),
                    ("HFU（公开激活数，含 embedding）", "HFU (published active)", by_n["公开激活数"][1])]
-if is_course:
+mfu_gap, hfu_gap = distance(acc["mfu"]), distance(acc["hfu"])
+closer = "HFU" if hfu_gap < mfu_gap else "MFU" if mfu_gap < hfu_gap else None
+best_label, _, best_value = min(candidates, key=lambda c: distance(c[2]))
+inside = [label for label, _, value in candidates if distance(value) == 0]
+if not own:
     d.table([(label, d.pct(value), f"{100 * distance(value):.2f} pp",
               "是" if distance(value) == 0 else "否") for label, _, value in candidates],
             ["候选口径", "值", f"到 [{', '.join(reported_by_project)}] 的距离", "在区间内"],
@@ -312,41 +362,34 @@ else:
     d.table([(label, d.pct(value)) for label, _, value in candidates], ["候选口径", "本场景的值"],
             "Utilization of this scenario under each convention")
 
-# %%
-if is_course:
-    mfu_gap, hfu_gap = distance(acc["mfu"]), distance(acc["hfu"])
-    closer = "HFU" if hfu_gap < mfu_gap else "MFU"
-    best_label, _, best_value = min(candidates, key=lambda c: distance(c[2]))
-    text = (f"两个标准口径里，MFU（{d.pct(acc['mfu'])}）离区间 {100 * mfu_gap:.2f} 个百分点，"
-            f"HFU（{d.pct(acc['hfu'])}）离区间 {100 * hfu_gap:.2f} 个百分点："
-            f"项目报的数更可能是 **{closer}** 口径。")
-    if shape is not None:
-        inside = [label for label, _, value in candidates if distance(value) == 0]
-        if inside:
-            text += (f" 再把 N 换成模型卡上的公开激活数，{'、'.join(inside)}落进了区间"
-                     f"（{d.pct(best_value)}）：最贴合的解释是“{best_label}”。"
-                     "这与课程的判断一致：HFU 口径，外加一个略大的 N。")
-        else:
-            text += f" 所有候选里最近的是“{best_label}”（{d.pct(best_value)}）。"
+# %% tags=["remove-input"]
+if not own:
+    text = (f"项目自报的是 {reported_range}。两个标准口径里，MFU（{d.pct(acc['mfu'])}）离区间 "
+            f"{100 * mfu_gap:.2f} 个百分点，HFU（{d.pct(acc['hfu'])}）离区间 {100 * hfu_gap:.2f} 个百分点："
+            + (f"项目报的数更可能是 **{closer}** 口径。" if closer else "两者离区间一样远，分不出口径。"))
+    if inside:
+        text += (f"把 N 换成模型卡上的公开激活数后，{'、'.join(inside)}落进了区间；"
+                 f"最贴合的解释是“{best_label}”（{d.pct(best_value)}）。")
+    else:
+        text += f"所有候选里最近的是“{best_label}”（{d.pct(best_value)}）。"
     d.md(text)
 else:
     d.md(f"“{reported_range}” 是课程项目自报的数，只对应课程的场景，这里不拿它和本场景比较。"
          "上表列出了本场景在各口径下的数值，可以拿来和你们自己报告的利用率对照："
          "先弄清报告用的是 MFU 还是 HFU、N 取的是哪一种。")
 
-# %%
+# %% tags=["remove-input"]
 import matplotlib.pyplot as plt
 
 d.setup_plots()
 fig, ax = plt.subplots()
-labels = [english for _, english, _ in candidates]
 values = [100 * value for _, _, value in candidates]
-ax.barh(labels, values, color="tab:blue")
-if is_course:
+ax.barh([english for _, english, _ in candidates], values, color="tab:blue")
+if not own:
     ax.axvspan(100 * low, 100 * high, color="tab:orange", alpha=0.25,
                label="reported by the project (course quote)")
     ax.legend(loc="upper right")
-ax.set_xlim(0, 1.4 * max(values + [100 * high]))
+ax.set_xlim(0, 1.4 * max(values + ([] if own else [100 * high])))
 ax.invert_yaxis()
 ax.set_title("Utilization under each convention")
 ax.set_xlabel("utilization (%)")
@@ -354,9 +397,114 @@ ax.set_ylabel("convention")
 plt.show()
 
 # %% [markdown]
+# ## 7. 课程怎么说，本页算出什么
+#
+# 课程在这一小节里给出的每个数和判断，与本页按场景算出的值并排放在下表。对课程的场景，第三列判断课程的说法是否成立；对你们自己的场景，中间一列是你们的数，第三列把它与课程那次运行的说法对照。
+
+# %% tags=["remove-input"]
+FIG = course.figures()
+
+
+def quoted(key):
+    """A course figure as the course writes it, without its section (the row quotes it once)."""
+    return FIG[key]["text"]
+
+
+def versus(value_text, key):
+    """A team's figure against the course's (about the course's run), for a verdict."""
+    if value_text == quoted(key):
+        return "你们的场景按同一算法得到的数与课程那次运行的相同"
+    return f"课程的数说的是课程那次运行；你们的场景按同一算法得到 {value_text}"
+
+
+def unjudged(why):
+    return f"无从判断：{why}"
+
+
+def recomputed(value_text, key):
+    """The course's scenario: does the recomputed figure round to the course's?"""
+    same = value_text == quoted(key)
+    return "按课程的输入重算，" + ("取整后正是这个数" if same else f"得到的是 {value_text}")
+
+
+run = "你们的运行" if own else "按课程的输入重算"
+mfu_text, hfu_text = d.pct(acc["mfu"]), d.pct(acc["hfu"])
+rows = [
+    ("MFU = 6ND / (T·n_gpu·P) = " + course.claim("nb01_mfu"), mfu_text,
+     d.verdict(mfu_text == quoted("nb01_mfu"),
+               versus(mfu_text, "nb01_mfu") if own else recomputed(mfu_text, "nb01_mfu"))),
+    ("HFU = MFU × 4/3（full recompute）= " + course.claim("nb01_hfu"),
+     f"{hfu_text}（系数 {factor_exact}，{sc['recompute']}）",
+     d.verdict(hfu_text == quoted("nb01_hfu"),
+               versus(hfu_text, "nb01_hfu") + f"（本场景 recompute = {sc['recompute']}）" if own
+               else recomputed(hfu_text, "nb01_hfu"))),
+]
+tokens_text = f"{d.num(acc['tokens_per_s'])} tok/s"
+if measured is None:
+    rows.append((f"吞吐对账：D / T = {quoted('nb03_tokens_per_s')} 对实测 "
+                 + course.claim("nb03_measured_tokens_per_s") + "，对得上，输入自洽",
+                 f"{tokens_text}，无实测值",
+                 unjudged("场景没有 measured_tokens_per_s，吞吐这条独立的对账做不了")))
+else:
+    rows.append((f"吞吐对账：D / T = {quoted('nb03_tokens_per_s')} 对实测 "
+                 + course.claim("nb03_measured_tokens_per_s") + "，对得上，输入自洽",
+                 f"{tokens_text} 对 {d.num(measured)} tok/s（{100 * checks['tokens']:+.2f}%）",
+                 d.verdict(ok["tokens"], f"{run}，D / T 与实测相差 {100 * checks['tokens']:+.2f}%，"
+                           + (f"在本页 ±{tol} 的容差之内" if ok["tokens"] else f"超出本页 ±{tol} 的容差")
+                           + ("" if ok["tokens"] else "，这组输入不自洽"))))
+
+# %% tags=["remove-input"]
+gpu_claim = (f"单卡：{quoted('nb03_tokens_per_s_per_gpu')} 对实测 "
+             + course.claim("nb03_measured_tokens_per_s_per_gpu"))
+if measured is None:
+    rows.append((gpu_claim, f"{d.num(acc['tokens_per_s_per_gpu'], 1)} tok/s，无实测值",
+                 unjudged("场景没有实测吞吐")))
+else:
+    note = ("" if own else f"；实测的每卡吞吐是 {d.num(measured_gpu, 1)} tok/s，"
+            f"课程写作 {quoted('nb03_measured_tokens_per_s_per_gpu')}，只差取整")
+    rows.append((gpu_claim, f"{d.num(acc['tokens_per_s_per_gpu'], 1)} 对 {d.num(measured_gpu, 1)} tok/s"
+                 f"（{100 * checks['tokens_gpu']:+.2f}%）",
+                 d.verdict(ok["tokens_gpu"], "与集群吞吐是同一个比较（两边都除以 GPU 数），"
+                           + ("在容差之内" if ok["tokens_gpu"] else "同样超出容差") + note)))
+rows.append((f"单卡 {course.claim('nb03_per_gpu_route')} ÷ 单卡峰值，与集群口径的 MFU 一致",
+             f"{d.tflops(acc['achieved_flops_per_s_per_gpu'], 2)} ÷ {d.tflops(sc['peak_flops'])} "
+             f"= {d.pct(per_gpu_mfu)}",
+             d.verdict(ok["flops_gpu"], "这条路与集群路线是同一个式子（分子分母同除以 GPU 数），总会相等，"
+                       "只验证算术，不算独立证据；"
+                       + ("能独立印证输入的只有实测吞吐那一条" if measured is not None
+                          else "本场景没有实测吞吐，三条路里没有一条独立的"))))
+wrong_text = d.pct(wrong, 0)
+rows.append(("MoE 误把总参数代进 6ND，得到 " + course.claim("total_params_mistake"),
+             f"{d.pct(wrong, 1)}（N_total / N = {ratio:.2f}）",
+             d.verdict(wrong_text == quoted("total_params_mistake"),
+                       ("课程的数是课程模型的总参数代错的结果；"
+                        + (f"你们的场景总参数等于 N，代哪个都是 {d.pct(acc['mfu'])}，这个错在你们的模型上不存在"
+                           if ratio == 1 else f"你们的场景代错得 {d.pct(wrong, 1)}，是正确值的 {ratio:.2f} 倍"))
+                       if own else recomputed(wrong_text, "total_params_mistake")
+                       + f"（{d.pct(wrong, 1)}）；正确的 MFU 只有它的 1/{ratio:.1f}")))
+
+# %% tags=["remove-input"]
+convention_claim = "项目自报的 " + course.claim("nb01_reported_is_hfu") + " 对应 HFU 口径（稍乐观，或 N 取得略大）"
+if own:
+    rows.append((convention_claim, f"MFU {d.pct(acc['mfu'])}，HFU {d.pct(acc['hfu'])}",
+                 unjudged("这个区间是课程项目自报的数，只说明课程那次运行；请拿你们自己报告的利用率与第 6 节的表对照")))
+else:
+    found = (f"HFU {d.pct(acc['hfu'])} 离区间 {100 * hfu_gap:.2f} pp" if hfu_gap > 0
+             else f"HFU {d.pct(acc['hfu'])} 在区间内")
+    if inside:
+        found += f"；{'、'.join(inside)}在区间内"
+    holds = closer == "HFU" and any(label.startswith("HFU") for label in inside)
+    d_why = ((f"HFU 比 MFU 离区间近，HFU 本身{'还差一点' if hfu_gap > 0 else '已在区间内'}；" if closer == "HFU"
+              else "MFU 比 HFU 离区间近；" if closer == "MFU" else "MFU 与 HFU 离区间一样远；")
+             + (f"把 N 换成含 embedding 的公开激活数后，{'、'.join(inside)}落进区间，"
+                "正是课程说的“N 取得略大”" if inside else "换了 N 也没有候选落进区间"))
+    rows.append((convention_claim, found, d.verdict(holds, d_why)))
+d.claims(rows, sc)
+
+# %% [markdown]
 # ## 本节要点
 
-# %%
+# %% tags=["remove-input"]
 points = [
     f"D = {d.num(tokens)} token，6ND = {d.sci(flops, 4)} FLOPs；集群实际 "
     f"{d.tflops(acc['achieved_flops_per_s'])}，每卡 {d.tflops(acc['achieved_flops_per_s_per_gpu'], 2)}。",
@@ -364,13 +512,67 @@ points = [
     f"集群峰值 {d.tflops(cluster_peak)}）。",
     ("吞吐路线没有实测值可比：请补上 measured_tokens_per_s。" if measured is None else
      f"吞吐路线：{d.num(acc['tokens_per_s'])} vs 实测 {d.num(measured)} tok/s，"
-     f"相对差 {100 * (acc['tokens_per_s'] / measured - 1):+.2f}%。"),
-    f"误用总参数：{d.pct(acc['mfu_if_total_params'], 1)}，是正确值的 {ratio:.2f} 倍。",
+     f"相对差 {100 * checks['tokens']:+.2f}%，" + ("在容差之内。" if ok["tokens"] else "超出容差，先查 D 和 T。")),
+    (f"误用总参数：{d.pct(wrong, 1)}，是正确值的 {ratio:.2f} 倍。" if ratio > 1 else
+     "本场景总参数等于 N，误用总参数不改变结果。"),
 ]
 if shape is not None:
-    points.append(f"配置里的精确 N = {d.sci(shape.activated_params, 4)}，对应 MFU "
-                  f"{d.pct(by_n['精确 N'][0])}；公开激活数（含 embedding）会把它抬到 "
-                  f"{d.pct(by_n['公开激活数'][0])}。")
-if is_course:
-    points.append(f"项目自报的 {reported_range}（课程引用）最接近 {closer} 口径。")
+    points.append(f"配置里的精确 N = {d.sci(exact_n, 4)}，对应 MFU {d.pct(by_n['精确 N'][0])}；"
+                  f"用公开激活数（含 embedding）算是 {d.pct(by_n['公开激活数'][0])}。")
+if not own and closer:
+    points.append(f"项目自报的 {reported_range}（课程引用）更接近 {closer} 口径。")
 d.md("\n".join(f"- {p}" for p in points))
+
+# %% [markdown] tags=["exercise"]
+# ### 练习 1：单步耗时多算了一截
+#
+# 假设日志里记下的单步耗时比真实的训练时间长了 10%（比如把存盘和评估的时间也算了进去），而 D 和日志里的实测吞吐都不变。**先预测**，再运行下面的单元格：(a) 按 6ND / T 算出的 MFU 和 HFU 各变成多少？(b) 第 3 节吞吐对账的相对差变成多少，还在容差之内吗？(c) 单卡 FLOPs 那一行会报警吗？
+
+# %% tags=["solution"]
+stretch = 1.10  # the logged step time is 10% longer than the real one
+slow = {**subs, T: sc["step_time"] * stretch}
+mfu_slow, hfu_slow = float(utilization.mfu.subs(slow)), float(utilization.hfu.subs(slow))
+tokens_slow = float(utilization.tokens_per_s.subs(slow))
+rel_slow = gap(tokens_slow, measured)
+d.eq(r"\mathrm{MFU}'", sp.Symbol(r"\mathrm{MFU}") / sp.nsimplify(stretch), d.pct(mfu_slow))
+
+# %% tags=["solution", "remove-input"]
+answer = (f"- (a) MFU 和 HFU 都与 T 成反比，各除以 {stretch:g}：MFU 从 {d.pct(acc['mfu'])} 变成 "
+          f"**{d.pct(mfu_slow)}**，HFU 从 {d.pct(acc['hfu'])} 变成 **{d.pct(hfu_slow)}**。")
+if measured is None:
+    answer += ("\n- (b) 本场景没有实测吞吐，吞吐对账无从做起，多算的这一截不会被发现。"
+               "\n- (c) 不会：单卡 FLOPs 路线和集群路线一起变，永远相等。这正是要把日志里的 tok/s 填进场景的原因。")
+else:
+    answer += (f"\n- (b) D / T 变成 {d.num(tokens_slow)} tok/s，与实测 {d.num(measured)} tok/s 相差 "
+               f"**{100 * rel_slow:+.2f}%**（原来是 {100 * checks['tokens']:+.2f}%），"
+               + ("在容差之内" if agrees(rel_slow) else "超出容差") + "。")
+    if ok["tokens"] and not agrees(rel_slow):
+        answer += "对账从 ✓ 变成 ✗：多出来的时间被吞吐路线抓住了。"
+    elif not ok["tokens"] and agrees(rel_slow):
+        answer += "原先超出容差的偏差恰好被这一截抵消了：对得上只说明两边一致，不保证 D 和 T 各自正确。"
+    elif not ok["tokens"]:
+        answer += "原来就对不上，现在仍对不上，对账只告诉你有问题，不告诉你问题在哪。"
+    answer += "\n- (c) 不会：单卡 FLOPs 路线与集群路线一起变，永远相等，它查不出输入错误。"
+d.md(answer)
+
+# %% [markdown] tags=["exercise"]
+# ### 练习 2：关掉 recompute，硬件一样忙
+#
+# 假设显存腾出来了，可以关掉 recompute（系数变成 1），而 GPU 的忙碌程度不变：硬件每秒做的 FLOPs 不变，单步耗时随硬件 FLOPs 同比缩短。**先预测**：单步耗时、MFU、HFU 各变成多少？哪一个不变？
+
+# %% tags=["solution"]
+factor_now = float(factor_exact)
+no_recompute = {**subs, r: 0, T: sc["step_time"] / factor_now}  # same hardware FLOP/s
+mfu_off = float(utilization.mfu.subs(no_recompute))
+hfu_off = float(utilization.hfu.subs(no_recompute))
+d.eq(r"\mathrm{MFU}_{\mathrm{off}}", sp.Symbol(r"\mathrm{MFU}") * factor_exact, d.pct(mfu_off))
+
+# %% tags=["solution", "remove-input"]
+if factor_now > 1:
+    d.md(f"单步耗时从 {sc['step_time']:g} s 缩到 **{sc['step_time'] / factor_now:.1f} s**（除以系数 {factor_exact}）；"
+         f"MFU 从 {d.pct(acc['mfu'])} 升到 **{d.pct(mfu_off)}**，正好是原来的 HFU；HFU 仍是 **{d.pct(hfu_off)}**。"
+         "HFU 衡量硬件忙不忙，关掉 recompute 并不改变它；省下的重算全部变成了有效产出，所以涨的是 MFU。"
+         "反过来，拿 HFU 和别人的 MFU 比，就把这部分重算也当成了有效产出。")
+else:
+    d.md(f"本场景本来就没有 recompute（系数 {factor_exact}）：单步耗时、MFU、HFU 都不变，"
+         f"MFU 与 HFU 都是 **{d.pct(mfu_off)}**。只有开着 recompute 的运行，关掉它才会把 HFU 的一部分转成 MFU。")

@@ -16,35 +16,38 @@
 # %% [markdown]
 # # 05 注意力项：6ND 没有数进去的那一块
 #
-# 6ND 数的是"每个参数对每个 token 做一次乘加"，也就是所有以权重为一侧的矩阵乘。
-# 注意力核心里的两个矩阵乘 QKᵀ 和 A·V 却不一样：两侧都是激活，没有一个参数参与，
-# 所以 N 里根本没有它们。短序列时这一项小到可以忽略；序列一长，它按长度的平方增长，
-# 会变成一步运算量里的大头。本节先推导它的大小，再看它在本场景里占多少；
-# 然后把"整块方阵还是只数下三角（full / causal）"与"普通实现还是 FlashAttention（eager / flash）"
-# 四种组合并排，找出你的训练框架日志用的是哪一种；最后和 PyTorch 的 FLOP 计数器对一次账。
+# 6ND 数的是"每个参数对每个 token 做一次乘加"，也就是所有以权重为一侧的矩阵乘。注意力核心里的两个矩阵乘 QKᵀ 和 A·V 却不一样：两侧都是激活，没有一个参数参与，所以 N 里根本没有它们。短序列时这一项小到可以忽略；序列一长，它按长度的平方增长，会变成一步运算量里的大头。本节先推导它的大小，再看它在本场景里占多少；然后把"整块方阵还是只数下三角（full / causal）"与"普通实现还是 FlashAttention（eager / flash）" 四种组合并排，找出你的训练框架日志用的是哪一种；最后和 PyTorch 的 FLOP 计数器对一次账，并把课程在这一节的说法逐条核对。
+
+# %% [markdown] tags=["lab-only"]
+# **换成你自己的场景。** 在 JupyterLab 里改下面的参数单元格。本节最常改的键是 `attention_flops`（full 或 causal）、`attention_kernel`（eager 或 flash）、`seq_len` 和 `batching`（padded 或 packed）。`scenario_file` 是一个 YAML 场景文件的路径：绝对路径，或相对于仓库根目录的路径（例如 `scenarios/llama-3.1-70b-512xH100.yaml`；在 notebook 所在的文件夹里能找到的相对路径优先）；`overrides` 覆盖单个键，例如 `{"attention_flops": "causal"}` 或 `{"step_time": 90}`。改完后重启内核并运行全部单元格（Kernel → Restart Kernel and Run All Cells）。
 
 # %% tags=["parameters"]
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
 overrides = {}  # 单个键的覆盖，例如 {"seq_len": 32768}
 
-# %%
+# %% tags=["remove-input"]
+import csv
+from importlib import resources
+
+import matplotlib.pyplot as plt
+import numpy as np
 import sympy as sp
 
-from costmodel.evaluate.account import account
-from costmodel.derive import attention, padding
-from costmodel.inputs import models, scenario
-
 from costmodel import course
-from costmodel.present import display as d
+from costmodel.derive import attention, padding
 from costmodel.derive.flops import model_flops
 from costmodel.derive.recompute import recompute_factor
 from costmodel.derive.symbols import (B, D, F_lin, L_full, N, S, a_sq, d_attn, kappa, r, s,
                                       sum_sq)
+from costmodel.evaluate.account import account
+from costmodel.inputs import models, scenario
+from costmodel.present import display as d
 
 sc, acc = d.load(scenario_file, overrides)
 subs = sc.substitutions()
 att = acc["attention"]
 lin = acc["linear_attention"]
+is_course = not sc.changed  # the course's own run: its figures can be checked one by one
 
 
 def resolve_with(**keys):
@@ -66,6 +69,35 @@ def linear_cell(hsc, hacc, key, digits=1):
     return d.pct(float(value), digits)
 
 
+def span(values, digits=1):
+    """The range of some fractions as percentages, "a–b" (one number when they agree)."""
+    low, high = d.pct(min(values), digits), d.pct(max(values), digits)
+    return low if low == high else f"{low}–{high}"
+
+
+def two_readings(actual_value, padded_value, digits=1):
+    """A figure read at the real lengths and at the padded length S (once when they agree)."""
+    a, p = d.pct(actual_value, digits), d.pct(padded_value, digits)
+    return f"真实长度与补齐长度相同，都是 {a}" if a == p else f"真实长度 {a}、补齐长度 {p}"
+
+
+def where_in_range(values, key, digits=1):
+    """Where a scenario's two readings (real, padded) lie against the course's range `key`:
+    "在" / "不在" when they read alike, else "都在" / "都不在" / "只有一种读数在"."""
+    inside = [in_course_range(x, key) for x in values]
+    if len({d.pct(x, digits) for x in values}) == 1:
+        return "的读数在" if inside[0] else "的读数不在"
+    return "的两种读数" + ("都在" if all(inside) else "都不在" if not any(inside) else "只有一种在")
+
+
+def in_course_range(value, key):
+    """Whether a fraction lies in the range the course gives under `key`, at its digits."""
+    low, high = course.figures()[key]["range"]
+    digits = len(low[:-1].partition(".")[2])
+    return float(low[:-1]) <= round(100 * value, digits) <= float(high[:-1])
+
+
+# %% tags=["remove-input"]
 width_from = {"num_heads x head_dim": "头数 × 每头宽度", "attention_dim": "直接给定的 attention_dim",
               "hidden_size": "hidden_size（未给出头数与每头宽度）"}[sc["attention_dim_from"]]
 if sc.sources.get("attention_dim") == "model":
@@ -76,7 +108,7 @@ kernel_text = {"eager": "反向是前向的 2 倍", "flash": "反向重算打分
 batching_text = {"padded": "每个样本补齐到配置长度 S", "packed": "样本首尾相接、没有补齐，注意力按文档分块"}[
     sc["batching"]]
 sq_from = ("长度文件里每步真实长度的平方和" if sc["sum_squared_lengths_from"] == "sequence_lengths"
-           else "B·s̄²（没有长度文件，按每个样本都是平均长度计）")
+           else " B·s̄²（没有长度文件，按每个样本都是平均长度计）")
 d.md(f"场景：**{d.text(sc['name'])}**。注意力宽度 d = {d.num(sc['attention_dim'])}，来自{width_from}；"
      + (f"{sc['num_layers']} 层主干加 {sc['num_mtp_layers']} 个 MTP 层，共有 "
         f"{sc['num_full_attention_layers']} 个全注意力层" if sc["num_mtp_layers"] else
@@ -95,8 +127,7 @@ d.md(f"场景：**{d.text(sc['name'])}**。注意力宽度 d = {d.num(sc['attent
 # - 打分 QKᵀ：(s × d_h) 乘 (d_h × s)，得到 s × s 的分数矩阵；
 # - 加权求和 A·V：(s × s) 乘 (s × d_h)，得到 s × d_h 的输出。
 #
-# 按"一次乘加 = 2 FLOPs"，一个 (m × k)(k × n) 的矩阵乘是 2mnk。下面让 SymPy 逐项算出来，
-# 再乘上头数 n_h，并把 n_h·d_h 换成注意力宽度 d。
+# 按"一次乘加 = 2 FLOPs"，一个 (m × k)(k × n) 的矩阵乘是 2mnk。下面让 SymPy 逐项算出来，再乘上头数 n_h，并把 n_h·d_h 换成注意力宽度 d。
 
 # %%
 per_head = attention.core_forward_per_head()
@@ -106,12 +137,9 @@ d.eq(r"F_{\mathrm{fwd}}^{\mathrm{layer}}", r"n_h\,(F_{QK^\top}+F_{AV})\big|_{n_h
      attention.forward_per_layer)
 
 # %% [markdown]
-# 反向传播对每个矩阵乘 C = A·B 要算两个同样大小的矩阵乘（对 A 的梯度和对 B 的梯度），
-# 所以反向是前向的 2 倍，前向加反向是 3 倍。这和 6ND 里"2ND 前向 + 4ND 反向"是同一个道理，
-# 也是**模型 FLOPs**（MFU 的分子）对注意力的数法：不管实际用的是哪种 kernel，都按 3 倍计。
+# 反向传播对每个矩阵乘 C = A·B 要算两个同样大小的矩阵乘（对 A 的梯度和对 B 的梯度），所以反向是前向的 2 倍，前向加反向是 3 倍。这和 6ND 里"2ND 前向 + 4ND 反向"是同一个道理，也是**模型 FLOPs**（MFU 的分子）对注意力的数法：不管实际用的是哪种 kernel，都按 3 倍计。
 #
-# FlashAttention 类的 kernel 不把 s × s 的打分矩阵存下来，反向时要把 QKᵀ 再算一遍。
-# 把它反向里的矩阵乘逐个列出来，和前向的两个比一比，2.5 倍就出来了：
+# FlashAttention 类的 kernel 不把 s × s 的打分矩阵存下来，反向时要把 QKᵀ 再算一遍。把它反向里的矩阵乘逐个列出来，和前向的两个比一比，2.5 倍就出来了：
 
 # %%
 flash_bwd = attention.flash_backward_gemms()
@@ -124,14 +152,9 @@ d.eq(r"\kappa_{\mathrm{flash}}", r"\frac{\sum F_{\mathrm{bwd}}^{\mathrm{flash}}}
 d.eq(r"\kappa_{\mathrm{eager}}", attention.KERNEL_BACKWARD_OVER_FORWARD["eager"])
 
 # %% [markdown]
-# 5 个同样大小的矩阵乘对前向的 2 个，κ = 5/2：重算的那一个是硬件真的做了、模型本身却不需要的运算，
-# 所以它只进**硬件 FLOPs**（HFU 的分子），不进模型 FLOPs。
+# 5 个同样大小的矩阵乘对前向的 2 个，κ = 5/2：重算的那一个是硬件真的做了、模型本身却不需要的运算，所以它只进**硬件 FLOPs**（HFU 的分子），不进模型 FLOPs。
 #
-# 一步有 B 个样本、L_full 个全注意力层（线性注意力层没有 s² 项）。再引入三个由场景决定的数：
-# a 是方阵里被数进去的比例（full 为 1，causal 为 1/2），κ 是 kernel 的反向倍数，
-# r 是 recompute 重做的前向比例（与线性层相同）。注意力按两种长度读：每个样本都按补齐长度 S，
-# 或者按每个样本的真实长度求平方和 Σsᵢ²。混合模型的线性注意力（gated DeltaNet）核心记作 F_lin，
-# 它随长度线性增长，也不在 6ND 里，所有"含注意力"的数字都把它算进去（没有这类层、或它们的头宽度未知时，F_lin = 0）：
+# 一步有 B 个样本、L_full 个全注意力层（线性注意力层没有 s² 项）。再引入三个由场景决定的数：a 是方阵里被数进去的比例（full 为 1，causal 为 1/2），κ 是 kernel 的反向倍数，r 是 recompute 重做的前向比例（与线性层相同）。注意力按两种长度读：每个样本都按补齐长度 S，或者按每个样本的真实长度求平方和 Σsᵢ²。混合模型的线性注意力（gated DeltaNet）核心记作 F_lin，它随长度线性增长，也不在 6ND 里，所有"含注意力"的数字都把它算进去（没有这类层、或它们的头宽度未知时，F_lin = 0）：
 
 # %%
 F = sp.Symbol("F_attn", positive=True)
@@ -144,6 +167,8 @@ d.eq(r"\text{attention share}", attention.share(F))
 d.eq(r"\text{linear-attention share}", attention.linear_share(F))
 d.eq(r"\mathrm{MFU}_{\mathrm{with\ attn}}", attention.mfu_with_attention(F))
 d.eq(r"\mathrm{HFU}_{\mathrm{with\ attn}}", attention.hfu_with_attention(F_hw))
+
+# %% tags=["remove-input"]
 d.md(f"本场景：a = {sp.sstr(attention.SQUARE_FRACTION[sc['attention_flops']])}"
      f"（`attention_flops: {sc['attention_flops']}`），κ = "
      f"{sp.sstr(attention.KERNEL_BACKWARD_OVER_FORWARD[sc['attention_kernel']])}"
@@ -152,10 +177,9 @@ d.md(f"本场景：a = {sp.sstr(attention.SQUARE_FRACTION[sc['attention_flops']]
      + ("再加上 recompute 重做的前向。" if subs[r] > 0 else "没有 recompute 重做的前向。"))
 
 # %% [markdown]
-# 下表是本场景的数字：一行按补齐长度 S（每个样本都补齐），一行按真实长度（Σsᵢ²）。
-# 分母里的模型 FLOPs 始终是真实 token 的 6ND。
+# 下表是本场景的数字：一行按补齐长度 S（每个样本都补齐），一行按真实长度（Σsᵢ²）。分母里的模型 FLOPs 始终是真实 token 的 6ND。
 
-# %%
+# %% tags=["remove-input"]
 rows = []
 for key, label in (("padded", "补齐长度 S"), ("actual", "真实长度 Σsᵢ²")):
     a = att[key]
@@ -167,7 +191,7 @@ for key, label in (("padded", "补齐长度 S"), ("actual", "真实长度 Σsᵢ
 d.table(rows, ["序列口径", "长度", "注意力模型 FLOPs", "注意力硬件 FLOPs", "注意力占比"]
         + (["线性注意力占比"] if lin else []) + ["含注意力的 MFU", "含注意力的 HFU"],
         f"本场景的注意力项（模型口径 {att['convention']}；硬件口径 {att['hardware_convention']}，"
-        f"含 recompute；d = {sc['attention_dim']}，L_full = {sc['num_full_attention_layers']}）")
+        + ("含 recompute；" if subs[r] > 0 else "") + f"d = {sc['attention_dim']}，L_full = {sc['num_full_attention_layers']}）")
 actual, padded = att["actual"], att["padded"]
 text = (f"按真实长度计，注意力核心占一步全部运算的 **{d.pct(actual['share'])}**，把它算进分子后利用率从 "
         f"MFU {d.pct(acc['mfu'])} 变成 **{d.pct(actual['mfu_with_attention'])}**，硬件口径的 HFU 从 "
@@ -187,7 +211,7 @@ if max(a[k] for a in (actual, padded) for k in ("mfu_with_attention", "hfu_with_
              "全部真的发生（比如注意力并没有按补齐长度运行），否则就是场景的输入彼此矛盾。")
 d.md(text)
 
-# %%
+# %% tags=["remove-input"]
 if lin is None:
     d.md("本场景的模型没有线性注意力层，F_lin = 0，上面的占比只有 softmax 注意力一项。")
 elif lin["flops_per_step"] is None:
@@ -208,14 +232,16 @@ else:
 # %% [markdown]
 # ## 2. 课程的六行敏感性表
 #
-# 课程写作时不知道模型确切的层数和宽度，于是做了三组假设：48 层 × hidden 2048、48 层 × hidden 4096、
-# 64 层 × hidden 2560，全注意力层按"每 4 层 1 层"计，注意力宽度取 hidden size，
-# 每组再按定长和均长各算一行。下面把每组假设当作对本场景的覆盖（num_layers、hidden_size，
-# 注意力宽度 = hidden size）重新解析场景，其余输入、计数约定与全注意力层的间隔都沿用本场景
-# （间隔比假设的层数还大时，取假设的层数，即只有一层全注意力）。
+# 课程写作时不知道模型确切的层数和宽度，于是做了三组假设：48 层 × hidden 2048、48 层 × hidden 4096、64 层 × hidden 2560，全注意力层按"每 4 层 1 层"计，注意力宽度取 hidden size，每组再按定长和均长各算一行。下面把每组假设当作对本场景的覆盖（num_layers、hidden_size，注意力宽度 = hidden size）重新解析场景，其余输入、计数约定与全注意力层的间隔都沿用本场景（间隔比假设的层数还大时，取假设的层数，即只有一层全注意力）。
 
 # %%
 HYPOTHESES = [(48, 2048), (48, 4096), (64, 2560)]  # the course's guesses: (num_layers, hidden_size)
+hyp = {(layers, hidden): resolve_with(num_layers=layers, hidden_size=hidden, attention_dim=hidden,
+                                      num_heads=None, head_dim=None,
+                                      full_attention_every=min(sc["full_attention_every"], layers))
+       for layers, hidden in HYPOTHESES}
+
+# %% tags=["remove-input"]
 COURSE_TABLE = {(row["num_layers"], row["hidden_size"], row["sequence"]):  # the course's rows (a quote)
                 (row["flops"], row["share"], row["mfu_with_attention"])
                 for row in course.figures()["attention_table"]["rows"]}
@@ -228,36 +254,38 @@ def as_quoted(value, quoted):
     return d.sci(value, len(quoted.partition("e")[0].replace(".", "")))
 
 
-is_course = not sc.changed
+def table_mismatches(results):
+    """How many of the course's figures the library, run for the three shapes in `results`,
+    writes differently at the digits the course gives."""
+    wrong = 0
+    for (layers, hidden), (_, hacc) in results.items():
+        for key in ("padded", "actual"):
+            a = hacc["attention"][key]
+            ours = (a["flops_per_step"], a["share"], a["mfu_with_attention"])
+            wrong += sum(as_quoted(v, q) != q for v, q in zip(ours, COURSE_TABLE[(layers, hidden, key)]))
+    return wrong
+
+
 actual_label = "均长" if sc["sum_squared_lengths_from"] != "sequence_lengths" else "真实长度"
-hyp = {}
-rows, mismatches = [], 0
-for layers, hidden in HYPOTHESES:
-    hsc, hacc = resolve_with(num_layers=layers, hidden_size=hidden, attention_dim=hidden,
-                             num_heads=None, head_dim=None,
-                             full_attention_every=min(sc["full_attention_every"], layers))
-    hyp[(layers, hidden)] = (hsc, hacc)
+rows, hyp_rows = [], []  # hyp_rows: (share, utilization, label) of each of the six rows
+for (layers, hidden), (hsc, hacc) in hyp.items():
     label = f"{layers} 层 h{hidden}（{hsc['num_full_attention_layers']} 层全注意力）"
     for key, reading in (("padded", "定长"), ("actual", actual_label)):
         a = hacc["attention"][key]
-        row = [label, f"{reading} {d.num(a['seq_len'])}", d.sci(a["flops_per_step"]),
-               d.pct(a["share"], 1), d.pct(a["mfu_with_attention"], 1)]
-        if is_course:
-            quoted = COURSE_TABLE[(layers, hidden, key)]
-            ours = (a["flops_per_step"], a["share"], a["mfu_with_attention"])
-            mismatches += sum(as_quoted(v, q) != q for v, q in zip(ours, quoted))
-            row.append(" / ".join(quoted))
-        rows.append(row)
+        hyp_rows.append((a["share"], a["mfu_with_attention"], f"{layers} 层 h{hidden} {reading}"))
+        rows.append([label, f"{reading} {d.num(a['seq_len'])}", d.sci(a["flops_per_step"]),
+                     d.pct(a["share"], 1), d.pct(a["mfu_with_attention"], 1)]
+                    + ([" / ".join(COURSE_TABLE[(layers, hidden, key)])] if is_course else []))
 headers = ["假设", "序列口径", "注意力 FLOPs", "占总量", "含注意力的 MFU"]
 d.table(rows, headers + (["课程原表（引用）"] if is_course else []),
         f"三组形状假设 × 两种序列口径（本库现算，{att['convention']}）")
-shares = [hacc["attention"][k]["share"] for _, hacc in hyp.values() for k in ("padded", "actual")]
-mfus = [hacc["attention"][k]["mfu_with_attention"] for _, hacc in hyp.values()
-        for k in ("padded", "actual")]
+shares = [row[0] for row in hyp_rows]
+mfus = [row[1] for row in hyp_rows]
 text = (f"在这三组假设下，注意力核心占一步运算的 **{d.pct(min(shares), 0)} 到 {d.pct(max(shares), 0)}**，"
         f"含注意力的利用率在 **{d.pct(min(mfus), 1)} 到 {d.pct(max(mfus), 1)}** 之间，"
         f"而 6ND 口径的 MFU 是 {d.pct(acc['mfu'])}。")
 if is_course:
+    mismatches = table_mismatches(hyp)
     text += ("本场景就是课程场景，最后一列是课程原文给出的数字，可以逐行对照："
              + ("按课程给出的位数，它们与本库现算的结果一致。" if mismatches == 0 else
                 f"有 {mismatches} 个数按课程给出的位数与本库现算的结果不同。"))
@@ -273,10 +301,7 @@ d.md(text)
 # %% [markdown]
 # ## 3. 注意力占比随序列长度怎么变
 #
-# 把一步的 token 数固定、只改变每个样本的长度 s（B = D / s），占比就只剩 s 一个变量。
-# 6ND 对每个 token 是常数，线性注意力对每个 token 也是常数（记作 φ，F_lin = φ·D），
-# softmax 注意力对每个 token 却正比于 s，于是占比是 s 的一条饱和曲线，占比过半的长度也能直接解出来。
-# 曲线用本场景的方阵比例 a（模型口径）；本场景还多画一条硬件口径的曲线（κ 与 r 取本场景的值）。
+# 把一步的 token 数固定、只改变每个样本的长度 s（B = D / s），占比就只剩 s 一个变量。6ND 对每个 token 是常数，线性注意力对每个 token 也是常数（记作 φ，F_lin = φ·D），softmax 注意力对每个 token 却正比于 s，于是占比是 s 的一条饱和曲线，占比过半的长度也能直接解出来。曲线用本场景的方阵比例 a（模型口径）；本场景还多画一条硬件口径的曲线（κ 与 r 取本场景的值）。
 
 # %%
 phi = sp.Symbol("phi", nonnegative=True)  # linear-attention FLOPs per token: F_lin = phi * D
@@ -291,10 +316,7 @@ d.eq(r"\text{share}(s)", share_of_s)
 d.eq(r"\text{share}^{\mathrm{hw}}(s)", share_hw_of_s)
 d.eq(r"s_{1/2}", s_half)
 
-# %%
-import matplotlib.pyplot as plt
-import numpy as np
-
+# %% tags=["remove-input"]
 d.setup_plots()
 args = (s, N, d_attn, L_full, phi, a_sq, kappa, r)
 share_fn = sp.lambdify(args, share_of_s, "numpy")
@@ -307,6 +329,9 @@ def phi_of(hsc, hacc):
     return ((hlin or {}).get("flops_per_step") or 0.0) / hsc["tokens_per_step"]
 
 
+#: This scenario's point on the curves: every argument of share_fn but the length s.
+here = (sc["activated_params"], sc["attention_dim"], sc["num_full_attention_layers"], phi_of(sc, acc),
+        subs[a_sq], subs[kappa], subs[r])
 lengths = np.geomspace(1024, 4 * sc["seq_len"], 200)
 fig, ax = plt.subplots()
 curves = [(f"{layers} layers, h{hidden} ({hsc['num_full_attention_layers']} full)",
@@ -317,9 +342,7 @@ curves.append((f"scenario: d={sc['attention_dim']}, {sc['num_full_attention_laye
 for label, width, full, per_token, style in curves:
     ax.plot(lengths, 100 * share_fn(lengths, sc["activated_params"], width, full, per_token,
                                     subs[a_sq], subs[kappa], subs[r]), style, label=label)
-ax.plot(lengths, 100 * share_hw_fn(lengths, sc["activated_params"], sc["attention_dim"],
-                                   sc["num_full_attention_layers"], phi_of(sc, acc), subs[a_sq],
-                                   subs[kappa], subs[r]), ":", color="black",
+ax.plot(lengths, 100 * share_hw_fn(lengths, *here), ":", color="black",
         label=f"scenario, hardware count ({sc['attention_kernel']}, recompute {sc['recompute']})")
 for x, name in ((sc["mean_tokens_per_sample"], "mean length"), (sc["seq_len"], "seq_len")):
     ax.axvline(x, color="grey", lw=0.8, ls=":")
@@ -334,11 +357,13 @@ ax.legend(fontsize=8, loc="upper left")
 plt.show()
 
 # %%
-hw_over_model = float(sp.cancel(attention.attention_padded_hardware / attention.attention_padded)
-                      .subs(subs))  # attention's hardware / model FLOPs (matmuls: recompute_factor)
 half = {label: float(s_half.subs({N: sc["activated_params"], d_attn: width, L_full: full,
                                   phi: per_token, a_sq: subs[a_sq]}))
         for label, width, full, per_token, _ in curves}
+
+# %% tags=["remove-input"]
+hw_over_model = float(sp.cancel(attention.attention_padded_hardware / attention.attention_padded)
+                      .subs(subs))  # attention's hardware / model FLOPs (matmuls: recompute_factor)
 d.md(f"把各组数字代入 s₁/₂（a = {sp.sstr(attention.SQUARE_FRACTION[sc['attention_flops']])}）："
      + "；".join(f"{label} 为 {d.num(v)}" for label, v in half.items())
      + "。这张图里每个样本都按同一长度 s 计，没有定长补齐的混合口径（见第 6 节）。"
@@ -349,10 +374,9 @@ d.md(f"把各组数字代入 s₁/₂（a = {sp.sstr(attention.SQUARE_FRACTION[s
 # %% [markdown]
 # ## 4. 真实的 Qwen3.6-35B-A3B：注意力宽度不是 hidden size
 #
-# 课程用 hidden size 当注意力宽度，但这只在"头数 × 每头宽度 = hidden size"时成立。
-# 从 Qwen3.6-35B-A3B 发布的 config.json 读出它的结构（`costmodel.inputs.models`）：
+# 课程用 hidden size 当注意力宽度，但这只在"头数 × 每头宽度 = hidden size"时成立。从 Qwen3.6-35B-A3B 发布的 config.json 读出它的结构（`costmodel.inputs.models`）：
 
-# %%
+# %% tags=["remove-input"]
 shape = models.load_shape("qwen3.6-35b-a3b")
 d.table([
     ("hidden_size", d.num(shape.hidden_size)),
@@ -363,16 +387,18 @@ d.table([
 ], ["字段", "值"], "Qwen3.6-35B-A3B 的注意力结构（来自 config.json）")
 
 # %%
-real_product = shape.num_full_attention_layers * shape.attention_dim
-products = {(layers, hidden): hsc["num_full_attention_layers"] * hsc["attention_dim"]
-            for (layers, hidden), (hsc, _) in hyp.items()}
-same = [f"{layers} 层 h{hidden}" for (layers, hidden), p in products.items() if p == real_product]
 rsc, racc = resolve_with(num_layers=shape.num_layers, full_attention_every=shape.full_attention_every,
                          hidden_size=shape.hidden_size, num_heads=shape.num_heads,
                          head_dim=shape.head_dim, attention_dim=shape.attention_dim)
 wsc, wacc = resolve_with(num_layers=shape.num_layers, full_attention_every=shape.full_attention_every,
                          hidden_size=shape.hidden_size, attention_dim=shape.hidden_size,
                          num_heads=None, head_dim=None)
+
+# %% tags=["remove-input"]
+real_product = shape.num_full_attention_layers * shape.attention_dim
+products = {(layers, hidden): hsc["num_full_attention_layers"] * hsc["attention_dim"]
+            for (layers, hidden), (hsc, _) in hyp.items()}
+same = [f"{layers} 层 h{hidden}" for (layers, hidden), p in products.items() if p == real_product]
 rows = []
 for label, (xsc, x) in (("真实宽度 d = 头数 × 每头宽度", (rsc, racc)),
                         ("误用 hidden size 当宽度", (wsc, wacc))):
@@ -403,27 +429,23 @@ d.md(("本场景用的正是这个结构，所以第一行与第 1 节的数字�
 # %% [markdown]
 # ## 5. 同一次运行，四种数法并排
 #
-# 公开的 FLOP 计数器在两点上分歧最大（细节见参考资料 flop-conventions）：
+# 公开的 FLOP 计数器在两点上分歧最大（各家的具体做法见仓库的约定文档 [docs/conventions.md](../../../docs/conventions.md)）：
 #
-# - **方阵比例（attention_flops）**：因果注意力只需要 s×s 的下三角，causal kernel 会跳过上三角，
-#   按 causal 数只算一半；按 full 数则是整块方阵；
-# - **反向倍数（attention_kernel）**：eager 实现的反向是前向的 2 倍；FlashAttention 重算一次 QKᵀ，
-#   反向是 2.5 倍（第 1 节）。
+# - **方阵比例（attention_flops）**：因果注意力只需要 s×s 的下三角，causal kernel 会跳过上三角，按 causal 数只算一半；按 full 数则是整块方阵；
+# - **反向倍数（attention_kernel）**：eager 实现的反向是前向的 2 倍；FlashAttention 重算一次 QKᵀ，反向是 2.5 倍（第 1 节）。
 #
-# 模型 FLOPs 只看方阵比例（始终 3 倍前向），硬件 FLOPs 还要看 kernel 与 recompute。
-# 下面把本场景换成四种组合各算一遍，标出本场景自己的那一种。
+# 模型 FLOPs 只看方阵比例（始终 3 倍前向），硬件 FLOPs 还要看 kernel 与 recompute。下面把本场景换成四种组合各算一遍，标出本场景自己的那一种。
 
 # %%
-COMBOS = [(flops, kernel) for flops in attention.SQUARE_FRACTION
-          for kernel in attention.KERNEL_BACKWARD_OVER_FORWARD]
-combo = {}
+combo = {(flops, kernel): resolve_with(attention_flops=flops, attention_kernel=kernel)[1]["attention"]
+         for flops in attention.SQUARE_FRACTION for kernel in attention.KERNEL_BACKWARD_OVER_FORWARD}
+
+# %% tags=["remove-input"]
 rows = []
-for flops, kernel in COMBOS:
-    _, cacc = resolve_with(attention_flops=flops, attention_kernel=kernel)
-    combo[(flops, kernel)] = cacc["attention"]
+for (flops, kernel), c in combo.items():
     mark = "◀ 本场景" if (flops, kernel) == (sc["attention_flops"], sc["attention_kernel"]) else ""
     for key, reading in (("padded", "补齐长度 S"), ("actual", "真实长度 Σsᵢ²")):
-        a = cacc["attention"][key]
+        a = c[key]
         rows.append((flops, kernel, reading, d.sci(a["flops_per_step"]),
                      d.sci(a["hardware_flops_per_step"]), d.pct(a["share"], 1),
                      d.pct(a["mfu_with_attention"], 1), d.pct(a["hfu_with_attention"], 1), mark))
@@ -431,22 +453,28 @@ d.table(rows, ["attention_flops", "attention_kernel", "序列口径", "模型 FL
                "硬件 FLOPs（含 recompute）", "注意力占比", "含注意力的 MFU", "含注意力的 HFU", ""],
         f"四种组合下的注意力项（本场景其余输入不变，r = {subs[r]:g}）")
 
-# %%
+# %% [markdown]
+# 模型 FLOPs 只随方阵比例变：kernel 不改变它，所以同一方阵比例的 eager 行与 flash 行模型 FLOPs 相同，MFU 也相同。硬件 FLOPs 则按 (1 + r + κ) 倍前向计。
+
+# %% tags=["remove-input"]
 full_eager, causal_eager = combo[("full", "eager")]["actual"], combo[("causal", "eager")]["actual"]
 full_flash = combo[("full", "flash")]["actual"]
 hw_multiplier = {k: 1 + subs[r] + float(v) for k, v in attention.KERNEL_BACKWARD_OVER_FORWARD.items()}
-d.md(f"模型 FLOPs 只随方阵比例变：full 是 causal 的 "
-     f"{d.times(full_eager['flops_per_step'] / causal_eager['flops_per_step'], 1)}，"
-     "kernel 不改变它（同一方阵比例的 eager 行与 flash 行模型 FLOPs 相同，MFU 也相同）。"
-     f"硬件 FLOPs 则按 (1 + r + κ) 倍前向计：本场景 r = {subs[r]:g}，eager 是 "
-     f"{hw_multiplier['eager']:g} 倍、flash 是 {hw_multiplier['flash']:g} 倍，同一方阵比例下 flash 比 eager 多 "
-     f"{d.pct(full_flash['hardware_flops_per_step'] / full_eager['hardware_flops_per_step'] - 1, 1)}。"
-     f"按真实长度，含注意力的 MFU 在 {d.pct(causal_eager['mfu_with_attention'], 1)}（causal）和 "
-     f"{d.pct(full_eager['mfu_with_attention'], 1)}（full）之间，取决于你接受哪种数法。")
+text = (f"本场景 r = {subs[r]:g}：eager 是 {hw_multiplier['eager']:g} 倍前向、flash 是 "
+        f"{hw_multiplier['flash']:g} 倍前向。")
+if full_eager["flops_per_step"] > 0:
+    text += (f"full 的注意力模型 FLOPs 是 causal 的 "
+             f"{d.times(full_eager['flops_per_step'] / causal_eager['flops_per_step'], 1)}；"
+             f"同一方阵比例下 flash 的硬件 FLOPs 比 eager 多 "
+             f"{d.pct(full_flash['hardware_flops_per_step'] / full_eager['hardware_flops_per_step'] - 1, 1)}。"
+             f"按真实长度，含注意力的 MFU 在 {d.pct(causal_eager['mfu_with_attention'], 1)}（causal）和 "
+             f"{d.pct(full_eager['mfu_with_attention'], 1)}（full）之间，取决于你接受哪种数法。")
+else:
+    text += "本场景没有全注意力层，四种组合的注意力项都是 0。"
+d.md(text)
 
 # %% [markdown]
-# 公开的代码和日志常把"训练/前向"的倍数和方阵比例乘在一起，当成一个数记账。把四种习惯写成
-# (倍数, 比例) 两个数，最大和最小的乘积相差：
+# 公开的代码和日志常把"训练/前向"的倍数和方阵比例乘在一起，当成一个数记账。把四种习惯写成 (倍数, 比例) 两个数，最大和最小的乘积相差：
 
 # %%
 factor = {key: conv.training_multiplier * conv.square_fraction
@@ -461,26 +489,17 @@ d.eq(r"\frac{\max(\text{multiplier}\times\text{fraction})}{\min(\text{multiplier
 # %% [markdown]
 # ### 你的框架日志用的是哪一种
 #
-# 读训练日志里的"TFLOP/s"或"MFU"之前，先弄清它用哪种数法。下表按各家公开代码的计数方式
-# （只列做法，不抄原文），把本场景的注意力项各算一遍：
+# 读训练日志里的"TFLOP/s"或"MFU"之前，先弄清它用哪种数法。下表按各家公开代码的计数方式（只列做法，不抄原文），把本场景的注意力项各算一遍：
 #
-# - 课程、PaLM 附录 B、nanoGPT 的 `estimate_mfu`、torchtitan：整块方阵，3 倍；
-#   后三者按给定的序列长度（nanoGPT 的 block_size、torchtitan 的 seq_len）给每个 token 记注意力，对应本场景的配置长度 S；
-# - Megatron-LM 的 `num_floating_point_operations`（2025 年起）：causal 减半，3 倍；
-#   定长（BSHD）模式把 token 数记为 batch_size × seq_length，补齐的槽位也当成运算，Σs² 记为 B·S²；
-#   packed（THD）模式用 cu_seqlens 里的真实长度，token 数是 Σ L_i，平方和是 Σ L_i²；
-# - FlashAttention 仓库的基准脚本：3.5 倍，causal 时减半，公式按一批同长序列写（batch × seqlen²）；
-#   套用到本场景时取 kernel 实际处理的长度；
-# - PyTorch `FlopCounterMode` 对 SDPA 的计数：3.5 倍，不因 causal 减半；它按张量的实际形状数，
-#   补齐的批次就是 S，varlen 调用按 cu_seqlens 的每段长度。
+# - 课程、PaLM 附录 B、nanoGPT 的 `estimate_mfu`、torchtitan：整块方阵，3 倍；后三者按给定的序列长度（nanoGPT 的 block_size、torchtitan 的 seq_len）给每个 token 记注意力，对应本场景的配置长度 S；
+# - Megatron-LM 的 `num_floating_point_operations`（2025 年起）：causal 减半，3 倍；定长（BSHD）模式把 token 数记为 batch_size × seq_length，补齐的槽位也当成运算，Σs² 记为 B·S²；packed（THD）模式用 cu_seqlens 里的真实长度，token 数是 Σ L_i，平方和是 Σ L_i²；
+# - FlashAttention 仓库的基准脚本：3.5 倍，causal 时减半，公式按一批同长序列写（batch × seqlen²）；套用到本场景时取 kernel 实际处理的长度；
+# - PyTorch `FlopCounterMode` 对 SDPA 的计数：3.5 倍，不因 causal 减半；它按张量的实际形状数，补齐的批次就是 S，varlen 调用按 cu_seqlens 的每段长度。
 #
-# 表中"按 B·S²"是每个样本都补齐到 S；"按 Σsᵢ²"是按真实长度逐个样本求平方和；
-# "按 S·slots"是每个 token 按配置长度 S 记注意力、乘以一步填满的 token 槽位数。
+# 表中"按 B·S²"是每个样本都补齐到 S；"按 Σsᵢ²"是按真实长度逐个样本求平方和；"按 S·slots"是每个 token 按配置长度 S 记注意力、乘以一步填满的 token 槽位数。
 
 # %%
-#: The square each count multiplies: every sample at S (B·S²), the real lengths (Σsᵢ²), or a
-#: per-token charge at S over the slots a run fills (S·slots: S·B·S padded, S·D packed).
-slots = padding.SLOTS[sc["batching"]]
+slots = padding.SLOTS[sc["batching"]]  # token slots a step fills: B·S padded, D packed
 SQUARES = {"B·S²": B * S**2, "Σsᵢ²": sum_sq, "S·slots": S * slots}
 shape_square = "B·S²" if sc["batching"] == "padded" else "Σsᵢ²"  # what a kernel call sees
 per_token_square = "B·S²" if sc["batching"] == "padded" else "S·slots"
@@ -490,7 +509,7 @@ def conv_flops(key, square):
     """Attention-core FLOPs of the step under CONVENTIONS[key] over one of SQUARES."""
     return float((attention.training_per_layer(key, 1) * L_full * SQUARES[square]).subs(subs))
 
-
+# %% tags=["remove-input"]
 MEGATRON = "Megatron-LM num_floating_point_operations（2025 起）"
 FRAMEWORKS = [  # (who, CONVENTIONS key, squares it logs for this scenario)
     ("课程（第 06 节）", "course", ("B·S²", "Σsᵢ²")),
@@ -515,10 +534,12 @@ megatron_matmul = float(model_flops.subs(D, slots).subs(subs))
 megatron_attention = logged[MEGATRON][shape_square]
 megatron_total = megatron_matmul + megatron_attention
 d.eq(r"F_{\mathrm{matmul}}^{\mathrm{Megatron}}", model_flops.subs(D, slots), d.sci(megatron_matmul))
+
+# %% tags=["remove-input"]
 mode = ("定长（BSHD）模式：线性层按 B·S 个槽位计，补齐的 pad 也算作运算"
         if sc["batching"] == "padded" else
         "packed（THD）模式：线性层按真实 token 数 Σ L_i = D 计，注意力按 cu_seqlens 的 Σ L_i²")
-text = (f"本场景 `batching: {sc['batching']}`，对应 Megatron-LM 的{mode}。"
+text = (f"本场景 `batching: {sc['batching']}`，对应 Megatron-LM 的{' ' if mode[0].isascii() else ''}{mode}。"
         f"它的线性层项约为 {d.sci(megatron_matmul)}（6ND 是 {d.sci(acc['model_flops_per_step'])}），"
         f"注意力项 {d.sci(megatron_attention)}，合计 {d.sci(megatron_total)}，日志里的吞吐约为 "
         f"**{d.tflops(megatron_total / (sc['step_time'] * sc['num_gpus']))}/GPU**，相当于峰值的 "
@@ -533,12 +554,12 @@ if sc["batching"] == "packed" and sc["sum_squared_lengths_from"] != "sequence_le
              "Megatron 日志里的注意力项也会比这里大。")
 d.md(text)
 
-# %%
+# %% tags=["remove-input"]
 advice = []
 if sc["attention_flops"] == "causal":
     advice.append("- 日志来自 Megatron-LM：本场景已设 `attention_flops: causal`，第 1 节的模型口径就是它的数法。")
 else:
-    advice.append(f"- 日志来自 Megatron-LM：它按 causal（一半）数注意力，本场景按 full 数，多出一倍；"
+    advice.append("- 日志来自 Megatron-LM：它按 causal（一半）数注意力，本场景按 full 数，多出一倍；"
                   "对照时把场景的 `attention_flops` 设为 `causal` 再读第 1 节，或直接看上表 Megatron 那一行。")
 if sc["batching"] == "padded":
     advice.append(f"- Megatron-LM 在定长模式下把补齐的槽位也算作运算：它的利用率对应的是\"槽位\"口径"
@@ -554,18 +575,17 @@ advice.append("- 数字来自 FlashAttention 的基准或 `FlopCounterMode`：3.
               "`FlopCounterMode` 不减半。"
               + (f"计数器数的是真正执行的算子：本场景开着 recompute（`recompute: {sc['recompute']}`），"
                  "被重算的那部分前向也会算进它的总数。" if subs[r] > 0 else ""))
-lo, hi = min(v for x in logged.values() for v in x.values()), max(v for x in logged.values() for v in x.values())
-advice.append(f"- 同一次运行，上表各家记下的注意力项从 {d.sci(lo)} 到 {d.sci(hi)}，相差 {d.times(hi / lo, 2)}："
-              "报\"含注意力的 MFU\"时必须同时写明数法，拿两个数法不同的数相比，结论可能完全相反。")
+all_logged = [v for x in logged.values() for v in x.values()]
+lo, hi = min(all_logged), max(all_logged)
+if lo > 0:
+    advice.append(f"- 同一次运行，上表各家记下的注意力项从 {d.sci(lo)} 到 {d.sci(hi)}，相差 {d.times(hi / lo, 2)}："
+                  "报\"含注意力的 MFU\"时必须同时写明数法，拿两个数法不同的数相比，结论可能完全相反。")
 d.md("\n".join(advice))
 
 # %% [markdown]
 # ## 6. 定长行里藏着的混合口径
 #
-# 课程的"定长"行把两种东西放在了一起：注意力项按补齐后的长度 S 算（好像 pad 位置也参与了注意力），
-# 6ND 却仍然只数真实 token 的 D。如果定长补齐真的发生了，pad token 也会穿过每一个线性层，
-# 硬件实际做的线性层运算是 6N·B·S，而不是 6N·D。下面把三种自洽程度不同的读法并排
-# （注意力按本场景的方阵比例 a）：
+# 课程的"定长"行把两种东西放在了一起：注意力项按补齐后的长度 S 算（好像 pad 位置也参与了注意力），6ND 却仍然只数真实 token 的 D。如果定长补齐真的发生了，pad token 也会穿过每一个线性层，硬件实际做的线性层运算是 6N·B·S，而不是 6N·D。下面把三种自洽程度不同的读法并排（注意力按本场景的方阵比例 a）：
 
 # %%
 mixed = model_flops + attention.attention_padded
@@ -576,21 +596,20 @@ d.eq(r"F_{\text{padding real}}", padded_real)
 d.eq(r"F_{\text{padding real}} - F_{\text{course, padded row}}", sp.factor(padded_real - mixed))
 
 # %%
-cluster = sc["step_time"] * sc["num_gpus"] * sc["peak_flops"]
-readings = [
-    ("课程定长行：6N·D + 注意力(S)", model_flops, attention.attention_padded),
-    ("若真的定长补齐：6N·B·S + 注意力(S)", model_flops.subs(D, padding.SLOTS["padded"]),
-     attention.attention_padded),
-    ("若已 packing（varlen）：6N·D + 注意力(Σsᵢ²)", model_flops, attention.attention_actual),
-]
-values = {}
-rows = []
-for label, linear, attn in readings:
-    lin_f, at = float(linear.subs(subs)), float(attn.subs(subs))
-    values[label] = (lin_f, at)
-    rows.append((label, d.sci(lin_f), d.sci(at), d.sci(lin_f + at), d.pct(at / (lin_f + at), 1),
-                 d.pct((lin_f + at) / cluster, 1)))
-d.table(rows, ["读法", "线性层 FLOPs", "注意力 FLOPs", "合计", "注意力占比", "合计 / 集群峰值"],
+cluster = sc["step_time"] * sc["num_gpus"] * sc["peak_flops"]  # FLOPs the cluster can do in a step
+readings = {
+    "课程定长行：6N·D + 注意力(S)": (model_flops, attention.attention_padded),
+    "若真的定长补齐：6N·B·S + 注意力(S)": (model_flops.subs(D, padding.SLOTS["padded"]),
+                                          attention.attention_padded),
+    "若已 packing（varlen）：6N·D + 注意力(Σsᵢ²)": (model_flops, attention.attention_actual),
+}
+values = {label: (float(linear.subs(subs)), float(attn.subs(subs)))
+          for label, (linear, attn) in readings.items()}
+
+# %% tags=["remove-input"]
+d.table([(label, d.sci(lin_f), d.sci(at), d.sci(lin_f + at), d.pct(at / (lin_f + at), 1),
+          d.pct((lin_f + at) / cluster, 1)) for label, (lin_f, at) in values.items()],
+        ["读法", "线性层 FLOPs", "注意力 FLOPs", "合计", "注意力占比", "合计 / 集群峰值"],
         "定长行的三种读法（本场景，均不含 recompute"
         + ("，也不含线性注意力项" if lin and lin["flops_per_step"] is not None else "") + "）")
 (mix_l, mix_a), (pad_l, pad_a), (pk_l, pk_a) = values.values()
@@ -629,17 +648,9 @@ if sc["recompute"] != "none":
 # %% [markdown]
 # ## 7. 对账：与 PyTorch 的 FLOP 计数器比一比
 #
-# 公式是否数对了，最好让一个独立的计数器来验证。`make validate` 在小尺寸的真实模型结构上
-# 跑一次前向加反向，用 `torch.utils.flop_counter.FlopCounterMode` 逐个算子计数，再与本库的公式比较，
-# 结果写进 `costmodel/course/flop_counter.csv`（predicted 是公式的预测，counted 是计数器数到的）。
-# 参考资料记录过：注意力用 eager 实现、专家逐个计算时，计数器数到的恰好是
-# 6·N·D + 3·(4·s²·d·L_full·B)，即课程的"3 倍、整块方阵"口径；输入 embedding 是查表，
-# 不计 FLOPs，所以 N 里也不含它。
+# 公式是否数对了，最好让一个独立的计数器来验证。`make validate` 在小尺寸的真实模型结构上跑一次前向加反向，用 `torch.utils.flop_counter.FlopCounterMode` 逐个算子计数，再与本库的公式比较，结果写进 `costmodel/course/flop_counter.csv`（predicted 是公式的预测，counted 是计数器数到的）。按仓库的约定文档 [docs/conventions.md](../../../docs/conventions.md)，注意力用 eager 实现、专家逐个计算时，计数器数到的应当恰好是 6·N·D + 3·(4·s²·d·L_full·B)，即课程的"3 倍、整块方阵"口径；输入 embedding 是查表，不计 FLOPs，所以 N 里也不含它。
 
-# %%
-import csv
-from importlib import resources
-
+# %% tags=["remove-input"]
 csv_path = resources.files("costmodel.course") / "flop_counter.csv"
 
 
@@ -684,9 +695,112 @@ else:
          "生成它，再重新执行本笔记本。")
 
 # %% [markdown]
+# ## 8. 课程的说法，逐条核对
+#
+# 课程在这一节（以及开头和标题）给出了一个公式、一张六行表和几条结论。下表把每一条放在本页算出的数字旁边。课程的数字说的是课程自己的运行；换成你的场景时，中间一列是你的数字，第三列说明课程的说法放到你的运行上是否还成立。
+
+# %% tags=["remove-input"]
+full_mfu = combo[("full", "eager")]["actual"]["mfu_with_attention"]  # with attention, real lengths
+causal_mfu = combo[("causal", "eager")]["actual"]["mfu_with_attention"]
+own_shares = (actual["share"], padded["share"])
+own_mfus = (actual["mfu_with_attention"], padded["mfu_with_attention"])
+own_text = f"{two_readings(*own_mfus)}（{att['convention']}）"
+course_hyp = hyp if is_course else {  # the course's own run under its three shapes
+    (layers, hidden): (lambda csc: (csc, account(csc)))(scenario.resolve(None, dict(
+        num_layers=layers, hidden_size=hidden, attention_dim=hidden, num_heads=None, head_dim=None)))
+    for layers, hidden in HYPOTHESES}
+figures_checked = 3 * len(COURSE_TABLE)
+table_wrong = table_mismatches(course_hyp)
+for_team = "" if is_course else "课程说的是它自己的运行；"
+rows = []
+
+# The per-layer formula: 4·s²·width, with the hidden size as the width.
+same_width = sc["attention_dim"] == sc["hidden_size"]
+rows.append((
+    "每层前向的注意力核心约为 " + course.claim("nb05_attention_per_layer"),
+    f"4·s²·d，d = {d.num(sc['attention_dim'])}（{width_from}）；hidden_size = {d.num(sc['hidden_size'])}",
+    d.verdict(same_width, ("" if is_course else "课程说的是它自己的模型；") + (
+        "4·s² 乘宽度的形状与第 1 节的推导一致；本场景的注意力宽度恰好等于 hidden size，所以这个式子成立，"
+        "但一般应写头数 × 每头宽度" if same_width else
+        f"4·s² 乘宽度的形状与第 1 节的推导一致，但宽度应是注意力宽度 d = {d.num(sc['attention_dim'])}，"
+        f"不是 hidden size {d.num(sc['hidden_size'])}；用 hidden size 会把注意力项算成真实值的 "
+        f"{d.pct(sc['hidden_size'] / sc['attention_dim'], 0)}"))))
+
+# The six-row table, recomputed from the course's own inputs.
+first = COURSE_TABLE[HYPOTHESES[0] + ("padded",)]
+table_section = course.figures()["attention_table"]["section"]
+rows.append((
+    f"六行敏感性表：三组形状 × 定长/均长的注意力 FLOPs、占比与含注意力的 MFU（例如 {HYPOTHESES[0][0]} 层 "
+    f"h{HYPOTHESES[0][1]} 定长：{' / '.join(first)}；课程 {table_section}）",
+    (f"按课程的输入重算 {figures_checked} 个数，{figures_checked - table_wrong} 个按课程的位数相同" if is_course
+     else f"你的输入套用三组形状：占比 {span(shares, 0)}，含注意力的利用率 {span(mfus)}（第 2 节）"),
+    d.verdict(table_wrong == 0, (
+        "本库按课程的输入逐个重算，" + ("全部对得上" if table_wrong == 0 else f"有 {table_wrong} 个数对不上"))
+        + ("" if is_course else "；那是课程的运行，你的输入得到的是中间一列的数"))))
+
+# Attention's share of all FLOPs: 32–73% over the course's shapes.
+hyp_in = all(in_course_range(x, "attention_share_range") for x in shares)
+own_in = all(in_course_range(x, "attention_share_range") for x in own_shares)
+share_here = two_readings(*own_shares)
+rows.append((
+    "49K 序列下注意力核心占全部运算的 " + course.claim("attention_share_range"),
+    (f"三组形状：{span(shares, 0)}；本场景的真实结构：{share_here}" if is_course else f"你的场景：{share_here}"),
+    d.verdict((hyp_in if is_course else True) and own_in, (
+        f"三组形状的占比{'都在' if hyp_in else '不都在'}这个范围内，本场景的真实结构"
+        f"{where_in_range(own_shares, 'attention_share_range')}范围内" if is_course else
+        for_team + f"你的场景{where_in_range(own_shares, 'attention_share_range')}这个范围内"))))
+
+
+def utilization_row(key, what):
+    """A claim on the 'real' utilization (attention counted): the course's six rows against the
+    range it gives, and this scenario's own readings."""
+    low, high = course.figures()[key]["range"]
+    own_ok = all(in_course_range(x, key) for x in own_mfus)
+    if not is_course:
+        return (what + course.claim(key), f"你的场景：{own_text}", d.verdict(own_ok, for_team + (
+            f"你的场景{where_in_range(own_mfus, key)}这个范围内")))
+    lowest, highest = min(hyp_rows, key=lambda x: x[1]), max(hyp_rows, key=lambda x: x[1])
+    problems = ([f"课程自己表中最低的一行（{lowest[2]}）是 {d.pct(lowest[1], 1)}，低于它写的下限 {low}"]
+                if not in_course_range(lowest[1], key) else [])
+    problems += ([f"最高的一行（{highest[2]}）是 {d.pct(highest[1], 1)}，高于上限 {high}"]
+                 if not in_course_range(highest[1], key) else [])
+    why = ("；".join(problems) + f"：照它自己的表，范围应是 {span(mfus)}" if problems else
+           "课程表格的六行都在这个范围内")
+    why += f"；本场景的真实结构{where_in_range(own_mfus, key)}范围内"
+    return (what + course.claim(key), f"课程表格的六行：{span(mfus)}；本场景的真实结构：{own_text}",
+            d.verdict(not problems and own_ok, why))
+
+
+rows.append(utilization_row("true_utilization", "结论：把注意力算进去，硬件真实利用率约为 "))
+rows.append(utilization_row("nb05_true_utilization_intro", "开头：真实的硬件利用率大概在 "))
+
+# The headline: the reported 8–10% understates the real utilization.
+low, high = course.figures()["headline_understated"]["range"]
+counts = f"含注意力、按真实长度：full {d.pct(full_mfu, 1)}，causal {d.pct(causal_mfu, 1)}"
+if is_course:
+    top = course.number(high)
+    place = "仍在 " + "–".join((low, high)) + " 之内" if causal_mfu >= course.number(low) else f"低于 {low}"
+    holds = causal_mfu > top
+    why = (f"两种数法都高于 {high}，报出的数确实偏低" if holds else
+           f"按 full 数是 {d.pct(full_mfu, 1)}，高于 {high}；按 causal 数（causal kernel 只算下三角，"
+           f"Megatron-LM 也这样数）是 {d.pct(causal_mfu, 1)}，{place}：\"被低估\"只在 full 数法下成立"
+           if full_mfu > top else f"两种数法都不高于 {high}，报出的数并没有被低估")
+else:
+    holds = causal_mfu > acc["mfu"]
+    why = for_team + (f"与你的 6ND 口径 MFU 比：它是 {d.pct(acc['mfu'])}，算进注意力后是 {d.pct(causal_mfu, 1)}（causal）到 "
+                      f"{d.pct(full_mfu, 1)}（full），" + ("漏掉注意力确实会低估你的利用率，低估多少取决于数法"
+                                                         if holds else "注意力项可以忽略，谈不上低估"))
+    counts += f"；6ND 口径的 MFU {d.pct(acc['mfu'])}"
+rows.append(("标题：项目报出的 MFU " + course.claim("headline_understated") + "其实被低估了", counts,
+             d.verdict(holds, why)))
+d.claims(rows, sc)
+
+# %% [markdown]
 # ## 本节要点
 
-# %%
+# %% tags=["remove-input"]
+here_label = "本场景（即课程的运行）" if is_course else "本场景"
+lowest_quoted = min(COURSE_TABLE.values(), key=lambda q: course.number(q[2]))[2]
 lin_point = []
 if lin is not None and lin["flops_per_step"] is not None:
     lin_point = [f"- 线性注意力（{lin['layers']} 层 gated DeltaNet）按真实长度占一步运算的 "
@@ -695,20 +809,19 @@ if lin is not None and lin["flops_per_step"] is not None:
 elif lin is not None:
     lin_point = [f"- 本场景的 {lin['layers']} 层线性注意力因头宽度未知没有计入（见第 1 节库的说明）。"]
 d.md("\n".join([
-    f"- 注意力核心每层前向是 4·s²·d，模型 FLOPs 按 3 倍前向计；本场景按 {att['convention']} 数，"
-    f"d = {d.num(sc['attention_dim'])}，有 {sc['num_full_attention_layers']} 个全注意力层。",
-    f"- 按真实长度，注意力占一步运算的 {d.pct(actual['share'])}，含注意力的 MFU "
-    f"{d.pct(actual['mfu_with_attention'])}（6ND 口径的 MFU 是 {d.pct(acc['mfu'])}），硬件口径"
-    f"（{att['hardware_convention']}，含 recompute）的 HFU {d.pct(actual['hfu_with_attention'])}；"
-    f"按补齐长度则是 {d.pct(padded['share'])}、{d.pct(padded['mfu_with_attention'])} 和 "
-    f"{d.pct(padded['hfu_with_attention'])}。",
+    f"- 注意力核心每层前向是 4·s²·d，d 是注意力宽度（通常是头数 × 每头宽度），不一定等于 hidden size；模型 FLOPs 按 3 倍前向计。"
+    f"本场景按 {att['convention']} 数，d = {d.num(sc['attention_dim'])}，有 "
+    f"{sc['num_full_attention_layers']} 个全注意力层。",
+    f"- 注意力占比：{here_label}按真实长度 {d.pct(actual['share'])}、按补齐长度 {d.pct(padded['share'])}；"
+    f"课程（它自己的运行，三组形状假设）：{course.claim('attention_share_range')}。",
+    f"- 含注意力的利用率：{here_label}按真实长度是 {d.pct(causal_mfu, 1)}（causal）到 {d.pct(full_mfu, 1)}（full），"
+    f"6ND 口径的 MFU 是 {d.pct(acc['mfu'])}，硬件口径（{att['hardware_convention']}，含 recompute）的 HFU "
+    f"{d.pct(actual['hfu_with_attention'])}；课程（它自己的运行）的结论是 {course.claim('true_utilization')}，"
+    f"而它自己表格的最低一行是 {lowest_quoted}。",
     *lin_point,
     f"- FlashAttention 的反向有 5 个矩阵乘（重算 QKᵀ），是前向的 {sp.sstr(kappa_flash)} 倍；"
     "重算只进硬件 FLOPs，不进模型 FLOPs。",
-    (f"- 课程的三组假设给出 {d.pct(min(shares), 0)}–{d.pct(max(shares), 0)} 的注意力占比；" if is_course else
-     f"- 课程的三组形状假设套用本场景的其余输入，给出 {d.pct(min(shares), 0)}–{d.pct(max(shares), 0)} 的注意力占比；")
-    + 
-    f"Qwen3.6-35B-A3B 的真实注意力宽度是 {shape.num_heads} × {shape.head_dim} = "
+    f"- Qwen3.6-35B-A3B 的真实注意力宽度是 {shape.num_heads} × {shape.head_dim} = "
     f"{d.num(shape.attention_dim)}，不是 hidden size {d.num(shape.hidden_size)}。",
     f"- 各家数法（full / causal、3 倍 / 3.5 倍）的乘积最多相差 {float(spread):.2f} 倍；"
     "Megatron-LM 按 causal 数" + ("，定长模式还把补齐的槽位算作运算" if sc["batching"] == "padded"
@@ -721,3 +834,44 @@ d.md("\n".join([
     ("- 对账：" + (f"计数器结果见第 7 节的 {len(counter_rows)} 行。" if counter_rows
                  else "还没有计数器结果（先运行 `make validate`）。")),
 ]))
+
+# %% [markdown]
+# ## 练习
+
+# %% [markdown] tags=["exercise"]
+# ### 练习 1：样本加长一倍，注意力占比变成多少？
+#
+# 沿用第 3 节曲线的设定：一步的 token 数不变，所有样本同一长度、没有补齐。记每个样本长 S 时注意力核心的占比为 x（下面给出本场景的 x）。现在把每个样本加长到 2S、样本数减半。先只用 x 写出新的占比，代入本场景的 x 算出一个数，再运行解答核对。
+
+# %% tags=["remove-input"]
+x_at_S = float(share_fn(sc["seq_len"], *here))
+d.md(f"本场景：S = {d.num(sc['seq_len'])}，x = share(S) = {d.pct(x_at_S)}（方阵比例 a = "
+     f"{sp.sstr(attention.SQUARE_FRACTION[sc['attention_flops']])}）。")
+
+# %% tags=["solution"]
+x_at_2S = float(share_fn(2 * sc["seq_len"], *here))  # the library's curve at 2S
+predicted = 2 * x_at_S / (1 + x_at_S)
+assert abs(x_at_2S - predicted) < 1e-9
+d.eq(r"\text{share}(2S)", r"\frac{2x}{1+x}", d.pct(predicted), r"\text{share}(2S)\big|_{\mathrm{curve}}",
+     d.pct(x_at_2S))
+
+# %% [markdown] tags=["solution"]
+# softmax 注意力对每个 token 的代价正比于样本长度，6ND 和线性注意力对每个 token 的代价与长度无关。长度为 S 时注意力与其余运算之比是 x/(1−x)；长度加倍，这个比值也加倍，成为 2x/(1−x)，于是新的占比是 2x/(1+x)。x 很小时它接近 2x；x 越大，增长越慢，永远到不了 100%。
+
+# %% [markdown] tags=["exercise"]
+# ### 练习 2：换成 causal 数法，含注意力的 MFU 是多少？
+#
+# 课程的标题说项目报出的 MFU 被低估了；这句话能不能站住，取决于注意力按整块方阵还是按下三角来数。下面给出本场景按真实长度、full 数法的含注意力 MFU f，以及不含注意力核心的利用率 m（6ND 加线性注意力，再除以集群峰值；没有线性注意力层时就是 6ND 口径的 MFU）。先只用 f 和 m 预测 causal 数法下的含注意力 MFU，再运行解答，与第 5 节用 `attention_flops: causal` 重新解析场景得到的值核对。
+
+# %% tags=["remove-input"]
+m_without = acc["mfu"] + ((lin or {}).get("flops_per_step") or 0.0) / cluster
+d.md(f"本场景：f = {d.pct(full_mfu)}，m = {d.pct(m_without)}。")
+
+# %% tags=["solution"]
+predicted_causal = (full_mfu + m_without) / 2  # only the attention core halves
+assert abs(predicted_causal - causal_mfu) < 1e-12
+d.eq(r"\mathrm{MFU}^{\mathrm{causal}}_{\mathrm{with\ attn}}", r"\frac{f+m}{2}", d.pct(predicted_causal),
+     r"\mathrm{MFU}^{\mathrm{causal}}\big|_{\mathrm{resolved}}", d.pct(causal_mfu))
+
+# %% [markdown] tags=["solution"]
+# causal 只把注意力核心减半，6ND 和线性注意力都不变，所以含注意力的 MFU 从 f 变成 m + (f − m)/2 = (f + m)/2：正好是 full 读数与不含注意力核心的利用率的中点。注意力占比越大，f 与 m 差得越远，两种数法给出的"真实利用率"也差得越多；报这个数时必须写明用的是哪一种。

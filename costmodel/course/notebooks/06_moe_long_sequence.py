@@ -16,28 +16,35 @@
 # %% [markdown]
 # # 06 MoE 与长序列：为什么它们天然拉低 MFU
 #
-# MFU 的分母是峰值算力，而峰值只有在大而规整的矩阵乘上才拿得到。MoE 和长序列各自从不同方向
-# 破坏这个前提：MoE 把一个大 FFN 拆成许多小专家，每个专家分到的 token 少，还要额外搬运和等待；
-# 长序列把显存压满，micro batch 往往只能是 1，注意力里的矩阵乘又是又长又扁的形状。
-# 本节逐项把这些形状和开销算出来，并用 roofline 的语言（运算强度 vs 机器平衡点，见 07）判断
-# 哪些真的会让 GPU 饿着、哪些没有直觉上那么严重。
+# MFU 的分母是峰值算力，而峰值只有在大而规整的矩阵乘上才拿得到。MoE 和长序列各自从不同方向破坏这个前提：MoE 把一个大 FFN 拆成许多小专家，每个专家分到的 token 少，还要额外搬运和等待；长序列把显存压满，micro batch 往往只能是 1，注意力里的矩阵乘又是又长又扁的形状。本节逐项把这些形状和开销算出来，并用 roofline 的语言（运算强度 vs 机器平衡点，见 07）判断哪些真的会让 GPU 饿着、哪些没有直觉上那么严重。
+
+# %% [markdown] tags=["lab-only"]
+# **换成你的场景。** 这一节最常改的键是 `micro_batch`（权重 GEMM 的行数）、`expert_parallel`（EP 大小：一个专家的 GEMM 汇集几张卡的 token）、`seq_len`（注意力的序列长度）和 `gpu`（决定机器平衡点）。在下面的参数单元里，`scenario_file` 是一个 YAML 场景文件的路径：绝对路径，或相对于仓库根目录的路径（例如 `scenarios/llama-3.1-70b-512xH100.yaml`；在 notebook 所在的文件夹里能找到的相对路径优先）；`overrides` 只改单个键，例如 `{"step_time": 90}`。改完后请重启内核并全部重新运行（Kernel → Restart Kernel and Run All Cells），本页所有数字都会按新场景重算。
+#
+# 本页各个数的口径（N 怎么数、模型与硬件 FLOPs、注意力项）以及与 Megatron-LM、nanoGPT、torchtitan 等的差别，见 [docs/conventions.md](../../../docs/conventions.md)。
 
 # %% tags=["parameters"]
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
 overrides = {}  # 单个键的覆盖，例如 {"micro_batch": 2}
 
-# %%
+# %% tags=["remove-input"]
+import matplotlib.pyplot as plt
 import numpy as np
 import sympy as sp
 
-from costmodel.evaluate import gemms, router
-from costmodel.present import display as d
+from costmodel import course
 from costmodel.derive import moe, roofline
-from costmodel.inputs import hardware
 from costmodel.derive.symbols import S, bytes_per_element, h, k_dim, k_top, m, n
+from costmodel.evaluate import gemms, router
+from costmodel.inputs import hardware
+from costmodel.present import display as d
 
-sc, acc = d.load(scenario_file, overrides)
-balance = acc["machine_balance"]
+SAMPLE_TOKENS = 8192  # tokens routed in the load-imbalance simulation
+SEED = 0
+SKEWS = [0.0, 0.25, 0.5, 1.0]  # Zipf exponents of expert popularity (0 = uniform)
+PLACEMENTS = 64  # random placements drawn per skew level
+REFERENCE_LABEL = {"dense": "稠密 FFN", "shared": "共享专家", "hypothetical": "假想的稠密 FFN"}
+BOUND = {"compute": "算力", "memory": "带宽"}
 
 
 def gemm_rows(micro_batch=None):
@@ -46,34 +53,8 @@ def gemm_rows(micro_batch=None):
     return [r for r in gemms.model_gemms(sc.values, micro_batch) if r["k"] and r["n"]]
 
 
-g = {r["key"]: r for r in gemm_rows()}
-is_moe = "expert_gate_up" in g
-assert is_moe == (sc["num_experts"] > 0)
-d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，机器平衡点 {d.num(balance, 1)} FLOP/byte，"
-     f"micro batch = {sc['micro_batch']}，配置长度 S = {d.num(sc['seq_len'])}）。"
-     + (f"这是一个 MoE 模型：每层 {sc['num_experts']} 个路由专家，每个 token 选 "
-        f"{sc['experts_per_token']} 个。" if is_moe else
-        "这是一个**稠密模型**（num_experts = 0）：没有路由、没有专家，MoE 的三项损耗都不存在，"
-        "下面只给出稠密 FFN 的形状，以及长序列那两项。"))
-
-# %% [markdown]
-# 本节用到的形状全部取自模型的 GEMM 表 `costmodel.evaluate.gemms.model_gemms`，与 07、08、10 是同一份：
-# 场景指定了模型 config（或场景的结构键与课程模型 Qwen3.6-35B-A3B 一致）时，宽度来自真实的 config；
-# 否则 GEMM 表由场景的键构造，缺的宽度按有名字的假设补上。下表的"形状来源"一列写明是哪一种。
-#
-# - **专家宽度**（每个路由专家 FFN 的中间维，`moe_intermediate_size`）：`expert_down` 一行的 k；
-# - **稠密 FFN 宽度**（`intermediate_size`）：`dense_down` 一行的 k，只有模型含稠密 FFN 层时才有；
-# - **共享专家宽度**：`shared_down` 一行的 k，只有模型含共享专家时才有；
-# - **每头宽度 head_dim**：注意力核心 QKᵀ（`attention_scores`）一行的 k，即 QKᵀ 的累加维；
-# - **EP 大小**（一层的专家分布在多少张卡上）是场景的键 `expert_parallel`：团队给了就用团队的；没给时
-#   用课程的 8（若 8 不能同时整除专家数和数据并行的卡数，取能整除的最大值），下表写明是哪一种。GEMM 表按
-#   同一个 EP 算一个专家 GEMM 的行数，按场景的 TP、CP 切出每张卡上的形状（`costmodel gemms` 列出同一张表）。
-
-# %%
-SAMPLE_TOKENS = 8192  # tokens routed in the load-imbalance simulation
-SEED = 0
-SKEWS = [0.0, 0.25, 0.5, 1.0]  # Zipf exponents of expert popularity (0 = uniform)
-REFERENCE_LABEL = {"dense": "稠密 FFN", "shared": "共享专家", "hypothetical": "假想的稠密 FFN"}
+def by_key(micro_batch=None):
+    return {r["key"]: r for r in gemm_rows(micro_batch)}
 
 
 def spaced(label):
@@ -106,30 +87,82 @@ def reference(rows):
     tokens_b = rows["lm_head"]["m"]
     made = []
     for key in ("expert_gate_up", "expert_down"):
-        k_, n_ = rows[key]["k"], rows[key]["n"]
-        ai_ = float(moe.intensity(tokens_b, k_, n_))
-        made.append({"m": tokens_b, "k": k_, "n": n_, "intensity": ai_,
-                     "bound": "compute" if ai_ >= balance else "memory"})
+        made.append(step_row(tokens_b, rows[key]))
     return "hypothetical", made[0], made[1]
 
 
-hidden = g["lm_head"]["k"]  # lm_head: hidden -> vocab
-tokens = g["lm_head"]["m"]  # b x S token rows of a weight GEMM on one rank
+def step_row(rows_m, r):
+    """A GEMM with the weight of row r over rows_m token rows (e.g. a whole step's at once)."""
+    ai_ = float(moe.intensity(rows_m, r["k"], r["n"]))
+    return {"m": rows_m, "k": r["k"], "n": r["n"], "intensity": ai_,
+            "bound": "compute" if ai_ >= balance else "memory"}
+
+
+def focus(rows):
+    """The two FFN GEMMs this page follows: one expert's (MoE), or the dense FFN's."""
+    if is_moe:
+        return {"gate + up": rows["expert_gate_up"], "down": rows["expert_down"]}
+    _, up, down = reference(rows)
+    return {"gate + up": up, "down": down}
+
+
+def rows_text(x):
+    """A row count: whole above 100, else with two decimals (an average can be fractional)."""
+    return d.num(x) if x >= 100 else d.num(x, 2)
+
+
+def shape_text(r):
+    return f"[{rows_text(r['m'])}, {d.num(r['k'])}] × [{d.num(r['k'])}, {d.num(r['n'])}]"
+
+
+def gemm_label(r):
+    return f"{r['key']}（{shape_text(r)}，强度 {d.num(r['intensity'], 1)}）"
+
+
+def above(x):
+    return "高于" if x >= balance else "低于"
+
+
+# %% tags=["remove-input"]
+sc, acc = d.load(scenario_file, overrides)
+balance = acc["machine_balance"]
+g = by_key()
+is_moe = "expert_gate_up" in g
+assert is_moe == (sc["num_experts"] > 0)
+who = "你的场景" if sc.changed else "课程场景"  # whose figure the claims table shows
+hidden, tokens = g["lm_head"]["k"], g["lm_head"]["m"]  # lm_head: [b x S, hidden] x [hidden, vocab]
 ref_kind, ref_up, ref_down = reference(g)
 ref_label = REFERENCE_LABEL[ref_kind]
 head_dim, v_dim = g["attention_scores"]["k"], g["attention_values"]["n"]
+cp = sc["context_parallel"]
+if is_moe:
+    ep_size = sc["expert_parallel"]
+    ep_source = {"course": "课程的假设 8；设置 `expert_parallel` 可改为你的实际值",
+                 "derived": "课程的 8 不能同时整除专家数与数据并行的卡数，取能整除的最大值；"
+                            "设置 `expert_parallel` 可改为你的实际值"}.get(sc.sources["expert_parallel"], "场景给定")
+    w_expert, moe_layers = g["expert_down"]["k"], g["expert_down"]["layers"]
+d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，机器平衡点 {d.num(balance, 1)} FLOP/byte，"
+     f"micro batch = {sc['micro_batch']}，配置长度 S = {d.num(sc['seq_len'])}）。"
+     + (f"这是一个 MoE 模型：每层 {sc['num_experts']} 个路由专家，每个 token 选 "
+        f"{sc['experts_per_token']} 个。" if is_moe else
+        "这是一个**稠密模型**（num_experts = 0）：没有路由、没有专家，MoE 的三项损耗都不存在，"
+        "下面只给出稠密 FFN 的形状，以及长序列那两项。"))
+
+# %% [markdown]
+# 本节用到的形状全部取自模型的 GEMM 表 `costmodel.evaluate.gemms.model_gemms`，与 07、08、10 是同一份：场景指定了模型 config（或场景的结构键与课程模型 Qwen3.6-35B-A3B 一致）时，宽度来自真实的 config；否则 GEMM 表由场景的键构造，缺的宽度按有名字的假设补上。下表的"形状来源"一列写明是哪一种。
+#
+# - **专家宽度**（每个路由专家 FFN 的中间维，`moe_intermediate_size`）：`expert_down` 一行的 k；
+# - **稠密 FFN 宽度**（`intermediate_size`）：`dense_down` 一行的 k，只有模型含稠密 FFN 层时才有；
+# - **共享专家宽度**：`shared_down` 一行的 k，只有模型含共享专家时才有；
+# - **每头宽度 head_dim**：注意力核心 QKᵀ（`attention_scores`）一行的 k，即 QKᵀ 的累加维；
+# - **EP 大小**（一层的专家分布在多少张卡上）是场景的键 `expert_parallel`：团队给了就用团队的；没给时用课程的 8（若 8 不能同时整除专家数和数据并行的卡数，取能整除的最大值），下表写明是哪一种。GEMM 表按同一个 EP 算一个专家 GEMM 的行数，按场景的 TP、CP 切出每张卡上的形状（`costmodel gemms` 列出同一张表）。
+
+# %% tags=["remove-input"]
 rows = [("hidden size", d.num(hidden), "lm_head 的 k", shape_source(g["lm_head"]))]
 if "dense_down" in g:
     rows.append(("稠密 FFN 宽度", d.num(g["dense_down"]["k"]),
                  f"dense_down 的 k（{g['dense_down']['layers']} 层）", shape_source(g["dense_down"])))
 if is_moe:
-    ep_size = sc["expert_parallel"]
-    ep_source = {"course": "课程的假设 8；设置 `expert_parallel` 可改为你的实际值",
-                 "derived": "课程的 8 不能同时整除专家数与数据并行的卡数，取能整除的最大值；"
-                            "设置 `expert_parallel` 可改为你的实际值"}.get(sc.sources["expert_parallel"],
-                                                                          "场景给定")
-    w_expert = g["expert_down"]["k"]
-    moe_layers = g["expert_down"]["layers"]
     rows.append(("专家宽度", d.num(w_expert), "expert_down 的 k", shape_source(g["expert_down"])))
     if "shared_down" in g:
         rows.append(("共享专家宽度", d.num(g["shared_down"]["k"]), "shared_down 的 k",
@@ -148,11 +181,7 @@ d.table(rows, ["量", "取值", "取自 GEMM 表", "形状来源"], "本节用�
 # %% [markdown]
 # ## 1. 专家分到多少 token：GEMM 变瘦
 #
-# 路由器让每个 token 去 k 个专家（共 E 个）。从整步看，一个专家平均分到 D·k/E 个 token，
-# 这是课程的算法。但矩阵乘不是按整步执行的，而是按 micro batch、逐层执行：一个 micro batch 有
-# b 条长度为 S 的序列；在 EP 组内，all-to-all 把 e_p 张卡上属于同一个专家的 token 汇集起来，
-# 所以一个专家的一次 GEMM 有 e_p·b·S·k/E 行，而稠密 FFN 在一张卡上有 b·S 行。有上下文并行（CP = c）时，
-# 每张卡只拿每条序列的 S/c 个 token，两式里的 S 都换成 S/c。
+# 路由器让每个 token 去 k 个专家（共 E 个）。从整步看，一个专家平均分到 D·k/E 个 token，这是课程的算法。但矩阵乘不是按整步执行的，而是按 micro batch、逐层执行：一个 micro batch 有 b 条长度为 S 的序列；在 EP 组内，all-to-all 把 e_p 张卡上属于同一个专家的 token 汇集起来，所以一个专家的一次 GEMM 有 e_p·b·S·k/E 行，而稠密 FFN 在一张卡上有 b·S 行。有上下文并行（CP = c）时，每张卡只拿每条序列的 S/c 个 token，两式里的 S 都换成 S/c。
 
 # %%
 d.eq(r"\frac{\text{tokens}}{\text{expert}}\Big|_{\text{step}}", moe.tokens_per_expert_step)
@@ -160,22 +189,17 @@ d.eq(r"M_{\text{dense}}", moe.dense_rows)
 d.eq(r"M_{\text{expert}}", moe.expert_rows)
 d.eq(r"\frac{M_{\text{expert}}}{M_{\text{dense}}}", sp.simplify(moe.expert_rows / moe.dense_rows))
 
-
-def rows_text(x):
-    """A row count: whole above 100, else with two decimals (an average can be fractional)."""
-    return d.num(x) if x >= 100 else d.num(x, 2)
-
-
-cp = sc["context_parallel"]
+# %%
 local = {**sc.substitutions(), S: sc["seq_len"] / cp}  # CP: each GPU holds S / c of a sequence
-m_dense = tokens
-assert m_dense == float(moe.dense_rows.subs(local))
+m_dense = float(moe.dense_rows.subs(local))
+assert m_dense == tokens  # the GEMM table's b x S (/ c) token rows
 if is_moe:
-    subs = {**sc.substitutions(), moe.ep: ep_size}
-    step_view = float(moe.tokens_per_expert_step.subs(subs))
-    m_expert = g["expert_gate_up"]["m"]
-    rows_expert = float(moe.expert_rows.subs({**local, moe.ep: ep_size}))
-    assert abs(m_expert - rows_expert) <= 1e-9 * m_expert  # e_p b (S / c) k / E
+    step_view = float(moe.tokens_per_expert_step.subs({**sc.substitutions(), moe.ep: ep_size}))
+    m_expert = float(moe.expert_rows.subs({**local, moe.ep: ep_size}))
+    assert abs(m_expert - g["expert_gate_up"]["m"]) <= 1e-9 * m_expert  # e_p b (S / c) k / E
+
+# %% tags=["remove-input"]
+if is_moe:
     only = "只有" if m_expert < m_dense else "是"  # e_p k / E can exceed 1
     d.md(f"本场景：整步看每个专家平均 {rows_text(step_view)} 个 token（整步共 {d.count(sc['tokens_per_step'])} 个）；"
          f"按一次 GEMM 看，一个 micro batch 的 b·S{'/c' if cp > 1 else ''} = {rows_text(m_dense)} 行在一张卡上全部进入{ref_label}，"
@@ -184,29 +208,9 @@ else:
     d.md(f"本场景是稠密模型，没有专家：FFN 的一次 GEMM 有 b·S{'/c' if cp > 1 else ''} = {d.num(m_dense)} 行。")
 
 # %% [markdown]
-# 矩阵乘 (M × K)(K × N) 读两个输入、写一个输出，运算强度（每字节 HBM 流量做多少 FLOPs）是
-# 2MNK / (β(MK + KN + MN))。把它和 GPU 的机器平衡点（峰值 / 带宽）相比：高于平衡点的受算力限制，
-# 低于的受带宽限制。下表列出 FFN 的两个投影：门控 FFN 的 gate 与 up 共用输入，合成一个
-# [M, hidden] × [hidden, 2w] 的 GEMM；down 是 [M, w] × [w, hidden]，w 是 FFN 的宽度。
-# 课程拿"稠密 FFN"和专家对照；模型没有稠密 FFN 层时，改用它的共享专家（同样处理每个 token），
-# 两者都没有时，对照的是一个**假想的**稠密 FFN：同一个 micro batch 的 b·S 行、宽度取专家宽度，
-# 它不是模型里的 GEMM，只用来把"行数变少"这一项单独拿出来看。
+# 矩阵乘 (M × K)(K × N) 读两个输入、写一个输出，运算强度（每字节 HBM 流量做多少 FLOPs）是 2MNK / (β(MK + KN + MN))。把它和 GPU 的机器平衡点（峰值 / 带宽）相比：高于平衡点的受算力限制，低于的受带宽限制。下表列出 FFN 的两个投影：门控 FFN 的 gate 与 up 共用输入，合成一个 [M, hidden] × [hidden, 2w] 的 GEMM；down 是 [M, w] × [w, hidden]，w 是 FFN 的宽度。课程拿"稠密 FFN"和专家对照；模型没有稠密 FFN 层时，改用它的共享专家（同样处理每个 token），两者都没有时，对照的是一个**假想的**稠密 FFN：同一个 micro batch 的 b·S 行、宽度取专家宽度，它不是模型里的 GEMM，只用来把"行数变少"这一项单独拿出来看。
 
-# %%
-BOUND = {"compute": "算力", "memory": "带宽"}
-
-
-def shape_text(r):
-    return f"[{rows_text(r['m'])}, {d.num(r['k'])}] × [{d.num(r['k'])}, {d.num(r['n'])}]"
-
-
-def step_row(rows_m, r):
-    """The course's whole-step view of a GEMM: all of a step's rows at once, same weight."""
-    ai_ = float(moe.intensity(rows_m, r["k"], r["n"]))
-    return {"m": rows_m, "k": r["k"], "n": r["n"], "intensity": ai_,
-            "bound": "compute" if ai_ >= balance else "memory"}
-
-
+# %% tags=["remove-input"]
 ffn = [(f"{ref_label} gate + up（整步视角）", step_row(sc["tokens_per_step"], ref_up)),
        (f"{ref_label} gate + up（一次 GEMM）", ref_up), (f"{ref_label} down（一次 GEMM）", ref_down)]
 if ref_kind == "dense" and "shared_down" in g:
@@ -227,16 +231,15 @@ if is_moe:
                       "宽度相同" if w_expert == w_ref else "宽度反而更宽") + f"（{d.num(w_expert)} 对 {d.num(w_ref)}）"
     expert_bounds = {g[key]["bound"] for key in ("expert_gate_up", "expert_down")}
     ai_up, ai_down = g["expert_gate_up"]["intensity"], g["expert_down"]["intensity"]
+    both = f"（gate + up {d.num(ai_up, 1)}，down {d.num(ai_down, 1)}）"
     if expert_bounds == {"compute"}:
-        roof_text = (f"但按 roofline，两个专家 GEMM 的运算强度（gate + up {d.num(ai_up, 1)}，down {d.num(ai_down, 1)}）"
-                     "仍在平衡点之上：变瘦带来的是调度与 tile 利用率上的损失，不是带宽瓶颈。")
+        roof_text = (f"但按 roofline，两个专家 GEMM 的运算强度{both}仍在平衡点之上："
+                     "变瘦带来的是调度与 tile 利用率上的损失，不是带宽瓶颈。")
     elif expert_bounds == {"memory"}:
-        roof_text = (f"它们的运算强度（gate + up {d.num(ai_up, 1)}，down {d.num(ai_down, 1)}）已经低于平衡点："
-                     "这些 GEMM 受带宽限制，峰值算力用不满。")
+        roof_text = f"它们的运算强度{both}已经低于平衡点：这些 GEMM 受带宽限制，峰值算力用不满。"
     else:
         low_part = "down" if g["expert_down"]["bound"] == "memory" else "gate + up"
-        roof_text = (f"按 roofline，专家的 {low_part} 已经低于平衡点（gate + up {d.num(ai_up, 1)}，down {d.num(ai_down, 1)}），"
-                     "受带宽限制；另一个仍受算力限制。")
+        roof_text = f"按 roofline，专家的 {low_part} 已经低于平衡点{both}，受带宽限制；另一个仍受算力限制。"
     course_text = ("" if ref_kind == "dense" else
                    "课程在这里拿 [D, hidden] × [hidden, 4·hidden] 的稠密 FFN 作对照，那是示意：本模型没有稠密 FFN 层，"
                    + ("表里换成了它的共享专家。" if ref_kind == "shared" else "表里换成了上面说的假想稠密 FFN。"))
@@ -251,31 +254,29 @@ if is_moe:
                        f"{ep_size} 张卡的 token 汇集到每个专家上，e_p·k/E = {d.num(m_expert / m_dense, 2)} ≥ 1，"
                        f"专家 GEMM 并不比{spaced(ref_label)}瘦；{rank_text}。")
         if expert_bounds == {"compute"}:
-            roof_text = (f"按 roofline，两个专家 GEMM 的运算强度（gate + up {d.num(ai_up, 1)}，down {d.num(ai_down, 1)}）"
-                         "在平衡点之上，受算力限制。")
+            roof_text = f"按 roofline，两个专家 GEMM 的运算强度{both}在平衡点之上，受算力限制。"
     d.md(shape_text_ + roof_text + course_text)
 
 # %% [markdown]
 # ## 2. permute / unpermute：不产生 FLOPs 的搬运
 #
-# 进入专家之前，每个 token 按路由结果复制 k 份、按专家重排（permute）；专家算完，
-# 再把 k 份输出按原顺序收回并加权合并（unpermute）。每个方向都要搬 tokens × hidden × β × k 字节，
-# 不做任何乘加，是纯粹的访存操作，最好情况下的耗时就是字节数除以 HBM 带宽。
+# 进入专家之前，每个 token 按路由结果复制 k 份、按专家重排（permute）；专家算完，再把 k 份输出按原顺序收回并加权合并（unpermute）。每个方向都要搬 tokens × hidden × β × k 字节，不做任何乘加，是纯粹的访存操作，最好情况下的耗时就是字节数除以 HBM 带宽。下面按一张卡算：它所在 DP rank 分到的 token（有 CP 时每条序列的 S/c，开了序列并行时再除以 TP），乘以它那一段流水线上的 MoE 层数。
 
 # %%
 d.eq(r"\text{bytes}_{\text{one way}}", moe.permute_bytes)
 if is_moe:
-    # one GPU: its DP rank's share of the step's tokens, S / c of each sequence (CP), 1 / t with
-    # sequence parallelism; the MoE layers of its pipeline stage (the larger share if uneven)
-    tp, pp = sc["tensor_parallel"], sc["pipeline_parallel"]
-    split_tp = tp if sc["sequence_parallel"] else 1
+    split_tp = sc["tensor_parallel"] if sc["sequence_parallel"] else 1
     tokens_per_gpu = sc["tokens_per_step"] / (sc["data_parallel"] * cp * split_tp)
-    layers_here = -(-moe_layers // pp)
+    layers_here = -(-moe_layers // sc["pipeline_parallel"])  # the larger stage if uneven
     per_way = float(moe.permute_bytes.subs({moe.tokens: tokens_per_gpu, h: hidden,
                                             bytes_per_element: 2, k_top: sc["experts_per_token"]}))
     movements = 2 * 2 * layers_here  # (permute + unpermute) x (forward + backward) x MoE layers
     total = per_way * movements
-    seconds = total / sc["hbm_bandwidth"]
+    seconds = total / sc["hbm_bandwidth"]  # at peak HBM bandwidth: a lower bound
+
+# %% tags=["remove-input"]
+if is_moe:
+    pp = sc["pipeline_parallel"]
     d.table([("每卡每步的真实 token", d.num(tokens_per_gpu),
               "D / (DP × CP" + (" × TP，序列并行" if split_tp > 1 else "") + f") = D / {d.num(sc['tokens_per_step'] / tokens_per_gpu)}"),
              ("每层每个方向", d.gb(per_way, 2), "tokens × hidden × 2 字节 × k"),
@@ -287,7 +288,7 @@ if is_moe:
             ["量", "值", "说明"], "permute / unpermute 的访存量（BF16，每卡）")
     d.md(f"即使按峰值带宽，这部分也要 {seconds:.3f} 秒，占单步的 {d.pct(seconds / sc['step_time'], 3)}。"
          "这是下限：真实的 permute kernel 是不规则的 gather/scatter，很难跑到峰值带宽；"
-         + ("重算（recompute）还会把前向那一半再做一次；" if sc["recompute"] != "none" else "")
+         + ("全量重算（full recompute）还会把前向那一半再做一次；" if sc["recompute"] == "full" else "")
          + "它还和 all-to-all 通信串在一起。它不进任何 FLOPs 口径，只让 T 变长。")
 else:
     d.md("稠密模型没有路由，也就没有 permute / unpermute。")
@@ -295,20 +296,16 @@ else:
 # %% [markdown]
 # ## 3. 负载不均：热门专家所在的卡成为 straggler
 #
-# 路由器不会把 token 平均分给专家。专家分布在 EP 组的各张卡上，一层 MoE 要等最忙的那张卡算完，
-# 所以这一层的耗时按 **straggler 系数 = 最忙 rank 的负载 / 平均负载** 放大，其余的卡在这段时间里空等。
-# 下面用一个带固定种子的模拟来量化：专家热度按 Zipf 分布（第 i 热的专家 ∝ i^(−a)，a = 0 为均匀），
-# 每个 token 按热度不放回地选 k 个专家。哪几个热门专家恰好落在同一张卡上是运气，
-# 所以同一组路由结果用多种随机而均衡的放置各算一次，取中位数和最差值；
-# 再和一种"知道负载"的放置对比：从最热的专家开始，依次放到当前最空、还有空位的卡上。
-# 真实路由器有负载均衡损失，偏斜的程度要从训练日志里的专家计数去量，这里的 a 只是几档示意。
+# 路由器不会把 token 平均分给专家。专家分布在 EP 组的各张卡上，一层 MoE 要等最忙的那张卡算完，所以这一层的耗时按 **straggler 系数 = 最忙 rank 的负载 / 平均负载** 放大，其余的卡在这段时间里空等。下面用一个带固定种子的模拟来量化：专家热度按 Zipf 分布（第 i 热的专家 ∝ i^(−a)，a = 0 为均匀），每个 token 按热度不放回地选 k 个专家。哪几个热门专家恰好落在同一张卡上是运气，所以同一组路由结果用多种随机而均衡的放置各算一次，取中位数和最差值；再和一种"知道负载"的放置对比：从最热的专家开始，依次放到当前最空、还有空位的卡上。真实路由器有负载均衡损失，偏斜的程度要从训练日志里的专家计数去量，这里的 a 只是几档示意。
 
 # %%
-PLACEMENTS = 64  # random placements drawn per skew level
-if is_moe and ep_size > 1 and sc["num_experts"] <= router.MAX_SIMULATED_EXPERTS:
-    runs = [router.simulate_router(sc["num_experts"], sc["experts_per_token"], ep_size, SAMPLE_TOKENS,
-                                a, SEED, PLACEMENTS) for a in SKEWS]
-    median = {r.skew: float(np.median(r.rank_factors)) for r in runs}
+simulate = is_moe and ep_size > 1 and sc["num_experts"] <= router.MAX_SIMULATED_EXPERTS
+runs = [router.simulate_router(sc["num_experts"], sc["experts_per_token"], ep_size, SAMPLE_TOKENS,
+                               a, SEED, PLACEMENTS) for a in SKEWS] if simulate else []
+median = {r.skew: float(np.median(r.rank_factors)) for r in runs}  # straggler factor per skew
+
+# %% tags=["remove-input"]
+if runs:
     d.table([(f"{r.skew:g}", d.times(r.expert_factor, 2), d.times(median[r.skew], 3),
               d.times(r.rank_factors.max(), 3), d.times(r.greedy_factor, 3),
               d.pct(1 - 1 / median[r.skew], 1)) for r in runs],
@@ -331,21 +328,16 @@ if is_moe and ep_size > 1 and sc["num_experts"] <= router.MAX_SIMULATED_EXPERTS:
          + f"{d.times(worst.greedy_factor, 3)}。这说明负载不均的代价既取决于路由器，也取决于专家放在哪里"
          "（按负载放置的前提是各专家的热度相对稳定）。")
 elif is_moe and ep_size > 1:
-    runs = []
     d.md(f"本场景每层有 {d.num(sc['num_experts'])} 个专家，超过这个模拟的上限 "
          f"{d.num(router.MAX_SIMULATED_EXPERTS)}（每个 token 要为每个专家抽一个随机分数），这里不做路由模拟。"
          "负载不均的程度要从训练日志里的专家计数去量：各 rank 每层分到的 token 数，最大值比平均值"
          "多出多少，MoE 层就慢多少。")
 elif is_moe:
-    runs = []
     d.md(f"本场景 EP 大小为 1（{ep_source}）：所有专家都在同一张卡上，不存在卡间的 straggler。")
 else:
-    runs = []
     d.md("稠密模型没有路由器，也就没有专家间的负载不均。")
 
-# %%
-import matplotlib.pyplot as plt
-
+# %% tags=["remove-input"]
 d.setup_plots()
 if runs:
     fig, ax = plt.subplots()
@@ -362,12 +354,10 @@ if runs:
     ax.legend(fontsize=8)
     plt.show()
 
-
 # %% [markdown]
 # ## 4. 注意力的 GEMM 形状：K 维只有 head_dim
 #
-# 每个头的 QKᵀ 是 [s, d_h] × [d_h, s]：两个维度是序列长度，累加维只有 d_h。
-# 把它代进运算强度公式，令 s 趋于无穷：
+# 每个头的 QKᵀ 是 [s, d_h] × [d_h, s]：两个维度是序列长度，累加维只有 d_h。把它代进运算强度公式，令 s 趋于无穷：
 
 # %%
 s_len, d_h = sp.symbols("s d_h", positive=True)
@@ -378,13 +368,17 @@ d.eq(r"\lim_{s\to\infty}\mathrm{AI}_{QK^\top}", qk_limit, qk_limit.subs(bytes_pe
 qk, av, out = g["attention_scores"], g["attention_values"], g["attention_output"]
 ai_qk, ai_av = qk["intensity"], av["intensity"]
 assert abs(ai_qk - roofline.intensity(qk["m"], qk["n"], head_dim)) <= 1e-9 * ai_qk
-text = (f"本场景 d_h = {d.num(head_dim)}、s = S = {d.num(qk['m'])}：QKᵀ 的运算强度是 {d.num(ai_qk, 1)} FLOP/byte，"
-        f"{'高于' if ai_qk >= balance else '低于'} {sc['gpu']} 的平衡点 {d.num(balance, 1)}；")
+
+# %% tags=["remove-input"]
+text = (f"本场景 d_h = {d.num(head_dim)}，一个头的 QKᵀ 是 [{d.num(qk['m'])}, {d.num(head_dim)}] × "
+        f"[{d.num(head_dim)}, {d.num(qk['n'])}]"
+        + (f"（CP = {cp}：每张卡只有 S/c 行查询，键仍是整条序列）" if qk["m"] != qk["n"] else "")
+        + f"，运算强度 {d.num(ai_qk, 1)} FLOP/byte，{above(ai_qk)} {sc['gpu']} 的平衡点 {d.num(balance, 1)}；")
 if v_dim != head_dim:
     text += (f"A·V 是 [s, s] × [s, d_v]，d_v = {d.num(v_dim)}，强度同理封顶在 d_v 附近，本场景 {d.num(ai_av, 1)}"
-             f"（{'高于' if ai_av >= balance else '低于'}平衡点）；")
+             f"（{above(ai_av)}平衡点）；")
 text += (f"作为对照，同一个 micro batch 的注意力输出投影 {shape_text(out)} 是 {d.num(out['intensity'], 1)}。"
-         "运算强度封顶在 d_h 附近，与序列多长无关。"
+         "运算强度封顶在 d_h 附近，序列再长也不会更高。"
          + ("在这张卡上它仍受算力限制，扁形状的代价主要不在带宽，而在别处：" if ai_qk >= balance else
             "在这张卡上它受带宽限制；此外，")
          + "每个输出元素只累加 d_h 次乘积，QKᵀ 与 A·V 之间还夹着 softmax（求最大值、指数、归一化，"
@@ -398,16 +392,13 @@ if sc["batching"] == "packed":
     ai_doc = roofline.intensity(s_mean, s_mean, head_dim)
     text += (f"本场景把样本打包（packed），注意力按文档计算，s 是每篇文档的长度而不是 S：按平均长度 "
              f"s̄ = {d.num(s_mean)}，QKᵀ 的强度是 {d.num(ai_doc, 1)}"
-             f"（{'高于' if ai_doc >= balance else '低于'}平衡点；上限仍是 d_h）；GEMM 表按一条 S 长的序列列出这一行。")
+             f"（{above(ai_doc)}平衡点；上限仍是 d_h）；GEMM 表按一条 S 长的序列列出这一行。")
 d.md(text)
 
 # %% [markdown]
 # ## 5. micro batch 1、2、4：权重 GEMM 的运算强度
 #
-# 权重 GEMM [M, K] × [K, N] 里，权重 K × N 读一次，M 行 token 共享它。M 越大，每字节权重做的运算越多，
-# 运算强度随 M 增长，直到趋近上限 2KN / (β(K + N))。把"运算强度 = 机器平衡点"解出来，
-# 就是不再受带宽限制所需的最少 token 行数 M*。课程说 micro batch 从 1 到 4，"同样的权重读一次，
-# 算 4 倍的数据，运算强度 ×4"：这只在 M 远小于 K、N 时近似成立，M 一旦大了，强度就向上限饱和。
+# 权重 GEMM [M, K] × [K, N] 里，权重 K × N 读一次，M 行 token 共享它。M 越大，每字节权重做的运算越多，运算强度随 M 增长，直到趋近上限 2KN / (β(K + N))。把"运算强度 = 机器平衡点"解出来，就是不再受带宽限制所需的最少 token 行数 M*。课程说 micro batch 从 1 到 4，"同样的权重读一次，算 4 倍的数据，运算强度 ×4"：这只在 M 远小于 K、N 时近似成立，M 一旦大了，强度就向上限饱和。
 
 # %%
 bal = sp.Symbol(r"\mathrm{balance}", positive=True)
@@ -418,7 +409,7 @@ assert sp.simplify(m_star_shown - m_star) == 0
 d.eq(r"M^{*}", m_star_shown)
 d.eq(r"\lim_{M\to\infty}\mathrm{AI}", moe.intensity_limit)
 
-# %%
+# %% tags=["remove-input"]
 FFN_KEYS = ("dense_gate_up", "dense_down", "shared_gate_up", "shared_down", "expert_gate_up", "expert_down")
 weights = {}  # (k, n) -> the FFN rows with that weight shape
 for key in FFN_KEYS:
@@ -437,21 +428,13 @@ d.table(rows, ["GEMM 表里的行", "权重 K × N"] + [f"M*，{name}（平衡�
 
 # %%
 batches = sorted({1, 2, 4, sc["micro_batch"]})
-by_batch = {b: {r["key"]: r for r in gemm_rows(b)} for b in batches}
-name = "专家" if is_moe else ref_label
+by_batch = {b: by_key(b) for b in batches}  # the GEMM table at each micro batch
 b_lo, b_hi = batches[0], batches[-1]
-
-
-def focus(rows):
-    """The two FFN GEMMs this section follows: one expert's, or the dense FFN's."""
-    if is_moe:
-        return {"gate + up": rows["expert_gate_up"], "down": rows["expert_down"]}
-    _, up, down = reference(rows)
-    return {"gate + up": up, "down": down}
-
-
 low = min(focus(by_batch[b_lo]), key=lambda part: focus(by_batch[b_lo])[part]["intensity"])
-ai = {b: focus(by_batch[b])[low]["intensity"] for b in batches}
+ai = {b: focus(by_batch[b])[low]["intensity"] for b in batches}  # the weaker FFN GEMM
+
+# %% tags=["remove-input"]
+name = "专家" if is_moe else ref_label
 rows = []
 for b in batches:
     rb = by_batch[b]
@@ -466,11 +449,6 @@ headers = ["micro batch", f"{spaced(ref_label)}行数", f"{ref_label} gate + up 
 headers += ["专家行数", "专家 gate + up 强度", "专家 down 强度"] if is_moe else []
 d.table(rows, headers + ["QKᵀ 强度"], f"micro batch 对运算强度的影响（{sc['gpu']} 平衡点 {d.num(balance, 1)}）")
 
-
-def gemm_label(r):
-    return f"{r['key']}（[{rows_text(r['m'])}, {d.num(r['k'])}] × [{d.num(r['k'])}, {d.num(r['n'])}]，强度 {d.num(r['intensity'], 1)}）"
-
-
 weight_lo = [r for r in by_batch[b_lo].values() if r["weights"]]
 memory_lo = [r for r in weight_lo if r["bound"] == "memory"]
 capped = [r for r in memory_lo if r["intensity_limit"] < balance]  # the ceiling as m grows
@@ -478,7 +456,7 @@ crossing = [r for r in memory_lo if by_batch[b_hi][r["key"]]["bound"] == "comput
 memory_share = sum(r["forward_flops_per_token"] for r in memory_lo) / gemms.weight_flops_per_token(weight_lo)
 text = (f"micro batch 从 {b_lo} 到 {b_hi}，{spaced(name)}的两个 GEMM 中强度较低的 {low} 从 {d.num(ai[b_lo], 1)} 升到 "
         f"{d.num(ai[b_hi], 1)}"
-        + (f"（{d.times(ai[b_hi] / ai[b_lo], 2)}，而不是 {b_hi // b_lo}×：行数已经不小，强度在向上限饱和）；"
+        + (f"（{d.times(ai[b_hi] / ai[b_lo], 2)}，而不是 {b_hi // b_lo}×：强度在向上限 2KN/(β(K + N)) 饱和，行数越多涨得越少）；"
            if ai[b_hi] / ai[b_lo] < 0.9 * b_hi / b_lo else
            f"（{d.times(ai[b_hi] / ai[b_lo], 2)}，接近行数之比 {b_hi // b_lo}×：行数还小，强度几乎与行数成正比）；")
         + "QKᵀ 按序列逐头计算，强度不随 micro batch 变。")
@@ -497,9 +475,9 @@ else:
 if ai[b_lo] >= balance:
     text += (f"在 {sc['gpu']} 上，micro batch = {b_lo} 时{name} GEMM 已经高于平衡点 {d.num(balance, 1)}，"
              "按 roofline 它们并不受带宽限制；掉到平衡点以下的"
-             + ("还有上一节的 QKᵀ 和" if ai_qk < balance else "主要是")
+             + ("除了上一节的 QKᵀ，主要是" if ai_qk < balance else "主要是")
              + "没有权重复用的算子（norm、激活、残差加" + ("、permute" if is_moe else "")
-             + "），后者的运算强度在 1 FLOP/byte 上下甚至更低，与 micro batch 无关。"
+             + "），这些算子的运算强度在 1 FLOP/byte 上下甚至更低，与 micro batch 无关。"
              + ("所以加大 micro batch 如果还有收益，多半来自摊薄每次 kernel 启动与同步的固定开销，"
                 "而不是来自 roofline 上位置的移动。" if not crossing else
                 "加大 micro batch 在 roofline 上只移动了上面那几个小 GEMM，其余的收益多半来自摊薄每次 kernel "
@@ -510,7 +488,7 @@ else:
              + ("。" if ai[b_hi] >= balance else f"，但到 micro batch = {b_hi} 仍在平衡点以下。"))
 d.md(text)
 
-# %%
+# %% tags=["remove-input"]
 dots = [focus(by_batch[b])[low] for b in batches]
 fig, ax = plt.subplots()
 m_grid = np.geomspace(8, 4 * max(m_dense, *(r["m"] for r in dots)), 200)
@@ -531,9 +509,99 @@ ax.legend(fontsize=8, loc="lower right")
 plt.show()
 
 # %% [markdown]
+# ## 6. 课程的说法与本页的数字
+#
+# 课程 06.6 列出的 MoE 三项损耗和长序列两项损耗，逐条对照上面算出的数。课程说的是它自己的那次训练；换成团队的场景时，中间一列是团队的数字，"出入"一列说明课程的说法放到这个场景上是否还成立。
+
+# %% tags=["remove-input"]
+h20_balance = hardware.GPUS["H20"].balance
+ratio4 = ai[4] / ai[1]  # the course's micro batch 1 -> 4
+low_1 = focus(by_batch[1])[low]
+ai_128 = roofline.intensity(qk["m"], qk["n"], 128)
+claims = []
+if is_moe:
+    ratio = m_expert / m_dense
+    k_over_e = sc["experts_per_token"] / sc["num_experts"]
+    gathered = (f"一次 GEMM 的比值是 e_p·k/E = {d.pct(ratio, 1)}，不是课程按整步算出的 k/E = {d.pct(k_over_e, 1)}："
+                f"EP 组把 {ep_size} 张卡的 token 汇集到每个专家上" if ep_size > 1 else
+                f"EP = 1，一次 GEMM 的比值就是整步的 k/E = {d.pct(ratio, 1)}，与课程的算法一致")
+    claims.append((
+        "每个专家只分到 总 token × top_k / 专家数 个 token，GEMM 的 M 维大幅缩小：" + course.claim("nb06_expert_rows"),
+        f"整步平均 {rows_text(step_view)} 个；一次 GEMM {rows_text(m_expert)} 行，是{spaced(ref_label)}的 {d.pct(ratio, 1)}",
+        d.verdict(True, f"在{who}里，专家 GEMM 确实比{spaced(ref_label)}瘦；" + ("但" if ep_size > 1 else "") + gathered) if ratio < 1 else
+        d.verdict(False, f"在{who}里，EP 组把 {ep_size} 张卡的 token 汇集到每个专家上，e_p·k/E = {d.num(ratio, 2)} ≥ 1："
+                         f"一次专家 GEMM 并不比{spaced(ref_label)}瘦")))
+    low_e = min(ai_up, ai_down)
+    claims.append((
+        "专家 GEMM 变瘦，tensor core 跑不满，效率显著低于方阵：" + course.claim("nb06_thin_gemm"),
+        f"专家 gate + up {d.num(ai_up, 1)}、down {d.num(ai_down, 1)} FLOP/byte（平衡点 {d.num(balance, 1)}）",
+        d.verdict(False, f"按 roofline，{who}的两个专家 GEMM 都在平衡点之上（较低的是平衡点的 {d.times(low_e / balance, 1)}），"
+                         "受算力限制；剩下的损失在 tile 填充与调度上，roofline 推不出它有多大，要用 profile 实测")
+        if expert_bounds == {"compute"} else
+        d.verdict(True, f"在{who}里，有专家 GEMM 低于平衡点（较低的强度 {d.num(low_e, 1)}），受带宽限制，峰值算力用不满")))
+    claims.append((
+        "permute / unpermute 按路由重排 token，不产生 FLOPs 却要花时间：" + course.claim("nb06_permute"),
+        f"每卡每步至少搬 {d.gb(total, 1)}，按峰值带宽 ≥ {seconds:.3f} s（单步的 {d.pct(seconds / sc['step_time'], 3)}）",
+        d.verdict(True, f"permute 是纯访存、零 FLOPs 的搬运；在{who}里，按峰值带宽的下限就占单步的 {d.pct(seconds / sc['step_time'], 3)}，"
+                        "真实 kernel 更慢，实际占多少要从 profile 里量")))
+    imbalance = "热门专家所在的卡成为 straggler，其他卡空等：" + course.claim("nb06_load_imbalance")
+    if runs:
+        first, last = runs[0], runs[-1]
+        spread = "按负载放置能把它降到" if last.greedy_factor < 0.9 * median[last.skew] else "按负载放置也只到"
+        claims.append((imbalance,
+                       f"模拟：straggler 系数 {d.times(median[first.skew], 3)}（均匀）→ {d.times(median[last.skew], 3)}"
+                       f"（Zipf {last.skew:g}，中位数）；按负载放置 {d.times(last.greedy_factor, 3)}",
+                       d.verdict(True, f"模拟中路由越偏，最忙的卡越慢，MoE 层按它计时；在{who}里，{spread} "
+                                       f"{d.times(last.greedy_factor, 3)}。偏斜程度本页只是示意，要从训练日志的专家计数量")))
+    elif ep_size > 1:
+        claims.append((imbalance, f"没有模拟（每层 {d.num(sc['num_experts'])} 个专家，超过模拟的上限）",
+                       d.verdict(None, f"{who}的 EP 组有 {ep_size} 张卡，卡间负载不均会拖慢 MoE 层，但本页没有算出它的大小；"
+                                       "要从训练日志的专家计数量")))
+    else:
+        claims.append((imbalance, "EP = 1：所有专家在同一张卡上",
+                       d.verdict(False, f"{who}没有卡间的 straggler，热门专家只让同一张卡上的 GEMM 大小不一")))
+claims.append((
+    "注意力每头宽度 head_dim 通常只有 128：" + course.claim("head_dim_typical"),
+    f"head_dim = {d.num(head_dim)}（{shape_source(qk).split('；')[0]}）",
+    d.verdict(True, f"{who}的 head_dim 正是 128") if head_dim == 128 else
+    d.verdict(False, f"{who}的模型 head_dim 是 {d.num(head_dim)}，不是 128；QKᵀ 的强度上限就是 d_h："
+                     f"{who}的 QKᵀ 是 {d.num(ai_qk, 1)} FLOP/byte，若 d_h = 128 则是 {d.num(ai_128, 1)}")))
+claims.append((
+    "QKᵀ 是极扁的矩阵乘，tensor core 利用率天然低于 hidden 维的方阵乘：" + course.claim("nb06_qk_flat"),
+    f"QKᵀ 强度 {d.num(ai_qk, 1)} FLOP/byte（上限 d_h = {d.num(head_dim)}；平衡点 {d.num(balance, 1)}）",
+    d.verdict(True, f"{who}的 QKᵀ 仍受算力限制（平衡点的 {d.times(ai_qk / balance, 1)}），所以代价不在带宽，"
+                    "而在片上：每个输出只累加 d_h 次、softmax 不在 tensor core 上；低多少要看 kernel 实测")
+    if ai_qk >= balance else
+    d.verdict(True, f"{who}的 QKᵀ 强度低于平衡点，在这张卡上还受带宽限制；片上的 softmax 与短累加维是另一层代价")))
+mb1_text = (f"{sc['gpu']} 平衡点 {d.num(balance, 1)}" + ("" if sc["gpu"] == "H20" else f"（H20 为 {d.num(h20_balance, 1)}）")
+            + f"；micro batch = 1 时{spaced(name)}的 {low} GEMM 强度 {d.num(ai[1], 1)}")
+h20_agrees = " 与课程一致" if d.num(h20_balance, 0) == "37" else " 与课程的 37 不同"
+share_text = (f"低于平衡点的权重 GEMM 只占前向 FLOPs 的 {d.pct(memory_share, 3)}" if memory_lo else
+              "没有一个权重 GEMM 低于平衡点")
+claims.append((
+    "micro batch = 1 时许多算子的运算强度掉到 H20 平衡点附近或以下，变成受带宽限制：" + course.claim("micro_batch_below_balance"),
+    mb1_text,
+    d.verdict(True, f"在{who}里，micro batch = 1 时{spaced(name)}的 {low} GEMM 低于平衡点，受带宽限制；{share_text}")
+    if ai[1] < balance else
+    d.verdict(False, f"H20 的平衡点 {d.num(h20_balance, 1)}{h20_agrees}；但在{who}里，micro batch = 1 时{spaced(name)}的 {low} GEMM "
+                     f"仍是平衡点的 {d.times(ai[1] / balance, 1)}，{share_text}；其余低于平衡点的主要是 "
+                     + ("QKᵀ 和 " if ai_qk < balance else "") + "norm、激活这类没有权重复用的算子，它们与 micro batch 无关")))
+claims.append((
+    "micro batch 从 1 到 4：同一份权重读一次、算 4 倍的数据，运算强度 ×4：" + course.claim("nb06_intensity_x4"),
+    f"{spaced(name)}的 {low} GEMM：{d.num(ai[1], 1)} → {d.num(ai[4], 1)}（{d.times(ratio4, 2)}）",
+    d.verdict(True, f"在{who}里，一次 GEMM 只有 {rows_text(low_1['m'])} 行，行数还小，强度几乎与行数成正比")
+    if ratio4 >= 0.9 * 4 else
+    d.verdict(False, f"在{who}里，一次 GEMM 有 {rows_text(low_1['m'])} 行，强度只涨到 {d.times(ratio4, 2)}，"
+                     f"正在向上限 {d.num(low_1['intensity_limit'], 1)} 饱和：强度 = 2/(β(1/M + 1/K + 1/N))，"
+                     "只有行数远小于 K、N（1/M 占主导）时才接近 ×4")))
+if not is_moe:
+    d.md("本场景是稠密模型：课程关于 MoE 的三项损耗（GEMM 变瘦、permute、负载不均）不适用，下表只列长序列的几条。")
+d.claims(claims, sc)
+
+# %% [markdown]
 # ## 本节要点
 
-# %%
+# %% tags=["remove-input"]
 points = []
 if is_moe:
     points += [
@@ -551,7 +619,7 @@ if is_moe:
 else:
     points.append("- 稠密模型：没有专家、permute 和路由不均，MoE 的三项损耗为零。")
 points += [
-    f"- QKᵀ 的运算强度封顶在 d_h 附近（本场景 {d.num(ai_qk, 1)} FLOP/byte，平衡点 {d.num(balance, 1)}）"
+    f"- QKᵀ 的运算强度封顶在 d_h 附近（本场景 d_h = {d.num(head_dim)}，强度 {d.num(ai_qk, 1)} FLOP/byte，平衡点 {d.num(balance, 1)}）"
     + ("；在这张卡上它仍受算力限制，扁形状的代价主要在片上：累加维短、softmax 不在 tensor core 上。"
        if ai_qk >= balance else "，在这张卡上受带宽限制；片上还有累加维短、softmax 不在 tensor core 上的开销。"),
     f"- micro batch {b_lo} → {b_hi} 让{spaced(name)}的 {low} GEMM 的运算强度变成 {d.times(ai[b_hi] / ai[b_lo], 2)}；"
@@ -562,3 +630,54 @@ points += [
        f"{d.pct(memory_share, 3)}。" if memory_lo else ""),
 ]
 d.md("\n".join(points))
+
+# %% [markdown] tags=["exercise"]
+# ### 练习 1：micro batch 再加大，强度最多能到多少？
+#
+# 第 5 节说，权重 GEMM 的运算强度随行数 M 增长，但有上限 2KN / (β(K + N))。取第 5 节那段话里强度较低的那个 FFN GEMM（MoE 模型看单个专家，稠密模型看稠密 FFN），先不运行下面的单元，用它的 K、N 和 β = 2 心算这个上限；再预测：micro batch 设成本场景的 8 倍时，它的强度能到上限的百分之几？比本场景现在高多少？写下你的预测，然后运行答案。
+
+# %% tags=["solution"]
+key = focus(g)[low]["key"]  # the weaker FFN GEMM of section 5, at the scenario's micro batch
+now, big = g[key], by_key(8 * sc["micro_batch"])[key]
+ceiling = float(moe.intensity_limit.subs({k_dim: now["k"], n: now["n"], bytes_per_element: 2}))
+assert abs(ceiling - now["intensity_limit"]) <= 1e-9 * ceiling  # the GEMM table's ceiling
+print(f"{now['key']}: K = {now['k']}, N = {now['n']}, ceiling 2KN/(2(K+N)) = {ceiling:.1f} FLOP/byte")
+for label, r in (("now", now), ("8x micro batch", big)):
+    share = r["intensity"] / ceiling
+    print(f"{label:>15}: M = {r['m']:,.0f} rows, intensity {r['intensity']:.1f} = {share:.1%} of the ceiling")
+
+# %% [markdown] tags=["solution"]
+# 上限只由权重的形状 K × N 决定，与 micro batch 无关；micro batch 只改变行数 M，也就只决定离上限还有多远。
+
+# %% tags=["solution", "remove-input"]
+gain = big["intensity"] / now["intensity"]
+d.md(f"本场景 {now['key']} 的上限是 {d.num(ceiling, 1)} FLOP/byte；现在 {rows_text(now['m'])} 行，强度 {d.num(now['intensity'], 1)}"
+     f"（上限的 {d.pct(now['intensity'] / ceiling, 1)}），micro batch 加到 8 倍后是 {d.num(big['intensity'], 1)}"
+     f"（{d.pct(big['intensity'] / ceiling, 1)}，{d.times(gain, 2)}）。"
+     + ("强度已经贴近上限，再加 micro batch 在 roofline 上几乎没有收益。"
+        if now["intensity"] >= 0.9 * ceiling else
+        f"离上限还差 {d.pct(1 - now['intensity'] / ceiling, 1)}，加大 micro batch 还能把强度往上推。")
+     + (f"它在 {sc['gpu']} 上{'已经' if now['intensity'] >= balance else '仍然'}{above(now['intensity'])}平衡点 {d.num(balance, 1)}"
+        + ("。" if (now["intensity"] >= balance) == (big["intensity"] >= balance) else
+           f"，8 倍时{above(big['intensity'])}平衡点。")))
+
+# %% [markdown] tags=["exercise"]
+# ### 练习 2：序列长度翻倍，QKᵀ 会变成什么样？
+#
+# 把序列长度从 S 变成 2S（其余不变），先预测：一个头的 QKᵀ 的 FLOPs 变成几倍？它的运算强度变成几倍？用第 4 节的公式 AI = 2·d_h·s / (β(2·d_h + s)) 推一推，再运行答案。
+
+# %% tags=["solution"]
+flops_qk = 2 * s_len * s_len * d_h  # one head's QK^T: s x s outputs, d_h multiply-adds each
+print("FLOPs ratio:", sp.simplify(flops_qk.subs(s_len, 2 * s_len) / flops_qk))
+ai_ratio = sp.simplify(qk_intensity.subs(s_len, 2 * s_len) / qk_intensity)
+print("intensity ratio:", ai_ratio)
+ai_2s = roofline.intensity(2 * qk["m"], 2 * qk["n"], head_dim)
+print(f"this scenario: {ai_qk:.1f} -> {ai_2s:.1f} FLOP/byte ({ai_2s / ai_qk:.3f}x), ceiling d_h = {head_dim}")
+
+# %% tags=["solution", "remove-input"]
+d.md(f"FLOPs 与 s² 成正比，翻倍后是 4 倍；强度的比值是 (2d_h + s)/(d_h + s)，s 远大于 2d_h 时趋于 1。"
+     f"本场景 2d_h = {d.num(2 * head_dim)}，一个头的 QKᵀ 是 [{d.num(qk['m'])}, {d.num(head_dim)}] × [{d.num(head_dim)}, {d.num(qk['n'])}]，"
+     f"强度从 {d.num(ai_qk, 1)} 变成 {d.num(ai_2s, 1)}（{d.times(ai_2s / ai_qk, 3)}）"
+     + ("，几乎不变：算力要多付 4 倍，运算强度却没有跟着涨，它早已贴近上限 d_h。" if ai_2s / ai_qk < 1.05 else
+        "，还在明显上涨：序列相对 2d_h 还不算长，离上限 d_h 还有距离。")
+     + (f"在 {sc['gpu']} 上它{'仍' if (ai_qk >= balance) == (ai_2s >= balance) else '变得'}{above(ai_2s)}平衡点 {d.num(balance, 1)}。"))

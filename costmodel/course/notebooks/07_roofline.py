@@ -16,11 +16,12 @@
 # %% [markdown]
 # # 07 Roofline：这张卡、这些算子，最多能跑多快
 #
-# 一个算子能跑多快，取决于两样东西谁先用完：算力（每秒多少 FLOPs）和显存带宽（每秒多少字节）。
-# roofline 把这件事画成一张图：横轴是算子的运算强度（每字节 HBM 流量做多少 FLOPs），
-# 纵轴是能达到的算力；左边是一条随强度上升的斜线（带宽限制），右边是一条水平线（峰值算力），
-# 两者的拐点就是机器平衡点。本节推导运算强度，比较各种 GPU 的平衡点，把课程模型的真实算子放到图上，
-# 最后回到课程的"典型 MFU"表，看本场景的 MFU 落在哪里。
+# 一个算子能跑多快，取决于两样东西谁先用完：算力（每秒多少 FLOPs）和显存带宽（每秒多少字节）。roofline 把这件事画成一张图：横轴是算子的运算强度（每字节 HBM 流量做多少 FLOPs），纵轴是能达到的算力；左边是一条随强度上升的斜线（带宽限制），右边是一条水平线（峰值算力），两者的拐点就是机器平衡点。本节推导运算强度，比较各种 GPU 的平衡点，把课程模型的真实算子放到图上，回到课程的"典型 MFU"表看本场景的 MFU 落在哪里，最后逐条对照课程关于 roofline 的说法。
+
+# %% [markdown] tags=["lab-only"]
+# **换成你自己的场景。** 本节的结论主要随这几个键变化：`gpu`（决定峰值算力和 HBM 带宽，也就决定平衡点）、`hbm_bandwidth`（或 `peak_flops`，只改一张卡的某个数字时用）、`seq_len`（每条序列的 token 数，即矩阵乘的行数）和 `expert_parallel`（一个路由专家的 GEMM 汇集多少张卡的 token）。下一个代码格里，`scenario_file` 是一个 YAML 场景文件的路径：绝对路径，或相对于仓库根目录的路径（例如 `scenarios/llama-3.1-70b-512xH100.yaml`；在 notebook 所在的文件夹里能找到的相对路径优先）；`overrides` 用来改单个键，例如 `{"step_time": 90}` 或 `{"gpu": "H100-SXM"}`。改完以后请重启内核并全部重新运行（Kernel → Restart Kernel and Run All Cells），后面每个数字都会按新场景重算。
+#
+# 本页各个数的口径（N 怎么数、模型与硬件 FLOPs、注意力项）以及与 Megatron-LM、nanoGPT、torchtitan 等的差别，见 [docs/conventions.md](../../../docs/conventions.md)。
 
 # %% tags=["parameters"]
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
@@ -30,61 +31,60 @@ overrides = {}  # 单个键的覆盖，例如 {"gpu": "H100-SXM"}
 import sympy as sp
 
 from costmodel import course
-from costmodel.evaluate import gemms
-from costmodel.present import display as d
 from costmodel.derive import roofline
-from costmodel.inputs import hardware
 from costmodel.derive.symbols import k_dim, m, n
+from costmodel.evaluate import gemms
+from costmodel.inputs import hardware
+from costmodel.present import display as d
 
 sc, acc = d.load(scenario_file, overrides)
+balance = acc["machine_balance"]  # the scenario's peak / HBM bandwidth, FLOP per byte
+
+# %% tags=["remove-input"]
 is_moe = sc["num_experts"] > 0
-balance = acc["machine_balance"]
+own = bool(sc.changed)  # a team's scenario, not the course's
 d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，峰值 {d.tflops(sc['peak_flops'])}，"
      f"HBM 带宽 {d.num(sc['hbm_bandwidth'] / 1e12, 2)} TB/s，机器平衡点 **{d.num(balance, 1)} FLOP/byte**）。")
 
 # %% [markdown]
 # ## 1. 运算强度：从一个矩阵乘推出来
 #
-# (m × k)(k × n) 的矩阵乘做 2mnk 次浮点运算；若两个输入各从 HBM 读一次、输出写一次，
-# 每个元素 β 字节（BF16 为 2），流量是 β(mk + kn + mn)。两者相除就是运算强度。
-# 机器平衡点是峰值除以带宽；能达到的算力是峰值与"强度 × 带宽"中较小的那个。
+# (m × k)(k × n) 的矩阵乘做 2mnk 次浮点运算；若两个输入各从 HBM 读一次、输出写一次，每个元素 β 字节（BF16 为 2），流量是 β(mk + kn + mn)。两者相除就是运算强度。机器平衡点是峰值除以带宽；能达到的算力是峰值与"强度 × 带宽"中较小的那个。
 
 # %%
 x = sp.Symbol("x", positive=True)
 d.eq(r"\mathrm{AI}", roofline.gemm_intensity)
 d.eq(r"\mathrm{balance}", roofline.machine_balance)
 d.eq(r"P_{\text{attainable}}", roofline.attainable)
+d.eq(r"\frac{1}{\mathrm{AI}}", sp.expand(1 / roofline.gemm_intensity))
 d.eq(r"\mathrm{AI}\big|_{m=n=k=x}", sp.simplify(roofline.gemm_intensity.subs({m: x, n: x, k_dim: x})))
 d.eq(r"\lim_{x\to\infty}\mathrm{AI}\big|_{n=k=x}",
      sp.limit(roofline.gemm_intensity.subs({n: x, k_dim: x}), x, sp.oo))
 
 # %% [markdown]
-# 两个极限说明了一切：方阵乘的强度随边长线性增长，很容易越过平衡点；而一边很窄（m 行很少，
-# 比如 micro batch 小、专家分到的 token 少）的矩阵乘，强度封顶在 2m/β，即 BF16 下约等于 m。
-# 权重再大也没用，行数决定了上限。
+# 两个极限说明了一切：方阵乘的强度随边长线性增长，很容易越过平衡点；而一边很窄（m 行很少，比如 micro batch 小、专家分到的 token 少）的矩阵乘，强度封顶在 2m/β，即 BF16 下约等于 m。权重再大也没用，行数决定了上限。把公式倒过来看更清楚：1/AI = (β/2)(1/m + 1/k + 1/n)，三条边里最短的那条说了算。同理，行数远大于 k、n 时，强度趋向 2kn/(β(k + n))，这时再加行数（加大 micro batch）强度也几乎不动。
 
 # %% [markdown]
 # ## 2. 机器平衡点：H20 与 H100
 #
-# 平衡点越高，算子需要越高的运算强度才能喂饱这张卡。下表是 `costmodel.inputs.hardware` 里每张卡的
-# 稠密 BF16 峰值、HBM 带宽和平衡点（都不含稀疏加速）。
+# 平衡点越高，算子需要越高的运算强度才能喂饱这张卡。先算课程提到的 H20 与 H100 之比，再看 `costmodel.inputs.hardware` 里每张卡的稠密 BF16 峰值、HBM 带宽和平衡点（都不含稀疏加速）。
 
 # %%
-h100 = hardware.GPUS["H100-SXM"]
-h20 = hardware.GPUS["H20"]
+h20, h100 = hardware.GPUS["H20"], hardware.GPUS["H100-SXM"]
+ratio = h20.balance / h100.balance  # (peak / bandwidth) of the H20 over that of the H100
+d.eq(r"\frac{\mathrm{balance}_{H20}}{\mathrm{balance}_{H100}}",
+     rf"\frac{{{h20.balance:.1f}}}{{{h100.balance:.1f}}}", f"{ratio:.4f}", rf"\frac{{1}}{{{1 / ratio:.2f}}}")
+
+# %% tags=["remove-input"]
 rows = [(g.name, d.num(g.bf16_flops / 1e12, 1), d.num(g.hbm_bandwidth / 1e12, 3), d.num(g.balance, 1),
          d.times(g.balance / h100.balance, 3), g.source)
         for g in sorted(hardware.GPUS.values(), key=lambda g: g.balance)]
 d.table(rows, ["GPU", "BF16 TFLOP/s", "HBM TB/s", "平衡点 FLOP/byte", "相对 H100-SXM", "来源"],
         "各 GPU 的机器平衡点（按平衡点从低到高）")
-ratio = sp.nsimplify(h20.balance / h100.balance, rational=True)
-d.eq(r"\frac{\mathrm{balance}_{H20}}{\mathrm{balance}_{H100}}",
-     rf"\frac{{{h20.balance:.1f}}}{{{h100.balance:.1f}}}", f"{float(ratio):.4f}",
-     rf"\frac{{1}}{{{1 / float(ratio):.2f}}}")
 
-# %%
+# %% tags=["remove-input"]
 table_balance = hardware.GPUS[sc["gpu"]].balance
-d.md(f"H20 的平衡点只有 H100 的 {d.pct(h20.balance / h100.balance, 1)}，约 1/{1 / float(ratio):.0f}："
+d.md(f"H20 的平衡点只有 H100 的 {d.pct(ratio, 1)}，约 1/{1 / ratio:.0f}："
      f"它的带宽是 H100 的 {d.pct(h20.hbm_bandwidth / h100.hbm_bandwidth, 0)}，"
      f"算力却只有 H100 的 {d.pct(h20.bf16_flops / h100.bf16_flops, 0)}。同一个算子，在 H100 上受带宽限制，"
      "在 H20 上可能早已受算力限制。课程说 H20 是\"弱算力卡\"，指的正是这一点。"
@@ -96,26 +96,24 @@ d.md(f"H20 的平衡点只有 H100 的 {d.pct(h20.balance / h100.balance, 1)}，
 # %% [markdown]
 # ## 3. 把模型的真实算子放到 roofline 上
 #
-# 取本场景模型（课程场景下即 Qwen3.6-35B-A3B）的**全部**矩阵乘，在 micro batch 1 和 4 下各算一次运算强度。
-# 这张 GEMM 表与 06、08、10 用的是同一份（`costmodel.evaluate.gemms.model_gemms`，命令行 `costmodel gemms`），
-# 宽度来自模型的真实 config（场景没有 config、结构键也不是课程模型时，由场景的键构造，假设写在来源里）：
+# 取本场景模型（课程场景下即 Qwen3.6-35B-A3B）的**全部**矩阵乘，在 micro batch 1 和 4 下各算一次运算强度（这两个取值是本页固定的对照，与场景的 `micro_batch` 无关；第 4 节的 MFU 用的才是场景自己的运行）。这张 GEMM 表与 06、08、10 用的是同一份（`costmodel.evaluate.gemms.model_gemms`，命令行 `costmodel gemms`），宽度来自模型的真实 config（场景没有 config、结构键也不是课程模型时，由场景的键构造，假设写在来源里）：
 #
-# - **注意力投影**：标准注意力把 Q、K、V 融合成一个 GEMM，n = (query 头数，有输出门时 × 2 + 2 × KV 头数) × head_dim；
-#   GQA 的 KV 头比 query 头少，n 也就比 3 × hidden 小。MLA（如 DeepSeek-V3）换成 q_a / q_b、kv_a / kv_b
-#   几个低秩投影。然后是注意力输出投影。
+# - **注意力投影**：标准注意力把 Q、K、V 融合成一个 GEMM，n = (query 头数，有输出门时 × 2 + 2 × KV 头数) × head_dim；GQA 的 KV 头比 query 头少，n 也就比 3 × hidden 小。MLA（如 DeepSeek-V3）换成 q_a / q_b、kv_a / kv_b 几个低秩投影。然后是注意力输出投影。
 # - **gated DeltaNet 线性注意力层**的输入、输出投影（模型有这种层时；层内的递推本身不是 GEMM，不在表里，见 05）。
-# - **FFN**：稠密层的 gate + up 与 down；MoE 层的 router、一个路由专家的 gate + up 与 down
-#   （行数是 EP 组汇集之后的，见 06）、共享专家，以及共享专家那个只有 1 列输出的 gate。
+# - **FFN**：稠密层的 gate + up 与 down；MoE 层的 router、一个路由专家的 gate + up 与 down（行数是 EP 组汇集之后的，见 06）、共享专家，以及共享专家那个只有 1 列输出的 gate。
 # - 计入 MTP 层时的 **MTP 投影**，以及 **lm_head**。
-# - **注意力核心**：每个头的 QKᵀ [S, d_h] × [d_h, S] 与 A·V [S, S] × [S, d_v]，两边都是激活、没有权重，
-#   与 micro batch 无关。
+# - **注意力核心**：每个头的 QKᵀ [S, d_h] × [d_h, S] 与 A·V [S, S] × [S, d_v]，两边都是激活、没有权重，与 micro batch 无关。
 #
-# 表中"前向 FLOPs 占比"是每一行在每个 token 的前向 FLOPs（表内全部 GEMM）里所占的份额，层数和 top-k
-# 次数都已乘上；注意力核心按场景的 `attention_flops` 计（causal 只算 s × s 的一半）。
-# "受限于"对照本场景 GPU 的平衡点；可达峰值按 min(峰值, 强度 × 带宽) 计算。
+# 表中"前向 FLOPs 占比"是每一行在每个 token 的前向 FLOPs（表内全部 GEMM）里所占的份额，层数和 top-k 次数都已乘上；注意力核心按场景的 `attention_flops` 计（causal 只算 s × s 的一半）。"受限于"对照本场景 GPU 的平衡点；可达峰值按 min(峰值, 强度 × 带宽) 计算。
 
 # %%
-BATCHES = (1, 4)
+BATCHES = (1, 4)  # the micro batch sizes compared
+listed = {b: gemms.model_gemms(sc.values, b) for b in BATCHES}
+# a row of zero width (a projection whose widths the scenario does not give) is left out
+ops = {b: [op for op in listed[b] if op["k"] and op["n"]] for b in BATCHES}
+first = ops[BATCHES[0]]  # micro batch 1: the course's setting
+
+# %% tags=["remove-input"]
 ZH = {"qkv": "Q/K/V 融合投影", "q_a": "MLA q_a", "q_b": "MLA q_b", "q": "MLA q", "kv_a": "MLA kv_a",
       "kv_b": "MLA kv_b", "attention_output": "注意力输出投影", "linear_in": "线性注意力输入投影",
       "linear_out": "线性注意力输出投影", "dense_gate_up": "稠密 FFN gate + up", "dense_down": "稠密 FFN down",
@@ -130,27 +128,39 @@ def op_label(op):
     return ZH.get(op["key"], op["name"])
 
 
+def labels(rows):
+    return "、".join(op_label(op) for op in rows)
+
+
+def quoted(rows):
+    return "、".join(f"「{op_label(op)}」" for op in rows)
+
+
 def share_text(x):
     """A share of the forward FLOPs; tiny ones stay visible."""
     return d.pct(x, 2) if x >= 1e-4 or x == 0 else "< 0.01%"
 
 
+# The roofs drawn: the H20 and the H100, and the scenario's GPU when it is another (or changed).
 roofs = [(g.name, g.bf16_flops, g.hbm_bandwidth) for g in (h20, h100)]
-if (sc["gpu"], sc["peak_flops"], sc["hbm_bandwidth"]) not in roofs:  # another GPU, or changed figures
+if (sc["gpu"], sc["peak_flops"], sc["hbm_bandwidth"]) not in roofs:
     roofs = [r for r in roofs if r[0] != sc["gpu"]] + [
         (sc["gpu"] + ("" if sc["gpu"] not in ("H20", "H100-SXM") else " (scenario)"), sc["peak_flops"],
          sc["hbm_bandwidth"])]
-listed = {b: gemms.model_gemms(sc.values, b) for b in BATCHES}
-# A row of zero width (a projection whose widths the scenario does not give) is left out.
-ops = {b: [op for op in listed[b] if op["k"] and op["n"]] for b in BATCHES}
 empty = [op["key"] for op in listed[BATCHES[0]] if not (op["k"] and op["n"])]
-first = ops[BATCHES[0]]
 assert all([op["key"] for op in ops[b]] == [op["key"] for op in first] for b in BATCHES)
+by_key = {b: {op["key"]: op for op in ops[b]} for b in BATCHES}
 packed = sc["batching"] == "packed"
 # Packed: a token attends within its document, over sum(s_i^2) / D positions rather than S.
 core_scale = sc["sum_squared_lengths"] / sc["tokens_per_step"] / sc["seq_len"] if packed else 1.0
 fwd = {op["key"]: op["forward_flops_per_token"] * (1 if op["weights"] else core_scale) for op in first}
 fwd_total = sum(fwd.values())
+
+
+def flops_share(rows):
+    return sum(fwd[op["key"]] for op in rows) / fwd_total
+
+# %% tags=["remove-input"]
 rows = []
 for i, op in enumerate(first):
     row = [op_label(op), f"[{d.num(op['m'])}, {d.num(op['k'])}] × [{d.num(op['k'])}, {d.num(op['n'])}]",
@@ -164,17 +174,21 @@ d.table(rows, ["算子", f"形状（micro batch {BATCHES[0]}）", "层数 × 次
         + [f"{name} 可达峰值（mb={BATCHES[0]}）" for name, _, _ in roofs],
         "本场景模型的全部矩阵乘：运算强度（FLOP/byte）与 roofline 允许的峰值比例（注意力核心的 FLOPs："
         + ("完整的 s × s" if sc["attention_flops"] == "full" else "causal，只算 s × s 的一半") + "）")
-by_key = {op["key"]: op for op in first}
+
+# %% tags=["remove-input"]
 notes = []
-if "qkv" in by_key:
-    qkv = by_key["qkv"]
+if "qkv" in by_key[BATCHES[0]]:
+    qkv = by_key[BATCHES[0]]["qkv"]
     notes.append(f"融合 Q/K/V 的 n = {d.num(qkv['n'])}，是 hidden（{d.num(qkv['k'])}）的 "
                  f"{d.num(qkv['n'] / qkv['k'], 2)} 倍；库里这一行写明了头数：{d.text(qkv['name'])}。")
 if packed:
-    notes.append(f"本场景把样本打包（packed）：注意力按文档计算，一个 token 平均只与 Σs²/D = "
-                 f"{d.num(sc['sum_squared_lengths'] / sc['tokens_per_step'])} 个位置做注意力（Σs² 取自 {d.text(sc['sum_squared_lengths_from'], code=True)}），"
-                 f"不是 S = {d.num(sc['seq_len'])}；表中注意力核心两行的 FLOPs 占比已按此折算，形状和强度仍按一条 S 长的序列列出"
-                 "（文档更短时强度略低，上限仍是 d_h）。")
+    per_token = sc["sum_squared_lengths"] / sc["tokens_per_step"]
+    notes.append("本场景把样本打包（packed）：注意力按文档计算，一个 token 平均与 Σs²/D = "
+                 f"{d.num(per_token)} 个位置做注意力（Σs² 取自 {d.text(sc['sum_squared_lengths_from'], code=True)}）"
+                 + ("，与 S 相同：文档都和一条序列一样长，折算不改变注意力核心的份额。"
+                    if abs(core_scale - 1) < 1e-9 else
+                    f"，不是 S = {d.num(sc['seq_len'])}；表中注意力核心两行的 FLOPs 占比已按此折算，"
+                    "形状和强度仍按一条 S 长的序列列出（文档更短时强度略低，上限仍是 d_h）。"))
 notes.append("注意力核心两行的强度按 s × s 的分数矩阵经 HBM 写出再读回计算（不融合的写法）"
              + ("；本场景的 attention_kernel 是 flash，分数块留在片上，这两行实际的 HBM 流量更少、强度更高，"
                 "表中对它们的\"受限于\"判断偏保守。" if sc["attention_kernel"] == "flash" else "。"))
@@ -185,7 +199,7 @@ source_parts = list(dict.fromkeys(part for op in first for part in op["source"].
 notes.append("形状来源（库的原话）：" + d.text("; ".join(source_parts), code=True) + "。")
 d.md("".join(notes))
 
-# %%
+# %% tags=["remove-input"]
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -217,66 +231,64 @@ ax.set_title("Roofline: every GEMM of the scenario model on " + " and ".join(nam
 ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
 plt.show()
 
-# %%
+# %% tags=["remove-input"]
+# What the table says about the course's "micro batch 1 pushes many operators to the balance".
 text = []
 for name, peak, bw in roofs:
-    below = [op_label(op) for op in first if op["intensity"] < peak / bw]
-    if below:
-        text.append(f"在 {name} 上，micro batch {BATCHES[0]} 时低于平衡点的是：" + "、".join(below))
-    else:
-        text.append(f"在 {name} 上，micro batch {BATCHES[0]} 时表里的 {len(first)} 个矩阵乘全都高于平衡点")
+    below = [op for op in first if op["intensity"] < peak / bw]
+    text.append(f"在 {name} 上，micro batch {BATCHES[0]} 时低于平衡点的是：{labels(below)}" if below else
+                f"在 {name} 上，micro batch {BATCHES[0]} 时表里的 {len(first)} 个矩阵乘全都高于平衡点")
 memory = [op for op in first if op["bound"] == "memory"]
-memory_share = sum(fwd[op["key"]] for op in memory) / fwd_total
 near = [op for op in first if op["bound"] == "compute" and op["intensity"] < 2 * balance]
-weights_compute = [op for op in first if op["weights"] and op["bound"] == "compute"]
+memory_share, near_share = flops_share(memory), flops_share(memory + near)
+# Weight GEMMs: matrix-matrix ones, and those with a single output column (matrix-vector).
+vector = [op for op in first if op["weights"] and min(op["k"], op["n"]) <= 1]
+matrix = [op for op in first if op["weights"] and op not in vector]
+lowest = min(matrix, key=lambda op: op["intensity"]) if matrix else None
+core_memory = [op for op in memory if not op["weights"]]
+outside = "norm、激活、残差加" + ("、MoE 的 permute" if is_moe else "")
 claim = (f"课程说 micro batch = 1 时很多算子的运算强度会掉到平衡点附近甚至以下。按这张表，在 {sc['gpu']}（平衡点 "
          f"{d.num(balance, 1)}）上 micro batch {BATCHES[0]} 时，{len(first)} 个矩阵乘里受带宽限制的"
-         + (f"有 {len(memory)} 个（{'、'.join(op_label(op) for op in memory)}，FLOPs 占比 "
-            f"{share_text(memory_share)}）" if memory else "一个也没有")
+         + (f"有 {len(memory)} 个（{labels(memory)}，FLOPs 占比 {share_text(memory_share)}）" if memory else "一个也没有")
          + "；把\"附近\"算作平衡点的 2 倍以内，"
-         + (f"另有 {len(near)} 个（{'、'.join(op_label(op) for op in near)}）" if near else "没有一个落在这个范围"))
-if weights_compute:
-    lowest = min(weights_compute, key=lambda op: op["intensity"])
-    claim += (f"；受算力限制的权重 GEMM 中强度最低的是「{op_label(lowest)}」，{d.num(lowest['intensity'], 1)}，"
-              f"是平衡点的 {d.times(lowest['intensity'] / balance, 1)}")
-if memory_share >= 0.5:
-    claim += "。所以就本模型的矩阵乘而言，课程这句话成立：大半的 FLOPs 落在带宽限制一侧。"
+         + (f"另有 {len(near)} 个（{labels(near)}）" if near else "没有再多出一个"))
+if lowest:
+    claim += (f"；{'除只输出 1 列的矩阵-向量乘外，' if vector else ''}权重 GEMM 中强度最低的是「{op_label(lowest)}」，"
+              f"{d.num(lowest['intensity'], 1)}，是平衡点的 {d.times(lowest['intensity'] / balance, 1)}")
+if near_share >= 0.5:
+    claim += "。所以就本模型的矩阵乘而言，课程这句话成立：过半的 FLOPs 落在平衡点 2 倍以内或以下。"
 elif not memory and not near:
     claim += ("。所以就本模型的矩阵乘而言，课程这句话不成立：在这张卡上它们都在平衡点的 2 倍以上；"
               "这句话更适合描述表外那些没有权重复用的算子。")
 else:
     claim += (f"。所以就本模型的矩阵乘而言，课程这句话只对上面列出的 {len(memory) + len(near)} 个成立"
-              f"（FLOPs 占比合计 {share_text(sum(fwd[op['key']] for op in memory + near) / fwd_total)}）；"
-              "这句话更适合描述表外那些没有权重复用的算子。")
-if "shared_expert_gate" in by_key:
-    gate = by_key["shared_expert_gate"]
+              f"（FLOPs 占比合计 {share_text(near_share)}）；这句话更适合描述表外那些没有权重复用的算子。")
+for gate in [op for op in vector if op["key"] == "shared_expert_gate"]:
     lowest_balance = min(g.balance for g in hardware.GPUS.values())
     claim += (f"共享专家的 gate 是 [M, {d.num(gate['k'])}] × [{d.num(gate['k'])}, 1]：输出只有 1 列，实际是矩阵-向量乘，"
               f"强度 {d.num(gate['intensity'], 1)} FLOP/byte，"
               + ("低于表中每一张 GPU 的平衡点、与 micro batch 无关，是**受带宽限制**的；"
                  if gate["intensity"] < lowest_balance else f"在 {sc['gpu']} 上受{BOUND[gate['bound']]}限制；")
-              + f"它的 FLOPs 占比只有 {share_text(fwd['shared_expert_gate'] / fwd_total)}，耗时却是把 M × hidden 的激活再读一遍。")
+              + f"它的 FLOPs 占比只有 {share_text(fwd[gate['key']] / fwd_total)}，耗时却是把 M × hidden 的激活再读一遍。")
 d.md("；".join(text) + "。" + claim
      + "同一组算子，平衡点低的卡上更容易受算力限制，平衡点高的卡上更容易受带宽限制。"
      f"micro batch 从 {BATCHES[0]} 到 {BATCHES[-1]} 只移动权重矩阵乘的点，而且行数已大时移动得很少（见 06）；"
      "注意力核心的强度被每头宽度封顶，不随 micro batch 变。图上看不到的是没有权重复用的算子"
-     "（norm、激活、残差加" + ("、MoE 的 permute" if is_moe else "")
-     + "）：它们的强度在 1 FLOP/byte 上下，在任何一张卡上都受带宽限制。"
-     "roofline 只给出上限：一个算子在平衡点之上，只说明带宽不是瓶颈，并不保证它真能跑到峰值。")
+     f"（{outside}）：它们的强度至多在 1 FLOP/byte 上下（残差加只有 1/6，见练习 1；permute 只搬数据，强度为 0），"
+     "在表中任何一张卡上都受带宽限制。roofline 只给出上限：一个算子在平衡点之上，只说明带宽不是瓶颈，并不保证它真能跑到峰值。")
 
 # %% [markdown]
 # ## 4. 课程的"典型 MFU"表，以及本场景落在哪里
 #
-# 课程给了一张参考坐标系（下表原样引用课程，都是 6ND 口径的 MFU；这些区间是课程的经验值，
-# 不是本库算出来的）。比较 MFU 时，模型形状、序列长度、GPU 和计数口径都要对齐才有意义。
+# 课程给了一张参考坐标系（下表原样引用课程，都是 6ND 口径的 MFU；这些区间是课程的经验值，不是本库算出来的）。比较 MFU 时，模型形状、序列长度、GPU 和计数口径都要对齐才有意义。
 
-# %%
+# %% tags=["remove-input"]
 COURSE_MFU_TABLE = [(row["zh"], row["en"], *map(course.number, row["range"]))  # the course's quote
                     for row in course.figures()["typical_mfu"]["rows"]]
 d.table([(zh, f"{lo * 100:.0f}% – {hi * 100:.0f}%") for zh, _, lo, hi in COURSE_MFU_TABLE],
         ["场景（课程原文）", "典型 MFU（课程）"], "课程的典型 MFU 表（引用）")
 
-# %%
+# %% tags=["remove-input"]
 mfu, hfu = acc["mfu"], acc["hfu"]
 inside = [zh for zh, _, lo, hi in COURSE_MFU_TABLE if lo <= mfu <= hi]
 long_seq = sc["seq_len"] >= 32768
@@ -300,29 +312,30 @@ if nearest is None:
 else:
     zh, _, lo_n, hi_n = nearest
     place = f"按设置粗略归类，最接近课程表里的「{zh}」（{lo_n * 100:.0f}%–{hi_n * 100:.0f}%）"
+position = None if not lo_n <= mfu <= hi_n else (
+    "下沿" if (mfu - lo_n) / (hi_n - lo_n) < 1 / 3 else "中段" if (mfu - lo_n) / (hi_n - lo_n) < 2 / 3 else "上沿")
 if mfu < lo_n:
     verdict = "低于这个区间：同类设置下还有明显的提升空间，值得先查 padding、重算和通信（见 08）"
 elif mfu > hi_n:
-    verdict = "高于这个区间：先确认计数口径（是否误用了总参数、是否把注意力或重算算进了分子）"
+    verdict = ("高于这个区间：也许这次运行确实调得比课程的经验值好，但先确认计数口径"
+               "（是否误用了总参数、是否把注意力或重算算进了分子）")
 else:
-    pos = (mfu - lo_n) / (hi_n - lo_n)
-    verdict = ("落在这个区间的" + ("下沿" if pos < 1 / 3 else "中段" if pos < 2 / 3 else "上沿")
-               + "：就这种形状和这张卡而言属于正常水平，但正常不等于没有优化空间")
+    verdict = f"落在这个区间的{position}：就这种形状和这张卡而言属于正常水平，但正常不等于没有优化空间"
 d.md(f"本场景是{' ' if is_moe else ''}{setting}，6ND 口径的 MFU 为 **{d.pct(mfu)}**"
      + (f"（HFU {d.pct(hfu)}）" if sc["recompute"] != "none" else "") + f"。{place}，本场景的 MFU {verdict}。"
      + ("按数值，它落在课程表的「" + "」「".join(inside) + "」区间"
         + ("。" if nearest and nearest[0] in inside else "，但那些行的设置与本场景不同，数值落在哪一格并不说明什么。")
         if inside else "按数值，它不在课程表的任何一个区间里。"))
 
-# %%
+# %% tags=["remove-input"]
 fig, ax = plt.subplots()
-labels = [en for _, en, _, _ in COURSE_MFU_TABLE]
+row_labels = [en for _, en, _, _ in COURSE_MFU_TABLE]
 for i, (_, _, lo, hi) in enumerate(COURSE_MFU_TABLE):
     ax.barh(i, 100 * (hi - lo), left=100 * lo, color=colors[0], alpha=0.6)
 ax.axvline(100 * mfu, color="black", lw=1.5, label=f"scenario MFU {100 * mfu:.2f}%")
 if sc["recompute"] != "none":
     ax.axvline(100 * hfu, color="black", lw=1, ls="--", label=f"scenario HFU {100 * hfu:.2f}%")
-ax.set_yticks(range(len(labels)), labels)
+ax.set_yticks(range(len(row_labels)), row_labels)
 ax.invert_yaxis()
 ax.set_xlim(0, max(55, 110 * max(mfu, hfu)))
 ax.set_xlabel("MFU (%), 6ND convention")
@@ -331,18 +344,147 @@ ax.legend(fontsize=8, loc="lower right")
 plt.show()
 
 # %% [markdown]
+# ## 5. 对照课程的说法
+#
+# 课程在 06.6 和 06.7 里关于 roofline 有几句话：H20 的平衡点、micro batch 1 把算子推到平衡点附近、加大 micro batch 让强度成倍增长、H20 与 H100 的算力/带宽比，以及课程这次运行在典型 MFU 表里的位置。下表把每一句与本页按场景算出的数字并排放；场景不是课程的时，中间一列是你的数字，"出入"一列说明课程对它自己那次运行的说法放到你的场景上是否还成立。
+
+# %% tags=["remove-input"]
+course_balance = float(course.figures()["micro_batch_below_balance"]["text"].split()[0])
+ours = "按你的场景，" if own else ""
+gpu_changed = sc["gpu"] != "H20" or abs(balance - h20.balance) > 1e-9
+# 1. The H20's machine balance (a figure of the hardware table, whatever the scenario).
+row_balance = (
+    "H20 的机器平衡点（BF16 峰值 ÷ HBM 带宽）：" + course.claim("micro_batch_below_balance"),
+    f"H20：{d.num(h20.bf16_flops / 1e12, 1)} TFLOP/s ÷ {d.num(h20.hbm_bandwidth / 1e12, 2)} TB/s = "
+    f"{d.num(h20.balance, 1)} FLOP/byte" + (f"；本场景的 {sc['gpu']}：{d.num(balance, 1)}" if gpu_changed else ""),
+    d.verdict(abs(h20.balance - course_balance) < 0.5, "按硬件表的 H20 数据重算，四舍五入后一致"
+              + (f"；这一行只关于 H20，你的 {sc['gpu']} 平衡点是它的 {d.times(balance / h20.balance, 2)}"
+                 if gpu_changed else "")))
+# 2. Micro batch 1: the weight GEMMs against the balance.
+below = (f"低于平衡点的，表里只有{quoted(memory)}（FLOPs 占比 {share_text(memory_share)}），再就是表外那些没有权重复用的算子（{outside}）"
+         if memory else f"表里没有一个矩阵乘低于平衡点，低于它的只有表外那些没有权重复用的算子（{outside}）")
+if near_share >= 0.5:
+    why_mb1 = f"{ours}平衡点 2 倍以内或以下的矩阵乘占表内前向 FLOPs 的 {share_text(near_share)}，过半"
+elif lowest and lowest["intensity"] >= 2 * balance:
+    why_mb1 = (f"{ours}{'除矩阵-向量乘外，' if vector else ''}每个权重 GEMM 的强度都至少是平衡点的 "
+               f"{d.times(lowest['intensity'] / balance, 1)}，远没有掉到平衡点附近；{below}")
+else:
+    why_mb1 = (f"{ours}平衡点 2 倍以内或以下的矩阵乘只有 {len(memory) + len(near)} 个"
+               f"（{quoted(memory + near)}），占表内前向 FLOPs 的 {share_text(near_share)}；{below}")
+row_mb1 = (
+    "micro batch = 1 时，很多算子的运算强度落到 H20 的平衡点 " + course.claim("micro_batch_below_balance")
+    + " 附近甚至以下，从受算力限制变成受带宽限制",
+    f"{sc['gpu']}（平衡点 {d.num(balance, 1)}），mb=1："
+    + (f"权重 GEMM{'（矩阵-向量乘除外）' if vector else ' '}最低强度 {d.num(lowest['intensity'], 1)}（{op_label(lowest)}），为平衡点的 "
+       f"{d.times(lowest['intensity'] / balance, 1)}" if lowest else "表里没有权重矩阵乘")
+    + "".join(f"；矩阵-向量乘「{op_label(op)}」强度 {d.num(op['intensity'], 1)}" for op in vector)
+    + f"；受带宽限制的矩阵乘 {len(memory)} / {len(first)} 个"
+    + (f"，FLOPs 占比 {share_text(memory_share)}" if memory else ""),
+    d.verdict(near_share >= 0.5, why_mb1))
+# 3. Micro batch 1 -> 4: the intensity ratio of the matrix-matrix weight GEMMs.
+gain = {op["key"]: by_key[BATCHES[-1]][op["key"]]["intensity"] / op["intensity"] for op in matrix}
+lo_gain, hi_gain = (min(gain.values()), max(gain.values())) if gain else (1.0, 1.0)
+x4 = BATCHES[-1] / BATCHES[0]
+# 1/AI = (beta/2)(1/m + 1/k + 1/n): the share of the 1/m term, the only one more rows shrink.
+m_share = [(1 / op["m"]) / (1 / op["m"] + 1 / op["k"] + 1 / op["n"]) for op in matrix] or [1.0]
+gains_text = f"{d.times(lo_gain, 2)}–{d.times(hi_gain, 2)}" if hi_gain - lo_gain > 0.005 else d.times(lo_gain, 2)
+why_x4 = (f"{ours}每个权重 GEMM 的强度都接近 ×{x4:.0f}：行数还远小于权重的 k、n，强度约等于行数"
+          if lo_gain >= 0.875 * x4 else
+          f"{ours}强度只涨到 {gains_text}：1/强度 = (β/2)(1/m + 1/k + 1/n)，加大 micro batch 只缩小 1/m 这一项；"
+          f"mb={BATCHES[0]} 时权重 GEMM 已有 {d.num(min(op['m'] for op in matrix))} 行以上，1/m 占三项之和的 "
+          f"{d.pct(min(m_share), 1)}–{d.pct(max(m_share), 1)}，其余是与行数无关的 1/k + 1/n；"
+          f"强度的倍数是 1 / (1 − {1 - BATCHES[0] / BATCHES[-1]:.2f} × 这个份额)，"
+          "只有行数远小于 k、n（1/m 占绝大部分）时，才接近行数的倍数")
+row_x4 = (
+    f"micro batch 从 {BATCHES[0]} 到 {BATCHES[-1]}，同一份权重读一次、算 {x4:.0f} 倍的数据，运算强度 "
+    + course.claim("nb07_micro_batch_intensity_x4"),
+    f"权重 GEMM 的强度 mb={BATCHES[-1]} ÷ mb={BATCHES[0]}：{gains_text}"
+    + "；注意力核心不变（没有权重，强度与 micro batch 无关）",
+    d.verdict(lo_gain >= 0.875 * x4, why_x4))
+# 4. The H20's compute/bandwidth ratio against the H100's.
+row_ratio = (
+    "H20 的算力/带宽比只有 H100 的 " + course.claim("nb07_h20_h100_balance_ratio"),
+    f"{d.num(h20.balance, 1)} ÷ {d.num(h100.balance, 1)} = {ratio:.4f} ≈ 1/{1 / ratio:.2f}",
+    d.verdict(abs(1 / ratio - 8) < 0.5,
+              f"H20 的带宽是 H100 的 {d.pct(h20.hbm_bandwidth / h100.hbm_bandwidth, 0)}，算力只有 "
+              f"{d.pct(h20.bf16_flops / h100.bf16_flops, 0)}" + ("；这一行比较硬件表里的两张卡，不随你的场景变" if own else "")))
+# 5. Where the run stands in the course's typical-MFU table.
+run_fits = nearest is not None and lo_n <= mfu <= hi_n
+if own:
+    why_mfu = (f"课程说的是它自己的运行；你的 MFU {d.pct(mfu)} "
+               + (f"在你这类设置对应的「{nearest[0]}」区间的{position}" if run_fits else
+                  f"{'低于' if mfu < lo_n else '高于'}你这类设置对应的「{nearest[0]}」区间（{lo_n * 100:.0f}%–{hi_n * 100:.0f}%）" if nearest else
+                  "在课程表里没有对应的设置行"))
+else:
+    why_mfu = f"课程这次运行的 MFU {d.pct(mfu)}，" + (f"在该区间的{position}" if run_fits else "不在该区间内")
+row_mfu = (
+    "课程把它这次运行（MoE、49K、micro batch 1、H20）放在典型 MFU 表「上述 + 弱算力卡」一行 "
+    + course.claim("nb07_course_mfu_lower_edge") + " 的下沿，说这是正常水平",
+    f"本场景 MFU {d.pct(mfu)}；" + (f"按设置归入「{nearest[0]}」（{lo_n * 100:.0f}%–{hi_n * 100:.0f}%）" if nearest
+                                   else "课程表里没有对应的设置行"),
+    d.verdict(run_fits and (own or position == "下沿"), why_mfu))
+d.claims([row_balance, row_mb1, row_x4, row_ratio, row_mfu], sc)
+
+# %% [markdown]
 # ## 本节要点
 
-# %%
+# %% tags=["remove-input"]
 d.md("\n".join([
-    "- 运算强度 = 2mnk / (β(mk + kn + mn))；窄矩阵乘的强度封顶在 2m/β，行数决定上限。",
+    "- 运算强度 = 2mnk / (β(mk + kn + mn))；窄矩阵乘的强度封顶在 2m/β，行数决定上限；行数很大时强度趋向 2kn/(β(k + n))，再加行数也几乎不涨。",
     f"- H20 的平衡点 {d.num(h20.balance, 1)} FLOP/byte，H100-SXM 为 {d.num(h100.balance, 1)}，"
-    f"比值约 1/{1 / float(ratio):.0f}；本场景的 {sc['gpu']} 为 {d.num(balance, 1)}。",
+    f"比值约 1/{1 / ratio:.0f}；本场景的 {sc['gpu']} 为 {d.num(balance, 1)}。",
     "- " + "；".join(text) + "。",
     f"- 在 {sc['gpu']} 上 micro batch {BATCHES[0]} 时，{len(first)} 个矩阵乘里受带宽限制的"
-    + (f"有 {len(memory)} 个（{'、'.join(op_label(op) for op in memory)}，FLOPs 占比 {share_text(memory_share)}）"
-       if memory else "一个也没有")
+    + (f"有 {len(memory)} 个（{labels(memory)}，FLOPs 占比 {share_text(memory_share)}）" if memory else "一个也没有")
     + "；课程说的\"很多算子掉到平衡点附近或以下\"，在本模型的矩阵乘里"
-    + ("成立。" if memory_share >= 0.5 else "不成立。" if not memory and not near else "只对少数几个成立。"),
+    + ("成立。" if near_share >= 0.5 else "不成立。" if not memory and not near else "只对少数几个成立。"),
+    f"- micro batch {BATCHES[0]} → {BATCHES[-1]}，权重 GEMM 的强度涨到 {gains_text}，"
+    + ("接近" if lo_gain >= 0.875 * x4 else "远不到" if hi_gain < 0.5 * x4 else "不到")
+    + f"课程说的 ×{x4:.0f}。",
     f"- 本场景 MFU {d.pct(mfu)}：{place}，{verdict}。",
 ]))
+
+# %% [markdown]
+# ## 练习
+
+# %% [markdown] tags=["exercise"]
+# ### 练习 1：表外的逐元素算子有多"穷"
+#
+# 残差加 y = x + r 对每个元素只做 1 次加法，却要从 HBM 读 x、r 各一次、写 y 一次，BF16 每个元素 2 字节。先别运行下面的格子，写出它的运算强度（FLOP/byte）和它比本场景 GPU 的平衡点低多少倍；再对一条序列的激活（seq_len × hidden 个元素）估计 roofline 的两项时间：算力项（FLOPs ÷ 峰值）与带宽项（字节 ÷ 带宽），哪一项大、大几倍？
+
+# %% tags=["solution"]
+beta = 2  # bytes per BF16 element
+ai_add = 1 / (3 * beta)  # 1 FLOP per element; x and r read, y written
+elements = sc["seq_len"] * sc["hidden_size"]  # one sequence's activations
+t_compute = elements / sc["peak_flops"]
+t_memory = 3 * beta * elements / sc["hbm_bandwidth"]
+print(f"AI = {ai_add:.3f} FLOP/byte; balance / AI = {balance / ai_add:,.0f}")
+print(f"compute term {t_compute * 1e6:.3f} us, memory term {t_memory * 1e6:.2f} us, "
+      f"ratio {t_memory / t_compute:,.0f}")
+
+# %% [markdown] tags=["solution"]
+# 带宽项与算力项之比恰好等于"平衡点 ÷ 强度"，与元素个数无关：序列再长、hidden 再宽，两项一起变大，比值不变。所以逐元素算子的位置只由它自己的强度和这张卡的平衡点决定，加大 micro batch 救不了它；能救它的是把它和前后的矩阵乘融合成一个 kernel，让中间结果不落回 HBM。norm、激活函数也是同一类，MoE 的 permute 更极端，只搬数据、不做运算，强度为 0。
+
+# %% [markdown] tags=["exercise"]
+# ### 练习 2：最大的那个权重 GEMM，至少要跑多久
+#
+# 在第 3 节的表里找出前向 FLOPs 占比最大的权重矩阵乘（注意力核心不算），用它在 micro batch 1 时的形状，先手算它在本场景 GPU 上跑一次的时间下界：算力项 2mnk ÷ 峰值，带宽项 β(mk + kn + mn) ÷ 带宽，两者取大。哪一项更大？micro batch 从 1 变成 4（行数 × 4）时，你预计这个下界变成几倍？
+
+# %% tags=["solution"]
+biggest = max((op for op in first if op["weights"]), key=lambda op: fwd[op["key"]])
+lower_bound = {}
+for b in BATCHES:
+    g = by_key[b][biggest["key"]]
+    t_c = 2 * g["m"] * g["n"] * g["k"] / sc["peak_flops"]
+    t_m = 2 * (g["m"] * g["k"] + g["k"] * g["n"] + g["m"] * g["n"]) / sc["hbm_bandwidth"]
+    lower_bound[b] = max(t_c, t_m)
+    print(f"mb={b} {biggest['key']}: compute {t_c * 1e3:.3f} ms, memory {t_m * 1e3:.3f} ms")
+print(f"lower bound x{lower_bound[BATCHES[-1]] / lower_bound[BATCHES[0]]:.2f} for x{x4:.0f} the rows")
+
+# %% tags=["solution", "remove-input"]
+bound_b1 = by_key[BATCHES[0]][biggest["key"]]["bound"]
+d.md(f"本场景里这一行是「{op_label(biggest)}」，micro batch {BATCHES[0]} 时受{BOUND[bound_b1]}限制。"
+     + ("受算力限制时，时间下界就是 FLOPs ÷ 峰值，行数翻几倍、时间也翻几倍，每个 token 的时间不变：加大 micro batch 不会让它更快，只会让带宽项离得更远。"
+        if bound_b1 == "compute" else
+        f"受带宽限制时，时间主要花在读写上，权重那一份流量不随行数增长，所以行数 × {x4:.0f} 时下界涨不到 {x4:.0f} 倍：每个 token 摊到的时间变少，这正是加大 micro batch 能帮上忙的情形。")
+     + f"这里算出的下界是原来的 {d.times(lower_bound[BATCHES[-1]] / lower_bound[BATCHES[0]], 2)}。")

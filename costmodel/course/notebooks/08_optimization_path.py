@@ -16,26 +16,29 @@
 # %% [markdown]
 # # 08 优化路径：六个杠杆，谁能相乘
 #
-# 知道了 MFU 低在哪里，下一步是排优先级。课程按“收益 / 代价”给出六个杠杆：packing、
-# 用 fused/chunked 交叉熵腾出显存换掉 full recompute、加大 micro batch、上下文并行（CP）、
-# 更好的注意力 kernel、通信重叠。本节给每个杠杆一个按场景算出的预期提速；算不出来的部分写成
-# 带出处的**命名假设**，而不是悄悄塞进数字里。课程假设的值如今都是场景的键（下表标明每个值来自场景、
-# 课程还是由别的键推出），团队可以换成自己的实测值。讲完六个杠杆，再看**本次运行**：显存放不放得下、
-# 通信占多少、按提速排好的杠杆先做哪个。最后回答一个常被答错的问题：这些收益能不能相乘。
+# 知道了 MFU 低在哪里，下一步是排优先级。课程按“收益 / 代价”给出六个杠杆：packing、用 fused/chunked 交叉熵腾出显存换掉 full recompute、加大 micro batch、上下文并行（CP）、更好的注意力 kernel、通信重叠。本节给每个杠杆一个按场景算出的预期提速；算不出来的部分写成带出处的**命名假设**，而不是悄悄塞进数字里。课程假设的值如今都是场景的键（下表标明每个值来自场景、课程还是由别的键推出），团队可以换成自己的实测值。讲完六个杠杆，再看**本次运行**：显存放不放得下、通信占多少、按提速排好的杠杆先做哪个。最后回答一个常被答错的问题：这些收益能不能相乘。
+
+# %% [markdown] tags=["lab-only"]
+# **换成你自己的运行**：在 JupyterLab 里改下面参数格的两个变量。`scenario_file` 是一个 YAML 场景文件的路径：绝对路径，或相对于仓库根目录的路径（例如 `scenarios/llama-3.1-70b-512xH100.yaml`；在 notebook 所在的文件夹里能找到的相对路径优先）；`overrides` 覆盖单个键，例如 `{"step_time": 90}`。本节最可能要改的键是 `recompute`（现在用哪种重算）、`micro_batch`、`ce_chunks`（分块交叉熵的块数）和 `communication_share`（实测的暴露通信份额）。改完后重启内核并全部运行（Kernel → Restart Kernel and Run All Cells）。
+#
+# 本页各个数的口径（N 怎么数、模型与硬件 FLOPs、注意力项）以及与 Megatron-LM、nanoGPT、torchtitan 等的差别，见 [docs/conventions.md](../../../docs/conventions.md)。
 
 # %% tags=["parameters"]
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
 overrides = {}  # 单个键的覆盖，例如 {"recompute": "selective"}
 
-# %%
+# %% tags=["remove-input"]
+import math
+
 import sympy as sp
 
-from costmodel.evaluate import gemms, layouts, run
-from costmodel.inputs import assumptions
-from costmodel.present import display as d
+from costmodel import course
 from costmodel.derive import attention, levers, memory, recompute, roofline
-from costmodel.inputs import hardware
-from costmodel.derive.symbols import S, V, b_micro, bytes_per_element, m
+from costmodel.derive.symbols import S, V, b_micro, bytes_per_element, m, share, x
+from costmodel.evaluate import gemms, layouts, run
+from costmodel.evaluate.shapes import scenario_shape
+from costmodel.inputs import assumptions, hardware, models, scenario
+from costmodel.present import display as d
 
 sc, acc = d.load(scenario_file, overrides)
 proj = acc["projections"]
@@ -43,6 +46,8 @@ gpu = hardware.GPUS[sc["gpu"]]
 moe = sc["num_experts"] > 0
 par = acc["parallel"]
 source = {key: a["source"] for key, a in acc["assumptions"].items()}
+base = scenario.resolve(None)  # the course's own run, for what the course says about it
+ours = "你的场景" if sc.changed else "课程场景"  # whose figures the claims table shows
 
 
 def origin(key):
@@ -67,6 +72,33 @@ def shown(key, value):
     return d.pct(value) if key == "communication_share" else str(value)
 
 
+def said(key):
+    """A course figure as the course writes it, without its section: '15 GB'."""
+    return course.figures()[key]["text"]
+
+
+def figure(key):
+    """A course figure as a number, and half a unit of its last written digit (its precision)."""
+    text = said(key)
+    digits = text.split()[0].rstrip("%×")
+    scale = 1e9 if text.endswith("GB") else (0.01 if text.endswith("%") else 1.0)
+    return float(digits) * scale, 0.5 * 10.0 ** -len(digits.partition(".")[2]) * scale
+
+
+def agrees(value, key):
+    """Whether `value` rounds to the course's figure `key` at the precision the course writes."""
+    number, tolerance = figure(key)
+    return abs(value - number) <= tolerance
+
+
+def star(key):
+    """A key as the tables show it: * when its value is the course's assumption."""
+    if source.get(key) == "course":
+        return key + "*"
+    return key + (" (estimate)" if key == "communication_share" and source.get(key) == "derived" else "")
+
+
+# %% tags=["remove-input"]
 d.md(f"场景：**{d.text(sc['name'])}**：{sc['num_gpus']} × {sc['gpu']}（TP {par['tp']} × PP {par['pp']} × "
      f"CP {par['cp']} × DP {par['dp']}，EP {par['ep']}），每步 {d.num(sc['step_time'], 1)} 秒，"
      f"MFU {d.pct(acc['mfu'])}，recompute = `{sc['recompute']}`，attention kernel = `{sc['attention_kernel']}`，"
@@ -81,11 +113,7 @@ d.table([[key, shown(key, a["value"]), a["source"]] for key, a in acc["assumptio
 # %% [markdown]
 # ## 两种收益
 #
-# 一步的耗时可以拆成三个因子：算了多少个 token 槽位 × 每个 token 多少 FLOPs ÷ 每秒跑多少 FLOPs。
-# 一个杠杆若改变其中一个因子、且作用于整步，它的收益就与别的因子上的收益**相乘**：packing
-# 减少槽位，降低 recompute 系数减少每 token 的 FLOPs，更大的 micro batch 提高 GEMM 的速率。
-# 另一类杠杆只加速步内的一部分 $f$（注意力 kernel 只管注意力，通信重叠只管暴露在外的通信），
-# 它受 Amdahl 定律约束：部分再快，整体也到不了 $1/(1-f)$ 以上。
+# 一步的耗时可以拆成三个因子：算了多少个 token 槽位 × 每个 token 多少 FLOPs ÷ 每秒跑多少 FLOPs。一个杠杆若改变其中一个因子、且作用于整步，它的收益就与别的因子上的收益**相乘**：packing 减少槽位，降低 recompute 系数减少每 token 的 FLOPs，更大的 micro batch 提高 GEMM 的速率。另一类杠杆只加速步内的一部分 $f$（注意力 kernel 只管注意力，通信重叠只管暴露在外的通信），它受 Amdahl 定律约束：部分再快，整体也到不了 $1/(1-f)$ 以上。
 
 # %%
 d.eq(r"T'", levers.multiplied_step_time)
@@ -95,10 +123,9 @@ d.eq(r"\lim_{x \to \infty} \text{speedup}_{\text{part}}", levers.amdahl_limit)
 # %% [markdown]
 # ## ① 确认并做 packing
 #
-# 第 04 节算过：若训练确实在定长补齐，完美 packing 按槽位之比提速；若已经在 packing，这一项是零。
-# 它减少的是槽位，作用于整步的线性层，属于相乘的一类。
+# 第 04 节算过：若训练确实在定长补齐，完美 packing 按槽位之比提速；若已经在 packing，这一项是零。它减少的是槽位，作用于整步的线性层，属于相乘的一类。
 
-# %%
+# %% tags=["remove-input"]
 g_pack = proj["packing"]["speedup"]
 packed = acc["padding"]["batching"] == "packed"
 padded = not packed and acc["padding"]["slots"] > sc["tokens_per_step"]  # pad slots are computed
@@ -120,19 +147,19 @@ else:
             "没有可省的。")
 d.md(text)
 
+
 # %% [markdown]
 # ## ② 干掉 logits 的显存，再换掉 full recompute
 #
-# 语言模型头的输出 logits 是每个 token 一整行词表分数，一个 micro batch 的大小是
-# $b \cdot S \cdot V \cdot \beta$。它是训练里最大的单个激活之一。fused / chunked 交叉熵不把整张
-# 表落进显存：分成 $c$ 块逐块算 loss 和梯度，峰值只剩 $1/c$。腾出的显存可以用来把 full
-# recompute 换成 selective recompute。
+# 语言模型头的输出 logits 是每个 token 一整行词表分数，一个 micro batch 的大小是 $b \cdot S \cdot V \cdot \beta$。它是训练里最大的单个激活之一。fused / chunked 交叉熵不把整张表落进显存：分成 $c$ 块逐块算 loss 和梯度，峰值只剩 $1/c$。腾出的显存可以用来把 full recompute 换成 selective recompute；后者减少的是每个 token 的 FLOPs，与 packing 相乘。
 
 # %%
 bf16 = 2
 logits = acc["logits_bytes"]
 d.eq(r"\text{logits}", memory.logits_bytes, d.gb(logits))
 d.eq(r"\text{logits}_{\text{chunked}}", memory.chunked_logits_bytes)
+
+# %% tags=["remove-input"]
 chunks = sc["ce_chunks"]
 values = {S: sc["seq_len"], V: sc["vocab_size"], b_micro: sc["micro_batch"], bytes_per_element: bf16}
 rows = []
@@ -145,47 +172,72 @@ d.table(rows, ["chunks c", "logits kept", "freed", "kept / GPU memory"],
 kept_assumed = logits / chunks
 d.md(f"本场景一个 micro batch 的 logits 是 **{d.gb(logits)}**（{sc['gpu']} 显存的 "
      f"{d.pct(logits / gpu.memory_bytes, 1)}）；分 {chunks} 块（{origin('ce_chunks')}），峰值降到 {d.gb(kept_assumed)}，"
-     f"腾出 **{d.gb(logits - kept_assumed)}**。课程写的是“约 15 GB 压到约 2 GB”：那对应的是"
-     f"{'更小的词表（约 15 万）' if sc['vocab_size'] > 160_000 else '约 15 万的词表'}，"
-     f"本场景按 `vocab_size` = {d.num(sc['vocab_size'])} 现算。"
-     "若交叉熵内部还把 logits 转成 FP32（例如 Hugging Face transformers 的默认损失），峰值还要翻倍，"
-     "省下的也更多。fused 交叉熵本身也更快，因为少读写了一张大表，这一部分这里没有计入。")
+     f"腾出 **{d.gb(logits - kept_assumed)}**。")
+
+# %% [markdown]
+# 课程给出的 logits 峰值（见文末的对照表）与本场景的数不一定相同。差在哪个因子？把课程运行的 micro batch 和序列长度，连同 Qwen3 系列公开 config 里的词表，代进同一个公式：
+
+# %%
+qwen3_vocab = models.load_config("qwen3-30b-a3b")["vocab_size"]  # Qwen3's published config
+factors = {b_micro: base["micro_batch"], S: base["seq_len"], V: qwen3_vocab, bytes_per_element: bf16}
+course_logits = float(memory.logits_bytes.subs(factors))
+d.eq(r"\text{logits}_{\text{Qwen3 vocab}}", sp.Mul(*factors.values(), evaluate=False), d.gb(course_logits))
+
+# %% tags=["remove-input"]
+named = {b_micro: "micro batch $b$", S: "序列长度 $S$", V: "词表 $V$"}
+differ = [(name, values[sym], factors[sym]) for sym, name in named.items() if values[sym] != factors[sym]]
+text = f"课程说的“约 {said('logits_peak')}”对得上这个数：它是 {d.num(qwen3_vocab)} 词的词表（Qwen3 的 config）算出的。"
+if base["vocab_size"] != qwen3_vocab:
+    text += (f"课程自己的模型词表是 {d.num(base['vocab_size'])}（课程场景的 `vocab_size`），"
+             "所以课程的这个数并不是它自己模型的 logits。")
+if not differ:
+    text += f"本场景的 $b$、$S$、$V$ 与这组数相同，logits 也是 {d.gb(logits)}。"
+else:
+    text += ("本场景与这组数不同的是：" + "、".join(
+        f"{name}（{d.num(now)} 对 {d.num(then)}，×{d.num(now / then, 2)}）" for name, now, then in differ)
+        + ("" if len(differ) == len(named) else "，其余因子相同")
+        + f"，所以本场景的 logits 是 {d.gb(logits)}（×{d.num(logits / course_logits, 2)}）。")
+d.md(text)
+
+# %% [markdown]
+# 若交叉熵内部还把 logits 转成 FP32（例如 Hugging Face transformers 的默认损失），峰值还要翻倍，分块省下的也更多。fused 交叉熵本身也更快，因为少读写了一张大表；这一部分这里没有计入。
 
 # %%
 f_full = recompute.factor("full")
 f_sel = recompute.factor("selective", sc["selective_recompute_fraction"])
-g_recompute = proj["selective_recompute"]["speedup"]
 d.eq(r"\frac{\text{factor}(\text{full})}{\text{factor}(\text{selective})}",
      sp.Mul(f_full, 1 / f_sel, evaluate=False), f_full / f_sel, d.times(float(f_full / f_sel)))
+
+# %% tags=["remove-input"]
+g_recompute = proj["selective_recompute"]["speedup"]
 if sc["recompute"] == "full":
     text = (f"本场景正在用 full recompute（系数 {d.num(proj['selective_recompute']['factor_now'], 3)}），"
             f"换成 selective（重算前向的 {d.pct(sc['selective_recompute_fraction'], 0)}，"
             f"{origin('selective_recompute_fraction')}；系数 "
             f"{d.num(proj['selective_recompute']['factor_selective'], 3)}）提速 **{d.times(g_recompute)}**，"
-            f"每步 → {d.num(proj['selective_recompute']['step_time'], 1)} 秒。课程给出的是 1.21×。"
-            "前提是显存放得下：下文“本次运行”一节按本场景的显存回答。")
+            f"每步 → {d.num(proj['selective_recompute']['step_time'], 1)} 秒（课程推算的是 "
+            f"{said('selective_recompute_worked')}）。前提是显存放得下：下文“本次运行”一节按本场景的显存回答。")
 elif sc["recompute"] == "selective":
     text = ("本场景已经是 selective recompute，这个杠杆已经用过了（提速 "
             f"{d.times(g_recompute)}）；腾出的显存可以留给下面的 micro batch。")
 else:
     text = ("本场景没有开 recompute，这个杠杆无从谈起（提速 "
             f"{d.times(g_recompute)}）；腾出的显存可以留给下面的 micro batch。")
-d.md(text + " 它减少的是每个 token 的 FLOPs，与 packing 相乘。")
+d.md(text)
 
 # %% [markdown]
 # ## ③ 加大 micro batch
 #
-# 同一份权重读一次、算更多行，GEMM 的运算强度（FLOP/byte）就提高；低于机器平衡点（峰值 ÷ 带宽）
-# 的运算受带宽限制。下表是模型每一种带权重的 GEMM 在 micro batch 为 $b$、$2b$、$4b$ 时的运算强度
-# （BF16）。清单来自 `costmodel.evaluate.gemms.model_gemms`，与第 06、07、10 节是同一份；形状的来源
-# 写在表下。若模型是 MoE，专家 GEMM 的行数 $m$ 是一个 EP 组汇集到每个专家的平均 token 数，也随
-# micro batch 增长。注意力核（QKᵀ、AV）不带权重，它的强度只由每条序列的长度和 head_dim 决定，
-# 与 micro batch 无关，不列在这里。
+# 同一份权重读一次、算更多行，GEMM 的运算强度（FLOP/byte）就提高；低于机器平衡点（峰值 ÷ 带宽）的运算受带宽限制。下表是模型每一种带权重的 GEMM 在 micro batch 为 $b$、$2b$、$4b$ 时的运算强度（BF16）。清单来自 `costmodel.evaluate.gemms.model_gemms`，与第 06、07、10 节是同一份；形状的来源写在表下。注意力核（QKᵀ、AV）不带权重，它的强度只由每条序列的长度和 head_dim 决定，与 micro batch 无关，不列在这里。
 #
-# $m$ 变大时强度也不会无限增长：它趋向一个只由 $k$、$n$ 决定的上限。很窄的 GEMM（$n$ 或 $k$ 很小）
-# 即使 $m$ 再大也到不了平衡点，加大 micro batch 对它无能为力。
+# $m$ 变大时强度也不会无限增长：它趋向一个只由 $k$、$n$ 决定的上限。很窄的 GEMM（$n$ 或 $k$ 很小）即使 $m$ 再大也到不了平衡点，加大 micro batch 对它无能为力。
 
 # %%
+ai_limit = sp.limit(roofline.gemm_intensity, m, sp.oo)
+d.eq(r"AI", roofline.gemm_intensity)
+d.eq(r"\lim_{m \to \infty} AI", ai_limit)
+
+# %% tags=["remove-input"]
 b = sc["micro_batch"]
 sizes = (b, 2 * b, 4 * b)
 by_size = {size: gemms.model_gemms(sc.values, size) for size in sizes}
@@ -193,8 +245,6 @@ core_rows = [g for g in by_size[b] if not g["weights"]]  # QK^T and AV: not in t
 by_size = {size: [g for g in rows if g["weights"]] for size, rows in by_size.items()}
 weight_rows = by_size[b]
 ai = {size: {g["key"]: g["intensity"] for g in by_size[size]} for size in sizes}
-ai_limit = sp.limit(roofline.gemm_intensity, m, sp.oo)
-d.eq(r"\lim_{m \to \infty} AI", ai_limit)
 cap = {g["key"]: g["intensity_limit"] for g in weight_rows}  # the list's ceiling, at BF16
 balance = acc["machine_balance"]
 fmt_ai = lambda v: d.num(v, 0 if v >= 10 else 2)  # noqa: E731
@@ -205,9 +255,10 @@ d.table([[g["name"], *[fmt_ai(ai[size][g["key"]]) for size in sizes],
          f"bound at b={b}"],
         f"Arithmetic intensity (FLOP/byte) vs machine balance {d.num(balance, 1)} ({sc['gpu']})")
 sources = dict.fromkeys(part for g in weight_rows for part in g["source"].split("; "))
-d.md("形状的来源：" + "；".join(d.text(source) for source in sources) + "。")
+d.md("形状的来源：" + "；".join(d.text(source) for source in sources) + "。"
+     + ("专家 GEMM 的行数 $m$ 是一个 EP 组汇集到每个专家的平均 token 数，也随 micro batch 增长。" if moe else ""))
 
-# %%
+# %% tags=["remove-input"]
 memory_rows = [g for g in weight_rows if g["bound"] == "memory"]
 pushable = [g for g in memory_rows if cap[g["key"]] > balance]  # a larger m can cross the ridge
 capped = [g for g in memory_rows if cap[g["key"]] <= balance]  # too narrow: no m crosses it
@@ -247,24 +298,22 @@ if not pushable:
                 if below_core else "")
              + "，它们的强度与 micro batch 无关。"
              "所以这里的收益若有，来自别处（每次 kernel 启动做更多活、更少的固定开销），只能量。")
-d.md(roof + f" 课程给的区间是 {d.times(low)}–{d.times(high)}（命名假设，不是推导）；按本场景 GEMM 的屋顶线算，"
-     f"micro batch 翻倍只让带权重的 GEMM 快 {d.times(by_lever['micro_batch']['speedup'], 3)}。"
+d.md(roof + f"课程给的区间是 {d.times(low)}–{d.times(high)}（命名假设，不是推导）；按本场景 GEMM 的屋顶线算，"
+     f"micro batch 翻倍让带权重的 GEMM "
+     f"{'只' if by_lever['micro_batch']['speedup'] < low else ''}快 {d.times(by_lever['micro_batch']['speedup'], 3)}。"
      f"可行性：DP = {par['dp']} 时每个 DP rank 每步分到 {d.count(per_rank)} 个样本，micro batch 从 {b} 到 "
      f"{2 * b} {'可以整除' if feasible else '不能整除，需先调整 global batch 或并行方式'}；"
      f"logits 也随之翻倍到 {d.gb(2 * logits)}，这是课程先做 ② 的原因。按模型，micro batch = {2 * b} 时负载最重的卡要 "
      f"{d.gb(mem_double['total'])}，{sc['gpu']} 有 {d.gb(mem_double['capacity'], 0)}："
      + ("放得下。" if mem_double["fits"] else "放不下。"))
 
+
 # %% [markdown]
 # ## ④ 上下文并行（CP）的整除约束
 #
-# CP 把每条序列切到几张卡上，缓解长序列的显存压力，是结构性的改动，而不是一个提速系数。
-# 它有整除约束：$DP = \text{GPUs} / (TP \cdot PP \cdot CP)$（下表保留场景的 TP 和 PP，只改 CP）；
-# global batch 要能平分到每个 DP rank；
-# 负载均衡的 CP 把序列切成 $2 \cdot CP$ 段，序列长度要能整除；课程的设定里专家并行组取自 DP，
-# EP 要整除 DP，专家数也要能平分到 EP 个 rank 上。
+# CP 把每条序列切到几张卡上，缓解长序列的显存压力，是结构性的改动，而不是一个提速系数。它有整除约束：$DP = \text{GPUs} / (TP \cdot PP \cdot CP)$（下表保留场景的 TP 和 PP，只改 CP）；global batch 要能平分到每个 DP rank；负载均衡的 CP 把序列切成 $2 \cdot CP$ 段，序列长度要能整除。
 
-# %%
+# %% tags=["remove-input"]
 ep = sc["expert_parallel"]
 if not moe:
     ep_text = "稠密模型，EP = 1"
@@ -274,7 +323,7 @@ else:
     ep_text = origin("expert_parallel")
 groups = sc["num_gpus"] // (par["tp"] * par["pp"])  # GPUs / (TP x PP): what CP x DP share
 lays = layouts.layouts(groups, sc["samples_per_step"], sc["seq_len"], sc["num_experts"])
-yes = lambda ok: "yes" if ok else "no"
+yes = lambda ok: "yes" if ok else "no"  # noqa: E731
 d.table([[lay.cp, lay.dp, d.num(lay.samples_per_rank, 2), yes(lay.batch_divides), yes(lay.seq_divides),
           ", ".join(map(str, lay.expert_parallel)) if moe else "- (dense)",
           yes(lay.allows(ep)) if moe else "-"] for lay in lays],
@@ -284,23 +333,26 @@ d.table([[lay.cp, lay.dp, d.num(lay.samples_per_rank, 2), yes(lay.batch_divides)
         f"(CP x DP = {groups})")
 pairs = layouts.valid_pairs(groups, sc["samples_per_step"], sc["seq_len"], sc["num_experts"])
 usable_cp = sorted({cp for cp, _ in pairs})
+two = next((lay for lay in lays if lay.cp == 2), None)
+ep5 = int(said("nb08_ep5").split("=")[1])  # the EP the course suggests
 if moe:
     cps_with_ep = [lay.cp for lay in lays if lay.allows(ep)]
-    two = next((lay for lay in lays if lay.cp == 2), None)
-    text = (f"合法的 (CP, EP) 组合共 {len(pairs)} 个：{', '.join(f'({c}, {e})' for c, e in pairs)}。"
-            if pairs else "没有一个 (CP, EP) 组合满足全部整除约束。")
+    text = ("本模型是 MoE：课程的设定里专家并行组取自 DP，EP 要整除 DP，专家数也要能平分到 EP 个 rank 上。"
+            + (f"合法的 (CP, EP) 组合共 {len(pairs)} 个：{', '.join(f'({c}, {e})' for c, e in pairs)}。"
+               if pairs else "没有一个 (CP, EP) 组合满足全部整除约束。"))
     text += (f"在 EP = {ep}（{ep_text}）下，能用的 CP 只有 {', '.join(map(str, cps_with_ep)) or '（没有）'}。")
     if two is not None:
-        if two.allows(5):
+        if two.allows(ep5):
             five = "在本场景可行。"
-        elif two.dp % 5:
-            five = "在本场景不行：5 不整除 DP。"
-        elif sc["num_experts"] % 5:
-            five = f"在本场景不行：它整除 DP，但 {sc['num_experts']} 个专家不能平分到 5 个 rank 上。"
+        elif two.dp % ep5:
+            five = f"在本场景不行：{ep5} 不整除 DP。"
+        elif sc["num_experts"] % ep5:
+            five = f"在本场景不行：它整除 DP，但 {sc['num_experts']} 个专家不能平分到 {ep5} 个 rank 上。"
         else:
             five = "在本场景也不行：CP = 2 本身不满足 batch 或序列长度的整除约束。"
         text += (f"CP = 2 时 DP = {two.dp}，EP = {ep} {'仍然可行' if two.allows(ep) else '失效'}"
-                 f"（课程的项目里正是 CP = 2 → DP = 20 → EP = 8 失效）。课程提到的 EP = 5 " + five)
+                 f"（课程说它的运行里 CP = 2 留下 {said('nb08_cp_breaks_ep').replace('=', ' = ')}，EP = {base['expert_parallel']} "
+                 f"随之失效）。课程提到的出路 {said('nb08_ep5').replace('=', ' = ')} " + five)
 else:
     text = (f"稠密模型没有专家并行，约束只剩 batch 与序列长度的整除：可用的 CP 为 "
             f"{', '.join(map(str, usable_cp)) or '（没有）'}。")
@@ -309,14 +361,9 @@ d.md(text)
 # %% [markdown]
 # ## ⑤ 更好的注意力 kernel
 #
-# 注意力 kernel 的杠杆就是注意力在整步里的份额。账里有两种读法（第 05 节细讲）：按真实长度
-# （$\sum s_i^2$：有长度文件时取文件，否则取均长 $B \bar{s}^2$）和按补齐长度（$B S^2$）；第 04 节说明了
-# 均长读法是下限（$\sum s_i^2 \ge n \bar{s}^2$）。份额是账里的模型 FLOPs 之比：注意力按场景的
-# `attention_flops` 口径数（全方阵，或 causal 只数半个方阵），分母是 6ND 加注意力，模型若有线性注意力层，
-# 也加上它。这里把 FLOPs 份额当作时间份额，这也是假设：注意力 kernel 的效率通常低于大 GEMM，
-# 它的时间份额多半更大。
+# 注意力 kernel 的杠杆就是注意力在整步里的份额。账里有两种读法（第 05 节细讲）：按真实长度（$\sum s_i^2$：有长度文件时取文件，否则取均长 $B \bar{s}^2$）和按补齐长度（$B S^2$）；第 04 节说明了均长读法是下限（$\sum s_i^2 \ge n \bar{s}^2$）。份额是账里的模型 FLOPs 之比：注意力按场景的 `attention_flops` 口径数（全方阵，或 causal 只数半个方阵），分母是 6ND 加注意力，模型若有线性注意力层，也加上它。这里把 FLOPs 份额当作时间份额，这也是假设：注意力 kernel 的效率通常低于大 GEMM，它的时间份额多半更大。
 
-# %%
+# %% tags=["remove-input"]
 att = acc["attention"]
 share_actual = att["actual"]["share"]
 share_padded = att["padded"]["share"]
@@ -338,7 +385,8 @@ text = (f"按{actual_text}，注意力（{square}）占 **{d.pct(share_actual, 1
         f"{d.times(k_att, 1)}（{origin('attention_kernel_speedup')}）整步快 **{d.times(g_att)}**，"
         + (f"注意力完全免费也只到 {d.times(levers.amdahl_bound(share_actual))}。"
            if share_actual < 1 else "注意力在浮点精度下就是整步，它若完全免费，提速没有上限。")
-        + "份额越大，这个杠杆越长；课程对自己的场景给出的是 32–73%（全方阵口径）。")
+        + "份额越大，这个杠杆越长；课程对自己的运行给出的是 "
+        + "–".join(course.figures()["attention_share_range"]["range"]) + "（全方阵口径）。")
 linear = acc["linear_attention"]
 if linear is not None and linear["share"] is None:
     text += (f"模型还有 {linear['layers']} 层线性注意力（gated DeltaNet），缺少它的头宽，"
@@ -357,14 +405,16 @@ if att["attention_kernel"] == "flash":
              "若时间随硬件 FLOPs 走，这个杠杆还要更长一些。")
 d.md(text)
 
+
 # %% [markdown]
 # ## ⑥ 通信重叠
 #
-# 能省的最多是暴露在外的通信时间。课程测得它不到一步的 3%。本节用的份额是账里的 `share_used`：
-# 团队在场景里给了实测的 `communication_share` 就用实测值，否则用按并行布局估出的通信时间
-# （一个上界，下文“本次运行”一节细讲）。有意思的是，别的杠杆把计算压短之后，通信的份额会变大：
+# 能省的最多是暴露在外的通信时间；课程说它在自己的运行里很小（数字见文末的对照表）。本节用的份额是账里的 `share_used`：团队在场景里给了实测的 `communication_share` 就用实测值，否则用按并行布局估出的通信时间（一个上界，下文“本次运行”一节细讲）。有意思的是，别的杠杆把计算压短之后，通信的份额会变大：
 
 # %%
+d.eq(r"f'", levers.share_after)
+
+# %% tags=["remove-input"]
 comm = acc["communication"]
 comm_share = comm["share_used"]
 if comm["basis"] == "measured":
@@ -376,7 +426,6 @@ overlap = by_lever["communication_overlap"]
 g_comm_bound = overlap["speedup"]  # 1 / (1 - exposed share): Amdahl's bound on what overlap saves
 exposed = 1 - 1 / g_comm_bound  # at most the step less the compute at the GPU's peak
 busy = acc["attention"]["actual"]["hfu_with_attention"]  # the step's share the compute needs at peak
-d.eq(r"f'", levers.share_after)
 combined = acc["advice_combined"]
 others = [by_lever[name] for name in combined["levers"] if name != "communication_overlap"]
 g_others = 1.0
@@ -401,20 +450,12 @@ else:
 text += f"在本次运行的杠杆排序里，通信重叠排第 {comm_rank}（共 {len(acc['advice'])} 个，见下文）。"
 d.md(text)
 
+
 # %% [markdown]
 # ## 课程的排序
 
-# %%
+# %% tags=["remove-input"]
 valid_text = f"{len(pairs)} valid (CP, EP) pairs" if moe else f"CP in {usable_cp}"
-
-
-def star(key):
-    """A key as the tables show it: * when its value is the course's assumption."""
-    if source.get(key) == "course":
-        return key + "*"
-    return key + (" (estimate)" if key == "communication_share" and source.get(key) == "derived" else "")
-
-
 d.table([
     ["1", "packing", "multiplies", d.times(g_pack),
      "already packed" if packed else "computed: B S / D (if padding is real)"],
@@ -435,20 +476,13 @@ d.table([
 # %% [markdown]
 # ## 本次运行：放得下吗、通信多少、先做什么
 #
-# 上面按课程的顺序讲；一个团队要排的是自己这次运行的顺序。它取决于三件事：显存放不放得下
-# （recompute 和 micro batch 的杠杆都要显存）、通信占多少（重叠这个杠杆有多长）、每个杠杆按本场景算出的
-# 提速。账里三样都有：`acc["memory"]` 是负载最重的那张卡的显存，`acc["communication"]` 是一步里每个集合
-# 通信的字节和秒数，`acc["advice"]` 是按提速排好的杠杆。
+# 上面按课程的顺序讲；一个团队要排的是自己这次运行的顺序。它取决于三件事：显存放不放得下（recompute 和 micro batch 的杠杆都要显存）、通信占多少（重叠这个杠杆有多长）、每个杠杆按本场景算出的提速。账里三样都有：`acc["memory"]` 是负载最重的那张卡的显存，`acc["communication"]` 是一步里每个集合通信的字节和秒数，`acc["advice"]` 是按提速排好的杠杆。
 #
 # ### 显存
 #
-# 负载最重的那张卡（有流水线时是第一段或最后一段）上有：权重、梯度和优化器状态（按 ZeRO stage 在数据
-# 并行组里切分）；各层为反向保存的张量，乘以 1F1B 同时在途的 micro batch 数（full recompute 只存每层的
-# 输入，外加反向时重建的一层）；以及 logits（BF16，fused 交叉熵不留 FP32 副本）。eager 注意力要把每个头的
-# $s \times s$ 分数矩阵存下来，flash 不存。下图把本场景和几个杠杆需要的设置并排画出，虚线是显卡的显存；
-# 其他设置都按 `costmodel.evaluate.run.memory` 重算。
+# 负载最重的那张卡（有流水线时是第一段或最后一段）上有：权重、梯度和优化器状态（按 ZeRO stage 在数据并行组里切分）；各层为反向保存的张量，乘以 1F1B 同时在途的 micro batch 数（full recompute 只存每层的输入，外加反向时重建的一层）；以及 logits（BF16，fused 交叉熵不留 FP32 副本）。eager 注意力要把每个头的 $s \times s$ 分数矩阵存下来，flash 不存。下图把本场景和几个杠杆需要的设置并排画出，虚线是显卡的显存；其他设置都按 `costmodel.evaluate.run.memory` 重算。
 
-# %%
+# %% tags=["remove-input"]
 import matplotlib.pyplot as plt
 
 mem = acc["memory"]
@@ -492,7 +526,10 @@ ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 plt.show()
 
 
-# %%
+# %% tags=["remove-input"]
+shape = scenario_shape(sc.values)[0]  # the model: MLA or not
+
+
 def verdict(case):
     if case["fits"]:
         return f"{d.gb(case['total'])}，放得下（余 {d.gb(case['headroom'])}）"
@@ -511,7 +548,8 @@ if course_memory_keys:
 if not mem["fits"]:
     check = ("若这套设置确实在跑，说明场景里有键与实际设置不同（例如 `zero_stage`、并行方式、`micro_batch`），"
              "或者实际的做法省下了这里没有算到的显存：本模型按 Hugging Face 实现在 BF16 下为反向保存的张量计数，"
-             "FP8 存激活、融合的 MoE permute kernel、只重算部分模块（例如只重算 RMSNorm 和 MLA 的上投影）、"
+             "FP8 存激活、" + ("融合的 MoE permute kernel、" if moe else "")
+             + "只重算部分模块（例如只重算 RMSNorm" + (" 和 MLA 的上投影" if shape.mla else "") + "）、"
              "CPU offload 都不在其中（`acc[\"memory\"][\"convention\"]`）。")
     if "flash" in alt and alt["flash"][1]["fits"]:
         flash = alt["flash"][1]
@@ -555,12 +593,9 @@ d.md("".join(more))
 # %% [markdown]
 # ### 通信
 #
-# 每个集合通信按它的组是否落在一个节点内取带宽：节点内走 NVLink，跨节点的组同时用 NVLink 和网络
-# （`placement_rule` 写明了 rank 怎样排到节点上）；秒数是每卡收发的字节 ÷ 带宽。合计是**上界**：
-# 假设没有任何重叠、每次传输都跑满链路峰值。团队实测了暴露在外的通信（`communication_share`）时，
-# 图里把实测值画在估计旁边。
+# 每个集合通信按它的组是否落在一个节点内取带宽：节点内走 NVLink，跨节点的组同时用 NVLink 和网络（`placement_rule` 写明了 rank 怎样排到节点上）；秒数是每卡收发的字节 ÷ 带宽。合计是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。团队实测了暴露在外的通信（`communication_share`）时，图里把实测值画在估计旁边。
 
-# %%
+# %% tags=["remove-input"]
 collectives = comm["collectives"]
 step = sc["step_time"]
 colour = {"intra-node": "tab:blue", "inter-node": "tab:orange"}
@@ -585,7 +620,7 @@ ax.legend(handles, ["intra-node (NVLink)", "inter-node (network)"], fontsize=8, 
           bbox_to_anchor=(1.0, 1.0))
 plt.show()
 
-# %%
+# %% tags=["remove-input"]
 names = {"intra-node": "节点内", "inter-node": "跨节点"}
 text = (f"按并行布局（TP {par['tp']} × PP {par['pp']} × CP {par['cp']} × DP {par['dp']}，EP {par['ep']}"
         f"{'，sequence parallel' if par['sp'] else ''}），一步的集合通信每卡收发 {d.gb(comm['bytes_per_gpu'])}，"
@@ -618,10 +653,9 @@ d.md(text)
 # %% [markdown]
 # ### 杠杆，按本次运行排序
 #
-# `acc["advice"]` 给每个杠杆一个按本场景算出的提速、做完后的单步时间、是否可行（显存放得下、batch 能
-# 整除、层数能切），以及它依赖的场景键；带 * 的键用的是课程的假设值，换成你的实测值，排序可能会变。
+# `acc["advice"]` 给每个杠杆一个按本场景算出的提速、做完后的单步时间、是否可行（显存放得下、batch 能整除、层数能切），以及它依赖的场景键；带 * 的键用的是课程的假设值，换成你的实测值，排序可能会变。
 
-# %%
+# %% tags=["remove-input"]
 ranked = acc["advice"]
 no_gain = lambda a: a["speedup"] < 1.0005  # noqa: E731  (shown as 1.00x)
 d.table([[i, a["lever"], d.times(a["speedup"], 3), f"{a['step_time']:,.1f} s",
@@ -665,10 +699,9 @@ d.md(text)
 # %% [markdown]
 # ### 瀑布图：按排序依次做，收益相乘
 #
-# 下图把可行的杠杆按上表的顺序依次作用在单步时间上：每个杠杆除以它的提速，所以收益相乘，终点是
-# `acc["advice_combined"]`。
+# 下图把可行的杠杆按上表的顺序依次作用在单步时间上：每个杠杆除以它的提速，所以收益相乘，终点是 `acc["advice_combined"]`。
 
-# %%
+# %% tags=["remove-input"]
 plan = [(a["lever"], a["speedup"]) for a in chosen]
 steps = levers.waterfall(sc["step_time"], plan)
 final = combined["step_time"]
@@ -690,7 +723,7 @@ ax.set_ylim(0, sc["step_time"] * 1.12)
 ax.tick_params(axis="x", labelsize=8)
 plt.show()
 
-# %%
+# %% tags=["remove-input"]
 g_all = combined["speedup"]
 g_added = 1 + sum(g - 1 for _, g in plan)  # the levers' gains added, the wrong way
 g_rc = 1.0
@@ -718,31 +751,260 @@ if hfu_all > 1:
 d.md(text)
 
 # %% [markdown]
+# ## 课程的说法，对照本页
+#
+# 课程在这一节给出的数字和判断，逐条与本页按场景算出的值对照。课程的数说的是课程自己的运行；换成团队的场景时，中间一列是团队的数，第三列说明两者的出入从何而来。
+
+# %% tags=["remove-input"]
+ratio_fs = float(f_full / f_sel)  # full -> selective, at the scenario's selective_recompute_fraction
+fraction = f"`selective_recompute_fraction` = {d.pct(sc['selective_recompute_fraction'], 0)}"
+claim_rows = []
+if packed:
+    why = f"{ours}已经在 packing，这一项没有可省的；课程的数是它按定长补齐估的"
+elif not padded:
+    why = f"{ours}的平均真实长度等于配置长度，没有 pad 槽位可省"
+else:
+    why = (f"{ours}浪费 {d.pct(acc['padding']['waste_fraction'], 1)} 的槽位，按槽位之比算出 {d.times(g_pack)}"
+           + ("" if sc.changed else f"（课程写的浪费是 {said('padding_waste')}）")
+           + ("；但补齐这个前提站不住：HFU 会超过 100%（见 ①）" if hfu_pack > 1 else "；前提是补齐真实存在"))
+claim_rows.append(["① 完美 packing 的提速：" + course.claim("packing_speedup"), d.times(g_pack),
+                   d.verdict(agrees(g_pack, "packing_speedup"), why)])
+heading_ok = agrees(ratio_fs, "selective_recompute_heading")
+claim_rows.append([
+    "② 标题：换掉 full recompute，潜在提速 " + course.claim("selective_recompute_heading"),
+    f"{d.times(ratio_fs)}（full ÷ selective 的系数之比）",
+    d.verdict(heading_ok, (f"{ours}的 {fraction} 下系数之比恰好是 {d.times(ratio_fs)}；但" if heading_ok else "")
+              + f"课程在同一段里自己推算出 {said('selective_recompute_worked')}，标题的 "
+              f"{said('selective_recompute_heading')} 与它自己的推算不符")])
+if sc["recompute"] == "full":
+    usable = ("按显存单独换成 selective 放得下" if alt["selective"][1]["fits"] else
+              "按显存，单独换成 selective 放不下（见“本次运行”）")
+else:
+    usable = f"{ours}已是 `recompute: {sc['recompute']}`，这一项拿不到"
+worked_ok = agrees(ratio_fs, "selective_recompute_worked")
+claim_rows.append([
+    "② 推算：系数从 full 降到约 " + course.claim("nb02_selective_factor") + "，提速 "
+    + course.claim("selective_recompute_worked"),
+    f"{d.num(float(f_full), 3)} ÷ {d.num(float(f_sel), 3)} = {d.times(ratio_fs)}",
+    d.verdict(worked_ok, f"{ours}的 {fraction} 给出系数 {d.num(float(f_sel), 3)}"
+              + ("；" if worked_ok and usable.startswith("按显存单独") else "；但" if worked_ok else "；而且") + usable)])
+
+# %% tags=["remove-input"]
+factor_text = "、".join(f"{name.replace('$', '')}（{d.num(now)} 对 {d.num(then)}）" for name, now, then in differ)
+claim_rows.append([
+    "② 分块交叉熵之前 logits 的峰值约 " + course.claim("logits_peak"),
+    f"{d.gb(logits)}（b = {b}，S = {d.num(sc['seq_len'])}，V = {d.num(sc['vocab_size'])}）",
+    d.verdict(agrees(logits, "logits_peak"),
+              f"课程的数对得上 {d.num(qwen3_vocab)} 词的词表（Qwen3）：{d.gb(course_logits)}"
+              + (f"，不是课程模型自己的 {d.num(base['vocab_size'])} 词" if base["vocab_size"] != qwen3_vocab else "")
+              + (f"；{ours}的 b、S、V 与之相同" if not differ else
+                 f"；{ours}与之不同的是：{factor_text}，所以是 ×{d.num(logits / course_logits, 2)}"))])
+freed = logits - kept_assumed
+enough = math.ceil(logits / figure("logits_after_chunking")[0])  # chunks that bring the peak to the course's
+unchunked_ok = logits <= sum(figure("logits_after_chunking"))  # about 2 GB or less without chunking
+chunk_ok = agrees(kept_assumed, "logits_after_chunking") and agrees(freed, "nb08_logits_freed")
+claim_rows.append([
+    "② fused/chunked 交叉熵把峰值压到约 " + course.claim("logits_after_chunking") + "，腾出约 "
+    + course.claim("nb08_logits_freed"),
+    f"分 {chunks} 块：留 {d.gb(kept_assumed)}，腾出 {d.gb(freed)}",
+    d.verdict(chunk_ok, f"峰值与块数成反比；{ours}的 logits {d.gb(logits)} 分 {chunks} 块（{origin('ce_chunks')}）"
+              + ("与课程的数相符" if chunk_ok else
+                 "，与课程的数不同；" + (f"要压到约 {said('logits_after_chunking')} 需 {enough} 块" if not unchunked_ok else
+                                        f"不分块就已在约 {said('logits_after_chunking')} 以内")))])
+
+# %% tags=["remove-input"]
+g_mb = by_lever["micro_batch"]["speedup"]
+blockers = ([] if feasible else [f"b 翻倍在{ours}不能整除"]) + ([] if mem_double["fits"] else ["按显存放不下"])
+if g_mb >= low:
+    why = f"按屋顶线，{ours}受带宽限制的 GEMM 翻倍后靠近或越过平衡点，带权重的 GEMM 快 {d.times(g_mb, 3)}"
+elif pushable:
+    why = f"{ours}有 GEMM 在 b = {b} 受带宽限制，但按屋顶线翻倍后带权重的 GEMM 只快 {d.times(g_mb, 3)}"
+else:
+    why = (f"{ours}带权重的 GEMM 在 b = {b} 已是算力受限（或被自身的 k、n 封顶），翻倍几乎不改变它们的速率；"
+           "课程的区间是猜测，收益若有，来自别处，只能量")
+claim_rows.append(["③ micro batch 翻倍的潜在提速：" + course.claim("micro_batch_gain"),
+                   f"{d.times(g_mb, 3)}（带权重 GEMM 的屋顶线）",
+                   d.verdict(g_mb >= low, why + "".join("；" + text for text in blockers))])
+gains = [ai[2 * b][g["key"]] / ai[b][g["key"]] for g in weight_rows]
+crossing = [g for g in memory_rows if ai[2 * b][g["key"]] >= balance]
+parts_why = []
+n_capped = len([g for g in capped if g not in crossing])
+if compute_rows:
+    parts_why.append(f"{ours}有 {len(compute_rows)} 种带权重 GEMM 在 b = {b} 已是算力受限，强度上升也不改变它们的速率")
+if memory_rows:
+    parts_why.append(f"受带宽限制的 {len(memory_rows)} 种里，翻倍后越过平衡点的"
+                     + (f"有 {len(crossing)} 种" if crossing else "一种也没有")
+                     + (f"（{n_capped} 种被自身的 k、n 封顶，m 再大也越不过）" if n_capped else ""))
+why = "；".join(parts_why)
+if core_rows:
+    why += "；注意力核（QKᵀ、AV）不带权重，强度只由序列长度和 head_dim 决定，不随 micro batch 变"
+claim_rows.append([
+    "③ micro batch " + course.claim("nb08_micro_batch_all_gemms") + "提高所有 GEMM 的运算强度，直接改善 roofline 位置",
+    f"带权重 GEMM 强度 ×{d.num(min(gains), 2)}–×{d.num(max(gains), 2)}"
+    + ("；注意力核不变" if core_rows else ""),
+    d.verdict(not core_rows and len(crossing) > 0, why)])
+m_now = per_rank / b  # micro batches per DP rank per step
+m_text = f"{d.count(m_now)} → {d.count(m_now / 2)}" if feasible else f"{d.count(m_now)} → 不能整除"
+m_course = [float(part) for part in said("nb08_micro_batches_per_rank").split(" → ")]
+m_ok = feasible and [m_now, m_now / 2] == m_course
+claim_rows.append([
+    "③ 副作用：每个 DP rank 每步的 micro batch 数 " + course.claim("nb08_micro_batches_per_rank"),
+    m_text,
+    d.verdict(m_ok, f"{ours}每个 DP rank 每步 {d.count(per_rank)} 个样本（global batch {d.num(sc['samples_per_step'])} ÷ "
+              f"DP {par['dp']}），micro batch {b} → {2 * b}"
+              + ("：不能整除" if not feasible else "：梯度累积随之消失" if m_now / 2 == 1 else "：仍有梯度累积"))])
+
+# %% tags=["remove-input"]
+est_now = comm["estimated_share"]
+if feasible:
+    comm_2b = d.load(scenario_file, {**overrides, "micro_batch": 2 * b})[1]["communication"]
+    est_2b = comm_2b["estimated_share"]
+    doubled = est_now > 0 and abs(est_2b / est_now - 2) < 0.1
+    same_bytes = abs(comm_2b["bytes_per_gpu"] - comm["bytes_per_gpu"]) <= 1e-6 * comm["bytes_per_gpu"]
+    why = (f"按布局估计，{ours}每卡每步收发 {d.gb(comm['bytes_per_gpu'])} → {d.gb(comm_2b['bytes_per_gpu'])}"
+           + ("：字节不随 micro batch 变（梯度每步归约一次，每步派发的 token 总数不变），份额翻倍若真发生，"
+              "只能来自重叠变少" if same_bytes else "")
+           + ("；而且" + ours + "仍有梯度累积（见上一行）" if m_now / 2 > 1 else ""))
+    comm_text = f"{d.pct(est_now, 1)} → {d.pct(est_2b, 1)}（按布局估计的上界）"
+else:
+    doubled, why, comm_text = False, f"b 翻倍在{ours}不能整除，无从比较", "-"
+if not agrees(est_now, "nb08_micro_batch_communication"):
+    why += f"；基数 {said('nb08_micro_batch_communication')} 与{ours}的估计 {d.pct(est_now, 1)} 也不同"
+claim_rows.append([
+    "③ 副作用：梯度累积消失，通信占比翻倍；基数只有 " + course.claim("nb08_micro_batch_communication"),
+    comm_text, d.verdict(doubled, why)])
+
+# %% tags=["remove-input"]
+if moe:
+    dp_course = int(said("nb08_cp_breaks_ep").split("=")[1])
+    if two is None or not two.usable:
+        cp_text, cp_ok, why = "CP = 2 不可行", False, f"{ours}的 CP = 2 不满足 batch 或序列长度的整除约束"
+    else:
+        cp_text = f"CP = 2 → DP = {two.dp}，EP = {ep} {'可行' if two.allows(ep) else '失效'}"
+        cp_ok = two.dp == dp_course and not two.allows(ep)
+        why = (f"{ours}的 {groups} 个 CP × DP 位置，CP = 2 留下 DP = {two.dp}；CP = 2 时合法的 EP 是 "
+               f"{', '.join(map(str, two.expert_parallel)) or '（没有）'}")
+    claim_rows.append([f"④ CP = 2 留下 {course.claim('nb08_cp_breaks_ep')}，EP = {base['expert_parallel']} 随之失效",
+                       cp_text, d.verdict(cp_ok, why)])
+    ep5_ok = two is not None and two.allows(ep5)
+    if two is None or not two.usable:
+        ep5_why = f"{ours}的 CP = 2 本身不满足 batch 或序列长度的整除约束"
+    elif ep5_ok:
+        ep5_why = f"{ours} CP = 2 时 DP = {two.dp}，{ep5} 整除它，{sc['num_experts']} 个专家也能平分到 {ep5} 个 rank 上"
+    elif two.dp % ep5:
+        ep5_why = f"{ep5} 不整除{ours} CP = 2 时的 DP = {two.dp}"
+    else:
+        ep5_why = f"DP = {two.dp} 能被 {ep5} 整除，但{ours}的 {sc['num_experts']} 个专家不能平分到 {ep5} 个 rank 上"
+    claim_rows.append(["④ 出路之一：配合 " + course.claim("nb08_ep5"),
+                       f"CP = 2 时 EP = {ep5} " + ("可行" if ep5_ok else "不可行"),
+                       d.verdict(ep5_ok, ep5_why)])
+in_range = [course.number(v) for v in course.figures()["attention_share_range"]["range"]]
+share_ok = in_range[0] <= share_actual <= in_range[1]
+claim_rows.append([
+    "⑤ 注意力占全部 FLOPs 的 " + course.claim("attention_share_range"),
+    f"{d.pct(share_actual, 1)}（{actual_text}）；补齐长度 {d.pct(share_padded, 1)}",
+    d.verdict(share_ok, f"按{actual_text}，{ours}的份额" + ("落在课程的区间里" if share_ok else "在课程的区间之外")
+              + ("；课程的区间来自它猜测的形状，本页用真实形状（注意力宽度 = heads × head_dim）" if not sc.changed else
+                 f"；课程的区间说的是它自己的运行（序列长度 {d.num(base['seq_len'])}）"))])
+bound = levers.amdahl_bound(share_actual)
+rival = max((a for a in acc["advice"] if a["lever"] != "attention_kernel"), key=lambda a: a["speedup"])
+att_rank = [a["lever"] for a in acc["advice"]].index("attention_kernel") + 1
+claim_rows.append([
+    "⑤ 注意力占 " + course.claim("nb08_attention_biggest_lever") + "，所以 attention kernel 是杠杆最大的单点",
+    f"上限 {d.times(bound)}；kernel 快 {d.times(k_att, 1)} 时 {d.times(g_att)}，排第 {att_rank}",
+    d.verdict(bound >= rival["speedup"],
+              f"注意力完全免费的上限 {d.times(bound)} " + ("不低于" if bound >= rival["speedup"] else "低于")
+              + f"其他杠杆中最大的 `{rival['lever']}`（{d.times(rival['speedup'])}）；按假设的 kernel 提速 "
+              f"{d.times(k_att, 1)}（{origin('attention_kernel_speedup')}）它{'只' if g_att < rival['speedup'] else ''}得 {d.times(g_att)}，"
+              f"在本次运行的排序里排第 {att_rank}")])
+comm_limit = figure("communication_share_course")[0]
+comm_ok = comm_share <= comm_limit
+what = "（实测）" if comm["basis"] == "measured" else "按布局估计（上界：没有重叠、链路跑满）"
+claim_rows.append([
+    "⑥ 通信只占一步的不到 " + course.claim("communication_share_course") + "，重叠最多省这么多",
+    f"{d.pct(comm_share, 1)}（{'实测' if comm['basis'] == 'measured' else '估计的上界'}），重叠最多 "
+    f"{d.times(g_comm_bound, 3)}",
+    d.verdict(comm_ok, f"{ours}的通信份额{what}是 {d.pct(comm_share, 1)}，"
+              + (f"在课程的 {said('communication_share_course')} 以内" if comm_ok else
+                 f"超过课程的 {said('communication_share_course')}：重叠这个杠杆在{ours}更长")
+              + ("" if comm["basis"] == "measured" else "；写入实测的 `communication_share` 再比"))])
+d.claims(claim_rows, sc)
+
+# %% [markdown]
 # ## 先量，再改
 #
-# 每个数字都依赖一个先要量出来的事实：是否真在补齐（决定 ① 是满额还是零），logits 和激活到底
-# 占多少显存（决定 ② ③ 是否可行），真实的注意力宽度、层数和长度分布（决定 ⑤ 的杠杆），暴露在外的
-# 通信占多少（决定 ⑥；量到了就写进 `communication_share`）。这些一天内都能量出来；量完再排，免得花
-# 两周优化一个只占几个百分点的部分。
+# 每个数字都依赖一个先要量出来的事实：是否真在补齐（决定 ① 是满额还是零），logits 和激活到底占多少显存（决定 ② ③ 是否可行），真实的注意力宽度、层数和长度分布（决定 ⑤ 的杠杆），暴露在外的通信占多少（决定 ⑥；量到了就写进 `communication_share`）。这些一天内都能量出来；量完再排，免得花两周优化一个只占几个百分点的部分。
 #
 # ## 本节要点
 
-# %%
+# %% tags=["remove-input"]
 d.md("\n".join([
     f"- 相乘型：packing **{d.times(g_pack)}**、selective recompute **{d.times(g_recompute)}**"
     + ("" if sel_fits else "（本场景显存放不下）")
     + f"、micro batch 翻倍（按 GEMM 屋顶线）{d.times(by_lever['micro_batch']['speedup'])}。",
     f"- 显存：本场景负载最重的卡要 {verdict(mem)}。" + (
         f"selective recompute 要 {verdict(alt['selective'][1])}。" if sc["recompute"] == "full" else ""),
-    f"- logits 每个 micro batch {d.gb(logits)}；分 {chunks} 块只留 {d.gb(kept_assumed)}，腾出的显存可以用来"
-    + ("换掉 full recompute、加大 micro batch。" if sc["recompute"] == "full" else "加大 micro batch。"),
+    f"- logits 每个 micro batch {d.gb(logits)}；分 {chunks} 块只留 {d.gb(kept_assumed)}。腾出的显存是"
+    + ("换掉 full recompute、" if sc["recompute"] == "full" else "") + "加大 micro batch 的前提（够不够，见“本次运行”）。",
     f"- 受份额约束：注意力 kernel 的杠杆是注意力份额 {d.pct(share_actual, 1)}（上限 "
     f"{d.times(levers.amdahl_bound(share_actual))}），通信重叠最多 {d.times(g_comm_bound, 3)}"
     f"（通信份额 {d.pct(comm_share, 1)}，{'实测' if comm['basis'] == 'measured' else '估计的上界'}）。",
-    f"- 本次运行：排第一的是 `{first['lever']}`；可行的杠杆合计 {d.times(g_all)}"
-    f"{'（连乘后封顶于峰值算力）' if combined.get('capped') else ''}，每步 "
-    f"{d.num(sc['step_time'], 1)} 秒 → {d.num(final, 1)} 秒。",
+    f"- 本次运行：排第一的是 `{first['lever']}`；" + (
+        f"可行的杠杆合计 {d.times(g_all)}{'（连乘后封顶于峰值算力）' if combined.get('capped') else ''}，每步 "
+        f"{d.num(sc['step_time'], 1)} 秒 → {d.num(final, 1)} 秒。" if chosen else "没有一个杠杆在本场景既可行又有收益。"),
     (f"- CP 受整除约束：EP = {ep} 时能用的 CP 只有 "
      f"{', '.join(str(lay.cp) for lay in lays if lay.allows(ep)) or '（没有）'}。" if moe else
      f"- CP 受整除约束：本场景可用的 CP 为 {', '.join(map(str, usable_cp)) or '（没有）'}。"),
 ]))
+
+# %% [markdown] tags=["exercise"]
+# ### 练习 1：注意力 kernel 要快多少倍，整步才快 10%？
+#
+# ⑤ 给出了注意力在整步里的份额 $f$（把 FLOPs 份额当作时间份额）。先别运行下面的格子：从 Amdahl 公式反推，注意力 kernel 要快 $x$ 倍，整步才能快 $g$ 倍？代入本场景的 $f$ 和 $g = 1.1$，估一个数。$f$ 小到什么程度时，kernel 再快也做不到？写下预测，再运行。
+
+# %% tags=["solution"]
+g = sp.Symbol("g", positive=True)
+x_needed = sp.solve(sp.Eq(levers.amdahl_speedup, g), x)[0]
+d.eq("x", x_needed)
+target = 1.1  # the whole step this much faster; change it and re-run
+possible = share_actual > 1 - 1 / target  # else no kernel is fast enough
+need = float(x_needed.subs({share: share_actual, g: target})) if possible else float("inf")
+
+# %% tags=["solution", "remove-input"]
+text = f"本场景注意力份额 $f$ = {d.pct(share_actual, 1)}（{actual_text}）。"
+if possible:
+    text += (f"要让整步快 {d.times(target)}，kernel 得快 **{d.times(need)}**；按场景假设的 {d.times(k_att, 1)}"
+             f"（{origin('attention_kernel_speedup')}），整步快 {d.times(g_att)}。")
+else:
+    text += f"注意力完全免费也只到 {d.times(bound)}，哪个 kernel 都做不到 {d.times(target)}。"
+text += (f"门槛是 $f > 1 - 1/g$ = {d.pct(1 - 1 / target, 1)}（本场景{'过了' if possible else '没过'}）：$f$ 逼近门槛时"
+         "分母 $f - 1 + 1/g$ 趋于 0，所需的倍数趋于无穷。份额越小的部分，优化它的回报递减得越快。")
+d.md(text)
+
+# %% [markdown] tags=["exercise"]
+# ### 练习 2：micro batch 翻倍，显存里哪几项跟着翻倍？
+#
+# 负载最重的那张卡上有五项：权重、梯度、优化器状态、激活、logits。先预测：micro batch 从 $b$ 加到 $2b$，哪几项翻倍、哪几项不变？激活一定正好翻倍吗（想一想 1F1B 同时在途的 micro batch 数）？写下预测，再运行。
+
+# %% tags=["solution"]
+d.table([[part, d.gb(mem[part]), d.gb(mem_double[part]),
+          d.times(mem_double[part] / mem[part]) if mem[part] else "-"] for part in parts]
+        + [["in flight (micro batches)", mem["in_flight"], mem_double["in_flight"], "-"]],
+        ["part", f"b = {b}", f"b = {2 * b}", "ratio"],
+        f"Most loaded GPU ({sc['gpu']}, {d.gb(mem['capacity'], 0)}) when the micro batch doubles")
+
+# %% tags=["solution", "remove-input"]
+fixed = [part for part in parts if mem[part] and abs(mem_double[part] / mem[part] - 1) < 1e-9]
+act = mem_double["activations"] / mem["activations"] if mem["activations"] else 1.0
+zh = {"weights": "权重", "gradients": "梯度", "optimizer": "优化器状态", "activations": "激活", "logits": "logits"}
+text = (f"{'、'.join(zh[part] for part in fixed) or '没有一项'}不变：它们只取决于参数和并行切分，与每次算多少行无关。"
+        + (f"logits 与 $b$ 成正比，翻倍到 {d.gb(mem_double['logits'])}。" if mem["logits"] else
+           "这张卡上没有 logits（它不在流水线的最后一段）。")
+        + f"激活是 ×{d.num(act, 2)}：")
+if mem_double["in_flight"] != mem["in_flight"]:
+    text += (f"同时在途的 micro batch 从 {mem['in_flight']} 个变成 {mem_double['in_flight']} 个（1F1B 的在途数不超过流水线段数，"
+             "也不超过每步的 micro batch 数），所以不是正好翻倍。")
+else:
+    text += f"每个 micro batch 的激活随 $b$ 增长，同时在途的仍是 {mem['in_flight']} 个。"
+text += f"合计 {verdict(mem_double)}。"
+d.md(text)

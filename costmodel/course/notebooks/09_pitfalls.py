@@ -16,76 +16,92 @@
 # %% [markdown]
 # # 09 常见坑：错的算法和对的算法各算一遍
 #
-# 前面几节把 MFU 的每个组成部分都推导过了。这一节反过来：把常见的算错方式逐条摆出来，
-# 每一条都按本场景把"错的"和"对的"各算一遍，再看错了多少。错误的大小取决于场景，
-# 所以同一个坑，在 MoE 长序列上可能是一个数量级，在稠密短序列上可能无关紧要。
+# 前面几节把 MFU 的每个组成部分都推导过了。这一节反过来：把常见的算错方式逐条摆出来，每一条都按本场景把"错的"和"对的"各算一遍，再看错了多少。错误的大小取决于场景，所以同一个坑，在 MoE 长序列上可能是一个数量级，在稠密短序列上可能无关紧要。坑 1–7 是课程 06.9 列出的几条，坑 8、9 是本库补充的两个与峰值有关的错误。
+
+# %% [markdown] tags=["lab-only"]
+# **换成自己的场景**：下一个单元格是参数。本节最常改的键是 `recompute`（坑 2、7）、`mean_tokens_per_sample` 与 `batching`（坑 3–5：真实长度和是否定长补齐），以及 `communication_share`（坑 6：实测的暴露通信份额；不填时用按并行布局估出的上界）。`scenario_file` 是一个 YAML 场景文件的路径：绝对路径，或相对于仓库根目录的路径（例如 `scenarios/llama-3.1-70b-512xH100.yaml`；在 notebook 所在的文件夹里能找到的相对路径优先）；`overrides` 只改单个键，例如 `{"step_time": 90}`。改完之后重启内核（Restart Kernel）并从头运行全部单元格（Run All）。
+#
+# 本页各个数的口径（N 怎么数、模型与硬件 FLOPs、注意力项）以及与 Megatron-LM、nanoGPT、torchtitan 等的差别，见 [docs/conventions.md](../../../docs/conventions.md)。
 
 # %% tags=["parameters"]
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
 overrides = {}  # 单个键的覆盖，例如 {"step_time": 90}
 
 # %%
-import math
-
 import sympy as sp
 
+from costmodel import course
 from costmodel.derive import attention
-from costmodel.inputs import hardware
-from costmodel.inputs.assumptions import assumed
-from costmodel.present import display as d
 from costmodel.derive import utilization as u
 from costmodel.derive.recompute import factor as policy_factor
 from costmodel.derive.symbols import B, D, F_lin, N, N_total, P, sum_sq
+from costmodel.inputs import hardware
+from costmodel.present import display as d
 
 sc, acc = d.load(scenario_file, overrides)
+
+# %% tags=["remove-input"]
+import math
+
+team = bool(sc.changed)
 subs = sc.substitutions()
-summary = []  # (pitfall, plot label or None, wrong value, right value)
-d.md(f"场景：**{d.text(sc['name'])}**。正确的 MFU（6ND 口径、激活参数、稠密峰值）为 "
-     f"**{d.pct(acc['mfu'])}**，下面每个坑都拿它作对照。")
+pad = acc["padding"]
+padded = pad["slots"] > sc["tokens_per_step"]  # pad slots exist (fixed-length padding)
+f_now = acc["recompute_factor"]
+f_none = float(policy_factor("none"))
+f_full = policy_factor("full")
+att = acc["attention"]
+misreadings = []  # (pitfall, plot label, utilization): this run's MFU under a wrong convention
+companions = []  # (pitfall, a second number to report beside the MFU, what that number is)
+d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，每步 {d.num(sc['step_time'], 1)} 秒）。"
+     f"正确的 MFU（6ND 口径、激活参数、只数真实 token、稠密峰值）为 **{d.pct(acc['mfu'])}**，"
+     "下面每个坑都拿它作对照。")
 
 # %% [markdown]
 # ## 坑 1：MoE 用总参数代替激活参数
 #
-# 6ND 里的 N 是每个 token 实际经过的矩阵乘参数。MoE 的配置文件和模型名里最醒目的却是总参数，
-# 把它代进去，MFU 就被放大了"总参数 / 激活参数"倍：
+# 6ND 里的 N 是每个 token 实际经过的矩阵乘参数。MoE 的配置文件和模型名里最醒目的却是总参数，把它代进去，MFU 就被放大了"总参数 / 激活参数"倍：
 
 # %%
-wrong, right = acc["mfu_if_total_params"], acc["mfu"]
-d.eq(r"\frac{\mathrm{MFU}(N_{\mathrm{total}})}{\mathrm{MFU}(N)}",
-     sp.simplify(u.mfu.subs(N, N_total) / u.mfu), d.num(wrong / right, 2))
-if sc["num_experts"] > 0:
+wrong = acc["mfu_if_total_params"]
+ratio_total = sp.simplify(u.mfu.subs(N, N_total) / u.mfu)
+d.eq(r"\frac{\mathrm{MFU}(N_{\mathrm{total}})}{\mathrm{MFU}(N)}", ratio_total,
+     d.num(wrong / acc["mfu"], 2))
+
+# %% tags=["remove-input"]
+right = acc["mfu"]
+if sc["num_experts"] > 0 and wrong > right:
     if wrong >= 1:
-        verdict = "超过 100%，一眼就能看出不可能"
+        looks = "超过 100%，一眼就能看出不可能"
     elif wrong >= 0.5:
-        verdict = "已经过半，看上去离硬件上限不远，很容易让人得出\"没有优化空间\"的结论"
+        looks = "已经过半，看上去离硬件上限不远，很容易让人得出\"没有优化空间\"的结论"
     else:
-        verdict = "会让剩下的优化空间显得小得多"
+        looks = "仍在 100% 以内、不会被任何检查拦下，却会让剩下的优化空间显得小得多"
     d.md(f"本场景是 MoE（{sc['num_experts']} 选 {sc['experts_per_token']}）：用总参数 "
          f"{d.sci(sc['total_params'])} 算出 MFU = **{d.pct(wrong)}**，正确值（激活参数 "
-         f"{d.sci(sc['activated_params'])}）是 **{d.pct(right)}**，高估 {d.times(wrong / right, 1)}。"
-         f"错的数字{verdict}。")
+         f"{d.sci(sc['activated_params'])}）是 **{d.pct(right)}**，错的数是对的 {d.times(wrong / right, 1)}。"
+         f"错的数字{looks}。")
 else:
-    d.md(f"本场景是稠密模型：总参数与激活参数只差不做矩阵乘的部分，用总参数算出 {d.pct(wrong)}，"
-         f"正确值 {d.pct(right)}，"
+    kind = "MoE" if sc["num_experts"] > 0 else "稠密模型"
+    d.md(f"本场景是{kind}，总参数 {d.sci(sc['total_params'])}、激活参数 {d.sci(sc['activated_params'])}："
+         f"用总参数算出 {d.pct(wrong)}，正确值 {d.pct(right)}，"
          + (f"只高估 {d.pct(wrong / right - 1)}。" if wrong > right else "两者相同。")
-         + "这个坑主要出在 MoE 上："
-         "专家越多、每个 token 选中的越少，总参数与激活参数之比越大，误差就是这个比值。")
-summary.append(("N 用总参数", "N = total params", wrong, right))
+         + "这个坑主要出在 MoE 上：专家越多、每个 token 选中的越少，总参数与激活参数之比越大，误差就是这个比值。")
+misreadings.append(("N 用总参数", "N = total params", wrong))
 
 # %% [markdown]
 # ## 坑 2：MFU 和 HFU 混用
 #
-# HFU 把重算也算作产出，比 MFU 多一个重算系数。两个任务、两份报告，只要一个报 MFU、一个报 HFU，
-# 差距就等于系数减一。
+# HFU 把重算也算作产出，比 MFU 多乘一个重算系数。两份报告只要一个报 MFU、一个报 HFU，差距就等于系数减一：
 
 # %%
-f_now = acc["recompute_factor"]
-f_full = policy_factor("full")
-f_none = float(policy_factor("none"))
+d.eq(r"\frac{\mathrm{HFU}}{\mathrm{MFU}}", sp.simplify(u.hfu / u.mfu), f"{f_now:.4f}")
+
+# %% tags=["remove-input"]
 if f_now > f_none:
     d.md(f"本场景 recompute = `{sc['recompute']}`，把 HFU **{d.pct(acc['hfu'])}** 当成 MFU 报，"
          f"比正确的 **{d.pct(acc['mfu'])}** 高 {d.pct(f_now - 1)}"
-         + ("（全量重算，差距正是 " + str(f_full - 1) + "）" if sc["recompute"] == "full"
+         + (f"（全量重算，差距正是 {f_full - 1}）" if sc["recompute"] == "full"
             else f"（全量重算时为 {d.pct(float(f_full - 1))}）")
          + f"。方向也可能反过来：关掉重算后（假设步长与硬件 FLOPs 成正比），"
          f"一步从 {d.num(sc['step_time'], 1)} 秒缩到 {d.num(sc['step_time'] / f_now, 1)} 秒，"
@@ -93,173 +109,214 @@ if f_now > f_none:
          "会把一次真实的提速读成\"没有变化\"。")
 else:
     d.md(f"本场景不重算，MFU 与 HFU 相等（{d.pct(acc['mfu'])}），自己报数不会出这个错。但与一个"
-         f"全量重算的任务比较时，对方报的 HFU 比它的 MFU 高 {d.pct(float(f_full - 1))}，"
-         "要先换算到同一口径。")
-summary.append(("HFU 当 MFU 报", "HFU reported as MFU", acc["hfu"], acc["mfu"]))
+         f"全量重算的任务比较时，对方报的 HFU 比它的 MFU 高 {d.pct(float(f_full - 1))}，要先换算到同一口径。")
+misreadings.append(("HFU 当 MFU 报", "HFU reported as MFU", acc["hfu"]))
 
 # %% [markdown]
 # ## 坑 3：拿自己的 MFU 和别的设定比
 #
-# 课程给过一个参照：稠密模型在 H100 上、4K 序列、精调过的配置，6ND 口径的 MFU 典型为 40–50%
-# （课程数字）。直接拿它比是不公平的，原因之一是口径本身随序列长度变：6ND 不含注意力核心，
-# 而注意力核心在总运算里的占比随序列长度上升。同样的模型、同样的硬件实际吞吐，
-# 序列越长，报出的 6ND MFU 就越低。
+# 课程给过一张"典型 MFU"的参照表（06.7），最常被拿来比的是稠密模型、短序列、强卡那一行。直接拿它比是不公平的，原因之一是口径本身随序列长度变：6ND 不含注意力核心，而注意力核心在总运算里的占比随序列长度上升。同样的模型、同样的硬件实际吞吐，序列越长，报出的 6ND MFU 就越低。下面把本场景的模型放到参照的序列长度上，只改这一项。
 
-# %%
-REFERENCE_SEQ_LEN = 4096  # the "4K" of the course's dense short-sequence reference
-
-
+# %% tags=["remove-input"]
+reference = course.figures()["typical_mfu"]["rows"][0]
+REFERENCE_SEQ_LEN = 4096  # the "4K" of that reference row
 lin = acc["linear_attention"]
 lin_per_token = (lin["flops_per_step"] or 0.0) / sc["tokens_per_step"] if lin else 0.0
-share_of_one = attention.share(attention.attention_actual)
+d.md(f"参照行：{reference['zh']}，6ND 口径的 MFU 典型为 {'–'.join(reference['range'])}（课程 06.7）；"
+     f"参照长度按 {d.num(REFERENCE_SEQ_LEN)} 个 token 计。")
+
+# %%
+share_of_one = attention.share(attention.attention_actual)  # attention core / all FLOPs
 
 
 def attention_share(seq_len):
-    """Share of the attention core in all FLOPs for one sequence of seq_len tokens, in the
-    scenario's attention_flops count, the linear-attention term included when the model has one."""
+    """Attention-core share of all FLOPs for one sequence of seq_len tokens."""
     one = {B: 1, D: seq_len, sum_sq: seq_len**2, F_lin: lin_per_token * seq_len}
     return float(share_of_one.subs({**subs, **one}))
 
 
-share_here = attention_share(sc["mean_tokens_per_sample"])
-share_ref = attention_share(REFERENCE_SEQ_LEN)
+hw_view = att["actual"]["mfu_with_attention"]  # the hardware's rate, attention counted
+mfu_ref = hw_view * (1 - attention_share(REFERENCE_SEQ_LEN))  # same rate, 4K sequences
+
+# %% tags=["remove-input"]
 if sc.lengths is None:  # every sample at the mean length: the account's own reading
-    assert math.isclose(share_here, acc["attention"]["actual"]["share"], rel_tol=1e-9)
-hw_view = acc["attention"]["actual"]["mfu_with_attention"]
-mfu_ref = hw_view * (1 - share_ref)
-d.table([(f"本场景均长 {d.count(sc['mean_tokens_per_sample'])}", d.pct(share_here), d.pct(acc["mfu"])),
-         (f"参照长度 {d.num(REFERENCE_SEQ_LEN)}", d.pct(share_ref), d.pct(mfu_ref))],
+    assert math.isclose(attention_share(sc["mean_tokens_per_sample"]), att["actual"]["share"], rel_tol=1e-9)
+ref_ratio = mfu_ref / acc["mfu"]
+d.table([(f"本场景（真实长度，均长 {d.count(sc['mean_tokens_per_sample'])}）", d.pct(att["actual"]["share"]),
+          d.pct(acc["mfu"])),
+         (f"参照长度 {d.num(REFERENCE_SEQ_LEN)}", d.pct(attention_share(REFERENCE_SEQ_LEN)), d.pct(mfu_ref))],
         ["序列长度", "注意力核心占总 FLOPs", "同等硬件吞吐下的 6ND MFU"],
         f"同一模型、计入注意力后利用率同为 {d.pct(hw_view)} 时，6ND MFU 随序列长度的变化")
 ref_gpu = hardware.GPUS["H100-SXM"]
+same_balance = math.isclose(acc["machine_balance"], ref_gpu.balance, rel_tol=0.01)
+balances = f"machine balance {acc['machine_balance']:.0f} 对 {ref_gpu.balance:.0f} FLOP/byte"
 gpu_note = (f"卡型与参照相同（都是 {ref_gpu.name}）" if sc["gpu"] == ref_gpu.name else
-            f"卡型也不同：{sc['gpu']} 的 machine balance 是 {acc['machine_balance']:.0f} FLOP/byte，"
-            f"{ref_gpu.name} 是 {ref_gpu.balance:.0f}")
-d.md(f"仅口径一项：同样的硬件吞吐，换到 {d.num(REFERENCE_SEQ_LEN)} 序列会报出 {d.pct(mfu_ref)}，"
-     f"是本场景 {d.pct(acc['mfu'])} 的 {d.times(mfu_ref / acc['mfu'])}。"
+            f"卡型不同（{sc['gpu']} 对 {ref_gpu.name}），但 machine balance 相同（{ref_gpu.balance:.0f} FLOP/byte），"
+            "卡上其余的差别（显存、互联）仍要核对" if same_balance else
+            f"卡型也不同：{sc['gpu']} 对 {ref_gpu.name}，{balances}")
+size = (f"两者几乎相同（{d.times(ref_ratio)}），本场景的序列长度与参照相近" if abs(ref_ratio - 1) < 0.02
+        else f"是本场景 {d.pct(acc['mfu'])} 的 {d.times(ref_ratio)}")
+d.md(f"仅口径一项：同样的硬件吞吐，换到 {d.num(REFERENCE_SEQ_LEN)} 序列会报出 {d.pct(mfu_ref)}，{size}。"
      f"此外{gpu_note}；模型是否 MoE、micro batch 多大也都会改变 GEMM 的形状（见 06、07）。"
      "比较之前，模型形状、序列长度、卡型和口径都要对齐。")
-summary.append((f"与 {d.num(REFERENCE_SEQ_LEN)} 序列的 MFU 直接比", None, acc["mfu"], mfu_ref))
+companions.append((f"与 {d.num(REFERENCE_SEQ_LEN)} 序列的参照直接比", mfu_ref,
+                   f"同样硬件吞吐、序列换成 {d.num(REFERENCE_SEQ_LEN)} 时报出的 6ND MFU（反事实：只改序列长度）"))
 
 # %% [markdown]
 # ## 坑 4：长序列下仍把 6ND 当作全部运算
 #
-# 这是上一个坑的另一面。短序列时注意力核心（QKᵀ 与 A·V）可以忽略，6ND 是好近似；
-# 长序列时它按 s² 增长，把 6ND 口径的 MFU 当作"硬件真实利用率"就会低估。下式把注意力核心
-# 加回分子，口径由场景的 `attention_flops` 决定（式中 $a$：课程默认 1，即整块 s×s、
-# 训练 3 倍前向；`causal` 时为 1/2，见 05）；混合模型的线性注意力项 $F_{lin}$ 也一并计入：
+# 这是上一个坑的另一面。短序列时注意力核心（QKᵀ 与 A·V）可以忽略，6ND 是好近似；长序列时它按 s² 增长，把 6ND 口径的 MFU 当作"硬件真实利用率"就会低估。下式把注意力核心加回分子，口径由场景的 `attention_flops` 决定（式中 $a$：课程默认 1，即整块 s×s、训练 3 倍前向；`causal` 时为 1/2，见 05）；混合模型的线性注意力项 $F_{lin}$ 也一并计入：
 
 # %%
 d.eq(r"\mathrm{MFU}_{+\mathrm{attn}}", attention.mfu_with_attention(attention.attention_actual))
-att = acc["attention"]
+
+# %% tags=["remove-input"]
 rows = [(label, d.count(part["seq_len"]), d.pct(part["share"]), d.pct(acc["mfu"]),
          d.pct(part["mfu_with_attention"]))
-        for label, part in (("按平均真实长度", att["actual"]), ("按配置长度（定长 padding）", att["padded"]))]
+        for label, part in (("按真实长度", att["actual"]), ("按配置长度（定长 padding）", att["padded"]))]
 d.table(rows, ["序列口径", "长度", "注意力占总 FLOPs", "6ND MFU", "计入注意力"],
         f"注意力核心的影响（{att['convention']}）")
-d.md(f"按平均真实长度，注意力核心占全部运算的 {d.pct(att['actual']['share'])}：只看 6ND 会把硬件"
+d.md(f"按真实长度，注意力核心占全部运算的 {d.pct(att['actual']['share'])}：只看 6ND 会把硬件"
      f"实际完成的运算低估这么多，计入后利用率是 {d.pct(att['actual']['mfu_with_attention'])}"
      f"（6ND 口径为 {d.pct(acc['mfu'])}）。"
      + (f"若真在做定长补齐，pad 位置上的注意力也在算，占比升到 {d.pct(att['padded']['share'])}。"
-        if sc["seq_len"] > sc["mean_tokens_per_sample"] else "")
+        if padded and att["padded"]["share"] > att["actual"]["share"] else "")
      + "这不只是报数问题：注意力占比越高，attention kernel 的效率对总时间的影响就越大。")
-summary.append(("只数 6ND，不数注意力核心", None, acc["mfu"],
-                att["actual"]["mfu_with_attention"]))
+companions.append(("只数 6ND，不数注意力核心", att["actual"]["mfu_with_attention"],
+                   f"计入注意力核心（{att['convention']}，按真实长度）后的利用率：硬件实际完成的模型运算"))
 
 # %% [markdown]
 # ## 坑 5：只看 MFU，不看 padding
 #
-# MFU 的 D 只数真实 token。定长补齐时 GPU 还在 pad 槽位上做运算，这部分既不进 MFU 也不进 HFU，
-# 它是一个与 MFU 高低无关的独立问题，而且往往比提高 kernel 效率好修。
-# 反过来也有人把槽位数当成 D 来算，得到的 MFU 虚高了"槽位 / 真实 token"倍。
+# MFU 的 D 只数真实 token。定长补齐时 GPU 还在 pad 槽位上做运算，这部分既不进 MFU 也不进 HFU，它是一个与 MFU 高低无关的独立问题，而且往往比提高 kernel 效率好修。反过来也有人把槽位数当成 D 来算，得到的 MFU 虚高了"槽位 / 真实 token"倍。
 
-# %%
-pad = acc["padding"]
-if pad["slots"] > sc["tokens_per_step"]:
+# %% tags=["remove-input"]
+if padded:
     wrong_pad = acc["mfu"] * pad["packing_speedup"]
     d.md(f"本场景每步 {d.num(pad['slots'])} 个槽位、{d.count(sc['tokens_per_step'])} 个真实 token。"
          f"把槽位当 D 算出 MFU = {d.pct(wrong_pad)}，正确值 {d.pct(acc['mfu'])}，"
-         f"虚高 {d.times(pad['packing_speedup'])}。若确实在补齐，{d.pct(pad['waste_fraction'])} "
+         f"虚高为 {d.times(pad['packing_speedup'])}。若确实在补齐，{d.pct(pad['waste_fraction'])} "
          f"的算力花在 pad 上；完美 packing 能把一步从 {d.num(sc['step_time'], 1)} 秒缩到 "
          f"{d.num(pad['step_time_after_packing'], 1)} 秒，MFU 升到 {d.pct(pad['mfu_after_packing'])}"
          "。先去日志里确认每步实际算了多少 token（见 04）。")
-    summary.append(("D 按槽位数（含 pad）算", "D = padded slots", wrong_pad, acc["mfu"]))
+    misreadings.append(("D 按槽位数（含 pad）算", "D = padded slots", wrong_pad))
+    companions.append(("只看 MFU，不看 padding", pad["mfu_after_packing"],
+                       f"完美 packing 后的 6ND MFU（若真在定长补齐；pad 占槽位 {d.pct(pad['waste_fraction'])}）"))
+elif sc["batching"] == "packed":
+    d.md("本场景按 packing 组批（`batching = packed`），样本首尾相接，没有 pad 槽位，这个坑不存在。")
 else:
-    d.md("本场景的平均真实长度等于配置长度，没有 pad 槽位，这个坑不存在。")
+    d.md("本场景的平均真实长度等于配置长度，定长补齐也不产生 pad 槽位，这个坑不存在。")
 
 # %% [markdown]
 # ## 坑 6：先去优化通信
 #
-# "分布式训练的瓶颈是通信"是一个很强的直觉，但收益上限由通信占步长的比例决定：通信即使完全
-# 被掩盖，步长也最多缩短这个比例。本库没有通信模型，下面用的是**课程对它那次运行实测的通信占比
-# （约 3%，课程数字）**，不是为本场景算出来的；换成你的任务，要先自己量。
+# "分布式训练的瓶颈是通信"是一个很强的直觉，但收益上限由通信占步长的比例决定：通信即使完全被计算掩盖，步长也最多缩短这个比例。本库按场景的并行布局逐个估算一步里的集合通信（每卡收发的字节 ÷ 链路带宽，见 08），得到的是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。团队在场景里给了实测的 `communication_share` 时，用实测值。课程对它那次运行给的实测占比放在文末的对照表里。
 
-# %%
-COURSE_COMM_SHARE = assumed("communication_share")  # the course's measured share, not computed
-comm_bound = 1 / (1 - COURSE_COMM_SHARE)
-sel = acc["projections"]["selective_recompute"]
-levers = [("通信完全掩盖（课程实测占比）", comm_bound, "课程数字，非本场景计算")]
-if pad["slots"] > sc["tokens_per_step"]:
-    levers.append(("完美 packing（若在定长补齐）", pad["packing_speedup"], "本场景计算"))
-if f_now > f_none:
-    levers.append(("关闭重算（若显存允许）", f_now / f_none, "本场景计算"))
-if sel["speedup"] > 1:
-    levers.append((f"{sc['recompute']} → selective 重算", sel["speedup"], "本场景计算"))
-d.table([(name, d.times(x), d.pct(1 - 1 / x), note) for name, x, note in levers],
-        ["手段", "提速上限", "步长最多缩短", "来源"], "几个手段的收益上限（步长 ∝ 对应工作量的简化假设）")
-best_name, best = max(levers[1:], key=lambda item: item[1])[:2] if len(levers) > 1 else (None, 1.0)
-if best_name and best > comm_bound:
-    d.md(f"按课程的通信占比，把通信优化到极致也只有 {d.times(comm_bound)}；本场景里"
-         f"\"{best_name}\"一项就有 {d.times(best)}。原则是先量再改：先确认瓶颈在哪，再排优先级。")
-elif best_name:
-    d.md(f"按课程的通信占比，把通信优化到极致是 {d.times(comm_bound)}；本场景里最大的一项"
-         f"\"{best_name}\"也只有 {d.times(best)}，这些看得见的浪费都不大。下一步该量的是 kernel 效率"
-         "和真实的通信占比：先量再改。")
+# %% tags=["remove-input"]
+comm = acc["communication"]
+comm_share = comm["share_used"]
+comm_basis = ("团队实测（场景的 `communication_share`）" if comm["basis"] == "measured" else
+              f"按并行布局估计（每卡每步收发 {d.gb(comm['bytes_per_gpu'])}，约 {d.num(comm['seconds'], 2)} 秒；不计重叠的上界）")
+d.md(f"本场景一步里的通信占比：**{d.pct(comm_share)}**，{comm_basis}。")
+
+# %% [markdown] tags=["exercise"]
+# ### 练习 1：优化一项，其余的份额就变大
+#
+# 上一个单元格给出了本场景通信占一步的比例 s。假设先把其余部分（计算）整体提速 g 倍，例如计算快一倍（g = 2），而通信时间一点不变。**先预测**：那时通信占一步的比例 s′ 是多少？再把通信全部藏起来，最多还能快多少倍？先写出只含 s 和 g 的式子，再代入本场景的 s 和 g = 2 算出数值，然后运行下面的单元格核对。
+
+# %% tags=["solution"]
+from costmodel.derive import levers
+
+g_faster = 2
+s_comm, g = sp.symbols("s g", positive=True)
+share_later = levers.share_after.subs({levers.share: s_comm, levers.G: g})  # derived in levers
+later = float(share_later.subs({s_comm: comm_share, g: g_faster}))
+bound_later = levers.amdahl_limit.subs(levers.share, sp.Symbol("s'"))  # 1 / (1 - s')
+d.eq(r"s'", share_later, d.pct(later))
+d.eq(r"\text{speedup}_{\max}'", bound_later, d.times(1 / (1 - later), 3))
+
+# %% tags=["solution", "remove-input"]
+d.md(f"计算快 {g_faster} 倍后，通信的份额从 {d.pct(comm_share)} 升到 **{d.pct(later)}**，"
+     f"把它全部藏起来的上限也随之升到 {d.times(1 / (1 - later), 3)}。"
+     "反过来读：先做的那项优化越大，原本不起眼的部分就越显眼。"
+     "所以每做完一项都要重新测一遍份额，再排下一个优先级，而不是沿用优化前的排序。")
+
+# %% [markdown]
+# 下表把库为本场景算出的各个杠杆按提速排在一起（每一项单独做、其余不变；只是提速上限，没有检查显存是否放得下，见 08）。"依据"一列是这个数依赖的场景键：其中有的是课程的假设值（例如 `attention_kernel_speedup`），换成实测值结论才算数。
+
+# %% tags=["remove-input"]
+LEVER_NAMES = {
+    "packing": "完美 packing（若在定长补齐）",
+    "recompute_off": "关闭重算",
+    "selective_recompute": "改成选择性重算",
+    "attention_kernel": "更快的 attention kernel",
+    "load_balance": "专家负载均衡",
+    "communication_overlap": "通信完全掩盖",
+    "micro_batch": "micro batch 翻倍",
+    "pipeline_bubble": "缩小流水线气泡",
+}
+overlap = next(a for a in acc["advice"] if a["lever"] == "communication_overlap")
+shown = [a for a in acc["advice"] if a["speedup"] > 1.0005 or a["lever"] == "communication_overlap"]
+d.table([(LEVER_NAMES.get(a["lever"], a["lever"]), d.times(a["speedup"], 3), d.pct(1 - 1 / a["speedup"]),
+          ", ".join(a["rests_on"])) for a in shown],
+        ["手段", "提速上限", "步长最多缩短", "依据（场景键）"], "本场景各个杠杆的收益上限（库的估计）")
+
+# %% tags=["remove-input"]
+best = max((a for a in shown if a["lever"] != "communication_overlap"), key=lambda a: a["speedup"], default=None)
+basis_word = "实测" if comm["basis"] == "measured" else "估计（上界）"
+comm_first = overlap["speedup"] > 1.0005 and (best is None or overlap["speedup"] >= best["speedup"])
+if best is None and not comm_first:
+    d.md(f"按{basis_word}的通信占比，把通信优化到极致也只有 {d.times(overlap['speedup'], 3)}；表里其他杠杆"
+         "也都没有可省的，下一步该量的是 kernel 效率：先量再改。")
+elif not comm_first:
+    d.md(f"按{basis_word}的通信占比，把通信优化到极致也只有 {d.times(overlap['speedup'], 3)}；本场景里"
+         f"\"{LEVER_NAMES.get(best['lever'], best['lever'])}\"一项就有 {d.times(best['speedup'])}。"
+         "原则是先量再改：先确认瓶颈在哪，再排优先级。")
 else:
-    d.md(f"按课程的通信占比，把通信优化到极致也只有 {d.times(comm_bound)}。本场景没有 pad，"
-         "也没有可以去掉的重算，下一步该量的是 kernel 效率和真实的通信占比：先量再改。")
+    d.md(f"在本场景里，通信完全掩盖（{d.times(overlap['speedup'], 3)}）是表中最大的一项，按这个数，直觉在这里可能是对的。"
+         + ("但这是不计任何重叠的估计上界：真实暴露在外的通信只会更少。先实测暴露的部分，把它写进 "
+            "`communication_share`，再排优先级。" if comm["basis"] != "measured" else
+            "它来自团队的实测值，可以放心排在前面。"))
 
 # %% [markdown]
 # ## 坑 7：忘了 recompute 是自愿的
 #
-# 重算是用算力换显存。一旦显存腾出来（例如 fused / chunked cross-entropy 省掉 logits 的大张量，
-# 见 08），首先该考虑的就是减少或关掉重算，而不是把它当成固定成本。
+# 重算是用算力换显存。一旦显存腾出来（例如 fused / chunked cross-entropy 省掉 logits 的大张量，见 08），首先该考虑的就是减少或关掉重算，而不是把它当成固定成本。
 
-# %%
+# %% tags=["remove-input"]
 step = sc["step_time"]
+sel = acc["projections"]["selective_recompute"]
 if f_now > f_none:
     text = (f"本场景 recompute = `{sc['recompute']}`，系数 {f_now:.4f}。按步长与硬件 FLOPs 成正比"
-            f"的假设，关掉重算：{d.num(step, 1)} 秒 → {d.num(step / f_now, 1)} 秒"
-            f"（{d.times(f_now)}）")
+            f"的假设，关掉重算：{d.num(step, 1)} 秒 → {d.num(step / f_now, 1)} 秒（{d.times(f_now)}）")
     if sel["speedup"] > 1:
         text += (f"；改成选择性重算（r = {sc['selective_recompute_fraction']:g}）："
                  f"{d.num(step, 1)} 秒 → {d.num(sel['step_time'], 1)} 秒（{d.times(sel['speedup'])}）")
-    d.md(text + f"。每个 micro batch 的 logits（BF16）就占 {d.gb(acc['logits_bytes'])}，它是腾显存的"
-         "第一个候选。")
+    d.md(text + f"。每个 micro batch 的 logits（BF16）占 {d.gb(acc['logits_bytes'])}，分块计算交叉熵能把它"
+         "切小，是腾显存的一个候选（见 08）。")
 else:
     d.md("本场景已经不做重算，这一项没有可挖的空间。")
 
 # %% [markdown]
 # ## 坑 8：用了稀疏峰值
 #
-# 不少规格表把"带结构化稀疏"的峰值放在最显眼的位置，它是稠密峰值的 2 倍。训练里的矩阵乘是
-# 稠密的，MFU 的分母必须用稠密 BF16 峰值；用稀疏峰值，MFU 直接被砍掉一半。
+# 下面两个坑课程没有列出，是本库补充的。不少规格表把"带结构化稀疏"的峰值放在最显眼的位置，它是稠密峰值的 2 倍。训练里的矩阵乘是稠密的，MFU 的分母必须用稠密 BF16 峰值；用稀疏峰值，MFU 直接被砍掉一半。
 
 # %%
 sparse_ratio = sp.simplify(u.mfu.subs(P, 2 * P) / u.mfu)
 d.eq(r"\frac{\mathrm{MFU}(P_{\mathrm{sparse}} = 2P)}{\mathrm{MFU}(P)}", sparse_ratio)
 wrong_sparse = acc["mfu"] * float(sparse_ratio)
+
+# %% tags=["remove-input"]
 d.md(f"{sc['gpu']} 的稠密 BF16 峰值是 {d.tflops(sc['peak_flops'])}，稀疏口径写成 "
      f"{d.tflops(2 * sc['peak_flops'])}。用后者算出 MFU = {d.pct(wrong_sparse)}，"
      f"正确值 {d.pct(acc['mfu'])}。")
-summary.append(("分母用稀疏峰值", "sparse peak (2x dense)", wrong_sparse, acc["mfu"]))
+misreadings.append(("分母用稀疏峰值", "sparse peak (2x dense)", wrong_sparse))
 
 # %% [markdown]
 # ## 坑 9：代码里写死了别的卡的峰值
 #
-# 一些公开的 MFU 估算代码把 A100 的 BF16 峰值写成常量（例如 nanoGPT 的 `estimate_mfu`）。
-# 换了卡却没改这个常量，误差就是两张卡峰值之比：在更快的卡上 MFU 虚高，甚至超过 100%；
-# 在更慢的卡上则被低估。
+# 一些公开的 MFU 估算代码把 A100 的 BF16 峰值写成常量（例如 nanoGPT 的 `estimate_mfu`）。换了卡却没改这个常量，误差就是两张卡峰值之比：在更快的卡上 MFU 虚高，甚至超过 100%；在更慢的卡上则被低估。
 
 # %%
 wrong_gpu = hardware.GPUS["A100-80GB"]
@@ -269,55 +326,187 @@ P_wrong = sp.Symbol(r"P_{\mathrm{hardcoded}}", positive=True)
 d.eq(r"\frac{\mathrm{MFU}(P_{\mathrm{hardcoded}})}{\mathrm{MFU}(P)}",
      sp.simplify(u.mfu.subs(P, P_wrong) / u.mfu))
 wrong_peak = acc["mfu"] * sc["peak_flops"] / wrong_gpu.bf16_flops
+
+# %% tags=["remove-input"]
 direction = "高估" if wrong_peak > acc["mfu"] else "低估"
 d.md(f"本场景的卡是 {sc['gpu']}（{d.tflops(sc['peak_flops'])}）。若代码里写死的是 {wrong_gpu.name} 的 "
      f"{d.tflops(wrong_gpu.bf16_flops)}，算出 MFU = {d.pct(wrong_peak)}，正确值 "
-     f"{d.pct(acc['mfu'])}，{direction}为 {d.times(wrong_peak / acc['mfu'])}。峰值要按实际的卡取，"
-     "并且取稠密 BF16 那一列。")
-summary.append((f"写死 {wrong_gpu.name} 的峰值", f"{wrong_gpu.name} peak hard-coded", wrong_peak,
-                acc["mfu"]))
+     f"{d.pct(acc['mfu'])}，{direction}为 {d.times(wrong_peak / acc['mfu'])}"
+     + ("，超过 100%，一眼可见是错的" if wrong_peak > 1 else "")
+     + "。峰值要按实际的卡取，并且取稠密 BF16 那一列。")
+misreadings.append((f"写死 {wrong_gpu.name} 的峰值", f"{wrong_gpu.name} peak hard-coded", wrong_peak))
 
 # %% [markdown]
 # ## 汇总
 #
-# 下表把每个坑的错误值、正确值和二者之比放在一起（"比值"为错误值 / 正确值，
-# 大于 1 是高估，小于 1 是低估）。
+# 上面的坑分两类，分成两张表。第一类是**同一次运行换了错的口径**：N、D、分母或指标名用错，报出的数和正确的 MFU 不同。这一类的正确值每一行都一样，就是按正确口径算出的 MFU；"错 / 对"大于 1 是高估，小于 1 是低估。
 
-# %%
-d.table([(name, d.pct(w), d.pct(rt), d.times(w / rt)) for name, _, w, rt in summary],
-        ["坑", "错误算法", "正确算法", "比值"], "本场景各个坑的大小（均为利用率）")
+# %% tags=["remove-input"]
+d.table([(name, d.pct(w), d.pct(acc["mfu"]), d.times(w / acc["mfu"])) for name, _, w in misreadings],
+        ["坑", "按错的口径算出", "正确口径的 MFU", "错 / 对"],
+        "同一次运行按不同口径报出的利用率（正确口径：6ND、N 取激活参数、D 只数真实 token、分母用稠密峰值）")
 
-# %%
+# %% [markdown]
+# 第二类是 **MFU 本身算对了，但单看它会误判**：它需要配上另一个数一起读。下表每一行的第三列是各自不同的量，最后一列写明它是什么；它不是"正确的 MFU"，而是和 MFU 一起报告的补充。
+
+# %% tags=["remove-input"]
+d.table([(name, d.pct(acc["mfu"]), d.pct(value), what) for name, value, what in companions],
+        ["坑", "6ND MFU（口径正确）", "要一起看的数", "这个数是什么"],
+        "MFU 之外要一起报告的数（本场景）")
+
+# %% tags=["remove-input"]
 import matplotlib.pyplot as plt
 
 d.setup_plots()
-plotted = [(label, w) for _, label, w, _ in summary if label]
+names = [label for _, label, _ in misreadings]
+values = [100 * w for _, _, w in misreadings]
 fig, ax = plt.subplots()
-names = [name for name, _ in plotted]
-values = [100 * w for _, w in plotted]
-ax.barh(names, values, color="#dd6b20", label="wrong MFU")
+ax.barh(names, values, color="#dd6b20", label="MFU under the wrong convention")
 ax.axvline(100 * acc["mfu"], color="#2b6cb0", linewidth=2, label="correct MFU")
 for y, value in enumerate(values):
     ax.annotate(f"{value:.1f}%", (value, y), textcoords="offset points", xytext=(4, -3), fontsize=9)
 ax.set_xlim(0, max(values + [100 * acc["mfu"]]) * 1.18)
 ax.invert_yaxis()
-ax.set_xlabel("MFU (%)")
-ax.set_title("MFU reported under each mistake vs the correct value")
+ax.set_xlabel("utilization reported (%)")
+ax.set_title("The same run under each wrong convention vs the correct MFU")
 ax.legend(loc="lower right")
 plt.show()
 
 # %% [markdown]
+# ## 课程怎么说，本页算出多少
+#
+# 课程 06.9 列出的常见坑，逐条放在本场景的计算结果旁边。课程的数字说的是它自己那次运行；换成你的场景时，中间一列是你的数字。
+
+# %% tags=["remove-input"]
+def same_as_course(key, value):
+    """The course's figure and this value agree at the precision the course writes it."""
+    text = course.figures()[key]["text"]
+    digits = len(text.rstrip("%").partition(".")[2])
+    return d.pct(value, digits) == d.pct(course.number(text), digits)
+
+
+def ours(text):
+    """This page's figure in a verdict: the team's run beside the course's claim, or the
+    course scenario recomputed."""
+    return ("课程的数说的是课程那次运行；你的运行：" if team else "按同一算法由场景现算：") + text
+
+
+# %% tags=["remove-input"]
+ok = same_as_course("total_params_mistake", wrong)
+why_total = ours(f"误用总参数得 {d.pct(wrong)}" + (f"（正确值 {d.pct(acc['mfu'])} 的 {d.times(wrong / acc['mfu'], 1)}）"
+                                                  if wrong > acc["mfu"] else "")) + (
+    "，与课程一致" if ok else "，与课程的数不同") + (
+    "；这个错数已过半，确实容易让人以为接近上限" if 0.5 <= wrong < 1 else
+    "；它超过 100%，一眼可见是错的" if wrong >= 1 else
+    "；它不到一半，不至于让人以为接近上限，但仍把效率高估了" if wrong > acc["mfu"] else
+    "；总参数等于 N，这个错在这里不改变结果")
+gap = f_now - 1
+ok_gap = same_as_course("nb09_mfu_hfu_gap", gap)
+if sc["recompute"] == "full":
+    why_gap = (("课程的数说的是课程那次运行；你的运行也是全量重算：" if team else "")
+               + "全量重算系数 4/3（坑 2 的 SymPy 式在 r = 1 时），HFU 比 MFU 高 1/3")
+else:
+    why_gap = (("课程的数说的是课程那次运行，" if team else "") + "33% 指全量重算；"
+               f"{'你的' if team else '本场景的'}运行 recompute = {sc['recompute']}，"
+               + (f"HFU 比 MFU 高 {d.pct(gap)}" if gap > 0 else "HFU 等于 MFU")
+               + f"，全量重算时仍是 {d.pct(float(f_full - 1))}")
+why_compare = (f"只把序列长度换成 {d.num(REFERENCE_SEQ_LEN)}，同样的硬件吞吐报出的 6ND MFU 就变成原来的 "
+               f"{d.times(ref_ratio)}" if abs(ref_ratio - 1) >= 0.02 else
+               f"{'你的' if team else '本场景的'}序列长度与参照相近，这一项几乎没有差别") + (
+    "；卡型与参照相同" if sc["gpu"] == ref_gpu.name else
+    f"；卡型不同（{sc['gpu']} 对 {ref_gpu.name}），machine balance 相同" if same_balance else
+    f"；卡型不同，{balances}") + "；四项对齐才能比"
+
+# %% tags=["remove-input"]
+share_a, share_p = att["actual"]["share"], att["padded"]["share"]
+major = share_a > 0.5
+why_long = ("课程说的是 49K 序列的运行；" if team else "") + (
+    f"按真实长度（均长 {d.count(sc['mean_tokens_per_sample'])}）注意力核心占 {d.pct(share_a)}，"
+    + ("过半，6ND 漏掉的比它数到的还多" if major else
+       "不到一半，谈不上\"大头\"" + (f"，按配置长度定长补齐算（pad 上也在算）是 {d.pct(share_p)}"
+                                   + ("，才过半" if share_p > 0.5 else "") if padded else ""))
+    + ("" if major else
+       f"；但 6ND 少数了 {d.pct(share_a)} 的运算，超过四分之一，\"不再是好近似\"这一点成立" if share_a >= 0.25 else
+       f"；6ND 少数了 {d.pct(share_a)} 的运算，是否还算好近似要看用途，报数时应一并说明" if share_a >= 0.05 else
+       f"；6ND 只少数了 {d.pct(share_a)}，在这里仍是好近似"))
+ok_pad = padded and same_as_course("nb09_padding_independent", pad["waste_fraction"]) \
+    and same_as_course("nb01_mfu", acc["mfu"])
+levers_ranked = [a["lever"] for a in acc["advice"]]
+pack_rank = levers_ranked.index("packing") + 1 if "packing" in levers_ranked else None
+why_pad = ("MFU 的分子只数真实 token，pad 只让 T 变长，两者互不包含；" + ours(
+    f"pad 占槽位 {d.pct(pad['waste_fraction'])}，完美 packing {d.times(pad['packing_speedup'])}"
+    + (f"，在坑 6 的杠杆表里排第 {pack_rank}" if pack_rank else "")) if padded else
+    ("课程的 41% 说的是课程那次运行；" if team else "") + "你的运行没有 pad 槽位，这一项为零")
+
+# %% tags=["remove-input"]
+ok_comm = comm_share <= course.number(course.figures()["communication_share_course"]["text"])
+why_comm = ("课程的 3% 说的是课程那次运行；" if team else "") + (
+    ("团队实测" if comm["basis"] == "measured" else "按并行布局估计（不计重叠的上界）")
+    + f"通信占 {d.pct(comm_share)}，" + (
+        f"不超过 3%；完全掩盖最多 {d.times(overlap['speedup'], 3)}" if ok_comm else
+        f"超过 3%；完全掩盖最多 {d.times(overlap['speedup'], 3)}，在这次运行里通信值得先实测")
+    + "。\"先量再改\"在任何情况下都成立")
+why_rc = (ours(f"关掉重算可把一步从 {d.num(step, 1)} 秒缩到 {d.num(step / f_now, 1)} 秒（{d.times(f_now)}）")
+          + "；重算只是拿算力换显存，省下的就是重算系数本身" if f_now > f_none else
+          ("课程的建议针对全量重算的运行；" if team else "") + "你的运行已经不做重算，没有可关的")
+
+# %% tags=["remove-input"]
+d.claims([
+    ("MoE 误把总参数 35B 代进 6ND，MFU 会被算成 " + course.claim("total_params_mistake")
+     + "，让人以为没有优化空间", f"{d.pct(wrong)}（N = total_params = {d.sci(sc['total_params'])}）",
+     d.verdict(ok, why_total)),
+    ("混用 MFU 和 HFU：全量重算下两者差 " + course.claim("nb09_mfu_hfu_gap") + "，足以让对比得出反向结论",
+     f"HFU / MFU − 1 = {d.pct(gap)}（recompute = {sc['recompute']}）", d.verdict(ok_gap, why_gap)),
+    ("拿自己的 MFU 和别人的比，" + course.claim("nb09_compare_aligned") + "都要对齐",
+     f"4K 参照长度下 {d.pct(mfu_ref)}（本场景 {d.pct(acc['mfu'])}）", d.verdict(True, why_compare)),
+    ("序列长到 " + course.claim("nb09_six_nd_fails_long") + "时注意力占大头，6ND 不再是好近似",
+     f"注意力占 {d.pct(share_a)}（真实长度）/ {d.pct(share_p)}（配置长度）", d.verdict(major, why_long)),
+    ("MFU 只有 " + course.claim("nb01_mfu") + "，与“槽位里 " + course.claim("nb09_padding_independent")
+     + "是 pad”是两个独立的问题，后者更好修",
+     f"MFU {d.pct(acc['mfu'])}；pad {d.pct(pad['waste_fraction'])}", d.verdict(ok_pad, why_pad)),
+    ("先优化通信是误区：实测通信只占 " + course.claim("communication_share_course") + "，永远先量",
+     f"{d.pct(comm_share)}（{'实测' if comm['basis'] == 'measured' else '估计上界'}）", d.verdict(ok_comm, why_comm)),
+    ("忘了 " + course.claim("nb09_recompute_voluntary") + "：显存腾出来后，第一个该考虑关掉它",
+     f"recompute = {sc['recompute']}，系数 {f_now:.4f}", d.verdict(f_now > f_none, why_rc)),
+], sc)
+
+# %% [markdown]
 # ## 本节要点
 
-# %%
-ranked = sorted(summary, key=lambda item: abs(math.log(item[2] / item[3])), reverse=True)
-points = [f"本场景里偏差最大的三个坑："
-          + "；".join(f"{name}（{d.times(w / rt)}）" for name, _, w, rt in ranked[:3]) + "。"]
+# %% tags=["remove-input"]
+ranked = sorted(misreadings, key=lambda item: abs(math.log(item[2] / acc["mfu"])), reverse=True)
+points = ["同一次运行换错口径时偏差最大的三个坑："
+          + "；".join(f"{name}（错 / 对 = {d.times(w / acc['mfu'])}）" for name, _, w in ranked[:3]) + "。"]
 points.append(f"正确口径：N 取激活参数、D 只数真实 token、分母用 {sc['gpu']} 的稠密峰值 "
               f"{d.tflops(sc['peak_flops'])}，得到 MFU {d.pct(acc['mfu'])}；"
-              f"HFU {d.pct(acc['hfu'])} 要单独标明。")
-points.append(f"6ND 不含注意力核心：按平均真实长度它占全部运算的 "
-              f"{d.pct(acc['attention']['actual']['share'])}。")
-points.append(f"通信的收益上限按课程的实测占比只有 {d.times(comm_bound)}（课程数字）；"
-              "pad、重算这类\"看得见的浪费\"先量、先修。")
+              + (f"HFU {d.pct(acc['hfu'])} 要单独标明。" if f_now > f_none else "本场景不重算，HFU 与它相等。"))
+points.append(f"6ND 不含注意力核心：按真实长度它占全部运算的 {d.pct(att['actual']['share'])}，"
+              f"计入后利用率为 {d.pct(att['actual']['mfu_with_attention'])}，两个数应一起报。")
+points.append(f"通信占一步的 {d.pct(comm_share)}（{'实测' if comm['basis'] == 'measured' else '估计上界'}），"
+              f"完全掩盖最多 {d.times(overlap['speedup'], 3)}；"
+              + ("在本场景里它是最大的杠杆，先实测暴露在外的部分。" if comm_first
+                 else f"本场景最大的杠杆是\"{LEVER_NAMES.get(best['lever'], best['lever'])}\"，先量、先修它。"
+                 if best is not None else "先量 kernel 效率，再决定改什么。"))
 d.md("\n".join(f"- {p}" for p in points))
+
+# %% [markdown] tags=["exercise"]
+# ### 练习 2：两个错误同时犯
+#
+# 有人把 MoE 的总参数代进了 N，分母又用了规格表上的稀疏峰值。**先预测**：他报出的 MFU 是正确值的几倍？先用坑 1 和坑 8 的两个比值写出结果，再代入本场景的数算出百分比，想一想这个数看上去是否可信、能不能靠它本身发现错误。然后运行下面的单元格核对。
+
+# %% tags=["solution"]
+both = sp.simplify(u.mfu.subs({N: N_total, P: 2 * P}) / u.mfu)
+wrong_both = acc["mfu"] * float(both.subs(subs))
+d.eq(r"\frac{\mathrm{MFU}(N_{\mathrm{total}},\ 2P)}{\mathrm{MFU}(N,\ P)}", both,
+     d.num(float(both.subs(subs)), 3))
+
+# %% tags=["solution", "remove-input"]
+k = sc["total_params"] / sc["activated_params"]
+d.md(("两个错误相乘：" + (f"总参数把 MFU 放大 {d.num(k, 2)} 倍" if k > 1 else "总参数等于 N，这一处不起作用")
+      + f"，稀疏峰值再砍掉一半，报出 **{d.pct(wrong_both)}**，正确值是 {d.pct(acc['mfu'])}。")
+     + ("两处错误抵消了一部分，结果仍超过 100%，这次一眼可见是错的。" if wrong_both >= 1 else
+        "两处错误抵消了一部分，结果仍偏高，却不像单犯坑 1 时那样离谱，更难被一眼看出。" if k > 2 else
+        "两处错误恰好抵消，报出的数与正确值相同，错误完全看不出来。" if k == 2 else
+        "总参数带来的放大不到 2 倍，稀疏峰值占了上风，报出的数反而偏低。" if k > 1 else
+        "只剩稀疏峰值这一处错误，报出的数是正确值的一半。")
+     + "所以不能靠数字\"看上去合理\"来判断口径是否正确：要逐项核对 N、D、峰值，并用吞吐（tok/s）换一条路验算（见 03）。")

@@ -14,37 +14,51 @@
 # ---
 
 # %% [markdown]
-# # 10 思考题：两道练习的完整解答
+# # 10 思考题：packing 做成之后，再换 selective recompute
 #
-# 课程这一节最后留了两道思考题。这里按前面各节的方法把它们完整算一遍，数字全部来自当前场景：
+# 课程这一节最后留了两道思考题，本页把它们做成两道练习：先用前面各节的方法自己估出数来、写在纸上，再运行下面的解答核对。解答里的数字都按当前场景现算。有两个输入要按团队自己的训练来定：训练现在要跑多久（课程只说“一夜”），一步里有多少通信没被计算掩盖（课程给的是它那次训练的实测）。它们如今是场景的键 `training_hours` 和 `communication_share`，解答用到它们时都注明值从哪里来。两道练习之后，再按本次运行排好的杠杆（`acc["advice"]`）看剩下的先做哪个，并把课程的说法与本页算出的数逐条对照。
+
+# %% [markdown] tags=["lab-only"]
+# **换成自己的场景。** 本节最可能要改的键：`mean_tokens_per_sample`（平均每个样本的真实 token 数，决定 packing 有没有收益可拿）、`recompute`（现在用的是 full、selective 还是不重算）、`training_hours`（整个训练现在的墙钟时长）、`communication_share`（实测的、没被计算掩盖的通信份额）。下面参数格里的 `scenario_file` 是一个 YAML 场景文件的路径：绝对路径，或相对于仓库根目录的路径（例如 `scenarios/llama-3.1-70b-512xH100.yaml`；在 notebook 所在的文件夹里能找到的相对路径优先）；`overrides` 只改单个键，例如 `{"step_time": 90}`。改完之后重启内核并全部运行（Kernel → Restart Kernel and Run All Cells）。
 #
-# 1. 假设 packing 做成了（完美 packing），重算一遍账：单步耗时、集群吞吐、MFU，以及整个训练要跑多久。
-# 2. packing 和 selective recompute 同时做：两者的收益是相乘还是相加，合起来单步多快，
-#    之后的瓶颈会落在哪里。
-#
-# 课程没有给出的输入（训练现在跑多久、通信占多少时间）如今是场景的键：`training_hours`（课程的
-# “跑一夜”读成的小时数）和 `communication_share`（团队实测的通信份额；不给时用账里按并行布局估出的
-# 份额）。用到它们的地方都写明值从哪里来；值是课程的假设时，写明该设置哪个键换成你的实际值。
-# 最后，按本次运行排好的杠杆（`acc["advice"]`）回答“先做什么”：包括 selective recompute 在显存里放不放得下。
+# 本页各个数的口径（N 怎么数、模型与硬件 FLOPs、注意力项）以及与 Megatron-LM、nanoGPT、torchtitan 等的差别，见 [docs/conventions.md](../../../docs/conventions.md)。
 
 # %% tags=["parameters"]
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
 overrides = {}  # 单个键的覆盖，例如 {"step_time": 90}
 
-# %%
+# %% tags=["remove-input"]
+import re
+
+import matplotlib.pyplot as plt
 import sympy as sp
 
-from costmodel.evaluate import gemms
-from costmodel.evaluate.run import memory as gpu_memory
-from costmodel.present import display as d
+from costmodel import course
 from costmodel.derive import exercises as x
 from costmodel.derive import levers, padding, recompute, roofline
 from costmodel.derive.symbols import D, T, m
+from costmodel.evaluate import gemms
+from costmodel.evaluate.run import memory as gpu_memory
+from costmodel.present import display as d
 
 sc, acc = d.load(scenario_file, overrides)
 pad, proj = acc["padding"], acc["projections"]
 source = {key: a["source"] for key, a in acc["assumptions"].items()}
 by_lever = {a["lever"]: a for a in acc["advice"]}
+own = bool(sc.changed)  # a team's scenario: the claims table shows the team's figures
+moe = sc["num_experts"] > 0
+packed = pad["batching"] == "packed"
+padded = not packed and pad["slots"] > sc["tokens_per_step"]  # some slots hold padding
+
+
+def share(value):
+    """A share of the step: one decimal, two below 1% (a small share does not print as 0.0%)."""
+    return d.pct(value, 1 if value == 0 or value >= 0.01 else 2)
+
+
+def seconds(value):
+    """A time in seconds: one decimal, two significant digits below 0.1 s."""
+    return f"{value:.1f} s" if value == 0 or value >= 0.1 else f"{value:.2g} s"
 
 
 def origin(key):
@@ -55,94 +69,95 @@ def origin(key):
 
 
 d.md(f"场景：**{d.text(sc['name'])}**。现在每步 {sc['step_time']:g} s，MFU {d.pct(acc['mfu'])}，"
-     f"HFU {d.pct(acc['hfu'])}，recompute = {sc['recompute']}。")
+     f"HFU {d.pct(acc['hfu'])}，recompute = {sc['recompute']}"
+     + (f"，模型是 MoE（{sc['num_experts']} 个专家）" if moe else "，模型是稠密的（没有专家）") + "。")
 
 # %% [markdown]
-# ## 思考题 1：packing 做成之后的账
+# ## 做题用的三件工具
 #
-# 完美 packing 把样本首尾相接地装进定长的序列里，不再有 pad token。按课程的模型，单步耗时正比于
-# 算过的 token 槽位数：定长补齐时每步算 B·S 个槽位，packing 之后只算 D 个真实 token，
-# 提速就是两者之比。前提是现在**确实**在做定长 padding；如果已经开了 packing 或 varlen，
-# 这份收益不存在（见第 04 节）。
+# - **单步耗时正比于算过的槽位。** 定长补齐时一步算 $B \cdot S$ 个槽位，其中真实 token 只有 $D$ 个；MFU 的分子 6ND 只数真实 token，所以 pad 不进分子，只拉长耗时（第 04 节）。
+# - **recompute 改的是每个槽位的 FLOPs。** 硬件每个 token 做 $6N \cdot f$ 次运算：full recompute 的 $f = 4/3$，selective 只重算前向的一部分，$f$ 更小（第 02 节）。
+# - **不缩短的那部分时间会变显眼。** 如果一步里有一段时间（例如没被掩盖的通信）不随计算缩短，计算提速 $g$ 倍之后，整步的提速小于 $g$，这段时间的占比上升（Amdahl 定律，第 08 节）。
 
-# %%
-g_pack = pad["packing_speedup"]
-t_pack = pad["step_time_after_packing"]
-tok_pack = sc["tokens_per_step"] / t_pack
+# %% [markdown] tags=["exercise"]
+# ### 练习 1：packing 做成之后的账（思考题 1）
+#
+# 假设 packing 做成了，而且是完美 packing：样本首尾相接地装满每一行，一个 pad 都不剩。先不运行，用下表里本场景的数自己算：(a) 单步耗时变成多少？(b) 集群吞吐（每秒真实 token）变成多少？(c) MFU（6ND 口径）变成多少？(d) 整个训练现在要跑的时长会变成多久？提示：想清楚 packing 改变的是哪一个量、6ND 的分子变不变；如果本场景已经在 packing，或者样本本来就填满了序列，答案又是什么？
+
+# %% tags=["remove-input"]
+d.table([
+    ("单步耗时 T", f"{sc['step_time']:g} s"),
+    ("每步算的槽位（" + ("已 packing：就是 D" if packed else "定长补齐：B·S") + "）", d.num(pad["slots"])),
+    ("每步的真实 token D", d.count(sc["tokens_per_step"])),
+    ("MFU（6ND 口径）", d.pct(acc["mfu"])),
+    ("训练现在的时长", f"{sc['training_hours']:g} h（{origin('training_hours')}）"),
+], ["量", "本场景"], "Exercise 1: the inputs of this scenario")
+
+# %% tags=["solution"]
+g_pack = pad["packing_speedup"]  # slots / D
+t_pack = pad["step_time_after_packing"]  # T / g_pack
+tok_pack = sc["tokens_per_step"] / t_pack  # D / T'
 d.eq(r"g_{\mathrm{pack}}", padding.packing_speedup,
-     rf"\frac{{{d.num(pad['slots']).replace(',', '{,}')}}}"
-     rf"{{{d.count(sc['tokens_per_step']).replace(',', '{,}')}}}", f"{g_pack:.3f}")
+     rf"\frac{{{d.tex_num(pad['slots'])}}}{{{d.tex_num(sc['tokens_per_step'])}}}", f"{g_pack:.3f}")
 d.eq(r"T'", padding.step_time_after_packing, rf"{t_pack:.1f}\ \mathrm{{s}}")
-d.eq(r"\tau'", D / sp.Symbol("T'"), rf"{d.num(tok_pack).replace(',', '{,}')}\ \mathrm{{tok/s}}")
+d.eq(r"\tau'", D / sp.Symbol("T'"), rf"{d.tex_num(tok_pack)}\ \mathrm{{tok/s}}")
 d.eq(r"\mathrm{MFU}'", padding.mfu_after_packing, d.pct(pad["mfu_after_packing"]))
 
-# %%
+# %% tags=["solution", "remove-input"]
 hfu_pack = acc["hfu"] * g_pack
-rows = [
+d.table([
     ("(a) 单步耗时", f"{sc['step_time']:.1f} s", f"{t_pack:.1f} s"),
     ("(b) 集群吞吐（真实 token）", f"{d.num(acc['tokens_per_s'])} tok/s", f"{d.num(tok_pack)} tok/s"),
     ("    单卡吞吐", f"{d.num(acc['tokens_per_s_per_gpu'], 1)} tok/s",
      f"{d.num(tok_pack / sc['num_gpus'], 1)} tok/s"),
     ("(c) MFU（6ND 口径）", d.pct(acc["mfu"]), d.pct(pad["mfu_after_packing"])),
     ("    HFU", d.pct(acc["hfu"]), d.pct(hfu_pack)),
-]
-d.table(rows, ["量", "现在", "完美 packing 之后"], "Exercise 1 (a)-(c): the account after perfect packing")
-packed = pad["batching"] == "packed"
-padded = not packed and pad["slots"] > sc["tokens_per_step"]  # some slots hold padding
+], ["量", "现在", "完美 packing 之后"], "Exercise 1 (a)-(c): the account after perfect packing")
 if padded:
     text = (f"每步要算的槽位从 {d.num(pad['slots'])} 降到 {d.count(sc['tokens_per_step'])}，"
             f"提速 **{d.times(g_pack)}**：单步从 {sc['step_time']:g} s 变成 **{t_pack:.1f} s**，"
             f"集群吞吐从 {d.num(acc['tokens_per_s'])} 升到 **{d.num(tok_pack)} tok/s**，"
             f"MFU 从 {d.pct(acc['mfu'])} 升到 **{d.pct(pad['mfu_after_packing'])}**。"
-            "注意 MFU 的分子（6ND）没有变：变的只是耗时。pad token 上的运算本来就不计入 MFU，"
-            "它们只是把时间拉长了。")
+            "MFU 的分子（6ND）没有变，变的只是耗时：pad 上的运算本来就不计入 MFU，它们只是把时间拉长了。")
     if hfu_pack > 1:
         text += (f"但这里 HFU 会到 {d.pct(hfu_pack)}，超过 100%，不可能：HFU 只数真实 token，若 pad 槽位"
                  "现在也真的在算，GPU 现在就已经超过峰值了。所以本场景的“定长补齐”前提站不住"
                  "（也许已在 packing 或 varlen），或 `step_time` 等输入需要核对；上表的“之后”一列不能当真。")
-elif packed:
-    text = (f"本场景已经在做 packing（`batching: packed`）：每步的 {d.num(pad['slots'])} 个槽位全是真实 "
-            f"token，没有 pad 可省。完美 packing 的提速是 {d.times(g_pack)}，单步仍是 {sc['step_time']:g} s，"
-            f"MFU 仍是 {d.pct(acc['mfu'])}；下面 (d) 的训练时长也不变。")
 else:
-    text = (f"本场景的平均真实长度等于配置长度：每步的 {d.num(pad['slots'])} 个槽位全是真实 token，"
-            f"没有 pad 可省。完美 packing 的提速是 {d.times(g_pack)}，单步仍是 {sc['step_time']:g} s，"
+    text = ((f"本场景已经在做 packing（`batching: packed`）：每步的 {d.num(pad['slots'])} 个槽位全是真实 token，"
+             if packed else
+             f"本场景的平均真实长度等于配置长度：每步的 {d.num(pad['slots'])} 个槽位全是真实 token，")
+            + f"没有 pad 可省。完美 packing 的提速是 {d.times(g_pack)}，单步仍是 {sc['step_time']:g} s，"
             f"MFU 仍是 {d.pct(acc['mfu'])}；下面 (d) 的训练时长也不变。")
 d.md(text)
 
-# %% [markdown]
-# ### (d) 整个训练要跑多久
+# %% [markdown] tags=["solution"]
+# #### (d) 整个训练要跑多久
 #
-# 课程只说“2 个 epoch 跑一夜”，没有给数据集大小，也没有给现在的墙钟时间。场景的 `training_hours`
-# 键把“一夜”读成一个具体的小时数；课程场景里它是课程的假设，换成你们日志里的真实时长即可。
+# 课程只说它的训练是 2 个 epoch、“跑一夜”，既没给数据集大小，也没给墙钟时间。场景的 `training_hours` 键把这段时长写成具体的小时数；课程场景里它是课程的假设，团队换成自己日志里的真实时长即可。步数不变时，墙钟时间与单步耗时同比例缩短。
 
-# %%
+# %% tags=["solution"]
 current_run_hours = sc["training_hours"]  # the course's "overnight" unless the scenario sets it
-epochs = 2  # the course's run: two epochs
-
-# %%
 run = x.run_after(current_run_hours, sc["step_time"], sc["tokens_per_step"], g_pack)
 d.eq(r"H'", x.run_hours_after.subs(x.g, sp.Symbol(r"g_{\mathrm{pack}}")),
      rf"\frac{{{current_run_hours:g}\ \mathrm{{h}}}}{{{g_pack:.3f}}}",
      rf"{run['hours_after']:.1f}\ \mathrm{{h}}")
-samples_per_epoch = run["steps"] * sc["samples_per_step"] / epochs
-d.md(f"步数不变，墙钟时间就按单步耗时等比缩短：现在要 **{current_run_hours:g} 小时**"
-     f"（{origin('training_hours')}），"
+
+# %% tags=["solution", "remove-input"]
+course_epochs = 2  # the course's run: two epochs (the scenario has no key for it)
+samples_per_epoch = run["steps"] * sc["samples_per_step"] / course_epochs
+d.md(f"现在要 **{current_run_hours:g} 小时**（{origin('training_hours')}），"
      + (f"packing 之后约 **{run['hours_after']:.1f} 小时**，省下 "
         f"{current_run_hours - run['hours_after']:.1f} 小时。" if padded else
         "没有 pad 时 packing 不缩短单步，训练时长不变。")
-     + f"这个时长同时意味着：整个训练约 {d.num(run['steps'])} 步、{d.sci(run['tokens'])} 个真实 token，"
-     f"每个 epoch 约 {d.num(samples_per_epoch)} 个样本；如果这与你们的数据量对不上，"
-     "说明 `training_hours` 该改了。")
+     + f"这个时长同时意味着整个训练约 {d.num(run['steps'])} 步、{d.sci(run['tokens'])} 个真实 token；"
+     f"若像课程那样是 2 个 epoch，每个 epoch 约 {d.num(samples_per_epoch)} 个样本。"
+     "如果这与你们的数据量对不上，说明 `training_hours` 该改了。")
 
-# %% [markdown]
-# 课程方法之外的一点提醒：上面的提速只看槽位数，也就是只看与参数成正比的那部分运算。
-# 注意力核（6ND 漏掉的 s² 项）在定长补齐时每条序列按 S² 算，packing 并配合块对角注意力后只按
-# 每个样本自己的长度算（$\sum s_i^2 \le S \cdot D$），降得不比槽位数少。把它也放进耗时，提速只会更大，
-# 不会更小。注意力的 FLOPs 取自账本，按场景的 `attention_flops` 口径数（全方阵，或 causal 只数半个方阵）；
-# 模型若有线性注意力层，它的核与 token 数成正比，按槽位一起缩短。
+# %% [markdown] tags=["solution"]
+# 课程方法之外的一点提醒：上面的提速只看槽位数，也就是只看与参数成正比的那部分运算。注意力核（6ND 漏掉的 s² 项）在定长补齐时每条序列按 S² 算，packing 并配合块对角注意力后只按每个样本自己的长度算（$\sum s_i^2 \le S \cdot D$），降得不比槽位数少。把它也放进耗时，提速只会更大，不会更小。注意力的 FLOPs 取自账本，按场景的 `attention_flops` 口径数（全方阵，或 causal 只数半个方阵）；模型若有线性注意力层，它的核与 token 数成正比，按槽位一起缩短。
 
-# %%
+# %% tags=["solution", "remove-input"]
 att = acc["attention"]
 linear = acc["linear_attention"]
 f_lin = (linear or {}).get("flops_per_step") or 0.0
@@ -160,7 +175,7 @@ if padded:
     g_with_attention = before / after_packing
     text = ("若耗时正比于“权重矩阵乘 FLOPs（6ND）+ 注意力核 FLOPs"
             + (" + 线性注意力核 FLOPs" if f_lin else "")
-            + f"”，注意力按{' ' if square[0].isascii() else ''}{square}，模型 FLOPs 记前向 × 3；"
+            + f"”，注意力按{square}，模型 FLOPs 记前向 × 3；"
             f"packing 前每条序列按 S = {d.num(sc['seq_len'])}，"
             f"packing 后按{actual_text}。这样算，提速是 **{d.times(g_with_attention)}**，而不是只看槽位的 "
             f"{d.times(g_pack)}。")
@@ -180,16 +195,35 @@ else:
             f"把它放进耗时也还是 {d.times(g_with_attention)}。")
 d.md(text)
 
-# %% [markdown]
-# ## 思考题 2：packing + selective recompute
+# %% [markdown] tags=["exercise"]
+# ### 练习 2：packing 再加 selective recompute（思考题 2）
 #
-# ### (a) 相乘还是相加
-#
-# 单步的计算时间可以写成“算多少个槽位 × 每个槽位硬件要做多少 FLOPs ÷ 实际算力”。packing 改的是
-# 第一个因子（B·S → D），recompute 策略改的是第二个（系数 f：full 的 4/3 → selective 的 f_new）。
-# 两个因子各自缩小，乘积就按两者之积缩小，所以收益**相乘**。SymPy 直接从这个式子推出来：
+# 课程接着让两件事一起做：packing，以及把 full recompute 换成 selective recompute。下表是课程给这两项的数和本场景的数，外加 (c) 要用的通信份额；现在的单步耗时见页首的场景行。先不运行，回答：(a) 两项收益是相乘还是相加？先把单步的计算时间写成几个因子的乘积，看每项改动改的是哪个因子。(b) 合起来单步耗时变成多少？(c) 做完这两项，下一个瓶颈会在哪里？提示：通信时间不随计算缩短，它在一步里的占比会怎么变；再看屋顶线上模型的矩阵乘离 GPU 的平衡点有多远。
 
-# %%
+# %% tags=["remove-input"]
+f_now = recompute.factor(sc["recompute"], sc["selective_recompute_fraction"])
+f_sel = recompute.factor("selective", sc["selective_recompute_fraction"])
+f_new = min(f_now, f_sel)  # the lever only ever lightens the recompute
+g_rc = proj["selective_recompute"]["speedup"]
+comm = acc["communication"]
+# measured if the scenario gives it, else the layout's estimate; the exposed part is at most what
+# compute at the GPU's peak leaves of the step (the overlap lever of acc["advice"] caps it so)
+comm_share = 1 - 1 / by_lever["communication_overlap"]["speedup"]
+basis_short = "实测" if comm["basis"] == "measured" else "估计的上界"
+d.table([
+    ("packing 的提速", course.claim("packing_speedup"), "你在练习 1 (a) 里算出的 T / T′"),
+    (f"recompute：{sc['recompute']} → selective 的提速", course.claim("selective_recompute_worked"),
+     f"{d.times(g_rc)}（系数 {f_now} → {f_new}）"),
+    ("没被计算掩盖的通信份额", course.claim("communication_share_course"),
+     f"{share(comm_share)}（{basis_short}）"),
+], ["量", "课程", "本场景"], "Exercise 2: the inputs (the course's figures beside this scenario's)")
+
+# %% [markdown] tags=["solution"]
+# #### (a) 相乘还是相加
+#
+# 单步的计算时间可以写成“算多少个槽位 × 每个槽位硬件要做多少 FLOPs ÷ 实际算力”。packing 改的是第一个因子（B·S → D），recompute 策略改的是第二个（系数 f：full 的 4/3 → selective 的 f_new）。两个因子各自缩小，乘积就按两者之积缩小，所以收益**相乘**。SymPy 直接从这个式子推出来：
+
+# %% tags=["solution"]
 slots_symbol, factor_symbol = sp.Symbol(r"\mathrm{slots}"), sp.Symbol("f")
 d.eq(r"C(\mathrm{slots}, f)", x.compute_time(slots_symbol, factor_symbol))
 d.eq(r"\frac{C(BS,\ f_{now})}{C(D,\ f_{new})}", x.combined_speedup_derived,
@@ -197,22 +231,16 @@ d.eq(r"\frac{C(BS,\ f_{now})}{C(D,\ f_{new})}", x.combined_speedup_derived,
 d.eq(r"g_1 g_2 - \left(1 + (g_1 - 1) + (g_2 - 1)\right)",
      sp.factor(x.combined_multiply - x.combined_add))
 
-# %%
-f_now = recompute.factor(sc["recompute"], sc["selective_recompute_fraction"])
-f_sel = recompute.factor("selective", sc["selective_recompute_fraction"])
-g_rc = proj["selective_recompute"]["speedup"]
-g_both = proj["packing_and_selective_recompute"]["speedup"]
+# %% tags=["solution"]
+g_both = proj["packing_and_selective_recompute"]["speedup"]  # g_pack * g_rc
 g_add = float(x.combined_add.subs({x.g_1: g_pack, x.g_2: g_rc}))
 d.eq(r"g_{\mathrm{rc}}", sp.Symbol(r"f_{now}") / sp.Symbol(r"f_{new}"),
-     rf"\frac{{{sp.latex(f_now)}}}{{{sp.latex(f_sel)}}}", f"{g_rc:.3f}")
-d.table([
-    ("packing", d.times(g_pack, 3)),
-    ("selective recompute", d.times(g_rc, 3)),
-    ("相乘（正确）", d.times(g_both, 3)),
-    ("相加（错误）", d.times(g_add, 3)),
-], ["组合", "提速"], "Exercise 2 (a): combining the two speedups")
+     rf"\frac{{{sp.latex(f_now)}}}{{{sp.latex(f_new)}}}", f"{g_rc:.3f}")
+d.table([("packing", d.times(g_pack, 3)), ("selective recompute", d.times(g_rc, 3)),
+         ("相乘（正确）", d.times(g_both, 3)), ("相加（错误）", d.times(g_add, 3))],
+        ["组合", "提速"], "Exercise 2 (a): combining the two speedups")
 
-# %%
+# %% tags=["solution", "remove-input"]
 if sc["recompute"] == "full":
     rc_text = (f"本场景是 full recompute（系数 {f_now}）；腾出显存后换成 selective（重算前向的 "
                f"{d.pct(sc['selective_recompute_fraction'], 0)}，{origin('selective_recompute_fraction')}；"
@@ -221,27 +249,29 @@ elif sc["recompute"] == "selective":
     rc_text = (f"本场景已经是 selective recompute（系数 {f_now}），换成 selective 没有新的收益："
                f"这一项是 {d.times(g_rc)}，组合后只剩 packing 的收益。")
 else:
-    rc_text = ("本场景没有开 recompute（系数 1），selective recompute 只会多做运算，不会提速："
+    rc_text = (f"本场景没有开 recompute（系数 {f_now}），换成 selective recompute 只会多做运算，不会提速："
                f"这一项记为 {d.times(g_rc)}，组合后只剩 packing 的收益。")
 if g_rc > 1 and g_pack > 1:
-    combine_text = (f" 两者相乘得 **{d.times(g_both)}**；把收益相加（1 + {g_pack - 1:.2f} + "
+    combine_text = (f"两者相乘得 **{d.times(g_both)}**；把收益相加（1 + {g_pack - 1:.2f} + "
                     f"{g_rc - 1:.2f}）只有 {d.times(g_add)}，少算的正是两份收益的交叉项 (g₁−1)(g₂−1)："
                     "packing 之后剩下的每个槽位，仍然享受 recompute 省下的那部分。")
 else:
-    combine_text = (f" 有一项是 1×，交叉项 (g₁−1)(g₂−1) 为零，相乘与相加都得 {d.times(g_both)}；"
+    combine_text = (f"有一项是 1×，交叉项 (g₁−1)(g₂−1) 为零，相乘与相加都得 {d.times(g_both)}；"
                     "两项都大于 1 时，相加会少算这个交叉项。")
 d.md(rc_text + combine_text
      + "相加只在两项改动各自砍掉互不相干的一段时间时才对（比如一项省通信、一项省计算）。")
 
-# %% [markdown]
-# ### (b) 合起来单步多快
+# %% [markdown] tags=["solution"]
+# #### (b) 合起来单步多快
 
-# %%
+# %% tags=["solution"]
 t_both = proj["packing_and_selective_recompute"]["step_time"]
 mfu_both = proj["packing_and_selective_recompute"]["mfu"]
-hfu_both = mfu_both * float(f_sel if sc["recompute"] == "full" else f_now)
+hfu_both = mfu_both * float(f_new)  # HFU = MFU x the recompute factor in force
 d.eq(r"T''", T / sp.Symbol(r"g_{\mathrm{pack}} g_{\mathrm{rc}}"),
      rf"\frac{{{sc['step_time']:g}\ \mathrm{{s}}}}{{{g_both:.3f}}}", rf"{t_both:.1f}\ \mathrm{{s}}")
+
+# %% tags=["solution", "remove-input"]
 d.md((f"单步从 {sc['step_time']:g} s 变成 **{t_both:.1f} s**，MFU 变成 **{d.pct(mfu_both)}**"
       f"（HFU {d.pct(hfu_both)}），按前面的 {current_run_hours:g} 小时，训练缩到约 "
       f"**{current_run_hours / g_both:.1f} 小时**。" if g_both > 1 else
@@ -251,63 +281,61 @@ d.md((f"单步从 {sc['step_time']:g} s 变成 **{t_both:.1f} s**，MFU 变成 *
         "少做的重算，硬件的忙碌程度没有变。" if g_rc > 1 else "")
      + ("HFU 超过 100% 是不可能的：本场景的单步里没有这么多可省的时间，这两项收益至少有一项的前提"
         "不成立，或场景的输入需要核对。" if hfu_both > 1 else "")
-     + "这里假设整个单步都随之缩短；下一小节去掉这个假设。")
-if sc["recompute"] == "full":
-    mem_sel = gpu_memory(sc.values, recompute="selective")
+     + ("这里假设整个单步都随之缩短；(c) 去掉这个假设。" if g_both > 1 else ""))
+mem_now = acc["memory"]
+mem_sel = gpu_memory(sc.values, recompute="selective") if sc["recompute"] == "full" else None
+if mem_sel is not None:
     where = (f"负载最重的卡要 {d.gb(mem_sel['total'])}，{sc['gpu']} 有 {d.gb(mem_sel['capacity'], 0)}；"
              "第 08 节细讲")
-    d.md(f"这道题默认 selective recompute 做得成。按账里的显存模型，它在本场景**放得下**（{where}）。"
-         if mem_sel["fits"] else
-         f"这道题默认 selective recompute 做得成；但按账里的显存模型，它在本场景**放不下**（{where}）："
-         f"上面的 {d.times(g_both)} 只是题目的答案，本次运行拿不到其中 selective recompute 的那 {d.times(g_rc)}。")
+    text = (f"这道题默认 selective recompute 做得成。按账里的显存模型，它在本场景**放得下**（{where}）。"
+            if mem_sel["fits"] else
+            f"这道题默认 selective recompute 做得成；但按账里的显存模型，它在本场景**放不下**（{where}）："
+            + (f"上面的 {d.times(g_both)} 只是题目的答案，照模型本次运行拿不到其中 selective recompute 的那 "
+               f"{d.times(g_rc)}。" if g_pack > 1 else f"照模型本次运行拿不到这 {d.times(g_rc)}。"))
+    if not mem_sel["fits"] and not mem_now["fits"]:
+        text += (f"不过按同一个模型，现在的 full recompute 也放不下（{d.gb(mem_now['total'])}）：模型与这次"
+                 "实际在跑的训练对不上，多半是场景里有键与实际设置不同（例如 `attention_kernel`、并行方式），"
+                 "先按第 08 节核对场景，再看这个判断。")
+    d.md(text)
 
-# %% [markdown]
-# ### (c) 下一个瓶颈
+# %% [markdown] tags=["solution"]
+# #### (c) 下一个瓶颈
 #
-# 两条线索：一是不随计算缩短的那部分时间（主要是没被计算掩盖的通信）占比会怎么变；
-# 二是屋顶线（roofline）：模型的矩阵乘在当前 micro batch 下，运算强度与 GPU 的平衡点比如何。
+# 两条线索：一是不随计算缩短的那部分时间（主要是没被计算掩盖的通信）占比会怎么变；二是屋顶线（roofline）：模型的矩阵乘在当前 micro batch 下，运算强度与 GPU 的平衡点比如何。
 #
-# 第一条需要一个数：没被计算掩盖的通信占单步的比例。课程说它的项目里不到 3%。场景的
-# `communication_share` 键放团队自己的实测值；不给时，用账里按并行布局估出的通信时间（第 08 节），
-# 那是上界：假设没有任何重叠。
+# 第一条要用练习 2 表里的通信份额（课程的数在同一张表里）。场景的 `communication_share` 键放团队自己的实测值；不给时，用账里按并行布局估出的通信时间（第 08 节），那是上界：假设没有任何重叠。
 
-# %%
-comm = acc["communication"]
-# measured if the scenario gives it, else the layout's estimate; the exposed part is at most what
-# compute at the GPU's peak leaves of the step (the overlap lever of acc["advice"] caps it so)
-comm_share = 1 - 1 / by_lever["communication_overlap"]["speedup"]
+# %% tags=["solution", "remove-input"]
 capped_comm = comm_share < comm["share_used"] - 1e-9
-if comm["basis"] == "measured":
-    comm_basis = "团队实测，场景的 `communication_share`"
-else:
-    comm_basis = "按并行布局的估计，是上界：没有任何重叠"
+comm_basis = "团队实测，场景的 `communication_share`" if comm["basis"] == "measured" else \
+    "按并行布局的估计，是上界：没有任何重叠"
 if capped_comm:
     comm_basis += "，并以峰值算力算完这一步后剩下的时间为上限"
 if comm["basis"] != "measured":
     comm_basis += "；设置 `communication_share` 可改为你的实测值"
-text = f"本节用的通信份额：**{d.pct(comm_share, 1)}**（{comm_basis}）。"
+text = f"本节用的通信份额：**{share(comm_share)}**（{comm_basis}）。"
 if capped_comm:
-    text += (f"账里的份额是 {d.pct(comm['share_used'], 1)}，但 GPU 就算跑在峰值，算完这一步也要 "
-             f"{d.pct(acc['attention']['actual']['hfu_with_attention'], 1)} 的时间（含注意力的 HFU），"
-             f"所以暴露在外的最多是上面的 {d.pct(comm_share, 1)}，其余的已经和计算重叠。")
+    text += (f"账里的份额是 {share(comm['share_used'])}，但 GPU 就算跑在峰值，算完这一步也要 "
+             f"{d.pct(att['actual']['hfu_with_attention'], 1)} 的时间（含注意力的 HFU），"
+             f"所以暴露在外的最多是上面的 {share(comm_share)}，其余的已经和计算重叠。")
 d.md(text)
 
-# %%
+# %% tags=["solution"]
 d.eq(r"T'", x.step_time_with_fixed_part)
 d.eq(r"c'", x.fixed_share_after)
 stages = [("现在", 1.0), ("packing", g_pack), ("packing + selective recompute", g_both)]
-stage_rows = []
-for label, g in stages:
-    fixed = x.with_fixed_part(sc["step_time"], comm_share, g)
-    stage_rows.append((label, d.times(g), f"{sc['step_time'] / g:.1f} s", f"{fixed['step_time']:.1f} s",
-                       d.times(fixed["speedup"]), d.pct(fixed["fixed_share"], 1)))
-d.table(stage_rows, ["阶段", "计算提速", "单步（全部缩短）", "单步（通信不变）", "实际提速", "通信占比"],
-        f"Communication held fixed at {d.pct(comm_share, 1)} of today's step ({comm['basis']})")
-after = x.with_fixed_part(sc["step_time"], comm_share, g_both)
+fixed = {label: x.with_fixed_part(sc["step_time"], comm_share, g) for label, g in stages}
+after = fixed["packing + selective recompute"]  # communication held fixed, both levers done
+
+# %% tags=["solution", "remove-input"]
+d.table([(label, d.times(g), f"{sc['step_time'] / g:.1f} s", f"{fixed[label]['step_time']:.1f} s",
+          d.times(fixed[label]["speedup"]), share(fixed[label]["fixed_share"])) for label, g in stages],
+        ["阶段", "计算提速", "单步（全部缩短）", "单步（通信不变）", "实际提速", "通信占比"],
+        f"Communication held fixed at {share(comm_share)} of today's step ({comm['basis']})")
 bound_after = levers.amdahl_bound(after["fixed_share"])  # overlap hiding all of it, after the two
 done = ("packing", "selective_recompute", "recompute_off")
-others = [a for a in acc["advice"]
-          if a["feasible"] and a["lever"] not in (*done, "communication_overlap")]
+others = [a for a in acc["advice"] if a["feasible"] and a["speedup"] > 1 + 1e-9
+          and a["lever"] not in (*done, "communication_overlap")]
 best_other = max(others, key=lambda a: a["speedup"], default=None)
 comm_first = comm_share > 0 and (best_other is None or bound_after >= best_other["speedup"])
 no_comm = ("团队实测的暴露通信为 0：通信已全部藏在计算后面" if comm["basis"] == "measured"
@@ -316,7 +344,7 @@ if comm_share == 0:
     comm_verdict = no_comm + "，它不会成为瓶颈。"
 elif best_other is None:
     comm_verdict = (f"此时把通信完全藏到计算后面最多再快 {d.times(bound_after, 3)}；"
-                    "除此之外没有别的可行杠杆，通信重叠是剩下唯一的一项。")
+                    "除此之外没有别的既可行又有收益的杠杆，通信重叠是剩下唯一的一项。")
 elif comm_first:
     comm_verdict = (f"此时把通信完全藏到计算后面最多再快 {d.times(bound_after, 3)}，不短于其余可行杠杆里最长的 "
                     f"`{best_other['lever']}`（{d.times(best_other['speedup'], 3)}，按今天的份额）："
@@ -329,58 +357,53 @@ else:
 if comm_share == 0:
     d.md(comm_verdict)
 elif g_both > 1:
-    d.md(f"通信时间（{comm_share * sc['step_time']:.1f} s，{comm_basis}）不随计算缩短：计算提速 "
-         f"{d.times(g_both)} 之后，它的占比从 {d.pct(comm_share, 1)} 升到 **{d.pct(after['fixed_share'], 1)}**，"
-         f"实际提速也从 {d.times(g_both)} 降到 {d.times(after['speedup'])}（Amdahl 定律）。" + comm_verdict)
+    d.md(f"通信时间（{seconds(comm_share * sc['step_time'])}，{basis_short}）不随计算缩短：计算提速 "
+         f"{d.times(g_both)} 之后，它的占比从 {share(comm_share)} 升到 **{share(after['fixed_share'])}**，"
+         + (f"实际提速也从 {d.times(g_both)} 降到 {d.times(after['speedup'])}（Amdahl 定律）。"
+            if d.times(after["speedup"]) != d.times(g_both) else
+            f"份额不大，实际提速在两位小数上仍是 {d.times(after['speedup'])}（Amdahl 定律）。") + comm_verdict)
 else:
-    d.md(f"本场景的两项改动都没有收益，计算时间不变，通信（{comm_share * sc['step_time']:.1f} s，{comm_basis}）"
-         f"的占比仍是 {d.pct(comm_share, 1)}。只有计算先被压短，不随之缩短的通信占比才会上升（Amdahl 定律）。"
+    d.md(f"本场景的两项改动都没有收益，计算时间不变，通信（{seconds(comm_share * sc['step_time'])}，{basis_short}）"
+         f"的占比仍是 {share(comm_share)}。只有计算先被压短，不随之缩短的通信占比才会上升（Amdahl 定律）。"
          + comm_verdict)
 
-# %%
-import matplotlib.pyplot as plt
-
+# %% tags=["solution", "remove-input"]
 d.setup_plots()
 speedups = [1 + 0.05 * i for i in range(81)]
 shares = [100 * x.with_fixed_part(1.0, comm_share, g)["fixed_share"] for g in speedups]
 fig, ax = plt.subplots()
 ax.plot(speedups, shares, color="tab:blue", label="fixed communication")
-for label, g in stages[1:]:
-    share = 100 * x.with_fixed_part(1.0, comm_share, g)["fixed_share"]
-    ax.plot([g], [share], "o", label={"packing": "packing",
-                                      "packing + selective recompute": "packing + selective"}[label])
+for (label, g), name in zip(stages[1:], ["packing", "packing + selective"]):
+    ax.plot([g], [100 * fixed[label]["fixed_share"]], "o", label=name)
 ax.set_title("Share of a fixed communication time as compute speeds up")
 ax.set_xlabel("compute speedup (x)")
 ax.set_ylabel("communication share of the step (%)")
 ax.legend(loc="upper left")
 plt.show()
 
-# %% [markdown]
-# 第二条线索：屋顶线。一个 (m×k)(k×n) 的矩阵乘读两个输入、写一个输出，运算强度是
-# FLOPs 除以搬运的字节数；低于 GPU 的平衡点（峰值 ÷ 显存带宽）就受带宽限制，高于它才有机会跑满算力。
-# 下表是模型在当前 micro batch 下的全部矩阵乘，与第 06、07、08 节是同一份清单
-# （`costmodel.evaluate.gemms.model_gemms`）：带权重的每种一行，$m$ 是每个 micro batch 的 token 数
-# （micro batch × 序列长度；packing 之后每条序列仍是这么多槽位，只是都装满了真实 token）；若模型是 MoE，
-# 专家 GEMM 的 $m$ 是一个 EP 组汇集到每个专家的 token 数。最后两行是注意力核 QKᵀ 和 AV
-# （一个头、一条序列，不带权重），它们的强度与 micro batch 无关。
+# %% [markdown] tags=["solution"]
+# 第二条线索：屋顶线。一个 (m×k)(k×n) 的矩阵乘读两个输入、写一个输出，运算强度是 FLOPs 除以搬运的字节数；低于 GPU 的平衡点（峰值 ÷ 显存带宽）就受带宽限制，高于它才有机会跑满算力。下表是模型在当前 micro batch 下的全部矩阵乘，与第 06、07、08 节是同一份清单（`costmodel.evaluate.gemms.model_gemms`）：带权重的每种一行，$m$ 是矩阵乘的行数（稠密层是每个 micro batch 的 token 数，即 micro batch × 序列长度；packing 之后每条序列仍是这么多槽位，只是都装满了真实 token）。最后两行是注意力核 QKᵀ 和 AV（一个头、一条序列，不带权重），它们的强度与 micro batch 无关。
 #
 # $m$ 变大，强度也只趋向一个由 $k$、$n$ 决定的上限：很窄的 GEMM 加大 micro batch 也跨不过拐点。
 
-# %%
+# %% tags=["solution"]
 gemm_rows = gemms.model_gemms(sc.values)
-balance = acc["machine_balance"]
-ai_limit = sp.limit(roofline.gemm_intensity, m, sp.oo)
+balance = acc["machine_balance"]  # peak FLOP/s / memory bandwidth
 d.eq(r"AI", roofline.gemm_intensity)
-d.eq(r"\lim_{m \to \infty} AI", ai_limit)
+d.eq(r"\lim_{m \to \infty} AI", sp.limit(roofline.gemm_intensity, m, sp.oo))
+
+# %% tags=["solution", "remove-input"]
 d.table([(g["name"], d.num(g["m"]), d.num(g["k"]), d.num(g["n"]), f"{g['intensity']:.0f}",
           f"{g['intensity'] / balance:.1f}", g["bound"], "yes" if g["weights"] else "no",
           g["source"]) for g in gemm_rows],
         ["GEMM", "m", "k", "n", "AI (FLOP/byte)", "AI / balance", "bound", "weights", "shape from"],
         f"GEMMs at micro batch {sc['micro_batch']} on {sc['gpu']} "
         f"(machine balance {balance:.1f} FLOP/byte, BF16)")
+if moe:
+    d.md(f"本场景是 MoE（{sc['num_experts']} 个专家，每个 token 选 {sc['experts_per_token']} 个）：专家 GEMM 的 "
+         "$m$ 不是整条序列，而是一个 EP 组汇集到每个专家的 token 数，比稠密层的行数少。")
 
-# %%
-moe = sc["num_experts"] > 0
+# %% tags=["solution", "remove-input"]
 weight_rows = [g for g in gemm_rows if g["weights"]]
 core_rows = [g for g in gemm_rows if not g["weights"]]  # QK^T and AV: no weights
 cap = {g["key"]: g["intensity_limit"] for g in weight_rows}  # the list's ceiling, BF16
@@ -392,7 +415,7 @@ lowest = min(compute_rows, key=lambda g: g["intensity"]) if compute_rows else No
 capped_share = (sum(g["forward_flops_per_token"] for g in capped)
                 / gemms.weight_flops_per_token(weight_rows))
 listed = lambda rows: "、".join(d.text(g["name"], code=True) for g in rows)  # noqa: E731
-kernels = "瘦的专家 GEMM、长序列的注意力核" if moe else "长序列的注意力核"
+kernels = "专家 GEMM、注意力核" if moe else "注意力核"
 head = f"{sc['gpu']} 的平衡点是 {balance:.1f} FLOP/byte；在 micro batch = {sc['micro_batch']} 时，"
 capped_list = "、".join(f"{d.text(g['name'], code=True)}（{cap[g['key']]:.{0 if cap[g['key']] >= 10 else 2}f}）"
                         for g in capped)
@@ -443,15 +466,14 @@ d.md(" ".join([roof, *notes])
      + ("：它比任何一种带权重的 GEMM 都大，MFU 的提升空间有一部分要靠注意力 kernel 本身。"
         if att_share > largest_share else "；它比最大的一种带权重 GEMM 小，不是这里的大头。"))
 
-# %%
-basis_short = "实测" if comm["basis"] == "measured" else "估计的上界"
+# %% tags=["solution", "remove-input"]
 if comm_share == 0:
     comm_note = no_comm
 elif g_both <= 1:
-    comm_note = (f"计算没有缩短，通信占比不变（{d.pct(comm_share, 1)}，{basis_short}）"
+    comm_note = (f"计算没有缩短，通信占比不变（{share(comm_share)}，{basis_short}）"
                  + ("，通信重叠是下一个值得做的" if comm_first else "，还不是下一个瓶颈"))
 else:
-    comm_note = (f"通信占比 {d.pct(comm_share, 1)} → {d.pct(after['fixed_share'], 1)}（{basis_short}），"
+    comm_note = (f"通信占比 {share(comm_share)} → {share(after['fixed_share'])}（{basis_short}），"
                  f"升到原来的 {after['fixed_share'] / comm_share:.1f} 倍，"
                  + ("通信重叠是下一个值得做的" if comm_first else "还不是下一个瓶颈"))
 narrow = (f"（窄 GEMM 除外，但{'它' if len(capped) == 1 else '它们'}的 FLOPs 不到 1%）"
@@ -470,27 +492,22 @@ if att_share > largest_share:
 else:
     att_note = (f"注意力核占全部运算的 {d.pct(att_share, 0)}，不是最大的单项（"
                 f"{d.text(largest['name'], code=True)} 约占 {d.pct(largest_share, 0)}）")
-d.md(f"**(c) 的回答**：{comm_note}；"
-     f"{gemm_note}；{att_note}。"
+d.md(f"**(c) 的回答**：{comm_note}；{gemm_note}；{att_note}。"
      "具体先做哪一项，仍然要先量：profile 一步，看时间花在哪类 kernel 上。")
 
-# %% [markdown]
-# ### 本次运行：剩下的杠杆怎么排
+# %% [markdown] tags=["solution"]
+# ## 本次运行：剩下的杠杆怎么排
 #
-# 账里按本次运行排好了每个杠杆（`acc["advice"]`，与第 08 节同一份）：按本场景算出的提速、是否可行（显存
-# 放得下、batch 能整除）、依赖哪些场景键。去掉这道题已经做的两项（recompute 的两个杠杆只取其一），剩下的
-# 按提速排如下；提速都按今天的份额算，带 * 的键用的是课程的假设值。
+# 账里按本次运行排好了每个杠杆（`acc["advice"]`，与第 08 节同一份）：按本场景算出的提速、是否可行（显存放得下、batch 能整除）、依赖哪些场景键。去掉练习 2 已经做的两项（recompute 的两个杠杆只取其一），剩下的按提速排如下；提速都按今天的份额算，带 * 的键用的是课程的假设值。
 
-# %%
-rest = [a for a in acc["advice"] if a["lever"] not in done]
-
-
+# %% tags=["solution", "remove-input"]
 def star(key):
     if source.get(key) == "course":
         return key + "*"
     return key + (" (estimate)" if key == "communication_share" and source.get(key) == "derived" else "")
 
 
+rest = [a for a in acc["advice"] if a["lever"] not in done]
 d.table([[a["lever"], d.times(a["speedup"], 3), "yes" if a["feasible"] else "no",
           ", ".join(star(key) for key in a["rests_on"]), a["note"]] for a in rest],
         ["lever", "speedup (today's shares)", "feasible", "rests on (* course assumption)", "note"],
@@ -504,9 +521,9 @@ text = (f"本次运行实际可行、能一起做的杠杆是 {plan}，合计 **
         if combined["levers"] else "本次运行没有一个杠杆既可行又有收益。")
 if combined["levers"]:
     in_plan = [name for name in ("packing", "selective_recompute") if name in combined["levers"]]
-    text += ("它包含这道题的两项。" if len(in_plan) == 2 else
-             ("它包含这道题里的 " + "、".join(f"`{name}`" for name in in_plan) + "，不含另一项（不可行或没有收益）。")
-             if in_plan else "这道题的两项都不在其中（不可行或没有收益）。")
+    text += ("它包含练习 2 的两项。" if len(in_plan) == 2 else
+             ("它包含练习 2 里的 " + "、".join(f"`{name}`" for name in in_plan) + "，不含另一项（不可行或没有收益）。")
+             if in_plan else "练习 2 的两项都不在其中（不可行或没有收益）。")
 leaning = sorted({key for name in combined["levers"] for key in by_lever[name]["rests_on"]
                   if source.get(key) == "course"})
 if leaning:
@@ -514,23 +531,159 @@ if leaning:
              + f"：设置{'这个键' if len(leaning) == 1 else '这些键'}可改为你的实测值。")
 d.md(text)
 
-# %% [markdown]
+# %% [markdown] tags=["solution"]
+# ## 课程怎么说，本页算出什么
+#
+# 两道思考题的答案课程没有写出来，但它的正文已经给了答案要用的数（06.4 的 packing、06.8 的 selective recompute 和通信份额），题目本身也暗示了答案的方向（收益怎么合、瓶颈往哪里移）。下表把这些说法逐条与本页按场景算出的数对照。
+
+# %% tags=["solution", "remove-input"]
+quoted = course.figures()
+who = "你的场景" if own else "本页"
+
+
+def agrees(value, key):
+    """The value, rounded as the course writes figure `key`, is the course's figure."""
+    text = quoted[key]["text"]
+    digits = re.search(r"[\d,]+(?:\.(\d+))?", text)
+    scale = 100 if "%" in text else 1
+    return round(value * scale, len(digits.group(1) or "")) == float(digits.group(0).replace(",", ""))
+
+
+def judge(key, value, shown, differs, note=""):
+    """A verdict on a course figure: the course's own run, or the team's beside it."""
+    text, holds = quoted[key]["text"], agrees(value, key)
+    if holds:
+        why = (f"你的场景算出 {shown}，按课程的精度与课程对它那次训练给出的 {text} 相同" if own
+               else f"本页算出 {shown}，按课程的精度就是 {text}")
+    else:
+        why = (f"课程的 {text} 说的是课程那次训练；你的场景是 {shown}：{differs}" if own
+               else f"本页算出 {shown}：{differs}")
+    return d.verdict(holds, why + note)
+
+
+no_pad = ("已经在 packing（batching: packed），没有 pad 可省" if packed else
+          "平均长度等于配置长度，没有 pad 可省" if not padded else "")
+course_product = course.number(quoted["packing_speedup"]["text"]) * course.number(
+    quoted["selective_recompute_worked"]["text"])
+sel_fits = mem_sel is None or mem_sel["fits"]
+fit_note = ("" if sel_fits else "；但按账里的显存模型，selective recompute 在" + ("你的场景" if own else "本场景")
+            + "放不下" + ("（现在的 full recompute 按模型也放不下，先核对场景）" if not mem_now["fits"] else ""))
+
+# %% tags=["solution", "remove-input"]
+rows = [
+    ("思考题 1 (a)：完美 packing 后的单步耗时，" + course.claim("nb04_step_after_packing"),
+     f"{sc['step_time']:g} s → {t_pack:.1f} s" if padded else f"{sc['step_time']:g} s（不变）",
+     judge("nb04_step_after_packing", t_pack, f"{t_pack:.1f} s",
+           no_pad or f"单步 {sc['step_time']:g} s 除以 packing 的提速 {d.times(g_pack)}",
+           f"；{no_pad}，这就是它现在的单步" if no_pad and agrees(t_pack, "nb04_step_after_packing") else "")),
+    ("思考题 1 (c)：packing 后的 MFU（6ND 口径），" + course.claim("nb04_mfu_after_packing"),
+     f"{d.pct(acc['mfu'])} → {d.pct(pad['mfu_after_packing'])}" if padded else f"{d.pct(acc['mfu'])}（不变）",
+     judge("nb04_mfu_after_packing", pad["mfu_after_packing"], d.pct(pad["mfu_after_packing"]),
+           no_pad or f"MFU {d.pct(acc['mfu'])} 乘以提速 {d.times(g_pack)}",
+           "；超过 100%，不可能：先核对是否真在补齐" if pad["mfu_after_packing"] > 1 else
+           f"；{no_pad}，这就是它现在的 MFU" if no_pad and agrees(pad["mfu_after_packing"], "nb04_mfu_after_packing")
+           else "")),
+    ("思考题 1 (d)：2 个 epoch 的训练现在要跑" + course.claim("nb10_overnight") + "，packing 后按单步等比缩短",
+     f"{current_run_hours:g} h → {run['hours_after']:.1f} h" if padded else f"{current_run_hours:g} h（不变）",
+     d.verdict(padded, (f"步数不变，墙钟时间与单步一样缩短 {d.times(g_pack)}" if padded else
+                        f"{no_pad}，单步不变，时长也不变")
+               + f"；课程没有给小时数，{current_run_hours:g} h 是 `training_hours`"
+               + ("（课程的假设值）" if source.get("training_hours") == "course" else "（你的场景的值）"))),
+    ("思考题 2：packing 的收益，" + course.claim("packing_speedup"), d.times(g_pack),
+     judge("packing_speedup", g_pack, d.times(g_pack),
+           no_pad or f"提速是槽位与真实 token 之比，{d.num(pad['slots'])} ÷ {d.count(sc['tokens_per_step'])}")),
+    ("思考题 2：full 换成 selective recompute 的收益，" + course.claim("selective_recompute_worked"),
+     d.times(g_rc) + ("" if sel_fits else "（显存放不下）"),
+     judge("selective_recompute_worked", g_rc, d.times(g_rc),
+           f"selective 的系数 {f_sel} 与 full 的 {f_now} 之比" if sc["recompute"] == "full" else
+           f"已经是 selective recompute（系数 {f_now}），没有可换的" if sc["recompute"] == "selective" else
+           "现在不重算（系数 1），换成 selective 只会多算，不会提速",
+           fit_note)),
+]
+
+# %% tags=["solution", "remove-input"]
+both_gain = g_pack > 1 and g_rc > 1
+rows.append((
+    "思考题 2 (a)：" + course.claim("nb10_combined_gains") + "，两项收益相乘",
+    f"{d.times(g_pack)} × {d.times(g_rc)} = {d.times(g_both)}（相加得 {d.times(g_add)}）",
+    d.verdict(True, "单步计算时间 = 槽位 × 每槽位的 FLOPs ÷ 算力，packing 改槽位、recompute 改系数，"
+              "SymPy 推出两者的比值正是乘积；"
+              + ("相加少算了交叉项 (g₁−1)(g₂−1)" if both_gain else
+                 f"{'你的场景' if own else '本场景'}有一项是 1×，相乘与相加相同，两项都大于 1 时相加才会少算交叉项")
+              + f"。课程的两个数相乘约 {d.times(course_product)}"
+              + (f"，你的场景是 {d.times(g_both)}" if own else ""))))
+course_comm = quoted["communication_share_course"]["text"]
+comm_small = comm_share < course.number(course_comm)
+comm_rises = g_both > 1 and comm_share > 0
+rows.append((
+    "通信只占一步的不到 " + course.claim("communication_share_course"),
+    f"今天 {share(comm_share)}（{basis_short}）"
+    + (f"，做完两项后 {share(after['fixed_share'])}" if comm_rises else ""),
+    d.verdict(comm_small, (f"课程的 {course_comm} 是课程那次训练的实测；你的场景" if own else "本页算出")
+              + f"今天是 {share(comm_share)}（{basis_short}），"
+              + (f"不到 {course_comm}" if comm_small else f"超过 {course_comm}")
+              + (f"；做完两项后升到 {share(after['fixed_share'])}" if comm_rises else ""))))
+
+# %% tags=["solution", "remove-input"]
+next_holds = comm_first or bool(pushable)
+assumed = [key for key in (best_other or {}).get("rests_on", ()) if source.get(key) == "course"]
+comm_then = (f"通信占比升到 {share(after['fixed_share'])}" if comm_rises else f"通信占比仍是 {share(comm_share)}")
+if next_holds:
+    why = "；".join(
+        ([f"{comm_then}，全藏到计算后面最多再快 {d.times(bound_after, 3)}，不短于其余可行杠杆：通信重叠是下一步"]
+         if comm_first else [])
+        + ([f"{listed(pushable)} 在 micro batch = {sc['micro_batch']} 时受带宽限制，加大 micro batch 能推过拐点"]
+           if pushable else []))
+elif best_other is None:
+    why = f"按{'你的场景' if own else '本场景'}，{no_comm}，带权重的 GEMM 都在拐点右侧{narrow}，也没有别的可行杠杆"
+else:
+    why = (f"按{'你的场景' if own else '本场景'}，"
+           + (f"{comm_then}，全藏起来最多再快 {d.times(bound_after, 3)}，短于 `{best_other['lever']}` 的 "
+              f"{d.times(best_other['speedup'], 3)}" if comm_share > 0 else no_comm)
+           + f"；屋顶线上带权重的 GEMM 都在拐点右侧{narrow}，加大 micro batch 跨不了拐点：剩下最长的可行杠杆是 "
+           f"`{best_other['lever']}`"
+           + (f"（注意力核占全部运算的 {d.pct(att_share, 0)}，是最大的单项）"
+              if best_other["lever"] == "attention_kernel" and att_share > largest_share else "")
+           + ("，不在通信；按屋顶线落在拐点左侧的只有注意力核，要靠融合的注意力 kernel" if below_core
+              else "，不在通信或显存带宽")
+           + ("；它的提速依赖课程的假设 " + "、".join(f"`{key}`" for key in assumed) if assumed else ""))
+rows.append((
+    "思考题 2 (c) 的提示：做完两项后，下一个瓶颈到这两处去找：" + course.claim("nb10_next_bottleneck"),
+    "剩下最长的可行杠杆："
+    + (f"`{best_other['lever']}` {d.times(best_other['speedup'], 3)}" if best_other else "无")
+    + (f"；通信全藏最多再快 {d.times(bound_after, 3)}" if comm_share > 0 else "；没有暴露的通信")
+    + "；受带宽限制、能被 micro batch 推过拐点的带权重 GEMM：" + (listed(pushable) if pushable else "无"),
+    d.verdict(next_holds, why)))
+d.claims([[cell.replace("`", "") for cell in row] for row in rows], sc)  # a table cell is not Markdown
+
+# %% [markdown] tags=["solution"]
 # ## 本节要点
 
-# %%
+# %% tags=["solution", "remove-input"]
+if comm_share == 0:
+    comm_point = no_comm + "。"
+elif g_both > 1:
+    comm_point = (f"固定 {share(comm_share)} 的通信（{basis_short}）在两项提速后占 {share(after['fixed_share'])}，"
+                  f"实际提速 {d.times(after['speedup'])}；" + ("通信重叠是下一个值得做的。" if comm_first else
+                                                          "通信还不是下一个瓶颈。"))
+else:
+    comm_point = (f"计算没有提速，通信占比仍是 {share(comm_share)}（{basis_short}）；"
+                  + ("通信重叠是下一个值得做的。" if comm_first else "通信还不是下一个瓶颈。"))
 d.md("\n".join(f"- {p}" for p in [
     (f"完美 packing：{d.times(g_pack)}，单步 {sc['step_time']:g} s → {t_pack:.1f} s，"
      f"吞吐 {d.num(tok_pack)} tok/s，MFU {d.pct(acc['mfu'])} → {d.pct(pad['mfu_after_packing'])}"
      f"{'（HFU 会超过 100%，不可能：补齐的前提站不住，见上文）' if hfu_pack > 1 else ''}。"
      if padded else f"完美 packing：本场景{'已在 packing' if packed else '没有 pad'}，{d.times(g_pack)}，"
      f"单步仍是 {sc['step_time']:g} s。"),
-    f"现在训练跑 {current_run_hours:g} 小时（{origin('training_hours')}），packing 后约 {run['hours_after']:.1f} 小时，"
-    f"两项都做约 {current_run_hours / g_both:.1f} 小时。",
-    f"packing × selective recompute = {d.times(g_pack)} × {d.times(g_rc)} = **{d.times(g_both)}**"
-    f"（相加得 {d.times(g_add)}），单步 {t_both:.1f} s，MFU {d.pct(mfu_both)}"
-    f"{'（HFU 会超过 100%，不可能，见上文）' if hfu_both > 1 else ''}。",
-    f"固定 {d.pct(comm_share, 1)} 的通信（{basis_short}）在提速后占 {d.pct(after['fixed_share'], 1)}，"
-    f"实际提速 {d.times(after['speedup'])}。",
+    f"训练现在跑 {current_run_hours:g} 小时（{origin('training_hours')}）"
+    + (f"，packing 后约 {run['hours_after']:.1f} 小时" if padded else "，packing 不改变它")
+    + (f"，两项都做约 {current_run_hours / g_both:.1f} 小时。" if g_both > g_pack else "。"),
+    (f"packing × selective recompute = {d.times(g_pack)} × {d.times(g_rc)} = **{d.times(g_both)}**"
+     f"（相加得 {d.times(g_add)}），单步 {t_both:.1f} s，MFU {d.pct(mfu_both)}"
+     f"{'（HFU 会超过 100%，不可能，见上文）' if hfu_both > 1 else ''}"
+     + ("" if sel_fits else "；但按显存模型 selective recompute 在本场景放不下"
+        + ("（现在的设置按模型也放不下，先核对场景）" if not mem_now["fits"] else "")) + "。"),
+    comm_point,
     (f"本次运行可行的杠杆（{plan}）合计 {d.times(combined['speedup'])}"
      f"{'（连乘后封顶于峰值算力）' if combined.get('capped') else ''}，每步 {combined['step_time']:.1f} s。"
      if combined["levers"] else "本次运行没有既可行又有收益的杠杆。"),
