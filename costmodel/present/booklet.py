@@ -102,9 +102,7 @@ class Printer:
     and one context (a second browser or context costs more CPU than the booklets gain from it
     on two cores). Close it whatever happens (a context manager)."""
 
-    def __init__(self, tmp: Path | None = None) -> None:
-        """tmp: a folder for the browser's temporary files (Chromium's own, which a browser
-        killed by a Ctrl-C leaves behind); the caller removes it."""
+    def __init__(self) -> None:
         import asyncio
         import threading
 
@@ -119,17 +117,17 @@ class Printer:
         self._thread.start()
         self._playwright = self._browser = None
         self._closed = False
-        self._started = asyncio.run_coroutine_threadsafe(self._start(executable, tmp), self._loop)
+        self._tmp = _browser_tmp()
+        self._started = asyncio.run_coroutine_threadsafe(
+            self._start(executable, self._tmp), self._loop
+        )
 
-    async def _start(self, executable: str, tmp: Path | None):
+    async def _start(self, executable: str, tmp: Path):
         import os
 
         from playwright.async_api import async_playwright
 
-        env = None
-        if tmp is not None:
-            tmp.mkdir(parents=True, exist_ok=True)
-            env = {**os.environ, "TMPDIR": str(tmp)}
+        env = {**os.environ, "TMPDIR": str(tmp)}
         self._playwright = await async_playwright().start()
         self._browser = await self._playwright.chromium.launch(
             executable_path=executable, args=CHROMIUM_ARGS, env=env
@@ -175,12 +173,25 @@ class Printer:
             # killed may still be collected later, and would then need it
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout)
+            shutil.rmtree(self._tmp, ignore_errors=True)
 
     def __enter__(self) -> Printer:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _browser_tmp() -> Path:
+    """A folder of the printer's own for the browser's temporary files (Chromium's, which a
+    browser killed by a Ctrl-C leaves behind; the printer removes the folder). Its path is short:
+    Chromium puts a Unix socket there, and a socket path over 107 bytes makes it abort."""
+    import tempfile
+
+    base = tempfile.gettempdir()
+    if len(base) > 40 and Path("/tmp").is_dir():
+        base = "/tmp"
+    return Path(tempfile.mkdtemp(prefix="cmb-", dir=base))
 
 
 def _kill_drivers() -> None:

@@ -840,7 +840,7 @@ def build(
         boot = {"notebooks": str(suite.NOTEBOOKS), "editions": editions, "no_input": no_input}
         _spawn_workers(work, jobs, running, boot)
         if pdf:
-            printer = booklet.Printer(work / "browser")
+            printer = booklet.Printer()
         from costmodel.evaluate.account import account as evaluate_account
         from costmodel.inputs import scenario
 
