@@ -1,6 +1,7 @@
 """The command line: `costmodel report`, `costmodel gemms`, `costmodel params`, `costmodel handouts`.
 
-Bad input prints one line on stderr and exits with status 2; no traceback.
+Bad input prints one line on stderr and exits with status 2; no traceback. Ctrl-C prints one
+line and exits with status 130.
 """
 
 from __future__ import annotations
@@ -181,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 1
+    except KeyboardInterrupt:  # a Ctrl-C before a command's own handling (while importing)
+        print("costmodel: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

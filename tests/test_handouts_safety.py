@@ -368,3 +368,59 @@ def test_interrupt_stops_everything(tmp_path, how, code):
     assert not out.exists()
     # no half-built sibling (the parent is made only once the scenario is accepted)
     assert not out.parent.exists() or [p.name for p in out.parent.iterdir()] == []
+
+
+SWALLOWED = """
+import os, signal, sys, time
+from costmodel import cli
+from costmodel.evaluate import account as module
+real, signum = module.account, getattr(signal, sys.argv[1])
+def account(sc):
+    try:  # as mpmath's from_float, which every sympy.Float(float) calls: a bare except
+        os.kill(os.getpid(), signum)
+        time.sleep(5)  # the handler runs here and raises; the exception is swallowed
+    except:  # noqa: E722
+        pass
+    return real(sc)
+module.account = account
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("name,code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_swallowed_interrupt_still_stops_the_build(tmp_path, name, code):
+    """A Ctrl-C (or SIGTERM) whose exception a library swallows is not lost: the build stops at
+    its next step with the one line, and writes nothing. (CI saw the build finish with status 0
+    after a Ctrl-C that landed in mpmath's bare `except:` while the account was computed.)"""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "site" / "handouts"
+    result = subprocess.run(
+        [sys.executable, "-c", SWALLOWED, name, "handouts", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(tmp)},
+        timeout=120,
+        preexec_fn=_interruptible,
+    )
+    assert result.returncode == code, result.stderr
+    word = "interrupted" if name == "SIGINT" else "terminated"
+    assert result.stderr.startswith(f"costmodel: {word}; no handouts written"), result.stderr
+    assert result.stderr.count("\n") == 1 and result.stdout == ""
+    assert list(tmp.rglob("*")) == [], list(tmp.rglob("*"))
+    assert not out.parent.exists()
+
+
+def test_ctrl_c_outside_a_build_is_one_line(tmp_path):
+    """A Ctrl-C in any command (here while `report` computes): one line, status 130."""
+    script = SWALLOWED.replace("    except:  # noqa: E722\n        pass\n", "    finally:\n        pass\n")
+    result = subprocess.run(
+        [sys.executable, "-c", script, "SIGINT", "report"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        preexec_fn=_interruptible,
+    )
+    assert (result.returncode, result.stderr, result.stdout) == (130, "costmodel: interrupted\n", "")

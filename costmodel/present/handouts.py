@@ -541,12 +541,39 @@ def _replace_dir(built: Path, out: Path) -> None:
 # ------------------------------------------------------------------ workers
 
 
-class Terminated(Exception):
-    """SIGTERM arrived during a build."""
+class Terminated(BaseException):
+    """SIGTERM arrived during a build (a BaseException, as KeyboardInterrupt: an `except
+    Exception` on the way does not take it for an error of its own)."""
 
 
-def _on_sigterm(signum, frame):
-    raise Terminated()
+# The signals that arrived during the build, remembered. Raising is not enough: a library may
+# swallow the exception. mpmath's `from_float` (every sympy.Float made from a float) wraps
+# math.frexp in a bare `except:` and returns NaN, so a Ctrl-C that lands there was lost and the
+# build went on, with a NaN in its numbers. `_checkpoint` raises a remembered one again.
+_SIGNALLED: list[int] = []
+
+
+def _on_signal(signum, frame):
+    _SIGNALLED.append(signum)
+    _raise_for(signum)
+
+
+def _remember(signum, frame):
+    """During the swap into place: remembered, not raised (the swap is not cut in half)."""
+    _SIGNALLED.append(signum)
+
+
+def _raise_for(signum: int) -> None:
+    if signum == signal.SIGTERM:
+        raise Terminated()
+    raise KeyboardInterrupt
+
+
+def _checkpoint() -> None:
+    """Raise the first signal that arrived during the build, if any, even if the exception it
+    raised then was swallowed on the way."""
+    if _SIGNALLED:
+        _raise_for(_SIGNALLED[0])
 
 
 def _descendants(pid: int) -> list:
@@ -678,6 +705,7 @@ def _run_all(
             except BrokenPipeError:  # it died starting; its stem is reported below
                 pass
         while busy:
+            _checkpoint()
             for key, _ in selector.select():
                 worker = key.data
                 line = worker.stdout.readline().strip()
@@ -829,7 +857,10 @@ def build(
     main = threading.current_thread() is threading.main_thread()
     if main:
         handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        _SIGNALLED.clear()
+        if handlers[signal.SIGINT] is not signal.SIG_IGN:  # as Python: ignored stays ignored
+            signal.signal(signal.SIGINT, _on_signal)
+        signal.signal(signal.SIGTERM, _on_signal)
     built = work = printer = None
     running: list[subprocess.Popen] = []
     try:
@@ -848,6 +879,7 @@ def build(
         account = evaluate_account(sc)
         inputs = user_layer(scenario_file, overrides)
         conventions = conventions_html()
+        _checkpoint()  # nothing written outside the temporary folder after a Ctrl-C
         out.parent.mkdir(parents=True, exist_ok=True)
         recover(out)
         built = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
@@ -888,10 +920,15 @@ def build(
                 ]
                 booklets.append((printed, here / "booklet.pdf", f"{sc['name']} ({ed})"))
         clock["booklets"] = time.perf_counter()
+        _checkpoint()
         if booklets:
             printer.print(booklets)
         clock["end"] = time.perf_counter()
         (built / MARKER).write_text(_marker_text(sc["name"]), encoding="utf-8")
+        if main:  # from here on the build is done: a late signal does not cut the swap short
+            signal.signal(signal.SIGINT, _remember)
+            signal.signal(signal.SIGTERM, _remember)
+        _checkpoint()  # the last moment a signal stops the build
         _replace_dir(built, out)
         built = None
     finally:
