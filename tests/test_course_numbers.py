@@ -164,3 +164,30 @@ def test_claims_table_and_verdicts():
     assert d.verdict(False, "课程的表里最低一行是 8.6%") == "有出入：课程的表里最低一行是 8.6%"
     assert d.verdict(None, "场景没有实测吞吐") == "无从判断：场景没有实测吞吐"
     assert d.CLAIMS_HEADERS == ("课程怎么说", "本页算出", "出入")
+
+
+def test_a_value_agrees_at_the_precision_the_course_writes():
+    # "41.3%": one decimal of a percentage; "1.70×": two decimals; "15 GB": whole gigabytes
+    assert course.agrees(0.41251, "padding_waste") and course.agrees(0.41349, "padding_waste")
+    assert not course.agrees(0.4124, "padding_waste") and not course.agrees(0.4136, "padding_waste")
+    assert course.agrees(1.704, "packing_speedup") and not course.agrees(1.706, "packing_speedup")
+    assert course.agrees(14.9e9, "logits_peak") and not course.agrees(15.6e9, "logits_peak")
+
+
+def test_a_verdict_on_a_course_figure_names_whose_run_it_is():
+    from costmodel.present import display as d
+
+    assert d.judge("padding_waste", 0.4131, "41.31%", "why", own=False) == (
+        "成立：本页算出 41.31%，按课程的精度就是 41.3%"
+    )
+    assert (
+        d.judge("padding_waste", 0.2, "20.00%", "更短", own=False)
+        == "有出入：本页算出 20.00%：更短"
+    )
+    assert d.judge("padding_waste", 0.2, "20.00%", "更短", own=True) == (
+        "有出入：课程的 41.3% 说的是课程那次训练；你的场景是 20.00%：更短"
+    )
+    assert d.judge("padding_waste", 0, "0.00%", "没有 pad", own=True, quiet=True) == (
+        "有出入：课程的 41.3% 说的是课程那次训练；你的场景里没有 pad"
+    )
+    assert d.judge("padding_waste", 0.4131, "41.31%", "", "（注）", own=True).endswith("相同（注）")

@@ -129,6 +129,20 @@ def test_cjk_font_stack_and_print_css(built):
         assert "@page" in text and "size: A4" in text, page.name
 
 
+def test_every_css_variable_a_page_uses_is_defined_there(built):
+    """The pages carry no theme stylesheet: a colour given as an undefined variable is no colour
+    (code showed no highlighting while the highlighter referred to JupyterLab's variables)."""
+    _, folder = built
+    for page in _pages(folder):
+        text = page.read_text(encoding="utf-8")
+        styles = "".join(re.findall(r"<style[^>]*>(.*?)</style>", text, re.S))
+        used = set(re.findall(r"var\((--[\w-]+)", styles))
+        defined = set(re.findall(r"(--[\w-]+)\s*:", styles))
+        assert used <= defined, f"{page.name}: {sorted(used - defined)[:5]}"
+        if "class=\"highlight" in text:  # code shown: its keywords have a colour of their own
+            assert re.search(r"\.highlight \.k \{[^}]*color: #", styles), page.name
+
+
 #: A scenario name that would run script in every page if it were inserted unescaped.
 HOSTILE = (
     'Team <img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> '

@@ -414,7 +414,9 @@ def test_swallowed_interrupt_still_stops_the_build(tmp_path, name, code):
 
 def test_ctrl_c_outside_a_build_is_one_line(tmp_path):
     """A Ctrl-C in any command (here while `report` computes): one line, status 130."""
-    script = SWALLOWED.replace("    except:  # noqa: E722\n        pass\n", "    finally:\n        pass\n")
+    script = SWALLOWED.replace(
+        "    except:  # noqa: E722\n        pass\n", "    finally:\n        pass\n"
+    )
     result = subprocess.run(
         [sys.executable, "-c", script, "SIGINT", "report"],
         capture_output=True,
@@ -423,4 +425,8 @@ def test_ctrl_c_outside_a_build_is_one_line(tmp_path):
         timeout=120,
         preexec_fn=_interruptible,
     )
-    assert (result.returncode, result.stderr, result.stdout) == (130, "costmodel: interrupted\n", "")
+    assert (result.returncode, result.stderr, result.stdout) == (
+        130,
+        "costmodel: interrupted\n",
+        "",
+    )

@@ -511,3 +511,7 @@ def test_sentences_follow_the_scenario(extreme_runs):
     for stem in ("08_optimization_path", "09_pitfalls", "10_exercises"):
         text = _shown(extreme_runs[("dense", stem)])
         assert "permute" not in text, f"dense / {stem} names permute"
+    dense = _shown(extreme_runs[("dense", "01_mfu_hfu")])
+    assert "误算出的是" not in dense and "与正确值相同" in dense, (
+        "dense / 01: a right value called 误算"
+    )

@@ -4,6 +4,7 @@ figures.yaml, the figures the course states, quoted as it writes them."""
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 
@@ -37,3 +38,15 @@ def claim(key: str) -> str:
     else:
         raise KeyError(f"{key}: a figure with rows; quote one row's field instead")
     return f"{shown}（课程 {entry['section'].split(' (')[0]}）"
+
+
+def agrees(value: float, key: str) -> bool:
+    """Whether `value` is the course's figure `key` at the precision the course writes it:
+    rounded to as many decimals as the figure shows, as a percentage for "%" (0.413 -> 41.3),
+    in GB for "GB" (bytes), as it is otherwise ("1.70×", "1,024")."""
+    text = figures()[key]["text"]
+    written = re.search(r"[\d,]+(?:\.(\d+))?", text)
+    scale = 100 if "%" in text else 1e-9 if "GB" in text else 1
+    return round(value * scale, len(written.group(1) or "")) == float(
+        written.group(0).replace(",", "")
+    )

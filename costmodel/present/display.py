@@ -15,6 +15,7 @@ from typing import Any, Iterable, Sequence
 import sympy as sp
 from IPython.display import display
 
+from costmodel import course
 from costmodel.evaluate.account import account
 from costmodel.formats import (  # noqa: F401 (the notebooks' formats, through display)
     count,
@@ -131,6 +132,40 @@ def verdict(holds: bool | None, why: str = "") -> str:
     lacks what the claim needs, e.g. a measured throughput), and why."""
     word = "无从判断" if holds is None else "成立" if holds else "有出入"
     return word + (f"：{why}" if why else "")
+
+
+def judge(
+    key: str,
+    value: float,
+    shown: str,
+    differs: str,
+    note: str = "",
+    *,
+    own: bool,
+    quiet: bool = False,
+) -> str:
+    """The verdict on the course's figure `key` (course.agrees): 成立 when `value` (written
+    `shown`) is the course's figure at its precision, else 有出入 and why (`differs`). `own`: the
+    scenario is a team's, so a figure that differs is the course's run against the team's, not
+    a mistake. `quiet`: the figure does not apply to this scenario (no padding to waste): the
+    value is not quoted, `differs` says why. `note` is added to either."""
+    text, holds = course.figures()[key]["text"], course.agrees(value, key)
+    who = "你的场景" if own else "本场景"
+    if holds:
+        why = (
+            f"你的场景算出 {shown}，按课程的精度与课程对它那次训练给出的 {text} 相同"
+            if own
+            else f"本页算出 {shown}，按课程的精度就是 {text}"
+        )
+    elif quiet:
+        why = f"课程的 {text} 说的是课程那次训练；{who}里{differs}"
+    else:
+        why = (
+            f"课程的 {text} 说的是课程那次训练；你的场景是 {shown}：{differs}"
+            if own
+            else f"本页算出 {shown}：{differs}"
+        )
+    return verdict(holds, why + note)
 
 
 def claims(rows: Iterable[Sequence[Any]], sc: Any = None) -> None:

@@ -184,6 +184,9 @@ def _exporter(edition: str, no_input: bool):
             {SOLUTION} if edition == "student" else {ANSWER_SPACE}
         )
         config.TagRemovePreprocessor.remove_input_tags = HIDDEN_INPUT
+        # code colours as plain CSS colours: the default (JupyterLab's) style refers to variables
+        # of JupyterLab's theme stylesheet, which the pages do not carry
+        config.CSSHTMLHeaderPreprocessor.style = "default"
         exporter = _page_exporter()(
             config=config,
             template_name="handout",

@@ -102,7 +102,8 @@ else:
 quoted = course.number(course.figures()["total_params_mistake"]["text"])
 d.md(f"课程在误读清单里举过同一个错：总参数代进 6ND 得 {course.claim('total_params_mistake')}。"
      + ("本页按同一算法由场景现算也是这个数。" if not team and d.pct(wrong, 0) == d.pct(quoted, 0)
-        else f"那是课程那次运行的数；你的运行误算出的是 {d.pct(wrong)}。"))
+        else f"那是课程那次运行的数；你的运行误算出的是 {d.pct(wrong)}。" if k > 1
+        else f"那是课程那次运行的数；你的场景总参数等于 N，这样算也得 {d.pct(wrong)}，与正确值相同。"))
 
 # %% [markdown]
 # ## 2. MFU 刻意不数的三样东西

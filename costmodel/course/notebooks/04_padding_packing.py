@@ -28,7 +28,7 @@ scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场
 overrides = {}  # 单个键的覆盖，例如 {"mean_tokens_per_sample": 20000}
 
 # %% tags=["remove-input"]
-import re
+from functools import partial
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -37,7 +37,7 @@ import sympy as sp
 from costmodel import course
 from costmodel.derive import attention, padding
 from costmodel.derive.attention import attention_training_flops, sum_of_squares_flops
-from costmodel.derive.symbols import B, D, s_mean
+from costmodel.derive.symbols import D, s_mean
 from costmodel.evaluate import packing
 from costmodel.present import display as d
 
@@ -510,27 +510,7 @@ def cite(key):
     return course.claim(key) if "text" in entry or "range" in entry else f"（课程 {entry['section']}）"
 
 
-def agrees(value, key):
-    """The value, rounded as the course writes figure `key`, is the course's figure."""
-    text = quoted[key]["text"]
-    digits = re.search(r"[\d,]+(?:\.(\d+))?", text)
-    scale = 100 if "%" in text else 1
-    return round(value * scale, len(digits.group(1) or "")) == float(digits.group(0).replace(",", ""))
-
-
-def judge(key, value, shown, differs, note="", quiet=False):
-    """A verdict on a course figure: the course's own run, or the team's beside it. `quiet`: a
-    figure that does not apply (no padding) is not quoted when it differs, `differs` says why."""
-    text, holds = quoted[key]["text"], agrees(value, key)
-    if holds:
-        why = (f"你的场景算出 {shown}，按课程的精度与课程对它那次训练给出的 {text} 相同" if own
-               else f"本页算出 {shown}，按课程的精度就是 {text}")
-    elif quiet:
-        why = f"课程的 {text} 说的是课程那次训练；{'你的场景' if own else '本场景'}里{differs}"
-    else:
-        why = (f"课程的 {text} 说的是课程那次训练；你的场景是 {shown}：{differs}" if own
-               else f"本页算出 {shown}：{differs}")
-    return d.verdict(holds, why + note)
+judge = partial(d.judge, own=own)
 
 
 no_pad = ("已经 packing（batching: packed），没有 pad 槽位" if packed else
@@ -562,7 +542,7 @@ claim_rows = [
            (no_pad + f"，MFU 仍是 {d.pct(acc['mfu'])}") if no_pad else
            f"MFU {d.pct(acc['mfu'])} 乘以提速 {d.times(pad['packing_speedup'])}",
            f"；{no_pad}，这就是它现在的 MFU"
-           if no_pad and agrees(after_mfu, "nb04_mfu_after_packing") else "", quiet=not padded)],
+           if no_pad and course.agrees(after_mfu, "nb04_mfu_after_packing") else "", quiet=not padded)],
     ["完美 packing 后的单步耗时：" + cite("nb04_step_after_packing"),
      f"{d.num(sc['step_time'], 1)} → {d.num(after_step, 3)} 秒" if padded
      else f"{d.num(sc['step_time'], 1)} 秒（不变）",
@@ -570,7 +550,7 @@ claim_rows = [
            (no_pad + f"，步时仍是 {d.num(sc['step_time'], 1)} 秒") if no_pad else
            f"步时 {d.num(sc['step_time'], 1)} 秒除以提速 {d.times(pad['packing_speedup'])}",
            f"；{no_pad}，这就是它现在的步时"
-           if no_pad and agrees(after_step, "nb04_step_after_packing") else "", quiet=not padded)],
+           if no_pad and course.agrees(after_step, "nb04_step_after_packing") else "", quiet=not padded)],
 ]
 
 # %% tags=["remove-input"]

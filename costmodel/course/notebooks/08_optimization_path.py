@@ -85,12 +85,6 @@ def figure(key):
     return float(digits) * scale, 0.5 * 10.0 ** -len(digits.partition(".")[2]) * scale
 
 
-def agrees(value, key):
-    """Whether `value` rounds to the course's figure `key` at the precision the course writes."""
-    number, tolerance = figure(key)
-    return abs(value - number) <= tolerance
-
-
 def star(key):
     """A key as the tables show it: * when its value is the course's assumption."""
     if source.get(key) == "course":
@@ -768,8 +762,8 @@ else:
            + ("" if sc.changed else f"（课程写的浪费是 {said('padding_waste')}）")
            + ("；但补齐这个前提站不住：HFU 会超过 100%（见 ①）" if hfu_pack > 1 else "；前提是补齐真实存在"))
 claim_rows.append(["① 完美 packing 的提速：" + course.claim("packing_speedup"), d.times(g_pack),
-                   d.verdict(agrees(g_pack, "packing_speedup"), why)])
-heading_ok = agrees(ratio_fs, "selective_recompute_heading")
+                   d.verdict(course.agrees(g_pack, "packing_speedup"), why)])
+heading_ok = course.agrees(ratio_fs, "selective_recompute_heading")
 claim_rows.append([
     "② 标题：换掉 full recompute，潜在提速 " + course.claim("selective_recompute_heading"),
     f"{d.times(ratio_fs)}（full ÷ selective 的系数之比）",
@@ -781,7 +775,7 @@ if sc["recompute"] == "full":
               "按显存，单独换成 selective 放不下（见“本次运行”）")
 else:
     usable = f"{ours}已是 `recompute: {sc['recompute']}`，这一项拿不到"
-worked_ok = agrees(ratio_fs, "selective_recompute_worked")
+worked_ok = course.agrees(ratio_fs, "selective_recompute_worked")
 claim_rows.append([
     "② 推算：系数从 full 降到约 " + course.claim("nb02_selective_factor") + "，提速 "
     + course.claim("selective_recompute_worked"),
@@ -794,7 +788,7 @@ factor_text = "、".join(f"{name.replace('$', '')}（{d.num(now)} 对 {d.num(the
 claim_rows.append([
     "② 分块交叉熵之前 logits 的峰值约 " + course.claim("logits_peak"),
     f"{d.gb(logits)}（b = {b}，S = {d.num(sc['seq_len'])}，V = {d.num(sc['vocab_size'])}）",
-    d.verdict(agrees(logits, "logits_peak"),
+    d.verdict(course.agrees(logits, "logits_peak"),
               f"课程的数对得上 {d.num(qwen3_vocab)} 词的词表（Qwen3）：{d.gb(course_logits)}"
               + (f"，不是课程模型自己的 {d.num(base['vocab_size'])} 词" if base["vocab_size"] != qwen3_vocab else "")
               + (f"；{ours}的 b、S、V 与之相同" if not differ else
@@ -802,7 +796,7 @@ claim_rows.append([
 freed = logits - kept_assumed
 enough = math.ceil(logits / figure("logits_after_chunking")[0])  # chunks that bring the peak to the course's
 unchunked_ok = logits <= sum(figure("logits_after_chunking"))  # about 2 GB or less without chunking
-chunk_ok = agrees(kept_assumed, "logits_after_chunking") and agrees(freed, "nb08_logits_freed")
+chunk_ok = course.agrees(kept_assumed, "logits_after_chunking") and course.agrees(freed, "nb08_logits_freed")
 claim_rows.append([
     "② fused/chunked 交叉熵把峰值压到约 " + course.claim("logits_after_chunking") + "，腾出约 "
     + course.claim("nb08_logits_freed"),
@@ -868,7 +862,7 @@ if feasible:
     comm_text = f"{d.pct(est_now, 1)} → {d.pct(est_2b, 1)}（按布局估计的上界）"
 else:
     doubled, why, comm_text = False, f"b 翻倍在{ours}不能整除，无从比较", "-"
-if not agrees(est_now, "nb08_micro_batch_communication"):
+if not course.agrees(est_now, "nb08_micro_batch_communication"):
     why += f"；基数 {said('nb08_micro_batch_communication')} 与{ours}的估计 {d.pct(est_now, 1)} 也不同"
 claim_rows.append([
     "③ 副作用：梯度累积消失，通信占比翻倍；基数只有 " + course.claim("nb08_micro_batch_communication"),

@@ -28,7 +28,7 @@ scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场
 overrides = {}  # 单个键的覆盖，例如 {"step_time": 90}
 
 # %% tags=["remove-input"]
-import re
+from functools import partial
 
 import matplotlib.pyplot as plt
 import sympy as sp
@@ -541,24 +541,7 @@ quoted = course.figures()
 who = "你的场景" if own else "本页"
 
 
-def agrees(value, key):
-    """The value, rounded as the course writes figure `key`, is the course's figure."""
-    text = quoted[key]["text"]
-    digits = re.search(r"[\d,]+(?:\.(\d+))?", text)
-    scale = 100 if "%" in text else 1
-    return round(value * scale, len(digits.group(1) or "")) == float(digits.group(0).replace(",", ""))
-
-
-def judge(key, value, shown, differs, note=""):
-    """A verdict on a course figure: the course's own run, or the team's beside it."""
-    text, holds = quoted[key]["text"], agrees(value, key)
-    if holds:
-        why = (f"你的场景算出 {shown}，按课程的精度与课程对它那次训练给出的 {text} 相同" if own
-               else f"本页算出 {shown}，按课程的精度就是 {text}")
-    else:
-        why = (f"课程的 {text} 说的是课程那次训练；你的场景是 {shown}：{differs}" if own
-               else f"本页算出 {shown}：{differs}")
-    return d.verdict(holds, why + note)
+judge = partial(d.judge, own=own)
 
 
 no_pad = ("已经在 packing（batching: packed），没有 pad 可省" if packed else
@@ -575,13 +558,13 @@ rows = [
      f"{sc['step_time']:g} s → {t_pack:.1f} s" if padded else f"{sc['step_time']:g} s（不变）",
      judge("nb04_step_after_packing", t_pack, f"{t_pack:.1f} s",
            no_pad or f"单步 {sc['step_time']:g} s 除以 packing 的提速 {d.times(g_pack)}",
-           f"；{no_pad}，这就是它现在的单步" if no_pad and agrees(t_pack, "nb04_step_after_packing") else "")),
+           f"；{no_pad}，这就是它现在的单步" if no_pad and course.agrees(t_pack, "nb04_step_after_packing") else "")),
     ("思考题 1 (c)：packing 后的 MFU（6ND 口径），" + course.claim("nb04_mfu_after_packing"),
      f"{d.pct(acc['mfu'])} → {d.pct(pad['mfu_after_packing'])}" if padded else f"{d.pct(acc['mfu'])}（不变）",
      judge("nb04_mfu_after_packing", pad["mfu_after_packing"], d.pct(pad["mfu_after_packing"]),
            no_pad or f"MFU {d.pct(acc['mfu'])} 乘以提速 {d.times(g_pack)}",
            "；超过 100%，不可能：先核对是否真在补齐" if pad["mfu_after_packing"] > 1 else
-           f"；{no_pad}，这就是它现在的 MFU" if no_pad and agrees(pad["mfu_after_packing"], "nb04_mfu_after_packing")
+           f"；{no_pad}，这就是它现在的 MFU" if no_pad and course.agrees(pad["mfu_after_packing"], "nb04_mfu_after_packing")
            else "")),
     ("思考题 1 (d)：2 个 epoch 的训练现在要跑" + course.claim("nb10_overnight") + "，packing 后按单步等比缩短",
      f"{current_run_hours:g} h → {run['hours_after']:.1f} h" if padded else f"{current_run_hours:g} h（不变）",
