@@ -139,7 +139,7 @@ def test_every_css_variable_a_page_uses_is_defined_there(built):
         used = set(re.findall(r"var\((--[\w-]+)", styles))
         defined = set(re.findall(r"(--[\w-]+)\s*:", styles))
         assert used <= defined, f"{page.name}: {sorted(used - defined)[:5]}"
-        if "class=\"highlight" in text:  # code shown: its keywords have a colour of their own
+        if 'class="highlight' in text:  # code shown: its keywords have a colour of their own
             assert re.search(r"\.highlight \.k \{[^}]*color: #", styles), page.name
 
 
