@@ -1,10 +1,12 @@
 """One set of number formats for every layer: the notebooks, the report, the handouts' index and
 the one-line error messages. Plain functions of a number (None, where a figure is undefined,
-prints as "n/a")."""
+prints as "n/a"), and the forms in which text from a scenario or a file is shown (`printable`
+for a terminal, `markdown_text` for Markdown and HTML)."""
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 NA = "n/a"
@@ -128,3 +130,97 @@ def csv_cell(text: str) -> str:
     if math.isfinite(x) and x.is_integer() and abs(x) >= 1:
         return num(x)
     return f"{x:.4g}"
+
+
+# ------------------------------------------------------------------ text from a scenario or a file
+
+#: Characters a terminal or a page acts on instead of showing them: the C0 and C1 controls (ESC
+#: starts the CSI and OSC sequences that clear a screen or add a hyperlink; BEL, backspace and
+#: carriage return move or sound), DEL, lone surrogates (which no encoder writes), the line and
+#: paragraph separators, and the bidirectional formatting characters (which reorder the text
+#: around them).
+_CONTROL = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+_SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape(match: re.Match) -> str:
+    char = match.group()
+    code = ord(char)
+    return _SHORT_ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def printable(value: Any) -> str:
+    """Text as a terminal shows it, with nothing a terminal or a page acts on: each control
+    character written as Python writes it in a string (ESC as \\x1b, a carriage return as \\r,
+    a line break as \\n, a right-to-left override as \\u202e), everything else as it is."""
+    return _CONTROL.sub(_escape, str(value))
+
+
+#: Characters replaced by character references: HTML's five, and those that start Markdown
+#: markup (emphasis, code, links, headings, tables, strikethrough, escapes) or TeX ($).
+#: CommonMark treats a character reference as literal text, never as markup.
+_ENTITIES = {
+    "&": "&amp;",
+    "<": "&lt;",
+    ">": "&gt;",
+    '"': "&quot;",
+    "'": "&#39;",
+    **{c: f"&#{ord(c)};" for c in "\\`*_[]#|$~"},
+}
+#: What could start markup or a link: the characters above (but an _ between two ASCII letters
+#: or digits, as in step_time, which CommonMark never reads as emphasis), and those an autolink
+#: needs: the : of scheme://, the . of www.example or of a domain name (a dot before a letter,
+#: or before a digit after anything but a digit, so that 3.6 stays as it is), an e-mail's @.
+#: Written as character references they read the same, and no autolink pattern (GFM's www and
+#: http ones, mistune's url plugin in nbconvert, marked's in JupyterLab, markdown-it's linkify)
+#: finds them. GFM (cmark-gfm) looks for e-mail addresses in the text after it has read the
+#: references, so an empty HTML comment after the @ parts the address (no element, nothing shown).
+_MARKUP = re.compile(
+    r"[&<>\"'\\`*\[\]#|$~@]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"
+    r"|:(?=/)|\.(?=[^\W\d_])|(?<!\d)\.(?=\d)"
+)
+_AT = "&#64;<!-- -->"
+
+
+def _reference(match: re.Match) -> str:
+    char = match.group()
+    return _AT if char == "@" else _ENTITIES.get(char) or f"&#{ord(char)};"
+
+
+def math_delimiter(value: str) -> bool:
+    """Whether MathJax would typeset part of `value` as TeX ($, \\(, \\[, \\begin)."""
+    return "$" in value or any(f"\\{c}" in value for c in "()[]") or "\\begin" in value
+
+
+def _code_span(value: str) -> str:
+    """A Markdown code span holding `value` literally (a fence longer than any run of
+    backticks inside it)."""
+    runs = [len(run) for run in re.findall(r"`+", value)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = " " if value[:1] in ("`", " ") or value[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def markdown_text(value: Any, code: bool = False) -> str:
+    """Text that comes from a scenario or a file (a name, a path), made inert for Markdown and
+    HTML: it reads as written, and adds no markup, no link and no math.
+
+    Line breaks become spaces (a title stays one line); other control characters are written as
+    escapes (`printable`). Every character that could start markup or an autolink becomes a
+    character reference, so no string can add HTML, a link or emphasis. Text holding a math
+    delimiter ($, \\( ...) is shown as a code span instead: its content is literal for Markdown
+    and HTML, no autolink is found in it, and MathJax skips code (a wrapping element with an
+    ignore class would not survive nbconvert's renderer, which parses each raw tag on its own).
+    `code=True` always gives a code span (monospace, for paths and keys)."""
+    value = printable(re.sub(r"[^\S ]+", " ", str(value)))
+    if code or math_delimiter(value):
+        return _code_span(value)
+    return _MARKUP.sub(_reference, value)
+
+
+def markdown_cell(value: Any) -> str:
+    """`markdown_text` for a cell of a Markdown table: a | inside a code span escaped as \\|, as
+    GFM reads it, so that a row keeps its number of columns."""
+    return markdown_text(value).replace("|", "\\|")

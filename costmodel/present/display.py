@@ -21,8 +21,11 @@ from costmodel.formats import (  # noqa: F401 (the notebooks' formats, through d
     count,
     csv_cell,
     gb,
+    markdown_text,
+    math_delimiter,
     num,
     pct,
+    printable,
     sci,
     tex_num,
     tex_sci,
@@ -50,54 +53,20 @@ def load(scenario_file: str | None = None, overrides: dict[str, Any] | None = No
 
 # ------------------------------------------------------------------ scenario text
 
-#: Characters replaced by character references: HTML's five, and those that start Markdown
-#: markup (emphasis, code, links, headings, tables, strikethrough, escapes) or TeX ($).
-#: CommonMark treats a character reference as literal text, never as markup.
-_ENTITIES = {
-    "&": "&amp;",
-    "<": "&lt;",
-    ">": "&gt;",
-    '"': "&quot;",
-    "'": "&#39;",
-    **{c: f"&#{ord(c)};" for c in "\\`*_[]#|$~"},
-}
 #: MathJax does not search elements of these classes: mathjax_ignore is the default of
 #: MathJax 3.2 and later (the handouts' bundle), tex2jax_ignore that of earlier releases.
 _NO_MATH = '<span class="tex2jax_ignore mathjax_ignore">{}</span>'
 
-
-def _math_delimiter(value: str) -> bool:
-    return "$" in value or any(f"\\{c}" in value for c in "()[]") or "\\begin" in value
-
-
-def _code_span(value: str) -> str:
-    """A Markdown code span holding `value` literally (a fence longer than any run of
-    backticks inside it)."""
-    runs = [len(run) for run in re.findall(r"`+", value)]
-    fence = "`" * (max(runs, default=0) + 1)
-    pad = " " if value[:1] in ("`", " ") or value[-1:] in ("`", " ") else ""
-    return f"{fence}{pad}{value}{pad}{fence}"
-
-
-def text(value: Any, code: bool = False) -> str:
-    """Text that comes from a scenario (its name, a path), made inert for Markdown + HTML.
-
-    Line breaks become spaces (a title stays one line). Every character that could start
-    markup becomes a character reference, so no string can add HTML, a link or emphasis.
-    Text holding a math delimiter ($, \\( ...) is shown as a code span instead: its content
-    is literal for Markdown and HTML, and MathJax skips code (a wrapping element with an ignore
-    class would not survive nbconvert's renderer, which parses each raw tag on its own).
-    `code=True` always gives a code span (monospace, for paths and keys)."""
-    value = re.sub(r"[^\S ]+", " ", str(value))
-    if code or _math_delimiter(value):
-        return _code_span(value)
-    return "".join(_ENTITIES.get(c, c) for c in value)
+#: Text from a scenario (its name, a path) in computed Markdown: `d.text(sc["name"])`, or
+#: `d.text(path, code=True)` for a code span (costmodel.formats.markdown_text: it reads as
+#: written and adds no markup, link or math).
+text = markdown_text
 
 
 def _cell(value: str) -> str:
     """A table cell: HTML-escaped, and kept away from MathJax if it holds a math delimiter."""
     escaped = html.escape(value)
-    return _NO_MATH.format(escaped) if _math_delimiter(value) else escaped
+    return _NO_MATH.format(escaped) if math_delimiter(value) else escaped
 
 
 # ------------------------------------------------------------------ display
@@ -109,8 +78,9 @@ def md(text: str) -> None:
 
 
 def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], caption: str = "") -> None:
-    """An HTML table with a plain-text mirror."""
-    rows = [[str(cell) for cell in row] for row in rows]
+    """An HTML table with a plain-text mirror (control characters shown escaped)."""
+    rows = [[printable(cell) for cell in row] for row in rows]
+    headers, caption = [printable(h) for h in headers], printable(caption)
     head = "".join(f"<th>{_cell(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>" for row in rows)
     cap = f"<caption>{_cell(caption)}</caption>" if caption else ""

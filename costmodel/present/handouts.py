@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from costmodel.errors import CostModelError
-from costmodel.formats import table_value
+from costmodel.formats import printable, table_value
 from costmodel.present import suite
 
 if TYPE_CHECKING:
@@ -260,10 +260,11 @@ def _fields() -> list[str]:
 
 def _banner(sc: scenario.Scenario, account: dict[str, Any], inputs: dict[str, Any], edition: str):
     """The line above every page: the scenario, the edition, the MFU and the inputs it was run
-    with (the parameters cells are not shown)."""
-    changed = ", ".join(f"{key}={table_value(value)}" for key, value in inputs.items())
+    with (the parameters cells are not shown). Plain text, control characters shown escaped: the
+    template HTML-escapes it."""
+    changed = ", ".join(f"{key}={printable(table_value(value))}" for key, value in inputs.items())
     return (
-        f"{sc['name']} · {EDITION_NAMES[edition]} · MFU {100 * account['mfu']:.2f}% · "
+        f"{printable(sc['name'])} · {EDITION_NAMES[edition]} · MFU {100 * account['mfu']:.2f}% · "
         + (f"inputs: course scenario + {changed}" if changed else "inputs: the course's scenario")
         + " · costmodel handout"
     )
@@ -279,8 +280,8 @@ def index_html(
     changed = set(sc.changed)
     rows = "".join(
         f'<tr class="{"changed" if key in changed else ""}"><td><code>{key}</code></td>'
-        f"<td>{html.escape(table_value(sc[key]))}</td><td>{'changed' if key in changed else ''}"
-        f"</td></tr>"
+        f"<td>{html.escape(printable(table_value(sc[key])))}</td>"
+        f"<td>{'changed' if key in changed else ''}</td></tr>"
         for key in _fields()
         if key != "name"
     )
@@ -320,7 +321,7 @@ def index_html(
                 f'<li><a href="{s.page}">{html.escape(s.title or s.stem)}</a>'
                 f'<div class="summary">{html.escape(s.summary)}</div></li>'
             )
-    title = html.escape(sc["name"])
+    title = html.escape(printable(sc["name"]))
     return f"""<!DOCTYPE html>
 <html lang="zh-CN"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1.0">

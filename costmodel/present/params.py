@@ -3,14 +3,15 @@ is which (``costmodel.inputs.models.params_json`` is the JSON form)."""
 
 from __future__ import annotations
 
-from costmodel.formats import human_count, num
+from costmodel.formats import human_count, num, printable
 from costmodel.inputs.shape import BREAKDOWN_KEYS, ModelShape
 
 __all__ = ["params_text"]
 
 
 def params_text(shape: ModelShape) -> str:
-    """A readable table of the counts, saying which N is which."""
+    """A readable table of the counts, saying which N is which. The model's name (a file's
+    name) and type are file text: their control characters are shown escaped."""
     title = shape.name or shape.model_type
     layout = (
         f"{shape.num_layers} layers: {shape.num_full_attention_layers} full attention"
@@ -81,4 +82,4 @@ def params_text(shape: ModelShape) -> str:
             lines.append("breakdown:")
         line = f"{label:<{name_w}}  {num(value):>{num_w}}  {human_count(value):>{hum_w}}"
         lines.append(f"{line}  {note}".rstrip())
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line) for line in lines) + "\n"

@@ -7,11 +7,11 @@ from typing import Any
 
 from costmodel.evaluate.account import check_finite
 from costmodel.formats import input_value as _input
+from costmodel.formats import markdown_cell, markdown_text, printable, tflops
 from costmodel.formats import num as _count
 from costmodel.formats import pct as _pct
 from costmodel.formats import sci4 as _sci
 from costmodel.formats import seconds as _seconds
-from costmodel.formats import tflops
 
 
 def _tflops(x):
@@ -283,20 +283,26 @@ def _team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, st
 
 
 def render(a: dict[str, Any], fmt: str = "text") -> str:
+    """The account as text, Markdown or JSON. Text from the scenario or a file (the name, a path)
+    is shown inert: in text with its control characters escaped (formats.printable), in
+    Markdown as formats.markdown_text (no HTML, markup, link or math; a | does not end a
+    cell), in JSON as json.dumps escapes it (ASCII only)."""
     if fmt == "json":
         check_finite(a)  # strict JSON: never Infinity or NaN (account() refuses them already)
         return json.dumps(a, indent=2, sort_keys=False, allow_nan=False) + "\n"
-    title = f"Cost account: {a['scenario']['name']}"
+    tables = sections(a) + _team_sections(a)
     out: list[str] = []
     if fmt == "markdown":
-        out.append(f"# {title}\n")
-        for name, rows in sections(a) + _team_sections(a):
-            out += [f"## {name}\n", "| quantity | value | note |", "|---|---:|---|"]
-            out += [f"| {q} | {v} | {n} |" for q, v, n in rows]
+        out.append(f"# Cost account: {markdown_text(a['scenario']['name'])}\n")
+        for name, rows in tables:
+            out += [f"## {markdown_text(name)}\n", "| quantity | value | note |", "|---|---:|---|"]
+            out += ["| " + " | ".join(markdown_cell(x) for x in row) + " |" for row in rows]
             out.append("")
         return "\n".join(out)
+    title = f"Cost account: {printable(a['scenario']['name'])}"
     out += [title, "=" * len(title)]
-    for name, rows in sections(a) + _team_sections(a):
+    for name, rows in tables:
+        rows = [tuple(printable(x) for x in row) for row in rows]
         out += ["", name, "-" * len(name)]
         width = max(len(q) for q, _, _ in rows)
         vwidth = max(len(v) for _, v, _ in rows)
