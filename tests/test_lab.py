@@ -2,14 +2,19 @@
 (JupyterLab served locally, driven by headless Chromium)."""
 
 import hashlib
+import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 from conftest import missing
 
@@ -30,7 +35,7 @@ def _digest() -> dict[str, str]:
 
 def test_scratch_copy_is_unpaired_and_collapses_the_rendering_cells(tmp_path):
     before = _digest()
-    copies = lab.scratch_copy(tmp_path / "lab")
+    copies = lab.scratch_copy(tmp_path / "lab").notebooks
     assert _digest() == before  # the sources and the stored notebooks are untouched
     assert [c.name for c in copies] == [p.with_suffix(".ipynb").name for p in suite.sources()]
     hidden = 0
@@ -50,6 +55,149 @@ def test_lab_refuses_the_sources_folder(capsys):
     assert "holds the notebooks' sources" in capsys.readouterr().err
 
 
+def _saved_by_lab(path: Path, text: str) -> bytes:
+    """Edit the first code cell of a copy and save it as JupyterLab does (JSON, indent 1)."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    cell["source"] = [text]
+    data = (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    path.write_bytes(data)
+    return data
+
+
+def test_a_second_lab_keeps_the_readers_work(tmp_path, capsys):
+    """Edits the reader saved (a notebook, a Lab setting) are kept byte for byte and named; a
+    notebook the reader deleted comes back; the reader's own files stay."""
+    folder = tmp_path / "lab"
+    assert lab.main(["--dir", str(folder), "--print-command"]) == 0
+    capsys.readouterr()
+    edited, deleted = sorted(folder.glob("*.ipynb"))[1:3]
+    saved = _saved_by_lab(edited, "overrides = {'step_time': 90}  # mine")
+    settings = folder / ".settings" / next(iter(lab.SETTINGS))
+    settings.write_text('{"fetchNews": "true"}\n', encoding="utf-8")  # a setting changed in Lab
+    (folder / "my_notes.txt").write_text("读者的笔记", encoding="utf-8")
+    deleted.unlink()
+
+    assert lab.main(["--dir", str(folder), "--print-command"]) == 0
+    out = capsys.readouterr().out
+    assert edited.read_bytes() == saved  # the reader's edit, byte for byte
+    assert settings.read_text(encoding="utf-8") == '{"fetchNews": "true"}\n'
+    assert (folder / "my_notes.txt").read_text(encoding="utf-8") == "读者的笔记"
+    assert deleted.is_file()
+    [line] = [x for x in out.splitlines() if x.startswith("kept")]
+    assert edited.name in line and settings.name in line, line
+    assert deleted.name not in line, line
+
+
+def test_a_copy_the_lab_wrote_and_nobody_changed_is_refreshed(tmp_path, capsys):
+    """Whether the reader changed a copy is decided by its content (the sha256 the lab
+    recorded), not by its time: an earlier copy of the lab's own is replaced."""
+    folder = tmp_path / "lab"
+    stale = lab.scratch_copy(folder).notebooks[3]
+    fresh = stale.read_bytes()
+    record = json.loads((folder / lab.MANIFEST).read_text(encoding="utf-8"))
+    stale.write_bytes(b'{"cells": [], "note": "an earlier copy"}\n')
+    record["written"][stale.name] = hashlib.sha256(stale.read_bytes()).hexdigest()
+    (folder / lab.MANIFEST).write_text(json.dumps(record), encoding="utf-8")
+    os.utime(stale, (1, 1))
+    assert lab.main(["--dir", str(folder), "--print-command"]) == 0
+    assert stale.read_bytes() == fresh
+    assert "kept" not in capsys.readouterr().out
+
+
+def test_lab_dir_keeps_a_notebook_it_did_not_write(tmp_path, capsys):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    name = suite.sources()[0].with_suffix(".ipynb").name
+    (folder / name).write_bytes(b"the reader's own notebook\n")
+    assert lab.main(["--dir", str(folder), "--print-command"]) == 0
+    assert (folder / name).read_bytes() == b"the reader's own notebook\n"
+    assert name in next(x for x in capsys.readouterr().out.splitlines() if x.startswith("kept"))
+
+
+def _unwritable(tmp_path: Path) -> Path:
+    if os.geteuid() == 0:  # root writes anywhere a mode allows: /sys refuses a new folder
+        return Path("/sys/costmodel-lab")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    return locked / "lab"
+
+
+@pytest.mark.parametrize("case", ["file", "under a file", "symlink loop", "unwritable"])
+def test_lab_dir_that_cannot_be_a_folder_is_one_line(tmp_path, capsys, case):
+    afile = tmp_path / "notes.txt"
+    afile.write_bytes(b"keep me\n")
+    (tmp_path / "loop").symlink_to("loop")
+    given = {
+        "file": afile,
+        "under a file": afile / "lab",
+        "symlink loop": tmp_path / "loop" / "lab",
+        "unwritable": _unwritable(tmp_path),
+    }[case]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert lab.main(["--dir", str(given), "--print-command"]) == 2
+    captured = capsys.readouterr()
+    [line] = captured.err.splitlines()
+    assert line.startswith("costmodel: error: --dir: ") and "expected" in line, line
+    assert captured.out == ""
+    assert (
+        afile.read_bytes() == b"keep me\n" and sorted(p.name for p in tmp_path.iterdir()) == before
+    )
+
+
+def _lab_environment(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER_", "XDG_"))}
+    (home / "tmp").mkdir(parents=True)
+    return {**env, "HOME": str(home), "TMPDIR": str(home / "tmp")}
+
+
+def test_lab_stopped_without_a_terminal_leaves_no_keys(tmp_path):
+    """`make lab` under setsid, stdin not a terminal (CI, nohup), stopped by SIGINT: Lab, its
+    kernel and every token and kernel-key file it wrote are gone."""
+    home, port, token = tmp_path / "home", _free_port(), "costmodel-test"
+    lab_process = subprocess.Popen(
+        [sys.executable, "-m", "costmodel.present.lab", "--dir", str(tmp_path / "lab")]
+        + ["--no-browser", f"--port={port}", "--ip=127.0.0.1", f"--IdentityProvider.token={token}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=_lab_environment(home),
+        cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api?token={token}", timeout=2)
+                break
+            except OSError:
+                assert lab_process.poll() is None, "the lab exited"
+                assert time.monotonic() < deadline, "jupyter lab did not start"
+                time.sleep(0.2)
+        start = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/kernels?token={token}", data=b"{}", method="POST"
+        )
+        urllib.request.urlopen(start, timeout=20)
+        keys = [p for p in tmp_path.rglob("*") if p.name.startswith(("jpserver-", "kernel-"))]
+        assert keys, "the lab wrote no token or kernel file: the test no longer sees them"
+        processes = [psutil.Process(lab_process.pid)]
+        processes += processes[0].children(recursive=True)
+        lab_process.send_signal(signal.SIGINT)
+        lab_process.wait(timeout=20)
+        _, alive = psutil.wait_procs(processes, timeout=5)
+    finally:
+        if lab_process.poll() is None:
+            os.killpg(lab_process.pid, signal.SIGKILL)
+    assert alive == [], [p.pid for p in alive]
+    left = [
+        p
+        for p in tmp_path.rglob("*")
+        if p.name.startswith(("jpserver-", "kernel-", "jupyter_cookie_secret", "costmodel-lab-"))
+    ]
+    assert left == [], left
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -64,7 +212,7 @@ def test_lab_opens_01_as_prose_with_the_code_collapsed(tmp_path):
     if sync_playwright is None or CHROMIUM is None:
         missing("headless Chromium (Debian package chromium) and playwright are needed")
     folder = tmp_path / "lab"
-    copies = lab.scratch_copy(folder)
+    copies = lab.scratch_copy(folder).notebooks
     first = nbformat.read(copies[0], as_version=4)
     collapsed = sum(
         1 for c in first.cells if c.metadata.get("jupyter", {}).get("source_hidden", False)

@@ -4,16 +4,24 @@ in the footer and nothing cut: code wraps, and plots, tables and display math do
 across pages (the pages' print stylesheet).
 
 The booklet is one HTML file assembled from the built pages (each page's <main>), each section
-starting on a new page, printed once.
+starting on a new page, printed once. Scenario text is data: the title is escaped, and the
+browser prints with JavaScript off and every request but the booklet file itself aborted (the
+pages embed their images as data: URIs, which make no request), so nothing in a page can load or
+run anything. The PDF's dates are fixed and its /ID (when there is one) derived from its
+content: the same pages give the same bytes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import html
+import os
 import re
 import shutil
 from pathlib import Path
 
 from costmodel.errors import CostModelError
+from costmodel.formats import shown
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 CHROMIUM_ARGS = [
@@ -29,8 +37,18 @@ FOOTER = (
     '<div style="font-size:8px;width:100%;text-align:center;color:#57606a;">'
     '<span class="pageNumber"></span> / <span class="totalPages"></span></div>'
 )
+#: How long the browser may take to start, in seconds (COSTMODEL_CHROMIUM_TIMEOUT overrides it).
+START_TIMEOUT = 60.0
+#: The date written into every booklet (a PDF date, UTC): a build's bytes do not depend on when
+#: it ran.
+PDF_DATE = b"20000101000000"
 _MAIN = re.compile(r"<main[^>]*>(.*)</main>", re.S)
+_PDF_DATE = re.compile(rb"/(CreationDate|ModDate) \(D:(\d{14})([-+Z0-9']{0,7})\)")
+_PDF_ID = re.compile(rb"/ID ?\[ ?<[0-9A-Fa-f]{1,128}> ?<[0-9A-Fa-f]{1,128}> ?\]")
+_HEX = re.compile(rb"<[0-9A-Fa-f]{1,128}>")
 _STYLE = re.compile(r"<style[^>]*>.*?</style>", re.S)
+_LINK = re.compile(r'(<a\b[^>]*?)\shref="([^"]*)"')
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 def chromium() -> str:
@@ -45,27 +63,81 @@ def chromium() -> str:
     )
 
 
+def _anchor(page: str) -> str:
+    return "booklet-" + page.removesuffix(".html")
+
+
+def _booklet_links(body: str, pages: list[str]) -> str:
+    """The links of a page as the booklet has them: one to a page in the booklet goes to its
+    section, one within the page stays, one to a file beside the pages (not in the booklet) is
+    text only; absolute links stay. A relative link would otherwise be printed as the address
+    of the build's temporary folder (a build's PDF then depends on where it was built)."""
+
+    def link(match: re.Match) -> str:
+        target = html.unescape(match[2])
+        if target.startswith("#") or _SCHEME.match(target):
+            return match[0]
+        page = target.split("#", 1)[0]
+        if page in pages:
+            return f'{match[1]} href="#{html.escape(_anchor(page))}"'
+        return match[1]
+
+    return _LINK.sub(link, body)
+
+
 def booklet_html(pages: list[Path], title: str) -> str:
     """One HTML document: the first page's stylesheets, then each page's <main>, each starting
-    on a new printed page."""
+    on a new printed page (a link to a page goes to its section)."""
     first = pages[0].read_text(encoding="utf-8")
     styles = "\n".join(
         dict.fromkeys(_STYLE.findall(first) + _STYLE.findall(pages[-1].read_text("utf-8")))
     )
+    names = [page.name for page in pages]
     parts = []
     for page in pages:
         text = page.read_text(encoding="utf-8")
         match = _MAIN.search(text)
         body = match.group(1) if match else text.split("<body", 1)[-1].split(">", 1)[-1]
-        body = body.replace("</body>", "").replace("</html>", "")
-        parts.append(f'<section class="booklet-part">{body}</section>')
+        body = _booklet_links(body.replace("</body>", "").replace("</html>", ""), names)
+        anchor = html.escape(_anchor(page.name))
+        parts.append(f'<section class="booklet-part" id="{anchor}">{body}</section>')
     return (
         '<!DOCTYPE html>\n<html lang="zh-CN"><head><meta charset="utf-8">'
-        f"<title>{title}</title>{styles}"
+        f"<title>{html.escape(title)}</title>{styles}"
         "<style>.booklet-part + .booklet-part { break-before: page; page-break-before: always; }"
         ".handout-banner { display: none; }</style></head>"
         f"<body><main>{''.join(parts)}</main></body></html>"
     )
+
+
+def reproducible(pdf: bytes) -> bytes:
+    """The PDF with its creation and modification dates set to PDF_DATE (UTC) and its /ID, if
+    it has one, derived from its content: the same pages give the same bytes. Each field is
+    rewritten in place to the same length, so the cross-reference offsets stay valid."""
+
+    def fixed_date(match: re.Match) -> bytes:
+        zone = re.sub(rb"\d", b"0", match[3]).replace(b"-", b"+")
+        return b"/" + match[1] + b" (D:" + PDF_DATE + zone + b")"
+
+    def each_id(text: bytes, digest: bytes) -> bytes:  # <hex> <hex>, each the same length
+        return _HEX.sub(lambda h: b"<" + digest[: len(h[0]) - 2] + b">", text)
+
+    pdf = _PDF_DATE.sub(fixed_date, pdf)
+    blank = _PDF_ID.sub(lambda m: each_id(m[0], b"0" * 128), pdf)
+    digest = hashlib.sha256(blank).hexdigest().upper().encode() * 2
+    return _PDF_ID.sub(lambda m: each_id(m[0], digest), pdf)
+
+
+def _only(url: str):
+    """A route handler that lets the request for `url` through and aborts every other."""
+
+    async def route(route) -> None:
+        if route.request.url == url:
+            await route.continue_()
+        else:
+            await route.abort("blockedbyclient")
+
+    return route
 
 
 async def _print_one(context, pages: list[Path], target: Path, title: str) -> Path:
@@ -74,12 +146,12 @@ async def _print_one(context, pages: list[Path], target: Path, title: str) -> Pa
     try:
         source.write_text(booklet_html(pages, title), encoding="utf-8")
         page = await context.new_page()
+        await page.route("**/*", _only(source.as_uri()))  # nothing but the booklet loads
         # laid out for print from the start: loaded for the screen, the document is laid out
         # twice (about 1.5 s of CPU a booklet)
         await page.emulate_media(media="print")
         await page.goto(source.as_uri(), wait_until="load")
-        await page.pdf(
-            path=str(partial),
+        pdf = await page.pdf(
             format="A4",
             print_background=True,
             display_header_footer=True,
@@ -88,6 +160,7 @@ async def _print_one(context, pages: list[Path], target: Path, title: str) -> Pa
             margin={"top": "14mm", "bottom": "16mm", "left": "14mm", "right": "14mm"},
         )
         await page.close()
+        partial.write_bytes(reproducible(pdf))
         partial.replace(target)
         return target
     finally:
@@ -95,18 +168,57 @@ async def _print_one(context, pages: list[Path], target: Path, title: str) -> Pa
         partial.unlink(missing_ok=True)
 
 
+def start_timeout() -> float:
+    """How long the browser may take to start: COSTMODEL_CHROMIUM_TIMEOUT (seconds), or
+    START_TIMEOUT."""
+    given = os.environ.get("COSTMODEL_CHROMIUM_TIMEOUT", "").strip()
+    if not given:
+        return START_TIMEOUT
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= 3600:
+        raise CostModelError(
+            f"COSTMODEL_CHROMIUM_TIMEOUT: {shown(given)} is not allowed; expected seconds, a "
+            "number above 0 and at most 3600"
+        )
+    return seconds
+
+
+def _why(error: BaseException, timeout: float) -> str:
+    """Why the browser did not start, in a few words: its exit, the last line it wrote."""
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+    if isinstance(error, (PlaywrightTimeout, TimeoutError)):
+        return f"no answer in {timeout:g} s"
+    text = str(error)
+    reasons = []
+    exited = re.search(r"<process did exit: exitCode=(\w+), signal=(\w+)>", text)
+    if exited:
+        code, signal = exited.groups()
+        reasons.append(f"exit status {code}" if code != "null" else f"killed by {signal}")
+    said = re.findall(r"\]\[err\] (.*\S)", text)
+    if said:
+        reasons.append(f"its last message: {shown(said[-1], 160)}")
+    return "; ".join(reasons) or shown(text.splitlines()[0] if text else type(error).__name__, 160)
+
+
 class Printer:
     """One headless Chromium, started in a thread of its own as soon as the printer is made (the
-    build makes it before the notebooks run, so the browser is up when the pages are), then
-    handed the booklets: all print at the same time, each in a page of its own, in one browser
-    and one context (a second browser or context costs more CPU than the booklets gain from it
-    on two cores). Close it whatever happens (a context manager)."""
+    build makes it before the notebooks run, so the browser is up when the pages are, and checks
+    with `ready` that it started before the first notebook runs), then handed the booklets: all
+    print at the same time, each in a page of its own, in one browser and one context (a second
+    browser or context costs more CPU than the booklets gain from it on two cores). Close it
+    whatever happens (a context manager)."""
 
     def __init__(self) -> None:
         import asyncio
         import threading
 
         executable = chromium()
+        self._executable = executable
+        self._timeout = start_timeout()
         self._loop = asyncio.new_event_loop()
         # Playwright's futures that nobody awaits any more (a Ctrl-C reaches the browser and its
         # driver too) would be reported on stderr as they are collected: a build says one line
@@ -123,21 +235,40 @@ class Printer:
         )
 
     async def _start(self, executable: str, tmp: Path):
-        import os
-
         from playwright.async_api import async_playwright
 
         env = {**os.environ, "TMPDIR": str(tmp)}
         self._playwright = await async_playwright().start()
         self._browser = await self._playwright.chromium.launch(
-            executable_path=executable, args=CHROMIUM_ARGS, env=env
+            executable_path=executable, args=CHROMIUM_ARGS, env=env, timeout=self._timeout * 1000
         )
-        return await self._browser.new_context(offline=True)
+        # JavaScript off; a page that is not a booklet's (none should be) loads nothing
+        context = await self._browser.new_context(offline=True, java_script_enabled=False)
+        await context.route("**/*", lambda route: route.abort("blockedbyclient"))
+        return context
+
+    def ready(self) -> None:
+        """Wait until the browser has started (at most `start_timeout()` seconds, and a few
+        more for Playwright to say so). If it did not, close the printer (no browser, driver or
+        temporary folder is left) and raise CostModelError, one line saying why."""
+        try:
+            self._started.result(self._timeout + 10)
+            return
+        except Exception as error:  # TimeoutError, Playwright's TargetClosedError, ...
+            reason = _why(error, self._timeout)
+        self.close()
+        raise CostModelError(
+            f"--pdf: Chromium at {shown(self._executable, 200)} did not start ({reason}); "
+            "expected a Chromium that runs headless (the Debian package chromium; Ubuntu's "
+            "chromium-browser needs its snap), or build without --pdf"
+        )
 
     def print(self, jobs: list[tuple[list[Path], Path, str]]) -> list[Path]:
         """Print each job (its pages, the target PDF, a title) as one A4 booklet; each PDF is
         written atomically."""
         import asyncio
+
+        self.ready()
 
         async def print_all() -> list[Path]:
             context = await asyncio.wrap_future(self._started)
@@ -196,8 +327,6 @@ def _browser_tmp() -> Path:
 
 def _kill_drivers() -> None:
     """Kill Playwright's driver processes started by this process, and their browsers."""
-    import os
-
     import psutil
 
     for child in psutil.Process(os.getpid()).children(recursive=True):

@@ -890,6 +890,8 @@ def build(
         banners = {ed: _banner(sc, account, inputs, ed) for ed in editions}
         pages = {"editions": editions, "no_input": no_input, "banners": banners}
         described: dict[str, dict[str, Any]] = {}
+        if printer is not None:  # the browser started, or one line now, before any notebook
+            printer.ready()
         clock["notebooks"] = time.perf_counter()
         errors = _run_all(stems, inputs, work, progress, running, pages, described)
         clock["pages"] = time.perf_counter()

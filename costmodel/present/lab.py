@@ -6,10 +6,16 @@ and Lab opens there, 01 first:
 - only the executed .ipynb are copied, without jupytext's pairing metadata: saving, or Lab's
   autosave, writes the copy and never the paired .py or the stored .ipynb (which the tests
   compare);
+- the reader's work is kept: a copy is written only where none is, or where the one there is
+  still what the lab wrote (its sha256 is recorded in the folder's `.costmodel-lab.json`); a
+  notebook the reader changed, or one the lab did not write, is never overwritten, and nothing
+  in the folder is ever deleted;
 - the rendering-only code cells (tagged `remove-input`) are collapsed
   (`jupyter.source_hidden`): the page opens as prose, equations, tables and plots, with the code
   one click away on the cell's left bar; every other cell stays as it is;
-- run as root (a container), Lab needs --allow-root: it is added.
+- run as root (a container), Lab needs --allow-root: it is added;
+- Lab runs as a child with a runtime folder of its own (JUPYTER_RUNTIME_DIR: the server's token
+  files and the kernels' connection keys), removed when Lab ends, however it ends.
 
 A reader tries their own numbers in the parameters cell (the Markdown cell above it says which
 keys), then restarts the kernel and runs all.
@@ -18,36 +24,26 @@ keys), then restarts the kernel and runs all.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
+from costmodel.errors import CostModelError
+from costmodel.formats import shown
 from costmodel.present import suite
 
 HIDDEN_INPUT = "remove-input"
-
-
-def scratch_copy(target: Path) -> list[Path]:
-    """Copy the executed notebooks into `target` (replacing earlier copies), unpaired, with the
-    rendering-only cells collapsed. Returns the copies, in order."""
-    import nbformat
-
-    target.mkdir(parents=True, exist_ok=True)
-    copies = []
-    for source in suite.sources():
-        nb = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
-        nb.metadata.pop("jupytext", None)  # no pairing: Lab saves the .ipynb alone
-        for cell in nb.cells:
-            if cell.cell_type == "code" and HIDDEN_INPUT in cell.metadata.get("tags", []):
-                cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
-        copy = target / source.with_suffix(".ipynb").name
-        tmp = copy.with_suffix(".ipynb.tmp")
-        nbformat.write(nb, tmp)
-        tmp.replace(copy)
-        copies.append(copy)
-    return copies
-
+#: What the lab wrote in the scratch folder: each file's path (relative) and sha256.
+MANIFEST = ".costmodel-lab.json"
+#: The signals that stop Lab (each forwarded to it as SIGTERM, its clean stop).
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 #: Lab settings for the scratch copy: no prompt about fetching Jupyter news over the network;
 #: every cell of a notebook in the page (windowing off: the notebooks are a few dozen cells, and
@@ -58,19 +54,100 @@ SETTINGS = {
 }
 
 
+class Scratch(NamedTuple):
+    notebooks: list[Path]  # every notebook in the folder, in the suite's order
+    kept: list[str]  # files there the reader changed (or the lab did not write): not replaced
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _written(folder: Path) -> dict[str, str]:
+    """What the lab wrote in `folder` earlier (path -> sha256); nothing if the record is
+    missing or unreadable (then every file there counts as the reader's)."""
+    try:
+        record = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        written = record["written"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}
+    if not isinstance(written, dict):
+        return {}
+    return {k: v for k, v in written.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_ours(folder: Path, name: str, data: bytes, written: dict[str, str]) -> bool:
+    """Write `data` to folder/name unless the file there is the reader's: anything but a
+    regular file, or a file whose content is neither `data` nor what the lab wrote there last.
+    Returns whether the file now holds `data`."""
+    path = folder / name
+    digest = _sha256(data)
+    if path.is_symlink() or path.exists():
+        if path.is_symlink() or not path.is_file():
+            return False
+        current = _sha256(path.read_bytes())
+        if current != digest and current != written.get(name):
+            return False
+        if current == digest:
+            written[name] = digest
+            return True
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomically(path, data)
+    written[name] = digest
+    return True
+
+
+def _notebook_copy(source: Path) -> bytes:
+    """The executed notebook of `source`, unpaired, its rendering-only cells collapsed."""
+    import nbformat
+
+    nb = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    nb.metadata.pop("jupytext", None)  # no pairing: Lab saves the .ipynb alone
+    for cell in nb.cells:
+        if cell.cell_type == "code" and HIDDEN_INPUT in cell.metadata.get("tags", []):
+            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+    text = nbformat.writes(nb)
+    return (text if text.endswith("\n") else text + "\n").encode("utf-8")
+
+
+def scratch_copy(target: Path) -> Scratch:
+    """Copy the executed notebooks into `target`, unpaired, with the rendering-only cells
+    collapsed, and Lab's settings into target/.settings/. A file already there is replaced
+    only if it is what the lab wrote there before (by content); the others are kept."""
+    target.mkdir(parents=True, exist_ok=True)
+    written = _written(target)
+    files = {".settings/" + name: (text + "\n").encode() for name, text in SETTINGS.items()}
+    notebooks = []
+    for source in suite.sources():
+        name = source.with_suffix(".ipynb").name
+        files[name] = _notebook_copy(source)
+        notebooks.append(target / name)
+    kept = [name for name, data in files.items() if not _write_ours(target, name, data, written)]
+    record = {"written": dict(sorted(written.items()))}
+    _write_atomically(target / MANIFEST, (json.dumps(record, indent=1) + "\n").encode())
+    return Scratch(notebooks, kept)
+
+
 def lab_command(folder: Path, first: Path, extra: list[str]) -> list[str]:
-    """The `jupyter lab` command line for the scratch folder, opening `first` (its settings in
-    the scratch folder's .settings/, unless `extra` names a settings folder)."""
-    settings = folder / ".settings"
-    for name, text in SETTINGS.items():
-        (settings / name).parent.mkdir(parents=True, exist_ok=True)
-        (settings / name).write_text(text + "\n", encoding="utf-8")
+    """The `jupyter lab` command line for the scratch folder, opening `first`, with the
+    settings in the scratch folder's .settings/ (see `scratch_copy`)."""
     command = [
         sys.executable,
         "-m",
         "jupyterlab",
         f"--ServerApp.root_dir={folder}",
-        f"--LabApp.user_settings_dir={settings}",
+        f"--LabApp.user_settings_dir={folder / '.settings'}",
         *extra,
     ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -86,6 +163,105 @@ def default_folder() -> Path:
     return Path.cwd() / "costmodel-lab"
 
 
+def scratch_folder(given: Path) -> Path:
+    """The scratch folder, made absolute, or CostModelError (one line) if it cannot be one:
+    a symbolic link loop, a file, a path under a file, the notebooks' sources."""
+    try:
+        folder = given.resolve()
+    except (RuntimeError, OSError):
+        raise CostModelError(
+            f"--dir: {shown(str(given), 200)} is a symbolic link loop; expected a folder"
+        ) from None
+    if folder.exists() and not folder.is_dir():
+        raise CostModelError(f"--dir: {shown(str(folder), 200)} is a file; expected a folder")
+    above = next(p for p in folder.parents if p.exists())
+    if not above.is_dir():
+        raise CostModelError(
+            f"--dir: {shown(str(folder), 200)} cannot be made: {shown(str(above), 200)} is a "
+            "file; expected a folder"
+        )
+    notebooks = suite.NOTEBOOKS.resolve()
+    if folder in (notebooks, *notebooks.parents) or notebooks in folder.parents:
+        raise CostModelError(f"--dir: '{folder}' holds the notebooks' sources")
+    return folder
+
+
+def _terminal_interrupts_lab() -> bool:
+    """Whether a Ctrl-C typed at a terminal reaches Lab as well: stdin is the terminal and
+    this process group is in its foreground (Lab then asks to confirm, as it always does)."""
+    try:
+        return os.isatty(0) and os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:
+        return False
+
+
+def _stop_kernels(runtime: Path) -> None:
+    """Stop the kernels whose connection file is in `runtime` (a Lab that ended without
+    stopping them: one killed, or interrupted without a terminal)."""
+    import psutil
+
+    mine = str(runtime) + os.sep
+    kernels = []
+    for process in psutil.process_iter(["cmdline"]):
+        if any(arg.startswith(mine) for arg in process.info["cmdline"] or ()):
+            kernels.append(process)
+    for kernel in kernels:
+        try:
+            kernel.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(kernels, timeout=3)
+    for kernel in alive:
+        try:
+            kernel.kill()
+        except psutil.Error:
+            pass
+
+
+def run_lab(command: list[str]) -> int:
+    """Run Lab as a child, with a runtime folder of its own (its token files and the kernels'
+    connection keys), and remove that folder when Lab ends, however it ends. SIGTERM and SIGHUP,
+    and SIGINT without a terminal, are forwarded to Lab as SIGTERM (its clean stop; a SIGINT
+    without a terminal would end it without removing its files). Returns the exit status:
+    128 + the signal when one stopped it."""
+    runtime = Path(tempfile.mkdtemp(prefix="costmodel-lab-"))
+    child: list[subprocess.Popen] = []
+    received: list[int] = []
+
+    def stop(signum, frame) -> None:
+        if signum == signal.SIGINT and _terminal_interrupts_lab():
+            return  # the terminal delivered it to Lab too
+        received.append(signum)
+        if child:
+            child[0].send_signal(signal.SIGTERM)
+
+    previous = {s: signal.getsignal(s) for s in STOPS}
+    try:
+        for signum, handler in previous.items():
+            if handler is not signal.SIG_IGN:  # ignored stays ignored, as for Lab itself
+                signal.signal(signum, stop)
+        child.append(
+            subprocess.Popen(command, env={**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)})
+        )
+        if received:
+            child[0].send_signal(signal.SIGTERM)
+        code = child[0].wait()
+    finally:
+        if child and child[0].poll() is None:
+            child[0].terminate()
+            try:
+                child[0].wait(10)
+            except subprocess.TimeoutExpired:
+                child[0].kill()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _stop_kernels(runtime)
+        shutil.rmtree(runtime, ignore_errors=True)
+    if received:
+        return 128 + received[0]
+    return 128 - code if code < 0 else code
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m costmodel.present.lab",
@@ -96,22 +272,32 @@ def main(argv: list[str] | None = None) -> int:
         "--print-command", action="store_true", help="copy, print the command, do not start Lab"
     )
     args, extra = parser.parse_known_args(argv)
-    folder = (args.dir or default_folder()).resolve()
-    notebooks = suite.NOTEBOOKS.resolve()
-    if folder in (notebooks, *notebooks.parents) or notebooks in folder.parents:
-        print(f"costmodel: error: --dir: '{folder}' holds the notebooks' sources", file=sys.stderr)
+    try:
+        folder = scratch_folder(args.dir or default_folder())
+        try:
+            scratch = scratch_copy(folder)
+        except OSError as error:
+            raise CostModelError(
+                f"--dir: {shown(str(folder), 200)} cannot be written "
+                f"({error.strerror or type(error).__name__}); expected a folder you can write"
+            ) from None
+    except CostModelError as error:
+        print(f"costmodel: error: {error}", file=sys.stderr)
         return 2
-    copies = scratch_copy(folder)
-    command = lab_command(folder, copies[0], extra)
+    command = lab_command(folder, scratch.notebooks[0], extra)
     print(f"notebooks copied to {folder} (the sources are not touched)")
+    if scratch.kept:
+        print(
+            "kept, not overwritten (changed since the lab wrote them, or not the lab's): "
+            f"{', '.join(scratch.kept)}; delete one to get the course's copy back"
+        )
     if args.print_command:
         print(" ".join(command))
         return 0
     if shutil.which("jupyter") is None and not (Path(sys.executable).parent / "jupyter").exists():
         print("costmodel: error: jupyterlab is not installed (make venv)", file=sys.stderr)
         return 2
-    os.execv(command[0], command)
-    return 0  # not reached
+    return run_lab(command)
 
 
 if __name__ == "__main__":
