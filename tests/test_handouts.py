@@ -71,11 +71,16 @@ def test_every_section_built(built):
     names = sorted(p.name for p in folder.iterdir())
     pages = ["index.html", "booklet.pdf", handouts.CONVENTIONS_PAGE] + [s.page for s in sections]
     assert names == sorted([handouts.MARKER, "student"] + pages)
-    assert sorted(p.name for p in (folder / "student").iterdir()) == sorted(pages)
-    assert json.loads((folder / handouts.MARKER).read_text(encoding="utf-8")) == {
-        "written_by": "costmodel handouts",
-        "scenario": scenario.resolve()["name"],
-    }
+    assert sorted(p.name for p in (folder / "student").iterdir()) == sorted(
+        [handouts.MARKER] + pages
+    )
+    for edition_folder, builds in ((folder, ["student"]), (folder / "student", [])):
+        manifest = json.loads((edition_folder / handouts.MARKER).read_text(encoding="utf-8"))
+        assert manifest["written_by"] == "costmodel handouts" and manifest["scenario_file"] is None
+        assert manifest["scenario"] == scenario.resolve()["name"]
+        listed = sorted(f["path"] for f in manifest["files"])
+        assert listed == sorted(pages) and manifest["builds"] == builds  # each a build of its own
+    assert handouts.check_output(folder) == folder  # a rebuild may replace it
     assert len(sections) == len(suite.sources())
 
 
@@ -225,16 +230,26 @@ def test_failing_notebook_is_named_and_keeps_its_previous_page(tmp_path, monkeyp
         encoding="utf-8"
     )  # the good page is this build's
 
-    (out / "99_flaky.html").unlink()  # no previous page: the section is listed as failed
-    sections, _ = handouts.build(out=out, progress=False)
+    assert "99_flaky.html" in [  # the stale page is a file this build wrote there
+        f["path"] for f in json.loads((out / handouts.MARKER).read_text())["files"]
+    ]
+    fresh = tmp_path / "fresh"  # no previous page: the section is listed as failed
+    sections, _ = handouts.build(out=fresh, progress=False)
     assert not next(s for s in sections if s.stem == "99_flaky").stale
-    index = (out / "index.html").read_text(encoding="utf-8")
-    assert "FAILED" in index and not (out / "99_flaky.html").exists()
+    index = (fresh / "index.html").read_text(encoding="utf-8")
+    assert "FAILED" in index and not (fresh / "99_flaky.html").exists()
+
+
+def _without_booklet(manifest: bytes) -> dict:
+    """A manifest without booklet.pdf's size and sha256 (the PDF carries its creation time)."""
+    body = json.loads(manifest)
+    body["files"] = [f for f in body["files"] if f["path"] != "booklet.pdf"]
+    return {k: v for k, v in body.items() if k != "digest"}
 
 
 def test_two_builds_are_byte_identical(built, tmp_path):
     """Every page of both editions; the booklets (whose PDF carries its creation time) by their
-    text."""
+    text, and the manifests but for the booklet's entry."""
     from pypdf import PdfReader
 
     _, first = built
@@ -247,6 +262,8 @@ def test_two_builds_are_byte_identical(built, tmp_path):
             if name.endswith(".pdf"):
                 text = [[p.extract_text() for p in PdfReader(x).pages] for x in (a, b)]
                 assert text[0] == text[1], f"{sub}/{name}"
+            elif name == handouts.MARKER:
+                assert _without_booklet(a.read_bytes()) == _without_booklet(b.read_bytes())
             else:
                 assert a.read_bytes() == b.read_bytes(), f"{sub}/{name}"
 
