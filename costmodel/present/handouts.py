@@ -2,9 +2,9 @@
 
     scenario (validated first) -> the notebooks run on one worker per core, each worker with one
     kernel reset between notebooks (costmodel.present.runner; the parameters cell gets the
-    scenario) -> nbconvert exports each to one self-contained HTML page (images
-    embedded, math as MathML typeset at build time, no script and no remote resource) -> index.html with the scenario's inputs,
-    its headline numbers and a link to each section.
+    scenario) -> nbconvert exports each to one self-contained HTML page (images embedded, math
+    as MathML typeset at build time, no script and no remote resource) -> index.html with the
+    scenario's inputs, its headline numbers and a link to each section.
 
 The stored notebooks in notebooks/ are only read. The output folder is guarded and swapped
 atomically:
