@@ -7,6 +7,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+export SCENARIO
 
 .PHONY: venv browser lint format test handouts report notebooks validate validate-deps benchmark lab clean
 
@@ -30,8 +31,9 @@ notebooks: venv
 
 # The main job: the suite re-executed for a scenario, as offline HTML in handouts/<name>/ (the
 # teacher's edition; the student's in handouts/<name>/student/), each with an A4 booklet.pdf.
+# SCENARIO reaches the command through the environment, quoted: a name with spaces is one name.
 handouts: venv browser
-	$(VENV)/bin/costmodel handouts --edition both --pdf $(if $(SCENARIO),--scenario $(SCENARIO))
+	$(VENV)/bin/costmodel handouts --edition both --pdf $(if $(SCENARIO),--scenario "$$SCENARIO")
 
 # Headless Chromium and CJK fonts (Debian packages) for the booklet and the browser tests.
 browser:
@@ -41,7 +43,7 @@ browser:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-noto-cjk; }
 
 report: venv
-	$(VENV)/bin/costmodel report $(if $(SCENARIO),--scenario $(SCENARIO))
+	$(VENV)/bin/costmodel report $(if $(SCENARIO),--scenario "$$SCENARIO")
 
 # The optional [validate] extra: torch (CPU build) and transformers, for the cross-check of the
 # FLOP counts against torch.utils.flop_counter.FlopCounterMode.

@@ -1,15 +1,42 @@
 """The command line: `costmodel report`, `costmodel gemms`, `costmodel params`, `costmodel handouts`.
 
-Bad input prints one line on stderr and exits with status 2; no traceback. Ctrl-C prints one
-line and exits with status 130.
+Bad input prints one line on stderr and exits with status 2; no traceback. Ctrl-C, SIGTERM and
+SIGHUP print one line each and exit with status 130, 143 and 129 (a second one while the command
+stops is ignored); the handlers are installed first, before a command imports what it needs.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 
-from costmodel.errors import CostModelError
+from costmodel.errors import CostModelError, Terminated, stopping
+
+#: What a command says when a signal stops it (its exit status is 128 + the signal's number).
+STOPPED = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
+
+
+def _on_signal(signum, frame):
+    """Ctrl-C raises KeyboardInterrupt, SIGTERM and SIGHUP Terminated; not again while one of
+    them is being handled (the command is printing its line or cleaning up)."""
+    if stopping():
+        return
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(signum)
+
+
+def catch_signals() -> dict[int, object]:
+    """Install the handlers (a signal ignored when the command started, as under nohup, stays
+    ignored); returns the ones they replace."""
+    previous = {signum: signal.getsignal(signum) for signum in STOPPED}
+    for signum, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(signum, _on_signal)
+    return previous
+
 
 FORMATS = ("text", "markdown", "json")
 
@@ -113,7 +140,7 @@ def run(argv: list[str] | None = None) -> int:
         from costmodel.inputs import scenario
         from costmodel.present import handouts
 
-        out = args.out or handouts.default_out(args.scenario)
+        out = handouts.default_out(args.scenario) if args.out is None else args.out
         try:
             sections, folder = handouts.build(
                 args.scenario,
@@ -124,18 +151,9 @@ def run(argv: list[str] | None = None) -> int:
                 edition=args.edition,
                 pdf=args.pdf,
             )
-        except KeyboardInterrupt:
-            print(
-                "costmodel: interrupted; no handouts written, the output folder is as it was",
-                file=sys.stderr,
-            )
-            return 130
-        except handouts.Terminated:
-            print(
-                "costmodel: terminated; no handouts written, the output folder is as it was",
-                file=sys.stderr,
-            )
-            return 143
+        except (KeyboardInterrupt, Terminated) as stop:
+            stop.during_build = True  # main says so in its line
+            raise
         failed = [s for s in sections if s.error]
         for section in failed:
             kept = " (kept the previous page, marked stale)" if section.stale else ""
@@ -175,6 +193,9 @@ def _one_line(message: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = catch_signals() if main_thread else {}
+    stopped = False
     try:
         return run(argv)
     except CostModelError as error:
@@ -182,9 +203,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 1
-    except KeyboardInterrupt:  # a Ctrl-C before a command's own handling (while importing)
-        print("costmodel: interrupted", file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, Terminated) as stop:
+        stopped = True
+        signum = getattr(stop, "signum", signal.SIGINT)
+        built = "; no handouts written, the output folder is as it was"
+        print(
+            f"costmodel: {STOPPED[signum]}{built if getattr(stop, 'during_build', False) else ''}",
+            file=sys.stderr,
+        )
+        return 128 + signum
+    finally:
+        for signum, handler in previous.items():  # once stopped, the process ends: ignored
+            signal.signal(signum, signal.SIG_IGN if stopped else handler)
 
 
 if __name__ == "__main__":

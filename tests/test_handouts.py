@@ -71,11 +71,16 @@ def test_every_section_built(built):
     names = sorted(p.name for p in folder.iterdir())
     pages = ["index.html", "booklet.pdf", handouts.CONVENTIONS_PAGE] + [s.page for s in sections]
     assert names == sorted([handouts.MARKER, "student"] + pages)
-    assert sorted(p.name for p in (folder / "student").iterdir()) == sorted(pages)
-    assert json.loads((folder / handouts.MARKER).read_text(encoding="utf-8")) == {
-        "written_by": "costmodel handouts",
-        "scenario": scenario.resolve()["name"],
-    }
+    assert sorted(p.name for p in (folder / "student").iterdir()) == sorted(
+        [handouts.MARKER] + pages
+    )
+    for edition_folder, builds in ((folder, ["student"]), (folder / "student", [])):
+        manifest = json.loads((edition_folder / handouts.MARKER).read_text(encoding="utf-8"))
+        assert manifest["written_by"] == "costmodel handouts" and manifest["scenario_file"] is None
+        assert manifest["scenario"] == scenario.resolve()["name"]
+        listed = sorted(f["path"] for f in manifest["files"])
+        assert listed == sorted(pages) and manifest["builds"] == builds  # each a build of its own
+    assert handouts.check_output(folder) == folder  # a rebuild may replace it
     assert len(sections) == len(suite.sources())
 
 
@@ -225,15 +230,18 @@ def test_failing_notebook_is_named_and_keeps_its_previous_page(tmp_path, monkeyp
         encoding="utf-8"
     )  # the good page is this build's
 
-    (out / "99_flaky.html").unlink()  # no previous page: the section is listed as failed
-    sections, _ = handouts.build(out=out, progress=False)
+    assert "99_flaky.html" in [  # the stale page is a file this build wrote there
+        f["path"] for f in json.loads((out / handouts.MARKER).read_text())["files"]
+    ]
+    fresh = tmp_path / "fresh"  # no previous page: the section is listed as failed
+    sections, _ = handouts.build(out=fresh, progress=False)
     assert not next(s for s in sections if s.stem == "99_flaky").stale
-    index = (out / "index.html").read_text(encoding="utf-8")
-    assert "FAILED" in index and not (out / "99_flaky.html").exists()
+    index = (fresh / "index.html").read_text(encoding="utf-8")
+    assert "FAILED" in index and not (fresh / "99_flaky.html").exists()
 
 
 def test_two_builds_are_byte_identical(built, tmp_path):
-    """Every page of both editions and both booklets (their PDF dates fixed)."""
+    """Every file of both editions: pages, booklets (their PDF dates fixed) and manifests."""
     _, first = built
     _, second = handouts.build(out=tmp_path / "again", progress=False, edition="both", pdf=True)
     for sub in ("", "student"):

@@ -1,8 +1,14 @@
-"""Handouts never delete what they did not write: the output-folder rules, the atomic swap under
-injected faults and crashes, and interrupts (Ctrl-C, twice, SIGTERM) that leave nothing behind."""
+"""Handouts never delete what they did not write: the output-folder rules (a folder is replaced
+only when it is exactly what its manifest lists), the atomic swap under injected faults and
+crashes, a folder that changes during the build, file systems where a folder cannot be replaced,
+interrupts (Ctrl-C, twice, SIGTERM, SIGHUP) that leave nothing behind, and what killed builds
+left, removed."""
 
+import errno
+import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -125,11 +131,18 @@ def test_symbolic_link_is_refused(tmp_path):
 
 
 def test_default_output_name_is_a_safe_folder_name():
+    """Letters of any script are kept (方案一 and 方案二 are two folders, not both `scenario`);
+    separators, spaces, control and format characters become `-`; no leading dot; bounded."""
     assert handouts.default_out(None) == "handouts/course"
     assert handouts.default_out("scenarios/example-team.yaml") == "handouts/example-team"
     assert handouts.default_out("..yaml") == "handouts/scenario"
     assert handouts.default_out("/x/.yaml") == "handouts/yaml"
     assert handouts.default_out("a b/../c d?.yaml") == "handouts/c-d"
+    names = [handouts.default_out(f"{n}.yaml") for n in ("方案一", "方案二", "团队", "équipe")]
+    assert names == ["handouts/方案一", "handouts/方案二", "handouts/团队", "handouts/équipe"]
+    assert handouts.default_out("a\u202e\nb\x1b[31m.yaml") == "handouts/a-b-31m"
+    long = handouts.default_out("长" * 200 + ".yaml").removeprefix("handouts/")
+    assert long == "长" * 33 and len(long.encode()) <= handouts.MAX_DEFAULT_NAME
 
 
 def test_scenario_named_dotdot_does_not_touch_the_handouts_tree(tmp_path):
@@ -177,15 +190,419 @@ def test_read_only_parent_fails_before_any_work():
         shutil.rmtree(top)
 
 
-def test_marked_or_empty_folder_is_accepted(tmp_path):
+def test_empty_folder_or_one_its_manifest_lists_is_accepted(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert handouts.check_output(empty) == empty.resolve()
     marked = tmp_path / "marked"
     marked.mkdir()
     (marked / "old.html").write_text("old")
-    (marked / handouts.MARKER).write_text("{}")
+    handouts.write_manifest(marked)
     assert handouts.check_output(marked) == marked.resolve()
+
+
+# ------------------------------------------------------------------ ownership by manifest
+
+#: The quickest notebook: a build of it alone (both editions) takes a few seconds.
+SMALL_NOTEBOOK = "09_"
+
+
+def _small_suite(folder: Path) -> Path:
+    """A notebooks folder holding one notebook of the course (source and executed copy)."""
+    folder.mkdir()
+    source = next(p for p in suite.sources() if p.name.startswith(SMALL_NOTEBOOK))
+    for path in (source, source.with_suffix(".ipynb")):
+        shutil.copy(path, folder / path.name)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """(notebooks folder, a complete build of it: both editions, the course's scenario)."""
+    top = tmp_path_factory.mktemp("small")
+    notebooks = _small_suite(top / "notebooks")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(suite, "NOTEBOOKS", notebooks)
+        sections, folder = handouts.build(out=top / "built", progress=False, edition="both")
+    assert [s.error for s in sections] == [None]
+    return notebooks, folder
+
+
+@pytest.fixture
+def previous(small, tmp_path, monkeypatch):
+    """A copy of the small build, as a reader has it: site/handouts; the suite is the small one."""
+    notebooks, folder = small
+    monkeypatch.setattr(suite, "NOTEBOOKS", notebooks)
+    (tmp_path / "site").mkdir()
+    return Path(shutil.copytree(folder, tmp_path / "site" / "handouts"))
+
+
+def _rebuild(out: Path, **kw):
+    return handouts.build(out=out, progress=False, edition="both", **kw)
+
+
+def _manifest(folder: Path) -> dict:
+    return json.loads((folder / handouts.MARKER).read_text(encoding="utf-8"))
+
+
+def test_manifest_lists_every_file_the_build_wrote(small):
+    """Each edition's folder: every file in it (size and sha256), the nested build by name."""
+    _, folder = small
+    for edition_folder, builds in ((folder, ["student"]), (folder / "student", [])):
+        manifest = _manifest(edition_folder)
+        on_disk = sorted(
+            p.relative_to(edition_folder).as_posix()
+            for p in edition_folder.rglob("*")
+            if p.is_file()
+            and p.name != handouts.MARKER
+            and p.relative_to(edition_folder).parts[0] not in builds
+        )
+        assert [f["path"] for f in manifest["files"]] == on_disk
+        for f in manifest["files"]:
+            data = (edition_folder / f["path"]).read_bytes()
+            assert f["size"] == len(data) and f["sha256"] == hashlib.sha256(data).hexdigest()
+        assert manifest["builds"] == builds and manifest["scenario_file"] is None
+    before = (folder / handouts.MARKER).read_bytes()
+    handouts.write_manifest(folder, None, _manifest(folder)["scenario"], ["student"])
+    assert (folder / handouts.MARKER).read_bytes() == before  # deterministic
+
+
+def _add_notes(out: Path) -> None:
+    (out / "my_notes.txt").write_text("my own notes\n")
+
+
+ALTERATIONS = {
+    "a reader's file": (_add_notes, "holds my_notes.txt, which costmodel handouts did not write"),
+    "a file in student/": (
+        lambda out: (out / "student" / "answers.md").write_text("mine"),
+        "holds student/answers.md, which costmodel handouts did not write",
+    ),
+    "an empty folder": (
+        lambda out: (out / "drafts").mkdir(),
+        "holds drafts/, which costmodel handouts did not write",
+    ),
+    "a page changed": (
+        lambda out: (out / "index.html").write_text("<p>my edit</p>"),
+        "holds index.html, which was changed after costmodel handouts wrote it",
+    ),
+    "a page removed": (
+        lambda out: (out / "student" / "index.html").unlink(),
+        "lacks student/index.html, which costmodel handouts wrote there",
+    ),
+    "an empty manifest": (
+        lambda out: (out / handouts.MARKER).write_text(""),
+        f"holds {handouts.MARKER}, which is not a manifest costmodel handouts wrote",
+    ),
+    "a manifest of {}": (
+        lambda out: (out / handouts.MARKER).write_text("{}"),
+        f"holds {handouts.MARKER}, which is not a manifest costmodel handouts wrote",
+    ),
+    "an altered manifest": (
+        lambda out: (out / handouts.MARKER).write_text(
+            (out / handouts.MARKER).read_text().replace('"size": ', '"size": 1', 1)
+        ),
+        f"holds {handouts.MARKER}, which is not a manifest costmodel handouts wrote",
+    ),
+    "an altered student manifest": (
+        lambda out: (out / "student" / handouts.MARKER).write_text("{}"),
+        f"holds student/{handouts.MARKER}, which is not a manifest costmodel handouts wrote",
+    ),
+    "a marker of the old format": (
+        lambda out: (out / handouts.MARKER).write_text(
+            json.dumps({"written_by": "costmodel handouts", "scenario": "x"})
+        ),
+        f"holds {handouts.MARKER} of an older costmodel handouts, which lists no files",
+    ),
+}
+
+
+@pytest.mark.parametrize("alteration", list(ALTERATIONS))
+def test_a_folder_that_is_not_exactly_its_manifest_is_kept(previous, alteration):
+    """A reader's file in a previous build (or a page changed or removed, or a manifest that is
+    not one): the rebuild refuses, naming the first file at fault, and touches nothing."""
+    alter, message = ALTERATIONS[alteration]
+    alter(previous)
+    before = snapshot(previous)
+    with pytest.raises(CostModelError, match=re.escape(message)):
+        _rebuild(previous)
+    assert snapshot(previous) == before
+    assert sorted(p.name for p in previous.parent.iterdir()) == ["handouts"]
+
+
+def test_a_readers_file_is_refused_in_one_line(previous):
+    _add_notes(previous)
+    before = snapshot(previous)
+    assert_refused(
+        run("--out", str(previous), cwd=previous.parent),
+        f"'{previous}' holds my_notes.txt, which costmodel handouts did not write",
+    )
+    assert snapshot(previous) == before
+
+
+def test_unchanged_folder_and_its_student_folder_are_rebuilt(previous):
+    """A folder exactly as its manifest lists is replaced; DIR/student/ is a build of its own:
+    `--out DIR/student` rebuilds it, and DIR still checks afterwards."""
+    before = (previous / "student" / "index.html").read_bytes()
+    sections, _ = handouts.build(
+        out=previous / "student", progress=False, edition="student", overrides={"step_time": 90}
+    )
+    assert [s.error for s in sections] == [None]
+    assert (previous / "student" / "index.html").read_bytes() != before  # step_time=90 shown
+    assert handouts.check_output(previous) == previous
+    _rebuild(previous)
+    assert handouts.check_output(previous) == previous
+    assert sorted(p.name for p in previous.parent.iterdir()) == ["handouts"]
+
+
+def test_folder_left_aside_mid_swap_is_checked_before_anything_is_deleted(previous):
+    """`.DIR.old` (where a crash between the two renames of a swap leaves the previous build) is
+    removed or put back only if its manifest checks: here a reader's file is in it."""
+    aside = handouts._aside(previous)
+    shutil.copytree(previous, aside)
+    _add_notes(aside)
+    (aside / handouts.MARKER).write_text("{}")  # even with a marker, it proves nothing
+    before = snapshot(aside), snapshot(previous)
+    with pytest.raises(CostModelError, match=re.escape(f"'{aside}'")):
+        _rebuild(previous)
+    with pytest.raises(CostModelError, match="remove it yourself"):
+        handouts.recover(previous)
+    assert (snapshot(aside), snapshot(previous)) == before
+
+
+def _scenario_files(top: Path) -> tuple[Path, Path]:
+    for team in ("a", "b"):
+        (top / team).mkdir()
+        (top / team / "run.yaml").write_text(f"name: team {team}\nstep_time: 90\n")
+    return top / "a" / "run.yaml", top / "b" / "run.yaml"
+
+
+def test_a_folder_of_another_scenario_is_refused(small, tmp_path, monkeypatch):
+    """a/run.yaml and b/run.yaml share the default folder handouts/run: the second build is
+    refused there (one line, --out suggested), and the first one's pages are kept."""
+    monkeypatch.setattr(suite, "NOTEBOOKS", small[0])
+    monkeypatch.chdir(tmp_path)
+    first, second = _scenario_files(tmp_path)
+    out = Path(handouts.default_out("a/run.yaml"))
+    assert out == Path(handouts.default_out("b/run.yaml")) == Path("handouts/run")
+    handouts.build("a/run.yaml", out=out, progress=False)
+    before = snapshot(out)
+    with pytest.raises(CostModelError, match=re.escape(f"another scenario ('{first.resolve()}')")):
+        handouts.build("b/run.yaml", out=out, progress=False)
+    with pytest.raises(CostModelError, match="another scenario"):
+        handouts.build(None, out=out, progress=False)  # the course's scenario
+    assert_refused(
+        run("--scenario", "b/run.yaml", cwd=tmp_path),
+        f"this build is of '{second.resolve()}'",
+        "choose its own folder with --out",
+    )
+    assert snapshot(out) == before
+    assert _manifest(out)["scenario_file"] == str(first.resolve())
+    assert handouts.check_output(out, "a/run.yaml") == out.resolve()  # the same one: rebuilt
+
+
+def test_empty_out_is_refused(tmp_path):
+    """`--out ''` is not the default folder: refused before the scenario is even read."""
+    assert_refused(run("--out", "", "--set", "seq_len=-1", cwd=tmp_path), "'' is not allowed")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ the swap checks again
+
+
+def _during_notebooks(monkeypatch, action) -> None:
+    """Run `action` while the build's notebooks run (after the folder was checked)."""
+    real = handouts._run_all
+
+    def run_all(*args, **kw):
+        result = real(*args, **kw)
+        action()
+        return result
+
+    monkeypatch.setattr(handouts, "_run_all", run_all)
+
+
+def _kept_beside(out: Path) -> Path:
+    beside = out.with_name(f"{out.name}.new")
+    assert handouts.check_output(beside) == beside  # a complete build, its manifest checks
+    assert (beside / "index.html").is_file() and (beside / "student" / "index.html").is_file()
+    return beside
+
+
+def test_folder_that_appears_during_the_build_is_kept(previous, monkeypatch):
+    """--out did not exist when the build began; a reader made it meanwhile: it is left as it
+    is, the new build is put beside it and named in the error."""
+    out = previous.with_name("fresh")
+
+    def appear():
+        (out / "sub").mkdir(parents=True)
+        (out / "sub" / "thesis.tex").write_text("\\section{keep}")
+
+    _during_notebooks(monkeypatch, appear)
+    with pytest.raises(CostModelError, match=re.escape(f"'{out}' appeared while the build ran")):
+        _rebuild(out)
+    assert snapshot(out) == {"sub": b"<dir>", "sub/thesis.tex": b"\\section{keep}"}
+    _kept_beside(out)
+
+
+def test_empty_folder_that_appears_during_the_build_is_not_replaced(previous, monkeypatch):
+    """rename() silently replaces an empty folder: the swap never does."""
+    out = previous.with_name("fresh")
+    _during_notebooks(monkeypatch, out.mkdir)
+    with pytest.raises(CostModelError, match=re.escape(f"'{out}.new'")):
+        _rebuild(out)
+    assert out.is_dir() and list(out.iterdir()) == []
+    _kept_beside(out)
+
+
+def test_file_added_during_the_build_is_kept(previous, monkeypatch):
+    """A reader adds a file to the previous build while the new one runs: the previous build is
+    left as it is, the new one put beside it."""
+    _during_notebooks(monkeypatch, lambda: _add_notes(previous))
+    expected = {**snapshot(previous), "my_notes.txt": b"my own notes\n"}
+    with pytest.raises(CostModelError, match="changed while the build ran .it holds my_notes"):
+        _rebuild(previous)
+    assert snapshot(previous) == expected
+    _kept_beside(previous)
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two-renames"])
+def test_file_added_in_the_last_moment_is_not_deleted(previous, monkeypatch, exchange):
+    """A file added after the check, just before the swap: the previous folder is checked again
+    before it is deleted, put back, and the new build put beside it."""
+    built = Path(shutil.copytree(previous, previous.with_name(".handouts.tmp-1")))
+    (built / "index.html").write_text("new")
+    before = snapshot(previous)
+    if not exchange:
+        monkeypatch.setattr(handouts, "_exchange", lambda a, b: False)
+
+    def fault(at):
+        if at == "before-swap":
+            _add_notes(previous)
+
+    monkeypatch.setattr(handouts, "_fault", fault)
+    with pytest.raises(CostModelError, match=re.escape(f"new handouts are in '{previous}.new'")):
+        handouts._replace_dir(built, previous)
+    assert snapshot(previous) == {**before, "my_notes.txt": b"my own notes\n"}
+    assert (previous.with_name("handouts.new") / "index.html").read_text() == "new"
+    assert sorted(p.name for p in previous.parent.iterdir()) == ["handouts", "handouts.new"]
+
+
+# ------------------------------------------------------------------ folders that cannot be replaced
+
+
+def test_name_too_long_is_one_line(tmp_path):
+    """A name over 255 bytes, or one whose hidden `.NAME.tmp-XXXXXXXX` sibling is: one line."""
+    for name in ("a" * 300, "b" * 245):
+        assert_refused(run("--out", name, cwd=tmp_path), "File name too long")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _mount_tmpfs(path: Path, size: str = "4m") -> None:
+    """A tmpfs at `path` (root, and a container that lets it mount)."""
+    if shutil.which("mount") is None or shutil.which("umount") is None:
+        missing("mount and umount (util-linux) are needed")
+    path.mkdir(exist_ok=True)
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if made.returncode != 0:  # not root, or no CAP_SYS_ADMIN: the injected faults cover it
+        pytest.skip(f"mounting a tmpfs is not permitted here: {made.stderr.strip()}")
+
+
+def _umount(path: Path) -> None:
+    subprocess.run(["umount", str(path)], check=False, capture_output=True)
+
+
+def test_mount_point_is_refused_before_any_work(tmp_path):
+    """A mount point cannot be renamed (EBUSY): refused before any notebook runs."""
+    out = tmp_path / "mounted"
+    _mount_tmpfs(out)
+    try:
+        start = time.perf_counter()
+        assert_refused(run("--out", str(out), cwd=tmp_path), "is a mount point")
+        assert time.perf_counter() - start < 20
+        assert list(out.iterdir()) == []
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["mounted"]
+    finally:
+        _umount(out)
+
+
+def test_full_disk_is_refused_before_any_work(tmp_path):
+    """A file system with no space left: refused by the probe, before any notebook runs."""
+    disk = tmp_path / "disk"
+    _mount_tmpfs(disk, "64k")
+    try:
+        with open(disk / "filler", "wb", buffering=0) as filler:
+            with pytest.raises(OSError):
+                while True:
+                    filler.write(b"\0" * 4096)
+                    filler.flush()
+        assert_refused(run("--out", str(disk / "out"), cwd=tmp_path), "No space left on device")
+        assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+    finally:
+        _umount(disk)
+
+
+def _chattr(flag: str, path: Path) -> None:
+    if shutil.which("chattr") is None:
+        missing("chattr (e2fsprogs) is needed")
+    made = subprocess.run(["chattr", flag, str(path)], capture_output=True, text=True)
+    if made.returncode != 0:  # a file system without inode flags, or not root
+        pytest.skip(f"chattr {flag} is not possible here: {made.stderr.strip()}")
+
+
+@pytest.mark.parametrize("pinned", [".", "index.html"], ids=["folder", "page"])
+def test_immutable_previous_build_is_refused_before_any_work(previous, pinned):
+    """An immutable previous build (or a page in it) cannot be replaced (EPERM): refused first."""
+    _chattr("+i", previous / pinned)
+    try:
+        before = snapshot(previous)
+        start = time.perf_counter()
+        assert_refused(run("--out", str(previous), cwd=previous.parent), "immutable")
+        assert time.perf_counter() - start < 20
+        assert snapshot(previous) == before
+        assert sorted(p.name for p in previous.parent.iterdir()) == ["handouts"]
+    finally:
+        subprocess.run(["chattr", "-i", str(previous / pinned)], check=False)
+
+
+FAULT = """
+import os, sys
+from pathlib import Path
+from costmodel import cli
+from costmodel.present import handouts, suite
+suite.NOTEBOOKS = Path(sys.argv[1])
+step, code = sys.argv[2], int(sys.argv[3])
+def fault(at):
+    if at == step:
+        raise OSError(code, os.strerror(code), sys.argv[4])
+handouts._fault = fault
+sys.exit(cli.main(sys.argv[5:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "code",
+    [errno.EBUSY, errno.EPERM, errno.ENOSPC, errno.ENAMETOOLONG],
+    ids=["mount-point", "immutable", "full-disk", "name-too-long"],
+)
+def test_swap_that_fails_is_one_line(previous, code):
+    """The error of each, injected at the swap (where no probe can reach it first): one line,
+    status 2, the previous build as it was, nothing left beside it."""
+    before = snapshot(previous)
+    result = subprocess.run(
+        [sys.executable, "-c", FAULT, str(suite.NOTEBOOKS), "before-swap", str(code)]
+        + [str(previous), "handouts", "--edition", "both", "--out", str(previous)],
+        capture_output=True,
+        text=True,
+        cwd=previous.parent,
+        timeout=120,
+    )
+    assert_refused(result, f"'{previous}' cannot be written: {os.strerror(code)}")
+    assert snapshot(previous) == before
+    assert sorted(p.name for p in previous.parent.iterdir()) == ["handouts"]
 
 
 # ------------------------------------------------------------------ the atomic swap
@@ -194,7 +611,7 @@ def test_marked_or_empty_folder_is_accepted(tmp_path):
 def _folder(path: Path, label: str) -> Path:
     path.mkdir()
     (path / "index.html").write_text(label)
-    (path / handouts.MARKER).write_text(json.dumps({"scenario": label}))
+    handouts.write_manifest(path, name=label)
     return path
 
 
@@ -303,11 +720,18 @@ def _interruptible() -> None:
 
 
 @pytest.mark.parametrize(
-    "how,code", [("ctrl-c", 130), ("ctrl-c twice", 130), ("sigterm", 143), ("ctrl-c --pdf", 130)]
+    "how,code",
+    [
+        ("ctrl-c", 130),
+        ("ctrl-c twice", 130),
+        ("sigterm", 143),
+        ("sighup", 129),
+        ("ctrl-c --pdf", 130),
+    ],
 )
 def test_interrupt_stops_everything(tmp_path, how, code):
     """Ctrl-C (SIGINT to the whole foreground group, as a terminal sends it), two of them
-    0.3 s apart, and SIGTERM to the build alone: exit within seconds with one line, and no
+    0.3 s apart, and SIGTERM or SIGHUP to the build alone: exit within seconds with one line, no
     worker, kernel, temporary folder or kernel connection file left. With --pdf the browser
     has started too (the Ctrl-C reaches it and its driver as well): none of them is left, and
     nothing but the one line is said."""
@@ -348,8 +772,8 @@ def test_interrupt_stops_everything(tmp_path, how, code):
     started = parent.children(recursive=True)
     assert any(tmp.iterdir())  # the build's temporary folder, where connection files live
     sent = time.monotonic()
-    if how == "sigterm":
-        proc.send_signal(signal.SIGTERM)
+    if how in ("sigterm", "sighup"):
+        proc.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGHUP)
     else:
         os.killpg(proc.pid, signal.SIGINT)
         if how == "ctrl-c twice":
@@ -387,7 +811,7 @@ sys.exit(cli.main(sys.argv[2:]))
 """
 
 
-@pytest.mark.parametrize("name,code", [("SIGINT", 130), ("SIGTERM", 143)])
+@pytest.mark.parametrize("name,code", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
 def test_swallowed_interrupt_still_stops_the_build(tmp_path, name, code):
     """A Ctrl-C (or SIGTERM) whose exception a library swallows is not lost: the build stops at
     its next step with the one line, and writes nothing. (CI saw the build finish with status 0
@@ -405,20 +829,91 @@ def test_swallowed_interrupt_still_stops_the_build(tmp_path, name, code):
         preexec_fn=_interruptible,
     )
     assert result.returncode == code, result.stderr
-    word = "interrupted" if name == "SIGINT" else "terminated"
+    word = {"SIGINT": "interrupted", "SIGTERM": "terminated", "SIGHUP": "hung up"}[name]
     assert result.stderr.startswith(f"costmodel: {word}; no handouts written"), result.stderr
     assert result.stderr.count("\n") == 1 and result.stdout == ""
     assert list(tmp.rglob("*")) == [], list(tmp.rglob("*"))
     assert not out.parent.exists()
 
 
-def test_ctrl_c_outside_a_build_is_one_line(tmp_path):
-    """A Ctrl-C in any command (here while `report` computes): one line, status 130."""
+@pytest.mark.parametrize(
+    "name,line,code",
+    [("SIGINT", "interrupted", 130), ("SIGTERM", "terminated", 143), ("SIGHUP", "hung up", 129)],
+)
+def test_ctrl_c_outside_a_build_is_one_line(tmp_path, name, line, code):
+    """A Ctrl-C, SIGTERM or SIGHUP in any command (here while `report` computes): one line,
+    status 128 + the signal's number."""
     script = SWALLOWED.replace(
         "    except:  # noqa: E722\n        pass\n", "    finally:\n        pass\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", script, "SIGINT", "report"],
+        [sys.executable, "-c", script, name, "report"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        preexec_fn=_interruptible,
+    )
+    assert (result.returncode, result.stderr, result.stdout) == (code, f"costmodel: {line}\n", "")
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """The process has a handler of its own for `signum` (SigCgt in /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)", status, re.M)[1], 16)
+    return bool(caught >> (signum - 1) & 1)
+
+
+@pytest.mark.parametrize(
+    "name,line,code", [("SIGTERM", "terminated", 143), ("SIGHUP", "hung up", 129)]
+)
+def test_signal_while_the_command_imports_gets_its_line(tmp_path, name, line, code):
+    """SIGTERM (or SIGHUP) in the first moments, while `costmodel report` is still importing
+    what it needs: one line and 128 + the signal's number, as Ctrl-C, not a silent death."""
+    signum = getattr(signal, name)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "costmodel", "report"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    deadline = time.monotonic() + 0.5
+    while not _catches(proc.pid, signum) and time.monotonic() < deadline:
+        time.sleep(0.002)
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert (proc.returncode, stderr, stdout) == (code, f"costmodel: {line}\n", "")
+
+
+SECOND = """
+import os, signal, sys
+from costmodel import cli
+from costmodel.evaluate import account as module
+def account(sc):
+    os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C, while the account is computed
+    raise AssertionError("not interrupted")
+module.account = account
+class Stderr:  # the second Ctrl-C arrives while "interrupted" is being printed
+    def __init__(self, stream):
+        self.stream = stream
+    def write(self, text):
+        if "interrupted" in text:
+            os.kill(os.getpid(), signal.SIGINT)
+        return self.stream.write(text)
+    def flush(self):
+        self.stream.flush()
+sys.stderr = Stderr(sys.stderr)
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_second_ctrl_c_while_the_line_is_printed_is_no_traceback(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-c", SECOND, "report"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -430,3 +925,131 @@ def test_ctrl_c_outside_a_build_is_one_line(tmp_path):
         "costmodel: interrupted\n",
         "",
     )
+
+
+@pytest.mark.parametrize("target", ["report", "handouts"])
+def test_make_passes_a_scenario_name_with_spaces(tmp_path, target):
+    """`make report SCENARIO="my team.yaml"`: one file name, not two arguments."""
+    venv = Path(sys.prefix)
+    if shutil.which("make") is None:
+        missing("make is needed")
+    if target == "handouts" and not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        missing("headless Chromium (Debian package chromium) is needed for make handouts")
+    if not (venv / "bin" / "costmodel").is_file():
+        pytest.skip("the tests do not run in a virtual environment with costmodel installed")
+    scenario = tmp_path / "my team.yaml"
+    scenario.write_text("name: My team\nstep_time: 90\n" if target == "report" else "seq_len: -1\n")
+    result = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-C", str(ROOT), "-o", f"{venv}/.installed"]
+        + ["-o", "browser", target]
+        + [f"VENV={venv}", f"SCENARIO={scenario}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if target == "report":
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("Cost account: My team"), result.stdout[:200]
+    else:  # refused for its content, before any notebook runs: the file was read
+        assert "costmodel: error: seq_len: -1 is not allowed" in result.stderr, result.stderr
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL a process and everything it started (as an out-of-memory killer would)."""
+    parent = psutil.Process(proc.pid)
+    victims = [parent, *parent.children(recursive=True)]
+    for victim in victims:
+        try:
+            victim.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(victims, timeout=10)
+    proc.wait(timeout=10)
+
+
+def _junk(tmp: Path, site: Path) -> list[str]:
+    return sorted(p.name for p in tmp.glob("costmodel-handouts-*")) + sorted(
+        p.name for p in site.glob(".handouts.tmp-*")
+    )
+
+
+def test_junk_of_a_killed_build_is_removed_and_a_live_builds_is_not(tmp_path):
+    """A build killed by SIGKILL leaves its work folder in TMPDIR and its folder beside --out:
+    the next build removes them once that process is gone, never while it runs, and never a
+    folder without an owner record."""
+    tmp, site = tmp_path / "tmp", tmp_path / "site"
+    tmp.mkdir()
+    site.mkdir()
+    (tmp / "costmodel-handouts-mine").mkdir()  # no owner record: not a build's
+    (tmp / "costmodel-handouts-mine" / "data.csv").write_text("1,2\n")
+    (site / ".handouts.tmp-mine").mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    args = [sys.executable, "-m", "costmodel", "handouts", "--out", str(site / "handouts")]
+    killed = subprocess.Popen(
+        args,
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while len(_junk(tmp, site)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)  # its work folder and its folder beside --out
+        live = _junk(tmp, site)
+        assert len(live) == 4 and killed.poll() is None, live
+        refused = run(*args[4:], "--set", "seq_len=-1", cwd=tmp_path, env=env)
+        assert refused.returncode == 2 and "seq_len" in refused.stderr
+        assert _junk(tmp, site) == live  # a live build's folders are left alone
+    finally:
+        _kill_tree(killed)
+    assert _junk(tmp, site) == live
+    refused = run(*args[4:], "--set", "seq_len=-1", cwd=tmp_path, env=env)
+    assert refused.returncode == 2 and "seq_len" in refused.stderr
+    assert _junk(tmp, site) == ["costmodel-handouts-mine", ".handouts.tmp-mine"]
+    assert (tmp / "costmodel-handouts-mine" / "data.csv").read_text() == "1,2\n"
+    assert sorted(p.name for p in site.iterdir()) == [".handouts.tmp-mine"]
+
+
+PRINTER = """
+import sys, time
+from costmodel.present import booklet
+printer = booklet.Printer()
+print(printer._tmp, flush=True)
+time.sleep(120)
+"""
+
+
+def test_browser_folder_of_a_killed_printer_is_removed(monkeypatch):
+    """The booklet printer's `cmb-*` folder, left by a printer killed by SIGKILL, is removed by
+    the next printer; a live printer's is not."""
+    import tempfile
+
+    from costmodel.present import booklet
+
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        missing("headless Chromium (Debian package chromium) is needed")
+    base = Path(tempfile.mkdtemp(prefix="cm-", dir="/tmp"))  # short: the printer uses it
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(base))
+        env = {**os.environ, "TMPDIR": str(base)}
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", PRINTER],
+                env=env,
+                stdout=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+            for _ in range(2)
+        ]
+        dead, live = (Path(p.stdout.readline().strip()) for p in procs)
+        assert dead.is_dir() and live.is_dir() and dead.parent == base
+        _kill_tree(procs[0])
+        assert dead.is_dir()  # left behind
+        mine = booklet._browser_tmp()
+        assert not dead.exists() and live.is_dir() and mine.is_dir()
+        _kill_tree(procs[1])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -316,13 +316,18 @@ class Printer:
 def _browser_tmp() -> Path:
     """A folder of the printer's own for the browser's temporary files (Chromium's, which a
     browser killed by a Ctrl-C leaves behind; the printer removes the folder). Its path is short:
-    Chromium puts a Unix socket there, and a socket path over 107 bytes makes it abort."""
+    Chromium puts a Unix socket there, and a socket path over 107 bytes makes it abort. It
+    records its owner (PID and start time); the folders that printers killed by SIGKILL left
+    are removed first (only those whose process is gone)."""
     import tempfile
+
+    from costmodel.present.tempdirs import owned_tempdir, sweep
 
     base = tempfile.gettempdir()
     if len(base) > 40 and Path("/tmp").is_dir():
         base = "/tmp"
-    return Path(tempfile.mkdtemp(prefix="cmb-", dir=base))
+    sweep(base, "cmb-")
+    return owned_tempdir("cmb-", base)
 
 
 def _kill_drivers() -> None:

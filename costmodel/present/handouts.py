@@ -2,30 +2,45 @@
 
     scenario (validated first) -> the notebooks run on one worker per core, each worker with one
     kernel reset between notebooks (costmodel.present.runner; the parameters cell gets the
-    scenario) -> nbconvert exports each to one self-contained HTML page (images
-    embedded, math as MathML typeset at build time, no script and no remote resource) -> index.html with the scenario's inputs,
-    its headline numbers and a link to each section.
+    scenario) -> nbconvert exports each to one self-contained HTML page (images embedded, math
+    as MathML typeset at build time, no script and no remote resource) -> index.html with the
+    scenario's inputs, its headline numbers and a link to each section.
 
 The stored notebooks in notebooks/ are only read. The output folder is guarded and swapped
 atomically:
 
-- `check_output` refuses, before any work, a folder that costmodel did not write (no
-  `.costmodel-handouts` marker and not empty), a path that is not a folder, the working
-  directory or a folder that contains it, the project's own sources, and a parent that cannot
-  be written;
+- every folder a build writes holds a manifest, `.costmodel-handouts`: every file the build
+  wrote there (relative path, size, sha256), the scenario (the resolved path of its file; none
+  for the course's), the nested builds (DIR/student/ of `--edition both`, a complete build with
+  a manifest of its own) and a digest of itself. A build replaces a folder only if it is empty
+  or holds exactly what its manifest lists (no file or folder more, none missing, none
+  changed; nested builds checked through their own manifests) and names the same scenario;
+  otherwise `check_output` refuses it, with one line naming the first file at fault, before
+  any work. It also refuses a path that is not a folder, a mount point, an immutable folder,
+  the working directory or a folder that contains it, the project's own sources, and a place
+  where a folder cannot be made and renamed (a probe: read-only, a name too long, a full disk);
 - pages are built in a hidden sibling folder that replaces DIR in one atomic exchange
   (renameat2 RENAME_EXCHANGE; where the file system lacks it, two renames with the signals
-  blocked in between, and a folder left aside by a crash is put back by the next build);
-- a section whose notebook fails keeps its page from the previous build, marked stale;
+  blocked in between, and a folder left aside by a crash, once its manifest checks, is put back
+  by the next build). DIR is checked again just before: a folder that appeared meanwhile, or
+  that no longer matches its manifest, is left as it is, and the new build is put beside it
+  (DIR.new) and named in the one-line error; the new build never replaces what appeared
+  (RENAME_NOREPLACE), and the previous one is removed only once its manifest checks again;
+- a section whose notebook fails keeps its page from the previous build, marked stale (and
+  listed in the new manifest: this build wrote it there);
 - each notebook runs in a worker process of its own session, with its own temporary folder (the
-  kernel's connection file lives there): Ctrl-C or SIGTERM stops every worker and kernel,
-  removes the temporary folders and ends the build with exit status 130 or 143.
+  kernel's connection file lives there): Ctrl-C, SIGTERM or SIGHUP stops every worker and
+  kernel, removes the temporary folders and ends the build with exit status 130, 143 or 129;
+- every temporary folder records its owner (PID and start time, costmodel.present.tempdirs):
+  a build first removes those that a killed build left, never a live build's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
+import hashlib
 import html
 import json
 import os
@@ -37,13 +52,15 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from costmodel.errors import CostModelError
+from costmodel.errors import CostModelError, Terminated, stopping
 from costmodel.formats import printable, table_value
 from costmodel.present import suite
+from costmodel.present.tempdirs import owned_tempdir, sweep
 
 if TYPE_CHECKING:
     from costmodel.inputs import scenario
@@ -364,16 +381,286 @@ li {{ margin: 0.5rem 0; }} .summary {{ color: #57606a; }} .failed {{ color: #cf2
 
 # ------------------------------------------------------------------ the output folder
 
-MARKER = (
-    ".costmodel-handouts"  # written into every folder the build makes; its content: the scenario
-)
+#: In every folder a build writes: its manifest, the proof that the build wrote the folder
+#: (every file with its size and sha256, the scenario, the nested builds; JSON, with a digest).
+MARKER = ".costmodel-handouts"
+WRITTEN_BY = "costmodel handouts"
+MANIFEST_FORMAT = 2
+MANIFEST_KEYS = {"written_by", "format", "scenario", "scenario_file", "files", "builds", "digest"}
+MAX_MANIFEST_BYTES = 16 << 20
+#: The folder beside DIR that a build builds in: `.DIR.tmp-XXXXXXXX`, the longest name a build
+#: gives anything beside DIR (the probe makes one of that length).
+TMP_INFIX = ".tmp-"
+#: Linux renameat2 flags, and the inode flags (FS_IOC_GETFLAGS) that forbid replacing a folder
+#: or removing a file: immutable (chattr +i) and append-only (chattr +a).
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+FS_IOC_GETFLAGS, PINNED_FLAGS = 0x80086601, 0x10 | 0x20
 
 
-def _marker_text(name: str) -> str:
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _digest(body: dict[str, Any]) -> str:
+    """The manifest's own checksum: an altered (or truncated) manifest is not a manifest."""
+    text = json.dumps({k: v for k, v in body.items() if k != "digest"}, sort_keys=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def scenario_identity(scenario_file: str | Path | None) -> str | None:
+    """What a manifest names as the scenario: the resolved path of its file, or None for the
+    course's own scenario (no file)."""
+    return str(Path(scenario_file).expanduser().resolve()) if scenario_file else None
+
+
+def _shown_identity(identity: str | None) -> str:
+    return "the course's scenario" if identity is None else f"'{identity}'"
+
+
+def _files(folder: Path, skip: set[str]) -> list[tuple[str, Path]]:
+    """The regular files under `folder` (relative POSIX path, path), in sorted order, without
+    its manifest and the nested builds named in `skip`."""
+    found = []
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        if entry.name == MARKER or entry.name in skip:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            found += [(f"{entry.name}/{rel}", p) for rel, p in _files(Path(entry.path), set())]
+        elif entry.is_file(follow_symlinks=False):
+            found.append((entry.name, Path(entry.path)))
+    return found
+
+
+def write_manifest(
+    folder: Path, scenario_file: str | Path | None = None, name: str = "", builds=()
+) -> None:
+    """Write `folder`'s manifest: every file in it now (the manifest itself and the nested
+    builds excepted: each has a manifest of its own), with its size and sha256, the scenario
+    and the nested builds. Deterministic: the same files give the same bytes."""
+    files = [
+        {"path": rel, "size": path.stat().st_size, "sha256": _sha256(path)}
+        for rel, path in _files(folder, set(builds))
+    ]
+    body: dict[str, Any] = {
+        "written_by": WRITTEN_BY,
+        "format": MANIFEST_FORMAT,
+        "scenario": name,
+        "scenario_file": scenario_identity(scenario_file),
+        "files": files,
+        "builds": sorted(builds),
+    }
+    body["digest"] = _digest(body)
+    tmp = folder / f"{MARKER}.tmp"
+    tmp.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n", encoding="ascii")
+    tmp.replace(folder / MARKER)
+
+
+def _safe_relative(path: Any) -> bool:
+    parts = path.split("/") if isinstance(path, str) else [""]
+    return path != MARKER and all(part not in ("", ".", "..") for part in parts)
+
+
+def _valid_manifest(body: Any) -> bool:
+    if not isinstance(body, dict) or set(body) != MANIFEST_KEYS:
+        return False
+    files, builds = body["files"], body["builds"]
     return (
-        json.dumps({"written_by": "costmodel handouts", "scenario": name}, ensure_ascii=False)
-        + "\n"
+        body["written_by"] == WRITTEN_BY
+        and body["format"] == MANIFEST_FORMAT
+        and isinstance(body["scenario"], str)
+        and isinstance(body["scenario_file"], (str, type(None)))
+        and isinstance(files, list)
+        and all(
+            isinstance(f, dict)
+            and set(f) == {"path", "size", "sha256"}
+            and _safe_relative(f["path"])
+            and isinstance(f["size"], int)
+            and isinstance(f["sha256"], str)
+            and re.fullmatch(r"[0-9a-f]{64}", f["sha256"]) is not None
+            for f in files
+        )
+        and isinstance(builds, list)
+        and all(_safe_relative(b) and "/" not in b for b in builds)
+        and body["digest"] == _digest(body)
     )
+
+
+def read_manifest(folder: Path, shown: str = "") -> tuple[dict[str, Any] | None, str | None]:
+    """`folder`'s manifest, or the problem with it (a phrase: "lacks ...", "holds ..."); `shown`
+    is the folder's path as the message names it ("" for DIR itself, "student/" inside it)."""
+    marker = folder / MARKER
+    if marker.is_symlink() or not marker.is_file():
+        if not shown:
+            return None, f"exists and was not written by costmodel handouts (no {MARKER} in it)"
+        return None, f"lacks {shown}{MARKER}, which costmodel handouts wrote there"
+    altered = (
+        f"holds {shown}{MARKER}, which is not a manifest costmodel handouts wrote (empty, "
+        f"unreadable or altered)"
+    )
+    try:
+        if marker.stat().st_size > MAX_MANIFEST_BYTES:
+            return None, altered
+        body = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, altered
+    if isinstance(body, dict) and body.get("written_by") == WRITTEN_BY and "files" not in body:
+        return None, (
+            f"holds {shown}{MARKER} of an older costmodel handouts, which lists no files and so "
+            f"cannot show that nothing was added or changed since"
+        )
+    return (body, None) if _valid_manifest(body) else (None, altered)
+
+
+def _pinned(path: str | Path) -> bool:
+    """The file or folder is immutable or append-only (chattr +i, +a): it cannot be renamed or
+    removed, by root either."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        flags = int.from_bytes(fcntl.ioctl(fd, FS_IOC_GETFLAGS, bytes(8))[:4], sys.byteorder)
+    except OSError:  # a file system without inode flags
+        return False
+    finally:
+        os.close(fd)
+    return bool(flags & PINNED_FLAGS)
+
+
+def _mount_points() -> set[str]:
+    """Every mount point (bind mounts of a folder on the same device too)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return set()
+    octal = re.compile(r"\\([0-7]{3})")  # a space in a mount point is written \040
+    return {
+        octal.sub(lambda m: chr(int(m[1], 8)), line.split()[4])
+        for line in lines
+        if len(line.split()) > 4
+    }
+
+
+def _is_mount(path: Path, mounts: set[str]) -> bool:
+    return os.path.ismount(path) or str(path) in mounts
+
+
+def ownership_problem(folder: Path, shown: str = "", mounts: set[str] | None = None) -> str | None:
+    """None if `folder` holds exactly what its manifest lists (no file or folder more, none
+    missing, none changed; a nested build checked through its own manifest, recursively), and
+    nothing in it stops a rebuild from replacing it; otherwise the first problem, as a phrase
+    naming the file ("holds my_notes.txt, which costmodel handouts did not write")."""
+    manifest, problem = read_manifest(folder, shown)
+    if problem:
+        return problem
+    assert manifest is not None
+    mounts = _mount_points() if mounts is None else mounts
+    listed = {f["path"]: f for f in manifest["files"]}
+    builds = set(manifest["builds"])
+    holding = {part for path in listed for part in _parents(path)}  # folders of listed files
+    seen: set[str] = set()
+
+    def visit(directory: Path, rel: str) -> str | None:
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as error:
+            return f"holds {shown}{rel}, which cannot be read ({error.strerror})"
+        for entry in entries:
+            path, name = f"{rel}{entry.name}", f"{shown}{rel}{entry.name}"
+            if path == MARKER:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if _is_mount(Path(entry.path), mounts):
+                    return f"holds {name}/, a mount point, which a rebuild cannot remove"
+                if _pinned(entry.path):
+                    return f"holds {name}/, which is immutable or append-only (chattr)"
+                if path in builds:
+                    seen.add(path)
+                    found = ownership_problem(Path(entry.path), f"{name}/", mounts)
+                elif path in holding:
+                    found = visit(Path(entry.path), f"{path}/")
+                else:
+                    found = f"holds {name}/, which costmodel handouts did not write"
+                if found:
+                    return found
+                continue
+            wanted = listed.get(path)
+            if wanted is None or not entry.is_file(follow_symlinks=False):
+                return f"holds {name}, which costmodel handouts did not write"
+            if _pinned(entry.path):
+                return f"holds {name}, which is immutable or append-only (chattr)"
+            try:
+                same = entry.stat(follow_symlinks=False).st_size == wanted["size"] and (
+                    _sha256(Path(entry.path)) == wanted["sha256"]
+                )
+            except OSError as error:
+                return f"holds {name}, which cannot be read ({error.strerror})"
+            if not same:
+                return f"holds {name}, which was changed after costmodel handouts wrote it"
+            seen.add(path)
+        return None
+
+    problem = visit(folder, "")
+    if problem:
+        return problem
+    for path in sorted([*listed, *builds]):
+        if path not in seen:
+            shown_path = f"{shown}{path}{'/' if path in builds else ''}"
+            return f"lacks {shown_path}, which costmodel handouts wrote there"
+    return None
+
+
+def _parents(path: str) -> list[str]:
+    """'a/b/c' -> ['a', 'a/b']."""
+    parts = path.split("/")
+    return ["/".join(parts[:n]) for n in range(1, len(parts))]
+
+
+def _owned_problem(folder: Path) -> tuple[str, str] | None:
+    """None if a build may replace `folder` (whatever its scenario): absent, empty, or exactly
+    what its manifest lists; otherwise the problem (a phrase) and what to do about it."""
+    if not os.path.lexists(folder):
+        return None
+    if folder.is_symlink() or not folder.is_dir():
+        return "exists and is not a folder", "choose a new folder"
+    if _is_mount(folder, _mount_points()):
+        return "is a mount point, which a build cannot replace", "choose a folder inside it"
+    if _pinned(folder):
+        return (
+            "is immutable or append-only (chattr +i or +a), which a build cannot replace",
+            "run chattr -i -a on it, or choose a new folder",
+        )
+    if not any(folder.iterdir()):
+        return None
+    problem = ownership_problem(folder)
+    return (problem, "choose a new folder or remove it yourself") if problem else None
+
+
+def _other_scenario(folder: Path, scenario_file: str | Path | None) -> str | None:
+    """For a folder a build wrote: a phrase if it is another scenario's, else None."""
+    manifest, _ = read_manifest(folder) if folder.is_dir() else (None, None)
+    if manifest is None:
+        return None
+    theirs, ours = manifest["scenario_file"], scenario_identity(scenario_file)
+    if theirs == ours:
+        return None
+    return (
+        f"holds the handouts of another scenario ({_shown_identity(theirs)}); this build is "
+        f"of {_shown_identity(ours)}"
+    )
+
+
+def replaceable(folder: Path, scenario_file: str | Path | None) -> str | None:
+    """None if a build of `scenario_file` may replace `folder`: absent, empty, or a build of
+    that scenario exactly as its manifest lists; otherwise the problem, as a phrase."""
+    problem = _owned_problem(folder)
+    return problem[0] if problem else _other_scenario(folder, scenario_file)
 
 
 def _is_within(path: Path, folder: Path) -> bool:
@@ -398,10 +685,22 @@ def _protected() -> list[tuple[Path, str]]:
     return found
 
 
-def check_output(out: str | Path) -> Path:
-    """The output folder, made absolute, or CostModelError (one line) if the build must not
-    write there. Nothing is created or touched."""
-    given = Path(out).expanduser()
+def check_output(out: str | Path, scenario_file: str | Path | None = None) -> Path:
+    """The output folder, made absolute, or CostModelError (one line) if a build of
+    `scenario_file` (None: the course's scenario) must not write there. Nothing is changed,
+    except that the temporary folders a dead build left beside it are removed (and a probe
+    folder is made and removed)."""
+    if str(out) == "":
+        raise CostModelError("--out: '' is not allowed; expected a folder path")
+    try:
+        return _check_output(Path(out).expanduser(), scenario_file)
+    except OSError as error:  # a name too long, a folder that cannot be read
+        raise CostModelError(
+            f"--out: '{out}' cannot be used: {error.strerror or error}; expected a folder path"
+        ) from None
+
+
+def _check_output(given: Path, scenario_file: str | Path | None) -> Path:
     if given.is_symlink():
         raise CostModelError(f"--out: '{given}' is a symbolic link; expected a folder path")
     target = given.resolve()
@@ -427,58 +726,101 @@ def check_output(out: str | Path) -> Path:
             raise CostModelError(
                 f"--out: '{target}' {where} {what} ({folder}); expected a folder of its own"
             )
-    if target.exists() or target.is_symlink():
-        if not target.is_dir():
-            raise CostModelError(
-                f"--out: '{target}' exists and is not a folder; expected a new "
-                f"folder or one that costmodel handouts wrote"
-            )
-        if not (target / MARKER).is_file() and any(target.iterdir()):
-            raise CostModelError(
-                f"--out: '{target}' exists and was not written by costmodel "
-                f"handouts (no {MARKER} in it); choose a new folder or remove "
-                f"it yourself"
-            )
+    if target.exists() and not target.is_dir():
+        raise CostModelError(
+            f"--out: '{target}' exists and is not a folder; expected a new "
+            f"folder or one that costmodel handouts wrote"
+        )
+    sweep(target.parent, f".{target.name}{TMP_INFIX}")  # what dead builds left beside it
+    if target.is_dir():
+        for edition in EDITIONS[1:]:
+            sweep(target, f".{edition}{TMP_INFIX}")
+    aside = _aside(target)
+    problem = _owned_problem(aside)
+    if problem:
+        raise CostModelError(
+            f"--out: '{aside}' (where a build stopped mid-swap left the previous handouts) "
+            f"{problem[0]}; remove it yourself"
+        )
+    current = target if target.exists() or not os.path.lexists(aside) else aside
+    problem = _owned_problem(current)
+    if problem:
+        raise CostModelError(f"--out: '{current}' {problem[0]}; {problem[1]}")
+    other = _other_scenario(current, scenario_file)
+    if other:
+        raise CostModelError(f"--out: '{current}' {other}; choose its own folder with --out")
+    _probe(target)
+    return target
+
+
+def _probe(target: Path) -> None:
+    """Make, rename and remove a folder as long-named as the one the build will make beside
+    `target`, with a file in it: a parent that cannot be written, a name too long, a full disk
+    are said now, before any notebook runs."""
     parent = target.parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
         raise CostModelError(f"--out: '{target}' cannot be made: '{parent}' is not a folder")
+    probe = None
     try:  # a real probe: os.access says yes to root on a read-only file system
-        probe = tempfile.mkdtemp(prefix=f".{target.name}.probe-", dir=parent)
+        probe = owned_tempdir(f".{target.name}{TMP_INFIX}", parent)
+        moved = probe.with_name(probe.name[:-1] + ("0" if probe.name[-1] != "0" else "1"))
+        _rename_noreplace(probe, moved)
+        probe = moved
     except OSError as error:
         raise CostModelError(
             f"--out: '{target}' cannot be written: making a folder in "
             f"'{parent}' failed ({error.strerror or error})"
         ) from None
-    os.rmdir(probe)
-    return target
+    finally:
+        if probe is not None:  # the probe, never what was at the name it was renamed to
+            shutil.rmtree(probe, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ the swap
 
 
 def _fault(step: str) -> None:
     """A named point of the swap; tests inject faults here."""
 
 
-_EXCHANGE = None
+_RENAMEAT2 = None
 
 
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE). False where unsupported."""
-    global _EXCHANGE
-    if _EXCHANGE is None:
+def _renameat2(a: Path, b: Path, flags: int) -> bool:
+    """Linux renameat2(a, b, flags); False where the system or file system lacks it."""
+    global _RENAMEAT2
+    if _RENAMEAT2 is None:
         try:
-            _EXCHANGE = ctypes.CDLL(None, use_errno=True).renameat2
+            _RENAMEAT2 = ctypes.CDLL(None, use_errno=True).renameat2
         except (OSError, AttributeError):
-            _EXCHANGE = False
-    if _EXCHANGE is False:
+            _RENAMEAT2 = False
+    if _RENAMEAT2 is False:
         return False
-    at_fdcwd, rename_exchange = -100, 2
-    if _EXCHANGE(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+    at_fdcwd = -100
+    if _RENAMEAT2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), flags) == 0:
         return True
     code = ctypes.get_errno()
     if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
         return False
     raise OSError(code, os.strerror(code), str(b))
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (RENAME_EXCHANGE). False where unsupported."""
+    return _renameat2(a, b, RENAME_EXCHANGE)
+
+
+def _rename_noreplace(src: Path, dst: Path) -> None:
+    """Rename, never replacing what is at `dst` (plain rename() silently replaces an empty
+    folder): FileExistsError if something is there. RENAME_NOREPLACE; where it is missing, a
+    check, then the rename."""
+    if _renameat2(src, dst, RENAME_NOREPLACE):
+        return
+    if os.path.lexists(dst):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(dst))
+    os.rename(src, dst)
 
 
 def _aside(out: Path) -> Path:
@@ -487,20 +829,27 @@ def _aside(out: Path) -> Path:
 
 def recover(out: Path) -> None:
     """Put back an old folder that a crash left aside between the two renames of a swap, or
-    remove it if the swap had completed."""
+    remove it if the swap had completed: only once its manifest shows that it is exactly what a
+    build wrote (otherwise CostModelError, and it is left as it is)."""
     old = _aside(out)
-    if not (old / MARKER).is_file():
+    if not os.path.lexists(old):
         return
-    if out.exists():
-        shutil.rmtree(old, ignore_errors=True)
+    problem = _owned_problem(old)
+    if problem:
+        raise CostModelError(
+            f"--out: '{old}' (where a build stopped mid-swap left the previous handouts) "
+            f"{problem[0]}; remove it yourself"
+        )
+    if os.path.lexists(out):
+        shutil.rmtree(old)
     else:
-        old.rename(out)
+        _rename_noreplace(old, out)
 
 
 class _SignalsBlocked:
-    """SIGINT and SIGTERM held back (not lost) for the duration of the block."""
+    """SIGINT, SIGTERM and SIGHUP held back (not lost) for the duration of the block."""
 
-    SIGNALS = {signal.SIGINT, signal.SIGTERM}
+    SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
     def __enter__(self):
         signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS)
@@ -509,45 +858,85 @@ class _SignalsBlocked:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, self.SIGNALS)
 
 
-def _replace_dir(built: Path, out: Path) -> None:
+def _keep_beside(built: Path, out: Path, what: str) -> None:
+    """The new build, moved to a visible folder beside `out` (DIR.new, DIR.new-2, ...), and the
+    one line that says so: `out` is left as it is."""
+    for n in range(1, 1000):
+        beside = out.with_name(f"{out.name}.new" + (f"-{n}" if n > 1 else ""))
+        try:
+            _rename_noreplace(built, beside)
+        except FileExistsError:
+            continue
+        raise CostModelError(
+            f"--out: '{out}' {what}; it is left as it is, and the new handouts are in '{beside}'"
+        )
+    raise CostModelError(f"--out: '{out}' {what}; it is left as it is")
+
+
+def _discard_old(old: Path, out: Path, built: Path, scenario_file) -> None:
+    """After the swap, the previous folder (now at `old`): removed if it still is exactly what
+    its manifest lists; otherwise (a file was added or changed in the moment before the swap)
+    put back at `out`, with the new build beside it, and nothing is deleted."""
+    problem = _owned_problem(old)
+    if problem is None:
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    if old == built:
+        _exchange(built, out)
+    else:
+        _rename_noreplace(out, built)
+        _rename_noreplace(old, out)
+    _keep_beside(built, out, f"changed while the build ran (it {problem[0]})")
+
+
+def _replace_dir(
+    built: Path, out: Path, scenario_file: str | Path | None = None, existed: bool | None = None
+) -> None:
     """Make `built` the folder `out`: afterwards `out` is the new complete folder; at every
-    point before, it is the old complete one (or absent, if there was none)."""
+    point before, it is the old complete one (or absent, if there was none). `out` is checked
+    again first: if it appeared (`existed` false: it was absent when the build began) or no
+    longer is what its manifest lists, the new build is kept beside it (CostModelError names
+    where) and nothing is deleted."""
     umask = os.umask(0)
     os.umask(umask)
     built.chmod(0o777 & ~umask)  # mkdtemp made it private; a handout folder is for sharing
+    if existed is None:
+        existed = os.path.lexists(out)
+    if not existed and os.path.lexists(out):
+        _keep_beside(built, out, "appeared while the build ran")
+    problem = replaceable(out, scenario_file)
+    if problem:
+        _keep_beside(built, out, f"changed while the build ran (it {problem})")
     _fault("before-swap")
-    if not out.exists():
-        built.rename(out)
+    if not os.path.lexists(out):
+        try:
+            _rename_noreplace(built, out)
+        except FileExistsError:
+            _keep_beside(built, out, "appeared while the build ran")
         _fault("after-swap")
         return
     if _exchange(built, out):  # out is the new folder; built now holds the old one
         try:
             _fault("after-swap")
         finally:
-            shutil.rmtree(built, ignore_errors=True)
+            _discard_old(built, out, built, scenario_file)
         return
     old = _aside(out)
-    shutil.rmtree(old, ignore_errors=True)
     with _SignalsBlocked():
-        out.rename(old)
+        _rename_noreplace(out, old)
         try:
             _fault("between-renames")
-            built.rename(out)
+            _rename_noreplace(built, out)
         except BaseException:
-            old.rename(out)
+            _rename_noreplace(old, out)
             raise
     try:
         _fault("after-swap")
     finally:
-        shutil.rmtree(old, ignore_errors=True)
+        _discard_old(old, out, built, scenario_file)
 
 
 # ------------------------------------------------------------------ workers
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived during a build (a BaseException, as KeyboardInterrupt: an `except
-    Exception` on the way does not take it for an error of its own)."""
 
 
 # The signals that arrived during the build, remembered. Raising is not enough: a library may
@@ -555,11 +944,14 @@ class Terminated(BaseException):
 # math.frexp in a bare `except:` and returns NaN, so a Ctrl-C that lands there was lost and the
 # build went on, with a NaN in its numbers. `_checkpoint` raises a remembered one again.
 _SIGNALLED: list[int] = []
+#: The signals a build stops for: Ctrl-C (KeyboardInterrupt), SIGTERM and SIGHUP (Terminated).
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _on_signal(signum, frame):
     _SIGNALLED.append(signum)
-    _raise_for(signum)
+    if not stopping():  # a second one while the build stops: remembered, not raised again
+        _raise_for(signum)
 
 
 def _remember(signum, frame):
@@ -568,9 +960,9 @@ def _remember(signum, frame):
 
 
 def _raise_for(signum: int) -> None:
-    if signum == signal.SIGTERM:
-        raise Terminated()
-    raise KeyboardInterrupt
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(signum)
 
 
 def _checkpoint() -> None:
@@ -809,12 +1201,36 @@ def _deterministic(nb) -> None:
 # ------------------------------------------------------------------ the build
 
 
+#: The longest default folder name, in UTF-8 bytes (a file name has at most 255; the folder the
+#: build makes beside it is 15 characters longer).
+MAX_DEFAULT_NAME = 100
+
+
 def default_out(scenario_file: str | None) -> str:
-    """handouts/course, or handouts/<scenario file name> (made safe as a folder name)."""
+    """handouts/course, or handouts/<scenario file name>, made a safe folder name: letters
+    (of any script) and digits kept, every other run of characters (a separator, a space, a
+    control or format character) one `-`, no leading or trailing `.` or `-`, at most
+    MAX_DEFAULT_NAME bytes. Two files of the same name in two folders share a default folder:
+    the second is refused there (its manifest names the first), and needs its own --out."""
     if not scenario_file:
         return "handouts/course"
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(scenario_file).stem).strip(".-")
+    stem = unicodedata.normalize("NFC", Path(scenario_file).stem)
+    name = re.sub(r"[^\w.-]+", "-", stem).strip(".-")
+    name = name.encode()[:MAX_DEFAULT_NAME].decode("utf-8", "ignore").rstrip(".-")
     return f"handouts/{name or 'scenario'}"
+
+
+@contextlib.contextmanager
+def _writing(out: Path):
+    """An OSError while the build writes beside `out` or swaps it into place (a full disk, an
+    immutable folder, a mount point): one line (CostModelError); `out` is as it was."""
+    try:
+        yield
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename else ""
+        raise CostModelError(
+            f"--out: '{out}' cannot be written: {error.strerror or error}{where}; it is as it was"
+        ) from None
 
 
 def build(
@@ -829,8 +1245,9 @@ def build(
     timings: dict[str, float] | None = None,
 ) -> tuple[list[Section], Path]:
     """Build the handouts. A bad scenario or output folder raises CostModelError before any
-    notebook runs; Ctrl-C raises KeyboardInterrupt and SIGTERM Terminated, after every worker,
-    kernel and temporary folder is gone.
+    notebook runs (as does an output folder that changes meanwhile, before the swap, or a write
+    that fails: one line, DIR as it was); Ctrl-C raises KeyboardInterrupt, SIGTERM and SIGHUP
+    Terminated, after every worker, kernel and temporary folder is gone.
 
     edition: `teacher` (every cell), `student` (solutions replaced by answer spaces) or `both`
     (the teacher's in DIR, the student's in DIR/student/; the notebooks run once). pdf: also
@@ -857,21 +1274,23 @@ def build(
     if not stems:
         raise CostModelError(f"notebooks: none found in {suite.NOTEBOOKS}")
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(stems)))
-    out = check_output(out)  # before anything starts
+    out = check_output(out, scenario_file)  # before anything starts
+    existed = os.path.lexists(out) or os.path.lexists(_aside(out))
     main = threading.current_thread() is threading.main_thread()
     if main:
-        handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        handlers = {s: signal.getsignal(s) for s in SIGNALS}
         _SIGNALLED.clear()
-        if handlers[signal.SIGINT] is not signal.SIG_IGN:  # as Python: ignored stays ignored
-            signal.signal(signal.SIGINT, _on_signal)
-        signal.signal(signal.SIGTERM, _on_signal)
-    built = work = printer = None
+        for signum, handler in handlers.items():
+            if handler is not signal.SIG_IGN:  # as Python: ignored stays ignored (nohup)
+                signal.signal(signum, _on_signal)
+    box = work = printer = None
     running: list[subprocess.Popen] = []
     try:
         # The workers start their kernels, and the browser starts, while the scenario is
         # checked; no notebook runs, and nothing is written outside the temporary folder, until
         # it is accepted.
-        work = Path(tempfile.mkdtemp(prefix="costmodel-handouts-"))
+        sweep(tempfile.gettempdir(), "costmodel-handouts-")  # what killed builds left
+        work = owned_tempdir("costmodel-handouts-")
         boot = {"notebooks": str(suite.NOTEBOOKS), "editions": editions, "no_input": no_input}
         _spawn_workers(work, jobs, running, boot)
         if pdf:
@@ -884,9 +1303,13 @@ def build(
         inputs = user_layer(scenario_file, overrides)
         conventions = conventions_html()
         _checkpoint()  # nothing written outside the temporary folder after a Ctrl-C
-        out.parent.mkdir(parents=True, exist_ok=True)
-        recover(out)
-        built = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        with _writing(out):
+            out.parent.mkdir(parents=True, exist_ok=True)
+            recover(out)
+            # the build's folder, inside a folder of its own beside DIR that records its owner
+            box = owned_tempdir(f".{out.name}{TMP_INFIX}", out.parent)
+            built = box / "handouts"
+            built.mkdir()
         banners = {ed: _banner(sc, account, inputs, ed) for ed in editions}
         pages = {"editions": editions, "no_input": no_input, "banners": banners}
         described: dict[str, dict[str, Any]] = {}
@@ -901,51 +1324,34 @@ def build(
             section.seconds = result.get("seconds", {})
             if not section.error:
                 section.title, section.summary = result.get("title", ""), result.get("summary", "")
-        booklets: list[tuple[list[Path], Path, str]] = []
-        for ed in editions:
-            here = built if ed == editions[0] else built / ed
-            before = out if ed == editions[0] else out / ed
-            here.mkdir(exist_ok=True)
-            for section in sections:
-                if section.error:
-                    kept = before / section.page
-                    if (out / MARKER).is_file() and kept.is_file():
-                        shutil.copy2(kept, here / section.page)
-                        section.stale = True
-                    continue
-                shutil.move(work / "pages" / ed / section.page, here / section.page)
-            if conventions:
-                (here / CONVENTIONS_PAGE).write_text(conventions, encoding="utf-8")
-            others = {e: ("student/" if e != editions[0] else "../") for e in editions if e != ed}
-            (here / "index.html").write_text(
-                index_html(sc, account, sections, ed, others), encoding="utf-8"
-            )
-            if printer is not None:
-                printed = [here / "index.html"] + [
-                    here / s.page for s in sections if (here / s.page).is_file()
-                ]
-                booklets.append((printed, here / "booklet.pdf", f"{sc['name']} ({ed})"))
+        with _writing(out):
+            booklets = _place_pages(sections, editions, work, built, out, sc, account, conventions)
         clock["booklets"] = time.perf_counter()
         _checkpoint()
-        if booklets:
-            printer.print(booklets)
+        if booklets and printer is not None:
+            with _writing(out):
+                printer.print(booklets)
         clock["end"] = time.perf_counter()
-        (built / MARKER).write_text(_marker_text(sc["name"]), encoding="utf-8")
+        with _writing(out):  # the manifests, from the files as they are now
+            for ed in editions[1:]:
+                write_manifest(built / ed, scenario_file, sc["name"])
+            write_manifest(built, scenario_file, sc["name"], builds=editions[1:])
         if main:  # from here on the build is done: a late signal does not cut the swap short
-            signal.signal(signal.SIGINT, _remember)
-            signal.signal(signal.SIGTERM, _remember)
+            for signum, handler in handlers.items():
+                if handler is not signal.SIG_IGN:
+                    signal.signal(signum, _remember)
         _checkpoint()  # the last moment a signal stops the build
-        _replace_dir(built, out)
-        built = None
+        with _writing(out):
+            _replace_dir(built, out, scenario_file, existed)
     finally:
         if main:  # a second Ctrl-C must not cut the clean-up short
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            for signum in handlers:
+                signal.signal(signum, signal.SIG_IGN)
         try:
             if printer is not None:
                 printer.close()
             _stop(running)
-            for folder in (built, work):
+            for folder in (box, work):
                 if folder is not None:
                     shutil.rmtree(folder, ignore_errors=True)
         finally:
@@ -958,6 +1364,45 @@ def build(
         timings.update({name: clock[b] - clock[a] for name, a, b in zip(names, marks, marks[1:])})
         timings["total"] = time.perf_counter() - clock["begin"]
     return sections, out
+
+
+def _place_pages(
+    sections: list[Section],
+    editions: list[str],
+    work: Path,
+    built: Path,
+    out: Path,
+    sc,
+    account: dict[str, Any],
+    conventions: str | None,
+) -> list[tuple[list[Path], Path, str]]:
+    """Each edition's pages, its conventions page and its index into `built` (the first edition
+    in it, the others in sub-folders); a failed section keeps its page from the previous build
+    in `out`, marked stale. Returns the booklets to print (pages, PDF, title)."""
+    booklets = []
+    for ed in editions:
+        here = built if ed == editions[0] else built / ed
+        before = out if ed == editions[0] else out / ed
+        here.mkdir(exist_ok=True)
+        for section in sections:
+            if section.error:
+                kept = before / section.page
+                if (out / MARKER).is_file() and kept.is_file():
+                    shutil.copy2(kept, here / section.page)
+                    section.stale = True
+                continue
+            shutil.move(work / "pages" / ed / section.page, here / section.page)
+        if conventions:
+            (here / CONVENTIONS_PAGE).write_text(conventions, encoding="utf-8")
+        others = {e: ("student/" if e != editions[0] else "../") for e in editions if e != ed}
+        (here / "index.html").write_text(
+            index_html(sc, account, sections, ed, others), encoding="utf-8"
+        )
+        printed = [here / "index.html"] + [
+            here / s.page for s in sections if (here / s.page).is_file()
+        ]
+        booklets.append((printed, here / "booklet.pdf", f"{sc['name']} ({ed})"))
+    return booklets
 
 
 def user_layer(scenario_file: str | None, overrides: dict[str, Any] | None) -> dict[str, Any]:
