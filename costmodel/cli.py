@@ -13,6 +13,7 @@ import sys
 import threading
 
 from costmodel.errors import CostModelError, Terminated, stopping
+from costmodel.formats import printable
 
 #: What a command says when a signal stops it (its exit status is 128 + the signal's number).
 STOPPED = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
@@ -157,7 +158,7 @@ def run(argv: list[str] | None = None) -> int:
         failed = [s for s in sections if s.error]
         for section in failed:
             kept = " (kept the previous page, marked stale)" if section.stale else ""
-            print(f"costmodel: error: {section.error}{kept}", file=sys.stderr)
+            print(f"costmodel: error: {_one_line(section.error)}{kept}", file=sys.stderr)
         editions = ("teacher", "student") if args.edition == "both" else (args.edition,)
         extra = " and booklet.pdf" if args.pdf else ""
         where = f"{folder}" + (
@@ -188,8 +189,9 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def _one_line(message: str) -> str:
-    """A message as one line: a line break inside a user's key or value is shown escaped."""
-    return message.replace("\r", "\\r").replace("\n", "\\n")
+    """A message as one line, safe for a terminal: a line break or any other control character
+    inside a user's key, value or path is shown escaped (formats.printable)."""
+    return printable(message)
 
 
 def main(argv: list[str] | None = None) -> int:

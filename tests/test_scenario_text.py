@@ -258,11 +258,6 @@ def test_report_shows_file_text_escaped(hostile_config):
         pytest.param(
             lambda d: ["report", "--scenario", str(d / f"{FILE_STEM}.yaml")],
             id="missing-scenario-file",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="cli._one_line (another helper's file) must escape every control "
-                "character: _one_line = formats.printable; remove this mark when it does",
-            ),
         ),
         pytest.param(lambda d: ["params", str(d / "bad.json")], id="config-model-type"),
         pytest.param(
