@@ -40,6 +40,7 @@ def _numpy():
 MAX_LENGTHS_BYTES = 64 << 20  # 64 MiB
 MAX_LENGTHS = 10_000_000
 MAX_LENGTH = 10**8  # the bound of seq_len
+_ALLOWED = f"a positive integer length up to {MAX_LENGTH:,}"
 
 
 @dataclass(frozen=True)
@@ -117,23 +118,18 @@ def _fail(path: Path, what: str, allowed: str) -> CostModelError:
     return CostModelError(f"{_label(path)}: {what} is not allowed; expected {allowed}")
 
 
-ALLOWED = f"a positive integer length up to {MAX_LENGTH:,}"
-
-
 def _integer(path: Path, text: str, where: str) -> int:
     stripped = text.strip().replace("_", "")
     digits = stripped.lstrip("0")
     if not (stripped.isascii() and stripped.isdigit() and digits):
-        raise _fail(path, f"{where} (not a positive integer)", ALLOWED)
+        raise _fail(path, f"{where} (not a positive integer)", _ALLOWED)
     if len(digits) > 12 or int(digits) > MAX_LENGTH:
-        raise _fail(path, f"{where} (a length above {MAX_LENGTH:,})", ALLOWED)
+        raise _fail(path, f"{where} (a length above {MAX_LENGTH:,})", _ALLOWED)
     return int(digits)
 
 
-def _counted(path: Path, values: list[int]) -> list[int]:
-    if len(values) > MAX_LENGTHS:
-        raise _fail(path, f"more than {MAX_LENGTHS:,} lengths", f"at most {MAX_LENGTHS:,}")
-    return values
+def _too_many(path: Path) -> CostModelError:
+    return _fail(path, f"more than {MAX_LENGTHS:,} lengths", f"at most {MAX_LENGTHS:,}")
 
 
 def _from_text(path: Path, text: str) -> list[int]:
@@ -142,7 +138,7 @@ def _from_text(path: Path, text: str) -> list[int]:
         if line.strip():
             values.append(_integer(path, line, f"line {number}"))
             if len(values) > MAX_LENGTHS:
-                return _counted(path, values)
+                raise _too_many(path)
     return values
 
 
@@ -165,8 +161,8 @@ def _from_csv(path: Path, text: str) -> list[int]:
                 raise _fail(path, f"{where} (no length)", "a 'length' on every row")
             values.append(_integer(path, row[column], where))
             if len(values) > MAX_LENGTHS:
-                return _counted(path, values)
-    except csv.Error:  # a NUL byte, a field over csv's limit; its message may quote the file
+                raise _too_many(path)
+    except csv.Error:  # e.g. a field over csv's limit; its message may quote the file
         raise _fail(path, f"line {reader.line_num} (not valid CSV)", "a CSV file") from None
     return values
 
@@ -238,7 +234,7 @@ def _checked_array(path: Path, array: np.ndarray) -> list[int]:
             problem = "not a positive integer"
         else:
             problem = f"a length above {MAX_LENGTH:,}"
-        raise _fail(path, f"sample {first + 1} ({problem})", ALLOWED)
+        raise _fail(path, f"sample {first + 1} ({problem})", _ALLOWED)
     return array.astype(np.int64).tolist()
 
 
@@ -261,7 +257,7 @@ def read_lengths(path: str | Path) -> list[int]:
         values = _from_csv(path, text) if path.suffix.lower() == ".csv" else _from_text(path, text)
     if not values:
         raise _fail(path, "a file with no lengths", "at least one length")
-    return _counted(path, values)
+    return values
 
 
 def summarize(path: str | Path, seq_len: int, samples_per_step: int) -> Lengths:

@@ -20,6 +20,7 @@ import difflib
 import functools
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -328,16 +329,17 @@ def check_value(key: str, value: Any) -> Any:
     return _text(key, value, spec, allowed)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _text(key: str, value: Any, spec: Field, allowed: str) -> str:
     """A text, path or file value: a string of valid Unicode (a lone surrogate, from YAML's
     "\\ud800" or an argument that is not UTF-8, could not be printed or written), within the
     key's length."""
-    if not isinstance(value, str):
+    if not isinstance(value, str) or (spec.maximum is not None and len(value) > spec.maximum):
         raise _fail(key, value, allowed)
-    if any("\ud800" <= character <= "\udfff" for character in value):
+    if _SURROGATE.search(value):
         raise _fail(key, value, f"{allowed}, in valid Unicode (no lone surrogate)")
-    if spec.maximum is not None and len(value) > spec.maximum:
-        raise _fail(key, value, allowed)
     return value
 
 
@@ -789,7 +791,7 @@ def _layout_error(key: str, value: Any, allowed: str) -> CostModelError:
     return CostModelError(f"{key}: {shown(value)} is not allowed; expected {allowed}")
 
 
-def _tensor_parallel_widths(values: dict[str, Any], tp: int) -> None:
+def _check_tensor_parallel(values: dict[str, Any], tp: int) -> None:
     """TP divides every width of the model that the GEMM list splits (the heads, the MLP and
     expert widths, the vocabulary, ...), of the shape the list uses: the model config, or the
     shape built from the keys (whose heads, with num_heads unset, are attention_dim / head_dim).
@@ -825,7 +827,7 @@ def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
     if heads is not None and heads % tp:
         raise _layout_error("tensor_parallel", tp, f"a divisor of num_heads ({heads})")
     if tp > 1:
-        _tensor_parallel_widths(values, tp)
+        _check_tensor_parallel(values, tp)
     if pp > values["num_layers"]:  # an uneven split is allowed (as Megatron-LM's layouts)
         raise _layout_error("pipeline_parallel", pp, f"at most num_layers ({values['num_layers']})")
     if values["seq_len"] % cp:
