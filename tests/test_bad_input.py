@@ -7,6 +7,10 @@ are refused rather than printed. JSON output is parsed with a strict parser (no 
 
 import json
 import math
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -168,7 +172,7 @@ CASES = [
     (
         "endless-device",
         lambda t: ["report", "--scenario", "/dev/zero"],
-        "scenario file '/dev/zero': more than 1,048,576 bytes is not allowed",
+        "scenario file '/dev/zero': is not a regular file; expected a file",
     ),
     (
         "duplicate-keys",
@@ -188,6 +192,46 @@ CASES = [
         "scenario-model-directory",
         lambda t: ["report", "--scenario", write(t, "s.yaml", f"model: {t}\n")],
         "': is a directory; expected a config.json file or a preset name",
+    ),
+    (
+        "params-empty",
+        lambda t: ["params", ""],
+        "config: '' is not allowed; expected a config.json path or a preset name",
+    ),
+    (
+        "name-too-long",
+        lambda t: ["report", "--set", "name=" + "x" * 1000],
+        "name: 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx… is not allowed; expected a string of at "
+        "most 200 characters",
+    ),
+    (
+        "name-300-kb-in-a-file",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", f"name: {'x' * 300_000}\n")],
+        "name: 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx… is not allowed; expected a string of at "
+        "most 200 characters",
+    ),
+    (
+        "name-201-characters",
+        lambda t: ["gemms", "--scenario", write(t, "s.yaml", f"name: {'名' * 201}\n")],
+        "is not allowed; expected a string of at most 200 characters",
+    ),
+    (
+        "name-lone-surrogate",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", 'name: "\\ud800"\n')],
+        "name: '\\ud800' is not allowed; expected a string of at most 200 characters, in valid "
+        "Unicode (no lone surrogate)",
+    ),
+    (
+        "model-lone-surrogate",
+        lambda t: ["report", "--scenario", write(t, "s.yaml", 'model: "a\\udcffb.json"\n')],
+        "model: 'a\\udcffb.json' is not allowed; expected a config.json path or a preset name "
+        "or null, in valid Unicode (no lone surrogate)",
+    ),
+    (
+        "lengths-lone-surrogate",
+        lambda t: ["report", "--set", "sequence_lengths=l\udcff.txt"],
+        "sequence_lengths: 'l\\udcff.txt' is not allowed; expected a path to a lengths file or "
+        "null, in valid Unicode (no lone surrogate)",
     ),
     (
         "jobs-superscript",
@@ -443,3 +487,109 @@ def test_many_layers_are_quick():
     cfg.update(num_hidden_layers=100_000, full_attention_interval=50_000)
     shape = models.shape_from_config(cfg)
     assert shape.full_attention_every == 50_000 and shape.num_full_attention_layers == 2
+
+
+# ------------------------------------------------------------------ inputs that are not files
+# (issue 18, item 8): a FIFO, a socket or a device is refused before it is opened, so nothing
+# waits on it; the subprocess timeout turns a hang back into a failure.
+
+
+def quick(args, tmp_path, stdin=subprocess.DEVNULL, env=None):
+    """The command line with a short timeout (a hang fails the test, not the suite)."""
+    return subprocess.run(
+        [sys.executable, "-m", "costmodel", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        cwd=tmp_path,
+        stdin=stdin,
+        env=env,
+    )
+
+
+def one_line(result, message: str) -> None:
+    assert "Traceback" not in result.stderr, result.stderr[-800:]
+    assert result.returncode == 2, result.stderr[-500:]
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("costmodel: error: ")
+    assert message in result.stderr, result.stderr
+
+
+NOT_A_FILE = "is not a regular file; expected a file"
+
+
+@pytest.mark.parametrize(
+    "make_args",
+    [
+        lambda f, t: ["report", "--scenario", f],
+        lambda f, t: ["gemms", "--scenario", f],
+        lambda f, t: ["params", f],
+        lambda f, t: ["report", "--set", f"model={f}"],
+        lambda f, t: ["report", "--scenario", write(t, "s.yaml", f"model: {f}\n")],
+        lambda f, t: ["report", "--scenario", write(t, "s.yaml", f"sequence_lengths: {f}\n")],
+        lambda f, t: ["gemms", "--set", f"sequence_lengths={f}"],
+    ],
+    ids=["scenario", "gemms", "params", "set-model", "model", "lengths", "set-lengths"],
+)
+def test_a_fifo_is_refused_at_once(tmp_path, make_args):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    one_line(quick(make_args(fifo, tmp_path), tmp_path), f"'{fifo}': {NOT_A_FILE}")
+
+
+def test_a_socket_and_devices_are_refused(tmp_path):
+    path = tmp_path / "socket"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        one_line(quick(["params", path], tmp_path), f"'{path}': {NOT_A_FILE}")
+    for device in ("/dev/zero", "/dev/null"):
+        one_line(
+            quick(["report", "--set", f"sequence_lengths={device}"], tmp_path),
+            f"sequence_lengths '{device}': {NOT_A_FILE}",
+        )
+    read_end, write_end = os.pipe()  # an open pipe that never ends: stdin of a shell pipeline
+    try:
+        for args in (["params", "/dev/stdin"], ["gemms", "--scenario", "/dev/stdin"]):
+            one_line(quick(args, tmp_path, stdin=read_end), f"'/dev/stdin': {NOT_A_FILE}")
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_a_symlink_to_a_file_is_read(tmp_path):
+    (tmp_path / "real.yaml").write_text("step_time: 240\n")
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "real.yaml")
+    result = quick(["report", "--scenario", tmp_path / "link.yaml", "--format", "json"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["scenario"]["step_time"] == 240
+
+
+# ------------------------------------------------------------------ text that cannot be printed
+# (issue 18, item 11): a lone surrogate is refused when the scenario is read, not met later as a
+# UnicodeEncodeError when the report is printed
+
+
+def test_a_name_that_is_not_utf8_is_refused(tmp_path):
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}  # strict, as under a UTF-8 locale
+    result = quick(["report", "--set", "name=Team \udcff"], tmp_path, env=env)
+    one_line(result, "name: 'Team \\udcff' is not allowed; expected a string of at most 200")
+
+
+def test_a_lengths_path_that_is_not_utf8_is_refused(tmp_path):
+    (tmp_path / "l\udcff.txt").write_text("100\n200\n")  # the file exists: Linux allows the name
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    result = quick(["report", "--set", "sequence_lengths=l\udcff.txt"], tmp_path, env=env)
+    one_line(result, "sequence_lengths: 'l\\udcff.txt' is not allowed")
+
+
+def test_name_bound_and_the_shipped_scenarios():
+    limit = scenario.MAX_NAME_CHARACTERS
+    assert scenario.FIELDS["name"].maximum == limit == 200
+    assert scenario.check_value("name", "名" * limit) == "名" * limit
+    with pytest.raises(CostModelError, match="expected a string of at most 200 characters"):
+        scenario.check_value("name", "名" * (limit + 1))
+    root = Path(__file__).resolve().parents[1]
+    shipped = [*sorted((root / "scenarios").glob("*.yaml")), None]  # None: the course
+    for path in shipped:
+        name = scenario.resolve(path)["name"]
+        assert 0 < len(name) <= limit, path

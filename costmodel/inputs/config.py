@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from pathlib import Path
 
 from costmodel.errors import CostModelError
@@ -32,35 +34,56 @@ MAX_INPUT_BYTES = 1 << 20  # 1 MiB
 _MAX_JSON_DIGITS = 300
 
 
-def read_input(path: Path, label: str) -> str:
-    """The UTF-8 text of an input file, refused above ``MAX_INPUT_BYTES`` before it is read.
+def read_bytes(path: Path, label: str, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, refused before it is read.
 
     ``label`` names the file in messages (``model config 'x.json'``). Raises ``CostModelError``
-    for a missing file, a directory, an unreadable or oversized file."""
+    with one line for a missing file, a directory, anything that is not a regular file (a FIFO,
+    a socket or a device such as /dev/zero, which could hang or never end: checked with
+    ``os.stat``, following symlinks, before the file is opened, and again on the open file), an
+    unreadable or an oversized file. Every input file is read here."""
     try:
-        if path.is_dir():
-            raise CostModelError(f"{label}: is a directory; expected a file")
-        size = path.stat().st_size
-        if size > MAX_INPUT_BYTES:
-            raise _too_large(label, size)
-        with path.open("rb") as stream:  # a device or a pipe may say size 0 and never end
-            data = stream.read(MAX_INPUT_BYTES + 1)
+        _regular(os.stat(path).st_mode, label)
+        # O_NONBLOCK: a FIFO put in the path's place since the check cannot block the open
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(descriptor, "rb") as stream:
+            info = os.fstat(stream.fileno())
+            _regular(info.st_mode, label)
+            if info.st_size > limit:
+                raise _too_large(label, info.st_size, limit)
+            data = stream.read(limit + 1)
+    except CostModelError:
+        raise
     except FileNotFoundError:
         raise CostModelError(f"{label}: no such file") from None
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        reason = getattr(exc, "strerror", None) or type(exc).__name__
         raise CostModelError(f"{label}: cannot be read ({reason})") from None
-    if len(data) > MAX_INPUT_BYTES:
-        raise _too_large(label, MAX_INPUT_BYTES, "more than ")
+    if len(data) > limit:  # the file grew while it was read
+        raise _too_large(label, limit, limit, "more than ")
+    return data
+
+
+def _regular(mode: int, label: str) -> None:
+    if stat.S_ISDIR(mode):
+        raise CostModelError(f"{label}: is a directory; expected a file")
+    if not stat.S_ISREG(mode):
+        raise CostModelError(f"{label}: is not a regular file; expected a file")
+
+
+def read_input(path: Path, label: str) -> str:
+    """The UTF-8 text of an input file (a scenario YAML, a config.json) of at most
+    ``MAX_INPUT_BYTES``, read by ``read_bytes``."""
+    data = read_bytes(path, label, MAX_INPUT_BYTES)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CostModelError(f"{label}: cannot be read (not UTF-8 at byte {exc.start})") from None
 
 
-def _too_large(label: str, size: int, more: str = "") -> CostModelError:
-    limit = f"{MAX_INPUT_BYTES:,} bytes (1 MiB)"
-    return CostModelError(f"{label}: {more}{size:,} bytes is not allowed; expected at most {limit}")
+def _too_large(label: str, size: int, limit: int, more: str = "") -> CostModelError:
+    allowed = f"at most {limit:,} bytes ({limit >> 20} MiB)"
+    return CostModelError(f"{label}: {more}{size:,} bytes is not allowed; expected {allowed}")
 
 
 class _NotFinite(str):
@@ -102,6 +125,10 @@ def load_config(path_or_preset: str) -> dict:
     ``MAX_INPUT_BYTES``, invalid JSON, ``Infinity``/``NaN`` or a number that overflows a float
     (``1e400``), JSON that is not an object."""
     text_arg = str(path_or_preset)
+    if not text_arg:  # Path("") is the current folder
+        raise CostModelError(
+            "config: '' is not allowed; expected a config.json path or a preset name"
+        )
     name = repr(text_arg)[1:-1]  # escapes a line break or a NUL byte
     label = f"model config '{name if len(name) <= 200 else name[:200] + '…'}'"
     if text_arg in PRESETS:

@@ -20,6 +20,7 @@ import difflib
 import functools
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -33,10 +34,13 @@ from costmodel.errors import CostModelError
 from costmodel.formats import limits, shown
 from costmodel.inputs import hardware
 from costmodel.inputs.lengths import Lengths, summarize
+from costmodel.inputs.model_shape import scenario_shape, tensor_parallel_widths
 from costmodel.inputs.models import read_input
 
 RECOMPUTE_POLICIES = tuple(recompute.POLICIES)
 WIDTH_KEYS = ("attention_dim", "num_heads", "head_dim", "hidden_size")
+#: The longest scenario name: it heads every page, index entry and report.
+MAX_NAME_CHARACTERS = 200
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class Field:
     choices: tuple[str, ...] = ()
     #: Inclusive bounds of a number (None: the kind's own bound). They keep every figure of the
     #: account finite and every notebook runnable; the README's scenario table states them.
+    #: For `text`, `maximum` is the most characters.
     minimum: float | None = None
     maximum: float | None = None
     #: The only integers a `count` accepts, when they are a set rather than a range.
@@ -55,7 +60,7 @@ class Field:
 
 
 FIELDS: dict[str, Field] = {
-    "name": Field("text", "title of the scenario"),
+    "name": Field("text", "title of the scenario", maximum=MAX_NAME_CHARACTERS),
     "model": Field(
         "path", "a config.json path or a preset name; fills the model-shape keys", nullable=True
     ),
@@ -230,7 +235,9 @@ def allowed_text(key: str) -> str:
         return (", ".join(map(str, spec.values[:-1])) + " or " + str(spec.values[-1])) + (
             " or null" if spec.nullable else ""
         )
-    if spec.kind in ("count", "count0", "positive"):
+    if spec.kind == "text" and spec.maximum is not None:
+        text += f" of at most {spec.maximum:,} characters"
+    elif spec.kind in ("count", "count0", "positive"):
         if spec.minimum is not None and spec.maximum is not None:
             low, high = limits(spec.minimum, spec.maximum)
             text += f" from {low} to {high}"
@@ -319,8 +326,20 @@ def check_value(key: str, value: Any) -> Any:
         if gpu is None:
             raise _fail(key, value, allowed)
         return gpu.name
-    if not isinstance(value, str):
+    return _text(key, value, spec, allowed)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _text(key: str, value: Any, spec: Field, allowed: str) -> str:
+    """A text, path or file value: a string of valid Unicode (a lone surrogate, from YAML's
+    "\\ud800" or an argument that is not UTF-8, could not be printed or written), within the
+    key's length."""
+    if not isinstance(value, str) or (spec.maximum is not None and len(value) > spec.maximum):
         raise _fail(key, value, allowed)
+    if _SURROGATE.search(value):
+        raise _fail(key, value, f"{allowed}, in valid Unicode (no lone surrogate)")
     return value
 
 
@@ -772,6 +791,19 @@ def _layout_error(key: str, value: Any, allowed: str) -> CostModelError:
     return CostModelError(f"{key}: {shown(value)} is not allowed; expected {allowed}")
 
 
+def _check_tensor_parallel(values: dict[str, Any], tp: int) -> None:
+    """TP divides every width of the model that the GEMM list splits (the heads, the MLP and
+    expert widths, the vocabulary, ...), of the shape the list uses: the model config, or the
+    shape built from the keys (whose heads, with num_heads unset, are attention_dim / head_dim).
+    So no GEMM of `costmodel gemms` has a fraction of a column or a head."""
+    shape, source = scenario_shape(values)
+    for what, width in tensor_parallel_widths(shape, values["num_mtp_layers"]):
+        if width % tp:
+            raise _layout_error(
+                "tensor_parallel", tp, f"a divisor of {what} ({width:,}; shape from {source})"
+            )
+
+
 def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
     """Check the parallel layout and derive data_parallel, the effective expert_parallel and
     the micro batches per step: one line naming the keys when it does not divide.
@@ -794,12 +826,21 @@ def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
     heads = values.get("num_heads")
     if heads is not None and heads % tp:
         raise _layout_error("tensor_parallel", tp, f"a divisor of num_heads ({heads})")
+    if tp > 1:
+        _check_tensor_parallel(values, tp)
     if pp > values["num_layers"]:  # an uneven split is allowed (as Megatron-LM's layouts)
         raise _layout_error("pipeline_parallel", pp, f"at most num_layers ({values['num_layers']})")
     if values["seq_len"] % cp:
         raise _layout_error("context_parallel", cp, f"a divisor of seq_len ({values['seq_len']})")
     if values["sequence_parallel"] and tp == 1 and sources.get("sequence_parallel") != "course":
         raise _layout_error("sequence_parallel", True, "false when tensor_parallel is 1")
+    if values["sequence_parallel"] and (values["seq_len"] // cp) % tp:
+        raise _layout_error(
+            "tensor_parallel",
+            tp,
+            f"a divisor of seq_len / context_parallel ({values['seq_len'] // cp:,}) with "
+            "sequence_parallel (each TP rank holds its share of the tokens)",
+        )
     experts, ep = values["num_experts"], values["expert_parallel"]
     team_ep = sources.get("expert_parallel") != "course"
     if experts == 0:

@@ -8,10 +8,23 @@ from typing import Any
 
 from costmodel.formats import num, sci
 
+#: The fields of a row that count something (dimensions, layers, uses, FLOPs): in JSON, a whole
+#: number is written as an integer (49152, not 49152.0); a fraction (an expert's average rows)
+#: stays a float.
+COUNTS = ("m", "n", "k", "layers", "uses_per_token", "forward_flops_per_token")
+
+
+def _whole(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
 
 def render_gemms(table: dict[str, Any], fmt: str = "text") -> str:
     if fmt == "json":
-        return json.dumps(table, indent=2, allow_nan=False) + "\n"
+        rows = [
+            {key: _whole(value) if key in COUNTS else value for key, value in row.items()}
+            for row in table["gemms"]
+        ]
+        return json.dumps({**table, "gemms": rows}, indent=2, allow_nan=False) + "\n"
     rows = table["gemms"]
     lay = table.get("layout") or {}
     tp, cp = lay.get("tensor_parallel", 1), lay.get("context_parallel", 1)
