@@ -223,11 +223,6 @@ def test_params_text_shows_file_text_escaped(hostile_config):
     assert out.splitlines()[0] == f"model {FILE_STEM_SHOWN} (llama)"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="present/gemms.py (another helper's file) must escape its lines: "
-    'return "\\n".join(map(printable, out)) + "\\n"; remove this mark when it does',
-)
 def test_gemms_text_shows_file_text_escaped(hostile_config):
     sc = scenario.resolve(overrides={"model": str(hostile_config), **LLAMA_RUN})
     out = render_gemms(gemm_table(sc.values))

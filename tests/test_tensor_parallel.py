@@ -43,11 +43,6 @@ def fractions(values: dict, micro_batch: int | None = None) -> list[str]:
             "shape from config of qwen3.6-35b-a3b)",
         ),
         (
-            {"vocab_size": 248321, "tensor_parallel": 2},
-            "tensor_parallel: 2 is not allowed; expected a divisor of vocab_size, the lm_head's "
-            "output (248,321; shape from scenario keys",
-        ),
-        (
             {
                 "num_experts": 0,
                 "experts_per_token": 0,
@@ -74,7 +69,7 @@ def fractions(values: dict, micro_batch: int | None = None) -> list[str]:
             "(49,153) with sequence_parallel",
         ),
     ],
-    ids=["heads-unset", "config-heads", "vocab", "dense-mlp", "head-dim-only", "sp-seq-len"],
+    ids=["heads-unset", "config-heads", "dense-mlp", "head-dim-only", "sp-seq-len"],
 )
 def test_tp_must_divide_what_the_gemm_list_splits(overrides, message):
     with pytest.raises(CostModelError) as error:
@@ -172,3 +167,14 @@ def test_gemms_json_writes_whole_numbers_as_integers(args):
             assert not (isinstance(value, float) and value.is_integer()), (row["key"], key, value)
         assert isinstance(row["m"], int) or row["key"].startswith("expert_")
         assert isinstance(row["per_gpu_fraction"], (int, float)) and math.isfinite(row["intensity"])
+
+
+def test_a_vocabulary_tp_does_not_divide_is_padded_as_megatron_pads_it():
+    """GPT-2's 50,257 tokens at TP 2: accepted; each GPU's lm_head has ceil(V / TP) columns."""
+    values = scenario.resolve(overrides={"vocab_size": 50257, "tensor_parallel": 2}).values
+    (row,) = [r for r in gemms.model_gemms(values) if r["key"] == "lm_head"]
+    assert row["n"] == 25129
+    assert "padded to 50,258 for TP 2" in row["source"]
+    unpadded = scenario.resolve(overrides={"vocab_size": 50258, "tensor_parallel": 2}).values
+    (same,) = [r for r in gemms.model_gemms(unpadded) if r["key"] == "lm_head"]
+    assert same["n"] == 25129 and "padded" not in same["source"]

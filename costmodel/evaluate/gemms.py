@@ -428,17 +428,22 @@ def model_gemms(
                 split="column",
             )
         )
-    rows.append(
-        _row(
-            "lm_head",
-            "lm_head (hidden -> vocab)",
-            tokens,
-            h,
-            shape.vocab_size,
-            1 + mtp,
-            split="column",
-        )
+    lm_head = _row(
+        "lm_head",
+        "lm_head (hidden -> vocab)",
+        tokens,
+        h,
+        shape.vocab_size,
+        1 + mtp,
+        split="column",
     )
+    if tp > 1 and shape.vocab_size % tp:  # the vocabulary padded to a multiple of TP
+        lm_head["_n_gpu"] = -(-shape.vocab_size // tp)
+        lm_head["_note"] = (
+            f"vocabulary {shape.vocab_size:,} padded to {lm_head['_n_gpu'] * tp:,} for TP {tp} "
+            "(Megatron-LM pads it to a multiple of 128 x TP)"
+        )
+    rows.append(lm_head)
     square = float(attention.SQUARE_FRACTION[values.get("attention_flops", "full")])
     rows += _core_rows(shape, seq, cp, n_full, square, source)
     balance = values["peak_flops"] / values["hbm_bandwidth"]

@@ -93,7 +93,8 @@ def tensor_parallel_widths(shape: ModelShape, mtp_layers: int = 0) -> list[tuple
     columns, the attention output's rows and the core's heads per GPU are heads x a head width;
     KV heads fewer than TP are replicated, not split), the gated-DeltaNet in- and
     out-projections, the dense MLP, the routed and shared experts, the MTP projection (with
-    `mtp_layers`) and the lm_head (the vocabulary). TP must divide each of them."""
+    `mtp_layers`). TP must divide each of them. The lm_head's vocabulary is not among them: the
+    GEMM list pads it to a multiple of TP, as Megatron-LM does."""
     widths = [("the attention heads", shape.num_heads)]
     if shape.num_linear_attention_layers and shape.linear_num_value_heads:
         keys = shape.linear_num_key_heads * shape.linear_key_head_dim
@@ -112,5 +113,4 @@ def tensor_parallel_widths(shape: ModelShape, mtp_layers: int = 0) -> list[tuple
             widths.append(("the shared expert width", shape.shared_expert_intermediate_size))
     if mtp_layers:
         widths.append(("hidden_size, the MTP projection's output", shape.hidden_size))
-    widths.append(("vocab_size, the lm_head's output", shape.vocab_size))
     return widths

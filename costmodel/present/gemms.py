@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from costmodel.formats import num, sci
+from costmodel.formats import num, printable, sci
 
 #: The fields of a row that count something (dimensions, layers, uses, FLOPs): in JSON, a whole
 #: number is written as an integer (49152, not 49152.0); a fraction (an expert's average rows)
@@ -75,7 +75,7 @@ def render_gemms(table: dict[str, Any], fmt: str = "text") -> str:
         + (", of which one GPU runs the GPU share for each of its tokens" if split else ""),
         "shapes from: " + "; ".join(sources),
     ]
-    return "\n".join(out) + "\n"
+    return "\n".join(map(printable, out)) + "\n"  # file text (a config's name) shown escaped
 
 
 def _share(fraction: float) -> str:
