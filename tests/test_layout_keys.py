@@ -87,3 +87,17 @@ def test_assumptions_name_their_source():
     assert course["communication_share"]["source"] == "derived"
     assert 0 < course["communication_share"]["value"] < 0.03
     assert course["expert_parallel"]["source"] == "course"
+
+
+def test_a_node_larger_than_the_nvlink_domain_needs_a_bandwidth():
+    """72 H20 in a node: the GPU table knows NVLink for 8 only; one line, unless the scenario
+    gives the bandwidth between them (it said "intra_node_bandwidth: None" before)."""
+    with pytest.raises(CostModelError) as error:
+        resolve(gpus_per_node=72, num_gpus=72)
+    assert str(error.value) == (
+        "gpus_per_node: 72 is not allowed; expected at most 8 for H20 (its NVLink domain; the GPU "
+        "table has no bandwidth for more GPUs in a node), or intra_node_bandwidth set"
+    )
+    given = account(resolve(gpus_per_node=72, num_gpus=72, intra_node_bandwidth=4e11))
+    assert given["communication"]["seconds"] > 0
+    assert resolve(gpus_per_node=8, gpu="H100-PCIe", num_gpus=8)["gpus_per_node"] == 8

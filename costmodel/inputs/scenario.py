@@ -804,6 +804,19 @@ def _check_tensor_parallel(values: dict[str, Any], tp: int) -> None:
             )
 
 
+def _check_node_links(values: dict[str, Any]) -> None:
+    """A node larger than the GPU's NVLink domain needs a bandwidth between its GPUs: the GPU
+    table's PCIe figure where it has one, else the scenario's intra_node_bandwidth."""
+    gpu, per_node = hardware.GPUS[values["gpu"]], values["gpus_per_node"]
+    if values.get("intra_node_bandwidth") is None and gpu.intra_node_bandwidth(per_node) is None:
+        raise _layout_error(
+            "gpus_per_node",
+            per_node,
+            f"at most {gpu.nvlink_gpus} for {gpu.name} (its NVLink domain; the GPU table has no "
+            "bandwidth for more GPUs in a node), or intra_node_bandwidth set",
+        )
+
+
 def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
     """Check the parallel layout and derive data_parallel, the effective expert_parallel and
     the micro batches per step: one line naming the keys when it does not divide.
@@ -823,6 +836,7 @@ def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
     dp = gpus // (tp * pp * cp)
     values["data_parallel"] = dp
     sources["data_parallel"] = "derived"
+    _check_node_links(values)
     heads = values.get("num_heads")
     if heads is not None and heads % tp:
         raise _layout_error("tensor_parallel", tp, f"a divisor of num_heads ({heads})")
