@@ -8,7 +8,7 @@ import re
 import pytest
 import sympy as sp
 from hypothesis import HealthCheck, given, settings
-from test_valid_space import LONG_SAMPLE, SLOW_LINKS, valid_scenarios
+from test_valid_space import LONG_SAMPLE, N_TOO_SMALL, SLOW_LINKS, valid_scenarios
 
 from costmodel.derive import levers
 from costmodel.evaluate import layouts
@@ -149,6 +149,17 @@ def test_a_communication_estimate_longer_than_the_step_gives_no_lever():
     assert line in render(measured) and "used 20.00% (measured)" in render(measured)
     course = account(scenario.resolve())
     assert not course["communication"]["exceeds_step"] and line not in render(course)
+
+
+def test_a_share_of_the_step_is_at_most_the_whole_step():
+    """Found by the search (issue 18): N = 1 for the course's 256-expert shape. The experts'
+    GEMMs are 12.8x the FLOPs the step counts with that N; load balancing 'on 1280.7% of the
+    FLOPs' was a -0.01x lever (Amdahl past the whole step) and the combination 0.12x."""
+    a = account(scenario.resolve(overrides=N_TOO_SMALL))
+    balance = _levers(a)["load_balance"]
+    assert balance["speedup"] >= 1 and balance["feasible"]
+    assert "on 100.0% of the FLOPs" in balance["note"] and "N is too small" in balance["note"]
+    assert a["advice_combined"]["speedup"] >= 1
 
 
 @settings(

@@ -89,9 +89,17 @@ def one_divisor(n: int, at_most: float):
     return st.one_of(st.just(1), st.just(found[-1]), st.sampled_from(found))
 
 
-#: Issue 18 (13) and (14), as test_levers states them.
+#: Issue 18 (13), (14) and a scenario the search found, as test_levers states them.
 LONG_SAMPLE = {"seq_len": 4_000_000, "mean_tokens_per_sample": 4_000_000, "samples_per_step": 1}
 SLOW_LINKS = {"gpus_per_node": 1, "inter_node_bandwidth": 1e6}
+N_TOO_SMALL = {
+    "activated_params": 1,
+    "total_params": 1,
+    "seq_len": 1,
+    "mean_tokens_per_sample": 1,
+    "step_time": 1e-6,
+    "measured_tokens_per_s": None,
+}
 
 HOSTILE_NAME = "<img src=x onerror=alert(1)> *x* $y$ | _a_ `b` [c](d) # e \\(z\\) &amp; ~~s~~"
 
@@ -495,6 +503,10 @@ EXTREMES = {  # overrides of the course, each with the hostile name
         "step_time": 1e-6,
         "measured_tokens_per_s": None,
     },
+    # Found by the search (issue 18): N = 1 for a 256-expert shape, so the experts' GEMMs are
+    # 12.8x the step's counted FLOPs; load balancing "on 1280.7% of the FLOPs" was a -0.01x
+    # lever, and the combination 0.12x
+    "n-too-small-for-the-shape": N_TOO_SMALL,
     "micro-batch-at-its-bound": {
         "micro_batch": 1_000_000,
         "samples_per_step": 80_000_000,

@@ -165,7 +165,10 @@ def advice(values: dict[str, Any], acc: dict[str, Any], mem: dict[str, Any], com
         now_factor, greedy = _imbalance(
             values["num_experts"], values["experts_per_token"], values["expert_parallel"]
         )
-        part = expert_share(values, acc)
+        counted = expert_share(values, acc)
+        # a share is at most the whole step: above 1, the model's expert GEMMs alone are more
+        # than 6ND with the scenario's N counts (the two disagree), and they are all of it
+        part = min(counted, 1.0)
         out.append(
             _lever(
                 "load_balance",
@@ -175,7 +178,13 @@ def advice(values: dict[str, Any], acc: dict[str, Any], mem: dict[str, Any], com
                 ["expert_parallel", "num_experts"],
                 f"straggler factor {now_factor:.2f} (simulated router, skew {ROUTER_SKEW:g}: an "
                 f"assumption) -> {greedy:.2f} with a load-aware placement, on "
-                f"{100 * part:.1f}% of the FLOPs",
+                f"{100 * part:.1f}% of the FLOPs"
+                + (
+                    f" (the model's expert GEMMs are {counted:,.3g}x the step's FLOPs as "
+                    "counted with activated_params: N is too small for this shape)"
+                    if counted > 1
+                    else ""
+                ),
             )
         )
     else:
