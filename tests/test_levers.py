@@ -1,11 +1,20 @@
-"""costmodel.derive.levers: Amdahl vs multiplicative gains, the waterfall, the CP/EP constraint."""
+"""costmodel.derive.levers: Amdahl vs multiplicative gains, the waterfall, the CP/EP constraint;
+the levers of a run (evaluate.advice) are gains, and so is their combination."""
+
+import json
+import math
+import re
 
 import pytest
 import sympy as sp
+from hypothesis import HealthCheck, given, settings
+from test_valid_space import LONG_SAMPLE, N_TOO_SMALL, SLOW_LINKS, valid_scenarios
 
 from costmodel.derive import levers
 from costmodel.evaluate import layouts
-from costmodel.inputs import assumptions
+from costmodel.evaluate.account import account
+from costmodel.inputs import assumptions, scenario
+from costmodel.present.report import render
 
 
 def test_amdahl_forms():
@@ -87,3 +96,92 @@ def test_batch_and_sequence_divisibility():
 def test_assumptions_are_named_with_sources():
     assert assumptions.assumed("expert_parallel") == 8
     assert all(a.source for a in assumptions.ASSUMPTIONS.values())
+
+
+# ------------------------------------------------------------------ the levers of a run
+
+
+def _levers(a):
+    return {x["lever"]: x for x in a["advice"]}
+
+
+def test_the_combined_projection_is_a_gain_when_the_attention_count_exceeds_the_step():
+    """Issue 18 (13): one 4M-token sample. Its attention count needs 1,490% of the GPUs' peak
+    for the measured step (HFU with attention 14.9), so 1 / that, 0.067, is no ceiling: the
+    report said 'combined 0.067x, step 1,787.9 s'. The ceiling comes from the 6ND hardware
+    FLOPs, which the account checks (HFU <= 100%)."""
+    a = account(scenario.resolve(overrides=LONG_SAMPLE))
+    assert a["attention"]["actual"]["hfu_with_attention"] > 14
+    combined = a["advice_combined"]
+    assert combined["speedup"] >= 1 and combined["step_time"] <= 120
+    assert combined["ceiling_from"] == "hfu" and combined["ceiling"] == pytest.approx(1 / a["hfu"])
+    by = _levers(a)
+    assert combined["speedup"] == pytest.approx(
+        math.prod(by[name]["speedup"] for name in combined["levers"])
+    )
+    assert "the attention count needs 1,490% of the GPUs' peak" in by["attention_kernel"]["note"]
+    shown = re.search(r"combined +([\d.]+)x +step ([\d,.]+) s", render(a))
+    assert float(shown.group(1)) >= 1 and float(shown.group(2).replace(",", "")) <= 120
+
+
+def test_a_communication_estimate_longer_than_the_step_gives_no_lever():
+    """Issue 18 (14): every group across nodes at 1 MB/s: the estimate is thousands of times the
+    measured 120 s step. It contradicts the step: one line says so (text, Markdown, JSON's
+    communication.exceeds_step) and no lever comes from it (it gave a 7x one)."""
+    a = account(scenario.resolve(overrides=SLOW_LINKS))
+    comm = a["communication"]
+    overlap = _levers(a)["communication_overlap"]
+    assert overlap["speedup"] == 1 and not overlap["feasible"]
+    assert comm["exceeds_step"] and comm["seconds"] > 1000 * 120
+    assert "longer than the measured step" in overlap["note"]
+    assert "communication_overlap" not in a["advice_combined"]["levers"]
+    text, markdown = render(a), render(a, "markdown")
+    line = "the estimate is longer than the measured step (120.0 s): they contradict each other"
+    assert [row for row in text.splitlines() if line in row] == [
+        next(row for row in text.splitlines() if row.strip().startswith("estimate > step time"))
+    ]
+    assert markdown.count(line) == 1
+    assert "used " not in next(r for r in text.splitlines() if "total (upper bound" in r)
+    assert json.loads(render(a, "json"))["communication"]["exceeds_step"] is True
+    # a measured share is used as it is; the estimate beside it still contradicts the step
+    measured = account(scenario.resolve(overrides={**SLOW_LINKS, "communication_share": 0.2}))
+    assert _levers(measured)["communication_overlap"]["speedup"] == pytest.approx(1 / 0.8)
+    assert line in render(measured) and "used 20.00% (measured)" in render(measured)
+    course = account(scenario.resolve())
+    assert not course["communication"]["exceeds_step"] and line not in render(course)
+
+
+def test_a_share_of_the_step_is_at_most_the_whole_step():
+    """Found by the search (issue 18): N = 1 for the course's 256-expert shape. The experts'
+    GEMMs are 12.8x the FLOPs the step counts with that N; load balancing 'on 1280.7% of the
+    FLOPs' was a -0.01x lever (Amdahl past the whole step) and the combination 0.12x."""
+    a = account(scenario.resolve(overrides=N_TOO_SMALL))
+    balance = _levers(a)["load_balance"]
+    assert balance["speedup"] >= 1 and balance["feasible"]
+    assert "on 100.0% of the FLOPs" in balance["note"] and "N is too small" in balance["note"]
+    assert a["advice_combined"]["speedup"] >= 1
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(valid_scenarios())
+def test_every_lever_and_their_combination_is_a_gain(data):
+    """Any valid scenario: a lever speeds the step up or is 1 (not a gain, not combined), the
+    combination too, and no lever comes from an estimate that contradicts the step."""
+    a = account(scenario.resolve(overrides=data))
+    step = a["scenario"]["step_time"]
+    for lever in a["advice"]:
+        assert lever["speedup"] >= 1, lever
+        assert lever["step_time"] <= step, lever
+    combined = a["advice_combined"]
+    assert combined["speedup"] >= 1 and combined["step_time"] <= step, combined
+    for name in combined["levers"]:
+        assert _levers(a)[name]["feasible"] and _levers(a)[name]["speedup"] > 1
+    comm = a["communication"]
+    if comm["seconds"] > step and comm["basis"] == "estimated":  # contradicts the step
+        assert _levers(a)["communication_overlap"]["speedup"] == 1
+    assert combined["ceiling"] >= 1

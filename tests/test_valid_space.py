@@ -1,17 +1,23 @@
 """What the validator accepts, every notebook runs; text from a scenario is escaped.
 
-1. Scenarios drawn from the whole valid space (every key of `scenario.FIELDS`, inside its bounds
-   and the validator's relations, physically possible) go through the library functions the
-   notebooks call: every figure is finite and nothing warns (warnings and NumPy floating-point
-   errors raise).
-2. Seven extreme scenarios go through all ten notebooks with papermill: no error, nothing on
-   stderr. Each carries a hostile name, which must reach every page escaped: no raw HTML, no
-   Markdown markup and no math of its own.
+1. Scenarios drawn from the whole valid space (every key of `scenario.FIELDS` but the file
+   keys, inside its bounds and the validator's relations, physically possible; the ends of each
+   range as often as the rest) go through the library functions the notebooks call: every
+   figure is finite and nothing warns (warnings and NumPy floating-point errors raise).
+2. The extreme scenarios (EXTREMES: edges of the space, and every scenario a search found
+   failing) go through all ten notebooks, in kernels reused as the handouts build reuses them:
+   no error, nothing on stderr, and sentences that follow the scenario. Each carries a hostile
+   name, which must reach every page escaped: no raw HTML, no Markdown markup and no math of
+   its own.
+3. A few drawn scenarios (a fixed, derandomized set) go through all ten notebooks as well;
+   `COSTMODEL_SEARCH_EXAMPLES=200 pytest tests/test_valid_space.py -k drawn` draws that many
+   random ones instead, to find the next failure.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
@@ -28,7 +34,7 @@ from costmodel.evaluate import gemms, layouts, packing, router, shapes
 from costmodel.evaluate.account import account
 from costmodel.inputs import assumptions, hardware, scenario
 from costmodel.inputs.scenario import FIELDS, RECOMPUTE_POLICIES
-from costmodel.present import display, suite
+from costmodel.present import display, runner, suite
 
 DATA = Path(__file__).resolve().parent / "data"
 CONFIGS = Path(__file__).resolve().parent / "configs"
@@ -37,7 +43,11 @@ EXAMPLE = scenario.load_yaml(EXAMPLE_DIR / "deepseek-v3-2048xH800.yaml")
 
 # ------------------------------------------------------------------ the valid space
 
-FLOOR = {"count": 1, "count0": 0, "fraction": 0.0}
+#: The low end of a kind without a minimum of its own (`positive`: any number above 0).
+FLOOR = {"count": 1, "count0": 0, "fraction": 0.0, "positive": 1e-300}
+#: Keys the strategy leaves to the extreme scenarios below: they name files (a model config, a
+#: lengths file) or need one (count_mtp).
+FILE_KEYS = ("model", "sequence_lengths", "count_mtp")
 
 
 def bounds(key: str) -> tuple[float, float]:
@@ -68,12 +78,38 @@ def field(key: str, low: float | None = None, high: float | None = None):
     return spread(lo, hi, integer=FIELDS[key].kind in ("count", "count0"))
 
 
+def fraction():
+    """0, 1, or any number between (the ends first: they are where a formula divides by 0)."""
+    return st.one_of(st.just(0.0), st.just(1.0), st.floats(0, 1))
+
+
+def one_divisor(n: int, at_most: float):
+    """A divisor of n up to `at_most`: 1, the largest, or any."""
+    found = [x for x in levers.divisors(n) if x <= at_most]
+    return st.one_of(st.just(1), st.just(found[-1]), st.sampled_from(found))
+
+
+#: Issue 18 (13), (14) and a scenario the search found, as test_levers states them.
+LONG_SAMPLE = {"seq_len": 4_000_000, "mean_tokens_per_sample": 4_000_000, "samples_per_step": 1}
+SLOW_LINKS = {"gpus_per_node": 1, "inter_node_bandwidth": 1e6}
+N_TOO_SMALL = {
+    "activated_params": 1,
+    "total_params": 1,
+    "seq_len": 1,
+    "mean_tokens_per_sample": 1,
+    "step_time": 1e-6,
+    "measured_tokens_per_s": None,
+}
+
 HOSTILE_NAME = "<img src=x onerror=alert(1)> *x* $y$ | _a_ `b` [c](d) # e \\(z\\) &amp; ~~s~~"
 
 
 @st.composite
 def valid_scenarios(draw) -> dict:
-    """Overrides of the course that resolve to a valid, physically possible scenario."""
+    """Overrides of the course that resolve to a valid, physically possible scenario: every key
+    of `scenario.FIELDS` but FILE_KEYS, inside its bounds and the validator's relations
+    (mean <= seq_len, top-k <= experts, a layout that divides), the ends of each range drawn
+    as often as the rest."""
     data: dict = {"name": draw(st.sampled_from(["Team", HOSTILE_NAME]))}
     layers = data["num_layers"] = draw(field("num_layers"))
     data["full_attention_every"] = draw(field("full_attention_every", high=layers))
@@ -91,28 +127,56 @@ def valid_scenarios(draw) -> dict:
     data["experts_per_token"] = (
         0 if experts == 0 else draw(field("experts_per_token", low=1, high=experts))
     )
-    data["num_gpus"] = draw(field("num_gpus"))
     data["gpu"] = draw(st.sampled_from(sorted(hardware.GPUS)))
     for key in ("peak_flops", "hbm_bandwidth"):
         if draw(st.booleans()):
             data[key] = draw(field(key))
     data["recompute"] = draw(st.sampled_from(RECOMPUTE_POLICIES))
-    data["selective_recompute_fraction"] = draw(
-        st.one_of(st.just(0.0), st.just(1.0), st.floats(0, 1))
-    )
+    data["selective_recompute_fraction"] = draw(fraction())
     hidden = data["hidden_size"] = draw(field("hidden_size"))
     width = draw(st.sampled_from(["hidden", "attention_dim", "heads", "heads only"]))
+    attention_dim = hidden
     if width == "attention_dim":
-        data["attention_dim"] = draw(field("attention_dim"))
+        attention_dim = data["attention_dim"] = draw(field("attention_dim"))
     elif width == "heads":
         heads = data["num_heads"] = draw(field("num_heads", high=10**4))
         data["head_dim"] = draw(field("head_dim", high=bounds("attention_dim")[1] // heads))
+        attention_dim = heads * data["head_dim"]
     elif width == "heads only":  # heads of width hidden / heads, at least 1
         data["num_heads"] = draw(field("num_heads", high=hidden))
     data["vocab_size"] = draw(field("vocab_size"))
     data["micro_batch"] = draw(field("micro_batch"))
     for key in ("attention_flops", "attention_kernel", "batching"):
         data[key] = draw(st.sampled_from(FIELDS[key].choices))
+    # The layout: TP divides the heads (and every width, whatever rule the validator applies
+    # when num_heads is unset), PP at most the layers, CP divides seq_len, GPUs = TP PP CP DP.
+    most = bounds("num_gpus")[1]
+    widths = math.gcd(data.get("num_heads") or attention_dim, attention_dim, hidden)
+    tp = data["tensor_parallel"] = draw(
+        one_divisor(widths, min(bounds("tensor_parallel")[1], most))
+    )
+    pp = data["pipeline_parallel"] = draw(field("pipeline_parallel", high=min(layers, most // tp)))
+    cp = data["context_parallel"] = draw(
+        one_divisor(seq, min(bounds("context_parallel")[1], most // (tp * pp)))
+    )
+    dp = draw(spread(1, most // (tp * pp * cp), integer=True))
+    data["num_gpus"] = tp * pp * cp * dp
+    if experts and draw(st.booleans()):  # else the course's EP 8, fitted to the experts and DP
+        data["expert_parallel"] = draw(one_divisor(math.gcd(experts, dp), math.inf))
+    data["sequence_parallel"] = tp > 1 and draw(st.booleans())
+    data["gpus_per_node"] = draw(field("gpus_per_node"))
+    data["zero_stage"] = draw(st.sampled_from(range(int(bounds("zero_stage")[1]) + 1)))
+    data["grad_bytes"] = draw(st.sampled_from(FIELDS["grad_bytes"].values))
+    data["communication_share"] = draw(st.one_of(st.none(), fraction()))
+    for key in ("training_hours", "ce_chunks", "attention_kernel_speedup"):
+        data[key] = draw(field(key))
+    for key in ("intra_node_bandwidth", "inter_node_bandwidth"):
+        data[key] = draw(st.one_of(st.none(), field(key)))
+    if hardware.GPUS[data["gpu"]].intra_node_bandwidth(data["gpus_per_node"]) is None:
+        # more GPUs per node than the table's NVLink domain, and no PCIe figure: the validator
+        # accepts null here but the account then stops at "intra_node_bandwidth: None" (a gap
+        # in the validator, not in the notebooks): give the figure
+        data["intra_node_bandwidth"] = draw(field("intra_node_bandwidth"))
     # Physically possible: HFU <= 100%, so the step is at least the hardware FLOPs at peak.
     peak = data.get("peak_flops", hardware.GPUS[data["gpu"]].bf16_flops)
     factor = {
@@ -136,6 +200,20 @@ def valid_scenarios(draw) -> dict:
         else None
     )
     return data
+
+
+def test_the_strategy_draws_every_key():
+    """Every key of the scenario but the file keys is drawn (a key added to FIELDS must be
+    added to the strategy)."""
+    drawn = set()
+
+    @settings(max_examples=30, derandomize=True, database=None)
+    @given(valid_scenarios())
+    def collect(data):
+        drawn.update(data)
+
+    collect()
+    assert set(FIELDS) - set(FILE_KEYS) <= drawn, set(FIELDS) - set(FILE_KEYS) - drawn
 
 
 # ------------------------------------------------------------------ the notebooks' library calls
@@ -358,7 +436,7 @@ def test_scenario_text_is_shown_as_written_and_adds_no_markup():
     assert "".join(code.text).strip() == "配置 my_model/<b>.json"
 
 
-# ------------------------------------------------------------------ ten extremes, ten notebooks
+# ------------------------------------------------------------------ extremes, ten notebooks
 
 EXTREMES = {  # overrides of the course, each with the hostile name
     "dense": {
@@ -405,62 +483,129 @@ EXTREMES = {  # overrides of the course, each with the hostile name
         **{k: v for k, v in EXAMPLE.items() if k not in ("name", "model")},
         "model": str(EXAMPLE_DIR / EXAMPLE["model"]),
     },
+    # Issue 18 (12): a measured share of 1 (09 divided by 1 - s'), a pipeline stage per layer
+    # (05 resolved the course's 48-layer guesses with PP 64), a width of 1 (07: no weight GEMM
+    # with more than one column)
+    "communication-share-1": {"communication_share": 1},
+    "pp-64-of-64-layers": {"num_layers": 64, "pipeline_parallel": 64, "num_gpus": 64},
+    "hidden-size-1": {"hidden_size": 1},
+    # Issue 18 (13): one 4M-token sample; the attention count needs 15x the GPUs' peak, and the
+    # combined projection was capped at 1 / that: 0.067x, the step 120 s -> 1,787.9 s
+    "four-million-tokens": LONG_SAMPLE,
+    # Issue 18 (14): every group across nodes at 1 MB/s: the estimate is ~6,000x the step
+    "slow-links": SLOW_LINKS,
+    # Found by the search (issue 18): 05 checked (f + m) / 2 against the causal reading to 1e-12
+    # absolute, and this MFU with attention is 10^8; 08 resolved the scenario again at twice a
+    # micro batch already at its bound
+    "attention-10^8-times-6nd": {
+        "activated_params": 1,
+        "total_params": 1,
+        "step_time": 1e-6,
+        "measured_tokens_per_s": None,
+    },
+    # Found by the search (issue 18): N = 1 for a 256-expert shape, so the experts' GEMMs are
+    # 12.8x the step's counted FLOPs; load balancing "on 1280.7% of the FLOPs" was a -0.01x
+    # lever, and the combination 0.12x
+    "n-too-small-for-the-shape": N_TOO_SMALL,
+    "micro-batch-at-its-bound": {
+        "micro_batch": 1_000_000,
+        "samples_per_step": 80_000_000,
+        "seq_len": 1000,
+        "mean_tokens_per_sample": 500,
+        "step_time": 1e9,
+    },
 }
 
 
-def _run(source: Path, out_dir: Path, overrides: dict) -> Path:
-    import papermill
-
-    out = out_dir / source.with_suffix(".ipynb").name
-    papermill.execute_notebook(
-        str(source.with_suffix(".ipynb")),
-        str(out),
-        parameters={"scenario_file": None, "overrides": overrides},
-        cwd=str(source.parent),
-        progress_bar=False,
-        kernel_name="python3",
-    )
-    return out
-
-
-@pytest.fixture(scope="module")
-def extreme_runs(tmp_path_factory):
-    """Every notebook executed for every extreme scenario: {(scenario, notebook): notebook}."""
-    import nbformat
-
-    suite.inline_figures()
-    jobs = []
-    for label, overrides in EXTREMES.items():
-        folder = tmp_path_factory.mktemp(label)
-        data = {"name": HOSTILE_NAME, **overrides}
-        scenario.resolve(overrides=data)  # valid: the validator accepts it
-        jobs += [(label, source, folder, data) for source in suite.sources()]
-
-    def run(job):
-        label, source, folder, data = job
-        try:
-            return (label, source.stem), nbformat.read(_run(source, folder, data), as_version=4)
-        except Exception as error:  # papermill's error names the cell; keep the others going
-            return (label, source.stem), f"{type(error).__name__}: {str(error)[-1500:]}"
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(run, jobs))
-
-
-def test_extreme_scenarios_run_every_notebook_without_error_or_stderr(extreme_runs):
-    assert len(extreme_runs) == len(EXTREMES) * len(suite.sources()) == 100
-    failures = []
-    for (label, stem), nb in extreme_runs.items():
+def failures(runs: dict) -> list[str]:
+    """What went wrong in notebooks run by `run_suite`: an error, or anything on stderr."""
+    found = []
+    for (label, stem), nb in runs.items():
         if isinstance(nb, str):
-            failures.append(f"{label} / {stem}: {nb}")
+            found.append(f"{label} / {nb}")
             continue
         for cell in nb.cells:
             for output in cell.get("outputs", []):
                 if output.output_type == "error" or output.get("name") == "stderr":
-                    failures.append(
-                        f"{label} / {stem}: {output.get('ename') or output.get('text')}"
-                    )
-    assert not failures, "\n".join(failures)
+                    found.append(f"{label} / {stem}: {output.get('ename') or output.get('text')}")
+    return found
+
+
+def run_suite(kernel, label: str, overrides: dict) -> dict:
+    """Every notebook for one scenario, one after the other in `kernel` (reset between
+    notebooks, as the handouts build runs them): {(label, stem): executed notebook, or the
+    one-line error}."""
+    runs = {}
+    for source in suite.sources():
+        nb, error = runner.run_notebook(source.stem, overrides, kernel)
+        runs[(label, source.stem)] = error or nb
+    return runs
+
+
+def new_kernel():
+    suite.inline_figures()
+    runner.skip_iri_format_checks()
+    kernel = runner.Kernel(suite.NOTEBOOKS)
+    kernel.launch()
+    return kernel
+
+
+@pytest.fixture(scope="module")
+def extreme_runs():
+    """Every notebook executed for every extreme scenario, two kernels each running half of
+    them: {(scenario, notebook): notebook}."""
+    jobs = []
+    for label, overrides in EXTREMES.items():
+        data = {"name": HOSTILE_NAME, **overrides}
+        scenario.resolve(overrides=data)  # valid: the validator accepts it
+        jobs.append((label, data))
+
+    def run(share):
+        kernel = new_kernel()
+        try:
+            return [run_suite(kernel, label, data) for label, data in share]
+        finally:
+            kernel.shutdown()
+
+    runs = {}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for done in pool.map(run, [jobs[0::2], jobs[1::2]]):
+            for part in done:
+                runs.update(part)
+    return runs
+
+
+def test_extreme_scenarios_run_every_notebook_without_error_or_stderr(extreme_runs):
+    assert len(extreme_runs) == len(EXTREMES) * len(suite.sources())
+    found = failures(extreme_runs)
+    assert not found, "\n".join(found)
+
+
+#: Drawn scenarios through every notebook: a fixed, derandomized few in a test run;
+#: COSTMODEL_SEARCH_EXAMPLES=200 draws that many random ones instead, to find the next failure
+#: (hypothesis prints it, shrunk; add it to EXTREMES once it is fixed).
+SEARCH_EXAMPLES = os.environ.get("COSTMODEL_SEARCH_EXAMPLES", "").strip()
+
+
+@pytest.fixture(scope="module")
+def search_kernel():
+    kernel = new_kernel()
+    yield kernel
+    kernel.shutdown()
+
+
+@settings(
+    max_examples=int(SEARCH_EXAMPLES or 5),
+    derandomize=not SEARCH_EXAMPLES,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(data=valid_scenarios())
+def test_drawn_scenarios_run_every_notebook_without_error_or_stderr(search_kernel, data):
+    scenario.resolve(overrides=data)  # valid: the validator accepts it
+    found = failures(run_suite(search_kernel, "drawn", data))
+    assert not found, "\n".join(found)
 
 
 def test_the_hostile_name_reaches_every_page_escaped(extreme_runs):
@@ -483,7 +628,10 @@ def test_the_hostile_name_reaches_every_page_escaped(extreme_runs):
 
 
 def _shown(nb) -> str:
-    """Everything a notebook's outputs show, as text (Markdown, HTML and plain)."""
+    """Everything a notebook's outputs show, as text (Markdown, HTML and plain); nothing for one
+    that failed (the test of errors names it)."""
+    if isinstance(nb, str):
+        return ""
     parts = []
     for cell in nb.cells:
         for output in cell.get("outputs", []):
@@ -515,3 +663,25 @@ def test_sentences_follow_the_scenario(extreme_runs):
     assert "误算出的是" not in dense and "与正确值相同" in dense, (
         "dense / 01: a right value called 误算"
     )
+
+
+def test_a_projected_step_is_never_longer_and_a_contradicted_estimate_is_said(extreme_runs):
+    """Issue 18 (13), (14): every 'A s -> B s' a page projects has B <= A (08 said '每步 120.0
+    秒 → 1,787.9 秒'); a communication estimate longer than the step is called a contradiction
+    where it is shown and gives no lever (it gave a 1,000x one)."""
+    import re
+
+    number = r"(\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?)"  # 1,787.9 or 1e+09
+    step = re.compile(rf"(?<![\w.+-]){number} ?(?:s|秒) ?→ ?\*{{0,2}}{number} ?(?:s|秒)")
+    for label in EXTREMES:
+        for stem in ("04_padding_packing", "08_optimization_path", "09_pitfalls", "10_exercises"):
+            for before, after in step.findall(_shown(extreme_runs[(label, stem)])):
+                now, then = (float(x.replace(",", "")) for x in (before, after))
+                assert then <= now, f"{label} / {stem}: {before} -> {after}"
+    for stem in ("08_optimization_path", "09_pitfalls", "10_exercises"):
+        text = _shown(extreme_runs[("slow-links", stem)])
+        assert "估计与实测矛盾" in text, f"slow-links / {stem} does not say so"
+        assert "完全掩盖最多" not in text and "它不会成为瓶颈" not in text, f"slow-links / {stem}"
+    assert "本场景一步里的通信占比" not in _shown(extreme_runs[("slow-links", "09_pitfalls")])
+    assert "s = 1：" in _shown(extreme_runs[("communication-share-1", "09_pitfalls")])
+    assert "没有矩阵-矩阵的权重 GEMM" in _shown(extreme_runs[("hidden-size-1", "07_roofline")])

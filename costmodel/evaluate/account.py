@@ -325,8 +325,6 @@ def team_run(values: dict[str, Any], acc: dict[str, Any]) -> dict[str, Any]:
         "memory": mem,
         "communication": comm,
         "advice": ranked,
-        # the hardware cannot go past its peak: HFU with attention at most 1
-        "advice_combined": advice.combined(
-            ranked, values["step_time"], 1 / acc["attention"]["actual"]["hfu_with_attention"]
-        ),
+        # the hardware cannot go past its peak
+        "advice_combined": advice.combined(ranked, values["step_time"], advice.busy_share(acc)),
     }

@@ -5,6 +5,9 @@ A lever's speedup comes from the account (packing, recompute), from the step's p
 Amdahl's law (communication, attention kernel, load balance, pipeline bubble) or from the
 roofline of the model's own GEMMs (micro batch). Where it rests on a value the course assumed,
 `rests_on` names the key and `account["assumptions"]` says the value is the course's.
+
+A lever is a gain or nothing: its speedup is at least 1, and so is the combination (`combined`),
+whose ceiling (`busy_share`) never comes from a figure the measured step time contradicts.
 """
 
 from __future__ import annotations
@@ -122,26 +125,7 @@ def advice(values: dict[str, Any], acc: dict[str, Any], mem: dict[str, Any], com
                 else f"no gain: recompute is already {values['recompute']}",
             )
         )
-    share = comm["share_used"]
-    # the step cannot lose more than what compute at the GPU's peak leaves of it
-    busy = min(acc["attention"]["actual"]["hfu_with_attention"], 1.0)
-    exposed = min(share, 1 - busy)
-    out.append(
-        _lever(
-            "communication_overlap",
-            step,
-            1 / (1 - exposed) if exposed < 1 else 1.0,
-            exposed > 0,
-            ["communication_share"],
-            f"{comm['basis']} communication share {100 * share:.2f}% hidden behind compute"
-            + (
-                f" (capped at {100 * exposed:.2f}%: compute at peak takes the rest of the step, so "
-                "some of it overlaps already)"
-                if exposed < share
-                else ""
-            ),
-        )
-    )
+    out.append(overlap_lever(step, comm, busy_share(acc)))
     gain = micro_batch_gain(values)
     doubled = memory(values, micro_batch=2 * values["micro_batch"])
     divides = float(
@@ -159,6 +143,7 @@ def advice(values: dict[str, Any], acc: dict[str, Any], mem: dict[str, Any], com
         )
     )
     att_share = acc["attention"]["actual"]["share"]
+    over = acc["attention"]["actual"]["hfu_with_attention"]
     out.append(
         _lever(
             "attention_kernel",
@@ -166,7 +151,13 @@ def advice(values: dict[str, Any], acc: dict[str, Any], mem: dict[str, Any], com
             levers.amdahl(att_share, values["attention_kernel_speedup"]),
             att_share > 0,
             ["attention_kernel_speedup", "attention_flops"],
-            f"attention core {100 * att_share:.1f}% of the FLOPs, {values['attention_kernel_speedup']:g}x faster",
+            f"attention core {100 * att_share:.1f}% of the FLOPs, {values['attention_kernel_speedup']:g}x faster"
+            + (
+                f"; but the attention count needs {100 * over:,.0f}% of the GPUs' peak for this "
+                "step, more than they have: its share of the time is not known"
+                if over > 1
+                else ""
+            ),
         )
     )
     simulated = values["num_experts"] <= router.MAX_SIMULATED_EXPERTS
@@ -174,17 +165,26 @@ def advice(values: dict[str, Any], acc: dict[str, Any], mem: dict[str, Any], com
         now_factor, greedy = _imbalance(
             values["num_experts"], values["experts_per_token"], values["expert_parallel"]
         )
-        part = expert_share(values, acc)
+        counted = expert_share(values, acc)
+        # a share is at most the whole step: above 1, the model's expert GEMMs alone are more
+        # than 6ND with the scenario's N counts (the two disagree), and they are all of it
+        part = min(counted, 1.0)
         out.append(
             _lever(
                 "load_balance",
                 step,
-                levers.amdahl(part, now_factor / greedy),
+                levers.amdahl(part, now_factor / greedy) if now_factor > greedy else 1.0,
                 now_factor > greedy,
                 ["expert_parallel", "num_experts"],
                 f"straggler factor {now_factor:.2f} (simulated router, skew {ROUTER_SKEW:g}: an "
                 f"assumption) -> {greedy:.2f} with a load-aware placement, on "
-                f"{100 * part:.1f}% of the FLOPs",
+                f"{100 * part:.1f}% of the FLOPs"
+                + (
+                    f" (the model's expert GEMMs are {counted:,.3g}x the step's FLOPs as "
+                    "counted with activated_params: N is too small for this shape)"
+                    if counted > 1
+                    else ""
+                ),
             )
         )
     else:
@@ -231,18 +231,69 @@ def advice(values: dict[str, Any], acc: dict[str, Any], mem: dict[str, Any], com
     return out
 
 
+def busy_share(acc: dict[str, Any]) -> dict[str, Any]:
+    """The share of the step the hardware FLOPs take at the GPU's peak, the most the levers can
+    take away from the rest: `share` and where it comes from (`from`).
+
+    It is the HFU with attention (the attention core and any linear attention counted, as the
+    kernel runs them) when that is at most 1. Above 1 the attention count needs more than the
+    GPUs' peak for the measured step, so it cannot be what the step did (the kernel computes
+    less, or the lengths are shorter than stated): the step time contradicts it, and only the
+    6ND hardware FLOPs are known to have run. Their HFU is at most 1 (the account refuses
+    more), so the ceiling 1 / share stays a speedup, never a slowdown."""
+    with_attention = acc["attention"]["actual"]["hfu_with_attention"]
+    if with_attention <= 1:
+        return {"share": with_attention, "from": "hfu_with_attention"}
+    return {"share": min(acc["hfu"], 1.0), "from": "hfu"}  # the check allows float rounding
+
+
+def overlap_lever(step: float, comm: dict[str, Any], busy: dict[str, Any]) -> dict[str, Any]:
+    """Communication hidden behind compute: Amdahl's bound on the exposed share, which is at most
+    what compute at the GPU's peak leaves of the step. No lever (1x, not feasible) from an
+    estimate longer than the measured step: the estimate contradicts the measurement."""
+    if comm["basis"] == "estimated" and comm["exceeds_step"]:
+        return _lever(
+            "communication_overlap",
+            step,
+            1.0,
+            False,
+            ["communication_share"],
+            f"no lever: the estimate ({comm['seconds']:,.4g} s, {100 * comm['share']:,.0f}% of "
+            "the step) is longer than the measured step, which contradicts it; set the measured "
+            "communication_share",
+        )
+    share = comm["share_used"]
+    exposed = min(share, 1 - busy["share"])
+    at_peak = "the 6ND FLOPs at peak take" if busy["from"] == "hfu" else "compute at peak takes"
+    return _lever(
+        "communication_overlap",
+        step,
+        1 / (1 - exposed) if exposed < 1 else 1.0,
+        exposed > 0,
+        ["communication_share"],
+        f"{comm['basis']} communication share {100 * share:.2f}% hidden behind compute"
+        + (
+            f" (capped at {100 * exposed:.2f}%: {at_peak} the rest of the step, so some of it "
+            "overlaps already)"
+            if exposed < share
+            else ""
+        ),
+    )
+
+
 def combined(
-    levers_list: list[dict[str, Any]], step_time: float, ceiling: float = math.inf
+    levers_list: list[dict[str, Any]], step_time: float, busy: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The product of the feasible levers that can go together: of selective recompute and
-    recompute off, only the better feasible one; at most `ceiling` (the speedup that would put
-    the hardware at its peak)."""
+    recompute off, only the better feasible one; at most `ceiling`, the speedup that would put
+    the hardware at its peak (1 / busy_share, at least 1: none without `busy`)."""
     chosen = [x for x in levers_list if x["feasible"] and x["speedup"] > 1]
     recompute = [x for x in chosen if x["lever"] in ("selective_recompute", "recompute_off")]
     if len(recompute) > 1:
         drop = min(recompute, key=lambda x: x["speedup"])
         chosen = [x for x in chosen if x is not drop]
     product = float(np.prod([x["speedup"] for x in chosen])) if chosen else 1.0
+    ceiling = 1 / busy["share"] if busy else math.inf
     speedup = min(product, ceiling)
     return {
         "levers": [x["lever"] for x in chosen],
@@ -250,4 +301,6 @@ def combined(
         "speedup": speedup,
         "capped": speedup < product,
         "step_time": step_time / speedup,
+        "ceiling": ceiling if busy else None,
+        "ceiling_from": busy["from"] if busy else None,
     }

@@ -82,6 +82,9 @@ class Communication:
     bytes_per_gpu: float
     seconds: float
     share: float
+    #: The estimate is longer than the measured step: it contradicts the step time (a slower link
+    #: or a bigger layout than the run has), so no conclusion may rest on it.
+    exceeds_step: bool
     bubble_fraction: float  # 1F1B: (p - 1) / (m + p - 1) of the step
     bubble_seconds: float
     upper_bound: bool
@@ -474,6 +477,7 @@ def communication(
         bytes_per_gpu=total_bytes,
         seconds=total_seconds,
         share=total_seconds / step_time,
+        exceeds_step=total_seconds > step_time,
         bubble_fraction=bubble,
         bubble_seconds=bubble * step_time,
         upper_bound=True,

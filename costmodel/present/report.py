@@ -252,6 +252,18 @@ def _team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, st
             f"({comm['basis']})",
         )
     ]
+    if comm["exceeds_step"]:  # longer than the step: the estimate contradicts the measured step
+        if comm["basis"] == "estimated":  # and nothing uses it
+            comm_rows[-1] = (*comm_rows[-1][:2], f"estimated share {_pct(comm['share'])}")
+        comm_rows.append(
+            (
+                "estimate > step time",
+                "",
+                "the estimate is longer than the measured step "
+                f"({_seconds(a['scenario']['step_time'])}): they contradict each other (check "
+                "the bandwidths and the layout); no lever is derived from it",
+            )
+        )
     advice_rows = [
         (
             x["lever"],

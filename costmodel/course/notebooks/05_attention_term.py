@@ -50,9 +50,15 @@ lin = acc["linear_attention"]
 is_course = not sc.changed  # the course's own run: its figures can be checked one by one
 
 
+#: The attention figures do not depend on the parallel layout, and another shape's layers or
+#: heads may not allow this run's: the shapes below are resolved without TP, PP or CP.
+NO_SPLIT = {"tensor_parallel": 1, "pipeline_parallel": 1, "context_parallel": 1,
+            "sequence_parallel": False}
+
+
 def resolve_with(**keys):
-    """The scenario in force with some keys replaced, and its account."""
-    hsc = scenario.resolve(scenario_file, {**overrides, **keys})
+    """The scenario in force with some keys replaced (and no TP, PP or CP), and its account."""
+    hsc = scenario.resolve(scenario_file, {**overrides, **NO_SPLIT, **keys})
     return hsc, account(hsc)
 
 
@@ -232,7 +238,7 @@ else:
 # %% [markdown]
 # ## 2. 课程的六行敏感性表
 #
-# 课程写作时不知道模型确切的层数和宽度，于是做了三组假设：48 层 × hidden 2048、48 层 × hidden 4096、64 层 × hidden 2560，全注意力层按"每 4 层 1 层"计，注意力宽度取 hidden size，每组再按定长和均长各算一行。下面把每组假设当作对本场景的覆盖（num_layers、hidden_size，注意力宽度 = hidden size）重新解析场景，其余输入、计数约定与全注意力层的间隔都沿用本场景（间隔比假设的层数还大时，取假设的层数，即只有一层全注意力）。
+# 课程写作时不知道模型确切的层数和宽度，于是做了三组假设：48 层 × hidden 2048、48 层 × hidden 4096、64 层 × hidden 2560，全注意力层按"每 4 层 1 层"计，注意力宽度取 hidden size，每组再按定长和均长各算一行。下面把每组假设当作对本场景的覆盖（num_layers、hidden_size，注意力宽度 = hidden size）重新解析场景，其余输入、计数约定与全注意力层的间隔都沿用本场景（间隔比假设的层数还大时，取假设的层数，即只有一层全注意力）；只有并行布局不沿用，按 TP = PP = CP = 1 解析：注意力的数与布局无关，而假设的层数或宽度未必容得下本场景的切分。
 
 # %%
 HYPOTHESES = [(48, 2048), (48, 4096), (64, 2560)]  # the course's guesses: (num_layers, hidden_size)
@@ -869,7 +875,7 @@ d.md(f"本场景：f = {d.pct(full_mfu)}，m = {d.pct(m_without)}。")
 
 # %% tags=["solution"]
 predicted_causal = (full_mfu + m_without) / 2  # only the attention core halves
-assert abs(predicted_causal - causal_mfu) < 1e-12
+assert abs(predicted_causal - causal_mfu) <= 1e-9 * causal_mfu  # float rounding, at any scale
 d.eq(r"\mathrm{MFU}^{\mathrm{causal}}_{\mathrm{with\ attn}}", r"\frac{f+m}{2}", d.pct(predicted_causal),
      r"\mathrm{MFU}^{\mathrm{causal}}\big|_{\mathrm{resolved}}", d.pct(causal_mfu))
 

@@ -376,7 +376,7 @@ row_mb1 = (
     + " 附近甚至以下，从受算力限制变成受带宽限制",
     f"{sc['gpu']}（平衡点 {d.num(balance, 1)}），mb=1："
     + (f"权重 GEMM{'（矩阵-向量乘除外）' if vector else ' '}最低强度 {d.num(lowest['intensity'], 1)}（{op_label(lowest)}），为平衡点的 "
-       f"{d.times(lowest['intensity'] / balance, 1)}" if lowest else "表里没有权重矩阵乘")
+       f"{d.times(lowest['intensity'] / balance, 1)}" if lowest else "表里没有矩阵-矩阵的权重 GEMM")
     + "".join(f"；矩阵-向量乘「{op_label(op)}」强度 {d.num(op['intensity'], 1)}" for op in vector)
     + f"；受带宽限制的矩阵乘 {len(memory)} / {len(first)} 个"
     + (f"，FLOPs 占比 {share_text(memory_share)}" if memory else ""),
@@ -387,8 +387,12 @@ lo_gain, hi_gain = (min(gain.values()), max(gain.values())) if gain else (1.0, 1
 x4 = BATCHES[-1] / BATCHES[0]
 # 1/AI = (beta/2)(1/m + 1/k + 1/n): the share of the 1/m term, the only one more rows shrink.
 m_share = [(1 / op["m"]) / (1 / op["m"] + 1 / op["k"] + 1 / op["n"]) for op in matrix] or [1.0]
-gains_text = f"{d.times(lo_gain, 2)}–{d.times(hi_gain, 2)}" if hi_gain - lo_gain > 0.005 else d.times(lo_gain, 2)
-why_x4 = (f"{ours}每个权重 GEMM 的强度都接近 ×{x4:.0f}：行数还远小于权重的 k、n，强度约等于行数"
+gains_text = ("—（没有矩阵-矩阵的权重 GEMM）" if not matrix else
+              f"{d.times(lo_gain, 2)}–{d.times(hi_gain, 2)}" if hi_gain - lo_gain > 0.005 else d.times(lo_gain, 2))
+why_x4 = (f"{ours}表里没有矩阵-矩阵的权重 GEMM：每个权重 GEMM 的 k 或 n 只有 1（矩阵-向量乘），1/强度 = "
+          "(β/2)(1/m + 1/k + 1/n) 里那一项就是 1，强度封顶在 2/β = 1 FLOP/byte 以下，加大 micro batch 几乎不改变它"
+          if not matrix else
+          f"{ours}每个权重 GEMM 的强度都接近 ×{x4:.0f}：行数还远小于权重的 k、n，强度约等于行数"
           if lo_gain >= 0.875 * x4 else
           f"{ours}强度只涨到 {gains_text}：1/强度 = (β/2)(1/m + 1/k + 1/n)，加大 micro batch 只缩小 1/m 这一项；"
           f"mb={BATCHES[0]} 时权重 GEMM 已有 {d.num(min(op['m'] for op in matrix))} 行以上，1/m 占三项之和的 "
@@ -438,9 +442,11 @@ d.md("\n".join([
     + (f"有 {len(memory)} 个（{labels(memory)}，FLOPs 占比 {share_text(memory_share)}）" if memory else "一个也没有")
     + "；课程说的\"很多算子掉到平衡点附近或以下\"，在本模型的矩阵乘里"
     + ("成立。" if near_share >= 0.5 else "不成立。" if not memory and not near else "只对少数几个成立。"),
-    f"- micro batch {BATCHES[0]} → {BATCHES[-1]}，权重 GEMM 的强度涨到 {gains_text}，"
-    + ("接近" if lo_gain >= 0.875 * x4 else "远不到" if hi_gain < 0.5 * x4 else "不到")
-    + f"课程说的 ×{x4:.0f}。",
+    (f"- micro batch {BATCHES[0]} → {BATCHES[-1]}，权重 GEMM 的强度涨到 {gains_text}，"
+     + ("接近" if lo_gain >= 0.875 * x4 else "远不到" if hi_gain < 0.5 * x4 else "不到")
+     + f"课程说的 ×{x4:.0f}。" if matrix else
+     f"- 本场景的权重 GEMM 都是矩阵-向量乘（k 或 n 只有 1），强度封顶在 1 FLOP/byte 以下，micro batch "
+     f"{BATCHES[0]} → {BATCHES[-1]} 几乎不改变它，课程说的 ×{x4:.0f} 在这里不成立。"),
     f"- 本场景 MFU {d.pct(mfu)}：{place}，{verdict}。",
 ]))
 

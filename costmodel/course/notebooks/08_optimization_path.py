@@ -411,6 +411,11 @@ d.eq(r"f'", levers.share_after)
 # %% tags=["remove-input"]
 comm = acc["communication"]
 comm_share = comm["share_used"]
+# an estimate longer than the measured step contradicts it: no lever comes from it
+contradicted = comm["basis"] == "estimated" and comm["exceeds_step"]
+contradiction = (f"按并行布局估出的通信要 {d.num(comm['seconds'], 1)} 秒，比实测的一步（{d.num(sc['step_time'], 1)} 秒）"
+                 "还长：估计与实测矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；"
+                 "核对这些键，或把实测值写进 `communication_share`。")
 if comm["basis"] == "measured":
     comm_basis = "团队实测，场景的 `communication_share`"
 else:
@@ -419,8 +424,10 @@ else:
 overlap = by_lever["communication_overlap"]
 g_comm_bound = overlap["speedup"]  # 1 / (1 - exposed share): Amdahl's bound on what overlap saves
 exposed = 1 - 1 / g_comm_bound  # at most the step less the compute at the GPU's peak
-busy = acc["attention"]["actual"]["hfu_with_attention"]  # the step's share the compute needs at peak
 combined = acc["advice_combined"]
+busy = 1 / combined["ceiling"]  # the step's share the hardware FLOPs take at the GPU's peak
+busy_what = ("含注意力的 HFU" if combined["ceiling_from"] == "hfu_with_attention" else
+             "6ND 的 HFU；含注意力的计数比 GPU 在峰值下一步能做的还多，与步长矛盾，不用它")
 others = [by_lever[name] for name in combined["levers"] if name != "communication_overlap"]
 g_others = 1.0
 for lever in others:
@@ -429,10 +436,12 @@ comm_after = levers.untouched_share_after(exposed, g_others)
 comm_rank = [a["lever"] for a in acc["advice"]].index("communication_overlap") + 1
 text = f"通信份额 {d.pct(comm_share, 1)}（{comm_basis}）"
 if exposed < comm_share - 1e-9:
-    text += (f"。但 GPU 就算跑在峰值，算完这一步也要 {d.pct(busy, 1)} 的时间（含注意力的 HFU），所以暴露在外的通信"
+    text += (f"。但 GPU 就算跑在峰值，算完这一步也要 {d.pct(busy, 1)} 的时间（{busy_what}），所以暴露在外的通信"
              f"最多 {d.pct(exposed, 1)}，其余的已经和计算重叠")
 text += f"：重叠最多提速 **{d.times(g_comm_bound, 3)}**。"
-if comm_share == 0:
+if contradicted:
+    text = contradiction
+elif comm_share == 0:
     text += ("暴露在外的通信为 0，重叠没有可省的，别的杠杆压短计算也不会让它变大。" if comm["basis"] == "measured"
              else "本场景没有集合通信，这个杠杆不存在。")
 elif g_others > 1:
@@ -462,8 +471,9 @@ d.table([
     ["5", "attention kernel", "share-bounded",
      f"{d.times(g_att)} (<= {d.times(levers.amdahl_bound(share_actual))})",
      f"share computed, kernel gain {star('attention_kernel_speedup')}"],
-    ["6", "communication overlap", "share-bounded", f"<= {d.times(g_comm_bound, 3)}",
-     "measured share" if comm["basis"] == "measured" else "estimated share (upper bound)"],
+    ["6", "communication overlap", "share-bounded", "-" if contradicted else f"<= {d.times(g_comm_bound, 3)}",
+     "measured share" if comm["basis"] == "measured" else
+     "the estimate exceeds the step: none" if contradicted else "estimated share (upper bound)"],
 ], ["rank", "lever", "kind", "projected speedup", "basis"],
     "The six levers, course order (* the course's assumed value)")
 
@@ -634,8 +644,13 @@ if comm["basis"] == "measured":
     text += f"团队实测的暴露通信占一步的 **{d.pct(comm_share, 1)}**（场景的 `communication_share`），本节的结论用实测值。"
     if comm_share > comm["share"]:
         text += ("实测高于估计的上界：估计没有算到的开销（延迟、小消息、等待慢的 rank）或口径不同，以实测为准。")
+    elif comm["exceeds_step"]:
+        text += ("估计比实测的一步还长，与实测的步长矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符）："
+                 "它说明不了什么，以实测为准。")
     elif comm_share < comm["share"]:
         text += "实测低于估计的上界：有一部分通信已被计算掩盖。"
+elif contradicted:
+    text += contradiction
 else:
     text += ("场景没有给实测的 `communication_share`，本节的结论用这个估计；它是上界，真实暴露在外的通信只会更少。"
              "设置 `communication_share` 可改为你的实测值。")
@@ -660,7 +675,7 @@ d.table([[i, a["lever"], d.times(a["speedup"], 3), f"{a['step_time']:,.1f} s",
         f"Levers ranked by speedup for this run (step {sc['step_time']:,.1f} s now)")
 chosen = [by_lever[name] for name in combined["levers"]]
 cap_text = (f"各杠杆连乘是 {d.times(combined['product'])}，但账里把合计封顶在 {d.times(combined['speedup'])}："
-            "再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs，含注意力）。"
+            f"再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{busy_what}）。"
             if combined.get("capped") else "")
 blocked = [a for a in ranked if not a["feasible"] and not no_gain(a)]
 first = ranked[0]
@@ -673,6 +688,10 @@ if chosen:
              + ("；selective recompute 与关掉 recompute 只取其一）。"
                 if {"selective_recompute", "recompute_off"} & set(combined["levers"]) else "）。"))
     text += cap_text
+    if combined["ceiling_from"] == "hfu":
+        text += (f"另外，含注意力的 HFU 是 {d.pct(acc['attention']['actual']['hfu_with_attention'])}，超过 100%："
+                 "按注意力的计数，GPU 跑在峰值也做不完这一步，与实测的步长矛盾（kernel 实际算的比计数少，或真实长度"
+                 "比场景短）。所以注意力 kernel 这个杠杆依据的份额靠不住，合计的上限只按 6ND 的硬件 FLOPs 算。")
     if "communication_overlap" in combined["levers"] and comm["basis"] != "measured":
         text += ("通信重叠的提速按估计的通信份额算，而那是上界，所以这一项也只是上限；"
                  "把实测值写进 `communication_share` 再排。")
@@ -851,7 +870,7 @@ claim_rows.append([
 # %% tags=["remove-input"]
 est_now = comm["estimated_share"]
 if feasible:
-    comm_2b = d.load(scenario_file, {**overrides, "micro_batch": 2 * b})[1]["communication"]
+    comm_2b = run.comm({**sc.values, "micro_batch": 2 * b})  # the layout's estimate at 2b
     est_2b = comm_2b["estimated_share"]
     doubled = est_now > 0 and abs(est_2b / est_now - 2) < 0.1
     same_bytes = abs(comm_2b["bytes_per_gpu"] - comm["bytes_per_gpu"]) <= 1e-6 * comm["bytes_per_gpu"]
@@ -916,8 +935,11 @@ comm_ok = comm_share <= comm_limit
 what = "（实测）" if comm["basis"] == "measured" else "按布局估计（上界：没有重叠、链路跑满）"
 claim_rows.append([
     "⑥ 通信只占一步的不到 " + course.claim("communication_share_course") + "，重叠最多省这么多",
+    f"估计 {d.pct(comm_share, 1)}，比一步还长，不用" if contradicted else
     f"{d.pct(comm_share, 1)}（{'实测' if comm['basis'] == 'measured' else '估计的上界'}），重叠最多 "
     f"{d.times(g_comm_bound, 3)}",
+    d.verdict(None, f"{ours}按布局估出的通信比实测的一步还长，与实测矛盾，从它判断不了；写入实测的 "
+              "`communication_share` 再比") if contradicted else
     d.verdict(comm_ok, f"{ours}的通信份额{what}是 {d.pct(comm_share, 1)}，"
               + (f"在课程的 {said('communication_share_course')} 以内" if comm_ok else
                  f"超过课程的 {said('communication_share_course')}：重叠这个杠杆在{ours}更长")
@@ -941,8 +963,10 @@ d.md("\n".join([
     f"- logits 每个 micro batch {d.gb(logits)}；分 {chunks} 块只留 {d.gb(kept_assumed)}。腾出的显存是"
     + ("换掉 full recompute、" if sc["recompute"] == "full" else "") + "加大 micro batch 的前提（够不够，见“本次运行”）。",
     f"- 受份额约束：注意力 kernel 的杠杆是注意力份额 {d.pct(share_actual, 1)}（上限 "
-    f"{d.times(levers.amdahl_bound(share_actual))}），通信重叠最多 {d.times(g_comm_bound, 3)}"
-    f"（通信份额 {d.pct(comm_share, 1)}，{'实测' if comm['basis'] == 'measured' else '估计的上界'}）。",
+    f"{d.times(levers.amdahl_bound(share_actual))}），"
+    + ("通信重叠没有杠杆：按布局估出的通信比实测的一步还长，与实测矛盾。" if contradicted else
+       f"通信重叠最多 {d.times(g_comm_bound, 3)}"
+       f"（通信份额 {d.pct(comm_share, 1)}，{'实测' if comm['basis'] == 'measured' else '估计的上界'}）。"),
     f"- 本次运行：排第一的是 `{first['lever']}`；" + (
         f"可行的杠杆合计 {d.times(g_all)}{'（连乘后封顶于峰值算力）' if combined.get('capped') else ''}，每步 "
         f"{d.num(sc['step_time'], 1)} 秒 → {d.num(final, 1)} 秒。" if chosen else "没有一个杠杆在本场景既可行又有收益。"),

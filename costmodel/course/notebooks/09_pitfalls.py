@@ -215,9 +215,17 @@ else:
 # %% tags=["remove-input"]
 comm = acc["communication"]
 comm_share = comm["share_used"]
+# an estimate longer than the measured step contradicts it: nothing here is derived from it
+contradicted = comm["basis"] == "estimated" and comm["exceeds_step"]
 comm_basis = ("团队实测（场景的 `communication_share`）" if comm["basis"] == "measured" else
               f"按并行布局估计（每卡每步收发 {d.gb(comm['bytes_per_gpu'])}，约 {d.num(comm['seconds'], 2)} 秒；不计重叠的上界）")
-d.md(f"本场景一步里的通信占比：**{d.pct(comm_share)}**，{comm_basis}。")
+too_long = (f"按并行布局估出的通信要 {d.num(comm['seconds'], 1)} 秒，比实测的一步（{d.num(sc['step_time'], 1)} 秒）还长："
+            "估计与实测矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符）")
+if contradicted:
+    d.md(too_long + "，本页不用它，也不从它推出杠杆。核对这些键，或把实测值写进 `communication_share`。")
+else:
+    d.md(f"本场景一步里的通信占比：**{d.pct(comm_share)}**，{comm_basis}。"
+         + (f"另外，{too_long}，以实测为准。" if comm["exceeds_step"] else ""))
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：优化一项，其余的份额就变大
@@ -228,18 +236,30 @@ d.md(f"本场景一步里的通信占比：**{d.pct(comm_share)}**，{comm_basis
 from costmodel.derive import levers
 
 g_faster = 2
+# this scenario's share; the course's where the estimate contradicts the step (see above)
+s_now = course.number(course.figures()["communication_share_course"]["text"]) if contradicted else comm_share
 s_comm, g = sp.symbols("s g", positive=True)
 share_later = levers.share_after.subs({levers.share: s_comm, levers.G: g})  # derived in levers
-later = float(share_later.subs({s_comm: comm_share, g: g_faster}))
+later = float(share_later.subs({s_comm: s_now, g: g_faster}))
 bound_later = levers.amdahl_limit.subs(levers.share, sp.Symbol("s'"))  # 1 / (1 - s')
+limit_later = levers.amdahl_bound(later)  # infinite when s' = 1
 d.eq(r"s'", share_later, d.pct(later))
-d.eq(r"\text{speedup}_{\max}'", bound_later, d.times(1 / (1 - later), 3))
+d.eq(r"\text{speedup}_{\max}'", bound_later, d.times(limit_later, 3) if math.isfinite(limit_later) else r"\infty")
 
 # %% tags=["solution", "remove-input"]
-d.md(f"计算快 {g_faster} 倍后，通信的份额从 {d.pct(comm_share)} 升到 **{d.pct(later)}**，"
-     f"把它全部藏起来的上限也随之升到 {d.times(1 / (1 - later), 3)}。"
-     "反过来读：先做的那项优化越大，原本不起眼的部分就越显眼。"
-     "所以每做完一项都要重新测一遍份额，再排下一个优先级，而不是沿用优化前的排序。")
+which = (f"本场景的估计与实测矛盾（见上），这里代入课程的 {d.pct(s_now, 0)}。" if contradicted else "")
+if s_now == 0:
+    d.md(which + "s = 0：没有暴露在外的通信，计算再快，它的份额也还是 0，把通信藏起来没有可省的。"
+         "每做完一项优化，仍要重新测一遍各部分的份额，再排下一个优先级。")
+elif s_now >= 1:
+    d.md(which + "s = 1：按实测，一步全是暴露在外的通信，计算再快 s′ 也还是 1，公式给出的上限是无穷大。"
+         "这只是式子的极限：GPU 就算跑在峰值也要一段时间算完这一步，所以库给\"通信完全掩盖\"这个杠杆时，"
+         "把暴露的通信封顶在峰值算力留下的那部分（下表）。这样的实测值值得再核对一遍。")
+else:
+    d.md(which + f"计算快 {g_faster} 倍后，通信的份额从 {d.pct(s_now)} 升到 **{d.pct(later)}**，"
+         f"把它全部藏起来的上限也随之升到 {d.times(limit_later, 3)}。"
+         "反过来读：先做的那项优化越大，原本不起眼的部分就越显眼。"
+         "所以每做完一项都要重新测一遍份额，再排下一个优先级，而不是沿用优化前的排序。")
 
 # %% [markdown]
 # 下表把库为本场景算出的各个杠杆按提速排在一起（每一项单独做、其余不变；只是提速上限，没有检查显存是否放得下，见 08）。"依据"一列是这个数依赖的场景键：其中有的是课程的假设值（例如 `attention_kernel_speedup`），换成实测值结论才算数。
@@ -265,7 +285,12 @@ d.table([(LEVER_NAMES.get(a["lever"], a["lever"]), d.times(a["speedup"], 3), d.p
 best = max((a for a in shown if a["lever"] != "communication_overlap"), key=lambda a: a["speedup"], default=None)
 basis_word = "实测" if comm["basis"] == "measured" else "估计（上界）"
 comm_first = overlap["speedup"] > 1.0005 and (best is None or overlap["speedup"] >= best["speedup"])
-if best is None and not comm_first:
+if contradicted:
+    d.md("通信这一行记为 1×：按布局估出的通信比实测的一步还长，与实测矛盾，不从它推出杠杆。"
+         + (f"其余杠杆里最大的是\"{LEVER_NAMES.get(best['lever'], best['lever'])}\"（{d.times(best['speedup'])}）。"
+            if best is not None else "表里其他杠杆也都没有可省的。")
+         + "通信到底占多少，要先实测，写进 `communication_share` 再排：先量再改。")
+elif best is None and not comm_first:
     d.md(f"按{basis_word}的通信占比，把通信优化到极致也只有 {d.times(overlap['speedup'], 3)}；表里其他杠杆"
          "也都没有可省的，下一步该量的是 kernel 效率：先量再改。")
 elif not comm_first:
@@ -439,13 +464,15 @@ why_pad = ("MFU 的分子只数真实 token，pad 只让 T 变长，两者互不
     ("课程的 41% 说的是课程那次运行；" if team else "") + "你的运行没有 pad 槽位，这一项为零")
 
 # %% tags=["remove-input"]
-ok_comm = comm_share <= course.number(course.figures()["communication_share_course"]["text"])
+ok_comm = None if contradicted else (
+    comm_share <= course.number(course.figures()["communication_share_course"]["text"]))
 why_comm = ("课程的 3% 说的是课程那次运行；" if team else "") + (
+    too_long + "，从它判断不了" if contradicted else
     ("团队实测" if comm["basis"] == "measured" else "按并行布局估计（不计重叠的上界）")
     + f"通信占 {d.pct(comm_share)}，" + (
         f"不超过 3%；完全掩盖最多 {d.times(overlap['speedup'], 3)}" if ok_comm else
-        f"超过 3%；完全掩盖最多 {d.times(overlap['speedup'], 3)}，在这次运行里通信值得先实测")
-    + "。\"先量再改\"在任何情况下都成立")
+        f"超过 3%；完全掩盖最多 {d.times(overlap['speedup'], 3)}，在这次运行里通信值得先实测")) + (
+    "。\"先量再改\"在任何情况下都成立")
 why_rc = (ours(f"关掉重算可把一步从 {d.num(step, 1)} 秒缩到 {d.num(step / f_now, 1)} 秒（{d.times(f_now)}）")
           + "；重算只是拿算力换显存，省下的就是重算系数本身" if f_now > f_none else
           ("课程的建议针对全量重算的运行；" if team else "") + "你的运行已经不做重算，没有可关的")
@@ -465,6 +492,7 @@ d.claims([
      + "是 pad”是两个独立的问题，后者更好修",
      f"MFU {d.pct(acc['mfu'])}；pad {d.pct(pad['waste_fraction'])}", d.verdict(ok_pad, why_pad)),
     ("先优化通信是误区：实测通信只占 " + course.claim("communication_share_course") + "，永远先量",
+     "估计比一步还长，不用" if contradicted else
      f"{d.pct(comm_share)}（{'实测' if comm['basis'] == 'measured' else '估计上界'}）", d.verdict(ok_comm, why_comm)),
     ("忘了 " + course.claim("nb09_recompute_voluntary") + "：显存腾出来后，第一个该考虑关掉它",
      f"recompute = {sc['recompute']}，系数 {f_now:.4f}", d.verdict(f_now > f_none, why_rc)),
@@ -482,8 +510,9 @@ points.append(f"正确口径：N 取激活参数、D 只数真实 token、分母
               + (f"HFU {d.pct(acc['hfu'])} 要单独标明。" if f_now > f_none else "本场景不重算，HFU 与它相等。"))
 points.append(f"6ND 不含注意力核心：按真实长度它占全部运算的 {d.pct(att['actual']['share'])}，"
               f"计入后利用率为 {d.pct(att['actual']['mfu_with_attention'])}，两个数应一起报。")
-points.append(f"通信占一步的 {d.pct(comm_share)}（{'实测' if comm['basis'] == 'measured' else '估计上界'}），"
-              f"完全掩盖最多 {d.times(overlap['speedup'], 3)}；"
+points.append(("按布局估出的通信比实测的一步还长，与实测矛盾，通信占多少要先实测；" if contradicted else
+               f"通信占一步的 {d.pct(comm_share)}（{'实测' if comm['basis'] == 'measured' else '估计上界'}），"
+               f"完全掩盖最多 {d.times(overlap['speedup'], 3)}；")
               + ("在本场景里它是最大的杠杆，先实测暴露在外的部分。" if comm_first
                  else f"本场景最大的杠杆是\"{LEVER_NAMES.get(best['lever'], best['lever'])}\"，先量、先修它。"
                  if best is not None else "先量 kernel 效率，再决定改什么。"))

@@ -209,7 +209,10 @@ comm = acc["communication"]
 # measured if the scenario gives it, else the layout's estimate; the exposed part is at most what
 # compute at the GPU's peak leaves of the step (the overlap lever of acc["advice"] caps it so)
 comm_share = 1 - 1 / by_lever["communication_overlap"]["speedup"]
-basis_short = "实测" if comm["basis"] == "measured" else "估计的上界"
+# an estimate longer than the measured step contradicts it: the lever is none, the share unknown
+contradicted = comm["basis"] == "estimated" and comm["exceeds_step"]
+basis_short = ("实测" if comm["basis"] == "measured" else
+               "估计比一步还长、与实测矛盾，不用，按 0 计" if contradicted else "估计的上界")
 d.table([
     ("packing 的提速", course.claim("packing_speedup"), "你在练习 1 (a) 里算出的 T / T′"),
     (f"recompute：{sc['recompute']} → selective 的提速", course.claim("selective_recompute_worked"),
@@ -314,10 +317,17 @@ if capped_comm:
 if comm["basis"] != "measured":
     comm_basis += "；设置 `communication_share` 可改为你的实测值"
 text = f"本节用的通信份额：**{share(comm_share)}**（{comm_basis}）。"
-if capped_comm:
+peak_time = 1 / acc["advice_combined"]["ceiling"]  # the step's share the hardware FLOPs take at peak
+if contradicted:
+    text = (f"按并行布局估出的通信要 {seconds(comm['seconds'])}，比实测的一步（{sc['step_time']:g} s）还长："
+            "估计与实测矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符），这里不用它，通信按 0 计，"
+            "下面只看计算；把实测值写进 `communication_share` 再算。")
+elif capped_comm:
     text += (f"账里的份额是 {share(comm['share_used'])}，但 GPU 就算跑在峰值，算完这一步也要 "
-             f"{d.pct(att['actual']['hfu_with_attention'], 1)} 的时间（含注意力的 HFU），"
-             f"所以暴露在外的最多是上面的 {share(comm_share)}，其余的已经和计算重叠。")
+             f"{d.pct(peak_time, 1)} 的时间（"
+             + ("含注意力的 HFU" if acc["advice_combined"]["ceiling_from"] == "hfu_with_attention" else
+                "6ND 的 HFU；含注意力的计数比峰值下一步能做的还多，与步长矛盾，不用它")
+             + f"），所以暴露在外的最多是上面的 {share(comm_share)}，其余的已经和计算重叠。")
 d.md(text)
 
 # %% tags=["solution"]
@@ -339,9 +349,11 @@ others = [a for a in acc["advice"] if a["feasible"] and a["speedup"] > 1 + 1e-9
 best_other = max(others, key=lambda a: a["speedup"], default=None)
 comm_first = comm_share > 0 and (best_other is None or bound_after >= best_other["speedup"])
 no_comm = ("团队实测的暴露通信为 0：通信已全部藏在计算后面" if comm["basis"] == "measured"
-           else "本场景没有集合通信")
+           else "按布局估出的通信比一步还长、与实测矛盾，这里按 0 计，通信要先实测" if contradicted
+           else "本场景没有集合通信" if comm["share_used"] == 0
+           else "GPU 在峰值下算完这一步就要占满整步，暴露在外的通信为 0")
 if comm_share == 0:
-    comm_verdict = no_comm + "，它不会成为瓶颈。"
+    comm_verdict = no_comm + ("。" if contradicted else "，它不会成为瓶颈。")
 elif best_other is None:
     comm_verdict = (f"此时把通信完全藏到计算后面最多再快 {d.times(bound_after, 3)}；"
                     "除此之外没有别的既可行又有收益的杠杆，通信重叠是剩下唯一的一项。")
@@ -517,7 +529,9 @@ plan = "、".join(f"`{name}`" for name in combined["levers"])
 text = (f"本次运行实际可行、能一起做的杠杆是 {plan}，合计 **{d.times(combined['speedup'])}**，每步 "
         f"{sc['step_time']:g} s → {combined['step_time']:.1f} s（`acc[\"advice_combined\"]`）。"
         + (f"各杠杆连乘是 {d.times(combined['product'])}，账里把合计封顶：再快，GPU 就要超过峰值算力"
-           "（按今天的硬件 FLOPs，含注意力）。" if combined.get("capped") else "")
+           + ("（按今天的硬件 FLOPs，含注意力）。" if combined["ceiling_from"] == "hfu_with_attention" else
+              "（按今天 6ND 的硬件 FLOPs；含注意力的计数比峰值下一步能做的还多，与步长矛盾，不用它）。")
+           if combined.get("capped") else "")
         if combined["levers"] else "本次运行没有一个杠杆既可行又有收益。")
 if combined["levers"]:
     in_plan = [name for name in ("packing", "selective_recompute") if name in combined["levers"]]
@@ -596,7 +610,7 @@ rows.append((
               + f"。课程的两个数相乘约 {d.times(course_product)}"
               + (f"，你的场景是 {d.times(g_both)}" if own else ""))))
 course_comm = quoted["communication_share_course"]["text"]
-comm_small = comm_share < course.number(course_comm)
+comm_small = None if contradicted else comm_share < course.number(course_comm)
 comm_rises = g_both > 1 and comm_share > 0
 rows.append((
     "通信只占一步的不到 " + course.claim("communication_share_course"),
@@ -604,7 +618,7 @@ rows.append((
     + (f"，做完两项后 {share(after['fixed_share'])}" if comm_rises else ""),
     d.verdict(comm_small, (f"课程的 {course_comm} 是课程那次训练的实测；你的场景" if own else "本页算出")
               + f"今天是 {share(comm_share)}（{basis_short}），"
-              + (f"不到 {course_comm}" if comm_small else f"超过 {course_comm}")
+              + ("与它比不了" if contradicted else f"不到 {course_comm}" if comm_small else f"超过 {course_comm}")
               + (f"；做完两项后升到 {share(after['fixed_share'])}" if comm_rises else ""))))
 
 # %% tags=["solution", "remove-input"]
