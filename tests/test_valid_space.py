@@ -173,9 +173,8 @@ def valid_scenarios(draw) -> dict:
     for key in ("intra_node_bandwidth", "inter_node_bandwidth"):
         data[key] = draw(st.one_of(st.none(), field(key)))
     if hardware.GPUS[data["gpu"]].intra_node_bandwidth(data["gpus_per_node"]) is None:
-        # more GPUs per node than the table's NVLink domain, and no PCIe figure: the validator
-        # accepts null here but the account then stops at "intra_node_bandwidth: None" (a gap
-        # in the validator, not in the notebooks): give the figure
+        # more GPUs per node than the table's NVLink domain, and no PCIe figure: the scenario
+        # must give the bandwidth between them (the validator refuses it otherwise)
         data["intra_node_bandwidth"] = draw(field("intra_node_bandwidth"))
     # Physically possible: HFU <= 100%, so the step is at least the hardware FLOPs at peak.
     peak = data.get("peak_flops", hardware.GPUS[data["gpu"]].bf16_flops)
