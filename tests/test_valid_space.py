@@ -33,6 +33,7 @@ from costmodel.errors import CostModelError
 from costmodel.evaluate import gemms, layouts, packing, router, shapes
 from costmodel.evaluate.account import account
 from costmodel.inputs import assumptions, hardware, scenario
+from costmodel.inputs.model_shape import tensor_parallel_widths
 from costmodel.inputs.scenario import FIELDS, RECOMPUTE_POLICIES
 from costmodel.present import display, runner, suite
 
@@ -104,6 +105,15 @@ N_TOO_SMALL = {
 HOSTILE_NAME = "<img src=x onerror=alert(1)> *x* $y$ | _a_ `b` [c](d) # e \\(z\\) &amp; ~~s~~"
 
 
+def tensor_parallel_gcd(data: dict) -> int:
+    """The greatest TP that divides every width the validator checks (`tensor_parallel_widths`
+    of the shape it builds for these keys), from the scenario resolved without a layout."""
+    single = dict.fromkeys(("tensor_parallel", "pipeline_parallel", "context_parallel"), 1)
+    values = scenario.resolve(overrides={**data, **single, "num_gpus": 1}).values
+    shape, _ = shapes.scenario_shape(values)
+    return math.gcd(*(width for _, width in tensor_parallel_widths(shape)))
+
+
 @st.composite
 def valid_scenarios(draw) -> dict:
     """Overrides of the course that resolve to a valid, physically possible scenario: every key
@@ -135,23 +145,21 @@ def valid_scenarios(draw) -> dict:
     data["selective_recompute_fraction"] = draw(fraction())
     hidden = data["hidden_size"] = draw(field("hidden_size"))
     width = draw(st.sampled_from(["hidden", "attention_dim", "heads", "heads only"]))
-    attention_dim = hidden
     if width == "attention_dim":
-        attention_dim = data["attention_dim"] = draw(field("attention_dim"))
+        data["attention_dim"] = draw(field("attention_dim"))
     elif width == "heads":
         heads = data["num_heads"] = draw(field("num_heads", high=10**4))
         data["head_dim"] = draw(field("head_dim", high=bounds("attention_dim")[1] // heads))
-        attention_dim = heads * data["head_dim"]
     elif width == "heads only":  # heads of width hidden / heads, at least 1
         data["num_heads"] = draw(field("num_heads", high=hidden))
     data["vocab_size"] = draw(field("vocab_size"))
     data["micro_batch"] = draw(field("micro_batch"))
     for key in ("attention_flops", "attention_kernel", "batching"):
         data[key] = draw(st.sampled_from(FIELDS[key].choices))
-    # The layout: TP divides the heads (and every width, whatever rule the validator applies
-    # when num_heads is unset), PP at most the layers, CP divides seq_len, GPUs = TP PP CP DP.
+    # The layout: TP divides every width the GEMM list splits (the validator's own list, of the
+    # shape it builds), PP at most the layers, CP divides seq_len, GPUs = TP PP CP DP.
     most = bounds("num_gpus")[1]
-    widths = math.gcd(data.get("num_heads") or attention_dim, attention_dim, hidden)
+    widths = tensor_parallel_gcd(data)
     tp = data["tensor_parallel"] = draw(
         one_divisor(widths, min(bounds("tensor_parallel")[1], most))
     )
@@ -163,7 +171,8 @@ def valid_scenarios(draw) -> dict:
     data["num_gpus"] = tp * pp * cp * dp
     if experts and draw(st.booleans()):  # else the course's EP 8, fitted to the experts and DP
         data["expert_parallel"] = draw(one_divisor(math.gcd(experts, dp), math.inf))
-    data["sequence_parallel"] = tp > 1 and draw(st.booleans())
+    # with sequence parallelism TP also divides a sequence's share of one CP rank
+    data["sequence_parallel"] = tp > 1 and (seq // cp) % tp == 0 and draw(st.booleans())
     data["gpus_per_node"] = draw(field("gpus_per_node"))
     data["zero_stage"] = draw(st.sampled_from(range(int(bounds("zero_stage")[1]) + 1)))
     data["grad_bytes"] = draw(st.sampled_from(FIELDS["grad_bytes"].values))

@@ -142,24 +142,7 @@ def advice(values: dict[str, Any], acc: dict[str, Any], mem: dict[str, Any], com
             f"{doubled['total'] / 1e9:,.1f} GB",
         )
     )
-    att_share = acc["attention"]["actual"]["share"]
-    over = acc["attention"]["actual"]["hfu_with_attention"]
-    out.append(
-        _lever(
-            "attention_kernel",
-            step,
-            levers.amdahl(att_share, values["attention_kernel_speedup"]),
-            att_share > 0,
-            ["attention_kernel_speedup", "attention_flops"],
-            f"attention core {100 * att_share:.1f}% of the FLOPs, {values['attention_kernel_speedup']:g}x faster"
-            + (
-                f"; but the attention count needs {100 * over:,.0f}% of the GPUs' peak for this "
-                "step, more than they have: its share of the time is not known"
-                if over > 1
-                else ""
-            ),
-        )
-    )
+    out.append(attention_kernel_lever(step, acc, values["attention_kernel_speedup"]))
     simulated = values["num_experts"] <= router.MAX_SIMULATED_EXPERTS
     if values["num_experts"] and values["expert_parallel"] > 1 and simulated:
         now_factor, greedy = _imbalance(
@@ -245,6 +228,33 @@ def busy_share(acc: dict[str, Any]) -> dict[str, Any]:
     if with_attention <= 1:
         return {"share": with_attention, "from": "hfu_with_attention"}
     return {"share": min(acc["hfu"], 1.0), "from": "hfu"}  # the check allows float rounding
+
+
+def attention_kernel_lever(step: float, acc: dict[str, Any], faster: float) -> dict[str, Any]:
+    """A faster attention kernel: Amdahl's law on the attention core's share of the FLOPs. No
+    lever (1x, not feasible) when the attention count needs more than the GPUs' peak for the
+    measured step: the step time contradicts the count, so its share of the time is not known."""
+    share = acc["attention"]["actual"]["share"]
+    over = acc["attention"]["actual"]["hfu_with_attention"]
+    if over > 1:
+        return _lever(
+            "attention_kernel",
+            step,
+            1.0,
+            False,
+            ["attention_kernel_speedup", "attention_flops"],
+            f"no lever: the attention count needs {100 * over:,.0f}% of the GPUs' peak for this "
+            "step, more than they have, which contradicts the measured step; its share of the "
+            "time is not known",
+        )
+    return _lever(
+        "attention_kernel",
+        step,
+        levers.amdahl(share, faster),
+        share > 0,
+        ["attention_kernel_speedup", "attention_flops"],
+        f"attention core {100 * share:.1f}% of the FLOPs, {faster:g}x faster",
+    )
 
 
 def overlap_lever(step: float, comm: dict[str, Any], busy: dict[str, Any]) -> dict[str, Any]:
