@@ -25,6 +25,19 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOT_DIR = ROOT / "build" / "screenshots"
 
 
+def _wait_until_serving(port: int, token: str, process, seconds: float) -> None:
+    """Wait until Jupyter's API answers on `port` (the process must not exit meanwhile)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api?token={token}", timeout=2)
+            return
+        except OSError:
+            assert process.poll() is None, "jupyter lab exited"
+            assert time.monotonic() < deadline, "jupyter lab did not start"
+            time.sleep(0.2)
+
+
 def _digest() -> dict[str, str]:
     return {
         p.name: hashlib.sha256(p.read_bytes()).hexdigest()
@@ -166,15 +179,7 @@ def test_lab_stopped_without_a_terminal_leaves_no_keys(tmp_path):
         cwd=tmp_path,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/api?token={token}", timeout=2)
-                break
-            except OSError:
-                assert lab_process.poll() is None, "the lab exited"
-                assert time.monotonic() < deadline, "jupyter lab did not start"
-                time.sleep(0.2)
+        _wait_until_serving(port, token, lab_process, 30)
         start = urllib.request.Request(
             f"http://127.0.0.1:{port}/api/kernels?token={token}", data=b"{}", method="POST"
         )
@@ -234,15 +239,7 @@ def test_lab_opens_01_as_prose_with_the_code_collapsed(tmp_path):
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/api?token={token}", timeout=2)
-                break
-            except OSError:
-                assert server.poll() is None, "jupyter lab exited"
-                assert time.monotonic() < deadline, "jupyter lab did not start"
-                time.sleep(0.5)
+        _wait_until_serving(port, token, server, 60)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1200, "height": 1600})

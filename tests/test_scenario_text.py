@@ -19,6 +19,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from markdown_pages import handout_html
 
 from costmodel.cli import main
 from costmodel.evaluate.account import account
@@ -139,19 +140,8 @@ class _Page(HTMLParser):
 
 
 def rendered(markdown: str) -> _Page:
-    """Markdown rendered as the handouts render an output: nbconvert's mistune renderer, with
-    its url (autolink), table and math plugins."""
-    from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
-
-    renderer = IPythonRenderer(
-        escape=False,
-        attachments={},
-        embed_images=True,
-        path="",
-        anchor_link_text="¶",
-        exclude_anchor_links=True,
-    )
-    return _Page(MarkdownWithMath(renderer=renderer).render(markdown))
+    """Markdown rendered as the handouts render an output, parsed back."""
+    return _Page(handout_html(markdown))
 
 
 # ------------------------------------------------------------------ the report

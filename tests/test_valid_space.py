@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from markdown_pages import handout_html
 
 from costmodel.derive import attention, exercises, levers, moe, roofline
 from costmodel.errors import CostModelError
@@ -408,20 +409,9 @@ class _Tags(HTMLParser):
 
 
 def rendered(markdown: str) -> _Tags:
-    """Markdown rendered as the handouts render an output (nbconvert's HTMLExporter with
-    embed_images, which parses each raw HTML tag on its own), parsed back."""
-    from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
-
-    renderer = IPythonRenderer(
-        escape=False,
-        attachments={},
-        embed_images=True,
-        path="",
-        anchor_link_text="¶",
-        exclude_anchor_links=False,
-    )
+    """Markdown rendered as the handouts render an output, parsed back."""
     parser = _Tags()
-    parser.feed(MarkdownWithMath(renderer=renderer).render(markdown))
+    parser.feed(handout_html(markdown, anchor_links=True))
     return parser
 
 
