@@ -19,13 +19,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from conftest import missing
 from markdown_pages import handout_html
 
 from costmodel.cli import main
 from costmodel.evaluate.account import account
 from costmodel.evaluate.gemms import gemm_table
 from costmodel.inputs import models, scenario
-from costmodel.present import display, handouts, report
+from costmodel.present import booklet, display, handouts, report
 from costmodel.present.gemms import render_gemms
 from costmodel.present.params import params_text
 
@@ -307,8 +308,10 @@ BANNER = r'<div class="handout-banner[^"]*">(.*?)</div>'
 @pytest.fixture(scope="module")
 def hostile_handouts(tmp_path_factory):
     out = tmp_path_factory.mktemp("scenario-text") / "team"
+    if not any(map(shutil.which, booklet.CHROMIUM_NAMES)):
+        missing("headless Chromium (Debian package chromium) is needed for the booklet")
     sections, folder = handouts.build(
-        overrides={"name": HANDOUT_NAME}, out=out, no_input=True, jobs=2, progress=False
+        overrides={"name": HANDOUT_NAME}, out=out, no_input=True, jobs=2, progress=False, pdf=True
     )
     return sections, folder
 
@@ -319,7 +322,7 @@ def test_handout_pages_link_nowhere_and_show_the_name_as_written(hostile_handout
     section page both in the banner and in the section's first sentence."""
     sections, folder = hostile_handouts
     assert [s.error for s in sections] == [None] * len(sections)
-    links, controls, missing = {}, [], []
+    links, controls, absent = {}, [], []
     for path in [folder / "index.html"] + [folder / s.page for s in sections]:
         source = path.read_text(encoding="utf-8")
         page = _Page(source)
@@ -331,7 +334,17 @@ def test_handout_pages_link_nowhere_and_show_the_name_as_written(hostile_handout
             banner = re.search(BANNER, source, flags=re.S)
             shown = [_Page(banner.group(1)), _Page(source.replace(banner.group(0), ""))]
         if not all(HANDOUT_NAME_SHOWN in part.plain for part in shown):
-            missing.append(path.name)
+            absent.append(path.name)
     assert not any(links.values()), links
     assert not controls, f"raw control characters or HTML of the name in {controls}"
-    assert not missing, f"the name is not shown as written (banner and text) in {missing}"
+    assert not absent, f"the name is not shown as written (banner and text) in {absent}"
+
+
+def test_the_booklet_title_is_the_name_as_written(hostile_handouts):
+    """The PDF's title (its metadata, which a terminal's pdfinfo prints) shows the name as the
+    pages do, control characters escaped."""
+    from pypdf import PdfReader
+
+    _, folder = hostile_handouts
+    title = PdfReader(folder / "booklet.pdf").metadata.title
+    assert title == f"{HANDOUT_NAME_SHOWN} (teacher)"

@@ -1401,7 +1401,7 @@ def _place_pages(
         printed = [here / "index.html"] + [
             here / s.page for s in sections if (here / s.page).is_file()
         ]
-        booklets.append((printed, here / "booklet.pdf", f"{sc['name']} ({ed})"))
+        booklets.append((printed, here / "booklet.pdf", f"{printable(sc['name'])} ({ed})"))
     return booklets
 
 
