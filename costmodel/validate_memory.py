@@ -57,10 +57,6 @@ SEQ_LENS = (32, 128)
 BATCH = 2
 TOLERANCE = 0.10  # |measured / predicted - 1| allowed per row
 
-#: Model types whose attention normalises each query and key head (Qwen3's q_norm/k_norm).
-QK_NORM_TYPES = ("qwen3", "qwen3_moe")
-#: Model types whose router runs on an fp32 copy of its input (DeepSeek-V3's router).
-ROUTER_FP32_TYPES = ("deepseek_v3",)
 
 OUTSIDE = "outside layers"
 TOTAL = "total"
@@ -241,14 +237,14 @@ def predicted_layer(shape, config, layer: int, seq_len: int, kernel: str) -> dic
         head_dim=shape.qk_head_dim,
         v_head_dim=shape.v_head_dim,
         ffn=shape.intermediate_size,
-        qk_norm=shape.model_type in QK_NORM_TYPES,
+        qk_norm=shape.qk_norm,
         q_lora_rank=shape.q_lora_rank,
         kv_lora_rank=shape.kv_lora_rank,
         experts=shape.num_experts,
         top_k=shape.experts_per_token,
         moe_ffn=shape.moe_intermediate_size,
         shared_ffn=shape.shared_expert_intermediate_size,
-        router_fp32=shape.model_type in ROUTER_FP32_TYPES,
+        router_fp32=shape.router_fp32,
         norm_topk=bool(getattr(config, "norm_topk_prob", False)),
         attention_kernel=kernel,
         elementwise="eager",

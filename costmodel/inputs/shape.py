@@ -34,6 +34,14 @@ MATMUL_KEYS: tuple[str, ...] = (
 )
 
 
+#: Model types whose attention normalises each query and key head (Qwen3's q_norm and k_norm):
+#: the memory model (costmodel.evaluate.run) and its check (costmodel.validate_memory) both read
+#: `ModelShape.qk_norm`.
+QK_NORM_TYPES: tuple[str, ...] = ("qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_moe")
+#: Model types whose router runs on an fp32 copy of its input (DeepSeek-V3's router).
+ROUTER_FP32_TYPES: tuple[str, ...] = ("deepseek_v3",)
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """The shape of a decoder-only LM and its parameter counts (see ``costmodel.inputs.models``)."""
@@ -100,3 +108,13 @@ class ModelShape:
     @property
     def is_hybrid(self) -> bool:
         return self.num_linear_attention_layers > 0
+
+    @property
+    def qk_norm(self) -> bool:
+        """Each query and key head is RMS-normalised (its own saved tensors)."""
+        return self.model_type in QK_NORM_TYPES
+
+    @property
+    def router_fp32(self) -> bool:
+        """The router runs on an fp32 copy of the hidden states (one more saved tensor)."""
+        return self.model_type in ROUTER_FP32_TYPES
