@@ -73,6 +73,16 @@ ACTIVATED_N = {
     "mixtral-8x7b.json": 12_748_587_008,
     "deepseek-v3.json": 36_624_596_992,
     "qwen2.5-7b.json": 7_070_285_824,
+    "gpt2.json": 123_532_032,
+    "gpt3-175b.json": 174_563_733_504,
+    "redpajama-incite-base-3b-v1.json": 2_645_688_320,
+    "mistral-7b-v0.1.json": 7_110_393_856,
+    "mistral-7b-v0.3.json": 7_113_539_584,
+    "gemma-2-9b.json": 9_241_100_288,
+    "gemma-3-1b-it.json": 999_751_680,
+    "nemotron-4b.json": 3_403_677_696,
+    "deepseek-v2-lite.json": 2_451_308_544,
+    "gpt-oss-20b.json": 3_607_142_400,
 }
 
 
@@ -439,6 +449,12 @@ def test_scenario_keys_for_the_course_model():
         "num_experts": 256,
         "experts_per_token": 8,
         "vocab_size": 248_320,
+        "ffn_hidden_size": None,  # no dense layer
+        "mlp_activation": "swiglu",
+        "num_kv_heads": 2,
+        "moe_ffn_hidden_size": 512,
+        "shared_experts": 1,
+        "first_dense_layers": 0,
     }
 
 
@@ -514,8 +530,8 @@ def _one_line_error(fn, *args):
 
 
 def test_unknown_model_type():
-    message = _one_line_error(shape_from_config, {"model_type": "gpt2", "hidden_size": 8})
-    assert "model_type" in message and "'gpt2'" in message
+    message = _one_line_error(shape_from_config, {"model_type": "gpt_bigcode", "hidden_size": 8})
+    assert "model_type" in message and "'gpt_bigcode'" in message
     for supported in SUPPORTED_MODEL_TYPES:
         assert supported in message
 

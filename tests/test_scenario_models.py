@@ -105,7 +105,7 @@ def test_bad_model_one_line(args, message):
 
 def test_unsupported_model_type(tmp_path):
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768}))
+    path.write_text(json.dumps({"model_type": "gpt_bigcode", "n_embd": 768}))
     result = cli("params", str(path))
     assert result.returncode == 2
-    assert "gpt2" in result.stderr and "llama" in result.stderr
+    assert "gpt_bigcode" in result.stderr and "llama" in result.stderr

@@ -34,7 +34,7 @@ from costmodel.errors import CostModelError
 from costmodel.evaluate import gemms, layouts, packing, router, shapes
 from costmodel.evaluate.account import account
 from costmodel.inputs import assumptions, hardware, scenario
-from costmodel.inputs.model_shape import tensor_parallel_widths
+from costmodel.inputs.model_shape import query_heads, tensor_parallel_widths
 from costmodel.inputs.scenario import FIELDS, RECOMPUTE_POLICIES
 from costmodel.present import display, runner, suite
 
@@ -115,6 +115,26 @@ def tensor_parallel_gcd(data: dict) -> int:
     return math.gcd(*(width for _, width in tensor_parallel_widths(shape)))
 
 
+def draw_shape_keys(draw, data: dict) -> None:
+    """The keys of a model given by numbers, each null or inside its bounds: K/V heads a divisor
+    of the query heads (as the shape built from the keys counts them), the MoE keys only with
+    experts, fewer leading dense layers than layers."""
+    data["ffn_hidden_size"] = draw(st.one_of(st.none(), field("ffn_hidden_size")))
+    data["mlp_activation"] = draw(st.sampled_from([None, *FIELDS["mlp_activation"].choices]))
+    width = data.get("attention_dim") or data["hidden_size"]
+    if data.get("num_heads") and data.get("head_dim"):
+        width = data["num_heads"] * data["head_dim"]
+    heads = query_heads({**data, "attention_dim": width})[0]
+    most_kv = min(heads, bounds("num_kv_heads")[1])
+    data["num_kv_heads"] = draw(st.one_of(st.none(), one_divisor(heads, most_kv)))
+    experts = data["num_experts"]
+    for key in ("moe_ffn_hidden_size", "shared_experts"):
+        data[key] = draw(st.one_of(st.none(), field(key))) if experts else None
+    last = data["num_layers"] - 1  # at least one MoE layer
+    dense = field("first_dense_layers", high=last) if last else st.just(0)
+    data["first_dense_layers"] = draw(st.one_of(st.none(), dense)) if experts else None
+
+
 @st.composite
 def valid_scenarios(draw) -> dict:
     """Overrides of the course that resolve to a valid, physically possible scenario: every key
@@ -154,6 +174,7 @@ def valid_scenarios(draw) -> dict:
     elif width == "heads only":  # heads of width hidden / heads, at least 1
         data["num_heads"] = draw(field("num_heads", high=hidden))
     data["vocab_size"] = draw(field("vocab_size"))
+    draw_shape_keys(draw, data)
     data["micro_batch"] = draw(field("micro_batch"))
     for key in ("attention_flops", "attention_kernel", "batching"):
         data[key] = draw(st.sampled_from(FIELDS[key].choices))

@@ -217,6 +217,38 @@ def swiglu_saved(prefix: str, rows, width, beta, elementwise: str):
     return saved
 
 
+def gelu_mlp_saved(prefix: str, rows, hidden, width, beta, elementwise: str):
+    """A two-matrix MLP ``fc2(act(fc1(x)))`` on ``rows`` rows, ``hidden`` -> ``width`` ->
+    ``hidden`` (GELU: GPT-2/3, GPT-NeoX, Megatron-LM's GPT; squared ReLU: Nemotron), its input
+    included: the input x (fc1's, for dW1), fc1's output (the activation's backward needs its
+    input) and the activation's output (fc2's input, for dW2).
+
+    ``fused`` is one activation kernel: torch's ``gelu`` (exact or ``approximate="tanh"``),
+    Megatron-LM's ``bias_gelu`` fusion and Transformer Engine save only that kernel's input, so
+    the three tensors are the whole set. ``eager`` is the tanh approximation written as separate
+    ops (transformers' ``gelu_new``, GPT-2's default: ``0.5·x·(1 + tanh(c·(x + 0.044715·x³)))``):
+    ``pow`` keeps x, ``tanh`` its output, the last product both factors (0.5·x and 1 + tanh),
+    three more tensors of ``width``. Squared ReLU eager (``relu`` then ``square``) keeps the ReLU
+    output in place of fc1's output: the same bytes as ``fused``.
+
+    Korthikanti et al. (arXiv:2205.05198, section 4.1) count a 4h GELU MLP as 19·s·b·h bytes:
+    2sbh (fc1's input) + 8sbh (GELU's input) + 8sbh (fc2's input) + sbh (the dropout mask, one
+    byte per element); with no dropout, as here, the three tensors are 18·s·b·h."""
+    _check("elementwise", elementwise, ELEMENTWISE)
+    saved = [
+        Saved(f"{prefix}.input", beta * rows * hidden, False),
+        Saved(f"{prefix}.act_input", beta * rows * width, True),
+    ]
+    if elementwise == "eager":
+        saved += [
+            Saved(f"{prefix}.tanh", beta * rows * width, True),
+            Saved(f"{prefix}.half_input", beta * rows * width, True),
+            Saved(f"{prefix}.one_plus_tanh", beta * rows * width, True),
+        ]
+    saved.append(Saved(f"{prefix}.down_input", beta * rows * width, True))
+    return saved
+
+
 def _attention(
     tokens, squares, hidden, heads, kv_heads, head_dim, v_dim, qk_norm, kernel, ew, beta
 ):
@@ -323,6 +355,7 @@ def layer_saved(
     head_dim=None,
     v_head_dim=None,
     ffn=0,
+    mlp_activation: str = "swiglu",
     qk_norm: bool = False,
     q_lora_rank=0,
     kv_lora_rank=0,
@@ -393,7 +426,9 @@ def layer_saved(
         )
     saved += mixer
     saved += rmsnorm_saved("mlp_norm", tokens, hidden, beta, elementwise)
-    if mlp == "dense":
+    if mlp == "dense" and mlp_activation == "gelu":
+        saved += gelu_mlp_saved("mlp", tokens, hidden, ffn, beta, elementwise)
+    elif mlp == "dense":
         saved.append(Saved("mlp.input", beta * tokens * hidden, False))
         saved += swiglu_saved("mlp", tokens, ffn, beta, elementwise)
     else:

@@ -7,7 +7,8 @@ of the scenario's layout runs it:
 - weight GEMMs, one per weight matrix kind and layer kind: fused Q/K/V with the grouped-query
   widths (n = (heads x (2 with an output gate, else 1) + 2 x KV heads) x head_dim), or MLA's
   q_a/q_b (or q), kv_a, kv_b; the attention output; the gated-DeltaNet in/out projections; the
-  dense MLP's gate+up and down (intermediate_size); one routed expert's gate+up and down
+  dense MLP's gate+up and down (intermediate_size; a two-matrix GELU MLP's up, under the same
+  key `dense_gate_up`, and down); one routed expert's gate+up and down
   (moe_intermediate_size), whose rows gather the tokens of an EP group (derive.moe.expert_rows);
   the shared expert and its gate; the router; the MTP projection when MTP layers are counted;
   the lm_head;
@@ -213,6 +214,47 @@ def _attention_rows(shape: ModelShape, tokens: float, layers: int, tp: int) -> l
     ]
 
 
+def _mlp_rows(
+    shape: ModelShape, prefix, what, rows_m, width, layers, uses=1, source=None, single=False
+) -> list[dict]:
+    """An MLP's two GEMMs, keys `{prefix}_gate_up` and `{prefix}_down`: gated (SwiGLU, GeGLU),
+    gate and up fused (hidden -> 2 x width), then down; a two-matrix MLP (GELU, squared ReLU),
+    up (hidden -> width), then down. The first keeps its key `_gate_up` either way (the list's
+    readers find an MLP's first GEMM by it); its name says which it is."""
+    h = shape.hidden_size
+    if shape.mlp_gated:
+        first = f"{what} gate + up" + ("" if single else " (hidden -> 2 x intermediate)")
+    else:
+        first = f"{what} up" + ("" if single else " (hidden -> intermediate)")
+        first += f", no gate ({shape.hidden_act})"
+    return [
+        _row(
+            f"{prefix}_gate_up",
+            first,
+            rows_m,
+            h,
+            (2 if shape.mlp_gated else 1) * width,
+            layers,
+            True,
+            uses,
+            source,
+            split="column",
+        ),
+        _row(
+            f"{prefix}_down",
+            f"{what} down" + ("" if single else " (intermediate -> hidden)"),
+            rows_m,
+            width,
+            h,
+            layers,
+            True,
+            uses,
+            source,
+            split="row",
+        ),
+    ]
+
+
 def _core_rows(
     shape: ModelShape, seq: float, cp: int, layers: int, square: float, source: str
 ) -> list[dict]:
@@ -319,27 +361,7 @@ def model_gemms(
             ),
         ]
     if n_dense and shape.intermediate_size:
-        inter = shape.intermediate_size
-        rows += [
-            _row(
-                "dense_gate_up",
-                "dense MLP gate + up (hidden -> 2 x intermediate)",
-                tokens,
-                h,
-                2 * inter,
-                n_dense,
-                split="column",
-            ),
-            _row(
-                "dense_down",
-                "dense MLP down (intermediate -> hidden)",
-                tokens,
-                inter,
-                h,
-                n_dense,
-                split="row",
-            ),
-        ]
+        rows += _mlp_rows(shape, "dense", "dense MLP", tokens, shape.intermediate_size, n_dense)
     if shape.is_moe and n_moe:
         ep_size = layout["expert_parallel"]
         expert_m = float(
@@ -355,7 +377,7 @@ def model_gemms(
         )
         inter, k = shape.moe_intermediate_size, shape.experts_per_token
         where = f"{source}; rows of an EP group of {ep_size}"
-        rows += [
+        rows.append(
             _row(
                 "router",
                 "router (hidden -> experts)",
@@ -364,46 +386,14 @@ def model_gemms(
                 shape.num_experts,
                 n_moe,
                 split="replicated",
-            ),
-            _row(
-                "expert_gate_up",
-                "one routed expert, gate + up",
-                expert_m,
-                h,
-                2 * inter,
-                n_moe,
-                True,
-                k,
-                where,
-                split="column",
-            ),
-            _row(
-                "expert_down",
-                "one routed expert, down",
-                expert_m,
-                inter,
-                h,
-                n_moe,
-                True,
-                k,
-                where,
-                split="row",
-            ),
-        ]
+            )
+        )
+        rows += _mlp_rows(
+            shape, "expert", "one routed expert,", expert_m, inter, n_moe, k, where, single=True
+        )
         if shape.shared_expert_intermediate_size:
             shared = shape.shared_expert_intermediate_size
-            rows += [
-                _row(
-                    "shared_gate_up",
-                    "shared expert gate + up",
-                    tokens,
-                    h,
-                    2 * shared,
-                    n_moe,
-                    split="column",
-                ),
-                _row("shared_down", "shared expert down", tokens, shared, h, n_moe, split="row"),
-            ]
+            rows += _mlp_rows(shape, "shared", "shared expert", tokens, shared, n_moe, single=True)
             if shape.shared_expert_gate:
                 rows.append(
                     _row(

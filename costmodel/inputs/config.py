@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -21,6 +22,9 @@ PRESETS: dict[str, str] = {
     "qwen3-30b-a3b": "qwen3-30b-a3b.json",
     "qwen3-8b": "qwen3-8b.json",
     "llama-3.1-8b": "llama-3.1-8b.json",
+    "llama-3.1-70b": "llama-3.1-70b.json",
+    "llama-3.1-405b": "llama-3.1-405b.json",
+    "deepseek-v3": "deepseek-v3.json",
 }
 
 _PRESET_DIR = Path(__file__).resolve().parent / "presets"
@@ -192,20 +196,52 @@ FIELD_MAXIMA: dict[str, int] = {
     "num_local_experts": 10**6,
     "n_routed_experts": 10**6,
     "num_experts_per_tok": 10**6,
+    "max_position_embeddings": 10**8,
+    "sliding_window": 10**8,
+    "sliding_window_pattern": 100_000,
 }
 _DEFAULT_MAXIMUM = 10**9
+_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
+
+
+#: Field names a family's config.json spells its own way, as transformers' ``attribute_map``
+#: reads them: the families read the common names, errors name the config's own.
+FIELD_ALIASES: dict[str, dict[str, str]] = {
+    "gpt2": {
+        "hidden_size": "n_embd",
+        "num_hidden_layers": "n_layer",
+        "num_attention_heads": "n_head",
+        "max_position_embeddings": "n_positions",
+        "intermediate_size": "n_inner",
+    },
+}
 
 
 class Fields:
-    """Typed access to a config dict; errors name the field, the value and what is allowed."""
+    """Typed access to a config dict; errors name the field, the value and what is allowed.
+    A family's own spelling of a field (``FIELD_ALIASES``, GPT-2's ``n_embd``) is read for the
+    common name and named in the messages."""
 
     def __init__(self, cfg: dict, model_type: str):
         self.cfg = cfg
         self.model_type = model_type
+        self.aliases = FIELD_ALIASES.get(model_type, {})
+
+    def name(self, key: str) -> str:
+        """The config's own name of the field ``key``."""
+        return self.aliases.get(key, key)
+
+    def has(self, key: str) -> bool:
+        """The config states ``key`` (even as null)."""
+        return self.name(key) in self.cfg
+
+    def get(self, key: str):
+        return self.cfg.get(self.name(key))
 
     def _missing(self, key: str) -> CostModelError:
         return CostModelError(
-            f"config field '{key}' is missing (required for model_type '{self.model_type}')"
+            f"config field '{self.name(key)}' is missing (required for model_type "
+            f"'{self.model_type}')"
         )
 
     @staticmethod
@@ -215,7 +251,7 @@ class Fields:
         )
 
     def int(self, key: str, default=None, *, minimum: int = 1):
-        value = self.cfg.get(key)
+        value = self.get(key)
         if value is None:
             if default is None:
                 raise self._missing(key)
@@ -223,27 +259,38 @@ class Fields:
         maximum = FIELD_MAXIMA.get(key, _DEFAULT_MAXIMUM)
         allowed = f"an integer from {minimum} to {maximum:,}"
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self._refuse(key, value, allowed)
+            raise self._refuse(self.name(key), value, allowed)
         if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
-            raise self._refuse(key, value, allowed)
+            raise self._refuse(self.name(key), value, allowed)
         if not minimum <= value <= maximum:
-            raise self._refuse(key, value, allowed)
+            raise self._refuse(self.name(key), value, allowed)
         return int(value)
 
     def bool(self, key: str, default: bool) -> bool:
-        value = self.cfg.get(key)
+        value = self.get(key)
         if value is None:
             return default
         if not isinstance(value, bool):
-            raise self._refuse(key, value, "true or false")
+            raise self._refuse(self.name(key), value, "true or false")
+        return value
+
+    def name_field(self, key: str, default: str) -> str:
+        """A name (an activation function's: letters, digits, ``_``, ``.``, ``-``, at most 100),
+        ``default`` when absent. Shown in GEMM names, so nothing else is let through."""
+        value = self.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str) or not _NAME.fullmatch(value):
+            allowed = "a name of letters, digits, '_', '.' or '-' (at most 100 characters)"
+            raise self._refuse(self.name(key), value, allowed)
         return value
 
     def int_list(self, key: str) -> list[int]:
-        value = self.cfg.get(key)
+        value = self.get(key)
         if value is None:
             return []
         if not isinstance(value, list) or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in value
         ):
-            raise self._refuse(key, value, "a list of integers")
+            raise self._refuse(self.name(key), value, "a list of integers")
         return list(value)

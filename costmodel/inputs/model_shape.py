@@ -16,66 +16,136 @@ from costmodel.inputs.shape import FULL_ATTENTION, LINEAR_ATTENTION, ModelShape
 #: Scenario keys that must agree with a config for the config to describe the scenario's model.
 STRUCTURE_KEYS = ("hidden_size", "num_layers", "num_experts", "experts_per_token", "vocab_size")
 
+#: Scenario keys of a model given by numbers (a paper's table) rather than a config: each, when
+#: set, must agree with a config too; a shape built from the keys uses them instead of its
+#: assumptions (`shape_from_keys`). Null: the config's, or the assumption.
+SHAPE_KEYS = (
+    "ffn_hidden_size",
+    "mlp_activation",
+    "num_kv_heads",
+    "moe_ffn_hidden_size",
+    "shared_experts",
+    "first_dense_layers",
+)
+#: The shape keys that describe MoE layers only.
+MOE_SHAPE_KEYS = ("moe_ffn_hidden_size", "shared_experts", "first_dense_layers")
+
 
 def matching_shape(values: Mapping[str, Any], default_model: str = COURSE_MODEL):
     """The ModelShape of the scenario's model: the config named by `model:` if any, else the
-    course's model; None when that config's shape (STRUCTURE_KEYS) is not the scenario's."""
+    course's model; None when that config's shape (STRUCTURE_KEYS, and the SHAPE_KEYS the
+    scenario sets) is not the scenario's."""
     shape = models.load_shape(values.get("model") or default_model)
     keys = models.scenario_keys(shape)
-    if all(values.get(key) == keys[key] for key in STRUCTURE_KEYS):
-        return shape
-    return None
+    if not all(values.get(key) == keys[key] for key in STRUCTURE_KEYS):
+        return None
+    if any(values.get(key) not in (None, keys[key]) for key in SHAPE_KEYS):
+        return None
+    return shape
+
+
+def query_heads(values: Mapping[str, Any]) -> tuple[int, float, bool]:
+    """(query heads, head width, whether the head width is the course's assumption) of a shape
+    built from the keys: `num_heads`, else attention width / head_dim rounded (at least 1); the
+    head width from head_dim, else attention width / heads, else the course's head_dim."""
+    width = values["attention_dim"]
+    head_dim, heads = values.get("head_dim"), values.get("num_heads")
+    if head_dim is None and heads:
+        head_dim = width / heads
+    course_head_dim = head_dim is None
+    if course_head_dim:
+        head_dim = assumed("head_dim")
+    if not heads:
+        heads = max(1, round(width / head_dim))
+    return heads, head_dim, course_head_dim
 
 
 def shape_from_keys(values: Mapping[str, Any]) -> tuple[ModelShape, str]:
     """A ModelShape built from the scenario's keys alone, for a scenario whose model config is
-    unknown, and the note of what it assumes: K/V heads as many as query heads (no GQA); the
-    head width from head_dim, else attention width / heads, else the course's assumed head_dim;
-    a dense FFN of 4 x hidden (the course's rule), or the course model's expert width; no
-    gated-DeltaNet widths (their projections are left out)."""
+    unknown, and the note of what it still assumes. The keys of a model given by numbers
+    (SHAPE_KEYS) are used when set: K/V heads `num_kv_heads` (else as many as query heads: no
+    GQA), the MLP `mlp_activation` (else SwiGLU) of width `ffn_hidden_size` (else 4 x hidden, the
+    course's rule), routed experts `moe_ffn_hidden_size` wide (else the course model's expert
+    width) with `shared_experts` shared ones of that width (else none) after
+    `first_dense_layers` dense layers (else none). The head width from head_dim, else attention
+    width / heads, else the course's assumed head_dim; no gated-DeltaNet widths (their
+    projections are left out)."""
     hidden, layers = values["hidden_size"], values["num_layers"]
     width = values["attention_dim"]
-    assumed_notes = ["no GQA"]
-    head_dim = values.get("head_dim")
-    heads = values.get("num_heads")
-    if head_dim is None and heads:
-        head_dim = width / heads
-    if head_dim is None:
-        head_dim = assumed("head_dim")
+    heads, head_dim, course_head_dim = query_heads(values)
+    assumed_notes = []
+    kv_heads = values.get("num_kv_heads")
+    if kv_heads is None:
+        kv_heads = heads
+        assumed_notes.append("no GQA")
+    if course_head_dim:
         assumed_notes.append(f"head_dim {head_dim} (course)")
-    if not heads:
-        heads = max(1, round(width / head_dim))
     every = values["full_attention_every"]
     layer_types = tuple(
         FULL_ATTENTION if (i + 1) % every == 0 else LINEAR_ATTENTION for i in range(layers)
     )
     base = Base(
-        "scenario keys", hidden, layers, values["vocab_size"], heads, heads, False, layer_types
+        "scenario keys", hidden, layers, values["vocab_size"], heads, kv_heads, False, layer_types
     )
+    kv_width = width * kv_heads / heads  # kv_heads x the head width
     attn = Attention(
         num_heads=heads,
-        num_kv_heads=heads,
+        num_kv_heads=kv_heads,
         head_dim=head_dim,
         qk_dim=head_dim,
         v_dim=head_dim,
         attention_dim=width,
-        weights=int(4 * hidden * width),
+        weights=_whole(2 * hidden * width + 2 * hidden * kv_width),
         other=0,
     )
-    experts = values["num_experts"]
-    if experts:
-        expert = models.load_shape(COURSE_MODEL).moe_intermediate_size
-        assumed_notes.append(f"expert width {expert} of {COURSE_MODEL}")
-        mlp = Mlp(
-            tuple(True for _ in range(layers)), 0, experts, values["experts_per_token"], expert
-        )
-    else:
-        assumed_notes.append("FFN width 4 x hidden (course rule)")
-        mlp = Mlp(tuple(False for _ in range(layers)), 4 * hidden)
+    mlp = _mlp_from_keys(values, assumed_notes)
     if base.n_linear:
         assumed_notes.append("linear-attention projections unknown, left out")
     shape = build_shape("scenario keys", base, Parts(attn, mlp))
-    return shape, "scenario keys; assumed: " + ", ".join(assumed_notes)
+    note = "scenario keys" + ("; assumed: " + ", ".join(assumed_notes) if assumed_notes else "")
+    return shape, note
+
+
+def _whole(x: float):
+    return int(x) if float(x).is_integer() else x
+
+
+def _mlp_from_keys(values: Mapping[str, Any], notes: list[str]) -> Mlp:
+    """The MLPs of a shape built from the keys (see `shape_from_keys`), noting each assumption."""
+    hidden, layers = values["hidden_size"], values["num_layers"]
+    activation = values.get("mlp_activation")
+    if activation is None:
+        activation = "swiglu"
+        notes.append("SwiGLU MLP")
+    experts = values["num_experts"]
+    first_dense = (values.get("first_dense_layers") or 0) if experts else layers
+    ffn = values.get("ffn_hidden_size")
+    if ffn is None and first_dense:
+        ffn = 4 * hidden
+        notes.append("FFN width 4 x hidden (course rule)")
+    flags = tuple(i >= first_dense for i in range(layers))
+    gated = activation == "swiglu"
+    act = "silu" if gated else "gelu"
+    if not experts:
+        return Mlp(flags, ffn or 0, gated=gated, activation=act)
+    expert = values.get("moe_ffn_hidden_size")
+    if expert is None:
+        expert = models.load_shape(COURSE_MODEL).moe_intermediate_size
+        notes.append(f"expert width {expert} of {COURSE_MODEL}")
+    shared = values.get("shared_experts")
+    if shared is None:
+        shared = 0
+        notes.append("no shared expert")
+    return Mlp(
+        flags,
+        ffn or 0,
+        experts,
+        values["experts_per_token"],
+        expert,
+        shared * expert,
+        gated=gated,
+        activation=act,
+    )
 
 
 def scenario_shape(values: Mapping[str, Any]) -> tuple[ModelShape, str]:

@@ -31,8 +31,17 @@ Full attention vs linear attention (gated DeltaNet) per layer comes from ``layer
 config has it, else from ``full_attention_interval`` (layer ``i`` is full when
 ``(i + 1) % interval == 0``), else every layer is full attention. Dense MLP vs MoE per layer:
 ``qwen3_moe``/``qwen3_next``: MoE unless ``i in mlp_only_layers`` or
-``(i + 1) % decoder_sparse_step != 0``; ``deepseek_v3``: MoE when ``i >= first_k_dense_replace``
-and ``i % moe_layer_freq == 0``; ``mixtral`` and ``qwen3_5_moe``: every layer is MoE.
+``(i + 1) % decoder_sparse_step != 0``; ``deepseek_v3``, ``deepseek_v2``: MoE when
+``i >= first_k_dense_replace`` and ``i % moe_layer_freq == 0``; ``mixtral``, ``qwen3_5_moe`` and
+``gpt_oss``: every layer is MoE.
+
+Sliding-window (local) attention layers (``layer_types`` entries ``sliding_attention``, else the
+family's layout: every layer for ``mistral``, every other one for ``gemma2`` and ``gpt_oss``, five
+in six for ``gemma3_text``; window ``sliding_window``, null for none) are full-attention layers
+here: they have the same projections, and the FLOP account counts their core over the whole
+sequence, as transformers' eager attention computes it (exact for a windowed kernel while
+seq_len <= window, an upper bound beyond). ``ModelShape.num_sliding_window_layers`` and
+``sliding_window`` name them.
 
 Which tensor counts where
 -------------------------
@@ -52,12 +61,15 @@ routed_experts_total     all routed experts (gate, up and down matrices), every 
 routed_experts_active    routed_experts_total x experts_per_token / num_experts (not a tensor of
                          its own: the share of routed experts one token uses)
 shared_experts           shared expert(s) (gate, up, down) and the 1 x hidden shared-expert gate
-dense_mlp                gate/up/down of the dense MLP layers
-norms_and_other          every vector and non-matmul tensor: RMSNorm weights (per layer, final,
-                         q/k norms, MLA q_a/kv_a norms, DeltaNet gated norm), biases (qwen2 q/k/v
-                         biases, ``attention_bias``, ``mlp_bias``), the DeltaNet depthwise conv1d
-                         kernel, A_log and dt_bias
-embedding                the input embedding, vocab_size x hidden_size
+dense_mlp                gate/up/down of the dense MLP layers (up/down of a two-matrix MLP: GELU,
+                         squared ReLU)
+norms_and_other          every vector and non-matmul tensor: norm weights (per layer, final,
+                         q/k norms, MLA q_a/kv_a norms, DeltaNet gated norm; LayerNorm biases),
+                         biases (qwen2 q/k/v biases, ``attention_bias``, ``mlp_bias``, GPT-2 and
+                         GPT-NeoX projection biases, GPT-OSS expert and router biases), GPT-OSS's
+                         attention sinks, the DeltaNet depthwise conv1d kernel, A_log and dt_bias
+embedding                the input embeddings: vocab_size x hidden_size, and the learned
+                         position embeddings (GPT-2/3: max_position_embeddings x hidden_size)
 lm_head                  the output projection, vocab_size x hidden_size, always listed, also
                          when it is tied to the embedding (it is still a matmul per token)
 =======================  ========================================================================
@@ -262,6 +274,13 @@ def scenario_keys(shape: ModelShape, count_mtp: bool = False) -> dict:
         "num_experts": shape.num_experts,
         "experts_per_token": shape.experts_per_token,
         "vocab_size": shape.vocab_size,
+        # the keys of a model given by numbers (null where the config's layout has no such key)
+        "ffn_hidden_size": shape.intermediate_size if shape.num_dense_layers else None,
+        "mlp_activation": shape.mlp_activation,
+        "num_kv_heads": shape.num_kv_heads,
+        "moe_ffn_hidden_size": shape.moe_intermediate_size if shape.is_moe else None,
+        "shared_experts": shape.num_shared_experts if shape.is_moe else None,
+        "first_dense_layers": shape.first_dense_layers,
     }
 
 
@@ -290,6 +309,18 @@ def params_json(shape: ModelShape) -> dict:
         "experts_per_token": shape.experts_per_token,
         "num_moe_layers": shape.num_moe_layers,
         "num_dense_layers": shape.num_dense_layers,
+        "intermediate_size": shape.intermediate_size,
+        "moe_intermediate_size": shape.moe_intermediate_size,
+        "shared_expert_intermediate_size": shape.shared_expert_intermediate_size,
+        "first_dense_layers": shape.first_dense_layers,
+        "mlp_activation": shape.mlp_activation,
+        "hidden_act": shape.hidden_act,
+        "norm": shape.norm,
+        "norms_per_layer": shape.norms_per_layer,
+        "position_embeddings": shape.position_embeddings,
+        "sliding_window": shape.sliding_window,
+        "num_sliding_window_layers": shape.num_sliding_window_layers,
+        "attention_sinks": shape.attention_sinks,
         "num_mtp_layers_excluded": shape.num_mtp_layers_excluded,
         "num_mtp_layers": shape.num_mtp_layers,
         "mtp_params": shape.mtp_params,

@@ -34,7 +34,15 @@ from costmodel.errors import CostModelError
 from costmodel.formats import limits, shown
 from costmodel.inputs import hardware
 from costmodel.inputs.lengths import Lengths, summarize
-from costmodel.inputs.model_shape import scenario_shape, tensor_parallel_widths
+from costmodel.inputs.model_shape import (
+    MOE_SHAPE_KEYS,
+    SHAPE_KEYS,
+    matching_shape,
+    query_heads,
+    scenario_shape,
+    shape_from_keys,
+    tensor_parallel_widths,
+)
 from costmodel.inputs.models import read_input
 
 RECOMPUTE_POLICIES = tuple(recompute.POLICIES)
@@ -114,6 +122,35 @@ FIELDS: dict[str, Field] = {
         "count0", "routed experts per token (top-k; 0 = dense)", maximum=10**6
     ),
     "vocab_size": Field("count", "vocabulary size", maximum=10**9),
+    # A model given by numbers (a paper's table) rather than a config: null = the config's, or
+    # the shape built from the keys assumes it (costmodel.inputs.model_shape.shape_from_keys)
+    "ffn_hidden_size": Field(
+        "count", "dense MLP width (Megatron-LM's --ffn-hidden-size)", nullable=True, maximum=10**9
+    ),
+    "mlp_activation": Field(
+        "choice",
+        "MLP: swiglu (gate, up, down) | gelu (up, down: GPT-2/3, GPT-NeoX, Megatron's GPT)",
+        nullable=True,
+        choices=("swiglu", "gelu"),
+    ),
+    "num_kv_heads": Field(
+        "count", "key/value heads (GQA; divides the query heads)", nullable=True, maximum=10**5
+    ),
+    "moe_ffn_hidden_size": Field(
+        "count", "one routed expert's width (MoE only)", nullable=True, maximum=10**9
+    ),
+    "shared_experts": Field(
+        "count0",
+        "shared experts per MoE layer, each moe_ffn_hidden_size wide (MoE only)",
+        nullable=True,
+        maximum=10**6,
+    ),
+    "first_dense_layers": Field(
+        "count0",
+        "dense layers before the MoE ones (DeepSeek's first_k_dense_replace; MoE only)",
+        nullable=True,
+        maximum=10**5,
+    ),
     "micro_batch": Field("count", "sequences per micro batch", maximum=10**6),
     "attention_flops": Field(
         "choice",
@@ -707,6 +744,8 @@ def resolve(
     sources["num_mtp_layers"] = "derived"
     lengths = _lengths(values, sources)
     _derive(values, sources, lengths)
+    _check_shape_keys(values, sources)
+    _params_from_shape_keys(values, sources)
     _cross_check(values)
     _layout(values, sources)
     return Scenario(values, sources, lengths)
@@ -785,6 +824,60 @@ def _cross_check(values: dict[str, Any]) -> None:
             f"experts_per_token: {values['experts_per_token']!r} is not allowed; expected 0 "
             f"exactly when num_experts is 0 (num_experts = {values['num_experts']!r})"
         )
+
+
+def _team(sources: dict[str, str], key: str) -> bool:
+    """The team gave `key` (a scenario file or --set), not the course or a model config."""
+    return sources.get(key) in ("file", "--set")
+
+
+def _check_shape_keys(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """The keys of a model given by numbers agree with the rest: K/V heads divide the query
+    heads; the MoE keys only with experts; at least one MoE layer after the dense ones. A value
+    the team gave and that does not agree is refused; one a model config filled, made stale by a
+    structure key the team changed (a notebook's other hidden size, say), goes back to the
+    course's null, so the shape built from the keys assumes it instead."""
+    for key, allowed in _shape_key_conflicts(values):
+        if _team(sources, key):
+            raise _layout_error(key, values[key], allowed)
+        values[key], sources[key] = None, "course"
+
+
+def _shape_key_conflicts(values: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, what is allowed) for each shape key that does not agree with the rest."""
+    found = []
+    kv = values.get("num_kv_heads")
+    if kv is not None:
+        heads = query_heads(values)[0]
+        if heads % kv:
+            found.append(("num_kv_heads", f"a divisor of the query heads ({heads}; num_heads)"))
+    if not values["num_experts"]:
+        dense = "null for a dense model (num_experts = 0)"
+        return found + [(key, dense) for key in MOE_SHAPE_KEYS if values.get(key) is not None]
+    first = values.get("first_dense_layers")
+    if first is not None and first >= values["num_layers"]:
+        most = f"less than num_layers ({values['num_layers']}): at least one MoE layer"
+        found.append(("first_dense_layers", most))
+    return found
+
+
+def _params_from_shape_keys(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """A model given by numbers: when the team sets any key of SHAPE_KEYS and its shape is built
+    from the keys (no model config describes it), activated_params and total_params the team
+    did not give are that shape's (source `derived`), not the course's or another model's."""
+    if not any(_team(sources, key) for key in SHAPE_KEYS):
+        return
+    todo = [k for k in ("activated_params", "total_params") if not _team(sources, k)]
+    if not todo or matching_shape(values) is not None:
+        return
+    shape, _ = shape_from_keys(values)
+    for key in todo:
+        value = int(getattr(shape, key))
+        try:
+            values[key] = check_value(key, value)
+        except CostModelError as error:
+            raise CostModelError(f"{error} (derived from the shape keys)") from None
+        sources[key] = "derived"
 
 
 def _layout_error(key: str, value: Any, allowed: str) -> CostModelError:

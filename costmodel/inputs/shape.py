@@ -37,9 +37,18 @@ MATMUL_KEYS: tuple[str, ...] = (
 #: Model types whose attention normalises each query and key head (Qwen3's q_norm and k_norm):
 #: the memory model (costmodel.evaluate.run) and its check (costmodel.validate_memory) both read
 #: `ModelShape.qk_norm`.
-QK_NORM_TYPES: tuple[str, ...] = ("qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_moe")
-#: Model types whose router runs on an fp32 copy of its input (DeepSeek-V3's router).
-ROUTER_FP32_TYPES: tuple[str, ...] = ("deepseek_v3",)
+QK_NORM_TYPES: tuple[str, ...] = (
+    "qwen3",
+    "qwen3_moe",
+    "qwen3_next",
+    "qwen3_5_moe",
+    "gemma3_text",
+)
+#: Model types whose router runs on an fp32 copy of its input (DeepSeek-V2/V3's router).
+ROUTER_FP32_TYPES: tuple[str, ...] = ("deepseek_v3", "deepseek_v2")
+
+#: ModelShape.mlp_activation: the MLP's structure, as the scenario key `mlp_activation` names it
+MLP_ACTIVATIONS: tuple[str, ...] = ("swiglu", "gelu")
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,23 @@ class ModelShape:
     activated_params: int
     activated_params_published: int
     breakdown_items: tuple[tuple[str, int], ...]
+    #: "swiglu": a gated MLP, gate, up and down (SwiGLU; Gemma's GeGLU); "gelu": up and down
+    #: (GELU: GPT-2/3, GPT-NeoX; Nemotron's squared ReLU), dense MLPs and experts alike
+    mlp_activation: str = "swiglu"
+    #: the config's activation function (hidden_act: silu, gelu, gelu_new, relu2, ...)
+    hidden_act: str = "silu"
+    #: "rmsnorm" (a weight) or "layernorm" (a weight and a bias), and how many per layer (2;
+    #: Gemma 2/3's sandwich norms: 4)
+    norm: str = "rmsnorm"
+    norms_per_layer: int = 2
+    #: learned absolute position embeddings (rows; GPT-2/3), part of `embedding`; 0 with RoPE
+    position_embeddings: int = 0
+    #: local attention: the window, and how many of the full-attention layers use it (Mistral,
+    #: Gemma 2/3, GPT-OSS). They are counted as full attention (see costmodel.inputs.models)
+    sliding_window: int = 0
+    num_sliding_window_layers: int = 0
+    #: a learned logit per head in the softmax (GPT-OSS); no FLOPs, num_heads parameters a layer
+    attention_sinks: bool = False
 
     @property
     def breakdown(self) -> dict[str, int]:
@@ -108,6 +134,29 @@ class ModelShape:
     @property
     def is_hybrid(self) -> bool:
         return self.num_linear_attention_layers > 0
+
+    @property
+    def mlp_gated(self) -> bool:
+        """Gate, up and down matrices (3 per MLP), else up and down (2)."""
+        return self.mlp_activation == "swiglu"
+
+    @property
+    def num_shared_experts(self) -> int | None:
+        """Shared experts, each moe_intermediate_size wide; None when the shared width is not a
+        whole number of experts (0 without one)."""
+        if not self.shared_expert_intermediate_size:
+            return 0
+        count, rest = divmod(self.shared_expert_intermediate_size, self.moe_intermediate_size)
+        return count if not rest else None
+
+    @property
+    def first_dense_layers(self) -> int | None:
+        """Leading dense layers before the MoE ones (DeepSeek's first_k_dense_replace); None when
+        the dense and MoE layers are not laid out so (0 for a model whose layers are all MoE)."""
+        if not self.is_moe:
+            return None
+        leading = next((i for i, moe in enumerate(self.moe_layer_flags) if moe), self.num_layers)
+        return leading if all(self.moe_layer_flags[leading:]) else None
 
     @property
     def qk_norm(self) -> bool:

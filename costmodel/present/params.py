@@ -30,13 +30,29 @@ def params_text(shape: ModelShape) -> str:
         + (", MLA" if shape.mla else "")
         + (", output gate" if shape.attention_output_gate else ""),
     ]
+    if shape.num_sliding_window_layers:
+        lines.append(
+            f"  {shape.num_sliding_window_layers} of them local (sliding window "
+            f"{shape.sliding_window}), counted as full attention: exact up to seq_len "
+            f"{shape.sliding_window}, an upper bound of their attention core beyond"
+        )
+    if shape.attention_sinks:
+        lines.append("  attention sinks: one learned logit per head (no FLOPs)")
+    lines.append("  " + _mlp_line(shape))
     if shape.is_moe:
         lines.append(
             f"  MoE: {shape.num_experts} experts, top-{shape.experts_per_token}, on "
             f"{shape.num_moe_layers} layers ({shape.num_dense_layers} dense)"
         )
+    positions = (
+        f", {shape.position_embeddings} learned position embeddings"
+        if shape.position_embeddings
+        else ""
+    )
     lines.append(
         f"  vocab {shape.vocab_size}, embeddings {'tied' if shape.tie_word_embeddings else 'untied'}"
+        f"{positions}; norms per layer: {shape.norms_per_layer} "
+        + ("LayerNorm (weight and bias)" if shape.norm == "layernorm" else "RMSNorm")
     )
     if shape.num_mtp_layers:
         lines.append(
@@ -83,3 +99,20 @@ def params_text(shape: ModelShape) -> str:
         line = f"{label:<{name_w}}  {num(value):>{num_w}}  {human_count(value):>{hum_w}}"
         lines.append(f"{line}  {note}".rstrip())
     return "\n".join(printable(line) for line in lines) + "\n"
+
+
+def _mlp_line(shape: ModelShape) -> str:
+    """The MLP: gated (gate, up, down) or not (up, down), its activation and widths."""
+    kind = (
+        f"gated MLP (gate, up, down; {shape.hidden_act})"
+        if shape.mlp_gated
+        else f"two-matrix MLP (up, down; {shape.hidden_act})"
+    )
+    widths = []
+    if shape.num_dense_layers and shape.intermediate_size:
+        widths.append(f"dense width {shape.intermediate_size}")
+    if shape.is_moe:
+        widths.append(f"expert width {shape.moe_intermediate_size}")
+        if shape.shared_expert_intermediate_size:
+            widths.append(f"shared width {shape.shared_expert_intermediate_size}")
+    return f"{kind}: " + ", ".join(widths) if widths else kind

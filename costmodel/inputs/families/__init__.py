@@ -8,7 +8,17 @@ from collections.abc import Callable
 
 from costmodel.errors import CostModelError
 from costmodel.inputs.config import Fields
-from costmodel.inputs.families import deepseek, llama, mixtral, qwen_moe
+from costmodel.inputs.families import (
+    deepseek,
+    gemma,
+    gpt2,
+    gpt_neox,
+    gpt_oss,
+    llama,
+    mixtral,
+    nemotron,
+    qwen_moe,
+)
 from costmodel.inputs.families.common import Base, Parts
 
 #: model_type -> the function that reads its blocks (the order is that of the error messages)
@@ -21,6 +31,14 @@ FAMILIES: dict[str, Callable[[Fields, Base], Parts]] = {
     "qwen3_5_moe": qwen_moe.resolve,
     "mixtral": mixtral.resolve,
     "deepseek_v3": deepseek.resolve,
+    "gpt2": gpt2.resolve,
+    "gpt_neox": gpt_neox.resolve,
+    "mistral": llama.resolve,
+    "gemma2": gemma.resolve,
+    "gemma3_text": gemma.resolve,
+    "nemotron": nemotron.resolve,
+    "deepseek_v2": deepseek.resolve,
+    "gpt_oss": gpt_oss.resolve,
 }
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(FAMILIES)

@@ -19,6 +19,16 @@ from costmodel.inputs.shape import (
 #: model_types with gated-DeltaNet (linear-attention) layers
 HYBRIDS = ("qwen3_next", "qwen3_5_moe")
 
+#: A layer whose attention is local (a sliding window): its projections are a full-attention
+#: layer's, and the FLOP and memory accounts count it as one (see ``Base.sliding``).
+SLIDING_ATTENTION = "sliding_attention"
+
+#: transformers' defaults where a family's config.json may leave a field out.
+#: tie_word_embeddings (False unless listed)
+TIE_DEFAULTS = {"gpt2": True, "gemma2": True, "gemma3_text": True}
+#: sliding_window, for the families whose layers (all, or those the layout marks) are local
+SLIDING_WINDOW_DEFAULTS = {"mistral": 4096, "gemma2": 4096, "gemma3_text": 4096, "gpt_oss": 128}
+
 
 @dataclass(frozen=True)
 class Base:
@@ -32,6 +42,10 @@ class Base:
     num_kv_heads: int
     tie: bool
     layer_types: tuple[str, ...]
+    #: per layer: its attention is local, a window of ``sliding_window`` keys (Mistral, Gemma 2/3,
+    #: GPT-OSS); such a layer is a FULL_ATTENTION layer of ``layer_types``
+    sliding: tuple[bool, ...] = ()
+    sliding_window: int = 0
 
     @property
     def n_full(self) -> int:
@@ -55,6 +69,7 @@ class Attention:
     weights: int
     other: int
     gate: bool = False
+    sinks: bool = False  # a learned logit per head added to the softmax (GPT-OSS), no FLOPs
     mla: bool = False
     q_lora: int = 0
     kv_lora: int = 0
@@ -76,7 +91,11 @@ class LinearAttention:
 
 @dataclass(frozen=True)
 class Mlp:
-    """The MLPs: routed experts on the layers flagged MoE, a dense MLP on the others."""
+    """The MLPs: routed experts on the layers flagged MoE, a dense MLP on the others.
+
+    ``gated``: gate, up and down matrices, act(gate(x)) * up(x) (SwiGLU, and Gemma's GeGLU);
+    else up and down only, act(up(x)) (GELU: GPT-2/3, GPT-NeoX; squared ReLU: Nemotron).
+    ``activation`` is the config's activation function (``hidden_act``)."""
 
     moe_flags: tuple[bool, ...]
     intermediate: int
@@ -86,6 +105,28 @@ class Mlp:
     shared_inter: int = 0
     shared_gate: bool = False  # a 1 x hidden gate on the shared expert (qwen3_next, qwen3_5_moe)
     mlp_bias: bool = False
+    gated: bool = True
+    activation: str = "silu"
+    expert_bias: bool = False  # a bias on each routed expert's gate+up and down (GPT-OSS)
+    router_bias: bool = False  # a bias on the router's logits (GPT-OSS)
+
+    @property
+    def matrices(self) -> int:
+        """Weight matrices of one MLP (or expert): 3 gated, 2 not."""
+        return 3 if self.gated else 2
+
+
+@dataclass(frozen=True)
+class Norms:
+    """The norms: per layer, how many hidden-wide ones (2; Gemma's sandwich norms 4), and
+    whether each has a bias (LayerNorm: GPT-2/3, GPT-NeoX, Nemotron's LayerNorm1P)."""
+
+    per_layer: int = 2
+    bias: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "layernorm" if self.bias else "rmsnorm"
 
 
 @dataclass(frozen=True)
@@ -96,6 +137,9 @@ class Parts:
     mlp: Mlp
     linear: LinearAttention = field(default_factory=LinearAttention)
     mtp: int = 0
+    norms: Norms = field(default_factory=Norms)
+    #: learned absolute position embeddings (GPT-2/3: n_positions rows), 0 for RoPE models
+    position_embeddings: int = 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,17 +153,36 @@ def base(f: Fields, outer: dict) -> Base:
     vocab = f.int("vocab_size")
     num_heads = f.int("num_attention_heads")
     num_kv_heads = f.int("num_key_value_heads", num_heads)
-    tie_default = outer.get("tie_word_embeddings", False) if f.cfg is not outer else False
+    family_tie = TIE_DEFAULTS.get(f.model_type, False)
+    tie_default = outer.get("tie_word_embeddings", family_tie) if f.cfg is not outer else family_tie
     tie = f.bool("tie_word_embeddings", bool(tie_default))
-    layer_types = _layer_types(f, num_layers)
-    return Base(f.model_type, hidden, num_layers, vocab, num_heads, num_kv_heads, tie, layer_types)
+    raw = _layer_types(f, num_layers)
+    layer_types = tuple(FULL_ATTENTION if t == SLIDING_ATTENTION else t for t in raw)
+    window = SLIDING_WINDOW_DEFAULTS.get(f.model_type, 0)  # transformers' default if absent
+    if f.has("sliding_window"):
+        window = f.int("sliding_window", 0, minimum=0)  # null: no window
+    sliding = tuple(bool(window) and t == SLIDING_ATTENTION for t in raw)
+    return Base(
+        f.model_type,
+        hidden,
+        num_layers,
+        vocab,
+        num_heads,
+        num_kv_heads,
+        tie,
+        layer_types,
+        sliding,
+        window if any(sliding) else 0,
+    )
 
 
 def _layer_types(f: Fields, num_layers: int) -> tuple[str, ...]:
+    """The config's ``layer_types`` (full, linear or sliding-window attention per layer), else
+    the layout transformers builds for the family."""
     family = f.model_type
-    raw = f.cfg.get("layer_types")
+    raw = f.get("layer_types")
     if raw is not None:
-        allowed = (FULL_ATTENTION, LINEAR_ATTENTION)
+        allowed = (FULL_ATTENTION, LINEAR_ATTENTION, SLIDING_ATTENTION)
         if not isinstance(raw, list) or len(raw) != num_layers:
             raise CostModelError(
                 f"config field 'layer_types' has {len(raw) if isinstance(raw, list) else repr(raw)} "
@@ -135,11 +198,29 @@ def _layer_types(f: Fields, num_layers: int) -> tuple[str, ...]:
                 f"config field 'layer_types' has value 'linear_attention' but model_type '{family}' "
                 "has no linear-attention layers; hybrids: qwen3_next, qwen3_5_moe"
             )
+        if family not in SLIDING_WINDOW_DEFAULTS and SLIDING_ATTENTION in raw:
+            raise CostModelError(
+                f"config field 'layer_types' has value 'sliding_attention' but model_type "
+                f"'{family}' has no sliding-window layers; families with them: "
+                + ", ".join(SLIDING_WINDOW_DEFAULTS)
+            )
         return tuple(raw)
     if family in HYBRIDS:
         interval = f.int("full_attention_interval", 4)
         return tuple(
             FULL_ATTENTION if (i + 1) % interval == 0 else LINEAR_ATTENTION
+            for i in range(num_layers)
+        )
+    # the sliding-window layouts transformers builds: every layer (mistral), every other one
+    # (gemma2, gpt_oss: the first local), five local to one global (gemma3_text)
+    local_every = {"mistral": 1, "gemma2": 2, "gpt_oss": 2}.get(family)
+    if family == "gemma3_text":
+        local_every = f.int("sliding_window_pattern", 6)
+    if local_every == 1:
+        return tuple(SLIDING_ATTENTION for _ in range(num_layers))
+    if local_every:
+        return tuple(
+            SLIDING_ATTENTION if (i + 1) % local_every else FULL_ATTENTION
             for i in range(num_layers)
         )
     return tuple(FULL_ATTENTION for _ in range(num_layers))
@@ -167,12 +248,20 @@ def standard_attention(
     gate: bool = False,
     gate_field: str | None = None,
     qkv_bias: bool = False,
+    bias: bool | None = None,
+    sinks: bool = False,
+    head_dim_default: int | None = None,
 ) -> Attention:
     """q/k/v/o projections (q doubled with an output gate). ``gate_field`` names the config flag
     of the gate (default ``gate``); ``qkv_bias`` means q/k/v biases always (qwen2), otherwise
-    ``attention_bias`` adds biases to q/k/v/o; ``qk_norm`` adds the q and k RMSNorm weights."""
+    ``bias`` (default: the config's ``attention_bias``, false if absent) adds biases to q/k/v/o;
+    ``qk_norm`` adds the q and k RMSNorm weights; ``sinks`` one learned logit per head (GPT-OSS);
+    ``head_dim_default`` is the family's head width when the config gives none (else hidden /
+    heads)."""
     hidden, num_heads = b.hidden, b.num_heads
-    head_dim = f.int("head_dim", hidden // num_heads if hidden % num_heads == 0 else None)
+    if head_dim_default is None and hidden % num_heads == 0:
+        head_dim_default = hidden // num_heads
+    head_dim = f.int("head_dim", head_dim_default)
     if gate_field is not None:
         gate = f.bool(gate_field, gate)
     q_out = num_heads * head_dim * (2 if gate else 1)
@@ -181,10 +270,12 @@ def standard_attention(
     other = 0
     if qkv_bias:
         other += q_out + 2 * kv_out
-    elif f.bool("attention_bias", False):
+    elif f.bool("attention_bias", False) if bias is None else bias:
         other += q_out + 2 * kv_out + hidden
     if qk_norm:
         other += 2 * head_dim
+    if sinks:
+        other += num_heads
     return Attention(
         num_heads=num_heads,
         num_kv_heads=b.num_kv_heads,
@@ -195,6 +286,7 @@ def standard_attention(
         weights=weights,
         other=other,
         gate=gate,
+        sinks=sinks,
     )
 
 
@@ -238,28 +330,25 @@ def dense_intermediate(f: Fields, moe_flags: tuple[bool, ...]) -> int:
 
 def build_shape(name: str, b: Base, p: Parts) -> ModelShape:
     """Sum a family's blocks per component (``BREAKDOWN_KEYS``) into a ``ModelShape``."""
-    attn, lin, mlp = p.attention, p.linear, p.mlp
+    attn, lin, mlp, norms = p.attention, p.linear, p.mlp, p.norms
     hidden, n_full, n_linear = b.hidden, b.n_full, b.n_linear
     n_moe = sum(mlp.moe_flags)
     n_dense = b.num_layers - n_moe
-    moe_inter = mlp.moe_inter
+    moe_inter, mats = mlp.moe_inter, mlp.matrices
     parts = dict.fromkeys(BREAKDOWN_KEYS, 0)
     parts["attention"] = n_full * attn.weights
     parts["linear_attention"] = n_linear * lin.weights
     parts["router"] = n_moe * mlp.num_experts * hidden
-    parts["routed_experts_total"] = n_moe * mlp.num_experts * 3 * hidden * moe_inter
-    parts["routed_experts_active"] = n_moe * mlp.k * 3 * hidden * moe_inter
-    shared_per_layer = 3 * hidden * mlp.shared_inter
+    parts["routed_experts_total"] = n_moe * mlp.num_experts * mats * hidden * moe_inter
+    parts["routed_experts_active"] = n_moe * mlp.k * mats * hidden * moe_inter
+    shared_per_layer = mats * hidden * mlp.shared_inter
     if mlp.shared_gate and mlp.shared_inter:
         shared_per_layer += hidden  # shared_expert_gate: Linear(hidden, 1)
     parts["shared_experts"] = n_moe * shared_per_layer
-    parts["dense_mlp"] = n_dense * 3 * hidden * mlp.intermediate
-    other = n_full * attn.other + n_linear * lin.other
-    other += b.num_layers * 2 * hidden + hidden  # input/post-attention norms, final norm
-    if mlp.mlp_bias:
-        other += n_dense * (2 * mlp.intermediate + hidden)
-    parts["norms_and_other"] = other
-    parts["embedding"] = b.vocab * hidden
+    parts["dense_mlp"] = n_dense * mats * hidden * mlp.intermediate
+    parts["norms_and_other"] = _other_params(b, p, n_moe, n_dense)
+    # the input embeddings, lookups: tokens, and learned positions (GPT-2/3)
+    parts["embedding"] = (b.vocab + p.position_embeddings) * hidden
     parts["lm_head"] = b.vocab * hidden
 
     mtp_total, mtp_matmul = _mtp_params(b, p)
@@ -315,7 +404,33 @@ def build_shape(name: str, b: Base, p: Parts) -> ModelShape:
         activated_params=activated,
         activated_params_published=published,
         breakdown_items=tuple(parts.items()),
+        mlp_activation="swiglu" if mlp.gated else "gelu",
+        hidden_act=mlp.activation,
+        norm=norms.kind,
+        norms_per_layer=norms.per_layer,
+        position_embeddings=p.position_embeddings,
+        sliding_window=b.sliding_window,
+        num_sliding_window_layers=sum(b.sliding),
+        attention_sinks=attn.sinks,
     )
+
+
+def _other_params(b: Base, p: Parts, n_moe: int, n_dense: int) -> int:
+    """``norms_and_other``: the attention's and linear attention's vectors, the norms (per layer
+    and final; a LayerNorm's weight and bias), the MLP biases (gated: gate, up and down; else
+    up and down), GPT-OSS's expert and router biases."""
+    attn, lin, mlp, norms, hidden = p.attention, p.linear, p.mlp, p.norms, b.hidden
+    other = b.n_full * attn.other + b.n_linear * lin.other
+    norm_width = hidden * (2 if norms.bias else 1)
+    other += b.num_layers * norms.per_layer * norm_width + norm_width  # per layer, final
+    up_width = (mlp.matrices - 1) * mlp.intermediate  # gate and up, or up
+    if mlp.mlp_bias:
+        other += n_dense * (up_width + hidden)
+    if mlp.expert_bias:
+        other += n_moe * mlp.num_experts * ((mlp.matrices - 1) * mlp.moe_inter + hidden)
+    if mlp.router_bias:
+        other += n_moe * mlp.num_experts
+    return other
 
 
 def _mtp_params(b: Base, p: Parts) -> tuple[int, int]:
@@ -330,17 +445,17 @@ def _mtp_params(b: Base, p: Parts) -> tuple[int, int]:
     shared expert (or dense MLP), and the output head again (it runs once more per token)."""
     if not p.mtp:
         return 0, 0
-    attn, mlp, hidden = p.attention, p.mlp, b.hidden
+    attn, mlp, hidden, mats = p.attention, p.mlp, b.hidden, p.mlp.matrices
     projection = 2 * hidden * hidden
     if mlp.num_experts:
-        shared = 3 * hidden * mlp.shared_inter + (
+        shared = mats * hidden * mlp.shared_inter + (
             hidden if mlp.shared_gate and mlp.shared_inter else 0
         )
         router = mlp.num_experts * hidden
-        mlp_total = router + mlp.num_experts * 3 * hidden * mlp.moe_inter + shared
-        mlp_matmul = router + mlp.k * 3 * hidden * mlp.moe_inter + shared
+        mlp_total = router + mlp.num_experts * mats * hidden * mlp.moe_inter + shared
+        mlp_matmul = router + mlp.k * mats * hidden * mlp.moe_inter + shared
     else:
-        mlp_total = mlp_matmul = 3 * hidden * mlp.intermediate
+        mlp_total = mlp_matmul = mats * hidden * mlp.intermediate
     total = projection + attn.weights + attn.other + mlp_total + 5 * hidden
     matmul = projection + attn.weights + mlp_matmul + b.vocab * hidden
     return p.mtp * total, p.mtp * matmul

@@ -1,5 +1,7 @@
-"""deepseek_v3: multi-head latent attention (MLA) and MoE from ``first_k_dense_replace`` on,
-every ``moe_layer_freq`` layers, with ``n_shared_experts`` shared experts. Its MTP layers
+"""deepseek_v3, deepseek_v2: multi-head latent attention (MLA) and MoE from
+``first_k_dense_replace`` on, every ``moe_layer_freq`` layers, with ``n_shared_experts`` shared
+experts. The query latent ``q_lora_rank`` is transformers' 1536 when the config leaves it out, and
+none when it is null (DeepSeek-V2-Lite: a plain q projection). DeepSeek-V3's MTP layers
 (``num_nextn_predict_layers``) are not counted."""
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from costmodel.inputs.families.common import (
     experts_per_token,
 )
 
+#: transformers' q_lora_rank when a DeepSeek config leaves it out (a null one: no query latent)
+Q_LORA_DEFAULT = 1536
+
 
 def resolve(f: Fields, b: Base) -> Parts:
     attention = _mla(f, b)
@@ -25,7 +30,7 @@ def resolve(f: Fields, b: Base) -> Parts:
     n_moe = sum(flags)
     moe_inter = f.int("moe_intermediate_size") if n_moe else 0
     shared = f.int("n_shared_experts", 0, minimum=0) * moe_inter if n_moe else 0
-    mtp = f.int("num_nextn_predict_layers", 0, minimum=0)
+    mtp = f.int("num_nextn_predict_layers", 0, minimum=0) if b.family == "deepseek_v3" else 0
     return Parts(attention, Mlp(flags, intermediate, num_experts, k, moe_inter, shared), mtp=mtp)
 
 
@@ -36,7 +41,8 @@ def _mla(f: Fields, b: Base) -> Attention:
     rope = f.int("qk_rope_head_dim")
     v_dim = f.int("v_head_dim")
     kv_lora = f.int("kv_lora_rank")
-    q_lora = f.int("q_lora_rank", 0, minimum=0)
+    # absent: transformers' default (DeepseekV2Config, DeepseekV3Config); null: no query latent
+    q_lora = f.int("q_lora_rank", 0, minimum=0) if f.has("q_lora_rank") else Q_LORA_DEFAULT
     qk_dim = nope + rope
     bias = f.bool("attention_bias", False)
     if q_lora:

@@ -1,7 +1,9 @@
-"""llama, qwen2, qwen3: dense decoders, every layer full attention and a dense MLP.
+"""llama, qwen2, qwen3, mistral: dense decoders, every layer full attention and a dense SwiGLU
+MLP.
 
 qwen2 always has q/k/v biases; llama and qwen3 have biases only with ``attention_bias`` (llama
-also MLP biases with ``mlp_bias``); qwen3 has q/k RMSNorms."""
+also MLP biases with ``mlp_bias``); qwen3 has q/k RMSNorms. mistral is llama without biases, its
+layers local (``sliding_window``, 4096 by default; null: none), counted as full attention."""
 
 from __future__ import annotations
 
@@ -21,4 +23,5 @@ def resolve(f: Fields, b: Base) -> Parts:
     flags = tuple(False for _ in range(b.num_layers))
     intermediate = dense_intermediate(f, flags)
     mlp_bias = family == "llama" and f.bool("mlp_bias", False)
-    return Parts(attention, Mlp(flags, intermediate, mlp_bias=mlp_bias))
+    activation = f.name_field("hidden_act", "silu")
+    return Parts(attention, Mlp(flags, intermediate, mlp_bias=mlp_bias, activation=activation))
