@@ -312,6 +312,7 @@ def params_json(shape: ModelShape) -> dict:
         "intermediate_size": shape.intermediate_size,
         "moe_intermediate_size": shape.moe_intermediate_size,
         "shared_expert_intermediate_size": shape.shared_expert_intermediate_size,
+        "shared_experts": shape.num_shared_experts,
         "first_dense_layers": shape.first_dense_layers,
         "mlp_activation": shape.mlp_activation,
         "hidden_act": shape.hidden_act,
