@@ -380,10 +380,11 @@ def saved_bytes(model, ids) -> dict[str, int]:
     try:
         loss, held = _forward_and_loss(model, ids, layers)
         storages = _held_storages(held, _excluded(model))
+        shared = set(layers.live_arguments())
         del loss
     finally:
         layers.remove()
-    return _placed(storages, set(layers.arguments))
+    return _placed(storages, shared)
 
 
 @contextmanager
@@ -441,7 +442,7 @@ def _tracker(recomputing, held, layers: _Layers, excluded: set[int]):
             return out
 
         def _record(self, recorded, out):
-            kept = layers.arguments
+            kept = layers.live_arguments()  # a freed argument's address may be reused
             for tensor in tree_flatten(out)[0]:
                 if isinstance(tensor, torch.Tensor):
                     storage = tensor.untyped_storage()
@@ -474,11 +475,11 @@ def checkpointed_bytes(model, ids) -> tuple[dict[str, int], dict[int, int], int]
     excluded = _excluded(model)
     try:
         loss, held = _forward_and_loss(model, ids, layers)
-        kept = _placed(_held_storages(held, excluded), set(layers.arguments))
+        saved = _held_storages(held, excluded)
         arguments = layers.live_arguments()
-        saved_ptrs = set(_held_storages(held, excluded))
+        kept = _placed(saved, set(arguments))
         kept[OUTSIDE] = kept.get(OUTSIDE, 0) + sum(
-            n for ptr, n in arguments.items() if ptr not in saved_ptrs
+            n for ptr, n in arguments.items() if ptr not in saved
         )
         tracker = _tracker(recomputing, held, layers, excluded)
         with tracker:
