@@ -148,10 +148,10 @@ CONFIGS: dict[str, dict] = {
 #: Model types costmodel reads no config of, read as the type whose layers save the same tensors.
 SHAPE_AS = {"phi3": "llama"}
 #: Two layouts of transformers' code that change what CPU SDPA keeps (``activations.
-#: attention_core_saved``): a RoPE built with torch.cat (partial rotary) leaves the query
+#: attention_core_saved``): a RoPE built with torch.cat (the partial-rotary form) leaves the query
 #: heads-major, so the kernel's saved output is copied before the next op; one fused q/k/v
 #: projection whose whole output stays behind the value view the kernel saves.
-SDPA_OUTPUT_COPY = ("phi3", "qwen3_next", "qwen3_5_moe")
+SDPA_OUTPUT_COPY = ("phi3", "qwen3_next")
 FUSED_QKV = ("phi3",)
 
 MODELS = tuple(CONFIGS)

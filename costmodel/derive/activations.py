@@ -210,8 +210,9 @@ def attention_core_saved(
     q, k and v (Phi-3's qkv_proj): the value the kernel saves is a view of that output, so the
     whole output stays (its q and k parts, ``.qkv_fused``; also eager attention when nothing
     expands the value heads); ``output_copy``, a query left heads-major by a RoPE built with
-    torch.cat (partial rotary: Phi-3, Qwen3-Next): the kernel's output follows that layout and is
-    saved by it, and its token-major copy is the next op's input (``.kernel_output``, core)."""
+    torch.cat (transformers' partial-rotary form, which Phi-3 and Qwen3-Next use): the kernel's
+    output follows that layout and is saved by it, and its token-major copy is the next op's
+    input (``.kernel_output``, core)."""
     _check("attention_kernel", kernel, KERNELS)
     inputs = [
         Saved(f"{prefix}.q", beta * tokens * heads * qk_dim, True),
