@@ -64,6 +64,7 @@ benchmark: venv
 	$(PY) benchmarks/bench_suite.py
 	$(PY) benchmarks/bench_handouts.py
 	$(PY) benchmarks/megatron_flops.py
+	$(PY) benchmarks/megatron_memory.py
 
 # Read the notebooks in JupyterLab: a scratch copy in build/lab/ (the sources are never
 # written), 01 first, the rendering-only code collapsed.

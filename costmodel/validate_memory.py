@@ -1,25 +1,71 @@
 """Measure the bytes a forward pass saves for backward and compare them with
-``costmodel.derive.activations``.
+``costmodel.derive.activations``: the ``huggingface`` convention (what transformers keeps).
 
 Run ``python -m costmodel.validate_memory --out costmodel/course/saved_tensors.csv`` (needs the
 pins in ``validate-requirements.txt``: torch and transformers; no network, no weights).
 
-For each tiny, randomly initialised model of ``costmodel.validate.TINY_MODELS`` named in
-``MODELS`` (a dense llama with GQA, a qwen3_moe with one dense and one MoE layer and the eager
-per-expert loop, a deepseek_v3 with MLA, one dense and one MoE layer and a shared expert), built
-in BF16 on CPU with ``attn_implementation`` eager and sdpa, one forward pass and the
-cross-entropy loss on fp32 logits run under ``torch.autograd.graph.saved_tensors_hooks``, for
-``BATCH`` sequences at each length of ``SEQ_LENS``. The pack hook wraps every saved tensor in a
-small holder object; after the forward, the holders still alive are the tensors the autograd
-graph keeps (a tensor saved by a node that was then dropped, such as DeepSeek-V3's group top-k,
-whose result needs no gradient, is freed with its node and not counted). Each distinct storage
-(keyed on ``untyped_storage().data_ptr()``) counts once with its whole ``nbytes()``; parameter
-and buffer storages are left out.
+The models (``CONFIGS``): seven tiny, randomly initialised models of six families, each built in
+BF16 on CPU from a config dict, with ``attn_implementation`` eager and sdpa and the eager
+per-expert MoE loop (``experts_implementation="eager"``):
+
+- ``llama-gqa``: Llama with GQA (the config of ``costmodel.validate``);
+- ``qwen2-bias``: Qwen2, whose q/k/v projections have biases (a bias saves nothing more);
+- ``qwen3-moe``: Qwen3-MoE, one dense and one MoE layer, QK-norm;
+- ``mixtral``: Mixtral, every layer MoE, top-k weights renormalised and kept in fp32;
+- ``deepseek-v3-mla``: DeepSeek-V3, MLA, one dense and one MoE layer with a shared expert and the
+  fp32 router;
+- ``qwen3-next-hybrid``: Qwen3-Next, three gated-DeltaNet layers and one full-attention layer
+  (output gate, partial RoPE, QK-norm), MoE with a gated shared expert, RMSNorm scaled by
+  1 + weight. Without the flash-linear-attention and causal-conv1d packages (none on CPU),
+  transformers runs its PyTorch fallbacks ``causal_conv1d_fn`` and
+  ``torch_chunk_gated_delta_rule``, which keep far more than the chunked kernel: the prediction
+  uses ``linear_attention_kernel="torch"``, the rule of those fallbacks (the report's rule is
+  the kernel's, ``fla``);
+- ``phi3``: Phi-3, whose q/k/v and gate/up projections are fused into one matmul each; costmodel
+  reads no phi3 config, so its shape is read as the Llama config with the same fields
+  (``SHAPE_AS``): the fused outputs are views of one storage of the same bytes.
+
+Per model, ``BATCH`` sequences at each length of ``SEQ_LENS``, two runs:
+
+1. Plain (parts ``layer <kind>``, ``outside layers``, ``total``): one forward pass and the
+   cross-entropy loss on fp32 logits run under ``torch.autograd.graph.saved_tensors_hooks``. The
+   pack hook wraps every saved tensor in a small holder object; after the forward, the holders
+   still alive are the tensors the autograd graph keeps (a tensor saved by a node that was then
+   dropped, such as DeepSeek-V3's group top-k, whose result needs no gradient, is freed with its
+   node and not counted). Each distinct storage (keyed on ``untyped_storage().data_ptr()``)
+   counts once with its whole ``nbytes()``; parameter and buffer storages are left out.
+2. Full recompute (parts ``checkpoint ...``): the same step with every decoder layer under
+   ``torch.utils.checkpoint`` (non-reentrant; transformers' gradient checkpointing, as a
+   training run with full recompute runs it), then the backward:
+
+   - ``checkpoint kept: layer <kind>``, ``checkpoint kept: outside layers``: what the forward
+     keeps, measured as above (the checkpoint saves each layer's positional input, the hidden
+     states, through the hooks), plus the keyword arguments transformers passes to every layer,
+     which the checkpoints hold by reference until their backward (RoPE's cos and sin, the
+     position ids, eager attention's mask): each storage still alive after the forward. Predicted:
+     ``recompute="full"`` per layer, ``model_activation_bytes(checkpointed=True)`` outside;
+   - ``checkpoint recompute: layer <kind>``: the working set of one layer's backward. A
+     ``TorchDispatchMode`` runs during the backward; a ``context_fn`` marks the recompute of
+     each layer, and the storages the recompute's operations return (except the kept inputs)
+     are followed by weak references. After the recompute (the first operation after it; a
+     garbage collection first, so the recompute's aborted frames, which torch's early stop
+     leaves in a reference cycle, are gone) the ones still alive are the tensors the
+     recomputed layer saved, held until its backward frees them: the largest such set over the
+     layers of the kind. Predicted: ``recompute="none"`` of one layer of the kind;
+   - ``checkpoint backward peak``: the largest sum, over the operations of the layers'
+     backward, of every saved storage alive (kept inputs not yet freed, the recomputed set, the
+     outside tensors still held). Predicted: every layer's kept input, plus the largest
+     working set, plus the outside terms that live until the embedding's backward (token ids,
+     RoPE, the checkpoints' keyword arguments); the loss-phase terms (final norm, lm_head input,
+     fp32 log-softmax) are freed before the layers' backward starts. It is an upper bound: at
+     layer i's backward the inputs of the layers above are already freed.
 
 Attribution: forward pre-hooks and hooks on the decoder layers (``model.model.layers[i]``) mark
 the layer that is running when a tensor is saved. A storage saved only inside layer i belongs to
-it; a storage saved in several layers (RoPE's cos and sin, computed once by the model) or outside
-every layer (token ids, final norm, lm_head input, the loss's log-softmax) is "outside layers".
+it; a storage saved in several layers, outside every layer (token ids, final norm, lm_head input,
+the loss's log-softmax), or passed to the layers as a keyword argument (RoPE's cos and sin,
+computed once by the model: with a single full-attention layer, only that layer saves them) is
+"outside layers".
 
 The prediction for each layer is ``layer_activation_bytes`` with what these models run:
 ``elementwise="eager"`` (Hugging Face's RMSNorm with its fp32 upcast, SwiGLU as separate ops),
@@ -33,11 +79,14 @@ forward's output, not saved for backward).
 from __future__ import annotations
 
 import gc
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 
 from costmodel.derive.activations import layer_activation_bytes, model_activation_bytes
 from costmodel.inputs.models import shape_from_config
-from costmodel.validate import command, csv_text
+from costmodel.inputs.shape import LINEAR_ATTENTION
+from costmodel.validate import _COMMON, TINY_MODELS, command, csv_text
 
 CSV_FIELDS = (
     "model",
@@ -51,26 +100,107 @@ CSV_FIELDS = (
     "note",
 )
 
-MODELS = ("llama-gqa", "qwen3-moe", "deepseek-v3-mla")
+#: name -> config dict as in a config.json
+CONFIGS: dict[str, dict] = {
+    "llama-gqa": TINY_MODELS["llama-gqa"][0],
+    "qwen2-bias": {
+        "model_type": "qwen2",
+        "num_hidden_layers": 2,
+        "intermediate_size": 128,
+        **_COMMON,
+    },
+    "qwen3-moe": TINY_MODELS["qwen3-moe"][0],
+    "mixtral": {
+        "model_type": "mixtral",
+        "num_hidden_layers": 2,
+        "intermediate_size": 32,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        **_COMMON,
+    },
+    "deepseek-v3-mla": TINY_MODELS["deepseek-v3-mla"][0],
+    "qwen3-next-hybrid": {
+        "model_type": "qwen3_next",
+        "num_hidden_layers": 4,
+        "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+        "head_dim": 32,
+        "intermediate_size": 96,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 32,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "mlp_only_layers": [0],
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16,
+        "linear_conv_kernel_dim": 4,
+        **_COMMON,
+    },
+    "phi3": {
+        "model_type": "phi3",
+        "num_hidden_layers": 2,
+        "intermediate_size": 128,
+        "pad_token_id": 0,  # Phi-3's default (32000) is outside the tiny vocabulary
+        **_COMMON,
+    },
+}
+#: Model types costmodel reads no config of, read as the type whose layers save the same tensors.
+SHAPE_AS = {"phi3": "llama"}
+#: Two layouts of transformers' code that change what CPU SDPA keeps (``activations.
+#: attention_core_saved``): a RoPE built with torch.cat (the partial-rotary form) leaves the query
+#: heads-major, so the kernel's saved output is copied before the next op; one fused q/k/v
+#: projection whose whole output stays behind the value view the kernel saves.
+SDPA_OUTPUT_COPY = ("phi3", "qwen3_next")
+FUSED_QKV = ("phi3",)
+
+MODELS = tuple(CONFIGS)
 ATTENTIONS = ("eager", "sdpa")
 SEQ_LENS = (32, 128)
 BATCH = 2
-TOLERANCE = 0.10  # |measured / predicted - 1| allowed per row
-
+TOLERANCE = 0.05  # |measured / predicted - 1| allowed per row
+CHUNK_SIZE = 64  # chunk size of transformers' torch_chunk_gated_delta_rule
 
 OUTSIDE = "outside layers"
 TOTAL = "total"
+KEPT = "checkpoint kept: "
+RECOMPUTED = "checkpoint recompute: "
+PEAK = "checkpoint backward peak"
+#: model_activation_bytes terms that live until the embedding's backward (after the layers')
+THROUGH_BACKWARD = ("embedding.", "rope.", "checkpoint.")
 
 NOTE_LAYER = (
     "sum over the layers of this kind; predicted: layer_activation_bytes, elementwise=eager "
     "(HF RMSNorm fp32 upcast, SwiGLU as separate ops), attention_kernel={kernel}"
 )
+NOTE_LINEAR = ", linear_attention_kernel=torch (transformers' PyTorch fallbacks)"
 NOTE_OUTSIDE = (
     "token ids (int64), RoPE cos/sin (shared by all layers), final norm, lm_head input, fp32 "
     "log-softmax of the loss; the BF16 logits are the output, not saved; measured also holds "
     "the loss's 4-byte fp32 total_weight scalar"
 )
 NOTE_TOTAL = "every saved storage of the forward and the loss, each once"
+NOTE_KEPT_LAYER = (
+    "every layer under torch.utils.checkpoint (non-reentrant): what the forward keeps per layer, "
+    "the layer's input hidden states; predicted: layer_activation_bytes(recompute=full); layers {}"
+)
+NOTE_KEPT_OUTSIDE = (
+    "under checkpoint: the outside terms as without it, plus the keyword arguments the "
+    "checkpoints hold (position ids; eager: the b x 1 x s x s mask); predicted: "
+    "model_activation_bytes(checkpointed=True)"
+)
+NOTE_KEPT_TOTAL = "under checkpoint: every storage kept at the end of the forward and the loss"
+NOTE_RECOMPUTED = (
+    "one layer's recompute during the backward: the storages its operations returned that are "
+    "still alive after it (the tensors it saved), the largest over the layers of this kind; "
+    "predicted: layer_activation_bytes(recompute=none) of one layer ({kernel}); layers {layers}"
+)
+NOTE_PEAK = (
+    "largest sum of live saved storages during the layers' backward; predicted: every layer's "
+    "kept input + the largest recomputed layer + token ids, RoPE and the checkpoints' keyword "
+    "arguments (the loss-phase terms are freed before); an upper bound: at layer i the inputs "
+    "of the layers above are freed"
+)
 
 
 @dataclass(frozen=True)
@@ -116,9 +246,14 @@ def _import_torch():
 
 
 def _config(name: str) -> dict:
-    from costmodel.validate import TINY_MODELS
+    return CONFIGS[name]
 
-    return TINY_MODELS[name][0]
+
+def model_shape(name: str):
+    """costmodel's shape of tiny model ``name`` (``SHAPE_AS`` for a type it reads as another)."""
+    cfg = _config(name)
+    model_type = SHAPE_AS.get(cfg["model_type"], cfg["model_type"])
+    return shape_from_config({**cfg, "model_type": model_type}, name=name)
 
 
 def build(cfg: dict, attn_implementation: str):
@@ -150,30 +285,56 @@ class _Held:
         self.where = where
 
 
-def saved_storages(model, ids) -> list[tuple[str, tuple, str, int]]:
-    """One forward and the loss under ``saved_tensors_hooks``: every storage the graph keeps,
-    as (where, shape, dtype, bytes); where is ``layer <i>`` or ``OUTSIDE``."""
+class _Layers:
+    """Forward hooks on the decoder layers: which layer runs (``active``), and weak references
+    to the storages of the keyword arguments the layers receive (computed outside them)."""
+
+    def __init__(self, model):
+        self.active: str | None = None
+        self.arguments: dict[int, tuple] = {}  # data_ptr -> (StorageWeakRef, nbytes)
+        self.handles = []
+        for i, layer in enumerate(model.model.layers):
+            self.handles.append(
+                layer.register_forward_pre_hook(partial(self._enter, i), with_kwargs=True)
+            )
+            self.handles.append(layer.register_forward_hook(self._leave, with_kwargs=True))
+
+    def _enter(self, i, module, args, kwargs):
+        torch, _ = _import_torch()
+        from torch.multiprocessing.reductions import StorageWeakRef
+        from torch.utils._pytree import tree_flatten
+
+        self.active = f"layer {i}"
+        for tensor in tree_flatten((args[1:], kwargs))[0]:
+            if isinstance(tensor, torch.Tensor):
+                storage = tensor.untyped_storage()
+                self.arguments[storage.data_ptr()] = (StorageWeakRef(storage), storage.nbytes())
+
+    def _leave(self, module, args, kwargs, output):
+        self.active = None
+
+    def live_arguments(self) -> dict[int, int]:
+        return {ptr: n for ptr, (ref, n) in self.arguments.items() if not ref.expired()}
+
+    def remove(self):
+        for handle in self.handles:
+            handle.remove()
+
+
+def _excluded(model) -> set[int]:
+    storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    return storages | {buf.untyped_storage().data_ptr() for buf in model.buffers()}
+
+
+def _forward_and_loss(model, ids, layers: _Layers):
+    """One forward and the loss under ``saved_tensors_hooks``: the loss and the holders."""
     import weakref
 
     torch, _ = _import_torch()
-    excluded = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    excluded |= {buf.untyped_storage().data_ptr() for buf in model.buffers()}
-    active: list[str | None] = [None]
-    handles = []
-    for i, layer in enumerate(model.model.layers):
-
-        def enter(module, args, kwargs, i=i):
-            active[0] = f"layer {i}"
-
-        def leave(module, args, kwargs, output):
-            active[0] = None
-
-        handles.append(layer.register_forward_pre_hook(enter, with_kwargs=True))
-        handles.append(layer.register_forward_hook(leave, with_kwargs=True))
     held: weakref.WeakSet = weakref.WeakSet()
 
     def pack(tensor):
-        item = _Held(tensor, active[0])
+        item = _Held(tensor.detach(), layers.active)
         held.add(item)
         return item
 
@@ -181,40 +342,153 @@ def saved_storages(model, ids) -> list[tuple[str, tuple, str, int]]:
         return item.tensor
 
     vocab = model.config.vocab_size
-    try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-            logits = model(input_ids=ids, use_cache=False).logits
-            loss = torch.nn.functional.cross_entropy(
-                logits.float().reshape(-1, vocab), ids.reshape(-1)
-            )
-        gc.collect()
-        storages: dict[int, dict] = {}
-        for item in list(held):
-            tensor = item.tensor
-            storage = tensor.untyped_storage()
-            ptr = storage.data_ptr()
-            if ptr in excluded:
-                continue
-            entry = storages.setdefault(
-                ptr,
-                {
-                    "where": set(),
-                    "shape": tuple(tensor.shape),
-                    "dtype": str(tensor.dtype).removeprefix("torch."),
-                    "bytes": storage.nbytes(),
-                },
-            )
-            entry["where"].add(item.where)
-        del loss, logits
-    finally:
-        for handle in handles:
-            handle.remove()
-    out = []
-    for entry in storages.values():
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        logits = model(input_ids=ids, use_cache=False).logits
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, vocab), ids.reshape(-1))
+    del logits
+    gc.collect()
+    return loss, held
+
+
+def _held_storages(held, excluded: set[int]) -> dict[int, dict]:
+    """data_ptr -> {where (set), bytes} of the storages the holders still alive keep."""
+    storages: dict[int, dict] = {}
+    for item in list(held):
+        storage = item.tensor.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr in excluded:
+            continue
+        entry = storages.setdefault(ptr, {"where": set(), "bytes": storage.nbytes()})
+        entry["where"].add(item.where)
+    return storages
+
+
+def _placed(storages: dict[int, dict], shared: set[int]) -> dict[str, int]:
+    """Bytes per place: ``layer <i>`` for a storage saved only inside layer i, else OUTSIDE."""
+    measured: dict[str, int] = {}
+    for ptr, entry in storages.items():
         where = entry["where"]
-        place = next(iter(where)) if len(where) == 1 and None not in where else OUTSIDE
-        out.append((place, entry["shape"], entry["dtype"], entry["bytes"]))
-    return out
+        single = len(where) == 1 and None not in where and ptr not in shared
+        place = next(iter(where)) if single else OUTSIDE
+        measured[place] = measured.get(place, 0) + entry["bytes"]
+    return measured
+
+
+def saved_bytes(model, ids) -> dict[str, int]:
+    """Bytes the forward and the loss save for backward, per place (``layer <i>``, OUTSIDE)."""
+    layers = _Layers(model)
+    try:
+        loss, held = _forward_and_loss(model, ids, layers)
+        storages = _held_storages(held, _excluded(model))
+        shared = set(layers.live_arguments())
+        del loss
+    finally:
+        layers.remove()
+    return _placed(storages, shared)
+
+
+@contextmanager
+def _marking(flag: list, layer: int):
+    flag[0] = layer
+    try:
+        yield
+    finally:
+        flag[0] = None
+
+
+def _checkpoint_layers(model) -> list:
+    """Every decoder layer under non-reentrant ``torch.utils.checkpoint`` (transformers' gradient
+    checkpointing), each with a ``context_fn`` whose recompute context marks the layer in the
+    returned one-item list while it is recomputed."""
+    from torch.utils.checkpoint import checkpoint
+
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    recomputing: list = [None]
+    for i, layer in enumerate(model.model.layers):
+
+        def contexts(i=i):
+            return nullcontext(), _marking(recomputing, i)
+
+        layer._gradient_checkpointing_func = partial(
+            checkpoint, use_reentrant=False, context_fn=contexts
+        )
+    return recomputing
+
+
+def _tracker(recomputing, held, layers: _Layers, excluded: set[int]):
+    """A TorchDispatchMode for the backward: the working set of each recomputed layer and the
+    peak of every live saved storage after a recompute (see the module docstring)."""
+    torch, _ = _import_torch()
+    from torch.multiprocessing.reductions import StorageWeakRef
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class Tracker(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.recorded: dict[int, dict[int, tuple]] = {}
+            self.working: dict[int, int] = {}
+            self.peak = 0
+            self.layer = None  # the layer last recomputed
+            self.collected = None
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if recomputing[0] is not None:
+                self.layer = recomputing[0]
+                self._record(self.recorded.setdefault(self.layer, {}), out)
+            elif self.layer is not None:
+                self._measure()
+            return out
+
+        def _record(self, recorded, out):
+            kept = layers.live_arguments()  # a freed argument's address may be reused
+            for tensor in tree_flatten(out)[0]:
+                if isinstance(tensor, torch.Tensor):
+                    storage = tensor.untyped_storage()
+                    ptr = storage.data_ptr()
+                    if storage.nbytes() and ptr not in excluded and ptr not in kept:
+                        recorded[ptr] = (StorageWeakRef(storage), storage.nbytes())
+
+        def _measure(self):
+            if self.collected != self.layer:  # once after each recompute
+                self.collected = self.layer
+                gc.collect()
+            live = {
+                ptr: n for ptr, (ref, n) in self.recorded[self.layer].items() if not ref.expired()
+            }
+            self.working[self.layer] = max(self.working.get(self.layer, 0), sum(live.values()))
+            everything = {ptr: e["bytes"] for ptr, e in _held_storages(held, excluded).items()}
+            everything.update(layers.live_arguments())
+            everything.update(live)
+            self.peak = max(self.peak, sum(everything.values()))
+
+    return Tracker()
+
+
+def checkpointed_bytes(model, ids) -> tuple[dict[str, int], dict[int, int], int]:
+    """The step with every layer checkpointed: bytes kept after the forward and the loss per
+    place, the working set of each layer's recompute, and the peak of live saved storages during
+    the layers' backward."""
+    recomputing = _checkpoint_layers(model)
+    layers = _Layers(model)
+    excluded = _excluded(model)
+    try:
+        loss, held = _forward_and_loss(model, ids, layers)
+        saved = _held_storages(held, excluded)
+        arguments = layers.live_arguments()
+        kept = _placed(saved, set(arguments))
+        kept[OUTSIDE] = kept.get(OUTSIDE, 0) + sum(
+            n for ptr, n in arguments.items() if ptr not in saved
+        )
+        tracker = _tracker(recomputing, held, layers, excluded)
+        with tracker:
+            loss.backward()
+        del loss
+    finally:
+        layers.remove()
+        model.activation_checkpointing_disable()
+    return kept, tracker.working, tracker.peak
 
 
 def _kernel(attention: str, qk_head_dim: int, v_head_dim: int) -> str:
@@ -223,11 +497,24 @@ def _kernel(attention: str, qk_head_dim: int, v_head_dim: int) -> str:
     return "flash" if qk_head_dim == v_head_dim else "math"
 
 
-def predicted_layer(shape, config, layer: int, seq_len: int, kernel: str) -> dict[str, float]:
+def _mixer(shape, layer: int) -> str:
+    if shape.layer_types[layer] == LINEAR_ATTENTION:
+        return "gated_deltanet"
+    return "mla" if shape.mla else "attention"
+
+
+def _norm_topk(config) -> bool:
+    """Top-k weights renormalised: the config's ``norm_topk_prob``; Mixtral always does."""
+    return bool(getattr(config, "norm_topk_prob", config.model_type == "mixtral"))
+
+
+def predicted_layer(
+    shape, config, layer: int, seq_len: int, kernel: str, recompute: str = "none"
+) -> dict[str, float]:
     """``layer_activation_bytes`` of decoder layer ``layer`` of the tiny model."""
     moe = shape.moe_layer_flags[layer]
     return layer_activation_bytes(
-        "mla" if shape.mla else "attention",
+        _mixer(shape, layer),
         "moe" if moe else "dense",
         b=BATCH,
         s=seq_len,
@@ -245,66 +532,92 @@ def predicted_layer(shape, config, layer: int, seq_len: int, kernel: str) -> dic
         moe_ffn=shape.moe_intermediate_size,
         shared_ffn=shape.shared_expert_intermediate_size,
         router_fp32=shape.router_fp32,
-        norm_topk=bool(getattr(config, "norm_topk_prob", False)),
+        norm_topk=_norm_topk(config),
+        routing_weights_fp32=shape.routing_weights_fp32,
+        shared_gate=shape.shared_expert_gate,
+        output_gate=shape.attention_output_gate,
+        norm_offset=shape.rmsnorm_offset,
+        fused_qkv=config.model_type in FUSED_QKV,
+        attention_output_copy=config.model_type in SDPA_OUTPUT_COPY,
+        linear_key_heads=shape.linear_num_key_heads,
+        linear_value_heads=shape.linear_num_value_heads,
+        linear_key_head_dim=shape.linear_key_head_dim,
+        linear_value_head_dim=shape.linear_value_head_dim,
+        chunk=CHUNK_SIZE,
+        conv_kernel=shape.linear_conv_kernel_dim,
+        linear_attention_kernel="torch",
         attention_kernel=kernel,
         elementwise="eager",
+        recompute=recompute,
         bytes_per_element=2,
     )
 
 
-def predicted_outside(shape, seq_len: int) -> dict[str, float]:
-    rope = shape.qk_rope_head_dim if shape.mla else shape.qk_head_dim
+def _rope_width(shape, config) -> int:
+    """The rotated width per head: the query/key head width times the partial-rotary factor
+    (Qwen3-Next rotates a quarter); MLA rotates its qk_rope_head_dim."""
+    if shape.mla:
+        return shape.qk_rope_head_dim
+    rope = getattr(config, "rope_parameters", None) or {}
+    factor = rope.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))
+    return int(shape.qk_head_dim * (factor or 1.0))
+
+
+def predicted_outside(
+    shape, config, seq_len: int, kernel: str = "flash", checkpointed: bool = False
+) -> dict[str, float]:
     return model_activation_bytes(
         b=BATCH,
         s=seq_len,
         hidden=shape.hidden_size,
         vocab=shape.vocab_size,
-        rope_head_dim=rope,
+        rope_head_dim=_rope_width(shape, config),
         elementwise="eager",
+        norm_offset=shape.rmsnorm_offset,
         loss_fp32=True,
         output_logits=False,
+        checkpointed=checkpointed,
+        attention_kernel=kernel,
         bytes_per_element=2,
     )
 
 
 def _layer_kind(shape, layer: int) -> str:
-    mixer = "mla" if shape.mla else "attention"
-    return f"{mixer}+{'moe' if shape.moe_layer_flags[layer] else 'dense'}"
+    return f"{_mixer(shape, layer)}+{'moe' if shape.moe_layer_flags[layer] else 'dense'}"
 
 
-def _rows(name, shape, model, attention: str, seq_len: int) -> list[Row]:
-    torch, _ = _import_torch()
-    ids = torch.randint(
-        0, shape.vocab_size, (BATCH, seq_len), generator=torch.Generator().manual_seed(1)
-    )
-    measured: dict[str, int] = {}
-    for where, _, _, nbytes in saved_storages(model, ids):
-        measured[where] = measured.get(where, 0) + nbytes
-    kernel = _kernel(attention, shape.qk_head_dim, shape.v_head_dim)
+def _kinds(shape) -> dict[str, list[int]]:
     kinds: dict[str, list[int]] = {}
     for i in range(shape.num_layers):
         kinds.setdefault(_layer_kind(shape, i), []).append(i)
+    return kinds
+
+
+def _layer_note(shape, kernel: str, layers: list[int]) -> str:
+    linear = NOTE_LINEAR if shape.layer_types[layers[0]] == LINEAR_ATTENTION else ""
+    return NOTE_LAYER.format(kernel=kernel) + linear + f"; layers {', '.join(map(str, layers))}"
+
+
+def _ids(shape, seq_len: int):
+    torch, _ = _import_torch()
+    generator = torch.Generator().manual_seed(1)
+    return torch.randint(0, shape.vocab_size, (BATCH, seq_len), generator=generator)
+
+
+def _rows(name, shape, model, attention: str, seq_len: int) -> list[Row]:
+    measured = saved_bytes(model, _ids(shape, seq_len))
+    kernel = _kernel(attention, shape.qk_head_dim, shape.v_head_dim)
     rows = []
-    for kind, layers in kinds.items():
+    for kind, layers in _kinds(shape).items():
         predicted = sum(
             sum(predicted_layer(shape, model.config, i, seq_len, kernel).values()) for i in layers
         )
         got = sum(measured.get(f"layer {i}", 0) for i in layers)
-        note = NOTE_LAYER.format(kernel=kernel) + f"; layers {', '.join(map(str, layers))}"
+        note = _layer_note(shape, kernel, layers)
         rows.append(Row(name, attention, f"layer {kind}", BATCH, seq_len, predicted, got, note))
-    outside = sum(predicted_outside(shape, seq_len).values())
-    rows.append(
-        Row(
-            name,
-            attention,
-            OUTSIDE,
-            BATCH,
-            seq_len,
-            outside,
-            measured.get(OUTSIDE, 0),
-            NOTE_OUTSIDE,
-        )
-    )
+    outside = sum(predicted_outside(shape, model.config, seq_len).values())
+    got = measured.get(OUTSIDE, 0)
+    rows.append(Row(name, attention, OUTSIDE, BATCH, seq_len, outside, got, NOTE_OUTSIDE))
     total_predicted = sum(r.predicted for r in rows)
     total_measured = sum(measured.values())
     rows.append(
@@ -313,17 +626,70 @@ def _rows(name, shape, model, attention: str, seq_len: int) -> list[Row]:
     return rows
 
 
+def _checkpoint_rows(name, shape, model, attention: str, seq_len: int) -> list[Row]:
+    kept, working, peak = checkpointed_bytes(model, _ids(shape, seq_len))
+    kernel = _kernel(attention, shape.qk_head_dim, shape.v_head_dim)
+    config = model.config
+
+    def layer_bytes(i, recompute):
+        return sum(predicted_layer(shape, config, i, seq_len, kernel, recompute).values())
+
+    row = partial(Row, name, attention, batch=BATCH, seq_len=seq_len)
+    kept_rows, recomputed_rows = [], []
+    for kind, layers in _kinds(shape).items():
+        listed = ", ".join(map(str, layers))
+        kept_rows.append(
+            row(
+                part=KEPT + f"layer {kind}",
+                predicted=sum(layer_bytes(i, "full") for i in layers),
+                measured=sum(kept.get(f"layer {i}", 0) for i in layers),
+                note=NOTE_KEPT_LAYER.format(listed),
+            )
+        )
+        recomputed_rows.append(
+            row(
+                part=RECOMPUTED + f"layer {kind}",
+                predicted=max(layer_bytes(i, "none") for i in layers),
+                measured=max(working.get(i, 0) for i in layers),
+                note=NOTE_RECOMPUTED.format(kernel=kernel, layers=listed),
+            )
+        )
+    outside = predicted_outside(shape, config, seq_len, kernel, checkpointed=True)
+    kept_rows.append(
+        row(
+            part=KEPT + OUTSIDE,
+            predicted=sum(outside.values()),
+            measured=kept.get(OUTSIDE, 0),
+            note=NOTE_KEPT_OUTSIDE,
+        )
+    )
+    kept_rows.append(
+        row(
+            part=KEPT + TOTAL,
+            predicted=sum(r.predicted for r in kept_rows),
+            measured=sum(kept.values()),
+            note=NOTE_KEPT_TOTAL,
+        )
+    )
+    through = sum(v for k, v in outside.items() if k.startswith(THROUGH_BACKWARD))
+    inputs = sum(layer_bytes(i, "full") for i in range(shape.num_layers))
+    largest = max(r.predicted for r in recomputed_rows)
+    peak_row = row(part=PEAK, predicted=inputs + largest + through, measured=peak, note=NOTE_PEAK)
+    return kept_rows + recomputed_rows + [peak_row]
+
+
 def run(name: str) -> list[Row]:
-    """The rows of one tiny model: each attention implementation and sequence length (the model
-    is built once; ``set_attn_implementation`` switches eager and sdpa)."""
-    cfg = _config(name)
-    shape = shape_from_config(cfg, name=name)
-    model = build(cfg, ATTENTIONS[0])
+    """The rows of one tiny model: each attention implementation and sequence length, without
+    and with checkpointed layers (the model is built once; ``set_attn_implementation`` switches
+    eager and sdpa)."""
+    shape = model_shape(name)
+    model = build(_config(name), ATTENTIONS[0])
     rows = []
     for attention in ATTENTIONS:
         model.set_attn_implementation(attention)
         for seq_len in SEQ_LENS:
             rows.extend(_rows(name, shape, model, attention, seq_len))
+            rows.extend(_checkpoint_rows(name, shape, model, attention, seq_len))
     return rows
 
 

@@ -25,7 +25,11 @@ What saves what (the autograd formulas of PyTorch, ``tools/autograd/derivatives.
   reciprocal RMS per row (``elementwise="fused"``). The PyTorch composite that Hugging Face
   models run (``x.float()``, ``pow``, ``mean``, ``rsqrt``, ``mul``, cast back, ``weight *``)
   saves the fp32 copy of the input, the fp32 rstd and the normalised tensor in the working
-  dtype (for the weight's gradient) (``elementwise="eager"``);
+  dtype (for the weight's gradient) (``elementwise="eager"``); a norm that scales by 1 + weight
+  in fp32 before the cast back (Gemma, Qwen3-Next) keeps the normalised tensor in fp32 and the
+  fp32 1 + weight vector instead (``norm_offset``);
+- a gate that multiplies an output (Qwen3-Next's attention output gate, ``output_gate``, and its
+  shared expert's gate, ``shared_gate``) keeps both factors: the sigmoid and the gated output;
 - RoPE multiplies by cos and sin, which need no gradient: it saves only cos and sin, computed
   once per forward and shared by every layer (a model-level term, ``model_activation_bytes``);
 - SwiGLU ``down(silu(gate(x)) * up(x))``: the gate and up outputs, the SiLU output (eager: the
@@ -60,9 +64,11 @@ What saves what (the autograd formulas of PyTorch, ``tools/autograd/derivatives.
   flash-linear-attention (``fla/ops/gated_delta_rule/chunk.py``: ``ChunkGatedDeltaRuleFunction``
   saves q, k (L2-normalised, with their fp32 rstd), v, the fp32 log-decay, beta and the per-chunk
   WY matrix A, C values per token and head) and the layer around it (Qwen3-Next in transformers:
-  causal conv1d input, the gate's softplus, a gated RMSNorm, the output projection's input). Not
-  measured here: on CPU transformers runs a PyTorch reference of the chunked rule that keeps many
-  more fp32 intermediates than the kernel a training run uses.
+  causal conv1d input, the gate's softplus, a gated RMSNorm, the output projection's input)
+  (``linear_attention_kernel="fla"``). Without that package (on CPU, or on a GPU where it is not
+  installed) transformers runs its PyTorch fallbacks, which keep many more fp32 intermediates:
+  ``linear_attention_kernel="torch"`` is their rule, the one ``costmodel.validate_memory``
+  measures;
 
 Policies (``recompute``): ``none`` keeps every tensor; ``selective`` recomputes the attention core
 (Korthikanti et al. section 5): its own tensors (the s x s terms, the log-sum-exp, the expanded or
@@ -83,6 +89,7 @@ and byte counts (floats) when given numbers.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import sympy
@@ -122,6 +129,7 @@ ELEMENTWISE = ("eager", "fused")
 RECOMPUTE = ("none", "selective", "full")
 MIXERS = ("attention", "mla", "gated_deltanet")
 MLPS = ("dense", "moe")
+LINEAR_KERNELS = ("fla", "torch")
 
 FP32 = 4  # bytes of an fp32 element: softmax, rstd, log-sum-exp, router probabilities
 INDEX = 8  # bytes of an int64 index
@@ -151,40 +159,78 @@ def _number(x):
     return float(x)
 
 
-def rmsnorm_saved(prefix: str, rows, width, beta, elementwise: str, split: bool = False):
+def rmsnorm_saved(
+    prefix: str, rows, width, beta, elementwise: str, split: bool = False, offset: bool = False
+):
     """RMSNorm over ``rows`` rows of ``width``: fused saves its input and the fp32 rstd; the
     PyTorch composite (eager) saves the fp32 copy of the input, the rstd and the normalised
-    tensor in the working dtype. Its output is saved by the op that reads it (not here)."""
+    tensor in the working dtype. Its output is saved by the op that reads it (not here).
+
+    ``offset``: the scale is ``1 + weight`` applied in fp32 before the cast back (Gemma,
+    Qwen3-Next, Qwen3.5 in transformers): the eager composite keeps the normalised tensor in
+    fp32 and the fp32 ``1 + weight`` vector (``width`` values, once per norm)."""
     _check("elementwise", elementwise, ELEMENTWISE)
     if elementwise == "fused":
         return [
             Saved(f"{prefix}.input", beta * rows * width, split),
             Saved(f"{prefix}.rstd", FP32 * rows, split),
         ]
-    return [
+    saved = [
         Saved(f"{prefix}.input_fp32", FP32 * rows * width, split),
         Saved(f"{prefix}.rstd", FP32 * rows, split),
-        Saved(f"{prefix}.normalized", beta * rows * width, split),
+    ]
+    if not offset:
+        return saved + [Saved(f"{prefix}.normalized", beta * rows * width, split)]
+    return saved + [
+        Saved(f"{prefix}.normalized_fp32", FP32 * rows * width, split),
+        Saved(f"{prefix}.scale_fp32", FP32 * width, False),
     ]
 
 
 def attention_core_saved(
-    kernel: str, tokens, squares, heads, kv_heads, qk_dim, v_dim, beta, prefix="attn"
+    kernel: str,
+    tokens,
+    squares,
+    heads,
+    kv_heads,
+    qk_dim,
+    v_dim,
+    beta,
+    prefix="attn",
+    fused_qkv=False,
+    output_copy=False,
 ):
     """The attention core's saved tensors for ``tokens`` query rows and ``squares`` = Σ (query
     rows x key rows) per head; and its inputs, kept instead under selective recompute.
 
     Returns (saved, inputs). Q, K, V of the flash kernel are its inputs (not core); the eager and
-    math paths keep expanded or fp32 copies, which are core."""
+    math paths keep expanded or fp32 copies, which are core.
+
+    Two layouts of transformers' code on CPU SDPA (``flash``): ``fused_qkv``, one projection for
+    q, k and v (Phi-3's qkv_proj): the value the kernel saves is a view of that output, so the
+    whole output stays (its q and k parts, ``.qkv_fused``; also eager attention when nothing
+    expands the value heads); ``output_copy``, a query left heads-major by a RoPE built with
+    torch.cat (transformers' partial-rotary form, which Phi-3 and Qwen3-Next use): the kernel's
+    output follows that layout and is saved by it, and its token-major copy is the next op's
+    input (``.kernel_output``, core)."""
     _check("attention_kernel", kernel, KERNELS)
     inputs = [
         Saved(f"{prefix}.q", beta * tokens * heads * qk_dim, True),
         Saved(f"{prefix}.k", beta * tokens * kv_heads * qk_dim, True),
         Saved(f"{prefix}.v", beta * tokens * kv_heads * v_dim, True),
     ]
+    if fused_qkv and (kernel == "flash" or (kernel == "eager" and kv_heads == heads)):
+        inputs.append(
+            Saved(f"{prefix}.qkv_fused", beta * tokens * (heads + kv_heads) * qk_dim, True)
+        )
     if kernel == "flash":
-        lse = Saved(f"{prefix}.lse", FP32 * tokens * heads, True, core=True)
-        return inputs + [lse], inputs
+        saved = inputs + [Saved(f"{prefix}.lse", FP32 * tokens * heads, True, core=True)]
+        if output_copy:
+            saved.append(
+                Saved(f"{prefix}.kernel_output", beta * tokens * heads * v_dim, True, True)
+            )
+        return saved, inputs
+    extra = inputs[3:]  # the fused projection's output, kept by the value view
     if kernel == "eager":
         saved = [
             Saved(f"{prefix}.q", beta * tokens * heads * qk_dim, True, core=True),
@@ -193,7 +239,7 @@ def attention_core_saved(
             Saved(f"{prefix}.softmax_fp32", FP32 * heads * squares, True, core=True),
             Saved(f"{prefix}.probs", beta * heads * squares, True, core=True),
         ]
-        return saved, inputs
+        return saved + extra, inputs
     saved = [  # math, fp32 on CPU
         Saved(f"{prefix}.q_fp32", FP32 * tokens * heads * qk_dim, True, core=True),
         Saved(f"{prefix}.k_fp32", FP32 * tokens * heads * qk_dim, True, core=True),
@@ -250,17 +296,47 @@ def gelu_mlp_saved(prefix: str, rows, hidden, width, beta, elementwise: str):
 
 
 def _attention(
-    tokens, squares, hidden, heads, kv_heads, head_dim, v_dim, qk_norm, kernel, ew, beta
+    tokens,
+    squares,
+    hidden,
+    heads,
+    kv_heads,
+    head_dim,
+    v_dim,
+    qk_norm,
+    kernel,
+    ew,
+    beta,
+    offset=False,
+    output_gate=False,
+    fused_qkv=False,
+    output_copy=False,
 ):
     saved = [Saved("attn.qkv_input", beta * tokens * hidden, False)]
     if qk_norm:  # Qwen3: RMSNorm over each query and key head before RoPE
-        saved += rmsnorm_saved("attn.q_norm", tokens * heads, head_dim, beta, ew, split=True)
-        saved += rmsnorm_saved("attn.k_norm", tokens * kv_heads, head_dim, beta, ew, split=True)
+        for name, n in (("q", heads), ("k", kv_heads)):
+            saved += rmsnorm_saved(
+                f"attn.{name}_norm", tokens * n, head_dim, beta, ew, split=True, offset=offset
+            )
     core, inputs = attention_core_saved(
-        kernel, tokens, squares, heads, kv_heads, head_dim, v_dim, beta
+        kernel,
+        tokens,
+        squares,
+        heads,
+        kv_heads,
+        head_dim,
+        v_dim,
+        beta,
+        fused_qkv=fused_qkv,
+        output_copy=output_copy,
     )
     saved += core
     saved.append(Saved("attn.output", beta * tokens * heads * v_dim, True))
+    if output_gate:  # Qwen3-Next: output * sigmoid(gate) keeps both factors, then o_proj's input
+        saved += [
+            Saved("attn.gate", beta * tokens * heads * v_dim, True),
+            Saved("attn.gated_output", beta * tokens * heads * v_dim, True),
+        ]
     return saved, inputs
 
 
@@ -278,26 +354,121 @@ def _mla(tokens, squares, hidden, heads, qk_dim, v_dim, q_rank, kv_rank, kernel,
     return saved, inputs
 
 
-def _gated_deltanet(tokens, hidden, key_heads, value_heads, key_dim, value_dim, chunk, beta):
+def _gated_deltanet(
+    tokens,
+    hidden,
+    key_heads,
+    value_heads,
+    key_dim,
+    value_dim,
+    chunk,
+    beta,
+    kernel="fla",
+    ew="fused",
+    sequences=1,
+    conv_kernel=4,
+):
+    _check("linear_attention_kernel", kernel, LINEAR_KERNELS)
     conv_width = 2 * key_heads * key_dim + value_heads * value_dim
     rows = tokens * value_heads
-    return [
+    saved = [
         Saved("gdn.in_proj_input", beta * tokens * hidden, False),
         Saved("gdn.conv_input", beta * tokens * conv_width, True),
-        Saved("gdn.q", beta * rows * key_dim, True),
-        Saved("gdn.k", beta * rows * key_dim, True),
-        Saved("gdn.q_rstd", FP32 * rows, True),
-        Saved("gdn.k_rstd", FP32 * rows, True),
-        Saved("gdn.v", beta * rows * value_dim, True),
+    ]
+    if kernel == "fla":
+        saved += [
+            Saved("gdn.q", beta * rows * key_dim, True),
+            Saved("gdn.k", beta * rows * key_dim, True),
+            Saved("gdn.q_rstd", FP32 * rows, True),
+            Saved("gdn.k_rstd", FP32 * rows, True),
+            Saved("gdn.v", beta * rows * value_dim, True),
+            Saved("gdn.decay_input", FP32 * rows, True),
+            Saved("gdn.decay", FP32 * rows, True),
+            Saved("gdn.g", FP32 * rows, True),
+            Saved("gdn.beta", beta * rows, True),
+            Saved("gdn.A", beta * rows * chunk, True),
+        ]
+    else:
+        saved += _delta_rule_torch(
+            sequences, tokens, value_heads, key_dim, value_dim, chunk, conv_width, conv_kernel, beta
+        )
+    if ew == "fused":
+        saved += [
+            Saved("gdn.norm_input", beta * rows * value_dim, True),
+            Saved("gdn.norm_gate", beta * rows * value_dim, True),
+            Saved("gdn.norm_rstd", FP32 * rows, True),
+        ]
+    else:  # transformers' gated RMSNorm composite: normalise in fp32, weight, times silu(z) in fp32
+        saved += [
+            Saved("gdn.norm_input_fp32", FP32 * rows * value_dim, True),
+            Saved("gdn.norm_rstd", FP32 * rows, True),
+            Saved("gdn.norm_normalized", beta * rows * value_dim, True),
+            Saved("gdn.norm_weighted", beta * rows * value_dim, True),
+            Saved("gdn.norm_gate_fp32", FP32 * rows * value_dim, True),
+            Saved("gdn.norm_gate_silu", FP32 * rows * value_dim, True),
+        ]
+    saved.append(Saved("gdn.output", beta * rows * value_dim, True))
+    return saved
+
+
+def _ceil(x):
+    return sympy.ceiling(x) if isinstance(x, sympy.Basic) and x.free_symbols else math.ceil(x)
+
+
+def _min(a, b):
+    symbolic = any(isinstance(x, sympy.Basic) and x.free_symbols for x in (a, b))
+    return sympy.Min(a, b) if symbolic else min(a, b)
+
+
+def _delta_rule_torch(
+    sequences, tokens, value_heads, key_dim, value_dim, chunk, conv_width, conv_kernel, beta
+):
+    """What transformers' PyTorch fallbacks keep (``causal_conv1d_fn`` and
+    ``torch_chunk_gated_delta_rule`` of ``models/qwen3_next/modeling_qwen3_next.py``, run when
+    neither the causal-conv1d nor the flash-linear-attention package is installed): the SiLU's
+    input over the padded convolution (s + K - 1 positions), then everything in fp32 at the
+    value-head count, each sequence padded to whole chunks (P rows): the L2 norm's inputs and
+    inverse norms, the padded q, k, v and beta, k·beta, five C x C matrices per chunk and head
+    (the pairwise decays, k·beta·kᵀ and q·kᵀ before the decay, the UT system A and the
+    intra-chunk attention) and the C x C boolean mask, the two triangular solves' results, the
+    decayed q and k, the corrected values of each chunk and one recurrent state (d_k x d_v) per
+    chunk read."""
+    rows = tokens * value_heads
+    length = tokens / sequences
+    chunks = _ceil(length / chunk)  # per sequence
+    padded = sequences * chunks * chunk * value_heads  # P
+    # the last chunk's state update is dropped unread: the decayed q and k, the decay of the
+    # keys to the chunk's end and the per-chunk state decay are kept only with two chunks or more
+    later = _min(1, chunks - 1)
+    return [
+        Saved("gdn.conv_output", beta * sequences * (length + conv_kernel - 1) * conv_width, True),
+        Saved("gdn.beta", beta * rows, True),
         Saved("gdn.decay_input", FP32 * rows, True),
         Saved("gdn.decay", FP32 * rows, True),
-        Saved("gdn.g", FP32 * rows, True),
-        Saved("gdn.beta", beta * rows, True),
-        Saved("gdn.A", beta * rows * chunk, True),
-        Saved("gdn.norm_input", beta * rows * value_dim, True),
-        Saved("gdn.norm_gate", beta * rows * value_dim, True),
-        Saved("gdn.norm_rstd", FP32 * rows, True),
-        Saved("gdn.output", beta * rows * value_dim, True),
+        Saved("gdn.a_exp", FP32 * 2 * value_heads, True),
+        Saved("gdn.q_l2_input", FP32 * rows * key_dim, True),
+        Saved("gdn.k_l2_input", FP32 * rows * key_dim, True),
+        Saved("gdn.q_rstd", FP32 * rows, True),
+        Saved("gdn.k_rstd", FP32 * rows, True),
+        Saved("gdn.q", FP32 * padded * key_dim, True),
+        Saved("gdn.k", FP32 * padded * key_dim, True),
+        Saved("gdn.v", FP32 * padded * value_dim, True),
+        Saved("gdn.beta_fp32", FP32 * padded, True),
+        Saved("gdn.k_beta", FP32 * padded * key_dim, True),
+        Saved("gdn.decay_mask", chunk * chunk, False),  # bool
+        Saved("gdn.pairwise_decay", FP32 * padded * chunk, True),
+        Saved("gdn.kk", FP32 * padded * chunk, True),
+        Saved("gdn.qk", FP32 * padded * chunk, True),
+        Saved("gdn.A", FP32 * padded * chunk, True),
+        Saved("gdn.intra", FP32 * padded * chunk, True),
+        Saved("gdn.new_values", FP32 * padded * value_dim, True),
+        Saved("gdn.k_cumdecay", FP32 * padded * key_dim, True),
+        Saved("gdn.decay_exp", FP32 * (2 + later) * padded, True),
+        Saved("gdn.chunk_decay", later * FP32 * padded / chunk, True),
+        Saved("gdn.q_decayed", later * FP32 * padded * key_dim, True),
+        Saved("gdn.k_decayed", later * FP32 * padded * key_dim, True),
+        Saved("gdn.v_new", FP32 * padded * value_dim, True),
+        Saved("gdn.states", FP32 * padded / chunk * key_dim * value_dim, True),
     ]
 
 
@@ -313,6 +484,8 @@ def _moe(
     load,
     ew,
     beta,
+    weights_fp32=None,
+    shared_gate=False,
 ):
     routed = top_k * tokens * load  # rows the (busiest) rank's experts run
     saved = [Saved("moe.input", beta * tokens * hidden, False)]
@@ -327,7 +500,8 @@ def _moe(
             Saved("moe.topk_weights", FP32 * tokens * top_k, False),
             Saved("moe.topk_sum", FP32 * tokens, False),
         ]
-    weight_bytes = FP32 if router_fp32 else beta
+    # the routing weights stay fp32 when the router does not cast them back (DeepSeek-V3, Mixtral)
+    weight_bytes = FP32 if (router_fp32 if weights_fp32 is None else weights_fp32) else beta
     saved += [
         Saved("moe.dispatch_indices", 2 * INDEX * routed, False),
         Saved("moe.routed_input", beta * routed * hidden, False),
@@ -340,6 +514,11 @@ def _moe(
     ]
     if shared_ffn:
         saved += swiglu_saved("moe.shared", tokens, shared_ffn, beta, ew)
+        if shared_gate:  # Qwen3-Next: sigmoid(gate(x)) * shared output keeps both factors
+            saved += [
+                Saved("moe.shared_gate", beta * tokens, False),
+                Saved("moe.shared_output", beta * tokens * hidden, False),
+            ]
     return saved
 
 
@@ -365,12 +544,20 @@ def layer_saved(
     shared_ffn=0,
     router_fp32: bool = False,
     norm_topk: bool = False,
+    routing_weights_fp32: bool | None = None,
+    shared_gate: bool = False,
+    output_gate: bool = False,
+    norm_offset: bool = False,
+    fused_qkv: bool = False,
+    attention_output_copy: bool = False,
     expert_load=1,
     linear_key_heads=0,
     linear_value_heads=0,
     linear_key_head_dim=0,
     linear_value_head_dim=0,
     chunk=64,
+    conv_kernel=4,
+    linear_attention_kernel: str = "fla",
     attention_kernel: str = "flash",
     elementwise: str = "fused",
     recompute: str = "none",
@@ -384,20 +571,35 @@ def layer_saved(
     _check("recompute", recompute, RECOMPUTE)
     _check("attention_kernel", attention_kernel, KERNELS)
     _check("elementwise", elementwise, ELEMENTWISE)
+    _check("linear_attention_kernel", linear_attention_kernel, LINEAR_KERNELS)
     beta = bytes_per_element
     local = s / cp if cp != 1 else s
     tokens = b * local
     squares = b * local * s  # each rank's query rows against every key
     if recompute == "full":
         return [Saved("layer.input", beta * tokens * hidden, False)]
-    saved = rmsnorm_saved("attn_norm", tokens, hidden, beta, elementwise)
+    saved = rmsnorm_saved("attn_norm", tokens, hidden, beta, elementwise, offset=norm_offset)
     inputs: list[Saved] = []
     if kind == "attention":
         kv = heads if kv_heads is None else kv_heads
         hd = hidden // heads if head_dim is None else head_dim
         vd = hd if v_head_dim is None else v_head_dim
         mixer, inputs = _attention(
-            tokens, squares, hidden, heads, kv, hd, vd, qk_norm, attention_kernel, elementwise, beta
+            tokens,
+            squares,
+            hidden,
+            heads,
+            kv,
+            hd,
+            vd,
+            qk_norm,
+            attention_kernel,
+            elementwise,
+            beta,
+            offset=norm_offset,
+            output_gate=output_gate,
+            fused_qkv=fused_qkv,
+            output_copy=attention_output_copy,
         )
     elif kind == "mla":
         mixer, inputs = _mla(
@@ -423,9 +625,13 @@ def layer_saved(
             linear_value_head_dim,
             chunk,
             beta,
+            kernel=linear_attention_kernel,
+            ew=elementwise,
+            sequences=b,
+            conv_kernel=conv_kernel,
         )
     saved += mixer
-    saved += rmsnorm_saved("mlp_norm", tokens, hidden, beta, elementwise)
+    saved += rmsnorm_saved("mlp_norm", tokens, hidden, beta, elementwise, offset=norm_offset)
     if mlp == "dense" and mlp_activation == "gelu":
         saved += gelu_mlp_saved("mlp", tokens, hidden, ffn, beta, elementwise)
     elif mlp == "dense":
@@ -444,6 +650,8 @@ def layer_saved(
             expert_load,
             elementwise,
             beta,
+            weights_fp32=routing_weights_fp32,
+            shared_gate=shared_gate,
         )
     if recompute == "selective":
         kept = [t for t in saved if not t.core]
@@ -483,10 +691,18 @@ def layer_activation_bytes(
     - MLA: q_lora_rank (0: no query latent), kv_lora_rank;
     - ffn: dense SwiGLU width; MoE: experts, top_k, moe_ffn (one expert's width), shared_ffn
       (shared experts' total width, 0 if none), router_fp32 (router run on an fp32 copy, as
-      DeepSeek-V3), norm_topk (top-k weights renormalised), expert_load (busiest rank's routed
-      rows over the mean; 1 when balanced);
+      DeepSeek-V3), norm_topk (top-k weights renormalised), routing_weights_fp32 (the routing
+      weights kept in fp32: default router_fp32; Mixtral too), shared_gate (a sigmoid gate on
+      the shared expert's output, Qwen3-Next), expert_load (busiest rank's routed rows over
+      the mean; 1 when balanced);
+    - output_gate: the attention output times sigmoid(gate) (Qwen3-Next); norm_offset: RMSNorm
+      scaled by 1 + weight in fp32 (Gemma, Qwen3-Next; changes only the eager composite);
+      fused_qkv, attention_output_copy: two layouts of transformers' code under CPU SDPA (see
+      ``attention_core_saved``);
     - gated DeltaNet: linear_key_heads, linear_value_heads, linear_key_head_dim,
-      linear_value_head_dim, chunk (the kernel's chunk size, 64);
+      linear_value_head_dim, chunk (the kernel's chunk size, 64), conv_kernel (the causal
+      conv1d's width), linear_attention_kernel ``fla`` (flash-linear-attention's chunked kernel
+      and the causal-conv1d kernel) or ``torch`` (transformers' PyTorch fallbacks);
     - attention_kernel ``eager``/``flash``/``math``, elementwise ``fused``/``eager`` (how
       RMSNorm and SwiGLU save), recompute ``none``/``selective``/``full``;
     - tp, sp (tensor parallelism and sequence parallelism), cp (context parallelism),
@@ -505,9 +721,12 @@ def model_activation_bytes(
     vocab,
     rope_head_dim=0,
     elementwise: str = "fused",
+    norm_offset: bool = False,
     loss_fp32: bool = True,
     logits_chunks=1,
     output_logits: bool = True,
+    checkpointed: bool = False,
+    attention_kernel: str = "flash",
     tp=1,
     sp: bool = True,
     cp=1,
@@ -522,6 +741,12 @@ def model_activation_bytes(
     runs (not saved for backward: ``output_logits=False`` leaves it out), and b·s·V·4 for the fp32
     log-softmax the loss keeps when it upcasts (``loss_fp32``). Chunked cross-entropy keeps
     1/``logits_chunks`` of both; a vocabulary-parallel lm_head divides them by tp.
+
+    ``checkpointed`` (every layer under ``torch.utils.checkpoint``, as transformers' gradient
+    checkpointing runs it): the checkpoints also keep the keyword arguments transformers passes to
+    every layer until the backward: the (1, s) int64 position ids and, for ``eager`` attention
+    (``attention_kernel``), the b x 1 x s x s additive causal mask in the working dtype (SDPA's
+    and flash kernels take no mask: is_causal).
     """
     beta = bytes_per_element
     local = s / cp if cp != 1 else s
@@ -532,8 +757,12 @@ def model_activation_bytes(
             Saved("rope.cos", beta * local * rope_head_dim, False),
             Saved("rope.sin", beta * local * rope_head_dim, False),
         ]
-    saved += rmsnorm_saved("final_norm", tokens, hidden, beta, elementwise)
+    saved += rmsnorm_saved("final_norm", tokens, hidden, beta, elementwise, offset=norm_offset)
     saved.append(Saved("lm_head.input", beta * tokens * hidden, False))
+    if checkpointed:
+        saved.append(Saved("checkpoint.position_ids", INDEX * local, False))
+        if attention_kernel == "eager":
+            saved.append(Saved("checkpoint.attention_mask", beta * tokens * s, False))
     saved += logits_saved(tokens, vocab, beta, loss_fp32, logits_chunks, output_logits)
     return per_gpu(saved, tp=tp, sp=sp)
 

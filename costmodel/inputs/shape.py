@@ -46,6 +46,12 @@ QK_NORM_TYPES: tuple[str, ...] = (
 )
 #: Model types whose router runs on an fp32 copy of its input (DeepSeek-V2/V3's router).
 ROUTER_FP32_TYPES: tuple[str, ...] = ("deepseek_v3", "deepseek_v2")
+#: Model types whose routing weights stay fp32 (the router's softmax is fp32 and its top-k
+#: weights are not cast back: DeepSeek-V3, Mixtral).
+ROUTING_WEIGHTS_FP32_TYPES: tuple[str, ...] = ("deepseek_v3", "mixtral")
+#: Model types whose RMSNorm scales by 1 + weight in fp32 before the cast back (transformers'
+#: Qwen3NextRMSNorm, Qwen3_5MoeRMSNorm, Gemma2RMSNorm, Gemma3RMSNorm).
+RMSNORM_OFFSET_TYPES: tuple[str, ...] = ("qwen3_next", "qwen3_5_moe", "gemma2", "gemma3_text")
 
 #: ModelShape.mlp_activation: the MLP's structure, as the scenario key `mlp_activation` names it
 MLP_ACTIVATIONS: tuple[str, ...] = ("swiglu", "gelu")
@@ -167,3 +173,13 @@ class ModelShape:
     def router_fp32(self) -> bool:
         """The router runs on an fp32 copy of the hidden states (one more saved tensor)."""
         return self.model_type in ROUTER_FP32_TYPES
+
+    @property
+    def routing_weights_fp32(self) -> bool:
+        """The top-k routing weights are kept in fp32, not cast back to the working dtype."""
+        return self.model_type in ROUTING_WEIGHTS_FP32_TYPES
+
+    @property
+    def rmsnorm_offset(self) -> bool:
+        """RMSNorm scales by 1 + weight in fp32 (the eager composite keeps an fp32 product)."""
+        return self.model_type in RMSNORM_OFFSET_TYPES
