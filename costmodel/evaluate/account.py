@@ -193,6 +193,8 @@ def assumption_sources(scenario: Scenario) -> dict[str, dict[str, Any]]:
         value, source = scenario[key], _ORIGIN.get(scenario.sources.get(key, ""), "derived")
         if key == "communication_share" and value is None:  # the layout's estimate (team_run)
             source = "derived"
+        if key == "selective_recompute_fraction" and value is None:  # from recompute_modules
+            source = "derived"
         out[key] = {"value": value, "source": source}
     return out
 
@@ -293,6 +295,9 @@ def _account(scenario: Scenario) -> dict[str, Any]:
                 "factor_now": now,
                 "factor_selective": selective,
                 "modules": work_selective["modules"],
+                "weights_fraction": work_selective["weights_fraction"],
+                "core_fraction": work_selective["core_fraction"],
+                "fraction_from": work_selective["fraction_from"],
                 "hardware_flops_now": work_now["flops"],
                 "hardware_flops_selective": work_selective["flops"],
                 "speedup": selective_speedup,
@@ -346,7 +351,14 @@ def hardware_with_attention(
     modules = values.get("recompute_modules") if policy is None else None
     if (policy or values["recompute"]) == "selective" and modules is None:
         modules = list(values.get("recompute_modules") or DEFAULT_RECOMPUTE_MODULES)
-    return {"factor": factor, "flops": flops, "modules": modules}
+    return {
+        "factor": factor,
+        "flops": flops,
+        "modules": modules,
+        "weights_fraction": got["weights"],
+        "core_fraction": got["core"],
+        "fraction_from": got["from"],
+    }
 
 
 def recompute_block(values: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
