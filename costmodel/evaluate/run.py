@@ -464,9 +464,10 @@ def _candidates(values: dict[str, Any], shape: ModelShape) -> list[tuple[str, di
     return out
 
 
-#: Scenario keys that a re-resolved variant does not take from the values (derived, or set
-#: only with another key).
-_NOT_INPUTS = ("name", "mean_tokens_per_sample")
+#: Scenario keys that a re-resolved variant does not take from the values: the name, and the
+#: lengths file (its mean stands for it: the memory does not depend on the lengths, and the file
+#: is not read again for each change).
+_NOT_INPUTS = ("name", "sequence_lengths")
 
 
 def variant(values: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any] | None:
@@ -480,8 +481,6 @@ def variant(values: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any] |
         for key in scenario.FIELDS
         if key in values and values[key] is not None and key not in _NOT_INPUTS
     }
-    if values.get("sequence_lengths") is None:
-        data["mean_tokens_per_sample"] = values["mean_tokens_per_sample"]
     data.update(changes)
     if "recompute_modules" in changes or "recompute" in changes:
         data.pop("selective_recompute_fraction", None)  # a stated r was for the old modules

@@ -307,6 +307,14 @@ if mem_sel is not None:
         text += (f"不过按同一个模型，现在的 full recompute 也放不下（{d.gb(mem_now['total'])}）：模型与这次"
                  "实际在跑的训练对不上，多半是场景里有键与实际设置不同（例如 `attention_kernel`、并行方式），"
                  "先按第 08 节核对场景，再看这个判断。")
+    elif mem_now["fits"]:
+        s_ = mem_now["settings"]
+        text += (f"现在这套设置放得下：`framework: {s_['framework']}`、`attention_kernel: "
+                 f"{s_['attention_kernel']}`、full recompute、`cross_entropy: {s_['cross_entropy']}`，"
+                 f"峰值 {d.gb(mem_now['total'])}（"
+                 + {"forward_end": "前向结束时", "loss": "算 loss 时", "backward": "反向时",
+                    "optimizer_step": "优化器更新时"}[mem_now["peak_phase"]]
+                 + f"），可用 {d.gb(mem_now['capacity'])}。")
     d.md(text)
 
 # %% [markdown] tags=["solution"]
