@@ -992,8 +992,8 @@ def recompute_fractions(
 
 def _memory_settings(values: dict[str, Any], sources: dict[str, str]) -> None:
     """The memory and recompute keys that go together: recompute_modules only with selective
-    recompute (null: Megatron-LM's default set), recompute_num_layers and a team's
-    recompute_method only with full, FP8 storage only with FP8 training, cross_entropy null
+    recompute (null: Megatron-LM's default set), recompute_num_layers (more than a stage's layers:
+    all of them) and a team's recompute_method only with full, FP8 storage only with FP8 training, cross_entropy null
     the framework's; then the recompute fractions of the weights and of the attention core
     (`recompute.fractions`), derived."""
     policy = values["recompute"]
@@ -1005,12 +1005,6 @@ def _memory_settings(values: dict[str, Any], sources: dict[str, str]) -> None:
         given = values.get(key) is not None and sources.get(key) != "course"
         if given and policy != "full":
             raise _layout_error(key, values[key], "unset unless recompute is full")
-    if (values.get("recompute_num_layers") or 0) > values["num_layers"]:
-        raise _layout_error(
-            "recompute_num_layers",
-            values["recompute_num_layers"],
-            f"at most num_layers ({values['num_layers']})",
-        )
     if values["fp8_activations"] != "none" and values["fp8"] == "none":
         raise _layout_error(
             "fp8_activations", values["fp8_activations"], "none unless fp8 is hybrid"
