@@ -59,7 +59,9 @@ def seconds(x: float) -> str:
 
 def input_value(value: Any) -> str:
     """A scenario input as written in the report and in error messages: 3e9 as 3,000,000,000,
-    1.48e14 as 1.48e+14, text as it is."""
+    1.48e14 as 1.48e+14, text as it is, a list (recompute_modules) as its items."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(input_value(item) for item in value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     if abs(value) >= 1e12:

@@ -68,7 +68,9 @@ computed once by the model: with a single full-attention layer, only that layer 
 "outside layers".
 
 The prediction for each layer is ``layer_activation_bytes`` with what these models run:
-``elementwise="eager"`` (Hugging Face's RMSNorm with its fp32 upcast, SwiGLU as separate ops),
+``framework="huggingface"`` (``FRAMEWORKS["huggingface"]``, the rules the report uses for that
+framework: Hugging Face's RMSNorm with its fp32 upcast, SwiGLU as separate ops, the per-expert
+loop, eager attention's fp32 softmax, gated DeltaNet by its PyTorch fallback),
 ``attention_kernel`` ``eager`` for eager, and for sdpa what CPU SDPA dispatches to:
 ``_scaled_dot_product_flash_attention_for_cpu`` (``flash``) when the query/key and value head
 widths agree, the composite math path in fp32 (``math``) when they differ (MLA). Outside the
@@ -545,9 +547,8 @@ def predicted_layer(
         linear_value_head_dim=shape.linear_value_head_dim,
         chunk=CHUNK_SIZE,
         conv_kernel=shape.linear_conv_kernel_dim,
-        linear_attention_kernel="torch",
         attention_kernel=kernel,
-        elementwise="eager",
+        framework="huggingface",
         recompute=recompute,
         bytes_per_element=2,
     )

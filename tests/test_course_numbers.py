@@ -106,11 +106,17 @@ def test_selective_recompute_speedup():
 def test_packing_times_selective_is_a_product(course_account):
     proj = course_account["projections"]
     both = proj["packing_and_selective_recompute"]["speedup"]
-    # the course's own figures: packing 1.70x, full -> selective recompute 1.21x, 2.06x together
+    # the course's own arithmetic: packing 1.70x, full -> selective recompute 1.333 / 1.1 =
+    # 1.21x (its assumed factor 1.1), 2.06x together
     assert round(proj["packing"]["speedup"], 2) == 1.70
-    assert round(proj["selective_recompute"]["speedup"], 2) == 1.21
-    assert round(both, 2) == 2.06
-    assert round(proj["packing_and_selective_recompute"]["step_time"]) == 58
+    course_selective = float(recompute.factor("full") / recompute.factor("selective"))
+    assert round(proj["packing"]["speedup"] * course_selective, 2) == 2.06
+    # the derived figure: selective recompute is the attention core (Megatron-LM's default set),
+    # which redoes no weight GEMM but does redo the core: 1.15x on the course's run
+    assert round(proj["selective_recompute"]["speedup"], 2) == 1.15
+    assert both == pytest.approx(
+        proj["packing"]["speedup"] * proj["selective_recompute"]["speedup"]
+    )
 
 
 def test_attention_conventions_named():
@@ -146,7 +152,7 @@ def test_policy_fraction_is_defined_once(course):
     ]
     assert recompute.fraction("selective", 0.25) == 0.25 and recompute.fraction("full", 0.25) == 1
     assert scenario.RECOMPUTE_POLICIES == tuple(recompute.POLICIES)
-    assert course.substitutions()[r] == float(recompute.fraction("full", 0.3))
+    assert course.substitutions()[r] == float(recompute.fraction("full"))
 
 
 def test_a_claim_is_quoted_with_its_section():

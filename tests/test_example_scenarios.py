@@ -175,7 +175,8 @@ def _readme_row(label: str) -> str:
 @pytest.mark.parametrize(
     "label, file, overrides",
     [
-        ("course, `attention_kernel: flash`", None, {"attention_kernel": "flash"}),
+        ("course", None, None),
+        ("`example-team.yaml`", "example-team", None),
         ("`llama-3.1-70b-512xH100.yaml`", "llama-3.1-70b-512xH100", None),
         ("`deepseek-v3-2048xH800.yaml`", "deepseek-v3-2048xH800", None),
     ],
@@ -189,3 +190,28 @@ def test_readme_table_of_the_runs_is_the_account(label, file, overrides):
     assert ("does not fit" in row) == (not mem["fits"])
     assert f"{comm['seconds']:.1f} s, {100 * comm['estimated_share']:.1f}%" in row
     assert f"{first['lever'].replace('_', ' ')} {first['speedup']:.2f}x" in row
+
+
+@pytest.mark.parametrize("name", [None, "example-team", *sorted(EXAMPLES)])
+def test_the_runs_fit_with_the_settings_their_files_state(name):
+    """Runs that trained fit (issue 19): the course's under course.yaml's settings, the example
+    team's, Llama 3.1 70B's and DeepSeek-V3's under the recompute and FP8 storage their files
+    state; each figure is the peak phase against the card's usable bytes."""
+    acc = account(scenario.resolve(path(name) if name else None))
+    mem = acc["memory"]
+    assert mem["fits"], (name, mem["total"], mem["capacity"])
+    assert mem["total"] == max(phase["bytes"] for phase in mem["phases"].values())
+    assert mem["fit"] is None
+
+
+def test_deepseek_states_its_recompute_and_fp8_storage():
+    sc = scenario.resolve(path("deepseek-v3-2048xH800"))
+    assert sc["recompute_modules"] == ["moe_act", "layernorm", "mla_up_proj"]
+    assert (sc["fp8"], sc["fp8_activations"]) == ("hybrid", "moe_inputs")
+    assert (sc["tensor_parallel"], sc["zero_stage"]) == (1, 1)
+    # with the attention core alone recomputed (Megatron-LM's default set) it does not fit
+    default = scenario.resolve(
+        path("deepseek-v3-2048xH800"),
+        overrides={"recompute_modules": None, "fp8": "none", "fp8_activations": "none"},
+    )
+    assert not account(default)["memory"]["fits"]

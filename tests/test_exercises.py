@@ -55,9 +55,11 @@ def test_course_exercise_two(course_account):
     proj = course_account["projections"]
     both = proj["packing"]["speedup"] * proj["selective_recompute"]["speedup"]
     assert proj["packing_and_selective_recompute"]["speedup"] == pytest.approx(both)
-    assert round(proj["selective_recompute"]["speedup"], 2) == 1.21
-    assert round(both, 2) == 2.06
-    assert round(proj["packing_and_selective_recompute"]["step_time"], 1) == 58.2
+    # selective recompute derived from its modules (the attention core, Megatron-LM's default):
+    # 1.15x with the core recomputed, not the course's 1.21x from its assumed factor 1.1
+    assert round(proj["selective_recompute"]["speedup"], 2) == 1.15
+    assert round(both, 2) == 1.96
+    assert round(proj["packing_and_selective_recompute"]["step_time"], 1) == 61.3
 
 
 def test_matching_shape_course_and_other(course):

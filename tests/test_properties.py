@@ -62,7 +62,8 @@ def test_mfu_scales_as_inverse_step_time(data, stretch):
 @given(scenarios())
 def test_hfu_over_mfu_is_the_recompute_factor(data):
     a = account(data)
-    expected = {"none": 1.0, "selective": 1.1, "full": 4 / 3}[data["recompute"]]
+    # selective: Megatron-LM's default set (the attention core) redoes no weight GEMM
+    expected = {"none": 1.0, "selective": 1.0, "full": 4 / 3}[data["recompute"]]
     assert a["hfu"] / a["mfu"] == pytest.approx(expected, rel=1e-12)
     assert a["hfu"] >= a["mfu"]
 

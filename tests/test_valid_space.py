@@ -163,7 +163,28 @@ def valid_scenarios(draw) -> dict:
         if draw(st.booleans()):
             data[key] = draw(field(key))
     data["recompute"] = draw(st.sampled_from(RECOMPUTE_POLICIES))
-    data["selective_recompute_fraction"] = draw(fraction())
+    data["selective_recompute_fraction"] = draw(st.one_of(st.none(), fraction()))
+    if data["recompute"] == "selective":
+        data["recompute_modules"] = draw(
+            st.one_of(
+                st.none(),
+                st.lists(
+                    st.sampled_from(FIELDS["recompute_modules"].choices), min_size=1, unique=True
+                ),
+            )
+        )
+    if data["recompute"] == "full":
+        data["recompute_method"] = draw(st.sampled_from(FIELDS["recompute_method"].choices))
+        data["recompute_num_layers"] = draw(st.one_of(st.none(), field("num_layers", high=layers)))
+    for key in ("framework", "cross_entropy"):
+        data[key] = draw(st.sampled_from(FIELDS[key].choices))
+    data["fp8"] = draw(st.sampled_from(FIELDS["fp8"].choices))
+    data["fp8_activations"] = (
+        "none"
+        if data["fp8"] == "none"
+        else draw(st.sampled_from(FIELDS["fp8_activations"].choices))
+    )
+    data["memory_reserve"] = draw(field("memory_reserve"))
     hidden = data["hidden_size"] = draw(field("hidden_size"))
     width = draw(st.sampled_from(["hidden", "attention_dim", "heads", "heads only"]))
     if width == "attention_dim":
@@ -209,10 +230,13 @@ def valid_scenarios(draw) -> dict:
         data["intra_node_bandwidth"] = draw(field("intra_node_bandwidth"))
     # Physically possible: HFU <= 100%, so the step is at least the hardware FLOPs at peak.
     peak = data.get("peak_flops", hardware.GPUS[data["gpu"]].bf16_flops)
+    # the largest factor the recompute setting can give (selective: its stated r, or at most the
+    # whole forward when r is derived from the modules)
+    stated = data["selective_recompute_fraction"]
     factor = {
         "none": 1.0,
         "full": 4 / 3,
-        "selective": 1 + data["selective_recompute_fraction"] / 3,
+        "selective": 1 + (1.0 if stated is None else stated) / 3,
     }[data["recompute"]]
     # a padded step computes every slot, a packed one only the real tokens
     per_sample = data["seq_len"] if data["batching"] == "padded" else data["mean_tokens_per_sample"]

@@ -70,11 +70,56 @@ What saves what (the autograd formulas of PyTorch, ``tools/autograd/derivatives.
   ``linear_attention_kernel="torch"`` is their rule, the one ``costmodel.validate_memory``
   measures;
 
-Policies (``recompute``): ``none`` keeps every tensor; ``selective`` recomputes the attention core
-(Korthikanti et al. section 5): its own tensors (the s x s terms, the log-sum-exp, the expanded or
-fp32 copies) are dropped and only its inputs Q, K, V (at KV-head width) stay, with its output;
-``full`` keeps each layer's input, and during the backward one layer at a time is recomputed in
-full (``stage_activation_bytes`` adds that working set once).
+Policies (``recompute``): ``none`` keeps every tensor; ``selective`` recomputes the modules named
+in ``recompute_modules`` (Megatron-LM's names, ``RECOMPUTE_MODULES``; its default set is
+``core_attn``, Korthikanti et al. section 5): each tensor carries the module whose recompute frees
+it (``Saved.module``), so the recomputed modules' tensors are dropped and only their inputs stay.
+``core_attn`` drops the core's own tensors (the s x s terms, the log-sum-exp, the expanded or fp32
+copies) and keeps Q, K, V at KV-head width and its output; ``layernorm`` drops the norms' outputs
+(the next linear's saved input); ``mla_up_proj`` the MLA up-projections' inputs and outputs (the
+decompressed Q, K, V); ``mlp`` the dense MLP's intermediates; ``moe_act`` the expert activation's
+output; ``shared_experts`` the shared experts' intermediates; ``moe`` everything the MoE layer saves
+but its input. ``full`` keeps each layer's input, and during the backward one layer at a time is
+recomputed in full (``stage_activation_bytes`` adds that working set once).
+
+Frameworks (``FRAMEWORKS``, the scenario key ``framework``): which of these rules a run follows.
+``megatron`` is Megatron-Core with Transformer Engine, as a large run uses it; ``huggingface`` is
+what transformers keeps (the rules ``costmodel.validate_memory`` measures). The rules and the
+files they were read from:
+
+- RMSNorm + the next linear (Transformer Engine ``transformer_engine/pytorch/module/
+  layernorm_linear.py``, ``_LayerNormLinear.forward``: ``prepare_for_saving(inputmat, ..., ln_out,
+  mu, rsigma)``): the norm's input, one fp32 rsigma per row and the normalised output (the
+  linear's input), which is ``elementwise="fused"``; transformers' composite is ``"eager"``;
+- SwiGLU (Megatron-LM ``megatron/core/fusions/fused_bias_swiglu.py``, ``SwiGLUFunction`` and
+  ``WeightedSwiGLUFunction``: ``ctx.save_for_backward(input_for_backward[, weights])``): the fc1
+  output (gate and up) and, for the routed experts, the fp32 routing weight per row; the SiLU is
+  recomputed in the backward (``"fused"``); transformers keeps the SiLU output too (``"eager"``);
+- the attention core: Transformer Engine's flash/fused kernels save Q, K, V, the output and the
+  fp32 log-sum-exp (``attention_kernel: flash``); Megatron-Core's unfused ``DotProductAttention``
+  (``megatron/core/transformer/dot_product_attention.py``, with ``FusedScaleMaskSoftmax``) keeps
+  the softmax output in BF16, no fp32 copy (``softmax_fp32=False``), plus its dropout mask and
+  output when attention dropout is on (``dropout=True``, Korthikanti et al.'s 5·a·s/h term);
+- MoE (``moe="grouped"``): the router's gating linear saves its BF16 input
+  (``megatron/core/transformer/moe/moe_utils.py``, ``RouterGatingLinearFunction``: the fp32
+  cast happens inside), the fused top-k saves the routing map and one fp32 score per token and
+  expert (Transformer Engine ``transformer_engine/pytorch/router.py``,
+  ``FusedTopkScoreFunction``: ``save_for_backward(routing_output, intermediate_output)``); the
+  token permutation saves only its int32 row map, T x (2E + 1) (``transformer_engine/pytorch/
+  permutation.py``, ``_moe_permute_mask_map_setup_context``: ``save_for_backward(row_id_map,
+  pad_offsets)``; the unpermute without merging probs saves the same map); the grouped GEMMs
+  (``megatron/core/transformer/moe/experts.py``, ``TEGroupedMLP.forward``) save the routed rows
+  (fc1's input), the weighted SwiGLU's input and weights, and fc2's input; the routing weights
+  are applied inside the activation, so no expert output is kept for the combine. The per-expert
+  loop of transformers (``moe="loop"``) is the list under "MoE" above;
+- cross-entropy (``loss_saved``): see ``CROSS_ENTROPY``.
+
+FP8 storage (``fp8_activations``): Transformer Engine's FP8 GEMMs keep the FP8 copy of a linear
+layer's input for the backward (``linear_inputs``); DeepSeek-V3 (arXiv:2412.19437, section 3.3,
+"Low-Precision Storage and Communication") caches the inputs of the MoE experts' GEMMs and of
+their SwiGLU in FP8 (``moe_inputs``; Megatron-LM ``activation_func_fp8_input_store``). An FP8
+element is one byte plus one fp32 scale per 128 elements (the 1 x 128 tiles of DeepSeek-V3's
+fine-grained quantization): ``FP8_BYTES``.
 
 Division per GPU: a tensor split by heads or by FFN/expert width divides by the tensor-parallel
 size t; a tensor with the full hidden width per token (norms, the projections' shared input, the
@@ -90,7 +135,7 @@ and byte counts (floats) when given numbers.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy
 
@@ -130,21 +175,124 @@ RECOMPUTE = ("none", "selective", "full")
 MIXERS = ("attention", "mla", "gated_deltanet")
 MLPS = ("dense", "moe")
 LINEAR_KERNELS = ("fla", "torch")
+MOE_IMPLEMENTATIONS = ("loop", "grouped")
+#: Megatron-LM's ``--recompute-modules`` names (``megatron/core/transformer/transformer_config.py``)
+RECOMPUTE_MODULES = (
+    "core_attn",
+    "mlp",
+    "moe_act",
+    "layernorm",
+    "mla_up_proj",
+    "moe",
+    "shared_experts",
+)
+#: Megatron-LM's default selective set (``recompute_modules`` unset: ``["core_attn"]``).
+DEFAULT_RECOMPUTE_MODULES = ("core_attn",)
+#: Which saved activations are kept in FP8 (``fp8_activations``).
+FP8_ACTIVATIONS = ("none", "moe_inputs", "linear_inputs")
 
 FP32 = 4  # bytes of an fp32 element: softmax, rstd, log-sum-exp, router probabilities
 INDEX = 8  # bytes of an int64 index
+INT32 = 4  # bytes of an int32 index (Transformer Engine's permutation row map)
+MASK = 1  # bytes of a bool or uint8 element (a dropout mask, a routing map)
+#: An FP8 element and its share of one fp32 scale per 1 x 128 tile (DeepSeek-V3's quantization).
+FP8_BYTES = 1 + FP32 / 128
 
 
 @dataclass(frozen=True)
 class Saved:
     """One tensor kept for backward: its bytes on one rank before tensor parallelism, whether
-    tensor parallelism splits it without sequence parallelism (split by heads or FFN width), and
-    whether it belongs to the attention core (dropped by selective recompute)."""
+    tensor parallelism splits it without sequence parallelism (split by heads or FFN width), the
+    Megatron-LM recompute module whose recompute frees it (``""``: none does), and the
+    ``fp8_activations`` settings under which it is stored in FP8."""
 
     name: str
     bytes: object
     split: bool
-    core: bool = False
+    module: str = ""
+    fp8: tuple[str, ...] = ()
+
+    @property
+    def core(self) -> bool:
+        """Part of the attention core (dropped by the default selective recompute)."""
+        return self.module == "core_attn"
+
+
+#: ``fp8`` of a linear layer's saved input, and of an MoE expert GEMM's input.
+LINEAR = ("linear_inputs",)
+MOE_GEMM = ("linear_inputs", "moe_inputs")
+
+
+@dataclass(frozen=True)
+class Framework:
+    """How a framework's layers save for backward: the options of ``layer_saved`` it implies,
+    its default cross-entropy, and where each rule was read."""
+
+    name: str
+    elementwise: str
+    moe: str
+    softmax_fp32: bool
+    cross_entropy: str
+    #: the gated-DeltaNet rule (``fla``: flash-linear-attention's kernel; ``torch``: the
+    #: PyTorch fallback transformers runs without that package)
+    linear_attention_kernel: str
+    #: fp32 copies of the logits its ``fp32`` cross-entropy keeps beside the BF16 logits
+    fp32_loss_copies: int
+    text: str
+
+    @property
+    def layer_options(self) -> dict:
+        """Keyword arguments of ``layer_saved`` / ``layer_activation_bytes``."""
+        return {
+            "elementwise": self.elementwise,
+            "moe": self.moe,
+            "softmax_fp32": self.softmax_fp32,
+            "linear_attention_kernel": self.linear_attention_kernel,
+        }
+
+
+FRAMEWORKS: dict[str, Framework] = {
+    "megatron": Framework(
+        "megatron",
+        elementwise="fused",
+        moe="grouped",
+        softmax_fp32=False,
+        cross_entropy="fused",
+        linear_attention_kernel="fla",
+        fp32_loss_copies=1,
+        text=(
+            "Megatron-Core with Transformer Engine: fused RMSNorm + linear (input, fp32 rsigma, "
+            "normalised output), fused SwiGLU (fc1 output only), flash attention (Q, K, V, "
+            "output, fp32 log-sum-exp), MoE token permutation (an int32 row map) and grouped "
+            "GEMMs with the routing weights applied in the activation, gated DeltaNet by "
+            "flash-linear-attention's chunked kernel, fused cross-entropy"
+        ),
+    ),
+    "huggingface": Framework(
+        "huggingface",
+        elementwise="eager",
+        moe="loop",
+        softmax_fp32=True,
+        cross_entropy="fp32",
+        linear_attention_kernel="torch",
+        fp32_loss_copies=2,
+        text=(
+            "transformers: RMSNorm as PyTorch ops (fp32 copy of the input, rstd, normalised "
+            "output), SwiGLU as separate ops (SiLU output kept), eager attention's fp32 softmax, "
+            "the per-expert loop (k copies of each token, expert outputs kept for the combine), "
+            "gated DeltaNet by its PyTorch fallback (flash-linear-attention not installed), "
+            "the loss on an fp32 copy of the logits"
+        ),
+    ),
+}
+
+#: What each ``cross_entropy`` keeps while the loss runs (``loss_saved``): ``fp32`` the BF16
+#: logits and the framework's fp32 copies (Megatron-LM's ``VocabParallelCrossEntropy``: one fp32
+#: copy turned into exp_logits in place; transformers: the fp32 copy and the fp32 log-softmax);
+#: ``fused`` the BF16 logits only, the softmax gradient written in place; ``chunked`` one of
+#: ``ce_chunks`` pieces of the BF16 logits at a time; ``fused_linear`` no logits (the lm_head and
+#: the loss computed together chunk by chunk, as Liger-Kernel's fused linear cross-entropy).
+CROSS_ENTROPY = ("fp32", "fused", "chunked", "fused_linear")
 
 
 def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -199,12 +347,20 @@ def attention_core_saved(
     prefix="attn",
     fused_qkv=False,
     output_copy=False,
+    *,
+    softmax_fp32: bool = True,
+    dropout: bool = False,
+    input_module: str = "",
 ):
     """The attention core's saved tensors for ``tokens`` query rows and ``squares`` = Σ (query
     rows x key rows) per head; and its inputs, kept instead under selective recompute.
 
     Returns (saved, inputs). Q, K, V of the flash kernel are its inputs (not core); the eager and
-    math paths keep expanded or fp32 copies, which are core.
+    math paths keep expanded or fp32 copies, which are core. ``softmax_fp32``: the eager softmax
+    keeps an fp32 output beside the probabilities (transformers) or only the probabilities in
+    the working dtype (Megatron-Core's fused softmax); ``dropout``: attention dropout keeps its
+    mask (one byte a score) and its output. ``input_module``: the recompute module that frees
+    the inputs (MLA: ``mla_up_proj``, which rebuilds Q, K, V).
 
     Two layouts of transformers' code on CPU SDPA (``flash``): ``fused_qkv``, one projection for
     q, k and v (Phi-3's qkv_proj): the value the kernel saves is a view of that output, so the
@@ -214,52 +370,63 @@ def attention_core_saved(
     output follows that layout and is saved by it, and its token-major copy is the next op's
     input (``.kernel_output``, core)."""
     _check("attention_kernel", kernel, KERNELS)
+    core = "core_attn"
     inputs = [
-        Saved(f"{prefix}.q", beta * tokens * heads * qk_dim, True),
-        Saved(f"{prefix}.k", beta * tokens * kv_heads * qk_dim, True),
-        Saved(f"{prefix}.v", beta * tokens * kv_heads * v_dim, True),
+        Saved(f"{prefix}.q", beta * tokens * heads * qk_dim, True, input_module),
+        Saved(f"{prefix}.k", beta * tokens * kv_heads * qk_dim, True, input_module),
+        Saved(f"{prefix}.v", beta * tokens * kv_heads * v_dim, True, input_module),
     ]
     if fused_qkv and (kernel == "flash" or (kernel == "eager" and kv_heads == heads)):
         inputs.append(
             Saved(f"{prefix}.qkv_fused", beta * tokens * (heads + kv_heads) * qk_dim, True)
         )
     if kernel == "flash":
-        saved = inputs + [Saved(f"{prefix}.lse", FP32 * tokens * heads, True, core=True)]
+        saved = inputs + [Saved(f"{prefix}.lse", FP32 * tokens * heads, True, core)]
         if output_copy:
-            saved.append(
-                Saved(f"{prefix}.kernel_output", beta * tokens * heads * v_dim, True, True)
-            )
+            saved.append(Saved(f"{prefix}.kernel_output", beta * tokens * heads * v_dim, True, core))
         return saved, inputs
     extra = inputs[3:]  # the fused projection's output, kept by the value view
     if kernel == "eager":
         saved = [
-            Saved(f"{prefix}.q", beta * tokens * heads * qk_dim, True, core=True),
-            Saved(f"{prefix}.k", beta * tokens * heads * qk_dim, True, core=True),
-            Saved(f"{prefix}.v", beta * tokens * heads * v_dim, True, core=True),
-            Saved(f"{prefix}.softmax_fp32", FP32 * heads * squares, True, core=True),
-            Saved(f"{prefix}.probs", beta * heads * squares, True, core=True),
+            Saved(f"{prefix}.q", beta * tokens * heads * qk_dim, True, core),
+            Saved(f"{prefix}.k", beta * tokens * heads * qk_dim, True, core),
+            Saved(f"{prefix}.v", beta * tokens * heads * v_dim, True, core),
         ]
+        if softmax_fp32:
+            saved.append(Saved(f"{prefix}.softmax_fp32", FP32 * heads * squares, True, core))
+        saved.append(Saved(f"{prefix}.probs", beta * heads * squares, True, core))
+        if dropout:
+            saved += [
+                Saved(f"{prefix}.dropout_mask", MASK * heads * squares, True, core),
+                Saved(f"{prefix}.dropout_output", beta * heads * squares, True, core),
+            ]
         return saved + extra, inputs
     saved = [  # math, fp32 on CPU
-        Saved(f"{prefix}.q_fp32", FP32 * tokens * heads * qk_dim, True, core=True),
-        Saved(f"{prefix}.k_fp32", FP32 * tokens * heads * qk_dim, True, core=True),
-        Saved(f"{prefix}.v_fp32", FP32 * tokens * heads * v_dim, True, core=True),
-        Saved(f"{prefix}.scores_fp32", FP32 * heads * squares, True, core=True),
+        Saved(f"{prefix}.q_fp32", FP32 * tokens * heads * qk_dim, True, core),
+        Saved(f"{prefix}.k_fp32", FP32 * tokens * heads * qk_dim, True, core),
+        Saved(f"{prefix}.v_fp32", FP32 * tokens * heads * v_dim, True, core),
+        Saved(f"{prefix}.scores_fp32", FP32 * heads * squares, True, core),
     ]
     return saved, inputs
 
 
-def swiglu_saved(prefix: str, rows, width, beta, elementwise: str):
+def swiglu_saved(
+    prefix: str, rows, width, beta, elementwise: str, module: str = "mlp", act_module=None
+):
     """A SwiGLU MLP's intermediates on ``rows`` rows of ``width`` (its input is counted by the
-    caller): gate and up outputs, the SiLU output (eager only), the product (down's input)."""
+    caller): gate and up outputs, the SiLU output (eager only), the product (down's input).
+    ``module`` frees them all under selective recompute; ``act_module`` (``moe_act``) frees
+    what the activation produces (the SiLU output and the product)."""
     _check("elementwise", elementwise, ELEMENTWISE)
+    act = act_module or module
+    fp8 = MOE_GEMM if module == "moe" else LINEAR
     saved = [
-        Saved(f"{prefix}.gate", beta * rows * width, True),
-        Saved(f"{prefix}.up", beta * rows * width, True),
+        Saved(f"{prefix}.gate", beta * rows * width, True, module, fp8[1:]),
+        Saved(f"{prefix}.up", beta * rows * width, True, module, fp8[1:]),
     ]
     if elementwise == "eager":
-        saved.append(Saved(f"{prefix}.silu", beta * rows * width, True))
-    saved.append(Saved(f"{prefix}.down_input", beta * rows * width, True))
+        saved.append(Saved(f"{prefix}.silu", beta * rows * width, True, act))
+    saved.append(Saved(f"{prefix}.down_input", beta * rows * width, True, act, fp8))
     return saved
 
 
@@ -282,76 +449,89 @@ def gelu_mlp_saved(prefix: str, rows, hidden, width, beta, elementwise: str):
     byte per element); with no dropout, as here, the three tensors are 18·s·b·h."""
     _check("elementwise", elementwise, ELEMENTWISE)
     saved = [
-        Saved(f"{prefix}.input", beta * rows * hidden, False),
-        Saved(f"{prefix}.act_input", beta * rows * width, True),
+        Saved(f"{prefix}.input", beta * rows * hidden, False, "layernorm", LINEAR),
+        Saved(f"{prefix}.act_input", beta * rows * width, True, "mlp"),
     ]
     if elementwise == "eager":
         saved += [
-            Saved(f"{prefix}.tanh", beta * rows * width, True),
-            Saved(f"{prefix}.half_input", beta * rows * width, True),
-            Saved(f"{prefix}.one_plus_tanh", beta * rows * width, True),
+            Saved(f"{prefix}.tanh", beta * rows * width, True, "mlp"),
+            Saved(f"{prefix}.half_input", beta * rows * width, True, "mlp"),
+            Saved(f"{prefix}.one_plus_tanh", beta * rows * width, True, "mlp"),
         ]
-    saved.append(Saved(f"{prefix}.down_input", beta * rows * width, True))
+    saved.append(Saved(f"{prefix}.down_input", beta * rows * width, True, "mlp", LINEAR))
     return saved
 
 
-def _attention(
-    tokens,
-    squares,
-    hidden,
-    heads,
-    kv_heads,
-    head_dim,
-    v_dim,
-    qk_norm,
-    kernel,
-    ew,
-    beta,
-    offset=False,
-    output_gate=False,
-    fused_qkv=False,
-    output_copy=False,
-):
-    saved = [Saved("attn.qkv_input", beta * tokens * hidden, False)]
-    if qk_norm:  # Qwen3: RMSNorm over each query and key head before RoPE
-        for name, n in (("q", heads), ("k", kv_heads)):
-            saved += rmsnorm_saved(
-                f"attn.{name}_norm", tokens * n, head_dim, beta, ew, split=True, offset=offset
-            )
-    core, inputs = attention_core_saved(
-        kernel,
+@dataclass(frozen=True)
+class _Options:
+    """How the layer's operations save (see ``layer_saved``)."""
+
+    kernel: str
+    elementwise: str
+    softmax_fp32: bool
+    dropout: bool
+    beta: object
+    norm_offset: bool = False
+    output_gate: bool = False
+    fused_qkv: bool = False
+    output_copy: bool = False
+
+
+def _core(o: _Options, tokens, squares, heads, kv_heads, qk_dim, v_dim, input_module=""):
+    return attention_core_saved(
+        o.kernel,
         tokens,
         squares,
         heads,
         kv_heads,
-        head_dim,
+        qk_dim,
         v_dim,
-        beta,
-        fused_qkv=fused_qkv,
-        output_copy=output_copy,
+        o.beta,
+        fused_qkv=o.fused_qkv,
+        output_copy=o.output_copy,
+        softmax_fp32=o.softmax_fp32,
+        dropout=o.dropout,
+        input_module=input_module,
     )
-    saved += core
-    saved.append(Saved("attn.output", beta * tokens * heads * v_dim, True))
-    if output_gate:  # Qwen3-Next: output * sigmoid(gate) keeps both factors, then o_proj's input
+
+
+def _attention_output(o: _Options, tokens, hidden, heads, v_dim) -> list[Saved]:
+    saved = [Saved("attn.output", o.beta * tokens * heads * v_dim, True, "", LINEAR)]
+    if o.output_gate:  # Qwen3-Next: output * sigmoid(gate) keeps both factors, then o_proj's input
+        width = o.beta * tokens * heads * v_dim
+        saved[0] = Saved("attn.output", width, True)
         saved += [
-            Saved("attn.gate", beta * tokens * heads * v_dim, True),
-            Saved("attn.gated_output", beta * tokens * heads * v_dim, True),
+            Saved("attn.gate", width, True),
+            Saved("attn.gated_output", width, True, "", LINEAR),
         ]
-    return saved, inputs
+    if o.dropout:  # the dropout after the output projection (full hidden width)
+        saved.append(Saved("attn.output_dropout_mask", MASK * tokens * hidden, False))
+    return saved
 
 
-def _mla(tokens, squares, hidden, heads, qk_dim, v_dim, q_rank, kv_rank, kernel, ew, beta):
-    saved = [Saved("attn.qkv_input", beta * tokens * hidden, False)]
+def _attention(o: _Options, tokens, squares, hidden, heads, kv_heads, head_dim, v_dim, qk_norm):
+    beta, ew = o.beta, o.elementwise
+    saved = [Saved("attn.qkv_input", beta * tokens * hidden, False, "layernorm", LINEAR)]
+    if qk_norm:  # Qwen3: RMSNorm over each query and key head before RoPE
+        for name, n in (("q", heads), ("k", kv_heads)):
+            saved += rmsnorm_saved(
+                f"attn.{name}_norm", tokens * n, head_dim, beta, ew, split=True, offset=o.norm_offset
+            )
+    core, inputs = _core(o, tokens, squares, heads, kv_heads, head_dim, v_dim)
+    return saved + core + _attention_output(o, tokens, hidden, heads, v_dim), inputs
+
+
+def _mla(o: _Options, tokens, squares, hidden, heads, qk_dim, v_dim, q_rank, kv_rank):
+    beta, ew, up = o.beta, o.elementwise, "mla_up_proj"
+    saved = [Saved("attn.qkv_input", beta * tokens * hidden, False, "layernorm", LINEAR)]
     if q_rank:
         saved += rmsnorm_saved("attn.q_a_norm", tokens, q_rank, beta, ew)
-        saved.append(Saved("attn.q_b_input", beta * tokens * q_rank, False))
+        saved.append(Saved("attn.q_b_input", beta * tokens * q_rank, False, up, LINEAR))
     saved += rmsnorm_saved("attn.kv_a_norm", tokens, kv_rank, beta, ew)
-    saved.append(Saved("attn.kv_b_input", beta * tokens * kv_rank, False))
-    # the decompressed keys and values have one head per query head
-    core, inputs = attention_core_saved(kernel, tokens, squares, heads, heads, qk_dim, v_dim, beta)
-    saved += core
-    saved.append(Saved("attn.output", beta * tokens * heads * v_dim, True))
-    return saved, inputs
+    saved.append(Saved("attn.kv_b_input", beta * tokens * kv_rank, False, up, LINEAR))
+    # the decompressed keys and values have one head per query head, rebuilt by mla_up_proj
+    core, inputs = _core(o, tokens, squares, heads, heads, qk_dim, v_dim, input_module=up)
+    return saved + core + _attention_output(o, tokens, hidden, heads, v_dim), inputs
 
 
 def _gated_deltanet(
@@ -368,25 +548,27 @@ def _gated_deltanet(
     sequences=1,
     conv_kernel=4,
 ):
+    """The chunked gated-delta-rule's tensors are the layer's core (``core_attn``)."""
     _check("linear_attention_kernel", kernel, LINEAR_KERNELS)
+    core = "core_attn"
     conv_width = 2 * key_heads * key_dim + value_heads * value_dim
     rows = tokens * value_heads
     saved = [
-        Saved("gdn.in_proj_input", beta * tokens * hidden, False),
+        Saved("gdn.in_proj_input", beta * tokens * hidden, False, "layernorm", LINEAR),
         Saved("gdn.conv_input", beta * tokens * conv_width, True),
     ]
     if kernel == "fla":
         saved += [
-            Saved("gdn.q", beta * rows * key_dim, True),
-            Saved("gdn.k", beta * rows * key_dim, True),
-            Saved("gdn.q_rstd", FP32 * rows, True),
-            Saved("gdn.k_rstd", FP32 * rows, True),
-            Saved("gdn.v", beta * rows * value_dim, True),
-            Saved("gdn.decay_input", FP32 * rows, True),
-            Saved("gdn.decay", FP32 * rows, True),
-            Saved("gdn.g", FP32 * rows, True),
-            Saved("gdn.beta", beta * rows, True),
-            Saved("gdn.A", beta * rows * chunk, True),
+            Saved("gdn.q", beta * rows * key_dim, True, core),
+            Saved("gdn.k", beta * rows * key_dim, True, core),
+            Saved("gdn.q_rstd", FP32 * rows, True, core),
+            Saved("gdn.k_rstd", FP32 * rows, True, core),
+            Saved("gdn.v", beta * rows * value_dim, True, core),
+            Saved("gdn.decay_input", FP32 * rows, True, core),
+            Saved("gdn.decay", FP32 * rows, True, core),
+            Saved("gdn.g", FP32 * rows, True, core),
+            Saved("gdn.beta", beta * rows, True, core),
+            Saved("gdn.A", beta * rows * chunk, True, core),
         ]
     else:
         saved += _delta_rule_torch(
@@ -407,7 +589,7 @@ def _gated_deltanet(
             Saved("gdn.norm_gate_fp32", FP32 * rows * value_dim, True),
             Saved("gdn.norm_gate_silu", FP32 * rows * value_dim, True),
         ]
-    saved.append(Saved("gdn.output", beta * rows * value_dim, True))
+    saved.append(Saved("gdn.output", beta * rows * value_dim, True, "", LINEAR))
     return saved
 
 
@@ -442,37 +624,37 @@ def _delta_rule_torch(
     later = _min(1, chunks - 1)
     return [
         Saved("gdn.conv_output", beta * sequences * (length + conv_kernel - 1) * conv_width, True),
-        Saved("gdn.beta", beta * rows, True),
-        Saved("gdn.decay_input", FP32 * rows, True),
-        Saved("gdn.decay", FP32 * rows, True),
-        Saved("gdn.a_exp", FP32 * 2 * value_heads, True),
-        Saved("gdn.q_l2_input", FP32 * rows * key_dim, True),
-        Saved("gdn.k_l2_input", FP32 * rows * key_dim, True),
-        Saved("gdn.q_rstd", FP32 * rows, True),
-        Saved("gdn.k_rstd", FP32 * rows, True),
-        Saved("gdn.q", FP32 * padded * key_dim, True),
-        Saved("gdn.k", FP32 * padded * key_dim, True),
-        Saved("gdn.v", FP32 * padded * value_dim, True),
-        Saved("gdn.beta_fp32", FP32 * padded, True),
-        Saved("gdn.k_beta", FP32 * padded * key_dim, True),
-        Saved("gdn.decay_mask", chunk * chunk, False),  # bool
-        Saved("gdn.pairwise_decay", FP32 * padded * chunk, True),
-        Saved("gdn.kk", FP32 * padded * chunk, True),
-        Saved("gdn.qk", FP32 * padded * chunk, True),
-        Saved("gdn.A", FP32 * padded * chunk, True),
-        Saved("gdn.intra", FP32 * padded * chunk, True),
-        Saved("gdn.new_values", FP32 * padded * value_dim, True),
-        Saved("gdn.k_cumdecay", FP32 * padded * key_dim, True),
-        Saved("gdn.decay_exp", FP32 * (2 + later) * padded, True),
-        Saved("gdn.chunk_decay", later * FP32 * padded / chunk, True),
-        Saved("gdn.q_decayed", later * FP32 * padded * key_dim, True),
-        Saved("gdn.k_decayed", later * FP32 * padded * key_dim, True),
-        Saved("gdn.v_new", FP32 * padded * value_dim, True),
-        Saved("gdn.states", FP32 * padded / chunk * key_dim * value_dim, True),
+        Saved("gdn.beta", beta * rows, True, "core_attn"),
+        Saved("gdn.decay_input", FP32 * rows, True, "core_attn"),
+        Saved("gdn.decay", FP32 * rows, True, "core_attn"),
+        Saved("gdn.a_exp", FP32 * 2 * value_heads, True, "core_attn"),
+        Saved("gdn.q_l2_input", FP32 * rows * key_dim, True, "core_attn"),
+        Saved("gdn.k_l2_input", FP32 * rows * key_dim, True, "core_attn"),
+        Saved("gdn.q_rstd", FP32 * rows, True, "core_attn"),
+        Saved("gdn.k_rstd", FP32 * rows, True, "core_attn"),
+        Saved("gdn.q", FP32 * padded * key_dim, True, "core_attn"),
+        Saved("gdn.k", FP32 * padded * key_dim, True, "core_attn"),
+        Saved("gdn.v", FP32 * padded * value_dim, True, "core_attn"),
+        Saved("gdn.beta_fp32", FP32 * padded, True, "core_attn"),
+        Saved("gdn.k_beta", FP32 * padded * key_dim, True, "core_attn"),
+        Saved("gdn.decay_mask", chunk * chunk, False, "core_attn"),  # bool
+        Saved("gdn.pairwise_decay", FP32 * padded * chunk, True, "core_attn"),
+        Saved("gdn.kk", FP32 * padded * chunk, True, "core_attn"),
+        Saved("gdn.qk", FP32 * padded * chunk, True, "core_attn"),
+        Saved("gdn.A", FP32 * padded * chunk, True, "core_attn"),
+        Saved("gdn.intra", FP32 * padded * chunk, True, "core_attn"),
+        Saved("gdn.new_values", FP32 * padded * value_dim, True, "core_attn"),
+        Saved("gdn.k_cumdecay", FP32 * padded * key_dim, True, "core_attn"),
+        Saved("gdn.decay_exp", FP32 * (2 + later) * padded, True, "core_attn"),
+        Saved("gdn.chunk_decay", later * FP32 * padded / chunk, True, "core_attn"),
+        Saved("gdn.q_decayed", later * FP32 * padded * key_dim, True, "core_attn"),
+        Saved("gdn.k_decayed", later * FP32 * padded * key_dim, True, "core_attn"),
+        Saved("gdn.v_new", FP32 * padded * value_dim, True, "core_attn"),
+        Saved("gdn.states", FP32 * padded / chunk * key_dim * value_dim, True, "core_attn"),
     ]
 
 
-def _moe(
+def _moe_loop(
     tokens,
     hidden,
     experts,
@@ -487,39 +669,84 @@ def _moe(
     weights_fp32=None,
     shared_gate=False,
 ):
+    """transformers' per-expert loop (``experts_implementation="eager"``)."""
     routed = top_k * tokens * load  # rows the (busiest) rank's experts run
-    saved = [Saved("moe.input", beta * tokens * hidden, False)]
+    saved = [Saved("moe.input", beta * tokens * hidden, False, "layernorm")]
     if router_fp32:  # DeepSeek-V3: router logits computed from an fp32 copy of the input
-        saved.append(Saved("moe.router_input_fp32", FP32 * tokens * hidden, False))
+        saved.append(Saved("moe.router_input_fp32", FP32 * tokens * hidden, False, "moe"))
     saved += [
-        Saved("moe.router_probs", FP32 * tokens * experts, False),
-        Saved("moe.topk_indices", INDEX * tokens * top_k, False),
+        Saved("moe.router_probs", FP32 * tokens * experts, False, "moe"),
+        Saved("moe.topk_indices", INDEX * tokens * top_k, False, "moe"),
     ]
     if norm_topk:  # the top-k weights divided by their sum (fp32)
         saved += [
-            Saved("moe.topk_weights", FP32 * tokens * top_k, False),
-            Saved("moe.topk_sum", FP32 * tokens, False),
+            Saved("moe.topk_weights", FP32 * tokens * top_k, False, "moe"),
+            Saved("moe.topk_sum", FP32 * tokens, False, "moe"),
         ]
     # the routing weights stay fp32 when the router does not cast them back (DeepSeek-V3, Mixtral)
     weight_bytes = FP32 if (router_fp32 if weights_fp32 is None else weights_fp32) else beta
     saved += [
-        Saved("moe.dispatch_indices", 2 * INDEX * routed, False),
-        Saved("moe.routed_input", beta * routed * hidden, False),
+        Saved("moe.dispatch_indices", 2 * INDEX * routed, False, "moe"),
+        Saved("moe.routed_input", beta * routed * hidden, False, "moe", MOE_GEMM),
     ]
-    saved += swiglu_saved("moe.expert", routed, expert_ffn, beta, ew)
+    saved += swiglu_saved("moe.expert", routed, expert_ffn, beta, ew, "moe", "moe_act")
     saved += [
-        Saved("moe.routing_weights", weight_bytes * routed, False),
-        Saved("moe.expert_output", beta * routed * hidden, False),
-        Saved("moe.combine_input", beta * routed * hidden, False),
+        Saved("moe.routing_weights", weight_bytes * routed, False, "moe"),
+        Saved("moe.expert_output", beta * routed * hidden, False, "moe"),
+        Saved("moe.combine_input", beta * routed * hidden, False, "moe"),
     ]
     if shared_ffn:
-        saved += swiglu_saved("moe.shared", tokens, shared_ffn, beta, ew)
+        saved += swiglu_saved("moe.shared", tokens, shared_ffn, beta, ew, "shared_experts")
         if shared_gate:  # Qwen3-Next: sigmoid(gate(x)) * shared output keeps both factors
             saved += [
-                Saved("moe.shared_gate", beta * tokens, False),
-                Saved("moe.shared_output", beta * tokens * hidden, False),
+                Saved("moe.shared_gate", beta * tokens, False, "shared_experts"),
+                Saved("moe.shared_output", beta * tokens * hidden, False, "shared_experts"),
             ]
     return saved
+
+
+def _moe_grouped(tokens, hidden, experts, expert_ffn, shared_ffn, routed, ew, beta):
+    """Megatron-Core's MoE layer: fused router, token permutation, grouped GEMMs (see the module
+    docstring for the files). ``routed``: the rows this rank's experts run."""
+    saved = [
+        Saved("moe.input", beta * tokens * hidden, False, "layernorm"),
+        Saved("moe.router_scores", FP32 * tokens * experts, False, "moe"),
+        Saved("moe.routing_map", MASK * tokens * experts, False, "moe"),
+        Saved("moe.row_id_map", INT32 * tokens * (2 * experts + 1), False, "moe"),
+        Saved("moe.routed_input", beta * routed * hidden, False, "moe", MOE_GEMM),
+        Saved("moe.sort_chunks_map", INT32 * routed, False, "moe"),
+        Saved("moe.permuted_probs", FP32 * routed, False, "moe"),
+    ]
+    saved += swiglu_saved("moe.expert", routed, expert_ffn, beta, ew, "moe", "moe_act")
+    if shared_ffn:
+        saved += swiglu_saved("moe.shared", tokens, shared_ffn, beta, ew, "shared_experts")
+    return saved
+
+
+def _freed(t: Saved, modules) -> bool:
+    """Whether recomputing ``modules`` frees ``t``: its own module, or ``moe``, which recomputes
+    the whole MoE layer (shared experts and the expert activation included) but its input."""
+    if t.module in modules:
+        return True
+    return "moe" in modules and t.module in ("moe_act", "shared_experts")
+
+
+def _fp8(saved: list[Saved], fp8_activations: str, beta) -> list[Saved]:
+    """The tensors ``fp8_activations`` stores in FP8, at FP8_BYTES an element."""
+    _check("fp8_activations", fp8_activations, FP8_ACTIVATIONS)
+    if fp8_activations == "none":
+        return saved
+    return [
+        replace(t, bytes=t.bytes * FP8_BYTES / beta) if fp8_activations in t.fp8 else t
+        for t in saved
+    ]
+
+
+def _modules(recompute_modules) -> tuple[str, ...]:
+    modules = DEFAULT_RECOMPUTE_MODULES if recompute_modules is None else tuple(recompute_modules)
+    for module in modules:
+        _check("recompute_modules", module, RECOMPUTE_MODULES)
+    return modules
 
 
 def layer_saved(
@@ -560,17 +787,33 @@ def layer_saved(
     linear_attention_kernel: str = "fla",
     attention_kernel: str = "flash",
     elementwise: str = "fused",
+    moe: str = "loop",
+    softmax_fp32: bool = True,
+    dropout: bool = False,
     recompute: str = "none",
+    recompute_modules=None,
+    fp8_activations: str = "none",
+    framework: str | None = None,
     cp=1,
     bytes_per_element=2,
 ) -> list[Saved]:
     """The ``Saved`` tensors of one decoder layer on one context-parallel rank, before tensor
     parallelism (see ``layer_activation_bytes`` for the arguments)."""
+    if framework is not None:
+        _check("framework", framework, tuple(FRAMEWORKS))
+        options = FRAMEWORKS[framework].layer_options
+        elementwise, moe, softmax_fp32, linear_attention_kernel = (
+            options["elementwise"],
+            options["moe"],
+            options["softmax_fp32"],
+            options["linear_attention_kernel"],
+        )
     _check("kind", kind, MIXERS)
     _check("mlp", mlp, MLPS)
     _check("recompute", recompute, RECOMPUTE)
     _check("attention_kernel", attention_kernel, KERNELS)
     _check("elementwise", elementwise, ELEMENTWISE)
+    _check("moe", moe, MOE_IMPLEMENTATIONS)
     _check("linear_attention_kernel", linear_attention_kernel, LINEAR_KERNELS)
     beta = bytes_per_element
     local = s / cp if cp != 1 else s
@@ -578,42 +821,27 @@ def layer_saved(
     squares = b * local * s  # each rank's query rows against every key
     if recompute == "full":
         return [Saved("layer.input", beta * tokens * hidden, False)]
+    o = _Options(
+        attention_kernel,
+        elementwise,
+        softmax_fp32,
+        dropout,
+        beta,
+        norm_offset=norm_offset,
+        output_gate=output_gate,
+        fused_qkv=fused_qkv,
+        output_copy=attention_output_copy,
+    )
     saved = rmsnorm_saved("attn_norm", tokens, hidden, beta, elementwise, offset=norm_offset)
     inputs: list[Saved] = []
     if kind == "attention":
         kv = heads if kv_heads is None else kv_heads
         hd = hidden // heads if head_dim is None else head_dim
         vd = hd if v_head_dim is None else v_head_dim
-        mixer, inputs = _attention(
-            tokens,
-            squares,
-            hidden,
-            heads,
-            kv,
-            hd,
-            vd,
-            qk_norm,
-            attention_kernel,
-            elementwise,
-            beta,
-            offset=norm_offset,
-            output_gate=output_gate,
-            fused_qkv=fused_qkv,
-            output_copy=attention_output_copy,
-        )
+        mixer, inputs = _attention(o, tokens, squares, hidden, heads, kv, hd, vd, qk_norm)
     elif kind == "mla":
         mixer, inputs = _mla(
-            tokens,
-            squares,
-            hidden,
-            heads,
-            head_dim,
-            v_head_dim,
-            q_lora_rank,
-            kv_lora_rank,
-            attention_kernel,
-            elementwise,
-            beta,
+            o, tokens, squares, hidden, heads, head_dim, v_head_dim, q_lora_rank, kv_lora_rank
         )
     else:
         mixer = _gated_deltanet(
@@ -635,10 +863,17 @@ def layer_saved(
     if mlp == "dense" and mlp_activation == "gelu":
         saved += gelu_mlp_saved("mlp", tokens, hidden, ffn, beta, elementwise)
     elif mlp == "dense":
-        saved.append(Saved("mlp.input", beta * tokens * hidden, False))
+        saved.append(Saved("mlp.input", beta * tokens * hidden, False, "layernorm", LINEAR))
         saved += swiglu_saved("mlp", tokens, ffn, beta, elementwise)
+        if dropout:  # the dropout after the MLP (full hidden width)
+            saved.append(Saved("mlp.dropout_mask", MASK * tokens * hidden, False))
+    elif moe == "grouped":
+        routed = top_k * tokens * expert_load
+        saved += _moe_grouped(
+            tokens, hidden, experts, moe_ffn, shared_ffn, routed, elementwise, beta
+        )
     else:
-        saved += _moe(
+        saved += _moe_loop(
             tokens,
             hidden,
             experts,
@@ -654,11 +889,14 @@ def layer_saved(
             shared_gate=shared_gate,
         )
     if recompute == "selective":
-        kept = [t for t in saved if not t.core]
-        names = {t.name for t in kept}
-        at = next((i for i, t in enumerate(kept) if t.name == "attn.output"), len(kept))
-        kept[at:at] = [t for t in inputs if t.name not in names]
+        modules = _modules(recompute_modules)
+        kept = [t for t in saved if not _freed(t, modules)]
+        if "core_attn" in modules:  # the core's inputs stay, to recompute it from
+            names = {t.name for t in kept}
+            at = next((i for i, t in enumerate(kept) if t.name == "attn.output"), len(kept))
+            kept[at:at] = [t for t in inputs if t.name not in names and not _freed(t, modules)]
         saved = kept
+    saved = _fp8(saved, fp8_activations, beta)
     names = [t.name for t in saved]
     assert len(names) == len(set(names)), names
     return saved
@@ -774,6 +1012,26 @@ def logits_saved(tokens, vocab, beta, loss_fp32=True, logits_chunks=1, output_lo
         saved.append(Saved("logits", beta * tokens * vocab / logits_chunks, True))
     if loss_fp32:
         saved.append(Saved("logits_fp32", FP32 * tokens * vocab / logits_chunks, True))
+    return saved
+
+
+def loss_saved(
+    tokens, vocab, beta=2, cross_entropy: str = "fused", chunks=1, framework: str = "megatron"
+) -> list[Saved]:
+    """What the cross-entropy keeps while the loss runs, over ``tokens`` rows of ``vocab``
+    logits (split: a vocabulary-parallel lm_head divides them by tp); see ``CROSS_ENTROPY``."""
+    _check("cross_entropy", cross_entropy, CROSS_ENTROPY)
+    _check("framework", framework, tuple(FRAMEWORKS))
+    logits = tokens * vocab
+    if cross_entropy == "fused_linear":
+        return []
+    if cross_entropy == "fused":
+        return [Saved("logits", beta * logits, True)]
+    if cross_entropy == "chunked":
+        return [Saved("logits_chunk", beta * logits / chunks, True)]
+    saved = [Saved("logits", beta * logits, True), Saved("logits_fp32", FP32 * logits, True)]
+    if FRAMEWORKS[framework].fp32_loss_copies > 1:
+        saved.append(Saved("log_softmax_fp32", FP32 * logits, True))
     return saved
 
 

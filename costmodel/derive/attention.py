@@ -41,6 +41,7 @@ from costmodel.derive.symbols import (
     n_gpu,
     n_heads,
     r,
+    r_core,
     s,
     s_mean,
     sum_sq,
@@ -156,15 +157,17 @@ attention_actual = (1 + BACKWARD_OVER_FORWARD) * a_sq * _per_square_token * L_fu
 #: Sum of squares when only the mean length is known (the course's reading).
 sum_sq_of_mean = B * s_mean**2
 
-#: Hardware FLOPs of the attention core: the forward, the share r of it that recompute redoes
-#: (the scenario's recompute policy, as for the matmuls), and the kernel's backward (kappa).
-_hardware_over_model = sp.cancel((1 + r + kappa) / (1 + BACKWARD_OVER_FORWARD))
+#: Hardware FLOPs of the attention core: the forward, the share r_core of it that recompute
+#: redoes (the core's own fraction: core_attn or full recompute, derive.recompute), and the
+#: kernel's backward (kappa).
+_hardware_over_model = sp.cancel((1 + r_core + kappa) / (1 + BACKWARD_OVER_FORWARD))
 attention_padded_hardware = _hardware_over_model * attention_padded
 attention_actual_hardware = _hardware_over_model * attention_actual
 
 #: Linear attention (gated DeltaNet) is counted with softmax attention in every "with attention"
-#: figure: F_lin, its core FLOPs of the step (derive.linear_attention), 0 for other models.
-linear_attention_hardware = recompute_factor * F_lin
+#: figure: F_lin, its core FLOPs of the step (derive.linear_attention), 0 for other models. Its
+#: chunked core is the linear-attention layers' core: recomputed with the core (r_core).
+linear_attention_hardware = recompute_factor.subs(r, r_core) * F_lin
 
 
 def share(attention: sp.Expr) -> sp.Expr:

@@ -6,21 +6,33 @@ then executes (2 + 2r + 4) ND while the model FLOPs stay 6ND, so
 
     factor(r) = (forward + r * forward + backward) / (forward + backward) = 1 + r/3.
 
-full recompute is r = 1, factor 4/3. Selective recompute redoes only some of the weight GEMMs'
-forward (for example the FFN's up and gate projections, or DeepSeek-V3's MLA up-projections):
-r is the share N_re / N of the 2ND forward they make up. The attention core is not part of 6ND
-(no weights): recomputing it changes the attention term's hardware FLOPs, (1 + r + κ) times its
-forward (costmodel.derive.attention), not this factor. The course quotes "about 1.1" for its
-selective setting: that is r = 0.3 (30% of the forward FLOPs redone), the default assumption
-here (scenario key `selective_recompute_fraction`).
+What is recomputed is a set of modules (Megatron-LM's ``--recompute-modules``, the scenario key
+``recompute_modules``), and each costs its forward again. Two fractions follow from the set:
+
+- r, of the weight GEMMs' forward (the 2ND of 6ND): the modules that carry weights, ``mlp`` (the
+  dense MLP), ``moe`` (the routed experts a token uses, the router and the shared experts),
+  ``shared_experts`` and ``mla_up_proj`` (MLA's query and key/value up-projections), each
+  N_m / N of it, N_m its matmul parameters per token;
+- r_core, of the attention core's forward (no weights: not in 6ND): 1 when ``core_attn`` is
+  recomputed, or the layer is; its hardware FLOPs are (1 + r_core + κ) times its forward
+  (costmodel.derive.attention).
+
+``layernorm`` and ``moe_act`` redo elementwise work only: no GEMM FLOPs. ``full`` recompute redoes
+the whole forward of the recomputed layers: r = r_core = 1 with every layer (the course's 4/3, and
+Narayanan et al. 2021's 8ND, which count the output layer as recomputed though Megatron-LM does not
+re-run it), or the recomputed layers' share of a stage's layers (``recompute_method: block``).
+The course's "selective about 1.1" is r = 0.3 (``COURSE_SELECTIVE_FRACTION``), a figure the course
+assumed; a scenario's ``selective_recompute_fraction`` overrides r the same way.
 """
 
 from __future__ import annotations
 
+import math
+
 import sympy as sp
 
 from costmodel.derive.flops import backward_flops, forward_flops, model_flops
-from costmodel.derive.symbols import r
+from costmodel.derive.symbols import N, N_m, r
 
 #: Hardware FLOPs of a step with a fraction r of the forward recomputed.
 hardware_flops_with_recompute = forward_flops + r * forward_flops + backward_flops
@@ -34,11 +46,23 @@ COURSE_SELECTIVE_FRACTION = sp.Rational(3, 10)
 #: Recomputed forward fraction of each named policy (selective: the course's assumption).
 POLICIES = {"none": sp.Integer(0), "selective": COURSE_SELECTIVE_FRACTION, "full": sp.Integer(1)}
 
+#: Modules whose recompute redoes weight GEMMs (their parameters per token, N_m, make r).
+WEIGHT_MODULES = ("mlp", "moe", "shared_experts", "mla_up_proj")
+#: Modules whose recompute redoes the attention core (r_core).
+CORE_MODULES = ("core_attn",)
+
+#: r from the recomputed modules: their forward, 2 N_m D, over the 2ND forward of the step.
+modules_fraction = sp.cancel((2 * N_m) / (2 * N))
+#: The factor of a module set, from the same schedule: 1 + N_m / (3N).
+modules_factor = sp.cancel(recompute_factor.subs(r, modules_fraction))
+
 
 def fraction(policy: str, selective_fraction=COURSE_SELECTIVE_FRACTION):
-    """The recomputed forward fraction r of a policy name: the one place a policy becomes r
-    (selective: `selective_fraction`, the scenario key selective_recompute_fraction)."""
-    return selective_fraction if policy == "selective" else POLICIES[policy]
+    """The recomputed forward fraction r of a policy name (selective: `selective_fraction`; the
+    course's assumption by default). A scenario's r comes from `fractions`."""
+    if policy == "selective" and selective_fraction is not None:
+        return selective_fraction
+    return POLICIES[policy]
 
 
 def factor(policy: str, selective_fraction=COURSE_SELECTIVE_FRACTION) -> sp.Expr:
@@ -50,3 +74,45 @@ def fraction_for_factor(target) -> sp.Expr:
     """The recomputed forward fraction that yields a given factor (solves factor(r) = target)."""
     (solution,) = sp.solve(sp.Eq(recompute_factor, sp.nsimplify(target)), r)
     return solution
+
+
+def recomputed_layers(layers_per_stage: int, num_layers=None, method: str = "uniform") -> float:
+    """Share of a stage's layers full recompute redoes: every layer (uniform, or num_layers
+    unset), or the first ``num_layers`` of the stage (block)."""
+    if method != "block" or num_layers is None:
+        return 1.0
+    return min(num_layers, layers_per_stage) / layers_per_stage
+
+
+def fractions(
+    policy: str,
+    modules=(),
+    module_params: dict[str, float] | None = None,
+    params=1.0,
+    *,
+    selective_fraction=None,
+    layers_share: float = 1.0,
+) -> dict[str, float | str]:
+    """(weights, core) fractions of a recompute setting and where r comes from.
+
+    ``module_params``: matmul parameters per token of each weight module (``WEIGHT_MODULES``),
+    ``params`` the N they are a share of; ``selective_fraction`` a scenario's r (it overrides the
+    modules' weights share, not the core's); ``layers_share`` the share of layers full recompute
+    redoes (``recomputed_layers``)."""
+    if policy == "none":
+        return {"weights": 0.0, "core": 0.0, "from": "policy"}
+    if policy == "full":
+        return {"weights": layers_share, "core": layers_share, "from": "policy"}
+    core = 1.0 if any(m in CORE_MODULES for m in modules) else 0.0
+    if selective_fraction is not None:
+        return {"weights": float(selective_fraction), "core": core, "from": "scenario"}
+    module_params = module_params or {}
+    recomputed = sum(module_params.get(m, 0.0) for m in modules if m in WEIGHT_MODULES)
+    if "moe" in modules and "shared_experts" in modules:  # moe already redoes the shared experts
+        recomputed -= module_params.get("shared_experts", 0.0)
+    weights = float(modules_fraction.subs({N_m: recomputed, N: params})) if recomputed else 0.0
+    return {
+        "weights": min(weights, 1.0) if math.isfinite(weights) else 0.0,
+        "core": core,
+        "from": "modules",
+    }

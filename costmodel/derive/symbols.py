@@ -112,7 +112,13 @@ beta_g = _define(r"\beta_g", "byte", "bytes per gradient element (fp32 main grad
 
 # Recompute
 r = sp.Symbol("r", nonnegative=True)  # fraction of the forward pass that is recomputed
-MEANING[r] = Meaning("1", "fraction of forward FLOPs recomputed during backward")
+MEANING[r] = Meaning("1", "fraction of the weight GEMMs' forward FLOPs recomputed during backward")
+r_core = sp.Symbol("r_core", nonnegative=True)
+MEANING[r_core] = Meaning(
+    "1", "fraction of the attention core's forward recomputed during backward"
+)
+N_m = sp.Symbol("N_m", positive=True)
+MEANING[N_m] = Meaning("1", "matmul parameters per token of the modules recompute redoes")
 
 # Levers (Amdahl and multiplicative gains)
 share = _define("f", "1", "part of the step time that a lever speeds up")

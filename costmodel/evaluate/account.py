@@ -21,15 +21,16 @@ from typing import Any
 import sympy as sp
 
 from costmodel.derive import attention, padding, roofline, utilization
+from costmodel.derive.activations import DEFAULT_RECOMPUTE_MODULES
 from costmodel.derive.flops import model_flops, tokens_per_expert
 from costmodel.derive.memory import logits_bytes
-from costmodel.derive.recompute import factor as recompute_policy_factor
 from costmodel.derive.recompute import recompute_factor
 from costmodel.derive.symbols import E, F_lin, N, N_total, bytes_per_element
 from costmodel.errors import CostModelError
 from costmodel.evaluate.linear import linear_attention
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.formats import input_value, pct
+from costmodel.inputs import hardware
 from costmodel.inputs.scenario import Scenario
 
 BF16_BYTES = 2
@@ -115,7 +116,7 @@ def _input_text(scenario: Scenario, key: str) -> str:
     if key == "recompute" and scenario["recompute"] == "selective":
         return (
             f"recompute = selective (fraction "
-            f"{input_value(scenario['selective_recompute_fraction'])})"
+            f"{input_value(scenario['recompute_weights_fraction'])})"
         )
     return f"{key} = {input_value(scenario[key])}"
 
@@ -179,6 +180,7 @@ ASSUMPTION_KEYS = (
     "grad_bytes",
     "intra_node_bandwidth",
     "inter_node_bandwidth",
+    "memory_reserve",
 )
 _ORIGIN = {"file": "scenario", "--set": "scenario", "model": "scenario", "course": "course"}
 
@@ -190,6 +192,8 @@ def assumption_sources(scenario: Scenario) -> dict[str, dict[str, Any]]:
     for key in ASSUMPTION_KEYS:
         value, source = scenario[key], _ORIGIN.get(scenario.sources.get(key, ""), "derived")
         if key == "communication_share" and value is None:  # the layout's estimate (team_run)
+            source = "derived"
+        if key == "selective_recompute_fraction" and value is None:  # from recompute_modules
             source = "derived"
         out[key] = {"value": value, "source": source}
     return out
@@ -233,11 +237,13 @@ def _account(scenario: Scenario) -> dict[str, Any]:
     check_possible(scenario, v)
     batching = scenario["batching"]
     pad = {key: v[f"{batching}.{key}"] for key in padding.figures(batching)}
-    policy = scenario["recompute"]
-    fraction = scenario["selective_recompute_fraction"]
-    now = float(recompute_policy_factor(policy, fraction))
-    selective = float(recompute_policy_factor("selective", fraction))
-    selective_speedup = max(1.0, now / selective)
+    now = v["recompute_factor"]
+    work_now = hardware_with_attention(scenario.values, v)
+    work_selective = hardware_with_attention(scenario.values, v, "selective")
+    work_off = hardware_with_attention(scenario.values, v, "none")
+    off_speedup = max(1.0, work_now["flops"] / work_off["flops"])
+    selective = work_selective["factor"]
+    selective_speedup = max(1.0, work_now["flops"] / work_selective["flops"])
     combined = pad["packing_speedup"] * selective_speedup
     measured = scenario["measured_tokens_per_s"]
     kernel_convention = attention.convention_of(
@@ -288,9 +294,21 @@ def _account(scenario: Scenario) -> dict[str, Any]:
             "selective_recompute": {
                 "factor_now": now,
                 "factor_selective": selective,
+                "modules": work_selective["modules"],
+                "weights_fraction": work_selective["weights_fraction"],
+                "core_fraction": work_selective["core_fraction"],
+                "fraction_from": work_selective["fraction_from"],
+                "hardware_flops_now": work_now["flops"],
+                "hardware_flops_selective": work_selective["flops"],
                 "speedup": selective_speedup,
                 "step_time": scenario["step_time"] / selective_speedup,
                 "mfu": v["mfu"] * selective_speedup,
+            },
+            "recompute_off": {
+                "hardware_flops": work_off["flops"],
+                "speedup": off_speedup,
+                "step_time": scenario["step_time"] / off_speedup,
+                "mfu": v["mfu"] * off_speedup,
             },
             "packing_and_selective_recompute": {
                 "speedup": combined,
@@ -298,6 +316,8 @@ def _account(scenario: Scenario) -> dict[str, Any]:
                 "mfu": v["mfu"] * combined,
             },
         },
+        "recompute": recompute_block(scenario.values, v),
+        "fp8": fp8_block(scenario.values, v),
         "logits_bytes": v["logits_bytes"],
         "machine_balance": v["machine_balance"],
         "tokens_per_expert": v["tokens_per_expert"],
@@ -309,13 +329,75 @@ def _account(scenario: Scenario) -> dict[str, Any]:
     return result
 
 
+def hardware_with_attention(
+    values: dict[str, Any], v: dict[str, Any], policy: str | None = None
+) -> dict[str, Any]:
+    """Hardware FLOPs of a step with the attention core (real lengths) and linear attention, under
+    the scenario's recompute or another policy (its modules: `scenario.recompute_fractions`):
+    6ND x (1 + r/3), the core's forward x (1 + r_core + kappa), F_lin x (1 + r_core/3). The
+    recompute projections compare these, so a policy that redoes the attention core pays for it."""
+    from costmodel.inputs.scenario import recompute_fractions
+
+    got = recompute_fractions(values, policy)
+    factor = 1 + got["weights"] / 3
+    forward = v["attention_actual"] / 3  # model FLOPs are 3 x the core's forward
+    kappa = float(attention.KERNEL_BACKWARD_OVER_FORWARD[values["attention_kernel"]])
+    linear = (v["linear_attention_hardware"] or 0.0) / (1 + values["recompute_core_fraction"] / 3)
+    flops = (
+        factor * v["model_flops_per_step"]
+        + forward * (1 + got["core"] + kappa)
+        + linear * (1 + got["core"] / 3)
+    )
+    modules = values.get("recompute_modules") if policy is None else None
+    if (policy or values["recompute"]) == "selective" and modules is None:
+        modules = list(values.get("recompute_modules") or DEFAULT_RECOMPUTE_MODULES)
+    return {
+        "factor": factor,
+        "flops": flops,
+        "modules": modules,
+        "weights_fraction": got["weights"],
+        "core_fraction": got["core"],
+        "fraction_from": got["from"],
+    }
+
+
+def recompute_block(values: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
+    """What is recomputed and the two fractions it gives (derive.recompute)."""
+    return {
+        "policy": values["recompute"],
+        "modules": values.get("recompute_modules"),
+        "num_layers": values.get("recompute_num_layers"),
+        "method": values["recompute_method"] if values["recompute"] == "full" else None,
+        "weights_fraction": values["recompute_weights_fraction"],
+        "core_fraction": values["recompute_core_fraction"],
+        "fraction_from": values["recompute_fraction_from"],
+        "factor": v["recompute_factor"],
+    }
+
+
+def fp8_block(values: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
+    """FP8 training and MFU against the GPU's dense FP8 peak, beside the BF16 one (the account's
+    `mfu`): each labelled; null where the GPU table has no FP8 figure."""
+    fp8_peak = hardware.GPUS[values["gpu"]].fp8_flops
+    cluster = values["step_time"] * values["num_gpus"]
+    return {
+        "fp8": values["fp8"],
+        "fp8_activations": values["fp8_activations"],
+        "peak_flops_bf16": values["peak_flops"],
+        "peak_flops_fp8": fp8_peak,
+        "mfu_bf16_peak": v["mfu"],
+        "mfu_fp8_peak": v["model_flops_per_step"] / (cluster * fp8_peak) if fp8_peak else None,
+        "hfu_fp8_peak": v["hardware_flops_per_step"] / (cluster * fp8_peak) if fp8_peak else None,
+    }
+
+
 def team_run(values: dict[str, Any], acc: dict[str, Any]) -> dict[str, Any]:
     """The layout, the memory of the most loaded GPU, the communication of a step and the
     levers ranked for this run (evaluate.run, evaluate.advice)."""
     from costmodel.evaluate import advice, run  # numpy and the router: only here
 
     shape = scenario_shape(values)[0]
-    mem = run.memory(values, shape)
+    mem = run.memory(values, shape, fit=True)
     comm = run.comm(values, shape)
     ranked = advice.advice(values, acc, mem, comm)
     if comm["basis"] == "estimated":

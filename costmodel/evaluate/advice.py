@@ -102,25 +102,25 @@ def advice(values: dict[str, Any], acc: dict[str, Any], mem: dict[str, Any], com
             else "pad slots removed, if the step time is proportional to the slots",
         )
     )
-    now = proj["selective_recompute"]["factor_now"]
-    selective = proj["selective_recompute"]["factor_selective"]
-    for name, policy, factor in (
-        ("selective_recompute", "selective", selective),
-        ("recompute_off", "none", 1.0),
+    for name, policy, projected in (
+        ("selective_recompute", "selective", proj["selective_recompute"]),
+        ("recompute_off", "none", proj["recompute_off"]),
     ):
-        speedup = max(1.0, now / factor)
+        speedup = projected["speedup"]
         fits = memory(values, recompute=policy)
+        what = policy + (
+            f" ({', '.join(proj['selective_recompute']['modules'] or [])})"
+            if policy == "selective"
+            else ""
+        )
         out.append(
             _lever(
                 name,
                 step,
                 speedup,
                 speedup > 1 and fits["fits"],
-                ["recompute", "selective_recompute_fraction", "attention_kernel"],
-                (
-                    f"memory with recompute {policy}: {fits['total'] / 1e9:,.1f} GB of "
-                    f"{fits['capacity'] / 1e9:,.0f} GB"
-                )
+                ["recompute", "recompute_modules", "attention_kernel"],
+                f"memory with recompute {what}: {fitting(fits)}"
                 if speedup > 1
                 else f"no gain: recompute is already {values['recompute']}",
             )
@@ -139,7 +139,7 @@ def advice(values: dict[str, Any], acc: dict[str, Any], mem: dict[str, Any], com
             gain > 1 and doubled["fits"] and divides,
             ["micro_batch", "gpu"],
             f"roofline of the model's GEMMs at micro batch {2 * values['micro_batch']}; memory "
-            f"{doubled['total'] / 1e9:,.1f} GB",
+            f"{fitting(doubled)}",
         )
     )
     out.append(attention_kernel_lever(step, acc, values["attention_kernel_speedup"]))
@@ -192,26 +192,41 @@ def advice(values: dict[str, Any], acc: dict[str, Any], mem: dict[str, Any], com
                 f"bubble {100 * (pp - 1) / (m + pp - 1):.1f}% of the step; interleaving "
                 f"{VIRTUAL_STAGES} model chunks per stage"
                 + "".join(f"; {w}" for w in why)
-                + f"; memory {interleaved['total'] / 1e9:,.1f} GB",
+                + f"; memory {fitting(interleaved)}",
             )
         )
     else:
         out.append(
             _lever("pipeline_bubble", step, 1.0, False, ["pipeline_parallel"], "no pipeline")
         )
-    chunked = memory(values, logits_chunks=values["ce_chunks"])
-    out.append(
-        _lever(
-            "chunked_cross_entropy",
-            step,
-            1.0,
-            True,
-            ["ce_chunks"],
-            f"frees {(mem['total'] - chunked['total']) / 1e9:,.1f} GB of logits (memory, not time)",
-        )
-    )
+    out.append(chunked_lever(values, mem, step))
     out.sort(key=lambda x: -x["speedup"])
     return out
+
+
+def fitting(mem: dict[str, Any]) -> str:
+    """A memory figure as the levers state it: the peak, its phase, and whether it fits."""
+    verdict = "fits" if mem["fits"] else "does not fit"
+    return (
+        f"peak {mem['total'] / 1e9:,.1f} GB ({mem['peak_phase'].replace('_', ' ')}) of "
+        f"{mem['capacity'] / 1e9:,.1f} GB usable: {verdict}"
+    )
+
+
+def chunked_lever(values: dict[str, Any], mem: dict[str, Any], step: float) -> dict[str, Any]:
+    """Chunked cross-entropy: memory, not time. What it takes off the peak (nothing when the loss
+    is not the peak phase, or the logits are chunked or never materialised already)."""
+    if values["cross_entropy"] in ("chunked", "fused_linear"):
+        note = f"already cross_entropy {values['cross_entropy']}"
+    else:
+        chunked = memory(values, logits_chunks=values["ce_chunks"])
+        note = (
+            f"{values['ce_chunks']} chunks: the loss holds {chunked['logits'] / 1e9:,.1f} GB of "
+            f"logits instead of {mem['logits'] / 1e9:,.1f} GB; the peak goes from "
+            f"{mem['total'] / 1e9:,.1f} GB ({mem['peak_phase'].replace('_', ' ')}) to "
+            f"{fitting(chunked).removeprefix('peak ')} (memory, not time)"
+        )
+    return _lever("chunked_cross_entropy", step, 1.0, True, ["ce_chunks", "cross_entropy"], note)
 
 
 def busy_share(acc: dict[str, Any]) -> dict[str, Any]:

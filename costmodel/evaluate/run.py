@@ -15,6 +15,9 @@ import math
 from typing import Any
 
 from costmodel.derive import activations as act
+from costmodel.derive import attention
+from costmodel.derive import symbols as sym
+from costmodel.derive.memory import peak, phases
 from costmodel.derive.model_states import model_state_bytes
 from costmodel.evaluate.communication import communication
 from costmodel.evaluate.shapes import scenario_shape
@@ -37,10 +40,28 @@ LEVERS = (
 
 #: What the memory model counts, and what it leaves out (in the JSON as memory.convention).
 MEMORY_CONVENTION = (
-    "activations: the tensors the Hugging Face implementation saves for backward, in BF16, with "
-    "fused RMSNorm and SwiGLU (checked by make validate); not counted: FP8 activation storage, "
-    "fused MoE permute/unpermute kernels, recompute of chosen modules only, CPU offload (each "
-    "needs less), nor the allocator's fragmentation and the communication buffers (more)"
+    "peak by phase (forward end, loss, backward, optimizer step), the largest of them, on the "
+    "most loaded GPU: model states after the ZeRO paper; the tensors each layer saves for "
+    "backward under memory.settings (framework, cross_entropy, recompute and its modules, FP8 "
+    "storage, attention kernel), times the micro batches 1F1B holds; the layer recompute "
+    "rebuilds and the gradients at its boundary in the backward; the logits while the loss "
+    "runs. Capacity: the card's CUDA total minus memory_reserve. Not counted: the transient "
+    "buffers inside one operation (a GEMM's workspace, a kernel's scratch), CPU offload, "
+    "FP8 weight copies, the communication buffers beyond memory_reserve"
+)
+#: The keys memory.settings names (each a scenario key; what a figure of the memory rests on).
+MEMORY_SETTINGS = (
+    "framework",
+    "cross_entropy",
+    "ce_chunks",
+    "recompute",
+    "recompute_modules",
+    "recompute_num_layers",
+    "recompute_method",
+    "fp8",
+    "fp8_activations",
+    "attention_kernel",
+    "memory_reserve",
 )
 
 
@@ -119,6 +140,8 @@ def _layer_kwargs(shape: ModelShape, values: dict[str, Any], b: int) -> dict[str
         "linear_key_head_dim": shape.linear_key_head_dim,
         "linear_value_head_dim": shape.linear_value_head_dim,
         "attention_kernel": values["attention_kernel"],
+        "framework": values["framework"],
+        "fp8_activations": values["fp8_activations"],
         "cp": values["context_parallel"],
     }
 
@@ -134,6 +157,129 @@ def _heaviest_stage(kinds: list[tuple[dict[str, float], int]], pp: int) -> list[
     return layers
 
 
+def with_changes(
+    values: dict[str, Any],
+    *,
+    recompute: str | None = None,
+    micro_batch: int | None = None,
+    logits_chunks: int = 1,
+    **changes: Any,
+) -> dict[str, Any]:
+    """The scenario's values with a lever's changes that leave the layout alone: another
+    recompute policy (its modules or layer count dropped where they no longer apply), micro
+    batch (the micro batches per step follow), chunked cross-entropy in ``logits_chunks``
+    pieces, or any memory setting (``changes``: scenario keys)."""
+    out = {**values, **changes}
+    if recompute is not None:
+        out["recompute"] = recompute
+        if recompute != "selective" and "recompute_modules" not in changes:
+            out["recompute_modules"] = None
+        if recompute == "selective" and out.get("recompute_modules") is None:
+            out["recompute_modules"] = list(act.DEFAULT_RECOMPUTE_MODULES)
+        if recompute != "full" and "recompute_num_layers" not in changes:
+            out["recompute_num_layers"] = None
+    if micro_batch is not None:
+        out["micro_batch"] = micro_batch
+        out["micro_batches_per_step"] = micro_batches(values, micro_batch)
+    if logits_chunks > 1:
+        out["cross_entropy"], out["ce_chunks"] = "chunked", logits_chunks
+    return out
+
+
+def _layer_sets(shape: ModelShape, values: dict[str, Any]):
+    """Per layer kind: (kept per micro batch, the whole set, count) on one GPU, by the recompute
+    policy and its modules (full recompute: the layer's input)."""
+    tp, sp = values["tensor_parallel"], values["sequence_parallel"]
+    kwargs = _layer_kwargs(shape, values, values["micro_batch"])
+    policy = values["recompute"]
+    kinds = []
+    for mixer, mlp, count in _layer_kinds(shape, values):
+        if mixer == "gated_deltanet" and not shape.linear_num_value_heads:
+            continue
+        whole = act.layer_activation_bytes(mixer, mlp, tp=tp, sp=sp, recompute="none", **kwargs)
+        kept = act.layer_activation_bytes(
+            mixer,
+            mlp,
+            tp=tp,
+            sp=sp,
+            recompute=policy,
+            recompute_modules=values.get("recompute_modules"),
+            **kwargs,
+        )
+        kinds.append((kept, whole, count))
+    return kinds
+
+
+def _stage_activations(kinds, values: dict[str, Any]) -> tuple[float, float]:
+    """(bytes one micro batch leaves saved on the most loaded stage, the working set the
+    backward rebuilds at once): full recompute keeps a layer's input per group of
+    recompute_num_layers (uniform) and rebuilds a group, or recomputes the first
+    recompute_num_layers of the stage (block) and keeps the others whole; selective recompute
+    rebuilds the recomputed modules of one layer."""
+    sized = [({"whole": sum(whole.values())}, sum(kept.values()), n) for kept, whole, n in kinds]
+    chosen = _heaviest_stage([(size, n) for size, _, n in sized], values["pipeline_parallel"])
+    kept_of = {id(size): kept for size, kept, _ in sized}
+    stage = [(kept_of[id(size)], size["whole"]) for size in chosen]  # heaviest first
+    policy, group = values["recompute"], values.get("recompute_num_layers")
+    largest = max((whole for _, whole in stage), default=0.0)
+    if policy == "full" and values["recompute_method"] == "block" and group is not None:
+        recomputed = min(group, len(stage))  # the lightest layers: the heaviest stay whole
+        saved = sum(kept for kept, _ in stage[len(stage) - recomputed :])
+        saved += sum(whole for _, whole in stage[: len(stage) - recomputed])
+        working = max((whole for _, whole in stage[len(stage) - recomputed :]), default=0.0)
+        return saved, working
+    if policy == "full":
+        group = group or 1
+        inputs = math.ceil(len(stage) / group)
+        saved = sum(kept for kept, _ in stage[:inputs])
+        return saved, largest * min(group, len(stage))
+    saved = sum(kept for kept, _ in stage)
+    if policy == "selective":
+        return saved, max((whole - kept for kept, whole in stage), default=0.0)
+    return saved, 0.0
+
+
+def _outside(shape: ModelShape, values: dict[str, Any]) -> tuple[dict[str, float], float]:
+    """Bytes outside the layers per micro batch (token ids, RoPE, final norm, lm_head input),
+    and the logits the loss keeps (cross_entropy)."""
+    tp, sp, cp = values["tensor_parallel"], values["sequence_parallel"], values["context_parallel"]
+    b, s = values["micro_batch"], values["seq_len"]
+    framework = act.FRAMEWORKS[values["framework"]]
+    outside = act.model_activation_bytes(
+        b=b,
+        s=s,
+        hidden=shape.hidden_size,
+        vocab=shape.vocab_size,
+        elementwise=framework.elementwise,
+        loss_fp32=False,
+        output_logits=False,
+        tp=tp,
+        sp=sp,
+        cp=cp,
+    )
+    loss = act.loss_saved(
+        b * s / cp,
+        shape.vocab_size,
+        cross_entropy=values["cross_entropy"],
+        chunks=values["ce_chunks"],
+        framework=values["framework"],
+    )
+    return outside, sum(act.per_gpu(loss, tp=tp, sp=sp).values())
+
+
+def capacity(values: dict[str, Any]) -> dict[str, Any]:
+    """The bytes a run can use on one GPU: the card's CUDA total minus memory_reserve."""
+    gpu = hardware.GPUS[values["gpu"]]
+    usable = gpu.cuda_memory_bytes - values["memory_reserve"]
+    return {
+        "cuda_total": gpu.cuda_memory_bytes,
+        "cuda_total_kind": gpu.cuda_memory_kind,
+        "cuda_total_source": gpu.cuda_memory_source,
+        "memory_reserve": values["memory_reserve"],
+        "usable": usable,
+    }
+
+
 def memory(
     values: dict[str, Any],
     shape: ModelShape | None = None,
@@ -142,47 +288,27 @@ def memory(
     micro_batch: int | None = None,
     logits_chunks: int = 1,
     virtual_stages: int = 1,
+    fit: bool = False,
+    **changes: Any,
 ) -> dict[str, Any]:
-    """Bytes on the most loaded GPU (the first or last pipeline stage): weights, gradients and
-    optimizer states by ZeRO stage; activations of the stage's layers times the micro batches
-    1F1B keeps in flight (plus, under full recompute, one layer rebuilt); the logits and what
-    else lies outside the layers; the total against the GPU's memory."""
-    shape = shape or scenario_shape(values)[0]
-    recompute = recompute or values["recompute"]
-    b = micro_batch or values["micro_batch"]
-    tp, pp, cp, ep = (
-        values[k]
-        for k in ("tensor_parallel", "pipeline_parallel", "context_parallel", "expert_parallel")
+    """Bytes on the most loaded GPU (the first or last pipeline stage), by phase: weights,
+    gradients and optimizer states by ZeRO stage; the activations of the stage's layers times
+    the micro batches 1F1B keeps in flight; the logits while the loss runs; the layer recompute
+    rebuilds in the backward (derive.memory.phases). The peak, the largest phase, against the
+    card's usable bytes. A lever's changes (``with_changes``) are applied first; ``fit``: a run
+    that does not fit gets the changes that make it fit (``fit_changes``)."""
+    values = with_changes(
+        values, recompute=recompute, micro_batch=micro_batch, logits_chunks=logits_chunks, **changes
     )
-    dp, sp = values["data_parallel"], values["sequence_parallel"]
+    shape = shape or scenario_shape(values)[0]
+    tp, pp, ep = (values[k] for k in ("tensor_parallel", "pipeline_parallel", "expert_parallel"))
+    cp, b = values["context_parallel"], values["micro_batch"]
     params = _params(shape, values)
     experts_on_gpu = params["experts"] / (tp * pp * ep)
-    kwargs = _layer_kwargs(shape, values, b)
-    kinds, working = [], {}
-    for mixer, mlp, count in _layer_kinds(shape, values):
-        if mixer == "gated_deltanet" and not shape.linear_num_value_heads:
-            continue
-        per_layer = act.layer_activation_bytes(
-            mixer, mlp, tp=tp, sp=sp, recompute=recompute, **kwargs
-        )
-        kinds.append((per_layer, count))
-        if recompute == "full":
-            whole = act.layer_activation_bytes(mixer, mlp, tp=tp, sp=sp, recompute="none", **kwargs)
-            if sum(whole.values()) > sum(working.values()):
-                working = whole
-    layers = _heaviest_stage(kinds, pp)
-    outside = act.model_activation_bytes(
-        loss_fp32=False,  # a fused cross-entropy keeps no fp32 copy (the course's 15 GB: BF16)
-        b=b,
-        s=values["seq_len"],
-        hidden=shape.hidden_size,
-        vocab=shape.vocab_size,
-        logits_chunks=logits_chunks,
-        tp=tp,
-        sp=sp,
-        cp=cp,
-    )
-    logits_one = sum(v for k, v in outside.items() if k.startswith("logits"))
+    saved, working = _stage_activations(_layer_sets(shape, values), values)
+    outside, logits = _outside(shape, values)
+    tokens = b * values["seq_len"] / cp / (tp if values["sequence_parallel"] else 1)
+    gradients = 2 * 2 * tokens * shape.hidden_size  # dL/d(output) and dL/d(input), BF16
     head = 0 if shape.tie_word_embeddings and pp == 1 else params["lm_head"]
     layer_params = params["layers"] / (tp * pp) + experts_on_gpu
     # 1F1B: the first stage holds min(m, p) micro batches and the embedding; the last stage
@@ -194,49 +320,226 @@ def memory(
         "first": (
             layer_params + params["embedding"] / tp + (head / tp if pp == 1 else 0),
             in_flight,
-            outside if pp == 1 else None,
+            pp == 1,
         ),
-        "last": (layer_params + head / tp, 1, outside),
+        "last": (layer_params + head / tp, 1, True),
     }
     best = None
-    for name, (on_gpu, flight, extra) in stages.items():
-        dense_share = on_gpu - experts_on_gpu
-        states = model_state_bytes(
-            dense_share, values["zero_stage"], dp * cp, grad_bytes=values["grad_bytes"]
+    for name, (on_gpu, flight, has_head) in stages.items():
+        states = _model_states(values, on_gpu - experts_on_gpu, experts_on_gpu)
+        outside_bytes = sum(outside.values()) if has_head else 0.0
+        phase = phases(
+            sum(states.values()),
+            saved,
+            outside_bytes,
+            flight,
+            logits=logits if has_head else None,
+            working_set=working,
+            layer_gradients=gradients,
         )
-        expert_states = model_state_bytes(
-            experts_on_gpu,
-            values["zero_stage"],
-            max(dp * cp // ep, 1),
-            grad_bytes=values["grad_bytes"],
-        )
-        for key in states:
-            states[key] += expert_states[key]
-        stage = act.stage_activation_bytes(
-            layers, in_flight=flight, recompute_working_set=working or None, extra=extra
-        )
-        logits = logits_one * flight if extra else 0.0
-        total = sum(states.values()) + stage["total"]
-        if best is None or total > best["total"]:
+        top = peak(phase)
+        if best is None or phase[top]["bytes"] > best["total"]:
+            held_logits = phase[top]["contents"].get("logits", 0.0)
             best = {
                 **states,
-                "activations": stage["total"] - logits,
-                "logits": logits,
-                "total": total,
+                "activations": phase[top]["bytes"] - sum(states.values()) - held_logits,
+                "logits": logits if has_head else 0.0,
+                "total": phase[top]["bytes"],
+                "peak_phase": top,
+                "phases": phase,
                 "stage": name if pp > 1 else "only",
                 "in_flight": flight,
                 "params_on_gpu": on_gpu,
             }
-    gpu = hardware.GPUS[values["gpu"]]
-    return {
+    room = capacity(values)
+    out = {
         **best,
-        "capacity": gpu.memory_bytes,
-        "headroom": gpu.memory_bytes - best["total"],
-        "fits": best["total"] <= gpu.memory_bytes,
-        "recompute": recompute,
+        "capacity": room["usable"],
+        "capacity_detail": room,
+        "headroom": room["usable"] - best["total"],
+        "fits": best["total"] <= room["usable"],
+        "recompute": values["recompute"],
         "micro_batch": b,
+        "settings": {key: values.get(key) for key in MEMORY_SETTINGS},
         "convention": MEMORY_CONVENTION,
+        "framework_rules": act.FRAMEWORKS[values["framework"]].text,
+        "fit": None,
     }
+    if fit and not out["fits"]:
+        out["fit"] = fit_changes(values, shape)
+    return out
+
+
+def _model_states(values: dict[str, Any], dense: float, experts: float) -> dict[str, float]:
+    """Weights, gradients and optimizer states of one GPU: the dense share sharded over DP x CP,
+    the experts' over their data-parallel group (DP x CP / EP)."""
+    dp, cp, ep = values["data_parallel"], values["context_parallel"], values["expert_parallel"]
+    states = model_state_bytes(
+        dense, values["zero_stage"], dp * cp, grad_bytes=values["grad_bytes"]
+    )
+    expert_states = model_state_bytes(
+        experts, values["zero_stage"], max(dp * cp // ep, 1), grad_bytes=values["grad_bytes"]
+    )
+    return {key: states[key] + expert_states[key] for key in states}
+
+
+def _attention_forward(values: dict[str, Any]) -> float:
+    """The attention core's forward FLOPs of the step at the real lengths (derive.attention)."""
+    model = attention.attention_actual.xreplace(
+        {
+            sym.a_sq: attention.SQUARE_FRACTION[values["attention_flops"]],
+            sym.d_attn: values["attention_dim"],
+            sym.L_full: values["num_full_attention_layers"],
+            sym.sum_sq: values["sum_squared_lengths"],
+        }
+    )
+    return float(model) / 3  # model FLOPs are 3 x the forward
+
+
+def _step_work(values: dict[str, Any], fractions: dict[str, Any], core_forward: float) -> float:
+    """Hardware FLOPs of the step's weight GEMMs and attention core under recompute fractions."""
+    kappa = float(attention.KERNEL_BACKWARD_OVER_FORWARD[values["attention_kernel"]])
+    six_nd = 6 * values["activated_params"] * values["tokens_per_step"]
+    return six_nd * (1 + fractions["weights"] / 3) + core_forward * (1 + fractions["core"] + kappa)
+
+
+def _candidates(values: dict[str, Any], shape: ModelShape) -> list[tuple[str, dict, str]]:
+    """(what changes, the scenario keys it sets, a note) for each change that lowers the peak."""
+    out: list[tuple[str, dict, str]] = []
+    policy = values["recompute"]
+    if policy != "full":
+        have = list(values.get("recompute_modules") or []) if policy == "selective" else []
+        useful = [
+            "layernorm",
+            "moe_act",
+            "core_attn",
+            "mla_up_proj",
+            "shared_experts",
+            "mlp",
+            "moe",
+        ]
+        present = {
+            "moe_act": shape.is_moe,
+            "moe": shape.is_moe,
+            "shared_experts": bool(shape.shared_expert_intermediate_size),
+            "mlp": bool(shape.num_dense_layers and shape.intermediate_size),
+            "mla_up_proj": shape.mla,
+        }
+        modules = list(have)
+        for module in useful:  # cheapest first: no GEMMs, the core, then the weight modules
+            if module in modules or not present.get(module, True):
+                continue
+            modules = modules + [module]
+            ordered = [m for m in act.RECOMPUTE_MODULES if m in modules]
+            keys = {"recompute": "selective", "recompute_modules": ordered}
+            out.append((f"recompute_modules {', '.join(ordered)}", keys, "selective recompute"))
+        out.append(("recompute full", {"recompute": "full"}, "every layer, one at a time"))
+    ce = values["cross_entropy"]
+    for option in ("chunked", "fused", "fused_linear"):
+        if act.CROSS_ENTROPY.index(option) > act.CROSS_ENTROPY.index(ce) or ce == "fp32":
+            if option != ce:
+                note = f"{values['ce_chunks']} chunks" if option == "chunked" else "no extra FLOPs"
+                out.append((f"cross_entropy {option}", {"cross_entropy": option}, note))
+    storage = [("moe_inputs", shape.is_moe), ("linear_inputs", True)]
+    for option, applies in storage:
+        now = act.FP8_ACTIVATIONS.index(values["fp8_activations"])
+        if applies and act.FP8_ACTIVATIONS.index(option) > now:
+            keys = {"fp8": "hybrid", "fp8_activations": option}
+            out.append((f"fp8_activations {option}", keys, "FP8 training (fp8: hybrid)"))
+    for stage in range(values["zero_stage"] + 1, 4):
+        out.append((f"zero_stage {stage}", {"zero_stage": stage}, "more DP communication"))
+    if values["micro_batch"] > 1:
+        half = values["micro_batch"] // 2
+        out.append((f"micro_batch {half}", {"micro_batch": half}, "more micro batches per step"))
+    for key, label in (
+        ("tensor_parallel", "TP"),
+        ("pipeline_parallel", "PP"),
+        ("context_parallel", "CP"),
+    ):
+        doubled = 2 * values[key]
+        keys = {key: doubled}
+        if key == "tensor_parallel":
+            keys["sequence_parallel"] = True
+        out.append((f"{key} {doubled}", keys, f"{label} x 2: DP halves, more communication"))
+    return out
+
+
+#: Scenario keys that a re-resolved variant does not take from the values: the name, and the
+#: lengths file (its mean stands for it: the memory does not depend on the lengths, and the file
+#: is not read again for each change).
+_NOT_INPUTS = ("name", "sequence_lengths")
+
+
+def variant(values: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any] | None:
+    """The scenario with ``changes`` resolved again (the layout checked and DP, EP derived), or
+    None where the validator refuses it (a layout that does not divide)."""
+    from costmodel.errors import CostModelError
+    from costmodel.inputs import scenario
+
+    data = {
+        key: values[key]
+        for key in scenario.FIELDS
+        if key in values and values[key] is not None and key not in _NOT_INPUTS
+    }
+    data.update(changes)
+    if "recompute_modules" in changes or "recompute" in changes:
+        data.pop("selective_recompute_fraction", None)  # a stated r was for the old modules
+    policy = data["recompute"]
+    if policy != "selective":
+        data.pop("recompute_modules", None)
+    if policy != "full":
+        data.pop("recompute_num_layers", None)
+        data.pop("recompute_method", None)
+    if data["tensor_parallel"] == 1:
+        data["sequence_parallel"] = False
+    if "expert_parallel" in data and values["num_experts"]:  # refit EP to the new DP
+        gpus = data["num_gpus"]
+        dp = gpus // (
+            data["tensor_parallel"] * data["pipeline_parallel"] * data["context_parallel"]
+        )
+        ep = math.gcd(values["expert_parallel"], values["num_experts"], max(dp, 1))
+        data["expert_parallel"] = ep
+    try:
+        return scenario.resolve(data=data).values
+    except CostModelError:
+        return None
+
+
+def fit_changes(values: dict[str, Any], shape: ModelShape) -> list[dict[str, Any]]:
+    """The changes that make a run fit, each evaluated by running this memory model on the
+    changed scenario (its peak), ranked by the hardware FLOPs they add (recompute redoes
+    forwards; the others add none, and are ranked by their peak). Changes that do not fit on
+    their own follow, lowest peak first, when none does."""
+    from costmodel.inputs.scenario import recompute_fractions
+
+    core_forward = _attention_forward(values)
+    work_now = _step_work(values, recompute_fractions(values), core_forward)
+    found = []
+    for label, changes, note in _candidates(values, shape):
+        changed = variant(values, changes)
+        if changed is None:
+            continue
+        got = memory(changed)
+        work = _step_work(changed, recompute_fractions(changed), core_forward)
+        found.append(
+            {
+                "change": label,
+                "set": changes,
+                "peak": got["total"],
+                "peak_phase": got["peak_phase"],
+                "fits": got["fits"],
+                "flop_cost": max(0.0, work / work_now - 1),
+                "note": note,
+            }
+        )
+    # of the growing module sets, the first that fits (the next ones only add FLOPs)
+    chain = [x for x in found if x["change"].startswith("recompute_modules")]
+    keep = next((x for x in chain if x["fits"]), chain[-1] if chain else None)
+    found = [x for x in found if x not in chain or x is keep]
+    fitting = sorted((x for x in found if x["fits"]), key=lambda x: (x["flop_cost"], x["peak"]))
+    if fitting:
+        return fitting
+    return sorted(found, key=lambda x: x["peak"])[:3]
 
 
 def comm(values: dict[str, Any], shape: ModelShape | None = None) -> dict[str, Any]:

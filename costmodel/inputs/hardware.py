@@ -26,6 +26,16 @@ NVLink, PCI, QPI, or network"), in a second table, `_LINKS`, with its own source
 
 `GPU.intra_node_bandwidth(gpus)` is the one-direction bandwidth per GPU of a collective among
 `gpus` GPUs of one node: NVLink when one NVLink domain holds them, else PCIe.
+
+Memory a run can use, in a third table, `_CUDA_MEMORY`: `cuda_memory_bytes`, the card's total as
+the CUDA runtime reports it (`cudaGetDeviceProperties().totalGlobalMem`, what
+`torch.cuda.get_device_properties().total_memory` returns), not the datasheet's decimal GB. Where
+no CUDA figure was found, nvidia-smi's `memory.total` (NVML), which is a little larger: an H100
+80GB HBM3 shows 81,559 MiB in nvidia-smi and 81,106 MiB to the CUDA runtime (453 MiB the driver
+keeps); where neither was found, the datasheet's figure read as GiB. `cuda_memory_kind` says
+which (`cuda`, `nvidia-smi`, `datasheet GiB`) and `cuda_memory_source` where it was found. The
+scenario key `memory_reserve` is taken from it for what the memory model does not count (the
+CUDA context, NCCL's buffers, the allocator's fragmentation).
 """
 
 from __future__ import annotations
@@ -47,6 +57,10 @@ class GPU:
     pcie_bandwidth: float | None = None  # host interface; only where it is the fallback
     network_bandwidth: float | None = None  # NIC per GPU: a default, an assumption
     link_source: str = ""
+    # Memory as the CUDA runtime reports it (filled from _CUDA_MEMORY below)
+    cuda_memory_bytes: float = 0.0
+    cuda_memory_kind: str = ""  # cuda | nvidia-smi | datasheet GiB
+    cuda_memory_source: str = ""
 
     @property
     def balance(self) -> float:
@@ -162,6 +176,57 @@ _LINKS: dict[str, dict] = {
     ),
 }
 GPUS = {name: replace(gpu, **_LINKS[name]) for name, gpu in GPUS.items()}
+
+_MIB = 2**20
+_GIB = 2**30
+_SMI = "nvidia-smi memory.total {:,} MiB ({}); the CUDA runtime reports a few hundred MiB less"
+_SMI_SEEN = "the nvidia-smi table of an idle {} quoted in public GitHub repositories"
+_DATASHEET = "datasheet {} GB read as {} GiB: no CUDA or nvidia-smi figure was found"
+#: name -> (bytes, kind, source)
+_CUDA_MEMORY: dict[str, tuple[float, str, str]] = {
+    "H20": (97_871 * _MIB, "nvidia-smi", _SMI.format(97_871, _SMI_SEEN.format("NVIDIA H20"))),
+    "H100-SXM": (
+        85_045_477_376,
+        "cuda",
+        "CUDA deviceQuery, NVIDIA H100 80GB HBM3: 81,106 MiB (85,045,477,376 bytes) "
+        "(thamada/nvidia-smi, nvsim/H100SXMx8_deviceQuery.py); nvidia-smi shows 81,559 MiB "
+        "(modal-labs/modal-client pull request #2797)",
+    ),
+    "H100-PCIe": (
+        81_559 * _MIB,
+        "nvidia-smi",
+        _SMI.format(81_559, _SMI_SEEN.format("NVIDIA H100 PCIe")),
+    ),
+    "H800": (80 * _GIB, "datasheet GiB", _DATASHEET.format(80, 80)),
+    "H200": (143_771 * _MIB, "nvidia-smi", _SMI.format(143_771, _SMI_SEEN.format("NVIDIA H200"))),
+    "A100-40GB": (
+        40_960 * _MIB,
+        "nvidia-smi",
+        _SMI.format(40_960, "modal-labs/modal-client pull request #2797"),
+    ),
+    "A100-80GB": (
+        81_920 * _MIB,
+        "nvidia-smi",
+        _SMI.format(81_920, "modal-labs/modal-client pull request #2797"),
+    ),
+    "A800": (80 * _GIB, "datasheet GiB", _DATASHEET.format(80, 80)),
+    "B200": (183_359 * _MIB, "nvidia-smi", _SMI.format(183_359, _SMI_SEEN.format("NVIDIA B200"))),
+    "L40S": (
+        46_068 * _MIB,
+        "nvidia-smi",
+        _SMI.format(46_068, "modal-labs/modal-client pull request #2797"),
+    ),
+    "MI300X": (192 * _GIB, "datasheet GiB", _DATASHEET.format(192, 192)),
+}
+GPUS = {
+    name: replace(
+        gpu,
+        cuda_memory_bytes=float(_CUDA_MEMORY[name][0]),
+        cuda_memory_kind=_CUDA_MEMORY[name][1],
+        cuda_memory_source=_CUDA_MEMORY[name][2],
+    )
+    for name, gpu in GPUS.items()
+}
 
 
 def _norm(name: str) -> str:

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import yaml
 
+from costmodel.derive import activations as act
 from costmodel.derive import attention, recompute
 from costmodel.derive import symbols as sym
 from costmodel.errors import CostModelError
@@ -53,10 +54,10 @@ MAX_NAME_CHARACTERS = 200
 
 @dataclass(frozen=True)
 class Field:
-    kind: str  # count | count0 | positive | fraction | choice | flag | gpu | text | path | file
+    kind: str  # count | count0 | positive | fraction | choice | modules | flag | gpu | text | ...
     help: str
     nullable: bool = False
-    #: The values a `choice` accepts, the first the course's.
+    #: The values a `choice` accepts, the first the course's (`modules`: the names a list may hold).
     choices: tuple[str, ...] = ()
     #: Inclusive bounds of a number (None: the kind's own bound). They keep every figure of the
     #: account finite and every notebook runnable; the README's scenario table states them.
@@ -94,7 +95,28 @@ FIELDS: dict[str, Field] = {
         "choice", "activation recompute: none | selective | full", choices=RECOMPUTE_POLICIES
     ),
     "selective_recompute_fraction": Field(
-        "fraction", "share of forward FLOPs redone by selective recompute"
+        "fraction",
+        "share of the weight GEMMs' forward FLOPs redone by selective recompute (null: derived "
+        "from recompute_modules)",
+        nullable=True,
+    ),
+    "recompute_modules": Field(
+        "modules",
+        "modules selective recompute redoes, Megatron-LM's names (null: its default, core_attn)",
+        nullable=True,
+        choices=act.RECOMPUTE_MODULES,
+    ),
+    "recompute_num_layers": Field(
+        "count",
+        "layers full recompute redoes per pipeline stage (null: every layer, one at a time)",
+        nullable=True,
+        maximum=10**5,
+    ),
+    "recompute_method": Field(
+        "choice",
+        "how full recompute picks them: uniform (groups of recompute_num_layers) | block (the "
+        "first recompute_num_layers of each stage)",
+        choices=("uniform", "block"),
     ),
     "measured_tokens_per_s": Field(
         "positive",
@@ -162,6 +184,29 @@ FIELDS: dict[str, Field] = {
         "attention kernel: eager (backward 2x forward, scores kept) | flash (2.5x, recomputed)",
         choices=("eager", "flash"),
     ),
+    "framework": Field(
+        "choice",
+        "what the layers save for backward: megatron (Megatron-Core with Transformer Engine) | "
+        "huggingface (transformers)",
+        choices=tuple(act.FRAMEWORKS),
+    ),
+    "cross_entropy": Field(
+        "choice",
+        "logits kept by the loss: fp32 | fused (BF16, in place) | chunked (ce_chunks pieces) | "
+        "fused_linear (none; null: the framework's)",
+        nullable=True,
+        choices=act.CROSS_ENTROPY,
+    ),
+    "fp8": Field(
+        "choice",
+        "FP8 training: none | hybrid (Transformer Engine's E4M3 forward, E5M2 gradients)",
+        choices=("none", "hybrid"),
+    ),
+    "fp8_activations": Field(
+        "choice",
+        "saved activations stored in FP8: none | moe_inputs (DeepSeek-V3) | linear_inputs",
+        choices=act.FP8_ACTIVATIONS,
+    ),
     "batching": Field(
         "choice",
         "padded (every sample padded to seq_len, the course's) | packed (no padding; varlen "
@@ -205,6 +250,12 @@ FIELDS: dict[str, Field] = {
     "grad_bytes": Field(
         "count", "bytes per gradient element: 4 (fp32 main gradients) or 2", values=(2, 4)
     ),
+    "memory_reserve": Field(
+        "count0",
+        "bytes per GPU kept for the CUDA context, NCCL buffers and the allocator (taken from the "
+        "card's CUDA total)",
+        maximum=10**12,
+    ),
     # Values the course assumed, each a key (null: the course's value, labelled as such)
     "communication_share": Field(
         "fraction",
@@ -246,6 +297,7 @@ ALLOWED = {
     "positive": "a positive number",
     "fraction": "a number between 0 and 1",
     "choice": "one of",
+    "modules": "a list (or comma-separated text) of",
     "flag": "true or false",
     "gpu": "one of " + ", ".join(hardware.GPUS),
     "text": "a string",
@@ -266,7 +318,7 @@ def allowed_text(key: str) -> str:
     """What a key accepts, bounds included: 'a positive integer up to 100,000,000'."""
     spec = FIELDS[key]
     text = ALLOWED[spec.kind]
-    if spec.kind == "choice":
+    if spec.kind in ("choice", "modules"):
         text += " " + ", ".join(spec.choices)
     if spec.values:
         return (", ".join(map(str, spec.values[:-1])) + " or " + str(spec.values[-1])) + (
@@ -354,6 +406,8 @@ def check_value(key: str, value: Any) -> Any:
         if not isinstance(value, str) or value.lower() not in spec.choices:
             raise _fail(key, value, allowed)
         return value.lower()
+    if spec.kind == "modules":
+        return _modules(key, value, spec, allowed)
     if spec.kind == "flag":
         if not isinstance(value, bool):
             raise _fail(key, value, allowed)
@@ -364,6 +418,18 @@ def check_value(key: str, value: Any) -> Any:
             raise _fail(key, value, allowed)
         return gpu.name
     return _text(key, value, spec, allowed)
+
+
+def _modules(key: str, value: Any, spec: Field, allowed: str) -> list[str]:
+    """A list of module names (YAML list, or comma-separated text as --set gives it), each
+    once, in the order of `spec.choices`."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items or len(items) > len(spec.choices):
+        raise _fail(key, value, allowed)
+    names = [item.strip().lower() if isinstance(item, str) else item for item in items]
+    if any(name not in spec.choices for name in names):
+        raise _fail(key, value, allowed)
+    return [name for name in spec.choices if name in names]
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -605,11 +671,8 @@ class Scenario:
             for key, symbol in SYMBOL_OF_KEY.items()
             if self.values.get(key) is not None
         }
-        subs[sym.r] = float(
-            recompute.fraction(
-                self.values["recompute"], self.values["selective_recompute_fraction"]
-            )
-        )
+        subs[sym.r] = float(self.values["recompute_weights_fraction"])
+        subs[sym.r_core] = float(self.values["recompute_core_fraction"])
         subs[sym.a_sq] = float(attention.SQUARE_FRACTION[self.values["attention_flops"]])
         subs[sym.kappa] = float(
             attention.KERNEL_BACKWARD_OVER_FORWARD[self.values["attention_kernel"]]
@@ -748,6 +811,7 @@ def resolve(
     _params_from_shape_keys(values, sources)
     _cross_check(values)
     _layout(values, sources)
+    _memory_settings(values, sources)
     return Scenario(values, sources, lengths)
 
 
@@ -968,3 +1032,85 @@ def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
     per_rank = values["samples_per_step"] / (dp * values["micro_batch"])
     values["micro_batches_per_step"] = per_rank
     sources["micro_batches_per_step"] = "derived"
+
+
+def _module_params(values: dict[str, Any]) -> tuple[dict[str, float], float]:
+    """Matmul parameters per token of each module whose recompute redoes weight GEMMs
+    (`recompute.WEIGHT_MODULES`), from the scenario's shape, and the N they are a share of."""
+    shape, _ = scenario_shape(values)
+    parts = {key: float(value) for key, value in shape.breakdown.items()}
+    up = 0.0
+    if shape.mla:  # MLA's up-projections: q_b (from the query latent) and kv_b, per MLA layer
+        nope = shape.qk_head_dim - shape.qk_rope_head_dim
+        query = shape.q_lora_rank * shape.num_heads * shape.qk_head_dim if shape.q_lora_rank else 0
+        kv = shape.kv_lora_rank * shape.num_heads * (nope + shape.v_head_dim)
+        up = float(query + kv) * values["num_full_attention_layers"]
+    params = float(shape.activated_params)
+    if values["num_mtp_layers"]:
+        params += float(shape.mtp_activated_params)
+    modules = {
+        "mlp": parts["dense_mlp"],
+        "moe": parts["routed_experts_active"] + parts["router"] + parts["shared_experts"],
+        "shared_experts": parts["shared_experts"],
+        "mla_up_proj": up,
+    }
+    return modules, params
+
+
+def recompute_fractions(
+    values: dict[str, Any], policy: str | None = None, modules=None
+) -> dict[str, Any]:
+    """The weights and attention-core fractions recompute redoes (`recompute.fractions`) for the
+    scenario's policy, or another (`policy`, with `modules` for selective: the scenario's, else
+    Megatron-LM's default set), and where r comes from."""
+    policy = policy or values["recompute"]
+    if policy == "selective" and modules is None:
+        modules = values.get("recompute_modules") or list(act.DEFAULT_RECOMPUTE_MODULES)
+    stage_layers = math.ceil(values["num_layers"] / values["pipeline_parallel"])
+    params, n = _module_params(values) if policy == "selective" else ({}, 1.0)
+    full = policy == "full" and values["recompute"] == "full"
+    return recompute.fractions(
+        policy,
+        modules or (),
+        params,
+        n,
+        selective_fraction=values.get("selective_recompute_fraction"),
+        layers_share=recompute.recomputed_layers(
+            stage_layers,
+            values.get("recompute_num_layers") if full else None,
+            values["recompute_method"],
+        ),
+    )
+
+
+def _memory_settings(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """The memory and recompute keys that go together: recompute_modules only with selective
+    recompute (null: Megatron-LM's default set), recompute_num_layers (more than a stage's layers:
+    all of them) and a team's recompute_method only with full, FP8 storage only with FP8 training, cross_entropy null
+    the framework's; then the recompute fractions of the weights and of the attention core
+    (`recompute.fractions`), derived."""
+    policy = values["recompute"]
+    if values.get("recompute_modules") is not None and policy != "selective":
+        raise _layout_error(
+            "recompute_modules", values["recompute_modules"], "null unless recompute is selective"
+        )
+    for key in ("recompute_num_layers", "recompute_method"):
+        given = values.get(key) is not None and sources.get(key) != "course"
+        if given and policy != "full":
+            raise _layout_error(key, values[key], "unset unless recompute is full")
+    if values["fp8_activations"] != "none" and values["fp8"] == "none":
+        raise _layout_error(
+            "fp8_activations", values["fp8_activations"], "none unless fp8 is hybrid"
+        )
+    if values.get("cross_entropy") is None:
+        values["cross_entropy"] = act.FRAMEWORKS[values["framework"]].cross_entropy
+        sources["cross_entropy"] = "derived"
+    if policy == "selective" and values.get("recompute_modules") is None:
+        values["recompute_modules"] = list(act.DEFAULT_RECOMPUTE_MODULES)
+        sources["recompute_modules"] = "derived"
+    got = recompute_fractions(values)
+    values["recompute_weights_fraction"] = got["weights"]
+    values["recompute_core_fraction"] = got["core"]
+    values["recompute_fraction_from"] = got["from"]
+    for key in ("recompute_weights_fraction", "recompute_core_fraction", "recompute_fraction_from"):
+        sources[key] = "derived"

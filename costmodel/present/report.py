@@ -33,7 +33,7 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
                 (
                     "recompute factor",
                     f"{a['recompute_factor']:.4f}",
-                    f"recompute = {sc['recompute']}",
+                    _recompute_note(a["recompute"]),
                 ),
                 ("hardware FLOPs", _sci(a["hardware_flops_per_step"]), "6ND x recompute factor"),
                 ("achieved, cluster", _tflops(a["achieved_flops_per_s"]), "6ND / step time"),
@@ -45,6 +45,7 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
             [
                 ("MFU", _pct(a["mfu"]), "model FLOPs / (T x GPUs x peak)"),
                 ("HFU", _pct(a["hfu"]), "MFU x recompute factor"),
+                *_fp8_rows(a["fp8"]),
                 (
                     "MFU if total params used",
                     _pct(a["mfu_if_total_params"]),
@@ -155,6 +156,37 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
     ]
 
 
+def _recompute_note(rc: dict[str, Any]) -> str:
+    """What is recomputed and where the fractions come from."""
+    what = f"recompute = {rc['policy']}"
+    if rc["policy"] == "selective":
+        what += f" ({', '.join(rc['modules'] or [])})"
+    elif rc["policy"] == "full" and rc["num_layers"] is not None:
+        what += f" ({rc['method']}, {rc['num_layers']} layers)"
+    origin = {"scenario": "selective_recompute_fraction", "modules": "derived from the modules"}
+    return (
+        f"{what}; weights r = {rc['weights_fraction']:.4g}, attention core "
+        f"{rc['core_fraction']:.4g}"
+        + (f" ({origin[rc['fraction_from']]})" if rc["fraction_from"] in origin else "")
+    )
+
+
+def _fp8_rows(fp8: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """MFU against the BF16 and the FP8 peak, each labelled (shown when the run trains in FP8)."""
+    if fp8["fp8"] == "none":
+        return []
+    if fp8["mfu_fp8_peak"] is None:
+        return [("MFU against the FP8 peak", "n/a", "the GPU table has no FP8 peak")]
+    return [
+        ("MFU against the BF16 peak", _pct(fp8["mfu_bf16_peak"]), _tflops(fp8["peak_flops_bf16"])),
+        (
+            "MFU against the FP8 peak",
+            _pct(fp8["mfu_fp8_peak"]),
+            f"{_tflops(fp8['peak_flops_fp8'])} (fp8: {fp8['fp8']}); HFU {_pct(fp8['hfu_fp8_peak'])}",
+        ),
+    ]
+
+
 def _attention_rows(att, key: str, label: str, extra: str = "") -> list[tuple[str, str, str]]:
     x = att[key]
     return [
@@ -217,6 +249,68 @@ def _gb(x: float) -> str:
     return f"{x / 1e9:,.1f} GB"
 
 
+PHASE_NAMES = {
+    "forward_end": "forward end",
+    "loss": "loss",
+    "backward": "backward",
+    "optimizer_step": "optimizer step",
+}
+
+
+def _memory_rows(mem: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Model states, each phase with what it holds, the peak against the usable capacity, the
+    settings the figures rest on and, for a run that does not fit, the changes that make it."""
+    s, room = mem["settings"], mem["capacity_detail"]
+    rows = [(key, _gb(mem[key]), "") for key in ("weights", "gradients", "optimizer")]
+    for name, phase in mem["phases"].items():
+        parts = ", ".join(
+            f"{part.replace('_', ' ')} {_gb(value)}"
+            for part, value in phase["contents"].items()
+            if part != "model_states" and value
+        )
+        mark = "peak: " if name == mem["peak_phase"] else ""
+        rows.append((f"phase: {PHASE_NAMES[name]}", _gb(phase["bytes"]), mark + parts))
+    rows += [
+        (
+            "peak",
+            _gb(mem["total"]),
+            f"{PHASE_NAMES[mem['peak_phase']]}, of {_gb(mem['capacity'])} usable: "
+            + ("fits" if mem["fits"] else "does NOT fit"),
+        ),
+        (
+            "capacity",
+            _gb(mem["capacity"]),
+            f"CUDA total {_gb(room['cuda_total'])} ({room['cuda_total_kind']}) - "
+            f"memory_reserve {_gb(room['memory_reserve'])}",
+        ),
+        (
+            "settings",
+            "",
+            f"framework {s['framework']}, cross_entropy {s['cross_entropy']}"
+            + (f" ({s['ce_chunks']} chunks)" if s["cross_entropy"] == "chunked" else "")
+            + f", recompute {s['recompute']}"
+            + (f" ({', '.join(s['recompute_modules'])})" if s["recompute_modules"] else "")
+            + (
+                f" ({s['recompute_method']}, {s['recompute_num_layers']} layers)"
+                if s["recompute_num_layers"] is not None
+                else ""
+            )
+            + f", attention_kernel {s['attention_kernel']}, fp8 {s['fp8']}"
+            + f" (activations {s['fp8_activations']}); {mem['in_flight']:g} micro batches in flight",
+        ),
+    ]
+    for change in mem.get("fit") or []:
+        rows.append(
+            (
+                f"to fit: {change['change']}",
+                _gb(change["peak"]),
+                ("fits" if change["fits"] else "does not fit")
+                + f"; +{_pct(change['flop_cost'])} hardware FLOPs; {change['note']}",
+            )
+        )
+    return rows
+
+
 def _team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
     """Layout, memory, communication and the ranked levers (issue 11)."""
     par, mem, comm = a["parallel"], a["memory"], a["communication"]
@@ -230,17 +324,7 @@ def _team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, st
         ("micro batches per step", f"{par['micro_batches']:g}", "per pipeline"),
         ("pipeline bubble", _pct(par["pipeline_bubble"]), "(p - 1) / (m + p - 1)"),
     ]
-    memory_rows = [
-        (key, _gb(mem[key]), note)
-        for key, note in (
-            ("weights", ""),
-            ("gradients", ""),
-            ("optimizer", ""),
-            ("activations", f"recompute {mem['recompute']}, {mem['in_flight']} in flight"),
-            ("logits", "BF16"),
-            ("total", f"of {_gb(mem['capacity'])}: " + ("fits" if mem["fits"] else "does NOT fit")),
-        )
-    ] + [("not counted", "", "FP8 activations, fused MoE permute, partial recompute, offload")]
+    memory_rows = _memory_rows(mem)
     comm_rows = [
         (c["name"], _seconds(c["seconds"]), f"{_gb(c['bytes_per_gpu'])} per GPU, {c['placement']}")
         for c in comm["collectives"]

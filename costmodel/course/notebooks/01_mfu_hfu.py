@@ -41,7 +41,8 @@ sc, acc = d.load(scenario_file, overrides)
 
 # %% tags=["remove-input"]
 POLICIES = ("none", "selective", "full")
-fraction = sc["selective_recompute_fraction"]
+# r of this scenario's selective recompute: derived from the modules it redoes (02 explains)
+fraction = acc["projections"]["selective_recompute"]["weights_fraction"]
 f_now = acc["recompute_factor"]
 full = policy_factor("full")
 pad = acc["padding"]
@@ -121,6 +122,11 @@ extra = acc["hardware_flops_per_step"] - acc["model_flops_per_step"]
 if sc["recompute"] == "none":
     d.md("**recompute**：本场景不做重算（`recompute = none`），硬件执行的 FLOPs 与模型 FLOPs 相同，"
          "这一项为零。")
+elif extra <= 0:
+    d.md(f"**recompute**：本场景的策略是 `{sc['recompute']}`，重算的模块（"
+         + "、".join(f"`{m}`" for m in sc["recompute_modules"] or [])
+         + "）不带权重，6ND 这一侧的重算系数是 1：硬件在权重矩阵乘上没有多做。它重做的是注意力核心"
+         "（或只是逐元素运算），那部分在 6ND 之外，记在 05 的硬件 FLOPs 上，同样不进 MFU。")
 else:
     d.md(f"**recompute**：本场景的策略是 `{sc['recompute']}`，重算系数 "
          f"{f_now:.4f}。每步硬件实际执行 {d.sci(acc['hardware_flops_per_step'])} "
@@ -205,7 +211,7 @@ d.md(f"本场景：recompute = `{sc['recompute']}`，系数 {f_now:.4f}，"
 #
 # 两个指标名字只差一个字母、分母相同、都叫"利用率"，各家框架日志里打印的又不一定是同一个，所以报数时很容易只写一个百分比而不写口径。它们的差距就是重算系数减一：不重算时为零，全量重算时是上面 SymPy 得出的三分之一。也就是说，把 HFU 当 MFU 报，全量重算下会把效率高估三成多。
 #
-# 更隐蔽的问题是方向。HFU 把重算当作"有用功"，于是**减少重算**这个真正的提速手段在 HFU 上看不出来。下表假设步长与硬件 FLOPs 成正比（与库里其他投影相同的简化），看换成不同策略时两个指标怎么动。
+# 更隐蔽的问题是方向。HFU 把重算当作"有用功"，于是**减少重算**这个真正的提速手段在 HFU 上看不出来。下表假设步长与 6ND 口径的硬件 FLOPs 成正比（只看重算系数，注意力核心的重算不算在内；08 的投影把它也算进去），看换成不同策略时两个指标怎么动。其中 selective 的 r 由本场景重算的模块推出（见 02）。
 
 # %% tags=["remove-input"]
 rows = []
@@ -217,7 +223,7 @@ for policy in POLICIES:
     rows.append((f"{policy}{mark}", f"{r_value:g}", f"{f:.4f}", d.pct(f - 1),
                  f"{d.num(step, 1)} s", d.pct(acc["mfu"] * f_now / f), d.pct(acc["hfu"])))
 d.table(rows, ["策略", "重算比例 r", "系数", "HFU 比 MFU 高", "投影步长", "MFU", "HFU"],
-        "同一个任务换 recompute 策略（步长 ∝ 硬件 FLOPs 的简化假设）")
+        "同一个任务换 recompute 策略（步长 ∝ 6ND 口径硬件 FLOPs 的简化假设）")
 
 # %% tags=["remove-input"]
 f_none = float(policy_factor("none"))
@@ -227,7 +233,9 @@ if f_now > f_none:
          f"{d.pct(acc['mfu'] * f_now / f_none)}；而 HFU 始终是 {d.pct(acc['hfu'])}。"
          "如果拿改动前的 HFU 对比改动后的 MFU，就会得出\"没有变化\"的错误结论。")
 else:
-    d.md(f"本场景已经不做重算，MFU 与 HFU 相等（{d.pct(acc['mfu'])}）。但若和一个全量重算的任务"
+    d.md(("本场景已经不做重算" if sc["recompute"] == "none" else
+          f"本场景的重算（`{sc['recompute']}`）不重做权重 GEMM，多出的运算只在注意力核心上（见 05）")
+         + f"，MFU 与 HFU 相等（{d.pct(acc['mfu'])}）。但若和一个全量重算的任务"
          f"对比，对方报的 HFU 会比它的 MFU 高 {d.pct(float(full - 1))}，对比前先统一口径。")
 
 # %% [markdown]

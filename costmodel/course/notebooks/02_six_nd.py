@@ -161,7 +161,9 @@ d.eq(r"\frac{F_{\mathrm{hw}}(1)}{6ND}", factor("full"), d.num(float(factor("full
 #
 # 选择性重算只重做一部分算子，系数就取决于重做了多少。要放进 1 + r/3 这个式子，r 必须是 6ND 里那 2ND 前向的一个份额，也就是**权重矩阵乘的前向**：若反向时重新跑前向的那些权重矩阵合计 N_re 个参数，那么 r = N_re / N。例如只重算 FFN 的 up/gate 投影，或者像 DeepSeek-V3 那样重算 MLA 的上投影，都是在重做一部分权重 GEMM 的前向，r 就是这些矩阵在 N 里所占的比例。
 #
-# 注意力核心（QKᵀ 与 A·V）不在这里：它乘的是激活，不在 6ND 里，重算它多出的运算也就不进上面的系数，而是记在 05 的注意力硬件 FLOPs 上（那里按 (1 + r + κ) 倍注意力前向计，本库对它用同一个 r）。Megatron 一系框架的 selective 默认重算的恰恰是注意力核心；一个只重算注意力核心的设置，在 6ND 这一侧的 r 是 0。
+# 注意力核心（QKᵀ 与 A·V）不在这里：它乘的是激活，不在 6ND 里，重算它多出的运算也就不进上面的系数，而是记在 05 的注意力硬件 FLOPs 上（那里按 (1 + r_core + κ) 倍注意力前向计，r_core 是注意力核心自己被重做的份额：重算了核心或整层时为 1，否则为 0）。Megatron-LM 的 selective 默认只重算注意力核心（模块名 `core_attn`）；这样的设置在 6ND 这一侧的 r 是 0。
+#
+# 所以重算哪些算子要写明，本库用 Megatron-LM 的模块名（场景键 `recompute_modules`）：`mlp`、`moe`、`shared_experts`、`mla_up_proj` 带权重，各自的矩阵乘参数占 N 的份额加起来就是 r；`core_attn` 决定 r_core；`layernorm`、`moe_act` 只重做逐元素运算，不添 GEMM FLOPs。显存也由同一组模块决定：重算的模块不再保存它的中间张量（见 08）。
 #
 # 课程给选择性重算的系数是一个约数，没有说重算了哪些算子。反解 1 + r/3 等于这个约数，就知道它假设了多大的 r：
 
@@ -172,12 +174,16 @@ r_course = fraction_for_factor(course_selective)
 d.eq(sp.latex(sp.Eq(recompute_factor, course_selective)) + r"\;\Rightarrow\; r", r_course)
 
 # %% tags=["remove-input"]
-fraction = sc["selective_recompute_fraction"]
+sel = acc["projections"]["selective_recompute"]
+fraction = sel["weights_fraction"]  # r of this scenario's selective recompute, derived
+modules = "、".join(f"`{m}`" for m in sel["modules"])
+origin = ("由场景键 `selective_recompute_fraction` 直接给定" if sel["fraction_from"] == "scenario" else
+          f"由重算的模块 {modules} 推出")
 d.md(f"选择性重算的系数约为 {course.claim('nb02_selective_factor')}，这意味着 r = {r_course}：反向时重做了 "
      f"{d.pct(float(r_course), 0)} 的权重矩阵乘前向，即 N_re = {r_course}·N"
      f"（按本场景的 N 是 {d.sci(float(r_course) * sc['activated_params'])} 个参数）。"
-     f"这是由课程的约数反推的假设，场景键 `selective_recompute_fraction` 的默认值就取它；"
-     f"本场景的取值是 r = {fraction:g}"
+     "这只是由课程的约数反推出来的假设，课程没有说重做了哪些算子。"
+     f"本场景的 r = {fraction:.4g}，{origin}"
      + ("，与课程的假设相同。" if abs(fraction - float(r_course)) < 1e-12 else "，与课程的假设不同。"))
 
 # %% tags=["remove-input"]
@@ -189,7 +195,7 @@ for policy, r_value in (("none", 0.0), ("selective", fraction), ("full", 1.0)):
                  d.sci(f_policy * acc["model_flops_per_step"])))
 d.table(rows, ["策略", "重算比例 r", "系数 1 + r/3", "每步硬件 FLOPs（不含注意力核心）"],
         "三种策略下本场景的硬件 FLOPs（模型 FLOPs 始终是 6ND）")
-d.md(f"本场景把选择性重算的比例设为 r = {fraction:g}（场景键 `selective_recompute_fraction`），"
+d.md(f"本场景的选择性重算 r = {fraction:.4g}（{origin}），"
      f"对应系数 {float(factor('selective', fraction)):.4f}；当前策略 `{sc['recompute']}` 的系数是 "
      f"{acc['recompute_factor']:.4f}。")
 
@@ -241,13 +247,12 @@ rows = [
      d.verdict(f_full == sp.Rational(4, 3), "把整个前向再跑一遍；这个系数与场景无关"
                + ("" if sc["recompute"] == "full" else f"，但本场景用的是 `{sc['recompute']}`，不是全量重算"))),
     (f"换成选择性重算后系数约为 {course.claim('nb02_selective_factor')}",
-     f"r = {fraction:g} 时 1 + r/3 = {f_sel:.4f}；课程的约数对应 r = {r_course}",
+     f"r = {fraction:.4g}（{origin}）时 1 + r/3 = {f_sel:.4f}；课程的约数对应 r = {r_course}",
      d.verdict(sel_close,
-               ((f"你的场景 r = {fraction:g}，系数 {f_sel:.4f}，"
-                 + ("与课程的约数相符" if sel_close else "与课程的约数相差明显") + "。") if own else
-                f"只是按假设，课程没说重做了哪些算子；场景默认的 r = {fraction:g} 就是从这个约数反推的。")
-               + "系数只看重做了多少权重 GEMM 的前向；若只重算注意力核心（在 6ND 之外），"
-               "这一侧的系数是 1，多出的运算记在 05 的硬件 FLOPs 上")),
+               (f"{'你的' if own else '本'}场景的系数 {f_sel:.4f}，"
+                + ("与课程的约数相符" if sel_close else "与课程的约数相差明显") + "。")
+               + "系数只看重做了多少权重 GEMM 的前向；Megatron-LM 默认的 selective 只重算注意力核心（在 6ND 之外），"
+               "这一侧的系数是 1，多出的运算记在 05 的硬件 FLOPs 上；课程的约数要求重做约三成的权重 GEMM，它没说是哪些")),
     (f"MoE 的 N 取激活参数，不取总参数：N = {course.claim('nb02_activated_params')}",
      (f"激活 {d.sci(sc['activated_params'])}，总参数 {d.sci(sc['total_params'])}（{d.times(ratio, 1)}）"
       if moe else f"稠密模型：N = {d.sci(sc['activated_params'])}，总参数 {d.sci(sc['total_params'])}"),
@@ -278,8 +283,8 @@ points_md = [
     if sc["num_experts"] > 0 else
     f"稠密模型：N = {d.sci(sc['activated_params'])}，每个 token 经过全部矩阵乘权重。",
     f"全量重算是 8ND，系数 {factor('full')}；一般地系数为 {sp.sstr(recompute_factor)}，"
-    f"r 是重做的权重矩阵乘前向所占的比例，本场景（`{sc['recompute']}`）为 {acc['recompute_factor']:.4f}。"
-    "注意力核心的重算不在这个系数里，记在 05 的硬件 FLOPs 上。",
+    f"r 是重做的权重矩阵乘前向所占的比例，由重算的模块推出，本场景（`{sc['recompute']}`）的系数为 "
+    f"{acc['recompute_factor']:.4f}。注意力核心的重算不在这个系数里，记在 05 的硬件 FLOPs 上。",
 ]
 d.md("\n".join(f"- {p}" for p in points_md))
 
@@ -302,10 +307,10 @@ d.eq(r"\frac{F_{\mathrm{fwd}}}{(i\,o)\cdot b}", sp.simplify(layer["forward"] / p
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：本场景的选择性重算重做了多少
 #
-# 取本场景的 `selective_recompute_fraction` 作 r（第 6 节的表里有它的值），假设策略是 `selective`。先用本页的式子算出：(a) 反向时被重新跑前向的权重矩阵合计多少参数；(b) 每步比 6ND 多做多少 FLOPs；(c) 系数，也就是 HFU 与 MFU 之比。再运行下面的格子核对。
+# 取本场景选择性重算的 r（第 6 节的表里有它的值，由重算的模块推出），假设策略是 `selective`。先用本页的式子算出：(a) 反向时被重新跑前向的权重矩阵合计多少参数；(b) 每步比 6ND 多做多少 FLOPs；(c) 系数，也就是 HFU 与 MFU 之比。再运行下面的格子核对。
 
 # %% tags=["solution"]
-r_sel = sc["selective_recompute_fraction"]
+r_sel = acc["projections"]["selective_recompute"]["weights_fraction"]
 extra = float((hardware_flops_with_recompute - model_flops).subs({**subs, r: r_sel}))
 d.eq(r"F_{\mathrm{hw}} - 6ND", sp.factor(hardware_flops_with_recompute - model_flops), d.sci(extra))
 d.table([("N_re = r·N", d.sci(r_sel * sc["activated_params"])),

@@ -113,16 +113,25 @@ d.eq(r"\mathrm{MFU}", utilization.mfu,
      d.pct(acc["mfu"]))
 
 # %% tags=["remove-input"]
-factor_exact = recompute.factor(sc["recompute"], sc["selective_recompute_fraction"])
+r_w = sc["recompute_weights_fraction"]  # the weight GEMMs' share of the forward redone
+factor_exact = (recompute.recompute_factor.subs(r, int(r_w)) if r_w in (0, 1)
+                else sp.Float(acc["recompute_factor"], 4))
 d.eq(r"\mathrm{HFU}", sp.Symbol(r"\mathrm{MFU}") * factor_exact, d.pct(acc["hfu"]))
 policy = sc["recompute"]
-if policy == "full":
+if policy == "full" and r_w == 1:
     why = ("本场景开的是 full recompute：反向时把整个前向再跑一遍，硬件多做 2ND，"
            f"系数 8ND/6ND = {factor_exact}。")
+elif policy == "full":
+    why = (f"本场景开的是 full recompute，但只重算每个流水线段的前 {sc['recompute_num_layers']} 层，"
+           f"占前向的 {d.pct(r_w, 0)}，系数为 {factor_exact}。")
 elif policy == "selective":
-    why = ("本场景开的是 selective recompute：只重算一部分前向，假设占前向 FLOPs 的 "
-           f"{d.pct(sc['selective_recompute_fraction'], 0)}（场景键 selective_recompute_fraction），"
-           f"系数为 {factor_exact}。")
+    modules = "、".join(f"`{m}`" for m in sc["recompute_modules"] or [])
+    why = (f"本场景开的是 selective recompute，重算的模块是 {modules}："
+           + (f"它们的权重占前向 FLOPs 的 {d.pct(r_w, 1)}，" if r_w > 0 else "它们不带权重，")
+           + f"系数为 {factor_exact}"
+           + ("（占比由场景键 selective_recompute_fraction 直接给定）" if
+              sc["recompute_fraction_from"] == "scenario" else "")
+           + "。")
 else:
     why = "本场景没有 recompute：硬件做的就是模型必需的 6ND，HFU 与 MFU 相等。"
 d.md(f"集群每秒做了 **{d.tflops(acc['achieved_flops_per_s'])}** 的有效运算，"
@@ -574,5 +583,7 @@ if factor_now > 1:
          "HFU 衡量硬件忙不忙，关掉 recompute 并不改变它；省下的重算全部变成了有效产出，所以涨的是 MFU。"
          "反过来，拿 HFU 和别人的 MFU 比，就把这部分重算也当成了有效产出。")
 else:
-    d.md(f"本场景本来就没有 recompute（系数 {factor_exact}）：单步耗时、MFU、HFU 都不变，"
+    d.md(("本场景本来就没有 recompute" if sc["recompute"] == "none" else
+          f"本场景的 recompute（`{sc['recompute']}`）不重做权重 GEMM")
+         + f"（系数 {factor_exact}）：按这个口径，单步耗时、MFU、HFU 都不变，"
          f"MFU 与 HFU 都是 **{d.pct(mfu_off)}**。只有开着 recompute 的运行，关掉它才会把 HFU 的一部分转成 MFU。")

@@ -37,7 +37,7 @@ from costmodel import course
 from costmodel.derive import attention, padding
 from costmodel.derive.flops import model_flops
 from costmodel.derive.recompute import recompute_factor
-from costmodel.derive.symbols import (B, D, F_lin, L_full, N, S, a_sq, d_attn, kappa, r, s,
+from costmodel.derive.symbols import (B, D, F_lin, L_full, N, S, a_sq, d_attn, kappa, r, r_core, s,
                                       sum_sq)
 from costmodel.evaluate.account import account
 from costmodel.inputs import models, scenario
@@ -178,9 +178,11 @@ d.eq(r"\mathrm{HFU}_{\mathrm{with\ attn}}", attention.hfu_with_attention(F_hw))
 d.md(f"本场景：a = {sp.sstr(attention.SQUARE_FRACTION[sc['attention_flops']])}"
      f"（`attention_flops: {sc['attention_flops']}`），κ = "
      f"{sp.sstr(attention.KERNEL_BACKWARD_OVER_FORWARD[sc['attention_kernel']])}"
-     f"（`attention_kernel: {sc['attention_kernel']}`），r = {subs[r]:g}（`recompute: {sc['recompute']}`）。"
+     f"（`attention_kernel: {sc['attention_kernel']}`），r_core = {subs[r_core]:g}（`recompute: {sc['recompute']}`"
+     + (f"，重算 {'、'.join(sc['recompute_modules'])}" if sc["recompute_modules"] else "")
+     + "：注意力核心自己被重做的份额，与权重一侧的 r 分开计）。"
      f"于是注意力的模型 FLOPs 按 {att['convention']} 计，硬件 FLOPs 按 {att['hardware_convention']} 计，"
-     + ("再加上 recompute 重做的前向。" if subs[r] > 0 else "没有 recompute 重做的前向。"))
+     + ("再加上 recompute 重做的核心前向。" if subs[r_core] > 0 else "没有 recompute 重做的核心前向。"))
 
 # %% [markdown]
 # 下表是本场景的数字：一行按补齐长度 S（每个样本都补齐），一行按真实长度（Σsᵢ²）。分母里的模型 FLOPs 始终是真实 token 的 6ND。
@@ -197,7 +199,7 @@ for key, label in (("padded", "补齐长度 S"), ("actual", "真实长度 Σsᵢ
 d.table(rows, ["序列口径", "长度", "注意力模型 FLOPs", "注意力硬件 FLOPs", "注意力占比"]
         + (["线性注意力占比"] if lin else []) + ["含注意力的 MFU", "含注意力的 HFU"],
         f"本场景的注意力项（模型口径 {att['convention']}；硬件口径 {att['hardware_convention']}，"
-        + ("含 recompute；" if subs[r] > 0 else "") + f"d = {sc['attention_dim']}，L_full = {sc['num_full_attention_layers']}）")
+        + ("含 recompute；" if subs[r_core] > 0 else "") + f"d = {sc['attention_dim']}，L_full = {sc['num_full_attention_layers']}）")
 actual, padded = att["actual"], att["padded"]
 text = (f"按真实长度计，注意力核心占一步全部运算的 **{d.pct(actual['share'])}**，把它算进分子后利用率从 "
         f"MFU {d.pct(acc['mfu'])} 变成 **{d.pct(actual['mfu_with_attention'])}**，硬件口径的 HFU 从 "
@@ -315,7 +317,7 @@ per_length = {S: s, F_lin: phi * D}
 att_s = attention.attention_padded.subs(per_length)
 share_of_s = sp.simplify(attention.share(att_s).subs(per_length).subs(D, B * s))
 att_hw_s = attention.attention_padded_hardware.subs(per_length)
-all_hw = recompute_factor * (model_flops + F_lin) + att_hw_s
+all_hw = recompute_factor * model_flops + attention.linear_attention_hardware + att_hw_s
 share_hw_of_s = sp.simplify((att_hw_s / all_hw).subs(per_length).subs(D, B * s))
 (s_half,) = sp.solve(sp.Eq(share_of_s, sp.Rational(1, 2)), s)
 d.eq(r"\text{share}(s)", share_of_s)
@@ -324,7 +326,7 @@ d.eq(r"s_{1/2}", s_half)
 
 # %% tags=["remove-input"]
 d.setup_plots()
-args = (s, N, d_attn, L_full, phi, a_sq, kappa, r)
+args = (s, N, d_attn, L_full, phi, a_sq, kappa, r, r_core)
 share_fn = sp.lambdify(args, share_of_s, "numpy")
 share_hw_fn = sp.lambdify(args, share_hw_of_s, "numpy")
 
@@ -337,7 +339,7 @@ def phi_of(hsc, hacc):
 
 #: This scenario's point on the curves: every argument of share_fn but the length s.
 here = (sc["activated_params"], sc["attention_dim"], sc["num_full_attention_layers"], phi_of(sc, acc),
-        subs[a_sq], subs[kappa], subs[r])
+        subs[a_sq], subs[kappa], subs[r], subs[r_core])
 lengths = np.geomspace(1024, 4 * sc["seq_len"], 200)
 fig, ax = plt.subplots()
 curves = [(f"{layers} layers, h{hidden} ({hsc['num_full_attention_layers']} full)",
@@ -347,7 +349,7 @@ curves.append((f"scenario: d={sc['attention_dim']}, {sc['num_full_attention_laye
                sc["attention_dim"], sc["num_full_attention_layers"], phi_of(sc, acc), "--"))
 for label, width, full, per_token, style in curves:
     ax.plot(lengths, 100 * share_fn(lengths, sc["activated_params"], width, full, per_token,
-                                    subs[a_sq], subs[kappa], subs[r]), style, label=label)
+                                    subs[a_sq], subs[kappa], subs[r], subs[r_core]), style, label=label)
 ax.plot(lengths, 100 * share_hw_fn(lengths, *here), ":", color="black",
         label=f"scenario, hardware count ({sc['attention_kernel']}, recompute {sc['recompute']})")
 for x, name in ((sc["mean_tokens_per_sample"], "mean length"), (sc["seq_len"], "seq_len")):
@@ -375,7 +377,8 @@ d.md(f"把各组数字代入 s₁/₂（a = {sp.sstr(attention.SQUARE_FRACTION[s
      + "。这张图里每个样本都按同一长度 s 计，没有定长补齐的混合口径（见第 6 节）。"
      + ("硬件口径的曲线与模型口径的虚线重合：本场景里注意力与线性层的硬件倍数相同。"
         if abs(hw_over_model - float(recompute_factor.subs(subs))) < 1e-12 else
-        "硬件口径的曲线高于模型口径的虚线：本场景的注意力 kernel 在硬件上比线性层多做了一部分（重算打分矩阵）。"))
+        "硬件口径的曲线高于模型口径的虚线：本场景的注意力在硬件上比线性层多做了一部分"
+        "（flash kernel 重算打分矩阵，或 recompute 对注意力核心重做的份额比对权重一侧的大）。"))
 
 # %% [markdown]
 # ## 4. 真实的 Qwen3.6-35B-A3B：注意力宽度不是 hidden size
@@ -457,16 +460,16 @@ for (flops, kernel), c in combo.items():
                      d.pct(a["mfu_with_attention"], 1), d.pct(a["hfu_with_attention"], 1), mark))
 d.table(rows, ["attention_flops", "attention_kernel", "序列口径", "模型 FLOPs（3×）",
                "硬件 FLOPs（含 recompute）", "注意力占比", "含注意力的 MFU", "含注意力的 HFU", ""],
-        f"四种组合下的注意力项（本场景其余输入不变，r = {subs[r]:g}）")
+        f"四种组合下的注意力项（本场景其余输入不变，r_core = {subs[r_core]:g}）")
 
 # %% [markdown]
-# 模型 FLOPs 只随方阵比例变：kernel 不改变它，所以同一方阵比例的 eager 行与 flash 行模型 FLOPs 相同，MFU 也相同。硬件 FLOPs 则按 (1 + r + κ) 倍前向计。
+# 模型 FLOPs 只随方阵比例变：kernel 不改变它，所以同一方阵比例的 eager 行与 flash 行模型 FLOPs 相同，MFU 也相同。硬件 FLOPs 则按 (1 + r_core + κ) 倍前向计，r_core 是注意力核心被重算的份额（重算了 `core_attn` 或整层时为 1）。
 
 # %% tags=["remove-input"]
 full_eager, causal_eager = combo[("full", "eager")]["actual"], combo[("causal", "eager")]["actual"]
 full_flash = combo[("full", "flash")]["actual"]
-hw_multiplier = {k: 1 + subs[r] + float(v) for k, v in attention.KERNEL_BACKWARD_OVER_FORWARD.items()}
-text = (f"本场景 r = {subs[r]:g}：eager 是 {hw_multiplier['eager']:g} 倍前向、flash 是 "
+hw_multiplier = {k: 1 + subs[r_core] + float(v) for k, v in attention.KERNEL_BACKWARD_OVER_FORWARD.items()}
+text = (f"本场景 r_core = {subs[r_core]:g}：eager 是 {hw_multiplier['eager']:g} 倍前向、flash 是 "
         f"{hw_multiplier['flash']:g} 倍前向。")
 if full_eager["flops_per_step"] > 0:
     text += (f"full 的注意力模型 FLOPs 是 causal 的 "
@@ -580,7 +583,7 @@ advice.append("- 数字来自 FlashAttention 的基准或 `FlopCounterMode`：3.
               "是硬件 FLOPs，应和 HFU 比而不是和 MFU 比；FlashAttention 基准在 causal 时减半，"
               "`FlopCounterMode` 不减半。"
               + (f"计数器数的是真正执行的算子：本场景开着 recompute（`recompute: {sc['recompute']}`），"
-                 "被重算的那部分前向也会算进它的总数。" if subs[r] > 0 else ""))
+                 "被重算的那部分前向也会算进它的总数。" if subs[r] > 0 or subs[r_core] > 0 else ""))
 all_logged = [v for x in logged.values() for v in x.values()]
 lo, hi = min(all_logged), max(all_logged)
 if lo > 0:

@@ -194,22 +194,32 @@ else:
 d.md(text)
 
 # %% [markdown]
-# 若交叉熵内部还把 logits 转成 FP32（例如 Hugging Face transformers 的默认损失），峰值还要翻倍，分块省下的也更多。fused 交叉熵本身也更快，因为少读写了一张大表；这一部分这里没有计入。
+# 上面按 BF16 计，即场景键 `cross_entropy: fused`：损失只留 BF16 的 logits，梯度就地写回。若交叉熵把 logits 转成 FP32 再算（`cross_entropy: fp32`），峰值更大：Megatron-LM 自带的交叉熵多留一份 FP32 副本，合 BF16 的 3 倍；transformers 的默认损失再多一份 FP32 的 log-softmax，合 5 倍；分块省下的也相应更多。`fused_linear` 把 lm_head 和损失按块一起算，整张 logits 从不落进显存。fused 交叉熵本身也更快，因为少读写了一张大表；这一部分这里没有计入。
 
 # %%
+rc_sel = proj["selective_recompute"]  # selective with the scenario's modules (else Megatron-LM's default)
 f_full = recompute.factor("full")
-f_sel = recompute.factor("selective", sc["selective_recompute_fraction"])
+f_sel = (sp.Integer(1) if rc_sel["factor_selective"] == 1 else sp.Float(rc_sel["factor_selective"], 5))
 d.eq(r"\frac{\text{factor}(\text{full})}{\text{factor}(\text{selective})}",
-     sp.Mul(f_full, 1 / f_sel, evaluate=False), f_full / f_sel, d.times(float(f_full / f_sel)))
+     sp.Mul(f_full, sp.Pow(f_sel, -1, evaluate=False), evaluate=False), d.times(float(f_full / f_sel)))
+hw_now, hw_sel = (sp.Float(rc_sel[key], 4) for key in ("hardware_flops_now", "hardware_flops_selective"))
+d.eq(r"\frac{F_{\mathrm{hw}}(\text{now})}{F_{\mathrm{hw}}(\text{selective})}",
+     sp.Mul(hw_now, sp.Pow(hw_sel, -1, evaluate=False), evaluate=False), d.times(rc_sel["speedup"]))
 
 # %% tags=["remove-input"]
 g_recompute = proj["selective_recompute"]["speedup"]
 if sc["recompute"] == "full":
-    text = (f"本场景正在用 full recompute（系数 {d.num(proj['selective_recompute']['factor_now'], 3)}），"
-            f"换成 selective（重算前向的 {d.pct(sc['selective_recompute_fraction'], 0)}，"
-            f"{origin('selective_recompute_fraction')}；系数 "
-            f"{d.num(proj['selective_recompute']['factor_selective'], 3)}）提速 **{d.times(g_recompute)}**，"
-            f"每步 → {d.num(proj['selective_recompute']['step_time'], 1)} 秒（课程推算的是 "
+    modules = "、".join(f"`{m}`" for m in rc_sel["modules"])
+    whose = ("Megatron-LM 的默认集合；设置 `recompute_modules` 可改" if sc["recompute_modules"] is None
+             else "场景的 `recompute_modules`")
+    weights = (f"它们的权重占前向的 {d.pct(rc_sel['weights_fraction'], 1)}" if rc_sel["weights_fraction"] > 0
+               else "它们不带权重")
+    text = (f"本场景正在用 full recompute（系数 {d.num(rc_sel['factor_now'], 3)}）。换成 selective，重算的模块是 "
+            f"{modules}（{whose}）：{weights}，"
+            f"6ND 这一侧的系数降到 {d.num(rc_sel['factor_selective'], 3)}；注意力核心"
+            + ("仍要重算一遍" if rc_sel["core_fraction"] else "不再重算")
+            + f"。两者合起来按含注意力核心的硬件 FLOPs 算（上面第二个式子），提速 **{d.times(g_recompute)}**，"
+            f"每步 → {d.num(rc_sel['step_time'], 1)} 秒（课程按它假设的系数推算的是 "
             f"{said('selective_recompute_worked')}）。前提是显存放得下：下文“本次运行”一节按本场景的显存回答。")
 elif sc["recompute"] == "selective":
     text = ("本场景已经是 selective recompute，这个杠杆已经用过了（提速 "
@@ -298,7 +308,7 @@ d.md(roof + f"课程给的区间是 {d.times(low)}–{d.times(high)}（命名假
      f"可行性：DP = {par['dp']} 时每个 DP rank 每步分到 {d.count(per_rank)} 个样本，micro batch 从 {b} 到 "
      f"{2 * b} {'可以整除' if feasible else '不能整除，需先调整 global batch 或并行方式'}；"
      f"logits 也随之翻倍到 {d.gb(2 * logits)}，这是课程先做 ② 的原因。按模型，micro batch = {2 * b} 时负载最重的卡要 "
-     f"{d.gb(mem_double['total'])}，{sc['gpu']} 有 {d.gb(mem_double['capacity'], 0)}："
+     f"{d.gb(mem_double['total'])}，{sc['gpu']} 可用 {d.gb(mem_double['capacity'])}："
      + ("放得下。" if mem_double["fits"] else "放不下。"))
 
 
@@ -463,7 +473,7 @@ d.table([
     ["1", "packing", "multiplies", d.times(g_pack),
      "already packed" if packed else "computed: B S / D (if padding is real)"],
     ["2", "fused/chunked CE -> selective recompute", "multiplies", d.times(g_recompute),
-     "computed: recompute factor ratio"],
+     "computed: hardware FLOPs ratio (attention core included)"],
     ["3", f"micro batch {b} -> {2 * b}", "multiplies",
      f"{d.times(low)}–{d.times(high)}" if feasible else "not divisible",
      f"assumption (course); GEMM roofline: {d.times(by_lever['micro_batch']['speedup'], 3)}"],
@@ -484,7 +494,14 @@ d.table([
 #
 # ### 显存
 #
-# 负载最重的那张卡（有流水线时是第一段或最后一段）上有：权重、梯度和优化器状态（按 ZeRO stage 在数据并行组里切分）；各层为反向保存的张量，乘以 1F1B 同时在途的 micro batch 数（full recompute 只存每层的输入，外加反向时重建的一层）；以及 logits（BF16，fused 交叉熵不留 FP32 副本）。eager 注意力要把每个头的 $s \times s$ 分数矩阵存下来，flash 不存。下图把本场景和几个杠杆需要的设置并排画出，虚线是显卡的显存；其他设置都按 `costmodel.evaluate.run.memory` 重算。
+# 负载最重的那张卡（有流水线时是第一段或最后一段）上的显存随一步的阶段变化，峰值是最大的那个阶段，而不是把各阶段加起来：
+#
+# - **前向结束**：权重、梯度和优化器状态（按 ZeRO stage 在数据并行组里切分，整步都在），加上 1F1B 同时在途的每个 micro batch 为反向保存的张量（full recompute 只存每层的输入）；
+# - **算 loss**：再加上交叉熵留着的 logits（多少由场景键 `cross_entropy` 决定）；
+# - **反向**：logits 已经释放，换成重算正在重建的那一层（或那几个模块）和层边界上的梯度；
+# - **优化器更新**：激活全部释放，只剩模型状态。
+#
+# 每层保存哪些张量，取决于场景键 `framework`（Megatron-LM 加 Transformer Engine 的融合算子，或 transformers 的写法）、`recompute` 与 `recompute_modules`、`fp8_activations` 和注意力 kernel：eager 注意力要把每个头的 $s \times s$ 分数矩阵存下来，flash 不存。可用显存是 CUDA 运行时报告的显卡总量减去场景键 `memory_reserve`（CUDA 上下文、NCCL 缓冲、分配器碎片）。下图把本场景和几个杠杆需要的设置并排画出，每根柱子是它峰值所在阶段的构成，虚线是可用显存；其他设置都按 `costmodel.evaluate.run.memory` 重算。
 
 # %% tags=["remove-input"]
 import matplotlib.pyplot as plt
@@ -504,17 +521,24 @@ alt["micro"] = (f"micro batch\nx2 ({2 * b})", mem_double)
 alt["chunked"] = (f"chunked CE\n({chunks} chunks)", run.memory(sc.values, logits_chunks=chunks))
 cases = [("scenario", mem), *alt.values()]
 parts = ("weights", "gradients", "optimizer", "activations", "logits")
+stack = {  # the parts of a case's peak phase, as the plot stacks them
+    "model states": ("model_states",),
+    "saved activations": ("saved_activations", "outside_layers"),
+    "logits": ("logits",),
+    "recompute working set and gradients": ("recompute_working_set", "layer_gradients"),
+}
 capacity = mem["capacity"] / 1e9
 top = 1.15 * max(capacity, min(max(case["total"] for _, case in cases) / 1e9, 3 * capacity))
 d.setup_plots()
 fig, ax = plt.subplots()
 labels = [label for label, _ in cases]
 bottom = [0.0] * len(cases)
-for part in parts:
-    heights = [case[part] / 1e9 for _, case in cases]
+for part, names in stack.items():
+    heights = [sum(case["phases"][case["peak_phase"]]["contents"].get(n, 0.0) for n in names) / 1e9
+               for _, case in cases]
     ax.bar(labels, heights, bottom=bottom, label=part)
     bottom = [low_ + h for low_, h in zip(bottom, heights)]
-ax.axhline(capacity, color="black", linestyle="--", linewidth=1, label=f"capacity ({capacity:,.0f} GB)")
+ax.axhline(capacity, color="black", linestyle="--", linewidth=1, label=f"usable ({capacity:,.0f} GB)")
 for label, case in cases:
     total = case["total"] / 1e9
     if total <= 0.9 * top:
@@ -523,7 +547,7 @@ for label, case in cases:
         ax.text(label, 0.97 * top, f"{total:,.0f} GB" + ("" if total <= top else "\n(off scale)"),
                 ha="center", va="top", fontsize=8, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
 ax.set_ylim(0, top)
-ax.set_title(f"Memory of the most loaded GPU ({sc['gpu']})")
+ax.set_title(f"Peak memory of the most loaded GPU ({sc['gpu']}), by its peak phase")
 ax.set_ylabel("GB per GPU")
 ax.tick_params(axis="x", labelsize=8)
 ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -534,38 +558,57 @@ plt.show()
 shape = scenario_shape(sc.values)[0]  # the model: MLA or not
 
 
+PHASE = {"forward_end": "前向结束", "loss": "算 loss", "backward": "反向", "optimizer_step": "优化器更新"}
+
+
 def verdict(case):
+    at = f"（峰值在{PHASE[case['peak_phase']]}）"
     if case["fits"]:
-        return f"{d.gb(case['total'])}，放得下（余 {d.gb(case['headroom'])}）"
-    return f"{d.gb(case['total'])}，放不下（超出 {d.gb(-case['headroom'])}）"
+        return f"{d.gb(case['total'])}{at}，放得下（余 {d.gb(case['headroom'])}）"
+    return f"{d.gb(case['total'])}{at}，放不下（超出 {d.gb(-case['headroom'])}）"
 
 
 states = mem["weights"] + mem["gradients"] + mem["optimizer"]
-course_memory_keys = [key for key in ("zero_stage", "grad_bytes") if source.get(key) == "course"]
-text = (f"按模型，本场景负载最重的那张卡要 **{verdict(mem)}**（{sc['gpu']} 有 {d.gb(mem['capacity'], 0)}）："
-        f"权重、梯度和优化器状态 {d.gb(states)}（ZeRO stage {sc['zero_stage']}，梯度 {sc['grad_bytes']} "
-        f"字节/元素），激活 {d.gb(mem['activations'])}（recompute = `{mem['recompute']}`，同时在途 "
-        f"{mem['in_flight']} 个 micro batch），logits {d.gb(mem['logits'])}。")
+room = mem["capacity_detail"]
+settings = mem["settings"]
+course_memory_keys = [key for key in ("zero_stage", "grad_bytes", "memory_reserve") if source.get(key) == "course"]
+held = mem["phases"][mem["peak_phase"]]["contents"].get("logits", 0.0)
+recomputed = (f"`{mem['recompute']}`" + (f"，重算 {'、'.join(settings['recompute_modules'])}"
+                                          if settings["recompute_modules"] else ""))
+text = (f"按模型，本场景负载最重的那张卡要 **{verdict(mem)}**（{sc['gpu']} 可用 {d.gb(mem['capacity'])}："
+        f"CUDA 报告的总量 {d.gb(room['cuda_total'])} 减去 `memory_reserve` {d.gb(room['memory_reserve'])}）。"
+        f"峰值阶段里有：模型状态 {d.gb(states)}（ZeRO stage {sc['zero_stage']}，梯度 {sc['grad_bytes']} "
+        f"字节/元素），激活 {d.gb(mem['activations'])}（`framework: {settings['framework']}`，recompute = "
+        f"{recomputed}，同时在途 {d.count(mem['in_flight'])} 个 micro batch）"
+        + (f"，logits {d.gb(held)}（`cross_entropy: {settings['cross_entropy']}`）。" if held else
+           f"；logits（{d.gb(mem['logits'])}）在算 loss 的阶段，此时已经释放。"))
 if course_memory_keys:
     text += ("其中 " + "、".join(f"`{key}`" for key in course_memory_keys) + " 是课程的假设；设置"
              + ("它" if len(course_memory_keys) == 1 else "它们") + "可改为你的实际设置。")
 if not mem["fits"]:
-    check = ("若这套设置确实在跑，说明场景里有键与实际设置不同（例如 `zero_stage`、并行方式、`micro_batch`），"
-             "或者实际的做法省下了这里没有算到的显存：本模型按 Hugging Face 实现在 BF16 下为反向保存的张量计数，"
-             "FP8 存激活、" + ("融合的 MoE permute kernel、" if moe else "")
-             + "只重算部分模块（例如只重算 RMSNorm" + (" 和 MLA 的上投影" if shape.mla else "") + "）、"
-             "CPU offload 都不在其中（`acc[\"memory\"][\"convention\"]`）。")
+    fixes = [x for x in (mem["fit"] or []) if x["fits"]]
+    check = ("若这套设置确实在跑，说明场景里有键与实际设置不同（例如重算的模块、`cross_entropy`、FP8 存储、"
+             "并行方式或 `micro_batch`），把它们写成实际的设置。")
+    if fixes:
+        check += ("按模型，单独做下面任何一项都能放下（按多做的硬件 FLOPs 从少到多）："
+                  + "；".join(f"{x['change']}（{d.gb(x['peak'])}，硬件 FLOPs 多 {d.pct(x['flop_cost'], 1)}）"
+                             for x in fixes[:4]) + "。")
+    else:
+        check += "单独改一项都放不下，要几项一起改（`acc[\"memory\"][\"fit\"]` 列出了最接近的几项）。"
     if "flash" in alt and alt["flash"][1]["fits"]:
         flash = alt["flash"][1]
-        text += (f"放不下的原因是注意力 kernel：`{sc['attention_kernel']}` 为反向存下 s×s 的分数矩阵等，激活比 "
-                 f"flash 多 {d.gb(mem['activations'] - flash['activations'])}；其他不变、换成 flash 要 "
-                 f"{verdict(flash)}。若这套训练确实在跑，它用的多半不是 `{sc['attention_kernel']}`：把场景的 "
-                 "`attention_kernel` 设成实际的 kernel。")
+        text += (f"放不下的原因是注意力 kernel：`{sc['attention_kernel']}` 为反向存下 s×s 的分数矩阵等，"
+                 f"其他不变、换成 flash 要 {verdict(flash)}。若这套训练确实在跑，它用的多半不是 "
+                 f"`{sc['attention_kernel']}`：把场景的 `attention_kernel` 设成实际的 kernel。")
     elif "flash" in alt:
         text += f"换成 flash kernel 也要 {verdict(alt['flash'][1])}。" + check
     else:
         text += check
 d.md(text)
+d.table([[PHASE[name] + ("（峰值）" if name == mem["peak_phase"] else ""), d.gb(phase["bytes"]),
+          "、".join(f"{part} {d.gb(value)}" for part, value in phase["contents"].items() if value)]
+         for name, phase in mem["phases"].items()],
+        ["阶段", "显存", "构成"], f"Memory of the most loaded GPU by phase ({sc['gpu']}, stage: {mem['stage']})")
 
 if sc["recompute"] == "full":
     sel, sel_ce = alt["selective"][1], alt["selective_ce"][1]
@@ -590,8 +633,9 @@ if "none" in alt and sc["recompute"] == "full":
     more.append(f"完全关掉 recompute 要 {verdict(alt['none'][1])}。")
 more.append(f"micro batch 从 {b} 加到 {2 * b} 要 {verdict(mem_double)}。")
 chunked = alt["chunked"][1]
-more.append(f"分块交叉熵（{chunks} 块，{origin('ce_chunks')}）腾出 {d.gb(mem['total'] - chunked['total'])}，"
-            f"总计 {verdict(chunked)}：它省的是显存，不是时间。")
+more.append(f"分块交叉熵（{chunks} 块，{origin('ce_chunks')}）把峰值从 {d.gb(mem['total'])} 降到 "
+            f"{verdict(chunked)}：它省的是显存，不是时间" + ("，且只在峰值落在算 loss 时才省得下。"
+                                                           if mem["peak_phase"] != "loss" else "。"))
 d.md("".join(more))
 
 # %% [markdown]
@@ -769,8 +813,9 @@ d.md(text)
 # 课程在这一节给出的数字和判断，逐条与本页按场景算出的值对照。课程的数说的是课程自己的运行；换成团队的场景时，中间一列是团队的数，第三列说明两者的出入从何而来。
 
 # %% tags=["remove-input"]
-ratio_fs = float(f_full / f_sel)  # full -> selective, at the scenario's selective_recompute_fraction
-fraction = f"`selective_recompute_fraction` = {d.pct(sc['selective_recompute_fraction'], 0)}"
+ratio_fs = float(f_full / f_sel)  # full -> selective: the 6ND factors, the course's way
+fraction = (f"selective 重算 {'、'.join(rc_sel['modules'])}（权重占前向的 {d.pct(rc_sel['weights_fraction'], 1)}"
+            + ("，由 `selective_recompute_fraction` 给定）" if rc_sel["fraction_from"] == "scenario" else "，由模块推出）"))
 claim_rows = []
 if packed:
     why = f"{ours}已经在 packing，这一项没有可省的；课程的数是它按定长补齐估的"
@@ -800,6 +845,9 @@ claim_rows.append([
     + course.claim("selective_recompute_worked"),
     f"{d.num(float(f_full), 3)} ÷ {d.num(float(f_sel), 3)} = {d.times(ratio_fs)}",
     d.verdict(worked_ok, f"{ours}的 {fraction} 给出系数 {d.num(float(f_sel), 3)}"
+              + (f"；注意力核心也重算时，按含注意力核心的硬件 FLOPs 提速是 {d.times(g_recompute)}"
+                 if rc_sel["core_fraction"] and sc["recompute"] == "full" else "")
+              + f"；课程的 {said('nb02_selective_factor')} 是假设的系数，没说重算了哪些模块"
               + ("；" if worked_ok and usable.startswith("按显存单独") else "；但" if worked_ok else "；而且") + usable)])
 
 # %% tags=["remove-input"]

@@ -103,12 +103,14 @@ if f_now > f_none:
          f"比正确的 **{d.pct(acc['mfu'])}** 高 {d.pct(f_now - 1)}"
          + (f"（全量重算，差距正是 {f_full - 1}）" if sc["recompute"] == "full"
             else f"（全量重算时为 {d.pct(float(f_full - 1))}）")
-         + f"。方向也可能反过来：关掉重算后（假设步长与硬件 FLOPs 成正比），"
+         + f"。方向也可能反过来：关掉重算后（假设步长与 6ND 口径的硬件 FLOPs 成正比，不计注意力核心），"
          f"一步从 {d.num(sc['step_time'], 1)} 秒缩到 {d.num(sc['step_time'] / f_now, 1)} 秒，"
          f"新的 MFU 是 {d.pct(acc['mfu'] * f_now)}，恰好等于改动前的 HFU：用旧 HFU 对比新 MFU，"
          "会把一次真实的提速读成\"没有变化\"。")
 else:
-    d.md(f"本场景不重算，MFU 与 HFU 相等（{d.pct(acc['mfu'])}），自己报数不会出这个错。但与一个"
+    d.md(("本场景不重算" if sc["recompute"] == "none" else
+          f"本场景的重算（`{sc['recompute']}`）不重做权重 GEMM")
+         + f"，MFU 与 HFU 相等（{d.pct(acc['mfu'])}），自己报数不会出这个错。但与一个"
          f"全量重算的任务比较时，对方报的 HFU 比它的 MFU 高 {d.pct(float(f_full - 1))}，要先换算到同一口径。")
 misreadings.append(("HFU 当 MFU 报", "HFU reported as MFU", acc["hfu"]))
 
@@ -311,12 +313,15 @@ else:
 # %% tags=["remove-input"]
 step = sc["step_time"]
 sel = acc["projections"]["selective_recompute"]
-if f_now > f_none:
-    text = (f"本场景 recompute = `{sc['recompute']}`，系数 {f_now:.4f}。按步长与硬件 FLOPs 成正比"
-            f"的假设，关掉重算：{d.num(step, 1)} 秒 → {d.num(step / f_now, 1)} 秒（{d.times(f_now)}）")
+off = acc["projections"]["recompute_off"]
+if off["speedup"] > 1:
+    text = (f"本场景 recompute = `{sc['recompute']}`，系数 {f_now:.4f}。按步长与硬件 FLOPs（含注意力核心）"
+            f"成正比的假设，关掉重算：{d.num(step, 1)} 秒 → {d.num(off['step_time'], 1)} 秒"
+            f"（{d.times(off['speedup'])}）")
     if sel["speedup"] > 1:
-        text += (f"；改成选择性重算（r = {sc['selective_recompute_fraction']:g}）："
-                 f"{d.num(step, 1)} 秒 → {d.num(sel['step_time'], 1)} 秒（{d.times(sel['speedup'])}）")
+        text += (f"；改成选择性重算（重算 {'、'.join(sel['modules'])}，权重 GEMM 的 r = "
+                 f"{sel['weights_fraction']:.4g}）：{d.num(step, 1)} 秒 → {d.num(sel['step_time'], 1)} 秒"
+                 f"（{d.times(sel['speedup'])}）")
     d.md(text + f"。每个 micro batch 的 logits（BF16）占 {d.gb(acc['logits_bytes'])}，分块计算交叉熵能把它"
          "切小，是腾显存的一个候选（见 08）。")
 else:
@@ -473,8 +478,9 @@ why_comm = ("课程的 3% 说的是课程那次运行；" if team else "") + (
         f"不超过 3%；完全掩盖最多 {d.times(overlap['speedup'], 3)}" if ok_comm else
         f"超过 3%；完全掩盖最多 {d.times(overlap['speedup'], 3)}，在这次运行里通信值得先实测")) + (
     "。\"先量再改\"在任何情况下都成立")
-why_rc = (ours(f"关掉重算可把一步从 {d.num(step, 1)} 秒缩到 {d.num(step / f_now, 1)} 秒（{d.times(f_now)}）")
-          + "；重算只是拿算力换显存，省下的就是重算系数本身" if f_now > f_none else
+why_rc = (ours(f"关掉重算可把一步从 {d.num(step, 1)} 秒缩到 {d.num(off['step_time'], 1)} 秒"
+               f"（{d.times(off['speedup'])}，含注意力核心的重算）")
+          + "；重算只是拿算力换显存，省下的就是重做的那部分前向" if off["speedup"] > 1 else
           ("课程的建议针对全量重算的运行；" if team else "") + "你的运行已经不做重算，没有可关的")
 
 # %% tags=["remove-input"]
@@ -495,7 +501,7 @@ d.claims([
      "估计比一步还长，不用" if contradicted else
      f"{d.pct(comm_share)}（{'实测' if comm['basis'] == 'measured' else '估计上界'}）", d.verdict(ok_comm, why_comm)),
     ("忘了 " + course.claim("nb09_recompute_voluntary") + "：显存腾出来后，第一个该考虑关掉它",
-     f"recompute = {sc['recompute']}，系数 {f_now:.4f}", d.verdict(f_now > f_none, why_rc)),
+     f"recompute = {sc['recompute']}，系数 {f_now:.4f}", d.verdict(off["speedup"] > 1, why_rc)),
 ], sc)
 
 # %% [markdown]

@@ -201,10 +201,14 @@ d.md(text)
 # 课程接着让两件事一起做：packing，以及把 full recompute 换成 selective recompute。下表是课程给这两项的数和本场景的数，外加 (c) 要用的通信份额；现在的单步耗时见页首的场景行。先不运行，回答：(a) 两项收益是相乘还是相加？先把单步的计算时间写成几个因子的乘积，看每项改动改的是哪个因子。(b) 合起来单步耗时变成多少？(c) 做完这两项，下一个瓶颈会在哪里？提示：通信时间不随计算缩短，它在一步里的占比会怎么变；再看屋顶线上模型的矩阵乘离 GPU 的平衡点有多远。
 
 # %% tags=["remove-input"]
-f_now = recompute.factor(sc["recompute"], sc["selective_recompute_fraction"])
-f_sel = recompute.factor("selective", sc["selective_recompute_fraction"])
+# f: hardware FLOPs per step (attention core and linear attention included) over 6ND, the
+# factor by which a step's work exceeds the model's; selective with the scenario's modules
+sel = proj["selective_recompute"]
+f_now = sp.Float(sel["hardware_flops_now"] / acc["model_flops_per_step"], 4)
+f_sel = sp.Float(sel["hardware_flops_selective"] / acc["model_flops_per_step"], 4)
 f_new = min(f_now, f_sel)  # the lever only ever lightens the recompute
 g_rc = proj["selective_recompute"]["speedup"]
+rc_factor_new = min(acc["recompute_factor"], sel["factor_selective"])  # HFU / MFU after the lever
 comm = acc["communication"]
 # measured if the scenario gives it, else the layout's estimate; the exposed part is at most what
 # compute at the GPU's peak leaves of the step (the overlap lever of acc["advice"] caps it so)
@@ -216,7 +220,7 @@ basis_short = ("实测" if comm["basis"] == "measured" else
 d.table([
     ("packing 的提速", course.claim("packing_speedup"), "你在练习 1 (a) 里算出的 T / T′"),
     (f"recompute：{sc['recompute']} → selective 的提速", course.claim("selective_recompute_worked"),
-     f"{d.times(g_rc)}（系数 {f_now} → {f_new}）"),
+     f"{d.times(g_rc)}（每份 6ND 的硬件 FLOPs {f_now} → {f_new}）"),
     ("没被计算掩盖的通信份额", course.claim("communication_share_course"),
      f"{share(comm_share)}（{basis_short}）"),
 ], ["量", "课程", "本场景"], "Exercise 2: the inputs (the course's figures beside this scenario's)")
@@ -224,7 +228,7 @@ d.table([
 # %% [markdown] tags=["solution"]
 # #### (a) 相乘还是相加
 #
-# 单步的计算时间可以写成“算多少个槽位 × 每个槽位硬件要做多少 FLOPs ÷ 实际算力”。packing 改的是第一个因子（B·S → D），recompute 策略改的是第二个（系数 f：full 的 4/3 → selective 的 f_new）。两个因子各自缩小，乘积就按两者之积缩小，所以收益**相乘**。SymPy 直接从这个式子推出来：
+# 单步的计算时间可以写成“算多少个槽位 × 每个槽位硬件要做多少 FLOPs ÷ 实际算力”。packing 改的是第一个因子（B·S → D），recompute 策略改的是第二个（f：每份 6ND 硬件实际要做的 FLOPs，含注意力核心；full 的 f_now → selective 的 f_new）。课程只看 6ND 这一侧，f 就是它的重算系数；本库把注意力核心的重算也算进 f，因为 selective 默认重算的恰是注意力核心。两个因子各自缩小，乘积就按两者之积缩小，所以收益**相乘**。SymPy 直接从这个式子推出来：
 
 # %% tags=["solution"]
 slots_symbol, factor_symbol = sp.Symbol(r"\mathrm{slots}"), sp.Symbol("f")
@@ -245,14 +249,16 @@ d.table([("packing", d.times(g_pack, 3)), ("selective recompute", d.times(g_rc, 
 
 # %% tags=["solution", "remove-input"]
 if sc["recompute"] == "full":
-    rc_text = (f"本场景是 full recompute（系数 {f_now}）；腾出显存后换成 selective（重算前向的 "
-               f"{d.pct(sc['selective_recompute_fraction'], 0)}，{origin('selective_recompute_fraction')}；"
-               f"系数 {f_sel}），提速 {d.times(g_rc)}。")
+    rc_text = (f"本场景是 full recompute（f = {f_now}）；腾出显存后换成 selective（重算 "
+               + "、".join(f"`{m}`" for m in sel["modules"])
+               + ("，Megatron-LM 的默认集合；设置 `recompute_modules` 可改" if sc["recompute_modules"] is None
+                  else "，场景的 `recompute_modules`") + "；"
+               f"f = {f_sel}），提速 {d.times(g_rc)}。")
 elif sc["recompute"] == "selective":
-    rc_text = (f"本场景已经是 selective recompute（系数 {f_now}），换成 selective 没有新的收益："
+    rc_text = (f"本场景已经是 selective recompute（f = {f_now}），换成 selective 没有新的收益："
                f"这一项是 {d.times(g_rc)}，组合后只剩 packing 的收益。")
 else:
-    rc_text = (f"本场景没有开 recompute（系数 {f_now}），换成 selective recompute 只会多做运算，不会提速："
+    rc_text = (f"本场景没有开 recompute（f = {f_now}），换成 selective recompute 只会多做运算，不会提速："
                f"这一项记为 {d.times(g_rc)}，组合后只剩 packing 的收益。")
 if g_rc > 1 and g_pack > 1:
     combine_text = (f"两者相乘得 **{d.times(g_both)}**；把收益相加（1 + {g_pack - 1:.2f} + "
@@ -270,7 +276,7 @@ d.md(rc_text + combine_text
 # %% tags=["solution"]
 t_both = proj["packing_and_selective_recompute"]["step_time"]
 mfu_both = proj["packing_and_selective_recompute"]["mfu"]
-hfu_both = mfu_both * float(f_new)  # HFU = MFU x the recompute factor in force
+hfu_both = mfu_both * rc_factor_new  # HFU = MFU x the recompute factor in force
 d.eq(r"T''", T / sp.Symbol(r"g_{\mathrm{pack}} g_{\mathrm{rc}}"),
      rf"\frac{{{sc['step_time']:g}\ \mathrm{{s}}}}{{{g_both:.3f}}}", rf"{t_both:.1f}\ \mathrm{{s}}")
 
@@ -280,15 +286,17 @@ d.md((f"单步从 {sc['step_time']:g} s 变成 **{t_both:.1f} s**，MFU 变成 *
       f"**{current_run_hours / g_both:.1f} 小时**。" if g_both > 1 else
       f"两项都没有收益：单步仍是 {sc['step_time']:g} s，MFU 仍是 {d.pct(mfu_both)}"
       f"（HFU {d.pct(hfu_both)}），训练仍约 {current_run_hours:g} 小时。")
-     + (f"HFU 与只做 packing 时相同（{d.pct(hfu_pack)}）：selective recompute 的提速全部来自"
-        "少做的重算，硬件的忙碌程度没有变。" if g_rc > 1 else "")
+     + ((f"HFU 与只做 packing 时相同（{d.pct(hfu_pack)}）：selective recompute 的提速全部来自"
+         "少做的重算，硬件的忙碌程度没有变。" if abs(hfu_both - hfu_pack) <= 1e-9 else
+         f"HFU 从只做 packing 时的 {d.pct(hfu_pack)} 变成 {d.pct(hfu_both)}：HFU 只数 6ND 一侧，"
+         "selective 仍要重做的注意力核心占着时间，却不在 HFU 的分子里。") if g_rc > 1 else "")
      + ("HFU 超过 100% 是不可能的：本场景的单步里没有这么多可省的时间，这两项收益至少有一项的前提"
         "不成立，或场景的输入需要核对。" if hfu_both > 1 else "")
      + ("这里假设整个单步都随之缩短；(c) 去掉这个假设。" if g_both > 1 else ""))
 mem_now = acc["memory"]
 mem_sel = gpu_memory(sc.values, recompute="selective") if sc["recompute"] == "full" else None
 if mem_sel is not None:
-    where = (f"负载最重的卡要 {d.gb(mem_sel['total'])}，{sc['gpu']} 有 {d.gb(mem_sel['capacity'], 0)}；"
+    where = (f"负载最重的卡要 {d.gb(mem_sel['total'])}，{sc['gpu']} 可用 {d.gb(mem_sel['capacity'])}；"
              "第 08 节细讲")
     text = (f"这道题默认 selective recompute 做得成。按账里的显存模型，它在本场景**放得下**（{where}）。"
             if mem_sel["fits"] else
@@ -299,6 +307,14 @@ if mem_sel is not None:
         text += (f"不过按同一个模型，现在的 full recompute 也放不下（{d.gb(mem_now['total'])}）：模型与这次"
                  "实际在跑的训练对不上，多半是场景里有键与实际设置不同（例如 `attention_kernel`、并行方式），"
                  "先按第 08 节核对场景，再看这个判断。")
+    elif mem_now["fits"]:
+        s_ = mem_now["settings"]
+        text += (f"现在这套设置放得下：`framework: {s_['framework']}`、`attention_kernel: "
+                 f"{s_['attention_kernel']}`、full recompute、`cross_entropy: {s_['cross_entropy']}`，"
+                 f"峰值 {d.gb(mem_now['total'])}（"
+                 + {"forward_end": "前向结束时", "loss": "算 loss 时", "backward": "反向时",
+                    "optimizer_step": "优化器更新时"}[mem_now["peak_phase"]]
+                 + f"），可用 {d.gb(mem_now['capacity'])}。")
     d.md(text)
 
 # %% [markdown] tags=["solution"]
@@ -592,9 +608,10 @@ rows = [
     ("思考题 2：full 换成 selective recompute 的收益，" + course.claim("selective_recompute_worked"),
      d.times(g_rc) + ("" if sel_fits else "（显存放不下）"),
      judge("selective_recompute_worked", g_rc, d.times(g_rc),
-           f"selective 的系数 {f_sel} 与 full 的 {f_now} 之比" if sc["recompute"] == "full" else
-           f"已经是 selective recompute（系数 {f_now}），没有可换的" if sc["recompute"] == "selective" else
-           "现在不重算（系数 1），换成 selective 只会多算，不会提速",
+           (f"full 与 selective 每份 6ND 的硬件 FLOPs（含注意力核心）之比，{f_now} ÷ {f_sel}；课程按它假设的"
+            f"系数 {course.claim('nb02_selective_factor')} 只算 6ND 这一侧") if sc["recompute"] == "full" else
+           f"已经是 selective recompute（f = {f_now}），没有可换的" if sc["recompute"] == "selective" else
+           "现在不重算，换成 selective 只会多算，不会提速",
            fit_note)),
 ]
 
