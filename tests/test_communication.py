@@ -7,7 +7,7 @@ import sympy as sp
 from costmodel.derive import communication as comm
 from costmodel.derive import symbols as sym
 from costmodel.errors import CostModelError
-from costmodel.evaluate.communication import communication, links, placement
+from costmodel.evaluate.communication import Compute, communication, links, placement
 from costmodel.inputs import assumptions, hardware
 from costmodel.inputs.models import load_shape
 
@@ -99,16 +99,36 @@ def test_zero3_moves_one_and_a_half_times_plain_data_parallel():
     # the ZeRO paper: stage 3 moves 1.5x the bytes of DP (one micro batch, BF16 gradients)
     same = {sym.n_mb: 1, sym.beta_g: sym.bytes_per_element}
     assert sp.simplify(comm.dp_zero3.subs(same) / comm.dp_zero0.subs(same)) == sp.Rational(3, 2)
-    # ZeRO 1/2 move what DP moves
-    assert sp.simplify(comm.dp_zero12.subs(same) - comm.dp_zero0.subs(same)) == 0
+    # ZeRO 1 and 2 move what DP moves, at one micro batch
+    for stage in (comm.dp_zero1, comm.dp_zero2):
+        assert sp.simplify(stage.subs(same) - comm.dp_zero0.subs(same)) == 0
 
 
-def test_sequence_parallel_moves_what_tensor_parallel_moves():
-    assert sp.simplify(comm.tp_step_sequence_parallel - comm.tp_step) == 0
-    # 4 all-reduces per layer of b S h / c_p activations
-    expected = 4 * sym.L / sym.p_p * sym.n_mb * 2 * (sym.t_p - 1) / sym.t_p
-    expected *= sym.b_micro * sym.S / sym.c_p * sym.h * sym.bytes_per_element
-    assert sp.simplify(comm.tp_step - expected) == 0
+def test_zero2_reduce_scatters_every_micro_batch():
+    """ZeRO 2 keeps only its shard of the gradients, so each micro batch's gradients are
+    reduce-scattered as its backward produces them: n_mb reduce-scatters a step (ZeRO 1 and
+    Megatron-LM's distributed optimizer accumulate, then reduce once)."""
+    grads = comm.dp_grad_reduce_scatter
+    assert sp.simplify(comm.dp_zero2 - comm.dp_zero1 - (sym.n_mb - 1) * grads) == 0
+    # 8 ranks, 1e9 params, fp32 gradients (4 GB buffer, 7/8 sent), 4 micro batches
+    zero2 = run(dp=8, dense_params=1e9, zero_stage=2, grad_bytes=4, micro_batches=4)
+    rs = only(zero2, "reduce-scatter")
+    assert (rs.calls_per_step, rs.bytes_per_gpu) == (4, pytest.approx(4 * 3.5 * GB))
+    assert only(zero2, "all-gather").calls_per_step == 1
+    zero1 = run(dp=8, dense_params=1e9, zero_stage=1, grad_bytes=4, micro_batches=4)
+    assert only(zero1, "reduce-scatter").calls_per_step == 1
+
+
+def test_sequence_parallel_gathers_the_inputs_again_in_the_backward():
+    """Korthikanti et al. (arXiv:2205.05198, 4.2.2): with sequence parallelism the backward
+    all-gathers each column-parallel layer's input again (only its TP shard was kept): 6
+    all-gathers and 4 reduce-scatters a layer, 10 halves of an all-reduce for plain TP's 8."""
+    assert sp.simplify(comm.tp_step_sequence_parallel / comm.tp_step) == sp.Rational(5, 4)
+    # 4 all-reduces per layer of the most loaded stage of b S h / c_p activations
+    half = (sym.t_p - 1) / sym.t_p * sym.b_micro * sym.S / sym.c_p * sym.h * sym.bytes_per_element
+    layers = sp.ceiling(sym.L / sym.p_p) * sym.n_mb
+    assert sp.simplify(comm.tp_step - layers * 4 * 2 * half) == 0
+    assert sp.simplify(comm.tp_step_sequence_parallel - layers * 10 * half) == 0
 
 
 def test_bubble():
@@ -133,7 +153,9 @@ BASE = dict(
     num_full_attention_layers=0,
     num_moe_layers=0,
     experts_per_token=0,
-    kv_width=8,
+    num_heads=1,
+    num_kv_heads=1,
+    head_dim=8,
     dense_params=1,
     expert_params=0,
     micro_batches=1,
@@ -213,43 +235,53 @@ def test_tensor_parallel():
     (row,) = r.collectives
     assert (row.kind, row.calls_per_step, row.buffer_bytes) == ("all-reduce", 8, 2000)
     assert row.bytes_per_gpu == pytest.approx(16000)
+    # sequence parallel: 6 all-gathers (2 forward, 2 backward, the 2 inputs again) and 4
+    # reduce-scatters of half an all-reduce each, per layer: 2 x 10 x 1/2 x 2000 = 20000 bytes
     sp_rows = run(dp=1, tp=2, num_layers=2, sp=True).collectives
-    assert [c.kind for c in sp_rows] == ["all-gather", "reduce-scatter"]
-    assert sum(c.bytes_per_gpu for c in sp_rows) == pytest.approx(16000)
+    assert [(c.kind, c.calls_per_step) for c in sp_rows] == [
+        ("all-gather", 12),
+        ("reduce-scatter", 8),
+    ]
+    assert sum(c.bytes_per_gpu for c in sp_rows) == pytest.approx(20000)
     # full recompute repeats the forward's two: 12 calls
     (again,) = run(dp=1, tp=2, num_layers=2, full_recompute=True).collectives
     assert (again.calls_per_step, again.bytes_per_gpu) == (12, pytest.approx(24000))
 
 
 def test_context_parallel_ring():
-    # cp 2: one K block = 1 x 50 tokens x 8 x 2 bytes = 800; forward K, V once, backward
-    # K, V, dK, dV: 6 blocks = 4800 bytes per full-attention layer and micro batch
+    # cp 2: K and V of one rank = 1 x 50 tokens x (8 + 8) x 2 bytes = 1600; forward K/V once,
+    # backward K/V and dK/dV once each: 3 transfers = 4800 bytes per layer and micro batch
     r = run(dp=1, cp=2, num_full_attention_layers=1)
     row = only(r, "CP")
     # CP ranks hold the same weights: the gradients are reduced over DP x CP = 2 ranks
     assert only(r, "DP gradient").group_size == 2
-    assert (row.kind, row.buffer_bytes, row.calls_per_step) == ("point-to-point", 800, 6)
+    assert (row.kind, row.buffer_bytes, row.calls_per_step) == ("point-to-point", 1600, 3)
     assert row.bytes_per_gpu == pytest.approx(4800)
     assert row.seconds == pytest.approx(4800 / (100 * GB))
 
 
 def test_expert_parallel_all_to_all():
     # ep 4: 100 tokens x k 2 x h 10 x 2 bytes = 4000-byte buffer, 3/4 leaves the rank;
-    # 4 all-to-alls per MoE layer and micro batch, 2 micro batches: 8 x 3000 = 24000 bytes
+    # per MoE layer and micro batch a dispatch and a combine forward, the same backward;
+    # 2 micro batches: 4 x 3000 = 12000 bytes each way
     r = run(dp=4, ep=4, num_moe_layers=1, experts_per_token=2, micro_batches=2, expert_params=4)
-    row = only(r, "EP")
-    assert (row.buffer_bytes, row.calls_per_step) == (4000, 8)
-    assert row.bytes_per_gpu == pytest.approx(24000)
-    assert row.placement == "intra-node"
+    for row in (only(r, "dispatch"), only(r, "combine")):
+        assert (row.buffer_bytes, row.calls_per_step) == (4000, 4)
+        assert row.bytes_per_gpu == pytest.approx(12000)
+        assert row.placement == "intra-node"
 
 
 def test_expert_parallel_across_nodes():
-    # ep 16 on 8-GPU nodes: half of each rank's buffer goes over the network, 7/16 over NVLink
+    # ep 16 on two 8-GPU nodes, k 2: a token reaches at most min(k, 2 nodes) = 2 nodes, the
+    # other one in 1/2: 1 copy over the network (100 x 10 x 2 = 2000 bytes a transfer); each
+    # of the k copies lands on its GPU over NVLink unless it is the GPU it arrived on (1 in 8):
+    # 2 x 7/8 copies = 3500 bytes; 2 transfers a step each way
     r = run(dp=16, ep=16, num_moe_layers=1, experts_per_token=2, expert_params=16)
-    row = only(r, "EP")
+    row = only(r, "dispatch")
     assert (row.placement, row.ranks_per_node) == ("inter-node", 8)
-    assert row.inter_node_bytes == pytest.approx(4 * 8 / 16 * 4000)
-    assert row.intra_node_bytes == pytest.approx(4 * 7 / 16 * 4000)
+    assert row.inter_node_bytes == pytest.approx(2 * 2000)
+    assert row.intra_node_bytes == pytest.approx(2 * 3500)
+    assert row.seconds == pytest.approx(2 * max(2000 / (10 * GB), 3500 / (100 * GB)))
 
 
 def test_pipeline_point_to_point_and_bubble():
@@ -292,11 +324,205 @@ def test_every_row_is_calls_times_one_collective():
     )
     assert {c.parallelism for c in r.collectives} == {"DP", "TP", "CP", "EP", "PP"}
     for c in r.collectives:
+        assert c.intra_node_bytes + c.inter_node_bytes == pytest.approx(c.bytes_per_gpu)
+        if c.parallelism == "EP":  # de-duplicated per node: its own split (tests above)
+            continue
         one = comm.COLLECTIVES[c.kind].subs({sym.n_r: c.group_size, sym.buffer_bytes: 1})
         assert c.bytes_per_gpu == pytest.approx(c.calls_per_step * float(one) * c.buffer_bytes)
-        assert c.intra_node_bytes + c.inter_node_bytes == pytest.approx(c.bytes_per_gpu)
     assert r.seconds == pytest.approx(sum(c.seconds for c in r.collectives))
     assert r.as_dict()["collectives"][0]["name"] == r.collectives[0].name
+
+
+def cp_row_bytes(result) -> float:
+    return sum(c.bytes_per_gpu for c in result.collectives if c.parallelism == "CP")
+
+
+def test_context_parallel_moves_each_tp_ranks_share_of_the_kv_heads():
+    """K/V are split by TP: each TP rank passes its own heads around the CP ring, so the
+    traffic per GPU falls as 1/TP, down to one K/V head a rank (a copy, beyond n_kv)."""
+    layout = dict(dp=1, cp=2, num_heads=16, num_kv_heads=8, head_dim=8, num_full_attention_layers=1)
+    # TP 1: 50 tokens x 8 heads x (8 + 8) x 2 bytes = 12,800 per K/V pair, 3 passes
+    assert cp_row_bytes(run(tp=1, **layout)) == pytest.approx(3 * 12800)
+    for tp in (2, 4, 8):
+        assert cp_row_bytes(run(tp=tp, **layout)) == pytest.approx(3 * 12800 / tp)
+    assert cp_row_bytes(run(tp=16, **layout)) == cp_row_bytes(run(tp=8, **layout))
+    assert comm.kv_heads_per_rank.subs({sym.n_kv: 8, sym.t_p: 16}) == 1
+
+
+def test_cp_comm_types():
+    """p2p and all_gather move the same bytes (a ring of K/V forward; K/V and dK/dV backward),
+    as point-to-point or as ring collectives; a2a moves Q, K, V and O by all-to-all."""
+    layout = dict(dp=1, cp=4, num_heads=8, num_kv_heads=2, head_dim=8, num_layers=2)
+    layout["num_full_attention_layers"] = 2
+    p2p = run(cp_comm_type="p2p", **layout)
+    gather = run(cp_comm_type="all_gather", **layout)
+    # 25 tokens x 2 heads x 16 x 2 bytes = 1600 per K/V block; 3 passes of 3 blocks, 2 layers
+    assert cp_row_bytes(p2p) == cp_row_bytes(gather) == pytest.approx(2 * 3 * 3 * 1600)
+    rows = [
+        (c.kind, c.calls_per_step, c.buffer_bytes)
+        for c in gather.collectives
+        if c.parallelism == "CP"
+    ]
+    # all-gather of the whole sequence's K/V forward and again backward; reduce-scatter of dK/dV
+    assert rows == [("all-gather", 4, 4 * 1600), ("reduce-scatter", 2, 4 * 1600)]
+    # a2a: Q, K, V, O of 25 tokens: (8 + 2) heads x (8 + 8) x 2 bytes = 8000 bytes; 3/4 leaves
+    # the rank; once forward, once backward per layer
+    (a2a,) = [c for c in run(cp_comm_type="a2a", **layout).collectives if c.parallelism == "CP"]
+    assert (a2a.kind, a2a.buffer_bytes, a2a.calls_per_step) == ("all-to-all", 8000, 4)
+    assert a2a.bytes_per_gpu == pytest.approx(4 * 3 / 4 * 8000)
+
+
+EP_64 = dict(
+    dp=64,
+    ep=64,
+    num_moe_layers=1,
+    experts_per_token=8,
+    expert_params=64,
+    seq_len=1000,
+    hidden_size=100,
+    inter_node_bandwidth=50 * GB,
+    intra_node_bandwidth=160 * GB,
+)
+
+
+def test_expert_all_to_all_crosses_the_network_once_per_node():
+    """EP 64 on 8 nodes, k 8 (per token and transfer): without node-limited routing a token
+    reaches at most min(8, 8) = 8 nodes, 7 of 8 of them another node: 7 network copies; at
+    most 4 nodes (DeepSeek-V3): 4 x 7/8 = 3.5; NVLink carries each of the 8 copies to its GPU
+    unless it lands there: 8 x 7/8 = 7. 1000 tokens x 100 x 2 bytes = 200,000 a copy."""
+    free, limited = run(**EP_64), run(**EP_64, moe_router_max_nodes=4)
+    for result, network in ((free, 7), (limited, 3.5)):
+        row = only(result, "dispatch")
+        assert row.inter_node_bytes == pytest.approx(2 * network * 200_000)
+        assert row.intra_node_bytes == pytest.approx(2 * 7 * 200_000)
+        assert row.seconds == pytest.approx(2 * network * 200_000 / (50 * GB))
+    # more nodes allowed than the group spans: the group's 8 nodes
+    assert run(**EP_64, moe_router_max_nodes=100).seconds == pytest.approx(free.seconds)
+    # before: every token sent once per chosen expert, k (n - 8) / n = 7 network copies at
+    # best; with de-duplication and 4 nodes, half of it
+    assert limited.seconds == pytest.approx(free.seconds / 2)
+
+
+def test_fp8_dispatch_sends_one_byte_and_a_scale_per_128():
+    bf16, fp8 = run(**EP_64), run(**EP_64, fp8_dispatch=True)
+    ratio = (1 + 4 / 128) / 2
+    assert only(fp8, "dispatch (FP8)").bytes_per_gpu == pytest.approx(
+        ratio * only(bf16, "dispatch").bytes_per_gpu
+    )
+    # the combine (and the dispatch's gradient, the combine's way) stays BF16
+    assert only(fp8, "combine").bytes_per_gpu == only(bf16, "combine").bytes_per_gpu
+    assert comm.FP8_DISPATCH_BYTES == sp.Rational(33, 32)
+
+
+def test_the_most_loaded_pipeline_stage_counts():
+    """62 layers (59 MoE) on 16 stages: the heaviest holds ceil(62 / 16) = 4 layers, all MoE
+    if it can, not the mean 59 / 16 = 3.69."""
+    r = run(
+        dp=2,
+        ep=2,
+        pp=16,
+        gpus_per_node=1,
+        num_layers=62,
+        num_moe_layers=59,
+        num_full_attention_layers=62,
+        experts_per_token=2,
+        expert_params=2,
+    )
+    assert only(r, "dispatch").calls_per_step == 4 * 2  # 4 layers, forward and backward
+    assert comm.stage_moe_layers.subs({sym.L: 62, sym.L_moe: 2, sym.p_p: 16}) == 2
+
+
+def test_pipeline_sends_the_whole_activation_without_sequence_parallel():
+    """Megatron-Core's p2p tensor is (S / CP, b, h), split over TP only with sequence
+    parallelism: 100 x 10 x 2 = 2000 bytes a micro batch either way, 1000 with SP at TP 2."""
+    plain = only(run(dp=1, tp=2, pp=2, gpus_per_node=2), "PP")
+    assert (plain.buffer_bytes, plain.bytes_per_gpu) == (2000, 4000)
+    split = only(run(dp=1, tp=2, pp=2, gpus_per_node=2, sp=True), "PP")
+    assert (split.buffer_bytes, split.bytes_per_gpu) == (1000, 2000)
+
+
+# ------------------------------------------------------------------ overlap: exposed time
+COMPUTE = Compute(forward=0.4, backward=1.2, attention=0.1)
+BIG_DP = dict(dp=16, dense_params=1e10, zero_stage=1, grad_bytes=4, micro_batches=4)
+
+
+def test_nothing_hides_without_the_overlap_flags():
+    r = run(**BIG_DP, compute=COMPUTE)
+    assert all(c.exposed_seconds == c.seconds and c.hidden_behind is None for c in r.collectives)
+    assert r.exposed_seconds == pytest.approx(r.seconds)
+    assert r.exposed_share == pytest.approx(r.share)
+
+
+def test_dp_reduce_and_gather_hide_behind_the_last_backward_and_the_first_forward():
+    """16 ranks on 2 nodes, 1e10 parameters: the fp32 gradients' reduce-scatter sends
+    15/16 x 40 GB, 1/8 of it over the 10 GB/s network: 0.46875 s; the BF16 weights' all-gather
+    half: 0.234375 s. Megatron-LM reduces behind the last of 4 micro batches' backward
+    (1.2 / 4 = 0.3 s) and gathers behind the first forward (0.4 / 4 = 0.1 s)."""
+    r = run(**BIG_DP, overlap_grad_reduce=True, overlap_param_gather=True, compute=COMPUTE)
+    rs, ag = only(r, "reduce-scatter"), only(r, "all-gather")
+    assert (rs.seconds, ag.seconds) == (pytest.approx(0.46875), pytest.approx(0.234375))
+    assert rs.exposed_seconds == pytest.approx(0.46875 - 0.3)
+    assert ag.exposed_seconds == pytest.approx(0.234375 - 0.1)
+    assert "last micro batch's backward" in rs.hidden_behind
+    assert "first micro batch's forward" in ag.hidden_behind
+    assert r.exposed_seconds == pytest.approx(rs.exposed_seconds + ag.exposed_seconds)
+    # ZeRO 2: each micro batch's reduce-scatter behind its own backward (all 1.2 s of it)
+    zero2 = run(**{**BIG_DP, "zero_stage": 2}, overlap_grad_reduce=True, compute=COMPUTE)
+    rs2 = only(zero2, "reduce-scatter")
+    assert rs2.seconds == pytest.approx(4 * 0.46875)
+    assert rs2.exposed_seconds == pytest.approx(4 * 0.46875 - 1.2)
+
+
+def test_collectives_behind_the_same_compute_share_it():
+    # dense and expert gradients, both behind the last backward's 0.3 s: 0.3 s hidden in all
+    r = run(
+        dp=16,
+        ep=2,
+        dense_params=1e10,
+        expert_params=2e10,
+        zero_stage=0,
+        grad_bytes=4,
+        micro_batches=4,
+        overlap_grad_reduce=True,
+        compute=COMPUTE,
+    )
+    assert len(r.collectives) == 2
+    assert r.seconds - r.exposed_seconds == pytest.approx(0.3)
+
+
+def test_the_cp_ring_hides_behind_the_attention_core_only():
+    layout = dict(dp=1, cp=2, num_kv_heads=8, head_dim=8, num_full_attention_layers=1)
+    layout.update(seq_len=10**8, intra_node_bandwidth=1e11)  # a ring of 38.4 GB: 0.384 s
+    ring = only(run(**layout, compute=COMPUTE), "CP")
+    assert ring.seconds == pytest.approx(3 * 5e7 * 8 * 16 * 2 / 1e11)
+    assert ring.exposed_seconds == pytest.approx(ring.seconds - 0.1)  # the core's 0.1 s
+    assert "attention" in ring.hidden_behind
+    gathered = run(**layout, cp_comm_type="all_gather", compute=COMPUTE)
+    assert gathered.exposed_seconds == pytest.approx(gathered.seconds)
+
+
+def test_tp_overlap_needs_sequence_parallelism():
+    layout = dict(dp=1, tp=2, num_layers=2, seq_len=10**7, intra_node_bandwidth=1e9)
+    with_sp = run(**layout, sp=True, tp_comm_overlap=True, compute=COMPUTE)
+    # 2 layers x 10 halves of 1e7 x 10 x 2 bytes: 2 GB at 1 GB/s, more than the 1.6 s of compute
+    assert with_sp.seconds == pytest.approx(2.0)
+    assert with_sp.exposed_seconds == pytest.approx(with_sp.seconds - 1.6)
+    assert all("tp_comm_overlap" in c.hidden_behind for c in with_sp.collectives)
+    without = run(**layout, tp_comm_overlap=True, compute=COMPUTE)  # Megatron-LM needs SP
+    assert without.exposed_seconds == without.seconds
+
+
+def test_dualpipe_hides_the_all_to_all_and_the_pipeline_behind_the_other_micro_batch():
+    layout = dict(EP_64, pp=2, micro_batches=2)
+    exposed = run(**layout, compute=COMPUTE)
+    dual = run(**layout, ep_overlap="dualpipe", compute=COMPUTE)
+    hidden = exposed.exposed_seconds - dual.exposed_seconds
+    # the all-to-all and the pipeline's transfers are far shorter than the 1.6 s of compute
+    moved = sum(c.seconds for c in dual.collectives if c.parallelism in ("EP", "PP"))
+    assert hidden == pytest.approx(moved) and moved < 1.6
+    assert all(
+        "DualPipe" in c.hidden_behind for c in dual.collectives if c.parallelism in ("EP", "PP")
+    )
 
 
 @pytest.mark.parametrize(
@@ -308,6 +534,9 @@ def test_every_row_is_calls_times_one_collective():
         ({"dp": 8, "num_moe_layers": 2}, "num_moe_layers"),
         ({"dp": 8, "step_time": 0}, "step_time"),
         ({"dp": 8, "inter_node_bandwidth": -1}, "inter_node_bandwidth"),
+        ({"dp": 8, "cp_comm_type": "ring"}, "cp_comm_type"),
+        ({"dp": 8, "ep_overlap": "always"}, "ep_overlap"),
+        ({"dp": 8, "moe_router_max_nodes": 0}, "moe_router_max_nodes"),
     ],
 )
 def test_bad_input(changes, field):
@@ -337,7 +566,9 @@ def course():
         num_full_attention_layers=shape.num_full_attention_layers,
         num_moe_layers=shape.num_moe_layers,
         experts_per_token=shape.experts_per_token,
-        kv_width=shape.num_kv_heads * shape.head_dim,
+        num_heads=shape.num_heads,
+        num_kv_heads=shape.num_kv_heads,
+        head_dim=shape.head_dim,
         dense_params=shape.total_params - experts,
         expert_params=experts,
         micro_batches=2,
@@ -347,11 +578,12 @@ def course():
 
 def test_course_case():
     shape, r = course()
-    ep = only(r, "EP")
-    # 40 MoE layers x 2 micro batches x 4 all-to-alls, 7/8 of 49,152 x 8 x 2048 x 2 bytes
-    assert ep.placement == "intra-node" and ep.calls_per_step == 320
-    assert ep.bytes_per_gpu == pytest.approx(320 * 7 / 8 * 49152 * 8 * 2048 * 2)
-    assert ep.seconds == pytest.approx(ep.bytes_per_gpu / 450e9)
+    # 40 MoE layers x 2 micro batches x 2 all-to-alls each way (forward and backward), 7/8 of
+    # 49,152 x 8 x 2048 x 2 bytes
+    for ep in (only(r, "dispatch"), only(r, "combine")):
+        assert ep.placement == "intra-node" and ep.calls_per_step == 160
+        assert ep.bytes_per_gpu == pytest.approx(160 * 7 / 8 * 49152 * 8 * 2048 * 2)
+        assert ep.seconds == pytest.approx(ep.bytes_per_gpu / 450e9)
     # the experts: 1/8 on each rank, synced over 40 / 8 = 5 ranks, one per node
     rs = only(r, "reduce-scatter (experts)")
     assert (rs.group_size, rs.ranks_per_node, rs.placement) == (5, 1, "inter-node")

@@ -179,6 +179,7 @@ def _readme_row(label: str) -> str:
         ("`example-team.yaml`", "example-team", None),
         ("`llama-3.1-70b-512xH100.yaml`", "llama-3.1-70b-512xH100", None),
         ("`deepseek-v3-2048xH800.yaml`", "deepseek-v3-2048xH800", None),
+        ("`qwen3-next-80b-256xB200.yaml`", "qwen3-next-80b-256xB200", None),
     ],
 )
 def test_readme_table_of_the_runs_is_the_account(label, file, overrides):
@@ -189,6 +190,7 @@ def test_readme_table_of_the_runs_is_the_account(label, file, overrides):
     assert f"{mem['total'] / 1e9:.1f} of {mem['capacity'] / 1e9:.0f} GB" in row
     assert ("does not fit" in row) == (not mem["fits"])
     assert f"{comm['seconds']:.1f} s, {100 * comm['estimated_share']:.1f}%" in row
+    assert f"exposed {comm['exposed_seconds']:.2f} s" in row
     assert f"{first['lever'].replace('_', ' ')} {first['speedup']:.2f}x" in row
 
 

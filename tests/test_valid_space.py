@@ -219,6 +219,11 @@ def valid_scenarios(draw) -> dict:
     data["gpus_per_node"] = draw(field("gpus_per_node"))
     data["zero_stage"] = draw(st.sampled_from(range(int(bounds("zero_stage")[1]) + 1)))
     data["grad_bytes"] = draw(st.sampled_from(FIELDS["grad_bytes"].values))
+    for key in ("cp_comm_type", "ep_overlap"):
+        data[key] = draw(st.sampled_from(FIELDS[key].choices))
+    data["moe_router_max_nodes"] = draw(st.one_of(st.none(), field("moe_router_max_nodes")))
+    for key in ("fp8_dispatch", "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"):
+        data[key] = draw(st.booleans())
     data["communication_share"] = draw(st.one_of(st.none(), fraction()))
     for key in ("training_hours", "ce_chunks", "attention_kernel_speedup"):
         data[key] = draw(field(key))

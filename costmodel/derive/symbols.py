@@ -171,5 +171,13 @@ d_p = _define(
 n_mb = _define("n_mb", "1", "micro batches per optimizer step on one pipeline", integer=True)
 N_exp = _define("N_exp", "1", "routed-expert parameters: every expert of every MoE layer")
 N_rank = _define("N_rank", "1", "parameters one rank holds and keeps in sync with its DP peers")
-d_kv = _define("d_kv", "1", "width of K (or of V): key-value heads x head width")
+M_nodes = _define(
+    "M_n", "1", "nodes a token's routed copies may reach (node-limited routing; DeepSeek-V3: 4)"
+)
+beta_dispatch = _define(
+    r"\beta_d",
+    "byte",
+    "bytes per element sent in the EP dispatch direction (BF16: 2; FP8: 1 + a 4-byte scale "
+    "per 128)",
+)
 L_moe = _define("L_moe", "1", "MoE layers")

@@ -1,6 +1,7 @@
 """Communication of one training step for a parallel layout, in numbers (plain numbers in, not a
 scenario): every collective with its group, where it runs, the bytes each GPU sends, the
-bandwidth it gets, its seconds and its share of the step; the totals; the pipeline bubble.
+bandwidth it gets, its seconds and its share of the step, and what of it compute hides; the
+totals; the pipeline bubble.
 
 The closed forms are in `costmodel.derive.communication` (sources there); this module puts the
 ranks on nodes and evaluates them.
@@ -10,19 +11,21 @@ PP outermost (Megatron-LM's order; the EP ranks are DP ranks, the innermost e_p 
 r sits on node r // gpus_per_node. A kind of group runs intra-node when every group of that
 kind lies on one node, at the intra-node bandwidth; else it spans nodes, with g_n of its ranks
 on each node (the fewest, when uneven), and uses NVLink and the network at once (the split of
-`derive.communication.across_nodes`).
+`derive.communication.across_nodes`; the EP all-to-all's own split, de-duplicated per node).
 
-The total is an upper bound: it assumes that nothing overlaps, neither collectives with each
-other nor with compute, and that each transfer runs at the links' peak. Real frameworks hide
-much of it (DP reduce-scatter during the backward, EP all-to-all and the CP ring behind
-compute), and real transfers reach less than the peak.
+Two totals. `seconds` and `share` are the upper bound: nothing overlaps, neither collectives
+with each other nor with compute, and each transfer runs at the links' peak. `exposed_seconds`
+and `exposed_share` apply the overlap rules (OVERLAP_RULES): a collective hides behind the
+compute it can run beside (`hidden_behind`), that compute taken as the phase's hardware FLOPs at
+the GPU's peak, a lower bound on its time (the caller's `Compute`), so the exposed time is an
+upper bound too. Collectives behind the same compute share it, as if one after another.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import sympy as sp
 
@@ -38,22 +41,63 @@ PLACEMENT_RULE = (
     "else it uses NVLink and the network at once, g_n of its ranks on each node"
 )
 OVERLAP = (
-    "upper bound: no collective overlaps another or compute, every transfer at the links' peak "
-    "(no latency term: large messages)"
+    "seconds and share: the upper bound, no collective overlaps another or compute, every "
+    "transfer at the links' peak (no latency term: large messages); exposed_seconds and "
+    "exposed_share: what the overlap rules leave exposed, with compute at the GPU's peak (a lower "
+    "bound on compute time, so an upper bound on the exposed time)"
+)
+#: What each collective may hide behind, and under which key (the exposed figures).
+OVERLAP_RULES = (
+    "DP gradient reduce-scatter (all-reduce with ZeRO 0), overlap_grad_reduce: behind the last "
+    "micro batch's backward (Megatron-LM reduces the accumulated gradients bucket by bucket as "
+    "the last backward produces them); ZeRO 2 and 3 reduce-scatter each micro batch's behind "
+    "its own backward",
+    "DP weight all-gather, overlap_param_gather: behind the next step's first forward "
+    "(Megatron-LM gathers each bucket before the forward reaches it); ZeRO 3's per micro batch "
+    "behind every forward and backward",
+    "CP with cp_comm_type p2p: behind the attention blocks' compute (TransformerEngine sends "
+    "the next K/V block while the current one computes); all_gather and a2a: exposed",
+    "TP, tp_comm_overlap with sequence parallelism: behind the layers' GEMMs (Transformer "
+    "Engine's userbuffers split each GEMM and its all-gather or reduce-scatter into chunks); "
+    "Megatron-LM refuses tp_comm_overlap without sequence parallelism: then exposed",
+    "EP all-to-all, ep_overlap dualpipe: behind the other micro batch's forward and backward "
+    "(DeepSeek-V3's DualPipe, arXiv:2412.19437 section 3.2.1; Megatron-LM's "
+    "overlap_moe_expert_parallel_comm); none: exposed",
+    "PP point-to-point: behind the other micro batch's compute under DualPipe (the report: "
+    "'both all-to-all and PP communication can be fully hidden'); else exposed (small; "
+    "Megatron-LM overlaps it only in interleaved 1F1B)",
+    "collectives behind the same compute share it, as if one after another; compute is the "
+    "phase's hardware FLOPs at the GPU's peak, per GPU, the step's average",
 )
 ASSUMPTIONS = (
     "one network card per GPU; its bandwidth and NVLink's are one-direction peaks",
     "ring collectives across nodes: each GPU's NIC carries 1/g_n of what the GPU sends "
     "(NCCL's rings leave each node through different NICs)",
-    "DP: gradients reduced once per step (ZeRO 0-2, as Megatron-LM accumulates them); "
-    "ZeRO 3 gathers the weights for each micro batch's forward and backward",
+    "DP: ZeRO 0 and 1 reduce the gradients once per step (accumulated over the micro batches, "
+    "as Megatron-LM's distributed optimizer does); ZeRO 2 reduce-scatters each micro batch's; "
+    "ZeRO 3 also gathers the weights for each micro batch's forward and backward",
     "dense weights reduced over DP x CP ranks, routed experts over DP x CP / EP ranks; "
     "experts split by TP as well (expert TP = TP); embedding and lm_head spread evenly over PP",
     "EP: each rank dispatches its b S / (CP TP) tokens, every one to k experts, routed evenly; "
-    "no node-limited routing, no de-duplication, BF16 dispatch",
-    "layers spread evenly over pipeline stages; a middle stage's point-to-point traffic",
+    "a token crosses the network once per destination node (per-node de-duplication, as "
+    "DeepSeek-V3's kernels and DeepEP), to at most moe_router_max_nodes nodes (else at most "
+    "min(k, the group's nodes)), then NVLink to its experts' GPUs; dispatch in FP8 (1 byte + "
+    "an fp32 scale per 128) with fp8_dispatch, combine in BF16",
+    "each parallelism's traffic on the pipeline stage with the most of its layers: ceil(L / PP) "
+    "layers, MoE or full-attention layers first (an upper bound); MTP layers counted when they "
+    "are trained",
+    "PP: a middle stage's point-to-point traffic, split over TP only with sequence parallelism "
+    "(Megatron-Core's tensor shapes)",
     "full recompute repeats the forward's TP, CP and EP collectives in the backward",
+    "linear-attention layers under CP pass their recurrent state (per sequence, not per "
+    "token): not counted",
 )
+#: The CP communication types (Megatron-LM's --cp-comm-type; its `allgather` is all_gather).
+CP_COMM_TYPES = tuple(comm.CP_COLLECTIVES)
+#: How the EP all-to-all overlaps compute: none, or DeepSeek-V3's DualPipe.
+EP_OVERLAPS = ("none", "dualpipe")
+#: The compute windows of a step on one GPU that collectives hide behind, in order.
+WINDOWS = ("first forward", "other forwards", "last backward", "other backwards")
 
 
 @dataclass(frozen=True)
@@ -72,15 +116,29 @@ class Collective:
     intra_node_bytes: float
     inter_node_bytes: float
     bandwidth: float  # what it gets: bytes_per_gpu / seconds, byte/s
-    seconds: float  # per step
-    share: float  # of the step time
+    seconds: float  # per step, nothing overlapped
+    share: float  # of the step time, nothing overlapped
+    exposed_seconds: float  # per step, after the overlap rules
+    hidden_behind: str | None  # the compute it may hide behind (None: exposed)
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Seconds of compute on one GPU per step that collectives hide behind: the forward, the
+    backward (recompute included) and, within both, the attention core. Counted as hardware
+    FLOPs at the GPU's peak: a lower bound on the compute time."""
+
+    forward: float
+    backward: float
+    attention: float
+    basis: str = "hardware FLOPs of the phase at the GPU's peak (a lower bound on compute time)"
 
 
 @dataclass(frozen=True)
 class Communication:
     collectives: tuple[Collective, ...]
     bytes_per_gpu: float
-    seconds: float
+    seconds: float  # the upper bound: nothing overlapped
     share: float
     #: The estimate is longer than the measured step: it contradicts the step time (a slower link
     #: or a bigger layout than the run has), so no conclusion may rest on it.
@@ -91,6 +149,11 @@ class Communication:
     overlap: str
     placement_rule: str
     assumptions: tuple[str, ...]
+    exposed_seconds: float  # after the overlap rules (an upper bound on the exposed time)
+    exposed_share: float
+    compute: dict  # the compute hidden behind: seconds per phase, micro batches, basis
+    settings: dict  # the overlap and routing settings the figures rest on
+    overlap_rules: tuple[str, ...]
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -229,6 +292,66 @@ def links(gpu: str, gpus_per_node: int = 8) -> tuple[float, float]:
     return found.intra_node_bandwidth(gpus_per_node), found.network_bandwidth
 
 
+#: What a collective may hide behind: (label, compute windows, at most the attention core).
+_HIDE = {
+    "reduce": ("the last micro batch's backward (overlap_grad_reduce)", ("last backward",), False),
+    "reduce each": (
+        "each micro batch's backward (overlap_grad_reduce)",
+        ("last backward", "other backwards"),
+        False,
+    ),
+    "gather": ("the first micro batch's forward (overlap_param_gather)", ("first forward",), False),
+    "gather each": (
+        "each micro batch's forward and backward (overlap_param_gather)",
+        WINDOWS,
+        False,
+    ),
+    "cp": ("the attention blocks' compute (the K/V ring, cp_comm_type p2p)", WINDOWS, True),
+    "tp": ("the layers' GEMMs (tp_comm_overlap)", WINDOWS, False),
+    "dualpipe": (
+        "the other micro batch's forward and backward (DualPipe, ep_overlap dualpipe)",
+        WINDOWS,
+        False,
+    ),
+}
+
+
+def _expose(rows: list[Collective], hides: list, compute: Compute | None, micro_batches: int):
+    """The rows with their exposed seconds: each collective that may hide takes what is left of
+    its compute windows (the narrowest rules first, the CP ring at most the attention core's
+    compute), so collectives behind the same compute share it."""
+    n = micro_batches
+    forward, backward, attention = (
+        (compute.forward, compute.backward, compute.attention) if compute else (0.0, 0.0, 0.0)
+    )
+    left = {
+        "first forward": forward / n,
+        "other forwards": forward * (n - 1) / n,
+        "last backward": backward / n,
+        "other backwards": backward * (n - 1) / n,
+    }
+    exposed = [row.seconds for row in rows]
+    order = sorted(
+        (i for i, hide in enumerate(hides) if hide),
+        key=lambda i: (len(hides[i][1]), not hides[i][2]),
+    )
+    for i in order:
+        _, windows, capped = hides[i]
+        limit = attention if capped else math.inf
+        hidden = 0.0
+        for window in windows:
+            take = max(0.0, min(rows[i].seconds - hidden, left[window], limit - hidden))
+            left[window] -= take
+            hidden += take
+        if capped:
+            attention -= hidden
+        exposed[i] = max(0.0, rows[i].seconds - hidden)
+    return [
+        replace(row, exposed_seconds=seconds, hidden_behind=hide[0] if hide else None)
+        for row, seconds, hide in zip(rows, exposed, hides)
+    ]
+
+
 def communication(
     *,
     dp: int,
@@ -249,20 +372,34 @@ def communication(
     num_full_attention_layers: int,
     num_moe_layers: int,
     experts_per_token: int,
-    kv_width: int,
+    num_heads: int = 1,
+    num_kv_heads: int = 1,
+    head_dim: float = 1,
+    v_head_dim: float | None = None,
     dense_params: float,
     expert_params: float,
     micro_batches: int,
     step_time: float,
     bytes_per_element: float = 2,
     full_recompute: bool = False,
+    cp_comm_type: str = "p2p",
+    moe_router_max_nodes: int | None = None,
+    fp8_dispatch: bool = False,
+    tp_comm_overlap: bool = False,
+    overlap_grad_reduce: bool = False,
+    overlap_param_gather: bool = False,
+    ep_overlap: str = "none",
+    compute: Compute | None = None,
 ) -> Communication:
     """Every collective of one step, per GPU, for a layout of tp x cp x dp x pp GPUs (EP inside
-    DP). `dense_params` are the parameters outside the routed experts (attention, mixers, shared
-    experts, router, embedding, lm_head, norms), `expert_params` every routed expert;
-    `kv_width` = key-value heads x head width; `micro_batches` per step on one pipeline;
-    bandwidths per GPU, one direction, byte/s; `grad_bytes` per gradient element in the DP
-    reduction (4: Megatron-LM's fp32 main gradients, 2: BF16)."""
+    DP). `num_layers`, `num_full_attention_layers` and `num_moe_layers` are the model's (MTP
+    layers included when they are trained); the most loaded pipeline stage's share is taken.
+    `dense_params` are the parameters outside the routed experts (attention, mixers, shared
+    experts, router, embedding, lm_head, norms), `expert_params` every routed expert; the
+    attention heads give the K/V (and, for a2a, Q/O) widths; `micro_batches` per step on one
+    pipeline; bandwidths per GPU, one direction, byte/s; `grad_bytes` per gradient element in
+    the DP reduction (4: Megatron-LM's fp32 main gradients, 2: BF16). `compute`: the compute
+    the collectives may hide behind (None: nothing hides, exposed = seconds)."""
     tp, pp, cp, ep, dp = (
         _whole("tp", tp),
         _whole("pp", pp),
@@ -274,6 +411,12 @@ def communication(
         raise CostModelError(f"ep: {ep}; the EP ranks are DP ranks: ep must divide dp ({dp})")
     if zero_stage not in (0, 1, 2, 3) or isinstance(zero_stage, bool):
         raise CostModelError(f"zero_stage: {zero_stage!r}; expected 0, 1, 2 or 3")
+    if cp_comm_type not in CP_COMM_TYPES:
+        raise CostModelError(f"cp_comm_type: {cp_comm_type!r}; expected one of {CP_COMM_TYPES}")
+    if ep_overlap not in EP_OVERLAPS:
+        raise CostModelError(f"ep_overlap: {ep_overlap!r}; expected one of {EP_OVERLAPS}")
+    if moe_router_max_nodes is not None:
+        _whole("moe_router_max_nodes", moe_router_max_nodes)
     gpus_per_node = _whole("gpus_per_node", gpus_per_node)
     num_layers = _whole("num_layers", num_layers)
     for name, value in (
@@ -283,6 +426,8 @@ def communication(
         if _whole(name, value, minimum=0) > num_layers:
             raise CostModelError(f"{name}: {value}; expected at most num_layers ({num_layers})")
     moe_k = _whole("experts_per_token", experts_per_token, minimum=1 if num_moe_layers else 0)
+    n_mb = _whole("micro_batches", micro_batches)
+    beta = _positive("bytes_per_element", bytes_per_element)
     values = {
         sym.t_p: tp,
         sym.p_p: pp,
@@ -296,12 +441,16 @@ def communication(
         sym.L_full: num_full_attention_layers,
         sym.L_moe: num_moe_layers,
         sym.k_top: max(moe_k, 1),  # unused without MoE layers
-        sym.d_kv: _whole("kv_width", kv_width),
+        sym.n_heads: _whole("num_heads", num_heads),
+        sym.n_kv: _whole("num_kv_heads", num_kv_heads),
+        sym.d_head: _positive("head_dim", head_dim),  # a shape built from keys: h / heads
+        sym.d_hv: _positive("v_head_dim", head_dim if v_head_dim is None else v_head_dim),
         sym.N_exp: _positive("expert_params", expert_params, allow_zero=True),
         sym.N_total: _positive("dense_params", dense_params) + float(expert_params),
-        sym.n_mb: _whole("micro_batches", micro_batches),
+        sym.n_mb: n_mb,
         sym.beta_g: _positive("grad_bytes", grad_bytes),
-        sym.bytes_per_element: _positive("bytes_per_element", bytes_per_element),
+        sym.bytes_per_element: beta,
+        sym.beta_dispatch: float(comm.FP8_DISPATCH_BYTES) if fp8_dispatch else beta,
     }
     intra = _positive("intra_node_bandwidth", intra_node_bandwidth)
     inter = _positive("inter_node_bandwidth", inter_node_bandwidth)
@@ -310,6 +459,7 @@ def communication(
     sizes = (tp, cp, ep, dp // ep, pp)  # in _DIMS order
 
     rows: list[Collective] = []
+    hides: list = []
 
     group_sizes = {
         "TP": tp,
@@ -320,20 +470,29 @@ def communication(
         "PP": pp,
     }
 
-    def add(name, parallelism, group, kind, buffer, calls, step_bytes):
-        size, calls, step_bytes = group_sizes[group], _num(calls, values), _num(step_bytes, values)
-        if size < 2 or step_bytes <= 0:
+    def add(name, parallelism, group, kind, buffer, calls, step_bytes, hide=None, parts=None):
+        """One row: `calls` collectives of `buffer`, `step_bytes` in all; `parts` (EP): the
+        (NVLink, network) bytes of one call, instead of the ring's or all-to-all's split."""
+        size = group_sizes[group]
+        if size < 2:
             return
-        call = {sym.n_r: size, sym.buffer_bytes: _num(buffer, values)}
+        calls = _num(calls, values)
         spans, g = placement(sizes, _GROUPS[group], gpus_per_node)
-        if spans:
-            intra_part, inter_part = (
-                _num(part, {**call, sym.g_node: g}) for part in comm.across_nodes(kind)
-            )
-            seconds = calls * max(intra_part / intra, inter_part / inter)
+        call = {sym.n_r: size, sym.buffer_bytes: _num(buffer, values), sym.g_node: g}
+        if parts is not None:
+            nodes = size / g
+            routed = {sym.M_nodes: moe_router_max_nodes or nodes, **values, **call}
+            intra_part, inter_part = (_num(part, routed) for part in parts)
+            step_bytes = calls * (intra_part + inter_part)
+        elif spans:
+            intra_part, inter_part = (_num(part, call) for part in comm.across_nodes(kind))
+            step_bytes = _num(step_bytes, values)
         else:
             intra_part, inter_part = _num(comm.COLLECTIVES[kind], call), 0.0
-            seconds = calls * intra_part / intra
+            step_bytes = _num(step_bytes, values)
+        if step_bytes <= 0:
+            return
+        seconds = calls * max(intra_part / intra, inter_part / inter)
         rows.append(
             Collective(
                 name=name,
@@ -350,10 +509,71 @@ def communication(
                 bandwidth=step_bytes / seconds,
                 seconds=seconds,
                 share=seconds / step_time,
+                exposed_seconds=seconds,
+                hidden_behind=None,
             )
         )
+        hides.append(_HIDE[hide] if hide else None)
 
-    # Data parallel: the dense weights, then the routed experts.
+    _data_parallel(add, zero_stage, overlap_grad_reduce, overlap_param_gather)
+    _tensor_parallel(add, sp, recompute, tp_comm_overlap)
+    _context_parallel(add, cp_comm_type, recompute)
+    _expert_parallel(add, fp8_dispatch, recompute, ep_overlap)
+    add(
+        "PP activations and gradients",
+        "PP",
+        "PP",
+        "point-to-point",
+        comm.pp_buffer_sequence_parallel if sp else comm.pp_buffer,
+        2 * sym.n_mb,
+        comm.pp_step_sequence_parallel if sp else comm.pp_step,
+        "dualpipe" if ep_overlap == "dualpipe" else None,
+    )
+
+    rows = _expose(rows, hides, compute, n_mb)
+    total_bytes = sum(row.bytes_per_gpu for row in rows)
+    total_seconds = sum(row.seconds for row in rows)
+    exposed = sum(row.exposed_seconds for row in rows)
+    bubble = _num(comm.bubble_fraction, values)
+    return Communication(
+        collectives=tuple(rows),
+        bytes_per_gpu=total_bytes,
+        seconds=total_seconds,
+        share=total_seconds / step_time,
+        exceeds_step=total_seconds > step_time,
+        bubble_fraction=bubble,
+        bubble_seconds=bubble * step_time,
+        upper_bound=True,
+        overlap=OVERLAP,
+        placement_rule=PLACEMENT_RULE,
+        assumptions=ASSUMPTIONS,
+        exposed_seconds=exposed,
+        exposed_share=exposed / step_time,
+        compute={
+            "forward_seconds": compute.forward if compute else None,
+            "backward_seconds": compute.backward if compute else None,
+            "attention_seconds": compute.attention if compute else None,
+            "micro_batches": n_mb,
+            "basis": compute.basis if compute else "none given: nothing hidden",
+        },
+        settings={
+            "cp_comm_type": cp_comm_type,
+            "moe_router_max_nodes": moe_router_max_nodes,
+            "fp8_dispatch": fp8_dispatch,
+            "tp_comm_overlap": tp_comm_overlap,
+            "overlap_grad_reduce": overlap_grad_reduce,
+            "overlap_param_gather": overlap_param_gather,
+            "ep_overlap": ep_overlap,
+        },
+        overlap_rules=OVERLAP_RULES,
+    )
+
+
+def _data_parallel(add, zero_stage: int, overlap_grad_reduce: bool, overlap_param_gather: bool):
+    """DP rows: the dense weights, then the routed experts (derive.communication, ZeRO)."""
+    per_mb = zero_stage >= 2  # ZeRO 2 and 3 reduce-scatter every micro batch's gradients
+    reduce = ("reduce each" if per_mb else "reduce") if overlap_grad_reduce else None
+    gather = ("gather each" if zero_stage == 3 else "gather") if overlap_param_gather else None
     for group, label, held in (
         ("DP", "dense", comm.dense_params_per_rank),
         ("DP experts", "experts", comm.expert_params_per_rank),
@@ -370,118 +590,95 @@ def communication(
                 grads,
                 1,
                 comm.dp_zero0.subs(on),
+                reduce,
             )
-        elif zero_stage in (1, 2):
-            add(
-                f"DP gradient reduce-scatter ({label})",
-                "DP",
-                group,
-                "reduce-scatter",
-                grads,
-                1,
-                comm.dp_grad_reduce_scatter.subs(on),
-            )
-            add(
-                f"DP weight all-gather ({label})",
-                "DP",
-                group,
-                "all-gather",
-                weights,
-                1,
-                comm.dp_param_all_gather.subs(on),
-            )
-        else:
-            add(
-                f"ZeRO-3 gradient reduce-scatter ({label})",
-                "DP",
-                group,
-                "reduce-scatter",
-                grads,
-                sym.n_mb,
-                sym.n_mb * comm.dp_grad_reduce_scatter.subs(on),
-            )
-            add(
-                f"ZeRO-3 weight all-gathers, forward and backward ({label})",
-                "DP",
-                group,
-                "all-gather",
-                weights,
-                2 * sym.n_mb,
-                2 * sym.n_mb * comm.dp_param_all_gather.subs(on),
-            )
-
-    # Tensor parallel: 2 collectives per layer forward (again under full recompute), 2 backward.
-    tp_calls = (sym.L / sym.p_p * sym.n_mb) * (2 * (1 + recompute) + 2)
-    tp_bytes = comm.tp_forward * (1 + recompute) + comm.tp_backward
-    if sp:
-        half = tp_bytes / 2  # an all-reduce = an all-gather + a reduce-scatter, equal halves
+            continue
+        prefix = "ZeRO-3" if zero_stage == 3 else "DP"
+        calls = sym.n_mb if per_mb else 1
         add(
-            "TP all-gather (sequence parallel)",
-            "TP",
-            "TP",
-            "all-gather",
-            comm.tp_buffer,
-            tp_calls,
-            half,
-        )
-        add(
-            "TP reduce-scatter (sequence parallel)",
-            "TP",
-            "TP",
+            f"{prefix} gradient reduce-scatter ({label})"
+            if not per_mb
+            else f"{prefix} gradient reduce-scatter, each micro batch ({label})",
+            "DP",
+            group,
             "reduce-scatter",
-            comm.tp_buffer,
-            tp_calls,
-            half,
+            grads,
+            calls,
+            calls * comm.dp_grad_reduce_scatter.subs(on),
+            reduce,
         )
-    else:
-        add("TP all-reduce", "TP", "TP", "all-reduce", comm.tp_buffer, tp_calls, tp_bytes)
+        gathers = 2 * sym.n_mb if zero_stage == 3 else 1
+        add(
+            f"ZeRO-3 weight all-gathers, forward and backward ({label})"
+            if zero_stage == 3
+            else f"DP weight all-gather ({label})",
+            "DP",
+            group,
+            "all-gather",
+            weights,
+            gathers,
+            gathers * comm.dp_param_all_gather.subs(on),
+            gather,
+        )
 
-    # Context parallel: K/V blocks around the ring (forward 2 blocks per pass, backward 4).
-    add(
-        "CP ring, K/V blocks (and their gradients)",
-        "CP",
-        "CP",
-        "point-to-point",
-        comm.cp_block,
-        (sym.L_full / sym.p_p * sym.n_mb) * (sym.c_p - 1) * (2 * (1 + recompute) + 4),
-        comm.cp_forward * (1 + recompute) + comm.cp_backward,
-    )
 
-    # Expert parallel: dispatch + combine forward (again under full recompute), and backward.
-    add(
-        "EP all-to-all, dispatch and combine",
-        "EP",
-        "EP",
-        "all-to-all",
-        comm.ep_buffer,
-        (sym.L_moe / sym.p_p * sym.n_mb) * (2 * (1 + recompute) + 2),
-        comm.ep_forward * (1 + recompute) + comm.ep_backward,
-    )
+def _tensor_parallel(add, sequence_parallel: bool, recompute: int, overlap: bool):
+    """TP rows: per layer of the most loaded stage and micro batch, the forward's collectives
+    (again under full recompute) and the backward's."""
+    hide = "tp" if overlap and sequence_parallel else None
+    for kind, forward, backward in comm.TP_COLLECTIVES[sequence_parallel]:
+        calls = comm.stage_layers * sym.n_mb * (forward * (1 + recompute) + backward)
+        one = comm.COLLECTIVES[kind].subs({sym.n_r: sym.t_p, sym.buffer_bytes: comm.tp_buffer})
+        add(
+            f"TP {kind}" + (" (sequence parallel)" if sequence_parallel else ""),
+            "TP",
+            "TP",
+            kind,
+            comm.tp_buffer,
+            calls,
+            calls * one,
+            hide,
+        )
 
-    # Pipeline parallel: activations forward, gradients backward, per micro batch.
-    add(
-        "PP activations and gradients",
-        "PP",
-        "PP",
-        "point-to-point",
-        comm.pp_buffer,
-        2 * sym.n_mb,
-        comm.pp_step,
-    )
 
-    total_bytes = sum(row.bytes_per_gpu for row in rows)
-    total_seconds = sum(row.seconds for row in rows)
-    bubble = _num(comm.bubble_fraction, values)
-    return Communication(
-        collectives=tuple(rows),
-        bytes_per_gpu=total_bytes,
-        seconds=total_seconds,
-        share=total_seconds / step_time,
-        exceeds_step=total_seconds > step_time,
-        bubble_fraction=bubble,
-        bubble_seconds=bubble * step_time,
-        upper_bound=True,
-        overlap=OVERLAP,
-        placement_rule=PLACEMENT_RULE,
-        assumptions=ASSUMPTIONS,
-    )
+def _context_parallel(add, cp_comm_type: str, recompute: int):
+    """CP rows, by cp_comm_type: per full-attention layer of the stage and micro batch."""
+    names = {
+        "p2p": "CP ring, K/V blocks (and their gradients)",
+        "all_gather": "CP all-gather of K/V (forward, again in backward)",
+        "a2a": "CP all-to-all of Q, K, V and O (Ulysses; four a layer, as one buffer)",
+    }
+    for kind, buffer, forward, backward in comm.CP_COLLECTIVES[cp_comm_type]:
+        calls = comm.stage_full_attention_layers * sym.n_mb * (forward * (1 + recompute) + backward)
+        name = names[cp_comm_type] if kind != "reduce-scatter" else "CP reduce-scatter of dK/dV"
+        one = comm.COLLECTIVES[kind].subs({sym.n_r: sym.c_p, sym.buffer_bytes: buffer})
+        add(
+            name,
+            "CP",
+            "CP",
+            kind,
+            buffer,
+            calls,
+            calls * one,
+            "cp" if kind == "point-to-point" else None,
+        )
+
+
+def _expert_parallel(add, fp8_dispatch: bool, recompute: int, ep_overlap: str):
+    """EP rows: the dispatch direction (FP8 with fp8_dispatch) and the combine direction, each
+    once forward (again under full recompute) and once backward per MoE layer of the stage and
+    micro batch, split over NVLink and the network per derive.communication."""
+    calls = comm.stage_moe_layers * sym.n_mb * (1 + recompute + 1)
+    for direction, beta in comm.EP_DIRECTIONS.items():
+        fp8 = " (FP8)" if direction == "dispatch" and fp8_dispatch else ""
+        add(
+            f"EP all-to-all, {direction}{fp8}",
+            "EP",
+            "EP",
+            "all-to-all",
+            comm.ep_buffer * beta,
+            calls,
+            None,
+            "dualpipe" if ep_overlap == "dualpipe" else None,
+            parts=(comm.ep_nvlink_bytes * beta, comm.ep_network_bytes * beta),
+        )

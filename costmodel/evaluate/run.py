@@ -14,14 +14,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import sympy as sp
+
 from costmodel.derive import activations as act
 from costmodel.derive import attention
+from costmodel.derive import communication as comm_forms
 from costmodel.derive import symbols as sym
 from costmodel.derive.memory import peak, phases
 from costmodel.derive.model_states import model_state_bytes
-from costmodel.evaluate.communication import communication
+from costmodel.evaluate.communication import Compute, communication
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs import hardware
+from costmodel.inputs.scenario import Scenario
 from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
 
 #: Levers, by the names of the JSON.
@@ -66,10 +70,19 @@ MEMORY_SETTINGS = (
 
 
 def micro_batches(values: dict[str, Any], micro_batch: int | None = None) -> float:
-    """Micro batches per step on one pipeline: samples_per_step / (DP x micro_batch), at the
-    scenario's micro batch or the one given (a lever's), so a changed micro batch changes it."""
-    b = micro_batch or values["micro_batch"]
-    return values["samples_per_step"] / (values["data_parallel"] * b)
+    """Micro batches per step on one pipeline, at the scenario's micro batch or the one given (a
+    lever's): the step's rows of seq_len token slots over DP x micro_batch. Padded, a row is a
+    sample: samples_per_step / (DP x micro_batch); packed, the documents fill rows of seq_len
+    tokens: tokens_per_step / (seq_len x DP x micro_batch) (derive.communication.MICRO_BATCHES,
+    as the scenario's micro_batches_per_step)."""
+    return comm_forms.micro_batches(
+        values["batching"],
+        samples=values["samples_per_step"],
+        tokens=values["tokens_per_step"],
+        seq_len=values["seq_len"],
+        dp=values["data_parallel"],
+        micro_batch=micro_batch or values["micro_batch"],
+    )
 
 
 def parallel(values: dict[str, Any]) -> dict[str, Any]:
@@ -548,15 +561,35 @@ def fit_changes(values: dict[str, Any], shape: ModelShape) -> list[dict[str, Any
     return sorted(found, key=lambda x: x["peak"])[:3]
 
 
+def compute_seconds(values: dict[str, Any]) -> Compute:
+    """The compute one GPU runs per step that collectives can hide behind: the forward, the
+    backward (recompute included) and, within both, the attention core, each as the account's
+    hardware FLOPs over the cluster at the GPU's peak (derive.communication.PHASE_SECONDS). A
+    lower bound on the compute time (the GPUs never run at their peak), so the exposed
+    communication computed from it is an upper bound. The linear-attention core is left out
+    (lower still). The one place the communication model asks how long compute takes: a step-time
+    model replaces this function."""
+    subs = Scenario(values).substitutions()
+    subs[sym.n_gpu] = values["num_gpus"]
+    subs[sym.P] = values["peak_flops"]
+    seconds = {
+        name: float(expr.xreplace({x: sp.Float(subs[x]) for x in expr.free_symbols}))
+        for name, expr in comm_forms.PHASE_SECONDS.items()
+    }
+    return Compute(**seconds)
+
+
 def comm(values: dict[str, Any], shape: ModelShape | None = None) -> dict[str, Any]:
-    """The collectives of a step (evaluate.communication) for the scenario's layout, and the
-    share conclusions use: the team's measured `communication_share` if given, else this
-    estimate (an upper bound: nothing overlapped)."""
+    """The collectives of a step (evaluate.communication) for the scenario's layout, the exposed
+    communication after the overlap rules, and the share conclusions use: the team's measured
+    `communication_share` if given, else the estimate (`share`, the upper bound: nothing
+    overlapped; `exposed_share` beside it)."""
     shape = shape or scenario_shape(values)[0]
     gpu = hardware.GPUS[values["gpu"]]
     intra = values.get("intra_node_bandwidth") or gpu.intra_node_bandwidth(values["gpus_per_node"])
     inter = values.get("inter_node_bandwidth") or gpu.network_bandwidth
     experts = float(shape.breakdown["routed_experts_total"])
+    mtp = values.get("num_mtp_layers", 0)  # counted (count_mtp): each a full layer
     result = communication(
         dp=values["data_parallel"],
         tp=values["tensor_parallel"],
@@ -572,16 +605,27 @@ def comm(values: dict[str, Any], shape: ModelShape | None = None) -> dict[str, A
         micro_batch=values["micro_batch"],
         seq_len=values["seq_len"],
         hidden_size=shape.hidden_size,
-        num_layers=shape.num_layers,
-        num_full_attention_layers=shape.num_full_attention_layers,
-        num_moe_layers=shape.num_moe_layers,
+        num_layers=shape.num_layers + mtp,
+        num_full_attention_layers=shape.num_full_attention_layers + mtp,
+        num_moe_layers=shape.num_moe_layers + (mtp if shape.is_moe else 0),
         experts_per_token=shape.experts_per_token,
-        kv_width=max(1, round(shape.num_kv_heads * shape.v_head_dim)),
+        num_heads=shape.num_heads,
+        num_kv_heads=shape.num_kv_heads,
+        head_dim=shape.qk_head_dim,
+        v_head_dim=shape.v_head_dim,
         dense_params=max(float(values["total_params"]) - experts, 1.0),
         expert_params=experts,
-        micro_batches=max(1, round(micro_batches(values))),
+        micro_batches=max(1, math.ceil(micro_batches(values) - 1e-9)),
         step_time=values["step_time"],
         full_recompute=values["recompute"] == "full",
+        cp_comm_type=values["cp_comm_type"],
+        moe_router_max_nodes=values["moe_router_max_nodes"],
+        fp8_dispatch=values["fp8_dispatch"],
+        tp_comm_overlap=values["tp_comm_overlap"],
+        overlap_grad_reduce=values["overlap_grad_reduce"],
+        overlap_param_gather=values["overlap_param_gather"],
+        ep_overlap=values["ep_overlap"],
+        compute=compute_seconds(values),
     )
     out = result.as_dict()
     measured = values.get("communication_share")

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import yaml
 
 from costmodel.derive import activations as act
-from costmodel.derive import attention, recompute
+from costmodel.derive import attention, communication, recompute
 from costmodel.derive import symbols as sym
 from costmodel.errors import CostModelError
 from costmodel.formats import limits, shown
@@ -255,6 +255,37 @@ FIELDS: dict[str, Field] = {
         "bytes per GPU kept for the CUDA context, NCCL buffers and the allocator (taken from the "
         "card's CUDA total)",
         maximum=10**12,
+    ),
+    # Communication: how the collectives run and what hides them (evaluate.communication)
+    "cp_comm_type": Field(
+        "choice",
+        "context-parallel communication (Megatron-LM --cp-comm-type): p2p (K/V ring) | "
+        "all_gather (K/V gathered) | a2a (Ulysses all-to-all of Q, K, V, O)",
+        choices=("p2p", "all_gather", "a2a"),
+    ),
+    "moe_router_max_nodes": Field(
+        "count",
+        "node-limited routing: a token's experts on at most this many nodes (DeepSeek-V3: 4; "
+        "null: not limited)",
+        nullable=True,
+        maximum=10**6,
+    ),
+    "fp8_dispatch": Field(
+        "flag", "EP dispatch in FP8 (1 byte + an fp32 scale per 128; combine stays BF16)"
+    ),
+    "tp_comm_overlap": Field(
+        "flag", "TP collectives overlapped with the GEMMs (userbuffers; with sequence_parallel)"
+    ),
+    "overlap_grad_reduce": Field(
+        "flag", "DP gradient reduction overlapped with the backward (Megatron-LM's flag)"
+    ),
+    "overlap_param_gather": Field(
+        "flag", "DP weight all-gather overlapped with the forward (Megatron-LM's flag)"
+    ),
+    "ep_overlap": Field(
+        "choice",
+        "EP all-to-all overlap: none | dualpipe (behind the other micro batch's compute)",
+        choices=("none", "dualpipe"),
     ),
     # Values the course assumed, each a key (null: the course's value, labelled as such)
     "communication_share": Field(
@@ -1029,8 +1060,15 @@ def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
         fitted = max(d for d in range(1, ep + 1) if experts % d == 0 and dp % d == 0)
         if fitted != ep:
             values["expert_parallel"], sources["expert_parallel"] = fitted, "derived"
-    per_rank = values["samples_per_step"] / (dp * values["micro_batch"])
-    values["micro_batches_per_step"] = per_rank
+    # rows of seq_len slots per pipeline: padded, one sample a row; packed, documents fill rows
+    values["micro_batches_per_step"] = communication.micro_batches(
+        values["batching"],
+        samples=values["samples_per_step"],
+        tokens=values["tokens_per_step"],
+        seq_len=values["seq_len"],
+        dp=dp,
+        micro_batch=values["micro_batch"],
+    )
     sources["micro_batches_per_step"] = "derived"
 
 

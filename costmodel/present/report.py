@@ -311,9 +311,65 @@ def _memory_rows(mem: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _communication_rows(a: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Each collective with its seconds (nothing overlapped) and what the overlap rules leave
+    exposed; both totals, named; the settings the figures rest on."""
+    comm = a["communication"]
+    rows = [
+        (
+            c["name"],
+            _seconds(c["seconds"]),
+            f"{_gb(c['bytes_per_gpu'])} per GPU, {c['placement']}; exposed "
+            f"{_seconds(c['exposed_seconds'])}"
+            + (f"; hides behind {c['hidden_behind']}" if c["hidden_behind"] else "; not hidden"),
+        )
+        for c in comm["collectives"]
+    ]
+    rows.append(
+        (
+            "total (upper bound: nothing overlapped)",
+            _seconds(comm["seconds"]),
+            f"estimated share {_pct(comm['estimated_share'])}; used {_pct(comm['share_used'])} "
+            f"({comm['basis']})",
+        )
+    )
+    if comm["exceeds_step"] and comm["basis"] == "estimated":  # nothing uses the estimate
+        rows[-1] = (*rows[-1][:2], f"estimated share {_pct(comm['share'])}")
+    rows.append(
+        (
+            "exposed (overlap rules)",
+            _seconds(comm["exposed_seconds"]),
+            f"share {_pct(comm['exposed_share'])}: compute at the GPU's peak hides the rest (a "
+            "lower bound on compute, so an upper bound on what is exposed)",
+        )
+    )
+    settings = comm["settings"]
+    rows.append(
+        (
+            "settings",
+            "",
+            ", ".join(
+                f"{key} {'null' if value is None else str(value).lower()}"
+                for key, value in settings.items()
+            ),
+        )
+    )
+    if comm["exceeds_step"]:  # longer than the step: the estimate contradicts the measured step
+        rows.append(
+            (
+                "estimate > step time",
+                "",
+                "the estimate is longer than the measured step "
+                f"({_seconds(a['scenario']['step_time'])}): they contradict each other (check "
+                "the bandwidths and the layout); no lever is derived from it",
+            )
+        )
+    return rows
+
+
 def _team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
     """Layout, memory, communication and the ranked levers (issue 11)."""
-    par, mem, comm = a["parallel"], a["memory"], a["communication"]
+    par, mem = a["parallel"], a["memory"]
     course = {k for k, v in a["assumptions"].items() if v["source"] == "course"}
     layout = [
         (
@@ -325,29 +381,7 @@ def _team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, st
         ("pipeline bubble", _pct(par["pipeline_bubble"]), "(p - 1) / (m + p - 1)"),
     ]
     memory_rows = _memory_rows(mem)
-    comm_rows = [
-        (c["name"], _seconds(c["seconds"]), f"{_gb(c['bytes_per_gpu'])} per GPU, {c['placement']}")
-        for c in comm["collectives"]
-    ] + [
-        (
-            "total (upper bound: no overlap)",
-            _seconds(comm["seconds"]),
-            f"estimated share {_pct(comm['estimated_share'])}; used {_pct(comm['share_used'])} "
-            f"({comm['basis']})",
-        )
-    ]
-    if comm["exceeds_step"]:  # longer than the step: the estimate contradicts the measured step
-        if comm["basis"] == "estimated":  # and nothing uses it
-            comm_rows[-1] = (*comm_rows[-1][:2], f"estimated share {_pct(comm['share'])}")
-        comm_rows.append(
-            (
-                "estimate > step time",
-                "",
-                "the estimate is longer than the measured step "
-                f"({_seconds(a['scenario']['step_time'])}): they contradict each other (check "
-                "the bandwidths and the layout); no lever is derived from it",
-            )
-        )
+    comm_rows = _communication_rows(a)
     advice_rows = [
         (
             x["lever"],

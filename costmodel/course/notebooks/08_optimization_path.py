@@ -272,7 +272,9 @@ capped_share = (sum(g["forward_flops_per_token"] for g in capped)
 listed = lambda rows: "、".join(d.text(g["name"], code=True) for g in rows)  # noqa: E731
 capped_list = "、".join(f"{d.text(g['name'], code=True)}（{fmt_ai(cap[g['key']])}）" for g in capped)
 per_rank = sc["samples_per_step"] / par["dp"]  # samples of one DP rank per step
-feasible = float(per_rank / (2 * b)).is_integer()
+rows_now = par["micro_batches"] * b  # rows of seq_len slots of one DP rank (padded: its samples)
+rows_text = f"（拼成 {d.count(rows_now)} 行、每行 {d.num(sc['seq_len'])} 个 token）" if packed else ""
+feasible = float(rows_now / (2 * b)).is_integer()
 by_lever = {a["lever"]: a for a in acc["advice"]}
 mem_double = run.memory(sc.values, micro_batch=2 * b)
 roof = f"在 micro batch = {b} 时，"
@@ -305,7 +307,7 @@ if not pushable:
 d.md(roof + f"课程给的区间是 {d.times(low)}–{d.times(high)}（命名假设，不是推导）；按本场景 GEMM 的屋顶线算，"
      f"micro batch 翻倍让带权重的 GEMM "
      f"{'只' if by_lever['micro_batch']['speedup'] < low else ''}快 {d.times(by_lever['micro_batch']['speedup'], 3)}。"
-     f"可行性：DP = {par['dp']} 时每个 DP rank 每步分到 {d.count(per_rank)} 个样本，micro batch 从 {b} 到 "
+     f"可行性：DP = {par['dp']} 时每个 DP rank 每步分到 {d.count(per_rank)} 个样本{rows_text}，micro batch 从 {b} 到 "
      f"{2 * b} {'可以整除' if feasible else '不能整除，需先调整 global batch 或并行方式'}；"
      f"logits 也随之翻倍到 {d.gb(2 * logits)}，这是课程先做 ② 的原因。按模型，micro batch = {2 * b} 时负载最重的卡要 "
      f"{d.gb(mem_double['total'])}，{sc['gpu']} 可用 {d.gb(mem_double['capacity'])}："
@@ -641,7 +643,7 @@ d.md("".join(more))
 # %% [markdown]
 # ### 通信
 #
-# 每个集合通信按它的组是否落在一个节点内取带宽：节点内走 NVLink，跨节点的组同时用 NVLink 和网络（`placement_rule` 写明了 rank 怎样排到节点上）；秒数是每卡收发的字节 ÷ 带宽。合计是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。团队实测了暴露在外的通信（`communication_share`）时，图里把实测值画在估计旁边。
+# 每个集合通信按它的组是否落在一个节点内取带宽：节点内走 NVLink，跨节点的组同时用 NVLink 和网络（`placement_rule` 写明了 rank 怎样排到节点上）；秒数是每卡收发的字节 ÷ 带宽。合计是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。再按重叠规则（`overlap_rules`）看哪个集合通信能藏在哪段计算后面：开了 `overlap_grad_reduce` 时 DP 的梯度归约藏在最后一个 micro batch 的反向后面，开了 `overlap_param_gather` 时参数 all-gather 藏在第一个前向后面，CP 的 K/V 环（`cp_comm_type: p2p`）藏在注意力计算后面，TP 开了 `tp_comm_overlap`（且有 sequence parallel）时藏在 GEMM 后面，`ep_overlap: dualpipe` 时 EP 的 all-to-all 和 PP 的收发藏在另一个 micro batch 的计算后面；剩下的是**暴露在外**的通信。计算时间按硬件 FLOPs 在 GPU 峰值下算，是下界，所以暴露的时间也是上界。团队实测了暴露在外的通信（`communication_share`）时，图里把实测值画在估计旁边。
 
 # %% tags=["remove-input"]
 collectives = comm["collectives"]
@@ -649,6 +651,7 @@ step = sc["step_time"]
 colour = {"intra-node": "tab:blue", "inter-node": "tab:orange"}
 bars = [(c["name"], c["seconds"], colour.get(c["placement"], "tab:gray")) for c in collectives]
 bars.append(("total (estimate,\nno overlap)", comm["seconds"], "tab:red"))
+bars.append(("exposed (estimate,\noverlap rules)", comm["exposed_seconds"], "tab:purple"))
 if comm["basis"] == "measured":
     bars.append(("measured exposed\n(communication_share)", comm_share * step, "tab:green"))
 if comm["bubble_fraction"] > 0:
@@ -673,6 +676,13 @@ names = {"intra-node": "节点内", "inter-node": "跨节点"}
 text = (f"按并行布局（TP {par['tp']} × PP {par['pp']} × CP {par['cp']} × DP {par['dp']}，EP {par['ep']}"
         f"{'，sequence parallel' if par['sp'] else ''}），一步的集合通信每卡收发 {d.gb(comm['bytes_per_gpu'])}，"
         f"估计 {d.num(comm['seconds'], 2)} 秒，占一步的 {d.pct(comm['share'], 1)}。这是上界：没有任何重叠。")
+hidden = [c for c in collectives if c["hidden_behind"]]
+if hidden:
+    text += (f"按重叠规则，暴露在外的最多 {d.num(comm['exposed_seconds'], 2)} 秒，占一步的 "
+             f"{d.pct(comm['exposed_share'], 1)}；能全部或部分藏到计算后面的是 "
+             + "、".join(d.text(c["name"], code=True) for c in hidden) + "。")
+elif collectives:
+    text += "本场景没有哪个集合通信能按重叠规则藏到计算后面（见上文的键），暴露的就是这个上界。"
 if collectives:
     top_c = max(collectives, key=lambda c: c["seconds"])
     text += (f"最大的一项是 {d.text(top_c['name'], code=True)}（{d.num(top_c['seconds'], 2)} 秒，"
@@ -904,7 +914,7 @@ claim_rows.append([
     f"带权重 GEMM 强度 ×{d.num(min(gains), 2)}–×{d.num(max(gains), 2)}"
     + ("；注意力核不变" if core_rows else ""),
     d.verdict(not core_rows and len(crossing) > 0, why)])
-m_now = per_rank / b  # micro batches per DP rank per step
+m_now = par["micro_batches"]  # micro batches per DP rank per step: rows of seq_len (padded: samples)
 m_text = f"{d.count(m_now)} → {d.count(m_now / 2)}" if feasible else f"{d.count(m_now)} → 不能整除"
 m_course = [float(part) for part in said("nb08_micro_batches_per_rank").split(" → ")]
 m_ok = feasible and [m_now, m_now / 2] == m_course
@@ -912,7 +922,7 @@ claim_rows.append([
     "③ 副作用：每个 DP rank 每步的 micro batch 数 " + course.claim("nb08_micro_batches_per_rank"),
     m_text,
     d.verdict(m_ok, f"{ours}每个 DP rank 每步 {d.count(per_rank)} 个样本（global batch {d.num(sc['samples_per_step'])} ÷ "
-              f"DP {par['dp']}），micro batch {b} → {2 * b}"
+              f"DP {par['dp']}）{rows_text}，micro batch {b} → {2 * b}"
               + ("：不能整除" if not feasible else "：梯度累积随之消失" if m_now / 2 == 1 else "：仍有梯度累积"))])
 
 # %% tags=["remove-input"]
