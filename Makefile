@@ -65,6 +65,7 @@ benchmark: venv
 	$(PY) benchmarks/bench_handouts.py
 	$(PY) benchmarks/megatron_flops.py
 	$(PY) benchmarks/megatron_memory.py
+	$(PY) benchmarks/published_runs.py
 
 # Read the notebooks in JupyterLab: a scratch copy in build/lab/ (the sources are never
 # written), 01 first, the rendering-only code collapsed.

@@ -41,17 +41,6 @@ overrides, rows, step_time, tokens_per_step = (
 ROWS = rows()
 IDS = [row["id"] for row in ROWS]
 
-#: Keys the other helpers of issue 19 add to FIELDS in parallel (design: /work/i19-design.md).
-#: Remove this list at the merge: every key must then be in FIELDS.
-PENDING_KEYS = {
-    # helper "shapes"
-    "num_kv_heads", "ffn_hidden_size", "mlp_activation", "moe_ffn_hidden_size", "shared_experts",
-    "first_dense_layers",
-    # helper "memory"
-    "recompute_modules", "fp8", "fp8_activations",
-    # helper "communication"
-    "cp_comm_type", "moe_router_max_nodes", "fp8_dispatch", "ep_overlap",
-}  # fmt: skip
 
 
 def by_id(prefix):
@@ -232,11 +221,10 @@ def test_shapes_agree_with_the_model_config_named():
 def test_overrides_use_only_known_keys_with_allowed_values():
     for row in ROWS:
         keys = overrides(row)
-        unknown = set(keys) - set(FIELDS) - PENDING_KEYS
+        unknown = set(keys) - set(FIELDS)
         assert not unknown, (row["id"], unknown)
         for key, value in keys.items():
-            if key in FIELDS:
-                check_value(key, value)  # raises CostModelError on a value out of bounds
+            check_value(key, value)  # raises CostModelError on a value out of bounds
         assert keys["step_time"] == step_time(row)[0]
         assert keys["samples_per_step"] * keys["mean_tokens_per_sample"] == tokens_per_step(row)
         assert keys["measured_tokens_per_s"] == cluster_tokens_per_s(row)
