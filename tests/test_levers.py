@@ -4,6 +4,7 @@ the levers of a run (evaluate.advice) are gains, and so is their combination."""
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 import sympy as sp
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from test_valid_space import LONG_SAMPLE, N_TOO_SMALL, SLOW_LINKS, valid_scenarios
 
 from costmodel.derive import levers
-from costmodel.evaluate import layouts
+from costmodel.evaluate import advice, layouts
 from costmodel.evaluate.account import account
 from costmodel.inputs import assumptions, scenario
 from costmodel.present.report import render
@@ -153,6 +154,20 @@ def test_a_communication_estimate_longer_than_the_step_gives_no_lever():
     assert line in render(measured) and "used 20.00% (measured)" in render(measured)
     course = account(scenario.resolve())
     assert not course["communication"]["exceeds_step"] and line not in render(course)
+
+
+def test_the_overlap_lever_gains_only_the_exposed_communication():
+    """Issue 19: with the estimate, the overlap lever hides what the overlap rules leave exposed
+    (communication.exposed_share), not the nothing-overlapped upper bound. The example Llama
+    run overlaps TP with its GEMMs: its upper bound is far above what is exposed."""
+    llama = Path(__file__).resolve().parents[1] / "scenarios" / "llama-3.1-70b-512xH100.yaml"
+    for a in (account(scenario.resolve()), account(scenario.resolve(llama))):
+        comm, lever = a["communication"], _levers(a)["communication_overlap"]
+        assert comm["basis"] == "estimated" and not comm["exceeds_step"]
+        exposed = min(comm["exposed_share"], 1 - advice.busy_share(a)["share"])
+        assert lever["speedup"] == pytest.approx(1 / (1 - exposed))
+        assert f"exposed communication {100 * comm['exposed_share']:.2f}%" in lever["note"]
+    assert comm["exposed_share"] < comm["share"] / 2
 
 
 def test_a_share_of_the_step_is_at_most_the_whole_step():

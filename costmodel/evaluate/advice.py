@@ -273,7 +273,9 @@ def attention_kernel_lever(step: float, acc: dict[str, Any], faster: float) -> d
 
 
 def overlap_lever(step: float, comm: dict[str, Any], busy: dict[str, Any]) -> dict[str, Any]:
-    """Communication hidden behind compute: Amdahl's bound on the exposed share, which is at most
+    """Communication hidden behind compute: Amdahl's bound on the exposed share (the measured
+    `communication_share`, or else the estimate's `exposed_share`: what the overlap rules of the
+    scenario's settings leave exposed, not the nothing-overlapped upper bound), which is at most
     what compute at the GPU's peak leaves of the step. No lever (1x, not feasible) from an
     estimate longer than the measured step: the estimate contradicts the measurement."""
     if comm["basis"] == "estimated" and comm["exceeds_step"]:
@@ -287,7 +289,8 @@ def overlap_lever(step: float, comm: dict[str, Any], busy: dict[str, Any]) -> di
             "the step) is longer than the measured step, which contradicts it; set the measured "
             "communication_share",
         )
-    share = comm["share_used"]
+    measured = comm["basis"] == "measured"
+    share = comm["share_used"] if measured else comm["exposed_share"]
     exposed = min(share, 1 - busy["share"])
     at_peak = "the 6ND FLOPs at peak take" if busy["from"] == "hfu" else "compute at peak takes"
     return _lever(
@@ -296,7 +299,13 @@ def overlap_lever(step: float, comm: dict[str, Any], busy: dict[str, Any]) -> di
         1 / (1 - exposed) if exposed < 1 else 1.0,
         exposed > 0,
         ["communication_share"],
-        f"{comm['basis']} communication share {100 * share:.2f}% hidden behind compute"
+        (
+            f"measured communication share {100 * share:.2f}%"
+            if measured
+            else f"exposed communication {100 * share:.2f}% of the step (the estimate after its "
+            f"overlap rules; {100 * comm['share']:.2f}% with nothing overlapped)"
+        )
+        + " hidden behind compute"
         + (
             f" (capped at {100 * exposed:.2f}%: {at_peak} the rest of the step, so some of it "
             "overlaps already)"
