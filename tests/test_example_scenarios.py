@@ -217,3 +217,19 @@ def test_deepseek_states_its_recompute_and_fp8_storage():
         overrides={"recompute_modules": None, "fp8": "none", "fp8_activations": "none"},
     )
     assert not account(default)["memory"]["fits"]
+
+
+def test_readme_prose_on_selective_recompute_is_the_memory_model():
+    """The README's 'selective recompute would need X GB' figures (the course's run with
+    Megatron-LM's default set; DeepSeek-V3 with the attention core alone) are the model's."""
+    from costmodel.evaluate.run import memory
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    course = memory(scenario.resolve(overrides={"recompute": "selective"}).values, fit=False)
+    assert f"would\nneed {course['total'] / 1e9:.0f} GB" in readme
+    deepseek = scenario.resolve(
+        path("deepseek-v3-2048xH800"), overrides={"recompute_modules": ["core_attn"]}
+    )
+    core_only = memory(deepseek.values, fit=False)
+    assert not core_only["fits"]
+    assert f"alone recomputed it would need {core_only['total'] / 1e9:.0f} GB" in readme
