@@ -69,6 +69,15 @@ def _cell(value: str) -> str:
     return _NO_MATH.format(escaped) if math_delimiter(value) else escaped
 
 
+#: The memory model's phases (evaluate.run.memory's `phases`), as the notebooks name them.
+PHASES = {
+    "forward_end": "前向结束",
+    "loss": "算 loss",
+    "backward": "反向",
+    "optimizer_step": "优化器更新",
+}
+
+
 # ------------------------------------------------------------------ display
 
 

@@ -509,6 +509,39 @@ ax.legend(fontsize=8, loc="lower right")
 plt.show()
 
 # %% [markdown]
+# ## 5½. 长序列压满显存：峰值落在哪个阶段，all-to-all 露出多少
+#
+# 一张卡上的显存不是各项一直相加：模型状态（权重、梯度、优化器状态）一直在；为反向存下的激活在前向结束时最多；logits 只在算 loss 时存在；反向时每次重算一层，多出这一层的工作集。几个阶段不会同时发生，所以峰值是**最大的那个阶段**，不是各阶段之和。可用容量取 CUDA 运行时报告的显存总量，再减去留给 CUDA 上下文、NCCL 缓冲和分配器的 `memory_reserve`。序列越长，一个 micro batch 的 token 越多，存下的激活和 logits 都按 token 数线性增长，这就是长序列的 micro batch 常常只能是 1 的原因。
+#
+# MoE 每层还有 EP 的 all-to-all：前向把 token 发给专家所在的卡（dispatch）、再收回来（combine），反向各再来一次。它能不能藏到计算后面取决于调度（`ep_overlap`）：默认它和专家计算串行，露在外面。
+
+# %% tags=["remove-input"]
+mem, comm = acc["memory"], acc["communication"]
+d.table([[d.PHASES[name] + ("（峰值）" if name == mem["peak_phase"] else ""), d.gb(phase["bytes"]),
+          "、".join(f"{part} {d.gb(value)}" for part, value in phase["contents"].items() if value)]
+         for name, phase in mem["phases"].items()],
+        ["阶段", "显存", "构成"], f"Memory of the most loaded GPU by phase ({sc['gpu']})")
+settings = mem["settings"]
+text = (f"按本场景的设置（`framework: {settings['framework']}`、`attention_kernel: {settings['attention_kernel']}`、"
+        f"`recompute: {settings['recompute']}`、`cross_entropy: {settings['cross_entropy']}`），峰值在"
+        f"**{d.PHASES[mem['peak_phase']]}**：{d.gb(mem['total'])}，可用 {d.gb(mem['capacity'])}，"
+        + ("放得下。" if mem["fits"] else "**放不下**（08 列出让它放得下的改法）。"))
+logits_phase = mem["phases"].get("loss")
+if logits_phase and logits_phase["contents"].get("logits"):
+    text += (f"一个 micro batch（{sc['micro_batch']} × {sc['seq_len']:,} 个 token）的 logits 在算 loss 时占 "
+             f"{d.gb(logits_phase['contents']['logits'])}，随序列长度线性增长。")
+a2a = [c for c in comm["collectives"] if c["name"].startswith("EP all-to-all")]
+if a2a:
+    shown_ = sum(c["seconds"] for c in a2a)
+    exposed_ = sum(c["exposed_seconds"] for c in a2a)
+    text += (f"EP all-to-all（dispatch 与 combine）每步估计 {d.num(shown_, 2)} 秒（上界：不重叠、跑满链路），"
+             + (f"按重叠规则露在外面的有 {d.num(exposed_, 2)} 秒，占一步的 {d.pct(exposed_ / sc['step_time'], 1)}。"
+                if exposed_ > 0 else f"按重叠规则（`ep_overlap: {sc['ep_overlap']}`）全部藏在另一个 micro batch 的计算后面。"))
+else:
+    text += "本场景没有 EP all-to-all（稠密模型，或 EP 为 1）。"
+d.md(text)
+
+# %% [markdown]
 # ## 6. 课程的说法与本页的数字
 #
 # 课程 06.6 列出的 MoE 三项损耗和长序列两项损耗，逐条对照上面算出的数。课程说的是它自己的那次训练；换成团队的场景时，中间一列是团队的数字，"出入"一列说明课程的说法放到这个场景上是否还成立。

@@ -560,7 +560,7 @@ plt.show()
 shape = scenario_shape(sc.values)[0]  # the model: MLA or not
 
 
-PHASE = {"forward_end": "前向结束", "loss": "算 loss", "backward": "反向", "optimizer_step": "优化器更新"}
+PHASE = d.PHASES
 
 
 def verdict(case):

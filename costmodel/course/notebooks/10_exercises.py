@@ -312,8 +312,7 @@ if mem_sel is not None:
         text += (f"现在这套设置放得下：`framework: {s_['framework']}`、`attention_kernel: "
                  f"{s_['attention_kernel']}`、full recompute、`cross_entropy: {s_['cross_entropy']}`，"
                  f"峰值 {d.gb(mem_now['total'])}（"
-                 + {"forward_end": "前向结束时", "loss": "算 loss 时", "backward": "反向时",
-                    "optimizer_step": "优化器更新时"}[mem_now["peak_phase"]]
+                 + d.PHASES[mem_now["peak_phase"]] + "时"
                  + f"），可用 {d.gb(mem_now['capacity'])}。")
     d.md(text)
 
