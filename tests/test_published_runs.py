@@ -42,7 +42,6 @@ ROWS = rows()
 IDS = [row["id"] for row in ROWS]
 
 
-
 def by_id(prefix):
     return [row for row in ROWS if row["id"].startswith(prefix)]
 

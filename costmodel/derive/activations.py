@@ -383,7 +383,9 @@ def attention_core_saved(
     if kernel == "flash":
         saved = inputs + [Saved(f"{prefix}.lse", FP32 * tokens * heads, True, core)]
         if output_copy:
-            saved.append(Saved(f"{prefix}.kernel_output", beta * tokens * heads * v_dim, True, core))
+            saved.append(
+                Saved(f"{prefix}.kernel_output", beta * tokens * heads * v_dim, True, core)
+            )
         return saved, inputs
     extra = inputs[3:]  # the fused projection's output, kept by the value view
     if kernel == "eager":
@@ -515,7 +517,13 @@ def _attention(o: _Options, tokens, squares, hidden, heads, kv_heads, head_dim, 
     if qk_norm:  # Qwen3: RMSNorm over each query and key head before RoPE
         for name, n in (("q", heads), ("k", kv_heads)):
             saved += rmsnorm_saved(
-                f"attn.{name}_norm", tokens * n, head_dim, beta, ew, split=True, offset=o.norm_offset
+                f"attn.{name}_norm",
+                tokens * n,
+                head_dim,
+                beta,
+                ew,
+                split=True,
+                offset=o.norm_offset,
             )
     core, inputs = _core(o, tokens, squares, heads, kv_heads, head_dim, v_dim)
     return saved + core + _attention_output(o, tokens, hidden, heads, v_dim), inputs
