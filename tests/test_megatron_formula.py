@@ -5,12 +5,11 @@ convention for the attention core."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from benchmarks_loader import load
 
 from costmodel.derive.attention import attention_training_flops, sum_of_squares_flops
 from costmodel.inputs import models
@@ -18,16 +17,7 @@ from costmodel.inputs import models
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _load_benchmark():
-    name = "megatron_flops_benchmark"
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "megatron_flops.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up in sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-mf = _load_benchmark()
+mf = load("megatron_flops", "megatron_flops_benchmark")
 
 B, S = 80, 49_152
 MEAN = 28_875

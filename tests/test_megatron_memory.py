@@ -5,25 +5,15 @@ conventions agree."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from benchmarks_loader import load
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _load_benchmark():
-    name = "megatron_memory_benchmark"
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "megatron_memory.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up in sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-mm = _load_benchmark()
+mm = load("megatron_memory", "megatron_memory_benchmark")
 LAYOUTS = {layout.name: layout for layout in mm.LAYOUTS}
 GPT3 = LAYOUTS["GPT-3 175B"].megatron
 H, L, V, S = 12288, 96, 51200, 2048

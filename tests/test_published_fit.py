@@ -1,24 +1,10 @@
 """Runs that trained fit: the memory verdicts of benchmarks/published_runs.py on every row of
 benchmarks/published_runs.csv (issue 19)."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from benchmarks_loader import load
 
-
-def _load():
-    name = "published_runs_bench"
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "published_runs.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load("published_runs", "published_runs_bench")
 
 
 @pytest.fixture(scope="module")

@@ -3,30 +3,15 @@ source, is internally consistent (layout, batch, printed utilization against the
 FLOP formula: a guard against a mistyped number), and turns into scenario overrides that use
 only known keys."""
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
+from benchmarks_loader import load
 
 from costmodel.inputs import hardware, models
 from costmodel.inputs.scenario import FIELDS, check_value
 
-
-def _load_table_module():
-    """benchmarks/published.py, loaded by path as tests/test_megatron_formula.py loads its
-    benchmark (benchmarks/ is not a package)."""
-    name = "published_runs_table"
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "published.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-pub = _load_table_module()
+pub = load("published", "published_runs_table")
 BOOL_COLUMNS, CHOICES, COLUMNS, CSV_PATH = pub.BOOL_COLUMNS, pub.CHOICES, pub.COLUMNS, pub.CSV_PATH
 EXTRA_COLUMNS, FLOAT_COLUMNS, INT_COLUMNS = pub.EXTRA_COLUMNS, pub.FLOAT_COLUMNS, pub.INT_COLUMNS
 RECOMPUTE_MODULES, REPO, REQUIRED_VALUES = pub.RECOMPUTE_MODULES, pub.REPO, pub.REQUIRED_VALUES
