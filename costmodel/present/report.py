@@ -296,7 +296,7 @@ def _memory_rows(mem: dict[str, Any]) -> list[tuple[str, str, str]]:
                 else ""
             )
             + f", attention_kernel {s['attention_kernel']}, fp8 {s['fp8']}"
-            + f" (activations {s['fp8_activations']}); {mem['in_flight']:g} micro batches in flight",
+            + f" (activations {s['fp8_activations']}); micro batches in flight: {mem['in_flight']:g}",
         ),
     ]
     for change in mem.get("fit") or []:
