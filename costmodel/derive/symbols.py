@@ -181,3 +181,19 @@ beta_dispatch = _define(
     "per 128)",
 )
 L_moe = _define("L_moe", "1", "MoE layers")
+
+# Step time (derive.step_time): efficiencies, pipeline schedules, a micro batch's phases.
+eta = _define(r"\eta", "1", "a kernel's achieved FLOP/s over the peak P (its efficiency)")
+eta_m = _define(r"\eta_m", "1", "achieved HBM bandwidth over BW (memory-bound work)")
+v_pp = _define(
+    "v", "1", "virtual pipeline stages (model chunks) per GPU, interleaved 1F1B", integer=True
+)
+t_F = _define("F", "s", "one micro batch's forward through one pipeline stage (one chunk)")
+t_B = _define(
+    "B_t", "s", "one micro batch's whole backward through one stage (input and weight gradients)"
+)
+t_W = _define("W_t", "s", "the weight-gradient part of t_B (zero-bubble schedules split it off)")
+t_compute = _define("T_c", "s", "compute of one GPU's pipeline stage per step, bubble apart")
+Q_mem = _define("Q", "byte", "bytes a memory-bound kernel reads and writes in HBM")
+t_gemm_fwd = _define(r"t_{gemm}", "s", "the weight GEMMs' forward time on one GPU per step")
+t_core_fwd = _define(r"t_{core}", "s", "the attention core's forward time on one GPU per step")

@@ -14,19 +14,23 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import sympy as sp
-
 from costmodel.derive import activations as act
 from costmodel.derive import attention
 from costmodel.derive import communication as comm_forms
-from costmodel.derive import symbols as sym
 from costmodel.derive.memory import peak, phases
 from costmodel.derive.model_states import model_state_bytes
+from costmodel.evaluate import compute_time
 from costmodel.evaluate.communication import Compute, communication
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs import hardware
-from costmodel.inputs.scenario import Scenario
 from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
+
+#: What the compute a collective hides behind is (communication.compute.basis).
+COMPUTE_BASIS = (
+    "the step-time model's compute of the phase on the most loaded GPU (evaluate.compute_time: "
+    "GEMMs at their roofline, the attention core at its kernel's efficiency, memory-bound work "
+    "over HBM)"
+)
 
 #: Levers, by the names of the JSON.
 LEVERS = (
@@ -404,15 +408,7 @@ def _model_states(values: dict[str, Any], dense: float, experts: float) -> dict[
 
 def _attention_forward(values: dict[str, Any]) -> float:
     """The attention core's forward FLOPs of the step at the real lengths (derive.attention)."""
-    model = attention.attention_actual.xreplace(
-        {
-            sym.a_sq: attention.SQUARE_FRACTION[values["attention_flops"]],
-            sym.d_attn: values["attention_dim"],
-            sym.L_full: values["num_full_attention_layers"],
-            sym.sum_sq: values["sum_squared_lengths"],
-        }
-    )
-    return float(model) / 3  # model FLOPs are 3 x the forward
+    return compute_time.core_forward_flops(values)
 
 
 def _step_work(values: dict[str, Any], fractions: dict[str, Any], core_forward: float) -> float:
@@ -561,25 +557,19 @@ def fit_changes(values: dict[str, Any], shape: ModelShape) -> list[dict[str, Any
     return sorted(found, key=lambda x: x["peak"])[:3]
 
 
-def compute_seconds(values: dict[str, Any]) -> Compute:
-    """The compute one GPU runs per step that collectives can hide behind: the forward, the
-    backward (recompute included) and, within both, the attention core, each as the account's
-    hardware FLOPs over the cluster at the GPU's peak (derive.communication.PHASE_SECONDS). A
-    lower bound on the compute time (the GPUs never run at their peak), so the exposed
-    communication computed from it is an upper bound. The linear-attention core is left out
-    (lower still). The one place the communication model asks how long compute takes: a step-time
-    model replaces this function."""
-    subs = Scenario(values).substitutions()
-    subs[sym.n_gpu] = values["num_gpus"]
-    subs[sym.P] = values["peak_flops"]
-    seconds = {
-        name: float(expr.xreplace({x: sp.Float(subs[x]) for x in expr.free_symbols}))
-        for name, expr in comm_forms.PHASE_SECONDS.items()
-    }
-    return Compute(**seconds)
+def compute_seconds(values: dict[str, Any], shape: ModelShape | None = None) -> Compute:
+    """The compute one GPU of the most loaded stage runs per step that collectives can hide
+    behind: the forward, the backward (recompute included) and, within both, the attention
+    core, as the step-time model predicts them (evaluate.compute_time: each GEMM at its
+    roofline, the attention core at its kernel's efficiency, the memory-bound work over HBM).
+    The one place the communication model asks how long compute takes."""
+    phases = compute_time.compute(values, shape)["phases"]
+    return Compute(**phases, basis=COMPUTE_BASIS)
 
 
-def comm(values: dict[str, Any], shape: ModelShape | None = None) -> dict[str, Any]:
+def comm(
+    values: dict[str, Any], shape: ModelShape | None = None, compute: Compute | None = None
+) -> dict[str, Any]:
     """The collectives of a step (evaluate.communication) for the scenario's layout, the exposed
     communication after the overlap rules, and the share conclusions use: the team's measured
     `communication_share` if given, else the estimate (`share`, the upper bound: nothing
@@ -625,7 +615,7 @@ def comm(values: dict[str, Any], shape: ModelShape | None = None) -> dict[str, A
         overlap_grad_reduce=values["overlap_grad_reduce"],
         overlap_param_gather=values["overlap_param_gather"],
         ep_overlap=values["ep_overlap"],
-        compute=compute_seconds(values),
+        compute=compute or compute_seconds(values, shape),
     )
     out = result.as_dict()
     measured = values.get("communication_share")

@@ -61,6 +61,9 @@ class GPU:
     cuda_memory_bytes: float = 0.0
     cuda_memory_kind: str = ""  # cuda | nvidia-smi | datasheet GiB
     cuda_memory_source: str = ""
+    #: The architecture whose kernel efficiencies apply (costmodel.inputs.efficiency):
+    #: ampere, hopper, blackwell; ada (L40S) and cdna3 (MI300X) have values of their own.
+    generation: str = ""
 
     @property
     def balance(self) -> float:
@@ -227,6 +230,24 @@ GPUS = {
     )
     for name, gpu in GPUS.items()
 }
+
+
+#: The GPU's architecture (NVIDIA's names; AMD's CDNA 3), for the efficiencies of
+#: costmodel.inputs.efficiency.
+_GENERATION = {
+    "H20": "hopper",
+    "H100-SXM": "hopper",
+    "H100-PCIe": "hopper",
+    "H800": "hopper",
+    "H200": "hopper",
+    "A100-40GB": "ampere",
+    "A100-80GB": "ampere",
+    "A800": "ampere",
+    "B200": "blackwell",
+    "L40S": "ada",
+    "MI300X": "cdna3",
+}
+GPUS = {name: replace(gpu, generation=_GENERATION[name]) for name, gpu in GPUS.items()}
 
 
 def _norm(name: str) -> str:

@@ -287,6 +287,38 @@ FIELDS: dict[str, Field] = {
         "EP all-to-all overlap: none | dualpipe (behind the other micro batch's compute)",
         choices=("none", "dualpipe"),
     ),
+    # The step-time model (costmodel.evaluate.step_time)
+    "pipeline_schedule": Field(
+        "choice",
+        "pipeline schedule: 1f1b | interleaved (with virtual_pipeline) | zero_bubble | dualpipe",
+        choices=("1f1b", "interleaved", "zero_bubble", "dualpipe"),
+    ),
+    "virtual_pipeline": Field(
+        "count",
+        "model chunks per GPU of interleaved 1F1B (Megatron-LM's "
+        "--num-virtual-stages-per-pipeline-rank), at least 2; null otherwise",
+        nullable=True,
+        minimum=2,
+        maximum=10**5,
+    ),
+    "gemm_efficiency": Field(
+        "positive",
+        "a large GEMM's share of the dense peak (null: the GPU generation's)",
+        nullable=True,
+        maximum=1,
+    ),
+    "attention_efficiency": Field(
+        "positive",
+        "the attention kernel's share of the peak, forward and backward (null: the generation's)",
+        nullable=True,
+        maximum=1,
+    ),
+    "hbm_efficiency": Field(
+        "positive",
+        "achieved share of the HBM bandwidth for memory-bound work (null: the generation's)",
+        nullable=True,
+        maximum=1,
+    ),
     # Values the course assumed, each a key (null: the course's value, labelled as such)
     "communication_share": Field(
         "fraction",
@@ -1121,6 +1153,30 @@ def recompute_fractions(
     )
 
 
+def _schedule(values: dict[str, Any]) -> None:
+    """virtual_pipeline goes with the interleaved schedule (at least 2 chunks, at most the
+    stage's layers: chunks of unequal size are counted as equal)."""
+    schedule, chunks = values["pipeline_schedule"], values.get("virtual_pipeline")
+    if schedule == "interleaved" and chunks is None:
+        raise _layout_error(
+            "virtual_pipeline",
+            chunks,
+            "an integer of at least 2 with pipeline_schedule interleaved",
+        )
+    if schedule != "interleaved" and chunks is not None:
+        raise _layout_error(
+            "virtual_pipeline", chunks, "null unless pipeline_schedule is interleaved"
+        )
+    stage_layers = math.ceil(values["num_layers"] / values["pipeline_parallel"])
+    if chunks is not None and chunks > stage_layers:
+        raise _layout_error(
+            "virtual_pipeline",
+            chunks,
+            f"at most the layers of a pipeline stage ({stage_layers}: num_layers / "
+            "pipeline_parallel, rounded up)",
+        )
+
+
 def _memory_settings(values: dict[str, Any], sources: dict[str, str]) -> None:
     """The memory and recompute keys that go together: recompute_modules only with selective
     recompute (null: Megatron-LM's default set), recompute_num_layers (more than a stage's layers:
@@ -1146,6 +1202,7 @@ def _memory_settings(values: dict[str, Any], sources: dict[str, str]) -> None:
     if policy == "selective" and values.get("recompute_modules") is None:
         values["recompute_modules"] = list(act.DEFAULT_RECOMPUTE_MODULES)
         sources["recompute_modules"] = "derived"
+    _schedule(values)
     got = recompute_fractions(values)
     values["recompute_weights_fraction"] = got["weights"]
     values["recompute_core_fraction"] = got["core"]

@@ -1,0 +1,296 @@
+"""The compute of one step on the most loaded GPU, part by part, at the kernels' efficiencies
+(derive.step_time; the efficiencies are costmodel.inputs.efficiency's, or the scenario's).
+
+Per GPU. The GEMM list (evaluate.gemms.model_gemms) is already one GPU's under TP, CP and EP,
+per micro batch, with each row's `layers` the whole model's; the pipeline stage is applied here:
+the most loaded stage holds ceil(L / PP) layers, taken from the heaviest layer kinds first (the
+rule of the memory and communication models: an upper bound whatever the placement), plus the
+lm_head (and the MTP projection), which the last stage runs. A step runs the scenario's micro
+batches per pipeline (`micro_batches_per_step`: padded rows of seq_len slots, so the weight
+GEMMs pay for the pad slots; packed rows of documents).
+
+- Weight GEMMs: each row at its roofline, max(2mnk / (eta P), beta (mk + kn + mn) / (eta_m BW)),
+  forward and backward 3 x the forward; a routed expert's row once per expert the GPU holds
+  (E / EP). With `fp8: hybrid` the layers' GEMMs run at the GPU's FP8 peak with 1-byte inputs
+  (Transformer Engine; the lm_head stays BF16).
+- The attention core at the real lengths (sum of s_i^2, the scenario's causal or full square:
+  derive.attention, as the account counts it), forward at the kernel's forward efficiency, its
+  backward (2.5 x the forward's FLOPs for flash, 2 x for eager) at the backward's.
+- Linear attention (gated DeltaNet, evaluate.linear): the chunked core's forward and 2 x it
+  backward, at the flash kernel's efficiencies (chunked kernels of small GEMMs: an assumption).
+- Memory-bound work, bytes over eta_m BW: per layer the norms (forward read and write, backward
+  read x and dy, write dx: 4 + 6 bytes an element), the two residual adds (6 + 6), the MLP's
+  activation (SwiGLU 6 + 10 bytes per element of the intermediate width, GELU 4 + 6), the MoE
+  permute and unpermute (every routed copy read and written, forward and backward); the loss
+  (the logits read forward, read and written backward: 2 + 4 bytes a logit); the optimizer step
+  (Adam on the GPU's shard: fp32 weights, gradients, two moments read, weights and moments
+  written, BF16 weights written: 30 bytes a parameter).
+- Recompute: the forward again of what the policy recomputes: r of the weight GEMMs' forward,
+  r_core of the attention core's (and the linear-attention core's), and the recomputed
+  elementwise work (every layer's under full recompute, the norms with `layernorm`, the MoE
+  activation with `moe_act`).
+
+Not counted: the embedding lookup, RoPE, the router's softmax and top-k, dropout, kernel
+launch gaps, and the gradient accumulation into fp32 (fused into the weight-gradient GEMM, as
+Megatron-LM's gradient_accumulation_fusion does).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from costmodel.derive import attention
+from costmodel.derive import step_time as forms
+from costmodel.derive import symbols as sym
+from costmodel.evaluate.gemms import model_gemms
+from costmodel.evaluate.linear import linear_attention
+from costmodel.evaluate.shapes import scenario_shape
+from costmodel.inputs import efficiency, hardware
+from costmodel.inputs.scenario import Scenario
+from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
+
+#: Which GEMM rows belong to which block of a layer (keys of evaluate.gemms).
+MIXER_ROWS = {
+    "attention": ("qkv", "q", "q_a", "q_b", "kv_a", "kv_b", "attention_output"),
+    "gated_deltanet": ("linear_in", "linear_out"),
+}
+MLP_ROWS = {
+    "dense": ("dense_gate_up", "dense_down"),
+    "moe": (
+        "router",
+        "expert_gate_up",
+        "expert_down",
+        "shared_gate_up",
+        "shared_down",
+        "shared_expert_gate",
+    ),
+}
+OUTSIDE_ROWS = ("mtp_projection", "lm_head")
+#: Bytes per element of the elementwise kernels, forward and backward (module docstring).
+NORM_BYTES = (4, 6)
+RESIDUAL_BYTES = (6, 6)
+ACTIVATION_BYTES = {True: (6, 10), False: (4, 6)}  # gated (SwiGLU), two-matrix (GELU)
+LOSS_BYTES = (2, 4)
+ADAM_BYTES_PER_PARAM = 30
+
+
+def _gemm_rows(values: dict[str, Any], eff: dict, shape: ModelShape) -> dict[str, float]:
+    """Forward seconds per micro batch and layer of each GEMM row key (per GPU)."""
+    gpu = hardware.GPUS[values["gpu"]]
+    fp8 = values.get("fp8") == "hybrid" and gpu.fp8_flops
+    peak, bandwidth = values["peak_flops"], values["hbm_bandwidth"]
+    e, e_m = eff["gemm"].value, eff["hbm"].value
+    experts_here = shape.num_experts / values["expert_parallel"] if shape.is_moe else 1
+    out: dict[str, float] = {}
+    for row in model_gemms(values):
+        if not row["weights"]:
+            continue
+        in_fp8 = fp8 and row["key"] != "lm_head"
+        seconds = forms.gemm_seconds(
+            row["m"],
+            row["n"],
+            row["k"],
+            peak * (gpu.fp8_flops / gpu.bf16_flops if in_fp8 else 1),
+            bandwidth,
+            e,
+            e_m,
+            beta=1 if in_fp8 else 2,
+        )
+        count = experts_here if row["key"].startswith("expert_") else 1
+        out[row["key"]] = seconds * count
+    return out
+
+
+def core_forward_flops(values: dict[str, Any]) -> float:
+    """The attention core's forward FLOPs of the step at the real lengths, all layers, all
+    sequences (derive.attention, as evaluate.run._attention_forward)."""
+    model = attention.attention_actual.xreplace(
+        {
+            sym.a_sq: attention.SQUARE_FRACTION[values["attention_flops"]],
+            sym.d_attn: values["attention_dim"],
+            sym.L_full: values["num_full_attention_layers"],
+            sym.sum_sq: values["sum_squared_lengths"],
+        }
+    )
+    return float(model) / 3
+
+
+def _sharing(values: dict[str, Any]) -> float:
+    """GPUs that share one layer's step work: the pipelines (DP), CP and TP."""
+    return values["data_parallel"] * values["context_parallel"] * values["tensor_parallel"]
+
+
+def _elementwise(values, shape: ModelShape, mlp: str) -> tuple[float, float, dict[str, float]]:
+    """Bytes per micro batch of one layer's memory-bound work, forward and backward, and the
+    recomputable pieces' forward bytes (`layernorm`, `moe_act`)."""
+    tp, cp = values["tensor_parallel"], values["context_parallel"]
+    tokens = values["micro_batch"] * values["seq_len"] / cp
+    rows = tokens / tp if values["sequence_parallel"] else tokens
+    h = shape.hidden_size
+    norm = [x * shape.norms_per_layer * rows * h for x in NORM_BYTES]
+    residual = [x * 2 * rows * h for x in RESIDUAL_BYTES]
+    act_bytes = ACTIVATION_BYTES[shape.mlp_gated]
+    if mlp == "moe":
+        width = shape.experts_per_token * shape.moe_intermediate_size
+        width += shape.shared_expert_intermediate_size
+        permute = 2 * 2 * tokens * h * 2 * shape.experts_per_token  # read + write, both ways
+    else:
+        width, permute = shape.intermediate_size, 0.0
+    act = [x * tokens * width / tp for x in act_bytes]
+    forward = norm[0] + residual[0] + act[0] + permute
+    backward = norm[1] + residual[1] + act[1] + permute
+    return forward, backward, {"layernorm": norm[0], "moe_act": act[0] if mlp == "moe" else 0.0}
+
+
+def _layer_kinds(shape: ModelShape, values: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(mixer, mlp, count) of the model's layers, MTP layers (full attention) counted."""
+    counts: dict[tuple[str, str], int] = {}
+    for layer_type, moe in zip(shape.layer_types, shape.moe_layer_flags):
+        mixer = "attention" if layer_type == FULL_ATTENTION else "gated_deltanet"
+        key = (mixer, "moe" if moe else "dense")
+        counts[key] = counts.get(key, 0) + 1
+    if values.get("num_mtp_layers", 0):
+        key = ("attention", "moe" if shape.is_moe else "dense")
+        counts[key] = counts.get(key, 0) + values["num_mtp_layers"]
+    return [(mixer, mlp, count) for (mixer, mlp), count in counts.items()]
+
+
+def _layer(values, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dict[str, float]:
+    """Seconds per step of one layer of a kind on one GPU (every micro batch)."""
+    mb = values["micro_batches_per_step"]
+    bandwidth = values["hbm_bandwidth"] * eff["hbm"].value
+    gemm_fwd = mb * sum(gemm.get(key, 0.0) for key in MIXER_ROWS[mixer] + MLP_ROWS[mlp])
+    mem_fwd, mem_bwd, pieces = _elementwise(values, shape, mlp)
+    peak = values["peak_flops"]
+    kernel = values["attention_kernel"]
+    kappa = float(attention.KERNEL_BACKWARD_OVER_FORWARD[kernel])
+    forward_eff = eff["attention_flash_forward" if kernel == "flash" else "attention_eager"].value
+    backward_eff = eff["attention_flash_backward" if kernel == "flash" else "attention_eager"].value
+    core = core_fwd if mixer == "attention" else 0.0
+    linear = linear_fwd if mixer == "gated_deltanet" else 0.0
+    return {
+        "gemm_forward": gemm_fwd,
+        "core_forward": core / (peak * forward_eff),
+        "core_backward": kappa * core / (peak * backward_eff),
+        "linear_forward": linear / (peak * eff["attention_flash_forward"].value),
+        "linear_backward": 2 * linear / (peak * eff["attention_flash_backward"].value),
+        "memory_forward": mb * mem_fwd / bandwidth,
+        "memory_backward": mb * mem_bwd / bandwidth,
+        "layernorm_forward": mb * pieces["layernorm"] / bandwidth,
+        "moe_act_forward": mb * pieces["moe_act"] / bandwidth,
+    }
+
+
+def _total(layer: dict[str, float]) -> float:
+    return (
+        3 * layer["gemm_forward"]
+        + layer["core_forward"]
+        + layer["core_backward"]
+        + layer["linear_forward"]
+        + layer["linear_backward"]
+        + layer["memory_forward"]
+        + layer["memory_backward"]
+    )
+
+
+def _stage(kinds: list[tuple[dict[str, float], int]], pp: int) -> list[dict[str, float]]:
+    """The most loaded stage's layers: ceil(L / p), the heaviest kinds first."""
+    room = math.ceil(sum(count for _, count in kinds) / pp)
+    layers: list[dict[str, float]] = []
+    for layer, count in sorted(kinds, key=lambda kind: -_total(kind[0])):
+        layers += [layer] * min(count, room - len(layers))
+    return layers
+
+
+def _optimizer_bytes(values: dict[str, Any], shape: ModelShape) -> float:
+    """Adam's bytes on one GPU per step: its shard of the stage's parameters."""
+    tp, pp, ep = values["tensor_parallel"], values["pipeline_parallel"], values["expert_parallel"]
+    dp, cp = values["data_parallel"], values["context_parallel"]
+    experts = float(shape.breakdown["routed_experts_total"])
+    dense = max(float(values["total_params"]) - experts, 0.0)
+    dense_gpu, experts_gpu = dense / (tp * pp), experts / (tp * pp * ep)
+    if values["zero_stage"] >= 1:
+        dense_gpu /= dp * cp
+        experts_gpu /= max(dp * cp // ep, 1)
+    return ADAM_BYTES_PER_PARAM * (dense_gpu + experts_gpu)
+
+
+def compute(values: dict[str, Any], shape: ModelShape | None = None) -> dict[str, Any]:
+    """The compute parts of one step on the most loaded GPU (seconds), the phases collectives
+    hide behind, and the efficiencies used (module docstring)."""
+    shape = shape or scenario_shape(values)[0]
+    eff = efficiency.efficiencies(values)
+    gemm = _gemm_rows(values, eff, shape)
+    share = _sharing(values)
+    full_layers = max(values["num_full_attention_layers"], 1)
+    core_fwd = core_forward_flops(values) / full_layers / share
+    lin = linear_attention(Scenario(values))
+    linear_fwd = 0.0
+    if lin and lin["flops_per_step"]:
+        linear_fwd = lin["flops_per_step"] / 3 / lin["layers"] / share
+    kinds = [
+        (_layer(values, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp), count)
+        for mixer, mlp, count in _layer_kinds(shape, values)
+    ]
+    stage = _stage(kinds, values["pipeline_parallel"])
+    sums = {key: sum(layer[key] for layer in stage) for key in kinds[0][0]} if stage else {}
+    mb = values["micro_batches_per_step"]
+    bandwidth = values["hbm_bandwidth"] * eff["hbm"].value
+    outside_fwd = mb * sum(gemm.get(key, 0.0) for key in OUTSIDE_ROWS)
+    tokens = values["micro_batch"] * values["seq_len"] / values["context_parallel"]
+    logits = tokens * shape.vocab_size / values["tensor_parallel"]
+    loss = [mb * x * logits / bandwidth for x in LOSS_BYTES]
+    optimizer = _optimizer_bytes(values, shape) / bandwidth
+    gemm_fwd = sums.get("gemm_forward", 0.0) + outside_fwd
+    r, r_core = values["recompute_weights_fraction"], values["recompute_core_fraction"]
+    policy, modules = values["recompute"], values.get("recompute_modules") or []
+    if policy == "full":
+        elementwise_again = r * sums.get("memory_forward", 0.0)
+    elif policy == "selective":
+        pieces = [m for m in ("layernorm", "moe_act") if m in modules]
+        elementwise_again = sum(sums.get(f"{m}_forward", 0.0) for m in pieces)
+    else:
+        elementwise_again = 0.0
+    recompute = (
+        r * gemm_fwd
+        + r_core * (sums.get("core_forward", 0.0) + sums.get("linear_forward", 0.0))
+        + elementwise_again
+    )
+    parts = {
+        "gemms": 3 * gemm_fwd,
+        "attention": sums.get("core_forward", 0.0) + sums.get("core_backward", 0.0),
+        "linear_attention": sums.get("linear_forward", 0.0) + sums.get("linear_backward", 0.0),
+        "memory_bound": sums.get("memory_forward", 0.0)
+        + sums.get("memory_backward", 0.0)
+        + sum(loss)
+        + optimizer,
+        "recompute": recompute,
+    }
+    forward = (
+        gemm_fwd
+        + sums.get("core_forward", 0.0)
+        + sums.get("linear_forward", 0.0)
+        + sums.get("memory_forward", 0.0)
+        + loss[0]
+    )
+    return {
+        "parts": parts,
+        "phases": {
+            "forward": forward,
+            "backward": sum(parts.values()) - optimizer - forward,
+            "attention": parts["attention"] + r_core * sums.get("core_forward", 0.0),
+        },
+        "optimizer_seconds": optimizer,
+        "detail": {
+            "gemm_forward_seconds_per_micro_batch": gemm,
+            "stage_layers": len(stage),
+            "micro_batches": mb,
+            "loss_seconds": sum(loss),
+            "optimizer_seconds": optimizer,
+            "attentioncore_forward_flops_per_layer": core_fwd,
+            "linear_attention_forward_flops_per_layer": linear_fwd,
+        },
+        "efficiencies": {name: {"value": e.value, "source": e.source} for name, e in eff.items()},
+        "generation": efficiency.generation(values["gpu"]),
+    }

@@ -1,0 +1,122 @@
+"""How long a step should take: the step-time model, part by part, on the most loaded GPU.
+
+`predict(values)` for a resolved scenario's values returns
+
+    {"seconds": the predicted step, the sum of the parts,
+     "parts": {"gemms", "attention", "linear_attention", "memory_bound", "recompute",
+               "communication_exposed", "pipeline_bubble"} (seconds; 0.0 where one does not apply),
+     "detail": per-GEMM and per-collective breakdown,
+     "efficiencies": {name: {"value", "source"}} (costmodel.inputs.efficiency, or the scenario's),
+     "generation": the GPU's generation}
+
+- The compute parts (gemms, attention, linear_attention, memory_bound, recompute) are
+  costmodel.evaluate.compute_time's: per GPU of the most loaded pipeline stage, every micro
+  batch of the step.
+- communication_exposed: what the overlap rules of costmodel.evaluate.communication leave
+  exposed, with the compute it hides behind taken from this model (not at the GPU's peak).
+- pipeline_bubble: the schedule's idle time (derive.step_time.BUBBLE_OVER_COMPUTE, with
+  `pipeline_schedule` and `virtual_pipeline`) as a share of the stage's compute (the optimizer
+  step apart: it runs after the pipeline drains).
+
+`account(prediction, measured)` compares it with a measured step: `unexplained` = measured -
+predicted; negative when the model says the step cannot be that fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from costmodel.derive import step_time as forms
+from costmodel.evaluate import compute_time, run
+from costmodel.evaluate.communication import Compute
+from costmodel.evaluate.shapes import scenario_shape
+from costmodel.inputs.shape import ModelShape
+
+#: The parts of a step, in the order the report shows them.
+PARTS = (
+    "gemms",
+    "attention",
+    "linear_attention",
+    "memory_bound",
+    "recompute",
+    "communication_exposed",
+    "pipeline_bubble",
+)
+
+
+def bubble_share(values: dict[str, Any]) -> float:
+    """The schedule's bubble over the stage's compute (0 without a pipeline)."""
+    return forms.bubble_over_compute(
+        values.get("pipeline_schedule") or "1f1b",
+        values["pipeline_parallel"],
+        values["micro_batches_per_step"],
+        values.get("virtual_pipeline") or 1,
+    )
+
+
+def predict(
+    values: dict[str, Any], shape: ModelShape | None = None, comm: dict | None = None
+) -> dict[str, Any]:
+    """The predicted step (module docstring). `comm`: the communication already evaluated with
+    this model's compute (the account passes its own), else evaluated here."""
+    shape = shape or scenario_shape(values)[0]
+    computed = compute_time.compute(values, shape)
+    parts = dict(computed["parts"])
+    if comm is None:
+        phases = computed["phases"]
+        comm = run.comm(values, shape, Compute(**phases, basis=run.COMPUTE_BASIS))
+    parts["communication_exposed"] = comm["exposed_seconds"]
+    stage = sum(computed["parts"].values()) - computed["optimizer_seconds"]
+    share = bubble_share(values)
+    parts["pipeline_bubble"] = share * stage
+    parts = {name: float(parts.get(name, 0.0)) for name in PARTS}
+    return {
+        "seconds": sum(parts.values()),
+        "parts": parts,
+        "detail": {
+            **computed["detail"],
+            "phases": computed["phases"],
+            "pipeline_schedule": values.get("pipeline_schedule") or "1f1b",
+            "virtual_pipeline": values.get("virtual_pipeline"),
+            "bubble_over_compute": share,
+            "collectives": [
+                {"name": c["name"], "exposed_seconds": c["exposed_seconds"]}
+                for c in comm["collectives"]
+            ],
+        },
+        "efficiencies": computed["efficiencies"],
+        "generation": computed["generation"],
+    }
+
+
+def account(prediction: dict[str, Any], measured: float | None) -> dict[str, Any]:
+    """The `time` section: each part's seconds and share (of the measured step when there is
+    one, else of the prediction), the prediction, and with a measured step the unexplained
+    remainder; `contradiction` names a negative remainder plainly."""
+    predicted = prediction["seconds"]
+    base = measured if measured is not None else predicted
+    out = {
+        "predicted_seconds": predicted,
+        "measured_seconds": measured,
+        "basis": "measured" if measured is not None else "predicted",
+        "parts": {
+            name: {"seconds": seconds, "share": seconds / base if base else 0.0}
+            for name, seconds in prediction["parts"].items()
+        },
+        "unexplained_seconds": None,
+        "unexplained_share": None,
+        "contradiction": None,
+        "generation": prediction["generation"],
+        "efficiencies": prediction["efficiencies"],
+        "detail": prediction["detail"],
+    }
+    if measured is not None:
+        unexplained = measured - predicted
+        out["unexplained_seconds"] = unexplained
+        out["unexplained_share"] = unexplained / measured
+        if unexplained < 0:
+            out["contradiction"] = (
+                f"the model says the step cannot be this fast: it predicts {predicted:.4g} s, "
+                f"the measured step is {measured:.4g} s ({-unexplained:.4g} s shorter)"
+            )
+    return out
