@@ -394,11 +394,12 @@ def fp8_block(values: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
 def team_run(values: dict[str, Any], acc: dict[str, Any]) -> dict[str, Any]:
     """The layout, the memory of the most loaded GPU, the communication of a step and the
     levers ranked for this run (evaluate.run, evaluate.advice)."""
-    from costmodel.evaluate import advice, run  # numpy and the router: only here
+    from costmodel.evaluate import advice, run, step_time  # numpy and the router: only here
 
     shape = scenario_shape(values)[0]
     mem = run.memory(values, shape, fit=True)
     comm = run.comm(values, shape)
+    predicted = step_time.predict(values, shape, comm)
     ranked = advice.advice(values, acc, mem, comm)
     if comm["basis"] == "estimated":
         acc["assumptions"]["communication_share"]["value"] = comm["estimated_share"]
@@ -406,6 +407,7 @@ def team_run(values: dict[str, Any], acc: dict[str, Any]) -> dict[str, Any]:
         "parallel": run.parallel(values),
         "memory": mem,
         "communication": comm,
+        "time": step_time.account(predicted, values["step_time"]),
         "advice": ranked,
         # the hardware cannot go past its peak
         "advice_combined": advice.combined(ranked, values["step_time"], advice.busy_share(acc)),

@@ -339,8 +339,7 @@ def _communication_rows(a: dict[str, Any]) -> list[tuple[str, str, str]]:
         (
             "exposed (overlap rules)",
             _seconds(comm["exposed_seconds"]),
-            f"share {_pct(comm['exposed_share'])}: compute at the GPU's peak hides the rest (a "
-            "lower bound on compute, so an upper bound on what is exposed)",
+            f"share {_pct(comm['exposed_share'])}: the step-time model's compute hides the rest",
         )
     )
     settings = comm["settings"]
@@ -364,6 +363,50 @@ def _communication_rows(a: dict[str, Any]) -> list[tuple[str, str, str]]:
                 "the bandwidths and the layout); no lever is derived from it",
             )
         )
+    return rows
+
+
+#: What each part of the step-time model is, as the report names it.
+TIME_PARTS = {
+    "gemms": "every weight GEMM at its roofline, forward and backward",
+    "attention": "the attention core at the kernel's efficiency, real lengths",
+    "linear_attention": "the gated-DeltaNet core",
+    "memory_bound": "norms, activations, MoE permutes, the loss, the optimizer step over HBM",
+    "recompute": "the forward again of what recompute redoes",
+    "communication_exposed": "what the overlap rules leave exposed",
+    "pipeline_bubble": "the schedule's idle time",
+}
+
+
+def _time_rows(t: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The step-time model: each part's seconds and share, the prediction, and against a
+    measured step the unexplained remainder (a negative one said plainly)."""
+    of = "of the measured step" if t["basis"] == "measured" else "of the prediction"
+    rows = [
+        (name, _seconds(part["seconds"]), f"{_pct(part['share'])} {of}; {TIME_PARTS[name]}")
+        for name, part in t["parts"].items()
+    ]
+    rows.append(
+        (
+            "predicted step",
+            _seconds(t["predicted_seconds"]),
+            f"the sum of the parts ({t['generation']} efficiencies: "
+            + ", ".join(f"{k} {v['value']:.3g}" for k, v in t["efficiencies"].items())
+            + ")",
+        )
+    )
+    if t["measured_seconds"] is not None:
+        rows.append(("measured step", _seconds(t["measured_seconds"]), "step_time"))
+        rows.append(
+            (
+                "unexplained",
+                _seconds(t["unexplained_seconds"]),
+                f"{_pct(t['unexplained_share'])} of the measured step: measured - predicted, "
+                "what the model does not account for",
+            )
+        )
+    if t["contradiction"]:
+        rows.append(("model > measured", "", t["contradiction"]))
     return rows
 
 
@@ -408,6 +451,7 @@ def _team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, st
         ("Parallel layout", layout),
         ("Memory of the most loaded GPU", memory_rows),
         ("Communication per step", comm_rows),
+        ("Where the step goes (step-time model)", _time_rows(a["time"])),
         ("Levers ranked for this run", advice_rows),
     ]
 
