@@ -239,4 +239,4 @@ def test_report_shows_the_upper_bound_and_the_exposed_time(tmp_path):
     for c in comm["collectives"]:
         assert 0 <= c["exposed_seconds"] <= c["seconds"] and "hidden_behind" in c
     assert set(comm["compute"]) >= {"forward_seconds", "backward_seconds", "attention_seconds"}
-    assert comm["compute"]["forward_seconds"] > 0 and "lower bound" in comm["compute"]["basis"]
+    assert comm["compute"]["forward_seconds"] > 0 and "step-time model" in comm["compute"]["basis"]

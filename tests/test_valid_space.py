@@ -225,6 +225,19 @@ def valid_scenarios(draw) -> dict:
     for key in ("fp8_dispatch", "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"):
         data[key] = draw(st.booleans())
     data["communication_share"] = draw(st.one_of(st.none(), fraction()))
+    # the step-time model: a schedule (interleaved with 2 up to a stage's layers of chunks) and
+    # the efficiencies, null or in (0, 1]
+    data["pipeline_schedule"] = draw(st.sampled_from(FIELDS["pipeline_schedule"].choices))
+    stage_layers = math.ceil(layers / pp)
+    if data["pipeline_schedule"] == "interleaved" and stage_layers < 2:
+        data["pipeline_schedule"] = "1f1b"
+    data["virtual_pipeline"] = (
+        draw(field("virtual_pipeline", high=stage_layers))
+        if data["pipeline_schedule"] == "interleaved"
+        else None
+    )
+    for key in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency"):
+        data[key] = draw(st.one_of(st.none(), field(key)))
     for key in ("training_hours", "ce_chunks", "attention_kernel_speedup"):
         data[key] = draw(field(key))
     for key in ("intra_node_bandwidth", "inter_node_bandwidth"):

@@ -302,21 +302,24 @@ FIELDS: dict[str, Field] = {
         maximum=10**5,
     ),
     "gemm_efficiency": Field(
-        "positive",
+        "efficiency",
         "a large GEMM's share of the dense peak (null: the GPU generation's)",
         nullable=True,
+        minimum=1e-3,
         maximum=1,
     ),
     "attention_efficiency": Field(
-        "positive",
+        "efficiency",
         "the attention kernel's share of the peak, forward and backward (null: the generation's)",
         nullable=True,
+        minimum=1e-3,
         maximum=1,
     ),
     "hbm_efficiency": Field(
-        "positive",
+        "efficiency",
         "achieved share of the HBM bandwidth for memory-bound work (null: the generation's)",
         nullable=True,
+        minimum=1e-3,
         maximum=1,
     ),
     # Values the course assumed, each a key (null: the course's value, labelled as such)
@@ -359,6 +362,7 @@ ALLOWED = {
     "count0": "a non-negative integer",
     "positive": "a positive number",
     "fraction": "a number between 0 and 1",
+    "efficiency": "a number from 0.001 to 1",
     "choice": "one of",
     "modules": "a list (or comma-separated text) of",
     "flag": "true or false",
@@ -460,9 +464,9 @@ def check_value(key: str, value: Any) -> Any:
         if spec.values and number not in spec.values:
             raise _fail(key, number, allowed)
         return number if spec.kind == "positive" else int(number)
-    if spec.kind == "fraction":
+    if spec.kind in ("fraction", "efficiency"):
         number = _number(key, value, allowed)
-        if not 0 <= number <= 1:
+        if not (spec.minimum or 0) <= number <= 1:
             raise _fail(key, number, allowed)
         return number
     if spec.kind == "choice":

@@ -1,0 +1,285 @@
+"""Issue 20: the step-time model. A GEMM's time at its roofline and the pipeline bubbles worked
+out by hand, the derivations checked, the parts summing to the prediction, and the course's and
+the example runs' parts against their measured steps."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import sympy as sp
+from commands import cli
+
+from costmodel.derive import step_time as forms
+from costmodel.derive import symbols as sym
+from costmodel.evaluate import compute_time, run, step_time
+from costmodel.evaluate.account import account
+from costmodel.evaluate.gemms import model_gemms
+from costmodel.inputs import efficiency, hardware, scenario
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
+H100 = hardware.GPUS["H100-SXM"]
+
+
+# ------------------------------------------------------------------ one GEMM by hand
+def test_a_large_gemm_is_compute_bound_at_the_gemm_efficiency():
+    # 8192^3 on an H100 SXM: 2 x 8192^3 FLOPs at 0.803 x 989 TFLOP/s = 1.3839 ms; its bytes,
+    # 2 x 3 x 8192^2 = 403 MB at 0.8 x 3.35 TB/s, take 0.150 ms: compute-bound
+    flops_time = 2 * 8192**3 / (0.803 * 989.4e12)
+    bytes_time = 2 * 3 * 8192**2 / (0.8 * 3.35e12)
+    assert flops_time == pytest.approx(1.38392e-3, rel=1e-4)
+    assert bytes_time < flops_time
+    got = forms.gemm_seconds(8192, 8192, 8192, H100.bf16_flops, H100.hbm_bandwidth, 0.803, 0.8)
+    assert got == pytest.approx(flops_time)
+
+
+def test_a_thin_gemm_is_memory_bound_at_the_hbm_efficiency():
+    # one token row against an 8192 x 8192 weight: 2 x 8192^2 FLOPs (0.17 us at the GEMM
+    # efficiency) but the weight's 134 MB to read: 50.1 us at 0.8 x 3.35 TB/s
+    bytes_time = 2 * (8192 + 8192 * 8192 + 8192) / (0.8 * 3.35e12)
+    assert bytes_time == pytest.approx(50.0935e-6, rel=1e-4)
+    got = forms.gemm_seconds(1, 8192, 8192, H100.bf16_flops, H100.hbm_bandwidth, 0.803, 0.8)
+    assert got == pytest.approx(bytes_time)
+    assert 2 * 8192**2 / (0.803 * H100.bf16_flops) < got / 100
+
+
+def test_the_numeric_gemm_time_is_the_derived_form():
+    numbers = {
+        sym.m: 4096,
+        sym.n: 1536,
+        sym.k_dim: 2048,
+        sym.P: 148e12,
+        sym.BW: 4e12,
+        sym.eta: 0.7,
+        sym.eta_m: 0.9,
+        sym.bytes_per_element: 2,
+    }
+    for rows in (1, 64, 4096, 10**6):
+        at = {**numbers, sym.m: rows}
+        form = float(forms.gemm_time.xreplace(at))
+        assert forms.gemm_seconds(rows, 1536, 2048, 148e12, 4e12, 0.7, 0.9) == pytest.approx(form)
+
+
+def test_the_roofline_turns_at_the_balance_times_the_efficiencies():
+    # compute time = memory time exactly where the intensity is eta P / (eta_m BW)
+    turn = sp.solve(sp.Eq(forms.gemm_compute_time, forms.gemm_memory_time), sym.P)[0]
+    intensity = sp.simplify(turn * sym.eta / (sym.eta_m * sym.BW))
+    from costmodel.derive.roofline import gemm_intensity
+
+    assert sp.simplify(intensity - gemm_intensity) == 0
+    # forward and backward: three GEMMs of the forward's size
+    assert sp.simplify(forms.linear_training_time / forms.gemm_time) == 3
+
+
+# ------------------------------------------------------------------ the bubble by hand
+def test_bubbles_derived_from_the_schedules_papers():
+    p, m, v = sym.p_p, sym.n_mb, sym.v_pp
+    got = forms.BUBBLE_OVER_COMPUTE
+    assert sp.simplify(got["1f1b"] - (p - 1) / m) == 0
+    assert sp.simplify(got["interleaved"] - (p - 1) / (v * m)) == 0
+    assert got["zero_bubble"] == 0
+    # DeepSeek-V3 Table 2: (PP/2 - 1)(F&B + B - 3W), F&B = F + B, B = 2F, W = F
+    assert sp.simplify(got["dualpipe"] - (p - 2) / (3 * m)) == 0
+    # ZB-H1 (ZB1P in the same table) leaves a third of 1F1B's bubble
+    third = (forms.ZB_H1_IDLE / forms.BUBBLE_IDLE["1f1b"]).subs(forms.WEIGHT_GEMM_SPLIT)
+    assert sp.simplify(third) == sp.Rational(1, 3)
+
+
+def test_bubbles_by_hand():
+    assert forms.bubble_over_compute("1f1b", 4, 32) == pytest.approx(3 / 32)
+    assert forms.bubble_over_compute("interleaved", 4, 32, 2) == pytest.approx(3 / 64)
+    assert forms.bubble_over_compute("zero_bubble", 16, 120) == 0
+    assert forms.bubble_over_compute("dualpipe", 16, 120) == pytest.approx(14 / 360)
+    assert forms.bubble_over_compute("1f1b", 1, 5) == 0  # no pipeline, no bubble
+
+
+def test_the_llama_runs_bubble_is_its_share_of_the_stage_compute():
+    values = scenario.resolve(REPO / "scenarios" / "llama-3.1-70b-512xH100.yaml").values
+    got = step_time.predict(values)
+    computed = compute_time.compute(values)
+    stage = sum(computed["parts"].values()) - computed["optimizer_seconds"]
+    assert got["parts"]["pipeline_bubble"] == pytest.approx(3 / 32 * stage)  # PP 4, 32 mb
+    inter = scenario.resolve(
+        REPO / "scenarios" / "llama-3.1-70b-512xH100.yaml",
+        overrides={"pipeline_schedule": "interleaved", "virtual_pipeline": 5},
+    ).values
+    assert step_time.predict(inter)["parts"]["pipeline_bubble"] == pytest.approx(3 / 160 * stage)
+
+
+# ------------------------------------------------------------------ the parts
+def test_gemms_are_every_row_at_its_roofline_three_times_per_micro_batch():
+    # a dense model on one GPU: no pipeline, no experts
+    values = scenario.resolve(
+        overrides={
+            "num_experts": 0,
+            "experts_per_token": 0,
+            "num_gpus": 1,
+            "samples_per_step": 4,
+            "full_attention_every": 1,
+            "hidden_size": 1024,
+            "num_layers": 4,
+            "num_heads": 8,
+            "head_dim": 128,
+            "vocab_size": 32000,
+            "seq_len": 4096,
+            "mean_tokens_per_sample": 4096,
+            "recompute": "none",
+        }
+    ).values
+    gpu = hardware.GPUS[values["gpu"]]
+    eff = efficiency.EFFICIENCIES["hopper"]
+    by_hand = 0.0
+    for row in model_gemms(values):
+        if row["weights"]:
+            once = max(
+                2 * row["m"] * row["n"] * row["k"] / (eff["gemm"].value * gpu.bf16_flops),
+                2
+                * (row["m"] * row["k"] + row["k"] * row["n"] + row["m"] * row["n"])
+                / (eff["hbm"].value * gpu.hbm_bandwidth),
+            )
+            by_hand += once * row["layers"]
+    got = step_time.predict(values)
+    assert got["parts"]["gemms"] == pytest.approx(3 * 4 * by_hand)  # 4 micro batches
+    assert got["parts"]["recompute"] == 0 and got["parts"]["pipeline_bubble"] == 0
+    assert got["generation"] == "hopper"
+
+
+def test_the_parts_sum_to_the_prediction():
+    for file in [None, *SCENARIOS]:
+        got = step_time.predict(scenario.resolve(file).values)
+        assert tuple(got["parts"]) == step_time.PARTS
+        assert got["seconds"] == pytest.approx(sum(got["parts"].values()))
+        assert all(math.isfinite(x) and x >= 0 for x in got["parts"].values())
+
+
+def test_efficiencies_come_from_the_generation_or_the_scenario():
+    for gpu in hardware.GPUS.values():
+        assert set(efficiency.EFFICIENCIES[gpu.generation]) == set(efficiency.NAMES)
+    assert {efficiency.generation(g) for g in ("H20", "H800", "H200")} == {"hopper"}
+    assert efficiency.generation("A100-80GB") == "ampere"
+    assert efficiency.generation("B200") == "blackwell"
+    base = step_time.predict(scenario.resolve().values)
+    half = step_time.predict(scenario.resolve(overrides={"gemm_efficiency": 0.4015}).values)
+    assert half["efficiencies"]["gemm"] == {"value": 0.4015, "source": "scenario (gemm_efficiency)"}
+    # the course's GEMMs are compute-bound at the H20's balance: half the efficiency, twice the time
+    assert half["parts"]["gemms"] == pytest.approx(2 * base["parts"]["gemms"], rel=0.01)
+    assert half["parts"]["attention"] == base["parts"]["attention"]
+
+
+def test_recompute_is_the_forward_of_what_it_recomputes():
+    course = scenario.resolve().values  # full recompute: r = r_core = 1
+    got = step_time.predict(course)["parts"]
+    # the weight GEMMs' forward is a third of their forward and backward; the core's forward
+    # is 1 / (1 + 2.5 / (0.55 / 0.7)) of the core's time at the flash efficiencies
+    core_forward = got["attention"] / (1 + 2.5 * 0.70 / 0.55)
+    linear_forward = got["linear_attention"] / (1 + 2 * 0.70 / 0.55)
+    elementwise = got["recompute"] - got["gemms"] / 3 - core_forward - linear_forward
+    assert 0 < elementwise < 0.05 * got["recompute"]  # the layers' norms and activations
+    # Megatron-LM's default selective set, the attention core: exactly the core's forward
+    core = scenario.resolve(
+        overrides={"recompute": "selective", "recompute_modules": ["core_attn"]}
+    ).values
+    parts = step_time.predict(core)["parts"]
+    assert parts["recompute"] == pytest.approx(
+        parts["attention"] / (1 + 2.5 * 0.70 / 0.55)
+        + parts["linear_attention"] / (1 + 2 * 0.70 / 0.55)
+    )
+    none = step_time.predict(scenario.resolve(overrides={"recompute": "none"}).values)
+    assert none["parts"]["recompute"] == 0
+
+
+def test_exposed_communication_hides_behind_the_models_compute():
+    values = scenario.resolve().values
+    comm = run.comm(values)
+    phases = compute_time.compute(values)["phases"]
+    assert comm["compute"]["forward_seconds"] == pytest.approx(phases["forward"])
+    assert comm["compute"]["backward_seconds"] == pytest.approx(phases["backward"])
+    # slower than the peak: the old compute at the GPU's peak was far shorter
+    at_peak = 6 * values["activated_params"] * values["tokens_per_step"] / (40 * 148e12)
+    assert phases["forward"] + phases["backward"] > at_peak
+    got = step_time.predict(values)
+    assert got["parts"]["communication_exposed"] == pytest.approx(comm["exposed_seconds"])
+
+
+# ------------------------------------------------------------------ against the measured steps
+@pytest.mark.parametrize("file", [None, *SCENARIOS], ids=lambda f: f.stem if f else "course")
+def test_no_part_exceeds_the_measured_step(file):
+    acc = account(scenario.resolve(file))
+    time = acc["time"]
+    measured = acc["scenario"]["step_time"]
+    assert time["measured_seconds"] == measured
+    for name, part in time["parts"].items():
+        assert part["seconds"] <= measured, name
+        assert part["share"] == pytest.approx(part["seconds"] / measured)
+    assert time["unexplained_seconds"] == pytest.approx(measured - time["predicted_seconds"])
+    # a prediction longer than the step is said plainly (the Qwen3-Next run: its EP all-to-all
+    # across 4 nodes, not overlapped, is the estimate's upper bound)
+    assert (time["contradiction"] is not None) == (time["unexplained_seconds"] < 0)
+
+
+def test_the_course_step_is_mostly_unexplained():
+    time = account(scenario.resolve())["time"]
+    assert 30 < time["predicted_seconds"] < 45  # of the measured 120 s
+    assert time["unexplained_share"] > 0.6 and time["contradiction"] is None
+
+
+def test_qwen3_next_prediction_exceeds_its_step_and_the_report_says_so():
+    file = REPO / "scenarios" / "qwen3-next-80b-256xB200.yaml"
+    time = account(scenario.resolve(file))["time"]
+    assert time["unexplained_seconds"] < 0
+    assert time["parts"]["communication_exposed"]["share"] > 0.5  # the named reason
+    out = cli("report", "--scenario", str(file))
+    assert out.returncode == 0, out.stderr
+    assert "the model says the step cannot be this fast" in out.stdout
+
+
+def test_report_text_markdown_and_json_show_the_time_section():
+    text = cli("report")
+    assert text.returncode == 0, text.stderr
+    assert "Where the step goes (step-time model)" in text.stdout
+    assert "unexplained" in text.stdout and "predicted step" in text.stdout
+    md = cli("report", "--format", "markdown")
+    assert "## Where the step goes (step-time model)" in md.stdout
+    data = json.loads(cli("report", "--format", "json").stdout)
+    time = data["time"]
+    assert set(time["parts"]) == set(step_time.PARTS)
+    assert time["basis"] == "measured" and time["measured_seconds"] == 120
+    assert time["predicted_seconds"] == pytest.approx(
+        sum(p["seconds"] for p in time["parts"].values())
+    )
+
+
+# ------------------------------------------------------------------ the keys
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--set", "virtual_pipeline=2"],
+            "virtual_pipeline: 2 is not allowed; expected null unless pipeline_schedule is "
+            "interleaved",
+        ),
+        (
+            ["--set", "pipeline_schedule=interleaved", "--set", "virtual_pipeline=41"],
+            "virtual_pipeline: 41 is not allowed; expected at most the layers of a pipeline "
+            "stage (40: num_layers / pipeline_parallel, rounded up)",
+        ),
+        (
+            ["--set", "gemm_efficiency=0"],
+            "gemm_efficiency: 0 is not allowed; expected a number from 0.001 to 1 or null",
+        ),
+        (
+            ["--set", "hbm_efficiency=1.5"],
+            "hbm_efficiency: 1.5 is not allowed; expected a number from 0.001 to 1 or null",
+        ),
+        (
+            ["--set", "pipeline_schedule=gpipe"],
+            "pipeline_schedule: 'gpipe' is not allowed; expected one of 1f1b, interleaved, "
+            "zero_bubble, dualpipe",
+        ),
+    ],
+)
+def test_bad_schedule_and_efficiency_keys_are_one_line(args, message):
+    out = cli("report", *args)
+    assert out.returncode == 2
+    assert out.stderr == f"costmodel: error: {message}\n"
