@@ -263,7 +263,8 @@ def valid_scenarios(draw) -> dict:
     low_t, high_t = bounds("step_time")
     low_t = max(low_t, at_peak * (1 + 1e-6))
     assume(low_t <= high_t)
-    data["step_time"] = draw(spread(low_t, high_t))
+    # null: the step-time model's prediction stands for it
+    data["step_time"] = draw(st.one_of(st.none(), spread(low_t, high_t)))
     best_tau = data["num_gpus"] * peak / (6 * data["activated_params"])  # measured MFU <= 100%
     low_m, high_m = bounds("measured_tokens_per_s")
     data["measured_tokens_per_s"] = (

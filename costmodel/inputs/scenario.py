@@ -82,7 +82,13 @@ FIELDS: dict[str, Field] = {
         "positive", "mean real tokens per sample (1 to seq_len)", minimum=1, maximum=10**8
     ),
     "seq_len": Field("count", "configured (padded) sequence length, tokens", maximum=10**8),
-    "step_time": Field("positive", "seconds per optimizer step", minimum=1e-06, maximum=10**9),
+    "step_time": Field(
+        "positive",
+        "measured seconds per optimizer step (null: the step-time model's prediction)",
+        nullable=True,
+        minimum=1e-06,
+        maximum=10**9,
+    ),
     "num_gpus": Field("count", "GPUs in the job", maximum=10**7),
     "gpu": Field("gpu", "GPU model (sets peak_flops and hbm_bandwidth)"),
     "peak_flops": Field(
@@ -906,6 +912,8 @@ def _derive(values: dict[str, Any], sources: dict[str, str], lengths: Lengths | 
         values["attention_dim"] = values["hidden_size"]
         origin = "hidden_size"
     values["attention_dim_from"] = origin
+    # measured, or null: the account fills it with the step-time model's prediction
+    values["step_time_from"] = "measured" if values.get("step_time") is not None else "predicted"
     values["tokens_per_step"] = values["samples_per_step"] * values["mean_tokens_per_sample"]
     if lengths is not None and lengths.exact_step:  # the file's own sum, no rounding
         values["tokens_per_step"] = int(lengths.truncated.sum())
@@ -927,6 +935,7 @@ def _derive(values: dict[str, Any], sources: dict[str, str], lengths: Lengths | 
         values["sum_squared_lengths_from"] = "samples_per_step x mean_tokens_per_sample^2"
     for key in (
         "attention_dim_from",
+        "step_time_from",
         "tokens_per_step",
         "num_full_attention_layers",
         "sum_squared_lengths",

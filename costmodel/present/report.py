@@ -22,7 +22,16 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
     """The account as titled tables of (quantity, value, note) rows."""
     sc = a["scenario"]
     pad, att, proj = a["padding"], a["attention"], a["projections"]
-    rows_inputs = [(key, _input(value), "") for key, value in sc.items()]
+    predicted = sc.get("step_time_from") == "predicted"
+    step_note = " (T predicted: step_time is null)" if predicted else ""
+    rows_inputs = [
+        (
+            key,
+            _input(value),
+            "predicted by the step-time model" if key == "step_time" and predicted else "",
+        )
+        for key, value in sc.items()
+    ]
     return [
         ("Inputs", rows_inputs),
         (
@@ -43,7 +52,7 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
         (
             "Utilization",
             [
-                ("MFU", _pct(a["mfu"]), "model FLOPs / (T x GPUs x peak)"),
+                ("MFU", _pct(a["mfu"]), "model FLOPs / (T x GPUs x peak)" + step_note),
                 ("HFU", _pct(a["hfu"]), "MFU x recompute factor"),
                 *_fp8_rows(a["fp8"]),
                 (
@@ -56,7 +65,7 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
         (
             "Throughput cross-check",
             [
-                ("tokens/s, from D / T", _count(a["tokens_per_s"]), ""),
+                ("tokens/s, from D / T", _count(a["tokens_per_s"]), step_note.strip()),
                 ("tokens/s, measured", _count(a["measured_tokens_per_s"]), ""),
                 ("tokens/s per GPU, from D / T", f"{a['tokens_per_s_per_gpu']:,.1f}", ""),
                 (

@@ -56,7 +56,8 @@ d.md(f"场景：**{d.text(sc['name'])}**"
 
 # %% tags=["remove-input"]
 SOURCE = {"course": "课程", "file": "场景文件", "--set": "覆盖参数", "model": "模型配置",
-          "gpu table": "GPU 表", "derived": "推导", "sequence_lengths": "长度文件"}
+          "gpu table": "GPU 表", "derived": "推导", "sequence_lengths": "长度文件",
+          "predicted": "步长模型预测"}
 measured = sc["measured_tokens_per_s"]
 
 
