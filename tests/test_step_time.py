@@ -283,3 +283,32 @@ def test_bad_schedule_and_efficiency_keys_are_one_line(args, message):
     out = cli("report", *args)
     assert out.returncode == 2
     assert out.stderr == f"costmodel: error: {message}\n"
+
+
+# ------------------------------------------------------------------ step_time null: predicted
+def test_a_null_step_time_is_the_predicted_step():
+    sc = scenario.resolve(overrides={"step_time": None})
+    assert sc["step_time"] is None and sc["step_time_from"] == "predicted"
+    acc = account(sc)
+    predicted = step_time.predict(scenario.resolve().values)["seconds"]
+    # the account fills the scenario's values: every figure divides by the predicted step
+    assert sc["step_time"] == pytest.approx(predicted) and sc.sources["step_time"] == "predicted"
+    assert acc["scenario"]["step_time_from"] == "predicted"
+    assert acc["time"]["basis"] == "predicted" and acc["time"]["measured_seconds"] is None
+    assert acc["time"]["unexplained_seconds"] is None and acc["time"]["contradiction"] is None
+    model_flops = 6 * sc["activated_params"] * sc["tokens_per_step"]
+    assert acc["mfu"] == pytest.approx(model_flops / (predicted * 40 * 148e12))
+    assert sum(p["share"] for p in acc["time"]["parts"].values()) == pytest.approx(1)
+
+
+def test_the_report_says_the_step_is_predicted(tmp_path):
+    file = tmp_path / "run.yaml"
+    file.write_text("name: predicted\nstep_time: null\n", encoding="utf-8")
+    text = cli("report", "--scenario", str(file))
+    assert text.returncode == 0, text.stderr
+    assert "predicted by the step-time model" in text.stdout
+    assert "(T predicted: step_time is null)" in text.stdout
+    data = json.loads(cli("report", "--scenario", str(file), "--format", "json").stdout)
+    assert data["scenario"]["step_time"] == pytest.approx(data["time"]["predicted_seconds"])
+    measured = json.loads(cli("report", "--format", "json").stdout)
+    assert measured["scenario"]["step_time_from"] == "measured"

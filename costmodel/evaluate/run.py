@@ -496,6 +496,8 @@ def variant(values: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any] |
         for key in scenario.FIELDS
         if key in values and values[key] is not None and key not in _NOT_INPUTS
     }
+    if values.get("step_time_from") == "predicted":
+        data["step_time"] = None  # predicted again for the variant, never a bound's refusal
     data.update(changes)
     if "recompute_modules" in changes or "recompute" in changes:
         data.pop("selective_recompute_fraction", None)  # a stated r was for the old modules

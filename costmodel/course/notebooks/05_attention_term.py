@@ -59,8 +59,10 @@ NO_SPLIT = {"tensor_parallel": 1, "pipeline_parallel": 1, "context_parallel": 1,
 def resolve_with(**keys):
     """The scenario in force with some keys replaced (and no TP, PP or CP), and its account; a
     predicted step (step_time null) is kept as the scenario's, so the variants compare at one T."""
-    same_step = {"step_time": sc["step_time"]} if sc["step_time_from"] == "predicted" else {}
-    hsc = scenario.resolve(scenario_file, {**overrides, **NO_SPLIT, **same_step, **keys})
+    hsc = scenario.resolve(scenario_file, {**overrides, **NO_SPLIT, **keys})
+    if sc["step_time_from"] == "predicted":
+        hsc.values["step_time"] = sc["step_time"]
+        hsc.sources["step_time"] = "predicted"
     return hsc, account(hsc)
 
 
