@@ -82,12 +82,12 @@ CASES = [
     (
         "yaml-1e400",
         lambda t: ["report", "--scenario", write(t, "s.yaml", "step_time: 1e400\n")],
-        "step_time: '1e400' is not allowed; expected a positive number from 1e-6 to 1e9",
+        "step_time: '1e400' is not allowed; expected a positive number from 1e-6 to 1e9 or null",
     ),
     (
         "yaml-denormal",
         lambda t: ["report", "--scenario", write(t, "s.yaml", "step_time: 5e-324\n")],
-        "step_time: 5e-324 is not allowed; expected a positive number from 1e-6 to 1e9",
+        "step_time: 5e-324 is not allowed; expected a positive number from 1e-6 to 1e9 or null",
     ),
     (
         "yaml-huge-params",
@@ -437,7 +437,7 @@ def test_check_value_bounds_are_inclusive(key, value):
 
 def test_allowed_text_states_the_range():
     assert scenario.allowed_text("seq_len") == "a positive integer up to 100,000,000"
-    assert scenario.allowed_text("step_time") == "a positive number from 1e-6 to 1e9"
+    assert scenario.allowed_text("step_time") == "a positive number from 1e-6 to 1e9 or null"
     assert scenario.allowed_text("num_experts") == "a non-negative integer up to 1,000,000"
     assert (
         scenario.allowed_text("measured_tokens_per_s")
