@@ -191,6 +191,11 @@ def test_readme_table_of_the_runs_is_the_account(label, file, overrides):
     assert ("does not fit" in row) == (not mem["fits"])
     assert f"{comm['seconds']:.1f} s, {100 * comm['estimated_share']:.1f}%" in row
     assert f"exposed {comm['exposed_seconds']:.2f} s" in row
+    time = acc["time"]
+    assert f"{time['predicted_seconds']:.1f} s of {time['measured_seconds']:.1f} s" in row.replace(
+        " of 120 s", " of 120.0 s"
+    )
+    assert f"unexplained {time['unexplained_seconds']:.1f} s" in row
     assert f"{first['lever'].replace('_', ' ')} {first['speedup']:.2f}x" in row
 
 

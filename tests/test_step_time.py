@@ -145,6 +145,41 @@ def test_gemms_are_every_row_at_its_roofline_three_times_per_micro_batch():
     assert got["generation"] == "hopper"
 
 
+def test_fp8_gemms_run_at_the_fp8_peak_with_one_byte_inputs():
+    keys = {
+        "gpu": "H100-SXM",
+        "num_experts": 0,
+        "experts_per_token": 0,
+        "num_gpus": 1,
+        "samples_per_step": 1,
+        "full_attention_every": 1,
+        "hidden_size": 4096,
+        "num_layers": 2,
+        "num_heads": 32,
+        "head_dim": 128,
+        "vocab_size": 32000,
+        "seq_len": 8192,
+        "mean_tokens_per_sample": 8192,
+        "recompute": "none",
+    }
+    bf16 = scenario.resolve(overrides=keys).values
+    fp8 = scenario.resolve(overrides={**keys, "fp8": "hybrid"}).values
+    rows = {r["key"]: r for r in model_gemms(fp8) if r["weights"]}
+    eff = efficiency.EFFICIENCIES["hopper"]
+    by_hand = 0.0
+    for key, r in rows.items():
+        m, n, k = r["m"], r["n"], r["k"]
+        if key == "lm_head":  # BF16
+            peak, e, beta = H100.bf16_flops, eff["gemm"].value, 2
+        else:
+            peak, e, beta = H100.fp8_flops, eff["gemm_fp8"].value, 1
+        by_hand += r["layers"] * max(
+            2 * m * n * k / (e * peak), beta * (m * k + k * n + m * n) / (0.8 * H100.hbm_bandwidth)
+        )
+    assert step_time.predict(fp8)["parts"]["gemms"] == pytest.approx(3 * by_hand)
+    assert step_time.predict(fp8)["parts"]["gemms"] < step_time.predict(bf16)["parts"]["gemms"]
+
+
 def test_the_parts_sum_to_the_prediction():
     for file in [None, *SCENARIOS]:
         got = step_time.predict(scenario.resolve(file).values)

@@ -11,8 +11,8 @@ GEMMs pay for the pad slots; packed rows of documents).
 
 - Weight GEMMs: each row at its roofline, max(2mnk / (eta P), beta (mk + kn + mn) / (eta_m BW)),
   forward and backward 3 x the forward; a routed expert's row once per expert the GPU holds
-  (E / EP). With `fp8: hybrid` the layers' GEMMs run at the GPU's FP8 peak with 1-byte inputs
-  (Transformer Engine; the lm_head stays BF16).
+  (E / EP). With `fp8: hybrid` the layers' GEMMs run at the GPU's FP8 peak and `gemm_fp8` with
+  1-byte inputs (Transformer Engine; the lm_head stays BF16).
 - The attention core at the real lengths (sum of s_i^2, the scenario's causal or full square:
   derive.attention, as the account counts it), forward at the kernel's forward efficiency, its
   backward (2.5 x the forward's FLOPs for flash, 2 x for eager) at the backward's.
@@ -80,7 +80,7 @@ def _gemm_rows(values: dict[str, Any], eff: dict, shape: ModelShape) -> dict[str
     gpu = hardware.GPUS[values["gpu"]]
     fp8 = values.get("fp8") == "hybrid" and gpu.fp8_flops
     peak, bandwidth = values["peak_flops"], values["hbm_bandwidth"]
-    e, e_m = eff["gemm"].value, eff["hbm"].value
+    e_m = eff["hbm"].value
     experts_here = shape.num_experts / values["expert_parallel"] if shape.is_moe else 1
     out: dict[str, float] = {}
     for row in model_gemms(values):
@@ -93,7 +93,7 @@ def _gemm_rows(values: dict[str, Any], eff: dict, shape: ModelShape) -> dict[str
             row["k"],
             peak * (gpu.fp8_flops / gpu.bf16_flops if in_fp8 else 1),
             bandwidth,
-            e,
+            eff["gemm_fp8" if in_fp8 else "gemm"].value,
             e_m,
             beta=1 if in_fp8 else 2,
         )

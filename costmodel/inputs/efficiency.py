@@ -2,7 +2,8 @@
 named parameters per GPU generation (costmodel.evaluate.step_time uses them).
 
 - `gemm`: a large BF16 GEMM's achieved FLOP/s over the GPU's dense BF16 peak (the compute roof
-  of every weight GEMM; a small GEMM falls under the memory roof instead, at `hbm`).
+  of every weight GEMM; a small GEMM falls under the memory roof instead, at `hbm`);
+  `gemm_fp8` the same for an FP8 GEMM over the dense FP8 peak (`fp8: hybrid`).
 - `attention_flash_forward`, `attention_flash_backward`: a flash-attention kernel's achieved
   FLOP/s over the peak, forward and backward (the backward counted as the kernel counts it,
   2.5 x the forward's FLOPs: the QK^T it recomputes included).
@@ -35,6 +36,7 @@ class Efficiency:
 #: The parameters, in the order the report shows them.
 NAMES = (
     "gemm",
+    "gemm_fp8",
     "attention_flash_forward",
     "attention_flash_backward",
     "attention_eager",
@@ -46,6 +48,10 @@ GENERATIONS = ("ampere", "hopper", "blackwell", "ada", "cdna3")
 _MAMF = (
     "Maximum Achievable Matmul FLOPS, BF16, stas00/ml-engineering "
     "compute/accelerator/README.md ('Maximum Achievable Matmul FLOPS comparison table'): {}"
+)
+_MAMF8 = (
+    "Maximum Achievable Matmul FLOPS, FP8 (float8_e4m3fn), stas00/ml-engineering "
+    "compute/accelerator/README.md: {}"
 )
 _FA2 = (
     "FlashAttention-2 (Dao, arXiv:2307.08691), abstract: 'reaching 50-73% of the theoretical "
@@ -69,6 +75,7 @@ _HBM = (
 EFFICIENCIES: dict[str, dict[str, Efficiency]] = {
     "ampere": {
         "gemm": Efficiency(0.869, _MAMF.format("NVIDIA A100 SXM 271.2 of 312 TFLOPS, 86.9%")),
+        "gemm_fp8": Efficiency(0.869, "unused: Ampere has no FP8 tensor cores (the BF16 value)"),
         "attention_flash_forward": Efficiency(
             0.70, _FA2.format("forward taken at 0.70, near the top of that range")
         ),
@@ -80,6 +87,9 @@ EFFICIENCIES: dict[str, dict[str, Efficiency]] = {
     },
     "hopper": {
         "gemm": Efficiency(0.803, _MAMF.format("NVIDIA H100 SXM 794.5 of 989 TFLOPS, 80.3%")),
+        "gemm_fp8": Efficiency(
+            0.709, _MAMF8.format("NVIDIA H100 SXM 1402.6 of 1979 TFLOPS, 70.9%")
+        ),
         "attention_flash_forward": Efficiency(
             0.70, _FA3.format("forward taken at 0.70, below that peak shape's 75%")
         ),
@@ -91,6 +101,9 @@ EFFICIENCIES: dict[str, dict[str, Efficiency]] = {
     },
     "blackwell": {
         "gemm": Efficiency(0.776, _MAMF.format("NVIDIA B200 SXM 1745.0 of 2250 TFLOPS, 77.6%")),
+        "gemm_fp8": Efficiency(
+            0.763, _MAMF8.format("NVIDIA B200 SXM 3432.5 of 4500 TFLOPS, 76.3%")
+        ),
         "attention_flash_forward": Efficiency(
             0.70, "assumed: Hopper's (FlashAttention-3); no Blackwell figure recorded yet"
         ),
@@ -102,6 +115,7 @@ EFFICIENCIES: dict[str, dict[str, Efficiency]] = {
     },
     "ada": {
         "gemm": Efficiency(0.803, "assumed: Hopper's (no L40S figure recorded)"),
+        "gemm_fp8": Efficiency(0.709, "assumed: Hopper's (no L40S figure recorded)"),
         "attention_flash_forward": Efficiency(0.70, _FA2.format("assumed as on A100")),
         "attention_flash_backward": Efficiency(0.55, _FA2.format("assumed as on A100")),
         "attention_eager": Efficiency(0.15, _EAGER.format("about 1/5")),
@@ -109,6 +123,9 @@ EFFICIENCIES: dict[str, dict[str, Efficiency]] = {
     },
     "cdna3": {
         "gemm": Efficiency(0.514, _MAMF.format("AMD MI300X 668.4 of 1300 TFLOPS, 51.4%")),
+        "gemm_fp8": Efficiency(
+            0.514, "assumed: the BF16 value (the FP8 table has no MI300X figure)"
+        ),
         "attention_flash_forward": Efficiency(0.50, "assumed: no MI300X figure recorded"),
         "attention_flash_backward": Efficiency(0.40, "assumed: no MI300X figure recorded"),
         "attention_eager": Efficiency(0.10, "assumed: no MI300X figure recorded"),
@@ -123,7 +140,7 @@ FITTED: dict[str, dict[str, Efficiency]] = {}
 
 #: Scenario keys that override a parameter (null: the generation's value).
 OVERRIDES = {
-    "gemm_efficiency": ("gemm",),
+    "gemm_efficiency": ("gemm", "gemm_fp8"),
     "attention_efficiency": (
         "attention_flash_forward",
         "attention_flash_backward",
