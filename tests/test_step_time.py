@@ -347,3 +347,15 @@ def test_the_report_says_the_step_is_predicted(tmp_path):
     assert data["scenario"]["step_time"] == pytest.approx(data["time"]["predicted_seconds"])
     measured = json.loads(cli("report", "--format", "json").stdout)
     assert measured["scenario"]["step_time_from"] == "measured"
+
+
+def test_interleaving_holds_more_micro_batches_in_memory():
+    file = REPO / "scenarios" / "llama-3.1-70b-512xH100.yaml"
+    plain = run.memory(scenario.resolve(file).values)
+    chunks = scenario.resolve(
+        file, overrides={"pipeline_schedule": "interleaved", "virtual_pipeline": 5}
+    ).values
+    interleaved = run.memory(chunks)
+    assert plain["in_flight"] == 4
+    assert interleaved["in_flight"] == pytest.approx(4 + 3 / 5)  # p + (p - 1) / v
+    assert interleaved["total"] > plain["total"]

@@ -310,7 +310,7 @@ def memory(
     recompute: str | None = None,
     micro_batch: int | None = None,
     logits_chunks: int = 1,
-    virtual_stages: int = 1,
+    virtual_stages: int | None = None,
     fit: bool = False,
     **changes: Any,
 ) -> dict[str, Any]:
@@ -336,9 +336,9 @@ def memory(
     layer_params = params["layers"] / (tp * pp) + experts_on_gpu
     # 1F1B: the first stage holds min(m, p) micro batches and the embedding; the last stage
     # one micro batch, the logits and the lm_head (one stage holds all of it when p = 1)
-    in_flight = act.in_flight_micro_batches(
-        pp, max(1, int(micro_batches(values, b))), virtual_stages
-    )
+    # interleaved 1F1B keeps more micro batches in flight: the lever's chunks, else the scenario's
+    chunks = virtual_stages or values.get("virtual_pipeline") or 1
+    in_flight = act.in_flight_micro_batches(pp, max(1, int(micro_batches(values, b))), chunks)
     stages = {
         "first": (
             layer_params + params["embedding"] / tp + (head / tp if pp == 1 else 0),
