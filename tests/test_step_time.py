@@ -359,3 +359,12 @@ def test_interleaving_holds_more_micro_batches_in_memory():
     assert plain["in_flight"] == 4
     assert interleaved["in_flight"] == pytest.approx(4 + 3 / 5)  # p + (p - 1) / v
     assert interleaved["total"] > plain["total"]
+
+
+def test_the_layout_states_the_schedules_bubble():
+    par = account(scenario.resolve(REPO / "scenarios" / "deepseek-v3-2048xH800.yaml"))["parallel"]
+    assert par["pipeline_schedule"] == "dualpipe"
+    assert par["pipeline_bubble"] == pytest.approx(15 / 135)  # 1F1B's, as before
+    assert par["schedule_bubble"] == pytest.approx(14 / (360 + 14))  # (p - 2) / (3m + p - 2)
+    text = cli("report", "--scenario", str(REPO / "scenarios" / "deepseek-v3-2048xH800.yaml"))
+    assert "bubble of the schedule (dualpipe)" in text.stdout

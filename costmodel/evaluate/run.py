@@ -17,6 +17,7 @@ from typing import Any
 from costmodel.derive import activations as act
 from costmodel.derive import attention
 from costmodel.derive import communication as comm_forms
+from costmodel.derive import step_time as step_forms
 from costmodel.derive.memory import peak, phases
 from costmodel.derive.model_states import model_state_bytes
 from costmodel.evaluate import compute_time
@@ -104,7 +105,24 @@ def parallel(values: dict[str, Any]) -> dict[str, Any]:
         "micro_batches": m,
         "micro_batches_divide": float(m).is_integer(),
         "pipeline_bubble": bubble,
+        # the scenario's schedule (derive.step_time): its idle time as a share of the step
+        "pipeline_schedule": values.get("pipeline_schedule") or "1f1b",
+        "virtual_pipeline": values.get("virtual_pipeline"),
+        "schedule_bubble": schedule_bubble(values),
     }
+
+
+def schedule_bubble(values: dict[str, Any]) -> float:
+    """The bubble of the scenario's pipeline schedule as a share of the step: b / (1 + b), b
+    its idle time over the stage's compute (derive.step_time.BUBBLE_OVER_COMPUTE); 1F1B's is
+    (p - 1) / (m + p - 1)."""
+    idle = step_forms.bubble_over_compute(
+        values.get("pipeline_schedule") or "1f1b",
+        values["pipeline_parallel"],
+        values["micro_batches_per_step"],
+        values.get("virtual_pipeline") or 1,
+    )
+    return idle / (1 + idle)
 
 
 def _params(shape: ModelShape, values: dict[str, Any]) -> dict[str, float]:

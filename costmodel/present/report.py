@@ -430,7 +430,13 @@ def _team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, st
             f"EP {par['ep']}" + (", sequence parallel" if par["sp"] else ""),
         ),
         ("micro batches per step", f"{par['micro_batches']:g}", "per pipeline"),
-        ("pipeline bubble", _pct(par["pipeline_bubble"]), "(p - 1) / (m + p - 1)"),
+        ("pipeline bubble", _pct(par["pipeline_bubble"]), "1F1B: (p - 1) / (m + p - 1)"),
+        (
+            f"bubble of the schedule ({par['pipeline_schedule']})",
+            _pct(par["schedule_bubble"]),
+            "of the step (derive.step_time; virtual_pipeline "
+            f"{par['virtual_pipeline'] if par['virtual_pipeline'] else 'null'})",
+        ),
     ]
     memory_rows = _memory_rows(mem)
     comm_rows = _communication_rows(a)
