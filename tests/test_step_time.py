@@ -204,13 +204,22 @@ def test_efficiencies_come_from_the_generation_or_the_scenario():
 
 def test_recompute_is_the_forward_of_what_it_recomputes():
     course = scenario.resolve().values  # full recompute: r = r_core = 1
-    got = step_time.predict(course)["parts"]
-    # the weight GEMMs' forward is a third of their forward and backward; the core's forward
-    # is 1 / (1 + 2.5 / (0.55 / 0.7)) of the core's time at the flash efficiencies
+    predicted = step_time.predict(course)
+    got, detail = predicted["parts"], predicted["detail"]
+    # the layers' GEMM forward: a third of all GEMMs' forward and backward, less the lm_head's
+    # (Megatron-LM does not re-run the output layer); the core's forward is
+    # 1 / (1 + 2.5 x 0.7 / 0.55) of the core's time at the flash efficiencies
+    lm_head = 2 * detail["gemm_forward_seconds_per_micro_batch"]["lm_head"]  # 2 micro batches
     core_forward = got["attention"] / (1 + 2.5 * 0.70 / 0.55)
     linear_forward = got["linear_attention"] / (1 + 2 * 0.70 / 0.55)
-    elementwise = got["recompute"] - got["gemms"] / 3 - core_forward - linear_forward
+    elementwise = got["recompute"] - (got["gemms"] / 3 - lm_head) - core_forward - linear_forward
     assert 0 < elementwise < 0.05 * got["recompute"]  # the layers' norms and activations
+    # selective `moe`: the MoE rows of the 40 MoE layers, every micro batch, nothing else
+    moe = scenario.resolve(overrides={"recompute": "selective", "recompute_modules": ["moe"]})
+    rows = step_time.predict(moe.values)["detail"]["gemm_forward_seconds_per_micro_batch"]
+    keys = ("router", "expert_gate_up", "expert_down", "shared_gate_up", "shared_down")
+    by_hand = 2 * 40 * sum(rows[k] for k in keys + ("shared_expert_gate",))
+    assert step_time.predict(moe.values)["parts"]["recompute"] == pytest.approx(by_hand)
     # Megatron-LM's default selective set, the attention core: exactly the core's forward
     core = scenario.resolve(
         overrides={"recompute": "selective", "recompute_modules": ["core_attn"]}

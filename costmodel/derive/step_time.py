@@ -16,6 +16,8 @@ and does next to no arithmetic: t = Q / (eta_m BW).
 
 Recompute runs again the forward of what it recomputes: r of the weight GEMMs' forward time
 and r_core of the attention core's (the fractions of derive.recompute), before the backward.
+(evaluate.compute_time takes the recomputed modules' own GEMM rows, each at its roofline, where
+r is their share of the FLOPs, and leaves the lm_head out of full recompute.)
 
 The pipeline bubble. A stage's compute per step T_c is n_mb micro batches of a forward F and a
 backward B_t (B_t including the weight gradient W_t), T_c = n_mb (F + B_t). A schedule leaves the

@@ -25,10 +25,12 @@ GEMMs pay for the pad slots; packed rows of documents).
   (the logits read forward, read and written backward: 2 + 4 bytes a logit); the optimizer step
   (Adam on the GPU's shard: fp32 weights, gradients, two moments read, weights and moments
   written, BF16 weights written: 30 bytes a parameter).
-- Recompute: the forward again of what the policy recomputes: r of the weight GEMMs' forward,
-  r_core of the attention core's (and the linear-attention core's), and the recomputed
-  elementwise work (every layer's under full recompute, the norms with `layernorm`, the MoE
-  activation with `moe_act`).
+- Recompute: the forward again of what the policy recomputes: under full recompute r of the
+  stage's layers (r = 1, or the share `recompute_method: block` redoes), their GEMMs and
+  elementwise work, not the lm_head (Megatron-LM does not re-run the output layer); under
+  selective recompute the GEMM rows of its weight modules (`mlp`, `moe`, `shared_experts`,
+  `mla_up_proj`), the norms with `layernorm`, the MoE activation with `moe_act`; r_core of the
+  attention core's forward (and the linear-attention core's).
 
 Not counted: the embedding lookup, RoPE, the router's softmax and top-k, dropout, kernel
 launch gaps, and the gradient accumulation into fp32 (fused into the weight-gradient GEMM, as
@@ -67,6 +69,13 @@ MLP_ROWS = {
     ),
 }
 OUTSIDE_ROWS = ("mtp_projection", "lm_head")
+#: The GEMM rows each weight module of `recompute_modules` redoes (derive.recompute).
+MODULE_ROWS = {
+    "mlp": MLP_ROWS["dense"],
+    "moe": MLP_ROWS["moe"],
+    "shared_experts": ("shared_gate_up", "shared_down", "shared_expert_gate"),
+    "mla_up_proj": ("q_b", "kv_b"),
+}
 #: Bytes per element of the elementwise kernels, forward and backward (module docstring).
 NORM_BYTES = (4, 6)
 RESIDUAL_BYTES = (6, 6)
@@ -161,6 +170,11 @@ def _layer(values, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dict[s
     mb = values["micro_batches_per_step"]
     bandwidth = values["hbm_bandwidth"] * eff["hbm"].value
     gemm_fwd = mb * sum(gemm.get(key, 0.0) for key in MIXER_ROWS[mixer] + MLP_ROWS[mlp])
+    rows = set(MIXER_ROWS[mixer] + MLP_ROWS[mlp])
+    modules = {
+        f"{name}_gemm_forward": mb * sum(gemm.get(key, 0.0) for key in keys if key in rows)
+        for name, keys in MODULE_ROWS.items()
+    }
     mem_fwd, mem_bwd, pieces = _elementwise(values, shape, mlp)
     peak = values["peak_flops"]
     kernel = values["attention_kernel"]
@@ -179,6 +193,7 @@ def _layer(values, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dict[s
         "memory_backward": mb * mem_bwd / bandwidth,
         "layernorm_forward": mb * pieces["layernorm"] / bandwidth,
         "moe_act_forward": mb * pieces["moe_act"] / bandwidth,
+        **modules,
     }
 
 
@@ -201,6 +216,27 @@ def _stage(kinds: list[tuple[dict[str, float], int]], pp: int) -> list[dict[str,
     for layer, count in sorted(kinds, key=lambda kind: -_total(kind[0])):
         layers += [layer] * min(count, room - len(layers))
     return layers
+
+
+def _recompute_weights(values: dict[str, Any], sums: dict[str, float]) -> float:
+    """Seconds the recompute policy spends again on weight GEMMs and elementwise work: full
+    recompute redoes its share r of the stage's layers (their GEMMs and elementwise forward; the
+    lm_head is not re-run), selective recompute the GEMM rows of its weight modules and the
+    elementwise work of `layernorm` and `moe_act`; a stated selective_recompute_fraction r is r
+    of the layers' GEMM forward."""
+    r, policy = values["recompute_weights_fraction"], values["recompute"]
+    if policy == "full":
+        return r * (sums.get("gemm_forward", 0.0) + sums.get("memory_forward", 0.0))
+    if policy != "selective":
+        return 0.0
+    modules = values.get("recompute_modules") or []
+    pieces = sum(sums.get(f"{m}_forward", 0.0) for m in ("layernorm", "moe_act") if m in modules)
+    if values["recompute_fraction_from"] != "modules":  # a stated r
+        return pieces + r * sums.get("gemm_forward", 0.0)
+    weights = [m for m in MODULE_ROWS if m in modules]
+    if "moe" in weights and "shared_experts" in weights:  # moe redoes the shared experts too
+        weights.remove("shared_experts")
+    return pieces + sum(sums.get(f"{m}_gemm_forward", 0.0) for m in weights)
 
 
 def _optimizer_bytes(values: dict[str, Any], shape: ModelShape) -> float:
@@ -243,19 +279,9 @@ def compute(values: dict[str, Any], shape: ModelShape | None = None) -> dict[str
     loss = [mb * x * logits / bandwidth for x in LOSS_BYTES]
     optimizer = _optimizer_bytes(values, shape) / bandwidth
     gemm_fwd = sums.get("gemm_forward", 0.0) + outside_fwd
-    r, r_core = values["recompute_weights_fraction"], values["recompute_core_fraction"]
-    policy, modules = values["recompute"], values.get("recompute_modules") or []
-    if policy == "full":
-        elementwise_again = r * sums.get("memory_forward", 0.0)
-    elif policy == "selective":
-        pieces = [m for m in ("layernorm", "moe_act") if m in modules]
-        elementwise_again = sum(sums.get(f"{m}_forward", 0.0) for m in pieces)
-    else:
-        elementwise_again = 0.0
-    recompute = (
-        r * gemm_fwd
-        + r_core * (sums.get("core_forward", 0.0) + sums.get("linear_forward", 0.0))
-        + elementwise_again
+    r_core = values["recompute_core_fraction"]
+    recompute = _recompute_weights(values, sums) + r_core * (
+        sums.get("core_forward", 0.0) + sums.get("linear_forward", 0.0)
     )
     parts = {
         "gemms": 3 * gemm_fwd,
