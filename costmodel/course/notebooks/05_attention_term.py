@@ -58,7 +58,11 @@ NO_SPLIT = {"tensor_parallel": 1, "pipeline_parallel": 1, "context_parallel": 1,
 
 def resolve_with(**keys):
     """The scenario in force with some keys replaced (and no TP, PP or CP), and its account; a
-    predicted step (step_time null) is kept as the scenario's, so the variants compare at one T."""
+    predicted step (step_time null) is kept as the scenario's, so the variants compare at one T.
+    A shape given with its own heads (`num_heads` set or reset here) drops a `num_kv_heads` the
+    scenario sets: that count was for the scenario's heads, not these."""
+    if "num_heads" in keys and sc["num_kv_heads"] is not None:
+        keys = {"num_kv_heads": None if keys["num_heads"] is None else shape.num_kv_heads, **keys}
     hsc = scenario.resolve(scenario_file, {**overrides, **NO_SPLIT, **keys})
     if sc["step_time_from"] == "predicted":
         hsc.values["step_time"] = sc["step_time"]
