@@ -214,15 +214,22 @@ def model_available() -> bool:
 
 
 def model() -> Predictor:
-    """costmodel's step-time model, its efficiencies passed as scenario overrides (a
-    parameter absent from ``params`` keeps the library's value)."""
+    """costmodel's step-time model, its efficiencies passed as scenario keys (a parameter
+    absent from ``params`` keeps the library's value). A row's scenario is resolved once, with
+    the library's efficiencies, and ``params`` replace their keys in a copy of its values: the
+    model reads them from the values (the design of issue 20), and a fit evaluates each row
+    hundreds of times. ``params`` are not checked here: the fitter keeps them in (0, 1]."""
     from costmodel.inputs import scenario
 
     step_time = importlib.import_module("costmodel.evaluate.step_time")
+    kept: dict[str, dict[str, Any]] = {}
 
     def predict(row: dict[str, Any], params: dict[str, float]) -> float:
-        keys = {**_published().overrides(row), **params}
-        return float(step_time.predict(scenario.resolve(overrides=keys).values)["seconds"])
+        if row["id"] not in kept:
+            keys = _published().overrides(row)
+            kept[row["id"]] = scenario.resolve(overrides=keys).values
+        values = {**kept[row["id"]], **params}
+        return float(step_time.predict(values)["seconds"])
 
     return predict
 

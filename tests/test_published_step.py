@@ -171,3 +171,67 @@ def test_summary_gives_both_splits_for_every_predictor(found):
     assert ("not there yet" in text) != cal.model_available()
     table = bench.step_table(list(steps.values()), {})
     assert len(table) == len(ROWS) + 1
+
+
+def _fake_step_time(monkeypatch):
+    """A stand-in for costmodel.evaluate.step_time (the real one is issue 20's other half):
+    tokens x 1e-6 s over gemm_efficiency (0.5 where the values leave it null)."""
+    import sys
+    import types
+
+    fake = types.ModuleType("costmodel.evaluate.step_time")
+
+    def predict(values):
+        efficiency = values.get("gemm_efficiency") or 0.5
+        return {"seconds": values["samples_per_step"] * values["seq_len"] * 1e-6 / efficiency}
+
+    fake.predict = predict
+    monkeypatch.setitem(sys.modules, "costmodel.evaluate.step_time", fake)
+    monkeypatch.setattr(cal, "model_available", lambda: True)
+
+
+def test_the_model_is_wired_where_it_exists(monkeypatch, capsys):
+    """With a step-time model present, the benchmark prints its column and statistics beside
+    the baseline's, with the library's efficiencies, and the fitter fits its named parameters
+    passed as scenario keys."""
+    _fake_step_time(monkeypatch)
+    predict, _ = bench.predictors()
+    row = next(r for r in ROWS if r["id"] == "korthikanti-175b-selective")
+    assert predict["model"](row) == pytest.approx(64 * 2048 * 1e-6 / 0.5)
+    model = cal.model()
+    rows = [r for r in ROWS if r["id"].startswith(("korthikanti", "megatron-h100"))]
+    truth = {"ampere": 0.3, "hopper": 0.7}
+
+    def measured(r):
+        return pub.tokens_per_step(r) * 1e-6 / truth[cal.generation(r["gpu"])]
+
+    fits = cal.fit(model, rows, ("gemm_efficiency",), measured=measured)
+    assert {g: f.values["gemm_efficiency"] for g, f in fits.items()} == pytest.approx(
+        truth, rel=1e-3
+    )
+    assert bench.main([]) == 0
+    out = capsys.readouterr().out
+    assert "model:\n  fitted rows (" in out and "not there yet" not in out
+    assert "| model s | model error | model util" in out
+
+
+def test_schedule_keys_where_the_scenario_has_them():
+    rows = {row["id"]: row for row in ROWS}
+    fields = {"pipeline_schedule", "virtual_pipeline"}
+    assert pub.schedule_keys(rows["narayanan-530b"], fields) == {
+        "pipeline_schedule": "interleaved", "virtual_pipeline": 3
+    }  # fmt: skip
+    assert pub.schedule_keys(rows["deepseek-v3-2048xh800"], fields) == {
+        "pipeline_schedule": "dualpipe"
+    }
+    # interleaved with V not printed: 1f1b, the larger bubble
+    assert pub.schedule_keys(rows["llama3-405b-8k-8192gpu"], fields) == {
+        "pipeline_schedule": "1f1b"
+    }
+    assert pub.schedule_keys(rows["korthikanti-1t-selective"], fields) == {
+        "pipeline_schedule": "1f1b"
+    }
+    assert pub.schedule_keys(rows["mosaic-a100-mpt7b-1024-8gpu"], fields) == {
+        "pipeline_schedule": "1f1b"
+    }
+    assert pub.schedule_keys(rows["narayanan-530b"], fields=()) == {}
