@@ -305,6 +305,26 @@ def _convention_keys(row: dict[str, Any]) -> dict[str, Any]:
     return keys
 
 
+def schedule_keys(row: dict[str, Any], fields: Any = None) -> dict[str, Any]:
+    """The pipeline schedule as issue 20's scenario keys, where the scenario has them
+    (``pipeline_schedule`` in ``fields``, default ``costmodel.inputs.scenario.FIELDS``; else
+    nothing): ``interleaved`` with ``virtual_pipeline`` where the row gives V >= 2,
+    ``dualpipe``, else ``1f1b``. An interleaved schedule whose V the source does not print
+    (Llama 3, one torchtitan row) is passed as ``1f1b``: its bubble is an upper bound, the
+    cell's text says so. With PP 1 the schedule is moot (no bubble)."""
+    if fields is None:
+        from costmodel.inputs.scenario import FIELDS as fields
+    if "pipeline_schedule" not in fields:
+        return {}
+    schedule = (row["pipeline_schedule"] or "").split(" ")[0]
+    virtual = row["virtual_pipeline"]
+    if schedule == "interleaved" and virtual and virtual >= 2:
+        return {"pipeline_schedule": "interleaved", "virtual_pipeline": virtual}
+    if schedule == "dualpipe":
+        return {"pipeline_schedule": "dualpipe"}
+    return {"pipeline_schedule": "1f1b"}
+
+
 def overrides(row: dict[str, Any]) -> dict[str, Any]:
     """Scenario overrides for ``costmodel.inputs.scenario.resolve(overrides=...)``.
 
@@ -313,9 +333,9 @@ def overrides(row: dict[str, Any]) -> dict[str, Any]:
       layer full attention, ``num_kv_heads`` = ``num_heads`` when the source gives none: MHA;
       squared ReLU is passed as ``gelu``, a non-gated MLP of the same width and FLOPs).
     - Layout: GPUs, TP, PP, CP, EP (1 for a dense model), sequence parallelism, ZeRO stage and
-      the communication settings the source states. ``virtual_pipeline`` and
-      ``pipeline_schedule`` stay in the table for issue 20 (its keys), as do ``data_parallel``
-      (costmodel derives it) and the throughput columns.
+      the communication settings the source states; the pipeline schedule and virtual stages
+      where the scenario has issue 20's keys (``schedule_keys``). ``data_parallel`` (costmodel
+      derives it) and the throughput columns stay in the table.
     - Batch: ``samples_per_step`` = global batch, ``seq_len``, ``mean_tokens_per_sample`` =
       ``seq_len`` and ``batching: padded``: pre-training packs documents into full rows, so a
       row has no padding; ``padded`` counts attention over the whole row (B x s^2) as every
@@ -337,6 +357,7 @@ def overrides(row: dict[str, Any]) -> dict[str, Any]:
     keys.update(_layout_keys(row))
     keys.update(_batch_keys(row))
     keys.update(_convention_keys(row))
+    keys.update(schedule_keys(row))
     if seconds is not None:
         keys["step_time"] = seconds
     keys["measured_tokens_per_s"] = cluster_tokens_per_s(row)

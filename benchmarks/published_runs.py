@@ -1,18 +1,34 @@
-"""Memory verdicts on the published runs of ``benchmarks/published_runs.csv``.
+"""Memory verdicts and step times on the published runs of ``benchmarks/published_runs.csv``.
 
-Every run in the table trained, so each must fit under the settings its row states. For each
-row this prints the peak of the most loaded GPU (``costmodel.evaluate.run.memory``), the phase
-that sets it, the usable capacity and the verdict; where the source prints the memory it
+Memory. Every run in the table trained, so each must fit under the settings its row states. For
+each row this prints the peak of the most loaded GPU (``costmodel.evaluate.run.memory``), the
+phase that sets it, the usable capacity and the verdict; where the source prints the memory it
 measured, the prediction beside it and their ratio. A row that does not fit, or that costmodel
 cannot evaluate, must be named in ``EXPLAINED``: the convention that explains the difference and
-the settings under which the row fits, which are evaluated too. The step-time issue (20) adds
-its columns to the same table.
+the settings under which the row fits, which are evaluated too.
 
-    python benchmarks/published_runs.py          # the table and a summary
-    python benchmarks/published_runs.py --csv    # the same as CSV on stdout
+Step time (issue 20). Per row: the published step time (printed, or derived from the printed
+tokens/s or TFLOP/s: ``published.step_time``), the step each predictor gives, its relative error
+(predicted / published - 1) and the utilization under the row's own FLOP convention (the
+printed MFU or HFU, or the source's formula against the row's peak) at the published and the
+predicted step. Then, for the rows the efficiencies are fitted on and for the held-out rows
+(``calibrate.split``: a hash of the id), the median and the 90th percentile of |error| of:
+
+- ``baseline``: one hardware-FLOP efficiency per GPU generation, fitted here on the fitted rows
+  (``calibrate.fit``);
+- ``model``: ``costmodel.evaluate.step_time.predict`` with the library's efficiencies, where
+  that module exists (otherwise a line says it is not there yet).
+
+Last, Korthikanti et al.'s Table 5 rows against what the Calculon simulator's own validation
+prints for them (``CALCULON``).
+
+    python benchmarks/published_runs.py          # both tables and their summaries
+    python benchmarks/published_runs.py --csv    # the memory table as CSV on stdout
+    python benchmarks/published_runs.py --steps-csv    # the step-time table as CSV
 
 ``verdicts()`` is what tests/test_published_fit.py checks: the rows the issue names fit as
-stated, every other row fits or is explained, and every explanation makes its row fit.
+stated, every other row fits or is explained, and every explanation makes its row fit;
+``steps()`` and ``error_stats()`` what tests/test_published_step.py checks.
 """
 
 from __future__ import annotations
@@ -29,6 +45,14 @@ from costmodel.evaluate.run import memory
 from costmodel.inputs import scenario
 
 GIB = 2**30
+
+
+def _calibrate():
+    """benchmarks/calibrate.py, imported from its folder as published.py is."""
+    _published()
+    import calibrate
+
+    return calibrate
 
 
 def _published():
@@ -205,6 +229,228 @@ def summary(found: list[Verdict]) -> list[str]:
     return lines
 
 
+# ------------------------------------------------------------------------------ step time
+#: What the Calculon simulator's own validation prints for Korthikanti et al.'s Table 5
+#: (calculon-ai/calculon at caa4b11, ``PYTHONPATH=. ./bin/calculon llm-validation``, its
+#: "End-to-end" table; published_runs.md, "Calculon"): row id -> (Calculon's seconds, the
+#: printed Delta = 1 - calc / profile, a fraction). Printed Ave 3.65%, Max 8.87%.
+CALCULON: dict[str, tuple[float, float]] = {
+    "korthikanti-22b-full": (1.40, 0.0172),
+    "korthikanti-22b-selective": (1.14, -0.0333),
+    "korthikanti-175b-full": (18.03, 0.0056),
+    "korthikanti-175b-selective": (13.64, 0.0081),
+    "korthikanti-530b-full": (49.89, -0.0172),
+    "korthikanti-530b-selective": (34.47, 0.0887),
+    "korthikanti-1t-full": (90.08, 0.0460),
+    "korthikanti-1t-selective": (66.04, 0.0762),
+}
+CALCULON_MEAN = 0.0365  # its printed "Ave"
+
+#: The FLOP formulas that count the recomputed forward: their utilization is an HFU.
+HARDWARE_FORMULAS = frozenset({"megatron_gpt_96", "megatron_deepspeed_hfu"})
+
+
+@dataclass
+class Step:
+    """One row's published step time and what each predictor gives for it."""
+
+    row: dict[str, Any]
+    fitted: bool  # calibrate.split: efficiencies fitted on this row (else held out)
+    generation: str
+    published: float | None  # seconds
+    how: str  # how the published seconds were obtained (published.step_time)
+    predicted: dict[str, float | None]  # predictor -> seconds (None: not evaluable)
+    error: str | None  # why costmodel cannot evaluate the row
+
+    @property
+    def id(self) -> str:
+        return self.row["id"]
+
+    def relative_error(self, predictor: str) -> float | None:
+        seconds = self.predicted.get(predictor)
+        if seconds is None or not self.published:
+            return None
+        return seconds / self.published - 1
+
+
+def utilization(row: dict[str, Any], published: float, seconds: float) -> tuple[str, float] | None:
+    """(kind, utilization at ``seconds``) under the row's own FLOP convention: the printed MFU,
+    else the printed HFU, else the source's formula (``published.flops_per_token``) or the
+    printed TFLOP/s per GPU against the row's peak (``peak_tflops``, else the card's BF16 peak).
+    The convention fixes the FLOPs of a step, so the utilization scales as published /
+    seconds. None where the row gives no way to count."""
+    from costmodel.inputs import hardware
+
+    pub = _published()
+    peak = (row["peak_tflops"] or hardware.GPUS[row["gpu"]].bf16_flops / 1e12) * 1e12
+    kind = "HFU" if row["flop_formula"] in HARDWARE_FORMULAS else "MFU"
+    per_token = pub.flops_per_token(row)
+    if row["mfu"]:
+        kind, at_published = "MFU", row["mfu"]
+    elif row["hfu"]:
+        kind, at_published = "HFU", row["hfu"]
+    elif per_token:
+        at_published = per_token * pub.tokens_per_step(row) / (published * row["num_gpus"] * peak)
+    elif row["tflops_per_gpu"]:
+        at_published = row["tflops_per_gpu"] * 1e12 / peak
+    else:
+        return None
+    return kind, at_published * published / seconds
+
+
+def error_stats(errors: list[float]) -> tuple[float, float] | None:
+    """(median, 90th percentile) of |error| (numpy's linear interpolation between order
+    statistics); None for no errors."""
+    import numpy as np
+
+    if not errors:
+        return None
+    magnitudes = np.abs(np.asarray(errors, dtype=float))
+    return float(np.median(magnitudes)), float(np.percentile(magnitudes, 90))
+
+
+def predictors() -> tuple[dict[str, Any], dict[str, Any]]:
+    """({name: predictor(row) -> seconds}, {name: per-generation fits}): the baseline fitted on
+    the fitted rows, and the step-time model with the library's efficiencies where it exists."""
+    cal = _calibrate()
+    fitted, _ = cal.split(_published().rows())
+    base = cal.baseline()
+    fits = {"baseline": cal.fit(base, fitted, cal.BASELINE_PARAMETERS)}
+
+    def baseline(row: dict[str, Any]) -> float | None:
+        found = fits["baseline"].get(cal.generation(row["gpu"]))
+        return None if found is None else base(row, found.values)
+
+    found: dict[str, Any] = {"baseline": baseline}
+    if cal.model_available():
+        model = cal.model()
+        found["model"] = lambda row: model(row, {})
+    return found, fits
+
+
+def step(row: dict[str, Any], predict: dict[str, Any]) -> Step:
+    cal = _calibrate()
+    published, how = _published().step_time(row)
+    predicted: dict[str, float | None] = dict.fromkeys(predict)
+    error = None
+    for name, function in predict.items():
+        try:
+            predicted[name] = function(row)
+        except CostModelError as failure:
+            error = str(failure)
+    return Step(row, cal.is_fitted(row["id"]), cal.generation(row["gpu"]), published, how,
+                predicted, error)  # fmt: skip
+
+
+def steps() -> tuple[list[Step], dict[str, Any]]:
+    """Every row's Step, and the fits behind the predictors (``predictors``)."""
+    predict, fits = predictors()
+    return [step(row, predict) for row in _published().rows()], fits
+
+
+def _percent(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return ""
+    return f"{x:+.1%}" if signed else f"{x:.1%}"
+
+
+def _util(s: Step, seconds: float | None) -> str:
+    if seconds is None or not s.published:
+        return ""
+    got = utilization(s.row, s.published, seconds)
+    return "" if got is None else f"{got[0]} {got[1]:.1%}"
+
+
+def step_table(found: list[Step], memory_verdicts: dict[str, str]) -> list[list[str]]:
+    names = list(found[0].predicted) if found else []
+    header = ["id", "generation", "split", "memory", "published s", "how", "published util"]
+    for name in names:
+        header += [f"{name} s", f"{name} error", f"{name} util"]
+    out = [header]
+    for s in found:
+        line = [s.id, s.generation, "fitted" if s.fitted else "held out",
+                memory_verdicts.get(s.id, ""), f"{s.published:.3g}" if s.published else "",
+                s.how, _util(s, s.published)]  # fmt: skip
+        for name in names:
+            seconds = s.predicted[name]
+            line += [f"{seconds:.3g}" if seconds else "not evaluable",
+                     _percent(s.relative_error(name), signed=True), _util(s, seconds)]  # fmt: skip
+        out.append(line)
+    return out
+
+
+def _stats_line(found: list[Step], name: str, label: str) -> str:
+    errors = [e for s in found if (e := s.relative_error(name)) is not None]
+    stats = error_stats(errors)
+    if stats is None:
+        return f"  {label}: no rows"
+    return f"  {label} ({len(errors)} rows): median |error| {stats[0]:.1%}, p90 {stats[1]:.1%}"
+
+
+#: Subsets of the held-out rows the summary gives separately (where a predictor fails first).
+KINDS = {
+    "  held out, BF16 dense": lambda row: row["fp8"] == "none" and not row["num_experts"],
+    "  held out, FP8": lambda row: row["fp8"] != "none",
+    "  held out, MoE": lambda row: bool(row["num_experts"]),
+}
+
+
+def _worst(found: list[Step], name: str, count: int = 5) -> str:
+    held = [(abs(e), e, s.id) for s in found if not s.fitted and (e := s.relative_error(name))]
+    worst = sorted(held, reverse=True)[:count]
+    return "  worst held out: " + ", ".join(f"{i} {e:+.0%}" for _, e, i in worst)
+
+
+def calculon_lines(found: list[Step]) -> list[str]:
+    """Korthikanti et al.'s Table 5 rows: |error| of each predictor beside Calculon's."""
+    by_id = {s.id: s for s in found}
+    names = list(found[0].predicted) if found else []
+    lines = ["Korthikanti et al. Table 5 vs the Calculon simulator's validation (caa4b11):"]
+    sums = dict.fromkeys(names, 0.0)
+    for row_id, (seconds, delta) in CALCULON.items():
+        s = by_id[row_id]
+        ours = []
+        for name in names:
+            error = s.relative_error(name)
+            sums[name] += abs(error) if error is not None else float("nan")
+            ours.append(f"{name} {_percent(abs(error)) if error is not None else 'n/a'}")
+        lines.append(f"  {row_id}: published {s.published:g} s, Calculon {seconds:g} s "
+                     f"(|error| {abs(delta):.2%}); " + ", ".join(ours))  # fmt: skip
+    means = ", ".join(f"{name} {sums[name] / len(CALCULON):.2%}" for name in names)
+    lines.append(f"  mean |error|: Calculon {CALCULON_MEAN:.2%} (as printed); {means}")
+    return lines
+
+
+def step_summary(found: list[Step], fits: dict[str, Any]) -> list[str]:
+    cal = _calibrate()
+    lines = [
+        f"Split (calibrate.is_fitted: sha256 of '{cal.SPLIT_SALT}:<id>', first byte even = "
+        f"fitted): {sum(s.fitted for s in found)} fitted rows, "
+        f"{sum(not s.fitted for s in found)} held out"
+    ]
+    for name in found[0].predicted if found else ():
+        lines.append(f"{name}:")
+        lines.append(_stats_line([s for s in found if s.fitted], name, "fitted rows"))
+        held_out = [s for s in found if not s.fitted]
+        lines.append(_stats_line(held_out, name, "held-out rows"))
+        for label, keep in KINDS.items():
+            lines.append(_stats_line([s for s in held_out if keep(s.row)], name, label))
+        lines.append(_worst(found, name))
+    lines += cal.describe(fits["baseline"], "baseline efficiency per generation (fitted rows):")
+    if not cal.model_available():
+        lines.append("model: costmodel.evaluate.step_time is not there yet; only the baseline "
+                     "is printed")  # fmt: skip
+    return lines + calculon_lines(found)
+
+
+def _memory_words(v: Verdict) -> str:
+    if v.error:
+        return "not evaluable (explained)" if v.explained else "not evaluable"
+    if v.fits:
+        return "fits"
+    return "fits as explained" if v.fits_explained else "does not fit"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     found = verdicts()
@@ -212,11 +458,25 @@ def main(argv: list[str] | None = None) -> int:
     if "--csv" in argv:
         csv.writer(sys.stdout, lineterminator="\n").writerows(rows)
         return 0
+    if "--steps-csv" in argv:
+        words = {v.id: _memory_words(v) for v in found}
+        csv.writer(sys.stdout, lineterminator="\n").writerows(step_table(steps()[0], words))
+        return 0
     print("Memory verdicts on benchmarks/published_runs.csv (costmodel.evaluate.run.memory)")
     for row in rows:
         print(" | ".join(row))
     print()
     for line in summary(found):
+        print(line)
+    print()
+    found_steps, fits = steps()
+    words = {v.id: _memory_words(v) for v in found}
+    print("Step times on benchmarks/published_runs.csv (error = predicted / published - 1; "
+          "util under the row's own FLOP convention)")  # fmt: skip
+    for row in step_table(found_steps, words):
+        print(" | ".join(row))
+    print()
+    for line in step_summary(found_steps, fits):
         print(line)
     return 0
 

@@ -1,0 +1,271 @@
+"""Fit efficiency parameters per GPU generation on the published runs (numpy only).
+
+The published runs of ``benchmarks/published_runs.csv`` are split once, by a hash of each row's
+id, into the rows efficiencies are fitted on and the held-out rows the benchmark judges a
+model by (``split``). ``fit`` takes any predictor with named efficiency parameters and returns,
+per GPU generation (ampere, hopper, blackwell), the values that minimise the squared log error
+of the predicted step time against the published one on that generation's fitted rows: a
+coarse grid, then a pattern search that halves its step down to ``TOLERANCE``.
+
+Two predictors:
+
+- ``baseline``: the trivial model the issue compares against, one constant hardware-FLOP
+  efficiency per generation: step = hardware FLOPs of the step / (GPUs x BF16 peak x
+  efficiency), the hardware FLOPs as costmodel's account counts them (matmuls with the
+  recomputed forward, the attention core by kernel, linear attention: ``hfu_with_attention``
+  of the account's attention block times the step, the GPUs and the peak);
+- ``model``: ``costmodel.evaluate.step_time.predict(values)["seconds"]`` with the parameters
+  ``gemm_efficiency``, ``attention_efficiency``, ``hbm_efficiency`` passed as scenario overrides
+  (only where that module exists).
+
+    python benchmarks/calibrate.py            # the baseline's efficiencies and their rows
+    python benchmarks/calibrate.py --model    # the step-time model's (where it exists)
+
+The printed values and row lists are what the library's efficiency table cites.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import itertools
+import math
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Step-time model parameters (scenario keys; null = the generation's value).
+MODEL_PARAMETERS = ("gemm_efficiency", "attention_efficiency", "hbm_efficiency")
+BASELINE_PARAMETERS = ("hardware_flop_efficiency",)
+#: The range an efficiency is searched in (a fraction of the peak; the keys allow (0, 1]).
+LOWER, UPPER = 0.01, 1.0
+GRID_POINTS = 20  # per parameter for one parameter; fewer per axis for more (GRID_BUDGET)
+GRID_BUDGET = 400  # grid points in all
+TOLERANCE = 1e-4  # the pattern search stops when its step is below this
+#: The split's salt: part of the split's definition (changing it reshuffles every row).
+SPLIT_SALT = "costmodel-published-runs-v1"
+
+#: A predictor: (row, {parameter: value}) -> seconds per step.
+Predictor = Callable[[dict[str, Any], dict[str, float]], float]
+
+
+def _published():
+    """benchmarks/published.py (benchmarks/ is not a package: imported from its folder)."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import published
+
+    return published
+
+
+# ------------------------------------------------------------------------------ split
+def generation(gpu: str) -> str:
+    """The GPU generation of a card of costmodel's GPU table: ``ampere`` (A100, A800),
+    ``hopper`` (H100, H800, H200, H20), ``blackwell`` (B200, B100, GB200), else the card's
+    name in lower case (a generation of its own)."""
+    name = gpu.upper()
+    for prefix, gen in (("A1", "ampere"), ("A8", "ampere"), ("H", "hopper"), ("B", "blackwell"),
+                        ("GB", "blackwell")):  # fmt: skip
+        if name.startswith(prefix):
+            return gen
+    return gpu.lower()
+
+
+def is_fitted(row_id: str) -> bool:
+    """True for a row efficiencies are fitted on, False for a held-out row: the first byte of
+    sha256(SPLIT_SALT + ":" + id) is even. A row's side depends on its id alone, so adding or
+    removing rows moves no other row; about half the rows fall on each side."""
+    digest = hashlib.sha256(f"{SPLIT_SALT}:{row_id}".encode()).digest()
+    return digest[0] % 2 == 0
+
+
+def split(rows: Iterable[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
+    """(fitted rows, held-out rows), each in the table's order."""
+    fitted, held_out = [], []
+    for row in rows:
+        (fitted if is_fitted(row["id"]) else held_out).append(row)
+    return fitted, held_out
+
+
+# ------------------------------------------------------------------------------ fit
+@dataclass
+class Fit:
+    """The fitted values of one generation and what they were fitted on."""
+
+    generation: str
+    values: dict[str, float]
+    rows: list[str]  # ids
+    rms_log_error: float  # sqrt(mean (ln predicted - ln published)^2) at the values
+
+
+def _objective(predict: Predictor, rows: Sequence[dict], measured: Sequence[float],
+               names: Sequence[str]) -> Callable[[np.ndarray], float]:  # fmt: skip
+    logs = np.log(np.asarray(measured, dtype=float))
+
+    def value(x: np.ndarray) -> float:
+        params = dict(zip(names, (float(v) for v in x)))
+        got = np.array([predict(row, params) for row in rows], dtype=float)
+        if not np.all(np.isfinite(got)) or np.any(got <= 0):
+            return math.inf
+        return float(np.sum((np.log(got) - logs) ** 2))
+
+    return value
+
+
+def _grid(count: int) -> list[np.ndarray]:
+    per_axis = GRID_POINTS if count == 1 else max(3, int(GRID_BUDGET ** (1 / count)))
+    axis = np.geomspace(LOWER * 5, UPPER, per_axis)
+    return [np.array(point) for point in itertools.product(axis, repeat=count)]
+
+
+def minimise(objective: Callable[[np.ndarray], float], count: int) -> np.ndarray:
+    """The best point of a coarse geometric grid over [LOWER, UPPER]^count, refined by a
+    pattern search (each coordinate moved by +-step in log space, the step halved when no move
+    helps) until the step is below TOLERANCE; kept inside [LOWER, UPPER]."""
+    best = min(_grid(count), key=objective)
+    score = objective(best)
+    step = math.log(UPPER / LOWER) / GRID_POINTS
+    while step > TOLERANCE:
+        moved = False
+        for axis, sign in itertools.product(range(count), (1.0, -1.0)):
+            trial = best.copy()
+            trial[axis] = min(UPPER, max(LOWER, trial[axis] * math.exp(sign * step)))
+            trial_score = objective(trial)
+            if trial_score < score:
+                best, score, moved = trial, trial_score, True
+        if not moved:
+            step /= 2
+    return best
+
+
+def fit(predict: Predictor, rows: Iterable[dict[str, Any]], parameters: Sequence[str],
+        measured: Callable[[dict], float] | None = None) -> dict[str, Fit]:  # fmt: skip
+    """Per generation, the parameter values minimising sum (ln predicted - ln published)^2
+    over ``rows`` of that generation (the caller passes the fitted rows). ``measured(row)``
+    gives the published seconds (default: ``published.step_time(row)``); rows without one, or
+    that the predictor cannot evaluate at the start values, are left out."""
+    measured = measured or (lambda row: _published().step_time(row)[0])
+    groups: dict[str, list[tuple[dict, float]]] = {}
+    start = dict.fromkeys(parameters, 0.5)
+    for row in rows:
+        seconds = measured(row)
+        if seconds is None or not _evaluable(predict, row, start):
+            continue
+        groups.setdefault(generation(row["gpu"]), []).append((row, seconds))
+    fits = {}
+    for gen, pairs in sorted(groups.items()):
+        group, times = [p[0] for p in pairs], [p[1] for p in pairs]
+        objective = _objective(predict, group, times, parameters)
+        best = minimise(objective, len(parameters))
+        fits[gen] = Fit(gen, dict(zip(parameters, (float(v) for v in best))),
+                        [row["id"] for row in group],
+                        math.sqrt(objective(best) / len(group)))  # fmt: skip
+    return fits
+
+
+def _evaluable(predict: Predictor, row: dict, params: dict[str, float]) -> bool:
+    from costmodel.errors import CostModelError
+
+    try:
+        seconds = predict(row, params)
+    except CostModelError:
+        return False
+    return math.isfinite(seconds) and seconds > 0
+
+
+# ------------------------------------------------------------------------------ predictors
+def hardware_flops(row: dict[str, Any]) -> tuple[float, float]:
+    """(hardware FLOPs of one step, the cluster's BF16 peak FLOP/s) for a row, as costmodel's
+    account counts them: ``attention.actual.hfu_with_attention`` x step x GPUs x peak.
+    Raises CostModelError where costmodel cannot evaluate the row."""
+    from costmodel.evaluate.account import account
+    from costmodel.inputs import scenario
+
+    resolved = scenario.resolve(overrides=_published().overrides(row))
+    acc = account(resolved)
+    values = resolved.values
+    peak = values["peak_flops"] * values["num_gpus"]
+    hfu = acc["attention"]["actual"]["hfu_with_attention"]
+    return hfu * values["step_time"] * peak, peak
+
+
+def baseline() -> Predictor:
+    """One hardware-FLOP efficiency per generation: hardware FLOPs / (peak x efficiency). The
+    FLOP counts are worked out once per row and kept."""
+    kept: dict[str, tuple[float, float]] = {}
+
+    def predict(row: dict[str, Any], params: dict[str, float]) -> float:
+        if row["id"] not in kept:
+            kept[row["id"]] = hardware_flops(row)
+        flops, peak = kept[row["id"]]
+        return flops / (peak * params["hardware_flop_efficiency"])
+
+    return predict
+
+
+def model_available() -> bool:
+    """Whether costmodel's step-time model (issue 20) is installed."""
+    return importlib.util.find_spec("costmodel.evaluate.step_time") is not None
+
+
+def model() -> Predictor:
+    """costmodel's step-time model, its efficiencies passed as scenario keys (a parameter
+    absent from ``params`` keeps the library's value). A row's scenario is resolved once, with
+    the library's efficiencies, and ``params`` replace their keys in a copy of its values: the
+    model reads them from the values (the design of issue 20), and a fit evaluates each row
+    hundreds of times. ``params`` are not checked here: the fitter keeps them in (0, 1]."""
+    from costmodel.inputs import scenario
+
+    step_time = importlib.import_module("costmodel.evaluate.step_time")
+    kept: dict[str, dict[str, Any]] = {}
+
+    def predict(row: dict[str, Any], params: dict[str, float]) -> float:
+        if row["id"] not in kept:
+            keys = _published().overrides(row)
+            kept[row["id"]] = scenario.resolve(overrides=keys).values
+        values = {**kept[row["id"]], **params}
+        return float(step_time.predict(values)["seconds"])
+
+    return predict
+
+
+# ------------------------------------------------------------------------------ printing
+def describe(fits: dict[str, Fit], title: str) -> list[str]:
+    lines = [title]
+    for fitted in fits.values():
+        values = ", ".join(f"{name} {value:.4f}" for name, value in fitted.values.items())
+        lines.append(
+            f"  {fitted.generation}: {values} (rms log error {fitted.rms_log_error:.3f}, "
+            f"{len(fitted.rows)} rows: {', '.join(fitted.rows)})"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    fitted, held_out = split(_published().rows())
+    print(
+        f"Split of benchmarks/published_runs.csv (sha256 of '{SPLIT_SALT}:<id>', first byte "
+        f"even = fitted): {len(fitted)} fitted rows, {len(held_out)} held out"
+    )
+    if "--model" in argv:
+        if not model_available():
+            print("costmodel.evaluate.step_time is not there yet: no model to fit")
+            return 1
+        fits = fit(model(), fitted, MODEL_PARAMETERS)
+        title = "Step-time model efficiencies per generation, least squares on ln(step):"
+    else:
+        fits = fit(baseline(), fitted, BASELINE_PARAMETERS)
+        title = "Baseline hardware-FLOP efficiency per generation, least squares on ln(step):"
+    for line in describe(fits, title):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
