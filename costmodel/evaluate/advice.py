@@ -247,7 +247,7 @@ def recompute_levers(base: Base, shape) -> list[dict[str, Any]]:
     rests = ["recompute", "recompute_modules", "attention_kernel"]
     out = []
     default = changed(
-        base, "selective_recompute", {"recompute": "selective", "recompute_modules": None},
+        base, "selective_recompute", policy(v, "selective"),
         rests, "recompute selective (Megatron-LM's default modules)",
     )  # fmt: skip
     if v["recompute"] == "selective" and not v.get("recompute_modules"):
@@ -257,9 +257,18 @@ def recompute_levers(base: Base, shape) -> list[dict[str, Any]]:
     if v["recompute"] == "none":
         out.append(nothing(base, "recompute_off", rests, "no gain: recompute is already none"))
     else:
-        off = {"recompute": "none"}
+        off = policy(v, "none")
         out.append(changed(base, "recompute_off", off, rests, "recompute none"))
     return out
+
+
+def policy(values: dict[str, Any], name: str, modules: list | None = None) -> dict[str, Any]:
+    """The keys of another recompute policy: its modules (null: Megatron-LM's default set, or
+    none), the layer count of full recompute unset."""
+    keys = {"recompute": name, "recompute_modules": modules}
+    if values.get("recompute_num_layers") is not None:
+        keys["recompute_num_layers"] = None
+    return keys
 
 
 def least_selective(base: Base, shape, rests) -> dict[str, Any]:
@@ -271,6 +280,7 @@ def least_selective(base: Base, shape, rests) -> dict[str, Any]:
         for _label, keys, _note in run._candidates({**v, "recompute": "none"}, shape)
         if "recompute_modules" in keys
     ]
+    chain = [policy(v, "selective", keys["recompute_modules"]) for keys in chain]
     now = v.get("recompute_modules") if v["recompute"] == "selective" else None
     tried, fits = None, False
     for keys in chain:
@@ -343,7 +353,7 @@ def measured_overlap(base, comm, busy, flags, rests) -> dict[str, Any]:
             after=step / speedup,
             peak=base.mem["total"],
             fits=base.mem["fits"],
-            feasible=exposed > 0,
+            feasible=exposed > 0 and base.mem["fits"],
             changes=flags,
             rests_on=rests,
             note=f"measured communication share {100 * share:.2f}% hidden behind compute"
@@ -443,7 +453,7 @@ def load_balance(base: Base, shape) -> dict[str, Any]:
     after = base.seconds + experts * (greedy - 1)
     return _lever(
         base, name, before=before, after=after, peak=base.mem["total"], fits=base.mem["fits"],
-        feasible=now > greedy and experts > 0, changes={},
+        feasible=now > greedy and experts > 0 and base.mem["fits"], changes={},
         rests_on=["expert_parallel", "num_experts"],
         note=f"the routed experts' GEMMs ({experts:,.4g} s predicted, balanced) on the most "
         f"loaded EP rank at the simulated router's straggler factor {now:.2f} (skew "
