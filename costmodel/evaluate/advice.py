@@ -39,6 +39,7 @@ from costmodel.derive import attention
 from costmodel.evaluate import router, run, step_time
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs import hardware
+from costmodel.inputs.shape import ModelShape
 
 #: The router simulation behind `load_balance` (as notebook 06): popularity skew, tokens,
 #: placements, seed. The skew is an assumption: measure your router's counts to replace it.
@@ -100,7 +101,7 @@ def _imbalance(experts: int, top_k: int, ep: int) -> tuple[float, float]:
 # ------------------------------------------------------------------ the scenario, changed
 
 
-_PREDICTIONS: collections.OrderedDict[str, tuple[float, dict]] = collections.OrderedDict()
+_PREDICTIONS: collections.OrderedDict[str, Any] = collections.OrderedDict()
 _CACHED = 512
 
 
@@ -118,23 +119,33 @@ def changed_scenario(values: dict[str, Any], changes: dict[str, Any]) -> dict[st
     return out
 
 
-def evaluated(changed: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-    """(predicted step, memory) of a changed scenario, worked out once per process."""
-    key = repr(sorted(changed.items()))
+def _cached(kind: str, changed: dict[str, Any], work) -> Any:
+    key = kind + repr(sorted(changed.items()))
     if key not in _PREDICTIONS:
-        shape = scenario_shape(changed)[0]
-        _PREDICTIONS[key] = (step_time.predict(changed, shape)["seconds"], run.memory(changed))
+        _PREDICTIONS[key] = work()
         while len(_PREDICTIONS) > _CACHED:
             _PREDICTIONS.popitem(last=False)
     return _PREDICTIONS[key]
+
+
+def memory_of(changed: dict[str, Any], shape: ModelShape) -> dict[str, Any]:
+    """The memory model on a changed scenario, worked out once per process (a lever changes no
+    key of the model's shape: the scenario's shape serves)."""
+    return _cached("memory", changed, lambda: run.memory(changed, shape))
+
+
+def predicted_of(changed: dict[str, Any], shape: ModelShape) -> float:
+    """The predicted step of a changed scenario, worked out once per process."""
+    return _cached("step", changed, lambda: step_time.predict(changed, shape)["seconds"])
 
 
 class Base:
     """The scenario as it is: its values, its predicted step and memory, and the measured step
     (None when the step is the prediction)."""
 
-    def __init__(self, values, predicted: dict[str, Any], mem: dict[str, Any]):
+    def __init__(self, values, predicted: dict[str, Any], mem: dict[str, Any], shape=None):
         self.values = values
+        self.shape = shape or scenario_shape(values)[0]
         self.predicted = predicted
         self.seconds = predicted["seconds"]
         self.mem = mem
@@ -190,16 +201,19 @@ def nothing(base: Base, name: str, rests_on, note: str) -> dict[str, Any]:
     )
 
 
-def changed(base: Base, name: str, changes: dict, rests_on, note: str, ok: str = "") -> dict:
+def changed(
+    base: Base, name: str, changes: dict, rests_on, note: str, ok: str = "", resolved=False
+) -> dict:
     """The scenario with `changes`, predicted again: the gain, the peak after, feasible when it
-    resolves, fits and is faster (and `ok` is empty: a reason it is not, else)."""
-    values = changed_scenario(base.values, changes)
+    resolves, fits and is faster (and `ok` is empty: a reason it is not, else). `resolved`: the
+    changed scenario when the caller has it already."""
+    values = changed_scenario(base.values, changes) if resolved is False else resolved
     if values is None:
         what = ", ".join(f"{k} {v}" for k, v in changes.items())
         out = nothing(base, name, rests_on, f"{what}: the layout does not divide (refused)")
         out["changes"] = dict(changes)
         return out
-    after, mem = evaluated(values)
+    after, mem = predicted_of(values, base.shape), memory_of(values, base.shape)
     faster = after < base.seconds * (1 - MIN_GAIN)
     reasons = [ok] if ok else []
     if not mem["fits"]:
@@ -287,7 +301,7 @@ def least_selective(base: Base, shape, rests) -> dict[str, Any]:
         values = changed_scenario(v, keys)
         if values is None:
             continue
-        tried, fits = keys, evaluated(values)[1]["fits"]
+        tried, fits = keys, memory_of(values, shape)["fits"]
         if fits:
             break
     if tried is None or tried["recompute_modules"] == now:
@@ -499,8 +513,9 @@ def layout(base: Base, key: str, label: str) -> dict[str, Any]:
         keys: dict[str, Any] = {key: size}
         if key == "tensor_parallel":
             keys["sequence_parallel"] = size > 1 and (v["sequence_parallel"] or v[key] == 1)
-        lever = changed(base, key, keys, [key, "num_gpus"], f"{label} {v[key]} -> {size}")
         again = changed_scenario(v, keys)
+        note = f"{label} {v[key]} -> {size}"
+        lever = changed(base, key, keys, [key, "num_gpus"], note, resolved=again)
         if again is not None:
             dp, ep = again["data_parallel"], again["expert_parallel"]
             lever["note"] += f" (DP {v['data_parallel']} -> {dp}" + (
@@ -554,7 +569,7 @@ def advice(
     then those that do not fit, do not divide or have nothing to gain."""
     shape = scenario_shape(values)[0]
     predicted = predicted or step_time.predict(values, shape, comm)
-    base = Base(values, predicted, mem)
+    base = Base(values, predicted, mem, shape)
     out = [packing(base), *recompute_levers(base, shape)]
     out.append(overlap(base, comm, busy_share(acc)))
     out += [micro_batch(base), attention_kernel(base, acc), load_balance(base, shape)]
@@ -620,6 +635,7 @@ def combined(
     speedup that would put the hardware at its peak (1 / busy_share: none without `busy`)."""
     ceiling = 1 / busy["share"] if busy else math.inf
     before = predicted["seconds"] if predicted else step_time
+    shape = scenario_shape(values)[0] if values is not None else None
     kept, changes, after, peak, fits = [], {}, before, None, None
     for lever in _chosen(levers_list) if values is not None else []:
         if _conflicts(changes, lever["changes"]):
@@ -628,8 +644,11 @@ def combined(
         again = changed_scenario(values, trial)
         if again is None:
             continue
-        seconds, mem = evaluated(again)
-        if mem["fits"] and seconds < after * (1 - MIN_GAIN):
+        mem = memory_of(again, shape)
+        if not mem["fits"]:
+            continue
+        seconds = predicted_of(again, shape)
+        if seconds < after * (1 - MIN_GAIN):
             kept.append(lever)
             changes, after, peak, fits = trial, seconds, mem["total"], True
     product = before / after if after > 0 else 1.0
