@@ -210,7 +210,8 @@ def changed(
     values = changed_scenario(base.values, changes) if resolved is False else resolved
     if values is None:
         what = ", ".join(f"{k} {v}" for k, v in changes.items())
-        out = nothing(base, name, rests_on, f"{what}: the layout does not divide (refused)")
+        note = f"{what}: refused when resolved again (the layout does not divide)"
+        out = nothing(base, name, rests_on, note)
         out["changes"] = dict(changes)
         return out
     after, mem = predicted_of(values, base.shape), memory_of(values, base.shape)
@@ -218,9 +219,10 @@ def changed(
     reasons = [ok] if ok else []
     if not mem["fits"]:
         reasons.append("does not fit")
+    text = note + f"; predicted {base.seconds:,.4g} s -> {after:,.4g} s; memory {fitting(mem)}"
     if not faster:
         reasons.append("no gain")
-    text = note + f"; predicted {base.seconds:,.4g} s -> {after:,.4g} s; memory {fitting(mem)}"
+        text += "; no gain: the model says it is not faster"
     return _lever(
         base,
         name,
@@ -515,15 +517,13 @@ def layout(base: Base, key: str, label: str) -> dict[str, Any]:
             keys["sequence_parallel"] = size > 1 and (v["sequence_parallel"] or v[key] == 1)
         again = changed_scenario(v, keys)
         note = f"{label} {v[key]} -> {size}"
-        lever = changed(base, key, keys, [key, "num_gpus"], note, resolved=again)
         if again is not None:
-            dp, ep = again["data_parallel"], again["expert_parallel"]
-            lever["note"] += f" (DP {v['data_parallel']} -> {dp}" + (
-                f", EP {v['expert_parallel']} -> {ep})" if ep != v["expert_parallel"] else ")"
-            )
-            if ep != v["expert_parallel"]:
-                lever["changes"]["expert_parallel"] = ep
-        found.append(lever)
+            note += f" (DP {v['data_parallel']} -> {again['data_parallel']}"
+            if again["expert_parallel"] != v["expert_parallel"]:
+                keys["expert_parallel"] = again["expert_parallel"]
+                note += f", EP {v['expert_parallel']} -> {again['expert_parallel']}"
+            note += ")"
+        found.append(changed(base, key, keys, [key, "num_gpus"], note, resolved=again))
     return best(found)
 
 
