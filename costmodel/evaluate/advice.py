@@ -608,6 +608,12 @@ def busy_share(acc: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------ the combination
 
 
+def fp8_over_bf16(values: dict[str, Any]) -> float:
+    """The GPU's dense FP8 peak over its BF16 peak (1 without FP8 tensor cores)."""
+    gpu = hardware.GPUS[values["gpu"]]
+    return gpu.fp8_flops / gpu.bf16_flops if gpu.fp8_flops else 1.0
+
+
 def _chosen(levers_list: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The feasible gains that are scenario changes, largest first."""
     chosen = [x for x in levers_list if x["feasible"] and x["speedup"] > 1 and x["changes"]]
@@ -632,7 +638,8 @@ def combined(
     largest gain down, each lever joins when its keys do not clash with those already set and
     the scenario with all of them resolves, fits in memory and is faster than without it.
     `product` is the re-predicted ratio (before / after), `speedup` it capped at `ceiling`, the
-    speedup that would put the hardware at its peak (1 / busy_share: none without `busy`)."""
+    speedup that would put the hardware at its peak (1 / busy_share: none without `busy`; with
+    FP8 GEMMs, times the FP8 peak over the BF16 one)."""
     ceiling = 1 / busy["share"] if busy else math.inf
     before = predicted["seconds"] if predicted else step_time
     shape = scenario_shape(values)[0] if values is not None else None
@@ -652,6 +659,8 @@ def combined(
             kept.append(lever)
             changes, after, peak, fits = trial, seconds, mem["total"], True
     product = before / after if after > 0 else 1.0
+    if values is not None and "hybrid" in (changes.get("fp8"), values.get("fp8")):
+        ceiling *= fp8_over_bf16(values)  # its GEMMs may run up to the FP8 peak
     speedup = max(1.0, min(product, ceiling))
     measured = values is not None and values.get("step_time_from") == "measured"
     return {
