@@ -1,11 +1,9 @@
 """Issue 11: the memory of the most loaded GPU, the communication of a step and the levers
 ranked for the run, checked by hand on the course's run and small layouts."""
 
-import math
-
 import pytest
 
-from costmodel.evaluate import advice, run
+from costmodel.evaluate import run
 from costmodel.evaluate.account import account
 from costmodel.inputs import models, scenario
 
@@ -68,15 +66,17 @@ def test_measured_communication_share_is_used():
 def test_levers_ranked_and_combined(flash):
     ranked = flash["advice"]
     assert {x["lever"] for x in ranked} == set(run.LEVERS)
-    speedups = [x["speedup"] for x in ranked]
-    assert speedups == sorted(speedups, reverse=True)
+    # the feasible levers first, each group by gain
+    key = [(not x["feasible"], -x["speedup"]) for x in ranked]
+    assert key == sorted(key)
     by = {x["lever"]: x for x in ranked}
-    assert by["packing"]["speedup"] == flash["padding"]["packing_speedup"]
+    # packing removes the pad slots from the GEMMs, not from the attention core (real lengths
+    # already): the model's gain is below the slot ratio
+    assert 1 < by["packing"]["speedup"] < flash["padding"]["packing_speedup"]
     assert not by["selective_recompute"]["feasible"] and not by["recompute_off"]["feasible"]
-    assert by["micro_batch"]["speedup"] == pytest.approx(1.0)  # every GEMM compute-bound
+    assert not by["micro_batch"]["feasible"]  # 117 GB at micro batch 2
     combined = flash["advice_combined"]
-    product = math.prod(by[name]["speedup"] for name in combined["levers"])
-    assert combined["speedup"] == pytest.approx(product)
+    assert combined["product"] == pytest.approx(combined["step_before"] / combined["step_after"])
     assert "selective_recompute" not in combined["levers"]
 
 
@@ -96,8 +96,10 @@ def test_pipeline_bubble_lever():
     assert a["parallel"]["dp"] == 16 and a["parallel"]["micro_batches"] == 4
     assert a["parallel"]["pipeline_bubble"] == pytest.approx(3 / 7)
     lever = next(x for x in a["advice"] if x["lever"] == "pipeline_bubble")
-    # interleaving 2 chunks: bubble / ideal from 3/4 to 3/8
-    assert lever["speedup"] == pytest.approx((1 + 3 / 4) / (1 + 3 / 8))
+    # interleaving 2 chunks: the model's bubble over the stage's compute from 3/4 to 3/8
+    assert lever["changes"] == {"pipeline_schedule": "interleaved", "virtual_pipeline": 2}
+    bubble = a["time"]["parts"]["pipeline_bubble"]["seconds"]
+    assert lever["step_before"] - lever["step_after"] == pytest.approx(bubble / 2, rel=0.05)
     assert lever["feasible"]  # 32 layers divide into 2 x 4 chunks
     # interleaving holds p + (p - 1) / v = 5.5 micro batches in flight instead of 4
     interleaved = run.memory(sc.values, virtual_stages=2)
@@ -133,8 +135,9 @@ def test_pipeline_bubble_lever_needs_the_layers_to_split_and_the_memory():
 def test_dense_model_has_no_load_balance_lever():
     a = account(resolve(num_experts=0, experts_per_token=0))
     lever = next(x for x in a["advice"] if x["lever"] == "load_balance")
-    assert lever["speedup"] == 1 and not lever["feasible"]
-    assert advice.expert_share(a["scenario"], a) == 0
+    assert (
+        lever["speedup"] == 1 and not lever["feasible"] and "no expert parallelism" in lever["note"]
+    )
 
 
 def test_a_changed_micro_batch_changes_the_micro_batches_per_step():

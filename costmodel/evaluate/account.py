@@ -428,7 +428,7 @@ def team_run(values: dict[str, Any], acc: dict[str, Any]) -> dict[str, Any]:
     mem = run.memory(values, shape, fit=True)
     comm = run.comm(values, shape)
     predicted = step_time.predict(values, shape, comm)
-    ranked = advice.advice(values, acc, mem, comm)
+    ranked = advice.advice(values, acc, mem, comm, predicted)
     if comm["basis"] == "estimated":
         acc["assumptions"]["communication_share"]["value"] = comm["estimated_share"]
     return {
@@ -440,5 +440,7 @@ def team_run(values: dict[str, Any], acc: dict[str, Any]) -> dict[str, Any]:
         ),
         "advice": ranked,
         # the hardware cannot go past its peak
-        "advice_combined": advice.combined(ranked, values["step_time"], advice.busy_share(acc)),
+        "advice_combined": advice.combined(
+            ranked, values["step_time"], advice.busy_share(acc), values, predicted
+        ),
     }

@@ -1,27 +1,45 @@
-"""The levers, ranked for this run: each with its projected step time and speedup, whether it is
-feasible here (memory fits, the layout divides), and the scenario keys it rests on.
+"""The levers, ranked for this run: each is the scenario changed and predicted again.
 
-A lever's speedup comes from the account (packing, recompute), from the step's parts and
-Amdahl's law (communication, attention kernel, load balance, pipeline bubble) or from the
-roofline of the model's own GEMMs (micro batch). Where it rests on a value the course assumed,
-`rests_on` names the key and `account["assumptions"]` says the value is the course's.
+A lever sets scenario keys (`changes`: packed batching, another recompute policy or module set,
+a doubled or halved micro batch, a faster attention kernel, the overlap flags, an interleaved
+pipeline schedule, another TP, PP or CP, FP8 GEMMs). The changed scenario is resolved again
+(evaluate.run.variant: the layout checked, DP and EP derived) and
 
-A lever is a gain or nothing: its speedup is at least 1, and so is the combination (`combined`),
-whose ceiling (`busy_share`) never comes from a figure the measured step time contradicts.
+- its step is predicted by the step-time model (evaluate.step_time.predict), as is the
+  scenario's own: the gain is predicted step before / predicted step after (`step_before`,
+  `step_after`), so the model's own error cancels. With a measured step the projected step is
+  the measured one x after / before (`step_time_from: measured x after/before`), else the
+  predicted step after (`predicted`);
+- its memory is the memory model's on the changed scenario (evaluate.run.memory: `peak_after`,
+  `fits`).
+
+A lever is feasible when the changed scenario resolves (the layout divides), fits in memory and
+is faster. Overlap hides at most what the model leaves exposed: the overlap flags change only
+the communication part. Two levers are not a scenario change: the load balance (the model's
+experts are balanced; the lever puts the simulated router's straggler factor on the predicted
+routed-expert GEMMs, and the load-aware placement's) and, with a measured `communication_share`,
+the overlap lever, which is Amdahl's law on the measured share. Every lever names the scenario
+keys it rests on (`rests_on`), the efficiencies of the model its gain rests on (`efficiencies`,
+each with its source) and where its figure comes from (`source`).
+
+The combination (`combined`) applies the chosen feasible levers together to the scenario and
+predicts it again (never a product of gains); the combined scenario must fit in memory.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 from typing import Any
 
 import numpy as np
 
-from costmodel.derive import levers
-from costmodel.derive.roofline import attainable_flops
-from costmodel.evaluate import gemms, router
-from costmodel.evaluate.run import memory
+from costmodel.derive import attention
+from costmodel.evaluate import router, run, step_time
+from costmodel.evaluate.shapes import scenario_shape
+from costmodel.inputs import hardware
+from costmodel.inputs.shape import ModelShape
 
 #: The router simulation behind `load_balance` (as notebook 06): popularity skew, tokens,
 #: placements, seed. The skew is an assumption: measure your router's counts to replace it.
@@ -29,178 +47,536 @@ ROUTER_SKEW = 1.0
 ROUTER_TOKENS = 4096
 ROUTER_PLACEMENTS = 8
 ROUTER_SEED = 0
-#: Interleaved 1F1B with this many model chunks per stage divides the bubble by it.
+#: Interleaved 1F1B: model chunks per stage the pipeline lever tries (Megatron-LM's
+#: --num-virtual-stages-per-pipeline-rank).
 VIRTUAL_STAGES = 2
+
+RE_PREDICTED = (
+    "the step-time model (costmodel.evaluate.step_time.predict) on the scenario with `changes`, "
+    "beside its prediction of the scenario as it is; memory: costmodel.evaluate.run.memory on "
+    "the changed scenario"
+)
+#: The efficiencies of the model each lever's gain rests on (costmodel.inputs.efficiency).
+COMPUTE = ("gemm", "attention_flash_forward", "attention_flash_backward", "hbm")
+EFFICIENCIES = {
+    "packing": ("gemm", "hbm"),
+    "selective_recompute": COMPUTE,
+    "recompute_modules": COMPUTE,
+    "recompute_off": COMPUTE,
+    "communication_overlap": COMPUTE,
+    "micro_batch": ("gemm", "hbm"),
+    "attention_kernel": ("attention_flash_forward", "attention_flash_backward", "attention_eager"),
+    "load_balance": ("gemm", "hbm"),
+    "pipeline_bubble": COMPUTE,
+    "tensor_parallel": COMPUTE,
+    "pipeline_parallel": COMPUTE,
+    "context_parallel": COMPUTE,
+    "fp8": ("gemm", "gemm_fp8", "hbm"),
+    "chunked_cross_entropy": ("hbm",),
+}
+#: A lever gains when the model's step after is at least this much shorter (a gain that
+#: rounds to 1.000x is none).
+MIN_GAIN = 5e-4
+#: Scenario keys a changed scenario takes from the scenario as it is (run.variant re-resolves
+#: from the course's defaults: the lengths file is not read again, and a null the course fills).
+_KEPT = (
+    "name",
+    "sequence_lengths",
+    "sum_squared_lengths",
+    "sum_squared_lengths_from",
+    "measured_tokens_per_s",
+    "communication_share",
+)
 
 
 @functools.lru_cache(maxsize=64)
 def _imbalance(experts: int, top_k: int, ep: int) -> tuple[float, float]:
     """(median straggler factor of random placements, that of a load-aware placement)."""
-    run = router.simulate_router(
+    sim = router.simulate_router(
         experts, top_k, ep, ROUTER_TOKENS, ROUTER_SKEW, ROUTER_SEED, ROUTER_PLACEMENTS
     )
-    return float(np.median(run.rank_factors)), float(run.greedy_factor)
+    return float(np.median(sim.rank_factors)), float(sim.greedy_factor)
 
 
-def _lever(name, step_time, speedup, feasible, rests_on, note) -> dict[str, Any]:
+# ------------------------------------------------------------------ the scenario, changed
+
+
+_PREDICTIONS: collections.OrderedDict[str, Any] = collections.OrderedDict()
+_CACHED = 512
+
+
+def changed_scenario(values: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any] | None:
+    """The scenario's values with a lever's `changes`, resolved again (run.variant), or None
+    where the layout does not divide; the lengths and the keys of _KEPT stay the scenario's."""
+    out = run.variant(values, changes)
+    if out is None:
+        return None
+    for key in _KEPT:
+        if key not in changes:
+            out[key] = values.get(key)
+    out["step_time"] = values["step_time"]  # the share a collective takes: not what is exposed
+    out["step_time_from"] = values.get("step_time_from")
+    return out
+
+
+def _cached(kind: str, changed: dict[str, Any], work) -> Any:
+    key = kind + repr(sorted(changed.items()))
+    if key not in _PREDICTIONS:
+        _PREDICTIONS[key] = work()
+        while len(_PREDICTIONS) > _CACHED:
+            _PREDICTIONS.popitem(last=False)
+    return _PREDICTIONS[key]
+
+
+def memory_of(changed: dict[str, Any], shape: ModelShape) -> dict[str, Any]:
+    """The memory model on a changed scenario, worked out once per process (a lever changes no
+    key of the model's shape: the scenario's shape serves)."""
+    return _cached("memory", changed, lambda: run.memory(changed, shape))
+
+
+def predicted_of(changed: dict[str, Any], shape: ModelShape) -> float:
+    """The predicted step of a changed scenario, worked out once per process."""
+    return _cached("step", changed, lambda: step_time.predict(changed, shape)["seconds"])
+
+
+class Base:
+    """The scenario as it is: its values, its predicted step and memory, and the measured step
+    (None when the step is the prediction)."""
+
+    def __init__(self, values, predicted: dict[str, Any], mem: dict[str, Any], shape=None):
+        self.values = values
+        self.shape = shape or scenario_shape(values)[0]
+        self.predicted = predicted
+        self.seconds = predicted["seconds"]
+        self.mem = mem
+        self.measured = values["step_time"] if values.get("step_time_from") == "measured" else None
+
+    def projected(self, before: float, after: float) -> tuple[float, str]:
+        """The projected step: the measured one x after / before, else the predicted after."""
+        if self.measured is None:
+            return after, "predicted"
+        return self.measured * after / before, "measured x after/before"
+
+    def efficiencies(self, name: str) -> dict[str, dict[str, Any]]:
+        got = self.predicted["efficiencies"]
+        return {e: got[e] for e in EFFICIENCIES.get(name, ()) if e in got}
+
+
+def _lever(base: Base, name: str, *, before, after, peak, fits, feasible, changes, rests_on,
+           note, source=RE_PREDICTED) -> dict[str, Any]:  # fmt: skip
+    speedup = before / after if after > 0 else 1.0
+    step, basis = base.projected(before, after)
     return {
         "lever": name,
         "speedup": speedup,
-        "step_time": step_time / speedup,
+        "step_time": step,
         "feasible": bool(feasible),
         "rests_on": list(rests_on),
         "note": note,
+        "step_before": before,
+        "step_after": after,
+        "step_time_from": basis,
+        "peak_after": peak,
+        "fits": fits,
+        "changes": dict(changes),
+        "efficiencies": base.efficiencies(name),
+        "source": source,
     }
 
 
-def _gemm_time(rows, peak, bandwidth) -> float:
-    """Time units of the weight GEMMs of a micro batch at their roofline (FLOPs / attainable)."""
-    return sum(
-        r["forward_flops_per_token"] / attainable_flops(r["intensity"], peak, bandwidth)
-        for r in rows
-        if r["weights"]
+def nothing(base: Base, name: str, rests_on, note: str) -> dict[str, Any]:
+    """A lever with nothing to gain here: 1x, not feasible, no change."""
+    return _lever(
+        base,
+        name,
+        before=base.seconds,
+        after=base.seconds,
+        peak=base.mem["total"],
+        fits=base.mem["fits"],
+        feasible=False,
+        changes={},
+        rests_on=rests_on,
+        note=note,
+        source="no change",
     )
 
 
-def micro_batch_gain(values) -> float:
-    """Speedup of the weight GEMMs when the micro batch doubles, from the roofline of the
-    model's own GEMMs (1 when every GEMM is compute-bound already)."""
-    peak, bandwidth = values["peak_flops"], values["hbm_bandwidth"]
-    b = values["micro_batch"]
-    now = _gemm_time(gemms.model_gemms(values, b), peak, bandwidth)
-    doubled = _gemm_time(gemms.model_gemms(values, 2 * b), peak, bandwidth)
-    return now / doubled if doubled > 0 else 1.0
+def changed(
+    base: Base, name: str, changes: dict, rests_on, note: str, ok: str = "", resolved=False
+) -> dict:
+    """The scenario with `changes`, predicted again: the gain, the peak after, feasible when it
+    resolves, fits and is faster (and `ok` is empty: a reason it is not, else). `resolved`: the
+    changed scenario when the caller has it already."""
+    values = changed_scenario(base.values, changes) if resolved is False else resolved
+    if values is None:
+        what = ", ".join(f"{k} {v}" for k, v in changes.items())
+        note = f"{what}: refused when resolved again (the layout does not divide)"
+        out = nothing(base, name, rests_on, note)
+        out["changes"] = dict(changes)
+        return out
+    after, mem = predicted_of(values, base.shape), memory_of(values, base.shape)
+    faster = after < base.seconds * (1 - MIN_GAIN)
+    reasons = [ok] if ok else []
+    if not mem["fits"]:
+        reasons.append("does not fit")
+    text = note + f"; predicted {base.seconds:,.4g} s -> {after:,.4g} s; memory {fitting(mem)}"
+    if not faster:
+        reasons.append("no gain")
+        text += "; no gain: the model says it is not faster"
+    return _lever(
+        base,
+        name,
+        before=base.seconds,
+        after=after,
+        peak=mem["total"],
+        fits=mem["fits"],
+        feasible=not reasons,
+        changes=changes,
+        rests_on=rests_on,
+        note=text,
+    )
 
 
-def expert_share(values, acc) -> float:
-    """Share of the step's FLOPs in the routed experts' GEMMs (model FLOPs, 3 x forward)."""
-    rows = gemms.model_gemms(values)
-    per_token = sum(r["forward_flops_per_token"] for r in rows if r["key"].startswith("expert"))
-    lin = (acc["linear_attention"] or {}).get("flops_per_step") or 0.0
-    total = acc["model_flops_per_step"] + acc["attention"]["actual"]["flops_per_step"] + lin
-    return 3 * per_token * values["tokens_per_step"] / total if total else 0.0
+# ------------------------------------------------------------------ the levers
 
 
-def advice(values: dict[str, Any], acc: dict[str, Any], mem: dict[str, Any], comm: dict[str, Any]):
-    """The levers for this run, sorted by speedup (largest first), and their combined
-    projection: the product of the feasible ones that can go together (the better of selective
-    recompute and recompute off)."""
-    step = values["step_time"]
-    proj = acc["projections"]
+def packing(base: Base) -> dict[str, Any]:
+    v = base.values
+    lengths = "sequence_lengths" if v.get("sequence_lengths") else "mean_tokens_per_sample"
+    rests = ["batching", "seq_len", lengths]
+    if v["batching"] == "packed":
+        return nothing(base, "packing", rests, "already packed: nothing to gain")
+    rows = run.micro_batches({**v, "batching": "packed"})
+    if rows >= v["micro_batches_per_step"]:
+        return nothing(base, "packing", rests, "no pad slots: the samples fill their rows")
+    note = (
+        f"documents packed into rows of {v['seq_len']:,} tokens: {rows:,.4g} micro batches per "
+        f"pipeline instead of {v['micro_batches_per_step']:,.4g}"
+    )
+    return changed(base, "packing", {"batching": "packed"}, rests, note)
+
+
+def recompute_levers(base: Base, shape) -> list[dict[str, Any]]:
+    """Selective recompute (Megatron-LM's default modules), the least selective recompute that
+    fits (the module sets of run's fit rules, cheapest first), and recompute off."""
+    v = base.values
+    rests = ["recompute", "recompute_modules", "attention_kernel"]
     out = []
-    pad = acc["padding"]
-    lengths_key = "sequence_lengths" if values.get("sequence_lengths") else "mean_tokens_per_sample"
-    out.append(
-        _lever(
-            "packing",
-            step,
-            pad["packing_speedup"],
-            True,
-            ["batching", "seq_len", lengths_key],
-            "already packed: nothing to gain"
-            if pad["batching"] == "packed"
-            else "pad slots removed, if the step time is proportional to the slots",
-        )
-    )
-    for name, policy, projected in (
-        ("selective_recompute", "selective", proj["selective_recompute"]),
-        ("recompute_off", "none", proj["recompute_off"]),
-    ):
-        speedup = projected["speedup"]
-        fits = memory(values, recompute=policy)
-        what = policy + (
-            f" ({', '.join(proj['selective_recompute']['modules'] or [])})"
-            if policy == "selective"
-            else ""
-        )
-        out.append(
-            _lever(
-                name,
-                step,
-                speedup,
-                speedup > 1 and fits["fits"],
-                ["recompute", "recompute_modules", "attention_kernel"],
-                f"memory with recompute {what}: {fitting(fits)}"
-                if speedup > 1
-                else f"no gain: recompute is already {values['recompute']}",
-            )
-        )
-    out.append(overlap_lever(step, comm, busy_share(acc)))
-    gain = micro_batch_gain(values)
-    doubled = memory(values, micro_batch=2 * values["micro_batch"])
-    divides = float(
-        values["samples_per_step"] / (values["data_parallel"] * 2 * values["micro_batch"])
-    ).is_integer()
-    out.append(
-        _lever(
-            "micro_batch",
-            step,
-            gain,
-            gain > 1 and doubled["fits"] and divides,
-            ["micro_batch", "gpu"],
-            f"roofline of the model's GEMMs at micro batch {2 * values['micro_batch']}; memory "
-            f"{fitting(doubled)}",
-        )
-    )
-    out.append(attention_kernel_lever(step, acc, values["attention_kernel_speedup"]))
-    simulated = values["num_experts"] <= router.MAX_SIMULATED_EXPERTS
-    if values["num_experts"] and values["expert_parallel"] > 1 and simulated:
-        now_factor, greedy = _imbalance(
-            values["num_experts"], values["experts_per_token"], values["expert_parallel"]
-        )
-        counted = expert_share(values, acc)
-        # a share is at most the whole step: above 1, the model's expert GEMMs alone are more
-        # than 6ND with the scenario's N counts (the two disagree), and they are all of it
-        part = min(counted, 1.0)
-        out.append(
-            _lever(
-                "load_balance",
-                step,
-                levers.amdahl(part, now_factor / greedy) if now_factor > greedy else 1.0,
-                now_factor > greedy,
-                ["expert_parallel", "num_experts"],
-                f"straggler factor {now_factor:.2f} (simulated router, skew {ROUTER_SKEW:g}: an "
-                f"assumption) -> {greedy:.2f} with a load-aware placement, on "
-                f"{100 * part:.1f}% of the FLOPs"
-                + (
-                    f" (the model's expert GEMMs are {counted:,.3g}x the step's FLOPs as "
-                    "counted with activated_params: N is too small for this shape)"
-                    if counted > 1
-                    else ""
-                ),
-            )
-        )
+    default = changed(
+        base, "selective_recompute", policy(v, "selective"),
+        rests, "recompute selective (Megatron-LM's default modules)",
+    )  # fmt: skip
+    if v["recompute"] == "selective" and not v.get("recompute_modules"):
+        default = nothing(base, "selective_recompute", rests, "already selective recompute")
+    out.append(default)
+    out.append(least_selective(base, shape, rests))
+    if v["recompute"] == "none":
+        out.append(nothing(base, "recompute_off", rests, "no gain: recompute is already none"))
     else:
+        off = policy(v, "none")
+        out.append(changed(base, "recompute_off", off, rests, "recompute none"))
+    return out
+
+
+def policy(values: dict[str, Any], name: str, modules: list | None = None) -> dict[str, Any]:
+    """The keys of another recompute policy: its modules (null: Megatron-LM's default set, or
+    none), the layer count of full recompute unset."""
+    keys = {"recompute": name, "recompute_modules": modules}
+    if values.get("recompute_num_layers") is not None:
+        keys["recompute_num_layers"] = None
+    return keys
+
+
+def least_selective(base: Base, shape, rests) -> dict[str, Any]:
+    """The fewest modules of selective recompute that fit (the growing sets of run's fit rules,
+    cheapest first), when that recomputes less than the scenario does now."""
+    v = base.values
+    chain = [
+        keys
+        for _label, keys, _note in run._candidates({**v, "recompute": "none"}, shape)
+        if "recompute_modules" in keys
+    ]
+    chain = [policy(v, "selective", keys["recompute_modules"]) for keys in chain]
+    now = v.get("recompute_modules") if v["recompute"] == "selective" else None
+    tried, fits = None, False
+    for keys in chain:
+        values = changed_scenario(v, keys)
+        if values is None:
+            continue
+        tried, fits = keys, memory_of(values, shape)["fits"]
+        if fits:
+            break
+    if tried is None or tried["recompute_modules"] == now:
+        why = "the scenario's modules are the fewest that fit" if tried else "no module set"
+        return nothing(base, "recompute_modules", rests, f"no lever: {why}")
+    note = f"recompute selective ({', '.join(tried['recompute_modules'])}): " + (
+        "the fewest modules that fit" if fits else "all of them, and none of the sets fits"
+    )
+    return changed(base, "recompute_modules", tried, rests, note)
+
+
+def overlap(base: Base, comm: dict[str, Any], busy: dict[str, Any]) -> dict[str, Any]:
+    """The overlap flags the scenario leaves off, turned on (DP's with the backward and forward,
+    TP's with the GEMMs, the EP all-to-all behind another micro batch's compute); the model's
+    overlap rules hide at most the exposed communication. A measured communication_share: Amdahl
+    on it (the model does not predict a measured share). No lever from an estimate longer than
+    the measured step: it contradicts the step."""
+    v, name, rests = base.values, "communication_overlap", ["communication_share"]
+    if comm["basis"] == "estimated" and comm["exceeds_step"]:
+        return nothing(
+            base, name, rests,
+            f"no lever: the estimate ({comm['seconds']:,.4g} s, {100 * comm['share']:,.0f}% of "
+            "the step) is longer than the measured step, which contradicts it; set the measured "
+            "communication_share",
+        )  # fmt: skip
+    flags: dict[str, Any] = {}
+    if not v["overlap_grad_reduce"]:
+        flags["overlap_grad_reduce"] = True
+    if not v["overlap_param_gather"]:
+        flags["overlap_param_gather"] = True
+    if v["tensor_parallel"] > 1 and not v["tp_comm_overlap"]:
+        flags.update(tp_comm_overlap=True, sequence_parallel=True)
+    if v["expert_parallel"] > 1 and v["ep_overlap"] == "none":
+        flags["ep_overlap"] = "dualpipe"
+    rests = [*rests, *flags] if flags else [*rests, "ep_overlap", "tp_comm_overlap"]
+    if comm["basis"] == "measured":
+        return measured_overlap(base, comm, busy, flags, rests)
+    exposed = base.predicted["parts"]["communication_exposed"]
+    if not flags:
+        return nothing(base, name, rests, "no lever: every overlap the model knows is on")
+    note = (
+        f"{', '.join(f'{key} {value}' for key, value in flags.items())}: the exposed communication "
+        f"({exposed:,.4g} s predicted) behind compute"
+    )
+    if "ep_overlap" in flags:
+        note += " (the EP all-to-all behind another micro batch: DualPipe, or Megatron-LM's "
+        note += "1F1B all-to-all overlap, an assumption)"
+    return changed(base, name, flags, rests, note)
+
+
+def measured_overlap(base, comm, busy, flags, rests) -> dict[str, Any]:
+    """Amdahl's law on the measured communication share, at most what compute at the GPU's
+    peak leaves of the step."""
+    share = comm["share_used"]
+    exposed = min(share, 1 - busy["share"])
+    speedup = 1 / (1 - exposed) if exposed < 1 else 1.0
+    step = base.measured if base.measured is not None else base.seconds
+    return {
+        **_lever(
+            base,
+            "communication_overlap",
+            before=step,
+            after=step / speedup,
+            peak=base.mem["total"],
+            fits=base.mem["fits"],
+            feasible=exposed > 0 and base.mem["fits"],
+            changes=flags,
+            rests_on=rests,
+            note=f"measured communication share {100 * share:.2f}% hidden behind compute"
+            + (
+                f" (capped at {100 * exposed:.2f}%: compute at peak takes the rest)"
+                if exposed < share
+                else ""
+            ),
+            source="Amdahl's law on the measured communication_share",
+        ),  # fmt: skip
+        "step_time": step / speedup,
+        "step_time_from": "measured communication_share",
+    }
+
+
+def micro_batch(base: Base) -> dict[str, Any]:
+    """The micro batch doubled, or halved, whichever the model says is faster (feasible first):
+    the GEMMs' roofline, the bubble and the micro batches per step follow."""
+    v, rests = base.values, ["micro_batch", "gpu"]
+    sizes = [2 * v["micro_batch"]] + ([v["micro_batch"] // 2] if v["micro_batch"] > 1 else [])
+    found = []
+    for size in sizes:
+        ok = ""
+        if v["batching"] == "padded":
+            rows = v["samples_per_step"] / (v["data_parallel"] * size)
+            ok = "" if float(rows).is_integer() else f"samples per step do not divide into {size}s"
+        note = f"micro batch {size}"
+        found.append(changed(base, "micro_batch", {"micro_batch": size}, rests, note, ok))
+    return best(found)
+
+
+def best(found: list[dict[str, Any]]) -> dict[str, Any]:
+    """The feasible one with the largest gain, else the largest gain."""
+    return max(found, key=lambda x: (x["feasible"], x["speedup"]))
+
+
+def attention_kernel(base: Base, acc: dict[str, Any]) -> dict[str, Any]:
+    """Eager attention: the flash kernel. Flash already: a kernel attention_kernel_speedup x
+    faster, as one attention_efficiency (the forward's and backward's combined, times the
+    speedup, at most 1). No lever when the attention count needs more than the GPUs' peak for
+    the measured step: the step contradicts the count."""
+    v, name = base.values, "attention_kernel"
+    rests = ["attention_kernel", "attention_kernel_speedup", "attention_flops"]
+    over = acc["attention"]["actual"]["hfu_with_attention"]
+    if base.predicted["parts"]["attention"] <= 0:
+        return nothing(base, name, rests, "no attention core")
+    if over > 1 and base.measured is not None:
+        return nothing(
+            base, name, rests,
+            f"no lever: the attention count needs {100 * over:,.0f}% of the GPUs' peak for this "
+            "step, more than they have, which contradicts the measured step; its share of the "
+            "time is not known",
+        )  # fmt: skip
+    if v["attention_kernel"] == "eager":
+        note = "attention_kernel flash (no s x s scores kept)"
+        return changed(base, name, {"attention_kernel": "flash"}, rests, note)
+    eff = base.predicted["efficiencies"]
+    kappa = float(attention.KERNEL_BACKWARD_OVER_FORWARD["flash"])
+    forward = eff["attention_flash_forward"]["value"]
+    backward = eff["attention_flash_backward"]["value"]
+    now = (1 + kappa) / (1 / forward + kappa / backward)
+    faster = v["attention_kernel_speedup"]
+    after = min(1.0, faster * now)
+    if after <= now:
+        return nothing(base, name, rests, "no lever: the kernel runs at the peak already")
+    note = (
+        f"a flash kernel {faster:g}x faster: attention_efficiency {after:.3f} (the forward's "
+        f"{forward:g} and backward's {backward:g} combined, {now:.3f}, x {faster:g}"
+        + (", at most 1)" if after < faster * now else ")")
+    )
+    return changed(base, name, {"attention_efficiency": round(after, 6)}, rests, note)
+
+
+def expert_seconds(base: Base, shape) -> float:
+    """The routed experts' GEMMs on the most loaded GPU per step as the model predicts them
+    (forward and backward, every micro batch; the stage's layers taken as MoE layers first)."""
+    detail = base.predicted["detail"]
+    rows = detail["gemm_forward_seconds_per_micro_batch"]
+    per_layer = sum(t for key, t in rows.items() if key.startswith("expert_"))
+    moe_layers = shape.num_moe_layers + (base.values.get("num_mtp_layers", 0) or 0)
+    layers = min(detail["stage_layers"], moe_layers)
+    return 3 * detail["micro_batches"] * layers * per_layer
+
+
+def load_balance(base: Base, shape) -> dict[str, Any]:
+    """The model's experts are balanced: this lever puts the simulated router's straggler
+    factor (random placements, median) on the predicted routed-expert GEMMs, and a load-aware
+    placement's: before = predicted + E (f - 1), after = predicted + E (g - 1)."""
+    v, name = base.values, "load_balance"
+    simulated = v["num_experts"] <= router.MAX_SIMULATED_EXPERTS
+    if not (v["num_experts"] and v["expert_parallel"] > 1 and simulated):
         why = "no expert parallelism" if simulated else "too many experts to simulate"
-        out.append(_lever("load_balance", step, 1.0, False, ["num_experts"], why))
-    pp, m = values["pipeline_parallel"], values["micro_batches_per_step"]
-    if pp > 1:
-        # 1F1B: the bubble is (p - 1) / m of the ideal time; v chunks per stage divide it by v
-        now_over_ideal, after_over_ideal = (pp - 1) / m, (pp - 1) / (m * VIRTUAL_STAGES)
-        chunks = VIRTUAL_STAGES * pp
-        splits = values["num_layers"] % chunks == 0
-        # interleaving keeps p + (p - 1) / v micro batches in flight on the first stage
-        interleaved = memory(values, virtual_stages=VIRTUAL_STAGES)
-        why = [] if splits else [f"num_layers {values['num_layers']} not divisible by {chunks}"]
-        out.append(
-            _lever(
-                "pipeline_bubble",
-                step,
-                (1 + now_over_ideal) / (1 + after_over_ideal),
-                splits and interleaved["fits"],
-                ["pipeline_parallel", "samples_per_step", "micro_batch"],
-                f"bubble {100 * (pp - 1) / (m + pp - 1):.1f}% of the step; interleaving "
-                f"{VIRTUAL_STAGES} model chunks per stage"
-                + "".join(f"; {w}" for w in why)
-                + f"; memory {fitting(interleaved)}",
-            )
-        )
-    else:
-        out.append(
-            _lever("pipeline_bubble", step, 1.0, False, ["pipeline_parallel"], "no pipeline")
-        )
-    out.append(chunked_lever(values, mem, step))
-    out.sort(key=lambda x: -x["speedup"])
+        return nothing(base, name, ["num_experts"], why)
+    now, greedy = _imbalance(v["num_experts"], v["experts_per_token"], v["expert_parallel"])
+    experts = expert_seconds(base, shape)
+    before = base.seconds + experts * (now - 1)
+    after = base.seconds + experts * (greedy - 1)
+    return _lever(
+        base, name, before=before, after=after, peak=base.mem["total"], fits=base.mem["fits"],
+        feasible=now > greedy and experts > 0 and base.mem["fits"], changes={},
+        rests_on=["expert_parallel", "num_experts"],
+        note=f"the routed experts' GEMMs ({experts:,.4g} s predicted, balanced) on the most "
+        f"loaded EP rank at the simulated router's straggler factor {now:.2f} (skew "
+        f"{ROUTER_SKEW:g}: an assumption) -> {greedy:.2f} with a load-aware placement; "
+        f"predicted {before:,.4g} s -> {after:,.4g} s (not a scenario key: not combined)",
+        source="the simulated router (costmodel.evaluate.router) on the step-time model's "
+        "routed-expert GEMMs",
+    )  # fmt: skip
+
+
+def pipeline(base: Base) -> dict[str, Any]:
+    """1F1B: interleaved 1F1B with VIRTUAL_STAGES model chunks per stage (Megatron-LM requires
+    the stage's layers to divide); interleaved: twice the chunks."""
+    v, name = base.values, "pipeline_bubble"
+    rests = ["pipeline_parallel", "pipeline_schedule", "virtual_pipeline", "micro_batch"]
+    pp, schedule = v["pipeline_parallel"], v.get("pipeline_schedule") or "1f1b"
+    if pp <= 1:
+        return nothing(base, name, ["pipeline_parallel"], "no pipeline")
+    if schedule not in ("1f1b", "interleaved"):
+        return nothing(base, name, rests, f"no lever: pipeline_schedule is {schedule} already")
+    chunks = 2 * v["virtual_pipeline"] if schedule == "interleaved" else VIRTUAL_STAGES
+    ok = ""
+    if v["num_layers"] % (chunks * pp):
+        ok = f"num_layers {v['num_layers']} not divisible by {chunks * pp}"
+    share = base.predicted["parts"]["pipeline_bubble"] / base.seconds
+    note = (
+        f"bubble {100 * share:.1f}% of the predicted step; interleaving {chunks} model chunks "
+        "per stage" + (f" ({ok})" if ok else "")
+    )
+    keys = {"pipeline_schedule": "interleaved", "virtual_pipeline": chunks}
+    return changed(base, name, keys, rests, note, ok)
+
+
+LAYOUT = (("tensor_parallel", "TP"), ("pipeline_parallel", "PP"), ("context_parallel", "CP"))
+
+
+def layout(base: Base, key: str, label: str) -> dict[str, Any]:
+    """TP, PP or CP doubled or halved (DP follows, EP refitted to it), the better of the two."""
+    v, found = base.values, []
+    for size in (2 * v[key], v[key] // 2):
+        if size < 1 or size == v[key]:
+            continue
+        keys: dict[str, Any] = {key: size}
+        if key == "tensor_parallel":
+            keys["sequence_parallel"] = size > 1 and (v["sequence_parallel"] or v[key] == 1)
+        again = changed_scenario(v, keys)
+        note = f"{label} {v[key]} -> {size}"
+        if again is not None:
+            note += f" (DP {v['data_parallel']} -> {again['data_parallel']}"
+            if again["expert_parallel"] != v["expert_parallel"]:
+                keys["expert_parallel"] = again["expert_parallel"]
+                note += f", EP {v['expert_parallel']} -> {again['expert_parallel']}"
+            note += ")"
+        found.append(changed(base, key, keys, [key, "num_gpus"], note, resolved=again))
+    return best(found)
+
+
+def fp8(base: Base) -> dict[str, Any]:
+    """FP8 GEMMs (fp8: hybrid, Transformer Engine) at the GPU's FP8 peak and gemm_fp8."""
+    v, rests = base.values, ["fp8", "gpu"]
+    if v["fp8"] != "none":
+        return nothing(base, "fp8", rests, f"already fp8 {v['fp8']}")
+    if not hardware.GPUS[v["gpu"]].fp8_flops:
+        return nothing(base, "fp8", rests, f"no lever: the {v['gpu']} has no FP8 tensor cores")
+    note = "fp8 hybrid: the layers' GEMMs at the FP8 peak (the memory model does not count FP8 "
+    note += "weight copies)"
+    return changed(base, "fp8", {"fp8": "hybrid"}, rests, note)
+
+
+def chunked_cross_entropy(base: Base) -> dict[str, Any]:
+    """Chunked cross-entropy: memory, not time. What it takes off the peak."""
+    v, mem = base.values, base.mem
+    rests = ["ce_chunks", "cross_entropy"]
+    if v["cross_entropy"] in ("chunked", "fused_linear"):
+        return nothing(base, "chunked_cross_entropy", rests, f"already {v['cross_entropy']}")
+    chunked = run.memory(v, logits_chunks=v["ce_chunks"])
+    note = (
+        f"{v['ce_chunks']} chunks: the loss holds {chunked['logits'] / 1e9:,.1f} GB of "
+        f"logits instead of {mem['logits'] / 1e9:,.1f} GB; the peak goes from "
+        f"{mem['total'] / 1e9:,.1f} GB ({mem['peak_phase'].replace('_', ' ')}) to "
+        f"{fitting(chunked).removeprefix('peak ')} (memory, not time)"
+    )
+    out = nothing(base, "chunked_cross_entropy", rests, note)
+    out.update(peak_after=chunked["total"], fits=chunked["fits"], feasible=chunked["fits"])
+    out["changes"] = {"cross_entropy": "chunked"}
+    return out
+
+
+def advice(
+    values: dict[str, Any],
+    acc: dict[str, Any],
+    mem: dict[str, Any],
+    comm: dict[str, Any],
+    predicted: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """The levers for this run (module docstring): the feasible ones by gain, largest first,
+    then those that do not fit, do not divide or have nothing to gain."""
+    shape = scenario_shape(values)[0]
+    predicted = predicted or step_time.predict(values, shape, comm)
+    base = Base(values, predicted, mem, shape)
+    out = [packing(base), *recompute_levers(base, shape)]
+    out.append(overlap(base, comm, busy_share(acc)))
+    out += [micro_batch(base), attention_kernel(base, acc), load_balance(base, shape)]
+    out.append(pipeline(base))
+    out += [layout(base, key, label) for key, label in LAYOUT]
+    out += [fp8(base), chunked_cross_entropy(base)]
+    out.sort(key=lambda x: (not x["feasible"], -x["speedup"]))
     return out
 
 
@@ -211,22 +587,6 @@ def fitting(mem: dict[str, Any]) -> str:
         f"peak {mem['total'] / 1e9:,.1f} GB ({mem['peak_phase'].replace('_', ' ')}) of "
         f"{mem['capacity'] / 1e9:,.1f} GB usable: {verdict}"
     )
-
-
-def chunked_lever(values: dict[str, Any], mem: dict[str, Any], step: float) -> dict[str, Any]:
-    """Chunked cross-entropy: memory, not time. What it takes off the peak (nothing when the loss
-    is not the peak phase, or the logits are chunked or never materialised already)."""
-    if values["cross_entropy"] in ("chunked", "fused_linear"):
-        note = f"already cross_entropy {values['cross_entropy']}"
-    else:
-        chunked = memory(values, logits_chunks=values["ce_chunks"])
-        note = (
-            f"{values['ce_chunks']} chunks: the loss holds {chunked['logits'] / 1e9:,.1f} GB of "
-            f"logits instead of {mem['logits'] / 1e9:,.1f} GB; the peak goes from "
-            f"{mem['total'] / 1e9:,.1f} GB ({mem['peak_phase'].replace('_', ' ')}) to "
-            f"{fitting(chunked).removeprefix('peak ')} (memory, not time)"
-        )
-    return _lever("chunked_cross_entropy", step, 1.0, True, ["ce_chunks", "cross_entropy"], note)
 
 
 def busy_share(acc: dict[str, Any]) -> dict[str, Any]:
@@ -245,96 +605,81 @@ def busy_share(acc: dict[str, Any]) -> dict[str, Any]:
     return {"share": min(acc["hfu"], 1.0), "from": "hfu"}  # the check allows float rounding
 
 
-def attention_kernel_lever(step: float, acc: dict[str, Any], faster: float) -> dict[str, Any]:
-    """A faster attention kernel: Amdahl's law on the attention core's share of the FLOPs. No
-    lever (1x, not feasible) when the attention count needs more than the GPUs' peak for the
-    measured step: the step time contradicts the count, so its share of the time is not known."""
-    share = acc["attention"]["actual"]["share"]
-    over = acc["attention"]["actual"]["hfu_with_attention"]
-    if over > 1:
-        return _lever(
-            "attention_kernel",
-            step,
-            1.0,
-            False,
-            ["attention_kernel_speedup", "attention_flops"],
-            f"no lever: the attention count needs {100 * over:,.0f}% of the GPUs' peak for this "
-            "step, more than they have, which contradicts the measured step; its share of the "
-            "time is not known",
-        )
-    return _lever(
-        "attention_kernel",
-        step,
-        levers.amdahl(share, faster),
-        share > 0,
-        ["attention_kernel_speedup", "attention_flops"],
-        f"attention core {100 * share:.1f}% of the FLOPs, {faster:g}x faster",
-    )
+# ------------------------------------------------------------------ the combination
 
 
-def overlap_lever(step: float, comm: dict[str, Any], busy: dict[str, Any]) -> dict[str, Any]:
-    """Communication hidden behind compute: Amdahl's bound on the exposed share (the measured
-    `communication_share`, or else the estimate's `exposed_share`: what the overlap rules of the
-    scenario's settings leave exposed, not the nothing-overlapped upper bound), which is at most
-    what compute at the GPU's peak leaves of the step. No lever (1x, not feasible) from an
-    estimate longer than the measured step: the estimate contradicts the measurement."""
-    if comm["basis"] == "estimated" and comm["exceeds_step"]:
-        return _lever(
-            "communication_overlap",
-            step,
-            1.0,
-            False,
-            ["communication_share"],
-            f"no lever: the estimate ({comm['seconds']:,.4g} s, {100 * comm['share']:,.0f}% of "
-            "the step) is longer than the measured step, which contradicts it; set the measured "
-            "communication_share",
-        )
-    measured = comm["basis"] == "measured"
-    share = comm["share_used"] if measured else comm["exposed_share"]
-    exposed = min(share, 1 - busy["share"])
-    at_peak = "the 6ND FLOPs at peak take" if busy["from"] == "hfu" else "compute at peak takes"
-    return _lever(
-        "communication_overlap",
-        step,
-        1 / (1 - exposed) if exposed < 1 else 1.0,
-        exposed > 0,
-        ["communication_share"],
-        (
-            f"measured communication share {100 * share:.2f}%"
-            if measured
-            else f"exposed communication {100 * share:.2f}% of the step (the estimate after its "
-            f"overlap rules; {100 * comm['share']:.2f}% with nothing overlapped)"
-        )
-        + " hidden behind compute"
-        + (
-            f" (capped at {100 * exposed:.2f}%: {at_peak} the rest of the step, so some of it "
-            "overlaps already)"
-            if exposed < share
-            else ""
-        ),
-    )
+def fp8_over_bf16(values: dict[str, Any]) -> float:
+    """The GPU's dense FP8 peak over its BF16 peak (1 without FP8 tensor cores)."""
+    gpu = hardware.GPUS[values["gpu"]]
+    return gpu.fp8_flops / gpu.bf16_flops if gpu.fp8_flops else 1.0
+
+
+def _chosen(levers_list: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The feasible gains that are scenario changes, largest first."""
+    chosen = [x for x in levers_list if x["feasible"] and x["speedup"] > 1 and x["changes"]]
+    chosen = [x for x in chosen if x["step_time_from"] != "measured communication_share"]
+    return sorted(chosen, key=lambda x: -x["speedup"])
+
+
+def _conflicts(changes: dict[str, Any], more: dict[str, Any]) -> bool:
+    """Whether a lever sets a key the combination already sets otherwise (two recompute
+    policies, two micro batches)."""
+    return any(key in changes and changes[key] != value for key, value in more.items())
 
 
 def combined(
-    levers_list: list[dict[str, Any]], step_time: float, busy: dict[str, Any] | None = None
+    levers_list: list[dict[str, Any]],
+    step_time: float,
+    busy: dict[str, Any] | None = None,
+    values: dict[str, Any] | None = None,
+    predicted: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The product of the feasible levers that can go together: of selective recompute and
-    recompute off, only the better feasible one; at most `ceiling`, the speedup that would put
-    the hardware at its peak (1 / busy_share, at least 1: none without `busy`)."""
-    chosen = [x for x in levers_list if x["feasible"] and x["speedup"] > 1]
-    recompute = [x for x in chosen if x["lever"] in ("selective_recompute", "recompute_off")]
-    if len(recompute) > 1:
-        drop = min(recompute, key=lambda x: x["speedup"])
-        chosen = [x for x in chosen if x is not drop]
-    product = float(np.prod([x["speedup"] for x in chosen])) if chosen else 1.0
+    """The chosen feasible levers applied together to the scenario and predicted again: from the
+    largest gain down, each lever joins when its keys do not clash with those already set and
+    the scenario with all of them resolves, fits in memory and is faster than without it.
+    `product` is the re-predicted ratio (before / after), `speedup` it capped at `ceiling`, the
+    speedup that would put the hardware at its peak (1 / busy_share: none without `busy`; with
+    FP8 GEMMs, times the FP8 peak over the BF16 one)."""
     ceiling = 1 / busy["share"] if busy else math.inf
-    speedup = min(product, ceiling)
+    before = predicted["seconds"] if predicted else step_time
+    shape = scenario_shape(values)[0] if values is not None else None
+    kept, changes, after, peak, fits = [], {}, before, None, None
+    for lever in _chosen(levers_list) if values is not None else []:
+        if _conflicts(changes, lever["changes"]):
+            continue
+        trial = {**changes, **lever["changes"]}
+        again = changed_scenario(values, trial)
+        if again is None:
+            continue
+        mem = memory_of(again, shape)
+        if not mem["fits"]:
+            continue
+        seconds = predicted_of(again, shape)
+        if seconds < after * (1 - MIN_GAIN):
+            kept.append(lever)
+            changes, after, peak, fits = trial, seconds, mem["total"], True
+    product = before / after if after > 0 else 1.0
+    if values is not None and "hybrid" in (changes.get("fp8"), values.get("fp8")):
+        ceiling *= fp8_over_bf16(values)  # its GEMMs may run up to the FP8 peak
+    speedup = max(1.0, min(product, ceiling))
+    measured = values is not None and values.get("step_time_from") == "measured"
     return {
-        "levers": [x["lever"] for x in chosen],
+        "levers": [x["lever"] for x in kept],
         "product": product,
         "speedup": speedup,
         "capped": speedup < product,
         "step_time": step_time / speedup,
         "ceiling": ceiling if busy else None,
         "ceiling_from": busy["from"] if busy else None,
+        "step_before": before,
+        "step_after": after,
+        "step_time_from": "measured x after/before" if measured else "predicted",
+        "peak_after": peak,
+        "fits": fits,
+        "changes": changes,
+        "apart": [
+            x["lever"]
+            for x in levers_list
+            if x["feasible"] and x["speedup"] > 1 and x["lever"] not in {k["lever"] for k in kept}
+        ],
     }

@@ -44,6 +44,11 @@ LEVERS = (
     "load_balance",
     "pipeline_bubble",
     "chunked_cross_entropy",
+    "recompute_modules",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "context_parallel",
+    "fp8",
 )
 
 

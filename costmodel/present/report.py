@@ -419,6 +419,23 @@ def _time_rows(t: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _combined_row(comb: dict[str, Any]) -> tuple[str, str, str]:
+    """The levers applied together to the scenario and predicted again."""
+    note = f"step {_seconds(comb['step_time'])}: {', '.join(comb['levers']) or 'no lever'}"
+    if comb["levers"]:
+        note += (
+            f" applied together and predicted again ({comb['step_before']:,.4g} s -> "
+            f"{comb['step_after']:,.4g} s; peak {comb['peak_after'] / 1e9:,.1f} GB: fits)"
+        )
+    if comb["step_time_from"] == "measured x after/before":
+        note += "; the measured step x after / before"
+    if comb["capped"]:
+        note += "; capped where the hardware would reach its peak"
+    if comb["apart"]:
+        note += f"; not combined: {', '.join(comb['apart'])}"
+    return ("combined", f"{comb['speedup']:.3f}x", note)
+
+
 def _team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
     """Layout, memory, communication and the ranked levers (issue 11)."""
     par, mem = a["parallel"], a["memory"]
@@ -454,14 +471,7 @@ def _team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, st
         )
         for x in a["advice"]
     ]
-    comb = a["advice_combined"]
-    advice_rows.append(
-        (
-            "combined",
-            f"{comb['speedup']:.3f}x",
-            f"step {_seconds(comb['step_time'])}: {', '.join(comb['levers'])}",
-        )
-    )
+    advice_rows.append(_combined_row(a["advice_combined"]))
     return [
         ("Parallel layout", layout),
         ("Memory of the most loaded GPU", memory_rows),
