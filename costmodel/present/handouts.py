@@ -306,7 +306,9 @@ def step_cards(t: dict[str, Any]) -> list[tuple[str, str]]:
         ("Step time (predicted by the model)", predicted),
         (
             "Unexplained (measured - predicted)"
-            + ("; negative: the model says the step cannot be this fast" if unexplained < 0 else ""),
+            + (
+                "; negative: the model says the step cannot be this fast" if unexplained < 0 else ""
+            ),
             f"{_step_seconds(unexplained)} ({100 * t['unexplained_share']:.1f}%)",
         ),
     ]
