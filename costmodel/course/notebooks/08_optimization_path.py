@@ -785,7 +785,9 @@ plt.show()
 # %% tags=["remove-input"]
 compute_s = sum(t["parts"][name]["seconds"] for name in COMPUTE_PARTS)
 biggest = max(t["parts"], key=lambda name: t["parts"][name]["seconds"])
-of = "实测一步" if measured_step else "预测一步"
+# a share of the measured step, unless the model says the step cannot be that short
+over = measured_step and t["unexplained_seconds"] < 0
+of = "实测一步" if measured_step and not over else "预测一步"
 d.table([[name, f"{part['seconds']:.4g} s", d.pct(part["share"], 1)] for name, part in t["parts"].items()]
         + [["predicted step (sum)", f"{predicted_s:.4g} s", d.pct(predicted_s / base_s, 1)]]
         + ([["measured step (step_time)", f"{base_s:.4g} s", "100.0%"],
@@ -799,7 +801,8 @@ others_ = [f"{PART_ZH[name]} {sec(t['parts'][name]['seconds'])} 秒" for name in
 text = (f"按步长模型，这一步应当要 **{sec(predicted_s)} 秒**：计算（"
         + "、".join(PART_ZH[name] for name in COMPUTE_PARTS if t["parts"][name]["seconds"] > 0)
         + f"）合计 {sec(compute_s)} 秒" + "".join("，" + part for part in others_)
-        + f"；最大的一项是{PART_ZH[biggest]}，占{of}的 {d.pct(t['parts'][biggest]['share'], 1)}。")
+        + f"；最大的一项是{PART_ZH[biggest]}，占{of}的 "
+        f"{d.pct(t['parts'][biggest]['seconds'] / (predicted_s if of == '预测一步' else base_s), 1)}。")
 if absent:
     text += f"{'、'.join(absent)}在本场景为 0，图里略去。"
 if not measured_step:
