@@ -133,6 +133,7 @@ def test_index_cards_say_predicted_when_step_time_is_null():
     predicted = f"{account['time']['predicted_seconds']:,.1f} s"
     assert cards["Step time (predicted: step_time is null)"] == predicted
     assert cards["MFU (predicted step)"] == f"{100 * account['mfu']:.2f}%"
+    assert cards["HFU (predicted step)"] == f"{100 * account['hfu']:.2f}%"
     assert not any(label.startswith(("Step time (measured)", "Unexplained")) for label in cards)
     sc = scenario.resolve(overrides={"step_time": None})
     assert "(predicted step)" in handouts._banner(sc, account, {"step_time": None}, "teacher")

@@ -334,7 +334,7 @@ def index_html(
     headline = [
         ("MFU" + (" (predicted step)" if predicted else ""), f"{100 * account['mfu']:.2f}%"),
         *step_cards(account["time"]),
-        ("HFU", f"{100 * account['hfu']:.2f}%"),
+        ("HFU" + (" (predicted step)" if predicted else ""), f"{100 * account['hfu']:.2f}%"),
         (
             f"Attention share (padded length, {att['attention_flops']})",
             f"{100 * att['padded']['share']:.1f}%",
