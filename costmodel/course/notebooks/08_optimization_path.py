@@ -748,6 +748,43 @@ def sec(value):
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
+compute_s = sum(t["parts"][name]["seconds"] for name in COMPUTE_PARTS)
+biggest = max(t["parts"], key=lambda name: t["parts"][name]["seconds"])
+# a share of the measured step, unless the model says the step cannot be that short
+over = measured_step and t["unexplained_seconds"] < 0
+of = "实测一步" if measured_step and not over else "预测一步"
+absent = [PART_ZH[name] for name in t["parts"] if t["parts"][name]["seconds"] <= 0]
+others_ = [f"{PART_ZH[name]} {sec(t['parts'][name]['seconds'])} 秒" for name in ("communication_exposed", "pipeline_bubble")
+           if t["parts"][name]["seconds"] > 0]
+text = (f"按步长模型，这一步应当要 **{sec(predicted_s)} 秒**：计算（"
+        + "、".join(PART_ZH[name] for name in COMPUTE_PARTS if t["parts"][name]["seconds"] > 0)
+        + f"）合计 {sec(compute_s)} 秒" + "".join("，" + part for part in others_)
+        + f"；最大的一项是{PART_ZH[biggest]}，占{of}的 "
+        f"{d.pct(t['parts'][biggest]['seconds'] / (predicted_s if of == '预测一步' else base_s), 1)}。")
+if absent:
+    text += f"{'、'.join(absent)}在本场景为 0，下图略去。"
+if not measured_step:
+    text += ("场景没有给实测的 `step_time`（为 null）：本页的单步时间、MFU 和吞吐都是这个**预测值**，没有实测可以对照，"
+             "也就说不出模型漏掉了多少。量到实际的步长后写进 `step_time`，图的右端就会多出实测的一步和两者之差。")
+elif t["unexplained_seconds"] >= 0:
+    mfu_if = acc["mfu"] * base_s / predicted_s
+    text += (f"实测的一步是 {sec(base_s)} 秒：模型解释了其中的 {d.pct(predicted_s / base_s, 1)}，"
+             f"**没有解释的 {sec(t['unexplained_seconds'])} 秒（{d.pct(t['unexplained_share'], 1)}）**不属于上面任何一项。"
+             "它可能来自模型没有计入的工作（kernel 启动的间隙、embedding 查表、RoPE、"
+             + ("路由的 softmax 和 top-k、" if moe else "") + "数据加载、等待慢的 rank），"
+             "也可能是这套机器的 kernel 效率比模型的参数低，或者场景里有键与实际设置不同；"
+             "从这本账分不出是哪一种，要用 profiler 量。")
+    if mfu_if <= 1:
+        text += f"若这一步真的只要预测的 {sec(predicted_s)} 秒，MFU 会是 {d.pct(mfu_if)}（现在 {d.pct(acc['mfu'])}）。"
+else:
+    text += (f"实测的一步只有 {sec(base_s)} 秒，比预测还短 {sec(-t['unexplained_seconds'])} 秒："
+             "**按模型，这一步不可能这么快**，没有解释的部分是负数。"
+             "要么场景里有键与实际设置不同（`step_time` 本身、GPU 型号、并行方式、重算、序列长度或 packing），"
+             "要么模型的效率参数对这套机器偏低（场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` "
+             "可以换成量到的值）。这两件事核对清楚之前，各部分的份额和下面的排序都不可靠。")
+d.md(text)
+
+# %% tags=["remove-input"]
 fig, ax = plt.subplots(figsize=(8.5, 4.2))
 level = 0.0
 for name in shown_parts:
@@ -783,11 +820,6 @@ ax.legend(handles, names_, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.
 plt.show()
 
 # %% tags=["remove-input"]
-compute_s = sum(t["parts"][name]["seconds"] for name in COMPUTE_PARTS)
-biggest = max(t["parts"], key=lambda name: t["parts"][name]["seconds"])
-# a share of the measured step, unless the model says the step cannot be that short
-over = measured_step and t["unexplained_seconds"] < 0
-of = "实测一步" if measured_step and not over else "预测一步"
 d.table([[name, f"{part['seconds']:.4g} s", d.pct(part["share"], 1)] for name, part in t["parts"].items()]
         + [["predicted step (sum)", f"{predicted_s:.4g} s", d.pct(predicted_s / base_s, 1)]]
         + ([["measured step (step_time)", f"{base_s:.4g} s", "100.0%"],
@@ -795,36 +827,6 @@ d.table([[name, f"{part['seconds']:.4g} s", d.pct(part["share"], 1)] for name, p
              d.pct(t["unexplained_share"], 1)]] if measured_step else []),
         ["part", "seconds", "share of the " + ("measured" if measured_step else "predicted") + " step"],
         f"Step-time model on the most loaded GPU ({sc['gpu']}, {t['generation']} efficiencies)")
-absent = [PART_ZH[name] for name in t["parts"] if t["parts"][name]["seconds"] <= 0]
-others_ = [f"{PART_ZH[name]} {sec(t['parts'][name]['seconds'])} 秒" for name in ("communication_exposed", "pipeline_bubble")
-           if t["parts"][name]["seconds"] > 0]
-text = (f"按步长模型，这一步应当要 **{sec(predicted_s)} 秒**：计算（"
-        + "、".join(PART_ZH[name] for name in COMPUTE_PARTS if t["parts"][name]["seconds"] > 0)
-        + f"）合计 {sec(compute_s)} 秒" + "".join("，" + part for part in others_)
-        + f"；最大的一项是{PART_ZH[biggest]}，占{of}的 "
-        f"{d.pct(t['parts'][biggest]['seconds'] / (predicted_s if of == '预测一步' else base_s), 1)}。")
-if absent:
-    text += f"{'、'.join(absent)}在本场景为 0，图里略去。"
-if not measured_step:
-    text += ("场景没有给实测的 `step_time`（为 null）：本页的单步时间、MFU 和吞吐都是这个**预测值**，没有实测可以对照，"
-             "也就说不出模型漏掉了多少。量到实际的步长后写进 `step_time`，图的右端就会多出实测的一步和两者之差。")
-elif t["unexplained_seconds"] >= 0:
-    mfu_if = acc["mfu"] * base_s / predicted_s
-    text += (f"实测的一步是 {sec(base_s)} 秒：模型解释了其中的 {d.pct(predicted_s / base_s, 1)}，"
-             f"**没有解释的 {sec(t['unexplained_seconds'])} 秒（{d.pct(t['unexplained_share'], 1)}）**不属于上面任何一项。"
-             "它可能来自模型没有计入的工作（kernel 启动的间隙、embedding 查表、RoPE、"
-             + ("路由的 softmax 和 top-k、" if moe else "") + "数据加载、等待慢的 rank），"
-             "也可能是这套机器的 kernel 效率比模型的参数低，或者场景里有键与实际设置不同；"
-             "从这本账分不出是哪一种，要用 profiler 量。")
-    if mfu_if <= 1:
-        text += f"若这一步真的只要预测的 {sec(predicted_s)} 秒，MFU 会是 {d.pct(mfu_if)}（现在 {d.pct(acc['mfu'])}）。"
-else:
-    text += (f"实测的一步只有 {sec(base_s)} 秒，比预测还短 {sec(-t['unexplained_seconds'])} 秒："
-             "**按模型，这一步不可能这么快**，没有解释的部分是负数。"
-             "要么场景里有键与实际设置不同（`step_time` 本身、GPU 型号、并行方式、重算、序列长度或 packing），"
-             "要么模型的效率参数对这套机器偏低（场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` "
-             "可以换成量到的值）。这两件事核对清楚之前，各部分的份额和下面的排序都不可靠。")
-d.md(text)
 
 # %% [markdown]
 # ### 杠杆，按本次运行排序
