@@ -748,6 +748,11 @@ def sec(value):
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
+def part_of(value):
+    """A share in prose: one decimal, two significant digits below 1% (not printed as 0.0%)."""
+    return d.pct(value, 1) if value == 0 or abs(value) >= 0.01 else f"{100 * value:.2g}%"
+
+
 compute_s = sum(t["parts"][name]["seconds"] for name in COMPUTE_PARTS)
 biggest = max(t["parts"], key=lambda name: t["parts"][name]["seconds"])
 # a share of the measured step, unless the model says the step cannot be that short
@@ -760,7 +765,7 @@ text = (f"按步长模型，这一步应当要 **{sec(predicted_s)} 秒**：计�
         + "、".join(PART_ZH[name] for name in COMPUTE_PARTS if t["parts"][name]["seconds"] > 0)
         + f"）合计 {sec(compute_s)} 秒" + "".join("，" + part for part in others_)
         + f"；最大的一项是{PART_ZH[biggest]}，占{of}的 "
-        f"{d.pct(t['parts'][biggest]['seconds'] / (predicted_s if of == '预测一步' else base_s), 1)}。")
+        f"{part_of(t['parts'][biggest]['seconds'] / (predicted_s if of == '预测一步' else base_s))}。")
 if absent:
     text += f"{'、'.join(absent)}在本场景为 0，下图略去。"
 if not measured_step:
@@ -768,13 +773,13 @@ if not measured_step:
              "也就说不出模型漏掉了多少。量到实际的步长后写进 `step_time`，图的右端就会多出实测的一步和两者之差。")
 elif t["unexplained_seconds"] >= 0:
     mfu_if = acc["mfu"] * base_s / predicted_s
-    text += (f"实测的一步是 {sec(base_s)} 秒：模型解释了其中的 {d.pct(predicted_s / base_s, 1)}，"
+    text += (f"实测的一步是 {sec(base_s)} 秒：模型解释了其中的 {part_of(predicted_s / base_s)}，"
              f"**没有解释的 {sec(t['unexplained_seconds'])} 秒（{d.pct(t['unexplained_share'], 1)}）**不属于上面任何一项。"
              "它可能来自模型没有计入的工作（kernel 启动的间隙、embedding 查表、RoPE、"
              + ("路由的 softmax 和 top-k、" if moe else "") + "数据加载、等待慢的 rank），"
              "也可能是这套机器的 kernel 效率比模型的参数低，或者场景里有键与实际设置不同；"
              "从这本账分不出是哪一种，要用 profiler 量。")
-    if mfu_if <= 1:
+    if mfu_if <= 1 and d.pct(mfu_if) != d.pct(acc["mfu"]):
         text += f"若这一步真的只要预测的 {sec(predicted_s)} 秒，MFU 会是 {d.pct(mfu_if)}（现在 {d.pct(acc['mfu'])}）。"
 else:
     text += (f"实测的一步只有 {sec(base_s)} 秒，比预测还短 {sec(-t['unexplained_seconds'])} 秒："
