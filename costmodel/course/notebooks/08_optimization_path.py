@@ -666,7 +666,8 @@ for name, sec, _ in bars:
     ax.text(sec, name, f" {sec:,.2f} s ({part:.{1 if part >= 1 else 2}f}%)", va="center", fontsize=8)
 ax.invert_yaxis()
 ax.set_xlim(0, 1.45 * max([sec for _, sec, _ in bars] + [1e-9]))
-ax.set_title(f"Communication per step (step {step:,.1f} s; % of the step)")
+ax.set_title(f"Communication per step ({'predicted ' if step_said == '预测' else ''}step {step:,.1f} s; "
+             "% of the step)")
 ax.set_xlabel("seconds per step")
 ax.tick_params(axis="y", labelsize=8)
 handles = [plt.Rectangle((0, 0), 1, 1, color=colour[k]) for k in colour]
@@ -846,7 +847,8 @@ d.table([[i, a["lever"], d.times(a["speedup"], 3), f"{a['step_time']:,.1f} s",
           ", ".join(star(key) for key in a["rests_on"]), a["note"]]
          for i, a in enumerate(ranked, start=1)],
         ["#", "lever", "speedup", "step time", "feasible", "rests on (* course assumption)", "note"],
-        f"Levers ranked by speedup for this run (step {sc['step_time']:,.1f} s now)")
+        f"Levers ranked by speedup for this run ({'predicted ' if step_said == '预测' else ''}step "
+        f"{sc['step_time']:,.1f} s now)")
 chosen = [by_lever[name] for name in combined["levers"]]
 cap_text = (f"各杠杆连乘是 {d.times(combined['product'])}，但账里把合计封顶在 {d.times(combined['speedup'])}："
             f"再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{busy_what}）。"
