@@ -95,6 +95,50 @@ def test_index_lists_inputs_headlines_and_sections(built):
     assert "<code>seq_len</code>" in page
 
 
+def _cards(page: str) -> dict[str, str]:
+    """The index's headline cards: {label: value}, as the reader sees them."""
+    found = re.findall(r'<div class="card"><div class="v">(.*?)</div><div>(.*?)</div></div>', page)
+    return {html.unescape(label): html.unescape(value) for value, label in found}
+
+
+def _index(overrides: dict | None = None) -> tuple[str, dict]:
+    sc = scenario.resolve(overrides=overrides)
+    account = evaluate_account(sc)
+    return handouts.index_html(sc, account, []), account
+
+
+def test_index_cards_show_the_predicted_step_beside_the_measured_one():
+    """Issue 20 (5): the cards show the step-time model's prediction beside the measured step
+    and the unexplained remainder; a negative remainder is said plainly."""
+    page, account = _index()
+    t = account["time"]
+    cards = _cards(page)
+    assert cards["Step time (measured)"] == "120.0 s"
+    assert cards["Step time (predicted by the model)"] == f"{t['predicted_seconds']:,.1f} s"
+    unexplained = cards["Unexplained (measured - predicted)"]
+    assert unexplained == (
+        f"{t['unexplained_seconds']:,.1f} s ({100 * t['unexplained_share']:.1f}%)"
+    )
+    assert cards["MFU"] == f"{100 * account['mfu']:.2f}%"
+    fast = _cards(_index({"step_time": 30})[0])  # the model predicts about 35 s
+    negative = [label for label in fast if label.startswith("Unexplained")]
+    assert negative and "cannot be this fast" in negative[0], fast
+    assert fast[negative[0]].startswith("-")
+
+
+def test_index_cards_say_predicted_when_step_time_is_null():
+    """Issue 20 (2): with step_time null the step and the MFU are the model's, and say so."""
+    page, account = _index({"step_time": None})
+    cards = _cards(page)
+    predicted = f"{account['time']['predicted_seconds']:,.1f} s"
+    assert cards["Step time (predicted: step_time is null)"] == predicted
+    assert cards["MFU (predicted step)"] == f"{100 * account['mfu']:.2f}%"
+    assert cards["HFU (predicted step)"] == f"{100 * account['hfu']:.2f}%"
+    assert not any(label.startswith(("Step time (measured)", "Unexplained")) for label in cards)
+    sc = scenario.resolve(overrides={"step_time": None})
+    assert "(predicted step)" in handouts._banner(sc, account, {"step_time": None}, "teacher")
+
+
 class _Resources(HTMLParser):
     """Collects every URL that the page would load (not links in prose)."""
 

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from costmodel.errors import CostModelError, Terminated, stopping
-from costmodel.formats import printable, table_value
+from costmodel.formats import printable, seconds, table_value
 from costmodel.present import suite
 from costmodel.present.tempdirs import owned_tempdir, sweep
 
@@ -281,10 +281,37 @@ def _banner(sc: scenario.Scenario, account: dict[str, Any], inputs: dict[str, An
     template HTML-escapes it."""
     changed = ", ".join(f"{key}={printable(table_value(value))}" for key, value in inputs.items())
     return (
-        f"{printable(sc['name'])} · {EDITION_NAMES[edition]} · MFU {100 * account['mfu']:.2f}% · "
+        f"{printable(sc['name'])} · {EDITION_NAMES[edition]} · MFU {100 * account['mfu']:.2f}%"
+        + (" (predicted step)" if account["time"]["measured_seconds"] is None else "")
+        + " · "
         + (f"inputs: course scenario + {changed}" if changed else "inputs: the course's scenario")
         + " · costmodel handout"
     )
+
+
+def _step_seconds(value: float) -> str:
+    return seconds(value) if abs(value) >= 1 else f"{value:.3g} s"
+
+
+def step_cards(t: dict[str, Any]) -> list[tuple[str, str]]:
+    """The index cards of the step-time model: the predicted step beside the measured one and
+    the unexplained remainder (said plainly when negative), or the predicted step alone, labelled
+    predicted, when the scenario's step_time is null."""
+    predicted = _step_seconds(t["predicted_seconds"])
+    if t["measured_seconds"] is None:
+        return [("Step time (predicted: step_time is null)", predicted)]
+    unexplained = t["unexplained_seconds"]
+    return [
+        ("Step time (measured)", _step_seconds(t["measured_seconds"])),
+        ("Step time (predicted by the model)", predicted),
+        (
+            "Unexplained (measured - predicted)"
+            + (
+                "; negative: the model says the step cannot be this fast" if unexplained < 0 else ""
+            ),
+            f"{_step_seconds(unexplained)} ({100 * t['unexplained_share']:.1f}%)",
+        ),
+    ]
 
 
 def index_html(
@@ -303,9 +330,11 @@ def index_html(
         if key != "name"
     )
     att = account["attention"]
+    predicted = account["time"]["measured_seconds"] is None
     headline = [
-        ("MFU", f"{100 * account['mfu']:.2f}%"),
-        ("HFU", f"{100 * account['hfu']:.2f}%"),
+        ("MFU" + (" (predicted step)" if predicted else ""), f"{100 * account['mfu']:.2f}%"),
+        *step_cards(account["time"]),
+        ("HFU" + (" (predicted step)" if predicted else ""), f"{100 * account['hfu']:.2f}%"),
         (
             f"Attention share (padded length, {att['attention_flops']})",
             f"{100 * att['padded']['share']:.1f}%",

@@ -48,6 +48,8 @@ par = acc["parallel"]
 source = {key: a["source"] for key, a in acc["assumptions"].items()}
 base = scenario.resolve(None)  # the course's own run, for what the course says about it
 ours = "你的场景" if sc.changed else "课程场景"  # whose figures the claims table shows
+step_said = "预测" if sc["step_time_from"] == "predicted" else "实测"  # step_time null: predicted
+clash = "估计与实测矛盾" if step_said == "实测" else "估计与预测的步长矛盾"
 
 
 def origin(key):
@@ -94,8 +96,9 @@ def star(key):
 
 # %% tags=["remove-input"]
 d.md(f"场景：**{d.text(sc['name'])}**：{sc['num_gpus']} × {sc['gpu']}（TP {par['tp']} × PP {par['pp']} × "
-     f"CP {par['cp']} × DP {par['dp']}，EP {par['ep']}），每步 {d.num(sc['step_time'], 1)} 秒，"
-     f"MFU {d.pct(acc['mfu'])}，recompute = `{sc['recompute']}`，attention kernel = `{sc['attention_kernel']}`，"
+     f"CP {par['cp']} × DP {par['dp']}，EP {par['ep']}），每步 {d.num(sc['step_time'], 1)} 秒"
+     + ("（步长模型的预测：场景的 `step_time` 为 null）" if step_said == "预测" else "") + "，"
+     f"MFU {d.pct(acc['mfu'])}{'（按预测的一步）' if step_said == '预测' else ''}，recompute = `{sc['recompute']}`，attention kernel = `{sc['attention_kernel']}`，"
      f"micro batch = {sc['micro_batch']}，" + ("MoE 模型。" if moe else "稠密模型（没有专家并行）。"))
 low, high = assumptions.assumed("micro_batch_speedup")
 d.table([[key, shown(key, a["value"]), a["source"]] for key, a in acc["assumptions"].items()]
@@ -425,8 +428,8 @@ comm = acc["communication"]
 comm_share = comm["share_used"]
 # an estimate longer than the measured step contradicts it: no lever comes from it
 contradicted = comm["basis"] == "estimated" and comm["exceeds_step"]
-contradiction = (f"按并行布局估出的通信要 {d.num(comm['seconds'], 1)} 秒，比实测的一步（{d.num(sc['step_time'], 1)} 秒）"
-                 "还长：估计与实测矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；"
+contradiction = (f"按并行布局估出的通信要 {d.num(comm['seconds'], 1)} 秒，比{step_said}的一步（{d.num(sc['step_time'], 1)} 秒）"
+                 f"还长：{clash}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；"
                  "核对这些键，或把实测值写进 `communication_share`。")
 if comm["basis"] == "measured":
     comm_basis = "团队实测，场景的 `communication_share`"
@@ -663,7 +666,8 @@ for name, sec, _ in bars:
     ax.text(sec, name, f" {sec:,.2f} s ({part:.{1 if part >= 1 else 2}f}%)", va="center", fontsize=8)
 ax.invert_yaxis()
 ax.set_xlim(0, 1.45 * max([sec for _, sec, _ in bars] + [1e-9]))
-ax.set_title(f"Communication per step (step {step:,.1f} s; % of the step)")
+ax.set_title(f"Communication per step ({'predicted ' if step_said == '预测' else ''}step {step:,.1f} s; "
+             "% of the step)")
 ax.set_xlabel("seconds per step")
 ax.tick_params(axis="y", labelsize=8)
 handles = [plt.Rectangle((0, 0), 1, 1, color=colour[k]) for k in colour]
@@ -714,6 +718,123 @@ if comm["bubble_fraction"] > 0:
 d.md(text)
 
 # %% [markdown]
+# ### 一步的时间去了哪里：模型预测，对照实测
+#
+# 显存和通信各管一件事；步长模型（`costmodel.evaluate.step_time`，口径见 docs/conventions.md）把计算、通信和空等放进同一本账，算的是负载最重的那张卡上一步的时间，由这几部分相加：带权重的 GEMM（每个按屋顶线，取算力和带宽两个上限中慢的那个）、注意力核心、线性注意力、受带宽限制的逐元素工作（归一化、激活函数、MoE 的 permute、loss、优化器更新）、重算、按重叠规则暴露在外的通信、流水线气泡。kernel 的效率是按 GPU 代际给定的几个命名参数，各带出处；场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成你量到的值。账在 `acc["time"]` 里。
+#
+# 下图从计算开始逐项累加，到模型预测的一步为止。场景给了实测的 `step_time` 时，再往右是实测的一步，两者之差是**模型没有解释的部分**（unexplained = 实测 − 预测），单独画出、单独命名，不摊进任何一项；场景的 `step_time` 为 null 时，图停在预测的一步，并标明它是预测。
+
+# %% tags=["remove-input"]
+t = acc["time"]
+measured_step = t["measured_seconds"] is not None
+step_is = "实测" if measured_step else "预测"  # what the page's step time is
+PART_LABEL = {"gemms": "weight\nGEMMs", "attention": "attention\ncore", "linear_attention": "linear\nattention",
+              "memory_bound": "memory-\nbound", "recompute": "recompute",
+              "communication_exposed": "exposed\ncommunication", "pipeline_bubble": "pipeline\nbubble"}
+PART_ZH = {"gemms": "带权重的 GEMM", "attention": "注意力核心", "linear_attention": "线性注意力",
+           "memory_bound": "受带宽限制的逐元素工作", "recompute": "重算",
+           "communication_exposed": "暴露在外的通信", "pipeline_bubble": "流水线气泡"}
+COMPUTE_PARTS = ("gemms", "attention", "linear_attention", "memory_bound", "recompute")
+shown_parts = [name for name in t["parts"] if t["parts"][name]["seconds"] > 0]
+predicted_s = t["predicted_seconds"]
+base_s = t["measured_seconds"] if measured_step else predicted_s  # what the shares are of
+
+
+def seconds_label(value):
+    return f"{value:.3g} s" if abs(value) < 1000 else f"{value:,.0f} s"
+
+
+def sec(value):
+    """Seconds in prose: 3 significant digits, thousands grouped."""
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def part_of(value):
+    """A share in prose: one decimal, two significant digits below 1% (not printed as 0.0%)."""
+    return d.pct(value, 1) if value == 0 or abs(value) >= 0.01 else f"{100 * value:.2g}%"
+
+
+compute_s = sum(t["parts"][name]["seconds"] for name in COMPUTE_PARTS)
+biggest = max(t["parts"], key=lambda name: t["parts"][name]["seconds"])
+# a share of the measured step, unless the model says the step cannot be that short
+over = measured_step and t["unexplained_seconds"] < 0
+of = "实测一步" if measured_step and not over else "预测一步"
+absent = [PART_ZH[name] for name in t["parts"] if t["parts"][name]["seconds"] <= 0]
+others_ = [f"{PART_ZH[name]} {sec(t['parts'][name]['seconds'])} 秒" for name in ("communication_exposed", "pipeline_bubble")
+           if t["parts"][name]["seconds"] > 0]
+text = (f"按步长模型，这一步应当要 **{sec(predicted_s)} 秒**：计算（"
+        + "、".join(PART_ZH[name] for name in COMPUTE_PARTS if t["parts"][name]["seconds"] > 0)
+        + f"）合计 {sec(compute_s)} 秒" + "".join("，" + part for part in others_)
+        + f"；最大的一项是{PART_ZH[biggest]}，占{of}的 "
+        f"{part_of(t['parts'][biggest]['seconds'] / (predicted_s if of == '预测一步' else base_s))}。")
+if absent:
+    text += f"{'、'.join(absent)}在本场景为 0，下图略去。"
+if not measured_step:
+    text += ("场景没有给实测的 `step_time`（为 null）：本页的单步时间、MFU 和吞吐都是这个**预测值**，没有实测可以对照，"
+             "也就说不出模型漏掉了多少。量到实际的步长后写进 `step_time`，图的右端就会多出实测的一步和两者之差。")
+elif t["unexplained_seconds"] >= 0:
+    mfu_if = acc["mfu"] * base_s / predicted_s
+    text += (f"实测的一步是 {sec(base_s)} 秒：模型解释了其中的 {part_of(predicted_s / base_s)}，"
+             f"**没有解释的 {sec(t['unexplained_seconds'])} 秒（{d.pct(t['unexplained_share'], 1)}）**不属于上面任何一项。"
+             "它可能来自模型没有计入的工作（kernel 启动的间隙、embedding 查表、RoPE、"
+             + ("路由的 softmax 和 top-k、" if moe else "") + "数据加载、等待慢的 rank），"
+             "也可能是这套机器的 kernel 效率比模型的参数低，或者场景里有键与实际设置不同；"
+             "从这本账分不出是哪一种，要用 profiler 量。")
+    if mfu_if <= 1 and d.pct(mfu_if) != d.pct(acc["mfu"]):
+        text += f"若这一步真的只要预测的 {sec(predicted_s)} 秒，MFU 会是 {d.pct(mfu_if)}（现在 {d.pct(acc['mfu'])}）。"
+else:
+    text += (f"实测的一步只有 {sec(base_s)} 秒，比预测还短 {sec(-t['unexplained_seconds'])} 秒："
+             "**按模型，这一步不可能这么快**，没有解释的部分是负数。"
+             "要么场景里有键与实际设置不同（`step_time` 本身、GPU 型号、并行方式、重算、序列长度或 packing），"
+             "要么模型的效率参数对这套机器偏低（场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` "
+             "可以换成量到的值）。这两件事核对清楚之前，各部分的份额和下面的排序都不可靠。")
+d.md(text)
+
+# %% tags=["remove-input"]
+fig, ax = plt.subplots(figsize=(8.5, 4.2))
+level = 0.0
+for name in shown_parts:
+    part = t["parts"][name]["seconds"]
+    colour = "tab:blue" if name in COMPUTE_PARTS else "tab:orange"
+    ax.bar(PART_LABEL[name], part, bottom=level, color=colour)
+    level += part
+    ax.text(PART_LABEL[name], level, seconds_label(part), ha="center", va="bottom", fontsize=8)
+ax.bar("predicted\nstep", predicted_s, color="tab:gray")
+ax.text("predicted\nstep", predicted_s, seconds_label(predicted_s) + ("" if measured_step else "\n(predicted)"),
+        ha="center", va="bottom", fontsize=9)
+if measured_step:
+    gap = t["unexplained_seconds"]
+    gap_style = {"facecolor": "tab:red" if gap < 0 else "white", "edgecolor": "tab:red",
+                 "hatch": "" if gap < 0 else "//"}
+    ax.bar("unexplained\n(measured -\npredicted)", abs(gap), bottom=min(predicted_s, base_s), **gap_style)
+    ax.text("unexplained\n(measured -\npredicted)", max(predicted_s, base_s),
+            ("+" if gap >= 0 else "-") + seconds_label(abs(gap)), ha="center", va="bottom", fontsize=9)
+    ax.bar("measured\nstep", base_s, color="black")
+    ax.text("measured\nstep", base_s, seconds_label(base_s), ha="center", va="bottom", fontsize=9)
+ax.set_ylim(0, 1.15 * max(predicted_s, base_s))
+ax.set_title("Where the step goes: step-time model, " + ("then the measured step" if measured_step else
+                                                           "predicted (step_time is null)"))
+ax.set_ylabel("seconds per step (most loaded GPU)")
+ax.tick_params(axis="x", labelsize=8)
+handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in ("tab:blue", "tab:orange", "tab:gray")]
+names_ = ["compute (predicted)", "communication, bubble (predicted)", "predicted step"]
+if measured_step:
+    handles += [plt.Rectangle((0, 0), 1, 1, **gap_style), plt.Rectangle((0, 0), 1, 1, color="black")]
+    names_ += ["unexplained" + (" (negative: the model says\nthe step cannot be this fast)" if gap < 0 else ""),
+               "measured step"]
+ax.legend(handles, names_, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+plt.show()
+
+# %% tags=["remove-input"]
+d.table([[name, f"{part['seconds']:.4g} s", d.pct(part["share"], 1)] for name, part in t["parts"].items()]
+        + [["predicted step (sum)", f"{predicted_s:.4g} s", d.pct(predicted_s / base_s, 1)]]
+        + ([["measured step (step_time)", f"{base_s:.4g} s", "100.0%"],
+            ["unexplained (measured - predicted)", f"{t['unexplained_seconds']:.4g} s",
+             d.pct(t["unexplained_share"], 1)]] if measured_step else []),
+        ["part", "seconds", "share of the " + ("measured" if measured_step else "predicted") + " step"],
+        f"Step-time model on the most loaded GPU ({sc['gpu']}, {t['generation']} efficiencies)")
+
+# %% [markdown]
 # ### 杠杆，按本次运行排序
 #
 # `acc["advice"]` 给每个杠杆一个按本场景算出的提速、做完后的单步时间、是否可行（显存放得下、batch 能整除、层数能切），以及它依赖的场景键；带 * 的键用的是课程的假设值，换成你的实测值，排序可能会变。
@@ -726,7 +847,8 @@ d.table([[i, a["lever"], d.times(a["speedup"], 3), f"{a['step_time']:,.1f} s",
           ", ".join(star(key) for key in a["rests_on"]), a["note"]]
          for i, a in enumerate(ranked, start=1)],
         ["#", "lever", "speedup", "step time", "feasible", "rests on (* course assumption)", "note"],
-        f"Levers ranked by speedup for this run (step {sc['step_time']:,.1f} s now)")
+        f"Levers ranked by speedup for this run ({'predicted ' if step_said == '预测' else ''}step "
+        f"{sc['step_time']:,.1f} s now)")
 chosen = [by_lever[name] for name in combined["levers"]]
 cap_text = (f"各杠杆连乘是 {d.times(combined['product'])}，但账里把合计封顶在 {d.times(combined['speedup'])}："
             f"再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{busy_what}）。"
@@ -744,7 +866,7 @@ if chosen:
     text += cap_text
     if combined["ceiling_from"] == "hfu":
         text += (f"另外，含注意力的 HFU 是 {d.pct(acc['attention']['actual']['hfu_with_attention'])}，超过 100%："
-                 "按注意力的计数，GPU 跑在峰值也做不完这一步，与实测的步长矛盾（kernel 实际算的比计数少，或真实长度"
+                 f"按注意力的计数，GPU 跑在峰值也做不完这一步，与{step_said}的步长矛盾（kernel 实际算的比计数少，或真实长度"
                  "比场景短）。所以注意力 kernel 这个杠杆依据的份额靠不住，合计的上限只按 6ND 的硬件 FLOPs 算。")
     if "communication_overlap" in combined["levers"] and comm["basis"] != "measured":
         text += ("通信重叠的提速按估计的通信份额算，而那是上界，所以这一项也只是上限；"
@@ -815,6 +937,77 @@ text += (f"作为对照，课程的组合 packing × selective recompute 是 {d.
 if hfu_all > 1:
     text += (f"注意：按这些倍数，HFU 会到 {d.pct(hfu_all)}，超过 100%，不可能：本场景的单步里没有这么多可省的"
              "时间，至少有一个杠杆的前提（补齐真实存在、假设的 kernel 提速）不成立，或场景的输入需要核对。")
+d.md(text)
+
+# %% [markdown]
+# ### 课程的“先做什么”，对照模型的排序
+#
+# 课程按性价比给出了一个顺序，这是它对自己那次运行的判断；`acc["advice"]` 是按本场景算出的排序，每个杠杆带着提速、是否可行和理由（note）。下表把两者并排：左边是课程的顺序和课程写的潜在收益，右边是同一个杠杆在模型排序里的位置。
+
+# %% tags=["remove-input"]
+COURSE_LEVERS = [  # the course's six, in its order: its words, the model's lever names, its figure
+    ("①", "packing", ("packing",), course.claim("packing_speedup")),
+    ("②", "chunked CE -> selective recompute", ("selective_recompute",),
+     course.claim("selective_recompute_heading")),
+    ("③", "larger micro batch", ("micro_batch",), course.claim("micro_batch_gain")),
+    ("④", "context parallelism", ("context_parallel", "cp"), "structural"),
+    ("⑤", "attention kernel", ("attention_kernel",), "-"),
+    ("⑥", "communication overlap", ("communication_overlap",),
+     "≤ " + course.claim("communication_share_course")),
+]
+rank_of = {a["lever"]: i for i, a in enumerate(ranked, start=1)}
+gainful = lambda a: a["feasible"] and not no_gain(a)  # noqa: E731
+rows, matched = [], {}
+for mark, words, candidates, said_gain in COURSE_LEVERS:
+    lever = next((name for name in candidates if name in rank_of), None)
+    matched[mark] = lever
+    a = by_lever.get(lever)
+    rows.append([mark, words, said_gain, f"`{lever}`" if lever else "(not a lever of the model)",
+                 rank_of.get(lever, "-"), d.times(a["speedup"], 3) if a else "-",
+                 ("yes" if a["feasible"] else ("no gain" if no_gain(a) else "no")) if a else "-"])
+d.table(rows, ["course", "lever (course's words)", "course's gain", "model's lever", "model's rank",
+               "model's speedup", "feasible"],
+        "What to fix first: the course's order (06.8) beside this run's ranking (acc[\"advice\"])")
+
+# %% tags=["remove-input"]
+top = next((a for a in ranked if gainful(a)), None)
+course_first = next((matched[mark] for mark, *_ in COURSE_LEVERS if matched[mark]), None)
+text = (f"课程的顺序是 {course.claim('nb08_course_order')}，按收益和代价一起排；代价（工作量、风险）不在这本账里，"
+        "模型只按本场景算出的提速排，放不下或不能整除的杠杆记为不可行。")
+if top is None:
+    text += "按模型，本场景没有一个杠杆既可行又有收益，两个顺序无从比较。"
+elif top["lever"] == course_first:
+    text += f"两者第一步相同：`{top['lever']}`（按模型 {d.times(top['speedup'])}，可行）。"
+else:
+    text += f"两者的第一步不同：模型排在最前、可行且有收益的是 `{top['lever']}`（{d.times(top['speedup'])}）"
+    first_course = by_lever.get(course_first)
+    if first_course is not None:
+        text += (f"，课程排第一的 `{course_first}` 在模型的排序里排第 {rank_of[course_first]}（"
+                 + (f"{d.times(first_course['speedup'])}，可行" if gainful(first_course) else
+                    "没有收益" if no_gain(first_course) else
+                    f"{d.times(first_course['speedup'])}，但在本场景不可行：{d.text(first_course['note'])}") + "）")
+    text += "。"
+blocked_course = [(mark, matched[mark]) for mark, *_ in COURSE_LEVERS
+                  if matched[mark] and not by_lever[matched[mark]]["feasible"] and not no_gain(by_lever[matched[mark]])]
+if blocked_course:
+    text += ("课程列出、按模型在本场景有收益却做不了的："
+             + "、".join(f"{mark} `{lever}`" for mark, lever in blocked_course) + "（原因见上面排序表的 note）。")
+missing = [words for mark, words, *_ in COURSE_LEVERS if matched[mark] is None]
+if missing:
+    text += "课程的 " + "、".join(missing) + " 不在模型的杠杆里：它改的是并行结构，没有一个提速系数可排。"
+extra = [a for a in ranked if a["lever"] not in set(matched.values()) and gainful(a)]
+if extra:
+    text += ("模型还排了课程没有列的杠杆，在本场景可行且有收益："
+             + "、".join(f"`{a['lever']}`（{d.times(a['speedup'])}）" for a in extra) + "。")
+if measured_step and t["unexplained_seconds"] > 0:
+    text += (f"模型没有解释的 {sec(t['unexplained_seconds'])} 秒（实测一步的 {d.pct(t['unexplained_share'], 1)}）"
+             "不在账里的任何一部分：账里不知道它是什么，也就说不出哪个杠杆能省掉它。"
+             f"课程的“{course.claim('nb08_measure_first')}”在这里同样成立：先用 profiler 弄清这一部分，再定顺序。")
+elif measured_step:
+    text += "实测的一步比预测的还短（见上一节）：先核对场景和效率参数，再按这个排序动手。"
+else:
+    text += (f"本页的一步是预测的，排序也全部建立在预测上；课程的“{course.claim('nb08_measure_first')}”"
+             "在这里更要紧：先量出实际的步长，写进 `step_time`，再看这个顺序站不站得住。")
 d.md(text)
 
 # %% [markdown]
@@ -996,7 +1189,7 @@ claim_rows.append([
     f"估计 {d.pct(comm_share, 1)}，比一步还长，不用" if contradicted else
     f"{d.pct(comm_share, 1)}（{'实测' if comm['basis'] == 'measured' else '估计的上界'}），重叠最多 "
     f"{d.times(g_comm_bound, 3)}",
-    d.verdict(None, f"{ours}按布局估出的通信比实测的一步还长，与实测矛盾，从它判断不了；写入实测的 "
+    d.verdict(None, f"{ours}按布局估出的通信比{step_said}的一步还长，{clash}，从它判断不了；写入实测的 "
               "`communication_share` 再比") if contradicted else
     d.verdict(comm_ok, f"{ours}的通信份额{what}是 {d.pct(comm_share, 1)}，"
               + (f"在课程的 {said('communication_share_course')} 以内" if comm_ok else
@@ -1022,7 +1215,7 @@ d.md("\n".join([
     + ("换掉 full recompute、" if sc["recompute"] == "full" else "") + "加大 micro batch 的前提（够不够，见“本次运行”）。",
     f"- 受份额约束：注意力 kernel 的杠杆是注意力份额 {d.pct(share_actual, 1)}（上限 "
     f"{d.times(levers.amdahl_bound(share_actual))}），"
-    + ("通信重叠没有杠杆：按布局估出的通信比实测的一步还长，与实测矛盾。" if contradicted else
+    + (f"通信重叠没有杠杆：按布局估出的通信比{step_said}的一步还长，{clash}。" if contradicted else
        f"通信重叠最多 {d.times(g_comm_bound, 3)}"
        f"（通信份额 {d.pct(comm_share, 1)}，{'实测' if comm['basis'] == 'measured' else '估计的上界'}）。"),
     f"- 本次运行：排第一的是 `{first['lever']}`；" + (

@@ -68,7 +68,11 @@ def origin(key):
     return f"场景的 `{key}`"
 
 
-d.md(f"场景：**{d.text(sc['name'])}**。现在每步 {sc['step_time']:g} s，MFU {d.pct(acc['mfu'])}，"
+step_said = "预测" if sc["step_time_from"] == "predicted" else "实测"  # step_time null: predicted
+clash = "估计与实测矛盾" if step_said == "实测" else "估计与预测的步长矛盾"
+d.md(f"场景：**{d.text(sc['name'])}**。现在每步 {sc['step_time']:g} s"
+     + ("（步长模型的预测：场景的 `step_time` 为 null）" if step_said == "预测" else "")
+     + f"，MFU {d.pct(acc['mfu'])}，"
      f"HFU {d.pct(acc['hfu'])}，recompute = {sc['recompute']}"
      + (f"，模型是 MoE（{sc['num_experts']} 个专家）" if moe else "，模型是稠密的（没有专家）") + "。")
 
@@ -216,7 +220,7 @@ comm_share = 1 - 1 / by_lever["communication_overlap"]["speedup"]
 # an estimate longer than the measured step contradicts it: the lever is none, the share unknown
 contradicted = comm["basis"] == "estimated" and comm["exceeds_step"]
 basis_short = ("实测" if comm["basis"] == "measured" else
-               "估计比一步还长、与实测矛盾，不用，按 0 计" if contradicted else "估计的上界")
+               f"估计比一步还长、{clash}，不用，按 0 计" if contradicted else "估计的上界")
 d.table([
     ("packing 的提速", course.claim("packing_speedup"), "你在练习 1 (a) 里算出的 T / T′"),
     (f"recompute：{sc['recompute']} → selective 的提速", course.claim("selective_recompute_worked"),
@@ -334,8 +338,8 @@ if comm["basis"] != "measured":
 text = f"本节用的通信份额：**{share(comm_share)}**（{comm_basis}）。"
 peak_time = 1 / acc["advice_combined"]["ceiling"]  # the step's share the hardware FLOPs take at peak
 if contradicted:
-    text = (f"按并行布局估出的通信要 {seconds(comm['seconds'])}，比实测的一步（{sc['step_time']:g} s）还长："
-            "估计与实测矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符），这里不用它，通信按 0 计，"
+    text = (f"按并行布局估出的通信要 {seconds(comm['seconds'])}，比{step_said}的一步（{sc['step_time']:g} s）还长："
+            f"{clash}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），这里不用它，通信按 0 计，"
             "下面只看计算；把实测值写进 `communication_share` 再算。")
 elif capped_comm:
     text += (f"账里的份额是 {share(comm['share_used'])}，但 GPU 就算跑在峰值，算完这一步也要 "
@@ -364,7 +368,7 @@ others = [a for a in acc["advice"] if a["feasible"] and a["speedup"] > 1 + 1e-9
 best_other = max(others, key=lambda a: a["speedup"], default=None)
 comm_first = comm_share > 0 and (best_other is None or bound_after >= best_other["speedup"])
 no_comm = ("团队实测的暴露通信为 0：通信已全部藏在计算后面" if comm["basis"] == "measured"
-           else "按布局估出的通信比一步还长、与实测矛盾，这里按 0 计，通信要先实测" if contradicted
+           else f"按布局估出的通信比一步还长、{clash}，这里按 0 计，通信要先实测" if contradicted
            else "本场景没有集合通信" if comm["share_used"] == 0
            else "GPU 在峰值下算完这一步就要占满整步，暴露在外的通信为 0")
 if comm_share == 0:
@@ -521,6 +525,94 @@ else:
                 f"{d.text(largest['name'], code=True)} 约占 {d.pct(largest_share, 0)}）")
 d.md(f"**(c) 的回答**：{comm_note}；{gemm_note}；{att_note}。"
      "具体先做哪一项，仍然要先量：profile 一步，看时间花在哪类 kernel 上。")
+
+# %% [markdown] tags=["exercise"]
+# ### 练习 3：packing 之后，步长模型怎么说？
+#
+# 练习 1 用的是“单步耗时正比于算过的槽位”这条规则。第 08 节的步长模型把一步拆成几部分（带权重的 GEMM、注意力核心、线性注意力、受带宽限制的逐元素工作、重算、暴露在外的通信、流水线气泡），各部分按自己的规律变化。先不运行，预测：把场景改成 `batching: packed`，哪几部分随槽位一起缩短，哪几部分不变（提示：注意力核心按真实长度算，优化器更新按参数算）？模型预测的提速比练习 1 的 $g_{\mathrm{pack}}$ 大还是小？场景有实测的步长时，再想一想：模型没有解释的那部分时间会不会随 packing 缩短，它让你的答案落在什么范围里？写下预测，再运行。
+
+# %% tags=["remove-input"]
+t_now = acc["time"]
+PART_ZH = {"gemms": "带权重的 GEMM", "attention": "注意力核心", "linear_attention": "线性注意力",
+           "memory_bound": "受带宽限制的逐元素工作", "recompute": "重算",
+           "communication_exposed": "暴露在外的通信", "pipeline_bubble": "流水线气泡"}
+d.table([(name, f"{part['seconds']:.4g} s") for name, part in t_now["parts"].items()]
+        + [("predicted step (sum)", f"{t_now['predicted_seconds']:.4g} s")]
+        + ([("measured step (step_time)", f"{t_now['measured_seconds']:.4g} s")]
+           if t_now["measured_seconds"] is not None else []),
+        ["part", "now"], "Exercise 3: the step-time model's parts of this run's step (acc['time'])")
+
+# %% tags=["solution"]
+from costmodel.errors import CostModelError
+
+try:  # the same scenario re-resolved with packed rows, and its account
+    sc_packed, acc_packed = d.load(scenario_file, {**overrides, "batching": "packed"})
+    t_packed = acc_packed["time"]
+except CostModelError as error:
+    t_packed, refused = None, str(error)
+if t_packed is not None:
+    g_model = t_now["predicted_seconds"] / t_packed["predicted_seconds"]  # the model's speedup
+    d.eq(r"g_{\mathrm{model}}", r"\frac{T_{\mathrm{pred}}}{T'_{\mathrm{pred}}}",
+         rf"\frac{{{t_now['predicted_seconds']:.4g}\ \mathrm{{s}}}}{{{t_packed['predicted_seconds']:.4g}\ \mathrm{{s}}}}",
+         d.times(g_model, 3))
+
+# %% tags=["solution", "remove-input"]
+if t_packed is None:
+    d.md("本场景改成 `batching: packed` 后不是一个有效的场景（" + d.text(refused) + "），这道题在这里无从算起。")
+else:
+    def ratio(name):
+        now, then = t_now["parts"][name]["seconds"], t_packed["parts"][name]["seconds"]
+        return now / then if then > 0 else (1.0 if now == 0 else float("inf"))
+
+    d.table([(name, seconds(t_now["parts"][name]["seconds"]), seconds(t_packed["parts"][name]["seconds"]),
+              d.times(ratio(name), 3) if t_packed["parts"][name]["seconds"] > 0 else "-")
+             for name in t_now["parts"]]
+            + [("predicted step", seconds(t_now["predicted_seconds"]), seconds(t_packed["predicted_seconds"]),
+                d.times(g_model, 3))],
+            ["part", "now", "packed", "now / packed"],
+            f"The step-time model before and after packing (slots ratio g_pack = {d.times(g_pack, 3)})")
+    live = [name for name in t_now["parts"] if t_now["parts"][name]["seconds"] > 0]
+    slower = [PART_ZH[name] for name in live if ratio(name) < g_pack * (1 - 1e-3)]
+    faster = [PART_ZH[name] for name in live if ratio(name) > g_pack * (1 + 1e-3)]
+    text = f"按练习 1 的规则，packing 的提速是槽位之比 $g_{{\\mathrm{{pack}}}}$ = {d.times(g_pack, 3)}。"
+    if abs(g_model - 1) <= 1e-3:
+        text += f"步长模型预测的一步改前改后都是 {seconds(t_now['predicted_seconds'])}。"
+    else:
+        text += (f"步长模型重新预测：改前 {seconds(t_now['predicted_seconds'])}，改后 "
+                 f"{seconds(t_packed['predicted_seconds'])}，提速 **{d.times(g_model, 3)}**。")
+    if not padded:
+        text += ("本场景" + ("已经在 packing" if packed else "的平均真实长度等于配置长度，没有 pad 槽位")
+                 + "：改成 `batching: packed` 不减少要算的槽位，没有 pad 可省"
+                 + ("。" if abs(g_model - 1) <= 1e-3 else "；模型的一步仍有变化，那不是来自 pad。"))
+    elif abs(g_model / g_pack - 1) <= 1e-3:
+        text += "两者相同：按模型，这一步的每一部分都随槽位同比例缩短。"
+    else:
+        text += f"模型的提速比槽位之比{'小' if g_model < g_pack else '大'}。"
+        if slower:
+            text += ("、".join(slower) + "缩短得比槽位少，或者不变：它们全部或一部分不随 pad 槽位增减，"
+                     "packing 省不掉那一部分。")
+        if faster:
+            text += "、".join(faster) + "缩短得比槽位还多。"
+    unexplained = t_now["unexplained_seconds"]
+    if not padded:
+        pass  # nothing to shrink: the measured step has no pad slots to lose
+    elif unexplained is None:
+        text += ("本场景的一步本来就是预测的（`step_time` 为 null），没有实测可以对照；"
+                 "量到实际的步长后再做这道题，就能看出练习 1 的规则和模型差在哪里。")
+    elif unexplained >= 0:
+        low_t = t_now["measured_seconds"] / g_model  # the unexplained part shrinks like the rest
+        high_t = t_packed["predicted_seconds"] + unexplained  # it does not shrink at all
+        text += (f"实测的一步里有 {seconds(unexplained)} 是模型没有解释的（{d.pct(t_now['unexplained_share'], 1)}）。"
+                 f"它若和模型的各部分同比例变化，packing 后一步约 {seconds(low_t)}；若它完全不随 packing 变，"
+                 f"约 {seconds(high_t)}。练习 1 的答案是 {seconds(t_pack)}"
+                 + ("，落在这个范围里。" if low_t - 1e-9 <= t_pack <= high_t + 1e-9 else
+                    "，比这个范围还短：它假设整步（连同没有解释的部分）都按槽位缩短，比模型乐观。"
+                    if t_pack < low_t else "，比这个范围还长。")
+                 + "哪一种更接近真实，只有量了 packing 之后的步长才知道。")
+    else:
+        text += (f"注意：实测的一步比模型预测的还短 {seconds(-unexplained)}，按模型这一步不可能这么快"
+                 "（第 08 节），先核对场景和效率参数，再拿模型的提速去推算实测的步长。")
+    d.md(text)
 
 # %% [markdown] tags=["solution"]
 # ## 本次运行：剩下的杠杆怎么排
