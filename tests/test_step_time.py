@@ -264,7 +264,7 @@ def test_no_part_exceeds_the_measured_step(file):
 
 def test_the_course_step_is_mostly_unexplained():
     time = account(scenario.resolve())["time"]
-    assert 30 < time["predicted_seconds"] < 45  # of the measured 120 s
+    assert 20 < time["predicted_seconds"] < 45  # of the measured 120 s
     assert time["unexplained_share"] > 0.6 and time["contradiction"] is None
 
 
@@ -377,3 +377,19 @@ def test_the_layout_states_the_schedules_bubble():
     assert par["schedule_bubble"] == pytest.approx(14 / (360 + 14))  # (p - 2) / (3m + p - 2)
     text = cli("report", "--scenario", str(REPO / "scenarios" / "deepseek-v3-2048xH800.yaml"))
     assert "bubble of the schedule (dualpipe)" in text.stdout
+
+
+def test_attention_time_follows_the_kernel_not_the_counting_convention():
+    """The flash kernel skips the masked half of the square under a causal mask, whatever
+    `attention_flops` counts (that key is how MFU counts, not what runs); eager computes the
+    whole square: its core forward FLOPs are twice flash's."""
+    full = scenario.resolve(overrides={"attention_flops": "full"}).values
+    causal = scenario.resolve(overrides={"attention_flops": "causal"}).values
+    eager = scenario.resolve(overrides={"attention_kernel": "eager"}).values
+    timed = compute_time.core_forward_flops
+    assert timed(full, counted=False) == timed(causal, counted=False)
+    assert timed(full, counted=False) == pytest.approx(timed(full) / 2)
+    assert timed(eager, counted=False) == pytest.approx(2 * timed(full, counted=False))
+    assert step_time.predict(full)["parts"]["attention"] == pytest.approx(
+        step_time.predict(causal)["parts"]["attention"]
+    )

@@ -13,8 +13,9 @@ GEMMs pay for the pad slots; packed rows of documents).
   forward and backward 3 x the forward; a routed expert's row once per expert the GPU holds
   (E / EP). With `fp8: hybrid` the layers' GEMMs run at the GPU's FP8 peak and `gemm_fp8` with
   1-byte inputs (Transformer Engine; the lm_head stays BF16).
-- The attention core at the real lengths (sum of s_i^2, the scenario's causal or full square:
-  derive.attention, as the account counts it), forward at the kernel's forward efficiency, its
+- The attention core at the real lengths (sum of s_i^2), as the kernel computes it under the
+  causal mask (KERNEL_SQUARE: flash skips the masked half, eager computes the square), whatever
+  `attention_flops` counts; forward at the kernel's forward efficiency, its
   backward (2.5 x the forward's FLOPs for flash, 2 x for eager) at the backward's.
 - Linear attention (gated DeltaNet, evaluate.linear): the chunked core's forward and 2 x it
   backward, at the flash kernel's efficiencies (chunked kernels of small GEMMs: an assumption).
@@ -111,12 +112,21 @@ def _gemm_rows(values: dict[str, Any], eff: dict, shape: ModelShape) -> dict[str
     return out
 
 
-def core_forward_flops(values: dict[str, Any]) -> float:
+#: The share of the s x s square each kernel computes under a causal mask, whatever
+#: `attention_flops` counts: a flash kernel skips the fully masked tiles (FlashAttention-2,
+#: arXiv:2307.08691, section 3.1.1 "Causal masking": about half the blocks), eager attention
+#: computes the whole square and masks it.
+KERNEL_SQUARE = {"flash": "causal", "eager": "full"}
+
+
+def core_forward_flops(values: dict[str, Any], counted: bool = True) -> float:
     """The attention core's forward FLOPs of the step at the real lengths, all layers, all
-    sequences (derive.attention, as evaluate.run._attention_forward)."""
+    sequences (derive.attention): as the account counts them (`attention_flops`), or, with
+    ``counted=False``, as the scenario's kernel computes them (KERNEL_SQUARE: the time)."""
+    square = values["attention_flops"] if counted else KERNEL_SQUARE[values["attention_kernel"]]
     model = attention.attention_actual.xreplace(
         {
-            sym.a_sq: attention.SQUARE_FRACTION[values["attention_flops"]],
+            sym.a_sq: attention.SQUARE_FRACTION[square],
             sym.d_attn: values["attention_dim"],
             sym.L_full: values["num_full_attention_layers"],
             sym.sum_sq: values["sum_squared_lengths"],
@@ -260,7 +270,7 @@ def compute(values: dict[str, Any], shape: ModelShape | None = None) -> dict[str
     gemm = _gemm_rows(values, eff, shape)
     share = _sharing(values)
     full_layers = max(values["num_full_attention_layers"], 1)
-    core_fwd = core_forward_flops(values) / full_layers / share
+    core_fwd = core_forward_flops(values, counted=False) / full_layers / share
     lin = linear_attention(Scenario(values))
     linear_fwd = 0.0
     if lin and lin["flops_per_step"]:
