@@ -176,12 +176,17 @@ def _papermill(source: Path, out_dir: Path, scenario_file: Path) -> Path:
     return out
 
 
-def test_notebooks_rerun_for_another_scenario(tmp_path):
+def test_notebooks_rerun_for_another_scenario(tmp_path, monkeypatch):
     """Every notebook runs for a different model and cluster, without error or warning, and
     its body (after the scenario line) shows the number it computes for that scenario, its
-    headline (tests/headlines.py), and not the course's MFU or HFU: nothing is hard-coded."""
+    headline (tests/headlines.py), and not the course's MFU or HFU: nothing is hard-coded.
+
+    papermill's `cwd` is an os.chdir around each run, process-wide: from several threads the
+    saves and restores interleave and can leave the process in the notebooks' folder, where a
+    later test's relative path fails (it did in CI). monkeypatch restores the folder after."""
     import yaml
 
+    monkeypatch.chdir(Path.cwd())
     from costmodel.inputs import scenario
     from costmodel.present import display as d
 

@@ -2,6 +2,8 @@
 recomputed costs its forward again (the weight GEMMs' share r of 2ND, the attention core's share
 r_core of its forward) and frees its saved tensors."""
 
+from pathlib import Path
+
 import pytest
 import sympy as sp
 
@@ -13,7 +15,7 @@ from costmodel.evaluate import run
 from costmodel.evaluate.account import account
 from costmodel.inputs import models, scenario
 
-DEEPSEEK = "scenarios/deepseek-v3-2048xH800.yaml"
+DEEPSEEK = Path(__file__).resolve().parents[1] / "scenarios" / "deepseek-v3-2048xH800.yaml"
 
 
 def resolve(file=None, **overrides):

@@ -212,7 +212,7 @@ else:
 # %% [markdown]
 # ## 坑 6：先去优化通信
 #
-# "分布式训练的瓶颈是通信"是一个很强的直觉，但收益上限由通信占步长的比例决定：通信即使完全被计算掩盖，步长也最多缩短这个比例。本库按场景的并行布局逐个估算一步里的集合通信（每卡收发的字节 ÷ 链路带宽，见 08），得到的是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。团队在场景里给了实测的 `communication_share` 时，用实测值。课程对它那次运行给的实测占比放在文末的对照表里。
+# "分布式训练的瓶颈是通信"是一个很强的直觉，但收益上限由通信占步长的比例决定：通信即使完全被计算掩盖，步长也最多缩短这个比例。本库按场景的并行布局逐个估算一步里的集合通信（每卡收发的字节 ÷ 链路带宽，见 08），得到的是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。再按重叠规则（见 08）扣掉能藏在计算后面的部分，剩下暴露在外的，才是把通信优化到极致能省下的时间（仍是上界：计算按峰值算，偏短）。团队在场景里给了实测的 `communication_share` 时，用实测值。课程对它那次运行给的实测占比放在文末的对照表里。
 
 # %% tags=["remove-input"]
 comm = acc["communication"]
@@ -285,7 +285,7 @@ d.table([(LEVER_NAMES.get(a["lever"], a["lever"]), d.times(a["speedup"], 3), d.p
 
 # %% tags=["remove-input"]
 best = max((a for a in shown if a["lever"] != "communication_overlap"), key=lambda a: a["speedup"], default=None)
-basis_word = "实测" if comm["basis"] == "measured" else "估计（上界）"
+basis_word = "实测" if comm["basis"] == "measured" else "估计（重叠后暴露在外的部分，上界）"
 comm_first = overlap["speedup"] > 1.0005 and (best is None or overlap["speedup"] >= best["speedup"])
 if contradicted:
     d.md("通信这一行记为 1×：按布局估出的通信比实测的一步还长，与实测矛盾，不从它推出杠杆。"
@@ -301,7 +301,7 @@ elif not comm_first:
          "原则是先量再改：先确认瓶颈在哪，再排优先级。")
 else:
     d.md(f"在本场景里，通信完全掩盖（{d.times(overlap['speedup'], 3)}）是表中最大的一项，按这个数，直觉在这里可能是对的。"
-         + ("但这是不计任何重叠的估计上界：真实暴露在外的通信只会更少。先实测暴露的部分，把它写进 "
+         + ("但它来自估计：按重叠规则算出暴露在外的部分，计算又按峰值算，所以是上界，真实暴露在外的通信只会更少。先实测暴露的部分，把它写进 "
             "`communication_share`，再排优先级。" if comm["basis"] != "measured" else
             "它来自团队的实测值，可以放心排在前面。"))
 
@@ -475,8 +475,8 @@ why_comm = ("课程的 3% 说的是课程那次运行；" if team else "") + (
     too_long + "，从它判断不了" if contradicted else
     ("团队实测" if comm["basis"] == "measured" else "按并行布局估计（不计重叠的上界）")
     + f"通信占 {d.pct(comm_share)}，" + (
-        f"不超过 3%；完全掩盖最多 {d.times(overlap['speedup'], 3)}" if ok_comm else
-        f"超过 3%；完全掩盖最多 {d.times(overlap['speedup'], 3)}，在这次运行里通信值得先实测")) + (
+        f"不超过 3%；把重叠后暴露在外的部分完全掩盖，最多 {d.times(overlap['speedup'], 3)}" if ok_comm else
+        f"超过 3%；把重叠后暴露在外的部分完全掩盖，最多 {d.times(overlap['speedup'], 3)}，在这次运行里通信值得先实测")) + (
     "。\"先量再改\"在任何情况下都成立")
 why_rc = (ours(f"关掉重算可把一步从 {d.num(step, 1)} 秒缩到 {d.num(off['step_time'], 1)} 秒"
                f"（{d.times(off['speedup'])}，含注意力核心的重算）")
@@ -518,7 +518,7 @@ points.append(f"6ND 不含注意力核心：按真实长度它占全部运算的
               f"计入后利用率为 {d.pct(att['actual']['mfu_with_attention'])}，两个数应一起报。")
 points.append(("按布局估出的通信比实测的一步还长，与实测矛盾，通信占多少要先实测；" if contradicted else
                f"通信占一步的 {d.pct(comm_share)}（{'实测' if comm['basis'] == 'measured' else '估计上界'}），"
-               f"完全掩盖最多 {d.times(overlap['speedup'], 3)}；")
+               f"把重叠后暴露在外的部分完全掩盖，最多 {d.times(overlap['speedup'], 3)}；")
               + ("在本场景里它是最大的杠杆，先实测暴露在外的部分。" if comm_first
                  else f"本场景最大的杠杆是\"{LEVER_NAMES.get(best['lever'], best['lever'])}\"，先量、先修它。"
                  if best is not None else "先量 kernel 效率，再决定改什么。"))

@@ -214,13 +214,13 @@ f_new = min(f_now, f_sel)  # the lever only ever lightens the recompute
 g_rc = proj["selective_recompute"]["speedup"]
 rc_factor_new = min(acc["recompute_factor"], sel["factor_selective"])  # HFU / MFU after the lever
 comm = acc["communication"]
-# measured if the scenario gives it, else the layout's estimate; the exposed part is at most what
-# compute at the GPU's peak leaves of the step (the overlap lever of acc["advice"] caps it so)
+# measured if the scenario gives it, else the estimate's exposed part (after the overlap rules);
+# at most what compute at the GPU's peak leaves of the step (the overlap lever caps it so)
 comm_share = 1 - 1 / by_lever["communication_overlap"]["speedup"]
 # an estimate longer than the measured step contradicts it: the lever is none, the share unknown
 contradicted = comm["basis"] == "estimated" and comm["exceeds_step"]
 basis_short = ("实测" if comm["basis"] == "measured" else
-               f"估计比一步还长、{clash}，不用，按 0 计" if contradicted else "估计的上界")
+               f"估计比一步还长、{clash}，不用，按 0 计" if contradicted else "估计：重叠后暴露在外的部分，上界")
 d.table([
     ("packing 的提速", course.claim("packing_speedup"), "你在练习 1 (a) 里算出的 T / T′"),
     (f"recompute：{sc['recompute']} → selective 的提速", course.claim("selective_recompute_worked"),
@@ -325,12 +325,13 @@ if mem_sel is not None:
 #
 # 两条线索：一是不随计算缩短的那部分时间（主要是没被计算掩盖的通信）占比会怎么变；二是屋顶线（roofline）：模型的矩阵乘在当前 micro batch 下，运算强度与 GPU 的平衡点比如何。
 #
-# 第一条要用练习 2 表里的通信份额（课程的数在同一张表里）。场景的 `communication_share` 键放团队自己的实测值；不给时，用账里按并行布局估出的通信时间（第 08 节），那是上界：假设没有任何重叠。
+# 第一条要用练习 2 表里的通信份额（课程的数在同一张表里）。场景的 `communication_share` 键放团队自己的实测值；不给时，用账里按并行布局和重叠规则估出的、暴露在外的通信（第 08 节）：计算按峰值算、偏短，所以它是上界。
 
 # %% tags=["solution", "remove-input"]
-capped_comm = comm_share < comm["share_used"] - 1e-9
+exposed_used = comm["share_used"] if comm["basis"] == "measured" else comm["exposed_share"]
+capped_comm = comm_share < exposed_used - 1e-9
 comm_basis = "团队实测，场景的 `communication_share`" if comm["basis"] == "measured" else \
-    "按并行布局的估计，是上界：没有任何重叠"
+    "按并行布局和重叠规则的估计：暴露在外的通信，是上界"
 if capped_comm:
     comm_basis += "，并以峰值算力算完这一步后剩下的时间为上限"
 if comm["basis"] != "measured":
@@ -342,7 +343,7 @@ if contradicted:
             f"{clash}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），这里不用它，通信按 0 计，"
             "下面只看计算；把实测值写进 `communication_share` 再算。")
 elif capped_comm:
-    text += (f"账里的份额是 {share(comm['share_used'])}，但 GPU 就算跑在峰值，算完这一步也要 "
+    text += (f"账里的份额是 {share(exposed_used)}，但 GPU 就算跑在峰值，算完这一步也要 "
              f"{d.pct(peak_time, 1)} 的时间（"
              + ("含注意力的 HFU" if acc["advice_combined"]["ceiling_from"] == "hfu_with_attention" else
                 "6ND 的 HFU；含注意力的计数比峰值下一步能做的还多，与步长矛盾，不用它")
