@@ -96,8 +96,8 @@ EXPLAINED: dict[str, tuple[dict[str, Any] | None, str]] = {
     "torchtitan-2404-a100-llama2-70b-sel-op": (_SAC_BOUND, _PER_OP_SAC),
     "torchtitan-2412-8b-8gpu-fsdp": (
         _SAC_BOUND,
-        _PER_OP_SAC + "; the run's card has 96 GB (the source measured 82.4 GiB), the table "
-        "stands it in as H100-SXM (80 GB) for want of its peak",
+        _PER_OP_SAC + "; the run's card has 96 GB (the source measured more than 80 GB), the "
+        "table stands it in as H100-SXM (80 GB) for want of its peak",
     ),
     "torchtitan-2412-8b-8gpu-fsdp-compile": (
         _SAC_BOUND,
@@ -119,9 +119,9 @@ EXPLAINED: dict[str, tuple[dict[str, Any] | None, str]] = {
     ),
     "dgxc-2505-llama31-405b-bf16-512gpu": (
         {"memory_reserve": 2**30},
-        "memory_reserve: the peak exceeds the usable bytes by 0.3 GiB, within the 2 GiB the "
-        "memory model sets aside for the CUDA context and NCCL buffers (an assumption); with "
-        "1 GiB set aside it fits",
+        "memory_reserve: the peak exceeds the usable bytes by less than the memory model sets "
+        "aside for the CUDA context and NCCL buffers (course.yaml's memory_reserve, an "
+        "assumption); with 1 GiB set aside it fits",
     ),
     "dgxc-2505-llama31-405b-fp8-512gpu": (
         {"memory_reserve": 2**30},

@@ -239,21 +239,21 @@ def test_mla_layer_by_hand():
     }
 
 
+#: A tiny gated-DeltaNet layer (one key head, two value heads of width 4) with a dense MLP.
+GDN_LAYER = {
+    "b": 1,
+    "hidden": 8,
+    "ffn": 16,
+    "linear_key_heads": 1,
+    "linear_value_heads": 2,
+    "linear_key_head_dim": 4,
+    "linear_value_head_dim": 4,
+}
+
+
 def test_gated_deltanet_is_linear_in_s():
     def gdn(s_len):
-        return act.layer_activation_bytes(
-            "gated_deltanet",
-            "dense",
-            b=1,
-            s=s_len,
-            hidden=8,
-            ffn=16,
-            linear_key_heads=1,
-            linear_value_heads=2,
-            linear_key_head_dim=4,
-            linear_value_head_dim=4,
-            chunk=64,
-        )
+        return act.layer_activation_bytes("gated_deltanet", "dense", s=s_len, chunk=64, **GDN_LAYER)
 
     short, long = gdn(64), gdn(128)
     assert all(long[k] == 2 * short[k] for k in short)
@@ -319,18 +319,12 @@ def gdn_torch(s_len, chunk):
     got = act.layer_activation_bytes(
         "gated_deltanet",
         "dense",
-        b=1,
         s=s_len,
-        hidden=8,
-        ffn=16,
-        linear_key_heads=1,
-        linear_value_heads=2,
-        linear_key_head_dim=4,
-        linear_value_head_dim=4,
         chunk=chunk,
         conv_kernel=3,
         linear_attention_kernel="torch",
         elementwise="eager",
+        **GDN_LAYER,
     )
     return {k: v for k, v in got.items() if k.startswith("gdn.")}
 
