@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export SCENARIO
 
-.PHONY: venv browser lint format test handouts report notebooks validate validate-deps benchmark lab clean
+.PHONY: venv browser lint format test handouts report notebooks validate validate-deps benchmark calibrate lab clean
 
 venv: $(STAMP)
 
@@ -66,6 +66,10 @@ benchmark: venv
 	$(PY) benchmarks/megatron_flops.py
 	$(PY) benchmarks/megatron_memory.py
 	$(PY) benchmarks/published_runs.py
+
+# Fit the step-time model's efficiencies on the published runs (the values FITTED records).
+calibrate: venv
+	$(PY) benchmarks/calibrate.py --library
 
 # Read the notebooks in JupyterLab: a scratch copy in build/lab/ (the sources are never
 # written), 01 first, the rendering-only code collapsed.

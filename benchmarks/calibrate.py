@@ -20,6 +20,8 @@ Two predictors:
 
     python benchmarks/calibrate.py            # the baseline's efficiencies and their rows
     python benchmarks/calibrate.py --model    # the step-time model's (where it exists)
+    python benchmarks/calibrate.py --library  # the values costmodel.inputs.efficiency.FITTED
+                                              # records (LIBRARY_PARAMETERS)
 
 The printed values and row lists are what the library's efficiency table cites.
 """
@@ -40,6 +42,14 @@ import numpy as np
 
 #: Step-time model parameters (scenario keys; null = the generation's value).
 MODEL_PARAMETERS = ("gemm_efficiency", "attention_efficiency", "hbm_efficiency")
+#: The step-time model's parameters the library records as fitted (costmodel.inputs.efficiency
+#: FITTED): `gemm` (BF16), `gemm_fp8`, and `attention`: the flash kernel's forward, its backward
+#: and the eager kernel kept at their stated ratios to it (efficiency.fitted_values). A parameter is fitted for a generation only on
+#: at least MIN_ROWS fitted rows that use it (FP8 rows for gemm_fp8, BF16 rows for gemm); `hbm`
+#: keeps its stated value (a fit moves hbm to unphysical values: it
+#: absorbs time the model does not account for).
+LIBRARY_PARAMETERS = ("gemm", "gemm_fp8", "attention")
+MIN_ROWS = 5
 BASELINE_PARAMETERS = ("hardware_flop_efficiency",)
 #: The range an efficiency is searched in (a fraction of the peak; the keys allow (0, 1]).
 LOWER, UPPER = 0.01, 1.0
@@ -234,6 +244,49 @@ def model() -> Predictor:
     return predict
 
 
+def library_model() -> Predictor:
+    """The step-time model with LIBRARY_PARAMETERS set as the library's fitted values of the
+    row's generation (costmodel.inputs.efficiency.FITTED, patched for the call and restored);
+    a parameter absent from ``params`` keeps its stated (unfitted) value."""
+    from costmodel.inputs import efficiency, scenario
+
+    step_time = importlib.import_module("costmodel.evaluate.step_time")
+    kept: dict[str, dict[str, Any]] = {}
+
+    def predict(row: dict[str, Any], params: dict[str, float]) -> float:
+        if row["id"] not in kept:
+            kept[row["id"]] = scenario.resolve(overrides=_published().overrides(row)).values
+        values = kept[row["id"]]
+        gen = efficiency.generation(values["gpu"])
+        saved = efficiency.FITTED.get(gen)
+        efficiency.FITTED[gen] = efficiency.fitted_values(gen, params, "calibrate.py")
+        try:
+            return float(step_time.predict(values)["seconds"])
+        finally:
+            if saved is None:
+                del efficiency.FITTED[gen]
+            else:
+                efficiency.FITTED[gen] = saved
+
+    return predict
+
+
+def library_fit(rows: Iterable[dict[str, Any]]) -> dict[str, Fit]:
+    """Per generation, the LIBRARY_PARAMETERS that have at least MIN_ROWS fitted rows using
+    them, fitted on that generation's rows (``fit``); a generation with none is left out."""
+    by_generation: dict[str, list[dict]] = {}
+    for row in rows:
+        by_generation.setdefault(generation(row["gpu"]), []).append(row)
+    predict, fits = library_model(), {}
+    for gen, group in sorted(by_generation.items()):
+        fp8 = sum(row["fp8"] != "none" for row in group)
+        used = {"gemm": len(group) - fp8, "gemm_fp8": fp8, "attention": len(group)}
+        names = [name for name in LIBRARY_PARAMETERS if used[name] >= MIN_ROWS]
+        if names:
+            fits.update(fit(predict, group, names))
+    return fits
+
+
 # ------------------------------------------------------------------------------ printing
 def describe(fits: dict[str, Fit], title: str) -> list[str]:
     lines = [title]
@@ -253,7 +306,10 @@ def main(argv: list[str] | None = None) -> int:
         f"Split of benchmarks/published_runs.csv (sha256 of '{SPLIT_SALT}:<id>', first byte "
         f"even = fitted): {len(fitted)} fitted rows, {len(held_out)} held out"
     )
-    if "--model" in argv:
+    if "--library" in argv:
+        fits = library_fit(fitted)
+        title = "Step-time model: the efficiencies costmodel.inputs.efficiency records as fitted:"
+    elif "--model" in argv:
         if not model_available():
             print("costmodel.evaluate.step_time is not there yet: no model to fit")
             return 1

@@ -112,8 +112,13 @@ def test_the_combination_is_the_levers_applied_together(run_account):
         again = _resolve(name, comb["changes"]).values
         assert step_time.predict(again)["seconds"] == pytest.approx(comb["step_after"], rel=1e-6)
         assert run.memory(again)["fits"] and comb["fits"]
-    step = a["scenario"]["step_time"]
-    assert comb["step_time"] == pytest.approx(step / comb["speedup"])
+    step, before = a["scenario"]["step_time"], comb["step_before"]
+    saved = before - before / comb["speedup"]
+    if comb["step_time_from"] == "measured - saved":
+        assert step >= before and comb["step_time"] == pytest.approx(step - saved)
+    else:
+        assert comb["step_time_from"] == "measured x after/before" and step < before
+        assert comb["step_time"] == pytest.approx(step / comb["speedup"])
     assert 1 <= comb["speedup"] <= comb["ceiling"] + 1e-9
 
 
@@ -137,14 +142,26 @@ def test_overlap_hides_at_most_the_exposed_communication(run_account):
         }
 
 
-def test_the_projected_step_is_the_measured_one_times_after_over_before(run_account):
-    """With a measured step, a lever's step is measured x after / before, and says so."""
+def test_the_projected_step_takes_off_only_the_seconds_the_model_saves(run_account):
+    """With a measured step the model explains, a lever's step is the measured one less the
+    seconds the model says it saves (the unexplained remainder kept: on the course's 120 s, of
+    which the model explains 28 s, overlap took 6.4 s off with measured x after / before, from
+    1.5 s of exposed communication); where the model predicts more than the measured step,
+    measured x after / before. Each says which."""
     _, a = run_account
     measured = a["time"]["measured_seconds"]
     for lever in _scenario_levers(a):
-        assert lever["step_time_from"] == "measured x after/before"
-        ratio = lever["step_after"] / lever["step_before"]
-        assert lever["step_time"] == pytest.approx(measured * ratio)
+        before, after = lever["step_before"], lever["step_after"]
+        if measured >= before:
+            assert lever["step_time_from"] == "measured - saved"
+            assert lever["step_time"] == pytest.approx(measured - (before - after))
+        else:
+            assert lever["step_time_from"] == "measured x after/before"
+            assert lever["step_time"] == pytest.approx(measured * after / before)
+    overlap = next(x for x in a["advice"] if x["lever"] == "communication_overlap")
+    exposed = a["time"]["parts"]["communication_exposed"]["seconds"]
+    if overlap["step_time_from"] == "measured - saved":
+        assert measured - overlap["step_time"] <= exposed * (1 + 1e-9)
 
 
 def test_every_lever_names_its_assumptions_and_source(run_account):

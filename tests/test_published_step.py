@@ -224,10 +224,10 @@ def test_schedule_keys_where_the_scenario_has_them():
     assert pub.schedule_keys(rows["deepseek-v3-2048xh800"], fields) == {
         "pipeline_schedule": "dualpipe"
     }
-    # interleaved with V not printed: 1f1b, the larger bubble
+    # interleaved with V not printed: V = 2, the largest bubble an interleaved schedule leaves
     assert pub.schedule_keys(rows["llama3-405b-8k-8192gpu"], fields) == {
-        "pipeline_schedule": "1f1b"
-    }
+        "pipeline_schedule": "interleaved", "virtual_pipeline": 2
+    }  # fmt: skip
     assert pub.schedule_keys(rows["korthikanti-1t-selective"], fields) == {
         "pipeline_schedule": "1f1b"
     }
@@ -235,3 +235,26 @@ def test_schedule_keys_where_the_scenario_has_them():
         "pipeline_schedule": "1f1b"
     }
     assert pub.schedule_keys(rows["narayanan-530b"], fields=()) == {}
+
+
+def test_the_fitted_efficiencies_cite_the_rows_they_were_fitted_on():
+    """costmodel.inputs.efficiency.FITTED names, per generation, how many fitted rows of the
+    split it was fitted on; the count is the split's, and the library predictor the fit used
+    reads the values it is given (a generation with fewer than MIN_ROWS rows is not fitted)."""
+    from costmodel.inputs import efficiency
+
+    fitted, _ = cal.split(ROWS)
+    predict = cal.library_model()
+    counts: dict[str, int] = {}
+    for row in fitted:
+        if cal._evaluable(predict, row, {}):  # the fit leaves out what costmodel refuses
+            counts[cal.generation(row["gpu"])] = counts.get(cal.generation(row["gpu"]), 0) + 1
+    assert efficiency.FITTED_ROWS == {g: n for g, n in counts.items() if g in efficiency.FITTED}
+    assert all(n < cal.MIN_ROWS for g, n in counts.items() if g not in efficiency.FITTED)
+    for gen, values in efficiency.FITTED.items():
+        for name, got in values.items():
+            assert f"the {counts[gen]} {gen} rows" in got.source and 0 < got.value <= 1, name
+    row = next(r for r in fitted if cal.generation(r["gpu"]) == "hopper")
+    slow, fast = predict(row, {"gemm": 0.3}), predict(row, {"gemm": 0.9})
+    assert slow > fast > 0
+    assert efficiency.FITTED["hopper"]["gemm"].value == 0.6310  # restored after the calls

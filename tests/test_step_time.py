@@ -128,7 +128,7 @@ def test_gemms_are_every_row_at_its_roofline_three_times_per_micro_batch():
         }
     ).values
     gpu = hardware.GPUS[values["gpu"]]
-    eff = efficiency.EFFICIENCIES["hopper"]
+    eff = efficiency.efficiencies(values)  # the generation's, fitted where recorded
     by_hand = 0.0
     for row in model_gemms(values):
         if row["weights"]:
@@ -165,7 +165,7 @@ def test_fp8_gemms_run_at_the_fp8_peak_with_one_byte_inputs():
     bf16 = scenario.resolve(overrides=keys).values
     fp8 = scenario.resolve(overrides={**keys, "fp8": "hybrid"}).values
     rows = {r["key"]: r for r in model_gemms(fp8) if r["weights"]}
-    eff = efficiency.EFFICIENCIES["hopper"]
+    eff = efficiency.efficiencies(fp8)
     by_hand = 0.0
     for key, r in rows.items():
         m, n, k = r["m"], r["n"], r["k"]
@@ -195,8 +195,9 @@ def test_efficiencies_come_from_the_generation_or_the_scenario():
     assert efficiency.generation("A100-80GB") == "ampere"
     assert efficiency.generation("B200") == "blackwell"
     base = step_time.predict(scenario.resolve().values)
-    half = step_time.predict(scenario.resolve(overrides={"gemm_efficiency": 0.4015}).values)
-    assert half["efficiencies"]["gemm"] == {"value": 0.4015, "source": "scenario (gemm_efficiency)"}
+    halved = base["efficiencies"]["gemm"]["value"] / 2
+    half = step_time.predict(scenario.resolve(overrides={"gemm_efficiency": halved}).values)
+    assert half["efficiencies"]["gemm"] == {"value": halved, "source": "scenario (gemm_efficiency)"}
     # the course's GEMMs are compute-bound at the H20's balance: half the efficiency, twice the time
     assert half["parts"]["gemms"] == pytest.approx(2 * base["parts"]["gemms"], rel=0.01)
     assert half["parts"]["attention"] == base["parts"]["attention"]
@@ -247,9 +248,25 @@ def test_exposed_communication_hides_behind_the_models_compute():
 
 
 # ------------------------------------------------------------------ against the measured steps
-@pytest.mark.parametrize("file", [None, *SCENARIOS], ids=lambda f: f.stem if f else "course")
+def _llama_405b_131k() -> dict:
+    from benchmarks_loader import load
+
+    published = load("published", "published")
+    row = next(r for r in published.rows() if r["id"] == "llama3-405b-131k-16384gpu")
+    return published.overrides(row)
+
+
+@pytest.mark.parametrize(
+    "file", [None, "llama3-405b-131k", *SCENARIOS], ids=lambda f: getattr(f, "stem", f or "course")
+)
 def test_no_part_exceeds_the_measured_step(file):
-    acc = account(scenario.resolve(file))
+    """The course, the issue's three teams (Llama 3 405B at 131K, DeepSeek-V3, Qwen3-Next) and
+    the example scenarios."""
+    if file == "llama3-405b-131k":
+        acc = account(scenario.resolve(overrides=_llama_405b_131k()))
+    else:
+        acc = account(scenario.resolve(file))
+    assert acc["time"]["exceeding"] == []
     time = acc["time"]
     measured = acc["scenario"]["step_time"]
     assert time["measured_seconds"] == measured
@@ -264,8 +281,8 @@ def test_no_part_exceeds_the_measured_step(file):
 
 def test_the_course_step_is_mostly_unexplained():
     time = account(scenario.resolve())["time"]
-    assert 20 < time["predicted_seconds"] < 45  # of the measured 120 s
-    assert time["unexplained_share"] > 0.6 and time["contradiction"] is None
+    assert 20 < time["predicted_seconds"] < 60  # of the measured 120 s (47.9 s with the fit)
+    assert time["unexplained_share"] > 0.5 and time["contradiction"] is None
 
 
 def test_qwen3_next_prediction_exceeds_its_step_and_the_report_says_so():
@@ -393,3 +410,27 @@ def test_attention_time_follows_the_kernel_not_the_counting_convention():
     assert step_time.predict(full)["parts"]["attention"] == pytest.approx(
         step_time.predict(causal)["parts"]["attention"]
     )
+
+
+def test_a_part_longer_than_the_measured_step_names_what_it_rests_on():
+    """Issue 20 (2): no part is larger than the measured step unless the scenario's inputs
+    contradict the run; then the part is named with the keys it rests on (every link at 1 MB/s:
+    the exposed communication alone is thousands of times the 120 s step)."""
+    acc = account(scenario.resolve(overrides={"gpus_per_node": 1, "inter_node_bandwidth": 1e6}))
+    time = acc["time"]
+    assert time["parts"]["communication_exposed"]["seconds"] > 100 * time["measured_seconds"]
+    assert [p["part"] for p in time["exceeding"]] == ["communication_exposed"]
+    assert "inter_node_bandwidth" in time["exceeding"][0]["rests_on"]
+    assert "communication_exposed alone" in time["contradiction"]
+    assert account(scenario.resolve())["time"]["exceeding"] == []
+
+
+def test_the_conventions_page_prints_the_fitted_efficiencies():
+    """docs/conventions.md's table of fitted values is the library's (no drift)."""
+    text = (REPO / "docs" / "conventions.md").read_text(encoding="utf-8")
+    names = ("gemm", "gemm_fp8", "attention_flash_forward", "attention_flash_backward")
+    for gen, values in efficiency.FITTED.items():
+        cells = [f"{values[n].value:.4f}" if n in values else "(no FP8)" for n in names]
+        cells.append(f"{values['attention_eager'].value:.4f}")
+        row = f"| {gen} | {efficiency.FITTED_ROWS[gen]} | " + " | ".join(cells) + " |"
+        assert row in text, row

@@ -236,7 +236,7 @@ def valid_scenarios(draw) -> dict:
         if data["pipeline_schedule"] == "interleaved"
         else None
     )
-    for key in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency"):
+    for key in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency", "router_skew"):
         data[key] = draw(st.one_of(st.none(), field(key)))
     for key in ("training_hours", "ce_chunks", "attention_kernel_speedup"):
         data[key] = draw(field(key))

@@ -8,8 +8,10 @@ pipeline schedule, another TP, PP or CP, FP8 GEMMs). The changed scenario is res
 - its step is predicted by the step-time model (evaluate.step_time.predict), as is the
   scenario's own: the gain is predicted step before / predicted step after (`step_before`,
   `step_after`), so the model's own error cancels. With a measured step the projected step is
-  the measured one x after / before (`step_time_from: measured x after/before`), else the
-  predicted step after (`predicted`);
+  the measured one less the seconds the model says the lever saves (`step_time_from: measured
+  - saved`: the unexplained remainder kept, the model cannot say what it is made of), or, where
+  the measured step is shorter than the prediction, the measured one x after / before
+  (`measured x after/before`); without one, the predicted step after (`predicted`) (`project`);
 - its memory is the memory model's on the changed scenario (evaluate.run.memory: `peak_after`,
   `fits`).
 
@@ -41,9 +43,8 @@ from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs import hardware
 from costmodel.inputs.shape import ModelShape
 
-#: The router simulation behind `load_balance` (as notebook 06): popularity skew, tokens,
-#: placements, seed. The skew is an assumption: measure your router's counts to replace it.
-ROUTER_SKEW = 1.0
+#: The router simulation behind `load_balance` (as notebook 06): tokens, placements, seed; the
+#: popularity skew is the scenario's `router_skew` (an assumption unless measured).
 ROUTER_TOKENS = 4096
 ROUTER_PLACEMENTS = 8
 ROUTER_SEED = 0
@@ -90,10 +91,10 @@ _KEPT = (
 
 
 @functools.lru_cache(maxsize=64)
-def _imbalance(experts: int, top_k: int, ep: int) -> tuple[float, float]:
+def _imbalance(experts: int, top_k: int, ep: int, skew: float) -> tuple[float, float]:
     """(median straggler factor of random placements, that of a load-aware placement)."""
     sim = router.simulate_router(
-        experts, top_k, ep, ROUTER_TOKENS, ROUTER_SKEW, ROUTER_SEED, ROUTER_PLACEMENTS
+        experts, top_k, ep, ROUTER_TOKENS, skew, ROUTER_SEED, ROUTER_PLACEMENTS
     )
     return float(np.median(sim.rank_factors)), float(sim.greedy_factor)
 
@@ -139,6 +140,25 @@ def predicted_of(changed: dict[str, Any], shape: ModelShape) -> float:
     return _cached("step", changed, lambda: step_time.predict(changed, shape)["seconds"])
 
 
+#: How a lever's projected step is counted from a measured one (`project`).
+MEASURED_LESS_SAVED = "measured - saved"
+MEASURED_SCALED = "measured x after/before"
+
+
+def project(measured: float | None, before: float, after: float) -> tuple[float, str]:
+    """A lever's projected step and how it was counted. Without a measured step: the predicted
+    after. With one the model explains (measured >= predicted before): the measured step less
+    the seconds the model says the lever saves, before - after; the unexplained remainder is
+    kept as it is, since the model cannot say what it is made of (so overlap never saves more
+    than the exposed communication it predicts). With a measured step shorter than the
+    prediction (the model says it cannot be that fast): the measured step x after / before."""
+    if measured is None:
+        return after, "predicted"
+    if measured >= before:
+        return measured - (before - after), MEASURED_LESS_SAVED
+    return measured * (after / before), MEASURED_SCALED
+
+
 class Base:
     """The scenario as it is: its values, its predicted step and memory, and the measured step
     (None when the step is the prediction)."""
@@ -152,10 +172,8 @@ class Base:
         self.measured = values["step_time"] if values.get("step_time_from") == "measured" else None
 
     def projected(self, before: float, after: float) -> tuple[float, str]:
-        """The projected step: the measured one x after / before, else the predicted after."""
-        if self.measured is None:
-            return after, "predicted"
-        return self.measured * after / before, "measured x after/before"
+        """The projected step (`project`)."""
+        return project(self.measured, before, after)
 
     def efficiencies(self, name: str) -> dict[str, dict[str, Any]]:
         got = self.predicted["efficiencies"]
@@ -463,17 +481,22 @@ def load_balance(base: Base, shape) -> dict[str, Any]:
     if not (v["num_experts"] and v["expert_parallel"] > 1 and simulated):
         why = "no expert parallelism" if simulated else "too many experts to simulate"
         return nothing(base, name, ["num_experts"], why)
-    now, greedy = _imbalance(v["num_experts"], v["experts_per_token"], v["expert_parallel"])
+    skew = v.get("router_skew")
+    if skew is None:
+        return nothing(base, name, ["router_skew"], "router_skew is null: no router estimate")
+    now, greedy = _imbalance(
+        v["num_experts"], v["experts_per_token"], v["expert_parallel"], float(skew)
+    )
     experts = expert_seconds(base, shape)
     before = base.seconds + experts * (now - 1)
     after = base.seconds + experts * (greedy - 1)
     return _lever(
         base, name, before=before, after=after, peak=base.mem["total"], fits=base.mem["fits"],
         feasible=now > greedy and experts > 0 and base.mem["fits"], changes={},
-        rests_on=["expert_parallel", "num_experts"],
+        rests_on=["expert_parallel", "num_experts", "router_skew"],
         note=f"the routed experts' GEMMs ({experts:,.4g} s predicted, balanced) on the most "
-        f"loaded EP rank at the simulated router's straggler factor {now:.2f} (skew "
-        f"{ROUTER_SKEW:g}: an assumption) -> {greedy:.2f} with a load-aware placement; "
+        f"loaded EP rank at the simulated router's straggler factor {now:.2f} (router_skew "
+        f"{skew:g}, an assumption unless measured) -> {greedy:.2f} with a load-aware placement; "
         f"predicted {before:,.4g} s -> {after:,.4g} s (not a scenario key: not combined)",
         source="the simulated router (costmodel.evaluate.router) on the step-time model's "
         "routed-expert GEMMs",
@@ -637,13 +660,15 @@ def combined(
     """The chosen feasible levers applied together to the scenario and predicted again: from the
     largest gain down, each lever joins when its keys do not clash with those already set and
     the scenario with all of them resolves, fits in memory and is faster than without it.
+    `path` is the way there: after each lever joins, the scenario with the levers so far predicted
+    again (`step_after`) and projected (`step_time`, as `project`; uncapped).
     `product` is the re-predicted ratio (before / after), `speedup` it capped at `ceiling`, the
     speedup that would put the hardware at its peak (1 / busy_share: none without `busy`; with
     FP8 GEMMs, times the FP8 peak over the BF16 one)."""
     ceiling = 1 / busy["share"] if busy else math.inf
     before = predicted["seconds"] if predicted else step_time
     shape = scenario_shape(values)[0] if values is not None else None
-    kept, changes, after, peak, fits = [], {}, before, None, None
+    kept, changes, after, peak, fits, path = [], {}, before, None, None, []
     for lever in _chosen(levers_list) if values is not None else []:
         if _conflicts(changes, lever["changes"]):
             continue
@@ -658,22 +683,31 @@ def combined(
         if seconds < after * (1 - MIN_GAIN):
             kept.append(lever)
             changes, after, peak, fits = trial, seconds, mem["total"], True
+            path.append({"lever": lever["lever"], "step_after": seconds})
     product = before / after if after > 0 else 1.0
     if values is not None and "hybrid" in (changes.get("fp8"), values.get("fp8")):
         ceiling *= fp8_over_bf16(values)  # its GEMMs may run up to the FP8 peak
     speedup = max(1.0, min(product, ceiling))
-    measured = values is not None and values.get("step_time_from") == "measured"
+    measured = None
+    if values is not None and values.get("step_time_from") == "measured":
+        measured = step_time
+    projected, basis = project(measured, before, before / speedup)
+    if measured is None and values is None:  # no scenario: the step given, over the gain
+        projected, basis = step_time / speedup, "predicted"
     return {
         "levers": [x["lever"] for x in kept],
         "product": product,
         "speedup": speedup,
         "capped": speedup < product,
-        "step_time": step_time / speedup,
+        "step_time": projected,
         "ceiling": ceiling if busy else None,
         "ceiling_from": busy["from"] if busy else None,
         "step_before": before,
         "step_after": after,
-        "step_time_from": "measured x after/before" if measured else "predicted",
+        "step_time_from": basis,
+        "path": [
+            {**stop, "step_time": project(measured, before, stop["step_after"])[0]} for stop in path
+        ],
         "peak_after": peak,
         "fits": fits,
         "changes": changes,

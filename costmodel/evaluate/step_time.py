@@ -19,7 +19,9 @@
   step apart: it runs after the pipeline drains).
 
 `account(prediction, measured)` compares it with a measured step: `unexplained` = measured -
-predicted; negative when the model says the step cannot be that fast.
+predicted; negative when the model says the step cannot be that fast, and then every part
+longer than the measured step is named with the inputs it rests on (a part can exceed the step
+only when the scenario's inputs contradict the run, e.g. links at 1 MB/s).
 """
 
 from __future__ import annotations
@@ -42,6 +44,23 @@ PARTS = (
     "communication_exposed",
     "pipeline_bubble",
 )
+
+
+#: What each part rests on beyond the model's arithmetic: the scenario keys and conventions a
+#: part larger than a measured step calls into question (`account`'s `exceeding`).
+PART_INPUTS = {
+    "gemms": "the GEMM efficiency of the GPU generation (gemm_efficiency) and the GPU's peak",
+    "attention": "the attention kernel (attention_kernel), its efficiency (attention_efficiency) "
+    "and the sequence lengths",
+    "linear_attention": "the chunked linear-attention kernel at the flash kernel's efficiency",
+    "memory_bound": "the HBM bandwidth and hbm_efficiency",
+    "recompute": "the recompute policy (recompute, recompute_modules)",
+    "communication_exposed": "the link bandwidths (intra_node_bandwidth, inter_node_bandwidth, "
+    "gpus_per_node), ring collectives at those bandwidths, and the overlap rules (tp_comm_overlap, "
+    "dp_overlap, ep_overlap)",
+    "pipeline_bubble": "the pipeline schedule (pipeline_schedule, virtual_pipeline) and the micro "
+    "batches per step",
+}
 
 
 def bubble_share(values: dict[str, Any]) -> float:
@@ -92,7 +111,9 @@ def predict(
 def account(prediction: dict[str, Any], measured: float | None) -> dict[str, Any]:
     """The `time` section: each part's seconds and share (of the measured step when there is
     one, else of the prediction), the prediction, and with a measured step the unexplained
-    remainder; `contradiction` names a negative remainder plainly."""
+    remainder; `contradiction` names a negative remainder plainly, and `exceeding` lists each
+    part longer than the measured step with the inputs it rests on (PART_INPUTS): one of them
+    is not what the run had."""
     predicted = prediction["seconds"]
     base = measured if measured is not None else predicted
     out = {
@@ -106,6 +127,7 @@ def account(prediction: dict[str, Any], measured: float | None) -> dict[str, Any
         "unexplained_seconds": None,
         "unexplained_share": None,
         "contradiction": None,
+        "exceeding": [],
         "generation": prediction["generation"],
         "efficiencies": prediction["efficiencies"],
         "detail": prediction["detail"],
@@ -114,9 +136,19 @@ def account(prediction: dict[str, Any], measured: float | None) -> dict[str, Any
         unexplained = measured - predicted
         out["unexplained_seconds"] = unexplained
         out["unexplained_share"] = unexplained / measured
+        out["exceeding"] = [
+            {"part": name, "seconds": seconds, "rests_on": PART_INPUTS[name]}
+            for name, seconds in prediction["parts"].items()
+            if seconds > measured
+        ]
         if unexplained < 0:
             out["contradiction"] = (
                 f"the model says the step cannot be this fast: it predicts {predicted:.4g} s, "
                 f"the measured step is {measured:.4g} s ({-unexplained:.4g} s shorter)"
             )
+            for part in out["exceeding"]:
+                out["contradiction"] += (
+                    f"; {part['part']} alone ({part['seconds']:.4g} s) is longer than the "
+                    f"measured step: the scenario's {part['rests_on']} cannot all hold"
+                )
     return out

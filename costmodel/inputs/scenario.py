@@ -328,6 +328,14 @@ FIELDS: dict[str, Field] = {
         minimum=1e-3,
         maximum=1,
     ),
+    "router_skew": Field(
+        "positive",
+        "Zipf exponent of the experts' popularity behind the load-balance lever's simulated "
+        "router (0: a balanced router; null: no load-balance estimate)",
+        nullable=True,
+        minimum=0,
+        maximum=4,
+    ),
     # Values the course assumed, each a key (null: the course's value, labelled as such)
     "communication_share": Field(
         "fraction",

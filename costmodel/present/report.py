@@ -427,7 +427,9 @@ def _combined_row(comb: dict[str, Any]) -> tuple[str, str, str]:
             f" applied together and predicted again ({comb['step_before']:,.4g} s -> "
             f"{comb['step_after']:,.4g} s; peak {comb['peak_after'] / 1e9:,.1f} GB: fits)"
         )
-    if comb["step_time_from"] == "measured x after/before":
+    if comb["step_time_from"] == "measured - saved":
+        note += "; the measured step less the seconds saved (the unexplained part kept)"
+    elif comb["step_time_from"] == "measured x after/before":
         note += "; the measured step x after / before"
     if comb["capped"]:
         note += "; capped where the hardware would reach its peak"

@@ -35,7 +35,7 @@ import sympy as sp
 from costmodel import course
 from costmodel.derive import attention, levers, memory, recompute, roofline
 from costmodel.derive.symbols import S, V, b_micro, bytes_per_element, m, share, x
-from costmodel.evaluate import gemms, layouts, run
+from costmodel.evaluate import advice, gemms, layouts, run, step_time
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs import assumptions, hardware, models, scenario
 from costmodel.present import display as d
@@ -437,38 +437,47 @@ else:
     comm_basis = ("按并行布局的估计，是上界：没有任何重叠、链路跑满峰值；"
                   "设置 `communication_share` 可改为你的实测值")
 overlap = by_lever["communication_overlap"]
-g_comm_bound = overlap["speedup"]  # 1 / (1 - exposed share): Amdahl's bound on what overlap saves
-exposed = 1 - 1 / g_comm_bound  # at most the step less the compute at the GPU's peak
+g_comm_bound = overlap["speedup"]  # the overlap lever's gain: predicted before / after
 combined = acc["advice_combined"]
-busy = 1 / combined["ceiling"]  # the step's share the hardware FLOPs take at the GPU's peak
 busy_what = ("含注意力的 HFU" if combined["ceiling_from"] == "hfu_with_attention" else
              "6ND 的 HFU；含注意力的计数比 GPU 在峰值下一步能做的还多，与步长矛盾，不用它")
-others = [by_lever[name] for name in combined["levers"] if name != "communication_overlap"]
-g_others = 1.0
-for lever in others:
-    g_others *= lever["speedup"]
-comm_after = levers.untouched_share_after(exposed, g_others)
+t = acc["time"]
+exposed_s = t["parts"]["communication_exposed"]["seconds"]
 comm_rank = [a["lever"] for a in acc["advice"]].index("communication_overlap") + 1
-exposed_rules = comm_share if comm["basis"] == "measured" else comm["exposed_share"]
 text = f"通信份额 {d.pct(comm_share, 1)}（{comm_basis}）"
-if exposed_rules < comm_share - 1e-9:
-    text += (f"。按重叠规则（见下文“本次运行”一节），其中能藏到计算后面的已经藏了，暴露在外的是 "
-             f"{d.pct(exposed_rules, 1)}")
-if exposed < exposed_rules - 1e-9:
-    text += (f"。但 GPU 就算跑在峰值，算完这一步也要 {d.pct(busy, 1)} 的时间（{busy_what}），所以暴露在外的通信"
-             f"最多 {d.pct(exposed, 1)}，其余的已经和计算重叠")
-text += f"：重叠最多提速 **{d.times(g_comm_bound, 3)}**。"
+if comm["basis"] != "measured" and comm["exposed_seconds"] < comm["seconds"] - 1e-12:
+    text += (f"。按重叠规则（见下文“本次运行”一节），能藏到计算后面的已经藏了，暴露在外的是 "
+             f"{d.num(exposed_s, 2)} 秒，占{step_said}一步的 {d.pct(exposed_s / sc['step_time'], 1)}")
 if contradicted:
     text = contradiction
+elif overlap["step_time_from"] == "measured communication_share":
+    text += (f"：按实测份额，把它全部藏到计算后面最多提速 **{d.times(g_comm_bound, 3)}**（Amdahl 定律；"
+             "计算在峰值下也要的那部分时间不算在内）。")
+elif overlap["feasible"]:
+    saved = overlap["step_before"] - overlap["step_after"]
+    text += (f"：把场景里还关着的重叠（{keys(overlap['changes'])}）打开，步长模型重新预测，一步从 "
+             f"{d.num(overlap['step_before'], 2)} 秒降到 {d.num(overlap['step_after'], 2)} 秒，提速 "
+             f"**{d.times(g_comm_bound, 3)}**；省下的 {d.num(saved, 2)} 秒不会超过暴露在外的 "
+             f"{d.num(exposed_s, 2)} 秒。它依赖的假设见下文排序表的 note。")
 elif comm_share == 0:
-    text += ("暴露在外的通信为 0，重叠没有可省的，别的杠杆压短计算也不会让它变大。" if comm["basis"] == "measured"
-             else "本场景没有集合通信，这个杠杆不存在。")
-elif g_others > 1:
-    text += (f"若其余可行的杠杆（{keys([a['lever'] for a in others])}）合计 {d.times(g_others)} "
-             f"而暴露的通信不变，它的份额会升到 {d.pct(comm_after, 1)}，重叠的上限也随之升到 "
-             f"{d.times(levers.amdahl_bound(comm_after), 3)}。")
+    text += ("暴露在外的通信为 0，重叠没有可省的。" if comm["basis"] == "measured"
+             else "：本场景没有集合通信，这个杠杆不存在。")
 else:
-    text += "本场景没有别的可行杠杆能压短计算，通信的份额不会因此变大。"
+    text += f"：这个杠杆在本场景没有收益（{d.text(overlap['note'])}）。"
+others = [name for name in combined["levers"] if name != "communication_overlap"]
+if others and not contradicted and exposed_s > 0 and comm["basis"] != "measured":
+    rest = {key: value for key, value in combined["changes"].items()
+            if key not in by_lever["communication_overlap"]["changes"]}
+    again = advice.changed_scenario(acc["scenario"], rest)
+    if again is not None:
+        after = step_time.predict(again)
+        exposed_after = after["parts"]["communication_exposed"]
+        text += (f"把其余可行的杠杆（{keys(others)}）一起做完再预测，暴露在外的通信是 "
+                 f"{d.num(exposed_after, 2)} 秒，占预测一步的 {d.pct(exposed_after / after['seconds'], 1)}"
+                 f"（现在占预测一步的 {d.pct(exposed_s / t['predicted_seconds'], 1)}）："
+                 + ("计算变短，能藏住的通信也变少。" if exposed_after > exposed_s * (1 + 1e-6) else
+                    "暴露的秒数没有变少，计算变短后它在一步里占得更多。" if exposed_after >= exposed_s * (1 - 1e-6) else
+                    "那些杠杆本身也减少了暴露在外的通信。"))
 text += f"在本次运行的杠杆排序里，通信重叠排第 {comm_rank}（共 {len(acc['advice'])} 个，见下文）。"
 d.md(text)
 
@@ -485,14 +494,15 @@ d.table([
      "computed: hardware FLOPs ratio (attention core included)"],
     ["3", f"micro batch {b} -> {2 * b}", "multiplies",
      f"{d.times(low)}–{d.times(high)}" if feasible else "not divisible",
-     f"assumption (course); GEMM roofline: {d.times(by_lever['micro_batch']['speedup'], 3)}"],
+     f"assumption (course); step-time model: {d.times(by_lever['micro_batch']['speedup'], 3)}"],
     ["4", "context parallelism", "structural", "-", valid_text],
     ["5", "attention kernel", "share-bounded",
      f"{d.times(g_att)} (<= {d.times(levers.amdahl_bound(share_actual))})",
      f"share computed, kernel gain {star('attention_kernel_speedup')}"],
     ["6", "communication overlap", "share-bounded", "-" if contradicted else f"<= {d.times(g_comm_bound, 3)}",
      "measured share" if comm["basis"] == "measured" else
-     "the estimate exceeds the step: none" if contradicted else "estimated share (upper bound)"],
+     "the estimate exceeds the step: none" if contradicted else
+     "step-time model, the overlap flags turned on (exposed share)"],
 ], ["rank", "lever", "kind", "projected speedup", "basis"],
     "The six levers, course order (* the course's assumed value)")
 
@@ -650,7 +660,7 @@ d.md("".join(more))
 # %% [markdown]
 # ### 通信
 #
-# 每个集合通信按它的组是否落在一个节点内取带宽：节点内走 NVLink，跨节点的组同时用 NVLink 和网络（`placement_rule` 写明了 rank 怎样排到节点上）；秒数是每卡收发的字节 ÷ 带宽。合计是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。再按重叠规则（`overlap_rules`）看哪个集合通信能藏在哪段计算后面：开了 `overlap_grad_reduce` 时 DP 的梯度归约藏在最后一个 micro batch 的反向后面，开了 `overlap_param_gather` 时参数 all-gather 藏在第一个前向后面，CP 的 K/V 环（`cp_comm_type: p2p`）藏在注意力计算后面，TP 开了 `tp_comm_overlap`（且有 sequence parallel）时藏在 GEMM 后面，`ep_overlap: dualpipe` 时 EP 的 all-to-all 和 PP 的收发藏在另一个 micro batch 的计算后面；剩下的是**暴露在外**的通信。计算时间按硬件 FLOPs 在 GPU 峰值下算，是下界，所以暴露的时间也是上界。团队实测了暴露在外的通信（`communication_share`）时，图里把实测值画在估计旁边。
+# 每个集合通信按它的组是否落在一个节点内取带宽：节点内走 NVLink，跨节点的组同时用 NVLink 和网络（`placement_rule` 写明了 rank 怎样排到节点上）；秒数是每卡收发的字节 ÷ 带宽。合计是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。再按重叠规则（`overlap_rules`）看哪个集合通信能藏在哪段计算后面：开了 `overlap_grad_reduce` 时 DP 的梯度归约藏在最后一个 micro batch 的反向后面，开了 `overlap_param_gather` 时参数 all-gather 藏在第一个前向后面，CP 的 K/V 环（`cp_comm_type: p2p`）藏在注意力计算后面，TP 开了 `tp_comm_overlap`（且有 sequence parallel）时藏在 GEMM 后面，`ep_overlap: dualpipe` 时 EP 的 all-to-all 和 PP 的收发藏在另一个 micro batch 的计算后面；剩下的是**暴露在外**的通信。能藏住多少取决于那段计算有多长，这里的计算时间用步长模型的预测（见下一节），所以暴露的时间跟着模型的效率参数走。团队实测了暴露在外的通信（`communication_share`）时，图里把实测值画在估计旁边。
 
 # %% tags=["remove-input"]
 collectives = comm["collectives"]
@@ -661,8 +671,9 @@ bars.append(("total (estimate,\nno overlap)", comm["seconds"], "tab:red"))
 bars.append(("exposed (estimate,\noverlap rules)", comm["exposed_seconds"], "tab:purple"))
 if comm["basis"] == "measured":
     bars.append(("measured exposed\n(communication_share)", comm_share * step, "tab:green"))
-if comm["bubble_fraction"] > 0:
-    bars.append(("pipeline bubble\n(idle, not communication)", comm["bubble_fraction"] * step, "tab:gray"))
+bubble_s = acc["time"]["parts"]["pipeline_bubble"]["seconds"]
+if bubble_s > 0:
+    bars.append(("pipeline bubble\n(idle, not communication)", bubble_s, "tab:gray"))
 fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(bars) + 1.4))
 ax.barh([name for name, _, _ in bars], [sec for _, sec, _ in bars], color=[c for _, _, c in bars])
 for name, sec, _ in bars:
@@ -716,9 +727,11 @@ elif contradicted:
 else:
     text += ("场景没有给实测的 `communication_share`，本节的结论用这个估计；它是上界，真实暴露在外的通信只会更少。"
              "设置 `communication_share` 可改为你的实测值。")
-if comm["bubble_fraction"] > 0:
-    text += (f"另外，流水线气泡占一步的 {d.pct(comm['bubble_fraction'], 1)}（1F1B，{par['pp']} 段，每条流水线每步 "
-             f"{d.count(par['micro_batches'])} 个 micro batch）：那是空等，不是通信，由 `pipeline_bubble` 这个杠杆处理。")
+if bubble_s > 0:
+    schedule = acc["time"]["detail"]["pipeline_schedule"]
+    text += (f"另外，按步长模型，流水线气泡是 {d.num(bubble_s, 2)} 秒，占{step_said}一步的 {d.pct(bubble_s / step, 1)}"
+             f"（`{schedule}`，{par['pp']} 段，每条流水线每步 {d.count(par['micro_batches'])} 个 micro batch）："
+             "那是空等，不是通信，由 `pipeline_bubble` 这个杠杆处理。")
 d.md(text)
 
 # %% [markdown]
@@ -854,17 +867,24 @@ d.table([[i, a["lever"], d.times(a["speedup"], 3), f"{a['step_time']:,.1f} s",
         f"Levers ranked by speedup for this run ({'predicted ' if step_said == '预测' else ''}step "
         f"{sc['step_time']:,.1f} s now)")
 chosen = [by_lever[name] for name in combined["levers"]]
-cap_text = (f"各杠杆连乘是 {d.times(combined['product'])}，但账里把合计封顶在 {d.times(combined['speedup'])}："
+cap_text = (f"一起做完重新预测是 {d.times(combined['product'])}，但账里把合计封顶在 {d.times(combined['speedup'])}："
             f"再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{busy_what}）。"
             if combined.get("capped") else "")
+how_projected = {
+    "measured - saved": f"实测的一步减去模型预测省下的秒数；模型没有解释的 {d.num(t['unexplained_seconds'] or 0, 1)} 秒原样留着，"
+                        "因为模型说不出它由什么组成",
+    "measured x after/before": "模型预测的一步比实测还长，按预测的比例缩放实测的一步",
+    "predicted": "场景没有实测的步长，就是预测值",
+}
 blocked = [a for a in ranked if not a["feasible"] and not no_gain(a)]
 first = ranked[0]
 text = (f"按提速排，第一是 `{first['lever']}`（{d.times(first['speedup'])}，"
         + ("可行）。" if first["feasible"] else ("没有收益）。" if no_gain(first) else "在本场景不可行）。")))
 if chosen:
-    text += (f"可行且能一起做的杠杆是 {keys([a['lever'] for a in chosen])}，合计 "
-             f"**{d.times(combined['speedup'])}**，每步 {d.num(sc['step_time'], 1)} 秒 → "
-             f"{d.num(combined['step_time'], 1)} 秒（`acc[\"advice_combined\"]`"
+    text += (f"可行且能一起做的杠杆是 {keys([a['lever'] for a in chosen])}：把它们一起改进场景、重新预测，"
+             f"预测的一步从 {d.num(combined['step_before'], 2)} 秒降到 {d.num(combined['step_after'], 2)} 秒，合计 "
+             f"**{d.times(combined['speedup'])}**；{step_said}的每步 {d.num(sc['step_time'], 1)} 秒 → "
+             f"{d.num(combined['step_time'], 1)} 秒（{how_projected[combined['step_time_from']]}；`acc[\"advice_combined\"]`"
              + ("；selective recompute 与关掉 recompute 只取其一）。"
                 if {"selective_recompute", "recompute_off"} & set(combined["levers"]) else "）。"))
     text += cap_text
@@ -873,8 +893,8 @@ if chosen:
                  f"按注意力的计数，GPU 跑在峰值也做不完这一步，与{step_said}的步长矛盾（kernel 实际算的比计数少，或真实长度"
                  "比场景短）。所以注意力 kernel 这个杠杆依据的份额靠不住，合计的上限只按 6ND 的硬件 FLOPs 算。")
     if "communication_overlap" in combined["levers"] and comm["basis"] != "measured":
-        text += ("通信重叠的提速按估计里重叠后暴露在外的通信算，而那仍是上界（计算按峰值算），所以这一项也只是上限；"
-                 "把实测值写进 `communication_share` 再排。")
+        text += ("通信重叠的提速建立在按带宽估出的通信上（链路跑满、没有延迟），所以这一项偏乐观；"
+                 "量到暴露在外的通信后写进 `communication_share` 再排。")
 else:
     text += "没有一个杠杆在本场景既可行又有收益。"
 if blocked:
@@ -890,57 +910,59 @@ if not mem["fits"]:
 d.md(text)
 
 # %% [markdown]
-# ### 瀑布图：按排序依次做，收益相乘
+# ### 瀑布图：一个个加进场景，每加一个重新预测
 #
-# 下图把可行的杠杆按上表的顺序依次作用在单步时间上：每个杠杆除以它的提速，所以收益相乘，终点是 `acc["advice_combined"]`。
+# 下图把可行的杠杆按上表的顺序一个个加进场景：每加一个，就把到此为止的改动一起放进场景，用步长模型重新预测一遍（`acc["advice_combined"]["path"]`），柱子是这一步新省下的时间。收益不是各杠杆提速的连乘：两个杠杆可能省的是同一段时间（例如 packing 和 FP8 都缩短 GEMM），一起做时要重新算。
 
 # %% tags=["remove-input"]
-plan = [(a["lever"], a["speedup"]) for a in chosen]
-steps = levers.waterfall(sc["step_time"], plan)
+path = combined["path"]
 final = combined["step_time"]
 fig, ax = plt.subplots()
 label = lambda name: name.replace("_", "\n")  # noqa: E731
-names = ["step time\n(scenario)", *[label(s["lever"]) for s in steps], "after\nlevers"]
-ax.bar(names[0], sc["step_time"], color="gray")
-for s in steps:
-    ax.bar(label(s["lever"]), s["saved"], bottom=s["end"], color="tab:green")
-    ax.text(label(s["lever"]), s["start"], f"/{s['speedup']:.2f}", ha="center", va="bottom", fontsize=9)
-ax.bar(names[-1], final, color="tab:blue")
-ax.text(names[0], sc["step_time"], f"{sc['step_time']:.1f} s", ha="center", va="bottom", fontsize=9)
-ax.text(names[-1], final, f"{final:.1f} s" + ("\n(capped at peak)" if combined.get("capped") else ""),
+ax.bar("step time\n(scenario)", sc["step_time"], color="gray")
+ax.text("step time\n(scenario)", sc["step_time"], f"{sc['step_time']:.1f} s", ha="center", va="bottom", fontsize=9)
+start = sc["step_time"]
+for stop in path:
+    ax.bar(label(stop["lever"]), start - stop["step_time"], bottom=stop["step_time"], color="tab:green")
+    ax.text(label(stop["lever"]), start, f"-{start - stop['step_time']:.2f} s", ha="center", va="bottom", fontsize=8)
+    start = stop["step_time"]
+ax.bar("after\nlevers", final, color="tab:blue")
+ax.text("after\nlevers", final, f"{final:.1f} s" + ("\n(capped at peak)" if combined.get("capped") else ""),
         ha="center", va="bottom", fontsize=9)
-ax.set_title("Step time waterfall through this run's feasible levers (ranked)")
+if measured_step and t["unexplained_seconds"] > 0 and combined["step_time_from"] == "measured - saved":
+    ax.axhline(t["unexplained_seconds"], color="tab:red", linestyle="--", linewidth=1)
+    ax.text(0.99, t["unexplained_seconds"], "unexplained (kept)", color="tab:red", ha="right", va="bottom",
+            fontsize=8, transform=ax.get_yaxis_transform())
+ax.set_title("Step time as the feasible levers join, each time predicted again")
 ax.set_ylabel("seconds per step")
-ax.set_xlabel("lever (applied left to right)")
+ax.set_xlabel("lever (joining left to right)")
 ax.set_ylim(0, sc["step_time"] * 1.12)
 ax.tick_params(axis="x", labelsize=8)
 plt.show()
 
 # %% tags=["remove-input"]
 g_all = combined["speedup"]
-g_added = 1 + sum(g - 1 for _, g in plan)  # the levers' gains added, the wrong way
-g_rc = 1.0
-for a in chosen:
-    if a["lever"] in ("selective_recompute", "recompute_off"):
-        g_rc *= a["speedup"]
-hfu_all = acc["hfu"] * g_all / g_rc  # the hardware's FLOP rate after the levers
-bounded = [a["lever"] for a in chosen
-           if a["lever"] in ("attention_kernel", "communication_overlap", "load_balance", "pipeline_bubble")]
+g_product = math.prod(a["speedup"] for a in chosen)  # the levers' gains multiplied: not the model
 g_two = g_pack * g_recompute
-text = (f"可行的杠杆依次做完：每步 {d.num(sc['step_time'], 1)} 秒 → **{d.num(final, 1)} 秒**，合计 "
-        f"**{d.times(g_all)}**，MFU {d.pct(acc['mfu'])} → {d.pct(acc['mfu'] * g_all)}。"
-        + (f"若误把收益相加（1 + Σ(g−1)），得到的是 {d.times(g_added)}。" if len(plan) > 1 else "")
-        + ("最后一根柱子比各杠杆连乘的终点高：合计封顶于峰值算力（见上）。" if combined.get("capped") else ""))
-if bounded:
-    text += ("其中 " + "、".join(f"`{name}`" for name in bounded) + " 只作用于一步的一部分（Amdahl），提速按"
-             "今天的份额算；前面的杠杆会改变那部分的份额，所以连乘只是估计，做完前面的要在新的份额上重算。")
+text = (f"可行的杠杆一个个加进场景、每次重新预测，做完：每步 {d.num(sc['step_time'], 1)} 秒 → **{d.num(final, 1)} 秒**，"
+        f"预测的一步快 **{d.times(g_all)}**。")
+if measured_step and combined["step_time_from"] == "measured - saved":
+    text += (f"实测的一步里模型没有解释的 {d.num(t['unexplained_seconds'], 1)} 秒（上图的虚线）原样留着，"
+             f"所以实测的一步只会快 {d.times(sc['step_time'] / final)}，MFU {d.pct(acc['mfu'])} → "
+             f"{d.pct(acc['mfu'] * sc['step_time'] / final)}；那一大块要先用 profiler 找出来，才谈得上优化它。")
+else:
+    text += f"MFU {d.pct(acc['mfu'])} → {d.pct(acc['mfu'] * sc['step_time'] / final)}。"
+if len(chosen) > 1 and abs(g_product - combined["product"]) > 5e-4 * g_product:
+    text += (f"若把各杠杆单独的提速连乘，得到的是 {d.times(g_product)}，"
+             + (f"高于一起预测的 {d.times(combined['product'])}：几个杠杆省的有一部分是同一段时间，一起做时不能算两次。"
+                if g_product > combined["product"] else
+                f"低于一起预测的 {d.times(combined['product'])}：一个杠杆先缩短了别的部分，另一个杠杆省的那部分在一步里占得更多。"))
+if combined.get("capped"):
+    text += "最后一根柱子比一起预测的终点高：合计封顶于峰值算力（见上）。"
 sel_fits = sc["recompute"] != "full" or alt["selective"][1]["fits"]
-text += (f"作为对照，课程的组合 packing × selective recompute 是 {d.times(g_two)}，每步 "
+text += (f"作为对照，课程的组合是把 packing 和 selective recompute 的提速相乘：{d.times(g_two)}，每步 "
          f"{d.num(proj['packing_and_selective_recompute']['step_time'], 1)} 秒"
          + ("。" if sel_fits else "，但本场景的显存放不下 selective recompute，这个数拿不到。"))
-if hfu_all > 1:
-    text += (f"注意：按这些倍数，HFU 会到 {d.pct(hfu_all)}，超过 100%，不可能：本场景的单步里没有这么多可省的"
-             "时间，至少有一个杠杆的前提（补齐真实存在、假设的 kernel 提速）不成立，或场景的输入需要核对。")
 d.md(text)
 
 # %% [markdown]
@@ -1212,7 +1234,7 @@ d.claims(claim_rows, sc)
 d.md("\n".join([
     f"- 相乘型：packing **{d.times(g_pack)}**、selective recompute **{d.times(g_recompute)}**"
     + ("" if sel_fits else "（本场景显存放不下）")
-    + f"、micro batch 翻倍（按 GEMM 屋顶线）{d.times(by_lever['micro_batch']['speedup'])}。",
+    + f"、micro batch 翻倍（步长模型重新预测）{d.times(by_lever['micro_batch']['speedup'])}。",
     f"- 显存：本场景负载最重的卡要 {verdict(mem)}。" + (
         f"selective recompute 要 {verdict(alt['selective'][1])}。" if sc["recompute"] == "full" else ""),
     f"- logits 每个 micro batch {d.gb(logits)}；分 {chunks} 块只留 {d.gb(kept_assumed)}。腾出的显存是"
@@ -1220,10 +1242,10 @@ d.md("\n".join([
     f"- 受份额约束：注意力 kernel 的杠杆是注意力份额 {d.pct(share_actual, 1)}（上限 "
     f"{d.times(levers.amdahl_bound(share_actual))}），"
     + (f"通信重叠没有杠杆：按布局估出的通信比{step_said}的一步还长，{clash}。" if contradicted else
-       f"通信重叠最多 {d.times(g_comm_bound, 3)}"
-       f"（通信份额 {d.pct(comm_share, 1)}，{'实测' if comm['basis'] == 'measured' else '估计的上界'}）。"),
+       f"通信重叠 {d.times(g_comm_bound, 3)}"
+       f"（通信份额 {d.pct(comm_share, 1)}，{'实测，按 Amdahl 定律' if comm['basis'] == 'measured' else '估计的上界；重叠按步长模型打开再预测，只省暴露在外的部分'}）。"),
     f"- 本次运行：排第一的是 `{first['lever']}`；" + (
-        f"可行的杠杆合计 {d.times(g_all)}{'（连乘后封顶于峰值算力）' if combined.get('capped') else ''}，每步 "
+        f"可行的杠杆合计 {d.times(g_all)}{'（一起预测后封顶于峰值算力）' if combined.get('capped') else ''}，每步 "
         f"{d.num(sc['step_time'], 1)} 秒 → {d.num(final, 1)} 秒。" if chosen else "没有一个杠杆在本场景既可行又有收益。"),
     (f"- CP 受整除约束：EP = {ep} 时能用的 CP 只有 "
      f"{', '.join(str(lay.cp) for lay in lays if lay.allows(ep)) or '（没有）'}。" if moe else

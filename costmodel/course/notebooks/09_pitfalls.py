@@ -212,7 +212,7 @@ else:
 # %% [markdown]
 # ## 坑 6：先去优化通信
 #
-# "分布式训练的瓶颈是通信"是一个很强的直觉，但收益上限由通信占步长的比例决定：通信即使完全被计算掩盖，步长也最多缩短这个比例。本库按场景的并行布局逐个估算一步里的集合通信（每卡收发的字节 ÷ 链路带宽，见 08），得到的是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。再按重叠规则（见 08）扣掉能藏在计算后面的部分，剩下暴露在外的，才是把通信优化到极致能省下的时间（仍是上界：计算按峰值算，偏短）。团队在场景里给了实测的 `communication_share` 时，用实测值。课程对它那次运行给的实测占比放在文末的对照表里。
+# "分布式训练的瓶颈是通信"是一个很强的直觉，但收益上限由通信占步长的比例决定：通信即使完全被计算掩盖，步长也最多缩短这个比例。本库按场景的并行布局逐个估算一步里的集合通信（每卡收发的字节 ÷ 链路带宽，见 08），得到的是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。再按重叠规则（见 08）扣掉能藏在计算后面的部分，剩下暴露在外的，才是把通信优化到极致能省下的时间。能藏多少取决于那段计算有多长，这里用步长模型预测的计算（见 08）。团队在场景里给了实测的 `communication_share` 时，用实测值。课程对它那次运行给的实测占比放在文末的对照表里。
 
 # %% tags=["remove-input"]
 comm = acc["communication"]
@@ -264,7 +264,7 @@ else:
          "所以每做完一项都要重新测一遍份额，再排下一个优先级，而不是沿用优化前的排序。")
 
 # %% [markdown]
-# 下表把库为本场景算出的各个杠杆按提速排在一起（每一项单独做、其余不变；只是提速上限，没有检查显存是否放得下，见 08）。"依据"一列是这个数依赖的场景键：其中有的是课程的假设值（例如 `attention_kernel_speedup`），换成实测值结论才算数。
+# 下表把库为本场景算出的各个杠杆按提速排在一起：每一项单独做、其余不变，把改动放进场景，用步长模型重新预测一步（见 08）；改完显存放不下、层数切不开或并不更快的，记为不可行。"依据"一列是这个数依赖的场景键：其中有的是课程的假设值（例如 `attention_kernel_speedup`），换成实测值结论才算数。
 
 # %% tags=["remove-input"]
 LEVER_NAMES = {
@@ -273,35 +273,36 @@ LEVER_NAMES = {
     "selective_recompute": "改成选择性重算",
     "attention_kernel": "更快的 attention kernel",
     "load_balance": "专家负载均衡",
-    "communication_overlap": "通信完全掩盖",
+    "communication_overlap": "打开通信重叠",
     "micro_batch": "micro batch 翻倍",
     "pipeline_bubble": "缩小流水线气泡",
 }
 overlap = next(a for a in acc["advice"] if a["lever"] == "communication_overlap")
 shown = [a for a in acc["advice"] if a["speedup"] > 1.0005 or a["lever"] == "communication_overlap"]
 d.table([(LEVER_NAMES.get(a["lever"], a["lever"]), d.times(a["speedup"], 3), d.pct(1 - 1 / a["speedup"]),
-          ", ".join(a["rests_on"])) for a in shown],
-        ["手段", "提速上限", "步长最多缩短", "依据（场景键）"], "本场景各个杠杆的收益上限（库的估计）")
+          "可行" if a["feasible"] else "不可行", ", ".join(a["rests_on"])) for a in shown],
+        ["手段", "提速（预测）", "预测的一步缩短", "可行", "依据（场景键）"], "本场景各个杠杆的收益（步长模型重新预测）")
 
 # %% tags=["remove-input"]
-best = max((a for a in shown if a["lever"] != "communication_overlap"), key=lambda a: a["speedup"], default=None)
-basis_word = "实测" if comm["basis"] == "measured" else "估计（重叠后暴露在外的部分，上界）"
+best = max((a for a in shown if a["lever"] != "communication_overlap" and a["feasible"]),
+           key=lambda a: a["speedup"], default=None)
+basis_word = "实测" if comm["basis"] == "measured" else "估计"
 comm_first = overlap["speedup"] > 1.0005 and (best is None or overlap["speedup"] >= best["speedup"])
 if contradicted:
     d.md("通信这一行记为 1×：按布局估出的通信比实测的一步还长，与实测矛盾，不从它推出杠杆。"
-         + (f"其余杠杆里最大的是\"{LEVER_NAMES.get(best['lever'], best['lever'])}\"（{d.times(best['speedup'])}）。"
-            if best is not None else "表里其他杠杆也都没有可省的。")
+         + (f"其余可行的杠杆里最大的是\"{LEVER_NAMES.get(best['lever'], best['lever'])}\"（{d.times(best['speedup'])}）。"
+            if best is not None else "表里其他杠杆也都没有可行的收益。")
          + "通信到底占多少，要先实测，写进 `communication_share` 再排：先量再改。")
 elif best is None and not comm_first:
-    d.md(f"按{basis_word}的通信占比，把通信优化到极致也只有 {d.times(overlap['speedup'], 3)}；表里其他杠杆"
-         "也都没有可省的，下一步该量的是 kernel 效率：先量再改。")
+    d.md(f"按{basis_word}的通信，把通信重叠做到模型知道的极致也只有 {d.times(overlap['speedup'], 3)}；表里其他杠杆"
+         "也都没有可行的收益，下一步该量的是 kernel 效率：先量再改。")
 elif not comm_first:
-    d.md(f"按{basis_word}的通信占比，把通信优化到极致也只有 {d.times(overlap['speedup'], 3)}；本场景里"
+    d.md(f"按{basis_word}的通信，把通信重叠做到模型知道的极致也只有 {d.times(overlap['speedup'], 3)}；本场景里"
          f"\"{LEVER_NAMES.get(best['lever'], best['lever'])}\"一项就有 {d.times(best['speedup'])}。"
          "原则是先量再改：先确认瓶颈在哪，再排优先级。")
 else:
-    d.md(f"在本场景里，通信完全掩盖（{d.times(overlap['speedup'], 3)}）是表中最大的一项，按这个数，直觉在这里可能是对的。"
-         + ("但它来自估计：按重叠规则算出暴露在外的部分，计算又按峰值算，所以是上界，真实暴露在外的通信只会更少。先实测暴露的部分，把它写进 "
+    d.md(f"在本场景里，打开通信重叠（{d.times(overlap['speedup'], 3)}）是表中最大的可行一项，按这个数，直觉在这里可能是对的。"
+         + ("但它来自估计：通信按链路跑满、没有延迟来算，偏乐观，真实能省的未必这么多。先实测暴露的部分，把它写进 "
             "`communication_share`，再排优先级。" if comm["basis"] != "measured" else
             "它来自团队的实测值，可以放心排在前面。"))
 
@@ -314,6 +315,7 @@ else:
 step = sc["step_time"]
 sel = acc["projections"]["selective_recompute"]
 off = acc["projections"]["recompute_off"]
+off_lever = next(a for a in acc["advice"] if a["lever"] == "recompute_off")  # the model's, memory checked
 if off["speedup"] > 1:
     text = (f"本场景 recompute = `{sc['recompute']}`，系数 {f_now:.4f}。按步长与硬件 FLOPs（含注意力核心）"
             f"成正比的假设，关掉重算：{d.num(step, 1)} 秒 → {d.num(off['step_time'], 1)} 秒"
@@ -322,6 +324,9 @@ if off["speedup"] > 1:
         text += (f"；改成选择性重算（重算 {'、'.join(sel['modules'])}，权重 GEMM 的 r = "
                  f"{sel['weights_fraction']:.4g}）：{d.num(step, 1)} 秒 → {d.num(sel['step_time'], 1)} 秒"
                  f"（{d.times(sel['speedup'])}）")
+    if off_lever["fits"] is not None and off_lever["peak_after"] is not None:
+        text += ("。按显存模型，关掉重算后负载最重的卡要 " + d.gb(off_lever["peak_after"])
+                 + ("，放得下" if off_lever["fits"] else "，放不下：先腾出显存，这个杠杆才拿得到"))
     d.md(text + f"。每个 micro batch 的 logits（BF16）占 {d.gb(acc['logits_bytes'])}，分块计算交叉熵能把它"
          "切小，是腾显存的一个候选（见 08）。")
 else:
@@ -475,11 +480,13 @@ why_comm = ("课程的 3% 说的是课程那次运行；" if team else "") + (
     too_long + "，从它判断不了" if contradicted else
     ("团队实测" if comm["basis"] == "measured" else "按并行布局估计（不计重叠的上界）")
     + f"通信占 {d.pct(comm_share)}，" + (
-        f"不超过 3%；把重叠后暴露在外的部分完全掩盖，最多 {d.times(overlap['speedup'], 3)}" if ok_comm else
-        f"超过 3%；把重叠后暴露在外的部分完全掩盖，最多 {d.times(overlap['speedup'], 3)}，在这次运行里通信值得先实测")) + (
+        f"不超过 3%；把模型知道的重叠都打开，预测的一步快 {d.times(overlap['speedup'], 3)}" if ok_comm else
+        f"超过 3%；把模型知道的重叠都打开，预测的一步快 {d.times(overlap['speedup'], 3)}，在这次运行里通信值得先实测")) + (
     "。\"先量再改\"在任何情况下都成立")
 why_rc = (ours(f"关掉重算可把一步从 {d.num(step, 1)} 秒缩到 {d.num(off['step_time'], 1)} 秒"
-               f"（{d.times(off['speedup'])}，含注意力核心的重算）")
+               f"（预测的一步快 {d.times(off['speedup'])}，含注意力核心的重算）")
+          + ("" if off_lever["fits"] else f"，但按显存模型现在关掉放不下（要 {d.gb(off_lever['peak_after'])}），"
+             "所以要先腾出显存")
           + "；重算只是拿算力换显存，省下的就是重做的那部分前向" if off["speedup"] > 1 else
           ("课程的建议针对全量重算的运行；" if team else "") + "你的运行已经不做重算，没有可关的")
 
@@ -518,7 +525,7 @@ points.append(f"6ND 不含注意力核心：按真实长度它占全部运算的
               f"计入后利用率为 {d.pct(att['actual']['mfu_with_attention'])}，两个数应一起报。")
 points.append(("按布局估出的通信比实测的一步还长，与实测矛盾，通信占多少要先实测；" if contradicted else
                f"通信占一步的 {d.pct(comm_share)}（{'实测' if comm['basis'] == 'measured' else '估计上界'}），"
-               f"把重叠后暴露在外的部分完全掩盖，最多 {d.times(overlap['speedup'], 3)}；")
+               f"把模型知道的重叠都打开，预测的一步快 {d.times(overlap['speedup'], 3)}；")
               + ("在本场景里它是最大的杠杆，先实测暴露在外的部分。" if comm_first
                  else f"本场景最大的杠杆是\"{LEVER_NAMES.get(best['lever'], best['lever'])}\"，先量、先修它。"
                  if best is not None else "先量 kernel 效率，再决定改什么。"))

@@ -28,6 +28,7 @@ scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场
 overrides = {}  # 单个键的覆盖，例如 {"step_time": 90}
 
 # %% tags=["remove-input"]
+import math
 from functools import partial
 
 import matplotlib.pyplot as plt
@@ -214,13 +215,20 @@ f_new = min(f_now, f_sel)  # the lever only ever lightens the recompute
 g_rc = proj["selective_recompute"]["speedup"]
 rc_factor_new = min(acc["recompute_factor"], sel["factor_selective"])  # HFU / MFU after the lever
 comm = acc["communication"]
-# measured if the scenario gives it, else the estimate's exposed part (after the overlap rules);
-# at most what compute at the GPU's peak leaves of the step (the overlap lever caps it so)
-comm_share = 1 - 1 / by_lever["communication_overlap"]["speedup"]
 # an estimate longer than the measured step contradicts it: the lever is none, the share unknown
 contradicted = comm["basis"] == "estimated" and comm["exceeds_step"]
+# the share of today's step the communication is not hidden in: measured if the scenario gives
+# it, else what the overlap rules leave exposed behind the step-time model's compute
+# (a measured share goes through the overlap lever, which caps it), at most what the hardware
+# FLOPs at the GPU's peak leave of the step
+exposed_seconds = acc["time"]["parts"]["communication_exposed"]["seconds"]
+ceiling = acc["advice_combined"]["ceiling"]
+comm_cap = 1 - 1 / ceiling if ceiling and math.isfinite(ceiling) and ceiling > 1 else 0.0
+comm_share = (0.0 if contradicted else 1 - 1 / by_lever["communication_overlap"]["speedup"]
+              if comm["basis"] == "measured" else min(exposed_seconds / sc["step_time"], comm_cap))
+capped_comm = comm["basis"] != "measured" and not contradicted and comm_share < exposed_seconds / sc["step_time"]
 basis_short = ("实测" if comm["basis"] == "measured" else
-               f"估计比一步还长、{clash}，不用，按 0 计" if contradicted else "估计：重叠后暴露在外的部分，上界")
+               f"估计比一步还长、{clash}，不用，按 0 计" if contradicted else "估计：重叠后暴露在外的部分")
 d.table([
     ("packing 的提速", course.claim("packing_speedup"), "你在练习 1 (a) 里算出的 T / T′"),
     (f"recompute：{sc['recompute']} → selective 的提速", course.claim("selective_recompute_worked"),
@@ -325,29 +333,21 @@ if mem_sel is not None:
 #
 # 两条线索：一是不随计算缩短的那部分时间（主要是没被计算掩盖的通信）占比会怎么变；二是屋顶线（roofline）：模型的矩阵乘在当前 micro batch 下，运算强度与 GPU 的平衡点比如何。
 #
-# 第一条要用练习 2 表里的通信份额（课程的数在同一张表里）。场景的 `communication_share` 键放团队自己的实测值；不给时，用账里按并行布局和重叠规则估出的、暴露在外的通信（第 08 节）：计算按峰值算、偏短，所以它是上界。
+# 第一条要用练习 2 表里的通信份额（课程的数在同一张表里）。场景的 `communication_share` 键放团队自己的实测值；不给时，用账里按并行布局和重叠规则估出的、暴露在外的通信（第 08 节）：能藏多少按步长模型预测的计算来定，链路按跑满峰值算，所以它偏乐观，实测可能更多。
 
 # %% tags=["solution", "remove-input"]
-exposed_used = comm["share_used"] if comm["basis"] == "measured" else comm["exposed_share"]
-capped_comm = comm_share < exposed_used - 1e-9
 comm_basis = "团队实测，场景的 `communication_share`" if comm["basis"] == "measured" else \
-    "按并行布局和重叠规则的估计：暴露在外的通信，是上界"
+    (f"按并行布局和重叠规则的估计：暴露在外的 {seconds(exposed_seconds)}，"
+     f"占{step_said}一步的这个比例")
 if capped_comm:
-    comm_basis += "，并以峰值算力算完这一步后剩下的时间为上限"
+    comm_basis += "，并以 GPU 在峰值下算完这一步后剩下的时间为上限"
 if comm["basis"] != "measured":
     comm_basis += "；设置 `communication_share` 可改为你的实测值"
 text = f"本节用的通信份额：**{share(comm_share)}**（{comm_basis}）。"
-peak_time = 1 / acc["advice_combined"]["ceiling"]  # the step's share the hardware FLOPs take at peak
 if contradicted:
     text = (f"按并行布局估出的通信要 {seconds(comm['seconds'])}，比{step_said}的一步（{sc['step_time']:g} s）还长："
             f"{clash}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），这里不用它，通信按 0 计，"
             "下面只看计算；把实测值写进 `communication_share` 再算。")
-elif capped_comm:
-    text += (f"账里的份额是 {share(exposed_used)}，但 GPU 就算跑在峰值，算完这一步也要 "
-             f"{d.pct(peak_time, 1)} 的时间（"
-             + ("含注意力的 HFU" if acc["advice_combined"]["ceiling_from"] == "hfu_with_attention" else
-                "6ND 的 HFU；含注意力的计数比峰值下一步能做的还多，与步长矛盾，不用它")
-             + f"），所以暴露在外的最多是上面的 {share(comm_share)}，其余的已经和计算重叠。")
 d.md(text)
 
 # %% tags=["solution"]
@@ -371,7 +371,7 @@ comm_first = comm_share > 0 and (best_other is None or bound_after >= best_other
 no_comm = ("团队实测的暴露通信为 0：通信已全部藏在计算后面" if comm["basis"] == "measured"
            else f"按布局估出的通信比一步还长、{clash}，这里按 0 计，通信要先实测" if contradicted
            else "本场景没有集合通信" if comm["share_used"] == 0
-           else "GPU 在峰值下算完这一步就要占满整步，暴露在外的通信为 0")
+           else "按重叠规则，通信全部藏在计算后面，暴露在外的为 0")
 if comm_share == 0:
     comm_verdict = no_comm + ("。" if contradicted else "，它不会成为瓶颈。")
 elif best_other is None:
@@ -379,12 +379,12 @@ elif best_other is None:
                     "除此之外没有别的既可行又有收益的杠杆，通信重叠是剩下唯一的一项。")
 elif comm_first:
     comm_verdict = (f"此时把通信完全藏到计算后面最多再快 {d.times(bound_after, 3)}，不短于其余可行杠杆里最长的 "
-                    f"`{best_other['lever']}`（{d.times(best_other['speedup'], 3)}，按今天的份额）："
+                    f"`{best_other['lever']}`（{d.times(best_other['speedup'], 3)}，步长模型预测）："
                     "通信重叠是下一个值得做的"
-                    + ("。" if comm["basis"] == "measured" else "（按估计的上界；实测的份额可能更小，先量）。"))
+                    + ("。" if comm["basis"] == "measured" else "（按估计；先实测暴露在外的部分）。"))
 else:
     comm_verdict = (f"此时把通信完全藏到计算后面最多再快 {d.times(bound_after, 3)}，短于 "
-                    f"`{best_other['lever']}`（{d.times(best_other['speedup'], 3)}，按今天的份额）："
+                    f"`{best_other['lever']}`（{d.times(best_other['speedup'], 3)}，步长模型预测）："
                     "通信还不是下一个瓶颈。")
 if comm_share == 0:
     d.md(comm_verdict)
@@ -618,7 +618,7 @@ else:
 # %% [markdown] tags=["solution"]
 # ## 本次运行：剩下的杠杆怎么排
 #
-# 账里按本次运行排好了每个杠杆（`acc["advice"]`，与第 08 节同一份）：按本场景算出的提速、是否可行（显存放得下、batch 能整除）、依赖哪些场景键。去掉练习 2 已经做的两项（recompute 的两个杠杆只取其一），剩下的按提速排如下；提速都按今天的份额算，带 * 的键用的是课程的假设值。
+# 账里按本次运行排好了每个杠杆（`acc["advice"]`，与第 08 节同一份）：按本场景算出的提速、是否可行（显存放得下、batch 能整除）、依赖哪些场景键。去掉练习 2 已经做的两项（recompute 的两个杠杆只取其一），剩下的按提速排如下；每个提速都是把改动放进场景、用步长模型重新预测的比值（改前 / 改后），带 * 的键用的是课程的假设值。
 
 # %% tags=["solution", "remove-input"]
 def star(key):
@@ -630,13 +630,15 @@ def star(key):
 rest = [a for a in acc["advice"] if a["lever"] not in done]
 d.table([[a["lever"], d.times(a["speedup"], 3), "yes" if a["feasible"] else "no",
           ", ".join(star(key) for key in a["rests_on"]), a["note"]] for a in rest],
-        ["lever", "speedup (today's shares)", "feasible", "rests on (* course assumption)", "note"],
+        ["lever", "speedup (predicted before / after)", "feasible", "rests on (* course assumption)", "note"],
         "The other levers of this run, ranked (acc['advice'])")
 combined = acc["advice_combined"]
 plan = "、".join(f"`{name}`" for name in combined["levers"])
-text = (f"本次运行实际可行、能一起做的杠杆是 {plan}，合计 **{d.times(combined['speedup'])}**，每步 "
-        f"{sc['step_time']:g} s → {combined['step_time']:.1f} s（`acc[\"advice_combined\"]`）。"
-        + (f"各杠杆连乘是 {d.times(combined['product'])}，账里把合计封顶：再快，GPU 就要超过峰值算力"
+text = (f"本次运行实际可行、能一起做的杠杆是 {plan}：一起放进场景、重新预测，预测的一步快 "
+        f"**{d.times(combined['speedup'])}**，每步 {sc['step_time']:g} s → {combined['step_time']:.1f} s（`acc[\"advice_combined\"]`"
+        + ("；实测的一步减去预测省下的秒数，模型没有解释的部分原样留着" if combined["step_time_from"] == "measured - saved" else "")
+        + "）。"
+        + (f"一起预测是 {d.times(combined['product'])}，账里把合计封顶：再快，GPU 就要超过峰值算力"
            + ("（按今天的硬件 FLOPs，含注意力）。" if combined["ceiling_from"] == "hfu_with_attention" else
               "（按今天 6ND 的硬件 FLOPs；含注意力的计数比峰值下一步能做的还多，与步长矛盾，不用它）。")
            if combined.get("capped") else "")
@@ -791,7 +793,7 @@ d.md("\n".join(f"- {p}" for p in [
         + ("（现在的设置按模型也放不下，先核对场景）" if not mem_now["fits"] else "")) + "。"),
     comm_point,
     (f"本次运行可行的杠杆（{plan}）合计 {d.times(combined['speedup'])}"
-     f"{'（连乘后封顶于峰值算力）' if combined.get('capped') else ''}，每步 {combined['step_time']:.1f} s。"
+     f"{'（一起预测后封顶于峰值算力）' if combined.get('capped') else ''}，每步 {combined['step_time']:.1f} s。"
      if combined["levers"] else "本次运行没有既可行又有收益的杠杆。"),
     f"{sc['gpu']} 平衡点 {balance:.1f} FLOP/byte；"
     + (f"算力受限的 GEMM 里强度最低的是 {d.text(lowest['name'], code=True)}，"
