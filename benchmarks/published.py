@@ -310,19 +310,18 @@ def schedule_keys(row: dict[str, Any], fields: Any = None) -> dict[str, Any]:
     (``pipeline_schedule`` in ``fields``, default ``costmodel.inputs.scenario.FIELDS``; else
     nothing): ``interleaved`` with ``virtual_pipeline`` where the row gives V >= 2,
     ``dualpipe``, else ``1f1b``. An interleaved schedule whose V the source does not print
-    (Llama 3, one torchtitan row) is passed with V = 2, the fewest model chunks interleaving
-    has: its bubble is the largest an interleaved schedule leaves, an upper bound (``1f1b``
-    would contradict the source). With PP 1 the schedule is moot (no bubble)."""
+    (Llama 3, the Korthikanti rows as Calculon encodes them, one torchtitan row) is passed as
+    ``1f1b``: its bubble an upper bound, its micro batches in flight a lower bound (costmodel's
+    memory model holds p + (p - 1)/v for interleaving, more than 1F1B's p: with any V the
+    Llama 3 8K rows, which trained, would not fit). With PP 1 the schedule is moot."""
     if fields is None:
         from costmodel.inputs.scenario import FIELDS as fields
     if "pipeline_schedule" not in fields:
         return {}
     schedule = (row["pipeline_schedule"] or "").split(" ")[0]
     virtual = row["virtual_pipeline"]
-    if schedule == "interleaved":
-        if row["pipeline_parallel"] and row["pipeline_parallel"] > 1:
-            return {"pipeline_schedule": "interleaved", "virtual_pipeline": max(virtual or 2, 2)}
-        return {"pipeline_schedule": "1f1b"}
+    if schedule == "interleaved" and virtual and virtual >= 2:
+        return {"pipeline_schedule": "interleaved", "virtual_pipeline": virtual}
     if schedule == "dualpipe":
         return {"pipeline_schedule": "dualpipe"}
     return {"pipeline_schedule": "1f1b"}

@@ -19,9 +19,11 @@ SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
 
 
 def _llama_405b_131k() -> dict:
+    """The run as a team states it: the published row, with the interleaved schedule the paper
+    names (V unprinted: 2, the fewest chunks)."""
     published = load("published", "published")
     row = next(r for r in published.rows() if r["id"] == "llama3-405b-131k-16384gpu")
-    return published.overrides(row)
+    return {**published.overrides(row), "pipeline_schedule": "interleaved", "virtual_pipeline": 2}
 
 
 #: The course, the three teams of the issue and the repository's example scenarios.

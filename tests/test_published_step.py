@@ -224,10 +224,11 @@ def test_schedule_keys_where_the_scenario_has_them():
     assert pub.schedule_keys(rows["deepseek-v3-2048xh800"], fields) == {
         "pipeline_schedule": "dualpipe"
     }
-    # interleaved with V not printed: V = 2, the largest bubble an interleaved schedule leaves
+    # interleaved with V not printed: 1f1b, the larger bubble (and the fewer micro batches in
+    # flight: with any V the 8K rows would not fit costmodel's interleaved memory rule)
     assert pub.schedule_keys(rows["llama3-405b-8k-8192gpu"], fields) == {
-        "pipeline_schedule": "interleaved", "virtual_pipeline": 2
-    }  # fmt: skip
+        "pipeline_schedule": "1f1b"
+    }
     assert pub.schedule_keys(rows["korthikanti-1t-selective"], fields) == {
         "pipeline_schedule": "1f1b"
     }
@@ -257,4 +258,4 @@ def test_the_fitted_efficiencies_cite_the_rows_they_were_fitted_on():
     row = next(r for r in fitted if cal.generation(r["gpu"]) == "hopper")
     slow, fast = predict(row, {"gemm": 0.3}), predict(row, {"gemm": 0.9})
     assert slow > fast > 0
-    assert efficiency.FITTED["hopper"]["gemm"].value == 0.6310  # restored after the calls
+    assert efficiency.FITTED["hopper"]["gemm"].value == 0.6281  # restored after the calls

@@ -57,7 +57,7 @@ PART_INPUTS = {
     "recompute": "the recompute policy (recompute, recompute_modules)",
     "communication_exposed": "the link bandwidths (intra_node_bandwidth, inter_node_bandwidth, "
     "gpus_per_node), ring collectives at those bandwidths, and the overlap rules (tp_comm_overlap, "
-    "dp_overlap, ep_overlap)",
+    "overlap_grad_reduce, overlap_param_gather, ep_overlap)",
     "pipeline_bubble": "the pipeline schedule (pipeline_schedule, virtual_pipeline) and the micro "
     "batches per step",
 }
@@ -149,6 +149,6 @@ def account(prediction: dict[str, Any], measured: float | None) -> dict[str, Any
             for part in out["exceeding"]:
                 out["contradiction"] += (
                     f"; {part['part']} alone ({part['seconds']:.4g} s) is longer than the "
-                    f"measured step: the scenario's {part['rests_on']} cannot all hold"
+                    f"measured step: one of these is not what the run had: {part['rests_on']}"
                 )
     return out
