@@ -931,8 +931,9 @@ ax.text("after\nlevers", final, f"{final:.1f} s" + ("\n(capped at peak)" if comb
         ha="center", va="bottom", fontsize=9)
 if measured_step and t["unexplained_seconds"] > 0 and combined["step_time_from"] == "measured - saved":
     ax.axhline(t["unexplained_seconds"], color="tab:red", linestyle="--", linewidth=1)
-    ax.text(0.99, t["unexplained_seconds"], "unexplained (kept)", color="tab:red", ha="right", va="bottom",
-            fontsize=8, transform=ax.get_yaxis_transform())
+    ax.text(0.02, t["unexplained_seconds"], "unexplained part (kept)", color="tab:red", ha="left", va="bottom",
+            fontsize=8, transform=ax.get_yaxis_transform(),
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
 ax.set_title("Step time as the feasible levers join, each time predicted again")
 ax.set_ylabel("seconds per step")
 ax.set_xlabel("lever (joining left to right)")

@@ -246,7 +246,7 @@ later = float(share_later.subs({s_comm: s_now, g: g_faster}))
 bound_later = levers.amdahl_limit.subs(levers.share, sp.Symbol("s'"))  # 1 / (1 - s')
 limit_later = levers.amdahl_bound(later)  # infinite when s' = 1
 d.eq(r"s'", share_later, d.pct(later))
-d.eq(r"\text{speedup}_{\max}'", bound_later, d.times(limit_later, 3) if math.isfinite(limit_later) else r"\infty")
+d.eq(r"\text{speedup}_{\max}'", bound_later, d.times(limit_later, 4) if math.isfinite(limit_later) else r"\infty")
 
 # %% tags=["solution", "remove-input"]
 which = (f"本场景的估计与实测矛盾（见上），这里代入课程的 {d.pct(s_now, 0)}。" if contradicted else "")
@@ -259,7 +259,7 @@ elif s_now >= 1:
          "把暴露的通信封顶在峰值算力留下的那部分（下表）。这样的实测值值得再核对一遍。")
 else:
     d.md(which + f"计算快 {g_faster} 倍后，通信的份额从 {d.pct(s_now)} 升到 **{d.pct(later)}**，"
-         f"把它全部藏起来的上限也随之升到 {d.times(limit_later, 3)}。"
+         f"把它全部藏起来的上限也随之升到 {d.times(limit_later, 4)}。"
          "反过来读：先做的那项优化越大，原本不起眼的部分就越显眼。"
          "所以每做完一项都要重新测一遍份额，再排下一个优先级，而不是沿用优化前的排序。")
 
