@@ -1,6 +1,9 @@
 """The package's layers, read from its imports (AST, every import statement, also those inside
 functions): derive -> inputs -> evaluate -> present, each importing only the layers before it,
-and no import cycle anywhere in the package."""
+derive doing no I/O, the leaves importing nothing of the package, and no import cycle anywhere.
+
+Each rule is a function over a map {module name: path}, so that the tests can run it on the
+package and on a small package written to make it fail (every rule proves it can fail)."""
 
 import ast
 import sys
@@ -10,22 +13,26 @@ import costmodel
 
 PACKAGE = Path(costmodel.__file__).resolve().parent
 LAYERS = ["derive", "inputs", "evaluate", "present"]
-#: Leaf modules every layer may use: they import nothing of costmodel.
-LEAVES = {"costmodel.errors", "costmodel.formats"}
+#: Leaf modules every layer may use: they import nothing of costmodel. The course package (its
+#: figures and notebooks, package data) is one: it was exempt from the layer rule, so an
+#: evaluate -> course -> present chain passed.
+LEAVES = {"costmodel.errors", "costmodel.formats", "costmodel.course"}
+#: Calls that read or write files: the derive layer makes none (builtin open, pathlib's).
+IO_CALLS = {"open", "read_text", "write_text", "read_bytes", "write_bytes"}
 #: Third-party packages the derive layer may import (besides the standard library).
 DERIVE_THIRD_PARTY = {"sympy", "numpy"}
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in PACKAGE.rglob("*.py") if "notebooks" not in p.parts}
+def modules(package: Path = PACKAGE) -> dict[str, Path]:
+    return {module_name(p, package): p for p in package.rglob("*.py") if "notebooks" not in p.parts}
 
 
-def imports(path: Path) -> set[str]:
+def imports(path: Path, package: Path = PACKAGE) -> set[str]:
     """Every module an import statement of `path` names (absolute and relative)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -34,12 +41,12 @@ def imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                package = (
-                    module_name(path)
+                here = (
+                    module_name(path, package)
                     if path.name == "__init__.py"
-                    else module_name(path).rsplit(".", 1)[0]
+                    else module_name(path, package).rsplit(".", 1)[0]
                 )
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                anchor = here.split(".")[: len(here.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
             found.add(base)
             found |= {f"{base}.{alias.name}" for alias in node.names}
@@ -56,6 +63,96 @@ def layer_of(name: str) -> str | None:
     return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
 
 
+def io_calls(path: Path) -> set[str]:
+    """The file-reading or -writing calls of `path`: open(...), x.open(...), x.read_text(...)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if name in IO_CALLS:
+                found.add(name)
+    return found
+
+
+# ------------------------------------------------------------------ the rules
+def layer_violations(known: dict[str, Path], package: Path = PACKAGE) -> list[str]:
+    """Each layer imports only the layers before it and the leaves."""
+    wrong = []
+    for name, path in known.items():
+        layer = layer_of(name)
+        if layer is None:
+            continue
+        rank = LAYERS.index(layer)
+        for target in internal(imports(path, package), known):
+            other = layer_of(target)
+            if other is not None and LAYERS.index(other) > rank:
+                wrong.append(f"{name} imports {target}")
+            if other is None and target not in LEAVES:
+                wrong.append(f"{name} imports {target} (not a layer, not a leaf)")
+    return wrong
+
+
+def derive_violations(known: dict[str, Path], package: Path = PACKAGE) -> list[str]:
+    """derive imports the standard library, SymPy, NumPy and derive only, and does no I/O."""
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    wrong = []
+    for name, path in known.items():
+        if layer_of(name) != "derive":
+            continue
+        for target in imports(path, package):
+            top = target.split(".")[0]
+            if top == "costmodel":
+                if target in known and layer_of(target) != "derive" and target != "costmodel":
+                    wrong.append(f"{name} imports {target}")
+            elif top not in stdlib and top not in DERIVE_THIRD_PARTY:
+                wrong.append(f"{name} imports {target}")
+            elif top in ("io", "os", "pathlib", "json", "csv", "importlib", "open", "shutil"):
+                wrong.append(f"{name} imports {target} (derive does no I/O)")
+        wrong += [f"{name} calls {call}() (derive does no I/O)" for call in io_calls(path)]
+    return wrong
+
+
+def leaf_violations(known: dict[str, Path], package: Path = PACKAGE) -> list[str]:
+    """A leaf (a module, or a package with its modules) imports nothing else of costmodel."""
+    wrong = []
+    for name, path in known.items():
+        leaf = next((x for x in LEAVES if name == x or name.startswith(x + ".")), None)
+        if leaf is None:
+            continue
+        for target in internal(imports(path, package), known):
+            if target != leaf and not target.startswith(leaf + "."):
+                wrong.append(f"{name} imports {target} (a leaf imports nothing of the package)")
+    return wrong
+
+
+def cycles(known: dict[str, Path], package: Path = PACKAGE) -> list[list[str]]:
+    graph = {
+        name: {t for t in internal(imports(path, package), known) if t != name}
+        for name, path in known.items()
+    }
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                found.append(stack[stack.index(nxt) :] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
+    return found
+
+
+# ------------------------------------------------------------------ the package
 def test_the_four_layers_exist_and_hold_the_package():
     known = modules()
     for layer in LAYERS:
@@ -75,79 +172,125 @@ def test_the_four_layers_exist_and_hold_the_package():
 
 
 def test_each_layer_imports_only_the_layers_before_it():
-    known = modules()
-    wrong = []
-    for name, path in known.items():
-        layer = layer_of(name)
-        if layer is None:
-            continue
-        rank = LAYERS.index(layer)
-        for target in internal(imports(path), known):
-            other = layer_of(target)
-            if other is not None and LAYERS.index(other) > rank:
-                wrong.append(f"{name} imports {target}")
-            if other is None and target not in LEAVES and target != "costmodel.course":
-                wrong.append(f"{name} imports {target} (not a layer, not a leaf)")
+    wrong = layer_violations(modules())
     assert not wrong, "\n".join(wrong)
 
 
-def test_derive_is_sympy_and_numpy_only():
-    known = modules()
-    stdlib = set(sys.stdlib_module_names) | {"__future__"}
-    wrong = []
-    for name, path in known.items():
-        if layer_of(name) != "derive":
-            continue
-        for target in imports(path):
-            top = target.split(".")[0]
-            if top == "costmodel":
-                if target in known and layer_of(target) not in ("derive", None):
-                    wrong.append(f"{name} imports {target}")
-                if target in known and layer_of(target) is None and target != "costmodel":
-                    wrong.append(f"{name} imports {target}")
-            elif top not in stdlib and top not in DERIVE_THIRD_PARTY:
-                wrong.append(f"{name} imports {target}")
-            elif top in ("io", "os", "pathlib", "json", "csv", "importlib", "open"):
-                wrong.append(f"{name} imports {target} (derive does no I/O)")
+def test_derive_is_sympy_and_numpy_only_and_does_no_io():
+    wrong = derive_violations(modules())
     assert not wrong, "\n".join(wrong)
 
 
 def test_leaves_import_nothing_of_the_package():
-    known = modules()
-    for leaf in LEAVES:
-        assert not internal(imports(known[leaf]), known), leaf
+    wrong = leaf_violations(modules())
+    assert not wrong, "\n".join(wrong)
 
 
 def test_no_import_cycle():
-    known = modules()
-    graph = {
-        name: {t for t in internal(imports(path), known) if t != name}
-        for name, path in known.items()
+    found = cycles(modules())
+    assert not found, found
+
+
+# ------------------------------------------------------------------ each rule can fail
+def _package(tmp_path: Path, files: dict[str, str]) -> tuple[dict[str, Path], Path]:
+    """A small costmodel package: the four layers, the leaves, and `files` ({relative path:
+    source}) written over them."""
+    root = tmp_path / "costmodel"
+    base = {
+        "__init__.py": "",
+        "errors.py": "",
+        "formats.py": "",
+        "course/__init__.py": "",
+        **{f"{layer}/__init__.py": "" for layer in LAYERS},
+        **{f"{layer}/a.py": "" for layer in LAYERS},
     }
-    # a package's __init__ is not an edge target worth following when empty of imports
-    state: dict[str, int] = {}
-    stack: list[str] = []
-    cycles: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                cycles.append(stack[stack.index(nxt) :] + [nxt])
-            elif nxt not in state:
-                visit(nxt)
-        stack.pop()
-        state[node] = 2
-
-    for name in sorted(graph):
-        if name not in state:
-            visit(name)
-    assert not cycles, cycles
+    for rel, text in {**base, **files}.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return modules(root), root
 
 
-def test_the_checker_sees_a_violation(tmp_path):
-    """The rule is not vacuous: an upward import is found."""
-    bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from costmodel.present import display\n")
-    assert "costmodel.present.display" in imports(bad)
+def test_a_clean_small_package_passes_every_rule(tmp_path):
+    known, root = _package(
+        tmp_path,
+        {
+            "present/a.py": "from costmodel.evaluate import a\nfrom costmodel import course\n",
+            "evaluate/a.py": "from costmodel.inputs import a\nimport costmodel.errors\n",
+            "derive/a.py": "import sympy\nfrom costmodel.derive import b\n",
+            "derive/b.py": "import math\n",
+        },
+    )
+    assert not layer_violations(known, root) and not derive_violations(known, root)
+    assert not leaf_violations(known, root) and not cycles(known, root)
+
+
+def test_an_upward_import_fails_even_inside_a_function(tmp_path):
+    known, root = _package(
+        tmp_path, {"evaluate/a.py": "def f():\n    from costmodel.present import a\n"}
+    )
+    assert "costmodel.evaluate.a imports costmodel.present.a" in layer_violations(known, root)
+
+
+def test_a_chain_through_the_course_package_fails(tmp_path):
+    """evaluate -> course -> present: the course package is a leaf, not an exemption."""
+    known, root = _package(
+        tmp_path,
+        {
+            "evaluate/a.py": "from costmodel import course\n",
+            "course/__init__.py": "from costmodel.present import a\n",
+        },
+    )
+    assert not layer_violations(known, root)  # a leaf may be imported by any layer
+    assert (
+        "costmodel.course imports costmodel.present.a (a leaf imports nothing of the package)"
+        in leaf_violations(known, root)
+    )
+
+
+def test_a_module_outside_the_layers_fails(tmp_path):
+    known, root = _package(tmp_path, {"cli.py": "", "inputs/a.py": "from costmodel import cli\n"})
+    assert layer_violations(known, root) == [
+        "costmodel.inputs.a imports costmodel.cli (not a layer, not a leaf)"
+    ]
+
+
+def test_io_in_derive_fails_whether_imported_or_builtin(tmp_path):
+    known, root = _package(
+        tmp_path,
+        {
+            "derive/a.py": "def f(p):\n    return open(p).read()\n",
+            "derive/b.py": "def g(p):\n    return p.read_text()\n",
+            "derive/c.py": "import json\n",
+            "derive/d.py": "import yaml\n",
+            "derive/e.py": "from costmodel.inputs import a\n",
+        },
+    )
+    assert sorted(derive_violations(known, root)) == [
+        "costmodel.derive.a calls open() (derive does no I/O)",
+        "costmodel.derive.b calls read_text() (derive does no I/O)",
+        "costmodel.derive.c imports json (derive does no I/O)",
+        "costmodel.derive.d imports yaml",
+        "costmodel.derive.e imports costmodel.inputs",
+        "costmodel.derive.e imports costmodel.inputs.a",
+    ]
+
+
+def test_a_leaf_importing_the_package_fails(tmp_path):
+    known, root = _package(tmp_path, {"formats.py": "from costmodel import errors\n"})
+    assert leaf_violations(known, root) == [
+        "costmodel.formats imports costmodel.errors (a leaf imports nothing of the package)"
+    ]
+
+
+def test_an_import_cycle_fails(tmp_path):
+    known, root = _package(
+        tmp_path,
+        {
+            "inputs/a.py": "from costmodel.inputs import b\n",
+            "inputs/b.py": "from costmodel.inputs import a\n",
+        },
+    )
+    assert cycles(known, root) == [
+        ["costmodel.inputs.a", "costmodel.inputs.b", "costmodel.inputs.a"]
+    ]
