@@ -379,12 +379,13 @@ def test_text_header_names_the_layout(course):
 
 
 def test_numeric_intensity_forms_are_the_derived_ones():
-    """The float shortcuts of evaluate.gemms equal derive.roofline.gemm_intensity and its limit
-    derive.moe.intensity_limit (SymPy's limit m -> oo)."""
+    """The numeric intensity (derive.roofline.intensity, the one evaluate.gemms uses) equals
+    derive.roofline.gemm_intensity, and evaluate.gemms' limit derive.moe.intensity_limit
+    (SymPy's limit m -> oo)."""
     import random
 
     from costmodel.derive import moe
-    from costmodel.derive.roofline import gemm_intensity
+    from costmodel.derive.roofline import gemm_intensity, intensity
     from costmodel.derive.symbols import bytes_per_element, k_dim, m, n
     from costmodel.evaluate import gemms as g
 
@@ -393,5 +394,5 @@ def test_numeric_intensity_forms_are_the_derived_ones():
         m_, n_, k_ = (rng.randint(1, 1 << 20) for _ in range(3))
         beta = rng.choice((1, 2, 4))
         values = {m: m_, n: n_, k_dim: k_, bytes_per_element: beta}
-        assert g._intensity(m_, n_, k_, beta) == pytest.approx(float(gemm_intensity.subs(values)))
+        assert intensity(m_, n_, k_, beta) == pytest.approx(float(gemm_intensity.subs(values)))
         assert g._limit(n_, k_, beta) == pytest.approx(float(moe.intensity_limit.subs(values)))

@@ -45,9 +45,19 @@ def test_rows_for_intensity_out_of_reach():
     assert moe.rows_for_intensity(limit * 1.01, 2048, 512) is None
 
 
-def test_fast_intensity_matches_the_roofline():
-    assert moe.intensity(777, 2048, 512) == pytest.approx(roofline.intensity(777, 512, 2048))
-    assert moe.intensity(50, 5120, 5120, 1) == pytest.approx(roofline.intensity(50, 5120, 5120, 1))
+def test_the_numeric_intensity_is_the_roofline_form_and_takes_arrays():
+    """One numeric intensity (derive.roofline.intensity, m, n, k): the form for numbers, and
+    elementwise for a NumPy array of rows (notebook 06 plots it over m)."""
+    import numpy as np
+
+    for m_, n_, k_, beta in ((777, 512, 2048, 2), (50, 5120, 5120, 1)):
+        form = roofline.gemm_intensity.subs(
+            {roofline.m: m_, roofline.n: n_, roofline.k_dim: k_, roofline.bytes_per_element: beta}
+        )
+        assert roofline.intensity(m_, n_, k_, beta) == pytest.approx(float(form), rel=1e-15)
+    rows = np.array([1.0, 64.0, 4096.0])
+    got = roofline.intensity(rows, 512, 2048)
+    assert got == pytest.approx([roofline.intensity(float(r), 512, 2048) for r in rows])
 
 
 def test_gemm_shape_and_intensity():

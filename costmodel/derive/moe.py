@@ -76,20 +76,11 @@ def __getattr__(name: str) -> sp.Expr:
 
 
 @functools.lru_cache(maxsize=None)
-def _numeric():
-    """Fast numeric forms of the roofline expressions (lambdified once, numpy-ready)."""
+def _rows_for():
+    """The rows m at which roofline.gemm_intensity reaches a target, solved and lambdified once
+    (the intensity itself is roofline.intensity)."""
     (rows,) = sp.solve(sp.Eq(roofline.gemm_intensity, intensity_target), m)
-    args = (k_dim, n, bytes_per_element)
-    return (
-        sp.lambdify((m, *args), roofline.gemm_intensity, "numpy"),
-        sp.lambdify((intensity_target, *args), rows, "math"),
-    )
-
-
-def intensity(rows, k_dim, n_dim, beta: int = 2):
-    """Arithmetic intensity of [rows, k_dim] x [k_dim, n_dim] (roofline.gemm_intensity, lambdified;
-    rows may be a numpy array)."""
-    return _numeric()[0](rows, k_dim, n_dim, beta)
+    return sp.lambdify((intensity_target, k_dim, n, bytes_per_element), rows, "math")
 
 
 def gemm(rows, hidden, width, beta: int = 2) -> dict[str, float]:
@@ -100,7 +91,7 @@ def gemm(rows, hidden, width, beta: int = 2) -> dict[str, float]:
         "k": hidden,
         "n": width,
         "flops": 2 * rows * hidden * width,
-        "intensity": float(intensity(rows, hidden, width, beta)),
+        "intensity": float(roofline.intensity(rows, width, hidden, beta)),
     }
 
 
@@ -108,7 +99,7 @@ def rows_for_intensity(target, hidden, width, beta: int = 2) -> float | None:
     """Token rows m at which a weight GEMM [m, hidden] x [hidden, width] reaches `target`
     FLOP/byte (solved from roofline.gemm_intensity); None when even m -> infinity stays below."""
     try:
-        rows = float(_numeric()[1](float(target), hidden, width, beta))
+        rows = float(_rows_for()(float(target), hidden, width, beta))
     except ZeroDivisionError:  # target equals the limit: reached only as m -> infinity
         return None
     return rows if rows > 0 else None

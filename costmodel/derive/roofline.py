@@ -19,8 +19,11 @@ machine_balance = P / BW
 attainable = sp.Min(P, gemm_intensity * BW)
 
 
-def intensity(m_, n_, k_, beta=2) -> float:
-    return float(gemm_intensity.subs({m: m_, n: n_, k_dim: k_, bytes_per_element: beta}))
+def intensity(m_, n_, k_, beta=2):
+    """gemm_intensity for numbers, the one numeric form every layer uses: an (m x k)(k x n) GEMM
+    at beta bytes an element, 2mnk / (beta (mk + kn + mn)) FLOP/byte; m may be a NumPy array
+    (tests/test_model_gemms.py checks it against the form)."""
+    return 2 * m_ * n_ * k_ / (beta * (m_ * k_ + k_ * n_ + m_ * n_))
 
 
 def attainable_flops(ai, peak, bandwidth) -> float:

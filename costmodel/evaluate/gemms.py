@@ -59,17 +59,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from costmodel.derive import attention, moe
+from costmodel.derive import attention, moe, roofline
 from costmodel.derive.symbols import E, S, b_micro, k_top
 from costmodel.evaluate.layouts import default_ep_size
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs.shape import ModelShape
-
-
-def _intensity(m_: float, n_: float, k_: float, beta: float) -> float:
-    """derive.roofline.gemm_intensity, 2mnk / (β(mk + kn + mn)), for numbers (a cold report
-    should not compile SymPy forms; tests/test_model_gemms.py checks it against the form)."""
-    return 2 * m_ * n_ * k_ / (beta * (m_ * k_ + k_ * n_ + m_ * n_))
 
 
 def _limit(n_: float, k_: float, beta: float) -> float:
@@ -448,7 +442,7 @@ def model_gemms(
             per_use = 2 * seq * row["k" if row["key"] == "attention_scores" else "n"] * share
         row["forward_flops_per_token"] = per_use * row["uses_per_token"] * row["layers"]
         row["per_gpu_fraction"] = _split(row, tp, layout["sequence_parallel"])
-        row["intensity"] = _intensity(row["m"], row["n"], row["k"], beta)
+        row["intensity"] = roofline.intensity(row["m"], row["n"], row["k"], beta)
         # a weight GEMM's ceiling as the micro batch grows; the core does not grow with it
         row["intensity_limit"] = (
             _limit(row["n"], row["k"], beta) if row["weights"] else row["intensity"]

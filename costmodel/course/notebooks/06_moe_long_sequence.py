@@ -93,7 +93,7 @@ def reference(rows):
 
 def step_row(rows_m, r):
     """A GEMM with the weight of row r over rows_m token rows (e.g. a whole step's at once)."""
-    ai_ = float(moe.intensity(rows_m, r["k"], r["n"]))
+    ai_ = float(roofline.intensity(rows_m, r["n"], r["k"]))
     return {"m": rows_m, "k": r["k"], "n": r["n"], "intensity": ai_,
             "bound": "compute" if ai_ >= balance else "memory"}
 
@@ -493,7 +493,7 @@ dots = [focus(by_batch[b])[low] for b in batches]
 fig, ax = plt.subplots()
 m_grid = np.geomspace(8, 4 * max(m_dense, *(r["m"] for r in dots)), 200)
 for (k_w, n_w), keys in weights.items():
-    ax.plot(m_grid, moe.intensity(m_grid, k_w, n_w), label=f"{', '.join(keys)} [{k_w} x {n_w}]")
+    ax.plot(m_grid, roofline.intensity(m_grid, n_w, k_w), label=f"{', '.join(keys)} [{k_w} x {n_w}]")
 for name_g in gpus:
     ax.axhline(balances[name_g], ls="--", lw=0.9, color="grey")
     ax.text(m_grid[0], balances[name_g] * 1.08, f"{name_g} balance {balances[name_g]:.0f}", fontsize=8, color="grey")
