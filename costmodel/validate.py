@@ -74,6 +74,7 @@ import io
 import sys
 from dataclasses import dataclass
 
+from costmodel.inputs.assumptions import assumed
 from costmodel.inputs.models import (
     linear_attention_conv_flops_per_token,
     linear_attention_flops_per_token,
@@ -162,7 +163,8 @@ TINY_MODELS: dict[str, tuple[dict, int, int]] = {
     ),
 }
 
-CHUNK_SIZE = 64  # chunk size of transformers' torch_chunk_gated_delta_rule
+#: The chunk size of transformers' torch_chunk_gated_delta_rule: the assumption's.
+CHUNK_SIZE = assumed("linear_attention_chunk")
 
 #: The packed batch: one row of unequal documents, run on this tiny model's config.
 PACKED_MODEL = "llama-gqa"

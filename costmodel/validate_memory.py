@@ -86,6 +86,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from costmodel.derive.activations import layer_activation_bytes, model_activation_bytes
+from costmodel.inputs.assumptions import assumed
 from costmodel.inputs.models import shape_from_config
 from costmodel.inputs.shape import LINEAR_ATTENTION
 from costmodel.validate import _COMMON, TINY_MODELS, command, csv_text
@@ -161,7 +162,8 @@ ATTENTIONS = ("eager", "sdpa")
 SEQ_LENS = (32, 128)
 BATCH = 2
 TOLERANCE = 0.05  # |measured / predicted - 1| allowed per row
-CHUNK_SIZE = 64  # chunk size of transformers' torch_chunk_gated_delta_rule
+#: The chunk size of transformers' torch_chunk_gated_delta_rule: the assumption's.
+CHUNK_SIZE = assumed("linear_attention_chunk")
 
 OUTSIDE = "outside layers"
 TOTAL = "total"

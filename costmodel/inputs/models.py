@@ -108,6 +108,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from costmodel.errors import CostModelError
+from costmodel.inputs.assumptions import assumed
 from costmodel.inputs.config import MAX_INPUT_BYTES, PRESETS, Fields, load_config, read_input
 from costmodel.inputs.families import FAMILIES, SUPPORTED_MODEL_TYPES, resolve_family
 from costmodel.inputs.families.common import base, build_shape
@@ -169,7 +170,7 @@ def _linear_attention_values(shape: ModelShape, chunk_size: int = 1) -> dict:
     }
 
 
-def linear_attention_flops_per_token(shape: ModelShape, chunk_size: int = 64) -> int:
+def linear_attention_flops_per_token(shape: ModelShape, chunk_size: int | None = None) -> int:
     """Forward FLOPs per token of one gated-DeltaNet layer's core (state read/update), chunked form.
 
     This is the linear-attention analogue of the s² attention term: it is NOT in 6·N·D (the
@@ -186,7 +187,8 @@ def linear_attention_flops_per_token(shape: ModelShape, chunk_size: int = 64) ->
       + (C-1)·(dk+dv)   two unit-lower-triangular solves (C×C) with dv and dk right-hand sides
                         (the UT transform), C·(C-1)·d FLOPs each per chunk
 
-    times ``linear_num_value_heads``. Qwen3.6-35B-A3B (32 heads, dk = dv = 128, C = 64): 32 x
+    times ``linear_num_value_heads``; C defaults to the assumption ``linear_attention_chunk``
+    (costmodel.inputs.assumptions). Qwen3.6-35B-A3B (32 heads, dk = dv = 128, C = 64): 32 x
     (32768 + 16384 + 98304 + 16128) = 5,234,688 FLOPs per token per layer.
 
     Assumptions: the chunked algorithm of the reference implementation
@@ -202,6 +204,8 @@ def linear_attention_flops_per_token(shape: ModelShape, chunk_size: int = 64) ->
             f"model '{shape.name or shape.model_type}' has no linear-attention layers; "
             "linear_attention_flops_per_token applies to qwen3_next and qwen3_5_moe"
         )
+    if chunk_size is None:  # the assumption's (costmodel.inputs.assumptions)
+        chunk_size = assumed("linear_attention_chunk")
     c = int(chunk_size)
     if c < 1:
         raise CostModelError(f"chunk_size has value {chunk_size!r}; expected an integer >= 1")
@@ -225,12 +229,16 @@ def linear_attention_conv_flops_per_token(shape: ModelShape) -> int:
     return la.evaluate(la.conv_forward_per_token, _linear_attention_values(shape))
 
 
-def linear_attention_training_flops(shape: ModelShape, tokens: int, chunk_size: int = 64) -> int:
+def linear_attention_training_flops(
+    shape: ModelShape, tokens: int, chunk_size: int | None = None
+) -> int:
     """Forward+backward FLOPs of all gated-DeltaNet cores for ``tokens`` tokens:
     ``3 · linear_attention_flops_per_token · tokens · num_linear_attention_layers`` (0 for a model
     without linear-attention layers; ``costmodel.derive.linear_attention.core_training``)."""
     if shape.num_linear_attention_layers == 0:
         return 0
+    if chunk_size is None:  # the assumption's (costmodel.inputs.assumptions)
+        chunk_size = assumed("linear_attention_chunk")
     linear_attention_flops_per_token(shape, chunk_size)  # the same checks
     from costmodel.derive import linear_attention as la
     from costmodel.derive.symbols import D
