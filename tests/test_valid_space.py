@@ -359,8 +359,9 @@ def notebook_figures(sc) -> dict:
     ]
     out["rows_for_balance"] = [moe.rows_for_intensity(balance, k, n) for k, n in ffn]
     assert all(r is None or r > 0 for r in out["rows_for_balance"])
-    out["intensity_curve"] = moe.intensity(
-        np.geomspace(8, 4 * v["micro_batch"] * v["seq_len"], 50), *ffn[0]
+    k_ffn, n_ffn = ffn[0]
+    out["intensity_curve"] = roofline.intensity(
+        np.geomspace(8, 4 * v["micro_batch"] * v["seq_len"], 50), n_ffn, k_ffn
     )
     if v["num_experts"] and ep_size > 1 and v["num_experts"] <= router.MAX_SIMULATED_EXPERTS:
         run = router.simulate_router(
@@ -419,7 +420,9 @@ def test_library_calls_of_the_notebooks_are_finite_and_quiet(data):
         figures = notebook_figures(sc)
     finite(figures)
     acc = figures["account"]
-    assert 0 < acc["mfu"] <= acc["hfu"] <= 1 + 1e-9
+    # HFU and MFU are two expressions evaluated apart: equal without recompute up to rounding
+    # (1.8e-24 against 1.7999999999999997e-24 for a one-layer, one-token scenario)
+    assert 0 < acc["mfu"] <= acc["hfu"] * (1 + 1e-12) and acc["hfu"] <= 1 + 1e-9
     assert 0 <= acc["padding"]["waste_fraction"] < 1
 
 
