@@ -20,12 +20,10 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
-# pytest-xdist over the machine's cores; --dist loadscope keeps a test module (its module-scoped
-# fixtures run once) and a notebook's nbval cells (they share one kernel, in order) on one worker.
 test: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -n auto --dist loadscope
+	$(PY) -m pytest
 
 # Regenerate every costmodel/course/notebooks/NN_name.ipynb from its .py source and execute it (NB=03 for one).
 notebooks: venv
