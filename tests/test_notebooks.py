@@ -18,6 +18,7 @@ import jupytext
 import nbformat
 import pytest
 from headlines import section_headlines
+from notebook_text import shown as _shown
 
 from costmodel.evaluate.account import account
 from costmodel.present import suite
@@ -265,17 +266,6 @@ def test_consecutive_prints_are_one_output():
 
 
 # ------------------------------------------------------------------ issue 20: the step-time model
-
-
-def _shown(nb) -> str:
-    """What a notebook's outputs show, as text (Markdown, HTML and plain)."""
-    parts = []
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            data = output.get("data", {})
-            parts += [data.get(k, "") for k in ("text/markdown", "text/html", "text/plain")]
-            parts.append(output.get("text", ""))
-    return "\n".join(parts)
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from markdown_pages import handout_html
+from notebook_text import shown as _shown
 
 from costmodel.derive import attention, exercises, levers, moe, roofline
 from costmodel.errors import CostModelError
@@ -693,20 +694,6 @@ def test_the_hostile_name_reaches_every_page_escaped(extreme_runs):
                     assert HOSTILE_NAME in "".join(page.skipped_text) and not page.skipped_tags
                     shown += 1
         assert shown, f"{label} / {stem} does not show the scenario's name"
-
-
-def _shown(nb) -> str:
-    """Everything a notebook's outputs show, as text (Markdown, HTML and plain); nothing for one
-    that failed (the test of errors names it)."""
-    if isinstance(nb, str):
-        return ""
-    parts = []
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            data = output.get("data", {})
-            parts += [data.get(k, "") for k in ("text/markdown", "text/html", "text/plain")]
-            parts.append(output.get("text", ""))
-    return "\n".join(parts)
 
 
 def test_sentences_follow_the_scenario(extreme_runs):
