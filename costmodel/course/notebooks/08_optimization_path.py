@@ -950,10 +950,11 @@ text = (f"可行的杠杆一个个加进场景、每次重新预测，做完：�
 if measured_step and combined["step_time_from"] == "measured - saved":
     text += (f"实测的一步里模型没有解释的 {d.num(t['unexplained_seconds'], 1)} 秒（上图的虚线）原样留着，"
              f"所以实测的一步只会快 {d.times(sc['step_time'] / final)}，MFU {d.pct(acc['mfu'])} → "
-             f"{d.pct(acc['mfu'] * sc['step_time'] / final)}；那一大块要先用 profiler 找出来，才谈得上优化它。")
+             f"{d.pct(acc['mfu'] * sc['step_time'] / final)}"
+             + ("；那一大块要先用 profiler 找出来，才谈得上优化它。" if t["unexplained_share"] >= 0.25 else "。"))
 else:
     text += f"MFU {d.pct(acc['mfu'])} → {d.pct(acc['mfu'] * sc['step_time'] / final)}。"
-if len(chosen) > 1 and abs(g_product - combined["product"]) > 5e-4 * g_product:
+if len(chosen) > 1 and d.times(g_product) != d.times(combined["product"]):
     text += (f"若把各杠杆单独的提速连乘，得到的是 {d.times(g_product)}，"
              + (f"高于一起预测的 {d.times(combined['product'])}：几个杠杆省的有一部分是同一段时间，一起做时不能算两次。"
                 if g_product > combined["product"] else
