@@ -6,6 +6,8 @@ against `tensor_parallel` (inputs layer: the scenario is checked against the sam
 
 from __future__ import annotations
 
+import functools
+import os
 from typing import Any, Mapping
 
 from costmodel.inputs import models
@@ -31,12 +33,36 @@ SHAPE_KEYS = (
 MOE_SHAPE_KEYS = ("moe_ffn_hidden_size", "shared_experts", "first_dense_layers")
 
 
+def _file_stamp(reference: str) -> tuple[int, int, int] | None:
+    """What identifies the contents of a config file (inode, size, modification time), or None
+    for a preset name (package data, which does not change while the process runs)."""
+    if reference in models.PRESETS:
+        return None
+    try:
+        status = os.stat(reference)
+    except (OSError, ValueError):
+        return None  # load_shape says what is wrong with the reference
+    return status.st_ino, status.st_size, status.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=64)
+def _shape_and_keys(reference: str, stamp: tuple[int, int, int] | None):
+    shape = models.load_shape(reference)
+    return shape, models.scenario_keys(shape)
+
+
+def loaded_shape(reference: str):
+    """``models.load_shape(reference)`` and its scenario keys, parsed once per file contents: one
+    report asks for the scenario's shape dozens of times (every lever, every GEMM list), and a
+    config edited on disk between two calls is read again."""
+    return _shape_and_keys(reference, _file_stamp(reference))
+
+
 def matching_shape(values: Mapping[str, Any], default_model: str = COURSE_MODEL):
     """The ModelShape of the scenario's model: the config named by `model:` if any, else the
     course's model; None when that config's shape (STRUCTURE_KEYS, and the SHAPE_KEYS the
     scenario sets) is not the scenario's."""
-    shape = models.load_shape(values.get("model") or default_model)
-    keys = models.scenario_keys(shape)
+    shape, keys = loaded_shape(values.get("model") or default_model)
     if not all(values.get(key) == keys[key] for key in STRUCTURE_KEYS):
         return None
     if any(values.get(key) not in (None, keys[key]) for key in SHAPE_KEYS):
