@@ -221,14 +221,6 @@ def _account(scenario: Scenario) -> dict[str, Any]:
     check_possible(scenario, v)
     batching = scenario["batching"]
     pad = {key: v[f"{batching}.{key}"] for key in numeric.PADDING_FIGURES}
-    now = v["recompute_factor"]
-    work_now = hardware_with_attention(scenario.values, v)
-    work_selective = hardware_with_attention(scenario.values, v, "selective")
-    work_off = hardware_with_attention(scenario.values, v, "none")
-    off_speedup = max(1.0, work_now["flops"] / work_off["flops"])
-    selective = work_selective["factor"]
-    selective_speedup = max(1.0, work_now["flops"] / work_selective["flops"])
-    combined = pad["packing_speedup"] * selective_speedup
     measured = scenario["measured_tokens_per_s"]
     kernel_convention = plain.convention_of(
         scenario["attention_flops"], scenario["attention_kernel"]
@@ -269,37 +261,7 @@ def _account(scenario: Scenario) -> dict[str, Any]:
         },
         "linear_attention": linear,
         "lengths": scenario.lengths.summary() if scenario.lengths is not None else None,
-        "projections": {
-            "packing": {
-                "speedup": pad["packing_speedup"],
-                "step_time": pad["step_time_after_packing"],
-                "mfu": pad["mfu_after_packing"],
-            },
-            "selective_recompute": {
-                "factor_now": now,
-                "factor_selective": selective,
-                "modules": work_selective["modules"],
-                "weights_fraction": work_selective["weights_fraction"],
-                "core_fraction": work_selective["core_fraction"],
-                "fraction_from": work_selective["fraction_from"],
-                "hardware_flops_now": work_now["flops"],
-                "hardware_flops_selective": work_selective["flops"],
-                "speedup": selective_speedup,
-                "step_time": scenario["step_time"] / selective_speedup,
-                "mfu": v["mfu"] * selective_speedup,
-            },
-            "recompute_off": {
-                "hardware_flops": work_off["flops"],
-                "speedup": off_speedup,
-                "step_time": scenario["step_time"] / off_speedup,
-                "mfu": v["mfu"] * off_speedup,
-            },
-            "packing_and_selective_recompute": {
-                "speedup": combined,
-                "step_time": scenario["step_time"] / combined,
-                "mfu": v["mfu"] * combined,
-            },
-        },
+        "projections": projections(scenario, v, pad),
         "recompute": recompute_block(scenario.values, v),
         "fp8": fp8_block(scenario.values, v),
         "logits_bytes": v["logits_bytes"],
@@ -311,6 +273,51 @@ def _account(scenario: Scenario) -> dict[str, Any]:
     result.update(team_run(scenario.values, result))
     check_finite(result)
     return result
+
+
+def projections(scenario: Scenario, v: dict[str, Any], pad: dict[str, Any]) -> dict[str, Any]:
+    """What packing, selective recompute, no recompute and packing with selective recompute
+    would make of the step (speedup, step time, MFU), from the hardware FLOPs of each
+    recompute policy with the attention core (`hardware_with_attention`)."""
+    now = v["recompute_factor"]
+    work_now = hardware_with_attention(scenario.values, v)
+    work_selective = hardware_with_attention(scenario.values, v, "selective")
+    work_off = hardware_with_attention(scenario.values, v, "none")
+    off_speedup = max(1.0, work_now["flops"] / work_off["flops"])
+    selective = work_selective["factor"]
+    selective_speedup = max(1.0, work_now["flops"] / work_selective["flops"])
+    combined = pad["packing_speedup"] * selective_speedup
+    return {
+        "packing": {
+            "speedup": pad["packing_speedup"],
+            "step_time": pad["step_time_after_packing"],
+            "mfu": pad["mfu_after_packing"],
+        },
+        "selective_recompute": {
+            "factor_now": now,
+            "factor_selective": selective,
+            "modules": work_selective["modules"],
+            "weights_fraction": work_selective["weights_fraction"],
+            "core_fraction": work_selective["core_fraction"],
+            "fraction_from": work_selective["fraction_from"],
+            "hardware_flops_now": work_now["flops"],
+            "hardware_flops_selective": work_selective["flops"],
+            "speedup": selective_speedup,
+            "step_time": scenario["step_time"] / selective_speedup,
+            "mfu": v["mfu"] * selective_speedup,
+        },
+        "recompute_off": {
+            "hardware_flops": work_off["flops"],
+            "speedup": off_speedup,
+            "step_time": scenario["step_time"] / off_speedup,
+            "mfu": v["mfu"] * off_speedup,
+        },
+        "packing_and_selective_recompute": {
+            "speedup": combined,
+            "step_time": scenario["step_time"] / combined,
+            "mfu": v["mfu"] * combined,
+        },
+    }
 
 
 def hardware_with_attention(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from costmodel.derive import numeric
 from costmodel.errors import CostModelError
@@ -399,123 +399,28 @@ def communication(
     pipeline; bandwidths per GPU, one direction, byte/s; `grad_bytes` per gradient element in
     the DP reduction (4: Megatron-LM's fp32 main gradients, 2: BF16). `compute`: the compute
     the collectives may hide behind (None: nothing hides, exposed = seconds)."""
-    tp, pp, cp, ep, dp = (
-        _whole("tp", tp),
-        _whole("pp", pp),
-        _whole("cp", cp),
-        _whole("ep", ep),
-        _whole("dp", dp),
+    given = dict(locals())
+    tp, pp, cp, ep, dp, gpus_per_node = _checked_layout(given)
+    values = _symbol_values(given)
+    table = _Table(
+        values=values,
+        sizes=(tp, cp, ep, dp // ep, pp),  # in _DIMS order
+        group_sizes={
+            "TP": tp,
+            "CP": cp,
+            "EP": ep,
+            "DP": dp * cp,
+            "DP experts": dp * cp // ep,
+            "PP": pp,
+        },
+        gpus_per_node=gpus_per_node,
+        intra=_positive("intra_node_bandwidth", intra_node_bandwidth),
+        inter=_positive("inter_node_bandwidth", inter_node_bandwidth),
+        step_time=_positive("step_time", step_time),
+        max_nodes=moe_router_max_nodes,
     )
-    if dp % ep:
-        raise CostModelError(f"ep: {ep}; the EP ranks are DP ranks: ep must divide dp ({dp})")
-    if zero_stage not in (0, 1, 2, 3) or isinstance(zero_stage, bool):
-        raise CostModelError(f"zero_stage: {zero_stage!r}; expected 0, 1, 2 or 3")
-    if cp_comm_type not in CP_COMM_TYPES:
-        raise CostModelError(f"cp_comm_type: {cp_comm_type!r}; expected one of {CP_COMM_TYPES}")
-    if ep_overlap not in EP_OVERLAPS:
-        raise CostModelError(f"ep_overlap: {ep_overlap!r}; expected one of {EP_OVERLAPS}")
-    if moe_router_max_nodes is not None:
-        _whole("moe_router_max_nodes", moe_router_max_nodes)
-    gpus_per_node = _whole("gpus_per_node", gpus_per_node)
-    num_layers = _whole("num_layers", num_layers)
-    for name, value in (
-        ("num_full_attention_layers", num_full_attention_layers),
-        ("num_moe_layers", num_moe_layers),
-    ):
-        if _whole(name, value, minimum=0) > num_layers:
-            raise CostModelError(f"{name}: {value}; expected at most num_layers ({num_layers})")
-    moe_k = _whole("experts_per_token", experts_per_token, minimum=1 if num_moe_layers else 0)
-    n_mb = _whole("micro_batches", micro_batches)
-    beta = _positive("bytes_per_element", bytes_per_element)
-    values = {
-        "t_p": tp,
-        "p_p": pp,
-        "c_p": cp,
-        "ep": ep,
-        "d_p": dp,
-        "b_micro": _whole("micro_batch", micro_batch),
-        "S": _whole("seq_len", seq_len),
-        "h": _whole("hidden_size", hidden_size),
-        "L": num_layers,
-        "L_full": num_full_attention_layers,
-        "L_moe": num_moe_layers,
-        "k_top": max(moe_k, 1),  # unused without MoE layers
-        "n_heads": _whole("num_heads", num_heads),
-        "n_kv": _whole("num_kv_heads", num_kv_heads),
-        "d_head": _positive("head_dim", head_dim),  # a shape built from keys: h / heads
-        "d_hv": _positive("v_head_dim", head_dim if v_head_dim is None else v_head_dim),
-        "N_exp": _positive("expert_params", expert_params, allow_zero=True),
-        "N_total": _positive("dense_params", dense_params) + float(expert_params),
-        "n_mb": n_mb,
-        "beta_g": _positive("grad_bytes", grad_bytes),
-        "bytes_per_element": beta,
-        "beta_dispatch": float(numeric.FP8_DISPATCH_BYTES) if fp8_dispatch else beta,
-    }
-    values = {name: float(value) for name, value in values.items()}
-    intra = _positive("intra_node_bandwidth", intra_node_bandwidth)
-    inter = _positive("inter_node_bandwidth", inter_node_bandwidth)
-    step_time = _positive("step_time", step_time)
     recompute = 1 if full_recompute else 0
-    sizes = (tp, cp, ep, dp // ep, pp)  # in _DIMS order
-
-    rows: list[Collective] = []
-    hides: list = []
-
-    group_sizes = {
-        "TP": tp,
-        "CP": cp,
-        "EP": ep,
-        "DP": dp * cp,
-        "DP experts": dp * cp // ep,
-        "PP": pp,
-    }
-
-    def add(name, parallelism, group, kind, buffer, calls, step_bytes, hide=None, parts=None):
-        """One row: `calls` collectives of `buffer`, `step_bytes` in all; `parts` (EP): the
-        (NVLink, network) bytes of one call, instead of the ring's or all-to-all's split."""
-        size = group_sizes[group]
-        if size < 2:
-            return
-        calls = _num(calls, values)
-        spans, g = placement(sizes, _GROUPS[group], gpus_per_node)
-        call = {"n_r": float(size), "buffer_bytes": _num(buffer, values), "g_node": float(g)}
-        if parts is not None:
-            nodes = size / g
-            routed = {"M_nodes": float(moe_router_max_nodes or nodes), **values, **call}
-            intra_part, inter_part = (_num(part, routed) for part in parts)
-            step_bytes = calls * (intra_part + inter_part)
-        elif spans:
-            intra_part = _num(f"intra_{_kind(kind)}", call)
-            inter_part = _num(f"inter_{_kind(kind)}", call)
-            step_bytes = _num(step_bytes, values)
-        else:
-            intra_part, inter_part = _num(f"sent_{_kind(kind)}", call), 0.0
-            step_bytes = _num(step_bytes, values)
-        if step_bytes <= 0:
-            return
-        seconds = calls * max(intra_part / intra, inter_part / inter)
-        rows.append(
-            Collective(
-                name=name,
-                parallelism=parallelism,
-                kind=kind,
-                group_size=size,
-                ranks_per_node=g,
-                placement="inter-node" if spans else "intra-node",
-                calls_per_step=calls,
-                buffer_bytes=call["buffer_bytes"],
-                bytes_per_gpu=step_bytes,
-                intra_node_bytes=calls * intra_part,
-                inter_node_bytes=calls * inter_part,
-                bandwidth=step_bytes / seconds,
-                seconds=seconds,
-                share=seconds / step_time,
-                exposed_seconds=seconds,
-                hidden_behind=None,
-            )
-        )
-        hides.append(_HIDE[hide] if hide else None)
-
+    add = table.add
     _data_parallel(add, zero_stage, overlap_grad_reduce, overlap_param_gather)
     _tensor_parallel(add, sp, recompute, tp_comm_overlap)
     _context_parallel(add, cp_comm_type, recompute)
@@ -530,12 +435,157 @@ def communication(
         "pp_step_sequence_parallel" if sp else "pp_step",
         "dualpipe" if ep_overlap == "dualpipe" else None,
     )
+    n_mb = int(values["n_mb"])
+    rows = _expose(table.rows, table.hides, compute, n_mb)
+    settings = {key: given[key] for key in SETTINGS}
+    return _result(rows, _num("bubble_fraction", values), table.step_time, n_mb, compute, settings)
 
-    rows = _expose(rows, hides, compute, n_mb)
+
+#: The overlap and routing settings a result states (Communication.settings).
+SETTINGS = (
+    "cp_comm_type",
+    "moe_router_max_nodes",
+    "fp8_dispatch",
+    "tp_comm_overlap",
+    "overlap_grad_reduce",
+    "overlap_param_gather",
+    "ep_overlap",
+)
+
+
+def _checked_layout(given: dict) -> tuple[int, int, int, int, int, int]:
+    """(tp, pp, cp, ep, dp, gpus_per_node) of `communication`'s arguments, each checked, and the
+    other settings checked (CostModelError naming the first that is not allowed)."""
+    tp, pp, cp, ep, dp = (_whole(name, given[name]) for name in ("tp", "pp", "cp", "ep", "dp"))
+    if dp % ep:
+        raise CostModelError(f"ep: {ep}; the EP ranks are DP ranks: ep must divide dp ({dp})")
+    zero_stage, cp_comm_type, ep_overlap = (
+        given["zero_stage"],
+        given["cp_comm_type"],
+        given["ep_overlap"],
+    )
+    if zero_stage not in (0, 1, 2, 3) or isinstance(zero_stage, bool):
+        raise CostModelError(f"zero_stage: {zero_stage!r}; expected 0, 1, 2 or 3")
+    if cp_comm_type not in CP_COMM_TYPES:
+        raise CostModelError(f"cp_comm_type: {cp_comm_type!r}; expected one of {CP_COMM_TYPES}")
+    if ep_overlap not in EP_OVERLAPS:
+        raise CostModelError(f"ep_overlap: {ep_overlap!r}; expected one of {EP_OVERLAPS}")
+    if given["moe_router_max_nodes"] is not None:
+        _whole("moe_router_max_nodes", given["moe_router_max_nodes"])
+    return tp, pp, cp, ep, dp, _whole("gpus_per_node", given["gpus_per_node"])
+
+
+def _symbol_values(given: dict) -> dict[str, float]:
+    """The symbols of derive.communication, by name, as floats (SymPy's Floats: the generated
+    forms evaluate as xreplace did), from `communication`'s arguments (each checked)."""
+    num_layers = _whole("num_layers", given["num_layers"])
+    for name in ("num_full_attention_layers", "num_moe_layers"):
+        if _whole(name, given[name], minimum=0) > num_layers:
+            raise CostModelError(
+                f"{name}: {given[name]}; expected at most num_layers ({num_layers})"
+            )
+    moe_k = _whole(
+        "experts_per_token", given["experts_per_token"], 1 if given["num_moe_layers"] else 0
+    )
+    n_mb = _whole("micro_batches", given["micro_batches"])
+    beta = _positive("bytes_per_element", given["bytes_per_element"])
+    head_dim, v_head_dim = given["head_dim"], given["v_head_dim"]
+    expert_params = given["expert_params"]
+    values = {
+        "t_p": given["tp"],
+        "p_p": given["pp"],
+        "c_p": given["cp"],
+        "ep": given["ep"],
+        "d_p": given["dp"],
+        "b_micro": _whole("micro_batch", given["micro_batch"]),
+        "S": _whole("seq_len", given["seq_len"]),
+        "h": _whole("hidden_size", given["hidden_size"]),
+        "L": num_layers,
+        "L_full": given["num_full_attention_layers"],
+        "L_moe": given["num_moe_layers"],
+        "k_top": max(moe_k, 1),  # unused without MoE layers
+        "n_heads": _whole("num_heads", given["num_heads"]),
+        "n_kv": _whole("num_kv_heads", given["num_kv_heads"]),
+        "d_head": _positive("head_dim", head_dim),  # a shape built from keys: h / heads
+        "d_hv": _positive("v_head_dim", head_dim if v_head_dim is None else v_head_dim),
+        "N_exp": _positive("expert_params", expert_params, allow_zero=True),
+        "N_total": _positive("dense_params", given["dense_params"]) + float(expert_params),
+        "n_mb": n_mb,
+        "beta_g": _positive("grad_bytes", given["grad_bytes"]),
+        "bytes_per_element": beta,
+        "beta_dispatch": float(numeric.FP8_DISPATCH_BYTES) if given["fp8_dispatch"] else beta,
+    }
+    return {name: float(value) for name, value in values.items()}
+
+
+@dataclass
+class _Table:
+    """The rows of one step's collectives, added one kind at a time (`add`)."""
+
+    values: dict[str, float]
+    sizes: tuple[int, ...]
+    group_sizes: dict[str, int]
+    gpus_per_node: int
+    intra: float
+    inter: float
+    step_time: float
+    max_nodes: int | None
+    rows: list[Collective] = field(default_factory=list)
+    hides: list = field(default_factory=list)
+
+    def add(self, name, parallelism, group, kind, buffer, calls, step_bytes, hide=None, parts=None):
+        """One row: `calls` collectives of `buffer`, `step_bytes` in all; `parts` (EP): the
+        (NVLink, network) bytes of one call, instead of the ring's or all-to-all's split."""
+        size, values = self.group_sizes[group], self.values
+        if size < 2:
+            return
+        calls = _num(calls, values)
+        spans, g = placement(self.sizes, _GROUPS[group], self.gpus_per_node)
+        call = {"n_r": float(size), "buffer_bytes": _num(buffer, values), "g_node": float(g)}
+        if parts is not None:
+            nodes = size / g
+            routed = {"M_nodes": float(self.max_nodes or nodes), **values, **call}
+            intra_part, inter_part = (_num(part, routed) for part in parts)
+            step_bytes = calls * (intra_part + inter_part)
+        elif spans:
+            intra_part = _num(f"intra_{_kind(kind)}", call)
+            inter_part = _num(f"inter_{_kind(kind)}", call)
+            step_bytes = _num(step_bytes, values)
+        else:
+            intra_part, inter_part = _num(f"sent_{_kind(kind)}", call), 0.0
+            step_bytes = _num(step_bytes, values)
+        if step_bytes <= 0:
+            return
+        seconds = calls * max(intra_part / self.intra, inter_part / self.inter)
+        self.rows.append(
+            Collective(
+                name=name,
+                parallelism=parallelism,
+                kind=kind,
+                group_size=size,
+                ranks_per_node=g,
+                placement="inter-node" if spans else "intra-node",
+                calls_per_step=calls,
+                buffer_bytes=call["buffer_bytes"],
+                bytes_per_gpu=step_bytes,
+                intra_node_bytes=calls * intra_part,
+                inter_node_bytes=calls * inter_part,
+                bandwidth=step_bytes / seconds,
+                seconds=seconds,
+                share=seconds / self.step_time,
+                exposed_seconds=seconds,
+                hidden_behind=None,
+            )
+        )
+        self.hides.append(_HIDE[hide] if hide else None)
+
+
+def _result(rows, bubble: float, step_time: float, n_mb: int, compute, settings) -> Communication:
+    """The step's communication from its rows (exposed seconds applied): the totals, the
+    bubble, what the figures rest on."""
     total_bytes = sum(row.bytes_per_gpu for row in rows)
     total_seconds = sum(row.seconds for row in rows)
     exposed = sum(row.exposed_seconds for row in rows)
-    bubble = _num("bubble_fraction", values)
     return Communication(
         collectives=tuple(rows),
         bytes_per_gpu=total_bytes,
@@ -557,15 +607,7 @@ def communication(
             "micro_batches": n_mb,
             "basis": compute.basis if compute else "none given: nothing hidden",
         },
-        settings={
-            "cp_comm_type": cp_comm_type,
-            "moe_router_max_nodes": moe_router_max_nodes,
-            "fp8_dispatch": fp8_dispatch,
-            "tp_comm_overlap": tp_comm_overlap,
-            "overlap_grad_reduce": overlap_grad_reduce,
-            "overlap_param_gather": overlap_param_gather,
-            "ep_overlap": ep_overlap,
-        },
+        settings=settings,
         overlap_rules=OVERLAP_RULES,
     )
 
