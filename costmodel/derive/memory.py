@@ -23,6 +23,10 @@ def __getattr__(name: str):
     `peak` take numbers: a cold `costmodel report` does not import SymPy)."""
     if name in ("logits_bytes", "chunked_logits_bytes"):
         return _logits_forms()[name]
+    if name in ("S", "V", "b_micro", "bytes_per_element", "chunks"):  # the symbols it uses
+        from costmodel.derive import symbols
+
+        return getattr(symbols, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
