@@ -10,6 +10,7 @@ import pytest
 import sympy as sp
 
 from costmodel.derive import numeric, numeric_forms
+from costmodel.errors import CostModelError
 
 NAMES = numeric_forms.symbol_names()
 
@@ -115,3 +116,19 @@ def test_commands_do_not_import_sympy(command):
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == ALLOWED[command], out.stdout
+
+
+def test_make_numeric_writes_only_its_own_file(tmp_path):
+    """`make numeric` writes the generated module, says when nothing changed, and refuses to
+    overwrite a file it did not write (the file stays as it was)."""
+    from costmodel import numeric_build
+
+    target = tmp_path / "numeric.py"
+    assert numeric_build.write(target) is True
+    assert target.read_text(encoding="utf-8") == numeric_forms.source()
+    assert numeric_build.write(target) is False
+    foreign = tmp_path / "mine.py"
+    foreign.write_text("x = 1\n", encoding="utf-8")
+    with pytest.raises(CostModelError, match="is not allowed"):
+        numeric_build.write(foreign)
+    assert foreign.read_text(encoding="utf-8") == "x = 1\n"

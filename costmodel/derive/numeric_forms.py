@@ -44,7 +44,7 @@ from costmodel.derive.memory import logits_bytes
 
 #: The module `source()` prints, and the command that writes it.
 MODULE = "costmodel/derive/numeric.py"
-COMMAND = "make numeric  (python -m costmodel.numeric_build)"
+COMMAND = "`make numeric` (`python -m costmodel.numeric_build`)"
 
 BF16_BYTES = 2
 
@@ -283,7 +283,8 @@ def _lambdified(name: str, exprs: list[sp.Expr], args: list[sp.Symbol], names: d
 
 
 _PRELUDE = '''"""GENERATED from the SymPy derivations by costmodel.derive.numeric_forms: do not edit.
-Regenerate with `{command}`; tests/test_numeric.py fails when this file is stale.
+Regenerate with {command};
+tests/test_numeric.py fails when this file is stale.
 
 Each function takes `v`, a mapping from the names of costmodel.derive.symbols to numbers, and
 evaluates one derived expression as SymPy evaluates it (integers stay exact: Fractions).
