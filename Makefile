@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export SCENARIO
 
-.PHONY: venv browser lint format test handouts report notebooks validate validate-deps benchmark calibrate lab clean
+.PHONY: venv browser lint format test handouts report notebooks numeric validate validate-deps benchmark calibrate lab clean
 
 venv: $(STAMP)
 
@@ -44,6 +44,11 @@ browser:
 
 report: venv
 	$(VENV)/bin/costmodel report $(if $(SCENARIO),--scenario "$$SCENARIO")
+
+# Regenerate costmodel/derive/numeric.py, the numeric forms of the SymPy derivations that the
+# commands evaluate (tests/test_numeric.py fails when it is stale).
+numeric: venv
+	$(PY) -m costmodel.numeric_build
 
 # The optional [validate] extra: torch (CPU build) and transformers, for the cross-check of the
 # FLOP counts against torch.utils.flop_counter.FlopCounterMode.

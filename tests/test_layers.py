@@ -165,6 +165,7 @@ def test_the_four_layers_exist_and_hold_the_package():
             "costmodel.course",
             "costmodel.errors",
             "costmodel.formats",
+            "costmodel.numeric_build",
             "costmodel.validate",
             "costmodel.validate_memory",
         ]

@@ -12,7 +12,7 @@ from costmodel.derive import (
     memory,
     symbols,
 )
-from costmodel.evaluate.account import EXPRESSIONS
+from costmodel.derive.numeric_forms import ACCOUNT_EXPRESSIONS as EXPRESSIONS
 
 #: Every module of the derive layer, found (a new one is covered without editing this list).
 MODULES = tuple(

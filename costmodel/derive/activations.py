@@ -135,39 +135,8 @@ and byte counts (floats) when given numbers.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, replace
-
-import sympy
-
-from costmodel.derive.symbols import (
-    C,
-    E,
-    L,
-    V,
-    b_micro,
-    bytes_per_element,
-    c_p,
-    chunks,
-    d_e,
-    d_ff,
-    d_head,
-    d_hv,
-    d_k,
-    d_r,
-    d_v,
-    h,
-    k_top,
-    n_f,
-    n_heads,
-    n_k,
-    n_kv,
-    n_v,
-    p_p,
-    r_kv,
-    r_q,
-    s,
-    t_p,
-)
 
 KERNELS = ("eager", "flash", "math")
 ELEMENTWISE = ("eager", "fused")
@@ -300,9 +269,16 @@ def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
         raise ValueError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
 
 
+def _sympy(x) -> bool:
+    """Whether x is a SymPy object (SymPy is imported only by symbolic callers: a number-only
+    run, `costmodel report`, never loads it)."""
+    sympy = sys.modules.get("sympy")
+    return sympy is not None and isinstance(x, sympy.Basic)
+
+
 def _number(x):
     """A float for numbers, the expression itself for SymPy expressions with free symbols."""
-    if isinstance(x, sympy.Basic):
+    if _sympy(x):
         return x if x.free_symbols else float(x)
     return float(x)
 
@@ -602,12 +578,14 @@ def _gated_deltanet(
 
 
 def _ceil(x):
-    return sympy.ceiling(x) if isinstance(x, sympy.Basic) and x.free_symbols else math.ceil(x)
+    if _sympy(x) and x.free_symbols:
+        return sys.modules["sympy"].ceiling(x)
+    return math.ceil(x)
 
 
 def _min(a, b):
-    symbolic = any(isinstance(x, sympy.Basic) and x.free_symbols for x in (a, b))
-    return sympy.Min(a, b) if symbolic else min(a, b)
+    symbolic = any(_sympy(x) and x.free_symbols for x in (a, b))
+    return sys.modules["sympy"].Min(a, b) if symbolic else min(a, b)
 
 
 def _delta_rule_torch(
@@ -1088,11 +1066,37 @@ def symbolic_layer_bytes(
     recompute: str = "none",
     sp: bool = True,
     **options,
-) -> dict[str, sympy.Expr]:
+) -> dict[str, object]:
     """``layer_activation_bytes`` in the symbols of ``costmodel.derive.symbols`` (b, s, h, n_h,
     n_kv, d_h, d_hv, d_ff, E, k_top, d_e, r_q, r_kv, the gated-DeltaNet widths and chunk C, β,
     t_p, c_p). ``options`` passes the flags (qk_norm, router_fp32, norm_topk) or overrides a
     symbol with a number (for example shared_ffn=0)."""
+    import sympy
+
+    from costmodel.derive.symbols import (
+        C,
+        E,
+        b_micro,
+        bytes_per_element,
+        c_p,
+        d_e,
+        d_ff,
+        d_head,
+        d_hv,
+        d_k,
+        d_v,
+        h,
+        k_top,
+        n_heads,
+        n_k,
+        n_kv,
+        n_v,
+        r_kv,
+        r_q,
+        s,
+        t_p,
+    )
+
     shape = {
         "b": b_micro,
         "s": s,
@@ -1154,33 +1158,65 @@ def total(terms: dict) -> object:
 #: first_stage_dense_flash_bytes: the first pipeline stage of a dense model, L/p_p such layers
 #:   for each of the n_f micro batches in flight (1F1B: n_f = p_p, so about the bytes of all L
 #:   layers for one micro batch).
-_FORMS = {
-    "dense_flash_layer_bytes": lambda: sympy.factor(sympy.expand(total(symbolic_layer_bytes()))),
-    "dense_eager_layer_bytes": lambda: sympy.factor(
-        sympy.expand(total(symbolic_layer_bytes(attention_kernel="eager")))
-    ),
-    "eager_square_bytes": lambda: sympy.factor(
-        sympy.expand(_form("dense_eager_layer_bytes")).coeff(s, 2) * s**2
-    ),
-    "full_recompute_layer_bytes": lambda: sympy.factor(
-        total(symbolic_layer_bytes(recompute="full"))
-    ),
-    "logits_activation_bytes": lambda: sympy.factor(
-        (bytes_per_element + FP32) * b_micro * (s / c_p) * V / (t_p * chunks)
-    ),
-    "rope_bytes": lambda: 2 * bytes_per_element * (s / c_p) * d_r,
-    "first_stage_dense_flash_bytes": lambda: n_f * (L / p_p) * _form("dense_flash_layer_bytes"),
-}
-_forms: dict[str, sympy.Expr] = {}
+def _derive(name: str):
+    """The closed form `name` of _FORMS (SymPy and the symbols imported here, on first use)."""
+    import sympy
+
+    from costmodel.derive.symbols import (
+        L,
+        V,
+        b_micro,
+        bytes_per_element,
+        c_p,
+        chunks,
+        d_r,
+        n_f,
+        p_p,
+        s,
+        t_p,
+    )
+
+    forms = {
+        "dense_flash_layer_bytes": lambda: sympy.factor(
+            sympy.expand(total(symbolic_layer_bytes()))
+        ),
+        "dense_eager_layer_bytes": lambda: sympy.factor(
+            sympy.expand(total(symbolic_layer_bytes(attention_kernel="eager")))
+        ),
+        "eager_square_bytes": lambda: sympy.factor(
+            sympy.expand(_form("dense_eager_layer_bytes")).coeff(s, 2) * s**2
+        ),
+        "full_recompute_layer_bytes": lambda: sympy.factor(
+            total(symbolic_layer_bytes(recompute="full"))
+        ),
+        "logits_activation_bytes": lambda: sympy.factor(
+            (bytes_per_element + FP32) * b_micro * (s / c_p) * V / (t_p * chunks)
+        ),
+        "rope_bytes": lambda: 2 * bytes_per_element * (s / c_p) * d_r,
+        "first_stage_dense_flash_bytes": lambda: n_f * (L / p_p) * _form("dense_flash_layer_bytes"),
+    }
+    return forms[name]()
 
 
-def _form(name: str) -> sympy.Expr:
+_FORMS = (
+    "dense_flash_layer_bytes",
+    "dense_eager_layer_bytes",
+    "eager_square_bytes",
+    "full_recompute_layer_bytes",
+    "logits_activation_bytes",
+    "rope_bytes",
+    "first_stage_dense_flash_bytes",
+)
+_forms: dict[str, object] = {}
+
+
+def _form(name: str):
     if name not in _forms:
-        _forms[name] = _FORMS[name]()
+        _forms[name] = _derive(name)
     return _forms[name]
 
 
-def __getattr__(name: str) -> sympy.Expr:
+def __getattr__(name: str):
     if name in _FORMS:
         return _form(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

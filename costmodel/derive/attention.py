@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from costmodel.derive.flops import gemm_flops, model_flops
+from costmodel.derive.plain import convention_of  # noqa: F401 (re-exported)
 from costmodel.derive.recompute import recompute_factor
 from costmodel.derive.symbols import (
     B,
@@ -126,15 +127,6 @@ CONVENTIONS = {
         "flash-attention benchmarks with causal=True",
     ),
 }
-
-
-def convention_of(attention_flops: str = "full", attention_kernel: str = "eager") -> str:
-    """The CONVENTIONS key of a scenario's hardware count (attention_flops, attention_kernel).
-    Model FLOPs always use the eager multiplier 3 (course or causal)."""
-    key = {"full": "course", "causal": "causal"}[attention_flops]
-    if attention_kernel == "flash":
-        key = "flash" if attention_flops == "full" else "flash_causal"
-    return key
 
 
 def training_per_layer(convention: str = "course", seq=s) -> sp.Expr:

@@ -108,10 +108,9 @@ import sympy as sp
 from costmodel.derive import attention
 from costmodel.derive.flops import forward_flops, model_flops
 from costmodel.derive.padding import SLOTS
+from costmodel.derive.plain import micro_batches  # noqa: F401 (re-exported)
 from costmodel.derive.recompute import recompute_factor
 from costmodel.derive.symbols import (
-    B,
-    D,
     L,
     L_full,
     L_moe,
@@ -197,13 +196,6 @@ def time_across_nodes(kind: str) -> sp.Expr:
 MICRO_BATCHES: dict[str, sp.Expr] = {
     batching: slots / (S * d_p * b_micro) for batching, slots in SLOTS.items()
 }
-
-
-def micro_batches(batching: str, *, samples, tokens, seq_len, dp, micro_batch) -> float:
-    """MICRO_BATCHES[batching] for numbers (exact for integers: a whole number stays whole)."""
-    expr = MICRO_BATCHES[batching]
-    numbers = {B: samples, D: tokens, S: seq_len, d_p: dp, b_micro: micro_batch}
-    return float(expr.xreplace({x: sp.sympify(numbers[x]) for x in expr.free_symbols}))
 
 
 # ------------------------------------------------------------------ the most loaded stage

@@ -18,6 +18,7 @@ import math
 
 import sympy as sp
 
+from costmodel.derive.plain import divisors  # noqa: F401 (re-exported)
 from costmodel.derive.symbols import G, T, g_1, g_2, g_3, share, x
 
 # ------------------------------------------------------------------ named assumptions
@@ -94,10 +95,3 @@ def waterfall(step_time: float, levers: list[tuple[str, float]]) -> list[dict]:
 
 
 # ------------------------------------------------------------------ parallel layouts
-
-
-def divisors(n: int) -> list[int]:
-    """The divisors of n, ascending (in about sqrt(n) steps)."""
-    n = int(n)
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return small + [n // d for d in reversed(small) if d * d != n]

@@ -10,10 +10,25 @@ recompute only during the backward, the optimizer's work after every activation 
 
 from __future__ import annotations
 
-from costmodel.derive.symbols import S, V, b_micro, bytes_per_element, chunks
 
-logits_bytes = b_micro * S * V * bytes_per_element
-chunked_logits_bytes = logits_bytes / chunks
+def _logits_forms() -> dict:
+    from costmodel.derive.symbols import S, V, b_micro, bytes_per_element, chunks
+
+    logits = b_micro * S * V * bytes_per_element
+    return {"logits_bytes": logits, "chunked_logits_bytes": logits / chunks}
+
+
+def __getattr__(name: str):
+    """logits_bytes and chunked_logits_bytes, SymPy forms built on first use (`phases` and
+    `peak` take numbers: a cold `costmodel report` does not import SymPy)."""
+    if name in ("logits_bytes", "chunked_logits_bytes"):
+        return _logits_forms()[name]
+    if name in ("S", "V", "b_micro", "bytes_per_element", "chunks"):  # the symbols it uses
+        from costmodel.derive import symbols
+
+        return getattr(symbols, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: The phases of a training step whose memory can peak, in the order they run.
 PHASES = ("forward_end", "loss", "backward", "optimizer_step")

@@ -22,11 +22,8 @@ expert parallelism divides the routed experts by EP; the caller works that out.
 
 from __future__ import annotations
 
-import sympy as sp
-
+from costmodel.derive.plain import STAGES, model_state_bytes  # noqa: F401 (re-exported)
 from costmodel.derive.symbols import K_opt, N_d, Psi, beta_g, bytes_per_element
-
-STAGES = (0, 1, 2, 3)
 
 #: Bytes per GPU of each model state, by ZeRO stage (which states are divided by N_d).
 weights = {stage: bytes_per_element * Psi / (N_d if stage >= 3 else 1) for stage in STAGES}
@@ -37,34 +34,6 @@ model_states_stage_0 = weights[0] + gradients[0] + optimizer[0]
 model_states_stage_1 = weights[1] + gradients[1] + optimizer[1]
 model_states_stage_2 = weights[2] + gradients[2] + optimizer[2]
 model_states_stage_3 = weights[3] + gradients[3] + optimizer[3]
-
-
-def model_state_bytes(
-    params,
-    zero_stage: int = 0,
-    dp=1,
-    *,
-    grad_bytes=4,
-    weight_bytes=2,
-    optimizer_bytes=12,
-) -> dict[str, float]:
-    """Bytes of weights, gradients and optimizer states on one GPU holding ``params`` parameters,
-    ZeRO stage ``zero_stage`` over ``dp`` data-parallel ranks. grad_bytes: 4 (fp32 main grads,
-    Megatron-LM) or 2 (the ZeRO paper); optimizer_bytes: 12 for mixed-precision Adam."""
-    if zero_stage not in STAGES:
-        raise ValueError(f"zero_stage: {zero_stage!r} is not one of 0, 1, 2, 3")
-    values = {  # xreplace, not subs: every symbol gets a number (25x faster, same value)
-        bytes_per_element: sp.Float(weight_bytes),
-        beta_g: sp.Float(grad_bytes),
-        K_opt: sp.Float(optimizer_bytes),
-        Psi: sp.Float(params),
-        N_d: sp.Float(dp),
-    }
-    return {
-        "weights": float(weights[zero_stage].xreplace(values)),
-        "gradients": float(gradients[zero_stage].xreplace(values)),
-        "optimizer": float(optimizer[zero_stage].xreplace(values)),
-    }
 
 
 def bytes_per_parameter(zero_stage: int, dp=1, *, grad_bytes=4, weight_bytes=2, optimizer_bytes=12):

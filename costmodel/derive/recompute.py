@@ -27,11 +27,15 @@ assumed; a scenario's ``selective_recompute_fraction`` overrides r the same way.
 
 from __future__ import annotations
 
-import math
-
 import sympy as sp
 
 from costmodel.derive.flops import backward_flops, forward_flops, model_flops
+from costmodel.derive.plain import (  # noqa: F401 (re-exported)
+    CORE_MODULES,
+    WEIGHT_MODULES,
+    fractions,
+    recomputed_layers,
+)
 from costmodel.derive.symbols import N, N_m, r
 
 #: Hardware FLOPs of a step with a fraction r of the forward recomputed.
@@ -45,11 +49,6 @@ COURSE_SELECTIVE_FRACTION = sp.Rational(3, 10)
 
 #: Recomputed forward fraction of each named policy (selective: the course's assumption).
 POLICIES = {"none": sp.Integer(0), "selective": COURSE_SELECTIVE_FRACTION, "full": sp.Integer(1)}
-
-#: Modules whose recompute redoes weight GEMMs (their parameters per token, N_m, make r).
-WEIGHT_MODULES = ("mlp", "moe", "shared_experts", "mla_up_proj")
-#: Modules whose recompute redoes the attention core (r_core).
-CORE_MODULES = ("core_attn",)
 
 #: r from the recomputed modules: their forward, 2 N_m D, over the 2ND forward of the step.
 modules_fraction = sp.cancel((2 * N_m) / (2 * N))
@@ -74,45 +73,3 @@ def fraction_for_factor(target) -> sp.Expr:
     """The recomputed forward fraction that yields a given factor (solves factor(r) = target)."""
     (solution,) = sp.solve(sp.Eq(recompute_factor, sp.nsimplify(target)), r)
     return solution
-
-
-def recomputed_layers(layers_per_stage: int, num_layers=None, method: str = "uniform") -> float:
-    """Share of a stage's layers full recompute redoes: every layer (uniform, or num_layers
-    unset), or the first ``num_layers`` of the stage (block)."""
-    if method != "block" or num_layers is None:
-        return 1.0
-    return min(num_layers, layers_per_stage) / layers_per_stage
-
-
-def fractions(
-    policy: str,
-    modules=(),
-    module_params: dict[str, float] | None = None,
-    params=1.0,
-    *,
-    selective_fraction=None,
-    layers_share: float = 1.0,
-) -> dict[str, float | str]:
-    """(weights, core) fractions of a recompute setting and where r comes from.
-
-    ``module_params``: matmul parameters per token of each weight module (``WEIGHT_MODULES``),
-    ``params`` the N they are a share of; ``selective_fraction`` a scenario's r (it overrides the
-    modules' weights share, not the core's); ``layers_share`` the share of layers full recompute
-    redoes (``recomputed_layers``)."""
-    if policy == "none":
-        return {"weights": 0.0, "core": 0.0, "from": "policy"}
-    if policy == "full":
-        return {"weights": layers_share, "core": layers_share, "from": "policy"}
-    core = 1.0 if any(m in CORE_MODULES for m in modules) else 0.0
-    if selective_fraction is not None:
-        return {"weights": float(selective_fraction), "core": core, "from": "scenario"}
-    module_params = module_params or {}
-    recomputed = sum(module_params.get(m, 0.0) for m in modules if m in WEIGHT_MODULES)
-    if "moe" in modules and "shared_experts" in modules:  # moe already redoes the shared experts
-        recomputed -= module_params.get("shared_experts", 0.0)
-    weights = float(modules_fraction.subs({N_m: recomputed, N: params})) if recomputed else 0.0
-    return {
-        "weights": min(weights, 1.0) if math.isfinite(weights) else 0.0,
-        "core": core,
-        "from": "modules",
-    }

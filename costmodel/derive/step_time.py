@@ -47,6 +47,7 @@ import sympy as sp
 
 from costmodel.derive import roofline
 from costmodel.derive.flops import gemm_flops
+from costmodel.derive.plain import bubble_over_compute, gemm_seconds  # noqa: F401 (re-exported)
 from costmodel.derive.symbols import (
     BW,
     P,
@@ -111,22 +112,3 @@ BUBBLE_SECONDS: dict[str, sp.Expr] = {
     name: share * t_compute for name, share in BUBBLE_OVER_COMPUTE.items()
 }
 SCHEDULES = tuple(BUBBLE_IDLE)
-
-
-def bubble_over_compute(schedule: str, p: int, micro_batches: float, virtual: int = 1) -> float:
-    """The bubble as a share of the stage's compute for numbers (0 without a pipeline)."""
-    if p <= 1:
-        return 0.0
-    expr = BUBBLE_OVER_COMPUTE[schedule]
-    value = expr.xreplace({p_p: p, n_mb: micro_batches, v_pp: virtual})
-    return max(0.0, float(value))
-
-
-def gemm_seconds(
-    m_: float, n_: float, k_: float, peak: float, bandwidth: float, e: float, e_m: float, beta=2
-) -> float:
-    """gemm_time for numbers (a step has thousands of GEMMs: no SymPy per call; the tests
-    check it against the form)."""
-    compute = 2 * m_ * n_ * k_ / (e * peak)
-    memory = beta * (m_ * k_ + k_ * n_ + m_ * n_) / (e_m * bandwidth)
-    return max(compute, memory)

@@ -1,6 +1,6 @@
 """The whole cost account of a training step, from a resolved scenario.
 
-`account(scenario)` evaluates every expression of the model once (through lambdify) and
+`account(scenario)` evaluates every expression of the model once (their generated numeric forms) and
 returns a nested dict of numbers: the public JSON interface (fractions, not percent).
 `render(account, fmt)` turns it into text, Markdown or JSON.
 
@@ -18,14 +18,8 @@ import copy
 import math
 from typing import Any
 
-import sympy as sp
-
-from costmodel.derive import attention, padding, roofline, utilization
+from costmodel.derive import numeric, plain
 from costmodel.derive.activations import DEFAULT_RECOMPUTE_MODULES
-from costmodel.derive.flops import model_flops, tokens_per_expert
-from costmodel.derive.memory import logits_bytes
-from costmodel.derive.recompute import recompute_factor
-from costmodel.derive.symbols import E, F_lin, N, N_total, bytes_per_element
 from costmodel.errors import CostModelError
 from costmodel.evaluate.linear import linear_attention
 from costmodel.evaluate.shapes import scenario_shape
@@ -33,59 +27,21 @@ from costmodel.formats import input_value, pct
 from costmodel.inputs import hardware
 from costmodel.inputs.scenario import Scenario
 
-BF16_BYTES = 2
-
-#: Every quantity of the account, as an expression of the scenario's symbols.
-EXPRESSIONS: dict[str, sp.Expr] = {
-    "model_flops_per_step": model_flops,
-    "hardware_flops_per_step": utilization.hardware_flops,
-    "recompute_factor": recompute_factor,
-    "achieved_flops_per_s": utilization.achieved_flops_per_s,
-    "achieved_flops_per_s_per_gpu": utilization.achieved_flops_per_s_per_gpu,
-    "mfu": utilization.mfu,
-    "hfu": utilization.hfu,
-    "tokens_per_s": utilization.tokens_per_s,
-    "tokens_per_s_per_gpu": utilization.tokens_per_s_per_gpu,
-    "mfu_if_total_params": utilization.mfu.subs(N, N_total),
-    "mfu_from_measured_tokens_per_s": utilization.mfu_from_throughput,
-    **{
-        f"{batching}.{key}": expr
-        for batching in padding.SLOTS
-        for key, expr in padding.figures(batching).items()
-    },
-    "attention_padded": attention.attention_padded,
-    "attention_actual": attention.attention_actual,
-    "attention_padded_hardware": attention.attention_padded_hardware,
-    "attention_actual_hardware": attention.attention_actual_hardware,
-    "share_padded": attention.share(attention.attention_padded),
-    "share_actual": attention.share(attention.attention_actual),
-    "mfu_with_attention_padded": attention.mfu_with_attention(attention.attention_padded),
-    "mfu_with_attention_actual": attention.mfu_with_attention(attention.attention_actual),
-    "hfu_with_attention_padded": attention.hfu_with_attention(attention.attention_padded_hardware),
-    "hfu_with_attention_actual": attention.hfu_with_attention(attention.attention_actual_hardware),
-    "linear_attention_hardware": attention.linear_attention_hardware,
-    "linear_share": attention.linear_share(attention.attention_actual),
-    "logits_bytes": logits_bytes.subs(bytes_per_element, BF16_BYTES),
-    "machine_balance": roofline.machine_balance,
-    "tokens_per_expert": tokens_per_expert,
-}
-
-_ARGS = sorted(set().union(*(e.free_symbols for e in EXPRESSIONS.values())), key=str)
-_evaluate = None
+#: Every quantity of the account, by name: the expressions of
+#: costmodel.derive.numeric_forms.ACCOUNT_EXPRESSIONS, evaluated by their generated form
+#: (costmodel.derive.numeric.account_figures, the source lambdify prints for them).
+EXPRESSIONS = numeric.ACCOUNT_FIGURES
 
 
 def evaluate(scenario: Scenario, linear_flops: float = 0.0) -> dict[str, float | None]:
     """Every expression in EXPRESSIONS as a float for this scenario (None where undefined);
     `linear_flops` is F_lin, the linear-attention core FLOPs of the step (linear.py)."""
-    global _evaluate
-    if _evaluate is None:
-        _evaluate = sp.lambdify(_ARGS, list(EXPRESSIONS.values()), modules="math")
-    subs = scenario.substitutions()
-    subs[F_lin] = linear_flops
-    if subs.get(E) == 0:  # a dense model: no experts, tokens per expert is undefined
-        subs[E] = math.nan
-    args = [subs.get(symbol, math.nan) for symbol in _ARGS]
-    values = [float(v) for v in _evaluate(*args)]
+    subs = scenario.numbers()
+    subs["F_lin"] = linear_flops
+    if subs.get("E") == 0:  # a dense model: no experts, tokens per expert is undefined
+        subs["E"] = math.nan
+    args = [subs.get(name, math.nan) for name in numeric.ACCOUNT_ARGS]
+    values = [float(v) for v in numeric.account_figures(*args)]
     return {key: (None if math.isnan(value) else value) for key, value in zip(EXPRESSIONS, values)}
 
 
@@ -264,20 +220,12 @@ def _account(scenario: Scenario) -> dict[str, Any]:
     v = evaluate(scenario, (linear or {}).get("flops_per_step") or 0.0)
     check_possible(scenario, v)
     batching = scenario["batching"]
-    pad = {key: v[f"{batching}.{key}"] for key in padding.figures(batching)}
-    now = v["recompute_factor"]
-    work_now = hardware_with_attention(scenario.values, v)
-    work_selective = hardware_with_attention(scenario.values, v, "selective")
-    work_off = hardware_with_attention(scenario.values, v, "none")
-    off_speedup = max(1.0, work_now["flops"] / work_off["flops"])
-    selective = work_selective["factor"]
-    selective_speedup = max(1.0, work_now["flops"] / work_selective["flops"])
-    combined = pad["packing_speedup"] * selective_speedup
+    pad = {key: v[f"{batching}.{key}"] for key in numeric.PADDING_FIGURES}
     measured = scenario["measured_tokens_per_s"]
-    kernel_convention = attention.convention_of(
+    kernel_convention = plain.convention_of(
         scenario["attention_flops"], scenario["attention_kernel"]
     )
-    model_convention = attention.convention_of(scenario["attention_flops"], "eager")
+    model_convention = plain.convention_of(scenario["attention_flops"], "eager")
     if linear is not None and linear["flops_per_step"] is not None:
         linear = {
             **linear,
@@ -300,8 +248,8 @@ def _account(scenario: Scenario) -> dict[str, Any]:
         "mfu_if_total_params": v["mfu_if_total_params"],
         "padding": {"batching": batching, **pad},
         "attention": {
-            "convention": attention.CONVENTIONS[model_convention].name,
-            "hardware_convention": attention.CONVENTIONS[kernel_convention].name,
+            "convention": numeric.CONVENTION_NAMES[model_convention],
+            "hardware_convention": numeric.CONVENTION_NAMES[kernel_convention],
             "attention_flops": scenario["attention_flops"],
             "attention_kernel": scenario["attention_kernel"],
             "padded": _reading(v, "padded", scenario["seq_len"]),
@@ -313,37 +261,7 @@ def _account(scenario: Scenario) -> dict[str, Any]:
         },
         "linear_attention": linear,
         "lengths": scenario.lengths.summary() if scenario.lengths is not None else None,
-        "projections": {
-            "packing": {
-                "speedup": pad["packing_speedup"],
-                "step_time": pad["step_time_after_packing"],
-                "mfu": pad["mfu_after_packing"],
-            },
-            "selective_recompute": {
-                "factor_now": now,
-                "factor_selective": selective,
-                "modules": work_selective["modules"],
-                "weights_fraction": work_selective["weights_fraction"],
-                "core_fraction": work_selective["core_fraction"],
-                "fraction_from": work_selective["fraction_from"],
-                "hardware_flops_now": work_now["flops"],
-                "hardware_flops_selective": work_selective["flops"],
-                "speedup": selective_speedup,
-                "step_time": scenario["step_time"] / selective_speedup,
-                "mfu": v["mfu"] * selective_speedup,
-            },
-            "recompute_off": {
-                "hardware_flops": work_off["flops"],
-                "speedup": off_speedup,
-                "step_time": scenario["step_time"] / off_speedup,
-                "mfu": v["mfu"] * off_speedup,
-            },
-            "packing_and_selective_recompute": {
-                "speedup": combined,
-                "step_time": scenario["step_time"] / combined,
-                "mfu": v["mfu"] * combined,
-            },
-        },
+        "projections": projections(scenario, v, pad),
         "recompute": recompute_block(scenario.values, v),
         "fp8": fp8_block(scenario.values, v),
         "logits_bytes": v["logits_bytes"],
@@ -355,6 +273,51 @@ def _account(scenario: Scenario) -> dict[str, Any]:
     result.update(team_run(scenario.values, result))
     check_finite(result)
     return result
+
+
+def projections(scenario: Scenario, v: dict[str, Any], pad: dict[str, Any]) -> dict[str, Any]:
+    """What packing, selective recompute, no recompute and packing with selective recompute
+    would make of the step (speedup, step time, MFU), from the hardware FLOPs of each
+    recompute policy with the attention core (`hardware_with_attention`)."""
+    now = v["recompute_factor"]
+    work_now = hardware_with_attention(scenario.values, v)
+    work_selective = hardware_with_attention(scenario.values, v, "selective")
+    work_off = hardware_with_attention(scenario.values, v, "none")
+    off_speedup = max(1.0, work_now["flops"] / work_off["flops"])
+    selective = work_selective["factor"]
+    selective_speedup = max(1.0, work_now["flops"] / work_selective["flops"])
+    combined = pad["packing_speedup"] * selective_speedup
+    return {
+        "packing": {
+            "speedup": pad["packing_speedup"],
+            "step_time": pad["step_time_after_packing"],
+            "mfu": pad["mfu_after_packing"],
+        },
+        "selective_recompute": {
+            "factor_now": now,
+            "factor_selective": selective,
+            "modules": work_selective["modules"],
+            "weights_fraction": work_selective["weights_fraction"],
+            "core_fraction": work_selective["core_fraction"],
+            "fraction_from": work_selective["fraction_from"],
+            "hardware_flops_now": work_now["flops"],
+            "hardware_flops_selective": work_selective["flops"],
+            "speedup": selective_speedup,
+            "step_time": scenario["step_time"] / selective_speedup,
+            "mfu": v["mfu"] * selective_speedup,
+        },
+        "recompute_off": {
+            "hardware_flops": work_off["flops"],
+            "speedup": off_speedup,
+            "step_time": scenario["step_time"] / off_speedup,
+            "mfu": v["mfu"] * off_speedup,
+        },
+        "packing_and_selective_recompute": {
+            "speedup": combined,
+            "step_time": scenario["step_time"] / combined,
+            "mfu": v["mfu"] * combined,
+        },
+    }
 
 
 def hardware_with_attention(
@@ -369,7 +332,7 @@ def hardware_with_attention(
     got = recompute_fractions(values, policy)
     factor = 1 + got["weights"] / 3
     forward = v["attention_actual"] / 3  # model FLOPs are 3 x the core's forward
-    kappa = float(attention.KERNEL_BACKWARD_OVER_FORWARD[values["attention_kernel"]])
+    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[values["attention_kernel"]])
     linear = (v["linear_attention_hardware"] or 0.0) / (1 + values["recompute_core_fraction"] / 3)
     flops = (
         factor * v["model_flops_per_step"]

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from costmodel.derive import attention
+from costmodel.derive import numeric
 from costmodel.evaluate import router, run, step_time
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs import hardware
@@ -445,7 +445,7 @@ def attention_kernel(base: Base, acc: dict[str, Any]) -> dict[str, Any]:
         note = "attention_kernel flash (no s x s scores kept)"
         return changed(base, name, {"attention_kernel": "flash"}, rests, note)
     eff = base.predicted["efficiencies"]
-    kappa = float(attention.KERNEL_BACKWARD_OVER_FORWARD["flash"])
+    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD["flash"])
     forward = eff["attention_flash_forward"]["value"]
     backward = eff["attention_flash_backward"]["value"]
     now = (1 + kappa) / (1 / forward + kappa / backward)

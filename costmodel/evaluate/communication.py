@@ -4,7 +4,8 @@ bandwidth it gets, its seconds and its share of the step, and what of it compute
 totals; the pipeline bubble.
 
 The closed forms are in `costmodel.derive.communication` (sources there); this module puts the
-ranks on nodes and evaluates them.
+ranks on nodes and evaluates them, through their generated numeric forms (`costmodel.derive.
+numeric`, `comm_*`: the forms of `costmodel.derive.numeric_forms.communication_forms`).
 
 Where a group runs. Ranks are numbered TP fastest, then CP, then EP, then the rest of DP, then
 PP outermost (Megatron-LM's order; the EP ranks are DP ranks, the innermost e_p of them); rank
@@ -25,12 +26,9 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
-import sympy as sp
-
-from costmodel.derive import communication as comm
-from costmodel.derive import symbols as sym
+from costmodel.derive import numeric
 from costmodel.errors import CostModelError
 from costmodel.inputs import hardware
 
@@ -93,7 +91,7 @@ ASSUMPTIONS = (
     "token): not counted",
 )
 #: The CP communication types (Megatron-LM's --cp-comm-type; its `allgather` is all_gather).
-CP_COMM_TYPES = tuple(comm.CP_COLLECTIVES)
+CP_COMM_TYPES = tuple(numeric.CP_COLLECTIVES)
 #: How the EP all-to-all overlaps compute: none, or DeepSeek-V3's DualPipe.
 EP_OVERLAPS = ("none", "dualpipe")
 #: The compute windows of a step on one GPU that collectives hide behind, in order.
@@ -159,11 +157,18 @@ class Communication:
         return asdict(self)
 
 
-def _num(expr, values: dict) -> float:
-    """The expression's value for numbers given for its symbols (one evaluation per call: a
-    direct substitution costs less than compiling each form with lambdify)."""
-    expr = sp.sympify(expr)
-    return float(expr.xreplace({a: sp.Float(values[a]) for a in expr.free_symbols}))
+def _num(form, values: dict[str, float]) -> float:
+    """A form's value: `form` names a generated form (`numeric.comm_<form>`), evaluated at the
+    float `values` of its symbols (by name) as SymPy evaluates it with Floats; a number is
+    itself."""
+    if isinstance(form, str):
+        return float(getattr(numeric, f"comm_{form}")(values))
+    return float(form)
+
+
+def _kind(kind: str) -> str:
+    """A collective's kind as the generated forms name it (all-reduce: all_reduce)."""
+    return kind.replace("-", "_")
 
 
 def _whole(name: str, value, minimum: int = 1) -> int:
@@ -263,23 +268,17 @@ def _fewest_on_a_node(sizes: tuple[int, ...], varying: tuple[bool, ...], per_nod
 
 
 def _fewest_in(starts, sizes, varying, strides, per_node: int, world: int) -> int:
-    """The fewest ranks of one group on the nodes that begin at `starts`, rank by rank (in
-    NumPy, a few hundred nodes at a time)."""
-    import numpy as np
-
+    """The fewest ranks of one group on the nodes that begin at `starts`, rank by rank (at most
+    about 3 G nodes of G ranks: plain Python, no NumPy to import)."""
     fewest = per_node
-    for chunk in range(0, len(starts), 256):
-        first = np.asarray(starts[chunk : chunk + 256], dtype=np.int64)
-        ranks = first[:, None] + np.arange(per_node, dtype=np.int64)
-        # the group's first rank: the rank with its varying coordinates set to 0
-        bases = ranks.copy()
-        for size, stride, var in zip(sizes, strides, varying):
-            if var:
-                bases -= ranks // stride % size * stride
-        inside = ranks < world  # the world's last node may be partial
-        rows = np.broadcast_to(np.arange(len(first))[:, None], ranks.shape)
-        _, counts = np.unique(rows[inside] * world + bases[inside], return_counts=True)
-        fewest = min(fewest, int(counts.min()))
+    varied = [(size, stride) for size, stride, var in zip(sizes, strides, varying) if var]
+    for first in starts:
+        counts: dict[int, int] = {}
+        for rank in range(first, min(first + per_node, world)):  # the last node may be partial
+            # the group's first rank: the rank with its varying coordinates set to 0
+            base = rank - sum(rank // stride % size * stride for size, stride in varied)
+            counts[base] = counts.get(base, 0) + 1
+        fewest = min(fewest, min(counts.values()))
     return fewest
 
 
@@ -400,121 +399,28 @@ def communication(
     pipeline; bandwidths per GPU, one direction, byte/s; `grad_bytes` per gradient element in
     the DP reduction (4: Megatron-LM's fp32 main gradients, 2: BF16). `compute`: the compute
     the collectives may hide behind (None: nothing hides, exposed = seconds)."""
-    tp, pp, cp, ep, dp = (
-        _whole("tp", tp),
-        _whole("pp", pp),
-        _whole("cp", cp),
-        _whole("ep", ep),
-        _whole("dp", dp),
+    given = dict(locals())
+    tp, pp, cp, ep, dp, gpus_per_node = _checked_layout(given)
+    values = _symbol_values(given)
+    table = _Table(
+        values=values,
+        sizes=(tp, cp, ep, dp // ep, pp),  # in _DIMS order
+        group_sizes={
+            "TP": tp,
+            "CP": cp,
+            "EP": ep,
+            "DP": dp * cp,
+            "DP experts": dp * cp // ep,
+            "PP": pp,
+        },
+        gpus_per_node=gpus_per_node,
+        intra=_positive("intra_node_bandwidth", intra_node_bandwidth),
+        inter=_positive("inter_node_bandwidth", inter_node_bandwidth),
+        step_time=_positive("step_time", step_time),
+        max_nodes=moe_router_max_nodes,
     )
-    if dp % ep:
-        raise CostModelError(f"ep: {ep}; the EP ranks are DP ranks: ep must divide dp ({dp})")
-    if zero_stage not in (0, 1, 2, 3) or isinstance(zero_stage, bool):
-        raise CostModelError(f"zero_stage: {zero_stage!r}; expected 0, 1, 2 or 3")
-    if cp_comm_type not in CP_COMM_TYPES:
-        raise CostModelError(f"cp_comm_type: {cp_comm_type!r}; expected one of {CP_COMM_TYPES}")
-    if ep_overlap not in EP_OVERLAPS:
-        raise CostModelError(f"ep_overlap: {ep_overlap!r}; expected one of {EP_OVERLAPS}")
-    if moe_router_max_nodes is not None:
-        _whole("moe_router_max_nodes", moe_router_max_nodes)
-    gpus_per_node = _whole("gpus_per_node", gpus_per_node)
-    num_layers = _whole("num_layers", num_layers)
-    for name, value in (
-        ("num_full_attention_layers", num_full_attention_layers),
-        ("num_moe_layers", num_moe_layers),
-    ):
-        if _whole(name, value, minimum=0) > num_layers:
-            raise CostModelError(f"{name}: {value}; expected at most num_layers ({num_layers})")
-    moe_k = _whole("experts_per_token", experts_per_token, minimum=1 if num_moe_layers else 0)
-    n_mb = _whole("micro_batches", micro_batches)
-    beta = _positive("bytes_per_element", bytes_per_element)
-    values = {
-        sym.t_p: tp,
-        sym.p_p: pp,
-        sym.c_p: cp,
-        sym.ep: ep,
-        sym.d_p: dp,
-        sym.b_micro: _whole("micro_batch", micro_batch),
-        sym.S: _whole("seq_len", seq_len),
-        sym.h: _whole("hidden_size", hidden_size),
-        sym.L: num_layers,
-        sym.L_full: num_full_attention_layers,
-        sym.L_moe: num_moe_layers,
-        sym.k_top: max(moe_k, 1),  # unused without MoE layers
-        sym.n_heads: _whole("num_heads", num_heads),
-        sym.n_kv: _whole("num_kv_heads", num_kv_heads),
-        sym.d_head: _positive("head_dim", head_dim),  # a shape built from keys: h / heads
-        sym.d_hv: _positive("v_head_dim", head_dim if v_head_dim is None else v_head_dim),
-        sym.N_exp: _positive("expert_params", expert_params, allow_zero=True),
-        sym.N_total: _positive("dense_params", dense_params) + float(expert_params),
-        sym.n_mb: n_mb,
-        sym.beta_g: _positive("grad_bytes", grad_bytes),
-        sym.bytes_per_element: beta,
-        sym.beta_dispatch: float(comm.FP8_DISPATCH_BYTES) if fp8_dispatch else beta,
-    }
-    intra = _positive("intra_node_bandwidth", intra_node_bandwidth)
-    inter = _positive("inter_node_bandwidth", inter_node_bandwidth)
-    step_time = _positive("step_time", step_time)
     recompute = 1 if full_recompute else 0
-    sizes = (tp, cp, ep, dp // ep, pp)  # in _DIMS order
-
-    rows: list[Collective] = []
-    hides: list = []
-
-    group_sizes = {
-        "TP": tp,
-        "CP": cp,
-        "EP": ep,
-        "DP": dp * cp,
-        "DP experts": dp * cp // ep,
-        "PP": pp,
-    }
-
-    def add(name, parallelism, group, kind, buffer, calls, step_bytes, hide=None, parts=None):
-        """One row: `calls` collectives of `buffer`, `step_bytes` in all; `parts` (EP): the
-        (NVLink, network) bytes of one call, instead of the ring's or all-to-all's split."""
-        size = group_sizes[group]
-        if size < 2:
-            return
-        calls = _num(calls, values)
-        spans, g = placement(sizes, _GROUPS[group], gpus_per_node)
-        call = {sym.n_r: size, sym.buffer_bytes: _num(buffer, values), sym.g_node: g}
-        if parts is not None:
-            nodes = size / g
-            routed = {sym.M_nodes: moe_router_max_nodes or nodes, **values, **call}
-            intra_part, inter_part = (_num(part, routed) for part in parts)
-            step_bytes = calls * (intra_part + inter_part)
-        elif spans:
-            intra_part, inter_part = (_num(part, call) for part in comm.across_nodes(kind))
-            step_bytes = _num(step_bytes, values)
-        else:
-            intra_part, inter_part = _num(comm.COLLECTIVES[kind], call), 0.0
-            step_bytes = _num(step_bytes, values)
-        if step_bytes <= 0:
-            return
-        seconds = calls * max(intra_part / intra, inter_part / inter)
-        rows.append(
-            Collective(
-                name=name,
-                parallelism=parallelism,
-                kind=kind,
-                group_size=size,
-                ranks_per_node=g,
-                placement="inter-node" if spans else "intra-node",
-                calls_per_step=calls,
-                buffer_bytes=call[sym.buffer_bytes],
-                bytes_per_gpu=step_bytes,
-                intra_node_bytes=calls * intra_part,
-                inter_node_bytes=calls * inter_part,
-                bandwidth=step_bytes / seconds,
-                seconds=seconds,
-                share=seconds / step_time,
-                exposed_seconds=seconds,
-                hidden_behind=None,
-            )
-        )
-        hides.append(_HIDE[hide] if hide else None)
-
+    add = table.add
     _data_parallel(add, zero_stage, overlap_grad_reduce, overlap_param_gather)
     _tensor_parallel(add, sp, recompute, tp_comm_overlap)
     _context_parallel(add, cp_comm_type, recompute)
@@ -524,17 +430,162 @@ def communication(
         "PP",
         "PP",
         "point-to-point",
-        comm.pp_buffer_sequence_parallel if sp else comm.pp_buffer,
-        2 * sym.n_mb,
-        comm.pp_step_sequence_parallel if sp else comm.pp_step,
+        "pp_buffer_sequence_parallel" if sp else "pp_buffer",
+        "two_n_mb",
+        "pp_step_sequence_parallel" if sp else "pp_step",
         "dualpipe" if ep_overlap == "dualpipe" else None,
     )
+    n_mb = int(values["n_mb"])
+    rows = _expose(table.rows, table.hides, compute, n_mb)
+    settings = {key: given[key] for key in SETTINGS}
+    return _result(rows, _num("bubble_fraction", values), table.step_time, n_mb, compute, settings)
 
-    rows = _expose(rows, hides, compute, n_mb)
+
+#: The overlap and routing settings a result states (Communication.settings).
+SETTINGS = (
+    "cp_comm_type",
+    "moe_router_max_nodes",
+    "fp8_dispatch",
+    "tp_comm_overlap",
+    "overlap_grad_reduce",
+    "overlap_param_gather",
+    "ep_overlap",
+)
+
+
+def _checked_layout(given: dict) -> tuple[int, int, int, int, int, int]:
+    """(tp, pp, cp, ep, dp, gpus_per_node) of `communication`'s arguments, each checked, and the
+    other settings checked (CostModelError naming the first that is not allowed)."""
+    tp, pp, cp, ep, dp = (_whole(name, given[name]) for name in ("tp", "pp", "cp", "ep", "dp"))
+    if dp % ep:
+        raise CostModelError(f"ep: {ep}; the EP ranks are DP ranks: ep must divide dp ({dp})")
+    zero_stage, cp_comm_type, ep_overlap = (
+        given["zero_stage"],
+        given["cp_comm_type"],
+        given["ep_overlap"],
+    )
+    if zero_stage not in (0, 1, 2, 3) or isinstance(zero_stage, bool):
+        raise CostModelError(f"zero_stage: {zero_stage!r}; expected 0, 1, 2 or 3")
+    if cp_comm_type not in CP_COMM_TYPES:
+        raise CostModelError(f"cp_comm_type: {cp_comm_type!r}; expected one of {CP_COMM_TYPES}")
+    if ep_overlap not in EP_OVERLAPS:
+        raise CostModelError(f"ep_overlap: {ep_overlap!r}; expected one of {EP_OVERLAPS}")
+    if given["moe_router_max_nodes"] is not None:
+        _whole("moe_router_max_nodes", given["moe_router_max_nodes"])
+    return tp, pp, cp, ep, dp, _whole("gpus_per_node", given["gpus_per_node"])
+
+
+def _symbol_values(given: dict) -> dict[str, float]:
+    """The symbols of derive.communication, by name, as floats (SymPy's Floats: the generated
+    forms evaluate as xreplace did), from `communication`'s arguments (each checked)."""
+    num_layers = _whole("num_layers", given["num_layers"])
+    for name in ("num_full_attention_layers", "num_moe_layers"):
+        if _whole(name, given[name], minimum=0) > num_layers:
+            raise CostModelError(
+                f"{name}: {given[name]}; expected at most num_layers ({num_layers})"
+            )
+    moe_k = _whole(
+        "experts_per_token", given["experts_per_token"], 1 if given["num_moe_layers"] else 0
+    )
+    n_mb = _whole("micro_batches", given["micro_batches"])
+    beta = _positive("bytes_per_element", given["bytes_per_element"])
+    head_dim, v_head_dim = given["head_dim"], given["v_head_dim"]
+    expert_params = given["expert_params"]
+    values = {
+        "t_p": given["tp"],
+        "p_p": given["pp"],
+        "c_p": given["cp"],
+        "ep": given["ep"],
+        "d_p": given["dp"],
+        "b_micro": _whole("micro_batch", given["micro_batch"]),
+        "S": _whole("seq_len", given["seq_len"]),
+        "h": _whole("hidden_size", given["hidden_size"]),
+        "L": num_layers,
+        "L_full": given["num_full_attention_layers"],
+        "L_moe": given["num_moe_layers"],
+        "k_top": max(moe_k, 1),  # unused without MoE layers
+        "n_heads": _whole("num_heads", given["num_heads"]),
+        "n_kv": _whole("num_kv_heads", given["num_kv_heads"]),
+        "d_head": _positive("head_dim", head_dim),  # a shape built from keys: h / heads
+        "d_hv": _positive("v_head_dim", head_dim if v_head_dim is None else v_head_dim),
+        "N_exp": _positive("expert_params", expert_params, allow_zero=True),
+        "N_total": _positive("dense_params", given["dense_params"]) + float(expert_params),
+        "n_mb": n_mb,
+        "beta_g": _positive("grad_bytes", given["grad_bytes"]),
+        "bytes_per_element": beta,
+        "beta_dispatch": float(numeric.FP8_DISPATCH_BYTES) if given["fp8_dispatch"] else beta,
+    }
+    return {name: float(value) for name, value in values.items()}
+
+
+@dataclass
+class _Table:
+    """The rows of one step's collectives, added one kind at a time (`add`)."""
+
+    values: dict[str, float]
+    sizes: tuple[int, ...]
+    group_sizes: dict[str, int]
+    gpus_per_node: int
+    intra: float
+    inter: float
+    step_time: float
+    max_nodes: int | None
+    rows: list[Collective] = field(default_factory=list)
+    hides: list = field(default_factory=list)
+
+    def add(self, name, parallelism, group, kind, buffer, calls, step_bytes, hide=None, parts=None):
+        """One row: `calls` collectives of `buffer`, `step_bytes` in all; `parts` (EP): the
+        (NVLink, network) bytes of one call, instead of the ring's or all-to-all's split."""
+        size, values = self.group_sizes[group], self.values
+        if size < 2:
+            return
+        calls = _num(calls, values)
+        spans, g = placement(self.sizes, _GROUPS[group], self.gpus_per_node)
+        call = {"n_r": float(size), "buffer_bytes": _num(buffer, values), "g_node": float(g)}
+        if parts is not None:
+            nodes = size / g
+            routed = {"M_nodes": float(self.max_nodes or nodes), **values, **call}
+            intra_part, inter_part = (_num(part, routed) for part in parts)
+            step_bytes = calls * (intra_part + inter_part)
+        elif spans:
+            intra_part = _num(f"intra_{_kind(kind)}", call)
+            inter_part = _num(f"inter_{_kind(kind)}", call)
+            step_bytes = _num(step_bytes, values)
+        else:
+            intra_part, inter_part = _num(f"sent_{_kind(kind)}", call), 0.0
+            step_bytes = _num(step_bytes, values)
+        if step_bytes <= 0:
+            return
+        seconds = calls * max(intra_part / self.intra, inter_part / self.inter)
+        self.rows.append(
+            Collective(
+                name=name,
+                parallelism=parallelism,
+                kind=kind,
+                group_size=size,
+                ranks_per_node=g,
+                placement="inter-node" if spans else "intra-node",
+                calls_per_step=calls,
+                buffer_bytes=call["buffer_bytes"],
+                bytes_per_gpu=step_bytes,
+                intra_node_bytes=calls * intra_part,
+                inter_node_bytes=calls * inter_part,
+                bandwidth=step_bytes / seconds,
+                seconds=seconds,
+                share=seconds / self.step_time,
+                exposed_seconds=seconds,
+                hidden_behind=None,
+            )
+        )
+        self.hides.append(_HIDE[hide] if hide else None)
+
+
+def _result(rows, bubble: float, step_time: float, n_mb: int, compute, settings) -> Communication:
+    """The step's communication from its rows (exposed seconds applied): the totals, the
+    bubble, what the figures rest on."""
     total_bytes = sum(row.bytes_per_gpu for row in rows)
     total_seconds = sum(row.seconds for row in rows)
     exposed = sum(row.exposed_seconds for row in rows)
-    bubble = _num(comm.bubble_fraction, values)
     return Communication(
         collectives=tuple(rows),
         bytes_per_gpu=total_bytes,
@@ -556,15 +607,7 @@ def communication(
             "micro_batches": n_mb,
             "basis": compute.basis if compute else "none given: nothing hidden",
         },
-        settings={
-            "cp_comm_type": cp_comm_type,
-            "moe_router_max_nodes": moe_router_max_nodes,
-            "fp8_dispatch": fp8_dispatch,
-            "tp_comm_overlap": tp_comm_overlap,
-            "overlap_grad_reduce": overlap_grad_reduce,
-            "overlap_param_gather": overlap_param_gather,
-            "ep_overlap": ep_overlap,
-        },
+        settings=settings,
         overlap_rules=OVERLAP_RULES,
     )
 
@@ -574,13 +617,8 @@ def _data_parallel(add, zero_stage: int, overlap_grad_reduce: bool, overlap_para
     per_mb = zero_stage >= 2  # ZeRO 2 and 3 reduce-scatter every micro batch's gradients
     reduce = ("reduce each" if per_mb else "reduce") if overlap_grad_reduce else None
     gather = ("gather each" if zero_stage == 3 else "gather") if overlap_param_gather else None
-    for group, label, held in (
-        ("DP", "dense", comm.dense_params_per_rank),
-        ("DP experts", "experts", comm.expert_params_per_rank),
-    ):
-        group_size = comm.dense_dp_group if group == "DP" else comm.expert_dp_group
-        on = {sym.N_rank: held, sym.n_r: group_size}
-        grads, weights = held * sym.beta_g, held * sym.bytes_per_element
+    for group, label in (("DP", "dense"), ("DP experts", "experts")):
+        grads, weights = f"dp_{label}_grads", f"dp_{label}_weights"
         if zero_stage == 0:
             add(
                 f"DP gradient all-reduce ({label})",
@@ -589,12 +627,11 @@ def _data_parallel(add, zero_stage: int, overlap_grad_reduce: bool, overlap_para
                 "all-reduce",
                 grads,
                 1,
-                comm.dp_zero0.subs(on),
+                f"dp_{label}_zero0",
                 reduce,
             )
             continue
         prefix = "ZeRO-3" if zero_stage == 3 else "DP"
-        calls = sym.n_mb if per_mb else 1
         add(
             f"{prefix} gradient reduce-scatter ({label})"
             if not per_mb
@@ -603,11 +640,10 @@ def _data_parallel(add, zero_stage: int, overlap_grad_reduce: bool, overlap_para
             group,
             "reduce-scatter",
             grads,
-            calls,
-            calls * comm.dp_grad_reduce_scatter.subs(on),
+            "n_mb" if per_mb else 1,
+            f"dp_{label}_reduce_scatter_each" if per_mb else f"dp_{label}_reduce_scatter",
             reduce,
         )
-        gathers = 2 * sym.n_mb if zero_stage == 3 else 1
         add(
             f"ZeRO-3 weight all-gathers, forward and backward ({label})"
             if zero_stage == 3
@@ -616,8 +652,8 @@ def _data_parallel(add, zero_stage: int, overlap_grad_reduce: bool, overlap_para
             group,
             "all-gather",
             weights,
-            gathers,
-            gathers * comm.dp_param_all_gather.subs(on),
+            "two_n_mb" if zero_stage == 3 else 1,
+            f"dp_{label}_all_gathers_zero3" if zero_stage == 3 else f"dp_{label}_all_gather",
             gather,
         )
 
@@ -626,17 +662,16 @@ def _tensor_parallel(add, sequence_parallel: bool, recompute: int, overlap: bool
     """TP rows: per layer of the most loaded stage and micro batch, the forward's collectives
     (again under full recompute) and the backward's."""
     hide = "tp" if overlap and sequence_parallel else None
-    for kind, forward, backward in comm.TP_COLLECTIVES[sequence_parallel]:
-        calls = comm.stage_layers * sym.n_mb * (forward * (1 + recompute) + backward)
-        one = comm.COLLECTIVES[kind].subs({sym.n_r: sym.t_p, sym.buffer_bytes: comm.tp_buffer})
+    for kind, _, _ in numeric.TP_COLLECTIVES[sequence_parallel]:
+        form = f"tp_{int(sequence_parallel)}_{recompute}_{_kind(kind)}"
         add(
             f"TP {kind}" + (" (sequence parallel)" if sequence_parallel else ""),
             "TP",
             "TP",
             kind,
-            comm.tp_buffer,
-            calls,
-            calls * one,
+            "tp_buffer",
+            f"{form}_calls",
+            f"{form}_bytes",
             hide,
         )
 
@@ -648,18 +683,17 @@ def _context_parallel(add, cp_comm_type: str, recompute: int):
         "all_gather": "CP all-gather of K/V (forward, again in backward)",
         "a2a": "CP all-to-all of Q, K, V and O (Ulysses; four a layer, as one buffer)",
     }
-    for kind, buffer, forward, backward in comm.CP_COLLECTIVES[cp_comm_type]:
-        calls = comm.stage_full_attention_layers * sym.n_mb * (forward * (1 + recompute) + backward)
+    for i, kind in enumerate(numeric.CP_COLLECTIVES[cp_comm_type]):
         name = names[cp_comm_type] if kind != "reduce-scatter" else "CP reduce-scatter of dK/dV"
-        one = comm.COLLECTIVES[kind].subs({sym.n_r: sym.c_p, sym.buffer_bytes: buffer})
+        form = f"cp_{cp_comm_type}_{recompute}_{i}"
         add(
             name,
             "CP",
             "CP",
             kind,
-            buffer,
-            calls,
-            calls * one,
+            f"{form}_buffer",
+            f"{form}_calls",
+            f"{form}_bytes",
             "cp" if kind == "point-to-point" else None,
         )
 
@@ -668,17 +702,16 @@ def _expert_parallel(add, fp8_dispatch: bool, recompute: int, ep_overlap: str):
     """EP rows: the dispatch direction (FP8 with fp8_dispatch) and the combine direction, each
     once forward (again under full recompute) and once backward per MoE layer of the stage and
     micro batch, split over NVLink and the network per derive.communication."""
-    calls = comm.stage_moe_layers * sym.n_mb * (1 + recompute + 1)
-    for direction, beta in comm.EP_DIRECTIONS.items():
+    for direction in numeric.EP_DIRECTIONS:
         fp8 = " (FP8)" if direction == "dispatch" and fp8_dispatch else ""
         add(
             f"EP all-to-all, {direction}{fp8}",
             "EP",
             "EP",
             "all-to-all",
-            comm.ep_buffer * beta,
-            calls,
+            f"ep_{direction}_buffer",
+            f"ep_{recompute}_calls",
             None,
             "dualpipe" if ep_overlap == "dualpipe" else None,
-            parts=(comm.ep_nvlink_bytes * beta, comm.ep_network_bytes * beta),
+            parts=(f"ep_{direction}_nvlink", f"ep_{direction}_network"),
         )

@@ -43,9 +43,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from costmodel.derive import attention
-from costmodel.derive import step_time as forms
-from costmodel.derive import symbols as sym
+from costmodel.derive import numeric, plain
 from costmodel.evaluate.gemms import model_gemms
 from costmodel.evaluate.linear import linear_attention
 from costmodel.evaluate.shapes import scenario_shape
@@ -97,7 +95,7 @@ def _gemm_rows(values: dict[str, Any], eff: dict, shape: ModelShape) -> dict[str
         if not row["weights"]:
             continue
         in_fp8 = fp8 and row["key"] != "lm_head"
-        seconds = forms.gemm_seconds(
+        seconds = plain.gemm_seconds(
             row["m"],
             row["n"],
             row["k"],
@@ -124,15 +122,13 @@ def core_forward_flops(values: dict[str, Any], counted: bool = True) -> float:
     sequences (derive.attention): as the account counts them (`attention_flops`), or, with
     ``counted=False``, as the scenario's kernel computes them (KERNEL_SQUARE: the time)."""
     square = values["attention_flops"] if counted else KERNEL_SQUARE[values["attention_kernel"]]
-    model = attention.attention_actual.xreplace(
-        {
-            sym.a_sq: attention.SQUARE_FRACTION[square],
-            sym.d_attn: values["attention_dim"],
-            sym.L_full: values["num_full_attention_layers"],
-            sym.sum_sq: values["sum_squared_lengths"],
-        }
+    model = plain.attention_actual(
+        square,
+        values["attention_dim"],
+        values["num_full_attention_layers"],
+        values["sum_squared_lengths"],
     )
-    return float(model) / 3
+    return model / 3
 
 
 def _sharing(values: dict[str, Any]) -> float:
@@ -188,7 +184,7 @@ def _layer(values, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dict[s
     mem_fwd, mem_bwd, pieces = _elementwise(values, shape, mlp)
     peak = values["peak_flops"]
     kernel = values["attention_kernel"]
-    kappa = float(attention.KERNEL_BACKWARD_OVER_FORWARD[kernel])
+    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[kernel])
     forward_eff = eff["attention_flash_forward" if kernel == "flash" else "attention_eager"].value
     backward_eff = eff["attention_flash_backward" if kernel == "flash" else "attention_eager"].value
     core = core_fwd if mixer == "attention" else 0.0

@@ -59,8 +59,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from costmodel.derive import attention, moe, roofline
-from costmodel.derive.symbols import E, S, b_micro, k_top
+from costmodel.derive import numeric, plain
 from costmodel.evaluate.layouts import default_ep_size
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs.shape import ModelShape
@@ -358,16 +357,8 @@ def model_gemms(
         rows += _mlp_rows(shape, "dense", "dense MLP", tokens, shape.intermediate_size, n_dense)
     if shape.is_moe and n_moe:
         ep_size = layout["expert_parallel"]
-        expert_m = float(
-            moe.expert_rows.subs(
-                {
-                    moe.ep: ep_size,
-                    b_micro: batch,
-                    S: seq / cp,
-                    k_top: shape.experts_per_token,
-                    E: shape.num_experts,
-                }
-            )
+        expert_m = plain.expert_rows(
+            ep_size, batch, seq / cp, shape.experts_per_token, shape.num_experts
         )
         inter, k = shape.moe_intermediate_size, shape.experts_per_token
         where = f"{source}; rows of an EP group of {ep_size}"
@@ -428,7 +419,7 @@ def model_gemms(
             "(Megatron-LM pads it to a multiple of 128 x TP)"
         )
     rows.append(lm_head)
-    square = float(attention.SQUARE_FRACTION[values.get("attention_flops", "full")])
+    square = float(numeric.SQUARE_FRACTION[values.get("attention_flops", "full")])
     rows += _core_rows(shape, seq, cp, n_full, square, source)
     balance = values["peak_flops"] / values["hbm_bandwidth"]
     for row in rows:
@@ -442,7 +433,7 @@ def model_gemms(
             per_use = 2 * seq * row["k" if row["key"] == "attention_scores" else "n"] * share
         row["forward_flops_per_token"] = per_use * row["uses_per_token"] * row["layers"]
         row["per_gpu_fraction"] = _split(row, tp, layout["sequence_parallel"])
-        row["intensity"] = roofline.intensity(row["m"], row["n"], row["k"], beta)
+        row["intensity"] = plain.intensity(row["m"], row["n"], row["k"], beta)
         # a weight GEMM's ceiling as the micro batch grows; the core does not grow with it
         row["intensity_limit"] = (
             _limit(row["n"], row["k"], beta) if row["weights"] else row["intensity"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from costmodel.derive.levers import divisors
+from costmodel.derive.plain import divisors
 from costmodel.inputs.assumptions import assumed
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from costmodel.derive import linear_attention as la
-from costmodel.derive.symbols import D
+from costmodel.derive import plain
 from costmodel.evaluate.shapes import matching_shape
 from costmodel.inputs.assumptions import assumed
 from costmodel.inputs.scenario import Scenario
@@ -47,19 +46,19 @@ def linear_attention(scenario: Scenario) -> dict[str, Any] | None:
             "(set model: to the config.json of the run)",
         }
     widths = {
-        la.n_v: shape.linear_num_value_heads,
-        la.n_k: shape.linear_num_key_heads,
-        la.d_k: shape.linear_key_head_dim,
-        la.d_v: shape.linear_value_head_dim,
-        la.C: chunk,
-        la.L_linear: layers,
-        D: values["tokens_per_step"],
+        "n_v": shape.linear_num_value_heads,
+        "n_k": shape.linear_num_key_heads,
+        "d_k": shape.linear_key_head_dim,
+        "d_v": shape.linear_value_head_dim,
+        "C": chunk,
+        "L_linear": layers,
+        "D": values["tokens_per_step"],
     }
     return {
         "layers": layers,
         "chunk_size": chunk,
         "widths_from": shape.name,
-        "flops_per_step": float(la.core_training.subs(widths)),
+        "flops_per_step": plain.linear_core_training(widths),
         "hardware_flops_per_step": None,
         "share": None,
         "note": "chunked gated-delta rule, forward + 2 x forward (derive.linear_attention); "

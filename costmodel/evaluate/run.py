@@ -15,11 +15,9 @@ import math
 from typing import Any
 
 from costmodel.derive import activations as act
-from costmodel.derive import attention
-from costmodel.derive import communication as comm_forms
-from costmodel.derive import step_time as step_forms
+from costmodel.derive import numeric, plain
 from costmodel.derive.memory import peak, phases
-from costmodel.derive.model_states import model_state_bytes
+from costmodel.derive.plain import model_state_bytes
 from costmodel.evaluate import compute_time
 from costmodel.evaluate.communication import Compute, communication
 from costmodel.evaluate.shapes import scenario_shape
@@ -85,7 +83,7 @@ def micro_batches(values: dict[str, Any], micro_batch: int | None = None) -> flo
     sample: samples_per_step / (DP x micro_batch); packed, the documents fill rows of seq_len
     tokens: tokens_per_step / (seq_len x DP x micro_batch) (derive.communication.MICRO_BATCHES,
     as the scenario's micro_batches_per_step)."""
-    return comm_forms.micro_batches(
+    return plain.micro_batches(
         values["batching"],
         samples=values["samples_per_step"],
         tokens=values["tokens_per_step"],
@@ -121,7 +119,7 @@ def schedule_bubble(values: dict[str, Any]) -> float:
     """The bubble of the scenario's pipeline schedule as a share of the step: b / (1 + b), b
     its idle time over the stage's compute (derive.step_time.BUBBLE_OVER_COMPUTE); 1F1B's is
     (p - 1) / (m + p - 1)."""
-    idle = step_forms.bubble_over_compute(
+    idle = plain.bubble_over_compute(
         values.get("pipeline_schedule") or "1f1b",
         values["pipeline_parallel"],
         values["micro_batches_per_step"],
@@ -436,7 +434,7 @@ def _attention_forward(values: dict[str, Any]) -> float:
 
 def _step_work(values: dict[str, Any], fractions: dict[str, Any], core_forward: float) -> float:
     """Hardware FLOPs of the step's weight GEMMs and attention core under recompute fractions."""
-    kappa = float(attention.KERNEL_BACKWARD_OVER_FORWARD[values["attention_kernel"]])
+    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[values["attention_kernel"]])
     six_nd = 6 * values["activated_params"] * values["tokens_per_step"]
     return six_nd * (1 + fractions["weights"] / 3) + core_forward * (1 + fractions["core"] + kappa)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from costmodel.derive import step_time as forms
+from costmodel.derive import plain
 from costmodel.evaluate import compute_time, run
 from costmodel.evaluate.communication import Compute
 from costmodel.evaluate.shapes import scenario_shape
@@ -65,7 +65,7 @@ PART_INPUTS = {
 
 def bubble_share(values: dict[str, Any]) -> float:
     """The schedule's bubble over the stage's compute (0 without a pipeline)."""
-    return forms.bubble_over_compute(
+    return plain.bubble_over_compute(
         values.get("pipeline_schedule") or "1f1b",
         values["pipeline_parallel"],
         values["micro_batches_per_step"],

@@ -107,6 +107,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from costmodel.derive.plain import exact_integer
 from costmodel.errors import CostModelError
 from costmodel.inputs.assumptions import assumed
 from costmodel.inputs.config import MAX_INPUT_BYTES, PRESETS, Fields, load_config, read_input
@@ -153,20 +154,18 @@ def load_shape(path_or_preset: str) -> ModelShape:
 
 # ---------------------------------------------------------------------------------------------
 # gated DeltaNet (linear attention) core FLOPs: numbers from the closed forms of
-# costmodel.derive.linear_attention (imported on first use: sympy is slow to import)
+# costmodel.derive.linear_attention, through their generated numeric forms (no SymPy)
 
 
 def _linear_attention_values(shape: ModelShape, chunk_size: int = 1) -> dict:
-    from costmodel.derive import linear_attention as la
-
     return {
-        la.n_v: shape.linear_num_value_heads,
-        la.n_k: shape.linear_num_key_heads,
-        la.d_k: shape.linear_key_head_dim,
-        la.d_v: shape.linear_value_head_dim,
-        la.K_conv: shape.linear_conv_kernel_dim,
-        la.C: chunk_size,
-        la.L_linear: shape.num_linear_attention_layers,
+        "n_v": shape.linear_num_value_heads,
+        "n_k": shape.linear_num_key_heads,
+        "d_k": shape.linear_key_head_dim,
+        "d_v": shape.linear_value_head_dim,
+        "K_conv": shape.linear_conv_kernel_dim,
+        "C": chunk_size,
+        "L_linear": shape.num_linear_attention_layers,
     }
 
 
@@ -209,9 +208,7 @@ def linear_attention_flops_per_token(shape: ModelShape, chunk_size: int | None =
     c = int(chunk_size)
     if c < 1:
         raise CostModelError(f"chunk_size has value {chunk_size!r}; expected an integer >= 1")
-    from costmodel.derive import linear_attention as la
-
-    return la.evaluate(la.core_forward_per_token, _linear_attention_values(shape, c))
+    return exact_integer("linear_core_forward_per_token", _linear_attention_values(shape, c))
 
 
 def linear_attention_conv_flops_per_token(shape: ModelShape) -> int:
@@ -224,9 +221,7 @@ def linear_attention_conv_flops_per_token(shape: ModelShape) -> int:
     """
     if shape.num_linear_attention_layers == 0:
         return 0
-    from costmodel.derive import linear_attention as la
-
-    return la.evaluate(la.conv_forward_per_token, _linear_attention_values(shape))
+    return exact_integer("linear_conv_forward_per_token", _linear_attention_values(shape))
 
 
 def linear_attention_training_flops(
@@ -240,11 +235,8 @@ def linear_attention_training_flops(
     if chunk_size is None:  # the assumption's (costmodel.inputs.assumptions)
         chunk_size = assumed("linear_attention_chunk")
     linear_attention_flops_per_token(shape, chunk_size)  # the same checks
-    from costmodel.derive import linear_attention as la
-    from costmodel.derive.symbols import D
-
-    values = _linear_attention_values(shape, int(chunk_size)) | {D: int(tokens)}
-    return la.evaluate(la.core_training, values)
+    values = _linear_attention_values(shape, int(chunk_size)) | {"D": int(tokens)}
+    return exact_integer("linear_core_training", values)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,8 +29,7 @@ from typing import Any, Callable
 import yaml
 
 from costmodel.derive import activations as act
-from costmodel.derive import attention, communication, recompute
-from costmodel.derive import symbols as sym
+from costmodel.derive import numeric, plain
 from costmodel.errors import CostModelError
 from costmodel.formats import limits, shown
 from costmodel.inputs import hardware
@@ -46,7 +45,7 @@ from costmodel.inputs.model_shape import (
 )
 from costmodel.inputs.models import read_input
 
-RECOMPUTE_POLICIES = tuple(recompute.POLICIES)
+RECOMPUTE_POLICIES = tuple(numeric.RECOMPUTE_POLICIES)
 WIDTH_KEYS = ("attention_dim", "num_heads", "head_dim", "hidden_size")
 #: The longest scenario name: it heads every page, index entry and report.
 MAX_NAME_CHARACTERS = 200
@@ -708,28 +707,29 @@ def _course_values() -> dict[str, Any]:
     return _load(source.read_text(encoding="utf-8"))
 
 
-#: Which symbol each (resolved) scenario key gives a value to.
+#: Which symbol each (resolved) scenario key gives a value to (its name in
+#: costmodel.derive.symbols).
 SYMBOL_OF_KEY = {
-    "activated_params": sym.N,
-    "total_params": sym.N_total,
-    "tokens_per_step": sym.D,
-    "samples_per_step": sym.B,
-    "mean_tokens_per_sample": sym.s_mean,
-    "seq_len": sym.S,
-    "step_time": sym.T,
-    "num_gpus": sym.n_gpu,
-    "peak_flops": sym.P,
-    "hbm_bandwidth": sym.BW,
-    "measured_tokens_per_s": sym.tau,
-    "hidden_size": sym.h,
-    "num_layers": sym.L,
-    "num_full_attention_layers": sym.L_full,
-    "attention_dim": sym.d_attn,
-    "num_experts": sym.E,
-    "experts_per_token": sym.k_top,
-    "vocab_size": sym.V,
-    "micro_batch": sym.b_micro,
-    "sum_squared_lengths": sym.sum_sq,
+    "activated_params": "N",
+    "total_params": "N_total",
+    "tokens_per_step": "D",
+    "samples_per_step": "B",
+    "mean_tokens_per_sample": "s_mean",
+    "seq_len": "S",
+    "step_time": "T",
+    "num_gpus": "n_gpu",
+    "peak_flops": "P",
+    "hbm_bandwidth": "BW",
+    "measured_tokens_per_s": "tau",
+    "hidden_size": "h",
+    "num_layers": "L",
+    "num_full_attention_layers": "L_full",
+    "attention_dim": "d_attn",
+    "num_experts": "E",
+    "experts_per_token": "k_top",
+    "vocab_size": "V",
+    "micro_batch": "b_micro",
+    "sum_squared_lengths": "sum_sq",
 }
 
 
@@ -745,20 +745,25 @@ class Scenario:
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
-    def substitutions(self) -> dict:
-        """{symbol: number} for every symbol of the model that this scenario fixes."""
-        subs = {
-            symbol: self.values[key]
-            for key, symbol in SYMBOL_OF_KEY.items()
+    def numbers(self) -> dict[str, Any]:
+        """{symbol name: number} for every symbol of the model that this scenario fixes (the
+        names of costmodel.derive.symbols; no SymPy)."""
+        out = {
+            name: self.values[key]
+            for key, name in SYMBOL_OF_KEY.items()
             if self.values.get(key) is not None
         }
-        subs[sym.r] = float(self.values["recompute_weights_fraction"])
-        subs[sym.r_core] = float(self.values["recompute_core_fraction"])
-        subs[sym.a_sq] = float(attention.SQUARE_FRACTION[self.values["attention_flops"]])
-        subs[sym.kappa] = float(
-            attention.KERNEL_BACKWARD_OVER_FORWARD[self.values["attention_kernel"]]
-        )
-        return subs
+        out["r"] = float(self.values["recompute_weights_fraction"])
+        out["r_core"] = float(self.values["recompute_core_fraction"])
+        out["a_sq"] = float(numeric.SQUARE_FRACTION[self.values["attention_flops"]])
+        out["kappa"] = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[self.values["attention_kernel"]])
+        return out
+
+    def substitutions(self) -> dict:
+        """{symbol: number} for every symbol of the model that this scenario fixes."""
+        from costmodel.derive import symbols  # SymPy: only for the callers of expressions
+
+        return {getattr(symbols, name): value for name, value in self.numbers().items()}
 
     @property
     def changed(self) -> list[str]:
@@ -934,12 +939,9 @@ def _derive(values: dict[str, Any], sources: dict[str, str], lengths: Lengths | 
         values["sum_squared_lengths"] = lengths.sum_of_squares_per_step
         values["sum_squared_lengths_from"] = "sequence_lengths"
     else:
-        mean_only = {
-            sym.B: values["samples_per_step"],
-            sym.s_mean: values["mean_tokens_per_sample"],
-        }
-        square = attention.sum_sq_of_mean.subs(mean_only)  # exact for integer inputs
-        values["sum_squared_lengths"] = int(square) if square.is_Integer else float(square)
+        values["sum_squared_lengths"] = plain.sum_sq_of_mean(  # exact for integer inputs
+            values["samples_per_step"], values["mean_tokens_per_sample"]
+        )
         values["sum_squared_lengths_from"] = "samples_per_step x mean_tokens_per_sample^2"
     for key in (
         "attention_dim_from",
@@ -1114,7 +1116,7 @@ def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
         if fitted != ep:
             values["expert_parallel"], sources["expert_parallel"] = fitted, "derived"
     # rows of seq_len slots per pipeline: padded, one sample a row; packed, documents fill rows
-    values["micro_batches_per_step"] = communication.micro_batches(
+    values["micro_batches_per_step"] = plain.micro_batches(
         values["batching"],
         samples=values["samples_per_step"],
         tokens=values["tokens_per_step"],
@@ -1160,13 +1162,13 @@ def recompute_fractions(
     stage_layers = math.ceil(values["num_layers"] / values["pipeline_parallel"])
     params, n = _module_params(values) if policy == "selective" else ({}, 1.0)
     full = policy == "full" and values["recompute"] == "full"
-    return recompute.fractions(
+    return plain.fractions(
         policy,
         modules or (),
         params,
         n,
         selective_fraction=values.get("selective_recompute_fraction"),
-        layers_share=recompute.recomputed_layers(
+        layers_share=plain.recomputed_layers(
             stage_layers,
             values.get("recompute_num_layers") if full else None,
             values["recompute_method"],

@@ -1,0 +1,134 @@
+"""The one numeric path: costmodel/derive/numeric.py is generated from the SymPy derivations
+(costmodel.derive.numeric_forms), agrees with them, and the commands never import SymPy."""
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sympy as sp
+
+from costmodel.derive import numeric, numeric_forms
+from costmodel.errors import CostModelError
+
+NAMES = numeric_forms.symbol_names()
+
+
+def test_generated_module_is_current():
+    """Regenerating the source gives the committed file, byte for byte (else: make numeric)."""
+    written = Path(numeric.__file__).read_bytes()
+    assert numeric_forms.source().encode("utf-8") == written, (
+        "costmodel/derive/numeric.py is stale: run `make numeric`"
+    )
+
+
+def _points(expr, rng, exact):
+    """Values for the symbols of `expr`: whole numbers (exact) or floats, all positive."""
+    for _ in range(3):
+        if exact:
+            yield {s: rng.randint(1, 64) for s in expr.free_symbols}
+        else:
+            yield {s: rng.uniform(1.0, 1e4) for s in expr.free_symbols}
+
+
+def _generated(name, point):
+    return getattr(numeric, name)({NAMES[s]: value for s, value in point.items()})
+
+
+@pytest.mark.parametrize("name", sorted(numeric_forms.xreplace_forms()))
+def test_xreplace_forms_are_sympys_numbers(name):
+    """Each form equals SymPy's xreplace at random points: bit for bit with floats (SymPy's
+    Floats), exactly with whole numbers."""
+    expr = numeric_forms.xreplace_forms()[name]
+    rng = random.Random(name)
+    for exact in (False, True):
+        for point in _points(expr, rng, exact):
+            numbers = {s: (sp.Integer(v) if exact else sp.Float(v)) for s, v in point.items()}
+            want = expr.xreplace(numbers)
+            got = _generated(name, point)
+            if exact:
+                assert sp.Rational(got) == want, (name, point)
+            else:
+                assert float(got) == float(want), (name, point)
+            assert float(got) == pytest.approx(float(expr.evalf(subs=numbers)), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(numeric_forms.subs_forms()))
+def test_subs_forms_are_sympys_numbers(name):
+    expr = numeric_forms.subs_forms()[name]
+    rng = random.Random(name)
+    for exact in (False, True):
+        for point in _points(expr, rng, exact):
+            want = expr.subs(point)
+            got = _generated(name, point)
+            assert (sp.Rational(got) if exact else float(got)) == (
+                want if exact else float(want)
+            ), (name, point)
+
+
+def test_account_figures_are_the_expressions():
+    """The account's generated figures agree with their expressions (rel 1e-12)."""
+    exprs = numeric_forms.ACCOUNT_EXPRESSIONS
+    assert numeric.ACCOUNT_FIGURES == tuple(exprs)
+    rng = random.Random(21)
+    symbols = {NAMES[s]: s for e in exprs.values() for s in e.free_symbols}
+    for _ in range(5):
+        point = {name: rng.uniform(0.5, 100.0) for name in numeric.ACCOUNT_ARGS}
+        got = numeric.account_figures(*(point[name] for name in numeric.ACCOUNT_ARGS))
+        subs = {symbols[name]: value for name, value in point.items()}
+        for key, value in zip(exprs, got):
+            want = float(exprs[key].evalf(subs=subs))
+            assert float(value) == pytest.approx(want, rel=1e-12), key
+
+
+#: A fresh interpreter runs one command and says which heavy modules it imported.
+PROBE = """
+import contextlib, io, sys
+from costmodel import cli
+with contextlib.redirect_stdout(io.StringIO()):
+    code = {call}
+assert code in (0, None), code
+print(sorted(m for m in ("numpy", "sympy") if m in sys.modules))
+"""
+
+COMMANDS = {
+    "report": "cli.main(['report'])",
+    "gemms": "cli.main(['gemms'])",
+    "params": "cli.main(['params', 'qwen3.6-35b-a3b'])",
+    "predict": "__import__('costmodel.evaluate.step_time', fromlist=['x']).predict("
+    "__import__('costmodel.inputs.scenario', fromlist=['x']).resolve().values) and 0",
+}
+
+
+#: What each command may import of the two: the report simulates the course's MoE router (NumPy's
+#: random numbers, evaluate.router); the others need neither.
+ALLOWED = {"report": "['numpy']", "gemms": "[]", "params": "[]", "predict": "[]"}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_commands_do_not_import_sympy(command):
+    """`costmodel report`, `gemms`, `params` and the step-time model's predict() of the course
+    scenario run without SymPy (a cold report paid half a second for it), and all but the
+    report without NumPy."""
+    probe = PROBE.format(call=COMMANDS[command])
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == ALLOWED[command], out.stdout
+
+
+def test_make_numeric_writes_only_its_own_file(tmp_path):
+    """`make numeric` writes the generated module, says when nothing changed, and refuses to
+    overwrite a file it did not write (the file stays as it was)."""
+    from costmodel import numeric_build
+
+    target = tmp_path / "numeric.py"
+    assert numeric_build.write(target) is True
+    assert target.read_text(encoding="utf-8") == numeric_forms.source()
+    assert numeric_build.write(target) is False
+    foreign = tmp_path / "mine.py"
+    foreign.write_text("x = 1\n", encoding="utf-8")
+    with pytest.raises(CostModelError, match="is not allowed"):
+        numeric_build.write(foreign)
+    assert foreign.read_text(encoding="utf-8") == "x = 1\n"
