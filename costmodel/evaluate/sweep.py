@@ -30,7 +30,7 @@ from costmodel.errors import CostModelError
 from costmodel.evaluate.account import EXPRESSIONS, PADDED_UTILIZATION, UTILIZATIONS
 from costmodel.evaluate.linear import linear_attention
 from costmodel.formats import shown
-from costmodel.inputs.scenario import FIELDS, SYMBOL_OF_KEY, Scenario, check_value
+from costmodel.inputs.scenario import FIELDS, SYMBOL_OF_KEY, Scenario, check_value, parse_set
 
 #: Keys a sweep can vary: each gives a symbol of the closed forms its value (tokens_per_step and
 #: the sum of squared lengths follow samples_per_step and mean_tokens_per_sample).
@@ -126,7 +126,10 @@ def parse_axis(text: str) -> Axis:
     count = int(count_text) if count_text.isascii() and count_text.isdigit() else 0
     if not 1 <= count <= MAX_POINTS or len(count_text) > 7:
         raise _vary_error(text, f"N a whole number from 1 to {MAX_POINTS:,}")
-    start, stop = (check_value(key, value) for value in (start_text, stop_text))
+    # each read as --set reads a value (a YAML scalar), then checked as a scenario value is
+    start, stop = (
+        check_value(key, parse_set([f"{key}={value}"])[key]) for value in (start_text, stop_text)
+    )
     if start > stop or (start == stop) != (count == 1):
         raise _vary_error(text, "START < STOP with N > 1, or START = STOP with N = 1")
     integer = FIELDS[key].kind in ("count", "count0")
