@@ -184,7 +184,9 @@ def _function(keys: tuple[str, ...]):
     if keys not in _COMPILED:
         exprs = [EXPRESSIONS[key] for key in keys]
         args = sorted(set().union(*(e.free_symbols for e in exprs)), key=str)
-        _COMPILED[keys] = (args, sp.lambdify(args, exprs, modules="numpy"))
+        # no docstring: printing the expressions into it is most of lambdify's time
+        function = sp.lambdify(args, exprs, modules="numpy", docstring_limit=0)
+        _COMPILED[keys] = (args, function)
     return _COMPILED[keys]
 
 

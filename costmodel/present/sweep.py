@@ -53,10 +53,20 @@ def csv_text(grid: Grid, name: str, conventions: str) -> str:
     """The grid as CSV text (see the module docstring)."""
     buffer = io.StringIO()
     buffer.write(f"# {MARKER}: {printable(name)}; {conventions}; empty: undefined, or refused\n")
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([*grid.columns, "refused"])
+    csv.writer(buffer, lineterminator="\n").writerow([*grid.columns, "refused"])
     fields = [_cell(values) for values in grid.columns.values()]
-    writer.writerows(zip(*fields, grid.refused.tolist()))
+    reasons = grid.refused.tolist()
+    quoted = {reason: _text_field(reason) for reason in set(reasons)}  # a few distinct ones
+    fields.append([quoted[reason] for reason in reasons])
+    for line in zip(*fields):  # numbers need no quoting: joined, not through csv.writer (5x)
+        buffer.write(",".join(line) + "\n")
+    return buffer.getvalue()
+
+
+def _text_field(text: str) -> str:
+    """A text as a CSV field (quoted where it has to be)."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="").writerow([text])
     return buffer.getvalue()
 
 
