@@ -142,7 +142,7 @@ def _sweep(args) -> None:
     kind = out.plot_kind(args.plot) if args.plot else None
     if args.out and args.plot and os.path.abspath(args.out) == os.path.abspath(args.plot):
         raise CostModelError(
-            f"--plot: {args.plot!r} is not allowed; expected another file than --out"
+            f"--plot: {printable(repr(args.plot))} is not allowed; expected another file than --out"
         )
     targets = [
         (out.check_target(path, what, option), what)
@@ -150,16 +150,15 @@ def _sweep(args) -> None:
         if path
     ]
     grid = sweep.evaluate_grid(resolved, axes)
-    text = out.csv_text(grid, resolved["name"], sweep.conventions(resolved))
-    data = {"csv": text.encode("utf-8")}
-    if kind:
-        data[kind] = out.plot_bytes(grid, kind)
+    plot = out.plot_bytes(grid, kind) if kind else None
+    chunks = out.csv_chunks(grid, resolved["name"], sweep.conventions(resolved))
     if not args.out:
-        sys.stdout.write(text)
+        sys.stdout.writelines(chunks)
     # after the CSV on stdout, say what was written where it does not mix with it
     said = sys.stderr if not args.out else sys.stdout
     for target, what in targets:
-        out.write_atomically(target, data[what])
+        data = [plot] if what != "csv" else (chunk.encode("utf-8") for chunk in chunks)
+        out.write_atomically(target, data)
         rows = f"{len(grid):,} rows" if what == "csv" else f"the plot ({what.upper()})"
         print(f"wrote {rows} to {target}", file=said)
 

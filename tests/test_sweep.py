@@ -137,7 +137,9 @@ def test_csv_columns_and_rows(capsys):
 
 def test_refused_point_keeps_its_row_without_figures(capsys):
     assert main(["sweep", "--vary", "step_time=1:61:2"]) == 0
-    header, first, second = _csv(capsys.readouterr().out)
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1].endswith(".0,")  # an empty reason is an empty field, not ""
+    header, first, second = _csv(out)
     assert first[0] == "1.0" and first[-1] == "MFU > 100%"
     assert all(cell == "" for cell in first[3:-1])
     assert second[-1] == "" and float(second[header.index("mfu")]) > 0
@@ -229,3 +231,14 @@ def test_readme_names_every_column_and_key():
     section = readme.split("## A grid of scenarios: `costmodel sweep`")[1].split("\n## ")[0]
     for name in (*sweep.FIGURES, *sweep.VARIABLE_KEYS, "tokens_per_step", "refused"):
         assert f"`{name}`" in section, name
+
+
+def test_csv_in_chunks_is_the_same_text(monkeypatch):
+    from costmodel.present import sweep as present
+
+    scenario = resolve()
+    axes = [sweep.parse_axis("step_time=1:100:12"), sweep.parse_axis("num_gpus=8:80:10")]
+    grid = sweep.evaluate_grid(scenario, axes)
+    whole = present.csv_text(grid, "x", "y")
+    monkeypatch.setattr(present, "CHUNK_ROWS", 7)
+    assert present.csv_text(grid, "x", "y") == whole and len(whole.splitlines()) == 122

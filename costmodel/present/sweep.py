@@ -20,6 +20,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -49,22 +50,35 @@ def _cell(values: np.ndarray) -> list[str]:
     return ["" if v != v else repr(v) for v in values.tolist()]
 
 
-def csv_text(grid: Grid, name: str, conventions: str) -> str:
-    """The grid as CSV text (see the module docstring)."""
-    buffer = io.StringIO()
-    buffer.write(f"# {MARKER}: {printable(name)}; {conventions}; empty: undefined, or refused\n")
-    csv.writer(buffer, lineterminator="\n").writerow([*grid.columns, "refused"])
-    fields = [_cell(values) for values in grid.columns.values()]
+#: Rows turned into text at a time (a million-point grid is not held as strings all at once).
+CHUNK_ROWS = 50_000
+
+
+def csv_chunks(grid: Grid, name: str, conventions: str) -> Iterator[str]:
+    """The grid as CSV text (see the module docstring), a few thousand rows at a time."""
+    head = io.StringIO()
+    head.write(f"# {MARKER}: {printable(name)}; {conventions}; empty: undefined, or refused\n")
+    csv.writer(head, lineterminator="\n").writerow([*grid.columns, "refused"])
+    yield head.getvalue()
     reasons = grid.refused.tolist()
     quoted = {reason: _text_field(reason) for reason in set(reasons)}  # a few distinct ones
-    fields.append([quoted[reason] for reason in reasons])
-    for line in zip(*fields):  # numbers need no quoting: joined, not through csv.writer (5x)
-        buffer.write(",".join(line) + "\n")
-    return buffer.getvalue()
+    for start in range(0, len(grid), CHUNK_ROWS):
+        part = slice(start, start + CHUNK_ROWS)
+        fields = [_cell(values[part]) for values in grid.columns.values()]
+        fields.append([quoted[reason] for reason in reasons[part]])
+        # numbers need no quoting: joined, not through csv.writer (5 times faster)
+        yield "".join(",".join(line) + "\n" for line in zip(*fields))
+
+
+def csv_text(grid: Grid, name: str, conventions: str) -> str:
+    """The whole CSV as one text."""
+    return "".join(csv_chunks(grid, name, conventions))
 
 
 def _text_field(text: str) -> str:
-    """A text as a CSV field (quoted where it has to be)."""
+    """A text as a CSV field (quoted where it has to be; an empty one empty)."""
+    if not text:
+        return ""
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="").writerow([text])
     return buffer.getvalue()
@@ -177,13 +191,14 @@ def _umask() -> int:
     return mask
 
 
-def write_atomically(target: Path, data: bytes) -> None:
-    """A temporary file beside `target`, then a rename over it."""
+def write_atomically(target: Path, data: Iterable[bytes]) -> None:
+    """`data` (its pieces in order) to a temporary file beside `target`, then a rename over it."""
     handle, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         os.fchmod(handle, 0o666 & ~_umask())  # as open() would create it (mkstemp: 0600)
         with os.fdopen(handle, "wb") as out:
-            out.write(data)
+            for piece in data:
+                out.write(piece)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
