@@ -135,8 +135,15 @@ def plot_bytes(grid: Grid, kind: str) -> bytes:
         title += f"\n{len(rows)} of {len(axes[1].points)} values of {axes[1].key}"
     if fixed:
         title += "\n" + ", ".join(fixed)
-    if np.isnan(mfu[:, rows]).any():
+    shown_points = mfu[:, rows]
+    if np.isnan(shown_points).all():
+        title += (
+            "\nno point drawn: costmodel report refuses each (the CSV's column refused says why)"
+        )
+    elif np.isnan(shown_points).any():
         title += "\ngaps: points costmodel report refuses (the CSV's column refused says why)"
+    if x[0] < x[-1]:
+        ax.set_xlim(x[0], x[-1])
     ax.set_title(title, fontsize=9)
     ax.grid(True, alpha=0.3)
     if len(axes) > 1:
