@@ -34,6 +34,7 @@ CASES = [
     ),
     (None, {}, ["measured_tokens_per_s=1e4:1e7:3", "activated_params=1e9:5e10:3"]),
     ("llama-3.1-70b-512xH100.yaml", {}, ["num_gpus=64:1024:5", "step_time=1:21:3"]),
+    ("llama-3.1-70b-512xH100.yaml", {"mean_tokens_per_sample": 4000}, ["seq_len=8000:8200:3"]),
     ("deepseek-v3-2048xH800.yaml", {}, ["num_gpus=1024:4096:7", "total_params=5e11:9e11:3"]),
     (
         "qwen3-next-80b-256xB200.yaml",
@@ -103,6 +104,7 @@ def test_each_refusal_is_met():
         "num_gpus not a multiple of TP x PP x CP",
         "expert_parallel",
         "seq_len not a multiple of context_parallel",
+        "seq_len / CP not a multiple of tensor_parallel",
     }, reasons
 
 
