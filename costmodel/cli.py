@@ -1,4 +1,4 @@
-"""The command line: `costmodel report`, `costmodel gemms`, `costmodel params`, `costmodel handouts`.
+"""The command line: `costmodel report`, `gemms`, `params`, `sweep` and `handouts`.
 
 Bad input prints one line on stderr and exits with status 2; no traceback. Ctrl-C, SIGTERM and
 SIGHUP print one line each and exit with status 130, 143 and 129 (a second one while the command
@@ -8,6 +8,7 @@ stops is ignored); the handlers are installed first, before a command imports wh
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -104,10 +105,62 @@ def build_parser() -> argparse.ArgumentParser:
     _scenario_args(gemms)
     gemms.add_argument("--format", choices=("text", "json"), default="text")
 
+    _sweep_args(sub)
+
     params = sub.add_parser("params", help="parameter breakdown of a Hugging Face config.json")
     params.add_argument("config", help="a config.json path or a preset name")
     params.add_argument("--format", choices=("text", "json"), default="text")
     return parser
+
+
+def _sweep_args(sub) -> None:
+    sweep = sub.add_parser(
+        "sweep", help="evaluate the account's closed forms over a grid of keys, as CSV"
+    )
+    _scenario_args(sweep)
+    sweep.add_argument(
+        "--vary",
+        action="append",
+        metavar="KEY=START:STOP:N",
+        required=True,
+        help="N points from START to STOP, both included (repeatable: the grid is the product)",
+    )
+    sweep.add_argument("--out", metavar="FILE", help="write the CSV here (default: stdout)")
+    sweep.add_argument("--plot", metavar="FILE", help="plot MFU against the first key (.png, .svg)")
+
+
+def _sweep(args) -> None:
+    """costmodel sweep: check everything, compute the CSV and the plot, then write them."""
+    from costmodel.evaluate import sweep
+    from costmodel.inputs import scenario
+    from costmodel.present import sweep as out
+
+    overrides = scenario.parse_set(args.overrides)
+    axes = [sweep.parse_axis(text) for text in args.vary]
+    resolved = scenario.resolve(args.scenario, overrides)
+    sweep.check_axes(resolved, axes, overrides)
+    kind = out.plot_kind(args.plot) if args.plot else None
+    if args.out and args.plot and os.path.abspath(args.out) == os.path.abspath(args.plot):
+        raise CostModelError(
+            f"--plot: {printable(repr(args.plot))} is not allowed; expected another file than --out"
+        )
+    targets = [
+        (out.check_target(path, what, option), what)
+        for path, what, option in ((args.out, "csv", "--out"), (args.plot, kind, "--plot"))
+        if path
+    ]
+    grid = sweep.evaluate_grid(resolved, axes)
+    plot = out.plot_bytes(grid, kind) if kind else None
+    chunks = out.csv_chunks(grid, resolved["name"], sweep.conventions(resolved))
+    if not args.out:
+        sys.stdout.writelines(chunks)
+    # after the CSV on stdout, say what was written where it does not mix with it
+    said = sys.stderr if not args.out else sys.stdout
+    for target, what in targets:
+        data = [plot] if what != "csv" else (chunk.encode("utf-8") for chunk in chunks)
+        out.write_atomically(target, data)
+        rows = f"{len(grid):,} rows" if what == "csv" else f"the plot ({what.upper()})"
+        print(f"wrote {rows} to {target}", file=said)
 
 
 MAX_JOBS = 1024
@@ -174,6 +227,8 @@ def run(argv: list[str] | None = None) -> int:
         from costmodel.present.gemms import render_gemms
 
         sys.stdout.write(render_gemms(gemm_table(_scenario(args).values), args.format))
+    elif args.command == "sweep":
+        _sweep(args)
     elif args.command == "params":
         import json
 

@@ -1,0 +1,246 @@
+"""`costmodel sweep`: the grid's figures are the account's, point by point; the CSV, the plot,
+the one-line refusals, and the files it may not replace."""
+
+import csv
+import io
+import math
+import os
+from pathlib import Path
+from xml.etree import ElementTree
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from costmodel.cli import main
+from costmodel.derive import linear_attention as la
+from costmodel.derive.symbols import D
+from costmodel.errors import CostModelError
+from costmodel.evaluate import sweep
+from costmodel.evaluate.account import account
+from costmodel.inputs.scenario import resolve
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "scenarios"
+
+#: (scenario file, --set, --vary): every varied key, a refusal of each kind among the points.
+CASES = [
+    (None, {}, ["step_time=2:242:4", "samples_per_step=20:160:3"]),
+    (None, {}, ["mean_tokens_per_sample=1000:31000:3", "num_gpus=8:44:4", "seq_len=4096:32768:2"]),
+    (
+        None,
+        {"measured_tokens_per_s": None},
+        ["peak_flops=1e14:1e15:3", "hbm_bandwidth=1e12:4e12:2"],
+    ),
+    (None, {}, ["measured_tokens_per_s=1e4:1e7:3", "activated_params=1e9:5e10:3"]),
+    ("llama-3.1-70b-512xH100.yaml", {}, ["num_gpus=64:1024:5", "step_time=1:21:3"]),
+    ("llama-3.1-70b-512xH100.yaml", {"mean_tokens_per_sample": 4000}, ["seq_len=8000:8200:3"]),
+    ("deepseek-v3-2048xH800.yaml", {}, ["num_gpus=1024:4096:7", "total_params=5e11:9e11:3"]),
+    (
+        "qwen3-next-80b-256xB200.yaml",
+        {"sequence_lengths": None, "mean_tokens_per_sample": 3000},
+        ["seq_len=4096:65538:2", "samples_per_step=512:3072:3"],
+    ),
+]
+
+
+def _path(file):
+    return None if file is None else SCENARIOS / file
+
+
+def _figure(acc, column):
+    for part in column.split("."):
+        acc = acc[part]
+    return acc
+
+
+@pytest.mark.parametrize("file, base, vary", CASES)
+def test_grid_is_the_account_at_each_point(file, base, vary):
+    """Each point's figures equal `account()` of the scenario resolved with the point's values
+    as --set, to 1e-12; a point is refused (figures empty) exactly where `report` refuses it."""
+    scenario = resolve(_path(file), base)
+    axes = [sweep.parse_axis(text) for text in vary]
+    sweep.check_axes(scenario, axes, base)
+    grid = sweep.evaluate_grid(scenario, axes)
+    assert len(grid) == math.prod(len(axis.points) for axis in axes)
+    kept = 0
+    for i in range(len(grid)):
+        point = {axis.key: grid.columns[axis.key][i].item() for axis in axes}
+        try:
+            acc = account(resolve(_path(file), {**base, **point}))
+        except CostModelError as error:
+            assert grid.refused[i], (point, str(error))
+            assert all(np.isnan(grid.columns[c][i]) for c in sweep.FIGURES)
+            continue
+        assert grid.refused[i] == "", point
+        kept += 1
+        assert grid.columns["tokens_per_step"][i] == pytest.approx(
+            acc["scenario"]["tokens_per_step"], rel=1e-12
+        )
+        for column in sweep.FIGURES:
+            expected, got = _figure(acc, column), grid.columns[column][i]
+            if expected is None:
+                assert np.isnan(got), (column, point)
+            else:
+                assert got == pytest.approx(expected, rel=1e-12, abs=0), (column, point)
+    assert kept, "every point refused: the case checks no figure"
+
+
+def test_each_refusal_is_met():
+    """The cases above meet every reason a point is refused for (so each check is tested)."""
+    reasons = set()
+    for file, base, vary in CASES:
+        scenario = resolve(_path(file), base)
+        axes = [sweep.parse_axis(text) for text in vary]
+        reasons |= {r.split(" (")[0] for r in sweep.evaluate_grid(scenario, axes).refused}
+    assert reasons >= {
+        "",
+        "MFU > 100%",
+        "HFU > 100%",
+        "HFU counting the padded slots > 100%",
+        "MFU from measured_tokens_per_s > 100%",
+        "mean_tokens_per_sample > seq_len",
+        "activated_params > total_params",
+        "num_gpus not a multiple of TP x PP x CP",
+        "expert_parallel",
+        "seq_len not a multiple of context_parallel",
+        "seq_len / CP not a multiple of tensor_parallel",
+    }, reasons
+
+
+def test_linear_attention_core_is_proportional_to_the_tokens():
+    """The sweep scales F_lin with the tokens of the step: true of its derivation."""
+    assert D not in sp.cancel(la.core_training / D).free_symbols
+
+
+def _csv(text):
+    lines = text.splitlines()
+    assert lines[0].startswith("# costmodel sweep: ")
+    return list(csv.reader(io.StringIO("\n".join(lines[1:]))))
+
+
+def test_csv_columns_and_rows(capsys):
+    assert main(["sweep", "--vary", "step_time=60:240:4", "--vary", "num_gpus=40:120:3"]) == 0
+    out = capsys.readouterr().out
+    assert "N = activated_params" in out.splitlines()[0]
+    rows = _csv(out)
+    header, body = rows[0], rows[1:]
+    assert header == ["step_time", "num_gpus", "tokens_per_step", *sweep.FIGURES, "refused"]
+    assert len(body) == 12
+    assert [(float(r[0]), int(r[1])) for r in body[:4]] == [
+        (60.0, 40),
+        (60.0, 80),
+        (60.0, 120),
+        (120.0, 40),
+    ]
+    course = account(resolve(None, {"step_time": 60.0, "num_gpus": 40}))
+    assert float(body[0][header.index("mfu")]) == course["mfu"]  # written in full (repr)
+
+
+def test_refused_point_keeps_its_row_without_figures(capsys):
+    assert main(["sweep", "--vary", "step_time=1:61:2"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1].endswith(".0,")  # an empty reason is an empty field, not ""
+    header, first, second = _csv(out)
+    assert first[0] == "1.0" and first[-1] == "MFU > 100%"
+    assert all(cell == "" for cell in first[3:-1])
+    assert second[-1] == "" and float(second[header.index("mfu")]) > 0
+
+
+def test_integer_points_and_a_null_step_when_it_is_varied(capsys, tmp_path):
+    team = tmp_path / "team.yaml"
+    team.write_text("step_time: null\n")
+    args = ["sweep", "--scenario", str(team), "--vary", "step_time=60:120:2"]
+    assert main([*args, "--vary", "num_gpus=8:80:4"]) == 0
+    header, *body = _csv(capsys.readouterr().out)
+    assert [row[1] for row in body[:4]] == ["8", "32", "56", "80"]
+
+
+def test_plot_png_and_svg(tmp_path, capsys):
+    from PIL import Image
+
+    png, svg = tmp_path / "mfu.png", tmp_path / "mfu.svg"
+    vary = ["--vary", "step_time=20:240:12", "--vary", "samples_per_step=20:160:3"]
+    assert main(["sweep", *vary, "--out", str(tmp_path / "grid.csv"), "--plot", str(png)]) == 0
+    assert main(["sweep", *vary, "--vary", "num_gpus=40:80:2", "--plot", str(svg)]) == 0
+    out = capsys.readouterr()
+    assert "wrote 36 rows to" in out.out and "wrote the plot (SVG)" in out.err
+    with Image.open(png) as image:
+        image.verify()
+        assert image.format == "PNG" and image.size[0] > 300
+    assert ElementTree.parse(svg).getroot().tag.endswith("svg")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.csv", "mfu.png", "mfu.svg"]
+
+
+BAD = [
+    (["--vary", "gpu=1:2:2"], "--vary: 'gpu=1:2:2' is not allowed; expected a key among"),
+    (["--vary", "step_time=60:240"], "expected KEY=START:STOP:N"),
+    (["--vary", "step_time=60:240:0"], "expected N a whole number from 1 to 1,000,000"),
+    (["--vary", "step_time=240:60:3"], "expected START < STOP with N > 1"),
+    (["--vary", "step_time=60:240:1"], "or START = STOP with N = 1"),
+    (["--vary", "num_gpus=8:100:10"], "expected whole-number points for the integer key"),
+    (["--vary", "seq_len=0:8192:3"], "seq_len: 0 is not allowed; expected a positive integer"),
+    (["--vary", "step_time=1:2:1001", "--vary", "num_gpus=1:1000:1000"], "1,001,000 points"),
+    (["--vary", "step_time=1:2:2", "--vary", "step_time=1:3:2"], "varied twice"),
+    (["--set", "step_time=9", "--vary", "step_time=1:3:2"], "also given by --set"),
+    (["--set", "step_time=null", "--vary", "num_gpus=8:16:2"], "step_time: null is not allowed"),
+    (["--set", "step_time=null", "--vary", "step_time=1:3:2"], "also given by --set"),
+    (
+        ["--scenario", str(SCENARIOS / "qwen3-next-80b-256xB200.yaml"), "--vary", "seq_len=8:16:2"],
+        "--vary: seq_len is not allowed with sequence_lengths",
+    ),
+    (["--vary", "step_time=1:2:2", "--plot", "mfu.pdf"], "--plot: 'mfu.pdf' is not allowed"),
+    (["--vary", "step_time=1:2:2", "--out", "no/such/x.csv"], "expected a file in an existing"),
+    (["--vary", "step_time=1:2:2", "--out", "a.png", "--plot", "a.png"], "another file than"),
+    (["--set", "seqlen=5", "--vary", "step_time=1:2:2"], "unknown scenario key 'seqlen'"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD)
+def test_bad_input_is_one_line_and_exit_2(args, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", *args]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1, out.err
+    assert out.err.startswith("costmodel: error: ") and message in out.err, out.err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["grid.csv", "mfu.png", "mfu.svg"])
+def test_an_unrelated_file_is_not_replaced(name, tmp_path, capsys):
+    option = "--out" if name.endswith(".csv") else "--plot"
+    theirs = tmp_path / name
+    theirs.write_bytes(b"the team's own file\n")
+    link = tmp_path / f"link-{name}"
+    os.symlink(theirs, link)
+    for target in (theirs, link, tmp_path):
+        assert main(["sweep", "--vary", "step_time=60:240:3", option, str(target)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"costmodel: error: {option}: ") and err.count("\n") == 1
+    assert theirs.read_bytes() == b"the team's own file\n" and link.is_symlink()
+    # a file a sweep wrote is replaced, atomically (nothing left beside it)
+    theirs.unlink()
+    link.unlink()
+    for stop in (120, 240):
+        assert main(["sweep", "--vary", f"step_time=60:{stop}:3", option, str(theirs)]) == 0
+    if name.endswith(".csv"):
+        assert _csv(theirs.read_text())[-1][0] == "240.0"
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_readme_names_every_column_and_key():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## A grid of scenarios: `costmodel sweep`")[1].split("\n## ")[0]
+    for name in (*sweep.FIGURES, *sweep.VARIABLE_KEYS, "tokens_per_step", "refused"):
+        assert f"`{name}`" in section, name
+
+
+def test_csv_in_chunks_is_the_same_text(monkeypatch):
+    from costmodel.present import sweep as present
+
+    scenario = resolve()
+    axes = [sweep.parse_axis("step_time=1:100:12"), sweep.parse_axis("num_gpus=8:80:10")]
+    grid = sweep.evaluate_grid(scenario, axes)
+    whole = present.csv_text(grid, "x", "y")
+    monkeypatch.setattr(present, "CHUNK_ROWS", 7)
+    assert present.csv_text(grid, "x", "y") == whole and len(whole.splitlines()) == 122
