@@ -139,9 +139,9 @@ def run(argv: list[str] | None = None) -> int:
         sys.stdout.write(report.render(account(_scenario(args)), args.format))
     elif args.command == "handouts":
         from costmodel.inputs import scenario
-        from costmodel.present import handouts
+        from costmodel.publish import handouts, output
 
-        out = handouts.default_out(args.scenario) if args.out is None else args.out
+        out = output.default_out(args.scenario) if args.out is None else args.out
         try:
             sections, folder = handouts.build(
                 args.scenario,
