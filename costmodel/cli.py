@@ -194,11 +194,19 @@ def _one_line(message: str) -> str:
     return printable(message)
 
 
+def _ignore_signals() -> None:
+    """Every signal that stops a command ignored from now on: the process is ending."""
+    for signum in STOPPED:
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def main(argv: list[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = catch_signals() if main_thread else {}
+    previous: dict[int, object] = {}
     stopped = False
     try:
+        if main_thread:  # inside the try: a signal that lands at once still gets its line
+            previous = catch_signals()
         return run(argv)
     except CostModelError as error:
         print(f"costmodel: error: {_one_line(str(error))}", file=sys.stderr)
@@ -206,7 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 1
     except (KeyboardInterrupt, Terminated) as stop:
+        # first, before anything else: a second signal from here to the process's end changes
+        # nothing (while this except runs the handlers would let it pass, but not once it has
+        # returned, in the moment before the finally ignores them: CI saw status -2 there)
         stopped = True
+        if main_thread:
+            _ignore_signals()
         signum = getattr(stop, "signum", signal.SIGINT)
         built = "; no handouts written, the output folder is as it was"
         print(

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -22,7 +23,8 @@ import pytest
 from conftest import missing
 
 from costmodel.errors import CostModelError
-from costmodel.publish import handouts, manifest, output, suite, swap, workers
+from costmodel.publish import handouts, output, suite, swap, workers
+from costmodel.publish.manifest import MARKER, write_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +69,7 @@ def test_existing_folder_of_someone_else_is_left_alone(tmp_path):
         run("--out", str(user), cwd=tmp_path),
         str(user),
         "was not written by costmodel handouts",
-        manifest.MARKER,
+        MARKER,
     )
     assert snapshot(user) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # no temporary sibling
@@ -197,7 +199,7 @@ def test_empty_folder_or_one_its_manifest_lists_is_accepted(tmp_path):
     marked = tmp_path / "marked"
     marked.mkdir()
     (marked / "old.html").write_text("old")
-    manifest.write_manifest(marked)
+    write_manifest(marked)
     assert output.check_output(marked) == marked.resolve()
 
 
@@ -242,7 +244,7 @@ def _rebuild(out: Path, **kw):
 
 
 def _manifest(folder: Path) -> dict:
-    return json.loads((folder / manifest.MARKER).read_text(encoding="utf-8"))
+    return json.loads((folder / MARKER).read_text(encoding="utf-8"))
 
 
 def test_manifest_lists_every_file_the_build_wrote(small):
@@ -254,7 +256,7 @@ def test_manifest_lists_every_file_the_build_wrote(small):
             p.relative_to(edition_folder).as_posix()
             for p in edition_folder.rglob("*")
             if p.is_file()
-            and p.name != manifest.MARKER
+            and p.name != MARKER
             and p.relative_to(edition_folder).parts[0] not in builds
         )
         assert [f["path"] for f in manifest["files"]] == on_disk
@@ -262,9 +264,9 @@ def test_manifest_lists_every_file_the_build_wrote(small):
             data = (edition_folder / f["path"]).read_bytes()
             assert f["size"] == len(data) and f["sha256"] == hashlib.sha256(data).hexdigest()
         assert manifest["builds"] == builds and manifest["scenario_file"] is None
-    before = (folder / manifest.MARKER).read_bytes()
-    manifest.write_manifest(folder, None, _manifest(folder)["scenario"], ["student"])
-    assert (folder / manifest.MARKER).read_bytes() == before  # deterministic
+    before = (folder / MARKER).read_bytes()
+    write_manifest(folder, None, _manifest(folder)["scenario"], ["student"])
+    assert (folder / MARKER).read_bytes() == before  # deterministic
 
 
 def _add_notes(out: Path) -> None:
@@ -290,28 +292,28 @@ ALTERATIONS = {
         "lacks student/index.html, which costmodel handouts wrote there",
     ),
     "an empty manifest": (
-        lambda out: (out / manifest.MARKER).write_text(""),
-        f"holds {manifest.MARKER}, which is not a manifest costmodel handouts wrote",
+        lambda out: (out / MARKER).write_text(""),
+        f"holds {MARKER}, which is not a manifest costmodel handouts wrote",
     ),
     "a manifest of {}": (
-        lambda out: (out / manifest.MARKER).write_text("{}"),
-        f"holds {manifest.MARKER}, which is not a manifest costmodel handouts wrote",
+        lambda out: (out / MARKER).write_text("{}"),
+        f"holds {MARKER}, which is not a manifest costmodel handouts wrote",
     ),
     "an altered manifest": (
-        lambda out: (out / manifest.MARKER).write_text(
-            (out / manifest.MARKER).read_text().replace('"size": ', '"size": 1', 1)
+        lambda out: (out / MARKER).write_text(
+            (out / MARKER).read_text().replace('"size": ', '"size": 1', 1)
         ),
-        f"holds {manifest.MARKER}, which is not a manifest costmodel handouts wrote",
+        f"holds {MARKER}, which is not a manifest costmodel handouts wrote",
     ),
     "an altered student manifest": (
-        lambda out: (out / "student" / manifest.MARKER).write_text("{}"),
-        f"holds student/{manifest.MARKER}, which is not a manifest costmodel handouts wrote",
+        lambda out: (out / "student" / MARKER).write_text("{}"),
+        f"holds student/{MARKER}, which is not a manifest costmodel handouts wrote",
     ),
     "a marker of the old format": (
-        lambda out: (out / manifest.MARKER).write_text(
+        lambda out: (out / MARKER).write_text(
             json.dumps({"written_by": "costmodel handouts", "scenario": "x"})
         ),
-        f"holds {manifest.MARKER} of an older costmodel handouts, which lists no files",
+        f"holds {MARKER} of an older costmodel handouts, which lists no files",
     ),
 }
 
@@ -360,7 +362,7 @@ def test_folder_left_aside_mid_swap_is_checked_before_anything_is_deleted(previo
     aside = swap.aside(previous)
     shutil.copytree(previous, aside)
     _add_notes(aside)
-    (aside / manifest.MARKER).write_text("{}")  # even with a marker, it proves nothing
+    (aside / MARKER).write_text("{}")  # even with a marker, it proves nothing
     before = snapshot(aside), snapshot(previous)
     with pytest.raises(CostModelError, match=re.escape(f"'{aside}'")):
         _rebuild(previous)
@@ -611,7 +613,7 @@ def test_swap_that_fails_is_one_line(previous, code):
 def _folder(path: Path, label: str) -> Path:
     path.mkdir()
     (path / "index.html").write_text(label)
-    manifest.write_manifest(path, name=label)
+    write_manifest(path, name=label)
     return path
 
 
@@ -619,7 +621,7 @@ def _state(out: Path) -> str | None:
     """'old' or 'new' if out is that complete folder, None if out is missing."""
     if not out.exists():
         return None
-    assert sorted(p.name for p in out.iterdir()) == sorted([manifest.MARKER, "index.html"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([MARKER, "index.html"])
     return (out / "index.html").read_text()
 
 
@@ -794,6 +796,88 @@ def test_interrupt_stops_everything(tmp_path, how, code):
     assert not out.parent.exists() or [p.name for p in out.parent.iterdir()] == []
 
 
+#: The Ctrl-C stress test: builds interrupted at spread moments, so many at a time.
+STRESS_RUNS, STRESS_AT_ONCE = 20, 4
+
+
+def _start_build(tmp_path: Path, n: int) -> tuple[subprocess.Popen, Path, Path]:
+    """A `costmodel handouts` of its own (TMPDIR, output folder), as a terminal's foreground
+    job in a session of its own."""
+    tmp = tmp_path / f"tmp-{n}"
+    tmp.mkdir()
+    out = tmp_path / f"site-{n}" / "handouts"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "costmodel", "handouts", "--jobs", "1", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp)},
+        cwd=tmp_path,
+        start_new_session=True,
+        preexec_fn=_interruptible,
+    )
+    return proc, tmp, out
+
+
+def _ctrl_c(group: int) -> None:
+    try:
+        os.killpg(group, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+
+
+def test_ctrl_c_at_any_moment_of_a_build_exits_130_every_time(tmp_path):
+    """STRESS_RUNS builds, STRESS_AT_ONCE at a time (a loaded machine, as under pytest-xdist),
+    each sent a Ctrl-C (SIGINT to its process group, as a terminal does) at its own moment from
+    0 to about 5 s after its handlers are installed: while it imports, checks the scenario,
+    starts its worker and kernel, runs notebooks; every other one a second Ctrl-C 0.03 to 0.33 s
+    after the first, while it stops. Every one exits 130 with its one line, leaves
+    no process and no temporary file, and writes nothing. Its workers and kernels are never in
+    its process group (a process-group signal from them, or to them, cannot reach it)."""
+    delays = [0.26 * n for n in range(STRESS_RUNS)]
+    for first in range(0, STRESS_RUNS, STRESS_AT_ONCE):
+        batch = [(n, *_start_build(tmp_path, n)) for n in range(first, first + STRESS_AT_ONCE)]
+        begun = time.monotonic()
+        for _, proc, _, _ in batch:
+            # the command's handlers are in (SIGINT has Python's own from its first moment)
+            while not _catches(proc.pid, signal.SIGTERM) and time.monotonic() < begun + 30:
+                time.sleep(0.005)
+        begun = time.monotonic()
+        started, seconds = {}, []
+        for n, proc, _, _ in sorted(batch, key=lambda run: delays[run[0]]):
+            time.sleep(max(0.0, begun + delays[n] - time.monotonic()))
+            children = psutil.Process(proc.pid).children(recursive=True)
+            for child in children:
+                try:
+                    group = os.getpgid(child.pid)
+                except OSError:
+                    continue
+                assert group != proc.pid, f"run {n}: {child.cmdline()} is in the build's group"
+            started[n] = children
+            os.killpg(proc.pid, signal.SIGINT)
+            if n % 2:  # a second Ctrl-C, at its own moment of the build's stop
+                second = threading.Timer(0.03 * (n % 11 + 1), _ctrl_c, (proc.pid,))
+                second.start()
+                seconds.append(second)
+        for second in seconds:  # before any build is reaped: its group id is not reused
+            second.join()
+        for n, proc, tmp, out in batch:
+            stdout, stderr = proc.communicate(timeout=60)
+            said = f"run {n} (Ctrl-C at {delays[n]:.2f} s): {proc.returncode} {stderr!r}"
+            assert proc.returncode == 130, said
+            assert stderr.startswith("costmodel: interrupted") and stderr.count("\n") == 1, said
+            assert stdout == "", said
+            alive = [p for p in started[n] if p.is_running() and p.status() != "zombie"]
+            for _ in range(20):  # a process that was ending as the build exited
+                if not alive:
+                    break
+                time.sleep(0.1)
+                alive = [p for p in alive if p.is_running() and p.status() != "zombie"]
+            assert not alive, (said, [p.cmdline() for p in alive])
+            assert list(tmp.rglob("*")) == [], (said, list(tmp.rglob("*")))
+            assert not out.exists(), said
+
+
 SWALLOWED = """
 import os, signal, sys, time
 from costmodel import cli
@@ -914,6 +998,52 @@ sys.exit(cli.main(sys.argv[1:]))
 def test_second_ctrl_c_while_the_line_is_printed_is_no_traceback(tmp_path):
     result = subprocess.run(
         [sys.executable, "-c", SECOND, "report"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        preexec_fn=_interruptible,
+    )
+    assert (result.returncode, result.stderr, result.stdout) == (
+        130,
+        "costmodel: interrupted\n",
+        "",
+    )
+
+
+EXIT_PATH = """
+import os, signal, sys
+from costmodel import cli
+first, second = (getattr(signal, name) for name in sys.argv[1:3])
+fired = []
+def run(argv):  # a command that the first signal stops
+    fired.append(first)
+    os.kill(os.getpid(), first)
+    while True:
+        pass
+cli.run = run
+def trace(frame, event, arg):
+    return line if frame.f_code is cli.main.__code__ else None
+def line(frame, event, arg):  # then a second signal at every line main runs after it
+    if event == "line" and fired:
+        os.kill(os.getpid(), second)
+        for _ in range(1000):  # the handler runs here, as if the signal landed on this line
+            pass
+    return line
+sys.settrace(trace)
+sys.exit(cli.main([]))
+"""
+
+
+@pytest.mark.parametrize("second", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_second_signal_anywhere_on_the_exit_path_changes_nothing(tmp_path, second):
+    """After a Ctrl-C, a second signal at any line of the command's exit path (the except that
+    prints the line, the finally that restores the handlers) changes neither the status nor the
+    one line. CI saw a build end killed by SIGINT (status -2) after its line was printed: a
+    second SIGINT in the moment between the except and the finally, with the handlers not yet
+    ignored, raised a KeyboardInterrupt that nothing caught."""
+    result = subprocess.run(
+        [sys.executable, "-c", EXIT_PATH, "SIGINT", second],
         capture_output=True,
         text=True,
         cwd=tmp_path,
