@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 
-from costmodel.errors import CostModelError, Terminated, stopping
+from costmodel.errors import CostModelError, Interrupted, Terminated, stopping
 from costmodel.formats import printable
 
 #: What a command says when a signal stops it (its exit status is 128 + the signal's number).
@@ -20,12 +20,13 @@ STOPPED = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SI
 
 
 def _on_signal(signum, frame):
-    """Ctrl-C raises KeyboardInterrupt, SIGTERM and SIGHUP Terminated; not again while one of
-    them is being handled (the command is printing its line or cleaning up)."""
+    """Ctrl-C raises Interrupted (a KeyboardInterrupt), SIGTERM and SIGHUP Terminated; not
+    again while one of them is being handled (the command is printing its line or cleaning
+    up)."""
     if stopping():
         return
     if signum == signal.SIGINT:
-        raise KeyboardInterrupt
+        raise Interrupted
     raise Terminated(signum)
 
 

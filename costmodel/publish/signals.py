@@ -1,4 +1,5 @@
-"""The signals that stop a build: Ctrl-C (KeyboardInterrupt), SIGTERM and SIGHUP (Terminated).
+"""The signals that stop a build: Ctrl-C (Interrupted, a KeyboardInterrupt), SIGTERM and SIGHUP
+(Terminated).
 
 A build (costmodel.publish.handouts) installs `Stops` while it runs: the first signal is raised
 at once and also remembered, because raising is not enough: a library may swallow the exception
@@ -12,7 +13,7 @@ from __future__ import annotations
 import signal
 import threading
 
-from costmodel.errors import Terminated, stopping
+from costmodel.errors import Interrupted, Terminated, stopping
 
 # The signals that arrived during the build, remembered. Raising is not enough: a library may
 # swallow the exception. mpmath's `from_float` (every sympy.Float made from a float) wraps
@@ -36,7 +37,7 @@ def _remember(signum, frame):
 
 def _raise_for(signum: int) -> None:
     if signum == signal.SIGINT:
-        raise KeyboardInterrupt
+        raise Interrupted
     raise Terminated(signum)
 
 
