@@ -27,7 +27,7 @@ test: venv
 
 # Regenerate every costmodel/course/notebooks/NN_name.ipynb from its .py source and execute it (NB=03 for one).
 notebooks: venv
-	$(PY) -m costmodel.present.suite $(NB)
+	$(PY) -m costmodel.publish.suite $(NB)
 
 # The main job: the suite re-executed for a scenario, as offline HTML in handouts/<name>/ (the
 # teacher's edition; the student's in handouts/<name>/student/), each with an A4 booklet.pdf.
@@ -80,7 +80,7 @@ calibrate: venv
 # Read the notebooks in JupyterLab: a scratch copy in build/lab/ (the sources are never
 # written), 01 first, the rendering-only code collapsed.
 lab: venv
-	$(PY) -m costmodel.present.lab
+	$(PY) -m costmodel.publish.lab
 
 clean:
 	rm -rf $(VENV) build handouts *.egg-info

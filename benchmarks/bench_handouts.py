@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from costmodel.present import handouts, runner, suite
+from costmodel.publish import handouts, runner, suite
 
 RUNS = 3
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import jupytext
 
-from costmodel.present import handouts, suite
+from costmodel.publish import handouts, suite
 
 
 def execute_one(source: Path) -> float:

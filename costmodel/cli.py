@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 
-from costmodel.errors import CostModelError, Terminated, stopping
+from costmodel.errors import CostModelError, Interrupted, Terminated, stopping
 from costmodel.formats import printable
 
 #: What a command says when a signal stops it (its exit status is 128 + the signal's number).
@@ -21,12 +21,13 @@ STOPPED = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SI
 
 
 def _on_signal(signum, frame):
-    """Ctrl-C raises KeyboardInterrupt, SIGTERM and SIGHUP Terminated; not again while one of
-    them is being handled (the command is printing its line or cleaning up)."""
+    """Ctrl-C raises Interrupted (a KeyboardInterrupt), SIGTERM and SIGHUP Terminated; not
+    again while one of them is being handled (the command is printing its line or cleaning
+    up)."""
     if stopping():
         return
     if signum == signal.SIGINT:
-        raise KeyboardInterrupt
+        raise Interrupted
     raise Terminated(signum)
 
 
@@ -192,9 +193,9 @@ def run(argv: list[str] | None = None) -> int:
         sys.stdout.write(report.render(account(_scenario(args)), args.format))
     elif args.command == "handouts":
         from costmodel.inputs import scenario
-        from costmodel.present import handouts
+        from costmodel.publish import handouts, output
 
-        out = handouts.default_out(args.scenario) if args.out is None else args.out
+        out = output.default_out(args.scenario) if args.out is None else args.out
         try:
             sections, folder = handouts.build(
                 args.scenario,
@@ -249,11 +250,19 @@ def _one_line(message: str) -> str:
     return printable(message)
 
 
+def _ignore_signals() -> None:
+    """Every signal that stops a command ignored from now on: the process is ending."""
+    for signum in STOPPED:
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def main(argv: list[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = catch_signals() if main_thread else {}
+    previous: dict[int, object] = {}
     stopped = False
     try:
+        if main_thread:  # inside the try: a signal that lands at once still gets its line
+            previous = catch_signals()
         return run(argv)
     except CostModelError as error:
         print(f"costmodel: error: {_one_line(str(error))}", file=sys.stderr)
@@ -261,7 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 1
     except (KeyboardInterrupt, Terminated) as stop:
+        # first, before anything else: a second signal from here to the process's end changes
+        # nothing (while this except runs the handlers would let it pass, but not once it has
+        # returned, in the moment before the finally ignores them: CI saw status -2 there)
         stopped = True
+        if main_thread:
+            _ignore_signals()
         signum = getattr(stop, "signum", signal.SIGINT)
         built = "; no handouts written, the output folder is as it was"
         print(

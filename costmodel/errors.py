@@ -1,5 +1,5 @@
-"""The one exception type that bad input raises, everywhere in costmodel; and the one a signal
-that stops a command raises (besides Python's KeyboardInterrupt for Ctrl-C)."""
+"""The one exception type that bad input raises, everywhere in costmodel; and the ones a signal
+that stops a command raises (Interrupted, a KeyboardInterrupt, for Ctrl-C; Terminated)."""
 
 import signal
 import sys
@@ -18,6 +18,15 @@ class Terminated(BaseException):
     def __init__(self, signum: int = signal.SIGTERM):
         super().__init__(signum)
         self.signum = signum
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, as the command's handlers raise it: a KeyboardInterrupt (every `except
+    KeyboardInterrupt` takes it), but not KeyboardInterrupt itself. CPython marks a
+    KeyboardInterrupt that leaves an exec() or eval() of a string (dataclasses, namedtuple and
+    SymPy's lambdify run such code) as unhandled, and `python -m costmodel` then ends by SIGINT
+    at exit (status -2) even after the command caught it and printed its line; it marks that
+    exact type only, not a subclass."""
 
 
 def stopping() -> bool:

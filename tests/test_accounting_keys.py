@@ -344,7 +344,7 @@ def test_the_keys_in_the_readme():
 
 
 def test_handouts_pass_the_lengths_file_as_an_absolute_path(tmp_path, monkeypatch):
-    from costmodel.present.handouts import user_layer
+    from costmodel.publish.handouts import user_layer
 
     (tmp_path / "data").mkdir()
     write_lengths(tmp_path / "data", "l.txt", [10, 20])

@@ -19,7 +19,7 @@ import psutil
 import pytest
 from conftest import missing
 
-from costmodel.present import booklet
+from costmodel.publish import booklet
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: Scenario names a hostile user tried (issue 18): each printed a local file or ran a script.

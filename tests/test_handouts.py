@@ -20,8 +20,11 @@ from headlines import section_headlines
 
 from costmodel.evaluate.account import account as evaluate_account
 from costmodel.inputs import scenario
-from costmodel.present import handouts, suite
-from costmodel.present.booklet import CHROMIUM_ARGS
+from costmodel.publish import handouts, output, suite
+from costmodel.publish import index as index_page
+from costmodel.publish import pages as handout_pages
+from costmodel.publish.booklet import CHROMIUM_ARGS
+from costmodel.publish.manifest import MARKER
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -69,18 +72,18 @@ def test_every_section_built(built):
     sections, folder = built
     assert [s.error for s in sections] == [None] * len(sections)
     names = sorted(p.name for p in folder.iterdir())
-    pages = ["index.html", "booklet.pdf", handouts.CONVENTIONS_PAGE] + [s.page for s in sections]
-    assert names == sorted([handouts.MARKER, "student"] + pages)
-    assert sorted(p.name for p in (folder / "student").iterdir()) == sorted(
-        [handouts.MARKER] + pages
-    )
+    pages = ["index.html", "booklet.pdf", handout_pages.CONVENTIONS_PAGE] + [
+        s.page for s in sections
+    ]
+    assert names == sorted([MARKER, "student"] + pages)
+    assert sorted(p.name for p in (folder / "student").iterdir()) == sorted([MARKER] + pages)
     for edition_folder, builds in ((folder, ["student"]), (folder / "student", [])):
-        manifest = json.loads((edition_folder / handouts.MARKER).read_text(encoding="utf-8"))
+        manifest = json.loads((edition_folder / MARKER).read_text(encoding="utf-8"))
         assert manifest["written_by"] == "costmodel handouts" and manifest["scenario_file"] is None
         assert manifest["scenario"] == scenario.resolve()["name"]
         listed = sorted(f["path"] for f in manifest["files"])
         assert listed == sorted(pages) and manifest["builds"] == builds  # each a build of its own
-    assert handouts.check_output(folder) == folder  # a rebuild may replace it
+    assert output.check_output(folder) == folder  # a rebuild may replace it
     assert len(sections) == len(suite.sources())
 
 
@@ -104,7 +107,7 @@ def _cards(page: str) -> dict[str, str]:
 def _index(overrides: dict | None = None) -> tuple[str, dict]:
     sc = scenario.resolve(overrides=overrides)
     account = evaluate_account(sc)
-    return handouts.index_html(sc, account, []), account
+    return index_page.index_html(sc, account, []), account
 
 
 def test_index_cards_show_the_predicted_step_beside_the_measured_one():
@@ -136,7 +139,7 @@ def test_index_cards_say_predicted_when_step_time_is_null():
     assert cards["HFU (predicted step)"] == f"{100 * account['hfu']:.2f}%"
     assert not any(label.startswith(("Step time (measured)", "Unexplained")) for label in cards)
     sc = scenario.resolve(overrides={"step_time": None})
-    assert "(predicted step)" in handouts._banner(sc, account, {"step_time": None}, "teacher")
+    assert "(predicted step)" in index_page.banner(sc, account, {"step_time": None}, "teacher")
 
 
 class _Resources(HTMLParser):
@@ -275,7 +278,7 @@ def test_failing_notebook_is_named_and_keeps_its_previous_page(tmp_path, monkeyp
     )  # the good page is this build's
 
     assert "99_flaky.html" in [  # the stale page is a file this build wrote there
-        f["path"] for f in json.loads((out / handouts.MARKER).read_text())["files"]
+        f["path"] for f in json.loads((out / MARKER).read_text())["files"]
     ]
     fresh = tmp_path / "fresh"  # no previous page: the section is listed as failed
     sections, _ = handouts.build(out=fresh, progress=False)
@@ -403,7 +406,7 @@ def _solution_runs(nb) -> list[list]:
     """The runs of consecutive cells tagged `solution` in a notebook."""
     runs, inside = [], False
     for cell in nb.cells:
-        solution = handouts.SOLUTION in cell.metadata.get("tags", [])
+        solution = handout_pages.SOLUTION in cell.metadata.get("tags", [])
         if solution and not inside:
             runs.append([])
         if solution:
@@ -443,13 +446,13 @@ def test_student_edition_has_answer_spaces_and_no_solutions(built):
         ("student", folder / "student" / "index.html"),
     ):
         text = index.read_text(encoding="utf-8")
-        assert handouts.EDITION_NAMES[edition] in text
+        assert handout_pages.EDITION_NAMES[edition] in text
 
 
 def test_parameters_cells_are_hidden_and_the_banner_names_the_inputs(built):
     sections, folder = built
     for page in _pages(folder):
-        if page.name in ("index.html", handouts.CONVENTIONS_PAGE):
+        if page.name in ("index.html", handout_pages.CONVENTIONS_PAGE):
             continue
         text = html.unescape(page.read_text(encoding="utf-8"))
         assert "scenario_file = None" not in text and "overrides = {}" not in text, page
@@ -500,7 +503,7 @@ def _browsers() -> list[psutil.Process]:
 def test_printer_leaves_no_browser_behind(tmp_path):
     """The build starts the booklet printer before the notebooks run: closed unused (a build
     that fails first), or after printing, no driver or browser process is left."""
-    from costmodel.present import booklet
+    from costmodel.publish import booklet
 
     if not CHROMIUM:
         missing("headless Chromium (Debian package chromium) is needed")
@@ -559,11 +562,13 @@ def test_the_conventions_link_works_in_the_pages(built):
     """The notebooks link docs/conventions.md; a page links the copy beside it."""
     sections, folder = built
     for edition_folder in (folder, folder / "student"):
-        assert "Megatron-LM" in (edition_folder / handouts.CONVENTIONS_PAGE).read_text("utf-8")
+        assert "Megatron-LM" in (edition_folder / handout_pages.CONVENTIONS_PAGE).read_text("utf-8")
         for s in sections:
             text = (edition_folder / s.page).read_text(encoding="utf-8")
-            assert handouts.CONVENTIONS_LINK not in text, s.page
+            assert handout_pages.CONVENTIONS_LINK not in text, s.page
     linked = [
-        s for s in sections if handouts.CONVENTIONS_PAGE in (folder / s.page).read_text("utf-8")
+        s
+        for s in sections
+        if handout_pages.CONVENTIONS_PAGE in (folder / s.page).read_text("utf-8")
     ]
     assert linked, "no page links the conventions"

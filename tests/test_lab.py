@@ -18,7 +18,7 @@ import psutil
 import pytest
 from conftest import missing
 
-from costmodel.present import lab, suite
+from costmodel.publish import lab, suite
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -169,7 +169,7 @@ def test_lab_stopped_without_a_terminal_leaves_no_keys(tmp_path):
     kernel and every token and kernel-key file it wrote are gone."""
     home, port, token = tmp_path / "home", _free_port(), "costmodel-test"
     lab_process = subprocess.Popen(
-        [sys.executable, "-m", "costmodel.present.lab", "--dir", str(tmp_path / "lab")]
+        [sys.executable, "-m", "costmodel.publish.lab", "--dir", str(tmp_path / "lab")]
         + ["--no-browser", f"--port={port}", "--ip=127.0.0.1", f"--IdentityProvider.token={token}"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

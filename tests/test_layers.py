@@ -1,6 +1,7 @@
 """The package's layers, read from its imports (AST, every import statement, also those inside
-functions): derive -> inputs -> evaluate -> present, each importing only the layers before it,
-derive doing no I/O, the leaves importing nothing of the package, and no import cycle anywhere.
+functions): derive -> inputs -> evaluate -> present -> publish, each importing only the layers
+before it, nothing outside the layers importing publish but the command line, derive doing no
+I/O, the leaves importing nothing of the package, and no import cycle anywhere.
 
 Each rule is a function over a map {module name: path}, so that the tests can run it on the
 package and on a small package written to make it fail (every rule proves it can fail)."""
@@ -12,7 +13,9 @@ from pathlib import Path
 import costmodel
 
 PACKAGE = Path(costmodel.__file__).resolve().parent
-LAYERS = ["derive", "inputs", "evaluate", "present"]
+LAYERS = ["derive", "inputs", "evaluate", "present", "publish"]
+#: The modules outside the layers that may import the last layer (publish): the command line.
+TOP = {"costmodel.cli", "costmodel.__main__"}
 #: Leaf modules every layer may use: they import nothing of costmodel. The course package (its
 #: figures and notebooks, package data) is one: it was exempt from the layer rule, so an
 #: evaluate -> course -> present chain passed.
@@ -93,6 +96,20 @@ def layer_violations(known: dict[str, Path], package: Path = PACKAGE) -> list[st
     return wrong
 
 
+def top_violations(known: dict[str, Path], package: Path = PACKAGE) -> list[str]:
+    """Outside the layers, only the command line (TOP) imports the last layer, publish: the
+    tools beside the layers (validate, validate_memory) and the leaves do not."""
+    last = LAYERS[-1]
+    wrong = []
+    for name, path in known.items():
+        if layer_of(name) is not None or name in TOP:
+            continue
+        for target in internal(imports(path, package), known):
+            if layer_of(target) == last:
+                wrong.append(f"{name} imports {target} (only {', '.join(sorted(TOP))} may)")
+    return wrong
+
+
 def derive_violations(known: dict[str, Path], package: Path = PACKAGE) -> list[str]:
     """derive imports the standard library, SymPy, NumPy and derive only, and does no I/O."""
     stdlib = set(sys.stdlib_module_names) | {"__future__"}
@@ -153,7 +170,7 @@ def cycles(known: dict[str, Path], package: Path = PACKAGE) -> list[list[str]]:
 
 
 # ------------------------------------------------------------------ the package
-def test_the_four_layers_exist_and_hold_the_package():
+def test_the_five_layers_exist_and_hold_the_package():
     known = modules()
     for layer in LAYERS:
         assert f"costmodel.{layer}" in known
@@ -177,6 +194,11 @@ def test_each_layer_imports_only_the_layers_before_it():
     assert not wrong, "\n".join(wrong)
 
 
+def test_only_the_command_line_imports_publish():
+    wrong = top_violations(modules())
+    assert not wrong, "\n".join(wrong)
+
+
 def test_derive_is_sympy_and_numpy_only_and_does_no_io():
     wrong = derive_violations(modules())
     assert not wrong, "\n".join(wrong)
@@ -194,7 +216,7 @@ def test_no_import_cycle():
 
 # ------------------------------------------------------------------ each rule can fail
 def _package(tmp_path: Path, files: dict[str, str]) -> tuple[dict[str, Path], Path]:
-    """A small costmodel package: the four layers, the leaves, and `files` ({relative path:
+    """A small costmodel package: the five layers, the leaves, and `files` ({relative path:
     source}) written over them."""
     root = tmp_path / "costmodel"
     base = {
@@ -216,6 +238,8 @@ def test_a_clean_small_package_passes_every_rule(tmp_path):
     known, root = _package(
         tmp_path,
         {
+            "publish/a.py": "from costmodel.present import a\n",
+            "cli.py": "from costmodel.publish import a\n",
             "present/a.py": "from costmodel.evaluate import a\nfrom costmodel import course\n",
             "evaluate/a.py": "from costmodel.inputs import a\nimport costmodel.errors\n",
             "derive/a.py": "import sympy\nfrom costmodel.derive import b\n",
@@ -224,6 +248,7 @@ def test_a_clean_small_package_passes_every_rule(tmp_path):
     )
     assert not layer_violations(known, root) and not derive_violations(known, root)
     assert not leaf_violations(known, root) and not cycles(known, root)
+    assert not top_violations(known, root)
 
 
 def test_an_upward_import_fails_even_inside_a_function(tmp_path):
@@ -231,6 +256,33 @@ def test_an_upward_import_fails_even_inside_a_function(tmp_path):
         tmp_path, {"evaluate/a.py": "def f():\n    from costmodel.present import a\n"}
     )
     assert "costmodel.evaluate.a imports costmodel.present.a" in layer_violations(known, root)
+
+
+def test_present_importing_publish_fails(tmp_path):
+    """publish is the layer after present: formatting does not reach into the machinery."""
+    known, root = _package(tmp_path, {"present/a.py": "from costmodel.publish import a\n"})
+    assert sorted(layer_violations(known, root)) == [
+        "costmodel.present.a imports costmodel.publish",
+        "costmodel.present.a imports costmodel.publish.a",
+    ]
+
+
+def test_a_tool_beside_the_layers_importing_publish_fails(tmp_path):
+    """Only the command line imports publish: not validate.py, not a leaf."""
+    known, root = _package(
+        tmp_path,
+        {
+            "cli.py": "from costmodel.publish import a\n",
+            "validate.py": "import costmodel.publish.a\n",
+            "course/__init__.py": "from costmodel.publish import a\n",
+        },
+    )
+    only = "(only costmodel.__main__, costmodel.cli may)"
+    assert sorted(top_violations(known, root)) == [
+        f"costmodel.course imports costmodel.publish {only}",
+        f"costmodel.course imports costmodel.publish.a {only}",
+        f"costmodel.validate imports costmodel.publish.a {only}",
+    ]
 
 
 def test_a_chain_through_the_course_package_fails(tmp_path):

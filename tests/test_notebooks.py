@@ -21,7 +21,7 @@ from headlines import section_headlines
 from notebook_text import shown as _shown
 
 from costmodel.evaluate.account import account
-from costmodel.present import suite
+from costmodel.publish import suite
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = suite.sources()
@@ -272,7 +272,7 @@ def test_consecutive_prints_are_one_output():
 def step_runs():
     """Notebooks 08 and 10 run for a null step_time and for a step shorter than the model's
     prediction (the course's 120 s is the stored run): {(label, stem): notebook}."""
-    from costmodel.present import runner
+    from costmodel.publish import runner
 
     suite.inline_figures()
     runner.skip_iri_format_checks()

@@ -11,7 +11,7 @@ import sys
 import nbformat
 import pytest
 
-from costmodel.present import runner, suite
+from costmodel.publish import runner, suite
 
 
 def _notebook(*sources: str, parameters: str | None = None):
@@ -137,7 +137,7 @@ def test_skipping_iri_checks_keeps_notebook_validation():
     nbformat still validates a notebook and still refuses a broken one."""
     code = (
         "import sys\n"
-        "from costmodel.present import runner\n"
+        "from costmodel.publish import runner\n"
         "runner.skip_iri_format_checks()\n"
         "import nbformat\n"
         "nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('1')])\n"

@@ -26,9 +26,10 @@ from costmodel.cli import main
 from costmodel.evaluate.account import account
 from costmodel.evaluate.gemms import gemm_table
 from costmodel.inputs import models, scenario
-from costmodel.present import booklet, display, handouts, report
+from costmodel.present import display, report
 from costmodel.present.gemms import render_gemms
 from costmodel.present.params import params_text
+from costmodel.publish import booklet, handouts
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA = ROOT / "scenarios" / "configs" / "llama-3.1-70b.json"

@@ -37,7 +37,8 @@ from costmodel.evaluate.account import account
 from costmodel.inputs import assumptions, hardware, scenario
 from costmodel.inputs.model_shape import query_heads, tensor_parallel_widths
 from costmodel.inputs.scenario import FIELDS, RECOMPUTE_POLICIES
-from costmodel.present import display, runner, suite
+from costmodel.present import display
+from costmodel.publish import runner, suite
 
 DATA = Path(__file__).resolve().parent / "data"
 CONFIGS = Path(__file__).resolve().parent / "configs"

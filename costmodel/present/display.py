@@ -42,9 +42,8 @@ def load(scenario_file: str | None = None, overrides: dict[str, Any] | None = No
     notebook's folder (where papermill and the handouts run it), or, when no such file is there
     (a scratch copy opened by `make lab`), relative to the repository's root."""
     if scenario_file is not None and not Path(scenario_file).is_absolute():
-        from costmodel.present import suite
-
-        here, root = Path(scenario_file), suite.ROOT / scenario_file
+        # the folder around the package: the repository, in a source checkout
+        here, root = Path(scenario_file), Path(__file__).resolve().parents[2] / scenario_file
         if not here.exists() and root.exists():
             scenario_file = str(root)
     sc = scenario.resolve(scenario_file, overrides or None)

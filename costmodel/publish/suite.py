@@ -1,6 +1,6 @@
 """The notebook suite: the list of notebooks, and their deterministic execution.
 
-`costmodel/course/notebooks/NN_name.py` (jupytext percent format) are the sources; `python -m costmodel.present.suite`
+`costmodel/course/notebooks/NN_name.py` (jupytext percent format) are the sources; `python -m costmodel.publish.suite`
 (`make notebooks`) regenerates each `NN_name.ipynb` from its source and executes it top to
 bottom, with no timing metadata, so that a second run leaves git clean.
 """

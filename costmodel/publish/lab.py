@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from costmodel.errors import CostModelError
 from costmodel.formats import shown
-from costmodel.present import suite
+from costmodel.publish import suite
 
 HIDDEN_INPUT = "remove-input"
 #: What the lab wrote in the scratch folder: each file's path (relative) and sha256.
@@ -264,7 +264,7 @@ def run_lab(command: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m costmodel.present.lab",
+        prog="python -m costmodel.publish.lab",
         description="open a scratch copy of the notebooks in JupyterLab, 01 first",
     )
     parser.add_argument("--dir", type=Path, default=None, help="scratch folder (build/lab)")

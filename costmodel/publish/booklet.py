@@ -321,7 +321,7 @@ def _browser_tmp() -> Path:
     are removed first (only those whose process is gone)."""
     import tempfile
 
-    from costmodel.present.tempdirs import owned_tempdir, sweep
+    from costmodel.publish.tempdirs import owned_tempdir, sweep
 
     base = tempfile.gettempdir()
     if len(base) > 40 and Path("/tmp").is_dir():

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from costmodel.present import suite
+from costmodel.publish import suite
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

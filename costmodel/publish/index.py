@@ -1,0 +1,172 @@
+"""The index of the handouts (index.html of an edition: the scenario's headline numbers, a link
+to each section with its one-line summary, the scenario's inputs with those that differ from the
+course's highlighted) and the banner above every page."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+from costmodel.formats import printable, seconds, table_value
+from costmodel.publish.pages import EDITION_NAMES, FONT_STACK, Section
+
+if TYPE_CHECKING:
+    from costmodel.inputs import scenario
+
+
+def _fields() -> list[str]:
+    from costmodel.inputs import scenario
+
+    return list(scenario.FIELDS)
+
+
+def banner(sc: scenario.Scenario, account: dict[str, Any], inputs: dict[str, Any], edition: str):
+    """The line above every page: the scenario, the edition, the MFU and the inputs it was run
+    with (the parameters cells are not shown). Plain text, control characters shown escaped: the
+    template HTML-escapes it."""
+    changed = ", ".join(f"{key}={printable(table_value(value))}" for key, value in inputs.items())
+    return (
+        f"{printable(sc['name'])} · {EDITION_NAMES[edition]} · MFU {100 * account['mfu']:.2f}%"
+        + (" (predicted step)" if account["time"]["measured_seconds"] is None else "")
+        + " · "
+        + (f"inputs: course scenario + {changed}" if changed else "inputs: the course's scenario")
+        + " · costmodel handout"
+    )
+
+
+def _step_seconds(value: float) -> str:
+    return seconds(value) if abs(value) >= 1 else f"{value:.3g} s"
+
+
+def step_cards(t: dict[str, Any]) -> list[tuple[str, str]]:
+    """The index cards of the step-time model: the predicted step beside the measured one and
+    the unexplained remainder (said plainly when negative), or the predicted step alone, labelled
+    predicted, when the scenario's step_time is null."""
+    predicted = _step_seconds(t["predicted_seconds"])
+    if t["measured_seconds"] is None:
+        return [("Step time (predicted: step_time is null)", predicted)]
+    unexplained = t["unexplained_seconds"]
+    return [
+        ("Step time (measured)", _step_seconds(t["measured_seconds"])),
+        ("Step time (predicted by the model)", predicted),
+        (
+            "Unexplained (measured - predicted)"
+            + (
+                "; negative: the model says the step cannot be this fast" if unexplained < 0 else ""
+            ),
+            f"{_step_seconds(unexplained)} ({100 * t['unexplained_share']:.1f}%)",
+        ),
+    ]
+
+
+def _input_rows(sc: scenario.Scenario) -> str:
+    """The scenario's inputs, one table row a key, those that differ from the course's marked."""
+    changed = set(sc.changed)
+    return "".join(
+        f'<tr class="{"changed" if key in changed else ""}"><td><code>{key}</code></td>'
+        f"<td>{html.escape(printable(table_value(sc[key])))}</td>"
+        f"<td>{'changed' if key in changed else ''}</td></tr>"
+        for key in _fields()
+        if key != "name"
+    )
+
+
+def _cards(account: dict[str, Any]) -> str:
+    """The headline numbers, one card each."""
+    att = account["attention"]
+    predicted = account["time"]["measured_seconds"] is None
+    headline = [
+        ("MFU" + (" (predicted step)" if predicted else ""), f"{100 * account['mfu']:.2f}%"),
+        *step_cards(account["time"]),
+        ("HFU" + (" (predicted step)" if predicted else ""), f"{100 * account['hfu']:.2f}%"),
+        (
+            f"Attention share (padded length, {att['attention_flops']})",
+            f"{100 * att['padded']['share']:.1f}%",
+        ),
+        (
+            f"Attention share (real lengths, {att['attention_flops']})",
+            f"{100 * att['actual']['share']:.1f}%",
+        ),
+        ("Padding waste", f"{100 * account['padding']['waste_fraction']:.1f}%"),
+    ]
+    return "".join(
+        f'<div class="card"><div class="v">{v}</div><div>{html.escape(k)}</div></div>'
+        for k, v in headline
+    )
+
+
+def _items(sections: list[Section]) -> str:
+    """One list item a section: a link and its summary, or why it failed (and whether its page
+    is the previous build's)."""
+    items = []
+    for s in sections:
+        if s.error and s.stale:
+            items.append(
+                f'<li class="failed"><a href="{s.page}">{html.escape(s.stem)}</a> — '
+                f"STALE: this build failed ({html.escape(s.error)}); the page is the "
+                f"previous build's</li>"
+            )
+        elif s.error:
+            items.append(
+                f'<li class="failed"><strong>{html.escape(s.stem)}</strong> — FAILED: '
+                f"{html.escape(s.error)}</li>"
+            )
+        else:
+            items.append(
+                f'<li><a href="{s.page}">{html.escape(s.title or s.stem)}</a>'
+                f'<div class="summary">{html.escape(s.summary)}</div></li>'
+            )
+    return "".join(items)
+
+
+def _editions(edition: str, others: dict[str, str] | None) -> str:
+    """The line that names the edition and links the other one."""
+    solutions = (
+        "solutions shown" if edition == "teacher" else "solutions removed, an answer space instead"
+    )
+    links = "".join(
+        f' Other edition: <a href="{link}index.html">{EDITION_NAMES[e]}</a>.'
+        for e, link in (others or {}).items()
+    )
+    return f"Edition: <strong>{EDITION_NAMES[edition]}</strong> ({solutions}).{links}"
+
+
+def index_html(
+    sc: scenario.Scenario,
+    account: dict[str, Any],
+    sections: list[Section],
+    edition: str = "teacher",
+    others: dict[str, str] | None = None,
+) -> str:
+    title = html.escape(printable(sc["name"]))
+    return f"""<!DOCTYPE html>
+<html lang="zh-CN"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<title>{title}</title>
+<style>
+body {{ font-family: {FONT_STACK}; max-width: 60rem; margin: 2rem auto; padding: 0 1rem;
+  color: #1f2328; line-height: 1.5; }}
+table {{ border-collapse: collapse; }} td, th {{ border-bottom: 1px solid #d0d7de;
+  padding: 2px 10px; text-align: left; }}
+tr.changed td {{ background: #fff8c5; font-weight: 600; }}
+.cards {{ display: flex; flex-wrap: wrap; gap: 12px; margin: 1rem 0; }}
+.card {{ border: 1px solid #d0d7de; border-radius: 6px; padding: 8px 14px; min-width: 9rem; }}
+.card .v {{ font-size: 1.6rem; font-weight: 700; }}
+li {{ margin: 0.5rem 0; }} .summary {{ color: #57606a; }} .failed {{ color: #cf222e; }}
+@page {{ size: A4; margin: 15mm; }}
+</style></head>
+<body>
+<main>
+<h1>{title}</h1>
+<p>Course section 06, re-executed for this scenario. Numbers computed by costmodel.</p>
+<p class="edition">{_editions(edition, others)}</p>
+<h2>Headline numbers</h2>
+<div class="cards">{_cards(account)}</div>
+<h2>Sections</h2>
+<ol>{_items(sections)}</ol>
+<h2>Scenario inputs</h2>
+<p>Highlighted rows differ from the course's scenario.</p>
+<table><thead><tr><th>key</th><th>value</th><th></th></tr></thead><tbody>{_input_rows(sc)}</tbody></table>
+</main>
+</body></html>
+"""
