@@ -1,8 +1,8 @@
 """Benchmark of `costmodel sweep` (figures for the closing note; not a test).
 
 10,000 points (100 step times x 100 GPU counts on the course's scenario), target <= 1 s:
-1. in-process: the grid evaluated (`evaluate_grid`: the lambdify, once per process, timed
-   apart; then the evaluation), and the CSV text;
+1. in-process: the grid evaluated (`evaluate_grid`: the first call timed apart, then the
+   median of the others), and the CSV text;
 2. the whole command from a cold process, CSV to a file (and once more with a PNG plot):
    wall time and the CPU time of the process, best and median of several runs.
 """
@@ -29,7 +29,7 @@ def in_process(runs: int = 7) -> dict[str, float]:
     scenario = resolve()
     axes = [sweep.parse_axis(text) for text in VARY]
     start = time.perf_counter()
-    grid = sweep.evaluate_grid(scenario, axes)  # the first call lambdifies
+    grid = sweep.evaluate_grid(scenario, axes)  # the first call
     first = time.perf_counter() - start
     times, texts = [], []
     for _ in range(runs):
@@ -79,7 +79,7 @@ if __name__ == "__main__":
     got = in_process()
     print(
         f"costmodel sweep, 10,000 points in-process: evaluation {got['evaluate_s'] * 1e3:.1f} ms "
-        f"(median; the first call, with the lambdify, {got['first_s'] * 1e3:.0f} ms), CSV text "
+        f"(median; the first call {got['first_s'] * 1e3:.0f} ms), CSV text "
         f"{got['csv_s'] * 1e3:.0f} ms (target <= {TARGET_S} s)"
     )
     print(_line("costmodel sweep, 10,000 points, cold process, CSV to a file", *cold([])))

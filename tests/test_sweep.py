@@ -5,6 +5,8 @@ import csv
 import io
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -84,6 +86,57 @@ def test_grid_is_the_account_at_each_point(file, base, vary):
             else:
                 assert got == pytest.approx(expected, rel=1e-12, abs=0), (column, point)
     assert kept, "every point refused: the case checks no figure"
+
+
+def test_grid_in_chunks_is_the_same(monkeypatch):
+    """The grid evaluated CHUNK points at a time (here 7: a last chunk shorter than the others)
+    equals the grid evaluated at once, refusals included."""
+    scenario = resolve()
+    axes = [sweep.parse_axis(t) for t in ("samples_per_step=20:160:3", "step_time=2:242:11")]
+    whole = sweep.evaluate_grid(scenario, axes)
+    monkeypatch.setattr(sweep, "CHUNK", 7)
+    chunked = sweep.evaluate_grid(scenario, axes)
+    assert list(chunked.refused) == list(whole.refused) and "" in set(whole.refused) != {""}
+    for column, values in whole.columns.items():
+        np.testing.assert_array_equal(chunked.columns[column], values, err_msg=column)
+
+
+#: A fresh interpreter runs `costmodel sweep` (CSV and plot into `folder`) and prints the heavy
+#: modules it imported.
+PROBE = """
+import sys
+from costmodel import cli
+code = cli.main(["sweep", *{args!r}, "--out", "grid.csv", "--plot", "grid.png"])
+assert code == 0, code
+print(sorted(m for m in ("sympy", "mpmath") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--vary", "samples_per_step=20:160:3", "--vary", "mean_tokens_per_sample=1000:3000:3"],
+        [
+            "--scenario",
+            str(SCENARIOS / "qwen3-next-80b-256xB200.yaml"),
+            "--vary",
+            "step_time=1:21:3",
+        ],
+    ],
+)
+def test_sweep_does_not_import_sympy(args, tmp_path):
+    """A cold `costmodel sweep` evaluates the generated numeric forms: no SymPy import (half a
+    second of a command whose target is one)."""
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(args=args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=True,
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+    assert (tmp_path / "grid.csv").is_file() and (tmp_path / "grid.png").is_file()
 
 
 def test_each_refusal_is_met():

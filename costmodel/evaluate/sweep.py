@@ -1,11 +1,14 @@
 """A grid of scenarios evaluated at once: the account's closed forms over the Cartesian product
 of a few varied keys (`costmodel sweep`), with NumPy.
 
-The expressions are the account's own (`account.EXPRESSIONS`), lambdified once with
-modules="numpy" and called once on the whole grid; a varied key gives its symbol an array, the
-others keep the scenario's value. `tokens_per_step` (B x mean tokens) and the sum of squared
-lengths (B x mean^2) follow the varied keys as `resolve` derives them; the linear-attention core
-(F_lin, proportional to the tokens of the step) with them.
+The figures are the account's own: its generated numeric forms
+(`costmodel.derive.numeric.account_figures`, the source lambdify prints for
+`account.EXPRESSIONS`: plain arithmetic, so it takes NumPy arrays as well as numbers), called on
+the grid in chunks of CHUNK points, with no SymPy at run time. A varied key gives its symbol an
+array, the others keep the scenario's value (as float64: a division by zero gives inf or NaN, as
+on an array). `tokens_per_step` (B x mean tokens) and the sum of squared lengths (B x mean^2)
+follow the varied keys as `resolve` derives them; the linear-attention core (F_lin, proportional
+to the tokens of the step) with them.
 
 Only keys that enter the closed forms as numbers can be varied (VARIABLE_KEYS); the others change
 the model, the GPU or the layout, which the closed forms take as fixed. A point `costmodel
@@ -22,10 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import sympy as sp
 
-from costmodel.derive import attention
-from costmodel.derive import symbols as sym
+from costmodel.derive import numeric, plain
 from costmodel.errors import CostModelError
 from costmodel.evaluate.account import EXPRESSIONS, PADDED_UTILIZATION, UTILIZATIONS
 from costmodel.evaluate.linear import linear_attention
@@ -176,18 +177,9 @@ def check_axes(scenario: Scenario, axes: list[Axis], overrides: dict[str, Any]) 
             )
 
 
-_COMPILED: dict[tuple[str, ...], Any] = {}
-
-
-def _function(keys: tuple[str, ...]):
-    """The EXPRESSIONS of `keys` lambdified for NumPy, once per process; and their symbols."""
-    if keys not in _COMPILED:
-        exprs = [EXPRESSIONS[key] for key in keys]
-        args = sorted(set().union(*(e.free_symbols for e in exprs)), key=str)
-        # no docstring: printing the expressions into it is most of lambdify's time
-        function = sp.lambdify(args, exprs, modules="numpy", docstring_limit=0)
-        _COMPILED[keys] = (args, function)
-    return _COMPILED[keys]
+#: Points evaluated at once: the generated forms give every figure of the account, so a chunk
+#: bounds what they hold (about 40 arrays of CHUNK floats).
+CHUNK = 1 << 16
 
 
 def _mesh(axes: tuple[Axis, ...]) -> dict[str, np.ndarray]:
@@ -198,22 +190,42 @@ def _mesh(axes: tuple[Axis, ...]) -> dict[str, np.ndarray]:
     return {axis.key: grid.ravel() for axis, grid in zip(axes, grids)}
 
 
-def _symbols(scenario: Scenario, varied: dict[str, np.ndarray]) -> dict[sp.Symbol, Any]:
-    """Symbol -> a number, or an array over the points for a varied key and what follows it."""
-    subs: dict[sp.Symbol, Any] = dict(scenario.substitutions())
+def _arguments(scenario: Scenario, varied: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Symbol name -> a float64, or an array over the points for a varied key and what follows
+    it (the names of numeric.ACCOUNT_ARGS; a symbol the scenario leaves unset, tau without a
+    measured throughput, is NaN: undefined)."""
+    numbers = scenario.numbers()
     for key, values in varied.items():
-        subs[SYMBOL_OF_KEY[key]] = values.astype(np.float64)
+        numbers[SYMBOL_OF_KEY[key]] = values.astype(np.float64)
     if "samples_per_step" in varied or "mean_tokens_per_sample" in varied:
-        batch, mean = subs[sym.B], subs[sym.s_mean]
-        subs[sym.D] = np.float64(batch) * mean
-        subs[sym.sum_sq] = np.float64(batch) * np.square(np.float64(mean))
+        batch, mean = np.float64(numbers["B"]), np.float64(numbers["s_mean"])
+        numbers["D"] = batch * mean
+        numbers["sum_sq"] = batch * np.square(mean)
     linear = linear_attention(scenario)
     flops = (linear or {}).get("flops_per_step") or 0.0
     # derive.linear_attention.core_training is proportional to D (tests/test_sweep.py checks)
-    subs[sym.F_lin] = flops * (subs[sym.D] / scenario["tokens_per_step"])
-    if subs.get(sym.E) == 0:  # a dense model: tokens per expert is undefined (as the account)
-        subs[sym.E] = math.nan
-    return subs
+    numbers["F_lin"] = flops * (np.float64(numbers["D"]) / scenario["tokens_per_step"])
+    if numbers.get("E") == 0:  # a dense model: tokens per expert is undefined (as the account)
+        numbers["E"] = math.nan
+    return {
+        name: np.float64(value) if np.ndim(value) == 0 else value
+        for name, value in ((n, numbers.get(n, math.nan)) for n in numeric.ACCOUNT_ARGS)
+    }
+
+
+def _figures(arguments: dict[str, Any], keys: tuple[str, ...], size: int) -> dict[str, np.ndarray]:
+    """EXPRESSIONS key -> its value at each point, for `keys`: the generated forms called on
+    CHUNK points at a time (an argument that is one number stays one)."""
+    index = [EXPRESSIONS.index(key) for key in keys]
+    figures = {key: np.empty(size, dtype=np.float64) for key in keys}
+    for start in range(0, size, CHUNK):
+        part = slice(start, min(start + CHUNK, size))
+        args = [value if np.ndim(value) == 0 else value[part] for value in arguments.values()]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            values = numeric.account_figures(*args)
+        for key, i in zip(keys, index):
+            figures[key][part] = values[i]
+    return figures
 
 
 def _refusals(scenario: Scenario, at: dict[str, np.ndarray], size: int) -> np.ndarray:
@@ -255,15 +267,8 @@ def evaluate_grid(scenario: Scenario, axes: list[Axis]) -> Grid:
     if batching == "padded":
         limits.append(PADDED_UTILIZATION[:2])
     keys = tuple(dict.fromkeys([*wanted.values(), *(key for key, _ in limits)]))
-    args, function = _function(keys)
-    subs = _symbols(scenario, varied)
-    # a symbol the scenario leaves unset (tau without a measured throughput) is NaN: undefined
-    numbers = function(*(subs.get(symbol, math.nan) for symbol in args))
-    with np.errstate(invalid="ignore"):
-        figures = {
-            key: np.broadcast_to(np.asarray(value, dtype=np.float64), (size,))
-            for key, value in zip(keys, numbers)
-        }
+    arguments = _arguments(scenario, varied)
+    figures = _figures(arguments, keys, size)
     refused = _refusals(scenario, varied, size)
     for key, label in limits:
         with np.errstate(invalid="ignore"):
@@ -275,7 +280,7 @@ def evaluate_grid(scenario: Scenario, axes: list[Axis]) -> Grid:
         )
     keep = refused == ""
     columns: dict[str, np.ndarray] = dict(varied)
-    tokens = subs[sym.D]
+    tokens = arguments["D"]
     columns["tokens_per_step"] = np.broadcast_to(np.asarray(tokens, dtype=np.float64), (size,))
     for column, key in wanted.items():
         columns[column] = np.where(keep, figures[key], np.nan)
@@ -285,11 +290,11 @@ def evaluate_grid(scenario: Scenario, axes: list[Axis]) -> Grid:
 def conventions(scenario: Scenario) -> str:
     """The conventions of the figures, in words (the CSV's header comment)."""
     values = scenario.values
-    model = attention.convention_of(values["attention_flops"], "eager")
-    kernel = attention.convention_of(values["attention_flops"], values["attention_kernel"])
+    model = plain.convention_of(values["attention_flops"], "eager")
+    kernel = plain.convention_of(values["attention_flops"], values["attention_kernel"])
     return (
         "fractions, not percent; N = activated_params (matmul parameters per token, no input "
-        f"embedding); model FLOPs 6ND; attention core: {attention.CONVENTIONS[model].name}, "
-        f"hardware {attention.CONVENTIONS[kernel].name}; batching {values['batching']}; "
+        f"embedding); model FLOPs 6ND; attention core: {numeric.CONVENTION_NAMES[model]}, "
+        f"hardware {numeric.CONVENTION_NAMES[kernel]}; batching {values['batching']}; "
         f"recompute {values['recompute']}; peak = peak_flops (dense BF16)"
     )
