@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from costmodel.errors import CostModelError
+from costmodel.inputs import family_flags
 from costmodel.inputs.config import Fields
 from costmodel.inputs.shape import (
     BREAKDOWN_KEYS,
@@ -244,7 +245,6 @@ def standard_attention(
     f: Fields,
     b: Base,
     *,
-    qk_norm: bool,
     gate: bool = False,
     gate_field: str | None = None,
     qkv_bias: bool = False,
@@ -255,9 +255,9 @@ def standard_attention(
     """q/k/v/o projections (q doubled with an output gate). ``gate_field`` names the config flag
     of the gate (default ``gate``); ``qkv_bias`` means q/k/v biases always (qwen2), otherwise
     ``bias`` (default: the config's ``attention_bias``, false if absent) adds biases to q/k/v/o;
-    ``qk_norm`` adds the q and k RMSNorm weights; ``sinks`` one learned logit per head (GPT-OSS);
-    ``head_dim_default`` is the family's head width when the config gives none (else hidden /
-    heads)."""
+    ``sinks`` one learned logit per head (GPT-OSS); the q and k RMSNorm weights where
+    ``family_flags.qk_norm`` (the one mapping the memory model reads too); ``head_dim_default``
+    is the family's head width when the config gives none (else hidden / heads)."""
     hidden, num_heads = b.hidden, b.num_heads
     if head_dim_default is None and hidden % num_heads == 0:
         head_dim_default = hidden // num_heads
@@ -272,7 +272,7 @@ def standard_attention(
         other += q_out + 2 * kv_out
     elif f.bool("attention_bias", False) if bias is None else bias:
         other += q_out + 2 * kv_out + hidden
-    if qk_norm:
+    if family_flags.qk_norm(b.family):
         other += 2 * head_dim
     if sinks:
         other += num_heads
