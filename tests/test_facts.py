@@ -4,12 +4,15 @@ every reader asks it; the assumptions live in ``inputs.assumptions``, each with 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import yaml
+
 from costmodel import validate_memory
-from costmodel.evaluate import run
-from costmodel.inputs import family_flags
+from costmodel.evaluate import layouts, run
+from costmodel.inputs import assumptions, family_flags, scenario
 
 PACKAGE = Path(__file__).resolve().parent.parent / "costmodel"
 
@@ -56,3 +59,72 @@ def test_no_second_qk_norm_or_dtype_switch_by_model_type():
                     assert not isinstance(node.value, ast.Compare | ast.Constant), (
                         f"{path}:{node.value.lineno}: {name}= set here, not from family_flags"
                     )
+
+
+def _assignments(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    yield target.id, node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            yield node.target.id, node.value
+
+
+REGISTRY_NAMES = {"ASSUMPTIONS", "ASSUMPTION_KEYS", "SCENARIO_ASSUMPTION_KEYS"}
+REGISTRY_NAMES |= {"COMMUNICATION_ASSUMPTIONS"}
+#: the EP rule: the largest d that divides both the experts and the ranks
+EP_RULE = re.compile(r"% (\w+) == 0 and \w+ % \1 == 0")
+
+
+def test_assumptions_are_defined_once():
+    """No module but inputs/assumptions.py defines a registry of assumptions (a name such as
+    ASSUMPTIONS bound to a literal), builds an Assumption, or spells the recompute policy names
+    as a literal; the EP rule (largest divisor of experts and ranks) is written once."""
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "assumptions.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        for name, value in _assignments(tree):
+            literal = isinstance(value, ast.Tuple | ast.List | ast.Dict | ast.Set | ast.Constant)
+            assert not (name in REGISTRY_NAMES and literal), f"{path}: a second {name}"
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Assumption":
+                raise AssertionError(f"{path}:{node.lineno}: an Assumption outside the registry")
+            if isinstance(node, ast.Tuple | ast.List | ast.Set):
+                items = [getattr(e, "value", None) for e in node.elts]
+                assert sorted(map(str, items)) != ["full", "none", "selective"], (
+                    f"{path}:{node.lineno}: the recompute policy names spelled again"
+                )
+        assert not EP_RULE.search(text), f"{path}: the EP rule written again"
+
+
+def test_every_assumption_has_a_source_and_a_use():
+    for name, entry in assumptions.ASSUMPTIONS.items():
+        assert entry.source.strip() and entry.use.strip(), name
+    fields = set(scenario.FIELDS)
+    assert set(assumptions.SCENARIO_ASSUMPTION_KEYS) <= fields
+
+
+def test_course_scenario_agrees_with_the_assumptions():
+    """The course YAML gives some assumed values as keys (its assumption keys): where it sets
+    one (not null), the value is the registry's."""
+    course = yaml.safe_load((PACKAGE / "inputs/scenarios/course.yaml").read_text("utf-8"))
+    keys = set(assumptions.SCENARIO_ASSUMPTION_KEYS)
+    shared = [k for k in assumptions.ASSUMPTIONS if k in keys and course.get(k) is not None]
+    assert "expert_parallel" in shared
+    for key in shared:
+        assert course[key] == assumptions.assumed(key), key
+
+
+def test_one_ep_rule_for_the_scenario_and_the_layout_search(monkeypatch):
+    """The scenario's EP (the course's, fitted) and the layout search's default follow the
+    course's EP from the one registry: changing it there changes both."""
+    monkeypatch.setitem(
+        assumptions.ASSUMPTIONS, "expert_parallel", assumptions.Assumption(4, "test", "test")
+    )
+    assert layouts.default_ep_size(256, 40) == 4
+    assert assumptions.fitted_expert_parallel(256, 40, 8) == 8
+    assert assumptions.fitted_expert_parallel(256, 5 * 6) == 2
+    assert assumptions.fitted_expert_parallel(0, 40) == 1

@@ -139,6 +139,7 @@ from dataclasses import dataclass, replace
 
 import sympy
 
+from costmodel.derive.recompute import POLICIES
 from costmodel.derive.symbols import (
     C,
     E,
@@ -171,7 +172,7 @@ from costmodel.derive.symbols import (
 
 KERNELS = ("eager", "flash", "math")
 ELEMENTWISE = ("eager", "fused")
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = tuple(POLICIES)  # the policy names, as costmodel.derive.recompute defines them
 MIXERS = ("attention", "mla", "gated_deltanet")
 MLPS = ("dense", "moe")
 LINEAR_KERNELS = ("fla", "torch")
