@@ -4,6 +4,7 @@ every reader asks it; the assumptions live in ``inputs.assumptions``, each with 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -128,3 +129,65 @@ def test_one_ep_rule_for_the_scenario_and_the_layout_search(monkeypatch):
     assert assumptions.fitted_expert_parallel(256, 40, 8) == 8
     assert assumptions.fitted_expert_parallel(256, 5 * 6) == 2
     assert assumptions.fitted_expert_parallel(0, 40) == 1
+
+
+def test_gemm_rows_are_data_that_present_renders():
+    """evaluate.gemms gives frozen GemmRow objects (no formatting); present.gemms writes them,
+    the JSON row being the dataclass's fields in order."""
+    import dataclasses
+    import json
+
+    import pytest
+
+    from costmodel.evaluate import gemms
+    from costmodel.present.gemms import render_gemms
+
+    values = scenario.resolve().values
+    table = gemms.gemm_table(values)
+    rows = table["gemms"]
+    assert rows and all(isinstance(r, gemms.GemmRow) for r in rows)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rows[0].m = 1.0
+    assert rows[0]["key"] == rows[0].key and rows[0].get("missing", 7) == 7
+    written = json.loads(render_gemms(table, "json"))["gemms"]
+    assert [list(r) for r in written] == [list(gemms.ROW_FIELDS)] * len(rows)
+    assert written[0]["name"] == rows[0].name
+
+
+def _advice_codes() -> set[str]:
+    """The reason codes evaluate/advice.py gives: Reason("code", ...), nothing(..., "code") and
+    a variable `code` set to one."""
+    tree = ast.parse((PACKAGE / "evaluate/advice.py").read_text(encoding="utf-8"))
+    codes = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = getattr(node.func, "id", "")
+        args = node.args[:1] if name == "Reason" else node.args[3:4] if name == "nothing" else []
+        codes |= {a.value for a in args if isinstance(a, ast.Constant)}
+    for node in ast.walk(tree):  # code = "a" if ... else "b"
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "code":
+            codes |= {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant)}
+    return codes
+
+
+def test_advice_is_data_and_present_writes_it():
+    """evaluate/advice.py writes no sentence (no f-string at all) and every reason code it gives
+    has its sentence in present.advice.NOTES; the account's levers are Lever objects, which the
+    report's JSON writes with the note in its place."""
+    from costmodel.evaluate import advice
+    from costmodel.evaluate.account import account
+    from costmodel.present import advice as words
+    from costmodel.present.report import render
+
+    tree = ast.parse((PACKAGE / "evaluate/advice.py").read_text(encoding="utf-8"))
+    assert not [n.lineno for n in ast.walk(tree) if isinstance(n, ast.JoinedStr)]
+    codes = _advice_codes()
+    assert len(codes) > 25 and codes == set(words.NOTES)
+    acc = account(scenario.resolve())
+    levers = acc["advice"]
+    assert levers and all(isinstance(x, advice.Lever) for x in levers)
+    written = json.loads(render(acc, "json"))["advice"]
+    assert [list(x) for x in written] == [list(advice.JSON_FIELDS)] * len(levers)
+    assert [x["note"] for x in written] == [words.note(x) for x in levers]
+    assert all(x["lever"] == y.lever and x["speedup"] == y.speedup for x, y in zip(written, levers))

@@ -39,6 +39,7 @@ from costmodel.evaluate import advice, gemms, layouts, run, step_time
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs import assumptions, hardware, models, scenario
 from costmodel.present import display as d
+from costmodel.present.advice import note as advice_note
 
 sc, acc = d.load(scenario_file, overrides)
 proj = acc["projections"]
@@ -463,7 +464,7 @@ elif comm_share == 0:
     text += ("暴露在外的通信为 0，重叠没有可省的。" if comm["basis"] == "measured"
              else "：本场景没有集合通信，这个杠杆不存在。")
 else:
-    text += f"：这个杠杆在本场景没有收益（{d.text(overlap['note'])}）。"
+    text += f"：这个杠杆在本场景没有收益（{d.text(advice_note(overlap))}）。"
 others = [name for name in combined["levers"] if name != "communication_overlap"]
 if others and not contradicted and exposed_s > 0 and comm["basis"] != "measured":
     rest = {key: value for key, value in combined["changes"].items()
@@ -861,7 +862,7 @@ ranked = acc["advice"]
 no_gain = lambda a: a["speedup"] < 1.0005  # noqa: E731  (shown as 1.00x)
 d.table([[i, a["lever"], d.times(a["speedup"], 3), f"{a['step_time']:,.1f} s",
           "yes" if a["feasible"] else ("no gain" if no_gain(a) else "no"),
-          ", ".join(star(key) for key in a["rests_on"]), a["note"]]
+          ", ".join(star(key) for key in a["rests_on"]), advice_note(a)]
          for i, a in enumerate(ranked, start=1)],
         ["#", "lever", "speedup", "step time", "feasible", "rests on (* course assumption)", "note"],
         f"Levers ranked by speedup for this run ({'predicted ' if step_said == '预测' else ''}step "
@@ -1013,7 +1014,7 @@ else:
         text += (f"，课程排第一的 `{course_first}` 在模型的排序里排第 {rank_of[course_first]}（"
                  + (f"{d.times(first_course['speedup'])}，可行" if gainful(first_course) else
                     "没有收益" if no_gain(first_course) else
-                    f"{d.times(first_course['speedup'])}，但在本场景不可行：{d.text(first_course['note'])}") + "）")
+                    f"{d.times(first_course['speedup'])}，但在本场景不可行：{d.text(advice_note(first_course))}") + "）")
     text += "。"
 blocked_course = [(mark, matched[mark]) for mark, *_ in COURSE_LEVERS
                   if matched[mark] and not by_lever[matched[mark]]["feasible"] and not no_gain(by_lever[matched[mark]])]

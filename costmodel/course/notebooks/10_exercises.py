@@ -41,6 +41,7 @@ from costmodel.derive.symbols import D, T, m
 from costmodel.evaluate import gemms
 from costmodel.evaluate.run import memory as gpu_memory
 from costmodel.present import display as d
+from costmodel.present.advice import note as advice_note
 
 sc, acc = d.load(scenario_file, overrides)
 pad, proj = acc["padding"], acc["projections"]
@@ -629,7 +630,7 @@ def star(key):
 
 rest = [a for a in acc["advice"] if a["lever"] not in done]
 d.table([[a["lever"], d.times(a["speedup"], 3), "yes" if a["feasible"] else "no",
-          ", ".join(star(key) for key in a["rests_on"]), a["note"]] for a in rest],
+          ", ".join(star(key) for key in a["rests_on"]), advice_note(a)] for a in rest],
         ["lever", "speedup (predicted before / after)", "feasible", "rests on (* course assumption)", "note"],
         "The other levers of this run, ranked (acc['advice'])")
 combined = acc["advice_combined"]
