@@ -78,7 +78,7 @@ lab: venv
 
 # The reference tables of docs/ (scenario keys, the report's JSON fields), from the schema.
 docs: venv
-	$(PY) -m costmodel.docs_tables
+	$(PY) -m costmodel.present.docs_tables
 
 clean:
 	rm -rf $(VENV) build handouts *.egg-info

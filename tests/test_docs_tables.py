@@ -1,10 +1,10 @@
-"""The reference tables in docs/ are generated (costmodel.docs_tables) and must not drift from the
-scenario schema or the report's JSON."""
+"""The reference tables in docs/ are generated (costmodel.present.docs_tables) and must not drift
+from the scenario schema or the report's JSON."""
 
 from __future__ import annotations
 
-from costmodel import docs_tables
 from costmodel.inputs import scenario
+from costmodel.present import docs_tables
 
 
 def test_docs_tables_are_current():

@@ -191,3 +191,19 @@ def test_advice_is_data_and_present_writes_it():
     assert [list(x) for x in written] == [list(advice.JSON_FIELDS)] * len(levers)
     assert [x["note"] for x in written] == [words.note(x) for x in levers]
     assert all(x["lever"] == y.lever and x["speedup"] == y.speedup for x, y in zip(written, levers))
+
+
+def test_the_new_formats_write_what_the_format_specs_wrote():
+    """The functions that replaced the report's, the levers' and notebooks 08/10's own format
+    specs write the same text."""
+    from costmodel import formats
+
+    for x in (0.000123, 0.5678, 47.1449, 1234.5, 16.74, 2.0, 123456789.0):
+        assert formats.sig4(x) == f"{x:,.4g}"
+        assert formats.sig(x) == f"{x:.4g}" and formats.sig(x, 3) == f"{x:.3g}"
+        assert formats.short(x) == f"{x:g}"
+        assert formats.decimals(x, 3) == f"{x:.3f}"
+        assert formats.ratio(x) == f"{x:.3f}x"
+        assert formats.pct(x, 0, grouped=True) == f"{100 * x:,.0f}%"
+        assert formats.gb(x * 1e9) == f"{x:,.1f} GB"
+    assert formats.pct(16.74, 0, grouped=True) == "1,674%" and formats.pct(0.0585) == "5.85%"
