@@ -501,11 +501,6 @@ def _mixer(shape, layer: int) -> str:
     return "mla" if shape.mla else "attention"
 
 
-def _norm_topk(config) -> bool:
-    """Top-k weights renormalised: the config's ``norm_topk_prob``; Mixtral always does."""
-    return bool(getattr(config, "norm_topk_prob", config.model_type == "mixtral"))
-
-
 def predicted_layer(
     shape, config, layer: int, seq_len: int, kernel: str, recompute: str = "none"
 ) -> dict[str, float]:
@@ -530,7 +525,7 @@ def predicted_layer(
         moe_ffn=shape.moe_intermediate_size,
         shared_ffn=shape.shared_expert_intermediate_size,
         router_fp32=shape.router_fp32,
-        norm_topk=_norm_topk(config),
+        norm_topk=shape.norm_topk,
         routing_weights_fp32=shape.routing_weights_fp32,
         shared_gate=shape.shared_expert_gate,
         output_gate=shape.attention_output_gate,

@@ -14,6 +14,7 @@ import yaml
 from costmodel import validate_memory
 from costmodel.evaluate import layouts, run
 from costmodel.inputs import assumptions, family_flags, scenario
+from costmodel.inputs.models import shape_from_config
 
 PACKAGE = Path(__file__).resolve().parent.parent / "costmodel"
 
@@ -207,3 +208,24 @@ def test_the_new_formats_write_what_the_format_specs_wrote():
         assert formats.pct(x, 0, grouped=True) == f"{100 * x:,.0f}%"
         assert formats.gb(x * 1e9) == f"{x:,.1f} GB"
     assert formats.pct(16.74, 0, grouped=True) == "1,674%" and formats.pct(0.0585) == "5.85%"
+
+
+def test_one_top_k_renormalisation_rule_for_the_report_and_the_check(monkeypatch):
+    """Whether the top-k routing weights are renormalised comes from family_flags for the report
+    (run._layer_kwargs) and the memory check alike: it used to be always true in the report and
+    the config's norm_topk_prob in the check. A config that says false (DeepSeek-V2-Lite) or a
+    qwen3_moe config without the field (transformers' default, false) now gets false in both."""
+    shape = validate_memory.model_shape("qwen3-moe")  # no norm_topk_prob: Qwen3MoeConfig's False
+    config = SimpleNamespace(model_type="qwen3_moe")
+    assert not shape.norm_topk and not run._layer_kwargs(shape, _values(), 1)["norm_topk"]
+    moe = next(i for i, flag in enumerate(shape.moe_layer_flags) if flag)
+    before = sum(validate_memory.predicted_layer(shape, config, moe, 32, "eager").values())
+    monkeypatch.setitem(family_flags.NORM_TOPK_DEFAULTS, "qwen3_moe", True)
+    renormed = validate_memory.model_shape("qwen3-moe")
+    assert renormed.norm_topk and run._layer_kwargs(renormed, _values(), 1)["norm_topk"]
+    after = sum(validate_memory.predicted_layer(renormed, config, moe, 32, "eager").values())
+    assert after > before
+    lite = json.loads((PACKAGE.parent / "tests/configs/deepseek-v2-lite.json").read_text("utf-8"))
+    assert not shape_from_config(lite).norm_topk
+    assert shape_from_config({**lite, "norm_topk_prob": True}).norm_topk
+    assert shape_from_config({**lite, "model_type": "mixtral", "num_local_experts": 64}).norm_topk

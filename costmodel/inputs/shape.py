@@ -105,6 +105,8 @@ class ModelShape:
     num_sliding_window_layers: int = 0
     #: a learned logit per head in the softmax (GPT-OSS); no FLOPs, num_heads parameters a layer
     attention_sinks: bool = False
+    #: the top-k routing weights divided by their sum (inputs.family_flags.norm_topk)
+    norm_topk: bool = True
 
     @property
     def breakdown(self) -> dict[str, int]:

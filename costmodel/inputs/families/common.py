@@ -47,6 +47,8 @@ class Base:
     #: GPT-OSS); such a layer is a FULL_ATTENTION layer of ``layer_types``
     sliding: tuple[bool, ...] = ()
     sliding_window: int = 0
+    #: the top-k routing weights renormalised (``family_flags.norm_topk``)
+    norm_topk: bool = True
 
     @property
     def n_full(self) -> int:
@@ -163,6 +165,9 @@ def base(f: Fields, outer: dict) -> Base:
     if f.has("sliding_window"):
         window = f.int("sliding_window", 0, minimum=0)  # null: no window
     sliding = tuple(bool(window) and t == SLIDING_ATTENTION for t in raw)
+    configured = None
+    if family_flags.reads_norm_topk(f.model_type):
+        configured = f.bool("norm_topk_prob", family_flags.norm_topk(f.model_type))
     return Base(
         f.model_type,
         hidden,
@@ -174,6 +179,7 @@ def base(f: Fields, outer: dict) -> Base:
         layer_types,
         sliding,
         window if any(sliding) else 0,
+        family_flags.norm_topk(f.model_type, configured),
     )
 
 
@@ -412,6 +418,7 @@ def build_shape(name: str, b: Base, p: Parts) -> ModelShape:
         sliding_window=b.sliding_window,
         num_sliding_window_layers=sum(b.sliding),
         attention_sinks=attn.sinks,
+        norm_topk=b.norm_topk,
     )
 
 
