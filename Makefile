@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export SCENARIO
 
-.PHONY: venv browser lint format test handouts report notebooks numeric validate validate-deps benchmark calibrate lab clean
+.PHONY: venv browser lint format test handouts report notebooks numeric validate validate-deps benchmark calibrate lab clean docs
 
 venv: $(STAMP)
 
@@ -81,6 +81,10 @@ calibrate: venv
 # written), 01 first, the rendering-only code collapsed.
 lab: venv
 	$(PY) -m costmodel.publish.lab
+
+# The reference tables of docs/ (scenario keys, the report's JSON fields), from the schema.
+docs: venv
+	$(PY) -m costmodel.present.docs_tables
 
 clean:
 	rm -rf $(VENV) build handouts *.egg-info

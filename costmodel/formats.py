@@ -12,9 +12,11 @@ from typing import Any
 NA = "n/a"
 
 
-def pct(x: float | None, digits: int = 2) -> str:
-    """A fraction as percent: 0.0585 -> 5.85%."""
-    return NA if x is None else f"{100 * x:.{digits}f}%"
+def pct(x: float | None, digits: int = 2, grouped: bool = False) -> str:
+    """A fraction as percent: 0.0585 -> 5.85%; `grouped`: thousands separated (16.74 -> 1,674%)."""
+    if x is None:
+        return NA
+    return f"{100 * x:,.{digits}f}%" if grouped else f"{100 * x:.{digits}f}%"
 
 
 def sci(x: float | None, digits: int = 3) -> str:
@@ -33,6 +35,32 @@ def sci4(x: float | None) -> str:
 def num(x: float | None, digits: int = 0) -> str:
     """Thousands separated: 2,310,000."""
     return NA if x is None else f"{x:,.{digits}f}"
+
+
+def sig4(x: float) -> str:
+    """Four significant digits, thousands separated: 1,234, 47.14, 0.5678 (a lever's seconds and
+    micro batches)."""
+    return f"{x:,.4g}"
+
+
+def sig(x: float, digits: int = 4) -> str:
+    """`digits` significant digits, no separator: 47.14, 0.3, 1.48e+14."""
+    return f"{x:.{digits}g}"
+
+
+def ratio(x: float, digits: int = 3) -> str:
+    """A speedup or factor as the report writes it: 1.966x (ASCII x; `times` writes ×)."""
+    return f"{x:.{digits}f}x"
+
+
+def short(x: float) -> str:
+    """As Python's general format writes a factor: 1.5, 0.85, 2."""
+    return f"{x:g}"
+
+
+def decimals(x: float, digits: int) -> str:
+    """Exactly `digits` decimals, no separator: 1.27 (a factor, an efficiency)."""
+    return f"{x:.{digits}f}"
 
 
 def count(x: float) -> str:

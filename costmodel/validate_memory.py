@@ -86,6 +86,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from costmodel.derive.activations import layer_activation_bytes, model_activation_bytes
+from costmodel.inputs import family_flags
 from costmodel.inputs.assumptions import assumed
 from costmodel.inputs.models import shape_from_config
 from costmodel.inputs.shape import LINEAR_ATTENTION
@@ -150,13 +151,6 @@ CONFIGS: dict[str, dict] = {
 }
 #: Model types costmodel reads no config of, read as the type whose layers save the same tensors.
 SHAPE_AS = {"phi3": "llama"}
-#: Two layouts of transformers' code that change what CPU SDPA keeps (``activations.
-#: attention_core_saved``): a RoPE built with torch.cat (the partial-rotary form) leaves the query
-#: heads-major, so the kernel's saved output is copied before the next op; one fused q/k/v
-#: projection whose whole output stays behind the value view the kernel saves.
-SDPA_OUTPUT_COPY = ("phi3", "qwen3_next")
-FUSED_QKV = ("phi3",)
-
 MODELS = tuple(CONFIGS)
 ATTENTIONS = ("eager", "sdpa")
 SEQ_LENS = (32, 128)
@@ -507,11 +501,6 @@ def _mixer(shape, layer: int) -> str:
     return "mla" if shape.mla else "attention"
 
 
-def _norm_topk(config) -> bool:
-    """Top-k weights renormalised: the config's ``norm_topk_prob``; Mixtral always does."""
-    return bool(getattr(config, "norm_topk_prob", config.model_type == "mixtral"))
-
-
 def predicted_layer(
     shape, config, layer: int, seq_len: int, kernel: str, recompute: str = "none"
 ) -> dict[str, float]:
@@ -536,13 +525,13 @@ def predicted_layer(
         moe_ffn=shape.moe_intermediate_size,
         shared_ffn=shape.shared_expert_intermediate_size,
         router_fp32=shape.router_fp32,
-        norm_topk=_norm_topk(config),
+        norm_topk=shape.norm_topk,
         routing_weights_fp32=shape.routing_weights_fp32,
         shared_gate=shape.shared_expert_gate,
         output_gate=shape.attention_output_gate,
         norm_offset=shape.rmsnorm_offset,
-        fused_qkv=config.model_type in FUSED_QKV,
-        attention_output_copy=config.model_type in SDPA_OUTPUT_COPY,
+        fused_qkv=family_flags.fused_qkv(config.model_type),
+        attention_output_copy=family_flags.sdpa_output_copy(config.model_type),
         linear_key_heads=shape.linear_num_key_heads,
         linear_value_heads=shape.linear_num_value_heads,
         linear_key_head_dim=shape.linear_key_head_dim,

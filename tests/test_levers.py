@@ -15,6 +15,7 @@ from costmodel.evaluate import advice, layouts
 from costmodel.evaluate.account import account
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs import assumptions, scenario
+from costmodel.present.advice import note
 from costmodel.present.report import render
 
 
@@ -124,7 +125,7 @@ def test_the_combined_projection_is_a_gain_when_the_attention_count_exceeds_the_
     assert combined["product"] == pytest.approx(combined["step_before"] / combined["step_after"])
     kernel = by["attention_kernel"]  # no lever from a count the step time contradicts
     # 1,674% with the course's flash kernel (1,490% with eager): its backward recomputes the scores
-    assert "the attention count needs 1,674% of the GPUs' peak" in kernel["note"]
+    assert "the attention count needs 1,674% of the GPUs' peak" in note(kernel)
     assert kernel["speedup"] == 1 and not kernel["feasible"]
     assert "attention_kernel" not in combined["levers"]
     shown = re.search(r"combined +([\d.]+)x +step ([\d,.]+) s", render(a))
@@ -140,7 +141,7 @@ def test_a_communication_estimate_longer_than_the_step_gives_no_lever():
     overlap = _levers(a)["communication_overlap"]
     assert overlap["speedup"] == 1 and not overlap["feasible"]
     assert comm["exceeds_step"] and comm["seconds"] > 1000 * 120
-    assert "longer than the measured step" in overlap["note"]
+    assert "longer than the measured step" in note(overlap)
     assert "communication_overlap" not in a["advice_combined"]["levers"]
     text, markdown = render(a), render(a, "markdown")
     line = "the estimate is longer than the measured step (120.0 s): they contradict each other"
@@ -171,7 +172,7 @@ def test_the_overlap_lever_gains_only_the_exposed_communication():
     assert lever["changes"] == {"ep_overlap": "dualpipe"} and lever["feasible"]
     saved = lever["step_before"] - lever["step_after"]
     assert 0 < saved <= comm["exposed_seconds"] * (1 + 1e-9)
-    assert f"the exposed communication ({comm['exposed_seconds']:,.4g} s" in lever["note"]
+    assert f"the exposed communication ({comm['exposed_seconds']:,.4g} s" in note(lever)
     a = account(scenario.resolve(llama))
     comm, lever = a["communication"], _levers(a)["communication_overlap"]
     assert lever["speedup"] == 1 and not lever["feasible"] and not lever["changes"]

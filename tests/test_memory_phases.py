@@ -11,10 +11,11 @@ import sympy as sp
 from costmodel.derive import activations as act
 from costmodel.derive import memory as mem_rules
 from costmodel.derive.symbols import b_micro, s, t_p
-from costmodel.evaluate import advice, run
+from costmodel.evaluate import run
 from costmodel.evaluate.account import account
 from costmodel.inputs import hardware, scenario
 from costmodel.present import report
+from costmodel.present.advice import fitting, note
 
 a_heads, h_w, f_w = sp.symbols("a h f", positive=True)
 
@@ -237,7 +238,7 @@ def test_levers_that_do_not_fit_say_so():
     acc = account(resolve())
     by = {x["lever"]: x for x in acc["advice"]}
     for name in ("selective_recompute", "recompute_off", "micro_batch"):
-        assert not by[name]["feasible"] and "does not fit" in by[name]["note"], name
+        assert not by[name]["feasible"] and "does not fit" in note(by[name]), name
 
 
 def test_report_shows_phases_settings_and_fit():
@@ -281,4 +282,4 @@ def test_json_names_the_settings():
     assert math.isclose(
         acc["memory"]["headroom"], acc["memory"]["capacity"] - acc["memory"]["total"]
     )
-    assert advice.fitting(acc["memory"]).endswith("fits")
+    assert fitting(acc["memory"]).endswith("fits")

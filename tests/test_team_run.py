@@ -6,6 +6,7 @@ import pytest
 from costmodel.evaluate import run
 from costmodel.evaluate.account import account
 from costmodel.inputs import models, scenario
+from costmodel.present.advice import note
 
 
 def resolve(**overrides):
@@ -105,7 +106,7 @@ def test_pipeline_bubble_lever():
     interleaved = run.memory(sc.values, virtual_stages=2)
     assert interleaved["in_flight"] == pytest.approx(5.5)
     assert interleaved["activations"] > a["memory"]["activations"]
-    assert f"memory peak {interleaved['total'] / 1e9:,.1f} GB" in lever["note"]
+    assert f"memory peak {interleaved['total'] / 1e9:,.1f} GB" in note(lever)
 
 
 def test_pipeline_bubble_lever_needs_the_layers_to_split_and_the_memory():
@@ -113,7 +114,7 @@ def test_pipeline_bubble_lever_needs_the_layers_to_split_and_the_memory():
         resolve(model="llama-3.1-8b", num_gpus=48, pipeline_parallel=3, samples_per_step=48)
     )
     lever = next(x for x in uneven["advice"] if x["lever"] == "pipeline_bubble")
-    assert not lever["feasible"] and "num_layers 32 not divisible by 6" in lever["note"]
+    assert not lever["feasible"] and "num_layers 32 not divisible by 6" in note(lever)
     # 32 layers split into 2 x 4 chunks and 4 micro batches in flight fit the H20's 96 GB,
     # but 5.5 do not
     tight = resolve(
@@ -136,7 +137,7 @@ def test_dense_model_has_no_load_balance_lever():
     a = account(resolve(num_experts=0, experts_per_token=0))
     lever = next(x for x in a["advice"] if x["lever"] == "load_balance")
     assert (
-        lever["speedup"] == 1 and not lever["feasible"] and "no expert parallelism" in lever["note"]
+        lever["speedup"] == 1 and not lever["feasible"] and "no expert parallelism" in note(lever)
     )
 
 

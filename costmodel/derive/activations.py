@@ -138,9 +138,13 @@ import math
 import sys
 from dataclasses import dataclass, replace
 
+from costmodel.derive.numeric import RECOMPUTE_POLICIES
+
 KERNELS = ("eager", "flash", "math")
 ELEMENTWISE = ("eager", "fused")
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = tuple(
+    RECOMPUTE_POLICIES
+)  # the policy names, as costmodel.derive.recompute defines them
 MIXERS = ("attention", "mla", "gated_deltanet")
 MLPS = ("dense", "moe")
 LINEAR_KERNELS = ("fla", "torch")

@@ -9,7 +9,8 @@ Two kinds of gain:
   attention kernel (f = attention share) or communication overlap (f = exposed communication
   share). Its speedup is 1 / (1 - f + f / x), at most 1 / (1 - f).
 
-The figures the scenario does not decide are named in ASSUMPTIONS, with where they come from.
+The figures the scenario does not decide are assumptions: costmodel.inputs.assumptions names
+each with where it comes from.
 """
 
 from __future__ import annotations
@@ -20,9 +21,6 @@ import sympy as sp
 
 from costmodel.derive.plain import divisors  # noqa: F401 (re-exported)
 from costmodel.derive.symbols import G, T, g_1, g_2, g_3, share, x
-
-# ------------------------------------------------------------------ named assumptions
-
 
 # ------------------------------------------------------------------ symbolic forms
 

@@ -25,6 +25,7 @@ from costmodel.evaluate.linear import linear_attention
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.formats import input_value, pct
 from costmodel.inputs import hardware
+from costmodel.inputs.assumptions import SCENARIO_ASSUMPTION_KEYS
 from costmodel.inputs.scenario import Scenario
 
 #: Every quantity of the account, by name: the expressions of
@@ -128,21 +129,6 @@ def check_finite(a: dict[str, Any], where: str = "") -> None:
             )
 
 
-#: Scenario keys whose course value is an assumption a team should replace with its own.
-ASSUMPTION_KEYS = (
-    "expert_parallel",
-    "communication_share",
-    "training_hours",
-    "ce_chunks",
-    "attention_kernel_speedup",
-    "selective_recompute_fraction",
-    "gpus_per_node",
-    "zero_stage",
-    "grad_bytes",
-    "intra_node_bandwidth",
-    "inter_node_bandwidth",
-    "memory_reserve",
-)
 _ORIGIN = {"file": "scenario", "--set": "scenario", "model": "scenario", "course": "course"}
 
 
@@ -150,7 +136,7 @@ def assumption_sources(scenario: Scenario) -> dict[str, dict[str, Any]]:
     """key -> {value, source}: `scenario` (the team gave it), `course` (the course's default,
     an assumption about the team's run) or `derived` (computed from other keys)."""
     out = {}
-    for key in ASSUMPTION_KEYS:
+    for key in SCENARIO_ASSUMPTION_KEYS:
         value, source = scenario[key], _ORIGIN.get(scenario.sources.get(key, ""), "derived")
         if key == "communication_share" and value is None:  # the layout's estimate (team_run)
             source = "derived"

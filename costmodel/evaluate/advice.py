@@ -33,6 +33,8 @@ from __future__ import annotations
 import collections
 import functools
 import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -180,29 +182,129 @@ class Base:
         return {e: got[e] for e in EFFICIENCIES.get(name, ()) if e in got}
 
 
+# ------------------------------------------------------------------ a lever, as data
+
+
+@dataclass(frozen=True)
+class Reason:
+    """What a lever's note says, as data: a code and the figures the sentence names. The
+    sentences are costmodel.present.advice's (`NOTES`, one per code)."""
+
+    code: str
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MemoryFigure:
+    """A memory figure as a lever states it: the peak, its phase, the usable capacity, fits."""
+
+    peak: float
+    phase: str
+    capacity: float
+    fits: bool
+
+    @classmethod
+    def of(cls, mem: dict[str, Any]) -> MemoryFigure:
+        return cls(mem["total"], mem["peak_phase"], mem["capacity"], bool(mem["fits"]))
+
+
+@dataclass(frozen=True)
+class Repredicted:
+    """The changed scenario predicted again (`changed`): the step before and after, its memory,
+    and whether the model says it is faster."""
+
+    before: float
+    after: float
+    memory: MemoryFigure
+    gain: bool
+
+
+#: Why a changed scenario is not feasible (`Lever.blockers`): its keys do not divide (`ok`,
+#: the lever's own check), it does not fit, it is not faster.
+INDIVISIBLE, DOES_NOT_FIT, NO_GAIN = "indivisible", "does not fit", "no gain"
+
+
+@dataclass(frozen=True)
+class Lever(Mapping):
+    """One lever for this run (module docstring): the numbers, its feasibility and why, its
+    reason as a code with figures (costmodel.present.advice renders it as the `note` of the
+    report and of its JSON). `lever["speedup"]` reads a field as `lever.speedup` does."""
+
+    lever: str
+    speedup: float
+    step_time: float
+    feasible: bool
+    rests_on: list[str]
+    reason: Reason
+    step_before: float
+    step_after: float
+    step_time_from: str
+    peak_after: float
+    fits: bool
+    changes: dict[str, Any]
+    efficiencies: dict[str, dict[str, Any]]
+    source: str
+    #: the re-prediction of a changed scenario (None: no scenario change was predicted)
+    repredicted: Repredicted | None = None
+    #: why a changed scenario is not feasible (INDIVISIBLE, DOES_NOT_FIT, NO_GAIN)
+    blockers: tuple[str, ...] = ()
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in LEVER_FIELDS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(LEVER_FIELDS)
+
+    def __len__(self) -> int:
+        return len(LEVER_FIELDS)
+
+
+#: The fields a lever's JSON object holds, in order ("note" is the reason, rendered).
+JSON_FIELDS = (
+    "lever",
+    "speedup",
+    "step_time",
+    "feasible",
+    "rests_on",
+    "note",
+    "step_before",
+    "step_after",
+    "step_time_from",
+    "peak_after",
+    "fits",
+    "changes",
+    "efficiencies",
+    "source",
+)
+LEVER_FIELDS = tuple(f.name for f in fields(Lever))
+
+
 def _lever(base: Base, name: str, *, before, after, peak, fits, feasible, changes, rests_on,
-           note, source=RE_PREDICTED) -> dict[str, Any]:  # fmt: skip
+           reason, source=RE_PREDICTED, **more) -> Lever:  # fmt: skip
     speedup = before / after if after > 0 else 1.0
     step, basis = base.projected(before, after)
-    return {
-        "lever": name,
-        "speedup": speedup,
-        "step_time": step,
-        "feasible": bool(feasible),
-        "rests_on": list(rests_on),
-        "note": note,
-        "step_before": before,
-        "step_after": after,
-        "step_time_from": basis,
-        "peak_after": peak,
-        "fits": fits,
-        "changes": dict(changes),
-        "efficiencies": base.efficiencies(name),
-        "source": source,
-    }
+    return Lever(
+        lever=name,
+        speedup=speedup,
+        step_time=step,
+        feasible=bool(feasible),
+        rests_on=list(rests_on),
+        reason=reason,
+        step_before=before,
+        step_after=after,
+        step_time_from=basis,
+        peak_after=peak,
+        fits=fits,
+        changes=dict(changes),
+        efficiencies=base.efficiencies(name),
+        source=source,
+        **more,
+    )
 
 
-def nothing(base: Base, name: str, rests_on, note: str) -> dict[str, Any]:
+def nothing(base: Base, name: str, rests_on, code: str, **facts) -> Lever:
     """A lever with nothing to gain here: 1x, not feasible, no change."""
     return _lever(
         base,
@@ -214,33 +316,28 @@ def nothing(base: Base, name: str, rests_on, note: str) -> dict[str, Any]:
         feasible=False,
         changes={},
         rests_on=rests_on,
-        note=note,
+        reason=Reason(code, facts),
         source="no change",
     )
 
 
 def changed(
-    base: Base, name: str, changes: dict, rests_on, note: str, ok: str = "", resolved=False
-) -> dict:
+    base: Base, name: str, changes: dict, rests_on, reason: Reason, ok: str = "", resolved=False
+) -> Lever:
     """The scenario with `changes`, predicted again: the gain, the peak after, feasible when it
     resolves, fits and is faster (and `ok` is empty: a reason it is not, else). `resolved`: the
     changed scenario when the caller has it already."""
     values = changed_scenario(base.values, changes) if resolved is False else resolved
     if values is None:
-        what = ", ".join(f"{k} {v}" for k, v in changes.items())
-        note = f"{what}: refused when resolved again (the layout does not divide)"
-        out = nothing(base, name, rests_on, note)
-        out["changes"] = dict(changes)
-        return out
+        refused = nothing(base, name, rests_on, "refused", changes=dict(changes))
+        return replace(refused, changes=dict(changes))
     after, mem = predicted_of(values, base.shape), memory_of(values, base.shape)
     faster = after < base.seconds * (1 - MIN_GAIN)
-    reasons = [ok] if ok else []
+    blockers = [INDIVISIBLE] if ok else []
     if not mem["fits"]:
-        reasons.append("does not fit")
-    text = note + f"; predicted {base.seconds:,.4g} s -> {after:,.4g} s; memory {fitting(mem)}"
+        blockers.append(DOES_NOT_FIT)
     if not faster:
-        reasons.append("no gain")
-        text += "; no gain: the model says it is not faster"
+        blockers.append(NO_GAIN)
     return _lever(
         base,
         name,
@@ -248,51 +345,52 @@ def changed(
         after=after,
         peak=mem["total"],
         fits=mem["fits"],
-        feasible=not reasons,
+        feasible=not blockers,
         changes=changes,
         rests_on=rests_on,
-        note=text,
+        reason=reason,
+        repredicted=Repredicted(base.seconds, after, MemoryFigure.of(mem), faster),
+        blockers=tuple(blockers),
     )
 
 
 # ------------------------------------------------------------------ the levers
 
 
-def packing(base: Base) -> dict[str, Any]:
+def packing(base: Base) -> Lever:
     v = base.values
     lengths = "sequence_lengths" if v.get("sequence_lengths") else "mean_tokens_per_sample"
     rests = ["batching", "seq_len", lengths]
     if v["batching"] == "packed":
-        return nothing(base, "packing", rests, "already packed: nothing to gain")
+        return nothing(base, "packing", rests, "already_packed")
     rows = run.micro_batches({**v, "batching": "packed"})
     if rows >= v["micro_batches_per_step"]:
-        return nothing(base, "packing", rests, "no pad slots: the samples fill their rows")
-    note = (
-        f"documents packed into rows of {v['seq_len']:,} tokens: {rows:,.4g} micro batches per "
-        f"pipeline instead of {v['micro_batches_per_step']:,.4g}"
+        return nothing(base, "packing", rests, "no_pad_slots")
+    reason = Reason(
+        "packed",
+        {"seq_len": v["seq_len"], "rows": rows, "micro_batches": v["micro_batches_per_step"]},
     )
-    return changed(base, "packing", {"batching": "packed"}, rests, note)
+    return changed(base, "packing", {"batching": "packed"}, rests, reason)
 
 
-def recompute_levers(base: Base, shape) -> list[dict[str, Any]]:
+def recompute_levers(base: Base, shape) -> list[Lever]:
     """Selective recompute (Megatron-LM's default modules), the least selective recompute that
     fits (the module sets of run's fit rules, cheapest first), and recompute off."""
     v = base.values
     rests = ["recompute", "recompute_modules", "attention_kernel"]
     out = []
     default = changed(
-        base, "selective_recompute", policy(v, "selective"),
-        rests, "recompute selective (Megatron-LM's default modules)",
-    )  # fmt: skip
+        base, "selective_recompute", policy(v, "selective"), rests, Reason("selective_default")
+    )
     if v["recompute"] == "selective" and not v.get("recompute_modules"):
-        default = nothing(base, "selective_recompute", rests, "already selective recompute")
+        default = nothing(base, "selective_recompute", rests, "already_selective")
     out.append(default)
     out.append(least_selective(base, shape, rests))
     if v["recompute"] == "none":
-        out.append(nothing(base, "recompute_off", rests, "no gain: recompute is already none"))
+        out.append(nothing(base, "recompute_off", rests, "recompute_already_none"))
     else:
         off = policy(v, "none")
-        out.append(changed(base, "recompute_off", off, rests, "recompute none"))
+        out.append(changed(base, "recompute_off", off, rests, Reason("recompute_none")))
     return out
 
 
@@ -305,7 +403,7 @@ def policy(values: dict[str, Any], name: str, modules: list | None = None) -> di
     return keys
 
 
-def least_selective(base: Base, shape, rests) -> dict[str, Any]:
+def least_selective(base: Base, shape, rests) -> Lever:
     """The fewest modules of selective recompute that fit (the growing sets of run's fit rules,
     cheapest first), when that recomputes less than the scenario does now."""
     v = base.values
@@ -325,15 +423,13 @@ def least_selective(base: Base, shape, rests) -> dict[str, Any]:
         if fits:
             break
     if tried is None or tried["recompute_modules"] == now:
-        why = "the scenario's modules are the fewest that fit" if tried else "no module set"
-        return nothing(base, "recompute_modules", rests, f"no lever: {why}")
-    note = f"recompute selective ({', '.join(tried['recompute_modules'])}): " + (
-        "the fewest modules that fit" if fits else "all of them, and none of the sets fits"
-    )
-    return changed(base, "recompute_modules", tried, rests, note)
+        code = "fewest_modules_already" if tried else "no_module_set"
+        return nothing(base, "recompute_modules", rests, code)
+    reason = Reason("fewest_modules", {"modules": list(tried["recompute_modules"]), "fits": fits})
+    return changed(base, "recompute_modules", tried, rests, reason)
 
 
-def overlap(base: Base, comm: dict[str, Any], busy: dict[str, Any]) -> dict[str, Any]:
+def overlap(base: Base, comm: dict[str, Any], busy: dict[str, Any]) -> Lever:
     """The overlap flags the scenario leaves off, turned on (DP's with the backward and forward,
     TP's with the GEMMs, the EP all-to-all behind another micro batch's compute); the model's
     overlap rules hide at most the exposed communication. A measured communication_share: Amdahl
@@ -341,12 +437,8 @@ def overlap(base: Base, comm: dict[str, Any], busy: dict[str, Any]) -> dict[str,
     the measured step: it contradicts the step."""
     v, name, rests = base.values, "communication_overlap", ["communication_share"]
     if comm["basis"] == "estimated" and comm["exceeds_step"]:
-        return nothing(
-            base, name, rests,
-            f"no lever: the estimate ({comm['seconds']:,.4g} s, {100 * comm['share']:,.0f}% of "
-            "the step) is longer than the measured step, which contradicts it; set the measured "
-            "communication_share",
-        )  # fmt: skip
+        facts = {"seconds": comm["seconds"], "share": comm["share"]}
+        return nothing(base, name, rests, "estimate_exceeds_step", **facts)
     flags: dict[str, Any] = {}
     if not v["overlap_grad_reduce"]:
         flags["overlap_grad_reduce"] = True
@@ -361,49 +453,35 @@ def overlap(base: Base, comm: dict[str, Any], busy: dict[str, Any]) -> dict[str,
         return measured_overlap(base, comm, busy, flags, rests)
     exposed = base.predicted["parts"]["communication_exposed"]
     if not flags:
-        return nothing(base, name, rests, "no lever: every overlap the model knows is on")
-    note = (
-        f"{', '.join(f'{key} {value}' for key, value in flags.items())}: the exposed communication "
-        f"({exposed:,.4g} s predicted) behind compute"
-    )
-    if "ep_overlap" in flags:
-        note += " (the EP all-to-all behind another micro batch: DualPipe, or Megatron-LM's "
-        note += "1F1B all-to-all overlap, an assumption)"
-    return changed(base, name, flags, rests, note)
+        return nothing(base, name, rests, "all_overlaps_on")
+    reason = Reason("overlap_flags", {"flags": dict(flags), "exposed": exposed})
+    return changed(base, name, flags, rests, reason)
 
 
-def measured_overlap(base, comm, busy, flags, rests) -> dict[str, Any]:
+def measured_overlap(base, comm, busy, flags, rests) -> Lever:
     """Amdahl's law on the measured communication share, at most what compute at the GPU's
     peak leaves of the step."""
     share = comm["share_used"]
     exposed = min(share, 1 - busy["share"])
     speedup = 1 / (1 - exposed) if exposed < 1 else 1.0
     step = base.measured if base.measured is not None else base.seconds
-    return {
-        **_lever(
-            base,
-            "communication_overlap",
-            before=step,
-            after=step / speedup,
-            peak=base.mem["total"],
-            fits=base.mem["fits"],
-            feasible=exposed > 0 and base.mem["fits"],
-            changes=flags,
-            rests_on=rests,
-            note=f"measured communication share {100 * share:.2f}% hidden behind compute"
-            + (
-                f" (capped at {100 * exposed:.2f}%: compute at peak takes the rest)"
-                if exposed < share
-                else ""
-            ),
-            source="Amdahl's law on the measured communication_share",
-        ),  # fmt: skip
-        "step_time": step / speedup,
-        "step_time_from": "measured communication_share",
-    }
+    lever = _lever(
+        base,
+        "communication_overlap",
+        before=step,
+        after=step / speedup,
+        peak=base.mem["total"],
+        fits=base.mem["fits"],
+        feasible=exposed > 0 and base.mem["fits"],
+        changes=flags,
+        rests_on=rests,
+        reason=Reason("measured_share", {"share": share, "exposed": exposed}),
+        source="Amdahl's law on the measured communication_share",
+    )
+    return replace(lever, step_time=step / speedup, step_time_from="measured communication_share")
 
 
-def micro_batch(base: Base) -> dict[str, Any]:
+def micro_batch(base: Base) -> Lever:
     """The micro batch doubled, or halved, whichever the model says is faster (feasible first):
     the GEMMs' roofline, the bubble and the micro batches per step follow."""
     v, rests = base.values, ["micro_batch", "gpu"]
@@ -413,18 +491,18 @@ def micro_batch(base: Base) -> dict[str, Any]:
         ok = ""
         if v["batching"] == "padded":
             rows = v["samples_per_step"] / (v["data_parallel"] * size)
-            ok = "" if float(rows).is_integer() else f"samples per step do not divide into {size}s"
-        note = f"micro batch {size}"
-        found.append(changed(base, "micro_batch", {"micro_batch": size}, rests, note, ok))
+            ok = "" if float(rows).is_integer() else "samples per step do not divide"
+        reason = Reason("micro_batch", {"size": size})
+        found.append(changed(base, "micro_batch", {"micro_batch": size}, rests, reason, ok))
     return best(found)
 
 
-def best(found: list[dict[str, Any]]) -> dict[str, Any]:
+def best(found: list[Lever]) -> Lever:
     """The feasible one with the largest gain, else the largest gain."""
-    return max(found, key=lambda x: (x["feasible"], x["speedup"]))
+    return max(found, key=lambda x: (x.feasible, x.speedup))
 
 
-def attention_kernel(base: Base, acc: dict[str, Any]) -> dict[str, Any]:
+def attention_kernel(base: Base, acc: dict[str, Any]) -> Lever:
     """Eager attention: the flash kernel. Flash already: a kernel attention_kernel_speedup x
     faster, as one attention_efficiency (the forward's and backward's combined, times the
     speedup, at most 1). No lever when the attention count needs more than the GPUs' peak for
@@ -433,17 +511,11 @@ def attention_kernel(base: Base, acc: dict[str, Any]) -> dict[str, Any]:
     rests = ["attention_kernel", "attention_kernel_speedup", "attention_flops"]
     over = acc["attention"]["actual"]["hfu_with_attention"]
     if base.predicted["parts"]["attention"] <= 0:
-        return nothing(base, name, rests, "no attention core")
+        return nothing(base, name, rests, "no_attention_core")
     if over > 1 and base.measured is not None:
-        return nothing(
-            base, name, rests,
-            f"no lever: the attention count needs {100 * over:,.0f}% of the GPUs' peak for this "
-            "step, more than they have, which contradicts the measured step; its share of the "
-            "time is not known",
-        )  # fmt: skip
+        return nothing(base, name, rests, "attention_exceeds_peak", hfu=over)
     if v["attention_kernel"] == "eager":
-        note = "attention_kernel flash (no s x s scores kept)"
-        return changed(base, name, {"attention_kernel": "flash"}, rests, note)
+        return changed(base, name, {"attention_kernel": "flash"}, rests, Reason("flash_kernel"))
     eff = base.predicted["efficiencies"]
     kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD["flash"])
     forward = eff["attention_flash_forward"]["value"]
@@ -452,13 +524,17 @@ def attention_kernel(base: Base, acc: dict[str, Any]) -> dict[str, Any]:
     faster = v["attention_kernel_speedup"]
     after = min(1.0, faster * now)
     if after <= now:
-        return nothing(base, name, rests, "no lever: the kernel runs at the peak already")
-    note = (
-        f"a flash kernel {faster:g}x faster: attention_efficiency {after:.3f} (the forward's "
-        f"{forward:g} and backward's {backward:g} combined, {now:.3f}, x {faster:g}"
-        + (", at most 1)" if after < faster * now else ")")
-    )
-    return changed(base, name, {"attention_efficiency": round(after, 6)}, rests, note)
+        return nothing(base, name, rests, "kernel_at_peak")
+    facts = {
+        "speedup": faster,
+        "efficiency": after,
+        "forward": forward,
+        "backward": backward,
+        "combined": now,
+        "capped": after < faster * now,
+    }
+    reason = Reason("faster_kernel", facts)
+    return changed(base, name, {"attention_efficiency": round(after, 6)}, rests, reason)
 
 
 def expert_seconds(base: Base, shape) -> float:
@@ -472,64 +548,70 @@ def expert_seconds(base: Base, shape) -> float:
     return 3 * detail["micro_batches"] * layers * per_layer
 
 
-def load_balance(base: Base, shape) -> dict[str, Any]:
+def load_balance(base: Base, shape) -> Lever:
     """The model's experts are balanced: this lever puts the simulated router's straggler
     factor (random placements, median) on the predicted routed-expert GEMMs, and a load-aware
     placement's: before = predicted + E (f - 1), after = predicted + E (g - 1)."""
     v, name = base.values, "load_balance"
     simulated = v["num_experts"] <= router.MAX_SIMULATED_EXPERTS
     if not (v["num_experts"] and v["expert_parallel"] > 1 and simulated):
-        why = "no expert parallelism" if simulated else "too many experts to simulate"
-        return nothing(base, name, ["num_experts"], why)
+        code = "no_expert_parallelism" if simulated else "too_many_experts"
+        return nothing(base, name, ["num_experts"], code)
     skew = v.get("router_skew")
     if skew is None:
-        return nothing(base, name, ["router_skew"], "router_skew is null: no router estimate")
+        return nothing(base, name, ["router_skew"], "no_router_skew")
     now, greedy = _imbalance(
         v["num_experts"], v["experts_per_token"], v["expert_parallel"], float(skew)
     )
     experts = expert_seconds(base, shape)
     before = base.seconds + experts * (now - 1)
     after = base.seconds + experts * (greedy - 1)
+    facts = {
+        "experts": experts,
+        "straggler": now,
+        "skew": skew,
+        "greedy": greedy,
+        "before": before,
+        "after": after,
+    }
     return _lever(
         base, name, before=before, after=after, peak=base.mem["total"], fits=base.mem["fits"],
         feasible=now > greedy and experts > 0 and base.mem["fits"], changes={},
         rests_on=["expert_parallel", "num_experts", "router_skew"],
-        note=f"the routed experts' GEMMs ({experts:,.4g} s predicted, balanced) on the most "
-        f"loaded EP rank at the simulated router's straggler factor {now:.2f} (router_skew "
-        f"{skew:g}, an assumption unless measured) -> {greedy:.2f} with a load-aware placement; "
-        f"predicted {before:,.4g} s -> {after:,.4g} s (not a scenario key: not combined)",
+        reason=Reason("router_straggler", facts),
         source="the simulated router (costmodel.evaluate.router) on the step-time model's "
         "routed-expert GEMMs",
     )  # fmt: skip
 
 
-def pipeline(base: Base) -> dict[str, Any]:
+def pipeline(base: Base) -> Lever:
     """1F1B: interleaved 1F1B with VIRTUAL_STAGES model chunks per stage (Megatron-LM requires
     the stage's layers to divide); interleaved: twice the chunks."""
     v, name = base.values, "pipeline_bubble"
     rests = ["pipeline_parallel", "pipeline_schedule", "virtual_pipeline", "micro_batch"]
     pp, schedule = v["pipeline_parallel"], v.get("pipeline_schedule") or "1f1b"
     if pp <= 1:
-        return nothing(base, name, ["pipeline_parallel"], "no pipeline")
+        return nothing(base, name, ["pipeline_parallel"], "no_pipeline")
     if schedule not in ("1f1b", "interleaved"):
-        return nothing(base, name, rests, f"no lever: pipeline_schedule is {schedule} already")
+        return nothing(base, name, rests, "schedule_without_lever", schedule=schedule)
     chunks = 2 * v["virtual_pipeline"] if schedule == "interleaved" else VIRTUAL_STAGES
-    ok = ""
-    if v["num_layers"] % (chunks * pp):
-        ok = f"num_layers {v['num_layers']} not divisible by {chunks * pp}"
-    share = base.predicted["parts"]["pipeline_bubble"] / base.seconds
-    note = (
-        f"bubble {100 * share:.1f}% of the predicted step; interleaving {chunks} model chunks "
-        "per stage" + (f" ({ok})" if ok else "")
-    )
+    indivisible = bool(v["num_layers"] % (chunks * pp))
+    facts = {
+        "share": base.predicted["parts"]["pipeline_bubble"] / base.seconds,
+        "chunks": chunks,
+        "num_layers": v["num_layers"],
+        "divisor": chunks * pp,
+        "indivisible": indivisible,
+    }
     keys = {"pipeline_schedule": "interleaved", "virtual_pipeline": chunks}
-    return changed(base, name, keys, rests, note, ok)
+    ok = "num_layers not divisible" if indivisible else ""
+    return changed(base, name, keys, rests, Reason("interleaved", facts), ok)
 
 
 LAYOUT = (("tensor_parallel", "TP"), ("pipeline_parallel", "PP"), ("context_parallel", "CP"))
 
 
-def layout(base: Base, key: str, label: str) -> dict[str, Any]:
+def layout(base: Base, key: str, label: str) -> Lever:
     """TP, PP or CP doubled or halved (DP follows, EP refitted to it), the better of the two."""
     v, found = base.values, []
     for size in (2 * v[key], v[key] // 2):
@@ -539,46 +621,55 @@ def layout(base: Base, key: str, label: str) -> dict[str, Any]:
         if key == "tensor_parallel":
             keys["sequence_parallel"] = size > 1 and (v["sequence_parallel"] or v[key] == 1)
         again = changed_scenario(v, keys)
-        note = f"{label} {v[key]} -> {size}"
+        facts: dict[str, Any] = {"label": label, "before": v[key], "after": size}
         if again is not None:
-            note += f" (DP {v['data_parallel']} -> {again['data_parallel']}"
+            facts["dp"] = (v["data_parallel"], again["data_parallel"])
             if again["expert_parallel"] != v["expert_parallel"]:
                 keys["expert_parallel"] = again["expert_parallel"]
-                note += f", EP {v['expert_parallel']} -> {again['expert_parallel']}"
-            note += ")"
-        found.append(changed(base, key, keys, [key, "num_gpus"], note, resolved=again))
+                facts["ep"] = (v["expert_parallel"], again["expert_parallel"])
+        reason = Reason("layout", facts)
+        found.append(changed(base, key, keys, [key, "num_gpus"], reason, resolved=again))
     return best(found)
 
 
-def fp8(base: Base) -> dict[str, Any]:
+def fp8(base: Base) -> Lever:
     """FP8 GEMMs (fp8: hybrid, Transformer Engine) at the GPU's FP8 peak and gemm_fp8."""
     v, rests = base.values, ["fp8", "gpu"]
     if v["fp8"] != "none":
-        return nothing(base, "fp8", rests, f"already fp8 {v['fp8']}")
+        return nothing(base, "fp8", rests, "already_fp8", fp8=v["fp8"])
     if not hardware.GPUS[v["gpu"]].fp8_flops:
-        return nothing(base, "fp8", rests, f"no lever: the {v['gpu']} has no FP8 tensor cores")
-    note = "fp8 hybrid: the layers' GEMMs at the FP8 peak (the memory model does not count FP8 "
-    note += "weight copies)"
-    return changed(base, "fp8", {"fp8": "hybrid"}, rests, note)
+        return nothing(base, "fp8", rests, "no_fp8_cores", gpu=v["gpu"])
+    return changed(base, "fp8", {"fp8": "hybrid"}, rests, Reason("fp8_hybrid"))
 
 
-def chunked_cross_entropy(base: Base) -> dict[str, Any]:
+def chunked_cross_entropy(base: Base) -> Lever:
     """Chunked cross-entropy: memory, not time. What it takes off the peak."""
     v, mem = base.values, base.mem
     rests = ["ce_chunks", "cross_entropy"]
     if v["cross_entropy"] in ("chunked", "fused_linear"):
-        return nothing(base, "chunked_cross_entropy", rests, f"already {v['cross_entropy']}")
+        return nothing(
+            base,
+            "chunked_cross_entropy",
+            rests,
+            "already_chunked",
+            cross_entropy=v["cross_entropy"],
+        )
     chunked = run.memory(v, logits_chunks=v["ce_chunks"])
-    note = (
-        f"{v['ce_chunks']} chunks: the loss holds {chunked['logits'] / 1e9:,.1f} GB of "
-        f"logits instead of {mem['logits'] / 1e9:,.1f} GB; the peak goes from "
-        f"{mem['total'] / 1e9:,.1f} GB ({mem['peak_phase'].replace('_', ' ')}) to "
-        f"{fitting(chunked).removeprefix('peak ')} (memory, not time)"
+    facts = {
+        "chunks": v["ce_chunks"],
+        "logits_after": chunked["logits"],
+        "logits_before": mem["logits"],
+        "before": MemoryFigure.of(mem),
+        "after": MemoryFigure.of(chunked),
+    }
+    out = nothing(base, "chunked_cross_entropy", rests, "chunked_logits", **facts)
+    return replace(
+        out,
+        peak_after=chunked["total"],
+        fits=chunked["fits"],
+        feasible=chunked["fits"],
+        changes={"cross_entropy": "chunked"},
     )
-    out = nothing(base, "chunked_cross_entropy", rests, note)
-    out.update(peak_after=chunked["total"], fits=chunked["fits"], feasible=chunked["fits"])
-    out["changes"] = {"cross_entropy": "chunked"}
-    return out
 
 
 def advice(
@@ -587,7 +678,7 @@ def advice(
     mem: dict[str, Any],
     comm: dict[str, Any],
     predicted: dict[str, Any] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Lever]:
     """The levers for this run (module docstring): the feasible ones by gain, largest first,
     then those that do not fit, do not divide or have nothing to gain."""
     shape = scenario_shape(values)[0]
@@ -599,17 +690,8 @@ def advice(
     out.append(pipeline(base))
     out += [layout(base, key, label) for key, label in LAYOUT]
     out += [fp8(base), chunked_cross_entropy(base)]
-    out.sort(key=lambda x: (not x["feasible"], -x["speedup"]))
+    out.sort(key=lambda x: (not x.feasible, -x.speedup))
     return out
-
-
-def fitting(mem: dict[str, Any]) -> str:
-    """A memory figure as the levers state it: the peak, its phase, and whether it fits."""
-    verdict = "fits" if mem["fits"] else "does not fit"
-    return (
-        f"peak {mem['total'] / 1e9:,.1f} GB ({mem['peak_phase'].replace('_', ' ')}) of "
-        f"{mem['capacity'] / 1e9:,.1f} GB usable: {verdict}"
-    )
 
 
 def busy_share(acc: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 from costmodel.derive import numeric
 from costmodel.errors import CostModelError
 from costmodel.inputs import hardware
+from costmodel.inputs.assumptions import COMMUNICATION_ASSUMPTIONS
 
 #: The placement rule, as the result states it.
 PLACEMENT_RULE = (
@@ -66,29 +67,6 @@ OVERLAP_RULES = (
     "Megatron-LM overlaps it only in interleaved 1F1B)",
     "collectives behind the same compute share it, as if one after another; compute is the "
     "phase's hardware FLOPs at the GPU's peak, per GPU, the step's average",
-)
-ASSUMPTIONS = (
-    "one network card per GPU; its bandwidth and NVLink's are one-direction peaks",
-    "ring collectives across nodes: each GPU's NIC carries 1/g_n of what the GPU sends "
-    "(NCCL's rings leave each node through different NICs)",
-    "DP: ZeRO 0 and 1 reduce the gradients once per step (accumulated over the micro batches, "
-    "as Megatron-LM's distributed optimizer does); ZeRO 2 reduce-scatters each micro batch's; "
-    "ZeRO 3 also gathers the weights for each micro batch's forward and backward",
-    "dense weights reduced over DP x CP ranks, routed experts over DP x CP / EP ranks; "
-    "experts split by TP as well (expert TP = TP); embedding and lm_head spread evenly over PP",
-    "EP: each rank dispatches its b S / (CP TP) tokens, every one to k experts, routed evenly; "
-    "a token crosses the network once per destination node (per-node de-duplication, as "
-    "DeepSeek-V3's kernels and DeepEP), to at most moe_router_max_nodes nodes (else at most "
-    "min(k, the group's nodes)), then NVLink to its experts' GPUs; dispatch in FP8 (1 byte + "
-    "an fp32 scale per 128) with fp8_dispatch, combine in BF16",
-    "each parallelism's traffic on the pipeline stage with the most of its layers: ceil(L / PP) "
-    "layers, MoE or full-attention layers first (an upper bound); MTP layers counted when they "
-    "are trained",
-    "PP: a middle stage's point-to-point traffic, split over TP only with sequence parallelism "
-    "(Megatron-Core's tensor shapes)",
-    "full recompute repeats the forward's TP, CP and EP collectives in the backward",
-    "linear-attention layers under CP pass their recurrent state (per sequence, not per "
-    "token): not counted",
 )
 #: The CP communication types (Megatron-LM's --cp-comm-type; its `allgather` is all_gather).
 CP_COMM_TYPES = tuple(numeric.CP_COLLECTIVES)
@@ -597,7 +575,7 @@ def _result(rows, bubble: float, step_time: float, n_mb: int, compute, settings)
         upper_bound=True,
         overlap=OVERLAP,
         placement_rule=PLACEMENT_RULE,
-        assumptions=ASSUMPTIONS,
+        assumptions=COMMUNICATION_ASSUMPTIONS,
         exposed_seconds=exposed,
         exposed_share=exposed / step_time,
         compute={

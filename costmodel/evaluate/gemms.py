@@ -57,12 +57,54 @@ by keys gets a shape built from them, with the widths it lacks assumed and named
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from costmodel.derive import numeric, plain
 from costmodel.evaluate.layouts import default_ep_size
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs.shape import ModelShape
+
+
+@dataclass(frozen=True)
+class GemmRow(Mapping):
+    """One GEMM of the list (module docstring), per GPU of the scenario's layout: the data that
+    `costmodel.present.gemms` renders. `row["key"]` reads a field as `row.key` does (the
+    notebooks and tests index rows by field name)."""
+
+    name: str
+    key: str
+    m: float
+    n: int | float
+    k: int | float
+    layers: int
+    weights: bool
+    uses_per_token: int | float
+    forward_flops_per_token: float
+    per_gpu_fraction: float
+    intensity: float
+    intensity_limit: float
+    bound: str
+    source: str
+
+    def __getitem__(self, field: str) -> Any:
+        if field not in ROW_FIELDS:
+            raise KeyError(field)
+        return getattr(self, field)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ROW_FIELDS)
+
+    def __len__(self) -> int:
+        return len(ROW_FIELDS)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as `costmodel gemms --format json` writes it (fields in this order)."""
+        return asdict(self)
+
+
+ROW_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(GemmRow))
 
 
 def _limit(n_: float, k_: float, beta: float) -> float:
@@ -312,7 +354,7 @@ def model_gemms(
     micro_batch: int | None = None,
     tokens_per_sequence: float | None = None,
     beta: int = 2,
-) -> list[dict]:
+) -> list[GemmRow]:
     """The GEMM rows of a resolved scenario's values (see the module docstring), per GPU of the
     scenario's layout, for micro batches of `micro_batch` sequences (default the scenario's) of
     `tokens_per_sequence` token slots (default seq_len), with intensity at `beta` bytes per
@@ -439,17 +481,18 @@ def model_gemms(
             _limit(row["n"], row["k"], beta) if row["weights"] else row["intensity"]
         )
         row["bound"] = "compute" if row["intensity"] >= balance else "memory"
-    return rows
+    return [GemmRow(**row) for row in rows]
 
 
-def weight_flops_per_token(rows: list[dict]) -> float:
+def weight_flops_per_token(rows: list[GemmRow]) -> float:
     """Forward FLOPs per token of the weight GEMMs: 2N for the shape's N (whatever the
     layout)."""
     return sum(r["forward_flops_per_token"] for r in rows if r["weights"])
 
 
 def gemm_table(values: dict[str, Any]) -> dict[str, Any]:
-    """`costmodel gemms --format json`: the GPU, its machine balance, the layout and the rows."""
+    """What `costmodel gemms` shows: the GPU, its machine balance, the layout and the rows
+    (`GemmRow`, rendered by costmodel.present.gemms)."""
     rows = model_gemms(values)
     return {
         "gpu": values["gpu"],
@@ -458,26 +501,5 @@ def gemm_table(values: dict[str, Any]) -> dict[str, Any]:
         "seq_len": values["seq_len"],
         "attention_flops": values["attention_flops"],
         "layout": gemm_layout(values),
-        "gemms": [
-            {
-                key: row[key]
-                for key in (
-                    "name",
-                    "key",
-                    "m",
-                    "n",
-                    "k",
-                    "layers",
-                    "weights",
-                    "uses_per_token",
-                    "forward_flops_per_token",
-                    "per_gpu_fraction",
-                    "intensity",
-                    "intensity_limit",
-                    "bound",
-                    "source",
-                )
-            }
-            for row in rows
-        ],
+        "gemms": rows,
     }

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodel.derive.plain import divisors
-from costmodel.inputs.assumptions import assumed
+from costmodel.inputs.assumptions import fitted_expert_parallel
 
 
 @dataclass(frozen=True)
@@ -63,9 +63,6 @@ def valid_pairs(
 
 
 def default_ep_size(num_experts: int, num_gpus: int, preferred: int | None = None) -> int:
-    """The largest EP size <= preferred (default: the course's EP, assumed("expert_parallel"))
-    that divides both the experts and the GPUs (1 if dense)."""
-    preferred = assumed("expert_parallel") if preferred is None else preferred
-    if num_experts <= 0:
-        return 1
-    return max(d for d in range(1, preferred + 1) if num_experts % d == 0 and num_gpus % d == 0)
+    """The largest EP size <= preferred (default: the course's EP) that divides both the experts
+    and the GPUs (1 if dense): the rule `inputs.assumptions.fitted_expert_parallel`."""
+    return fitted_expert_parallel(num_experts, num_gpus, preferred)

@@ -177,7 +177,7 @@ def _layer_kwargs(shape: ModelShape, values: dict[str, Any], b: int) -> dict[str
         "shared_gate": shape.shared_expert_gate,
         "output_gate": shape.attention_output_gate,
         "norm_offset": shape.rmsnorm_offset,
-        "norm_topk": True,
+        "norm_topk": shape.norm_topk,
         "linear_key_heads": shape.linear_num_key_heads,
         "linear_value_heads": shape.linear_num_value_heads,
         "linear_key_head_dim": shape.linear_key_head_dim,

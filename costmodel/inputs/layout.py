@@ -12,6 +12,7 @@ from costmodel.derive import plain
 from costmodel.errors import CostModelError
 from costmodel.formats import shown
 from costmodel.inputs import hardware
+from costmodel.inputs.assumptions import fitted_expert_parallel
 from costmodel.inputs.model_shape import scenario_shape, tensor_parallel_widths
 
 
@@ -97,7 +98,7 @@ def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
                 f"a divisor of num_experts ({experts}) and of data_parallel ({dp})",
             )
     else:
-        fitted = max(d for d in range(1, ep + 1) if experts % d == 0 and dp % d == 0)
+        fitted = fitted_expert_parallel(experts, dp, ep)
         if fitted != ep:
             values["expert_parallel"], sources["expert_parallel"] = fitted, "derived"
     # rows of seq_len slots per pipeline: padded, one sample a row; packed, documents fill rows

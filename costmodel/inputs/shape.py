@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from costmodel.inputs import family_flags
+
 FULL_ATTENTION = "full_attention"
 LINEAR_ATTENTION = "linear_attention"
 
@@ -33,25 +35,6 @@ MATMUL_KEYS: tuple[str, ...] = (
     "lm_head",
 )
 
-
-#: Model types whose attention normalises each query and key head (Qwen3's q_norm and k_norm):
-#: the memory model (costmodel.evaluate.run) and its check (costmodel.validate_memory) both read
-#: `ModelShape.qk_norm`.
-QK_NORM_TYPES: tuple[str, ...] = (
-    "qwen3",
-    "qwen3_moe",
-    "qwen3_next",
-    "qwen3_5_moe",
-    "gemma3_text",
-)
-#: Model types whose router runs on an fp32 copy of its input (DeepSeek-V2/V3's router).
-ROUTER_FP32_TYPES: tuple[str, ...] = ("deepseek_v3", "deepseek_v2")
-#: Model types whose routing weights stay fp32 (the router's softmax is fp32 and its top-k
-#: weights are not cast back: DeepSeek-V3, Mixtral).
-ROUTING_WEIGHTS_FP32_TYPES: tuple[str, ...] = ("deepseek_v3", "mixtral")
-#: Model types whose RMSNorm scales by 1 + weight in fp32 before the cast back (transformers'
-#: Qwen3NextRMSNorm, Qwen3_5MoeRMSNorm, Gemma2RMSNorm, Gemma3RMSNorm).
-RMSNORM_OFFSET_TYPES: tuple[str, ...] = ("qwen3_next", "qwen3_5_moe", "gemma2", "gemma3_text")
 
 #: ModelShape.mlp_activation: the MLP's structure, as the scenario key `mlp_activation` names it
 MLP_ACTIVATIONS: tuple[str, ...] = ("swiglu", "gelu")
@@ -122,6 +105,8 @@ class ModelShape:
     num_sliding_window_layers: int = 0
     #: a learned logit per head in the softmax (GPT-OSS); no FLOPs, num_heads parameters a layer
     attention_sinks: bool = False
+    #: the top-k routing weights divided by their sum (inputs.family_flags.norm_topk)
+    norm_topk: bool = True
 
     @property
     def breakdown(self) -> dict[str, int]:
@@ -167,19 +152,19 @@ class ModelShape:
     @property
     def qk_norm(self) -> bool:
         """Each query and key head is RMS-normalised (its own saved tensors)."""
-        return self.model_type in QK_NORM_TYPES
+        return family_flags.qk_norm(self.model_type)
 
     @property
     def router_fp32(self) -> bool:
         """The router runs on an fp32 copy of the hidden states (one more saved tensor)."""
-        return self.model_type in ROUTER_FP32_TYPES
+        return family_flags.router_fp32(self.model_type)
 
     @property
     def routing_weights_fp32(self) -> bool:
         """The top-k routing weights are kept in fp32, not cast back to the working dtype."""
-        return self.model_type in ROUTING_WEIGHTS_FP32_TYPES
+        return family_flags.routing_weights_fp32(self.model_type)
 
     @property
     def rmsnorm_offset(self) -> bool:
         """RMSNorm scales by 1 + weight in fp32 (the eager composite keeps an fp32 product)."""
-        return self.model_type in RMSNORM_OFFSET_TYPES
+        return family_flags.rmsnorm_offset(self.model_type)

@@ -19,9 +19,10 @@ def _whole(value: Any) -> Any:
 
 
 def render_gemms(table: dict[str, Any], fmt: str = "text") -> str:
+    """The table of `costmodel.evaluate.gemms.gemm_table` (its rows `GemmRow`) as text or JSON."""
     if fmt == "json":
         rows = [
-            {key: _whole(value) if key in COUNTS else value for key, value in row.items()}
+            {key: _whole(value) if key in COUNTS else value for key, value in row.as_dict().items()}
             for row in table["gemms"]
         ]
         return json.dumps({**table, "gemms": rows}, indent=2, allow_nan=False) + "\n"
@@ -29,27 +30,27 @@ def render_gemms(table: dict[str, Any], fmt: str = "text") -> str:
     lay = table.get("layout") or {}
     tp, cp = lay.get("tensor_parallel", 1), lay.get("context_parallel", 1)
     ep, sp = lay.get("expert_parallel", 1), lay.get("sequence_parallel", False)
-    split = any(r.get("per_gpu_fraction", 1) != 1 for r in rows)  # a column only under TP
+    split = any(r.per_gpu_fraction != 1 for r in rows)  # a column only under TP
     header = ("GEMM", "m", "k", "n", "layers", "fwd FLOP/token", "FLOP/byte", "bound")
     if split:
         header = (*header[:6], "GPU share", *header[6:])
     body = [
         (
-            r["name"] + ("" if r["weights"] else " [no weights]"),
-            num(r["m"]),
-            num(r["k"]),
-            num(r["n"]),
-            str(r["layers"]) + (f" x {r['uses_per_token']}" if r["uses_per_token"] != 1 else ""),
-            sci(r["forward_flops_per_token"]),
-            *([_share(r["per_gpu_fraction"])] if split else []),
-            f"{r['intensity']:,.1f}",
-            r["bound"],
+            r.name + ("" if r.weights else " [no weights]"),
+            num(r.m),
+            num(r.k),
+            num(r.n),
+            str(r.layers) + (f" x {r.uses_per_token}" if r.uses_per_token != 1 else ""),
+            sci(r.forward_flops_per_token),
+            *([_share(r.per_gpu_fraction)] if split else []),
+            f"{r.intensity:,.1f}",
+            r.bound,
         )
         for r in rows
     ]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    weight_sum = sum(r["forward_flops_per_token"] for r in rows if r["weights"])
-    sources = sorted({part for r in rows for part in r["source"].split("; ")})
+    weight_sum = sum(r.forward_flops_per_token for r in rows if r.weights)
+    sources = sorted({part for r in rows for part in r.source.split("; ")})
     layout = f"TP {tp}, CP {cp}, EP {ep}" + (", SP" if sp else "")
     out = [
         f"GEMMs per micro batch of {table['micro_batch']} x {num(table['seq_len'])} tokens, "

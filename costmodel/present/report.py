@@ -6,12 +6,25 @@ import json
 from typing import Any
 
 from costmodel.evaluate.account import check_finite
+from costmodel.formats import (
+    decimals,
+    gb,
+    markdown_cell,
+    markdown_text,
+    printable,
+    ratio,
+    short,
+    sig,
+    sig4,
+    tflops,
+)
 from costmodel.formats import input_value as _input
-from costmodel.formats import markdown_cell, markdown_text, printable, tflops
 from costmodel.formats import num as _count
 from costmodel.formats import pct as _pct
 from costmodel.formats import sci4 as _sci
 from costmodel.formats import seconds as _seconds
+from costmodel.present.advice import account_json
+from costmodel.present.advice import note as advice_note
 
 
 def _tflops(x):
@@ -41,7 +54,7 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
                 ("model FLOPs 6ND", _sci(a["model_flops_per_step"]), "N = activated matmul params"),
                 (
                     "recompute factor",
-                    f"{a['recompute_factor']:.4f}",
+                    decimals(a["recompute_factor"], 4),
                     _recompute_note(a["recompute"]),
                 ),
                 ("hardware FLOPs", _sci(a["hardware_flops_per_step"]), "6ND x recompute factor"),
@@ -67,12 +80,12 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
             [
                 ("tokens/s, from D / T", _count(a["tokens_per_s"]), step_note.strip()),
                 ("tokens/s, measured", _count(a["measured_tokens_per_s"]), ""),
-                ("tokens/s per GPU, from D / T", f"{a['tokens_per_s_per_gpu']:,.1f}", ""),
+                ("tokens/s per GPU, from D / T", _count(a["tokens_per_s_per_gpu"], 1), ""),
                 (
                     "tokens/s per GPU, measured",
                     "n/a"
                     if a["measured_tokens_per_s_per_gpu"] is None
-                    else f"{a['measured_tokens_per_s_per_gpu']:,.1f}",
+                    else _count(a["measured_tokens_per_s_per_gpu"], 1),
                     "",
                 ),
                 (
@@ -92,7 +105,7 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
                 ),
                 ("useful fraction", _pct(pad["useful_fraction"]), "D / slots"),
                 ("waste", _pct(pad["waste_fraction"]), "if every sample is padded"),
-                ("perfect-packing speedup", f"{pad['packing_speedup']:.3f}x", "slots / D"),
+                ("perfect-packing speedup", ratio(pad["packing_speedup"]), "slots / D"),
                 ("MFU after packing", _pct(pad["mfu_after_packing"]), ""),
                 ("step time after packing", _seconds(pad["step_time_after_packing"]), ""),
             ],
@@ -128,19 +141,19 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
             [
                 (
                     "perfect packing",
-                    f"{proj['packing']['speedup']:.3f}x",
+                    ratio(proj["packing"]["speedup"]),
                     f"step {_seconds(proj['packing']['step_time'])}, MFU {_pct(proj['packing']['mfu'])}",
                 ),
                 (
                     "selective recompute",
-                    f"{proj['selective_recompute']['speedup']:.3f}x",
-                    f"factor {proj['selective_recompute']['factor_now']:.3f} -> "
-                    f"{proj['selective_recompute']['factor_selective']:.3f}, step "
+                    ratio(proj["selective_recompute"]["speedup"]),
+                    f"factor {decimals(proj['selective_recompute']['factor_now'], 3)} -> "
+                    f"{decimals(proj['selective_recompute']['factor_selective'], 3)}, step "
                     f"{_seconds(proj['selective_recompute']['step_time'])}",
                 ),
                 (
                     "both (gains multiply)",
-                    f"{proj['packing_and_selective_recompute']['speedup']:.3f}x",
+                    ratio(proj["packing_and_selective_recompute"]["speedup"]),
                     f"step {_seconds(proj['packing_and_selective_recompute']['step_time'])}, MFU "
                     f"{_pct(proj['packing_and_selective_recompute']['mfu'])}",
                 ),
@@ -151,12 +164,12 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
             [
                 (
                     "logits per micro batch",
-                    f"{a['logits_bytes'] / 1e9:,.1f} GB",
+                    gb(a["logits_bytes"]),
                     "micro_batch x seq_len x vocab x 2 bytes",
                 ),
                 (
                     "machine balance",
-                    f"{a['machine_balance']:.1f} FLOP/byte",
+                    f"{decimals(a['machine_balance'], 1)} FLOP/byte",
                     "peak / HBM bandwidth",
                 ),
                 ("tokens per expert", _count(a["tokens_per_expert"]), "D x k / E"),
@@ -174,8 +187,8 @@ def _recompute_note(rc: dict[str, Any]) -> str:
         what += f" ({rc['method']}, {rc['num_layers']} layers)"
     origin = {"scenario": "selective_recompute_fraction", "modules": "derived from the modules"}
     return (
-        f"{what}; weights r = {rc['weights_fraction']:.4g}, attention core "
-        f"{rc['core_fraction']:.4g}"
+        f"{what}; weights r = {sig(rc['weights_fraction'])}, attention core "
+        f"{sig(rc['core_fraction'])}"
         + (f" ({origin[rc['fraction_from']]})" if rc["fraction_from"] in origin else "")
     )
 
@@ -241,7 +254,7 @@ def _lengths_section(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, 
             [
                 ("file", lengths["file"], lengths["reading"]),
                 ("samples in the file", _count(lengths["count"]), ""),
-                ("mean length", f"{lengths['mean']:,.1f}", "after truncation to seq_len"),
+                ("mean length", _count(lengths["mean"], 1), "after truncation to seq_len"),
                 ("mean of squares", _sci(lengths["mean_of_squares"]), ""),
                 ("longest", _count(lengths["longest"]), ""),
                 (
@@ -252,10 +265,6 @@ def _lengths_section(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, 
             ],
         )
     ]
-
-
-def _gb(x: float) -> str:
-    return f"{x / 1e9:,.1f} GB"
 
 
 PHASE_NAMES = {
@@ -270,27 +279,27 @@ def _memory_rows(mem: dict[str, Any]) -> list[tuple[str, str, str]]:
     """Model states, each phase with what it holds, the peak against the usable capacity, the
     settings the figures rest on and, for a run that does not fit, the changes that make it."""
     s, room = mem["settings"], mem["capacity_detail"]
-    rows = [(key, _gb(mem[key]), "") for key in ("weights", "gradients", "optimizer")]
+    rows = [(key, gb(mem[key]), "") for key in ("weights", "gradients", "optimizer")]
     for name, phase in mem["phases"].items():
         parts = ", ".join(
-            f"{part.replace('_', ' ')} {_gb(value)}"
+            f"{part.replace('_', ' ')} {gb(value)}"
             for part, value in phase["contents"].items()
             if part != "model_states" and value
         )
         mark = "peak: " if name == mem["peak_phase"] else ""
-        rows.append((f"phase: {PHASE_NAMES[name]}", _gb(phase["bytes"]), mark + parts))
+        rows.append((f"phase: {PHASE_NAMES[name]}", gb(phase["bytes"]), mark + parts))
     rows += [
         (
             "peak",
-            _gb(mem["total"]),
-            f"{PHASE_NAMES[mem['peak_phase']]}, of {_gb(mem['capacity'])} usable: "
+            gb(mem["total"]),
+            f"{PHASE_NAMES[mem['peak_phase']]}, of {gb(mem['capacity'])} usable: "
             + ("fits" if mem["fits"] else "does NOT fit"),
         ),
         (
             "capacity",
-            _gb(mem["capacity"]),
-            f"CUDA total {_gb(room['cuda_total'])} ({room['cuda_total_kind']}) - "
-            f"memory_reserve {_gb(room['memory_reserve'])}",
+            gb(mem["capacity"]),
+            f"CUDA total {gb(room['cuda_total'])} ({room['cuda_total_kind']}) - "
+            f"memory_reserve {gb(room['memory_reserve'])}",
         ),
         (
             "settings",
@@ -305,14 +314,14 @@ def _memory_rows(mem: dict[str, Any]) -> list[tuple[str, str, str]]:
                 else ""
             )
             + f", attention_kernel {s['attention_kernel']}, fp8 {s['fp8']}"
-            + f" (activations {s['fp8_activations']}); micro batches in flight: {mem['in_flight']:g}",
+            + f" (activations {s['fp8_activations']}); micro batches in flight: {short(mem['in_flight'])}",
         ),
     ]
     for change in mem.get("fit") or []:
         rows.append(
             (
                 f"to fit: {change['change']}",
-                _gb(change["peak"]),
+                gb(change["peak"]),
                 ("fits" if change["fits"] else "does not fit")
                 + f"; +{_pct(change['flop_cost'])} hardware FLOPs; {change['note']}",
             )
@@ -328,7 +337,7 @@ def _communication_rows(a: dict[str, Any]) -> list[tuple[str, str, str]]:
         (
             c["name"],
             _seconds(c["seconds"]),
-            f"{_gb(c['bytes_per_gpu'])} per GPU, {c['placement']}; exposed "
+            f"{gb(c['bytes_per_gpu'])} per GPU, {c['placement']}; exposed "
             f"{_seconds(c['exposed_seconds'])}"
             + (f"; hides behind {c['hidden_behind']}" if c["hidden_behind"] else "; not hidden"),
         )
@@ -400,7 +409,7 @@ def _time_rows(t: dict[str, Any]) -> list[tuple[str, str, str]]:
             "predicted step",
             _seconds(t["predicted_seconds"]),
             f"the sum of the parts ({t['generation']} efficiencies: "
-            + ", ".join(f"{k} {v['value']:.3g}" for k, v in t["efficiencies"].items())
+            + ", ".join(f"{k} {sig(v['value'], 3)}" for k, v in t["efficiencies"].items())
             + ")",
         )
     )
@@ -424,8 +433,8 @@ def _combined_row(comb: dict[str, Any]) -> tuple[str, str, str]:
     note = f"step {_seconds(comb['step_time'])}: {', '.join(comb['levers']) or 'no lever'}"
     if comb["levers"]:
         note += (
-            f" applied together and predicted again ({comb['step_before']:,.4g} s -> "
-            f"{comb['step_after']:,.4g} s; peak {comb['peak_after'] / 1e9:,.1f} GB: fits)"
+            f" applied together and predicted again ({sig4(comb['step_before'])} s -> "
+            f"{sig4(comb['step_after'])} s; peak {gb(comb['peak_after'])}: fits)"
         )
     if comb["step_time_from"] == "measured - saved":
         note += "; the measured step less the seconds saved (the unexplained part kept)"
@@ -435,7 +444,7 @@ def _combined_row(comb: dict[str, Any]) -> tuple[str, str, str]:
         note += "; capped where the hardware would reach its peak"
     if comb["apart"]:
         note += f"; not combined: {', '.join(comb['apart'])}"
-    return ("combined", f"{comb['speedup']:.3f}x", note)
+    return ("combined", ratio(comb["speedup"]), note)
 
 
 def _team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
@@ -448,7 +457,7 @@ def _team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, st
             f"{par['tp']} x {par['pp']} x {par['cp']} x {par['dp']}",
             f"EP {par['ep']}" + (", sequence parallel" if par["sp"] else ""),
         ),
-        ("micro batches per step", f"{par['micro_batches']:g}", "per pipeline"),
+        ("micro batches per step", short(par["micro_batches"]), "per pipeline"),
         ("pipeline bubble", _pct(par["pipeline_bubble"]), "1F1B: (p - 1) / (m + p - 1)"),
         (
             f"bubble of the schedule ({par['pipeline_schedule']})",
@@ -462,9 +471,9 @@ def _team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, st
     advice_rows = [
         (
             x["lever"],
-            f"{x['speedup']:.3f}x",
+            ratio(x["speedup"]),
             ("" if x["feasible"] else "not feasible; ")
-            + x["note"]
+            + advice_note(x)
             + (
                 f" [course: {', '.join(k for k in x['rests_on'] if k in course)}]"
                 if any(k in course for k in x["rests_on"])
@@ -489,6 +498,7 @@ def render(a: dict[str, Any], fmt: str = "text") -> str:
     Markdown as formats.markdown_text (no HTML, markup, link or math; a | does not end a
     cell), in JSON as json.dumps escapes it (ASCII only)."""
     if fmt == "json":
+        a = account_json(a)  # the levers as JSON objects, their notes written
         check_finite(a)  # strict JSON: never Infinity or NaN (account() refuses them already)
         return json.dumps(a, indent=2, sort_keys=False, allow_nan=False) + "\n"
     tables = sections(a) + _team_sections(a)

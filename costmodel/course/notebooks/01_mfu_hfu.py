@@ -40,7 +40,8 @@ from costmodel.present import display as d
 sc, acc = d.load(scenario_file, overrides)
 
 # %% tags=["remove-input"]
-POLICIES = ("none", "selective", "full")
+from costmodel.derive.recompute import POLICIES  # the policy names, defined there once
+
 # r of this scenario's selective recompute: derived from the modules it redoes (02 explains)
 fraction = acc["projections"]["selective_recompute"]["weights_fraction"]
 f_now = acc["recompute_factor"]

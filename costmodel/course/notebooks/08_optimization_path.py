@@ -37,8 +37,10 @@ from costmodel.derive import attention, levers, memory, recompute, roofline
 from costmodel.derive.symbols import S, V, b_micro, bytes_per_element, m, share, x
 from costmodel.evaluate import advice, gemms, layouts, run, step_time
 from costmodel.evaluate.shapes import scenario_shape
+from costmodel.formats import decimals, sig
 from costmodel.inputs import assumptions, hardware, models, scenario
 from costmodel.present import display as d
+from costmodel.present.advice import note as advice_note
 
 sc, acc = d.load(scenario_file, overrides)
 proj = acc["projections"]
@@ -70,7 +72,7 @@ def shown(key, value):
     if value is None:
         return "null (GPU table)" if key.endswith("bandwidth") else "null"
     if key.endswith("bandwidth"):
-        return f"{value / 1e9:,.0f} GB/s"
+        return f"{d.num(value / 1e9)} GB/s"
     return d.pct(value) if key == "communication_share" else str(value)
 
 
@@ -463,7 +465,7 @@ elif comm_share == 0:
     text += ("暴露在外的通信为 0，重叠没有可省的。" if comm["basis"] == "measured"
              else "：本场景没有集合通信，这个杠杆不存在。")
 else:
-    text += f"：这个杠杆在本场景没有收益（{d.text(overlap['note'])}）。"
+    text += f"：这个杠杆在本场景没有收益（{d.text(advice_note(overlap))}）。"
 others = [name for name in combined["levers"] if name != "communication_overlap"]
 if others and not contradicted and exposed_s > 0 and comm["basis"] != "measured":
     rest = {key: value for key, value in combined["changes"].items()
@@ -557,13 +559,13 @@ for part, names in stack.items():
                for _, case in cases]
     ax.bar(labels, heights, bottom=bottom, label=part)
     bottom = [low_ + h for low_, h in zip(bottom, heights)]
-ax.axhline(capacity, color="black", linestyle="--", linewidth=1, label=f"usable ({capacity:,.0f} GB)")
+ax.axhline(capacity, color="black", linestyle="--", linewidth=1, label=f"usable ({d.num(capacity)} GB)")
 for label, case in cases:
     total = case["total"] / 1e9
     if total <= 0.9 * top:
-        ax.text(label, total, f"{total:,.0f} GB", ha="center", va="bottom", fontsize=8)
+        ax.text(label, total, f"{d.num(total)} GB", ha="center", va="bottom", fontsize=8)
     else:  # the bar runs off the axis: its total inside the bar's top
-        ax.text(label, 0.97 * top, f"{total:,.0f} GB" + ("" if total <= top else "\n(off scale)"),
+        ax.text(label, 0.97 * top, f"{d.num(total)} GB" + ("" if total <= top else "\n(off scale)"),
                 ha="center", va="top", fontsize=8, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
 ax.set_ylim(0, top)
 ax.set_title(f"Peak memory of the most loaded GPU ({sc['gpu']}), by its peak phase")
@@ -678,10 +680,10 @@ fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(bars) + 1.4))
 ax.barh([name for name, _, _ in bars], [sec for _, sec, _ in bars], color=[c for _, _, c in bars])
 for name, sec, _ in bars:
     part = 100 * sec / step
-    ax.text(sec, name, f" {sec:,.2f} s ({part:.{1 if part >= 1 else 2}f}%)", va="center", fontsize=8)
+    ax.text(sec, name, f" {d.num(sec, 2)} s ({part:.{1 if part >= 1 else 2}f}%)", va="center", fontsize=8)
 ax.invert_yaxis()
 ax.set_xlim(0, 1.45 * max([sec for _, sec, _ in bars] + [1e-9]))
-ax.set_title(f"Communication per step ({'predicted ' if step_said == '预测' else ''}step {step:,.1f} s; "
+ax.set_title(f"Communication per step ({'predicted ' if step_said == '预测' else ''}step {d.num(step, 1)} s; "
              "% of the step)")
 ax.set_xlabel("seconds per step")
 ax.tick_params(axis="y", labelsize=8)
@@ -758,17 +760,17 @@ base_s = t["measured_seconds"] if measured_step else predicted_s  # what the sha
 
 
 def seconds_label(value):
-    return f"{value:.3g} s" if abs(value) < 1000 else f"{value:,.0f} s"
+    return f"{sig(value, 3)} s" if abs(value) < 1000 else f"{d.num(value)} s"
 
 
 def sec(value):
     """Seconds in prose: 3 significant digits, thousands grouped."""
-    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return f"{sig(value, 3)}" if abs(value) < 1000 else f"{d.num(value)}"
 
 
 def part_of(value):
     """A share in prose: one decimal, two significant digits below 1% (not printed as 0.0%)."""
-    return d.pct(value, 1) if value == 0 or abs(value) >= 0.01 else f"{100 * value:.2g}%"
+    return d.pct(value, 1) if value == 0 or abs(value) >= 0.01 else f"{sig(100 * value, 2)}%"
 
 
 compute_s = sum(t["parts"][name]["seconds"] for name in COMPUTE_PARTS)
@@ -843,10 +845,10 @@ ax.legend(handles, names_, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.
 plt.show()
 
 # %% tags=["remove-input"]
-d.table([[name, f"{part['seconds']:.4g} s", d.pct(part["share"], 1)] for name, part in t["parts"].items()]
-        + [["predicted step (sum)", f"{predicted_s:.4g} s", d.pct(predicted_s / base_s, 1)]]
-        + ([["measured step (step_time)", f"{base_s:.4g} s", "100.0%"],
-            ["unexplained (measured - predicted)", f"{t['unexplained_seconds']:.4g} s",
+d.table([[name, f"{sig(part['seconds'])} s", d.pct(part["share"], 1)] for name, part in t["parts"].items()]
+        + [["predicted step (sum)", f"{sig(predicted_s)} s", d.pct(predicted_s / base_s, 1)]]
+        + ([["measured step (step_time)", f"{sig(base_s)} s", "100.0%"],
+            ["unexplained (measured - predicted)", f"{sig(t['unexplained_seconds'])} s",
              d.pct(t["unexplained_share"], 1)]] if measured_step else []),
         ["part", "seconds", "share of the " + ("measured" if measured_step else "predicted") + " step"],
         f"Step-time model on the most loaded GPU ({sc['gpu']}, {t['generation']} efficiencies)")
@@ -859,13 +861,13 @@ d.table([[name, f"{part['seconds']:.4g} s", d.pct(part["share"], 1)] for name, p
 # %% tags=["remove-input"]
 ranked = acc["advice"]
 no_gain = lambda a: a["speedup"] < 1.0005  # noqa: E731  (shown as 1.00x)
-d.table([[i, a["lever"], d.times(a["speedup"], 3), f"{a['step_time']:,.1f} s",
+d.table([[i, a["lever"], d.times(a["speedup"], 3), f"{d.num(a['step_time'], 1)} s",
           "yes" if a["feasible"] else ("no gain" if no_gain(a) else "no"),
-          ", ".join(star(key) for key in a["rests_on"]), a["note"]]
+          ", ".join(star(key) for key in a["rests_on"]), advice_note(a)]
          for i, a in enumerate(ranked, start=1)],
         ["#", "lever", "speedup", "step time", "feasible", "rests on (* course assumption)", "note"],
         f"Levers ranked by speedup for this run ({'predicted ' if step_said == '预测' else ''}step "
-        f"{sc['step_time']:,.1f} s now)")
+        f"{d.num(sc['step_time'], 1)} s now)")
 chosen = [by_lever[name] for name in combined["levers"]]
 cap_text = (f"一起做完重新预测是 {d.times(combined['product'])}，但账里把合计封顶在 {d.times(combined['speedup'])}："
             f"再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{busy_what}）。"
@@ -920,14 +922,14 @@ final = combined["step_time"]
 fig, ax = plt.subplots()
 label = lambda name: name.replace("_", "\n")  # noqa: E731
 ax.bar("step time\n(scenario)", sc["step_time"], color="gray")
-ax.text("step time\n(scenario)", sc["step_time"], f"{sc['step_time']:.1f} s", ha="center", va="bottom", fontsize=9)
+ax.text("step time\n(scenario)", sc["step_time"], f"{decimals(sc['step_time'], 1)} s", ha="center", va="bottom", fontsize=9)
 start = sc["step_time"]
 for stop in path:
     ax.bar(label(stop["lever"]), start - stop["step_time"], bottom=stop["step_time"], color="tab:green")
-    ax.text(label(stop["lever"]), start, f"-{start - stop['step_time']:.2f} s", ha="center", va="bottom", fontsize=8)
+    ax.text(label(stop["lever"]), start, f"-{decimals(start - stop['step_time'], 2)} s", ha="center", va="bottom", fontsize=8)
     start = stop["step_time"]
 ax.bar("after\nlevers", final, color="tab:blue")
-ax.text("after\nlevers", final, f"{final:.1f} s" + ("\n(capped at peak)" if combined.get("capped") else ""),
+ax.text("after\nlevers", final, f"{decimals(final, 1)} s" + ("\n(capped at peak)" if combined.get("capped") else ""),
         ha="center", va="bottom", fontsize=9)
 if measured_step and t["unexplained_seconds"] > 0 and combined["step_time_from"] == "measured - saved":
     ax.axhline(t["unexplained_seconds"], color="tab:red", linestyle="--", linewidth=1)
@@ -1013,7 +1015,7 @@ else:
         text += (f"，课程排第一的 `{course_first}` 在模型的排序里排第 {rank_of[course_first]}（"
                  + (f"{d.times(first_course['speedup'])}，可行" if gainful(first_course) else
                     "没有收益" if no_gain(first_course) else
-                    f"{d.times(first_course['speedup'])}，但在本场景不可行：{d.text(first_course['note'])}") + "）")
+                    f"{d.times(first_course['speedup'])}，但在本场景不可行：{d.text(advice_note(first_course))}") + "）")
     text += "。"
 blocked_course = [(mark, matched[mark]) for mark, *_ in COURSE_LEVERS
                   if matched[mark] and not by_lever[matched[mark]]["feasible"] and not no_gain(by_lever[matched[mark]])]

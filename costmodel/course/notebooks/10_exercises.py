@@ -40,7 +40,9 @@ from costmodel.derive import levers, padding, recompute, roofline
 from costmodel.derive.symbols import D, T, m
 from costmodel.evaluate import gemms
 from costmodel.evaluate.run import memory as gpu_memory
+from costmodel.formats import decimals, short, sig
 from costmodel.present import display as d
+from costmodel.present.advice import note as advice_note
 
 sc, acc = d.load(scenario_file, overrides)
 pad, proj = acc["padding"], acc["projections"]
@@ -59,7 +61,7 @@ def share(value):
 
 def seconds(value):
     """A time in seconds: one decimal, two significant digits below 0.1 s."""
-    return f"{value:.1f} s" if value == 0 or value >= 0.1 else f"{value:.2g} s"
+    return f"{decimals(value, 1)} s" if value == 0 or value >= 0.1 else f"{sig(value, 2)} s"
 
 
 def origin(key):
@@ -71,7 +73,7 @@ def origin(key):
 
 step_said = "预测" if sc["step_time_from"] == "predicted" else "实测"  # step_time null: predicted
 clash = "估计与实测矛盾" if step_said == "实测" else "估计与预测的步长矛盾"
-d.md(f"场景：**{d.text(sc['name'])}**。现在每步 {sc['step_time']:g} s"
+d.md(f"场景：**{d.text(sc['name'])}**。现在每步 {short(sc['step_time'])} s"
      + ("（步长模型的预测：场景的 `step_time` 为 null）" if step_said == "预测" else "")
      + f"，MFU {d.pct(acc['mfu'])}，"
      f"HFU {d.pct(acc['hfu'])}，recompute = {sc['recompute']}"
@@ -91,11 +93,11 @@ d.md(f"场景：**{d.text(sc['name'])}**。现在每步 {sc['step_time']:g} s"
 
 # %% tags=["remove-input"]
 d.table([
-    ("单步耗时 T", f"{sc['step_time']:g} s"),
+    ("单步耗时 T", f"{short(sc['step_time'])} s"),
     ("每步算的槽位（" + ("已 packing：就是 D" if packed else "定长补齐：B·S") + "）", d.num(pad["slots"])),
     ("每步的真实 token D", d.count(sc["tokens_per_step"])),
     ("MFU（6ND 口径）", d.pct(acc["mfu"])),
-    ("训练现在的时长", f"{sc['training_hours']:g} h（{origin('training_hours')}）"),
+    ("训练现在的时长", f"{short(sc['training_hours'])} h（{origin('training_hours')}）"),
 ], ["量", "本场景"], "Exercise 1: the inputs of this scenario")
 
 # %% tags=["solution"]
@@ -103,15 +105,15 @@ g_pack = pad["packing_speedup"]  # slots / D
 t_pack = pad["step_time_after_packing"]  # T / g_pack
 tok_pack = sc["tokens_per_step"] / t_pack  # D / T'
 d.eq(r"g_{\mathrm{pack}}", padding.packing_speedup,
-     rf"\frac{{{d.tex_num(pad['slots'])}}}{{{d.tex_num(sc['tokens_per_step'])}}}", f"{g_pack:.3f}")
-d.eq(r"T'", padding.step_time_after_packing, rf"{t_pack:.1f}\ \mathrm{{s}}")
+     rf"\frac{{{d.tex_num(pad['slots'])}}}{{{d.tex_num(sc['tokens_per_step'])}}}", f"{decimals(g_pack, 3)}")
+d.eq(r"T'", padding.step_time_after_packing, rf"{decimals(t_pack, 1)}\ \mathrm{{s}}")
 d.eq(r"\tau'", D / sp.Symbol("T'"), rf"{d.tex_num(tok_pack)}\ \mathrm{{tok/s}}")
 d.eq(r"\mathrm{MFU}'", padding.mfu_after_packing, d.pct(pad["mfu_after_packing"]))
 
 # %% tags=["solution", "remove-input"]
 hfu_pack = acc["hfu"] * g_pack
 d.table([
-    ("(a) 单步耗时", f"{sc['step_time']:.1f} s", f"{t_pack:.1f} s"),
+    ("(a) 单步耗时", f"{decimals(sc['step_time'], 1)} s", f"{decimals(t_pack, 1)} s"),
     ("(b) 集群吞吐（真实 token）", f"{d.num(acc['tokens_per_s'])} tok/s", f"{d.num(tok_pack)} tok/s"),
     ("    单卡吞吐", f"{d.num(acc['tokens_per_s_per_gpu'], 1)} tok/s",
      f"{d.num(tok_pack / sc['num_gpus'], 1)} tok/s"),
@@ -120,7 +122,7 @@ d.table([
 ], ["量", "现在", "完美 packing 之后"], "Exercise 1 (a)-(c): the account after perfect packing")
 if padded:
     text = (f"每步要算的槽位从 {d.num(pad['slots'])} 降到 {d.count(sc['tokens_per_step'])}，"
-            f"提速 **{d.times(g_pack)}**：单步从 {sc['step_time']:g} s 变成 **{t_pack:.1f} s**，"
+            f"提速 **{d.times(g_pack)}**：单步从 {short(sc['step_time'])} s 变成 **{decimals(t_pack, 1)} s**，"
             f"集群吞吐从 {d.num(acc['tokens_per_s'])} 升到 **{d.num(tok_pack)} tok/s**，"
             f"MFU 从 {d.pct(acc['mfu'])} 升到 **{d.pct(pad['mfu_after_packing'])}**。"
             "MFU 的分子（6ND）没有变，变的只是耗时：pad 上的运算本来就不计入 MFU，它们只是把时间拉长了。")
@@ -132,7 +134,7 @@ else:
     text = ((f"本场景已经在做 packing（`batching: packed`）：每步的 {d.num(pad['slots'])} 个槽位全是真实 token，"
              if packed else
              f"本场景的平均真实长度等于配置长度：每步的 {d.num(pad['slots'])} 个槽位全是真实 token，")
-            + f"没有 pad 可省。完美 packing 的提速是 {d.times(g_pack)}，单步仍是 {sc['step_time']:g} s，"
+            + f"没有 pad 可省。完美 packing 的提速是 {d.times(g_pack)}，单步仍是 {short(sc['step_time'])} s，"
             f"MFU 仍是 {d.pct(acc['mfu'])}；下面 (d) 的训练时长也不变。")
 d.md(text)
 
@@ -145,15 +147,15 @@ d.md(text)
 current_run_hours = sc["training_hours"]  # the course's "overnight" unless the scenario sets it
 run = x.run_after(current_run_hours, sc["step_time"], sc["tokens_per_step"], g_pack)
 d.eq(r"H'", x.run_hours_after.subs(x.g, sp.Symbol(r"g_{\mathrm{pack}}")),
-     rf"\frac{{{current_run_hours:g}\ \mathrm{{h}}}}{{{g_pack:.3f}}}",
-     rf"{run['hours_after']:.1f}\ \mathrm{{h}}")
+     rf"\frac{{{short(current_run_hours)}\ \mathrm{{h}}}}{{{decimals(g_pack, 3)}}}",
+     rf"{decimals(run['hours_after'], 1)}\ \mathrm{{h}}")
 
 # %% tags=["solution", "remove-input"]
 course_epochs = 2  # the course's run: two epochs (the scenario has no key for it)
 samples_per_epoch = run["steps"] * sc["samples_per_step"] / course_epochs
-d.md(f"现在要 **{current_run_hours:g} 小时**（{origin('training_hours')}），"
-     + (f"packing 之后约 **{run['hours_after']:.1f} 小时**，省下 "
-        f"{current_run_hours - run['hours_after']:.1f} 小时。" if padded else
+d.md(f"现在要 **{short(current_run_hours)} 小时**（{origin('training_hours')}），"
+     + (f"packing 之后约 **{decimals(run['hours_after'], 1)} 小时**，省下 "
+        f"{decimals(current_run_hours - run['hours_after'], 1)} 小时。" if padded else
         "没有 pad 时 packing 不缩短单步，训练时长不变。")
      + f"这个时长同时意味着整个训练约 {d.num(run['steps'])} 步、{d.sci(run['tokens'])} 个真实 token；"
      f"若像课程那样是 2 个 epoch，每个 epoch 约 {d.num(samples_per_epoch)} 个样本。"
@@ -254,7 +256,7 @@ d.eq(r"g_1 g_2 - \left(1 + (g_1 - 1) + (g_2 - 1)\right)",
 g_both = proj["packing_and_selective_recompute"]["speedup"]  # g_pack * g_rc
 g_add = float(x.combined_add.subs({x.g_1: g_pack, x.g_2: g_rc}))
 d.eq(r"g_{\mathrm{rc}}", sp.Symbol(r"f_{now}") / sp.Symbol(r"f_{new}"),
-     rf"\frac{{{sp.latex(f_now)}}}{{{sp.latex(f_new)}}}", f"{g_rc:.3f}")
+     rf"\frac{{{sp.latex(f_now)}}}{{{sp.latex(f_new)}}}", f"{decimals(g_rc, 3)}")
 d.table([("packing", d.times(g_pack, 3)), ("selective recompute", d.times(g_rc, 3)),
          ("相乘（正确）", d.times(g_both, 3)), ("相加（错误）", d.times(g_add, 3))],
         ["组合", "提速"], "Exercise 2 (a): combining the two speedups")
@@ -273,8 +275,8 @@ else:
     rc_text = (f"本场景没有开 recompute（f = {f_now}），换成 selective recompute 只会多做运算，不会提速："
                f"这一项记为 {d.times(g_rc)}，组合后只剩 packing 的收益。")
 if g_rc > 1 and g_pack > 1:
-    combine_text = (f"两者相乘得 **{d.times(g_both)}**；把收益相加（1 + {g_pack - 1:.2f} + "
-                    f"{g_rc - 1:.2f}）只有 {d.times(g_add)}，少算的正是两份收益的交叉项 (g₁−1)(g₂−1)："
+    combine_text = (f"两者相乘得 **{d.times(g_both)}**；把收益相加（1 + {decimals(g_pack - 1, 2)} + "
+                    f"{decimals(g_rc - 1, 2)}）只有 {d.times(g_add)}，少算的正是两份收益的交叉项 (g₁−1)(g₂−1)："
                     "packing 之后剩下的每个槽位，仍然享受 recompute 省下的那部分。")
 else:
     combine_text = (f"有一项是 1×，交叉项 (g₁−1)(g₂−1) 为零，相乘与相加都得 {d.times(g_both)}；"
@@ -290,14 +292,14 @@ t_both = proj["packing_and_selective_recompute"]["step_time"]
 mfu_both = proj["packing_and_selective_recompute"]["mfu"]
 hfu_both = mfu_both * rc_factor_new  # HFU = MFU x the recompute factor in force
 d.eq(r"T''", T / sp.Symbol(r"g_{\mathrm{pack}} g_{\mathrm{rc}}"),
-     rf"\frac{{{sc['step_time']:g}\ \mathrm{{s}}}}{{{g_both:.3f}}}", rf"{t_both:.1f}\ \mathrm{{s}}")
+     rf"\frac{{{short(sc['step_time'])}\ \mathrm{{s}}}}{{{decimals(g_both, 3)}}}", rf"{decimals(t_both, 1)}\ \mathrm{{s}}")
 
 # %% tags=["solution", "remove-input"]
-d.md((f"单步从 {sc['step_time']:g} s 变成 **{t_both:.1f} s**，MFU 变成 **{d.pct(mfu_both)}**"
-      f"（HFU {d.pct(hfu_both)}），按前面的 {current_run_hours:g} 小时，训练缩到约 "
-      f"**{current_run_hours / g_both:.1f} 小时**。" if g_both > 1 else
-      f"两项都没有收益：单步仍是 {sc['step_time']:g} s，MFU 仍是 {d.pct(mfu_both)}"
-      f"（HFU {d.pct(hfu_both)}），训练仍约 {current_run_hours:g} 小时。")
+d.md((f"单步从 {short(sc['step_time'])} s 变成 **{decimals(t_both, 1)} s**，MFU 变成 **{d.pct(mfu_both)}**"
+      f"（HFU {d.pct(hfu_both)}），按前面的 {short(current_run_hours)} 小时，训练缩到约 "
+      f"**{decimals(current_run_hours / g_both, 1)} 小时**。" if g_both > 1 else
+      f"两项都没有收益：单步仍是 {short(sc['step_time'])} s，MFU 仍是 {d.pct(mfu_both)}"
+      f"（HFU {d.pct(hfu_both)}），训练仍约 {short(current_run_hours)} 小时。")
      + ((f"HFU 与只做 packing 时相同（{d.pct(hfu_pack)}）：selective recompute 的提速全部来自"
          "少做的重算，硬件的忙碌程度没有变。" if abs(hfu_both - hfu_pack) <= 1e-9 else
          f"HFU 从只做 packing 时的 {d.pct(hfu_pack)} 变成 {d.pct(hfu_both)}：HFU 只数 6ND 一侧，"
@@ -345,7 +347,7 @@ if comm["basis"] != "measured":
     comm_basis += "；设置 `communication_share` 可改为你的实测值"
 text = f"本节用的通信份额：**{share(comm_share)}**（{comm_basis}）。"
 if contradicted:
-    text = (f"按并行布局估出的通信要 {seconds(comm['seconds'])}，比{step_said}的一步（{sc['step_time']:g} s）还长："
+    text = (f"按并行布局估出的通信要 {seconds(comm['seconds'])}，比{step_said}的一步（{short(sc['step_time'])} s）还长："
             f"{clash}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），这里不用它，通信按 0 计，"
             "下面只看计算；把实测值写进 `communication_share` 再算。")
 d.md(text)
@@ -358,7 +360,7 @@ fixed = {label: x.with_fixed_part(sc["step_time"], comm_share, g) for label, g i
 after = fixed["packing + selective recompute"]  # communication held fixed, both levers done
 
 # %% tags=["solution", "remove-input"]
-d.table([(label, d.times(g), f"{sc['step_time'] / g:.1f} s", f"{fixed[label]['step_time']:.1f} s",
+d.table([(label, d.times(g), f"{decimals(sc['step_time'] / g, 1)} s", f"{decimals(fixed[label]['step_time'], 1)} s",
           d.times(fixed[label]["speedup"]), share(fixed[label]["fixed_share"])) for label, g in stages],
         ["阶段", "计算提速", "单步（全部缩短）", "单步（通信不变）", "实际提速", "通信占比"],
         f"Communication held fixed at {share(comm_share)} of today's step ({comm['basis']})")
@@ -425,12 +427,12 @@ d.eq(r"AI", roofline.gemm_intensity)
 d.eq(r"\lim_{m \to \infty} AI", sp.limit(roofline.gemm_intensity, m, sp.oo))
 
 # %% tags=["solution", "remove-input"]
-d.table([(g["name"], d.num(g["m"]), d.num(g["k"]), d.num(g["n"]), f"{g['intensity']:.0f}",
-          f"{g['intensity'] / balance:.1f}", g["bound"], "yes" if g["weights"] else "no",
+d.table([(g["name"], d.num(g["m"]), d.num(g["k"]), d.num(g["n"]), f"{decimals(g['intensity'], 0)}",
+          f"{decimals(g['intensity'] / balance, 1)}", g["bound"], "yes" if g["weights"] else "no",
           g["source"]) for g in gemm_rows],
         ["GEMM", "m", "k", "n", "AI (FLOP/byte)", "AI / balance", "bound", "weights", "shape from"],
         f"GEMMs at micro batch {sc['micro_batch']} on {sc['gpu']} "
-        f"(machine balance {balance:.1f} FLOP/byte, BF16)")
+        f"(machine balance {decimals(balance, 1)} FLOP/byte, BF16)")
 if moe:
     d.md(f"本场景是 MoE（{sc['num_experts']} 个专家，每个 token 选 {sc['experts_per_token']} 个）：专家 GEMM 的 "
          "$m$ 不是整条序列，而是一个 EP 组汇集到每个专家的 token 数，比稠密层的行数少。")
@@ -448,7 +450,7 @@ capped_share = (sum(g["forward_flops_per_token"] for g in capped)
                 / gemms.weight_flops_per_token(weight_rows))
 listed = lambda rows: "、".join(d.text(g["name"], code=True) for g in rows)  # noqa: E731
 kernels = "专家 GEMM、注意力核" if moe else "注意力核"
-head = f"{sc['gpu']} 的平衡点是 {balance:.1f} FLOP/byte；在 micro batch = {sc['micro_batch']} 时，"
+head = f"{sc['gpu']} 的平衡点是 {decimals(balance, 1)} FLOP/byte；在 micro batch = {sc['micro_batch']} 时，"
 capped_list = "、".join(f"{d.text(g['name'], code=True)}（{cap[g['key']]:.{0 if cap[g['key']] >= 10 else 2}f}）"
                         for g in capped)
 capped_text = (f"{capped_list}落在拐点左侧，但强度被自身较窄的 k 或 n 封顶（括号里是 m → ∞ 时的上限，"
@@ -457,8 +459,8 @@ capped_text = (f"{capped_list}落在拐点左侧，但强度被自身较窄的 k
                if capped else "")
 if not pushable and not below_core and lowest is not None:
     roof = (head + ("除去下面说的窄 GEMM，" if capped else "表中") + f"所有矩阵乘都在拐点右侧，最低的 "
-            f"{d.text(lowest['name'], code=True)} 也有 {lowest['intensity']:.0f}，是平衡点的 "
-            f"{lowest['intensity'] / balance:.1f} 倍。" + capped_text
+            f"{d.text(lowest['name'], code=True)} 也有 {decimals(lowest['intensity'], 0)}，是平衡点的 "
+            f"{decimals(lowest['intensity'] / balance, 1)} 倍。" + capped_text
             + "也就是说，这些 GEMM 慢不是因为显存带宽：屋顶线只给上限，剩下的差距来自 kernel 自身的效率"
             f"（{kernels}），以及不产生 FLOPs 的访存型操作（"
             + ("MoE 的 permute/unpermute、" if moe else "") + "norm、激活函数）。"
@@ -506,7 +508,7 @@ elif g_both <= 1:
                  + ("，通信重叠是下一个值得做的" if comm_first else "，还不是下一个瓶颈"))
 else:
     comm_note = (f"通信占比 {share(comm_share)} → {share(after['fixed_share'])}（{basis_short}），"
-                 f"升到原来的 {after['fixed_share'] / comm_share:.1f} 倍，"
+                 f"升到原来的 {decimals(after['fixed_share'] / comm_share, 1)} 倍，"
                  + ("通信重叠是下一个值得做的" if comm_first else "还不是下一个瓶颈"))
 narrow = (f"（窄 GEMM 除外，但{'它' if len(capped) == 1 else '它们'}的 FLOPs 不到 1%）"
           if capped and capped_share < 0.01
@@ -537,9 +539,9 @@ t_now = acc["time"]
 PART_ZH = {"gemms": "带权重的 GEMM", "attention": "注意力核心", "linear_attention": "线性注意力",
            "memory_bound": "受带宽限制的逐元素工作", "recompute": "重算",
            "communication_exposed": "暴露在外的通信", "pipeline_bubble": "流水线气泡"}
-d.table([(name, f"{part['seconds']:.4g} s") for name, part in t_now["parts"].items()]
-        + [("predicted step (sum)", f"{t_now['predicted_seconds']:.4g} s")]
-        + ([("measured step (step_time)", f"{t_now['measured_seconds']:.4g} s")]
+d.table([(name, f"{sig(part['seconds'])} s") for name, part in t_now["parts"].items()]
+        + [("predicted step (sum)", f"{sig(t_now['predicted_seconds'])} s")]
+        + ([("measured step (step_time)", f"{sig(t_now['measured_seconds'])} s")]
            if t_now["measured_seconds"] is not None else []),
         ["part", "now"], "Exercise 3: the step-time model's parts of this run's step (acc['time'])")
 
@@ -554,7 +556,7 @@ except CostModelError as error:
 if t_packed is not None:
     g_model = t_now["predicted_seconds"] / t_packed["predicted_seconds"]  # the model's speedup
     d.eq(r"g_{\mathrm{model}}", r"\frac{T_{\mathrm{pred}}}{T'_{\mathrm{pred}}}",
-         rf"\frac{{{t_now['predicted_seconds']:.4g}\ \mathrm{{s}}}}{{{t_packed['predicted_seconds']:.4g}\ \mathrm{{s}}}}",
+         rf"\frac{{{sig(t_now['predicted_seconds'])}\ \mathrm{{s}}}}{{{sig(t_packed['predicted_seconds'])}\ \mathrm{{s}}}}",
          d.times(g_model, 3))
 
 # %% tags=["solution", "remove-input"]
@@ -629,13 +631,13 @@ def star(key):
 
 rest = [a for a in acc["advice"] if a["lever"] not in done]
 d.table([[a["lever"], d.times(a["speedup"], 3), "yes" if a["feasible"] else "no",
-          ", ".join(star(key) for key in a["rests_on"]), a["note"]] for a in rest],
+          ", ".join(star(key) for key in a["rests_on"]), advice_note(a)] for a in rest],
         ["lever", "speedup (predicted before / after)", "feasible", "rests on (* course assumption)", "note"],
         "The other levers of this run, ranked (acc['advice'])")
 combined = acc["advice_combined"]
 plan = "、".join(f"`{name}`" for name in combined["levers"])
 text = (f"本次运行实际可行、能一起做的杠杆是 {plan}：一起放进场景、重新预测，预测的一步快 "
-        f"**{d.times(combined['speedup'])}**，每步 {sc['step_time']:g} s → {combined['step_time']:.1f} s（`acc[\"advice_combined\"]`"
+        f"**{d.times(combined['speedup'])}**，每步 {short(sc['step_time'])} s → {decimals(combined['step_time'], 1)} s（`acc[\"advice_combined\"]`"
         + ("；实测的一步减去预测省下的秒数，模型没有解释的部分原样留着" if combined["step_time_from"] == "measured - saved" else "")
         + "）。"
         + (f"一起预测是 {d.times(combined['product'])}，账里把合计封顶：再快，GPU 就要超过峰值算力"
@@ -679,9 +681,9 @@ fit_note = ("" if sel_fits else "；但按账里的显存模型，selective reco
 # %% tags=["solution", "remove-input"]
 rows = [
     ("思考题 1 (a)：完美 packing 后的单步耗时，" + course.claim("nb04_step_after_packing"),
-     f"{sc['step_time']:g} s → {t_pack:.1f} s" if padded else f"{sc['step_time']:g} s（不变）",
-     judge("nb04_step_after_packing", t_pack, f"{t_pack:.1f} s",
-           no_pad or f"单步 {sc['step_time']:g} s 除以 packing 的提速 {d.times(g_pack)}",
+     f"{short(sc['step_time'])} s → {decimals(t_pack, 1)} s" if padded else f"{short(sc['step_time'])} s（不变）",
+     judge("nb04_step_after_packing", t_pack, f"{decimals(t_pack, 1)} s",
+           no_pad or f"单步 {short(sc['step_time'])} s 除以 packing 的提速 {d.times(g_pack)}",
            f"；{no_pad}，这就是它现在的单步" if no_pad and course.agrees(t_pack, "nb04_step_after_packing") else "")),
     ("思考题 1 (c)：packing 后的 MFU（6ND 口径），" + course.claim("nb04_mfu_after_packing"),
      f"{d.pct(acc['mfu'])} → {d.pct(pad['mfu_after_packing'])}" if padded else f"{d.pct(acc['mfu'])}（不变）",
@@ -691,10 +693,10 @@ rows = [
            f"；{no_pad}，这就是它现在的 MFU" if no_pad and course.agrees(pad["mfu_after_packing"], "nb04_mfu_after_packing")
            else "")),
     ("思考题 1 (d)：2 个 epoch 的训练现在要跑" + course.claim("nb10_overnight") + "，packing 后按单步等比缩短",
-     f"{current_run_hours:g} h → {run['hours_after']:.1f} h" if padded else f"{current_run_hours:g} h（不变）",
+     f"{short(current_run_hours)} h → {decimals(run['hours_after'], 1)} h" if padded else f"{short(current_run_hours)} h（不变）",
      d.verdict(padded, (f"步数不变，墙钟时间与单步一样缩短 {d.times(g_pack)}" if padded else
                         f"{no_pad}，单步不变，时长也不变")
-               + f"；课程没有给小时数，{current_run_hours:g} h 是 `training_hours`"
+               + f"；课程没有给小时数，{short(current_run_hours)} h 是 `training_hours`"
                + ("（课程的假设值）" if source.get("training_hours") == "course" else "（你的场景的值）"))),
     ("思考题 2：packing 的收益，" + course.claim("packing_speedup"), d.times(g_pack),
      judge("packing_speedup", g_pack, d.times(g_pack),
@@ -778,26 +780,26 @@ else:
     comm_point = (f"计算没有提速，通信占比仍是 {share(comm_share)}（{basis_short}）；"
                   + ("通信重叠是下一个值得做的。" if comm_first else "通信还不是下一个瓶颈。"))
 d.md("\n".join(f"- {p}" for p in [
-    (f"完美 packing：{d.times(g_pack)}，单步 {sc['step_time']:g} s → {t_pack:.1f} s，"
+    (f"完美 packing：{d.times(g_pack)}，单步 {short(sc['step_time'])} s → {decimals(t_pack, 1)} s，"
      f"吞吐 {d.num(tok_pack)} tok/s，MFU {d.pct(acc['mfu'])} → {d.pct(pad['mfu_after_packing'])}"
      f"{'（HFU 会超过 100%，不可能：补齐的前提站不住，见上文）' if hfu_pack > 1 else ''}。"
      if padded else f"完美 packing：本场景{'已在 packing' if packed else '没有 pad'}，{d.times(g_pack)}，"
-     f"单步仍是 {sc['step_time']:g} s。"),
-    f"训练现在跑 {current_run_hours:g} 小时（{origin('training_hours')}）"
-    + (f"，packing 后约 {run['hours_after']:.1f} 小时" if padded else "，packing 不改变它")
-    + (f"，两项都做约 {current_run_hours / g_both:.1f} 小时。" if g_both > g_pack else "。"),
+     f"单步仍是 {short(sc['step_time'])} s。"),
+    f"训练现在跑 {short(current_run_hours)} 小时（{origin('training_hours')}）"
+    + (f"，packing 后约 {decimals(run['hours_after'], 1)} 小时" if padded else "，packing 不改变它")
+    + (f"，两项都做约 {decimals(current_run_hours / g_both, 1)} 小时。" if g_both > g_pack else "。"),
     (f"packing × selective recompute = {d.times(g_pack)} × {d.times(g_rc)} = **{d.times(g_both)}**"
-     f"（相加得 {d.times(g_add)}），单步 {t_both:.1f} s，MFU {d.pct(mfu_both)}"
+     f"（相加得 {d.times(g_add)}），单步 {decimals(t_both, 1)} s，MFU {d.pct(mfu_both)}"
      f"{'（HFU 会超过 100%，不可能，见上文）' if hfu_both > 1 else ''}"
      + ("" if sel_fits else "；但按显存模型 selective recompute 在本场景放不下"
         + ("（现在的设置按模型也放不下，先核对场景）" if not mem_now["fits"] else "")) + "。"),
     comm_point,
     (f"本次运行可行的杠杆（{plan}）合计 {d.times(combined['speedup'])}"
-     f"{'（一起预测后封顶于峰值算力）' if combined.get('capped') else ''}，每步 {combined['step_time']:.1f} s。"
+     f"{'（一起预测后封顶于峰值算力）' if combined.get('capped') else ''}，每步 {decimals(combined['step_time'], 1)} s。"
      if combined["levers"] else "本次运行没有既可行又有收益的杠杆。"),
-    f"{sc['gpu']} 平衡点 {balance:.1f} FLOP/byte；"
+    f"{sc['gpu']} 平衡点 {decimals(balance, 1)} FLOP/byte；"
     + (f"算力受限的 GEMM 里强度最低的是 {d.text(lowest['name'], code=True)}，"
-       f"{lowest['intensity']:.0f} FLOP/byte" if lowest else "没有算力受限的 GEMM")
+       f"{decimals(lowest['intensity'], 0)} FLOP/byte" if lowest else "没有算力受限的 GEMM")
     + (f"；受带宽限制的：{listed(pushable + capped + below_core)}。" if pushable or capped or below_core
        else "；没有受带宽限制的 GEMM。"),
 ]))

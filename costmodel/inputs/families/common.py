@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from costmodel.errors import CostModelError
+from costmodel.inputs import family_flags
 from costmodel.inputs.config import Fields
 from costmodel.inputs.shape import (
     BREAKDOWN_KEYS,
@@ -46,6 +47,8 @@ class Base:
     #: GPT-OSS); such a layer is a FULL_ATTENTION layer of ``layer_types``
     sliding: tuple[bool, ...] = ()
     sliding_window: int = 0
+    #: the top-k routing weights renormalised (``family_flags.norm_topk``)
+    norm_topk: bool = True
 
     @property
     def n_full(self) -> int:
@@ -162,6 +165,9 @@ def base(f: Fields, outer: dict) -> Base:
     if f.has("sliding_window"):
         window = f.int("sliding_window", 0, minimum=0)  # null: no window
     sliding = tuple(bool(window) and t == SLIDING_ATTENTION for t in raw)
+    configured = None
+    if family_flags.reads_norm_topk(f.model_type):
+        configured = f.bool("norm_topk_prob", family_flags.norm_topk(f.model_type))
     return Base(
         f.model_type,
         hidden,
@@ -173,6 +179,7 @@ def base(f: Fields, outer: dict) -> Base:
         layer_types,
         sliding,
         window if any(sliding) else 0,
+        family_flags.norm_topk(f.model_type, configured),
     )
 
 
@@ -244,7 +251,6 @@ def standard_attention(
     f: Fields,
     b: Base,
     *,
-    qk_norm: bool,
     gate: bool = False,
     gate_field: str | None = None,
     qkv_bias: bool = False,
@@ -255,9 +261,9 @@ def standard_attention(
     """q/k/v/o projections (q doubled with an output gate). ``gate_field`` names the config flag
     of the gate (default ``gate``); ``qkv_bias`` means q/k/v biases always (qwen2), otherwise
     ``bias`` (default: the config's ``attention_bias``, false if absent) adds biases to q/k/v/o;
-    ``qk_norm`` adds the q and k RMSNorm weights; ``sinks`` one learned logit per head (GPT-OSS);
-    ``head_dim_default`` is the family's head width when the config gives none (else hidden /
-    heads)."""
+    ``sinks`` one learned logit per head (GPT-OSS); the q and k RMSNorm weights where
+    ``family_flags.qk_norm`` (the one mapping the memory model reads too); ``head_dim_default``
+    is the family's head width when the config gives none (else hidden / heads)."""
     hidden, num_heads = b.hidden, b.num_heads
     if head_dim_default is None and hidden % num_heads == 0:
         head_dim_default = hidden // num_heads
@@ -272,7 +278,7 @@ def standard_attention(
         other += q_out + 2 * kv_out
     elif f.bool("attention_bias", False) if bias is None else bias:
         other += q_out + 2 * kv_out + hidden
-    if qk_norm:
+    if family_flags.qk_norm(b.family):
         other += 2 * head_dim
     if sinks:
         other += num_heads
@@ -412,6 +418,7 @@ def build_shape(name: str, b: Base, p: Parts) -> ModelShape:
         sliding_window=b.sliding_window,
         num_sliding_window_layers=sum(b.sliding),
         attention_sinks=attn.sinks,
+        norm_topk=b.norm_topk,
     )
 
 

@@ -23,8 +23,7 @@ GEMMA_HEAD_DIM = 256  # transformers' default head_dim of Gemma2Config and Gemma
 
 
 def resolve(f: Fields, b: Base) -> Parts:
-    qk_norm = b.family == "gemma3_text"
-    attention = standard_attention(f, b, qk_norm=qk_norm, head_dim_default=GEMMA_HEAD_DIM)
+    attention = standard_attention(f, b, head_dim_default=GEMMA_HEAD_DIM)
     flags = tuple(False for _ in range(b.num_layers))
     intermediate = dense_intermediate(f, flags)
     activation = f.name_field("hidden_activation", "gelu_pytorch_tanh")

@@ -12,7 +12,7 @@ from costmodel.inputs.families.common import Base, Mlp, Norms, Parts, standard_a
 
 
 def resolve(f: Fields, b: Base) -> Parts:
-    attention = standard_attention(f, b, qk_norm=False, bias=True)
+    attention = standard_attention(f, b, bias=True)
     flags = tuple(False for _ in range(b.num_layers))
     intermediate = f.int("intermediate_size", 4 * b.hidden)
     activation = f.name_field("activation_function", "gelu_new")

@@ -19,7 +19,7 @@ from costmodel.inputs.families.common import (
 
 def resolve(f: Fields, b: Base) -> Parts:
     bias = f.bool("attention_bias", True)
-    attention = standard_attention(f, b, qk_norm=False, bias=bias)
+    attention = standard_attention(f, b, bias=bias)
     flags = tuple(False for _ in range(b.num_layers))
     intermediate = dense_intermediate(f, flags)
     activation = f.name_field("hidden_act", "gelu")

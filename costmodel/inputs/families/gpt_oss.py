@@ -20,7 +20,7 @@ from costmodel.inputs.families.common import (
 
 def resolve(f: Fields, b: Base) -> Parts:
     bias = f.bool("attention_bias", True)
-    attention = standard_attention(f, b, qk_norm=False, bias=bias, sinks=True)
+    attention = standard_attention(f, b, bias=bias, sinks=True)
     num_experts = f.int("num_local_experts")
     k = experts_per_token(f, num_experts)
     flags = tuple(True for _ in range(b.num_layers))

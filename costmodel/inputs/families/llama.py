@@ -19,7 +19,7 @@ from costmodel.inputs.families.common import (
 
 def resolve(f: Fields, b: Base) -> Parts:
     family = b.family
-    attention = standard_attention(f, b, qk_norm=family == "qwen3", qkv_bias=family == "qwen2")
+    attention = standard_attention(f, b, qkv_bias=family == "qwen2")
     flags = tuple(False for _ in range(b.num_layers))
     intermediate = dense_intermediate(f, flags)
     mlp_bias = family == "llama" and f.bool("mlp_bias", False)

@@ -15,7 +15,7 @@ from costmodel.inputs.families.common import (
 
 
 def resolve(f: Fields, b: Base) -> Parts:
-    attention = standard_attention(f, b, qk_norm=False)
+    attention = standard_attention(f, b)
     num_experts = f.int("num_local_experts")
     k = experts_per_token(f, num_experts)
     flags = tuple(True for _ in range(b.num_layers))

@@ -17,7 +17,7 @@ from costmodel.inputs.families.common import (
 
 
 def resolve(f: Fields, b: Base) -> Parts:
-    attention = standard_attention(f, b, qk_norm=False)
+    attention = standard_attention(f, b)
     flags = tuple(False for _ in range(b.num_layers))
     intermediate = dense_intermediate(f, flags)
     mlp_bias = f.bool("mlp_bias", False)

@@ -24,11 +24,11 @@ from costmodel.inputs.families.common import (
 def resolve(f: Fields, b: Base) -> Parts:
     family = b.family
     if family == "qwen3_next":
-        attention = standard_attention(f, b, qk_norm=True, gate=True)
+        attention = standard_attention(f, b, gate=True)
     elif family == "qwen3_5_moe":
-        attention = standard_attention(f, b, qk_norm=True, gate=True, gate_field="attn_output_gate")
+        attention = standard_attention(f, b, gate=True, gate_field="attn_output_gate")
     else:
-        attention = standard_attention(f, b, qk_norm=True)
+        attention = standard_attention(f, b)
     linear = gated_deltanet(f, b)
     num_experts = f.int("num_experts")
     k = experts_per_token(f, num_experts)
