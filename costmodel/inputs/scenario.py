@@ -95,6 +95,13 @@ class Scenario:
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
+    def __getattr__(self, key: str) -> Any:
+        """A resolved key as an attribute (`sc.seq_len`)."""
+        values = self.__dict__.get("values")
+        if values is None or key not in values:
+            raise AttributeError(key)
+        return values[key]
+
     def numbers(self) -> dict[str, Any]:
         """{symbol name: number} for every symbol of the model that this scenario fixes (the
         names of costmodel.derive.symbols; no SymPy)."""
