@@ -37,10 +37,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-import numpy as np
-
 from costmodel.derive import numeric
-from costmodel.evaluate import router, run, step_time
+from costmodel.evaluate import run, step_time
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs import hardware
 from costmodel.inputs.shape import ModelShape
@@ -92,10 +90,20 @@ _KEPT = (
 )
 
 
+def _router():
+    """The router simulation (NumPy): imported for a MoE scenario only."""
+    from costmodel.evaluate import router
+
+    return router
+
+
 @functools.lru_cache(maxsize=64)
 def _imbalance(experts: int, top_k: int, ep: int, skew: float) -> tuple[float, float]:
-    """(median straggler factor of random placements, that of a load-aware placement)."""
-    sim = router.simulate_router(
+    """(median straggler factor of random placements, that of a load-aware placement). NumPy
+    and the simulation are imported here: a dense scenario's report needs neither."""
+    import numpy as np
+
+    sim = _router().simulate_router(
         experts, top_k, ep, ROUTER_TOKENS, skew, ROUTER_SEED, ROUTER_PLACEMENTS
     )
     return float(np.median(sim.rank_factors)), float(sim.greedy_factor)
@@ -553,7 +561,7 @@ def load_balance(base: Base, shape) -> Lever:
     factor (random placements, median) on the predicted routed-expert GEMMs, and a load-aware
     placement's: before = predicted + E (f - 1), after = predicted + E (g - 1)."""
     v, name = base.values, "load_balance"
-    simulated = v["num_experts"] <= router.MAX_SIMULATED_EXPERTS
+    simulated = not v["num_experts"] or v["num_experts"] <= _router().MAX_SIMULATED_EXPERTS
     if not (v["num_experts"] and v["expert_parallel"] > 1 and simulated):
         code = "no_expert_parallelism" if simulated else "too_many_experts"
         return nothing(base, name, ["num_experts"], code)
