@@ -94,6 +94,7 @@ print(sorted(m for m in ("numpy", "sympy") if m in sys.modules))
 
 COMMANDS = {
     "report": "cli.main(['report'])",
+    "report-dense": "cli.main(['report', '--scenario', 'scenarios/llama-3.1-70b-512xH100.yaml'])",
     "gemms": "cli.main(['gemms'])",
     "params": "cli.main(['params', 'qwen3.6-35b-a3b'])",
     "predict": "__import__('costmodel.evaluate.step_time', fromlist=['x']).predict("
@@ -102,8 +103,14 @@ COMMANDS = {
 
 
 #: What each command may import of the two: the report simulates the course's MoE router (NumPy's
-#: random numbers, evaluate.router); the others need neither.
-ALLOWED = {"report": "['numpy']", "gemms": "[]", "params": "[]", "predict": "[]"}
+#: random numbers, evaluate.router); a dense model's report and the others need neither.
+ALLOWED = {
+    "report": "['numpy']",
+    "report-dense": "[]",
+    "gemms": "[]",
+    "params": "[]",
+    "predict": "[]",
+}
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -113,7 +120,12 @@ def test_commands_do_not_import_sympy(command):
     report without NumPy."""
     probe = PROBE.format(call=COMMANDS[command])
     out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
     )
     assert out.stdout.strip().splitlines()[-1] == ALLOWED[command], out.stdout
 
