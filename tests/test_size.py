@@ -38,9 +38,6 @@ KNOWN_OVERSIZE = {
     "present/params.py::params_text": 90,
     "present/report.py": 511,
     "present/report.py::sections": 145,
-    "validate.py": 863,
-    "validate.py::run_model": 99,
-    "validate_memory.py": 722,
 }
 
 
