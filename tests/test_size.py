@@ -33,7 +33,6 @@ KNOWN_OVERSIZE = {
     "evaluate/gemms.py::model_gemms": 141,
     "evaluate/run.py": 650,
     "evaluate/run.py::memory": 88,
-    "inputs/families/common.py::build_shape": 85,
     "inputs/scenario.py::resolve": 87,
     "present/params.py::params_text": 90,
     "present/report.py": 511,
