@@ -30,7 +30,6 @@ KNOWN_OVERSIZE = {
     "evaluate/communication.py": 717,
     "evaluate/communication.py::communication": 215,
     "evaluate/gemms.py::_attention_rows": 97,
-    "evaluate/gemms.py::model_gemms": 141,
     "evaluate/run.py": 650,
     "evaluate/run.py::memory": 88,
     "inputs/scenario.py::resolve": 87,
