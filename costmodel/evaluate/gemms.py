@@ -62,6 +62,14 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from costmodel.derive import numeric, plain
+from costmodel.evaluate.gemm_rows import (
+    _head_rows,
+    _linear_attention_rows,
+    _mlp_rows,
+    _moe_rows,
+    _number,
+    _row,
+)
 from costmodel.evaluate.layouts import default_ep_size
 from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs.shape import ModelShape
@@ -111,30 +119,6 @@ def _limit(n_: float, k_: float, beta: float) -> float:
     """derive.moe.intensity_limit, 2kn / (β(k + n)): the intensity a weight GEMM tends to as its
     rows grow (checked against the derived limit by the same test)."""
     return 2 * k_ * n_ / (beta * (k_ + n_))
-
-
-def _row(key, name, m_, k_, n_, layers, weights=True, uses=1, source=None, share=1.0, split=None):
-    """One row at the model's widths; `split` says how TP cuts it (model_gemms applies it):
-    "column" (n / t), "row" (k / t), "heads" (the core: heads / t) or "replicated"."""
-    return {
-        "name": name,
-        "key": key,
-        "m": float(m_),
-        "n": _number(n_),
-        "k": _number(k_),
-        "layers": int(layers),
-        "weights": weights,
-        "uses_per_token": uses,
-        "forward_flops_per_token": None,  # set below
-        "per_gpu_fraction": None,  # set below
-        "source": source,
-        "_share": share,
-        "_split": split,
-    }
-
-
-def _number(x):
-    return int(x) if float(x).is_integer() else float(x)
 
 
 def gemm_layout(values: dict[str, Any]) -> dict[str, Any]:
@@ -249,47 +233,6 @@ def _attention_rows(shape: ModelShape, tokens: float, layers: int, tp: int) -> l
     ]
 
 
-def _mlp_rows(
-    shape: ModelShape, prefix, what, rows_m, width, layers, uses=1, source=None, single=False
-) -> list[dict]:
-    """An MLP's two GEMMs, keys `{prefix}_gate_up` and `{prefix}_down`: gated (SwiGLU, GeGLU),
-    gate and up fused (hidden -> 2 x width), then down; a two-matrix MLP (GELU, squared ReLU),
-    up (hidden -> width), then down. The first keeps its key `_gate_up` either way (the list's
-    readers find an MLP's first GEMM by it); its name says which it is."""
-    h = shape.hidden_size
-    if shape.mlp_gated:
-        first = f"{what} gate + up" + ("" if single else " (hidden -> 2 x intermediate)")
-    else:
-        first = f"{what} up" + ("" if single else " (hidden -> intermediate)")
-        first += f", no gate ({shape.hidden_act})"
-    return [
-        _row(
-            f"{prefix}_gate_up",
-            first,
-            rows_m,
-            h,
-            (2 if shape.mlp_gated else 1) * width,
-            layers,
-            True,
-            uses,
-            source,
-            split="column",
-        ),
-        _row(
-            f"{prefix}_down",
-            f"{what} down" + ("" if single else " (intermediate -> hidden)"),
-            rows_m,
-            width,
-            h,
-            layers,
-            True,
-            uses,
-            source,
-            split="row",
-        ),
-    ]
-
-
 def _core_rows(
     shape: ModelShape, seq: float, cp: int, layers: int, square: float, source: str
 ) -> list[dict]:
@@ -349,6 +292,31 @@ def _split(row: dict, tp: int, sequence_parallel: bool) -> float:
     return 1.0
 
 
+def _complete(
+    rows: list[dict], values: dict[str, Any], layout: dict, seq: float, source: str, beta: int
+) -> None:
+    """Each row's source, FLOPs per token, share per GPU, intensity and bound, in place."""
+    tp = layout["tensor_parallel"]
+    balance = values["peak_flops"] / values["hbm_bandwidth"]
+    for row in rows:
+        row["source"] = row["source"] or source
+        if note := row.pop("_note", None):
+            row["source"] += f"; {note}"
+        share = row.pop("_share")
+        # the whole model's FLOPs per token, at the unsplit widths
+        per_use = 2 * row["k"] * row["n"]
+        if not row["weights"]:  # per token of the sequence: 2 s d per head, at the square share
+            per_use = 2 * seq * row["k" if row["key"] == "attention_scores" else "n"] * share
+        row["forward_flops_per_token"] = per_use * row["uses_per_token"] * row["layers"]
+        row["per_gpu_fraction"] = _split(row, tp, layout["sequence_parallel"])
+        row["intensity"] = plain.intensity(row["m"], row["n"], row["k"], beta)
+        # a weight GEMM's ceiling as the micro batch grows; the core does not grow with it
+        row["intensity_limit"] = (
+            _limit(row["n"], row["k"], beta) if row["weights"] else row["intensity"]
+        )
+        row["bound"] = "compute" if row["intensity"] >= balance else "memory"
+
+
 def model_gemms(
     values: dict[str, Any],
     micro_batch: int | None = None,
@@ -371,116 +339,14 @@ def model_gemms(
     n_moe = shape.num_moe_layers + (mtp if shape.is_moe else 0)
     n_dense = shape.num_dense_layers + (0 if shape.is_moe else mtp)
     rows = _attention_rows(shape, tokens, n_full, tp)
-    if shape.num_linear_attention_layers and shape.linear_num_value_heads:  # widths known
-        key_dim = shape.linear_num_key_heads * shape.linear_key_head_dim
-        value_dim = shape.linear_num_value_heads * shape.linear_value_head_dim
-        n_lin = shape.num_linear_attention_layers
-        rows += [
-            _row(
-                "linear_in",
-                "linear attention in-projection (q, k, v, z, b, a)",
-                tokens,
-                h,
-                2 * key_dim + 2 * value_dim + 2 * shape.linear_num_value_heads,
-                n_lin,
-                split="column",
-            ),
-            _row(
-                "linear_out",
-                "linear attention out-projection",
-                tokens,
-                value_dim,
-                h,
-                n_lin,
-                split="row",
-            ),
-        ]
+    rows += _linear_attention_rows(shape, tokens, h)
     if n_dense and shape.intermediate_size:
         rows += _mlp_rows(shape, "dense", "dense MLP", tokens, shape.intermediate_size, n_dense)
-    if shape.is_moe and n_moe:
-        ep_size = layout["expert_parallel"]
-        expert_m = plain.expert_rows(
-            ep_size, batch, seq / cp, shape.experts_per_token, shape.num_experts
-        )
-        inter, k = shape.moe_intermediate_size, shape.experts_per_token
-        where = f"{source}; rows of an EP group of {ep_size}"
-        rows.append(
-            _row(
-                "router",
-                "router (hidden -> experts)",
-                tokens,
-                h,
-                shape.num_experts,
-                n_moe,
-                split="replicated",
-            )
-        )
-        rows += _mlp_rows(
-            shape, "expert", "one routed expert,", expert_m, inter, n_moe, k, where, single=True
-        )
-        if shape.shared_expert_intermediate_size:
-            shared = shape.shared_expert_intermediate_size
-            rows += _mlp_rows(shape, "shared", "shared expert", tokens, shared, n_moe, single=True)
-            if shape.shared_expert_gate:
-                rows.append(
-                    _row(
-                        "shared_expert_gate",
-                        "shared-expert gate (hidden -> 1)",
-                        tokens,
-                        h,
-                        1,
-                        n_moe,
-                        split="replicated",
-                    )
-                )
-    if mtp:
-        rows.append(
-            _row(
-                "mtp_projection",
-                "MTP projection ([embedding; hidden] -> hidden)",
-                tokens,
-                2 * h,
-                h,
-                mtp,
-                split="column",
-            )
-        )
-    lm_head = _row(
-        "lm_head",
-        "lm_head (hidden -> vocab)",
-        tokens,
-        h,
-        shape.vocab_size,
-        1 + mtp,
-        split="column",
-    )
-    if tp > 1 and shape.vocab_size % tp:  # the vocabulary padded to a multiple of TP
-        lm_head["_n_gpu"] = -(-shape.vocab_size // tp)
-        lm_head["_note"] = (
-            f"vocabulary {shape.vocab_size:,} padded to {lm_head['_n_gpu'] * tp:,} for TP {tp} "
-            "(Megatron-LM pads it to a multiple of 128 x TP)"
-        )
-    rows.append(lm_head)
+    rows += _moe_rows(shape, layout, batch, seq, tokens, n_moe, source)
+    rows += _head_rows(shape, tokens, mtp, tp)
     square = float(numeric.SQUARE_FRACTION[values.get("attention_flops", "full")])
     rows += _core_rows(shape, seq, cp, n_full, square, source)
-    balance = values["peak_flops"] / values["hbm_bandwidth"]
-    for row in rows:
-        row["source"] = row["source"] or source
-        if note := row.pop("_note", None):
-            row["source"] += f"; {note}"
-        share = row.pop("_share")
-        # the whole model's FLOPs per token, at the unsplit widths
-        per_use = 2 * row["k"] * row["n"]
-        if not row["weights"]:  # per token of the sequence: 2 s d per head, at the square share
-            per_use = 2 * seq * row["k" if row["key"] == "attention_scores" else "n"] * share
-        row["forward_flops_per_token"] = per_use * row["uses_per_token"] * row["layers"]
-        row["per_gpu_fraction"] = _split(row, tp, layout["sequence_parallel"])
-        row["intensity"] = plain.intensity(row["m"], row["n"], row["k"], beta)
-        # a weight GEMM's ceiling as the micro batch grows; the core does not grow with it
-        row["intensity_limit"] = (
-            _limit(row["n"], row["k"], beta) if row["weights"] else row["intensity"]
-        )
-        row["bound"] = "compute" if row["intensity"] >= balance else "memory"
+    _complete(rows, values, layout, seq, source, beta)
     return [GemmRow(**row) for row in rows]
 
 

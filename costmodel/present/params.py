@@ -12,6 +12,23 @@ __all__ = ["params_text"]
 def params_text(shape: ModelShape) -> str:
     """A readable table of the counts, saying which N is which. The model's name (a file's
     name) and type are file text: their control characters are shown escaped."""
+    lines = _shape_lines(shape)
+    rows = _count_rows(shape)
+    name_w = max(len(r[0]) for r in rows)
+    num_w = max(len(num(r[1])) for r in rows)
+    hum_w = max(len(human_count(r[1])) for r in rows)
+    lines.append("")
+    for label, value, note in rows:
+        if label.startswith("  ") and label.strip() == BREAKDOWN_KEYS[0]:
+            lines.append("breakdown:")
+        line = f"{label:<{name_w}}  {num(value):>{num_w}}  {human_count(value):>{hum_w}}"
+        lines.append(f"{line}  {note}".rstrip())
+    return "\n".join(printable(line) for line in lines) + "\n"
+
+
+def _shape_lines(shape: ModelShape) -> list[str]:
+    """The lines above the table: the model, its layers, attention, MLP, MoE, vocabulary and
+    norms, and its MTP layers."""
     title = shape.name or shape.model_type
     layout = (
         f"{shape.num_layers} layers: {shape.num_full_attention_layers} full attention"
@@ -62,6 +79,11 @@ def params_text(shape: ModelShape) -> str:
             f"({human_count(shape.mtp_activated_params)}, the head again included); not in the "
             "counts below: a scenario adds them to N with count_mtp: true"
         )
+    return lines
+
+
+def _count_rows(shape: ModelShape) -> list[tuple[str, int, str]]:
+    """The table's rows (label, count, note): the counts, then the breakdown's components."""
     rows = [
         ("total_params", shape.total_params, "all parameters as published (tied weights once)"),
         (
@@ -89,16 +111,7 @@ def params_text(shape: ModelShape) -> str:
         ("lm_head_params", shape.lm_head_params, "output projection (in N even when tied)"),
     ]
     rows += [(f"  {key}", value, "") for key, value in shape.breakdown_items]
-    name_w = max(len(r[0]) for r in rows)
-    num_w = max(len(num(r[1])) for r in rows)
-    hum_w = max(len(human_count(r[1])) for r in rows)
-    lines.append("")
-    for label, value, note in rows:
-        if label.startswith("  ") and label.strip() == BREAKDOWN_KEYS[0]:
-            lines.append("breakdown:")
-        line = f"{label:<{name_w}}  {num(value):>{num_w}}  {human_count(value):>{hum_w}}"
-        lines.append(f"{line}  {note}".rstrip())
-    return "\n".join(printable(line) for line in lines) + "\n"
+    return rows
 
 
 def _mlp_line(shape: ModelShape) -> str:

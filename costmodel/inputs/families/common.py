@@ -334,9 +334,9 @@ def dense_intermediate(f: Fields, moe_flags: tuple[bool, ...]) -> int:
 # blocks -> ModelShape
 
 
-def build_shape(name: str, b: Base, p: Parts) -> ModelShape:
-    """Sum a family's blocks per component (``BREAKDOWN_KEYS``) into a ``ModelShape``."""
-    attn, lin, mlp, norms = p.attention, p.linear, p.mlp, p.norms
+def _breakdown(b: Base, p: Parts) -> dict[str, int]:
+    """The parameters of each component (``BREAKDOWN_KEYS``), summed over the layers."""
+    attn, lin, mlp = p.attention, p.linear, p.mlp
     hidden, n_full, n_linear = b.hidden, b.n_full, b.n_linear
     n_moe = sum(mlp.moe_flags)
     n_dense = b.num_layers - n_moe
@@ -356,6 +356,17 @@ def build_shape(name: str, b: Base, p: Parts) -> ModelShape:
     # the input embeddings, lookups: tokens, and learned positions (GPT-2/3)
     parts["embedding"] = (b.vocab + p.position_embeddings) * hidden
     parts["lm_head"] = b.vocab * hidden
+    return parts
+
+
+def build_shape(name: str, b: Base, p: Parts) -> ModelShape:
+    """Sum a family's blocks per component (``BREAKDOWN_KEYS``) into a ``ModelShape``."""
+    attn, lin, mlp, norms = p.attention, p.linear, p.mlp, p.norms
+    hidden, n_full, n_linear = b.hidden, b.n_full, b.n_linear
+    n_moe = sum(mlp.moe_flags)
+    n_dense = b.num_layers - n_moe
+    moe_inter = mlp.moe_inter
+    parts = _breakdown(b, p)
 
     mtp_total, mtp_matmul = _mtp_params(b, p)
 

@@ -1,0 +1,5 @@
+"""``python -m costmodel.validate``."""
+
+from costmodel.validate import main
+
+raise SystemExit(main())
