@@ -33,8 +33,6 @@ KNOWN_OVERSIZE = {
     "evaluate/run.py": 650,
     "evaluate/run.py::memory": 88,
     "inputs/scenario.py::resolve": 87,
-    "present/report.py": 511,
-    "present/report.py::sections": 145,
 }
 
 
