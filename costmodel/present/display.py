@@ -56,7 +56,7 @@ def load(scenario_file: str | None = None, overrides: dict[str, Any] | None = No
 #: MathJax 3.2 and later (the handouts' bundle), tex2jax_ignore that of earlier releases.
 _NO_MATH = '<span class="tex2jax_ignore mathjax_ignore">{}</span>'
 
-#: Text from a scenario (its name, a path) in computed Markdown: `d.text(sc["name"])`, or
+#: Text from a scenario (its name, a path) in computed Markdown: `d.text(sc.name)`, or
 #: `d.text(path, code=True)` for a code span (costmodel.formats.markdown_text: it reads as
 #: written and adds no markup, link or math).
 text = markdown_text

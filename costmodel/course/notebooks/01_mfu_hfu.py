@@ -47,11 +47,11 @@ fraction = acc["projections"]["selective_recompute"]["weights_fraction"]
 f_now = acc["recompute_factor"]
 full = policy_factor("full")
 pad = acc["padding"]
-pad_slots = pad["slots"] - sc["tokens_per_step"]
+pad_slots = pad["slots"] - sc.tokens_per_step
 team = bool(sc.changed)
-k = sc["total_params"] / sc["activated_params"]  # total over activated parameters
-d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，每步 {d.num(sc['step_time'], 1)} 秒，"
-     f"recompute = `{sc['recompute']}`）。下面的每个数字都按这个场景现算。")
+k = sc.total_params / sc.activated_params  # total over activated parameters
+d.md(f"场景：**{d.text(sc.name)}**（{sc.num_gpus} × {sc.gpu}，每步 {d.num(sc.step_time, 1)} 秒，"
+     f"recompute = `{sc.recompute}`）。下面的每个数字都按这个场景现算。")
 
 # %% [markdown]
 # ## 1. MFU：只数"必需"的运算
@@ -63,16 +63,16 @@ d.eq(r"\mathrm{MFU}", u.mfu)
 
 # %% tags=["remove-input"]
 rows = [
-    ("每步真实 token 数 D", d.sci(sc["tokens_per_step"]), "样本数 × 平均真实长度"),
-    ("参数量 N（6ND 口径）", d.sci(sc["activated_params"]), "每个 token 经过的矩阵乘参数"),
+    ("每步真实 token 数 D", d.sci(sc.tokens_per_step), "样本数 × 平均真实长度"),
+    ("参数量 N（6ND 口径）", d.sci(sc.activated_params), "每个 token 经过的矩阵乘参数"),
     ("模型 FLOPs 6ND", d.sci(acc["model_flops_per_step"]), "每步"),
-    ("单步耗时 T", f"{d.num(sc['step_time'], 1)} s", "墙钟时间"),
-    ("集群峰值 n·P", d.tflops(sc["num_gpus"] * sc["peak_flops"]),
-     f"{sc['num_gpus']} × {d.tflops(sc['peak_flops'])}"),
+    ("单步耗时 T", f"{d.num(sc.step_time, 1)} s", "墙钟时间"),
+    ("集群峰值 n·P", d.tflops(sc.num_gpus * sc.peak_flops),
+     f"{sc.num_gpus} × {d.tflops(sc.peak_flops)}"),
     ("有效算力 6ND / T", d.tflops(acc["achieved_flops_per_s"]),
      f"单卡 {d.tflops(acc['achieved_flops_per_s_per_gpu'], 2)}"),
     ("MFU", d.pct(acc["mfu"]), "有效算力 / 集群峰值"),
-    ("总参数 total_params", d.sci(sc["total_params"]),
+    ("总参数 total_params", d.sci(sc.total_params),
      "模型的全部参数（MoE 含所有专家）；不进 6ND"),
 ]
 d.table(rows, ["量", "值", "说明"], "MFU 的分子与分母（本场景）")
@@ -91,14 +91,14 @@ d.eq(r"\mathrm{MFU}(N_{\mathrm{total}})", r"\mathrm{MFU}\cdot N_{\mathrm{total}}
 # %% tags=["solution", "remove-input"]
 wrong = acc["mfu_if_total_params"]
 if k > 1:
-    d.md(f"MFU 与 N 成正比。本场景的总参数 {d.sci(sc['total_params'])} 是 "
-         f"N = {d.sci(sc['activated_params'])} 的 {d.num(k, 2)} 倍，所以误算的 MFU 也放大同样的倍数："
+    d.md(f"MFU 与 N 成正比。本场景的总参数 {d.sci(sc.total_params)} 是 "
+         f"N = {d.sci(sc.activated_params)} 的 {d.num(k, 2)} 倍，所以误算的 MFU 也放大同样的倍数："
          f"从 {d.pct(acc['mfu'])} 变成 **{d.pct(wrong)}**。"
          + ("这已超过 100%，物理上不可能，错误一眼可见。" if wrong > 1 else
             "它仍在 100% 以内，不会被任何检查拦下；把它当真，就会高估这次运行离硬件上限有多近，"
             "以为剩下的优化空间比实际小得多。"))
 else:
-    d.md(f"本场景的总参数等于 N（{d.sci(sc['activated_params'])}），代入哪个都一样，MFU 仍是 "
+    d.md(f"本场景的总参数等于 N（{d.sci(sc.activated_params)}），代入哪个都一样，MFU 仍是 "
          f"**{d.pct(wrong)}**。这个错只在总参数大于 6ND 的 N 时才有代价，典型情形是 MoE："
          "每个 token 只经过少数几个专家，没被选中的专家不做任何乘法。")
 quoted = course.number(course.figures()["total_params_mistake"]["text"])
@@ -120,30 +120,30 @@ d.md(f"课程在误读清单里举过同一个错：总参数代进 6ND 得 {cou
 
 # %% tags=["remove-input"]
 extra = acc["hardware_flops_per_step"] - acc["model_flops_per_step"]
-if sc["recompute"] == "none":
+if sc.recompute == "none":
     d.md("**recompute**：本场景不做重算（`recompute = none`），硬件执行的 FLOPs 与模型 FLOPs 相同，"
          "这一项为零。")
 elif extra <= 0:
-    d.md(f"**recompute**：本场景的策略是 `{sc['recompute']}`，重算的模块（"
-         + "、".join(f"`{m}`" for m in sc["recompute_modules"] or [])
+    d.md(f"**recompute**：本场景的策略是 `{sc.recompute}`，重算的模块（"
+         + "、".join(f"`{m}`" for m in sc.recompute_modules or [])
          + "）不带权重，6ND 这一侧的重算系数是 1：硬件在权重矩阵乘上没有多做。它重做的是注意力核心"
          "（或只是逐元素运算），那部分在 6ND 之外，记在 05 的硬件 FLOPs 上，同样不进 MFU。")
 else:
-    d.md(f"**recompute**：本场景的策略是 `{sc['recompute']}`，重算系数 "
+    d.md(f"**recompute**：本场景的策略是 `{sc.recompute}`，重算系数 "
          f"{f_now:.4f}。每步硬件实际执行 {d.sci(acc['hardware_flops_per_step'])} "
          f"FLOPs，比模型必需的 {d.sci(acc['model_flops_per_step'])} 多出 {d.sci(extra)}"
          f"（{d.pct(extra / acc['model_flops_per_step'])}）。这笔算力花掉了，MFU 却一分不记。")
 
 # %% tags=["remove-input"]
-if sc["batching"] == "packed":
+if sc.batching == "packed":
     d.md("**padding**：本场景按 packing 组批（`batching = packed`），样本首尾相接地拼进序列，"
          "没有 pad 槽位，这一项为零。如果改成定长补齐，pad 上的运算同样不会进 MFU 的分子（见 04）。")
 elif pad_slots <= 0:
     d.md("**padding**：本场景的平均真实长度等于配置长度，定长补齐也不会产生 pad 槽位。")
 else:
-    d.md(f"**padding**：配置长度 {d.num(sc['seq_len'])}，平均真实长度 "
-         f"{d.count(sc['mean_tokens_per_sample'])}。如果每个样本都补齐到配置长度，每步要算 "
-         f"{d.num(pad['slots'])} 个槽位，其中真实 token 只有 {d.count(sc['tokens_per_step'])}，"
+    d.md(f"**padding**：配置长度 {d.num(sc.seq_len)}，平均真实长度 "
+         f"{d.count(sc.mean_tokens_per_sample)}。如果每个样本都补齐到配置长度，每步要算 "
+         f"{d.num(pad['slots'])} 个槽位，其中真实 token 只有 {d.count(sc.tokens_per_step)}，"
          f"另外 {d.num(pad_slots)} 个是 pad（占 {d.pct(pad['waste_fraction'])}）。"
          "pad 上的矩阵乘既不进 MFU 也不进 HFU 的分子，只让 T 变长。"
          "是否真的在补齐要去日志里确认（见 04）：若已做 packing，这一项不存在。")
@@ -154,18 +154,18 @@ else:
 # %%
 T_ideal = model_flops / u.cluster_peak
 assert sp.simplify(T_ideal / T - u.mfu) == 0  # T_ideal = MFU * T, derived
-ideal = acc["mfu"] * sc["step_time"]
-ideal_hw = acc["hfu"] * sc["step_time"]
-rest = sc["step_time"] - ideal_hw
+ideal = acc["mfu"] * sc.step_time
+ideal_hw = acc["hfu"] * sc.step_time
+rest = sc.step_time - ideal_hw
 d.eq(r"T_{\mathrm{ideal}}", T_ideal, r"\mathrm{MFU}\cdot T",
      d.num(ideal, 2).replace(",", "{,}") + r"\ \mathrm{s}")
 
 # %% tags=["remove-input"]
-d.md(f"实际一步 {d.num(sc['step_time'], 1)} 秒，其中以峰值折算，模型必需的运算只占 "
+d.md(f"实际一步 {d.num(sc.step_time, 1)} 秒，其中以峰值折算，模型必需的运算只占 "
      f"{d.num(ideal, 2)} 秒（MFU {d.pct(acc['mfu'])}）；"
      + (f"recompute 再占 {d.num(ideal_hw - ideal, 2)} 秒（到此为 HFU {d.pct(acc['hfu'])}）；"
-        if sc["recompute"] != "none" else "")
-     + f"其余 {d.num(rest, 1)} 秒（{d.pct(rest / sc['step_time'])}）是通信、数据、等待、"
+        if sc.recompute != "none" else "")
+     + f"其余 {d.num(rest, 1)} 秒（{d.pct(rest / sc.step_time)}）是通信、数据、等待、"
      "pad 上的运算（若按定长补齐）、6ND 没有计入的注意力核心（见 05），以及各种跑不满峰值的算子。"
      "MFU 不区分这些，只告诉你它们加起来有多大。")
 
@@ -181,7 +181,7 @@ left = 0.0
 for label, width, color in parts:
     ax.barh(["one step"], [width], left=left, height=0.5, color=color, label=label)
     left += width
-ax.set_xlim(0, sc["step_time"])
+ax.set_xlim(0, sc.step_time)
 ax.set_xlabel("seconds of one optimizer step")
 ax.set_title("Where the step time goes, in peak-rate equivalents")
 ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=1, fontsize=9)
@@ -201,7 +201,7 @@ d.eq(r"\left.\frac{\mathrm{HFU} - \mathrm{MFU}}{\mathrm{MFU}}\right|_{r=1}", ful
      d.pct(float(full - 1)))
 
 # %% tags=["remove-input"]
-d.md(f"本场景：recompute = `{sc['recompute']}`，系数 {f_now:.4f}，"
+d.md(f"本场景：recompute = `{sc.recompute}`，系数 {f_now:.4f}，"
      f"HFU = {d.pct(acc['mfu'])} × {f_now:.4f} = **{d.pct(acc['hfu'])}**。")
 
 # %% [markdown]
@@ -219,8 +219,8 @@ rows = []
 for policy in POLICIES:
     f = float(policy_factor(policy, fraction))
     r_value = {"none": 0.0, "selective": fraction, "full": 1.0}[policy]
-    step = sc["step_time"] * f / f_now
-    mark = "（本场景）" if policy == sc["recompute"] else ""
+    step = sc.step_time * f / f_now
+    mark = "（本场景）" if policy == sc.recompute else ""
     rows.append((f"{policy}{mark}", f"{r_value:g}", f"{f:.4f}", d.pct(f - 1),
                  f"{d.num(step, 1)} s", d.pct(acc["mfu"] * f_now / f), d.pct(acc["hfu"])))
 d.table(rows, ["策略", "重算比例 r", "系数", "HFU 比 MFU 高", "投影步长", "MFU", "HFU"],
@@ -229,13 +229,13 @@ d.table(rows, ["策略", "重算比例 r", "系数", "HFU 比 MFU 高", "投影�
 # %% tags=["remove-input"]
 f_none = float(policy_factor("none"))
 if f_now > f_none:
-    d.md(f"按这个假设，本场景关掉重算能把一步从 {d.num(sc['step_time'], 1)} 秒缩到 "
-         f"{d.num(sc['step_time'] * f_none / f_now, 1)} 秒，MFU 从 {d.pct(acc['mfu'])} 升到 "
+    d.md(f"按这个假设，本场景关掉重算能把一步从 {d.num(sc.step_time, 1)} 秒缩到 "
+         f"{d.num(sc.step_time * f_none / f_now, 1)} 秒，MFU 从 {d.pct(acc['mfu'])} 升到 "
          f"{d.pct(acc['mfu'] * f_now / f_none)}；而 HFU 始终是 {d.pct(acc['hfu'])}。"
          "如果拿改动前的 HFU 对比改动后的 MFU，就会得出\"没有变化\"的错误结论。")
 else:
-    d.md(("本场景已经不做重算" if sc["recompute"] == "none" else
-          f"本场景的重算（`{sc['recompute']}`）不重做权重 GEMM，多出的运算只在注意力核心上（见 05）")
+    d.md(("本场景已经不做重算" if sc.recompute == "none" else
+          f"本场景的重算（`{sc.recompute}`）不重做权重 GEMM，多出的运算只在注意力核心上（见 05）")
          + f"，MFU 与 HFU 相等（{d.pct(acc['mfu'])}）。但若和一个全量重算的任务"
          f"对比，对方报的 HFU 会比它的 MFU 高 {d.pct(float(full - 1))}，对比前先统一口径。")
 
@@ -260,18 +260,18 @@ def against(key, value, digits=2, note=""):
 
 # %% tags=["remove-input"]
 ratio_now = acc["hfu"] / acc["mfu"]
-if sc["recompute"] == "full":
+if sc.recompute == "full":
     why_factor = d.verdict(abs(ratio_now - float(full)) < 1e-9,
                            "全量重算把前向整个重做一遍，硬件多做 2ND："
                            f"8ND / 6ND = {full}（第 3 节的 SymPy 结果）")
 else:
     why_factor = d.verdict(True, f"公式本身成立（第 3 节 SymPy 在 r = 1 时得 {full}）；"
-                           f"你的运行不是全量重算（recompute = {sc['recompute']}），系数是 {f_now:.4f}，"
+                           f"你的运行不是全量重算（recompute = {sc.recompute}），系数是 {f_now:.4f}，"
                            + ("HFU 等于 MFU" if f_now == 1 else f"HFU 比 MFU 高 {d.pct(f_now - 1)}"))
 
 hfu_att = acc["attention"]["actual"]["hfu_with_attention"]
-unseen = (hfu_att - acc["hfu"]) * sc["step_time"] * sc["num_gpus"] * sc["peak_flops"]
-padded = sc["batching"] == "padded" and pad_slots > 0
+unseen = (hfu_att - acc["hfu"]) * sc.step_time * sc.num_gpus * sc.peak_flops
+padded = sc.batching == "padded" and pad_slots > 0
 sees_all = d.pct(hfu_att) == d.pct(acc["hfu"]) and not padded
 why_hw = ("在你的运行里，" if team else "") + (
     "硬件在重算系数 × 6ND 之外几乎没有别的运算：计入注意力核心后 HFU 不变，且没有 pad 槽位"
@@ -290,10 +290,10 @@ where = ("落在区间内" if inside else f"低于区间下沿 {d.pct(low, 0)}" 
 if team:
     why_reported = f"这是课程项目自报的数；你的 HFU 为 {d.pct(hfu)}，{where}"
 else:
-    n_low, n_high = (sc["activated_params"] * x / hfu for x in (low, high))  # HFU ∝ N
+    n_low, n_high = (sc.activated_params * x / hfu for x in (low, high))  # HFU ∝ N
     why_reported = (f"HFU {d.pct(hfu)} {where}" + ("" if inside else
                     f"；要让 HFU 落进区间，N 要在 {d.sci(n_low)}–{d.sci(n_high)} 之间（课程取 "
-                    f"{d.sci(sc['activated_params'])}），与课程\"略乐观或 N 略有不同\"的解释相容"))
+                    f"{d.sci(sc.activated_params)}），与课程\"略乐观或 N 略有不同\"的解释相容"))
 
 # %% tags=["remove-input"]
 d.claims([
@@ -301,7 +301,7 @@ d.claims([
      + course.claim("nb01_mfu"),
      f"{d.pct(acc['mfu'])}（6ND / (T·n·P)）", against("nb01_mfu", acc["mfu"])),
     ("HFU 把重算也数进分子；课程项目为 " + course.claim("nb01_hfu"),
-     f"{d.pct(acc['hfu'])}（recompute = {sc['recompute']}）", against("nb01_hfu", acc["hfu"])),
+     f"{d.pct(acc['hfu'])}（recompute = {sc.recompute}）", against("nb01_hfu", acc["hfu"])),
     ("全量重算下 HFU = MFU × " + course.claim("nb01_full_recompute_factor"),
      f"HFU / MFU = {ratio_now:.4f}", why_factor),
     ("HFU 的分子是硬件实际执行的运算，全量重算时为 " + course.claim("nb01_hardware_flops"),
@@ -316,16 +316,16 @@ d.claims([
 # %% tags=["remove-input"]
 points = [
     f"MFU = 6ND / (T·n·P)：本场景为 **{d.pct(acc['mfu'])}**，相当于一步 "
-    f"{d.num(sc['step_time'], 1)} 秒里只有 {d.num(ideal, 2)} 秒在以峰值做模型必需的运算。",
-    f"HFU = MFU × 重算系数：本场景 recompute = `{sc['recompute']}`，HFU 为 "
+    f"{d.num(sc.step_time, 1)} 秒里只有 {d.num(ideal, 2)} 秒在以峰值做模型必需的运算。",
+    f"HFU = MFU × 重算系数：本场景 recompute = `{sc.recompute}`，HFU 为 "
     f"**{d.pct(acc['hfu'])}**"
-    + ("，与 MFU 相等" if sc["recompute"] == "none"
+    + ("，与 MFU 相等" if sc.recompute == "none"
        else f"，比 MFU 高 {d.pct(f_now - 1)}")
-    + (f"（全量重算：系数 {full}，差距 {full - 1}）。" if sc["recompute"] == "full"
+    + (f"（全量重算：系数 {full}，差距 {full - 1}）。" if sc.recompute == "full"
        else f"；全量重算时这个差距是 {d.pct(float(full - 1))}。"),
     ("若按定长补齐，" + d.pct(pad["waste_fraction"]) + " 的槽位是 pad，它们既不进 MFU 也不进 HFU。")
     if pad_slots > 0 else "本场景没有 pad 槽位。",
-    f"两个指标都看不见的时间共 {d.num(rest, 1)} 秒（{d.pct(rest / sc['step_time'])}）：通信、"
+    f"两个指标都看不见的时间共 {d.num(rest, 1)} 秒（{d.pct(rest / sc.step_time)}）：通信、"
     "数据、等待、pad、注意力核心和低效算子都在里面，要靠测量再拆开。",
     "N 取 6ND 口径的激活参数，不是总参数"
     + ("：误用总参数的后果见练习 1。" if k > 1 else "（本场景两者相等，误用也不改变结果）。"),
@@ -346,10 +346,10 @@ print("r appears in HFU:", r in u.hfu.free_symbols)
 rows = []
 for policy in POLICIES:
     f = float(policy_factor(policy, fraction))
-    mark = "（本场景）" if policy == sc["recompute"] else ""
+    mark = "（本场景）" if policy == sc.recompute else ""
     rows.append((f"{policy}{mark}", f"{f:.4f}", d.pct(acc["mfu"]), d.pct(acc["mfu"] * f)))
 d.table(rows, ["策略", "系数", "MFU", "HFU"],
-        f"T 固定为 {d.num(sc['step_time'], 1)} s 时换 recompute 策略")
+        f"T 固定为 {d.num(sc.step_time, 1)} s 时换 recompute 策略")
 d.md(f"MFU 的公式里根本没有 r：只要 N、D、T 不变，三种策略的 MFU 都是 {d.pct(acc['mfu'])}。"
      f"HFU 则等于 MFU 乘各自的系数，从不重算时的 {d.pct(acc['mfu'])} 到全量重算时的 "
      f"{d.pct(acc['mfu'] * float(full))}。所以同样快的两次运行，重算多的那次 HFU 反而更高："

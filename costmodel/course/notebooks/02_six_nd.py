@@ -40,8 +40,8 @@ sc, acc = d.load(scenario_file, overrides)
 subs = sc.substitutions()
 
 # %% tags=["remove-input"]
-d.md(f"场景：**{d.text(sc['name'])}**（N = {d.sci(sc['activated_params'])}，"
-     f"每步 D = {d.sci(sc['tokens_per_step'])} 个真实 token，recompute = `{sc['recompute']}`）。")
+d.md(f"场景：**{d.text(sc.name)}**（N = {d.sci(sc.activated_params)}，"
+     f"每步 D = {d.sci(sc.tokens_per_step)} 个真实 token，recompute = `{sc.recompute}`）。")
 
 # %% [markdown]
 # ## 1. 计数约定：一次乘加算 2 个 FLOP
@@ -111,7 +111,7 @@ assert abs(values["train"] - acc["model_flops_per_step"]) <= 1e-9 * values["trai
 d.table([("前向 2ND", d.sci(values["fwd"])),
          ("反向 4ND", d.sci(values["bwd"])),
          ("合计 6ND", d.sci(values["train"])),
-         ("每 token 6N", d.sci(values["train"] / sc["tokens_per_step"]))],
+         ("每 token 6N", d.sci(values["train"] / sc.tokens_per_step))],
         ["量", "每步 FLOPs"], "本场景的模型 FLOPs")
 
 # %% [markdown]
@@ -124,23 +124,23 @@ tokens_per_expert = D * k_top / E
 d.eq(r"D_{\mathrm{expert}}", tokens_per_expert)
 
 # %% tags=["remove-input"]
-ratio = sc["total_params"] / sc["activated_params"]
-if sc["num_experts"] > 0:
-    d.md(f"本场景是 MoE：每层 {sc['num_experts']} 个路由专家，每个 token 选 "
-         f"{sc['experts_per_token']} 个（占 {d.pct(sc['experts_per_token'] / sc['num_experts'])}）。"
-         f"激活参数 N = {d.sci(sc['activated_params'])}，总参数 {d.sci(sc['total_params'])}，"
+ratio = sc.total_params / sc.activated_params
+if sc.num_experts > 0:
+    d.md(f"本场景是 MoE：每层 {sc.num_experts} 个路由专家，每个 token 选 "
+         f"{sc.experts_per_token} 个（占 {d.pct(sc.experts_per_token / sc.num_experts)}）。"
+         f"激活参数 N = {d.sci(sc.activated_params)}，总参数 {d.sci(sc.total_params)}，"
          f"后者是前者的 {d.times(ratio, 1)}。每个专家每步平均只拿到 "
          f"{d.num(acc['tokens_per_expert'])} 个 token，而稠密 FFN 的 GEMM 要处理全部 "
-         f"{d.count(sc['tokens_per_step'])} 个：专家的 GEMM 更\"瘦\"（见 06）。"
+         f"{d.count(sc.tokens_per_step)} 个：专家的 GEMM 更\"瘦\"（见 06）。"
          f"若把总参数代进 6ND，模型 FLOPs 会虚增到正确值的 {d.times(ratio, 1)}（见 09）。")
 else:
-    gap = sc["total_params"] - sc["activated_params"]
+    gap = sc.total_params - sc.activated_params
     d.md(f"本场景是稠密模型（num_experts = 0）：每个 token 经过全部权重，没有路由，也就没有"
          f"\"每个专家分到多少 token\"的问题，上式不适用。"
-         + (f"激活参数 N = {d.sci(sc['activated_params'])} 比总参数 "
-            f"{d.sci(sc['total_params'])} 少 {d.sci(gap)}，差额应当是不做矩阵乘的参数，例如输入 embedding。"
+         + (f"激活参数 N = {d.sci(sc.activated_params)} 比总参数 "
+            f"{d.sci(sc.total_params)} 少 {d.sci(gap)}，差额应当是不做矩阵乘的参数，例如输入 embedding。"
             if gap > 0 else
-            f"激活参数 N 与总参数相同（{d.sci(sc['activated_params'])}）：场景把每个参数都算作矩阵乘参数；"
+            f"激活参数 N 与总参数相同（{d.sci(sc.activated_params)}）：场景把每个参数都算作矩阵乘参数；"
             "若模型有输入 embedding（查表，没有 FLOPs），N 应当比总参数少这一块。"))
 
 # %% [markdown]
@@ -181,7 +181,7 @@ origin = ("由场景键 `selective_recompute_fraction` 直接给定" if sel["fra
           f"由重算的模块 {modules} 推出")
 d.md(f"选择性重算的系数约为 {course.claim('nb02_selective_factor')}，这意味着 r = {r_course}：反向时重做了 "
      f"{d.pct(float(r_course), 0)} 的权重矩阵乘前向，即 N_re = {r_course}·N"
-     f"（按本场景的 N 是 {d.sci(float(r_course) * sc['activated_params'])} 个参数）。"
+     f"（按本场景的 N 是 {d.sci(float(r_course) * sc.activated_params)} 个参数）。"
      "这只是由课程的约数反推出来的假设，课程没有说重做了哪些算子。"
      f"本场景的 r = {fraction:.4g}，{origin}"
      + ("，与课程的假设相同。" if abs(fraction - float(r_course)) < 1e-12 else "，与课程的假设不同。"))
@@ -190,13 +190,13 @@ d.md(f"选择性重算的系数约为 {course.claim('nb02_selective_factor')}，
 rows = []
 for policy, r_value in (("none", 0.0), ("selective", fraction), ("full", 1.0)):
     f_policy = float(factor(policy, fraction))
-    mark = "（本场景）" if policy == sc["recompute"] else ""
+    mark = "（本场景）" if policy == sc.recompute else ""
     rows.append((policy + mark, f"{r_value:g}", f"{f_policy:.4f}",
                  d.sci(f_policy * acc["model_flops_per_step"])))
 d.table(rows, ["策略", "重算比例 r", "系数 1 + r/3", "每步硬件 FLOPs（不含注意力核心）"],
         "三种策略下本场景的硬件 FLOPs（模型 FLOPs 始终是 6ND）")
 d.md(f"本场景的选择性重算 r = {fraction:.4g}（{origin}），"
-     f"对应系数 {float(factor('selective', fraction)):.4f}；当前策略 `{sc['recompute']}` 的系数是 "
+     f"对应系数 {float(factor('selective', fraction)):.4f}；当前策略 `{sc.recompute}` 的系数是 "
      f"{acc['recompute_factor']:.4f}。")
 
 # %% tags=["remove-input"]
@@ -213,9 +213,9 @@ for name, x in points.items():
     ax.plot([x], [curve(x)], "o", color="#4a5568")
     ax.annotate(f"{name}: {curve(x):.3f}", (x, curve(x)), textcoords="offset points",
                 xytext=(-78, 4) if x > 0.8 else (6, -14), fontsize=9)
-x_now = points[sc["recompute"]]
+x_now = points[sc.recompute]
 ax.plot([x_now], [curve(x_now)], "o", markersize=14, markerfacecolor="none",
-        markeredgecolor="#dd6b20", markeredgewidth=2, label=f"this scenario ({sc['recompute']})")
+        markeredgecolor="#dd6b20", markeredgewidth=2, label=f"this scenario ({sc.recompute})")
 ax.set_xlabel("r = share of the weight GEMMs' forward (2ND) recomputed")
 ax.set_ylabel("hardware FLOPs / model FLOPs")
 ax.set_title("Recompute factor against the recomputed share of the forward")
@@ -235,17 +235,17 @@ f_full = factor("full")
 sel_close = abs(f_sel - float(course_selective)) < 0.05
 wrong, right = acc["mfu_if_total_params"], acc["mfu"]
 wrong_close = abs(wrong - course.number(course.figures()["total_params_mistake"]["text"])) < 0.005
-moe = sc["num_experts"] > 0
+moe = sc.num_experts > 0
 rows = [
     (f"训练一步 = 前向 2ND + 反向 4ND：{course.claim('nb02_six_nd')}",
      f"每参数每 token {fwd_coef} + {bwd_coef} = {fwd_coef + bwd_coef}；本场景 6ND = {d.sci(values['train'])}",
      d.verdict(fwd_coef == 2 and bwd_coef == 4,
                "反向对输入、对权重各做一次与前向等大的 GEMM；系数只由 GEMM 形状决定，与场景无关")),
     (f"全量重算：2 + 2 + 4 = 8ND，系数 {course.claim('nb02_full_recompute_factor')}",
-     f"1 + r/3 在 r = 1 时为 {f_full} = {float(f_full):.4f}；本场景 `recompute: {sc['recompute']}` "
+     f"1 + r/3 在 r = 1 时为 {f_full} = {float(f_full):.4f}；本场景 `recompute: {sc.recompute}` "
      f"的系数 {acc['recompute_factor']:.4f}",
      d.verdict(f_full == sp.Rational(4, 3), "把整个前向再跑一遍；这个系数与场景无关"
-               + ("" if sc["recompute"] == "full" else f"，但本场景用的是 `{sc['recompute']}`，不是全量重算"))),
+               + ("" if sc.recompute == "full" else f"，但本场景用的是 `{sc.recompute}`，不是全量重算"))),
     (f"换成选择性重算后系数约为 {course.claim('nb02_selective_factor')}",
      f"r = {fraction:.4g}（{origin}）时 1 + r/3 = {f_sel:.4f}；课程的约数对应 r = {r_course}",
      d.verdict(sel_close,
@@ -254,8 +254,8 @@ rows = [
                + "系数只看重做了多少权重 GEMM 的前向；Megatron-LM 默认的 selective 只重算注意力核心（在 6ND 之外），"
                "这一侧的系数是 1，多出的运算记在 05 的硬件 FLOPs 上；课程的约数要求重做约三成的权重 GEMM，它没说是哪些")),
     (f"MoE 的 N 取激活参数，不取总参数：N = {course.claim('nb02_activated_params')}",
-     (f"激活 {d.sci(sc['activated_params'])}，总参数 {d.sci(sc['total_params'])}（{d.times(ratio, 1)}）"
-      if moe else f"稠密模型：N = {d.sci(sc['activated_params'])}，总参数 {d.sci(sc['total_params'])}"),
+     (f"激活 {d.sci(sc.activated_params)}，总参数 {d.sci(sc.total_params)}（{d.times(ratio, 1)}）"
+      if moe else f"稠密模型：N = {d.sci(sc.activated_params)}，总参数 {d.sci(sc.total_params)}"),
      d.verdict(True, ("没被路由到的专家对这个 token 不做乘法，6ND 只数每个 token 经过的矩阵乘参数"
                       + ("；课程的 3e9 是课程 run 的数，中间一列是你的模型" if own else ""))
                if moe else "稠密模型没有路由，规则同样适用，N 与总参数之间只差不做乘法的参数")),
@@ -278,12 +278,12 @@ points_md = [
     f" = {fwd_coef + bwd_coef} FLOPs。",
     f"本场景 6ND = {d.sci(acc['model_flops_per_step'])} FLOPs/步"
     f"（前向 {d.sci(values['fwd'])}，反向 {d.sci(values['bwd'])}）。",
-    (f"MoE 的 N 取激活参数 {d.sci(sc['activated_params'])}，不是总参数 "
-     f"{d.sci(sc['total_params'])}；每个专家每步平均 {d.num(acc['tokens_per_expert'])} 个 token。")
-    if sc["num_experts"] > 0 else
-    f"稠密模型：N = {d.sci(sc['activated_params'])}，每个 token 经过全部矩阵乘权重。",
+    (f"MoE 的 N 取激活参数 {d.sci(sc.activated_params)}，不是总参数 "
+     f"{d.sci(sc.total_params)}；每个专家每步平均 {d.num(acc['tokens_per_expert'])} 个 token。")
+    if sc.num_experts > 0 else
+    f"稠密模型：N = {d.sci(sc.activated_params)}，每个 token 经过全部矩阵乘权重。",
     f"全量重算是 8ND，系数 {factor('full')}；一般地系数为 {sp.sstr(recompute_factor)}，"
-    f"r 是重做的权重矩阵乘前向所占的比例，由重算的模块推出，本场景（`{sc['recompute']}`）的系数为 "
+    f"r 是重做的权重矩阵乘前向所占的比例，由重算的模块推出，本场景（`{sc.recompute}`）的系数为 "
     f"{acc['recompute_factor']:.4f}。注意力核心的重算不在这个系数里，记在 05 的硬件 FLOPs 上。",
 ]
 d.md("\n".join(f"- {p}" for p in points_md))
@@ -313,7 +313,7 @@ d.eq(r"\frac{F_{\mathrm{fwd}}}{(i\,o)\cdot b}", sp.simplify(layer["forward"] / p
 r_sel = acc["projections"]["selective_recompute"]["weights_fraction"]
 extra = float((hardware_flops_with_recompute - model_flops).subs({**subs, r: r_sel}))
 d.eq(r"F_{\mathrm{hw}} - 6ND", sp.factor(hardware_flops_with_recompute - model_flops), d.sci(extra))
-d.table([("N_re = r·N", d.sci(r_sel * sc["activated_params"])),
+d.table([("N_re = r·N", d.sci(r_sel * sc.activated_params)),
          ("每步多做 2rND", d.sci(extra)),
          ("系数 1 + r/3", f"{float(factor('selective', r_sel)):.4f}")],
         ["量", f"r = {r_sel:g}"], "选择性重算的额外开销（本场景的 N 与 D）")

@@ -45,7 +45,7 @@ from costmodel.derive.flops import model_flops
 from costmodel.derive.symbols import B, D, s_mean
 
 own = bool(sc.changed)  # a team's scenario: its figures, not the course's run
-d.md(f"场景：**{d.text(sc['name'])}**"
+d.md(f"场景：**{d.text(sc.name)}**"
      + (f"（与课程不同：改动了 {', '.join(d.text(key, code=True) for key in sc.changed)}）。"
         "下面的数字都按这个场景重新算过。" if own else "（课程的场景）。"))
 
@@ -58,7 +58,7 @@ d.md(f"场景：**{d.text(sc['name'])}**"
 SOURCE = {"course": "课程", "file": "场景文件", "--set": "覆盖参数", "model": "模型配置",
           "gpu table": "GPU 表", "derived": "推导", "sequence_lengths": "长度文件",
           "predicted": "步长模型预测"}
-measured = sc["measured_tokens_per_s"]
+measured = sc.measured_tokens_per_s
 
 
 def row(label, symbol, shown, key):
@@ -66,15 +66,15 @@ def row(label, symbol, shown, key):
 
 
 d.table([
-    row("每步样本数", "B", d.num(sc["samples_per_step"]), "samples_per_step"),
-    row("每个样本的平均真实 token 数", "s̄", d.count(sc["mean_tokens_per_sample"]), "mean_tokens_per_sample"),
-    row("激活参数（6ND 的 N）", "N", d.sci(sc["activated_params"]), "activated_params"),
-    row("总参数", "N_total", d.sci(sc["total_params"]), "total_params"),
-    row("单步耗时", "T", f"{sc['step_time']:g} s", "step_time"),
-    row("GPU 数", "n_gpu", d.num(sc["num_gpus"]), "num_gpus"),
-    row("GPU 型号", "", sc["gpu"], "gpu"),
-    row("单卡 BF16 稠密峰值", "P", d.tflops(sc["peak_flops"]), "peak_flops"),
-    row("recompute 策略", "", sc["recompute"], "recompute"),
+    row("每步样本数", "B", d.num(sc.samples_per_step), "samples_per_step"),
+    row("每个样本的平均真实 token 数", "s̄", d.count(sc.mean_tokens_per_sample), "mean_tokens_per_sample"),
+    row("激活参数（6ND 的 N）", "N", d.sci(sc.activated_params), "activated_params"),
+    row("总参数", "N_total", d.sci(sc.total_params), "total_params"),
+    row("单步耗时", "T", f"{sc.step_time:g} s", "step_time"),
+    row("GPU 数", "n_gpu", d.num(sc.num_gpus), "num_gpus"),
+    row("GPU 型号", "", sc.gpu, "gpu"),
+    row("单卡 BF16 稠密峰值", "P", d.tflops(sc.peak_flops), "peak_flops"),
+    row("recompute 策略", "", sc.recompute, "recompute"),
     row("实测集群吞吐", "τ", "未提供" if measured is None else f"{d.num(measured)} tok/s",
         "measured_tokens_per_s"),
 ], ["输入", "符号", "值", "来源"], "Scenario inputs used by MFU and HFU")
@@ -94,50 +94,50 @@ d.eq(r"\mathrm{HFU}", utilization.hfu, d.pct(hfu))
 # 下面把 MFU 拆成几步，每一步都代入数字：
 
 # %% tags=["remove-input"]
-tokens = sc["tokens_per_step"]
+tokens = sc.tokens_per_step
 flops = acc["model_flops_per_step"]
 cluster_peak = float(utilization.cluster_peak.subs(subs))
-d.eq(D, B * s_mean, rf"{d.tex_num(sc['samples_per_step'])} \times "
-     rf"{d.count(sc['mean_tokens_per_sample']).replace(',', '{,}')}", d.tex_sci(tokens))
+d.eq(D, B * s_mean, rf"{d.tex_num(sc.samples_per_step)} \times "
+     rf"{d.count(sc.mean_tokens_per_sample).replace(',', '{,}')}", d.tex_sci(tokens))
 d.eq(r"C_{\mathrm{model}}", model_flops,
-     rf"6 \times {d.tex_sci(sc['activated_params'])} \times {d.tex_sci(tokens)}", d.tex_sci(flops, 4))
+     rf"6 \times {d.tex_sci(sc.activated_params)} \times {d.tex_sci(tokens)}", d.tex_sci(flops, 4))
 d.eq(r"\mathrm{FLOP/s}_{\mathrm{cluster}}", utilization.achieved_flops_per_s,
-     rf"\frac{{{d.tex_sci(flops, 4)}}}{{{sc['step_time']:g}\ \mathrm{{s}}}}",
+     rf"\frac{{{d.tex_sci(flops, 4)}}}{{{sc.step_time:g}\ \mathrm{{s}}}}",
      rf"{d.tex_sci(acc['achieved_flops_per_s'], 4)}\ \mathrm{{FLOP/s}}")
 d.eq(r"\mathrm{FLOP/s}_{\mathrm{GPU}}", utilization.achieved_flops_per_s_per_gpu,
      rf"{d.tex_sci(acc['achieved_flops_per_s_per_gpu'])}\ \mathrm{{FLOP/s}}")
 d.eq(r"P_{\mathrm{cluster}}", utilization.cluster_peak,
-     rf"{d.tex_num(sc['num_gpus'])} \times {d.tex_sci(sc['peak_flops'], 4)}",
+     rf"{d.tex_num(sc.num_gpus)} \times {d.tex_sci(sc.peak_flops, 4)}",
      rf"{d.tex_sci(cluster_peak, 4)}\ \mathrm{{FLOP/s}}")
 d.eq(r"\mathrm{MFU}", utilization.mfu,
      rf"\frac{{{d.tex_sci(acc['achieved_flops_per_s'], 4)}}}{{{d.tex_sci(cluster_peak, 4)}}}",
      d.pct(acc["mfu"]))
 
 # %% tags=["remove-input"]
-r_w = sc["recompute_weights_fraction"]  # the weight GEMMs' share of the forward redone
+r_w = sc.recompute_weights_fraction  # the weight GEMMs' share of the forward redone
 factor_exact = (recompute.recompute_factor.subs(r, int(r_w)) if r_w in (0, 1)
                 else sp.Float(acc["recompute_factor"], 4))
 d.eq(r"\mathrm{HFU}", sp.Symbol(r"\mathrm{MFU}") * factor_exact, d.pct(acc["hfu"]))
-policy = sc["recompute"]
+policy = sc.recompute
 if policy == "full" and r_w == 1:
     why = ("本场景开的是 full recompute：反向时把整个前向再跑一遍，硬件多做 2ND，"
            f"系数 8ND/6ND = {factor_exact}。")
 elif policy == "full":
-    why = (f"本场景开的是 full recompute，但只重算每个流水线段的前 {sc['recompute_num_layers']} 层，"
+    why = (f"本场景开的是 full recompute，但只重算每个流水线段的前 {sc.recompute_num_layers} 层，"
            f"占前向的 {d.pct(r_w, 0)}，系数为 {factor_exact}。")
 elif policy == "selective":
-    modules = "、".join(f"`{m}`" for m in sc["recompute_modules"] or [])
+    modules = "、".join(f"`{m}`" for m in sc.recompute_modules or [])
     why = (f"本场景开的是 selective recompute，重算的模块是 {modules}："
            + (f"它们的权重占前向 FLOPs 的 {d.pct(r_w, 1)}，" if r_w > 0 else "它们不带权重，")
            + f"系数为 {factor_exact}"
            + ("（占比由场景键 selective_recompute_fraction 直接给定）" if
-              sc["recompute_fraction_from"] == "scenario" else "")
+              sc.recompute_fraction_from == "scenario" else "")
            + "。")
 else:
     why = "本场景没有 recompute：硬件做的就是模型必需的 6ND，HFU 与 MFU 相等。"
 d.md(f"集群每秒做了 **{d.tflops(acc['achieved_flops_per_s'])}** 的有效运算，"
      f"合每卡 **{d.tflops(acc['achieved_flops_per_s_per_gpu'], 2)}**；"
-     f"集群峰值是 {d.num(sc['num_gpus'])} × {d.tflops(sc['peak_flops'])} = **{d.tflops(cluster_peak)}**。"
+     f"集群峰值是 {d.num(sc.num_gpus)} × {d.tflops(sc.peak_flops)} = **{d.tflops(cluster_peak)}**。"
      f"于是 MFU = **{d.pct(acc['mfu'])}**。{why}HFU = **{d.pct(acc['hfu'])}**。")
 
 # %% [markdown]
@@ -234,7 +234,7 @@ d.eq(r"\mathrm{MFU}_{\mathrm{wrong}}", mfu_wrong, sp.Symbol(r"\mathrm{MFU}") * N
      d.pct(acc["mfu_if_total_params"], 1))
 
 # %% tags=["remove-input"]
-ratio = sc["total_params"] / sc["activated_params"]
+ratio = sc.total_params / sc.activated_params
 wrong = acc["mfu_if_total_params"]
 if wrong > 1:
     tail = ("它超过了 100%，比硬件峰值还多，错误一眼可见；危险的是倍数小一些、算出的数仍在 100% 以内的情形，"
@@ -244,8 +244,8 @@ elif wrong > 0.5:
             f"1/{ratio:.1f}。")
 else:
     tail = f"真实的 MFU 只有它的 1/{ratio:.1f}。"
-if sc["num_experts"] > 0:
-    d.md(f"本场景是 MoE（{sc['num_experts']} 个专家，每 token 激活 {sc['experts_per_token']} 个），"
+if sc.num_experts > 0:
+    d.md(f"本场景是 MoE（{sc.num_experts} 个专家，每 token 激活 {sc.experts_per_token} 个），"
          f"总参数是激活参数的 **{ratio:.2f} 倍**。误用总参数得到的“MFU”是 "
          f"**{d.pct(wrong, 1)}**，正确值是 **{d.pct(acc['mfu'])}**。{tail}")
 elif ratio > 1:
@@ -269,8 +269,8 @@ else:
 
 # %% tags=["remove-input"]
 shape = matching_shape(sc.values)
-reference = sc["model"] or COURSE_MODEL
-mtp = bool(sc["count_mtp"]) and shape is not None and shape.mtp_activated_params > 0
+reference = sc.model or COURSE_MODEL
+mtp = bool(sc.count_mtp) and shape is not None and shape.mtp_activated_params > 0
 if shape is None:
     d.md(f"本场景的模型形状（hidden、层数、专家数、词表）与配置 {d.text(reference, code=True)} 不一致，"
          "这里没有它的精确计数。在场景文件里写 `model: 路径/config.json`（或预置名），"
@@ -279,7 +279,7 @@ else:
     exact_n = shape.activated_params + (shape.mtp_activated_params if mtp else 0)
     config_total = shape.total_params + (shape.mtp_params if mtp else 0)
     counts = [
-        ("场景使用的 N", sc["activated_params"], SOURCE[sc.sources["activated_params"]]),
+        ("场景使用的 N", sc.activated_params, SOURCE[sc.sources["activated_params"]]),
         ("精确 N（矩阵乘参数，含 lm_head，不含 embedding）" + ("，含 MTP" if mtp else ""),
          exact_n, "config.json"),
         *([("其中：MTP 模块（count_mtp）", shape.mtp_activated_params, "config.json")] if mtp else []),
@@ -287,7 +287,7 @@ else:
          shape.activated_params_published, "config.json"),
         ("其中：输入 embedding", shape.embedding_params, "config.json"),
         ("其中：lm_head", shape.lm_head_params, "config.json"),
-        ("总参数（场景）", sc["total_params"], SOURCE[sc.sources["total_params"]]),
+        ("总参数（场景）", sc.total_params, SOURCE[sc.sources["total_params"]]),
         ("总参数（config）" + ("，含 MTP" if mtp else ""), config_total, "config.json"),
     ]
     d.table([(label, d.sci(n, 4), d.num(n), source) for label, n, source in counts],
@@ -300,18 +300,18 @@ def utilization_with(n_params):
 
 
 if shape is not None:
-    variants = [("场景的 N", sc["activated_params"]), ("精确 N", exact_n),
+    variants = [("场景的 N", sc.activated_params), ("精确 N", exact_n),
                 ("公开激活数", shape.activated_params_published),
                 ("config 总参数（错误口径）", config_total)]
     by_n = {label: utilization_with(n) for label, n in variants}
     d.table([(label, d.sci(n, 4), d.pct(by_n[label][0]), d.pct(by_n[label][1]),
-              f"{100 * (n / sc['activated_params'] - 1):+.1f}%") for label, n in variants],
+              f"{100 * (n / sc.activated_params - 1):+.1f}%") for label, n in variants],
             ["N 的口径", "N", "MFU", "HFU", "相对场景的 N"],
             "MFU and HFU for each count of N (same D, T and cluster)")
 
 # %% tags=["remove-input"]
 if shape is not None:
-    exact_rel = exact_n / sc["activated_params"] - 1
+    exact_rel = exact_n / sc.activated_params - 1
     published_rel = shape.activated_params_published / shape.activated_params - 1
     mfu_pub, mfu_exact = by_n["公开激活数"][0], by_n["精确 N"][0]
     if abs(exact_rel) < 5e-4:
@@ -333,8 +333,8 @@ if shape is not None:
          f"{d.pct(by_n['config 总参数（错误口径）'][0], 1)}。")
     if not own and abs(exact_rel) >= 5e-4:
         low_n, high_n = sorted([mfu_exact, acc["mfu"]])
-        over = sc["activated_params"] / exact_n - 1  # the course's N against the exact count
-        d.md(f"对课程来说：课程的 N = {d.sci(sc['activated_params'], 2)} 是个取整，"
+        over = sc.activated_params / exact_n - 1  # the course's N against the exact count
+        d.md(f"对课程来说：课程的 N = {d.sci(sc.activated_params, 2)} 是个取整，"
              f"比矩阵乘参数的精确值{'高' if over > 0 else '低'} {100 * abs(over):.1f}%，"
              f"MFU 因此落在 {d.pct(low_n)} 到 {d.pct(high_n)} 之间，结论不变；"
              "真正要小心的是别把模型卡上的公开激活数当成 6ND 的 N，更别用总参数。")
@@ -444,9 +444,9 @@ rows = [
      d.verdict(mfu_text == quoted("nb01_mfu"),
                versus(mfu_text, "nb01_mfu") if own else recomputed(mfu_text, "nb01_mfu"))),
     ("HFU = MFU × 4/3（full recompute）= " + course.claim("nb01_hfu"),
-     f"{hfu_text}（系数 {factor_exact}，{sc['recompute']}）",
+     f"{hfu_text}（系数 {factor_exact}，{sc.recompute}）",
      d.verdict(hfu_text == quoted("nb01_hfu"),
-               versus(hfu_text, "nb01_hfu") + f"（本场景 recompute = {sc['recompute']}）" if own
+               versus(hfu_text, "nb01_hfu") + f"（本场景 recompute = {sc.recompute}）" if own
                else recomputed(hfu_text, "nb01_hfu"))),
 ]
 tokens_text = f"{d.num(acc['tokens_per_s'])} tok/s"
@@ -477,7 +477,7 @@ else:
                  d.verdict(ok["tokens_gpu"], "与集群吞吐是同一个比较（两边都除以 GPU 数），"
                            + ("在容差之内" if ok["tokens_gpu"] else "同样超出容差") + note)))
 rows.append((f"单卡 {course.claim('nb03_per_gpu_route')} ÷ 单卡峰值，与集群口径的 MFU 一致",
-             f"{d.tflops(acc['achieved_flops_per_s_per_gpu'], 2)} ÷ {d.tflops(sc['peak_flops'])} "
+             f"{d.tflops(acc['achieved_flops_per_s_per_gpu'], 2)} ÷ {d.tflops(sc.peak_flops)} "
              f"= {d.pct(per_gpu_mfu)}",
              d.verdict(ok["flops_gpu"], "这条路与集群路线是同一个式子（分子分母同除以 GPU 数），总会相等，"
                        "只验证算术，不算独立证据；"
@@ -540,7 +540,7 @@ d.md("\n".join(f"- {p}" for p in points))
 
 # %% tags=["solution"]
 stretch = 1.10  # the logged step time is 10% longer than the real one
-slow = {**subs, T: sc["step_time"] * stretch}
+slow = {**subs, T: sc.step_time * stretch}
 mfu_slow, hfu_slow = float(utilization.mfu.subs(slow)), float(utilization.hfu.subs(slow))
 tokens_slow = float(utilization.tokens_per_s.subs(slow))
 rel_slow = gap(tokens_slow, measured)
@@ -572,19 +572,19 @@ d.md(answer)
 
 # %% tags=["solution"]
 factor_now = float(factor_exact)
-no_recompute = {**subs, r: 0, T: sc["step_time"] / factor_now}  # same hardware FLOP/s
+no_recompute = {**subs, r: 0, T: sc.step_time / factor_now}  # same hardware FLOP/s
 mfu_off = float(utilization.mfu.subs(no_recompute))
 hfu_off = float(utilization.hfu.subs(no_recompute))
 d.eq(r"\mathrm{MFU}_{\mathrm{off}}", sp.Symbol(r"\mathrm{MFU}") * factor_exact, d.pct(mfu_off))
 
 # %% tags=["solution", "remove-input"]
 if factor_now > 1:
-    d.md(f"单步耗时从 {sc['step_time']:g} s 缩到 **{sc['step_time'] / factor_now:.1f} s**（除以系数 {factor_exact}）；"
+    d.md(f"单步耗时从 {sc.step_time:g} s 缩到 **{sc.step_time / factor_now:.1f} s**（除以系数 {factor_exact}）；"
          f"MFU 从 {d.pct(acc['mfu'])} 升到 **{d.pct(mfu_off)}**，正好是原来的 HFU；HFU 仍是 **{d.pct(hfu_off)}**。"
          "HFU 衡量硬件忙不忙，关掉 recompute 并不改变它；省下的重算全部变成了有效产出，所以涨的是 MFU。"
          "反过来，拿 HFU 和别人的 MFU 比，就把这部分重算也当成了有效产出。")
 else:
-    d.md(("本场景本来就没有 recompute" if sc["recompute"] == "none" else
-          f"本场景的 recompute（`{sc['recompute']}`）不重做权重 GEMM")
+    d.md(("本场景本来就没有 recompute" if sc.recompute == "none" else
+          f"本场景的 recompute（`{sc.recompute}`）不重做权重 GEMM")
          + f"（系数 {factor_exact}）：按这个口径，单步耗时、MFU、HFU 都不变，"
          f"MFU 与 HFU 都是 **{d.pct(mfu_off)}**。只有开着 recompute 的运行，关掉它才会把 HFU 的一部分转成 MFU。")

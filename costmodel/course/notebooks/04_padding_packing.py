@@ -44,18 +44,18 @@ from costmodel.present import display as d
 sc, acc = d.load(scenario_file, overrides)
 pad = acc["padding"]
 packed = pad["batching"] == "packed"  # the run already packs: no padding slots
-padded = pad["slots"] > sc["tokens_per_step"]  # some slots hold padding
+padded = pad["slots"] > sc.tokens_per_step  # some slots hold padding
 # Scaling the step time by the slots would push MFU past 100%: the inputs contradict the premise
 # that every slot costs as much as a real token (the run cannot be padding them all).
 beyond_peak = padded and pad["mfu_after_packing"] > 1
 team = sc.lengths  # the team's lengths file (sequence_lengths), or None
-conv = attention.convention_of(sc["attention_flops"], "eager")  # the account's model count
+conv = attention.convention_of(sc.attention_flops, "eager")  # the account's model count
 quoted = course.figures()
-d.md(f"场景：**{d.text(sc['name'])}**：每步 {d.num(sc['samples_per_step'])} 个样本，平均每个样本 "
-     f"{d.count(sc['mean_tokens_per_sample'])} 个真实 token"
+d.md(f"场景：**{d.text(sc.name)}**：每步 {d.num(sc.samples_per_step)} 个样本，平均每个样本 "
+     f"{d.count(sc.mean_tokens_per_sample)} 个真实 token"
      + ("（截断到序列长度后的均值，来自团队的长度文件 `sequence_lengths`）" if team is not None else "")
      + "，配置的序列长度（" + ("打包的行长，也是单个样本的截断长度" if packed else "补齐长度")
-     + f"）为 {d.num(sc['seq_len'])}。"
+     + f"）为 {d.num(sc.seq_len)}。"
      + ("批处理方式是 `batching: packed`：样本已经首尾相接地装在一起。" if packed else "")
      + "下面的数字都按这个场景现算。")
 
@@ -81,22 +81,22 @@ if packed:
     d.table([
         ["batching", pad["batching"]],
         ["slots per step (= D)", d.num(pad["slots"])],
-        ["real tokens per step D", d.count(sc["tokens_per_step"])],
+        ["real tokens per step D", d.count(sc.tokens_per_step)],
         ["useful fraction", d.pct(pad["useful_fraction"])],
         ["padding slots", d.pct(pad["waste_fraction"])],
         ["speedup left to packing", "none: already packed"],
         ["MFU", d.pct(acc["mfu"])],
     ], ["quantity", "value"], "Slot account of a packed run")
-    d.md(f"本场景声明 `batching: packed`：数据已经 packing，一步计算的槽位就是 {d.count(sc['tokens_per_step'])} "
+    d.md(f"本场景声明 `batching: packed`：数据已经 packing，一步计算的槽位就是 {d.count(sc.tokens_per_step)} "
          "个真实 token，没有 pad 槽位。定长补齐的那笔账（浪费、完美 packing 的提速）在这里不适用：没有可省的槽位，"
-         f"步时（{d.num(sc['step_time'], 1)} 秒）和 MFU（{d.pct(acc['mfu'])}）都不会因为 packing 再变。"
+         f"步时（{d.num(sc.step_time, 1)} 秒）和 MFU（{d.pct(acc['mfu'])}）都不会因为 packing 再变。"
          "要核对这个声明，看日志里每步计入的 token 数是不是 $D$，以及注意力 kernel 是否拿到了 `cu_seqlens`。"
          "packing 之后剩下要看的是注意力：它应当按样本（文档）计算（varlen，正比于 $\\sum s_i^2$，而不是拼好的"
          "整行长度的平方，见第 3 节），同一行里的样本也不能互相看见（第 3、4 节）。")
 else:
     rows = [
         ["slots per step B·S", d.num(pad["slots"])],
-        ["real tokens per step D", d.count(sc["tokens_per_step"])],
+        ["real tokens per step D", d.count(sc.tokens_per_step)],
         ["useful fraction", d.pct(pad["useful_fraction"])],
         ["waste", d.pct(pad["waste_fraction"])],
     ]
@@ -106,16 +106,16 @@ else:
             ["MFU now -> after packing" + (" (over 100%: impossible)" if beyond_peak else ""),
              f"{d.pct(acc['mfu'])} -> {d.pct(pad['mfu_after_packing'])}"],
             ["step time now -> after packing",
-             f"{d.num(sc['step_time'], 1)} s -> {d.num(pad['step_time_after_packing'], 1)} s"],
+             f"{d.num(sc.step_time, 1)} s -> {d.num(pad['step_time_after_packing'], 1)} s"],
         ]
     else:
         rows += [
             ["perfect-packing speedup", "none: no pad slots"],
             ["MFU (unchanged by packing)", d.pct(acc["mfu"])],
-            ["step time (unchanged by packing)", f"{d.num(sc['step_time'], 1)} s"],
+            ["step time (unchanged by packing)", f"{d.num(sc.step_time, 1)} s"],
         ]
     d.table(rows, ["quantity", "value"], "Padding account (mean length)")
-    logs = (f"日志里每步计入的 token 数若是 $D$ = {d.count(sc['tokens_per_step'])}，说明按真实 token 计数（计算是否也只在"
+    logs = (f"日志里每步计入的 token 数若是 $D$ = {d.count(sc.tokens_per_step)}，说明按真实 token 计数（计算是否也只在"
             f"真实 token 上做，还要看注意力是否拿到 `cu_seqlens`）；若是 $B \\cdot S$ = {d.num(pad['slots'])}，"
             "就是在补齐。")
     if beyond_peak:
@@ -126,13 +126,13 @@ else:
                 "要么步时、GPU 数或模型的输入需要核对；这里的提速不能当真。" + logs)
     elif padded:
         gain = (f"本场景有 **{d.pct(pad['waste_fraction'])}** 的槽位落在 pad 上；如果真在定长补齐，完美 "
-                f"packing 能把每步从 {d.num(sc['step_time'], 1)} 秒压到 "
+                f"packing 能把每步从 {d.num(sc.step_time, 1)} 秒压到 "
                 f"**{d.num(pad['step_time_after_packing'], 1)} 秒**"
                 f"（{d.times(pad['packing_speedup'])}），MFU 从 {d.pct(acc['mfu'])} 升到 "
                 f"{d.pct(pad['mfu_after_packing'])}。先确认补齐真实存在：" + logs)
     else:
-        gain = (f"本场景的平均真实长度等于配置长度（{d.num(sc['seq_len'])}）：每个样本都填满 $S$，定长补齐也没有"
-                f" pad 槽位。这里没有 padding 可去，packing 不会改变步时（{d.num(sc['step_time'], 1)} 秒）和 MFU"
+        gain = (f"本场景的平均真实长度等于配置长度（{d.num(sc.seq_len)}）：每个样本都填满 $S$，定长补齐也没有"
+                f" pad 槽位。这里没有 padding 可去，packing 不会改变步时（{d.num(sc.step_time, 1)} 秒）和 MFU"
                 f"（{d.pct(acc['mfu'])}）。要核对的是这个前提：日志里每步计入的 token 数应当正好是 $B \\cdot S$ = "
                 f"{d.num(pad['slots'])}，一个 batch 的 `attention_mask` 里没有 pad。若每个 $S$ 长的样本其实是几篇"
                 "文档拼接后切出来的，数据就已经是 packing 了：该查的是注意力是否拿到了 `cu_seqlens`（否则同一行的"
@@ -147,16 +147,16 @@ else:
 # 均值够算线性层的浪费，却回答不了两个问题：把样本装进 $S$ 长的行里到底能装多满？注意力的平方项按均值算准不准？两者都要长度的分布。场景给了团队的长度文件（`sequence_lengths`）时，下面直接用文件里的真实长度（截断到 $S$）。没给时（课程场景就是这样），造一个合成的长度分布：Gamma 分布的随机数（固定种子），乘上一个比例系数后四舍五入并截断到 $[1, S]$；比例系数用二分法求，使每一步的 token 总数**恰好**等于场景的 $D$（截断会拉低均值，所以不能直接按均值缩放）。取若干步，让统计量稳定。合成分布的形状是假设（`packing.DEFAULT_SHAPE`），不是测量值：换成团队自己的长度文件会更好。
 
 # %%
-n, mean, cap = sc["samples_per_step"], sc["mean_tokens_per_sample"], sc["seq_len"]
+n, mean, seq_len = sc.samples_per_step, sc.mean_tokens_per_sample, sc.seq_len
 n_sim = packing.samples_for(n)  # samples simulated per step (all of them, up to a limit)
 per_step = n / n_sim  # scales a simulated step's attention FLOPs to the scenario's step
 # synthetic lengths, the file's one step, or seeded draws from the file (cut at seq_len)
-source, steps = packing.simulated_steps(n, mean, cap, None if team is None else team.truncated,
+source, steps = packing.simulated_steps(n, mean, seq_len, None if team is None else team.truncated,
                                         team is not None and team.exact_step)
 n_steps = len(steps)
 lengths = np.concatenate(steps) if team is None else team.truncated
-capped = float(np.mean(lengths == cap))  # share of samples at the cap S
-over_half = float(np.mean(lengths > cap / 2))  # share longer than S/2
+capped = float(np.mean(lengths == seq_len))  # share of samples at the cap S
+over_half = float(np.mean(lengths > seq_len / 2))  # share longer than S/2
 
 # %% tags=["remove-input"]
 if team is None:
@@ -193,11 +193,11 @@ else:
     ], ["team's lengths", "value"], "The team's sample lengths (sequence_lengths)")
     if team.exact_step:
         reading = (f"文件里正好有 samples_per_step = {d.num(n)} 个长度，按**一整步**读：$D$ 就是这一步截断后"
-                   f"的长度之和（{d.count(sc['tokens_per_step'])}），$\\sum s_i^2$ 也是这一步自己的。")
+                   f"的长度之和（{d.count(sc.tokens_per_step)}），$\\sum s_i^2$ 也是这一步自己的。")
     else:
         reading = (f"文件里有 {d.num(team.count)} 个长度，不等于 samples_per_step（{d.num(n)}），按**一个分布**"
                    f"读：它的均值和平方均值按每步 {d.num(n)} 个样本缩放到一步"
-                   f"（$D = B\\bar{{s}}$ = {d.count(sc['tokens_per_step'])}）。")
+                   f"（$D = B\\bar{{s}}$ = {d.count(sc.tokens_per_step)}）。")
     if source == "file draws":
         reading += (f"下面的装箱模拟从文件中有放回地抽样本（固定种子），{n_steps} 步、每步 {d.num(n_sim)} 个"
                     + ("（本场景每步的样本太多，装箱只模拟这么多个；比例直接用于本场景，注意力 FLOPs 已按样本数"
@@ -205,14 +205,14 @@ else:
     else:
         reading += "下面的装箱就装这一步。"
     if team.truncated_samples:
-        cut = (f"文件里有 **{d.num(team.truncated_samples)}** 个样本长于 seq_len = {d.num(cap)}，被截断到 $S$，"
+        cut = (f"文件里有 **{d.num(team.truncated_samples)}** 个样本长于 seq_len = {d.num(seq_len)}，被截断到 $S$，"
                f"一共截掉 {d.num(team.truncated_tokens)} 个 token")
         if not team.exact_step:
             cut += (f"（按一步 {d.num(n)} 个样本换算，每步约 {d.num(info['truncated_samples_per_step'], 1)} 个"
                     f"样本、{d.num(info['truncated_tokens_per_step'])} 个 token）")
         cut += "。截掉的 token 不参与训练，也不计入 $D$；均值和 $\\sum s_i^2$ 都按截断后的长度算。"
     else:
-        cut = f"文件里没有长于 seq_len = {d.num(cap)} 的样本，没有截断。"
+        cut = f"文件里没有长于 seq_len = {d.num(seq_len)} 的样本，没有截断。"
     d.md(reading + cut)
 
 # %% tags=["remove-input"]
@@ -221,15 +221,15 @@ fig, ax = plt.subplots()
 if team is None:
     ax.hist(lengths, bins=60, color="tab:blue", alpha=0.8)
     ax.axvline(mean, color="tab:orange", linestyle="--", label="mean (scenario)")
-    ax.axvline(cap, color="tab:red", linestyle=":", label="seq_len (cap)")
+    ax.axvline(seq_len, color="tab:red", linestyle=":", label="seq_len (cap)")
     ax.set_title(f"Synthetic sample lengths: {n_steps} steps x {n_sim} samples")
 else:
     ax.hist(np.asarray(team.raw), bins=60, color="tab:blue", alpha=0.8)
     ax.axvline(team.mean, color="tab:orange", linestyle="--", label="mean (after the cut at seq_len)")
-    ax.axvline(cap, color="tab:red", linestyle=":", label="seq_len (longer samples are cut)")
+    ax.axvline(seq_len, color="tab:red", linestyle=":", label="seq_len (longer samples are cut)")
     ax.set_title(f"Team's sample lengths: {team.count:,} in the file, "
                  + ("one step" if team.exact_step else "a distribution"))
-ax.axvline(cap / 2, color="gray", linestyle="-.", label="seq_len / 2")
+ax.axvline(seq_len / 2, color="gray", linestyle="-.", label="seq_len / 2")
 ax.set_xlabel("sample length (tokens)" if team is None else "sample length as read (tokens)")
 ax.set_ylabel("samples")
 ax.legend()
@@ -245,7 +245,7 @@ plt.show()
 # 场景已经是 `batching: packed` 时，账上按完美 packing 记，下面只比较后两种摆法。
 
 # %%
-ways = packing.three_ways(steps, cap)  # slots and rows per step of the three layouts
+ways = packing.three_ways(steps, seq_len)  # slots and rows per step of the three layouts
 ffd, perfect = ways["ffd"], ways["perfect"]
 gain = perfect["speedup"] > 1  # some slots hold padding under fixed padding
 # the share of perfect packing's gain that greedy first-fit decreasing captures
@@ -269,7 +269,7 @@ if packed:
                         "首尾拼接后按行切开或 varlen 不分行则没有）" if ffd["useful_fraction"] < 1 else "")
                      + "。")
     elif team is None:
-        rows_note = (f"按本场景，平均长度等于 $S$（{d.num(cap)}），每个样本都恰好 $S$ 长，各占一整行。"
+        rows_note = (f"按本场景，平均长度等于 $S$（{d.num(seq_len)}），每个样本都恰好 $S$ 长，各占一整行。"
                      "如果场景里的“样本”指的是拼好的行而不是文档，文档的真实长度就得另给"
                      "（`sequence_lengths`），第 3、4 节的 $\\sum s_i^2$ 和跨样本注意力才有意义。")
     else:
@@ -330,7 +330,7 @@ d.eq(r"\sum_{i=1}^{n} s_i^2", sum_sq,
      sp.Mul(n_sym * s_mean**2, 1 + sigma**2 / s_mean**2, evaluate=False))
 
 # %%
-dim, layers = sc["attention_dim"], sc["num_full_attention_layers"]
+dim, layers = sc.attention_dim, sc.num_full_attention_layers
 att_mean = attention_training_flops(mean, dim, layers, n, conv)  # B s_mean^2: the course's reading
 if team is None:  # the synthetic lengths' sum(s^2) / (n mean^2), applied to the mean-length figure
     ratio = packing.square_ratio(lengths)
@@ -339,7 +339,7 @@ else:  # the account's own sum of squares: the file's, per step
     ratio = acc["attention"]["actual"]["sum_squared_lengths"] / (n * mean**2)
     att_sq = acc["attention"]["actual"]["flops_per_step"]
 # packed rows with a plain causal mask: every row counted at S^2
-att_rows = attention_training_flops(cap, dim, layers, ffd["rows"], conv) * per_step
+att_rows = attention_training_flops(seq_len, dim, layers, ffd["rows"], conv) * per_step
 d.eq(r"\frac{\sum s_i^2}{n \bar{s}^2}", d.num(ratio, 3))
 
 # %% tags=["remove-input"]
@@ -480,7 +480,7 @@ plt.show()
 # 放到本场景的规模上：把上面的长度（合成的，或团队文件里的）按贪心装箱的结果拿来，看普通因果掩码会放进多少跨样本的注意力对。
 
 # %%
-all_bins = [row for step in steps for row in packing.greedy_pack([int(x) for x in step], cap)]
+all_bins = [row for step in steps for row in packing.greedy_pack([int(x) for x in step], seq_len)]
 share_leak = packing.cross_sample_share(all_bins)  # causal pairs that cross a sample boundary
 shared_rows = sum(len(row) > 1 for row in all_bins) / len(all_bins)  # rows with 2+ samples
 
@@ -544,11 +544,11 @@ claim_rows = [
            f"；{no_pad}，这就是它现在的 MFU"
            if no_pad and course.agrees(after_mfu, "nb04_mfu_after_packing") else "", quiet=not padded)],
     ["完美 packing 后的单步耗时：" + cite("nb04_step_after_packing"),
-     f"{d.num(sc['step_time'], 1)} → {d.num(after_step, 3)} 秒" if padded
-     else f"{d.num(sc['step_time'], 1)} 秒（不变）",
+     f"{d.num(sc.step_time, 1)} → {d.num(after_step, 3)} 秒" if padded
+     else f"{d.num(sc.step_time, 1)} 秒（不变）",
      judge("nb04_step_after_packing", after_step, f"{d.num(after_step, 3 if padded else 1)} 秒",
-           (no_pad + f"，步时仍是 {d.num(sc['step_time'], 1)} 秒") if no_pad else
-           f"步时 {d.num(sc['step_time'], 1)} 秒除以提速 {d.times(pad['packing_speedup'])}",
+           (no_pad + f"，步时仍是 {d.num(sc.step_time, 1)} 秒") if no_pad else
+           f"步时 {d.num(sc.step_time, 1)} 秒除以提速 {d.times(pad['packing_speedup'])}",
            f"；{no_pad}，这就是它现在的步时"
            if no_pad and course.agrees(after_step, "nb04_step_after_packing") else "", quiet=not padded)],
 ]
@@ -590,28 +590,28 @@ source_text = {"synthetic": "合成长度分布", "file step": "团队的这一�
                "file draws": "团队的长度分布"}[source]
 if packed:
     first = "- 本场景已经 packing（`batching: packed`）：没有 pad 槽位，定长补齐的浪费与 packing 的提速都不适用。"
-    second = ((f"- 在{source_text}上按 {d.num(cap)} token 的行贪心装箱，{d.pct(shared_rows, 1)} 的行里不止一个样本："
+    second = ((f"- 在{source_text}上按 {d.num(seq_len)} token 的行贪心装箱，{d.pct(shared_rows, 1)} 的行里不止一个样本："
                "注意力要按样本算（varlen），不是按整行。") if shared_rows > 0 else
-              f"- 在{source_text}上按 {d.num(cap)} token 的行贪心装箱，每行只有一个样本。")
+              f"- 在{source_text}上按 {d.num(seq_len)} token 的行贪心装箱，每行只有一个样本。")
 elif beyond_peak:
     first = (f"- 按均值算：定长补齐时有 **{d.pct(pad['waste_fraction'])}** 的槽位是 pad，但本场景按比例 packing 后的 "
              f"MFU 会是 {d.pct(pad['mfu_after_packing'])}，超过 100%：它的输入与“pad 全额计算”的前提矛盾，"
              "先核对是否真在补齐。")
 elif padded:
     first = (f"- 按均值算：定长补齐浪费 **{d.pct(pad['waste_fraction'])}** 的槽位，完美 packing 提速 "
-             f"**{d.times(pad['packing_speedup'])}**（每步 {d.num(sc['step_time'], 1)} 秒 → "
+             f"**{d.times(pad['packing_speedup'])}**（每步 {d.num(sc.step_time, 1)} 秒 → "
              f"{d.num(pad['step_time_after_packing'], 1)} 秒），前提是补齐真实存在，先量再做。")
 else:
     first = ("- 按均值算：本场景的平均长度等于配置长度，没有 pad 槽位，packing 不改变步时和 MFU；要核对的是 batch 里"
              "确实没有 pad，以及每行若由几篇文档拼成，注意力是否拿到了 `cu_seqlens`。")
 if not packed:
-    second = ((f"- 在{source_text}上，贪心装箱进 {d.num(cap)} token 的行得到 **{d.times(ffd['speedup'])}**，"
+    second = ((f"- 在{source_text}上，贪心装箱进 {d.num(seq_len)} token 的行得到 **{d.times(ffd['speedup'])}**，"
                f"约为完美 packing 收益的 {d.pct(captured, 0)}。") if gain else
               f"- {'合成样本' if team is None else '文件里的样本'}全都顶到配置长度，装箱没有可省的槽位。")
 third = ((f"- 注意力按 $\\sum s_i^2$ 计；本分布的样本全都等长，均值没有低估它（{d.num(ratio, 3)} 倍）。" if equal else
           f"- 注意力按 $\\sum s_i^2$ 计，均值低估了它：本分布下是 **{d.num(ratio, 3)}** 倍。") if team is None else
          f"- 注意力按 $\\sum s_i^2$ 计：团队的长度下它是 $B\\bar{{s}}^2$ 的 **{d.num(ratio, 3)}** 倍"
-         + (f"，文件里 {d.num(team.truncated_samples)} 个样本被截断到 {d.num(cap)}。" if team.truncated_samples
+         + (f"，文件里 {d.num(team.truncated_samples)} 个样本被截断到 {d.num(seq_len)}。" if team.truncated_samples
             else "。"))
 d.md("\n".join([
     first,
@@ -629,8 +629,8 @@ d.md("\n".join([
 
 # %% tags=["solution"]
 s = np.asarray(lengths, dtype=np.float64)  # the lengths used above (cut at S)
-linear_ratio = len(s) * cap / s.sum()  # B S / sum(s_i) = S / s_mean
-attention_ratio = len(s) * cap**2 / np.sum(s**2)  # B S^2 / sum(s_i^2)
+linear_ratio = len(s) * seq_len / s.sum()  # B S / sum(s_i) = S / s_mean
+attention_ratio = len(s) * seq_len**2 / np.sum(s**2)  # B S^2 / sum(s_i^2)
 d.table([["linear layers: S / s̄", d.times(linear_ratio)],
          ["attention core: B·S² / Σ s_i²", d.times(attention_ratio)]],
         ["FLOPs removed by perfect packing", "ratio"], f"Exercise 1, {lengths_en}")
@@ -644,9 +644,9 @@ d.table([["linear layers: S / s̄", d.times(linear_ratio)],
 # 把一步的样本按整个样本（不切开）装进 $S$ 长的行。先不运行，写出行数的两个下界：一个来自 token 总数，一个来自长于 $S/2$ 的样本（为什么两个这样的样本不能同行？）。对本场景的长度，你猜哪个下界更紧？贪心装箱（first-fit decreasing）比它多用几行？
 
 # %% tags=["solution"]
-by_tokens = np.mean([np.ceil(step.sum() / cap) for step in steps])  # rows >= ceil(sum s_i / S)
-by_long = np.mean([np.sum(step > cap / 2) for step in steps])  # one row per sample > S/2
-bound = np.mean([max(np.ceil(step.sum() / cap), np.sum(step > cap / 2)) for step in steps])
+by_tokens = np.mean([np.ceil(step.sum() / seq_len) for step in steps])  # rows >= ceil(sum s_i / S)
+by_long = np.mean([np.sum(step > seq_len / 2) for step in steps])  # one row per sample > S/2
+bound = np.mean([max(np.ceil(step.sum() / seq_len), np.sum(step > seq_len / 2)) for step in steps])
 d.table([["tokens: ⌈Σ s_i / S⌉", d.num(by_tokens, 1)],
          ["samples longer than S/2", d.num(by_long, 1)],
          ["lower bound: the larger of the two", d.num(bound, 1)],

@@ -61,12 +61,11 @@ def resolve_with(**keys):
     predicted step (step_time null) is kept as the scenario's, so the variants compare at one T.
     A shape given with its own heads (`num_heads` set or reset here) drops a `num_kv_heads` the
     scenario sets: that count was for the scenario's heads, not these."""
-    if "num_heads" in keys and sc["num_kv_heads"] is not None:
+    if "num_heads" in keys and sc.num_kv_heads is not None:
         keys = {"num_kv_heads": None if keys["num_heads"] is None else shape.num_kv_heads, **keys}
+    if sc.step_time_from == "predicted":
+        keys = {"step_time": sc.step_time, **keys}
     hsc = scenario.resolve(scenario_file, {**overrides, **NO_SPLIT, **keys})
-    if sc["step_time_from"] == "predicted":
-        hsc.values["step_time"] = sc["step_time"]
-        hsc.sources["step_time"] = "predicted"
     return hsc, account(hsc)
 
 
@@ -113,25 +112,25 @@ def in_course_range(value, key):
 
 # %% tags=["remove-input"]
 width_from = {"num_heads x head_dim": "头数 × 每头宽度", "attention_dim": "直接给定的 attention_dim",
-              "hidden_size": "hidden_size（未给出头数与每头宽度）"}[sc["attention_dim_from"]]
+              "hidden_size": "hidden_size（未给出头数与每头宽度）"}[sc.attention_dim_from]
 if sc.sources.get("attention_dim") == "model":
     width_from = "模型配置（`model:`）给出的 attention_dim"
-square_text = {"full": "整块 s×s 方阵", "causal": "只数下三角，方阵的一半"}[sc["attention_flops"]]
+square_text = {"full": "整块 s×s 方阵", "causal": "只数下三角，方阵的一半"}[sc.attention_flops]
 kernel_text = {"eager": "反向是前向的 2 倍", "flash": "反向重算打分矩阵，是前向的 2.5 倍"}[
-    sc["attention_kernel"]]
+    sc.attention_kernel]
 batching_text = {"padded": "每个样本补齐到配置长度 S", "packed": "样本首尾相接、没有补齐，注意力按文档分块"}[
-    sc["batching"]]
-sq_from = ("长度文件里每步真实长度的平方和" if sc["sum_squared_lengths_from"] == "sequence_lengths"
+    sc.batching]
+sq_from = ("长度文件里每步真实长度的平方和" if sc.sum_squared_lengths_from == "sequence_lengths"
            else " B·s̄²（没有长度文件，按每个样本都是平均长度计）")
-d.md(f"场景：**{d.text(sc['name'])}**。注意力宽度 d = {d.num(sc['attention_dim'])}，来自{width_from}；"
-     + (f"{sc['num_layers']} 层主干加 {sc['num_mtp_layers']} 个 MTP 层，共有 "
-        f"{sc['num_full_attention_layers']} 个全注意力层" if sc["num_mtp_layers"] else
-        f"{sc['num_layers']} 层里有 {sc['num_full_attention_layers']} 层是全注意力层")
-     + f"；配置长度 S = {d.num(sc['seq_len'])}，平均真实长度 s̄ = {d.count(sc['mean_tokens_per_sample'])}，"
-     f"每步 {sc['samples_per_step']} 个样本，Σsᵢ² = {d.sci(sc['sum_squared_lengths'])}，取自{sq_from}。\n\n"
-     f"计数约定：`attention_flops: {sc['attention_flops']}`（{square_text}），"
-     f"`attention_kernel: {sc['attention_kernel']}`（{kernel_text}），"
-     f"`batching: {sc['batching']}`（{batching_text}）。")
+d.md(f"场景：**{d.text(sc.name)}**。注意力宽度 d = {d.num(sc.attention_dim)}，来自{width_from}；"
+     + (f"{sc.num_layers} 层主干加 {sc.num_mtp_layers} 个 MTP 层，共有 "
+        f"{sc.num_full_attention_layers} 个全注意力层" if sc.num_mtp_layers else
+        f"{sc.num_layers} 层里有 {sc.num_full_attention_layers} 层是全注意力层")
+     + f"；配置长度 S = {d.num(sc.seq_len)}，平均真实长度 s̄ = {d.count(sc.mean_tokens_per_sample)}，"
+     f"每步 {sc.samples_per_step} 个样本，Σsᵢ² = {d.sci(sc.sum_squared_lengths)}，取自{sq_from}。\n\n"
+     f"计数约定：`attention_flops: {sc.attention_flops}`（{square_text}），"
+     f"`attention_kernel: {sc.attention_kernel}`（{kernel_text}），"
+     f"`batching: {sc.batching}`（{batching_text}）。")
 
 # %% [markdown]
 # ## 1. 从两个矩阵乘推出 4·s²·d
@@ -183,11 +182,11 @@ d.eq(r"\mathrm{MFU}_{\mathrm{with\ attn}}", attention.mfu_with_attention(F))
 d.eq(r"\mathrm{HFU}_{\mathrm{with\ attn}}", attention.hfu_with_attention(F_hw))
 
 # %% tags=["remove-input"]
-d.md(f"本场景：a = {sp.sstr(attention.SQUARE_FRACTION[sc['attention_flops']])}"
-     f"（`attention_flops: {sc['attention_flops']}`），κ = "
-     f"{sp.sstr(attention.KERNEL_BACKWARD_OVER_FORWARD[sc['attention_kernel']])}"
-     f"（`attention_kernel: {sc['attention_kernel']}`），r_core = {subs[r_core]:g}（`recompute: {sc['recompute']}`"
-     + (f"，重算 {'、'.join(sc['recompute_modules'])}" if sc["recompute_modules"] else "")
+d.md(f"本场景：a = {sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops])}"
+     f"（`attention_flops: {sc.attention_flops}`），κ = "
+     f"{sp.sstr(attention.KERNEL_BACKWARD_OVER_FORWARD[sc.attention_kernel])}"
+     f"（`attention_kernel: {sc.attention_kernel}`），r_core = {subs[r_core]:g}（`recompute: {sc.recompute}`"
+     + (f"，重算 {'、'.join(sc.recompute_modules)}" if sc.recompute_modules else "")
      + "：注意力核心自己被重做的份额，与权重一侧的 r 分开计）。"
      f"于是注意力的模型 FLOPs 按 {att['convention']} 计，硬件 FLOPs 按 {att['hardware_convention']} 计，"
      + ("再加上 recompute 重做的核心前向。" if subs[r_core] > 0 else "没有 recompute 重做的核心前向。"))
@@ -207,17 +206,17 @@ for key, label in (("padded", "补齐长度 S"), ("actual", "真实长度 Σsᵢ
 d.table(rows, ["序列口径", "长度", "注意力模型 FLOPs", "注意力硬件 FLOPs", "注意力占比"]
         + (["线性注意力占比"] if lin else []) + ["含注意力的 MFU", "含注意力的 HFU"],
         f"本场景的注意力项（模型口径 {att['convention']}；硬件口径 {att['hardware_convention']}，"
-        + ("含 recompute；" if subs[r_core] > 0 else "") + f"d = {sc['attention_dim']}，L_full = {sc['num_full_attention_layers']}）")
+        + ("含 recompute；" if subs[r_core] > 0 else "") + f"d = {sc.attention_dim}，L_full = {sc.num_full_attention_layers}）")
 actual, padded = att["actual"], att["padded"]
 text = (f"按真实长度计，注意力核心占一步全部运算的 **{d.pct(actual['share'])}**，把它算进分子后利用率从 "
         f"MFU {d.pct(acc['mfu'])} 变成 **{d.pct(actual['mfu_with_attention'])}**，硬件口径的 HFU 从 "
         f"{d.pct(acc['hfu'])} 变成 {d.pct(actual['hfu_with_attention'])}；按补齐长度计则是 "
         f"{d.pct(padded['share'])}、MFU {d.pct(padded['mfu_with_attention'])}、HFU "
         f"{d.pct(padded['hfu_with_attention'])}。")
-if sc["batching"] == "packed":
+if sc.batching == "packed":
     text += ("本场景 `batching: packed`，样本没有补齐、注意力按文档分块，所以真实长度那一行就是硬件做的事；"
              "补齐长度那一行只回答\"如果改成补齐会怎样\"。")
-elif sc["mean_tokens_per_sample"] < sc["seq_len"]:
+elif sc.mean_tokens_per_sample < sc.seq_len:
     text += ("本场景 `batching: padded`：注意力 kernel 在补齐后的 S × S 上运行，硬件做的注意力是补齐长度那一行，"
              "但那一行的分子把补齐后的注意力和真实 token 的 6ND 放在了一起，第 6 节会拆开。")
 else:
@@ -254,7 +253,7 @@ else:
 HYPOTHESES = [(48, 2048), (48, 4096), (64, 2560)]  # the course's guesses: (num_layers, hidden_size)
 hyp = {(layers, hidden): resolve_with(num_layers=layers, hidden_size=hidden, attention_dim=hidden,
                                       num_heads=None, head_dim=None,
-                                      full_attention_every=min(sc["full_attention_every"], layers))
+                                      full_attention_every=min(sc.full_attention_every, layers))
        for layers, hidden in HYPOTHESES}
 
 # %% tags=["remove-input"]
@@ -282,10 +281,10 @@ def table_mismatches(results):
     return wrong
 
 
-actual_label = "均长" if sc["sum_squared_lengths_from"] != "sequence_lengths" else "真实长度"
+actual_label = "均长" if sc.sum_squared_lengths_from != "sequence_lengths" else "真实长度"
 rows, hyp_rows = [], []  # hyp_rows: (share, utilization, label) of each of the six rows
 for (layers, hidden), (hsc, hacc) in hyp.items():
-    label = f"{layers} 层 h{hidden}（{hsc['num_full_attention_layers']} 层全注意力）"
+    label = f"{layers} 层 h{hidden}（{hsc.num_full_attention_layers} 层全注意力）"
     for key, reading in (("padded", "定长"), ("actual", actual_label)):
         a = hacc["attention"][key]
         hyp_rows.append((a["share"], a["mfu_with_attention"], f"{layers} 层 h{hidden} {reading}"))
@@ -342,45 +341,45 @@ share_hw_fn = sp.lambdify(args, share_hw_of_s, "numpy")
 def phi_of(hsc, hacc):
     """Linear-attention FLOPs per token of a scenario (0 without such layers or widths)."""
     hlin = hacc["linear_attention"]
-    return ((hlin or {}).get("flops_per_step") or 0.0) / hsc["tokens_per_step"]
+    return ((hlin or {}).get("flops_per_step") or 0.0) / hsc.tokens_per_step
 
 
 #: This scenario's point on the curves: every argument of share_fn but the length s.
-here = (sc["activated_params"], sc["attention_dim"], sc["num_full_attention_layers"], phi_of(sc, acc),
+here = (sc.activated_params, sc.attention_dim, sc.num_full_attention_layers, phi_of(sc, acc),
         subs[a_sq], subs[kappa], subs[r], subs[r_core])
-lengths = np.geomspace(1024, 4 * sc["seq_len"], 200)
+lengths = np.geomspace(1024, 4 * sc.seq_len, 200)
 fig, ax = plt.subplots()
-curves = [(f"{layers} layers, h{hidden} ({hsc['num_full_attention_layers']} full)",
-           hsc["attention_dim"], hsc["num_full_attention_layers"], phi_of(hsc, hacc), "-")
+curves = [(f"{layers} layers, h{hidden} ({hsc.num_full_attention_layers} full)",
+           hsc.attention_dim, hsc.num_full_attention_layers, phi_of(hsc, hacc), "-")
           for (layers, hidden), (hsc, hacc) in hyp.items()]
-curves.append((f"scenario: d={sc['attention_dim']}, {sc['num_full_attention_layers']} full",
-               sc["attention_dim"], sc["num_full_attention_layers"], phi_of(sc, acc), "--"))
+curves.append((f"scenario: d={sc.attention_dim}, {sc.num_full_attention_layers} full",
+               sc.attention_dim, sc.num_full_attention_layers, phi_of(sc, acc), "--"))
 for label, width, full, per_token, style in curves:
-    ax.plot(lengths, 100 * share_fn(lengths, sc["activated_params"], width, full, per_token,
+    ax.plot(lengths, 100 * share_fn(lengths, sc.activated_params, width, full, per_token,
                                     subs[a_sq], subs[kappa], subs[r], subs[r_core]), style, label=label)
 ax.plot(lengths, 100 * share_hw_fn(lengths, *here), ":", color="black",
-        label=f"scenario, hardware count ({sc['attention_kernel']}, recompute {sc['recompute']})")
-for x, name in ((sc["mean_tokens_per_sample"], "mean length"), (sc["seq_len"], "seq_len")):
+        label=f"scenario, hardware count ({sc.attention_kernel}, recompute {sc.recompute})")
+for x, name in ((sc.mean_tokens_per_sample, "mean length"), (sc.seq_len, "seq_len")):
     ax.axvline(x, color="grey", lw=0.8, ls=":")
     ax.text(x, 2, f" {name}", rotation=90, va="bottom", fontsize=8, color="grey")
 ax.set_xscale("log", base=2)
 ax.set_ylim(0, 100)
 ax.set_xlabel("sequence length s (tokens)")
 ax.set_ylabel("attention share of all FLOPs (%)")
-ax.set_title(f"Attention-core share vs sequence length (N = {sc['activated_params']:.3g}, "
-             f"attention_flops: {sc['attention_flops']})")
+ax.set_title(f"Attention-core share vs sequence length (N = {sc.activated_params:.3g}, "
+             f"attention_flops: {sc.attention_flops})")
 ax.legend(fontsize=8, loc="upper left")
 plt.show()
 
 # %%
-half = {label: float(s_half.subs({N: sc["activated_params"], d_attn: width, L_full: full,
+half = {label: float(s_half.subs({N: sc.activated_params, d_attn: width, L_full: full,
                                   phi: per_token, a_sq: subs[a_sq]}))
         for label, width, full, per_token, _ in curves}
 
 # %% tags=["remove-input"]
 hw_over_model = float(sp.cancel(attention.attention_padded_hardware / attention.attention_padded)
                       .subs(subs))  # attention's hardware / model FLOPs (matmuls: recompute_factor)
-d.md(f"把各组数字代入 s₁/₂（a = {sp.sstr(attention.SQUARE_FRACTION[sc['attention_flops']])}）："
+d.md(f"把各组数字代入 s₁/₂（a = {sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops])}）："
      + "；".join(f"{label} 为 {d.num(v)}" for label, v in half.items())
      + "。这张图里每个样本都按同一长度 s 计，没有定长补齐的混合口径（见第 6 节）。"
      + ("硬件口径的曲线与模型口径的虚线重合：本场景里注意力与线性层的硬件倍数相同。"
@@ -413,7 +412,7 @@ wsc, wacc = resolve_with(num_layers=shape.num_layers, full_attention_every=shape
 
 # %% tags=["remove-input"]
 real_product = shape.num_full_attention_layers * shape.attention_dim
-products = {(layers, hidden): hsc["num_full_attention_layers"] * hsc["attention_dim"]
+products = {(layers, hidden): hsc.num_full_attention_layers * hsc.attention_dim
             for (layers, hidden), (hsc, _) in hyp.items()}
 same = [f"{layers} 层 h{hidden}" for (layers, hidden), p in products.items() if p == real_product]
 rows = []
@@ -424,14 +423,14 @@ for label, (xsc, x) in (("真实宽度 d = 头数 × 每头宽度", (rsc, racc))
         rows.append((label, reading, d.sci(a["flops_per_step"]), d.pct(a["share"], 1),
                      linear_cell(xsc, x, key), d.pct(a["mfu_with_attention"], 1)))
 d.table(rows, ["注意力宽度", "序列口径", "注意力 FLOPs", "占总量", "线性注意力占比", "含注意力的 MFU"],
-        f"Qwen3.6-35B-A3B 的结构（L_full = {rsc['num_full_attention_layers']}）代入本场景的其余输入"
+        f"Qwen3.6-35B-A3B 的结构（L_full = {rsc.num_full_attention_layers}）代入本场景的其余输入"
         f"（{att['convention']}）")
-own = (sc["attention_dim"] == rsc["attention_dim"]
-       and sc["num_full_attention_layers"] == rsc["num_full_attention_layers"])
+own = (sc.attention_dim == rsc.attention_dim
+       and sc.num_full_attention_layers == rsc.num_full_attention_layers)
 lin_rows = {linear_cell(rsc, racc, "actual"), linear_cell(wsc, wacc, "actual")}
 d.md(("本场景用的正是这个结构，所以第一行与第 1 节的数字相同。" if own else
-      f"本场景自己的结构是 d = {d.num(sc['attention_dim'])}、L_full = "
-      f"{sc['num_full_attention_layers']}，上表只是把 Qwen3.6-35B-A3B 的结构代入本场景的其余输入，供对照。")
+      f"本场景自己的结构是 d = {d.num(sc.attention_dim)}、L_full = "
+      f"{sc.num_full_attention_layers}，上表只是把 Qwen3.6-35B-A3B 的结构代入本场景的其余输入，供对照。")
      + f"把 hidden size 当宽度，每个全注意力层的注意力项只算到真实值的 "
      f"{d.pct(shape.hidden_size / shape.attention_dim, 0)}。决定注意力项的是乘积 L_full·d："
      f"真实结构是 {shape.num_full_attention_layers} × {d.num(shape.attention_dim)} = {d.num(real_product)}，"
@@ -460,7 +459,7 @@ combo = {(flops, kernel): resolve_with(attention_flops=flops, attention_kernel=k
 # %% tags=["remove-input"]
 rows = []
 for (flops, kernel), c in combo.items():
-    mark = "◀ 本场景" if (flops, kernel) == (sc["attention_flops"], sc["attention_kernel"]) else ""
+    mark = "◀ 本场景" if (flops, kernel) == (sc.attention_flops, sc.attention_kernel) else ""
     for key, reading in (("padded", "补齐长度 S"), ("actual", "真实长度 Σsᵢ²")):
         a = c[key]
         rows.append((flops, kernel, reading, d.sci(a["flops_per_step"]),
@@ -516,10 +515,10 @@ d.eq(r"\frac{\max(\text{multiplier}\times\text{fraction})}{\min(\text{multiplier
 # 表中"按 B·S²"是每个样本都补齐到 S；"按 Σsᵢ²"是按真实长度逐个样本求平方和；"按 S·slots"是每个 token 按配置长度 S 记注意力、乘以一步填满的 token 槽位数。
 
 # %%
-slots = padding.SLOTS[sc["batching"]]  # token slots a step fills: B·S padded, D packed
+slots = padding.SLOTS[sc.batching]  # token slots a step fills: B·S padded, D packed
 SQUARES = {"B·S²": B * S**2, "Σsᵢ²": sum_sq, "S·slots": S * slots}
-shape_square = "B·S²" if sc["batching"] == "padded" else "Σsᵢ²"  # what a kernel call sees
-per_token_square = "B·S²" if sc["batching"] == "padded" else "S·slots"
+shape_square = "B·S²" if sc.batching == "padded" else "Σsᵢ²"  # what a kernel call sees
+per_token_square = "B·S²" if sc.batching == "padded" else "S·slots"
 
 
 def conv_flops(key, square):
@@ -544,7 +543,7 @@ for who, key, squares in FRAMEWORKS:
                  "；".join(f"按 {x}：{d.sci(v)}" for x, v in logged[who].items()),
                  "；".join(d.pct(v / acc["model_flops_per_step"], 1) for v in logged[who].values())))
 d.table(rows, ["日志 / 计数器", "方阵比例", "训练/前向", "本场景会记下的注意力项", "相对 6ND"],
-        f"各家数法下本场景的注意力项（batching: {sc['batching']}；slots = {sp.sstr(slots)}）")
+        f"各家数法下本场景的注意力项（batching: {sc.batching}；slots = {sp.sstr(slots)}）")
 
 # %%
 megatron_matmul = float(model_flops.subs(D, slots).subs(subs))
@@ -554,31 +553,31 @@ d.eq(r"F_{\mathrm{matmul}}^{\mathrm{Megatron}}", model_flops.subs(D, slots), d.s
 
 # %% tags=["remove-input"]
 mode = ("定长（BSHD）模式：线性层按 B·S 个槽位计，补齐的 pad 也算作运算"
-        if sc["batching"] == "padded" else
+        if sc.batching == "padded" else
         "packed（THD）模式：线性层按真实 token 数 Σ L_i = D 计，注意力按 cu_seqlens 的 Σ L_i²")
-text = (f"本场景 `batching: {sc['batching']}`，对应 Megatron-LM 的{' ' if mode[0].isascii() else ''}{mode}。"
+text = (f"本场景 `batching: {sc.batching}`，对应 Megatron-LM 的{' ' if mode[0].isascii() else ''}{mode}。"
         f"它的线性层项约为 {d.sci(megatron_matmul)}（6ND 是 {d.sci(acc['model_flops_per_step'])}），"
         f"注意力项 {d.sci(megatron_attention)}，合计 {d.sci(megatron_total)}，日志里的吞吐约为 "
-        f"**{d.tflops(megatron_total / (sc['step_time'] * sc['num_gpus']))}/GPU**，相当于峰值的 "
-        f"{d.pct(megatron_total / (sc['step_time'] * sc['num_gpus'] * sc['peak_flops']), 1)}"
+        f"**{d.tflops(megatron_total / (sc.step_time * sc.num_gpus))}/GPU**，相当于峰值的 "
+        f"{d.pct(megatron_total / (sc.step_time * sc.num_gpus * sc.peak_flops), 1)}"
         + ("（超过 100%：本场景的输入与这种数法不能同时成立，见第 1 节）"
-           if megatron_total > sc["step_time"] * sc["num_gpus"] * sc["peak_flops"] else "") + "。"
+           if megatron_total > sc.step_time * sc.num_gpus * sc.peak_flops else "") + "。"
         + "这里用本场景的 N 代替 Megatron 按结构参数自己数出的线性层项（稠密 SwiGLU 模型两者相同，"
         "MoE 与混合模型有小差别，例如它不数路由器，见 benchmarks/megatron_flops.py）"
         + ("，也没有加线性注意力层的核心运算" if lin else "") + "。")
-if sc["batching"] == "packed" and sc["sum_squared_lengths_from"] != "sequence_lengths":
+if sc.batching == "packed" and sc.sum_squared_lengths_from != "sequence_lengths":
     text += ("本场景没有长度文件，Σsᵢ² 用 B·s̄² 代替；样本长短不一时真实的 Σ L_i² 更大，"
              "Megatron 日志里的注意力项也会比这里大。")
 d.md(text)
 
 # %% tags=["remove-input"]
 advice = []
-if sc["attention_flops"] == "causal":
+if sc.attention_flops == "causal":
     advice.append("- 日志来自 Megatron-LM：本场景已设 `attention_flops: causal`，第 1 节的模型口径就是它的数法。")
 else:
     advice.append("- 日志来自 Megatron-LM：它按 causal（一半）数注意力，本场景按 full 数，多出一倍；"
                   "对照时把场景的 `attention_flops` 设为 `causal` 再读第 1 节，或直接看上表 Megatron 那一行。")
-if sc["batching"] == "padded":
+if sc.batching == "padded":
     advice.append(f"- Megatron-LM 在定长模式下把补齐的槽位也算作运算：它的利用率对应的是\"槽位\"口径"
                   f"（第 6 节第二种读法，线性层 6N·B·S），不能和按真实 token 的 6ND 口径 MFU "
                   f"{d.pct(acc['mfu'])} 直接比；packed（THD）模式则用真实长度，与第 1 节的真实长度读数一致。")
@@ -590,7 +589,7 @@ advice.append("- 日志来自 nanoGPT 的 `estimate_mfu`、torchtitan 或按 PaL
 advice.append("- 数字来自 FlashAttention 的基准或 `FlopCounterMode`：3.5 倍里含重算打分矩阵，"
               "是硬件 FLOPs，应和 HFU 比而不是和 MFU 比；FlashAttention 基准在 causal 时减半，"
               "`FlopCounterMode` 不减半。"
-              + (f"计数器数的是真正执行的算子：本场景开着 recompute（`recompute: {sc['recompute']}`），"
+              + (f"计数器数的是真正执行的算子：本场景开着 recompute（`recompute: {sc.recompute}`），"
                  "被重算的那部分前向也会算进它的总数。" if subs[r] > 0 or subs[r_core] > 0 else ""))
 all_logged = [v for x in logged.values() for v in x.values()]
 lo, hi = min(all_logged), max(all_logged)
@@ -613,7 +612,7 @@ d.eq(r"F_{\text{padding real}}", padded_real)
 d.eq(r"F_{\text{padding real}} - F_{\text{course, padded row}}", sp.factor(padded_real - mixed))
 
 # %%
-cluster = sc["step_time"] * sc["num_gpus"] * sc["peak_flops"]  # FLOPs the cluster can do in a step
+cluster = sc.step_time * sc.num_gpus * sc.peak_flops  # FLOPs the cluster can do in a step
 readings = {
     "课程定长行：6N·D + 注意力(S)": (model_flops, attention.attention_padded),
     "若真的定长补齐：6N·B·S + 注意力(S)": (model_flops.subs(D, padding.SLOTS["padded"]),
@@ -632,22 +631,22 @@ d.table([(label, d.sci(lin_f), d.sci(at), d.sci(lin_f + at), d.pct(at / (lin_f +
 (mix_l, mix_a), (pad_l, pad_a), (pk_l, pk_a) = values.values()
 if pad_l > mix_l:
     text = ""
-    if sc["batching"] == "packed":
+    if sc.batching == "packed":
         text += ("本场景 `batching: packed`：第三行就是本场景的读法，前两行回答的是\"如果改成定长补齐会怎样\"。")
     text += (f"第一行（课程定长行的读法）给出利用率 {d.pct((mix_l + mix_a) / cluster, 1)}。如果补齐真的发生，"
              f"硬件在线性层上还多做了 {d.sci(pad_l - mix_l)} FLOPs（pad token 的 6N·(B·S − D)），"
              f"它实际做的运算对应 **{d.pct((pad_l + pad_a) / cluster, 1)}** 的利用率"
              + ("（超过 100%：在本场景的输入下，这样的补齐不可能真的发生）" if pad_l + pad_a > cluster else "")
              + f"，注意力占比则是 {d.pct(pad_a / (pad_l + pad_a), 1)}，而不是 {d.pct(mix_a / (mix_l + mix_a), 1)}。"
-             + ("按第三行（已 packing）读，利用率是 " if sc["batching"] == "packed" else
+             + ("按第三行（已 packing）读，利用率是 " if sc.batching == "packed" else
                 "如果已经 packing，则应看第三行：") + f"{d.pct((pk_l + pk_a) / cluster, 1)}")
-    if sc["sum_squared_lengths_from"] == "sequence_lengths":
+    if sc.sum_squared_lengths_from == "sequence_lengths":
         text += "，其中 Σsᵢ² 来自长度文件，是真实长度的平方和。"
     else:
         text += "，而且这还是下限，因为样本长度不一时 Σsᵢ² 大于 B·s̄²（见 04）。"
     text += ("三行里没有一行是\"真实 MFU\"：它们回答的是三个不同的问题，课程的定长行恰好把其中两个问题的"
              "分子和分母混在了一起。")
-    if sc["attention_flops"] == "causal":
+    if sc.attention_flops == "causal":
         text += "本场景按 causal 数注意力，第二行正是 Megatron-LM 定长（BSHD）模式的数法（线性层项以 6N 近似）。"
     else:
         text += ("Megatron-LM 的定长（BSHD）模式就是第二行的读法，只是注意力按 causal 减半"
@@ -658,8 +657,8 @@ else:
          f"利用率 {d.pct((mix_l + mix_a) / cluster, 1)}、注意力占比 {d.pct(mix_a / (mix_l + mix_a), 1)}。"
          "一旦样本短于配置长度，课程的定长行就会把补齐后的注意力和真实 token 的 6ND 混在一起，"
          "三行也随之分开。")
-if sc["recompute"] != "none":
-    d.md(f"另外，本场景的 recompute 是 `{sc['recompute']}`，硬件还要重算一部分前向，"
+if sc.recompute != "none":
+    d.md(f"另外，本场景的 recompute 是 `{sc.recompute}`，硬件还要重算一部分前向，"
          "上表的合计都没有包含这部分；表中的利用率因此都低于硬件真正的忙碌程度。")
 
 # %% [markdown]
@@ -732,16 +731,16 @@ for_team = "" if is_course else "课程说的是它自己的运行；"
 rows = []
 
 # The per-layer formula: 4·s²·width, with the hidden size as the width.
-same_width = sc["attention_dim"] == sc["hidden_size"]
+same_width = sc.attention_dim == sc.hidden_size
 rows.append((
     "每层前向的注意力核心约为 " + course.claim("nb05_attention_per_layer"),
-    f"4·s²·d，d = {d.num(sc['attention_dim'])}（{width_from}）；hidden_size = {d.num(sc['hidden_size'])}",
+    f"4·s²·d，d = {d.num(sc.attention_dim)}（{width_from}）；hidden_size = {d.num(sc.hidden_size)}",
     d.verdict(same_width, ("" if is_course else "课程说的是它自己的模型；") + (
         "4·s² 乘宽度的形状与第 1 节的推导一致；本场景的注意力宽度恰好等于 hidden size，所以这个式子成立，"
         "但一般应写头数 × 每头宽度" if same_width else
-        f"4·s² 乘宽度的形状与第 1 节的推导一致，但宽度应是注意力宽度 d = {d.num(sc['attention_dim'])}，"
-        f"不是 hidden size {d.num(sc['hidden_size'])}；用 hidden size 会把注意力项算成真实值的 "
-        f"{d.pct(sc['hidden_size'] / sc['attention_dim'], 0)}"))))
+        f"4·s² 乘宽度的形状与第 1 节的推导一致，但宽度应是注意力宽度 d = {d.num(sc.attention_dim)}，"
+        f"不是 hidden size {d.num(sc.hidden_size)}；用 hidden size 会把注意力项算成真实值的 "
+        f"{d.pct(sc.hidden_size / sc.attention_dim, 0)}"))))
 
 # The six-row table, recomputed from the course's own inputs.
 first = COURSE_TABLE[HYPOTHESES[0] + ("padded",)]
@@ -827,8 +826,8 @@ elif lin is not None:
     lin_point = [f"- 本场景的 {lin['layers']} 层线性注意力因头宽度未知没有计入（见第 1 节库的说明）。"]
 d.md("\n".join([
     f"- 注意力核心每层前向是 4·s²·d，d 是注意力宽度（通常是头数 × 每头宽度），不一定等于 hidden size；模型 FLOPs 按 3 倍前向计。"
-    f"本场景按 {att['convention']} 数，d = {d.num(sc['attention_dim'])}，有 "
-    f"{sc['num_full_attention_layers']} 个全注意力层。",
+    f"本场景按 {att['convention']} 数，d = {d.num(sc.attention_dim)}，有 "
+    f"{sc.num_full_attention_layers} 个全注意力层。",
     f"- 注意力占比：{here_label}按真实长度 {d.pct(actual['share'])}、按补齐长度 {d.pct(padded['share'])}；"
     f"课程（它自己的运行，三组形状假设）：{course.claim('attention_share_range')}。",
     f"- 含注意力的利用率：{here_label}按真实长度是 {d.pct(causal_mfu, 1)}（causal）到 {d.pct(full_mfu, 1)}（full），"
@@ -841,7 +840,7 @@ d.md("\n".join([
     f"- Qwen3.6-35B-A3B 的真实注意力宽度是 {shape.num_heads} × {shape.head_dim} = "
     f"{d.num(shape.attention_dim)}，不是 hidden size {d.num(shape.hidden_size)}。",
     f"- 各家数法（full / causal、3 倍 / 3.5 倍）的乘积最多相差 {float(spread):.2f} 倍；"
-    "Megatron-LM 按 causal 数" + ("，定长模式还把补齐的槽位算作运算" if sc["batching"] == "padded"
+    "Megatron-LM 按 causal 数" + ("，定长模式还把补齐的槽位算作运算" if sc.batching == "padded"
                                   else "，packed 模式用真实长度")
     + "。报数时必须写明数法。",
     (f"- 课程的定长行把补齐后的注意力和真实 token 的 6ND 放在一起；若补齐真实发生，"
@@ -861,12 +860,12 @@ d.md("\n".join([
 # 沿用第 3 节曲线的设定：一步的 token 数不变，所有样本同一长度、没有补齐。记每个样本长 S 时注意力核心的占比为 x（下面给出本场景的 x）。现在把每个样本加长到 2S、样本数减半。先只用 x 写出新的占比，代入本场景的 x 算出一个数，再运行解答核对。
 
 # %% tags=["remove-input"]
-x_at_S = float(share_fn(sc["seq_len"], *here))
-d.md(f"本场景：S = {d.num(sc['seq_len'])}，x = share(S) = {d.pct(x_at_S)}（方阵比例 a = "
-     f"{sp.sstr(attention.SQUARE_FRACTION[sc['attention_flops']])}）。")
+x_at_S = float(share_fn(sc.seq_len, *here))
+d.md(f"本场景：S = {d.num(sc.seq_len)}，x = share(S) = {d.pct(x_at_S)}（方阵比例 a = "
+     f"{sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops])}）。")
 
 # %% tags=["solution"]
-x_at_2S = float(share_fn(2 * sc["seq_len"], *here))  # the library's curve at 2S
+x_at_2S = float(share_fn(2 * sc.seq_len, *here))  # the library's curve at 2S
 predicted = 2 * x_at_S / (1 + x_at_S)
 assert abs(x_at_2S - predicted) < 1e-9
 d.eq(r"\text{share}(2S)", r"\frac{2x}{1+x}", d.pct(predicted), r"\text{share}(2S)\big|_{\mathrm{curve}}",

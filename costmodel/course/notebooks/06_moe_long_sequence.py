@@ -128,23 +128,23 @@ sc, acc = d.load(scenario_file, overrides)
 balance = acc["machine_balance"]
 g = by_key()
 is_moe = "expert_gate_up" in g
-assert is_moe == (sc["num_experts"] > 0)
+assert is_moe == (sc.num_experts > 0)
 who = "你的场景" if sc.changed else "课程场景"  # whose figure the claims table shows
 hidden, tokens = g["lm_head"]["k"], g["lm_head"]["m"]  # lm_head: [b x S, hidden] x [hidden, vocab]
 ref_kind, ref_up, ref_down = reference(g)
 ref_label = REFERENCE_LABEL[ref_kind]
 head_dim, v_dim = g["attention_scores"]["k"], g["attention_values"]["n"]
-cp = sc["context_parallel"]
+cp = sc.context_parallel
 if is_moe:
-    ep_size = sc["expert_parallel"]
+    ep = sc.expert_parallel
     ep_source = {"course": "课程的假设 8；设置 `expert_parallel` 可改为你的实际值",
                  "derived": "课程的 8 不能同时整除专家数与数据并行的卡数，取能整除的最大值；"
                             "设置 `expert_parallel` 可改为你的实际值"}.get(sc.sources["expert_parallel"], "场景给定")
     w_expert, moe_layers = g["expert_down"]["k"], g["expert_down"]["layers"]
-d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，机器平衡点 {d.num(balance, 1)} FLOP/byte，"
-     f"micro batch = {sc['micro_batch']}，配置长度 S = {d.num(sc['seq_len'])}）。"
-     + (f"这是一个 MoE 模型：每层 {sc['num_experts']} 个路由专家，每个 token 选 "
-        f"{sc['experts_per_token']} 个。" if is_moe else
+d.md(f"场景：**{d.text(sc.name)}**（{sc.num_gpus} × {sc.gpu}，机器平衡点 {d.num(balance, 1)} FLOP/byte，"
+     f"micro batch = {sc.micro_batch}，配置长度 S = {d.num(sc.seq_len)}）。"
+     + (f"这是一个 MoE 模型：每层 {sc.num_experts} 个路由专家，每个 token 选 "
+        f"{sc.experts_per_token} 个。" if is_moe else
         "这是一个**稠密模型**（num_experts = 0）：没有路由、没有专家，MoE 的三项损耗都不存在，"
         "下面只给出稠密 FFN 的形状，以及长序列那两项。"))
 
@@ -170,9 +170,9 @@ if is_moe:
     if ref_kind == "hypothetical":
         rows.append(("对照用的稠密 FFN 宽度", d.num(ref_down["k"]),
                      "假想：取专家宽度（模型既没有稠密 FFN 层，也没有共享专家）", "—"))
-    rows += [("EP 大小", str(ep_size), "expert_parallel", ep_source),
+    rows += [("EP 大小", str(ep), "expert_parallel", ep_source),
              ("MoE 层数", str(moe_layers), "expert_down 的 layers"
-              + ("（含计入的 MTP 层）" if sc["num_mtp_layers"] else ""), shape_source(g["expert_down"]))]
+              + ("（含计入的 MTP 层）" if sc.num_mtp_layers else ""), shape_source(g["expert_down"]))]
 rows.append(("每头宽度 head_dim", d.num(head_dim), "attention_scores 的 k", shape_source(g["attention_scores"])))
 if v_dim != head_dim:
     rows.append(("每头 V 宽度", d.num(v_dim), "attention_values 的 n", shape_source(g["attention_values"])))
@@ -190,18 +190,18 @@ d.eq(r"M_{\text{expert}}", moe.expert_rows)
 d.eq(r"\frac{M_{\text{expert}}}{M_{\text{dense}}}", sp.simplify(moe.expert_rows / moe.dense_rows))
 
 # %%
-local = {**sc.substitutions(), S: sc["seq_len"] / cp}  # CP: each GPU holds S / c of a sequence
+local = {**sc.substitutions(), S: sc.seq_len / cp}  # CP: each GPU holds S / c of a sequence
 m_dense = float(moe.dense_rows.subs(local))
 assert m_dense == tokens  # the GEMM table's b x S (/ c) token rows
 if is_moe:
-    step_view = float(moe.tokens_per_expert_step.subs({**sc.substitutions(), moe.ep: ep_size}))
-    m_expert = float(moe.expert_rows.subs({**local, moe.ep: ep_size}))
+    step_view = float(moe.tokens_per_expert_step.subs({**sc.substitutions(), moe.ep: ep}))
+    m_expert = float(moe.expert_rows.subs({**local, moe.ep: ep}))
     assert abs(m_expert - g["expert_gate_up"]["m"]) <= 1e-9 * m_expert  # e_p b (S / c) k / E
 
 # %% tags=["remove-input"]
 if is_moe:
     only = "只有" if m_expert < m_dense else "是"  # e_p k / E can exceed 1
-    d.md(f"本场景：整步看每个专家平均 {rows_text(step_view)} 个 token（整步共 {d.count(sc['tokens_per_step'])} 个）；"
+    d.md(f"本场景：整步看每个专家平均 {rows_text(step_view)} 个 token（整步共 {d.count(sc.tokens_per_step)} 个）；"
          f"按一次 GEMM 看，一个 micro batch 的 b·S{'/c' if cp > 1 else ''} = {rows_text(m_dense)} 行在一张卡上全部进入{ref_label}，"
          f"一个专家有 {rows_text(m_expert)} 行，{only}前者的 {d.pct(m_expert / m_dense, 1)}。")
 else:
@@ -211,7 +211,7 @@ else:
 # 矩阵乘 (M × K)(K × N) 读两个输入、写一个输出，运算强度（每字节 HBM 流量做多少 FLOPs）是 2MNK / (β(MK + KN + MN))。把它和 GPU 的机器平衡点（峰值 / 带宽）相比：高于平衡点的受算力限制，低于的受带宽限制。下表列出 FFN 的两个投影：门控 FFN 的 gate 与 up 共用输入，合成一个 [M, hidden] × [hidden, 2w] 的 GEMM；down 是 [M, w] × [w, hidden]，w 是 FFN 的宽度。课程拿"稠密 FFN"和专家对照；模型没有稠密 FFN 层时，改用它的共享专家（同样处理每个 token），两者都没有时，对照的是一个**假想的**稠密 FFN：同一个 micro batch 的 b·S 行、宽度取专家宽度，它不是模型里的 GEMM，只用来把"行数变少"这一项单独拿出来看。
 
 # %% tags=["remove-input"]
-ffn = [(f"{ref_label} gate + up（整步视角）", step_row(sc["tokens_per_step"], ref_up)),
+ffn = [(f"{ref_label} gate + up（整步视角）", step_row(sc.tokens_per_step, ref_up)),
        (f"{ref_label} gate + up（一次 GEMM）", ref_up), (f"{ref_label} down（一次 GEMM）", ref_down)]
 if ref_kind == "dense" and "shared_down" in g:
     ffn += [("共享专家 gate + up（一次 GEMM）", g["shared_gate_up"]), ("共享专家 down（一次 GEMM）", g["shared_down"])]
@@ -221,7 +221,7 @@ if is_moe:
 d.table([(label, shape_text(r), d.sci(2 * r["m"] * r["k"] * r["n"]), d.num(r["intensity"], 1),
           d.times(r["intensity"] / balance, 1), BOUND[r["bound"]]) for label, r in ffn],
         ["GEMM", "形状", "FLOPs", "运算强度 FLOP/byte", "相对平衡点", "受限于"],
-        f"FFN 投影的形状与运算强度（{sc['gpu']} 平衡点 {d.num(balance, 1)} FLOP/byte）")
+        f"FFN 投影的形状与运算强度（{sc.gpu} 平衡点 {d.num(balance, 1)} FLOP/byte）")
 if is_moe:
     w_ref = ref_down["k"]
     if ref_kind == "hypothetical":
@@ -243,7 +243,7 @@ if is_moe:
     course_text = ("" if ref_kind == "dense" else
                    "课程在这里拿 [D, hidden] × [hidden, 4·hidden] 的稠密 FFN 作对照，那是示意：本模型没有稠密 FFN 层，"
                    + ("表里换成了它的共享专家。" if ref_kind == "shared" else "表里换成了上面说的假想稠密 FFN。"))
-    per_rank = sc["num_experts"] // ep_size
+    per_rank = sc.num_experts // ep
     rank_text = (f"一张卡上要依次跑 {per_rank} 个专家的 GEMM（或一个 grouped GEMM）" if per_rank > 1 else
                  "一张卡上只有 1 个专家")
     if m_expert < m_dense:
@@ -251,7 +251,7 @@ if is_moe:
                        f"{rank_text}，每个都更难铺满所有 SM、更难隐藏启动和尾部开销。")
     else:
         shape_text_ = (f"本场景专家 GEMM 的行数是{spaced(ref_label)}的 {d.pct(m_expert / m_dense, 1)}，{width_text}：EP 组把 "
-                       f"{ep_size} 张卡的 token 汇集到每个专家上，e_p·k/E = {d.num(m_expert / m_dense, 2)} ≥ 1，"
+                       f"{ep} 张卡的 token 汇集到每个专家上，e_p·k/E = {d.num(m_expert / m_dense, 2)} ≥ 1，"
                        f"专家 GEMM 并不比{spaced(ref_label)}瘦；{rank_text}。")
         if expert_bounds == {"compute"}:
             roof_text = f"按 roofline，两个专家 GEMM 的运算强度{both}在平衡点之上，受算力限制。"
@@ -265,30 +265,30 @@ if is_moe:
 # %%
 d.eq(r"\text{bytes}_{\text{one way}}", moe.permute_bytes)
 if is_moe:
-    split_tp = sc["tensor_parallel"] if sc["sequence_parallel"] else 1
-    tokens_per_gpu = sc["tokens_per_step"] / (sc["data_parallel"] * cp * split_tp)
-    layers_here = -(-moe_layers // sc["pipeline_parallel"])  # the larger stage if uneven
+    split_tp = sc.tensor_parallel if sc.sequence_parallel else 1
+    tokens_per_gpu = sc.tokens_per_step / (sc.data_parallel * cp * split_tp)
+    layers_here = -(-moe_layers // sc.pipeline_parallel)  # the larger stage if uneven
     per_way = float(moe.permute_bytes.subs({moe.tokens: tokens_per_gpu, h: hidden,
-                                            bytes_per_element: 2, k_top: sc["experts_per_token"]}))
+                                            bytes_per_element: 2, k_top: sc.experts_per_token}))
     movements = 2 * 2 * layers_here  # (permute + unpermute) x (forward + backward) x MoE layers
     total = per_way * movements
-    seconds = total / sc["hbm_bandwidth"]  # at peak HBM bandwidth: a lower bound
+    seconds = total / sc.hbm_bandwidth  # at peak HBM bandwidth: a lower bound
 
 # %% tags=["remove-input"]
 if is_moe:
-    pp = sc["pipeline_parallel"]
+    pp = sc.pipeline_parallel
     d.table([("每卡每步的真实 token", d.num(tokens_per_gpu),
-              "D / (DP × CP" + (" × TP，序列并行" if split_tp > 1 else "") + f") = D / {d.num(sc['tokens_per_step'] / tokens_per_gpu)}"),
+              "D / (DP × CP" + (" × TP，序列并行" if split_tp > 1 else "") + f") = D / {d.num(sc.tokens_per_step / tokens_per_gpu)}"),
              ("每层每个方向", d.gb(per_way, 2), "tokens × hidden × 2 字节 × k"),
              ("每步搬运次数", str(movements), f"(permute + unpermute) × (前向 + 反向) × {layers_here} 层"
               + (f"（PP = {pp}：一段上最多的 MoE 层数）" if pp > 1 else "")),
              ("每卡每步合计", d.gb(total, 1), ""),
-             ("按 HBM 峰值带宽的耗时", f"{seconds:.3f} s", f"{d.num(sc['hbm_bandwidth'] / 1e12, 2)} TB/s"),
-             ("占单步耗时", d.pct(seconds / sc["step_time"], 3), f"单步 {d.num(sc['step_time'], 1)} s")],
+             ("按 HBM 峰值带宽的耗时", f"{seconds:.3f} s", f"{d.num(sc.hbm_bandwidth / 1e12, 2)} TB/s"),
+             ("占单步耗时", d.pct(seconds / sc.step_time, 3), f"单步 {d.num(sc.step_time, 1)} s")],
             ["量", "值", "说明"], "permute / unpermute 的访存量（BF16，每卡）")
-    d.md(f"即使按峰值带宽，这部分也要 {seconds:.3f} 秒，占单步的 {d.pct(seconds / sc['step_time'], 3)}。"
+    d.md(f"即使按峰值带宽，这部分也要 {seconds:.3f} 秒，占单步的 {d.pct(seconds / sc.step_time, 3)}。"
          "这是下限：真实的 permute kernel 是不规则的 gather/scatter，很难跑到峰值带宽；"
-         + ("全量重算（full recompute）还会把前向那一半再做一次；" if sc["recompute"] == "full" else "")
+         + ("全量重算（full recompute）还会把前向那一半再做一次；" if sc.recompute == "full" else "")
          + "它还和 all-to-all 通信串在一起。它不进任何 FLOPs 口径，只让 T 变长。")
 else:
     d.md("稠密模型没有路由，也就没有 permute / unpermute。")
@@ -299,8 +299,8 @@ else:
 # 路由器不会把 token 平均分给专家。专家分布在 EP 组的各张卡上，一层 MoE 要等最忙的那张卡算完，所以这一层的耗时按 **straggler 系数 = 最忙 rank 的负载 / 平均负载** 放大，其余的卡在这段时间里空等。下面用一个带固定种子的模拟来量化：专家热度按 Zipf 分布（第 i 热的专家 ∝ i^(−a)，a = 0 为均匀），每个 token 按热度不放回地选 k 个专家。哪几个热门专家恰好落在同一张卡上是运气，所以同一组路由结果用多种随机而均衡的放置各算一次，取中位数和最差值；再和一种"知道负载"的放置对比：从最热的专家开始，依次放到当前最空、还有空位的卡上。真实路由器有负载均衡损失，偏斜的程度要从训练日志里的专家计数去量，这里的 a 只是几档示意。
 
 # %%
-simulate = is_moe and ep_size > 1 and sc["num_experts"] <= router.MAX_SIMULATED_EXPERTS
-runs = [router.simulate_router(sc["num_experts"], sc["experts_per_token"], ep_size, SAMPLE_TOKENS,
+simulate = is_moe and ep > 1 and sc.num_experts <= router.MAX_SIMULATED_EXPERTS
+runs = [router.simulate_router(sc.num_experts, sc.experts_per_token, ep, SAMPLE_TOKENS,
                                a, SEED, PLACEMENTS) for a in SKEWS] if simulate else []
 median = {r.skew: float(np.median(r.rank_factors)) for r in runs}  # straggler factor per skew
 
@@ -311,24 +311,24 @@ if runs:
               d.pct(1 - 1 / median[r.skew], 1)) for r in runs],
             ["Zipf 指数 a", "最热专家 / 平均", "straggler（随机放置，中位数）", "straggler（随机放置，最差）",
              "straggler（按负载放置）", "EP 组平均空等（中位数）"],
-            f"模拟路由：{d.num(SAMPLE_TOKENS)} 个 token，top-{sc['experts_per_token']} / "
-            f"{sc['num_experts']} 个专家，EP = {ep_size}，{PLACEMENTS} 种随机放置，种子 {SEED}")
+            f"模拟路由：{d.num(SAMPLE_TOKENS)} 个 token，top-{sc.experts_per_token} / "
+            f"{sc.num_experts} 个专家，EP = {ep}，{PLACEMENTS} 种随机放置，种子 {SEED}")
     worst = runs[-1]
     rank_excess, expert_excess = median[worst.skew] - 1, worst.expert_factor - 1
     d.md(f"均匀路由时 straggler 系数的中位数只有 {d.times(median[runs[0].skew], 3)}（有限样本的随机波动）；"
          f"Zipf 指数 {worst.skew:g} 时最热的专家分到平均值的 {d.times(worst.expert_factor, 1)}，"
          f"随机放置下最忙的卡比平均多算 {d.pct(median[worst.skew] - 1, 1)}（中位数），"
          f"运气差时多算 {d.pct(worst.rank_factors.max() - 1, 1)}，MoE 层的耗时随之放大。"
-         + (f"一张卡上有 {sc['num_experts'] // ep_size} 个专家，能平摊掉一部分专家级的不均，"
+         + (f"一张卡上有 {sc.num_experts // ep} 个专家，能平摊掉一部分专家级的不均，"
             "所以 rank 级的系数" + ("远小于" if rank_excess < expert_excess / 2 else "小于")
             + "专家级的系数；" if rank_excess < expert_excess else
-            f"一张卡上有 {sc['num_experts'] // ep_size} 个专家，这里平摊不掉专家级的不均；")
+            f"一张卡上有 {sc.num_experts // ep} 个专家，这里平摊不掉专家级的不均；")
          + "如果按实测负载重新放置专家，系数"
          + ("降到 " if worst.greedy_factor < median[worst.skew] else "是 ")
          + f"{d.times(worst.greedy_factor, 3)}。这说明负载不均的代价既取决于路由器，也取决于专家放在哪里"
          "（按负载放置的前提是各专家的热度相对稳定）。")
-elif is_moe and ep_size > 1:
-    d.md(f"本场景每层有 {d.num(sc['num_experts'])} 个专家，超过这个模拟的上限 "
+elif is_moe and ep > 1:
+    d.md(f"本场景每层有 {d.num(sc.num_experts)} 个专家，超过这个模拟的上限 "
          f"{d.num(router.MAX_SIMULATED_EXPERTS)}（每个 token 要为每个专家抽一个随机分数），这里不做路由模拟。"
          "负载不均的程度要从训练日志里的专家计数去量：各 rank 每层分到的 token 数，最大值比平均值"
          "多出多少，MoE 层就慢多少。")
@@ -343,14 +343,14 @@ if runs:
     fig, ax = plt.subplots()
     width = 0.8 / len(runs)
     for i, r in enumerate(runs):
-        ax.bar(np.arange(ep_size) + i * width, r.rank_loads / r.rank_loads.mean(), width,
+        ax.bar(np.arange(ep) + i * width, r.rank_loads / r.rank_loads.mean(), width,
                label=f"Zipf a = {r.skew:g} (straggler {r.rank_factor:.2f}x)")
     ax.axhline(1, color="black", lw=0.8)
-    ax.set_xticks(np.arange(ep_size) + width * (len(runs) - 1) / 2, [str(i) for i in range(ep_size)])
+    ax.set_xticks(np.arange(ep) + width * (len(runs) - 1) / 2, [str(i) for i in range(ep)])
     ax.set_xlabel("EP rank")
     ax.set_ylabel("tokens routed / mean")
-    ax.set_title(f"Load per EP rank, one random placement (top-{sc['experts_per_token']} of "
-                 f"{sc['num_experts']}, seed {SEED})")
+    ax.set_title(f"Load per EP rank, one random placement (top-{sc.experts_per_token} of "
+                 f"{sc.num_experts}, seed {SEED})")
     ax.legend(fontsize=8)
     plt.show()
 
@@ -373,7 +373,7 @@ assert abs(ai_qk - roofline.intensity(qk["m"], qk["n"], head_dim)) <= 1e-9 * ai_
 text = (f"本场景 d_h = {d.num(head_dim)}，一个头的 QKᵀ 是 [{d.num(qk['m'])}, {d.num(head_dim)}] × "
         f"[{d.num(head_dim)}, {d.num(qk['n'])}]"
         + (f"（CP = {cp}：每张卡只有 S/c 行查询，键仍是整条序列）" if qk["m"] != qk["n"] else "")
-        + f"，运算强度 {d.num(ai_qk, 1)} FLOP/byte，{above(ai_qk)} {sc['gpu']} 的平衡点 {d.num(balance, 1)}；")
+        + f"，运算强度 {d.num(ai_qk, 1)} FLOP/byte，{above(ai_qk)} {sc.gpu} 的平衡点 {d.num(balance, 1)}；")
 if v_dim != head_dim:
     text += (f"A·V 是 [s, s] × [s, d_v]，d_v = {d.num(v_dim)}，强度同理封顶在 d_v 附近，本场景 {d.num(ai_av, 1)}"
              f"（{above(ai_av)}平衡点）；")
@@ -384,11 +384,11 @@ text += (f"作为对照，同一个 micro batch 的注意力输出投影 {shape_
          + "每个输出元素只累加 d_h 次乘积，QKᵀ 与 A·V 之间还夹着 softmax（求最大值、指数、归一化，"
          "都不在 tensor core 上）。FlashAttention 把 s × s 的分数块留在片上，HBM 流量比上式更少，"
          "但这些片上开销仍在，所以注意力 kernel 的实测效率通常低于大方阵 GEMM。")
-if sc["attention_flops"] == "causal":
+if sc.attention_flops == "causal":
     text += ("本场景按 causal 计注意力 FLOPs（只算 s × s 的一半，对应跳过上三角整块的因果 kernel）："
              "被算的每一块形状不变，上式的强度大致不变，变的是 FLOPs 总数。")
-if sc["batching"] == "packed":
-    s_mean = sc["mean_tokens_per_sample"]
+if sc.batching == "packed":
+    s_mean = sc.mean_tokens_per_sample
     ai_doc = roofline.intensity(s_mean, s_mean, head_dim)
     text += (f"本场景把样本打包（packed），注意力按文档计算，s 是每篇文档的长度而不是 S：按平均长度 "
              f"s̄ = {d.num(s_mean)}，QKᵀ 的强度是 {d.num(ai_doc, 1)}"
@@ -415,8 +415,8 @@ weights = {}  # (k, n) -> the FFN rows with that weight shape
 for key in FFN_KEYS:
     if key in g:
         weights.setdefault((g[key]["k"], g[key]["n"]), []).append(key)
-gpus = [sc["gpu"]] + [name for name in ("H20", "H100-SXM") if name != sc["gpu"]]
-balances = {name: balance if name == sc["gpu"] else hardware.GPUS[name].balance for name in gpus}
+gpus = [sc.gpu] + [name for name in ("H20", "H100-SXM") if name != sc.gpu]
+balances = {name: balance if name == sc.gpu else hardware.GPUS[name].balance for name in gpus}
 rows = []
 for (k_w, n_w), keys in weights.items():
     need = [moe.rows_for_intensity(balances[name], k_w, n_w) for name in gpus]
@@ -427,7 +427,7 @@ d.table(rows, ["GEMM 表里的行", "权重 K × N"] + [f"M*，{name}（平衡�
         + ("（假想的稠密 FFN 与专家同宽，不另列）" if ref_kind == "hypothetical" else ""))
 
 # %%
-batches = sorted({1, 2, 4, sc["micro_batch"]})
+batches = sorted({1, 2, 4, sc.micro_batch})
 by_batch = {b: by_key(b) for b in batches}  # the GEMM table at each micro batch
 b_lo, b_hi = batches[0], batches[-1]
 low = min(focus(by_batch[b_lo]), key=lambda part: focus(by_batch[b_lo])[part]["intensity"])
@@ -439,7 +439,7 @@ rows = []
 for b in batches:
     rb = by_batch[b]
     _, up, down = reference(rb)
-    row = [f"{b}" + ("（本场景）" if b == sc["micro_batch"] else ""), rows_text(up["m"]),
+    row = [f"{b}" + ("（本场景）" if b == sc.micro_batch else ""), rows_text(up["m"]),
            d.num(up["intensity"], 1), d.num(down["intensity"], 1)]
     if is_moe:
         row += [rows_text(rb["expert_gate_up"]["m"]), d.num(rb["expert_gate_up"]["intensity"], 1),
@@ -447,7 +447,7 @@ for b in batches:
     rows.append(row + [d.num(rb["attention_scores"]["intensity"], 1)])
 headers = ["micro batch", f"{spaced(ref_label)}行数", f"{ref_label} gate + up 强度", f"{ref_label} down 强度"]
 headers += ["专家行数", "专家 gate + up 强度", "专家 down 强度"] if is_moe else []
-d.table(rows, headers + ["QKᵀ 强度"], f"micro batch 对运算强度的影响（{sc['gpu']} 平衡点 {d.num(balance, 1)}）")
+d.table(rows, headers + ["QKᵀ 强度"], f"micro batch 对运算强度的影响（{sc.gpu} 平衡点 {d.num(balance, 1)}）")
 
 weight_lo = [r for r in by_batch[b_lo].values() if r["weights"]]
 memory_lo = [r for r in weight_lo if r["bound"] == "memory"]
@@ -461,7 +461,7 @@ text = (f"micro batch 从 {b_lo} 到 {b_hi}，{spaced(name)}的两个 GEMM 中�
            f"（{d.times(ai[b_hi] / ai[b_lo], 2)}，接近行数之比 {b_hi // b_lo}×：行数还小，强度几乎与行数成正比）；")
         + "QKᵀ 按序列逐头计算，强度不随 micro batch 变。")
 if memory_lo:
-    text += (f"GEMM 表里，micro batch = {b_lo} 时在 {sc['gpu']} 上低于平衡点的权重 GEMM 有 "
+    text += (f"GEMM 表里，micro batch = {b_lo} 时在 {sc.gpu} 上低于平衡点的权重 GEMM 有 "
              + "、".join(gemm_label(r) for r in memory_lo)
              + f"，合计{'只' if memory_share < 0.01 else ''}占权重 GEMM 前向 FLOPs 的 {d.pct(memory_share, 3)}")
     if capped:
@@ -471,9 +471,9 @@ if memory_lo:
         text += ("；" + "、".join(r["key"] for r in crossing) + f" 到 micro batch = {b_hi} 时跨过平衡点")
     text += "。"
 else:
-    text += f"GEMM 表里的权重 GEMM 在 micro batch = {b_lo} 时全部高于 {sc['gpu']} 的平衡点。"
+    text += f"GEMM 表里的权重 GEMM 在 micro batch = {b_lo} 时全部高于 {sc.gpu} 的平衡点。"
 if ai[b_lo] >= balance:
-    text += (f"在 {sc['gpu']} 上，micro batch = {b_lo} 时{name} GEMM 已经高于平衡点 {d.num(balance, 1)}，"
+    text += (f"在 {sc.gpu} 上，micro batch = {b_lo} 时{name} GEMM 已经高于平衡点 {d.num(balance, 1)}，"
              "按 roofline 它们并不受带宽限制；掉到平衡点以下的"
              + ("除了上一节的 QKᵀ，主要是" if ai_qk < balance else "主要是")
              + "没有权重复用的算子（norm、激活、残差加" + ("、permute" if is_moe else "")
@@ -483,7 +483,7 @@ if ai[b_lo] >= balance:
                 "加大 micro batch 在 roofline 上只移动了上面那几个小 GEMM，其余的收益多半来自摊薄每次 kernel "
                 "启动与同步的固定开销。"))
 else:
-    text += (f"在 {sc['gpu']} 上，micro batch = {b_lo} 时{spaced(name)}的 {low} GEMM 低于平衡点 {d.num(balance, 1)}，"
+    text += (f"在 {sc.gpu} 上，micro batch = {b_lo} 时{spaced(name)}的 {low} GEMM 低于平衡点 {d.num(balance, 1)}，"
              "受带宽限制；加大 micro batch 会直接把它推向算力上限"
              + ("。" if ai[b_hi] >= balance else f"，但到 micro batch = {b_hi} 仍在平衡点以下。"))
 d.md(text)
@@ -520,7 +520,7 @@ mem, comm = acc["memory"], acc["communication"]
 d.table([[d.PHASES[name] + ("（峰值）" if name == mem["peak_phase"] else ""), d.gb(phase["bytes"]),
           "、".join(f"{part} {d.gb(value)}" for part, value in phase["contents"].items() if value)]
          for name, phase in mem["phases"].items()],
-        ["阶段", "显存", "构成"], f"Memory of the most loaded GPU by phase ({sc['gpu']})")
+        ["阶段", "显存", "构成"], f"Memory of the most loaded GPU by phase ({sc.gpu})")
 settings = mem["settings"]
 text = (f"按本场景的设置（`framework: {settings['framework']}`、`attention_kernel: {settings['attention_kernel']}`、"
         f"`recompute: {settings['recompute']}`、`cross_entropy: {settings['cross_entropy']}`），峰值在"
@@ -528,15 +528,15 @@ text = (f"按本场景的设置（`framework: {settings['framework']}`、`attent
         + ("放得下。" if mem["fits"] else "**放不下**（08 列出让它放得下的改法）。"))
 logits_phase = mem["phases"].get("loss")
 if logits_phase and logits_phase["contents"].get("logits"):
-    text += (f"一个 micro batch（{sc['micro_batch']} × {sc['seq_len']:,} 个 token）的 logits 在算 loss 时占 "
+    text += (f"一个 micro batch（{sc.micro_batch} × {sc.seq_len:,} 个 token）的 logits 在算 loss 时占 "
              f"{d.gb(logits_phase['contents']['logits'])}，随序列长度线性增长。")
 a2a = [c for c in comm["collectives"] if c["name"].startswith("EP all-to-all")]
 if a2a:
     shown_ = sum(c["seconds"] for c in a2a)
     exposed_ = sum(c["exposed_seconds"] for c in a2a)
     text += (f"EP all-to-all（dispatch 与 combine）每步估计 {d.num(shown_, 2)} 秒（上界：不重叠、跑满链路），"
-             + (f"按重叠规则露在外面的有 {d.num(exposed_, 2)} 秒，占一步的 {d.pct(exposed_ / sc['step_time'], 1)}。"
-                if exposed_ > 0 else f"按重叠规则（`ep_overlap: {sc['ep_overlap']}`）全部藏在另一个 micro batch 的计算后面。"))
+             + (f"按重叠规则露在外面的有 {d.num(exposed_, 2)} 秒，占一步的 {d.pct(exposed_ / sc.step_time, 1)}。"
+                if exposed_ > 0 else f"按重叠规则（`ep_overlap: {sc.ep_overlap}`）全部藏在另一个 micro batch 的计算后面。"))
 else:
     text += "本场景没有 EP all-to-all（稠密模型，或 EP 为 1）。"
 d.md(text)
@@ -554,15 +554,15 @@ ai_128 = roofline.intensity(qk["m"], qk["n"], 128)
 claims = []
 if is_moe:
     ratio = m_expert / m_dense
-    k_over_e = sc["experts_per_token"] / sc["num_experts"]
+    k_over_e = sc.experts_per_token / sc.num_experts
     gathered = (f"一次 GEMM 的比值是 e_p·k/E = {d.pct(ratio, 1)}，不是课程按整步算出的 k/E = {d.pct(k_over_e, 1)}："
-                f"EP 组把 {ep_size} 张卡的 token 汇集到每个专家上" if ep_size > 1 else
+                f"EP 组把 {ep} 张卡的 token 汇集到每个专家上" if ep > 1 else
                 f"EP = 1，一次 GEMM 的比值就是整步的 k/E = {d.pct(ratio, 1)}，与课程的算法一致")
     claims.append((
         "每个专家只分到 总 token × top_k / 专家数 个 token，GEMM 的 M 维大幅缩小：" + course.claim("nb06_expert_rows"),
         f"整步平均 {rows_text(step_view)} 个；一次 GEMM {rows_text(m_expert)} 行，是{spaced(ref_label)}的 {d.pct(ratio, 1)}",
-        d.verdict(True, f"在{who}里，专家 GEMM 确实比{spaced(ref_label)}瘦；" + ("但" if ep_size > 1 else "") + gathered) if ratio < 1 else
-        d.verdict(False, f"在{who}里，EP 组把 {ep_size} 张卡的 token 汇集到每个专家上，e_p·k/E = {d.num(ratio, 2)} ≥ 1："
+        d.verdict(True, f"在{who}里，专家 GEMM 确实比{spaced(ref_label)}瘦；" + ("但" if ep > 1 else "") + gathered) if ratio < 1 else
+        d.verdict(False, f"在{who}里，EP 组把 {ep} 张卡的 token 汇集到每个专家上，e_p·k/E = {d.num(ratio, 2)} ≥ 1："
                          f"一次专家 GEMM 并不比{spaced(ref_label)}瘦")))
     low_e = min(ai_up, ai_down)
     claims.append((
@@ -574,8 +574,8 @@ if is_moe:
         d.verdict(True, f"在{who}里，有专家 GEMM 低于平衡点（较低的强度 {d.num(low_e, 1)}），受带宽限制，峰值算力用不满")))
     claims.append((
         "permute / unpermute 按路由重排 token，不产生 FLOPs 却要花时间：" + course.claim("nb06_permute"),
-        f"每卡每步至少搬 {d.gb(total, 1)}，按峰值带宽 ≥ {seconds:.3f} s（单步的 {d.pct(seconds / sc['step_time'], 3)}）",
-        d.verdict(True, f"permute 是纯访存、零 FLOPs 的搬运；在{who}里，按峰值带宽的下限就占单步的 {d.pct(seconds / sc['step_time'], 3)}，"
+        f"每卡每步至少搬 {d.gb(total, 1)}，按峰值带宽 ≥ {seconds:.3f} s（单步的 {d.pct(seconds / sc.step_time, 3)}）",
+        d.verdict(True, f"permute 是纯访存、零 FLOPs 的搬运；在{who}里，按峰值带宽的下限就占单步的 {d.pct(seconds / sc.step_time, 3)}，"
                         "真实 kernel 更慢，实际占多少要从 profile 里量")))
     imbalance = "热门专家所在的卡成为 straggler，其他卡空等：" + course.claim("nb06_load_imbalance")
     if runs:
@@ -586,9 +586,9 @@ if is_moe:
                        f"（Zipf {last.skew:g}，中位数）；按负载放置 {d.times(last.greedy_factor, 3)}",
                        d.verdict(True, f"模拟中路由越偏，最忙的卡越慢，MoE 层按它计时；在{who}里，{spread} "
                                        f"{d.times(last.greedy_factor, 3)}。偏斜程度本页只是示意，要从训练日志的专家计数量")))
-    elif ep_size > 1:
-        claims.append((imbalance, f"没有模拟（每层 {d.num(sc['num_experts'])} 个专家，超过模拟的上限）",
-                       d.verdict(None, f"{who}的 EP 组有 {ep_size} 张卡，卡间负载不均会拖慢 MoE 层，但本页没有算出它的大小；"
+    elif ep > 1:
+        claims.append((imbalance, f"没有模拟（每层 {d.num(sc.num_experts)} 个专家，超过模拟的上限）",
+                       d.verdict(None, f"{who}的 EP 组有 {ep} 张卡，卡间负载不均会拖慢 MoE 层，但本页没有算出它的大小；"
                                        "要从训练日志的专家计数量")))
     else:
         claims.append((imbalance, "EP = 1：所有专家在同一张卡上",
@@ -606,7 +606,7 @@ claims.append((
                     "而在片上：每个输出只累加 d_h 次、softmax 不在 tensor core 上；低多少要看 kernel 实测")
     if ai_qk >= balance else
     d.verdict(True, f"{who}的 QKᵀ 强度低于平衡点，在这张卡上还受带宽限制；片上的 softmax 与短累加维是另一层代价")))
-mb1_text = (f"{sc['gpu']} 平衡点 {d.num(balance, 1)}" + ("" if sc["gpu"] == "H20" else f"（H20 为 {d.num(h20_balance, 1)}）")
+mb1_text = (f"{sc.gpu} 平衡点 {d.num(balance, 1)}" + ("" if sc.gpu == "H20" else f"（H20 为 {d.num(h20_balance, 1)}）")
             + f"；micro batch = 1 时{spaced(name)}的 {low} GEMM 强度 {d.num(ai[1], 1)}")
 h20_agrees = " 与课程一致" if d.num(h20_balance, 0) == "37" else " 与课程的 37 不同"
 share_text = (f"低于平衡点的权重 GEMM 只占前向 FLOPs 的 {d.pct(memory_share, 3)}" if memory_lo else
@@ -640,9 +640,9 @@ if is_moe:
     points += [
         f"- 整步看每个专家平均 {rows_text(step_view)} 个 token；按一次 GEMM 看，专家"
         f"{'只' if m_expert < m_dense else ''}有 {rows_text(m_expert)} 行，"
-        f"是{spaced(ref_label)}的 {d.pct(m_expert / m_dense, 1)}（比值 e_p·k/E，EP = {ep_size}）。",
+        f"是{spaced(ref_label)}的 {d.pct(m_expert / m_dense, 1)}（比值 e_p·k/E，EP = {ep}）。",
         f"- permute / unpermute 每卡每步至少搬 {d.gb(total, 1)}，按峰值带宽约 {seconds:.3f} 秒"
-        f"（单步的 {d.pct(seconds / sc['step_time'], 3)}）；实际实现更慢，且与 all-to-all 串行。",
+        f"（单步的 {d.pct(seconds / sc.step_time, 3)}）；实际实现更慢，且与 all-to-all 串行。",
     ]
     if runs:
         points.append(f"- 模拟路由下 straggler 系数（随机放置的中位数）从 {d.times(median[runs[0].skew], 3)}"
@@ -656,9 +656,9 @@ points += [
     + ("；在这张卡上它仍受算力限制，扁形状的代价主要在片上：累加维短、softmax 不在 tensor core 上。"
        if ai_qk >= balance else "，在这张卡上受带宽限制；片上还有累加维短、softmax 不在 tensor core 上的开销。"),
     f"- micro batch {b_lo} → {b_hi} 让{spaced(name)}的 {low} GEMM 的运算强度变成 {d.times(ai[b_hi] / ai[b_lo], 2)}；"
-    + (f"在 {sc['gpu']} 上它本来就高于平衡点。" if ai[b_lo] >= balance
-       else f"在 {sc['gpu']} 上这能把它推过平衡点。" if ai[b_hi] >= balance
-       else f"在 {sc['gpu']} 上它仍低于平衡点。")
+    + (f"在 {sc.gpu} 上它本来就高于平衡点。" if ai[b_lo] >= balance
+       else f"在 {sc.gpu} 上这能把它推过平衡点。" if ai[b_hi] >= balance
+       else f"在 {sc.gpu} 上它仍低于平衡点。")
     + (f"受带宽限制的权重 GEMM 只有 {'、'.join(r['key'] for r in memory_lo)}，占权重 GEMM 前向 FLOPs 的 "
        f"{d.pct(memory_share, 3)}。" if memory_lo else ""),
 ]
@@ -671,7 +671,7 @@ d.md("\n".join(points))
 
 # %% tags=["solution"]
 key = focus(g)[low]["key"]  # the weaker FFN GEMM of section 5, at the scenario's micro batch
-now, big = g[key], by_key(8 * sc["micro_batch"])[key]
+now, big = g[key], by_key(8 * sc.micro_batch)[key]
 ceiling = float(moe.intensity_limit.subs({k_dim: now["k"], n: now["n"], bytes_per_element: 2}))
 assert abs(ceiling - now["intensity_limit"]) <= 1e-9 * ceiling  # the GEMM table's ceiling
 print(f"{now['key']}: K = {now['k']}, N = {now['n']}, ceiling 2KN/(2(K+N)) = {ceiling:.1f} FLOP/byte")
@@ -690,7 +690,7 @@ d.md(f"本场景 {now['key']} 的上限是 {d.num(ceiling, 1)} FLOP/byte；现�
      + ("强度已经贴近上限，再加 micro batch 在 roofline 上几乎没有收益。"
         if now["intensity"] >= 0.9 * ceiling else
         f"离上限还差 {d.pct(1 - now['intensity'] / ceiling, 1)}，加大 micro batch 还能把强度往上推。")
-     + (f"它在 {sc['gpu']} 上{'已经' if now['intensity'] >= balance else '仍然'}{above(now['intensity'])}平衡点 {d.num(balance, 1)}"
+     + (f"它在 {sc.gpu} 上{'已经' if now['intensity'] >= balance else '仍然'}{above(now['intensity'])}平衡点 {d.num(balance, 1)}"
         + ("。" if (now["intensity"] >= balance) == (big["intensity"] >= balance) else
            f"，8 倍时{above(big['intensity'])}平衡点。")))
 
@@ -713,4 +713,4 @@ d.md(f"FLOPs 与 s² 成正比，翻倍后是 4 倍；强度的比值是 (2d_h +
      f"强度从 {d.num(ai_qk, 1)} 变成 {d.num(ai_2s, 1)}（{d.times(ai_2s / ai_qk, 3)}）"
      + ("，几乎不变：算力要多付 4 倍，运算强度却没有跟着涨，它早已贴近上限 d_h。" if ai_2s / ai_qk < 1.05 else
         "，还在明显上涨：序列相对 2d_h 还不算长，离上限 d_h 还有距离。")
-     + (f"在 {sc['gpu']} 上它{'仍' if (ai_qk >= balance) == (ai_2s >= balance) else '变得'}{above(ai_2s)}平衡点 {d.num(balance, 1)}。"))
+     + (f"在 {sc.gpu} 上它{'仍' if (ai_qk >= balance) == (ai_2s >= balance) else '变得'}{above(ai_2s)}平衡点 {d.num(balance, 1)}。"))

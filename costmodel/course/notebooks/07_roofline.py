@@ -41,10 +41,10 @@ sc, acc = d.load(scenario_file, overrides)
 balance = acc["machine_balance"]  # the scenario's peak / HBM bandwidth, FLOP per byte
 
 # %% tags=["remove-input"]
-is_moe = sc["num_experts"] > 0
+is_moe = sc.num_experts > 0
 own = bool(sc.changed)  # a team's scenario, not the course's
-d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，峰值 {d.tflops(sc['peak_flops'])}，"
-     f"HBM 带宽 {d.num(sc['hbm_bandwidth'] / 1e12, 2)} TB/s，机器平衡点 **{d.num(balance, 1)} FLOP/byte**）。")
+d.md(f"场景：**{d.text(sc.name)}**（{sc.num_gpus} × {sc.gpu}，峰值 {d.tflops(sc.peak_flops)}，"
+     f"HBM 带宽 {d.num(sc.hbm_bandwidth / 1e12, 2)} TB/s，机器平衡点 **{d.num(balance, 1)} FLOP/byte**）。")
 
 # %% [markdown]
 # ## 1. 运算强度：从一个矩阵乘推出来
@@ -83,14 +83,14 @@ d.table(rows, ["GPU", "BF16 TFLOP/s", "HBM TB/s", "平衡点 FLOP/byte", "相对
         "各 GPU 的机器平衡点（按平衡点从低到高）")
 
 # %% tags=["remove-input"]
-table_balance = hardware.GPUS[sc["gpu"]].balance
+table_balance = hardware.GPUS[sc.gpu].balance
 d.md(f"H20 的平衡点只有 H100 的 {d.pct(ratio, 1)}，约 1/{1 / ratio:.0f}："
      f"它的带宽是 H100 的 {d.pct(h20.hbm_bandwidth / h100.hbm_bandwidth, 0)}，"
      f"算力却只有 H100 的 {d.pct(h20.bf16_flops / h100.bf16_flops, 0)}。同一个算子，在 H100 上受带宽限制，"
      "在 H20 上可能早已受算力限制。课程说 H20 是\"弱算力卡\"，指的正是这一点。"
-     + (f"本场景的 GPU 是 {sc['gpu']}，平衡点 {d.num(balance, 1)} FLOP/byte。"
+     + (f"本场景的 GPU 是 {sc.gpu}，平衡点 {d.num(balance, 1)} FLOP/byte。"
         if abs(balance - table_balance) < 1e-9 else
-        f"本场景的 GPU 是 {sc['gpu']}，但峰值或带宽被场景改写了，平衡点按场景算是 {d.num(balance, 1)} FLOP/byte"
+        f"本场景的 GPU 是 {sc.gpu}，但峰值或带宽被场景改写了，平衡点按场景算是 {d.num(balance, 1)} FLOP/byte"
         f"（表中为 {d.num(table_balance, 1)}）。"))
 
 # %% [markdown]
@@ -143,16 +143,16 @@ def share_text(x):
 
 # The roofs drawn: the H20 and the H100, and the scenario's GPU when it is another (or changed).
 roofs = [(g.name, g.bf16_flops, g.hbm_bandwidth) for g in (h20, h100)]
-if (sc["gpu"], sc["peak_flops"], sc["hbm_bandwidth"]) not in roofs:
-    roofs = [r for r in roofs if r[0] != sc["gpu"]] + [
-        (sc["gpu"] + ("" if sc["gpu"] not in ("H20", "H100-SXM") else " (scenario)"), sc["peak_flops"],
-         sc["hbm_bandwidth"])]
+if (sc.gpu, sc.peak_flops, sc.hbm_bandwidth) not in roofs:
+    roofs = [r for r in roofs if r[0] != sc.gpu] + [
+        (sc.gpu + ("" if sc.gpu not in ("H20", "H100-SXM") else " (scenario)"), sc.peak_flops,
+         sc.hbm_bandwidth)]
 empty = [op["key"] for op in listed[BATCHES[0]] if not (op["k"] and op["n"])]
 assert all([op["key"] for op in ops[b]] == [op["key"] for op in first] for b in BATCHES)
 by_key = {b: {op["key"]: op for op in ops[b]} for b in BATCHES}
-packed = sc["batching"] == "packed"
+packed = sc.batching == "packed"
 # Packed: a token attends within its document, over sum(s_i^2) / D positions rather than S.
-core_scale = sc["sum_squared_lengths"] / sc["tokens_per_step"] / sc["seq_len"] if packed else 1.0
+core_scale = sc.sum_squared_lengths / sc.tokens_per_step / sc.seq_len if packed else 1.0
 fwd = {op["key"]: op["forward_flops_per_token"] * (1 if op["weights"] else core_scale) for op in first}
 fwd_total = sum(fwd.values())
 
@@ -170,10 +170,10 @@ for i, op in enumerate(first):
     row += [d.pct(roofline.attainable_flops(op["intensity"], peak, bw) / peak, 0) for _, peak, bw in roofs]
     rows.append(row)
 d.table(rows, ["算子", f"形状（micro batch {BATCHES[0]}）", "层数 × 次数", "前向 FLOPs 占比"]
-        + [f"强度 mb={b}" for b in BATCHES] + [f"受限于（{sc['gpu']}，mb={BATCHES[0]}）"]
+        + [f"强度 mb={b}" for b in BATCHES] + [f"受限于（{sc.gpu}，mb={BATCHES[0]}）"]
         + [f"{name} 可达峰值（mb={BATCHES[0]}）" for name, _, _ in roofs],
         "本场景模型的全部矩阵乘：运算强度（FLOP/byte）与 roofline 允许的峰值比例（注意力核心的 FLOPs："
-        + ("完整的 s × s" if sc["attention_flops"] == "full" else "causal，只算 s × s 的一半") + "）")
+        + ("完整的 s × s" if sc.attention_flops == "full" else "causal，只算 s × s 的一半") + "）")
 
 # %% tags=["remove-input"]
 notes = []
@@ -182,16 +182,16 @@ if "qkv" in by_key[BATCHES[0]]:
     notes.append(f"融合 Q/K/V 的 n = {d.num(qkv['n'])}，是 hidden（{d.num(qkv['k'])}）的 "
                  f"{d.num(qkv['n'] / qkv['k'], 2)} 倍；库里这一行写明了头数：{d.text(qkv['name'])}。")
 if packed:
-    per_token = sc["sum_squared_lengths"] / sc["tokens_per_step"]
+    per_token = sc.sum_squared_lengths / sc.tokens_per_step
     notes.append("本场景把样本打包（packed）：注意力按文档计算，一个 token 平均与 Σs²/D = "
-                 f"{d.num(per_token)} 个位置做注意力（Σs² 取自 {d.text(sc['sum_squared_lengths_from'], code=True)}）"
+                 f"{d.num(per_token)} 个位置做注意力（Σs² 取自 {d.text(sc.sum_squared_lengths_from, code=True)}）"
                  + ("，与 S 相同：文档都和一条序列一样长，折算不改变注意力核心的份额。"
                     if abs(core_scale - 1) < 1e-9 else
-                    f"，不是 S = {d.num(sc['seq_len'])}；表中注意力核心两行的 FLOPs 占比已按此折算，"
+                    f"，不是 S = {d.num(sc.seq_len)}；表中注意力核心两行的 FLOPs 占比已按此折算，"
                     "形状和强度仍按一条 S 长的序列列出（文档更短时强度略低，上限仍是 d_h）。"))
 notes.append("注意力核心两行的强度按 s × s 的分数矩阵经 HBM 写出再读回计算（不融合的写法）"
              + ("；本场景的 attention_kernel 是 flash，分数块留在片上，这两行实际的 HBM 流量更少、强度更高，"
-                "表中对它们的\"受限于\"判断偏保守。" if sc["attention_kernel"] == "flash" else "。"))
+                "表中对它们的\"受限于\"判断偏保守。" if sc.attention_kernel == "flash" else "。"))
 if empty:
     notes.append("库的 GEMM 表里 " + "、".join(empty) + " 的宽度为 0（场景没有给出这些投影的宽度），表中略去。")
 source_parts = list(dict.fromkeys(part for op in first for part in op["source"].split("; ")
@@ -247,7 +247,7 @@ matrix = [op for op in first if op["weights"] and op not in vector]
 lowest = min(matrix, key=lambda op: op["intensity"]) if matrix else None
 core_memory = [op for op in memory if not op["weights"]]
 outside = "norm、激活、残差加" + ("、MoE 的 permute" if is_moe else "")
-claim = (f"课程说 micro batch = 1 时很多算子的运算强度会掉到平衡点附近甚至以下。按这张表，在 {sc['gpu']}（平衡点 "
+claim = (f"课程说 micro batch = 1 时很多算子的运算强度会掉到平衡点附近甚至以下。按这张表，在 {sc.gpu}（平衡点 "
          f"{d.num(balance, 1)}）上 micro batch {BATCHES[0]} 时，{len(first)} 个矩阵乘里受带宽限制的"
          + (f"有 {len(memory)} 个（{labels(memory)}，FLOPs 占比 {share_text(memory_share)}）" if memory else "一个也没有")
          + "；把\"附近\"算作平衡点的 2 倍以内，"
@@ -268,7 +268,7 @@ for gate in [op for op in vector if op["key"] == "shared_expert_gate"]:
     claim += (f"共享专家的 gate 是 [M, {d.num(gate['k'])}] × [{d.num(gate['k'])}, 1]：输出只有 1 列，实际是矩阵-向量乘，"
               f"强度 {d.num(gate['intensity'], 1)} FLOP/byte，"
               + ("低于表中每一张 GPU 的平衡点、与 micro batch 无关，是**受带宽限制**的；"
-                 if gate["intensity"] < lowest_balance else f"在 {sc['gpu']} 上受{BOUND[gate['bound']]}限制；")
+                 if gate["intensity"] < lowest_balance else f"在 {sc.gpu} 上受{BOUND[gate['bound']]}限制；")
               + f"它的 FLOPs 占比只有 {share_text(fwd[gate['key']] / fwd_total)}，耗时却是把 M × hidden 的激活再读一遍。")
 d.md("；".join(text) + "。" + claim
      + "同一组算子，平衡点低的卡上更容易受算力限制，平衡点高的卡上更容易受带宽限制。"
@@ -291,20 +291,20 @@ d.table([(zh, f"{lo * 100:.0f}% – {hi * 100:.0f}%") for zh, _, lo, hi in COURS
 # %% tags=["remove-input"]
 mfu, hfu = acc["mfu"], acc["hfu"]
 inside = [zh for zh, _, lo, hi in COURSE_MFU_TABLE if lo <= mfu <= hi]
-long_seq = sc["seq_len"] >= 32768
-weak = sc["peak_flops"] < 0.5 * h100.bf16_flops
+long_seq = sc.seq_len >= 32768
+weak = sc.peak_flops < 0.5 * h100.bf16_flops
 if is_moe and long_seq:
     nearest = COURSE_MFU_TABLE[4 if weak else 3]
 elif is_moe:
     nearest = COURSE_MFU_TABLE[2]
 elif long_seq:
     nearest = COURSE_MFU_TABLE[1]
-elif sc["seq_len"] <= 8192:
+elif sc.seq_len <= 8192:
     nearest = COURSE_MFU_TABLE[0]
 else:
     nearest = None
-setting = (f"{'MoE ' if is_moe else '稠密'}模型、配置长度 {d.num(sc['seq_len'])}、micro batch {sc['micro_batch']}、"
-           f"{sc['gpu']}（{'弱算力卡' if weak else '峰值不低于 H100 一半'}）")
+setting = (f"{'MoE ' if is_moe else '稠密'}模型、配置长度 {d.num(sc.seq_len)}、micro batch {sc.micro_batch}、"
+           f"{sc.gpu}（{'弱算力卡' if weak else '峰值不低于 H100 一半'}）")
 if nearest is None:
     place = ("课程的表里没有与之对应的一行（序列长度介于前两行之间），"
              f"按前两行推断，典型值应在 {COURSE_MFU_TABLE[1][2] * 100:.0f}%–{COURSE_MFU_TABLE[0][3] * 100:.0f}% 之间")
@@ -322,7 +322,7 @@ elif mfu > hi_n:
 else:
     verdict = f"落在这个区间的{position}：就这种形状和这张卡而言属于正常水平，但正常不等于没有优化空间"
 d.md(f"本场景是{' ' if is_moe else ''}{setting}，6ND 口径的 MFU 为 **{d.pct(mfu)}**"
-     + (f"（HFU {d.pct(hfu)}）" if sc["recompute"] != "none" else "") + f"。{place}，本场景的 MFU {verdict}。"
+     + (f"（HFU {d.pct(hfu)}）" if sc.recompute != "none" else "") + f"。{place}，本场景的 MFU {verdict}。"
      + ("按数值，它落在课程表的「" + "」「".join(inside) + "」区间"
         + ("。" if nearest and nearest[0] in inside else "，但那些行的设置与本场景不同，数值落在哪一格并不说明什么。")
         if inside else "按数值，它不在课程表的任何一个区间里。"))
@@ -333,7 +333,7 @@ row_labels = [en for _, en, _, _ in COURSE_MFU_TABLE]
 for i, (_, _, lo, hi) in enumerate(COURSE_MFU_TABLE):
     ax.barh(i, 100 * (hi - lo), left=100 * lo, color=colors[0], alpha=0.6)
 ax.axvline(100 * mfu, color="black", lw=1.5, label=f"scenario MFU {100 * mfu:.2f}%")
-if sc["recompute"] != "none":
+if sc.recompute != "none":
     ax.axvline(100 * hfu, color="black", lw=1, ls="--", label=f"scenario HFU {100 * hfu:.2f}%")
 ax.set_yticks(range(len(row_labels)), row_labels)
 ax.invert_yaxis()
@@ -351,14 +351,14 @@ plt.show()
 # %% tags=["remove-input"]
 course_balance = float(course.figures()["micro_batch_below_balance"]["text"].split()[0])
 ours = "按你的场景，" if own else ""
-gpu_changed = sc["gpu"] != "H20" or abs(balance - h20.balance) > 1e-9
+gpu_changed = sc.gpu != "H20" or abs(balance - h20.balance) > 1e-9
 # 1. The H20's machine balance (a figure of the hardware table, whatever the scenario).
 row_balance = (
     "H20 的机器平衡点（BF16 峰值 ÷ HBM 带宽）：" + course.claim("micro_batch_below_balance"),
     f"H20：{d.num(h20.bf16_flops / 1e12, 1)} TFLOP/s ÷ {d.num(h20.hbm_bandwidth / 1e12, 2)} TB/s = "
-    f"{d.num(h20.balance, 1)} FLOP/byte" + (f"；本场景的 {sc['gpu']}：{d.num(balance, 1)}" if gpu_changed else ""),
+    f"{d.num(h20.balance, 1)} FLOP/byte" + (f"；本场景的 {sc.gpu}：{d.num(balance, 1)}" if gpu_changed else ""),
     d.verdict(abs(h20.balance - course_balance) < 0.5, "按硬件表的 H20 数据重算，四舍五入后一致"
-              + (f"；这一行只关于 H20，你的 {sc['gpu']} 平衡点是它的 {d.times(balance / h20.balance, 2)}"
+              + (f"；这一行只关于 H20，你的 {sc.gpu} 平衡点是它的 {d.times(balance / h20.balance, 2)}"
                  if gpu_changed else "")))
 # 2. Micro batch 1: the weight GEMMs against the balance.
 below = (f"低于平衡点的，表里只有{quoted(memory)}（FLOPs 占比 {share_text(memory_share)}），再就是表外那些没有权重复用的算子（{outside}）"
@@ -374,7 +374,7 @@ else:
 row_mb1 = (
     "micro batch = 1 时，很多算子的运算强度落到 H20 的平衡点 " + course.claim("micro_batch_below_balance")
     + " 附近甚至以下，从受算力限制变成受带宽限制",
-    f"{sc['gpu']}（平衡点 {d.num(balance, 1)}），mb=1："
+    f"{sc.gpu}（平衡点 {d.num(balance, 1)}），mb=1："
     + (f"权重 GEMM{'（矩阵-向量乘除外）' if vector else ' '}最低强度 {d.num(lowest['intensity'], 1)}（{op_label(lowest)}），为平衡点的 "
        f"{d.times(lowest['intensity'] / balance, 1)}" if lowest else "表里没有矩阵-矩阵的权重 GEMM")
     + "".join(f"；矩阵-向量乘「{op_label(op)}」强度 {d.num(op['intensity'], 1)}" for op in vector)
@@ -436,9 +436,9 @@ d.claims([row_balance, row_mb1, row_x4, row_ratio, row_mfu], sc)
 d.md("\n".join([
     "- 运算强度 = 2mnk / (β(mk + kn + mn))；窄矩阵乘的强度封顶在 2m/β，行数决定上限；行数很大时强度趋向 2kn/(β(k + n))，再加行数也几乎不涨。",
     f"- H20 的平衡点 {d.num(h20.balance, 1)} FLOP/byte，H100-SXM 为 {d.num(h100.balance, 1)}，"
-    f"比值约 1/{1 / ratio:.0f}；本场景的 {sc['gpu']} 为 {d.num(balance, 1)}。",
+    f"比值约 1/{1 / ratio:.0f}；本场景的 {sc.gpu} 为 {d.num(balance, 1)}。",
     "- " + "；".join(text) + "。",
-    f"- 在 {sc['gpu']} 上 micro batch {BATCHES[0]} 时，{len(first)} 个矩阵乘里受带宽限制的"
+    f"- 在 {sc.gpu} 上 micro batch {BATCHES[0]} 时，{len(first)} 个矩阵乘里受带宽限制的"
     + (f"有 {len(memory)} 个（{labels(memory)}，FLOPs 占比 {share_text(memory_share)}）" if memory else "一个也没有")
     + "；课程说的\"很多算子掉到平衡点附近或以下\"，在本模型的矩阵乘里"
     + ("成立。" if near_share >= 0.5 else "不成立。" if not memory and not near else "只对少数几个成立。"),
@@ -461,9 +461,9 @@ d.md("\n".join([
 # %% tags=["solution"]
 beta = 2  # bytes per BF16 element
 ai_add = 1 / (3 * beta)  # 1 FLOP per element; x and r read, y written
-elements = sc["seq_len"] * sc["hidden_size"]  # one sequence's activations
-t_compute = elements / sc["peak_flops"]
-t_memory = 3 * beta * elements / sc["hbm_bandwidth"]
+elements = sc.seq_len * sc.hidden_size  # one sequence's activations
+t_compute = elements / sc.peak_flops
+t_memory = 3 * beta * elements / sc.hbm_bandwidth
 print(f"AI = {ai_add:.3f} FLOP/byte; balance / AI = {balance / ai_add:,.0f}")
 print(f"compute term {t_compute * 1e6:.3f} us, memory term {t_memory * 1e6:.2f} us, "
       f"ratio {t_memory / t_compute:,.0f}")
@@ -481,8 +481,8 @@ biggest = max((op for op in first if op["weights"]), key=lambda op: fwd[op["key"
 lower_bound = {}
 for b in BATCHES:
     g = by_key[b][biggest["key"]]
-    t_c = 2 * g["m"] * g["n"] * g["k"] / sc["peak_flops"]
-    t_m = 2 * (g["m"] * g["k"] + g["k"] * g["n"] + g["m"] * g["n"]) / sc["hbm_bandwidth"]
+    t_c = 2 * g["m"] * g["n"] * g["k"] / sc.peak_flops
+    t_m = 2 * (g["m"] * g["k"] + g["k"] * g["n"] + g["m"] * g["n"]) / sc.hbm_bandwidth
     lower_bound[b] = max(t_c, t_m)
     print(f"mb={b} {biggest['key']}: compute {t_c * 1e3:.3f} ms, memory {t_m * 1e3:.3f} ms")
 print(f"lower bound x{lower_bound[BATCHES[-1]] / lower_bound[BATCHES[0]]:.2f} for x{x4:.0f} the rows")

@@ -44,13 +44,13 @@ from costmodel.present.advice import note as advice_note
 
 sc, acc = d.load(scenario_file, overrides)
 proj = acc["projections"]
-gpu = hardware.GPUS[sc["gpu"]]
-moe = sc["num_experts"] > 0
+gpu = hardware.GPUS[sc.gpu]
+moe = sc.num_experts > 0
 par = acc["parallel"]
 source = {key: a["source"] for key, a in acc["assumptions"].items()}
 base = scenario.resolve(None)  # the course's own run, for what the course says about it
 ours = "你的场景" if sc.changed else "课程场景"  # whose figures the claims table shows
-step_said = "预测" if sc["step_time_from"] == "predicted" else "实测"  # step_time null: predicted
+step_said = "预测" if sc.step_time_from == "predicted" else "实测"  # step_time null: predicted
 clash = "估计与实测矛盾" if step_said == "实测" else "估计与预测的步长矛盾"
 
 
@@ -97,11 +97,11 @@ def star(key):
 
 
 # %% tags=["remove-input"]
-d.md(f"场景：**{d.text(sc['name'])}**：{sc['num_gpus']} × {sc['gpu']}（TP {par['tp']} × PP {par['pp']} × "
-     f"CP {par['cp']} × DP {par['dp']}，EP {par['ep']}），每步 {d.num(sc['step_time'], 1)} 秒"
+d.md(f"场景：**{d.text(sc.name)}**：{sc.num_gpus} × {sc.gpu}（TP {par['tp']} × PP {par['pp']} × "
+     f"CP {par['cp']} × DP {par['dp']}，EP {par['ep']}），每步 {d.num(sc.step_time, 1)} 秒"
      + ("（步长模型的预测：场景的 `step_time` 为 null）" if step_said == "预测" else "") + "，"
-     f"MFU {d.pct(acc['mfu'])}{'（按预测的一步）' if step_said == '预测' else ''}，recompute = `{sc['recompute']}`，attention kernel = `{sc['attention_kernel']}`，"
-     f"micro batch = {sc['micro_batch']}，" + ("MoE 模型。" if moe else "稠密模型（没有专家并行）。"))
+     f"MFU {d.pct(acc['mfu'])}{'（按预测的一步）' if step_said == '预测' else ''}，recompute = `{sc.recompute}`，attention kernel = `{sc.attention_kernel}`，"
+     f"micro batch = {sc.micro_batch}，" + ("MoE 模型。" if moe else "稠密模型（没有专家并行）。"))
 low, high = assumptions.assumed("micro_batch_speedup")
 d.table([[key, shown(key, a["value"]), a["source"]] for key, a in acc["assumptions"].items()]
         + [["micro_batch_speedup (not a key)", f"{d.times(low)}-{d.times(high)}", "course"]],
@@ -127,7 +127,7 @@ d.eq(r"\lim_{x \to \infty} \text{speedup}_{\text{part}}", levers.amdahl_limit)
 # %% tags=["remove-input"]
 g_pack = proj["packing"]["speedup"]
 packed = acc["padding"]["batching"] == "packed"
-padded = not packed and acc["padding"]["slots"] > sc["tokens_per_step"]  # pad slots are computed
+padded = not packed and acc["padding"]["slots"] > sc.tokens_per_step  # pad slots are computed
 hfu_pack = acc["hfu"] * g_pack  # the hardware's rate today if the pad slots are really computed
 if packed:
     text = (f"本场景已经在做 packing（`batching: packed`）：每个槽位都是真实 token，这一项是 "
@@ -135,7 +135,7 @@ if packed:
 elif padded:
     basis = "按长度文件" if sc.lengths is not None else "按均值"
     text = (f"本场景{basis}算的 packing 提速为 **{d.times(g_pack)}**（浪费 "
-            f"{d.pct(acc['padding']['waste_fraction'])} 的槽位），每步 {d.num(sc['step_time'], 1)} 秒 → "
+            f"{d.pct(acc['padding']['waste_fraction'])} 的槽位），每步 {d.num(sc.step_time, 1)} 秒 → "
             f"{d.num(proj['packing']['step_time'], 1)} 秒。前提是补齐真实存在：先看日志里每步的 token 数。")
     if hfu_pack > 1:
         text += (f"这里这个前提站不住：HFU 只数真实 token，现在是 {d.pct(acc['hfu'])}；若 pad 槽位也真的在算，"
@@ -159,17 +159,17 @@ d.eq(r"\text{logits}", memory.logits_bytes, d.gb(logits))
 d.eq(r"\text{logits}_{\text{chunked}}", memory.chunked_logits_bytes)
 
 # %% tags=["remove-input"]
-chunks = sc["ce_chunks"]
-values = {S: sc["seq_len"], V: sc["vocab_size"], b_micro: sc["micro_batch"], bytes_per_element: bf16}
+chunks = sc.ce_chunks
+values = {S: sc.seq_len, V: sc.vocab_size, b_micro: sc.micro_batch, bytes_per_element: bf16}
 rows = []
 for c in (1, 2, 4, chunks, 2 * chunks):
     kept = float(memory.chunked_logits_bytes.subs({**values, memory.chunks: c}))
     rows.append([c, d.gb(kept), d.gb(logits - kept), d.pct(kept / gpu.memory_bytes, 1)])
 d.table(rows, ["chunks c", "logits kept", "freed", "kept / GPU memory"],
-        f"Logits per micro batch (b = {sc['micro_batch']}, BF16) and chunking; "
-        f"{sc['gpu']} has {d.gb(gpu.memory_bytes, 0)}")
+        f"Logits per micro batch (b = {sc.micro_batch}, BF16) and chunking; "
+        f"{sc.gpu} has {d.gb(gpu.memory_bytes, 0)}")
 kept_assumed = logits / chunks
-d.md(f"本场景一个 micro batch 的 logits 是 **{d.gb(logits)}**（{sc['gpu']} 显存的 "
+d.md(f"本场景一个 micro batch 的 logits 是 **{d.gb(logits)}**（{sc.gpu} 显存的 "
      f"{d.pct(logits / gpu.memory_bytes, 1)}）；分 {chunks} 块（{origin('ce_chunks')}），峰值降到 {d.gb(kept_assumed)}，"
      f"腾出 **{d.gb(logits - kept_assumed)}**。")
 
@@ -178,7 +178,7 @@ d.md(f"本场景一个 micro batch 的 logits 是 **{d.gb(logits)}**（{sc['gpu'
 
 # %%
 qwen3_vocab = models.load_config("qwen3-30b-a3b")["vocab_size"]  # Qwen3's published config
-factors = {b_micro: base["micro_batch"], S: base["seq_len"], V: qwen3_vocab, bytes_per_element: bf16}
+factors = {b_micro: base.micro_batch, S: base.seq_len, V: qwen3_vocab, bytes_per_element: bf16}
 course_logits = float(memory.logits_bytes.subs(factors))
 d.eq(r"\text{logits}_{\text{Qwen3 vocab}}", sp.Mul(*factors.values(), evaluate=False), d.gb(course_logits))
 
@@ -186,8 +186,8 @@ d.eq(r"\text{logits}_{\text{Qwen3 vocab}}", sp.Mul(*factors.values(), evaluate=F
 named = {b_micro: "micro batch $b$", S: "序列长度 $S$", V: "词表 $V$"}
 differ = [(name, values[sym], factors[sym]) for sym, name in named.items() if values[sym] != factors[sym]]
 text = f"课程说的“约 {said('logits_peak')}”对得上这个数：它是 {d.num(qwen3_vocab)} 词的词表（Qwen3 的 config）算出的。"
-if base["vocab_size"] != qwen3_vocab:
-    text += (f"课程自己的模型词表是 {d.num(base['vocab_size'])}（课程场景的 `vocab_size`），"
+if base.vocab_size != qwen3_vocab:
+    text += (f"课程自己的模型词表是 {d.num(base.vocab_size)}（课程场景的 `vocab_size`），"
              "所以课程的这个数并不是它自己模型的 logits。")
 if not differ:
     text += f"本场景的 $b$、$S$、$V$ 与这组数相同，logits 也是 {d.gb(logits)}。"
@@ -213,9 +213,9 @@ d.eq(r"\frac{F_{\mathrm{hw}}(\text{now})}{F_{\mathrm{hw}}(\text{selective})}",
 
 # %% tags=["remove-input"]
 g_recompute = proj["selective_recompute"]["speedup"]
-if sc["recompute"] == "full":
+if sc.recompute == "full":
     modules = "、".join(f"`{m}`" for m in rc_sel["modules"])
-    whose = ("Megatron-LM 的默认集合；设置 `recompute_modules` 可改" if sc["recompute_modules"] is None
+    whose = ("Megatron-LM 的默认集合；设置 `recompute_modules` 可改" if sc.recompute_modules is None
              else "场景的 `recompute_modules`")
     weights = (f"它们的权重占前向的 {d.pct(rc_sel['weights_fraction'], 1)}" if rc_sel["weights_fraction"] > 0
                else "它们不带权重")
@@ -226,7 +226,7 @@ if sc["recompute"] == "full":
             + f"。两者合起来按含注意力核心的硬件 FLOPs 算（上面第二个式子），提速 **{d.times(g_recompute)}**，"
             f"每步 → {d.num(rc_sel['step_time'], 1)} 秒（课程按它假设的系数推算的是 "
             f"{said('selective_recompute_worked')}）。前提是显存放得下：下文“本次运行”一节按本场景的显存回答。")
-elif sc["recompute"] == "selective":
+elif sc.recompute == "selective":
     text = ("本场景已经是 selective recompute，这个杠杆已经用过了（提速 "
             f"{d.times(g_recompute)}）；腾出的显存可以留给下面的 micro batch。")
 else:
@@ -247,7 +247,7 @@ d.eq(r"AI", roofline.gemm_intensity)
 d.eq(r"\lim_{m \to \infty} AI", ai_limit)
 
 # %% tags=["remove-input"]
-b = sc["micro_batch"]
+b = sc.micro_batch
 sizes = (b, 2 * b, 4 * b)
 by_size = {size: gemms.model_gemms(sc.values, size) for size in sizes}
 core_rows = [g for g in by_size[b] if not g["weights"]]  # QK^T and AV: not in the table
@@ -262,7 +262,7 @@ d.table([[g["name"], *[fmt_ai(ai[size][g["key"]]) for size in sizes],
          for g in weight_rows],
         ["GEMM (forward)", *[f"AI at b={size}" for size in sizes], "gain b -> 2b", "AI as m -> inf",
          f"bound at b={b}"],
-        f"Arithmetic intensity (FLOP/byte) vs machine balance {d.num(balance, 1)} ({sc['gpu']})")
+        f"Arithmetic intensity (FLOP/byte) vs machine balance {d.num(balance, 1)} ({sc.gpu})")
 sources = dict.fromkeys(part for g in weight_rows for part in g["source"].split("; "))
 d.md("形状的来源：" + "；".join(d.text(source) for source in sources) + "。"
      + ("专家 GEMM 的行数 $m$ 是一个 EP 组汇集到每个专家的平均 token 数，也随 micro batch 增长。" if moe else ""))
@@ -276,9 +276,9 @@ capped_share = (sum(g["forward_flops_per_token"] for g in capped)
                 / gemms.weight_flops_per_token(weight_rows))
 listed = lambda rows: "、".join(d.text(g["name"], code=True) for g in rows)  # noqa: E731
 capped_list = "、".join(f"{d.text(g['name'], code=True)}（{fmt_ai(cap[g['key']])}）" for g in capped)
-per_rank = sc["samples_per_step"] / par["dp"]  # samples of one DP rank per step
+per_rank = sc.samples_per_step / par["dp"]  # samples of one DP rank per step
 rows_now = par["micro_batches"] * b  # rows of seq_len slots of one DP rank (padded: its samples)
-rows_text = f"（拼成 {d.count(rows_now)} 行、每行 {d.num(sc['seq_len'])} 个 token）" if packed else ""
+rows_text = f"（拼成 {d.count(rows_now)} 行、每行 {d.num(sc.seq_len)} 个 token）" if packed else ""
 feasible = float(rows_now / (2 * b)).is_integer()
 by_lever = {a["lever"]: a for a in acc["advice"]}
 mem_double = run.memory(sc.values, micro_batch=2 * b)
@@ -294,7 +294,7 @@ elif compute_rows:
     lowest = min(compute_rows, key=lambda g: g["intensity"])
     roof += (f"{'除去下面说的窄 GEMM，' if capped else ''}最瘦的带权重 GEMM（{d.text(lowest['name'], code=True)}）"
              f"运算强度也有 {fmt_ai(lowest['intensity'])} FLOP/byte，是机器平衡点 {d.num(balance, 1)} 的 "
-             f"{d.num(lowest['intensity'] / balance, 1)} 倍：每个 micro batch 已有 {d.num(b * sc['seq_len'])} 个 token "
+             f"{d.num(lowest['intensity'] / balance, 1)} 倍：每个 micro batch 已有 {d.num(b * sc.seq_len)} 个 token "
              "槽位（m = b·S），这些 GEMM 本来就是算力受限，"
              "加大 micro batch 几乎不改变它们在 roofline 上的位置。")
 if capped:
@@ -315,7 +315,7 @@ d.md(roof + f"课程给的区间是 {d.times(low)}–{d.times(high)}（命名假
      f"可行性：DP = {par['dp']} 时每个 DP rank 每步分到 {d.count(per_rank)} 个样本{rows_text}，micro batch 从 {b} 到 "
      f"{2 * b} {'可以整除' if feasible else '不能整除，需先调整 global batch 或并行方式'}；"
      f"logits 也随之翻倍到 {d.gb(2 * logits)}，这是课程先做 ② 的原因。按模型，micro batch = {2 * b} 时负载最重的卡要 "
-     f"{d.gb(mem_double['total'])}，{sc['gpu']} 可用 {d.gb(mem_double['capacity'])}："
+     f"{d.gb(mem_double['total'])}，{sc.gpu} 可用 {d.gb(mem_double['capacity'])}："
      + ("放得下。" if mem_double["fits"] else "放不下。"))
 
 
@@ -325,24 +325,24 @@ d.md(roof + f"课程给的区间是 {d.times(low)}–{d.times(high)}（命名假
 # CP 把每条序列切到几张卡上，缓解长序列的显存压力，是结构性的改动，而不是一个提速系数。它有整除约束：$DP = \text{GPUs} / (TP \cdot PP \cdot CP)$（下表保留场景的 TP 和 PP，只改 CP）；global batch 要能平分到每个 DP rank；负载均衡的 CP 把序列切成 $2 \cdot CP$ 段，序列长度要能整除。
 
 # %% tags=["remove-input"]
-ep = sc["expert_parallel"]
+ep = sc.expert_parallel
 if not moe:
     ep_text = "稠密模型，EP = 1"
 elif source.get("expert_parallel") == "derived":
     ep_text = "课程的 EP 调整到能整除专家数和 DP 的最大值；设置 `expert_parallel` 可直接给定"
 else:
     ep_text = origin("expert_parallel")
-groups = sc["num_gpus"] // (par["tp"] * par["pp"])  # GPUs / (TP x PP): what CP x DP share
-lays = layouts.layouts(groups, sc["samples_per_step"], sc["seq_len"], sc["num_experts"])
+groups = sc.num_gpus // (par["tp"] * par["pp"])  # GPUs / (TP x PP): what CP x DP share
+lays = layouts.layouts(groups, sc.samples_per_step, sc.seq_len, sc.num_experts)
 yes = lambda ok: "yes" if ok else "no"  # noqa: E731
 d.table([[lay.cp, lay.dp, d.num(lay.samples_per_rank, 2), yes(lay.batch_divides), yes(lay.seq_divides),
           ", ".join(map(str, lay.expert_parallel)) if moe else "- (dense)",
           yes(lay.allows(ep)) if moe else "-"] for lay in lays],
         ["CP", "DP", "samples / DP rank", "batch divides", "seq_len / (2 CP)", "EP options",
          f"EP = {ep} ok"],
-        f"Context parallelism on {sc['num_gpus']} GPUs with TP {par['tp']} and PP {par['pp']} kept "
+        f"Context parallelism on {sc.num_gpus} GPUs with TP {par['tp']} and PP {par['pp']} kept "
         f"(CP x DP = {groups})")
-pairs = layouts.valid_pairs(groups, sc["samples_per_step"], sc["seq_len"], sc["num_experts"])
+pairs = layouts.valid_pairs(groups, sc.samples_per_step, sc.seq_len, sc.num_experts)
 usable_cp = sorted({cp for cp, _ in pairs})
 two = next((lay for lay in lays if lay.cp == 2), None)
 ep5 = int(said("nb08_ep5").split("=")[1])  # the EP the course suggests
@@ -357,12 +357,12 @@ if moe:
             five = "在本场景可行。"
         elif two.dp % ep5:
             five = f"在本场景不行：{ep5} 不整除 DP。"
-        elif sc["num_experts"] % ep5:
-            five = f"在本场景不行：它整除 DP，但 {sc['num_experts']} 个专家不能平分到 {ep5} 个 rank 上。"
+        elif sc.num_experts % ep5:
+            five = f"在本场景不行：它整除 DP，但 {sc.num_experts} 个专家不能平分到 {ep5} 个 rank 上。"
         else:
             five = "在本场景也不行：CP = 2 本身不满足 batch 或序列长度的整除约束。"
         text += (f"CP = 2 时 DP = {two.dp}，EP = {ep} {'仍然可行' if two.allows(ep) else '失效'}"
-                 f"（课程说它的运行里 CP = 2 留下 {said('nb08_cp_breaks_ep').replace('=', ' = ')}，EP = {base['expert_parallel']} "
+                 f"（课程说它的运行里 CP = 2 留下 {said('nb08_cp_breaks_ep').replace('=', ' = ')}，EP = {base.expert_parallel} "
                  f"随之失效）。课程提到的出路 {said('nb08_ep5').replace('=', ' = ')} " + five)
 else:
     text = (f"稠密模型没有专家并行，约束只剩 batch 与序列长度的整除：可用的 CP 为 "
@@ -381,10 +381,10 @@ share_padded = att["padded"]["share"]
 square = {"full": "全方阵 s×s，课程和 PaLM 的口径",
           "causal": "causal 只数半个方阵，Megatron-LM 的口径"}[att["attention_flops"]]
 if sc.lengths is None:
-    actual_label, actual_text = "mean length, B s_mean^2", f"实际均长 {d.count(sc['mean_tokens_per_sample'])}"
+    actual_label, actual_text = "mean length, B s_mean^2", f"实际均长 {d.count(sc.mean_tokens_per_sample)}"
 else:
     actual_label, actual_text = "real lengths (lengths file)", "长度文件里的真实长度（Σs_i²）"
-k_att = sc["attention_kernel_speedup"]
+k_att = sc.attention_kernel_speedup
 g_att = levers.amdahl(share_actual, k_att)
 d.table([[label, d.pct(f), d.times(levers.amdahl(f, k_att)), d.times(levers.amdahl_bound(f))]
          for label, f in ((actual_label + (", now (packed)" if packed else " (after packing)"),
@@ -430,7 +430,7 @@ comm = acc["communication"]
 comm_share = comm["share_used"]
 # an estimate longer than the measured step contradicts it: no lever comes from it
 contradicted = comm["basis"] == "estimated" and comm["exceeds_step"]
-contradiction = (f"按并行布局估出的通信要 {d.num(comm['seconds'], 1)} 秒，比{step_said}的一步（{d.num(sc['step_time'], 1)} 秒）"
+contradiction = (f"按并行布局估出的通信要 {d.num(comm['seconds'], 1)} 秒，比{step_said}的一步（{d.num(sc.step_time, 1)} 秒）"
                  f"还长：{clash}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；"
                  "核对这些键，或把实测值写进 `communication_share`。")
 if comm["basis"] == "measured":
@@ -449,7 +449,7 @@ comm_rank = [a["lever"] for a in acc["advice"]].index("communication_overlap") +
 text = f"通信份额 {d.pct(comm_share, 1)}（{comm_basis}）"
 if comm["basis"] != "measured" and comm["exposed_seconds"] < comm["seconds"] - 1e-12:
     text += (f"。按重叠规则（见下文“本次运行”一节），能藏到计算后面的已经藏了，暴露在外的是 "
-             f"{d.num(exposed_s, 2)} 秒，占{step_said}一步的 {d.pct(exposed_s / sc['step_time'], 1)}")
+             f"{d.num(exposed_s, 2)} 秒，占{step_said}一步的 {d.pct(exposed_s / sc.step_time, 1)}")
 if contradicted:
     text = contradiction
 elif overlap["step_time_from"] == "measured communication_share":
@@ -529,13 +529,13 @@ import matplotlib.pyplot as plt
 
 mem = acc["memory"]
 alt = {}
-if sc["attention_kernel"] != "flash":
+if sc.attention_kernel != "flash":
     alt["flash"] = ("flash\nkernel", run.memory({**sc.values, "attention_kernel": "flash"}))
-less = {"full": ("selective", "none"), "selective": ("none",), "none": ()}[sc["recompute"]]
+less = {"full": ("selective", "none"), "selective": ("none",), "none": ()}[sc.recompute]
 for policy, label in (("selective", "selective\nrecompute"), ("none", "recompute\noff")):
     if policy in less:  # the recompute levers: less recomputation than now
         alt[policy] = (label, run.memory(sc.values, recompute=policy))
-if sc["recompute"] == "full":
+if sc.recompute == "full":
     alt["selective_ce"] = ("selective +\nchunked CE",
                            run.memory(sc.values, recompute="selective", logits_chunks=chunks))
 alt["micro"] = (f"micro batch\nx2 ({2 * b})", mem_double)
@@ -568,7 +568,7 @@ for label, case in cases:
         ax.text(label, 0.97 * top, f"{d.num(total)} GB" + ("" if total <= top else "\n(off scale)"),
                 ha="center", va="top", fontsize=8, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
 ax.set_ylim(0, top)
-ax.set_title(f"Peak memory of the most loaded GPU ({sc['gpu']}), by its peak phase")
+ax.set_title(f"Peak memory of the most loaded GPU ({sc.gpu}), by its peak phase")
 ax.set_ylabel("GB per GPU")
 ax.tick_params(axis="x", labelsize=8)
 ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -596,9 +596,9 @@ course_memory_keys = [key for key in ("zero_stage", "grad_bytes", "memory_reserv
 held = mem["phases"][mem["peak_phase"]]["contents"].get("logits", 0.0)
 recomputed = (f"`{mem['recompute']}`" + (f"，重算 {'、'.join(settings['recompute_modules'])}"
                                           if settings["recompute_modules"] else ""))
-text = (f"按模型，本场景负载最重的那张卡要 **{verdict(mem)}**（{sc['gpu']} 可用 {d.gb(mem['capacity'])}："
+text = (f"按模型，本场景负载最重的那张卡要 **{verdict(mem)}**（{sc.gpu} 可用 {d.gb(mem['capacity'])}："
         f"CUDA 报告的总量 {d.gb(room['cuda_total'])} 减去 `memory_reserve` {d.gb(room['memory_reserve'])}）。"
-        f"峰值阶段里有：模型状态 {d.gb(states)}（ZeRO stage {sc['zero_stage']}，梯度 {sc['grad_bytes']} "
+        f"峰值阶段里有：模型状态 {d.gb(states)}（ZeRO stage {sc.zero_stage}，梯度 {sc.grad_bytes} "
         f"字节/元素），激活 {d.gb(mem['activations'])}（`framework: {settings['framework']}`，recompute = "
         f"{recomputed}，同时在途 {d.count(mem['in_flight'])} 个 micro batch）"
         + (f"，logits {d.gb(held)}（`cross_entropy: {settings['cross_entropy']}`）。" if held else
@@ -618,9 +618,9 @@ if not mem["fits"]:
         check += "单独改一项都放不下，要几项一起改（`acc[\"memory\"][\"fit\"]` 列出了最接近的几项）。"
     if "flash" in alt and alt["flash"][1]["fits"]:
         flash = alt["flash"][1]
-        text += (f"放不下的原因是注意力 kernel：`{sc['attention_kernel']}` 为反向存下 s×s 的分数矩阵等，"
+        text += (f"放不下的原因是注意力 kernel：`{sc.attention_kernel}` 为反向存下 s×s 的分数矩阵等，"
                  f"其他不变、换成 flash 要 {verdict(flash)}。若这套训练确实在跑，它用的多半不是 "
-                 f"`{sc['attention_kernel']}`：把场景的 `attention_kernel` 设成实际的 kernel。")
+                 f"`{sc.attention_kernel}`：把场景的 `attention_kernel` 设成实际的 kernel。")
     elif "flash" in alt:
         text += f"换成 flash kernel 也要 {verdict(alt['flash'][1])}。" + check
     else:
@@ -629,9 +629,9 @@ d.md(text)
 d.table([[PHASE[name] + ("（峰值）" if name == mem["peak_phase"] else ""), d.gb(phase["bytes"]),
           "、".join(f"{part} {d.gb(value)}" for part, value in phase["contents"].items() if value)]
          for name, phase in mem["phases"].items()],
-        ["阶段", "显存", "构成"], f"Memory of the most loaded GPU by phase ({sc['gpu']}, stage: {mem['stage']})")
+        ["阶段", "显存", "构成"], f"Memory of the most loaded GPU by phase ({sc.gpu}, stage: {mem['stage']})")
 
-if sc["recompute"] == "full":
+if sc.recompute == "full":
     sel, sel_ce = alt["selective"][1], alt["selective_ce"][1]
     g_sel = by_lever["selective_recompute"]["speedup"]
     if sel["fits"]:
@@ -643,14 +643,14 @@ if sc["recompute"] == "full":
     else:
         answer = (f"**不能**：selective recompute 要 {verdict(sel)}；先用分块交叉熵（{chunks} 块）也要 "
                   f"{d.gb(sel_ce['total'])}。它的 {d.times(g_sel)} 在本场景拿不到，除非先从别处省出显存"
-                  f"（更大的 TP、PP 或 CP{'，更高的 ZeRO stage' if sc['zero_stage'] < 3 else ''}）。")
+                  f"（更大的 TP、PP 或 CP{'，更高的 ZeRO stage' if sc.zero_stage < 3 else ''}）。")
     answer = "课程说“显存允许就把 full recompute 换成 selective”。按本场景的显存，" + answer
-elif sc["recompute"] == "selective":
+elif sc.recompute == "selective":
     answer = f"本场景已经是 selective recompute；再关掉 recompute 要 {verdict(alt['none'][1])}。"
 else:
     answer = "本场景没有开 recompute，“换成 selective”这一问不存在：没有重算可省。"
 more = [answer]
-if "none" in alt and sc["recompute"] == "full":
+if "none" in alt and sc.recompute == "full":
     more.append(f"完全关掉 recompute 要 {verdict(alt['none'][1])}。")
 more.append(f"micro batch 从 {b} 加到 {2 * b} 要 {verdict(mem_double)}。")
 chunked = alt["chunked"][1]
@@ -666,7 +666,7 @@ d.md("".join(more))
 
 # %% tags=["remove-input"]
 collectives = comm["collectives"]
-step = sc["step_time"]
+step = sc.step_time
 colour = {"intra-node": "tab:blue", "inter-node": "tab:orange"}
 bars = [(c["name"], c["seconds"], colour.get(c["placement"], "tab:gray")) for c in collectives]
 bars.append(("total (estimate,\nno overlap)", comm["seconds"], "tab:red"))
@@ -851,7 +851,7 @@ d.table([[name, f"{sig(part['seconds'])} s", d.pct(part["share"], 1)] for name, 
             ["unexplained (measured - predicted)", f"{sig(t['unexplained_seconds'])} s",
              d.pct(t["unexplained_share"], 1)]] if measured_step else []),
         ["part", "seconds", "share of the " + ("measured" if measured_step else "predicted") + " step"],
-        f"Step-time model on the most loaded GPU ({sc['gpu']}, {t['generation']} efficiencies)")
+        f"Step-time model on the most loaded GPU ({sc.gpu}, {t['generation']} efficiencies)")
 
 # %% [markdown]
 # ### 杠杆，按本次运行排序
@@ -867,7 +867,7 @@ d.table([[i, a["lever"], d.times(a["speedup"], 3), f"{d.num(a['step_time'], 1)} 
          for i, a in enumerate(ranked, start=1)],
         ["#", "lever", "speedup", "step time", "feasible", "rests on (* course assumption)", "note"],
         f"Levers ranked by speedup for this run ({'predicted ' if step_said == '预测' else ''}step "
-        f"{d.num(sc['step_time'], 1)} s now)")
+        f"{d.num(sc.step_time, 1)} s now)")
 chosen = [by_lever[name] for name in combined["levers"]]
 cap_text = (f"一起做完重新预测是 {d.times(combined['product'])}，但账里把合计封顶在 {d.times(combined['speedup'])}："
             f"再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{busy_what}）。"
@@ -885,7 +885,7 @@ text = (f"按提速排，第一是 `{first['lever']}`（{d.times(first['speedup'
 if chosen:
     text += (f"可行且能一起做的杠杆是 {keys([a['lever'] for a in chosen])}：把它们一起改进场景、重新预测，"
              f"预测的一步从 {d.num(combined['step_before'], 2)} 秒降到 {d.num(combined['step_after'], 2)} 秒，合计 "
-             f"**{d.times(combined['speedup'])}**；{step_said}的每步 {d.num(sc['step_time'], 1)} 秒 → "
+             f"**{d.times(combined['speedup'])}**；{step_said}的每步 {d.num(sc.step_time, 1)} 秒 → "
              f"{d.num(combined['step_time'], 1)} 秒（{how_projected[combined['step_time_from']]}；`acc[\"advice_combined\"]`"
              + ("；selective recompute 与关掉 recompute 只取其一）。"
                 if {"selective_recompute", "recompute_off"} & set(combined["levers"]) else "）。"))
@@ -921,9 +921,9 @@ path = combined["path"]
 final = combined["step_time"]
 fig, ax = plt.subplots()
 label = lambda name: name.replace("_", "\n")  # noqa: E731
-ax.bar("step time\n(scenario)", sc["step_time"], color="gray")
-ax.text("step time\n(scenario)", sc["step_time"], f"{decimals(sc['step_time'], 1)} s", ha="center", va="bottom", fontsize=9)
-start = sc["step_time"]
+ax.bar("step time\n(scenario)", sc.step_time, color="gray")
+ax.text("step time\n(scenario)", sc.step_time, f"{decimals(sc.step_time, 1)} s", ha="center", va="bottom", fontsize=9)
+start = sc.step_time
 for stop in path:
     ax.bar(label(stop["lever"]), start - stop["step_time"], bottom=stop["step_time"], color="tab:green")
     ax.text(label(stop["lever"]), start, f"-{decimals(start - stop['step_time'], 2)} s", ha="center", va="bottom", fontsize=8)
@@ -939,7 +939,7 @@ if measured_step and t["unexplained_seconds"] > 0 and combined["step_time_from"]
 ax.set_title("Step time as the feasible levers join, each time predicted again")
 ax.set_ylabel("seconds per step")
 ax.set_xlabel("lever (joining left to right)")
-ax.set_ylim(0, sc["step_time"] * 1.12)
+ax.set_ylim(0, sc.step_time * 1.12)
 ax.tick_params(axis="x", labelsize=8)
 plt.show()
 
@@ -947,15 +947,15 @@ plt.show()
 g_all = combined["speedup"]
 g_product = math.prod(a["speedup"] for a in chosen)  # the levers' gains multiplied: not the model
 g_two = g_pack * g_recompute
-text = (f"可行的杠杆一个个加进场景、每次重新预测，做完：每步 {d.num(sc['step_time'], 1)} 秒 → **{d.num(final, 1)} 秒**，"
+text = (f"可行的杠杆一个个加进场景、每次重新预测，做完：每步 {d.num(sc.step_time, 1)} 秒 → **{d.num(final, 1)} 秒**，"
         f"预测的一步快 **{d.times(g_all)}**。")
 if measured_step and combined["step_time_from"] == "measured - saved":
     text += (f"实测的一步里模型没有解释的 {d.num(t['unexplained_seconds'], 1)} 秒（上图的虚线）原样留着，"
-             f"所以实测的一步只会快 {d.times(sc['step_time'] / final)}，MFU {d.pct(acc['mfu'])} → "
-             f"{d.pct(acc['mfu'] * sc['step_time'] / final)}"
+             f"所以实测的一步只会快 {d.times(sc.step_time / final)}，MFU {d.pct(acc['mfu'])} → "
+             f"{d.pct(acc['mfu'] * sc.step_time / final)}"
              + ("；那一大块要先用 profiler 找出来，才谈得上优化它。" if t["unexplained_share"] >= 0.25 else "。"))
 else:
-    text += f"MFU {d.pct(acc['mfu'])} → {d.pct(acc['mfu'] * sc['step_time'] / final)}。"
+    text += f"MFU {d.pct(acc['mfu'])} → {d.pct(acc['mfu'] * sc.step_time / final)}。"
 if len(chosen) > 1 and d.times(g_product) != d.times(combined["product"]):
     text += (f"若把各杠杆单独的提速连乘，得到的是 {d.times(g_product)}，"
              + (f"高于一起预测的 {d.times(combined['product'])}：几个杠杆省的有一部分是同一段时间，一起做时不能算两次。"
@@ -963,7 +963,7 @@ if len(chosen) > 1 and d.times(g_product) != d.times(combined["product"]):
                 f"低于一起预测的 {d.times(combined['product'])}：一个杠杆先缩短了别的部分，另一个杠杆省的那部分在一步里占得更多。"))
 if combined.get("capped"):
     text += "最后一根柱子比一起预测的终点高：合计封顶于峰值算力（见上）。"
-sel_fits = sc["recompute"] != "full" or alt["selective"][1]["fits"]
+sel_fits = sc.recompute != "full" or alt["selective"][1]["fits"]
 text += (f"作为对照，课程的组合是把 packing 和 selective recompute 的提速相乘：{d.times(g_two)}，每步 "
          f"{d.num(proj['packing_and_selective_recompute']['step_time'], 1)} 秒"
          + ("。" if sel_fits else "，但本场景的显存放不下 selective recompute，这个数拿不到。"))
@@ -1067,11 +1067,11 @@ claim_rows.append([
     d.verdict(heading_ok, (f"{ours}的 {fraction} 下系数之比恰好是 {d.times(ratio_fs)}；但" if heading_ok else "")
               + f"课程在同一段里自己推算出 {said('selective_recompute_worked')}，标题的 "
               f"{said('selective_recompute_heading')} 与它自己的推算不符")])
-if sc["recompute"] == "full":
+if sc.recompute == "full":
     usable = ("按显存单独换成 selective 放得下" if alt["selective"][1]["fits"] else
               "按显存，单独换成 selective 放不下（见“本次运行”）")
 else:
-    usable = f"{ours}已是 `recompute: {sc['recompute']}`，这一项拿不到"
+    usable = f"{ours}已是 `recompute: {sc.recompute}`，这一项拿不到"
 worked_ok = course.agrees(ratio_fs, "selective_recompute_worked")
 claim_rows.append([
     "② 推算：系数从 full 降到约 " + course.claim("nb02_selective_factor") + "，提速 "
@@ -1079,7 +1079,7 @@ claim_rows.append([
     f"{d.num(float(f_full), 3)} ÷ {d.num(float(f_sel), 3)} = {d.times(ratio_fs)}",
     d.verdict(worked_ok, f"{ours}的 {fraction} 给出系数 {d.num(float(f_sel), 3)}"
               + (f"；注意力核心也重算时，按含注意力核心的硬件 FLOPs 提速是 {d.times(g_recompute)}"
-                 if rc_sel["core_fraction"] and sc["recompute"] == "full" else "")
+                 if rc_sel["core_fraction"] and sc.recompute == "full" else "")
               + f"；课程的 {said('nb02_selective_factor')} 是假设的系数，没说重算了哪些模块"
               + ("；" if worked_ok and usable.startswith("按显存单独") else "；但" if worked_ok else "；而且") + usable)])
 
@@ -1087,10 +1087,10 @@ claim_rows.append([
 factor_text = "、".join(f"{name.replace('$', '')}（{d.num(now)} 对 {d.num(then)}）" for name, now, then in differ)
 claim_rows.append([
     "② 分块交叉熵之前 logits 的峰值约 " + course.claim("logits_peak"),
-    f"{d.gb(logits)}（b = {b}，S = {d.num(sc['seq_len'])}，V = {d.num(sc['vocab_size'])}）",
+    f"{d.gb(logits)}（b = {b}，S = {d.num(sc.seq_len)}，V = {d.num(sc.vocab_size)}）",
     d.verdict(course.agrees(logits, "logits_peak"),
               f"课程的数对得上 {d.num(qwen3_vocab)} 词的词表（Qwen3）：{d.gb(course_logits)}"
-              + (f"，不是课程模型自己的 {d.num(base['vocab_size'])} 词" if base["vocab_size"] != qwen3_vocab else "")
+              + (f"，不是课程模型自己的 {d.num(base.vocab_size)} 词" if base.vocab_size != qwen3_vocab else "")
               + (f"；{ours}的 b、S、V 与之相同" if not differ else
                  f"；{ours}与之不同的是：{factor_text}，所以是 ×{d.num(logits / course_logits, 2)}"))])
 freed = logits - kept_assumed
@@ -1144,7 +1144,7 @@ m_ok = feasible and [m_now, m_now / 2] == m_course
 claim_rows.append([
     "③ 副作用：每个 DP rank 每步的 micro batch 数 " + course.claim("nb08_micro_batches_per_rank"),
     m_text,
-    d.verdict(m_ok, f"{ours}每个 DP rank 每步 {d.count(per_rank)} 个样本（global batch {d.num(sc['samples_per_step'])} ÷ "
+    d.verdict(m_ok, f"{ours}每个 DP rank 每步 {d.count(per_rank)} 个样本（global batch {d.num(sc.samples_per_step)} ÷ "
               f"DP {par['dp']}）{rows_text}，micro batch {b} → {2 * b}"
               + ("：不能整除" if not feasible else "：梯度累积随之消失" if m_now / 2 == 1 else "：仍有梯度累积"))])
 
@@ -1178,17 +1178,17 @@ if moe:
         cp_ok = two.dp == dp_course and not two.allows(ep)
         why = (f"{ours}的 {groups} 个 CP × DP 位置，CP = 2 留下 DP = {two.dp}；CP = 2 时合法的 EP 是 "
                f"{', '.join(map(str, two.expert_parallel)) or '（没有）'}")
-    claim_rows.append([f"④ CP = 2 留下 {course.claim('nb08_cp_breaks_ep')}，EP = {base['expert_parallel']} 随之失效",
+    claim_rows.append([f"④ CP = 2 留下 {course.claim('nb08_cp_breaks_ep')}，EP = {base.expert_parallel} 随之失效",
                        cp_text, d.verdict(cp_ok, why)])
     ep5_ok = two is not None and two.allows(ep5)
     if two is None or not two.usable:
         ep5_why = f"{ours}的 CP = 2 本身不满足 batch 或序列长度的整除约束"
     elif ep5_ok:
-        ep5_why = f"{ours} CP = 2 时 DP = {two.dp}，{ep5} 整除它，{sc['num_experts']} 个专家也能平分到 {ep5} 个 rank 上"
+        ep5_why = f"{ours} CP = 2 时 DP = {two.dp}，{ep5} 整除它，{sc.num_experts} 个专家也能平分到 {ep5} 个 rank 上"
     elif two.dp % ep5:
         ep5_why = f"{ep5} 不整除{ours} CP = 2 时的 DP = {two.dp}"
     else:
-        ep5_why = f"DP = {two.dp} 能被 {ep5} 整除，但{ours}的 {sc['num_experts']} 个专家不能平分到 {ep5} 个 rank 上"
+        ep5_why = f"DP = {two.dp} 能被 {ep5} 整除，但{ours}的 {sc.num_experts} 个专家不能平分到 {ep5} 个 rank 上"
     claim_rows.append(["④ 出路之一：配合 " + course.claim("nb08_ep5"),
                        f"CP = 2 时 EP = {ep5} " + ("可行" if ep5_ok else "不可行"),
                        d.verdict(ep5_ok, ep5_why)])
@@ -1199,7 +1199,7 @@ claim_rows.append([
     f"{d.pct(share_actual, 1)}（{actual_text}）；补齐长度 {d.pct(share_padded, 1)}",
     d.verdict(share_ok, f"按{actual_text}，{ours}的份额" + ("落在课程的区间里" if share_ok else "在课程的区间之外")
               + ("；课程的区间来自它猜测的形状，本页用真实形状（注意力宽度 = heads × head_dim）" if not sc.changed else
-                 f"；课程的区间说的是它自己的运行（序列长度 {d.num(base['seq_len'])}）"))])
+                 f"；课程的区间说的是它自己的运行（序列长度 {d.num(base.seq_len)}）"))])
 bound = levers.amdahl_bound(share_actual)
 rival = max((a for a in acc["advice"] if a["lever"] != "attention_kernel"), key=lambda a: a["speedup"])
 att_rank = [a["lever"] for a in acc["advice"]].index("attention_kernel") + 1
@@ -1240,9 +1240,9 @@ d.md("\n".join([
     + ("" if sel_fits else "（本场景显存放不下）")
     + f"、micro batch 翻倍（步长模型重新预测）{d.times(by_lever['micro_batch']['speedup'])}。",
     f"- 显存：本场景负载最重的卡要 {verdict(mem)}。" + (
-        f"selective recompute 要 {verdict(alt['selective'][1])}。" if sc["recompute"] == "full" else ""),
+        f"selective recompute 要 {verdict(alt['selective'][1])}。" if sc.recompute == "full" else ""),
     f"- logits 每个 micro batch {d.gb(logits)}；分 {chunks} 块只留 {d.gb(kept_assumed)}。腾出的显存是"
-    + ("换掉 full recompute、" if sc["recompute"] == "full" else "") + "加大 micro batch 的前提（够不够，见“本次运行”）。",
+    + ("换掉 full recompute、" if sc.recompute == "full" else "") + "加大 micro batch 的前提（够不够，见“本次运行”）。",
     f"- 受份额约束：注意力 kernel 的杠杆是注意力份额 {d.pct(share_actual, 1)}（上限 "
     f"{d.times(levers.amdahl_bound(share_actual))}），"
     + (f"通信重叠没有杠杆：按布局估出的通信比{step_said}的一步还长，{clash}。" if contradicted else
@@ -1250,7 +1250,7 @@ d.md("\n".join([
        f"（通信份额 {d.pct(comm_share, 1)}，{'实测，按 Amdahl 定律' if comm['basis'] == 'measured' else '估计的上界；重叠按步长模型打开再预测，只省暴露在外的部分'}）。"),
     f"- 本次运行：排第一的是 `{first['lever']}`；" + (
         f"可行的杠杆合计 {d.times(g_all)}{'（一起预测后封顶于峰值算力）' if combined.get('capped') else ''}，每步 "
-        f"{d.num(sc['step_time'], 1)} 秒 → {d.num(final, 1)} 秒。" if chosen else "没有一个杠杆在本场景既可行又有收益。"),
+        f"{d.num(sc.step_time, 1)} 秒 → {d.num(final, 1)} 秒。" if chosen else "没有一个杠杆在本场景既可行又有收益。"),
     (f"- CP 受整除约束：EP = {ep} 时能用的 CP 只有 "
      f"{', '.join(str(lay.cp) for lay in lays if lay.allows(ep)) or '（没有）'}。" if moe else
      f"- CP 受整除约束：本场景可用的 CP 为 {', '.join(map(str, usable_cp)) or '（没有）'}。"),
@@ -1290,7 +1290,7 @@ d.table([[part, d.gb(mem[part]), d.gb(mem_double[part]),
           d.times(mem_double[part] / mem[part]) if mem[part] else "-"] for part in parts]
         + [["in flight (micro batches)", mem["in_flight"], mem_double["in_flight"], "-"]],
         ["part", f"b = {b}", f"b = {2 * b}", "ratio"],
-        f"Most loaded GPU ({sc['gpu']}, {d.gb(mem['capacity'], 0)}) when the micro batch doubles")
+        f"Most loaded GPU ({sc.gpu}, {d.gb(mem['capacity'], 0)}) when the micro batch doubles")
 
 # %% tags=["solution", "remove-input"]
 fixed = [part for part in parts if mem[part] and abs(mem_double[part] / mem[part] - 1) < 1e-9]

@@ -46,14 +46,14 @@ import math
 team = bool(sc.changed)
 subs = sc.substitutions()
 pad = acc["padding"]
-padded = pad["slots"] > sc["tokens_per_step"]  # pad slots exist (fixed-length padding)
+padded = pad["slots"] > sc.tokens_per_step  # pad slots exist (fixed-length padding)
 f_now = acc["recompute_factor"]
 f_none = float(policy_factor("none"))
 f_full = policy_factor("full")
 att = acc["attention"]
 misreadings = []  # (pitfall, plot label, utilization): this run's MFU under a wrong convention
 companions = []  # (pitfall, a second number to report beside the MFU, what that number is)
-d.md(f"场景：**{d.text(sc['name'])}**（{sc['num_gpus']} × {sc['gpu']}，每步 {d.num(sc['step_time'], 1)} 秒）。"
+d.md(f"场景：**{d.text(sc.name)}**（{sc.num_gpus} × {sc.gpu}，每步 {d.num(sc.step_time, 1)} 秒）。"
      f"正确的 MFU（6ND 口径、激活参数、只数真实 token、稠密峰值）为 **{d.pct(acc['mfu'])}**，"
      "下面每个坑都拿它作对照。")
 
@@ -70,20 +70,20 @@ d.eq(r"\frac{\mathrm{MFU}(N_{\mathrm{total}})}{\mathrm{MFU}(N)}", ratio_total,
 
 # %% tags=["remove-input"]
 right = acc["mfu"]
-if sc["num_experts"] > 0 and wrong > right:
+if sc.num_experts > 0 and wrong > right:
     if wrong >= 1:
         looks = "超过 100%，一眼就能看出不可能"
     elif wrong >= 0.5:
         looks = "已经过半，看上去离硬件上限不远，很容易让人得出\"没有优化空间\"的结论"
     else:
         looks = "仍在 100% 以内、不会被任何检查拦下，却会让剩下的优化空间显得小得多"
-    d.md(f"本场景是 MoE（{sc['num_experts']} 选 {sc['experts_per_token']}）：用总参数 "
-         f"{d.sci(sc['total_params'])} 算出 MFU = **{d.pct(wrong)}**，正确值（激活参数 "
-         f"{d.sci(sc['activated_params'])}）是 **{d.pct(right)}**，错的数是对的 {d.times(wrong / right, 1)}。"
+    d.md(f"本场景是 MoE（{sc.num_experts} 选 {sc.experts_per_token}）：用总参数 "
+         f"{d.sci(sc.total_params)} 算出 MFU = **{d.pct(wrong)}**，正确值（激活参数 "
+         f"{d.sci(sc.activated_params)}）是 **{d.pct(right)}**，错的数是对的 {d.times(wrong / right, 1)}。"
          f"错的数字{looks}。")
 else:
-    kind = "MoE" if sc["num_experts"] > 0 else "稠密模型"
-    d.md(f"本场景是{kind}，总参数 {d.sci(sc['total_params'])}、激活参数 {d.sci(sc['activated_params'])}："
+    kind = "MoE" if sc.num_experts > 0 else "稠密模型"
+    d.md(f"本场景是{kind}，总参数 {d.sci(sc.total_params)}、激活参数 {d.sci(sc.activated_params)}："
          f"用总参数算出 {d.pct(wrong)}，正确值 {d.pct(right)}，"
          + (f"只高估 {d.pct(wrong / right - 1)}。" if wrong > right else "两者相同。")
          + "这个坑主要出在 MoE 上：专家越多、每个 token 选中的越少，总参数与激活参数之比越大，误差就是这个比值。")
@@ -99,17 +99,17 @@ d.eq(r"\frac{\mathrm{HFU}}{\mathrm{MFU}}", sp.simplify(u.hfu / u.mfu), f"{f_now:
 
 # %% tags=["remove-input"]
 if f_now > f_none:
-    d.md(f"本场景 recompute = `{sc['recompute']}`，把 HFU **{d.pct(acc['hfu'])}** 当成 MFU 报，"
+    d.md(f"本场景 recompute = `{sc.recompute}`，把 HFU **{d.pct(acc['hfu'])}** 当成 MFU 报，"
          f"比正确的 **{d.pct(acc['mfu'])}** 高 {d.pct(f_now - 1)}"
-         + (f"（全量重算，差距正是 {f_full - 1}）" if sc["recompute"] == "full"
+         + (f"（全量重算，差距正是 {f_full - 1}）" if sc.recompute == "full"
             else f"（全量重算时为 {d.pct(float(f_full - 1))}）")
          + f"。方向也可能反过来：关掉重算后（假设步长与 6ND 口径的硬件 FLOPs 成正比，不计注意力核心），"
-         f"一步从 {d.num(sc['step_time'], 1)} 秒缩到 {d.num(sc['step_time'] / f_now, 1)} 秒，"
+         f"一步从 {d.num(sc.step_time, 1)} 秒缩到 {d.num(sc.step_time / f_now, 1)} 秒，"
          f"新的 MFU 是 {d.pct(acc['mfu'] * f_now)}，恰好等于改动前的 HFU：用旧 HFU 对比新 MFU，"
          "会把一次真实的提速读成\"没有变化\"。")
 else:
-    d.md(("本场景不重算" if sc["recompute"] == "none" else
-          f"本场景的重算（`{sc['recompute']}`）不重做权重 GEMM")
+    d.md(("本场景不重算" if sc.recompute == "none" else
+          f"本场景的重算（`{sc.recompute}`）不重做权重 GEMM")
          + f"，MFU 与 HFU 相等（{d.pct(acc['mfu'])}），自己报数不会出这个错。但与一个"
          f"全量重算的任务比较时，对方报的 HFU 比它的 MFU 高 {d.pct(float(f_full - 1))}，要先换算到同一口径。")
 misreadings.append(("HFU 当 MFU 报", "HFU reported as MFU", acc["hfu"]))
@@ -123,7 +123,7 @@ misreadings.append(("HFU 当 MFU 报", "HFU reported as MFU", acc["hfu"]))
 reference = course.figures()["typical_mfu"]["rows"][0]
 REFERENCE_SEQ_LEN = 4096  # the "4K" of that reference row
 lin = acc["linear_attention"]
-lin_per_token = (lin["flops_per_step"] or 0.0) / sc["tokens_per_step"] if lin else 0.0
+lin_per_token = (lin["flops_per_step"] or 0.0) / sc.tokens_per_step if lin else 0.0
 d.md(f"参照行：{reference['zh']}，6ND 口径的 MFU 典型为 {'–'.join(reference['range'])}（课程 06.7）；"
      f"参照长度按 {d.num(REFERENCE_SEQ_LEN)} 个 token 计。")
 
@@ -142,9 +142,9 @@ mfu_ref = hw_view * (1 - attention_share(REFERENCE_SEQ_LEN))  # same rate, 4K se
 
 # %% tags=["remove-input"]
 if sc.lengths is None:  # every sample at the mean length: the account's own reading
-    assert math.isclose(attention_share(sc["mean_tokens_per_sample"]), att["actual"]["share"], rel_tol=1e-9)
+    assert math.isclose(attention_share(sc.mean_tokens_per_sample), att["actual"]["share"], rel_tol=1e-9)
 ref_ratio = mfu_ref / acc["mfu"]
-d.table([(f"本场景（真实长度，均长 {d.count(sc['mean_tokens_per_sample'])}）", d.pct(att["actual"]["share"]),
+d.table([(f"本场景（真实长度，均长 {d.count(sc.mean_tokens_per_sample)}）", d.pct(att["actual"]["share"]),
           d.pct(acc["mfu"])),
          (f"参照长度 {d.num(REFERENCE_SEQ_LEN)}", d.pct(attention_share(REFERENCE_SEQ_LEN)), d.pct(mfu_ref))],
         ["序列长度", "注意力核心占总 FLOPs", "同等硬件吞吐下的 6ND MFU"],
@@ -152,10 +152,10 @@ d.table([(f"本场景（真实长度，均长 {d.count(sc['mean_tokens_per_sampl
 ref_gpu = hardware.GPUS["H100-SXM"]
 same_balance = math.isclose(acc["machine_balance"], ref_gpu.balance, rel_tol=0.01)
 balances = f"machine balance {acc['machine_balance']:.0f} 对 {ref_gpu.balance:.0f} FLOP/byte"
-gpu_note = (f"卡型与参照相同（都是 {ref_gpu.name}）" if sc["gpu"] == ref_gpu.name else
-            f"卡型不同（{sc['gpu']} 对 {ref_gpu.name}），但 machine balance 相同（{ref_gpu.balance:.0f} FLOP/byte），"
+gpu_note = (f"卡型与参照相同（都是 {ref_gpu.name}）" if sc.gpu == ref_gpu.name else
+            f"卡型不同（{sc.gpu} 对 {ref_gpu.name}），但 machine balance 相同（{ref_gpu.balance:.0f} FLOP/byte），"
             "卡上其余的差别（显存、互联）仍要核对" if same_balance else
-            f"卡型也不同：{sc['gpu']} 对 {ref_gpu.name}，{balances}")
+            f"卡型也不同：{sc.gpu} 对 {ref_gpu.name}，{balances}")
 size = (f"两者几乎相同（{d.times(ref_ratio)}），本场景的序列长度与参照相近" if abs(ref_ratio - 1) < 0.02
         else f"是本场景 {d.pct(acc['mfu'])} 的 {d.times(ref_ratio)}")
 d.md(f"仅口径一项：同样的硬件吞吐，换到 {d.num(REFERENCE_SEQ_LEN)} 序列会报出 {d.pct(mfu_ref)}，{size}。"
@@ -195,16 +195,16 @@ companions.append(("只数 6ND，不数注意力核心", att["actual"]["mfu_with
 # %% tags=["remove-input"]
 if padded:
     wrong_pad = acc["mfu"] * pad["packing_speedup"]
-    d.md(f"本场景每步 {d.num(pad['slots'])} 个槽位、{d.count(sc['tokens_per_step'])} 个真实 token。"
+    d.md(f"本场景每步 {d.num(pad['slots'])} 个槽位、{d.count(sc.tokens_per_step)} 个真实 token。"
          f"把槽位当 D 算出 MFU = {d.pct(wrong_pad)}，正确值 {d.pct(acc['mfu'])}，"
          f"虚高为 {d.times(pad['packing_speedup'])}。若确实在补齐，{d.pct(pad['waste_fraction'])} "
-         f"的算力花在 pad 上；完美 packing 能把一步从 {d.num(sc['step_time'], 1)} 秒缩到 "
+         f"的算力花在 pad 上；完美 packing 能把一步从 {d.num(sc.step_time, 1)} 秒缩到 "
          f"{d.num(pad['step_time_after_packing'], 1)} 秒，MFU 升到 {d.pct(pad['mfu_after_packing'])}"
          "。先去日志里确认每步实际算了多少 token（见 04）。")
     misreadings.append(("D 按槽位数（含 pad）算", "D = padded slots", wrong_pad))
     companions.append(("只看 MFU，不看 padding", pad["mfu_after_packing"],
                        f"完美 packing 后的 6ND MFU（若真在定长补齐；pad 占槽位 {d.pct(pad['waste_fraction'])}）"))
-elif sc["batching"] == "packed":
+elif sc.batching == "packed":
     d.md("本场景按 packing 组批（`batching = packed`），样本首尾相接，没有 pad 槽位，这个坑不存在。")
 else:
     d.md("本场景的平均真实长度等于配置长度，定长补齐也不产生 pad 槽位，这个坑不存在。")
@@ -221,7 +221,7 @@ comm_share = comm["share_used"]
 contradicted = comm["basis"] == "estimated" and comm["exceeds_step"]
 comm_basis = ("团队实测（场景的 `communication_share`）" if comm["basis"] == "measured" else
               f"按并行布局估计（每卡每步收发 {d.gb(comm['bytes_per_gpu'])}，约 {d.num(comm['seconds'], 2)} 秒；不计重叠的上界）")
-too_long = (f"按并行布局估出的通信要 {d.num(comm['seconds'], 1)} 秒，比实测的一步（{d.num(sc['step_time'], 1)} 秒）还长："
+too_long = (f"按并行布局估出的通信要 {d.num(comm['seconds'], 1)} 秒，比实测的一步（{d.num(sc.step_time, 1)} 秒）还长："
             "估计与实测矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符）")
 if contradicted:
     d.md(too_long + "，本页不用它，也不从它推出杠杆。核对这些键，或把实测值写进 `communication_share`。")
@@ -312,12 +312,12 @@ else:
 # 重算是用算力换显存。一旦显存腾出来（例如 fused / chunked cross-entropy 省掉 logits 的大张量，见 08），首先该考虑的就是减少或关掉重算，而不是把它当成固定成本。
 
 # %% tags=["remove-input"]
-step = sc["step_time"]
+step = sc.step_time
 sel = acc["projections"]["selective_recompute"]
 off = acc["projections"]["recompute_off"]
 off_lever = next(a for a in acc["advice"] if a["lever"] == "recompute_off")  # the model's, memory checked
 if off["speedup"] > 1:
-    text = (f"本场景 recompute = `{sc['recompute']}`，系数 {f_now:.4f}。按步长与硬件 FLOPs（含注意力核心）"
+    text = (f"本场景 recompute = `{sc.recompute}`，系数 {f_now:.4f}。按步长与硬件 FLOPs（含注意力核心）"
             f"成正比的假设，关掉重算：{d.num(step, 1)} 秒 → {d.num(off['step_time'], 1)} 秒"
             f"（{d.times(off['speedup'])}）")
     if sel["speedup"] > 1:
@@ -343,8 +343,8 @@ d.eq(r"\frac{\mathrm{MFU}(P_{\mathrm{sparse}} = 2P)}{\mathrm{MFU}(P)}", sparse_r
 wrong_sparse = acc["mfu"] * float(sparse_ratio)
 
 # %% tags=["remove-input"]
-d.md(f"{sc['gpu']} 的稠密 BF16 峰值是 {d.tflops(sc['peak_flops'])}，稀疏口径写成 "
-     f"{d.tflops(2 * sc['peak_flops'])}。用后者算出 MFU = {d.pct(wrong_sparse)}，"
+d.md(f"{sc.gpu} 的稠密 BF16 峰值是 {d.tflops(sc.peak_flops)}，稀疏口径写成 "
+     f"{d.tflops(2 * sc.peak_flops)}。用后者算出 MFU = {d.pct(wrong_sparse)}，"
      f"正确值 {d.pct(acc['mfu'])}。")
 misreadings.append(("分母用稀疏峰值", "sparse peak (2x dense)", wrong_sparse))
 
@@ -355,16 +355,16 @@ misreadings.append(("分母用稀疏峰值", "sparse peak (2x dense)", wrong_spa
 
 # %%
 wrong_gpu = hardware.GPUS["A100-80GB"]
-if math.isclose(wrong_gpu.bf16_flops, sc["peak_flops"]):
+if math.isclose(wrong_gpu.bf16_flops, sc.peak_flops):
     wrong_gpu = hardware.GPUS["H100-SXM"]  # the scenario already runs at A100's peak
 P_wrong = sp.Symbol(r"P_{\mathrm{hardcoded}}", positive=True)
 d.eq(r"\frac{\mathrm{MFU}(P_{\mathrm{hardcoded}})}{\mathrm{MFU}(P)}",
      sp.simplify(u.mfu.subs(P, P_wrong) / u.mfu))
-wrong_peak = acc["mfu"] * sc["peak_flops"] / wrong_gpu.bf16_flops
+wrong_peak = acc["mfu"] * sc.peak_flops / wrong_gpu.bf16_flops
 
 # %% tags=["remove-input"]
 direction = "高估" if wrong_peak > acc["mfu"] else "低估"
-d.md(f"本场景的卡是 {sc['gpu']}（{d.tflops(sc['peak_flops'])}）。若代码里写死的是 {wrong_gpu.name} 的 "
+d.md(f"本场景的卡是 {sc.gpu}（{d.tflops(sc.peak_flops)}）。若代码里写死的是 {wrong_gpu.name} 的 "
      f"{d.tflops(wrong_gpu.bf16_flops)}，算出 MFU = {d.pct(wrong_peak)}，正确值 "
      f"{d.pct(acc['mfu'])}，{direction}为 {d.times(wrong_peak / acc['mfu'])}"
      + ("，超过 100%，一眼可见是错的" if wrong_peak > 1 else "")
@@ -437,26 +437,26 @@ why_total = ours(f"误用总参数得 {d.pct(wrong)}" + (f"（正确值 {d.pct(a
     "；总参数等于 N，这个错在这里不改变结果")
 gap = f_now - 1
 ok_gap = same_as_course("nb09_mfu_hfu_gap", gap)
-if sc["recompute"] == "full":
+if sc.recompute == "full":
     why_gap = (("课程的数说的是课程那次运行；你的运行也是全量重算：" if team else "")
                + "全量重算系数 4/3（坑 2 的 SymPy 式在 r = 1 时），HFU 比 MFU 高 1/3")
 else:
     why_gap = (("课程的数说的是课程那次运行，" if team else "") + "33% 指全量重算；"
-               f"{'你的' if team else '本场景的'}运行 recompute = {sc['recompute']}，"
+               f"{'你的' if team else '本场景的'}运行 recompute = {sc.recompute}，"
                + (f"HFU 比 MFU 高 {d.pct(gap)}" if gap > 0 else "HFU 等于 MFU")
                + f"，全量重算时仍是 {d.pct(float(f_full - 1))}")
 why_compare = (f"只把序列长度换成 {d.num(REFERENCE_SEQ_LEN)}，同样的硬件吞吐报出的 6ND MFU 就变成原来的 "
                f"{d.times(ref_ratio)}" if abs(ref_ratio - 1) >= 0.02 else
                f"{'你的' if team else '本场景的'}序列长度与参照相近，这一项几乎没有差别") + (
-    "；卡型与参照相同" if sc["gpu"] == ref_gpu.name else
-    f"；卡型不同（{sc['gpu']} 对 {ref_gpu.name}），machine balance 相同" if same_balance else
+    "；卡型与参照相同" if sc.gpu == ref_gpu.name else
+    f"；卡型不同（{sc.gpu} 对 {ref_gpu.name}），machine balance 相同" if same_balance else
     f"；卡型不同，{balances}") + "；四项对齐才能比"
 
 # %% tags=["remove-input"]
 share_a, share_p = att["actual"]["share"], att["padded"]["share"]
 major = share_a > 0.5
 why_long = ("课程说的是 49K 序列的运行；" if team else "") + (
-    f"按真实长度（均长 {d.count(sc['mean_tokens_per_sample'])}）注意力核心占 {d.pct(share_a)}，"
+    f"按真实长度（均长 {d.count(sc.mean_tokens_per_sample)}）注意力核心占 {d.pct(share_a)}，"
     + ("过半，6ND 漏掉的比它数到的还多" if major else
        "不到一半，谈不上\"大头\"" + (f"，按配置长度定长补齐算（pad 上也在算）是 {d.pct(share_p)}"
                                    + ("，才过半" if share_p > 0.5 else "") if padded else ""))
@@ -493,10 +493,10 @@ why_rc = (ours(f"关掉重算可把一步从 {d.num(step, 1)} 秒缩到 {d.num(o
 # %% tags=["remove-input"]
 d.claims([
     ("MoE 误把总参数 35B 代进 6ND，MFU 会被算成 " + course.claim("total_params_mistake")
-     + "，让人以为没有优化空间", f"{d.pct(wrong)}（N = total_params = {d.sci(sc['total_params'])}）",
+     + "，让人以为没有优化空间", f"{d.pct(wrong)}（N = total_params = {d.sci(sc.total_params)}）",
      d.verdict(ok, why_total)),
     ("混用 MFU 和 HFU：全量重算下两者差 " + course.claim("nb09_mfu_hfu_gap") + "，足以让对比得出反向结论",
-     f"HFU / MFU − 1 = {d.pct(gap)}（recompute = {sc['recompute']}）", d.verdict(ok_gap, why_gap)),
+     f"HFU / MFU − 1 = {d.pct(gap)}（recompute = {sc.recompute}）", d.verdict(ok_gap, why_gap)),
     ("拿自己的 MFU 和别人的比，" + course.claim("nb09_compare_aligned") + "都要对齐",
      f"4K 参照长度下 {d.pct(mfu_ref)}（本场景 {d.pct(acc['mfu'])}）", d.verdict(True, why_compare)),
     ("序列长到 " + course.claim("nb09_six_nd_fails_long") + "时注意力占大头，6ND 不再是好近似",
@@ -508,7 +508,7 @@ d.claims([
      "估计比一步还长，不用" if contradicted else
      f"{d.pct(comm_share)}（{'实测' if comm['basis'] == 'measured' else '估计上界'}）", d.verdict(ok_comm, why_comm)),
     ("忘了 " + course.claim("nb09_recompute_voluntary") + "：显存腾出来后，第一个该考虑关掉它",
-     f"recompute = {sc['recompute']}，系数 {f_now:.4f}", d.verdict(off["speedup"] > 1, why_rc)),
+     f"recompute = {sc.recompute}，系数 {f_now:.4f}", d.verdict(off["speedup"] > 1, why_rc)),
 ], sc)
 
 # %% [markdown]
@@ -518,8 +518,8 @@ d.claims([
 ranked = sorted(misreadings, key=lambda item: abs(math.log(item[2] / acc["mfu"])), reverse=True)
 points = ["同一次运行换错口径时偏差最大的三个坑："
           + "；".join(f"{name}（错 / 对 = {d.times(w / acc['mfu'])}）" for name, _, w in ranked[:3]) + "。"]
-points.append(f"正确口径：N 取激活参数、D 只数真实 token、分母用 {sc['gpu']} 的稠密峰值 "
-              f"{d.tflops(sc['peak_flops'])}，得到 MFU {d.pct(acc['mfu'])}；"
+points.append(f"正确口径：N 取激活参数、D 只数真实 token、分母用 {sc.gpu} 的稠密峰值 "
+              f"{d.tflops(sc.peak_flops)}，得到 MFU {d.pct(acc['mfu'])}；"
               + (f"HFU {d.pct(acc['hfu'])} 要单独标明。" if f_now > f_none else "本场景不重算，HFU 与它相等。"))
 points.append(f"6ND 不含注意力核心：按真实长度它占全部运算的 {d.pct(att['actual']['share'])}，"
               f"计入后利用率为 {d.pct(att['actual']['mfu_with_attention'])}，两个数应一起报。")
@@ -543,7 +543,7 @@ d.eq(r"\frac{\mathrm{MFU}(N_{\mathrm{total}},\ 2P)}{\mathrm{MFU}(N,\ P)}", both,
      d.num(float(both.subs(subs)), 3))
 
 # %% tags=["solution", "remove-input"]
-k = sc["total_params"] / sc["activated_params"]
+k = sc.total_params / sc.activated_params
 d.md(("两个错误相乘：" + (f"总参数把 MFU 放大 {d.num(k, 2)} 倍" if k > 1 else "总参数等于 N，这一处不起作用")
       + f"，稀疏峰值再砍掉一半，报出 **{d.pct(wrong_both)}**，正确值是 {d.pct(acc['mfu'])}。")
      + ("两处错误抵消了一部分，结果仍超过 100%，这次一眼可见是错的。" if wrong_both >= 1 else

@@ -49,9 +49,9 @@ pad, proj = acc["padding"], acc["projections"]
 source = {key: a["source"] for key, a in acc["assumptions"].items()}
 by_lever = {a["lever"]: a for a in acc["advice"]}
 own = bool(sc.changed)  # a team's scenario: the claims table shows the team's figures
-moe = sc["num_experts"] > 0
+moe = sc.num_experts > 0
 packed = pad["batching"] == "packed"
-padded = not packed and pad["slots"] > sc["tokens_per_step"]  # some slots hold padding
+padded = not packed and pad["slots"] > sc.tokens_per_step  # some slots hold padding
 
 
 def share(value):
@@ -71,13 +71,13 @@ def origin(key):
     return f"场景的 `{key}`"
 
 
-step_said = "预测" if sc["step_time_from"] == "predicted" else "实测"  # step_time null: predicted
+step_said = "预测" if sc.step_time_from == "predicted" else "实测"  # step_time null: predicted
 clash = "估计与实测矛盾" if step_said == "实测" else "估计与预测的步长矛盾"
-d.md(f"场景：**{d.text(sc['name'])}**。现在每步 {short(sc['step_time'])} s"
+d.md(f"场景：**{d.text(sc.name)}**。现在每步 {short(sc.step_time)} s"
      + ("（步长模型的预测：场景的 `step_time` 为 null）" if step_said == "预测" else "")
      + f"，MFU {d.pct(acc['mfu'])}，"
-     f"HFU {d.pct(acc['hfu'])}，recompute = {sc['recompute']}"
-     + (f"，模型是 MoE（{sc['num_experts']} 个专家）" if moe else "，模型是稠密的（没有专家）") + "。")
+     f"HFU {d.pct(acc['hfu'])}，recompute = {sc.recompute}"
+     + (f"，模型是 MoE（{sc.num_experts} 个专家）" if moe else "，模型是稠密的（没有专家）") + "。")
 
 # %% [markdown]
 # ## 做题用的三件工具
@@ -93,19 +93,19 @@ d.md(f"场景：**{d.text(sc['name'])}**。现在每步 {short(sc['step_time'])}
 
 # %% tags=["remove-input"]
 d.table([
-    ("单步耗时 T", f"{short(sc['step_time'])} s"),
+    ("单步耗时 T", f"{short(sc.step_time)} s"),
     ("每步算的槽位（" + ("已 packing：就是 D" if packed else "定长补齐：B·S") + "）", d.num(pad["slots"])),
-    ("每步的真实 token D", d.count(sc["tokens_per_step"])),
+    ("每步的真实 token D", d.count(sc.tokens_per_step)),
     ("MFU（6ND 口径）", d.pct(acc["mfu"])),
-    ("训练现在的时长", f"{short(sc['training_hours'])} h（{origin('training_hours')}）"),
+    ("训练现在的时长", f"{short(sc.training_hours)} h（{origin('training_hours')}）"),
 ], ["量", "本场景"], "Exercise 1: the inputs of this scenario")
 
 # %% tags=["solution"]
 g_pack = pad["packing_speedup"]  # slots / D
 t_pack = pad["step_time_after_packing"]  # T / g_pack
-tok_pack = sc["tokens_per_step"] / t_pack  # D / T'
+tok_pack = sc.tokens_per_step / t_pack  # D / T'
 d.eq(r"g_{\mathrm{pack}}", padding.packing_speedup,
-     rf"\frac{{{d.tex_num(pad['slots'])}}}{{{d.tex_num(sc['tokens_per_step'])}}}", f"{decimals(g_pack, 3)}")
+     rf"\frac{{{d.tex_num(pad['slots'])}}}{{{d.tex_num(sc.tokens_per_step)}}}", f"{decimals(g_pack, 3)}")
 d.eq(r"T'", padding.step_time_after_packing, rf"{decimals(t_pack, 1)}\ \mathrm{{s}}")
 d.eq(r"\tau'", D / sp.Symbol("T'"), rf"{d.tex_num(tok_pack)}\ \mathrm{{tok/s}}")
 d.eq(r"\mathrm{MFU}'", padding.mfu_after_packing, d.pct(pad["mfu_after_packing"]))
@@ -113,16 +113,16 @@ d.eq(r"\mathrm{MFU}'", padding.mfu_after_packing, d.pct(pad["mfu_after_packing"]
 # %% tags=["solution", "remove-input"]
 hfu_pack = acc["hfu"] * g_pack
 d.table([
-    ("(a) 单步耗时", f"{decimals(sc['step_time'], 1)} s", f"{decimals(t_pack, 1)} s"),
+    ("(a) 单步耗时", f"{decimals(sc.step_time, 1)} s", f"{decimals(t_pack, 1)} s"),
     ("(b) 集群吞吐（真实 token）", f"{d.num(acc['tokens_per_s'])} tok/s", f"{d.num(tok_pack)} tok/s"),
     ("    单卡吞吐", f"{d.num(acc['tokens_per_s_per_gpu'], 1)} tok/s",
-     f"{d.num(tok_pack / sc['num_gpus'], 1)} tok/s"),
+     f"{d.num(tok_pack / sc.num_gpus, 1)} tok/s"),
     ("(c) MFU（6ND 口径）", d.pct(acc["mfu"]), d.pct(pad["mfu_after_packing"])),
     ("    HFU", d.pct(acc["hfu"]), d.pct(hfu_pack)),
 ], ["量", "现在", "完美 packing 之后"], "Exercise 1 (a)-(c): the account after perfect packing")
 if padded:
-    text = (f"每步要算的槽位从 {d.num(pad['slots'])} 降到 {d.count(sc['tokens_per_step'])}，"
-            f"提速 **{d.times(g_pack)}**：单步从 {short(sc['step_time'])} s 变成 **{decimals(t_pack, 1)} s**，"
+    text = (f"每步要算的槽位从 {d.num(pad['slots'])} 降到 {d.count(sc.tokens_per_step)}，"
+            f"提速 **{d.times(g_pack)}**：单步从 {short(sc.step_time)} s 变成 **{decimals(t_pack, 1)} s**，"
             f"集群吞吐从 {d.num(acc['tokens_per_s'])} 升到 **{d.num(tok_pack)} tok/s**，"
             f"MFU 从 {d.pct(acc['mfu'])} 升到 **{d.pct(pad['mfu_after_packing'])}**。"
             "MFU 的分子（6ND）没有变，变的只是耗时：pad 上的运算本来就不计入 MFU，它们只是把时间拉长了。")
@@ -134,7 +134,7 @@ else:
     text = ((f"本场景已经在做 packing（`batching: packed`）：每步的 {d.num(pad['slots'])} 个槽位全是真实 token，"
              if packed else
              f"本场景的平均真实长度等于配置长度：每步的 {d.num(pad['slots'])} 个槽位全是真实 token，")
-            + f"没有 pad 可省。完美 packing 的提速是 {d.times(g_pack)}，单步仍是 {short(sc['step_time'])} s，"
+            + f"没有 pad 可省。完美 packing 的提速是 {d.times(g_pack)}，单步仍是 {short(sc.step_time)} s，"
             f"MFU 仍是 {d.pct(acc['mfu'])}；下面 (d) 的训练时长也不变。")
 d.md(text)
 
@@ -144,15 +144,15 @@ d.md(text)
 # 课程只说它的训练是 2 个 epoch、“跑一夜”，既没给数据集大小，也没给墙钟时间。场景的 `training_hours` 键把这段时长写成具体的小时数；课程场景里它是课程的假设，团队换成自己日志里的真实时长即可。步数不变时，墙钟时间与单步耗时同比例缩短。
 
 # %% tags=["solution"]
-current_run_hours = sc["training_hours"]  # the course's "overnight" unless the scenario sets it
-run = x.run_after(current_run_hours, sc["step_time"], sc["tokens_per_step"], g_pack)
+current_run_hours = sc.training_hours  # the course's "overnight" unless the scenario sets it
+run = x.run_after(current_run_hours, sc.step_time, sc.tokens_per_step, g_pack)
 d.eq(r"H'", x.run_hours_after.subs(x.g, sp.Symbol(r"g_{\mathrm{pack}}")),
      rf"\frac{{{short(current_run_hours)}\ \mathrm{{h}}}}{{{decimals(g_pack, 3)}}}",
      rf"{decimals(run['hours_after'], 1)}\ \mathrm{{h}}")
 
 # %% tags=["solution", "remove-input"]
 course_epochs = 2  # the course's run: two epochs (the scenario has no key for it)
-samples_per_epoch = run["steps"] * sc["samples_per_step"] / course_epochs
+samples_per_epoch = run["steps"] * sc.samples_per_step / course_epochs
 d.md(f"现在要 **{short(current_run_hours)} 小时**（{origin('training_hours')}），"
      + (f"packing 之后约 **{decimals(run['hours_after'], 1)} 小时**，省下 "
         f"{decimals(current_run_hours - run['hours_after'], 1)} 小时。" if padded else
@@ -171,7 +171,7 @@ f_lin = (linear or {}).get("flops_per_step") or 0.0
 square = {"full": "全方阵 s×s，课程的口径",
           "causal": "causal 只数半个方阵，Megatron-LM 的口径"}[att["attention_flops"]]
 if sc.lengths is None:
-    actual_text = f"平均长度 {d.count(sc['mean_tokens_per_sample'])}，Σs² 取 B·s̄²"
+    actual_text = f"平均长度 {d.count(sc.mean_tokens_per_sample)}，Σs² 取 B·s̄²"
 elif sc.lengths.exact_step:
     actual_text = "长度文件里这一步的真实长度，Σs_i²"
 else:
@@ -183,7 +183,7 @@ if padded:
     text = ("若耗时正比于“权重矩阵乘 FLOPs（6ND）+ 注意力核 FLOPs"
             + (" + 线性注意力核 FLOPs" if f_lin else "")
             + f"”，注意力按{square}，模型 FLOPs 记前向 × 3；"
-            f"packing 前每条序列按 S = {d.num(sc['seq_len'])}，"
+            f"packing 前每条序列按 S = {d.num(sc.seq_len)}，"
             f"packing 后按{actual_text}。这样算，提速是 **{d.times(g_with_attention)}**，而不是只看槽位的 "
             f"{d.times(g_pack)}。")
     if sc.lengths is None:
@@ -227,13 +227,13 @@ exposed_seconds = acc["time"]["parts"]["communication_exposed"]["seconds"]
 ceiling = acc["advice_combined"]["ceiling"]
 comm_cap = 1 - 1 / ceiling if ceiling and math.isfinite(ceiling) and ceiling > 1 else 0.0
 comm_share = (0.0 if contradicted else 1 - 1 / by_lever["communication_overlap"]["speedup"]
-              if comm["basis"] == "measured" else min(exposed_seconds / sc["step_time"], comm_cap))
-capped_comm = comm["basis"] != "measured" and not contradicted and comm_share < exposed_seconds / sc["step_time"]
+              if comm["basis"] == "measured" else min(exposed_seconds / sc.step_time, comm_cap))
+capped_comm = comm["basis"] != "measured" and not contradicted and comm_share < exposed_seconds / sc.step_time
 basis_short = ("实测" if comm["basis"] == "measured" else
                f"估计比一步还长、{clash}，不用，按 0 计" if contradicted else "估计：重叠后暴露在外的部分")
 d.table([
     ("packing 的提速", course.claim("packing_speedup"), "你在练习 1 (a) 里算出的 T / T′"),
-    (f"recompute：{sc['recompute']} → selective 的提速", course.claim("selective_recompute_worked"),
+    (f"recompute：{sc.recompute} → selective 的提速", course.claim("selective_recompute_worked"),
      f"{d.times(g_rc)}（每份 6ND 的硬件 FLOPs {f_now} → {f_new}）"),
     ("没被计算掩盖的通信份额", course.claim("communication_share_course"),
      f"{share(comm_share)}（{basis_short}）"),
@@ -262,13 +262,13 @@ d.table([("packing", d.times(g_pack, 3)), ("selective recompute", d.times(g_rc, 
         ["组合", "提速"], "Exercise 2 (a): combining the two speedups")
 
 # %% tags=["solution", "remove-input"]
-if sc["recompute"] == "full":
+if sc.recompute == "full":
     rc_text = (f"本场景是 full recompute（f = {f_now}）；腾出显存后换成 selective（重算 "
                + "、".join(f"`{m}`" for m in sel["modules"])
-               + ("，Megatron-LM 的默认集合；设置 `recompute_modules` 可改" if sc["recompute_modules"] is None
+               + ("，Megatron-LM 的默认集合；设置 `recompute_modules` 可改" if sc.recompute_modules is None
                   else "，场景的 `recompute_modules`") + "；"
                f"f = {f_sel}），提速 {d.times(g_rc)}。")
-elif sc["recompute"] == "selective":
+elif sc.recompute == "selective":
     rc_text = (f"本场景已经是 selective recompute（f = {f_now}），换成 selective 没有新的收益："
                f"这一项是 {d.times(g_rc)}，组合后只剩 packing 的收益。")
 else:
@@ -292,13 +292,13 @@ t_both = proj["packing_and_selective_recompute"]["step_time"]
 mfu_both = proj["packing_and_selective_recompute"]["mfu"]
 hfu_both = mfu_both * rc_factor_new  # HFU = MFU x the recompute factor in force
 d.eq(r"T''", T / sp.Symbol(r"g_{\mathrm{pack}} g_{\mathrm{rc}}"),
-     rf"\frac{{{short(sc['step_time'])}\ \mathrm{{s}}}}{{{decimals(g_both, 3)}}}", rf"{decimals(t_both, 1)}\ \mathrm{{s}}")
+     rf"\frac{{{short(sc.step_time)}\ \mathrm{{s}}}}{{{decimals(g_both, 3)}}}", rf"{decimals(t_both, 1)}\ \mathrm{{s}}")
 
 # %% tags=["solution", "remove-input"]
-d.md((f"单步从 {short(sc['step_time'])} s 变成 **{decimals(t_both, 1)} s**，MFU 变成 **{d.pct(mfu_both)}**"
+d.md((f"单步从 {short(sc.step_time)} s 变成 **{decimals(t_both, 1)} s**，MFU 变成 **{d.pct(mfu_both)}**"
       f"（HFU {d.pct(hfu_both)}），按前面的 {short(current_run_hours)} 小时，训练缩到约 "
       f"**{decimals(current_run_hours / g_both, 1)} 小时**。" if g_both > 1 else
-      f"两项都没有收益：单步仍是 {short(sc['step_time'])} s，MFU 仍是 {d.pct(mfu_both)}"
+      f"两项都没有收益：单步仍是 {short(sc.step_time)} s，MFU 仍是 {d.pct(mfu_both)}"
       f"（HFU {d.pct(hfu_both)}），训练仍约 {short(current_run_hours)} 小时。")
      + ((f"HFU 与只做 packing 时相同（{d.pct(hfu_pack)}）：selective recompute 的提速全部来自"
          "少做的重算，硬件的忙碌程度没有变。" if abs(hfu_both - hfu_pack) <= 1e-9 else
@@ -308,9 +308,9 @@ d.md((f"单步从 {short(sc['step_time'])} s 变成 **{decimals(t_both, 1)} s**�
         "不成立，或场景的输入需要核对。" if hfu_both > 1 else "")
      + ("这里假设整个单步都随之缩短；(c) 去掉这个假设。" if g_both > 1 else ""))
 mem_now = acc["memory"]
-mem_sel = gpu_memory(sc.values, recompute="selective") if sc["recompute"] == "full" else None
+mem_sel = gpu_memory(sc.values, recompute="selective") if sc.recompute == "full" else None
 if mem_sel is not None:
-    where = (f"负载最重的卡要 {d.gb(mem_sel['total'])}，{sc['gpu']} 可用 {d.gb(mem_sel['capacity'])}；"
+    where = (f"负载最重的卡要 {d.gb(mem_sel['total'])}，{sc.gpu} 可用 {d.gb(mem_sel['capacity'])}；"
              "第 08 节细讲")
     text = (f"这道题默认 selective recompute 做得成。按账里的显存模型，它在本场景**放得下**（{where}）。"
             if mem_sel["fits"] else
@@ -347,7 +347,7 @@ if comm["basis"] != "measured":
     comm_basis += "；设置 `communication_share` 可改为你的实测值"
 text = f"本节用的通信份额：**{share(comm_share)}**（{comm_basis}）。"
 if contradicted:
-    text = (f"按并行布局估出的通信要 {seconds(comm['seconds'])}，比{step_said}的一步（{short(sc['step_time'])} s）还长："
+    text = (f"按并行布局估出的通信要 {seconds(comm['seconds'])}，比{step_said}的一步（{short(sc.step_time)} s）还长："
             f"{clash}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），这里不用它，通信按 0 计，"
             "下面只看计算；把实测值写进 `communication_share` 再算。")
 d.md(text)
@@ -356,11 +356,11 @@ d.md(text)
 d.eq(r"T'", x.step_time_with_fixed_part)
 d.eq(r"c'", x.fixed_share_after)
 stages = [("现在", 1.0), ("packing", g_pack), ("packing + selective recompute", g_both)]
-fixed = {label: x.with_fixed_part(sc["step_time"], comm_share, g) for label, g in stages}
+fixed = {label: x.with_fixed_part(sc.step_time, comm_share, g) for label, g in stages}
 after = fixed["packing + selective recompute"]  # communication held fixed, both levers done
 
 # %% tags=["solution", "remove-input"]
-d.table([(label, d.times(g), f"{decimals(sc['step_time'] / g, 1)} s", f"{decimals(fixed[label]['step_time'], 1)} s",
+d.table([(label, d.times(g), f"{decimals(sc.step_time / g, 1)} s", f"{decimals(fixed[label]['step_time'], 1)} s",
           d.times(fixed[label]["speedup"]), share(fixed[label]["fixed_share"])) for label, g in stages],
         ["阶段", "计算提速", "单步（全部缩短）", "单步（通信不变）", "实际提速", "通信占比"],
         f"Communication held fixed at {share(comm_share)} of today's step ({comm['basis']})")
@@ -391,13 +391,13 @@ else:
 if comm_share == 0:
     d.md(comm_verdict)
 elif g_both > 1:
-    d.md(f"通信时间（{seconds(comm_share * sc['step_time'])}，{basis_short}）不随计算缩短：计算提速 "
+    d.md(f"通信时间（{seconds(comm_share * sc.step_time)}，{basis_short}）不随计算缩短：计算提速 "
          f"{d.times(g_both)} 之后，它的占比从 {share(comm_share)} 升到 **{share(after['fixed_share'])}**，"
          + (f"实际提速也从 {d.times(g_both)} 降到 {d.times(after['speedup'])}（Amdahl 定律）。"
             if d.times(after["speedup"]) != d.times(g_both) else
             f"份额不大，实际提速在两位小数上仍是 {d.times(after['speedup'])}（Amdahl 定律）。") + comm_verdict)
 else:
-    d.md(f"本场景的两项改动都没有收益，计算时间不变，通信（{seconds(comm_share * sc['step_time'])}，{basis_short}）"
+    d.md(f"本场景的两项改动都没有收益，计算时间不变，通信（{seconds(comm_share * sc.step_time)}，{basis_short}）"
          f"的占比仍是 {share(comm_share)}。只有计算先被压短，不随之缩短的通信占比才会上升（Amdahl 定律）。"
          + comm_verdict)
 
@@ -431,10 +431,10 @@ d.table([(g["name"], d.num(g["m"]), d.num(g["k"]), d.num(g["n"]), f"{decimals(g[
           f"{decimals(g['intensity'] / balance, 1)}", g["bound"], "yes" if g["weights"] else "no",
           g["source"]) for g in gemm_rows],
         ["GEMM", "m", "k", "n", "AI (FLOP/byte)", "AI / balance", "bound", "weights", "shape from"],
-        f"GEMMs at micro batch {sc['micro_batch']} on {sc['gpu']} "
+        f"GEMMs at micro batch {sc.micro_batch} on {sc.gpu} "
         f"(machine balance {decimals(balance, 1)} FLOP/byte, BF16)")
 if moe:
-    d.md(f"本场景是 MoE（{sc['num_experts']} 个专家，每个 token 选 {sc['experts_per_token']} 个）：专家 GEMM 的 "
+    d.md(f"本场景是 MoE（{sc.num_experts} 个专家，每个 token 选 {sc.experts_per_token} 个）：专家 GEMM 的 "
          "$m$ 不是整条序列，而是一个 EP 组汇集到每个专家的 token 数，比稠密层的行数少。")
 
 # %% tags=["solution", "remove-input"]
@@ -450,7 +450,7 @@ capped_share = (sum(g["forward_flops_per_token"] for g in capped)
                 / gemms.weight_flops_per_token(weight_rows))
 listed = lambda rows: "、".join(d.text(g["name"], code=True) for g in rows)  # noqa: E731
 kernels = "专家 GEMM、注意力核" if moe else "注意力核"
-head = f"{sc['gpu']} 的平衡点是 {decimals(balance, 1)} FLOP/byte；在 micro batch = {sc['micro_batch']} 时，"
+head = f"{sc.gpu} 的平衡点是 {decimals(balance, 1)} FLOP/byte；在 micro batch = {sc.micro_batch} 时，"
 capped_list = "、".join(f"{d.text(g['name'], code=True)}（{cap[g['key']]:.{0 if cap[g['key']] >= 10 else 2}f}）"
                         for g in capped)
 capped_text = (f"{capped_list}落在拐点左侧，但强度被自身较窄的 k 或 n 封顶（括号里是 m → ∞ 时的上限，"
@@ -484,7 +484,7 @@ else:
 notes = []
 if core_rows and not below_core:
     notes.append("注意力核两行按“分数矩阵写回显存”计算；FlashAttention 把它留在片上，实际运算强度更高"
-                 + ("（本场景的 `attention_kernel` 正是 flash）。" if sc["attention_kernel"] == "flash" else "。"))
+                 + ("（本场景的 `attention_kernel` 正是 flash）。" if sc.attention_kernel == "flash" else "。"))
 att_share = att["actual"]["share"]
 lin_share = (linear or {}).get("share")
 # the largest weight GEMM kind, as a share of all FLOPs (its part of 6ND)
@@ -637,7 +637,7 @@ d.table([[a["lever"], d.times(a["speedup"], 3), "yes" if a["feasible"] else "no"
 combined = acc["advice_combined"]
 plan = "、".join(f"`{name}`" for name in combined["levers"])
 text = (f"本次运行实际可行、能一起做的杠杆是 {plan}：一起放进场景、重新预测，预测的一步快 "
-        f"**{d.times(combined['speedup'])}**，每步 {short(sc['step_time'])} s → {decimals(combined['step_time'], 1)} s（`acc[\"advice_combined\"]`"
+        f"**{d.times(combined['speedup'])}**，每步 {short(sc.step_time)} s → {decimals(combined['step_time'], 1)} s（`acc[\"advice_combined\"]`"
         + ("；实测的一步减去预测省下的秒数，模型没有解释的部分原样留着" if combined["step_time_from"] == "measured - saved" else "")
         + "）。"
         + (f"一起预测是 {d.times(combined['product'])}，账里把合计封顶：再快，GPU 就要超过峰值算力"
@@ -681,9 +681,9 @@ fit_note = ("" if sel_fits else "；但按账里的显存模型，selective reco
 # %% tags=["solution", "remove-input"]
 rows = [
     ("思考题 1 (a)：完美 packing 后的单步耗时，" + course.claim("nb04_step_after_packing"),
-     f"{short(sc['step_time'])} s → {decimals(t_pack, 1)} s" if padded else f"{short(sc['step_time'])} s（不变）",
+     f"{short(sc.step_time)} s → {decimals(t_pack, 1)} s" if padded else f"{short(sc.step_time)} s（不变）",
      judge("nb04_step_after_packing", t_pack, f"{decimals(t_pack, 1)} s",
-           no_pad or f"单步 {short(sc['step_time'])} s 除以 packing 的提速 {d.times(g_pack)}",
+           no_pad or f"单步 {short(sc.step_time)} s 除以 packing 的提速 {d.times(g_pack)}",
            f"；{no_pad}，这就是它现在的单步" if no_pad and course.agrees(t_pack, "nb04_step_after_packing") else "")),
     ("思考题 1 (c)：packing 后的 MFU（6ND 口径），" + course.claim("nb04_mfu_after_packing"),
      f"{d.pct(acc['mfu'])} → {d.pct(pad['mfu_after_packing'])}" if padded else f"{d.pct(acc['mfu'])}（不变）",
@@ -700,13 +700,13 @@ rows = [
                + ("（课程的假设值）" if source.get("training_hours") == "course" else "（你的场景的值）"))),
     ("思考题 2：packing 的收益，" + course.claim("packing_speedup"), d.times(g_pack),
      judge("packing_speedup", g_pack, d.times(g_pack),
-           no_pad or f"提速是槽位与真实 token 之比，{d.num(pad['slots'])} ÷ {d.count(sc['tokens_per_step'])}")),
+           no_pad or f"提速是槽位与真实 token 之比，{d.num(pad['slots'])} ÷ {d.count(sc.tokens_per_step)}")),
     ("思考题 2：full 换成 selective recompute 的收益，" + course.claim("selective_recompute_worked"),
      d.times(g_rc) + ("" if sel_fits else "（显存放不下）"),
      judge("selective_recompute_worked", g_rc, d.times(g_rc),
            (f"full 与 selective 每份 6ND 的硬件 FLOPs（含注意力核心）之比，{f_now} ÷ {f_sel}；课程按它假设的"
-            f"系数 {course.claim('nb02_selective_factor')} 只算 6ND 这一侧") if sc["recompute"] == "full" else
-           f"已经是 selective recompute（f = {f_now}），没有可换的" if sc["recompute"] == "selective" else
+            f"系数 {course.claim('nb02_selective_factor')} 只算 6ND 这一侧") if sc.recompute == "full" else
+           f"已经是 selective recompute（f = {f_now}），没有可换的" if sc.recompute == "selective" else
            "现在不重算，换成 selective 只会多算，不会提速",
            fit_note)),
 ]
@@ -742,7 +742,7 @@ if next_holds:
     why = "；".join(
         ([f"{comm_then}，全藏到计算后面最多再快 {d.times(bound_after, 3)}，不短于其余可行杠杆：通信重叠是下一步"]
          if comm_first else [])
-        + ([f"{listed(pushable)} 在 micro batch = {sc['micro_batch']} 时受带宽限制，加大 micro batch 能推过拐点"]
+        + ([f"{listed(pushable)} 在 micro batch = {sc.micro_batch} 时受带宽限制，加大 micro batch 能推过拐点"]
            if pushable else []))
 elif best_other is None:
     why = f"按{'你的场景' if own else '本场景'}，{no_comm}，带权重的 GEMM 都在拐点右侧{narrow}，也没有别的可行杠杆"
@@ -780,11 +780,11 @@ else:
     comm_point = (f"计算没有提速，通信占比仍是 {share(comm_share)}（{basis_short}）；"
                   + ("通信重叠是下一个值得做的。" if comm_first else "通信还不是下一个瓶颈。"))
 d.md("\n".join(f"- {p}" for p in [
-    (f"完美 packing：{d.times(g_pack)}，单步 {short(sc['step_time'])} s → {decimals(t_pack, 1)} s，"
+    (f"完美 packing：{d.times(g_pack)}，单步 {short(sc.step_time)} s → {decimals(t_pack, 1)} s，"
      f"吞吐 {d.num(tok_pack)} tok/s，MFU {d.pct(acc['mfu'])} → {d.pct(pad['mfu_after_packing'])}"
      f"{'（HFU 会超过 100%，不可能：补齐的前提站不住，见上文）' if hfu_pack > 1 else ''}。"
      if padded else f"完美 packing：本场景{'已在 packing' if packed else '没有 pad'}，{d.times(g_pack)}，"
-     f"单步仍是 {short(sc['step_time'])} s。"),
+     f"单步仍是 {short(sc.step_time)} s。"),
     f"训练现在跑 {short(current_run_hours)} 小时（{origin('training_hours')}）"
     + (f"，packing 后约 {decimals(run['hours_after'], 1)} 小时" if padded else "，packing 不改变它")
     + (f"，两项都做约 {decimals(current_run_hours / g_both, 1)} 小时。" if g_both > g_pack else "。"),
@@ -797,7 +797,7 @@ d.md("\n".join(f"- {p}" for p in [
     (f"本次运行可行的杠杆（{plan}）合计 {d.times(combined['speedup'])}"
      f"{'（一起预测后封顶于峰值算力）' if combined.get('capped') else ''}，每步 {decimals(combined['step_time'], 1)} s。"
      if combined["levers"] else "本次运行没有既可行又有收益的杠杆。"),
-    f"{sc['gpu']} 平衡点 {decimals(balance, 1)} FLOP/byte；"
+    f"{sc.gpu} 平衡点 {decimals(balance, 1)} FLOP/byte；"
     + (f"算力受限的 GEMM 里强度最低的是 {d.text(lowest['name'], code=True)}，"
        f"{decimals(lowest['intensity'], 0)} FLOP/byte" if lowest else "没有算力受限的 GEMM")
     + (f"；受带宽限制的：{listed(pushable + capped + below_core)}。" if pushable or capped or below_core
