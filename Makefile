@@ -46,7 +46,7 @@ report: venv
 	$(VENV)/bin/costmodel report $(if $(SCENARIO),--scenario "$$SCENARIO")
 
 # Regenerate costmodel/derive/numeric.py, the numeric forms of the SymPy derivations that the
-# commands evaluate (tests/test_numeric.py fails when it is stale).
+# commands evaluate (tests/derive/test_numeric.py fails when it is stale).
 numeric: venv
 	$(PY) -m costmodel.numeric_build
 
@@ -62,7 +62,7 @@ $(VENV)/.validate: $(STAMP) validate-requirements.txt
 validate: validate-deps
 	$(PY) -m costmodel.validate --out costmodel/course/flop_counter.csv
 	$(PY) -m costmodel.validate_memory --out costmodel/course/saved_tensors.csv
-	$(PY) -m pytest -q tests/test_flop_counter.py tests/test_memory_model.py
+	$(PY) -m pytest -q tests/validate/test_flop_counter.py tests/derive/test_activations.py
 
 benchmark: venv
 	$(PY) benchmarks/bench_core.py

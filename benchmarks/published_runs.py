@@ -26,9 +26,9 @@ prints for them (``CALCULON``).
     python benchmarks/published_runs.py --csv    # the memory table as CSV on stdout
     python benchmarks/published_runs.py --steps-csv    # the step-time table as CSV
 
-``verdicts()`` is what tests/test_published_fit.py checks: the rows the issue names fit as
-stated, every other row fits or is explained, and every explanation makes its row fit;
-``steps()`` and ``error_stats()`` what tests/test_published_step.py checks.
+``verdicts()`` is what tests/benchmarks/test_published_fit.py checks: the rows the issue names fit
+as stated, every other row fits or is explained, and every explanation makes its row fit;
+``steps()`` and ``error_stats()`` what tests/benchmarks/test_published_step.py checks.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """GENERATED from the SymPy derivations by costmodel.derive.numeric_forms: do not edit.
 Regenerate with `make numeric` (`python -m costmodel.numeric_build`);
-tests/test_numeric.py fails when this file is stale.
+tests/derive/test_numeric.py fails when this file is stale.
 
 Each function takes `v`, a mapping from the names of costmodel.derive.symbols to numbers, and
 evaluates one derived expression as SymPy evaluates it (integers stay exact: Fractions).

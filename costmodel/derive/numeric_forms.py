@@ -5,8 +5,8 @@ evaluate instead of SymPy (a cold command pays no SymPy import and no simplifica
 The SymPy expressions stay the source of truth: `source()` walks the registry below (a name,
 an expression, how it is evaluated today) and prints each as a function of one mapping `v`
 from the names of `costmodel.derive.symbols` to numbers. `make numeric` (`python -m
-costmodel.numeric_build`) writes the result; tests/test_numeric.py fails when the written file
-differs from `source()` (a derivation changed without regenerating it).
+costmodel.numeric_build`) writes the result; tests/derive/test_numeric.py fails when the written
+file differs from `source()` (a derivation changed without regenerating it).
 
 Each form is printed the way SymPy evaluates it, so the numbers stay bit-identical:
 
@@ -284,7 +284,7 @@ def _lambdified(name: str, exprs: list[sp.Expr], args: list[sp.Symbol], names: d
 
 _PRELUDE = '''"""GENERATED from the SymPy derivations by costmodel.derive.numeric_forms: do not edit.
 Regenerate with {command};
-tests/test_numeric.py fails when this file is stale.
+tests/derive/test_numeric.py fails when this file is stale.
 
 Each function takes `v`, a mapping from the names of costmodel.derive.symbols to numbers, and
 evaluates one derived expression as SymPy evaluates it (integers stay exact: Fractions).

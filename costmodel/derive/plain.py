@@ -43,7 +43,7 @@ STAGES = (0, 1, 2, 3)
 def intensity(m_, n_, k_, beta=2):
     """gemm_intensity for numbers, the one numeric form every layer uses: an (m x k)(k x n) GEMM
     at beta bytes an element, 2mnk / (beta (mk + kn + mn)) FLOP/byte; m may be a NumPy array
-    (tests/test_model_gemms.py checks it against the form)."""
+    (tests/evaluate/test_gemms.py checks it against the form)."""
     return 2 * m_ * n_ * k_ / (beta * (m_ * k_ + k_ * n_ + m_ * n_))
 
 

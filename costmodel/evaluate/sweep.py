@@ -203,7 +203,7 @@ def _arguments(scenario: Scenario, varied: dict[str, np.ndarray]) -> dict[str, A
         numbers["sum_sq"] = batch * np.square(mean)
     linear = linear_attention(scenario)
     flops = (linear or {}).get("flops_per_step") or 0.0
-    # derive.linear_attention.core_training is proportional to D (tests/test_sweep.py checks)
+    # derive.linear_attention.core_training is proportional to D (tests/evaluate/test_sweep.py)
     numbers["F_lin"] = flops * (np.float64(numbers["D"]) / scenario["tokens_per_step"])
     if numbers.get("E") == 0:  # a dense model: tokens per expert is undefined (as the account)
         numbers["E"] = math.nan

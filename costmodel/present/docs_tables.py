@@ -4,7 +4,7 @@
 its step measured, and with ``step_time: null``, the prediction's fields).
 
 ``python -m costmodel.present.docs_tables`` (``make docs``) rewrites both; ``--check`` only says
-whether they are current (exit status 1 if not). ``tests/test_docs_tables.py`` fails when they drift."""
+whether they are current (exit status 1 if not). ``tests/present/test_docs_tables.py`` fails when they drift."""
 
 from __future__ import annotations
 

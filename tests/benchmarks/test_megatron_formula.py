@@ -14,7 +14,7 @@ from benchmarks_loader import load
 from costmodel.derive.attention import attention_training_flops, sum_of_squares_flops
 from costmodel.inputs import models
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 mf = load("megatron_flops", "megatron_flops_benchmark")

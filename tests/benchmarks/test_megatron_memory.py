@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from benchmarks_loader import load
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 mm = load("megatron_memory", "megatron_memory_benchmark")

@@ -348,7 +348,7 @@ def all_numbers(value):
     "args", [[], ["--scenario", "scenarios/example-team.yaml"]], ids=["course", "example-team"]
 )
 def test_json_output_is_strict(args):
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     result = cli("report", *args, "--format", "json", cwd=root)
     assert result.returncode == 0, result.stderr
     data = strict_loads(result.stdout)
@@ -446,7 +446,7 @@ def test_allowed_text_states_the_range():
 
 
 def test_readme_states_every_bound_and_limit():
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     for key, spec in scenario.FIELDS.items():
         if spec.minimum is not None or spec.maximum is not None:
             assert f"| `{key}` | {scenario.allowed_text(key)} |" in text
@@ -588,7 +588,7 @@ def test_name_bound_and_the_shipped_scenarios():
     assert scenario.check_value("name", "名" * limit) == "名" * limit
     with pytest.raises(CostModelError, match="expected a string of at most 200 characters"):
         scenario.check_value("name", "名" * (limit + 1))
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     shipped = [*sorted((root / "scenarios").glob("*.yaml")), None]  # None: the course
     for path in shipped:
         name = scenario.resolve(path)["name"]

@@ -35,7 +35,7 @@ import pytest
 from costmodel.inputs import scenario
 from costmodel.inputs.fields import FIELDS
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "costmodel" / "course" / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "costmodel" / "course" / "notebooks"
 SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
 
 #: What resolution adds to FIELDS (also taken from a resolved scenario below, so that a key added

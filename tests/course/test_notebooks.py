@@ -23,7 +23,7 @@ from notebook_text import shown as _shown
 from costmodel.evaluate.account import account
 from costmodel.publish import suite
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = suite.sources()
 IDS = [p.stem for p in SOURCES]
 

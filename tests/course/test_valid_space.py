@@ -10,7 +10,7 @@
    name, which must reach every page escaped: no raw HTML, no Markdown markup and no math of
    its own.
 3. A few drawn scenarios (a fixed, derandomized set) go through all ten notebooks as well;
-   `COSTMODEL_SEARCH_EXAMPLES=200 pytest tests/test_valid_space.py -k drawn` draws that many
+   `COSTMODEL_SEARCH_EXAMPLES=200 pytest tests/course/test_valid_space.py -k drawn` draws that many
    random ones instead, to find the next failure.
 """
 
@@ -40,9 +40,9 @@ from costmodel.inputs.scenario import FIELDS, RECOMPUTE_POLICIES
 from costmodel.present import display
 from costmodel.publish import runner, suite
 
-DATA = Path(__file__).resolve().parent / "data"
-CONFIGS = Path(__file__).resolve().parent / "configs"
-EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+DATA = Path(__file__).resolve().parents[1] / "data"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+EXAMPLE_DIR = Path(__file__).resolve().parents[2] / "scenarios"
 EXAMPLE = scenario.load_yaml(EXAMPLE_DIR / "deepseek-v3-2048xH800.yaml")
 
 # ------------------------------------------------------------------ the valid space

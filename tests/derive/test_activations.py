@@ -25,7 +25,7 @@ from costmodel.derive.symbols import (
     t_p,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CSV_PATH = REPO / "costmodel" / "course" / "saved_tensors.csv"
 
 #: b = 1 sequence of s = 4 tokens (T = 4 rows), h = 8, 2 query heads and 1 KV head of width 4,

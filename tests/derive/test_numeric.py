@@ -125,7 +125,7 @@ def test_commands_do_not_import_sympy(command):
         text=True,
         timeout=120,
         check=True,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert out.stdout.strip().splitlines()[-1] == ALLOWED[command], out.stdout
 

@@ -1,4 +1,4 @@
-"""Issue 10: the account counts what a team's run really does.
+"""evaluate.account: the account counts what a team's run really does.
 
 The keys attention_flops, attention_kernel, batching, sequence_lengths and count_mtp; the report's
 additions (hardware FLOPs of attention, linear attention, lengths); the JSON staying backward
@@ -18,7 +18,7 @@ from costmodel.evaluate.account import account
 from costmodel.inputs import models, scenario
 from costmodel.present import report
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def resolve(**overrides):

@@ -165,7 +165,7 @@ def test_the_overlap_lever_gains_only_the_exposed_communication():
     again. The course's EP all-to-all goes behind another micro batch's compute; the example
     Llama run overlaps TP with its GEMMs already (its upper bound is far above what is exposed),
     and every flag is on: no lever."""
-    llama = Path(__file__).resolve().parents[1] / "scenarios" / "llama-3.1-70b-512xH100.yaml"
+    llama = Path(__file__).resolve().parents[2] / "scenarios" / "llama-3.1-70b-512xH100.yaml"
     course = account(scenario.resolve())
     comm, lever = course["communication"], _levers(course)["communication_overlap"]
     assert comm["basis"] == "estimated" and not comm["exceeds_step"]

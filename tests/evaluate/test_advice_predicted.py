@@ -1,4 +1,4 @@
-"""Issue 20 (4): levers from the model, not from constants. Each lever is the scenario changed
+"""evaluate.advice: levers from the model, not from constants. Each lever is the scenario changed
 and predicted again by the step-time model (gain = predicted before / predicted after), with
 the memory after; it is feasible only when the changed scenario resolves, fits and gains. The
 combination applies the chosen levers together and predicts again."""
@@ -14,7 +14,7 @@ from costmodel.evaluate.account import account
 from costmodel.inputs import scenario
 from costmodel.present.report import render
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
 
 

@@ -14,7 +14,7 @@ from costmodel.evaluate import run
 from costmodel.evaluate.account import account
 from costmodel.inputs import scenario
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 DEEPSEEK = SCENARIOS / "deepseek-v3-2048xH800.yaml"
 LLAMA = SCENARIOS / "llama-3.1-70b-512xH100.yaml"
 QWEN3_NEXT = SCENARIOS / "qwen3-next-80b-256xB200.yaml"
@@ -176,7 +176,7 @@ def test_qwen3_next_packed_run_counts_rows_not_documents():
 def test_the_qwen3_next_lengths_file_is_the_generators():
     import importlib.util
 
-    data = Path(__file__).resolve().parent / "data"
+    data = Path(__file__).resolve().parents[1] / "data"
     spec = importlib.util.spec_from_file_location("make", data / "make_qwen3_next_lengths.py")
     make = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(make)

@@ -11,7 +11,7 @@ from costmodel.inputs import models, scenario
 from costmodel.inputs.config import PRESETS
 from costmodel.present.gemms import render_gemms
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted(str(p) for p in (REPO / "tests" / "configs").glob("*.json"))
 
 

@@ -1,4 +1,4 @@
-"""Issue 19: recompute as Megatron-LM's modules. FLOPs and memory come from the same set: what is
+"""derive.recompute as Megatron-LM's modules. FLOPs and memory come from the same set: what is
 recomputed costs its forward again (the weight GEMMs' share r of 2ND, the attention core's share
 r_core of its forward) and frees its saved tensors."""
 
@@ -15,7 +15,7 @@ from costmodel.evaluate import run
 from costmodel.evaluate.account import account
 from costmodel.inputs import models, scenario
 
-DEEPSEEK = Path(__file__).resolve().parents[1] / "scenarios" / "deepseek-v3-2048xH800.yaml"
+DEEPSEEK = Path(__file__).resolve().parents[2] / "scenarios" / "deepseek-v3-2048xH800.yaml"
 
 
 def resolve(file=None, **overrides):

@@ -1,4 +1,4 @@
-"""Issue 11: the memory of the most loaded GPU, the communication of a step and the levers
+"""evaluate.run: the memory of the most loaded GPU, the communication of a step and the levers
 ranked for the run, checked by hand on the course's run and small layouts."""
 
 import pytest

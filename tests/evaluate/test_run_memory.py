@@ -1,4 +1,4 @@
-"""Issue 19: the memory of a step by phase, the framework rules behind it (checked against
+"""evaluate.run: the memory of a step by phase, the framework rules behind it (checked against
 Korthikanti et al. 2022 and Megatron-LM's theoretical memory), the usable capacity, FP8 storage,
 and the changes that make a run fit."""
 

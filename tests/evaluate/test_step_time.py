@@ -1,4 +1,4 @@
-"""Issue 20: the step-time model. A GEMM's time at its roofline and the pipeline bubbles worked
+"""evaluate.step_time: a GEMM's time at its roofline and the pipeline bubbles worked
 out by hand, the derivations checked, the parts summing to the prediction, and the course's and
 the example runs' parts against their measured steps."""
 
@@ -17,7 +17,7 @@ from costmodel.evaluate.account import account
 from costmodel.evaluate.gemms import model_gemms
 from costmodel.inputs import efficiency, hardware, scenario
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
 H100 = hardware.GPUS["H100-SXM"]
 

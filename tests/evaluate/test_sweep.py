@@ -22,7 +22,7 @@ from costmodel.evaluate import sweep
 from costmodel.evaluate.account import account
 from costmodel.inputs.scenario import resolve
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios"
 
 #: (scenario file, --set, --vary): every varied key, a refusal of each kind among the points.

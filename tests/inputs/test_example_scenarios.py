@@ -10,7 +10,7 @@ from commands import cli
 from costmodel.evaluate.account import account
 from costmodel.inputs import scenario
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "scenarios"
 CONFIGS = SCENARIOS / "configs"
 

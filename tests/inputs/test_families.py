@@ -22,7 +22,7 @@ from costmodel.evaluate import gemms
 from costmodel.inputs import models, scenario
 from costmodel.inputs.models import SUPPORTED_MODEL_TYPES, load_shape, shape_from_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OWN = REPO / "tests" / "configs"
 
 NEW_FAMILIES = (

@@ -1,4 +1,4 @@
-"""Issue 11, parts 1 and 2: the parallel layout and the course's assumptions as scenario keys."""
+"""inputs.layout: the parallel layout and the course's assumptions as scenario keys."""
 
 import pytest
 

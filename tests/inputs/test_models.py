@@ -30,7 +30,7 @@ from costmodel.inputs.models import (
 )
 from costmodel.present.params import params_text
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OWN = REPO / "tests" / "configs"
 PRESET_DIR = REPO / "costmodel" / "inputs" / "presets"
 #: sha256 of the published configs, as the project's reference copies (shared/reference/

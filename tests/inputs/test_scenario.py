@@ -55,7 +55,7 @@ def test_model_path_is_relative_to_the_scenario_file(tmp_path):
 
 
 def test_example_team_scenario_differs_from_the_course():
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     sc = scenario.resolve(root / "scenarios" / "example-team.yaml")
     changed = set(sc.changed)
     assert {"activated_params", "num_layers", "num_heads", "gpu", "seq_len"} <= changed

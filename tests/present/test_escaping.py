@@ -31,7 +31,7 @@ from costmodel.present.gemms import render_gemms
 from costmodel.present.params import params_text
 from costmodel.publish import booklet, handouts
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LLAMA = ROOT / "scenarios" / "configs" / "llama-3.1-70b.json"
 #: A layout on which the Llama config is a possible run (the course's 40 x H20 is too slow).
 LLAMA_RUN = {"num_gpus": 512, "gpu": "H100"}

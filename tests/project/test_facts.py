@@ -16,7 +16,7 @@ from costmodel.evaluate import layouts, run
 from costmodel.inputs import assumptions, family_flags, scenario
 from costmodel.inputs.models import shape_from_config
 
-PACKAGE = Path(__file__).resolve().parent.parent / "costmodel"
+PACKAGE = Path(__file__).resolve().parents[2] / "costmodel"
 
 
 def test_one_qk_norm_mapping_for_parameters_report_and_memory_check(monkeypatch):

@@ -26,7 +26,7 @@ from costmodel.publish import pages as handout_pages
 from costmodel.publish.booklet import CHROMIUM_ARGS
 from costmodel.publish.manifest import MARKER
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOT_DIR = ROOT / "build" / "screenshots"
 

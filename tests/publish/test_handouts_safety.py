@@ -26,7 +26,7 @@ from costmodel.errors import CostModelError
 from costmodel.publish import handouts, output, suite, swap, workers
 from costmodel.publish.manifest import MARKER, write_manifest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args, cwd, env=None, timeout=120):

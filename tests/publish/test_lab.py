@@ -20,7 +20,7 @@ from conftest import missing
 
 from costmodel.publish import lab, suite
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOT_DIR = ROOT / "build" / "screenshots"
 

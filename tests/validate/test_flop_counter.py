@@ -11,7 +11,7 @@ from conftest import missing
 
 pytestmark = pytest.mark.flop_counter
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CSV_PATH = REPO / "costmodel" / "course" / "flop_counter.csv"
 
 
