@@ -15,10 +15,13 @@ Two groups of keys resolve together:
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 from costmodel.derive import numeric, plain
 from costmodel.errors import CostModelError
@@ -35,6 +38,8 @@ from costmodel.inputs.fields import (  # noqa: F401 (the scenario's names, impor
     check_value,
 )
 from costmodel.inputs.layout import (  # noqa: F401
+    LAYOUT_KEYS,
+    Layout,
     _layout,
     _layout_error,
     _memory_settings,
@@ -46,6 +51,7 @@ from costmodel.inputs.model_shape import (
     SHAPE_KEYS,
     matching_shape,
     query_heads,
+    scenario_shape,
     shape_from_keys,
 )
 from costmodel.inputs.scenario_yaml import (  # noqa: F401
@@ -56,6 +62,7 @@ from costmodel.inputs.scenario_yaml import (  # noqa: F401
     load_yaml,
     parse_set,
 )
+from costmodel.inputs.shape import ModelShape
 
 #: Which symbol each (resolved) scenario key gives a value to (its name in
 #: costmodel.derive.symbols).
@@ -83,24 +90,216 @@ SYMBOL_OF_KEY = {
 }
 
 
+#: The annotation each kind of FIELDS gives its keys on Scenario (` | None` added when nullable).
+KIND_TYPES = {
+    "count": "int",
+    "count0": "int",
+    "positive": "int | float",
+    "fraction": "int | float",
+    "efficiency": "int | float",
+    "choice": "str",
+    "modules": "list[str]",
+    "flag": "bool",
+    "gpu": "str",
+    "text": "str",
+    "path": "str",
+    "file": "str",
+}
+
+#: The keys resolution derives (not in FIELDS), each an attribute of Scenario.
+DERIVED_KEYS = (
+    "num_mtp_layers",
+    "attention_dim_from",
+    "step_time_from",
+    "tokens_per_step",
+    "num_full_attention_layers",
+    "sum_squared_lengths",
+    "sum_squared_lengths_from",
+    "data_parallel",
+    "micro_batches_per_step",
+    "recompute_weights_fraction",
+    "recompute_core_fraction",
+    "recompute_fraction_from",
+)
+#: Every key of a resolved scenario.
+KEYS = (*FIELDS, *DERIVED_KEYS)
+#: The keys of Scenario.conventions.
+CONVENTION_KEYS = (
+    "attention_flops",
+    "attention_kernel",
+    "recompute",
+    "recompute_modules",
+    "fp8",
+    "fp8_activations",
+    "framework",
+    "batching",
+    "cross_entropy",
+    "ce_chunks",
+)
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """How the scenario counts and runs: the choices a figure of the account rests on."""
+
+    attention_flops: str
+    attention_kernel: str
+    recompute: str
+    recompute_modules: list[str] | None
+    fp8: str
+    fp8_activations: str
+    framework: str
+    batching: str
+    cross_entropy: str
+    ce_chunks: int
+
+
 @dataclass(frozen=True)
 class Scenario:
-    """Resolved inputs: every key of FIELDS plus the derived ones, and where each came from."""
+    """Resolved inputs, frozen: one attribute per key of FIELDS and per derived key
+    (DERIVED_KEYS), where each came from (`sources`), the lengths file summarized (`lengths`),
+    and views resolved once: `layout`, `conventions`, `gpu_spec` (the GPU table's entry),
+    `shape` and `shape_source` (the model shape). `values` is a read-only mapping of every key,
+    in resolution order (the JSON report's `scenario`); `replace` makes a changed copy (not
+    validated again: `resolve` does that)."""
 
-    values: dict[str, Any]
-    sources: dict[str, str] = field(default_factory=dict)
+    name: str
+    model: str | None
+    activated_params: int
+    total_params: int
+    samples_per_step: int
+    mean_tokens_per_sample: int | float
+    seq_len: int
+    step_time: int | float | None
+    num_gpus: int
+    gpu: str
+    peak_flops: int | float
+    hbm_bandwidth: int | float
+    recompute: str
+    selective_recompute_fraction: int | float | None
+    recompute_modules: list[str] | None
+    recompute_num_layers: int | None
+    recompute_method: str
+    measured_tokens_per_s: int | float | None
+    hidden_size: int
+    num_layers: int
+    full_attention_every: int
+    num_heads: int | None
+    head_dim: int | None
+    attention_dim: int | None
+    num_experts: int
+    experts_per_token: int
+    vocab_size: int
+    ffn_hidden_size: int | None
+    mlp_activation: str | None
+    num_kv_heads: int | None
+    moe_ffn_hidden_size: int | None
+    shared_experts: int | None
+    first_dense_layers: int | None
+    micro_batch: int
+    attention_flops: str
+    attention_kernel: str
+    framework: str
+    cross_entropy: str | None
+    fp8: str
+    fp8_activations: str
+    batching: str
+    sequence_lengths: str | None
+    count_mtp: bool
+    tensor_parallel: int
+    pipeline_parallel: int
+    context_parallel: int
+    expert_parallel: int
+    sequence_parallel: bool
+    gpus_per_node: int
+    zero_stage: int
+    grad_bytes: int
+    memory_reserve: int
+    cp_comm_type: str
+    moe_router_max_nodes: int | None
+    fp8_dispatch: bool
+    tp_comm_overlap: bool
+    overlap_grad_reduce: bool
+    overlap_param_gather: bool
+    ep_overlap: str
+    pipeline_schedule: str
+    virtual_pipeline: int | None
+    gemm_efficiency: int | float | None
+    attention_efficiency: int | float | None
+    hbm_efficiency: int | float | None
+    router_skew: int | float | None
+    communication_share: int | float | None
+    training_hours: int | float
+    ce_chunks: int
+    attention_kernel_speedup: int | float
+    intra_node_bandwidth: int | float | None
+    inter_node_bandwidth: int | float | None
+    # derived by resolution
+    num_mtp_layers: int
+    attention_dim_from: str
+    step_time_from: str
+    tokens_per_step: int | float
+    num_full_attention_layers: int
+    sum_squared_lengths: int | float
+    sum_squared_lengths_from: str
+    data_parallel: int
+    micro_batches_per_step: int | float
+    recompute_weights_fraction: int | float
+    recompute_core_fraction: int | float
+    recompute_fraction_from: str
+    #: Where each key came from: course, model, file, --set, gpu table, derived, predicted, ...
+    sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     #: The lengths file of `sequence_lengths`, summarized (None without one).
-    lengths: Lengths | None = None
+    lengths: Lengths | None = field(default=None, repr=False)
+    #: The order of the keys in `values` (the order resolution set them).
+    key_order: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    values: Mapping[str, Any] = field(init=False, repr=False, compare=False)
+    layout: Layout = field(init=False, repr=False, compare=False)
+    conventions: Conventions = field(init=False, repr=False, compare=False)
+    gpu_spec: hardware.GPU = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        order = self.key_order or KEYS
+        values = {key: getattr(self, key) for key in order}
+        setattr_ = object.__setattr__
+        setattr_(self, "values", MappingProxyType(values))
+        setattr_(self, "sources", MappingProxyType(dict(self.sources)))
+        setattr_(self, "layout", Layout(**{key: values[key] for key in LAYOUT_KEYS}))
+        conventions = {key: values[key] for key in CONVENTION_KEYS}
+        setattr_(self, "conventions", Conventions(**conventions))
+        setattr_(self, "gpu_spec", hardware.GPUS[self.gpu])
+
+    @classmethod
+    def from_values(
+        cls,
+        values: Mapping[str, Any],
+        sources: Mapping[str, str] | None = None,
+        lengths: Lengths | None = None,
+    ) -> Scenario:
+        """The Scenario of resolved `values` (every key of KEYS), keeping their order."""
+        return cls(**values, sources=dict(sources or {}), lengths=lengths, key_order=tuple(values))
+
+    def replace(self, sources: Mapping[str, str] | None = None, **changes: Any) -> Scenario:
+        """A copy with some keys changed (and `sources` updated by the given ones), as a lever or
+        a predicted step sets them; not resolved again (`resolve` validates)."""
+        return dataclasses.replace(self, **changes, sources={**self.sources, **(sources or {})})
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
-    def __getattr__(self, key: str) -> Any:
-        """A resolved key as an attribute (`sc.seq_len`)."""
-        values = self.__dict__.get("values")
-        if values is None or key not in values:
-            raise AttributeError(key)
-        return values[key]
+    @functools.cached_property
+    def _shape(self) -> tuple[ModelShape, str]:
+        return scenario_shape(self.values)
+
+    @property
+    def shape(self) -> ModelShape:
+        """The model shape behind the scenario (`model_shape.scenario_shape`), built once."""
+        return self._shape[0]
+
+    @property
+    def shape_source(self) -> str:
+        """Where `shape` comes from: a model config, or the keys."""
+        return self._shape[1]
 
     def numbers(self) -> dict[str, Any]:
         """{symbol name: number} for every symbol of the model that this scenario fixes (the
@@ -127,6 +326,14 @@ class Scenario:
         """Keys whose value differs from the course's."""
         course = resolve().values
         return [k for k in FIELDS if k != "name" and self.values.get(k) != course.get(k)]
+
+
+def as_scenario(given: Scenario | Mapping[str, Any]) -> Scenario:
+    """`given` if it is a Scenario; else a resolved scenario's `values` (or a copy of them with
+    some keys changed: a notebook's, a test's) made a Scenario again, not validated again."""
+    if isinstance(given, Scenario):
+        return given
+    return Scenario.from_values(given)
 
 
 def model_reference(reference: str, base: str | Path) -> str:
@@ -255,7 +462,7 @@ def resolve(
     _cross_check(values)
     _layout(values, sources)
     _memory_settings(values, sources)
-    return Scenario(values, sources, lengths)
+    return Scenario.from_values(values, sources, lengths)
 
 
 def _checked(layer: dict[str, Any]) -> dict[str, Any]:

@@ -65,8 +65,7 @@ def resolve_with(**keys):
         keys = {"num_kv_heads": None if keys["num_heads"] is None else shape.num_kv_heads, **keys}
     hsc = scenario.resolve(scenario_file, {**overrides, **NO_SPLIT, **keys})
     if sc["step_time_from"] == "predicted":
-        hsc.values["step_time"] = sc["step_time"]
-        hsc.sources["step_time"] = "predicted"
+        hsc = hsc.replace(step_time=sc["step_time"], sources={"step_time": "predicted"})
     return hsc, account(hsc)
 
 
