@@ -25,7 +25,7 @@ from costmodel.evaluate.linear import linear_attention
 from costmodel.formats import input_value, pct
 from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import SCENARIO_ASSUMPTION_KEYS
-from costmodel.inputs.scenario import Scenario
+from costmodel.inputs.scenario import Scenario, as_scenario
 
 #: Every quantity of the account, by name: the expressions of
 #: costmodel.derive.numeric_forms.ACCOUNT_EXPRESSIONS, evaluated by their generated form
@@ -309,6 +309,7 @@ def hardware_with_attention(
     the scenario's recompute or another policy (its modules: `scenario.recompute_fractions`):
     6ND x (1 + r/3), the core's forward x (1 + r_core + kappa), F_lin x (1 + r_core/3). The
     recompute projections compare these, so a policy that redoes the attention core pays for it."""
+    sc = as_scenario(sc)
     from costmodel.inputs.scenario import recompute_fractions
 
     got = recompute_fractions(sc.values, policy)
@@ -336,6 +337,7 @@ def hardware_with_attention(
 
 def recompute_block(sc: Scenario, v: dict[str, Any]) -> dict[str, Any]:
     """What is recomputed and the two fractions it gives (derive.recompute)."""
+    sc = as_scenario(sc)
     return {
         "policy": sc.recompute,
         "modules": sc.recompute_modules,
@@ -351,6 +353,7 @@ def recompute_block(sc: Scenario, v: dict[str, Any]) -> dict[str, Any]:
 def fp8_block(sc: Scenario, v: dict[str, Any]) -> dict[str, Any]:
     """FP8 training and MFU against the GPU's dense FP8 peak, beside the BF16 one (the account's
     `mfu`): each labelled; null where the GPU table has no FP8 figure."""
+    sc = as_scenario(sc)
     fp8_peak = hardware.GPUS[sc.gpu].fp8_flops
     cluster = sc.step_time * sc.num_gpus
     return {
@@ -367,6 +370,7 @@ def fp8_block(sc: Scenario, v: dict[str, Any]) -> dict[str, Any]:
 def team_run(sc: Scenario, acc: dict[str, Any]) -> dict[str, Any]:
     """The layout, the memory of the most loaded GPU, the communication of a step and the
     levers ranked for this run (evaluate.run, evaluate.advice)."""
+    sc = as_scenario(sc)
     from costmodel.evaluate import advice, run, step_time  # numpy and the router: only here
 
     shape = sc.shape

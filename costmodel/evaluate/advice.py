@@ -111,6 +111,7 @@ _CACHED = 512
 def changed_scenario(sc: Scenario, changes: dict[str, Any]) -> Scenario | None:
     """The scenario with a lever's `changes`, resolved again (run.variant), or None where the
     layout does not divide; the lengths and the keys of _KEPT stay the scenario's."""
+    sc = as_scenario(sc)
     out = run.variant(sc, changes)
     if out is None:
         return None
@@ -163,12 +164,12 @@ class Base:
     (None when the step is the prediction)."""
 
     def __init__(self, sc: Scenario, predicted: dict[str, Any], mem: dict[str, Any], shape=None):
-        self.sc = sc
-        self.shape = shape or sc.shape
+        self.sc = as_scenario(sc)
+        self.shape = shape or self.sc.shape
         self.predicted = predicted
         self.seconds = predicted["seconds"]
         self.mem = mem
-        self.measured = sc.step_time if sc.step_time_from == "measured" else None
+        self.measured = self.sc.step_time if self.sc.step_time_from == "measured" else None
 
     def projected(self, before: float, after: float) -> tuple[float, str]:
         """The projected step (`project`)."""
@@ -394,6 +395,7 @@ def recompute_levers(base: Base, shape) -> list[Lever]:
 def policy(sc: Scenario, name: str, modules: list | None = None) -> dict[str, Any]:
     """The keys of another recompute policy: its modules (null: Megatron-LM's default set, or
     none), the layer count of full recompute unset."""
+    sc = as_scenario(sc)
     keys = {"recompute": name, "recompute_modules": modules}
     if sc.recompute_num_layers is not None:
         keys["recompute_num_layers"] = None
@@ -711,6 +713,7 @@ def busy_share(acc: dict[str, Any]) -> dict[str, Any]:
 
 def fp8_over_bf16(sc: Scenario) -> float:
     """The GPU's dense FP8 peak over its BF16 peak (1 without FP8 tensor cores)."""
+    sc = as_scenario(sc)
     gpu = hardware.GPUS[sc.gpu]
     return gpu.fp8_flops / gpu.bf16_flops if gpu.fp8_flops else 1.0
 

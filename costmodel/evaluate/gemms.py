@@ -138,6 +138,7 @@ def _number(x):
 
 def gemm_layout(sc: Scenario) -> dict[str, Any]:
     """The layout the rows are per GPU of: TP, CP, EP (1 for a dense model), sequence_parallel."""
+    sc = as_scenario(sc)
     layout = sc.layout
     return {
         "tensor_parallel": layout.tensor_parallel,
