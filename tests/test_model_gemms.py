@@ -187,6 +187,7 @@ def test_cli_gemms_json_and_text():
 # The layout: the rows are one GPU's (TP splits the projections, CP the sequence, EP the experts'
 # rows); forward_flops_per_token stays the whole model's per token.
 
+
 @pytest.mark.parametrize(
     "model", ["course", "llama-3.1-8b", str(REPO / "tests" / "configs" / "deepseek-v3.json")]
 )

@@ -371,7 +371,9 @@ def test_a_null_step_time_is_the_predicted_step():
     # the account fills a copy of the scenario: every figure divides by the predicted step
     assert sc.step_time is None  # the Scenario given is frozen
     filled = fill_step_time(sc)
-    assert filled.step_time == pytest.approx(predicted) and filled.sources["step_time"] == "predicted"
+    assert (
+        filled.step_time == pytest.approx(predicted) and filled.sources["step_time"] == "predicted"
+    )
     assert acc["scenario"]["step_time"] == filled.step_time
     assert acc["scenario"]["step_time_from"] == "predicted"
     assert acc["time"]["basis"] == "predicted" and acc["time"]["measured_seconds"] is None
