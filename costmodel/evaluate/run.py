@@ -18,10 +18,11 @@ from costmodel.derive import activations as act
 from costmodel.derive import numeric, plain
 from costmodel.derive.memory import peak, phases
 from costmodel.derive.plain import model_state_bytes
+from costmodel.errors import CostModelError
 from costmodel.evaluate import compute_time
 from costmodel.evaluate.communication import Compute, communication
-from costmodel.inputs import hardware
-from costmodel.inputs.scenario import Scenario, as_scenario
+from costmodel.inputs import hardware, scenario
+from costmodel.inputs.scenario import Scenario, as_scenario, recompute_fractions
 from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
 
 #: What the compute a collective hides behind is (communication.compute.basis).
@@ -96,7 +97,6 @@ def micro_batches(sc: Scenario, micro_batch: int | None = None) -> float:
 
 def parallel(sc: Scenario) -> dict[str, Any]:
     """The layout: sizes, micro batches per step on one pipeline, and the 1F1B bubble."""
-    sc = as_scenario(sc)
     pp = sc.pipeline_parallel
     m = sc.micro_batches_per_step
     bubble = (pp - 1) / (m + pp - 1) if pp > 1 else 0.0
@@ -121,7 +121,6 @@ def schedule_bubble(sc: Scenario) -> float:
     """The bubble of the scenario's pipeline schedule as a share of the step: b / (1 + b), b
     its idle time over the stage's compute (derive.step_time.BUBBLE_OVER_COMPUTE); 1F1B's is
     (p - 1) / (m + p - 1)."""
-    sc = as_scenario(sc)
     idle = plain.bubble_over_compute(
         sc.pipeline_schedule or "1f1b",
         sc.pipeline_parallel,
@@ -347,7 +346,6 @@ def memory(
     rebuilds in the backward (derive.memory.phases). The peak, the largest phase, against the
     card's usable bytes. A lever's changes (``with_changes``) are applied first; ``fit``: a run
     that does not fit gets the changes that make it fit (``fit_changes``)."""
-    sc = as_scenario(sc)
     sc = with_changes(
         sc, recompute=recompute, micro_batch=micro_batch, logits_chunks=logits_chunks, **changes
     )
@@ -515,9 +513,6 @@ def variant(sc: Scenario, changes: dict[str, Any]) -> Scenario | None:
     """The scenario with ``changes`` resolved again (the layout checked and DP, EP derived), or
     None where the validator refuses it (a layout that does not divide)."""
     sc = as_scenario(sc)
-    from costmodel.errors import CostModelError
-    from costmodel.inputs import scenario
-
     data = {
         key: sc.values[key]
         for key in scenario.FIELDS
@@ -554,9 +549,6 @@ def fit_changes(sc: Scenario, shape: ModelShape) -> list[dict[str, Any]]:
     changed scenario (its peak), ranked by the hardware FLOPs they add (recompute redoes
     forwards; the others add none, and are ranked by their peak). Changes that do not fit on
     their own follow, lowest peak first, when none does."""
-    sc = as_scenario(sc)
-    from costmodel.inputs.scenario import recompute_fractions
-
     core_forward = _attention_forward(sc)
     work_now = _step_work(sc, recompute_fractions(sc.values), core_forward)
     found = []
@@ -593,7 +585,6 @@ def compute_seconds(sc: Scenario, shape: ModelShape | None = None) -> Compute:
     core, as the step-time model predicts them (evaluate.compute_time: each GEMM at its
     roofline, the attention core at its kernel's efficiency, the memory-bound work over HBM).
     The one place the communication model asks how long compute takes."""
-    sc = as_scenario(sc)
     phases = compute_time.compute(sc, shape)["phases"]
     return Compute(**phases, basis=COMPUTE_BASIS)
 

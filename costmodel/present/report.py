@@ -33,9 +33,9 @@ def _tflops(x):
 
 def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
     """The account as titled tables of (quantity, value, note) rows."""
-    scenario_json = a["scenario"]
+    given = a["scenario"]  # the JSON's resolved inputs (output data, not a Scenario)
     pad, att, proj = a["padding"], a["attention"], a["projections"]
-    predicted = scenario_json.get("step_time_from") == "predicted"
+    predicted = given.get("step_time_from") == "predicted"
     step_note = " (T predicted: step_time is null)" if predicted else ""
     rows_inputs = [
         (
@@ -43,18 +43,14 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
             _input(value),
             "predicted by the step-time model" if key == "step_time" and predicted else "",
         )
-        for key, value in scenario_json.items()
+        for key, value in given.items()
     ]
     return [
         ("Inputs", rows_inputs),
         (
             "Model FLOPs (6ND)",
             [
-                (
-                    "tokens per step D",
-                    _count(scenario_json["tokens_per_step"]),
-                    "samples x mean tokens",
-                ),
+                ("tokens per step D", _count(given["tokens_per_step"]), "samples x mean tokens"),
                 ("model FLOPs 6ND", _sci(a["model_flops_per_step"]), "N = activated matmul params"),
                 (
                     "recompute factor",
@@ -129,15 +125,13 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
                 ),
                 (
                     "attention width d",
-                    _count(scenario_json["attention_dim"]),
-                    f"from {scenario_json['attention_dim_from']}",
+                    _count(given["attention_dim"]),
+                    f"from {given['attention_dim_from']}",
                 ),
                 (
                     "full-attention layers",
-                    _count(scenario_json["num_full_attention_layers"]),
-                    f"{scenario_json['num_mtp_layers']} of them MTP"
-                    if scenario_json["num_mtp_layers"]
-                    else "",
+                    _count(given["num_full_attention_layers"]),
+                    f"{given['num_mtp_layers']} of them MTP" if given["num_mtp_layers"] else "",
                 ),
                 *_linear_rows(a),
             ],
