@@ -6,7 +6,9 @@ string subscript or `.get("key")` (an AST scan)."""
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
+import pickle
 import types
 import typing
 from pathlib import Path
@@ -87,6 +89,9 @@ def test_a_scenario_cannot_be_changed_in_place():
     )
     assert (sc.seq_len, sc.sources["seq_len"]) == (49152, "course")
     assert list(changed.values) == list(sc.values)  # the order of the JSON's keys
+    again = pickle.loads(pickle.dumps(changed))
+    assert again == changed and again.values == changed.values
+    assert again.sources == changed.sources and copy.deepcopy(changed) == changed
 
 
 def test_the_views_are_the_keys():

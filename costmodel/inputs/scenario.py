@@ -289,6 +289,10 @@ class Scenario:
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
+    def __reduce__(self):
+        """Pickled and copied as its values, sources and lengths (a read-only mapping is not)."""
+        return (Scenario.from_values, (dict(self.values), dict(self.sources), self.lengths))
+
     @functools.cached_property
     def _shape(self) -> tuple[ModelShape, str]:
         return scenario_shape(self.values)
