@@ -227,7 +227,7 @@ def run(argv: list[str] | None = None) -> int:
         from costmodel.evaluate.gemms import gemm_table
         from costmodel.present.gemms import render_gemms
 
-        sys.stdout.write(render_gemms(gemm_table(_scenario(args).values), args.format))
+        sys.stdout.write(render_gemms(gemm_table(_scenario(args)), args.format))
     elif args.command == "sweep":
         _sweep(args)
     elif args.command == "params":

@@ -22,11 +22,10 @@ from costmodel.derive import numeric, plain
 from costmodel.derive.activations import DEFAULT_RECOMPUTE_MODULES
 from costmodel.errors import CostModelError
 from costmodel.evaluate.linear import linear_attention
-from costmodel.evaluate.shapes import scenario_shape
 from costmodel.formats import input_value, pct
 from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import SCENARIO_ASSUMPTION_KEYS
-from costmodel.inputs.scenario import Scenario
+from costmodel.inputs.scenario import Scenario, as_scenario
 
 #: Every quantity of the account, by name: the expressions of
 #: costmodel.derive.numeric_forms.ACCOUNT_EXPRESSIONS, evaluated by their generated form
@@ -67,13 +66,12 @@ def _input_text(scenario: Scenario, key: str) -> str:
     if key == "tokens_per_step":
         return (
             "samples_per_step x mean_tokens_per_sample = "
-            f"{input_value(scenario['samples_per_step'])} x "
-            f"{input_value(scenario['mean_tokens_per_sample'])}"
+            f"{input_value(scenario.samples_per_step)} x "
+            f"{input_value(scenario.mean_tokens_per_sample)}"
         )
-    if key == "recompute" and scenario["recompute"] == "selective":
+    if key == "recompute" and scenario.recompute == "selective":
         return (
-            f"recompute = selective (fraction "
-            f"{input_value(scenario['recompute_weights_fraction'])})"
+            f"recompute = selective (fraction {input_value(scenario.recompute_weights_fraction)})"
         )
     return f"{key} = {input_value(scenario[key])}"
 
@@ -100,9 +98,9 @@ def check_possible(scenario: Scenario, figures: dict[str, float | None]) -> None
     PADDED_UTILIZATION) exceeds 100%: one line naming the figure and the inputs it comes from.
     A predicted step time (step_time null) is not checked: it is no measured input."""
     checks = UTILIZATIONS
-    if scenario["batching"] == "padded":
+    if scenario.batching == "padded":
         checks = (*UTILIZATIONS, PADDED_UTILIZATION)
-    if scenario.values.get("step_time_from") == "predicted":
+    if scenario.step_time_from == "predicted":
         # a predicted step is no input that could contradict the others (with fp8: hybrid its
         # GEMMs run at the FP8 peak, and MFU against the BF16 peak may pass 100%)
         checks = tuple(c for c in checks if "step_time" not in c[2])
@@ -164,22 +162,22 @@ _ACCOUNTS: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDic
 _KEPT = 16
 
 
-def fill_step_time(scenario: Scenario) -> None:
-    """A scenario without a measured step (`step_time: null`) gets the step-time model's
-    prediction in its values, source `predicted` (`step_time_from` says which it is), so that
-    every figure that divides by the step time is the predicted one."""
-    if scenario.values.get("step_time") is not None:
-        return
+def fill_step_time(scenario: Scenario) -> Scenario:
+    """A scenario without a measured step (`step_time: null`) as a new Scenario with the
+    step-time model's prediction as its step, source `predicted` (`step_time_from` says which it
+    is), so that every figure that divides by the step time is the predicted one; a scenario with
+    a measured step as it is."""
+    if scenario.step_time is not None:
+        return scenario
     from costmodel.evaluate import step_time  # numpy and the router: only here
 
-    values = scenario.values
-    key = repr(sorted(values.items()))
+    key = repr(sorted(scenario.values.items()))
     if key not in _PREDICTED:
         # the share of the step a collective takes does not change what is exposed
-        _PREDICTED[key] = step_time.predict({**values, "step_time": 1.0})["seconds"]
-    values["step_time"] = _PREDICTED[key]
-    values["step_time_from"] = "predicted"
-    scenario.sources["step_time"] = "predicted"
+        _PREDICTED[key] = step_time.predict(scenario.replace(step_time=1.0))["seconds"]
+    return scenario.replace(
+        step_time=_PREDICTED[key], step_time_from="predicted", sources={"step_time": "predicted"}
+    )
 
 
 _PREDICTED: dict[str, float] = {}
@@ -189,7 +187,7 @@ def account(scenario: Scenario) -> dict[str, Any]:
     """The cost account of `scenario` (see the module docstring); raises CostModelError for an
     impossible one (a utilization above 100%, a figure that is not finite). A null step_time is
     filled with the predicted step first (`fill_step_time`)."""
-    fill_step_time(scenario)
+    scenario = fill_step_time(scenario)
     key = repr(
         (sorted(scenario.values.items()), sorted(scenario.sources.items()), scenario.lengths)
     )
@@ -205,13 +203,11 @@ def _account(scenario: Scenario) -> dict[str, Any]:
     linear = linear_attention(scenario)
     v = evaluate(scenario, (linear or {}).get("flops_per_step") or 0.0)
     check_possible(scenario, v)
-    batching = scenario["batching"]
+    batching = scenario.batching
     pad = {key: v[f"{batching}.{key}"] for key in numeric.PADDING_FIGURES}
-    measured = scenario["measured_tokens_per_s"]
-    kernel_convention = plain.convention_of(
-        scenario["attention_flops"], scenario["attention_kernel"]
-    )
-    model_convention = plain.convention_of(scenario["attention_flops"], "eager")
+    measured = scenario.measured_tokens_per_s
+    kernel_convention = plain.convention_of(scenario.attention_flops, scenario.attention_kernel)
+    model_convention = plain.convention_of(scenario.attention_flops, "eager")
     if linear is not None and linear["flops_per_step"] is not None:
         linear = {
             **linear,
@@ -229,34 +225,34 @@ def _account(scenario: Scenario) -> dict[str, Any]:
         "tokens_per_s": v["tokens_per_s"],
         "tokens_per_s_per_gpu": v["tokens_per_s_per_gpu"],
         "measured_tokens_per_s": measured,
-        "measured_tokens_per_s_per_gpu": measured / scenario["num_gpus"] if measured else None,
+        "measured_tokens_per_s_per_gpu": measured / scenario.num_gpus if measured else None,
         "mfu_from_measured_tokens_per_s": v["mfu_from_measured_tokens_per_s"],
         "mfu_if_total_params": v["mfu_if_total_params"],
         "padding": {"batching": batching, **pad},
         "attention": {
             "convention": numeric.CONVENTION_NAMES[model_convention],
             "hardware_convention": numeric.CONVENTION_NAMES[kernel_convention],
-            "attention_flops": scenario["attention_flops"],
-            "attention_kernel": scenario["attention_kernel"],
-            "padded": _reading(v, "padded", scenario["seq_len"]),
+            "attention_flops": scenario.attention_flops,
+            "attention_kernel": scenario.attention_kernel,
+            "padded": _reading(v, "padded", scenario.seq_len),
             "actual": {
-                **_reading(v, "actual", scenario["mean_tokens_per_sample"]),
-                "sum_squared_lengths": scenario["sum_squared_lengths"],
-                "sum_squared_lengths_from": scenario["sum_squared_lengths_from"],
+                **_reading(v, "actual", scenario.mean_tokens_per_sample),
+                "sum_squared_lengths": scenario.sum_squared_lengths,
+                "sum_squared_lengths_from": scenario.sum_squared_lengths_from,
             },
         },
         "linear_attention": linear,
         "lengths": scenario.lengths.summary() if scenario.lengths is not None else None,
         "projections": projections(scenario, v, pad),
-        "recompute": recompute_block(scenario.values, v),
-        "fp8": fp8_block(scenario.values, v),
+        "recompute": recompute_block(scenario, v),
+        "fp8": fp8_block(scenario, v),
         "logits_bytes": v["logits_bytes"],
         "machine_balance": v["machine_balance"],
         "tokens_per_expert": v["tokens_per_expert"],
         "assumptions": assumption_sources(scenario),
         "scenario": dict(scenario.values),
     }
-    result.update(team_run(scenario.values, result))
+    result.update(team_run(scenario, result))
     check_finite(result)
     return result
 
@@ -266,9 +262,9 @@ def projections(scenario: Scenario, v: dict[str, Any], pad: dict[str, Any]) -> d
     would make of the step (speedup, step time, MFU), from the hardware FLOPs of each
     recompute policy with the attention core (`hardware_with_attention`)."""
     now = v["recompute_factor"]
-    work_now = hardware_with_attention(scenario.values, v)
-    work_selective = hardware_with_attention(scenario.values, v, "selective")
-    work_off = hardware_with_attention(scenario.values, v, "none")
+    work_now = hardware_with_attention(scenario, v)
+    work_selective = hardware_with_attention(scenario, v, "selective")
+    work_off = hardware_with_attention(scenario, v, "none")
     off_speedup = max(1.0, work_now["flops"] / work_off["flops"])
     selective = work_selective["factor"]
     selective_speedup = max(1.0, work_now["flops"] / work_selective["flops"])
@@ -289,45 +285,46 @@ def projections(scenario: Scenario, v: dict[str, Any], pad: dict[str, Any]) -> d
             "hardware_flops_now": work_now["flops"],
             "hardware_flops_selective": work_selective["flops"],
             "speedup": selective_speedup,
-            "step_time": scenario["step_time"] / selective_speedup,
+            "step_time": scenario.step_time / selective_speedup,
             "mfu": v["mfu"] * selective_speedup,
         },
         "recompute_off": {
             "hardware_flops": work_off["flops"],
             "speedup": off_speedup,
-            "step_time": scenario["step_time"] / off_speedup,
+            "step_time": scenario.step_time / off_speedup,
             "mfu": v["mfu"] * off_speedup,
         },
         "packing_and_selective_recompute": {
             "speedup": combined,
-            "step_time": scenario["step_time"] / combined,
+            "step_time": scenario.step_time / combined,
             "mfu": v["mfu"] * combined,
         },
     }
 
 
 def hardware_with_attention(
-    values: dict[str, Any], v: dict[str, Any], policy: str | None = None
+    sc: Scenario, v: dict[str, Any], policy: str | None = None
 ) -> dict[str, Any]:
     """Hardware FLOPs of a step with the attention core (real lengths) and linear attention, under
     the scenario's recompute or another policy (its modules: `scenario.recompute_fractions`):
     6ND x (1 + r/3), the core's forward x (1 + r_core + kappa), F_lin x (1 + r_core/3). The
     recompute projections compare these, so a policy that redoes the attention core pays for it."""
+    sc = as_scenario(sc)
     from costmodel.inputs.scenario import recompute_fractions
 
-    got = recompute_fractions(values, policy)
+    got = recompute_fractions(sc.values, policy)
     factor = 1 + got["weights"] / 3
     forward = v["attention_actual"] / 3  # model FLOPs are 3 x the core's forward
-    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[values["attention_kernel"]])
-    linear = (v["linear_attention_hardware"] or 0.0) / (1 + values["recompute_core_fraction"] / 3)
+    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[sc.attention_kernel])
+    linear = (v["linear_attention_hardware"] or 0.0) / (1 + sc.recompute_core_fraction / 3)
     flops = (
         factor * v["model_flops_per_step"]
         + forward * (1 + got["core"] + kappa)
         + linear * (1 + got["core"] / 3)
     )
-    modules = values.get("recompute_modules") if policy is None else None
-    if (policy or values["recompute"]) == "selective" and modules is None:
-        modules = list(values.get("recompute_modules") or DEFAULT_RECOMPUTE_MODULES)
+    modules = sc.recompute_modules if policy is None else None
+    if (policy or sc.recompute) == "selective" and modules is None:
+        modules = list(sc.recompute_modules or DEFAULT_RECOMPUTE_MODULES)
     return {
         "factor": factor,
         "flops": flops,
@@ -338,29 +335,31 @@ def hardware_with_attention(
     }
 
 
-def recompute_block(values: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
+def recompute_block(sc: Scenario, v: dict[str, Any]) -> dict[str, Any]:
     """What is recomputed and the two fractions it gives (derive.recompute)."""
+    sc = as_scenario(sc)
     return {
-        "policy": values["recompute"],
-        "modules": values.get("recompute_modules"),
-        "num_layers": values.get("recompute_num_layers"),
-        "method": values["recompute_method"] if values["recompute"] == "full" else None,
-        "weights_fraction": values["recompute_weights_fraction"],
-        "core_fraction": values["recompute_core_fraction"],
-        "fraction_from": values["recompute_fraction_from"],
+        "policy": sc.recompute,
+        "modules": sc.recompute_modules,
+        "num_layers": sc.recompute_num_layers,
+        "method": sc.recompute_method if sc.recompute == "full" else None,
+        "weights_fraction": sc.recompute_weights_fraction,
+        "core_fraction": sc.recompute_core_fraction,
+        "fraction_from": sc.recompute_fraction_from,
         "factor": v["recompute_factor"],
     }
 
 
-def fp8_block(values: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
+def fp8_block(sc: Scenario, v: dict[str, Any]) -> dict[str, Any]:
     """FP8 training and MFU against the GPU's dense FP8 peak, beside the BF16 one (the account's
     `mfu`): each labelled; null where the GPU table has no FP8 figure."""
-    fp8_peak = hardware.GPUS[values["gpu"]].fp8_flops
-    cluster = values["step_time"] * values["num_gpus"]
+    sc = as_scenario(sc)
+    fp8_peak = hardware.GPUS[sc.gpu].fp8_flops
+    cluster = sc.step_time * sc.num_gpus
     return {
-        "fp8": values["fp8"],
-        "fp8_activations": values["fp8_activations"],
-        "peak_flops_bf16": values["peak_flops"],
+        "fp8": sc.fp8,
+        "fp8_activations": sc.fp8_activations,
+        "peak_flops_bf16": sc.peak_flops,
         "peak_flops_fp8": fp8_peak,
         "mfu_bf16_peak": v["mfu"],
         "mfu_fp8_peak": v["model_flops_per_step"] / (cluster * fp8_peak) if fp8_peak else None,
@@ -368,28 +367,29 @@ def fp8_block(values: dict[str, Any], v: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def team_run(values: dict[str, Any], acc: dict[str, Any]) -> dict[str, Any]:
+def team_run(sc: Scenario, acc: dict[str, Any]) -> dict[str, Any]:
     """The layout, the memory of the most loaded GPU, the communication of a step and the
     levers ranked for this run (evaluate.run, evaluate.advice)."""
+    sc = as_scenario(sc)
     from costmodel.evaluate import advice, run, step_time  # numpy and the router: only here
 
-    shape = scenario_shape(values)[0]
-    mem = run.memory(values, shape, fit=True)
-    comm = run.comm(values, shape)
-    predicted = step_time.predict(values, shape, comm)
-    ranked = advice.advice(values, acc, mem, comm, predicted)
+    shape = sc.shape
+    mem = run.memory(sc, shape, fit=True)
+    comm = run.comm(sc, shape)
+    predicted = step_time.predict(sc, shape, comm)
+    ranked = advice.advice(sc, acc, mem, comm, predicted)
     if comm["basis"] == "estimated":
         acc["assumptions"]["communication_share"]["value"] = comm["estimated_share"]
     return {
-        "parallel": run.parallel(values),
+        "parallel": run.parallel(sc),
         "memory": mem,
         "communication": comm,
         "time": step_time.account(
-            predicted, values["step_time"] if values["step_time_from"] == "measured" else None
+            predicted, sc.step_time if sc.step_time_from == "measured" else None
         ),
         "advice": ranked,
         # the hardware cannot go past its peak
         "advice_combined": advice.combined(
-            ranked, values["step_time"], advice.busy_share(acc), values, predicted
+            ranked, sc.step_time, advice.busy_share(acc), sc, predicted
         ),
     }

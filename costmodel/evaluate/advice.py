@@ -39,8 +39,8 @@ from typing import Any
 
 from costmodel.derive import numeric
 from costmodel.evaluate import run, step_time
-from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs import hardware
+from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
 
 #: The router simulation behind `load_balance` (as notebook 06): tokens, placements, seed; the
@@ -116,22 +116,20 @@ _PREDICTIONS: collections.OrderedDict[str, Any] = collections.OrderedDict()
 _CACHED = 512
 
 
-def changed_scenario(values: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any] | None:
-    """The scenario's values with a lever's `changes`, resolved again (run.variant), or None
-    where the layout does not divide; the lengths and the keys of _KEPT stay the scenario's."""
-    out = run.variant(values, changes)
+def changed_scenario(sc: Scenario, changes: dict[str, Any]) -> Scenario | None:
+    """The scenario with a lever's `changes`, resolved again (run.variant), or None where the
+    layout does not divide; the lengths and the keys of _KEPT stay the scenario's."""
+    sc = as_scenario(sc)
+    out = run.variant(sc, changes)
     if out is None:
         return None
-    for key in _KEPT:
-        if key not in changes:
-            out[key] = values.get(key)
-    out["step_time"] = values["step_time"]  # the share a collective takes: not what is exposed
-    out["step_time_from"] = values.get("step_time_from")
-    return out
+    kept = {key: sc.values[key] for key in _KEPT if key not in changes}
+    # the step: the share a collective takes is not what is exposed
+    return out.replace(**kept, step_time=sc.step_time, step_time_from=sc.step_time_from)
 
 
-def _cached(kind: str, changed: dict[str, Any], work) -> Any:
-    key = kind + repr(sorted(changed.items()))
+def _cached(kind: str, changed: Scenario, work) -> Any:
+    key = kind + repr(sorted(changed.values.items()))
     if key not in _PREDICTIONS:
         _PREDICTIONS[key] = work()
         while len(_PREDICTIONS) > _CACHED:
@@ -139,13 +137,13 @@ def _cached(kind: str, changed: dict[str, Any], work) -> Any:
     return _PREDICTIONS[key]
 
 
-def memory_of(changed: dict[str, Any], shape: ModelShape) -> dict[str, Any]:
+def memory_of(changed: Scenario, shape: ModelShape) -> dict[str, Any]:
     """The memory model on a changed scenario, worked out once per process (a lever changes no
     key of the model's shape: the scenario's shape serves)."""
     return _cached("memory", changed, lambda: run.memory(changed, shape))
 
 
-def predicted_of(changed: dict[str, Any], shape: ModelShape) -> float:
+def predicted_of(changed: Scenario, shape: ModelShape) -> float:
     """The predicted step of a changed scenario, worked out once per process."""
     return _cached("step", changed, lambda: step_time.predict(changed, shape)["seconds"])
 
@@ -173,13 +171,13 @@ class Base:
     """The scenario as it is: its values, its predicted step and memory, and the measured step
     (None when the step is the prediction)."""
 
-    def __init__(self, values, predicted: dict[str, Any], mem: dict[str, Any], shape=None):
-        self.values = values
-        self.shape = shape or scenario_shape(values)[0]
+    def __init__(self, sc: Scenario, predicted: dict[str, Any], mem: dict[str, Any], shape=None):
+        self.sc = as_scenario(sc)
+        self.shape = shape or self.sc.shape
         self.predicted = predicted
         self.seconds = predicted["seconds"]
         self.mem = mem
-        self.measured = values["step_time"] if values.get("step_time_from") == "measured" else None
+        self.measured = self.sc.step_time if self.sc.step_time_from == "measured" else None
 
     def projected(self, before: float, after: float) -> tuple[float, str]:
         """The projected step (`project`)."""
@@ -335,11 +333,11 @@ def changed(
     """The scenario with `changes`, predicted again: the gain, the peak after, feasible when it
     resolves, fits and is faster (and `ok` is empty: a reason it is not, else). `resolved`: the
     changed scenario when the caller has it already."""
-    values = changed_scenario(base.values, changes) if resolved is False else resolved
-    if values is None:
+    sc = changed_scenario(base.sc, changes) if resolved is False else resolved
+    if sc is None:
         refused = nothing(base, name, rests_on, "refused", changes=dict(changes))
         return replace(refused, changes=dict(changes))
-    after, mem = predicted_of(values, base.shape), memory_of(values, base.shape)
+    after, mem = predicted_of(sc, base.shape), memory_of(sc, base.shape)
     faster = after < base.seconds * (1 - MIN_GAIN)
     blockers = [INDIVISIBLE] if ok else []
     if not mem["fits"]:
@@ -366,17 +364,17 @@ def changed(
 
 
 def packing(base: Base) -> Lever:
-    v = base.values
-    lengths = "sequence_lengths" if v.get("sequence_lengths") else "mean_tokens_per_sample"
+    sc = base.sc
+    lengths = "sequence_lengths" if sc.sequence_lengths else "mean_tokens_per_sample"
     rests = ["batching", "seq_len", lengths]
-    if v["batching"] == "packed":
+    if sc.batching == "packed":
         return nothing(base, "packing", rests, "already_packed")
-    rows = run.micro_batches({**v, "batching": "packed"})
-    if rows >= v["micro_batches_per_step"]:
+    rows = run.micro_batches(sc.replace(batching="packed"))
+    if rows >= sc.micro_batches_per_step:
         return nothing(base, "packing", rests, "no_pad_slots")
     reason = Reason(
         "packed",
-        {"seq_len": v["seq_len"], "rows": rows, "micro_batches": v["micro_batches_per_step"]},
+        {"seq_len": sc.seq_len, "rows": rows, "micro_batches": sc.micro_batches_per_step},
     )
     return changed(base, "packing", {"batching": "packed"}, rests, reason)
 
@@ -384,29 +382,30 @@ def packing(base: Base) -> Lever:
 def recompute_levers(base: Base, shape) -> list[Lever]:
     """Selective recompute (Megatron-LM's default modules), the least selective recompute that
     fits (the module sets of run's fit rules, cheapest first), and recompute off."""
-    v = base.values
+    sc = base.sc
     rests = ["recompute", "recompute_modules", "attention_kernel"]
     out = []
     default = changed(
-        base, "selective_recompute", policy(v, "selective"), rests, Reason("selective_default")
+        base, "selective_recompute", policy(sc, "selective"), rests, Reason("selective_default")
     )
-    if v["recompute"] == "selective" and not v.get("recompute_modules"):
+    if sc.recompute == "selective" and not sc.recompute_modules:
         default = nothing(base, "selective_recompute", rests, "already_selective")
     out.append(default)
     out.append(least_selective(base, shape, rests))
-    if v["recompute"] == "none":
+    if sc.recompute == "none":
         out.append(nothing(base, "recompute_off", rests, "recompute_already_none"))
     else:
-        off = policy(v, "none")
+        off = policy(sc, "none")
         out.append(changed(base, "recompute_off", off, rests, Reason("recompute_none")))
     return out
 
 
-def policy(values: dict[str, Any], name: str, modules: list | None = None) -> dict[str, Any]:
+def policy(sc: Scenario, name: str, modules: list | None = None) -> dict[str, Any]:
     """The keys of another recompute policy: its modules (null: Megatron-LM's default set, or
     none), the layer count of full recompute unset."""
+    sc = as_scenario(sc)
     keys = {"recompute": name, "recompute_modules": modules}
-    if values.get("recompute_num_layers") is not None:
+    if sc.recompute_num_layers is not None:
         keys["recompute_num_layers"] = None
     return keys
 
@@ -414,20 +413,20 @@ def policy(values: dict[str, Any], name: str, modules: list | None = None) -> di
 def least_selective(base: Base, shape, rests) -> Lever:
     """The fewest modules of selective recompute that fit (the growing sets of run's fit rules,
     cheapest first), when that recomputes less than the scenario does now."""
-    v = base.values
+    sc = base.sc
     chain = [
         keys
-        for _label, keys, _note in run._candidates({**v, "recompute": "none"}, shape)
+        for _label, keys, _note in run._candidates(sc.replace(recompute="none"), shape)
         if "recompute_modules" in keys
     ]
-    chain = [policy(v, "selective", keys["recompute_modules"]) for keys in chain]
-    now = v.get("recompute_modules") if v["recompute"] == "selective" else None
+    chain = [policy(sc, "selective", keys["recompute_modules"]) for keys in chain]
+    now = sc.recompute_modules if sc.recompute == "selective" else None
     tried, fits = None, False
     for keys in chain:
-        values = changed_scenario(v, keys)
-        if values is None:
+        with_keys = changed_scenario(sc, keys)
+        if with_keys is None:
             continue
-        tried, fits = keys, memory_of(values, shape)["fits"]
+        tried, fits = keys, memory_of(with_keys, shape)["fits"]
         if fits:
             break
     if tried is None or tried["recompute_modules"] == now:
@@ -443,18 +442,18 @@ def overlap(base: Base, comm: dict[str, Any], busy: dict[str, Any]) -> Lever:
     overlap rules hide at most the exposed communication. A measured communication_share: Amdahl
     on it (the model does not predict a measured share). No lever from an estimate longer than
     the measured step: it contradicts the step."""
-    v, name, rests = base.values, "communication_overlap", ["communication_share"]
+    sc, name, rests = base.sc, "communication_overlap", ["communication_share"]
     if comm["basis"] == "estimated" and comm["exceeds_step"]:
         facts = {"seconds": comm["seconds"], "share": comm["share"]}
         return nothing(base, name, rests, "estimate_exceeds_step", **facts)
     flags: dict[str, Any] = {}
-    if not v["overlap_grad_reduce"]:
+    if not sc.overlap_grad_reduce:
         flags["overlap_grad_reduce"] = True
-    if not v["overlap_param_gather"]:
+    if not sc.overlap_param_gather:
         flags["overlap_param_gather"] = True
-    if v["tensor_parallel"] > 1 and not v["tp_comm_overlap"]:
+    if sc.tensor_parallel > 1 and not sc.tp_comm_overlap:
         flags.update(tp_comm_overlap=True, sequence_parallel=True)
-    if v["expert_parallel"] > 1 and v["ep_overlap"] == "none":
+    if sc.expert_parallel > 1 and sc.ep_overlap == "none":
         flags["ep_overlap"] = "dualpipe"
     rests = [*rests, *flags] if flags else [*rests, "ep_overlap", "tp_comm_overlap"]
     if comm["basis"] == "measured":
@@ -492,13 +491,13 @@ def measured_overlap(base, comm, busy, flags, rests) -> Lever:
 def micro_batch(base: Base) -> Lever:
     """The micro batch doubled, or halved, whichever the model says is faster (feasible first):
     the GEMMs' roofline, the bubble and the micro batches per step follow."""
-    v, rests = base.values, ["micro_batch", "gpu"]
-    sizes = [2 * v["micro_batch"]] + ([v["micro_batch"] // 2] if v["micro_batch"] > 1 else [])
+    sc, rests = base.sc, ["micro_batch", "gpu"]
+    sizes = [2 * sc.micro_batch] + ([sc.micro_batch // 2] if sc.micro_batch > 1 else [])
     found = []
     for size in sizes:
         ok = ""
-        if v["batching"] == "padded":
-            rows = v["samples_per_step"] / (v["data_parallel"] * size)
+        if sc.batching == "padded":
+            rows = sc.samples_per_step / (sc.data_parallel * size)
             ok = "" if float(rows).is_integer() else "samples per step do not divide"
         reason = Reason("micro_batch", {"size": size})
         found.append(changed(base, "micro_batch", {"micro_batch": size}, rests, reason, ok))
@@ -515,21 +514,21 @@ def attention_kernel(base: Base, acc: dict[str, Any]) -> Lever:
     faster, as one attention_efficiency (the forward's and backward's combined, times the
     speedup, at most 1). No lever when the attention count needs more than the GPUs' peak for
     the measured step: the step contradicts the count."""
-    v, name = base.values, "attention_kernel"
+    sc, name = base.sc, "attention_kernel"
     rests = ["attention_kernel", "attention_kernel_speedup", "attention_flops"]
     over = acc["attention"]["actual"]["hfu_with_attention"]
     if base.predicted["parts"]["attention"] <= 0:
         return nothing(base, name, rests, "no_attention_core")
     if over > 1 and base.measured is not None:
         return nothing(base, name, rests, "attention_exceeds_peak", hfu=over)
-    if v["attention_kernel"] == "eager":
+    if sc.attention_kernel == "eager":
         return changed(base, name, {"attention_kernel": "flash"}, rests, Reason("flash_kernel"))
     eff = base.predicted["efficiencies"]
     kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD["flash"])
     forward = eff["attention_flash_forward"]["value"]
     backward = eff["attention_flash_backward"]["value"]
     now = (1 + kappa) / (1 / forward + kappa / backward)
-    faster = v["attention_kernel_speedup"]
+    faster = sc.attention_kernel_speedup
     after = min(1.0, faster * now)
     if after <= now:
         return nothing(base, name, rests, "kernel_at_peak")
@@ -551,7 +550,7 @@ def expert_seconds(base: Base, shape) -> float:
     detail = base.predicted["detail"]
     rows = detail["gemm_forward_seconds_per_micro_batch"]
     per_layer = sum(t for key, t in rows.items() if key.startswith("expert_"))
-    moe_layers = shape.num_moe_layers + (base.values.get("num_mtp_layers", 0) or 0)
+    moe_layers = shape.num_moe_layers + base.sc.num_mtp_layers
     layers = min(detail["stage_layers"], moe_layers)
     return 3 * detail["micro_batches"] * layers * per_layer
 
@@ -560,17 +559,15 @@ def load_balance(base: Base, shape) -> Lever:
     """The model's experts are balanced: this lever puts the simulated router's straggler
     factor (random placements, median) on the predicted routed-expert GEMMs, and a load-aware
     placement's: before = predicted + E (f - 1), after = predicted + E (g - 1)."""
-    v, name = base.values, "load_balance"
-    simulated = not v["num_experts"] or v["num_experts"] <= _router().MAX_SIMULATED_EXPERTS
-    if not (v["num_experts"] and v["expert_parallel"] > 1 and simulated):
+    sc, name = base.sc, "load_balance"
+    simulated = not sc.num_experts or sc.num_experts <= _router().MAX_SIMULATED_EXPERTS
+    if not (sc.num_experts and sc.expert_parallel > 1 and simulated):
         code = "no_expert_parallelism" if simulated else "too_many_experts"
         return nothing(base, name, ["num_experts"], code)
-    skew = v.get("router_skew")
+    skew = sc.router_skew
     if skew is None:
         return nothing(base, name, ["router_skew"], "no_router_skew")
-    now, greedy = _imbalance(
-        v["num_experts"], v["experts_per_token"], v["expert_parallel"], float(skew)
-    )
+    now, greedy = _imbalance(sc.num_experts, sc.experts_per_token, sc.expert_parallel, float(skew))
     experts = expert_seconds(base, shape)
     before = base.seconds + experts * (now - 1)
     after = base.seconds + experts * (greedy - 1)
@@ -595,19 +592,19 @@ def load_balance(base: Base, shape) -> Lever:
 def pipeline(base: Base) -> Lever:
     """1F1B: interleaved 1F1B with VIRTUAL_STAGES model chunks per stage (Megatron-LM requires
     the stage's layers to divide); interleaved: twice the chunks."""
-    v, name = base.values, "pipeline_bubble"
+    sc, name = base.sc, "pipeline_bubble"
     rests = ["pipeline_parallel", "pipeline_schedule", "virtual_pipeline", "micro_batch"]
-    pp, schedule = v["pipeline_parallel"], v.get("pipeline_schedule") or "1f1b"
+    pp, schedule = sc.pipeline_parallel, sc.pipeline_schedule or "1f1b"
     if pp <= 1:
         return nothing(base, name, ["pipeline_parallel"], "no_pipeline")
     if schedule not in ("1f1b", "interleaved"):
         return nothing(base, name, rests, "schedule_without_lever", schedule=schedule)
-    chunks = 2 * v["virtual_pipeline"] if schedule == "interleaved" else VIRTUAL_STAGES
-    indivisible = bool(v["num_layers"] % (chunks * pp))
+    chunks = 2 * sc.virtual_pipeline if schedule == "interleaved" else VIRTUAL_STAGES
+    indivisible = bool(sc.num_layers % (chunks * pp))
     facts = {
         "share": base.predicted["parts"]["pipeline_bubble"] / base.seconds,
         "chunks": chunks,
-        "num_layers": v["num_layers"],
+        "num_layers": sc.num_layers,
         "divisor": chunks * pp,
         "indivisible": indivisible,
     }
@@ -621,20 +618,20 @@ LAYOUT = (("tensor_parallel", "TP"), ("pipeline_parallel", "PP"), ("context_para
 
 def layout(base: Base, key: str, label: str) -> Lever:
     """TP, PP or CP doubled or halved (DP follows, EP refitted to it), the better of the two."""
-    v, found = base.values, []
-    for size in (2 * v[key], v[key] // 2):
-        if size < 1 or size == v[key]:
+    sc, found = base.sc, []
+    for size in (2 * sc.values[key], sc.values[key] // 2):
+        if size < 1 or size == sc.values[key]:
             continue
         keys: dict[str, Any] = {key: size}
         if key == "tensor_parallel":
-            keys["sequence_parallel"] = size > 1 and (v["sequence_parallel"] or v[key] == 1)
-        again = changed_scenario(v, keys)
-        facts: dict[str, Any] = {"label": label, "before": v[key], "after": size}
+            keys["sequence_parallel"] = size > 1 and (sc.sequence_parallel or sc.values[key] == 1)
+        again = changed_scenario(sc, keys)
+        facts: dict[str, Any] = {"label": label, "before": sc.values[key], "after": size}
         if again is not None:
-            facts["dp"] = (v["data_parallel"], again["data_parallel"])
-            if again["expert_parallel"] != v["expert_parallel"]:
-                keys["expert_parallel"] = again["expert_parallel"]
-                facts["ep"] = (v["expert_parallel"], again["expert_parallel"])
+            facts["dp"] = (sc.data_parallel, again.data_parallel)
+            if again.expert_parallel != sc.expert_parallel:
+                keys["expert_parallel"] = again.expert_parallel
+                facts["ep"] = (sc.expert_parallel, again.expert_parallel)
         reason = Reason("layout", facts)
         found.append(changed(base, key, keys, [key, "num_gpus"], reason, resolved=again))
     return best(found)
@@ -642,29 +639,29 @@ def layout(base: Base, key: str, label: str) -> Lever:
 
 def fp8(base: Base) -> Lever:
     """FP8 GEMMs (fp8: hybrid, Transformer Engine) at the GPU's FP8 peak and gemm_fp8."""
-    v, rests = base.values, ["fp8", "gpu"]
-    if v["fp8"] != "none":
-        return nothing(base, "fp8", rests, "already_fp8", fp8=v["fp8"])
-    if not hardware.GPUS[v["gpu"]].fp8_flops:
-        return nothing(base, "fp8", rests, "no_fp8_cores", gpu=v["gpu"])
+    sc, rests = base.sc, ["fp8", "gpu"]
+    if sc.fp8 != "none":
+        return nothing(base, "fp8", rests, "already_fp8", fp8=sc.fp8)
+    if not hardware.GPUS[sc.gpu].fp8_flops:
+        return nothing(base, "fp8", rests, "no_fp8_cores", gpu=sc.gpu)
     return changed(base, "fp8", {"fp8": "hybrid"}, rests, Reason("fp8_hybrid"))
 
 
 def chunked_cross_entropy(base: Base) -> Lever:
     """Chunked cross-entropy: memory, not time. What it takes off the peak."""
-    v, mem = base.values, base.mem
+    sc, mem = base.sc, base.mem
     rests = ["ce_chunks", "cross_entropy"]
-    if v["cross_entropy"] in ("chunked", "fused_linear"):
+    if sc.cross_entropy in ("chunked", "fused_linear"):
         return nothing(
             base,
             "chunked_cross_entropy",
             rests,
             "already_chunked",
-            cross_entropy=v["cross_entropy"],
+            cross_entropy=sc.cross_entropy,
         )
-    chunked = run.memory(v, logits_chunks=v["ce_chunks"])
+    chunked = run.memory(sc, logits_chunks=sc.ce_chunks)
     facts = {
-        "chunks": v["ce_chunks"],
+        "chunks": sc.ce_chunks,
         "logits_after": chunked["logits"],
         "logits_before": mem["logits"],
         "before": MemoryFigure.of(mem),
@@ -681,7 +678,7 @@ def chunked_cross_entropy(base: Base) -> Lever:
 
 
 def advice(
-    values: dict[str, Any],
+    sc: Scenario,
     acc: dict[str, Any],
     mem: dict[str, Any],
     comm: dict[str, Any],
@@ -689,9 +686,10 @@ def advice(
 ) -> list[Lever]:
     """The levers for this run (module docstring): the feasible ones by gain, largest first,
     then those that do not fit, do not divide or have nothing to gain."""
-    shape = scenario_shape(values)[0]
-    predicted = predicted or step_time.predict(values, shape, comm)
-    base = Base(values, predicted, mem, shape)
+    sc = as_scenario(sc)
+    shape = sc.shape
+    predicted = predicted or step_time.predict(sc, shape, comm)
+    base = Base(sc, predicted, mem, shape)
     out = [packing(base), *recompute_levers(base, shape)]
     out.append(overlap(base, comm, busy_share(acc)))
     out += [micro_batch(base), attention_kernel(base, acc), load_balance(base, shape)]
@@ -721,9 +719,10 @@ def busy_share(acc: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------ the combination
 
 
-def fp8_over_bf16(values: dict[str, Any]) -> float:
+def fp8_over_bf16(sc: Scenario) -> float:
     """The GPU's dense FP8 peak over its BF16 peak (1 without FP8 tensor cores)."""
-    gpu = hardware.GPUS[values["gpu"]]
+    sc = as_scenario(sc)
+    gpu = hardware.GPUS[sc.gpu]
     return gpu.fp8_flops / gpu.bf16_flops if gpu.fp8_flops else 1.0
 
 
@@ -744,7 +743,7 @@ def combined(
     levers_list: list[dict[str, Any]],
     step_time: float,
     busy: dict[str, Any] | None = None,
-    values: dict[str, Any] | None = None,
+    sc: Scenario | None = None,
     predicted: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The chosen feasible levers applied together to the scenario and predicted again: from the
@@ -755,15 +754,16 @@ def combined(
     `product` is the re-predicted ratio (before / after), `speedup` it capped at `ceiling`, the
     speedup that would put the hardware at its peak (1 / busy_share: none without `busy`; with
     FP8 GEMMs, times the FP8 peak over the BF16 one)."""
+    sc = as_scenario(sc) if sc is not None else None
     ceiling = 1 / busy["share"] if busy else math.inf
     before = predicted["seconds"] if predicted else step_time
-    shape = scenario_shape(values)[0] if values is not None else None
+    shape = sc.shape if sc is not None else None
     kept, changes, after, peak, fits, path = [], {}, before, None, None, []
-    for lever in _chosen(levers_list) if values is not None else []:
+    for lever in _chosen(levers_list) if sc is not None else []:
         if _conflicts(changes, lever["changes"]):
             continue
         trial = {**changes, **lever["changes"]}
-        again = changed_scenario(values, trial)
+        again = changed_scenario(sc, trial)
         if again is None:
             continue
         mem = memory_of(again, shape)
@@ -775,14 +775,14 @@ def combined(
             changes, after, peak, fits = trial, seconds, mem["total"], True
             path.append({"lever": lever["lever"], "step_after": seconds})
     product = before / after if after > 0 else 1.0
-    if values is not None and "hybrid" in (changes.get("fp8"), values.get("fp8")):
-        ceiling *= fp8_over_bf16(values)  # its GEMMs may run up to the FP8 peak
+    if sc is not None and "hybrid" in (changes.get("fp8"), sc.fp8):
+        ceiling *= fp8_over_bf16(sc)  # its GEMMs may run up to the FP8 peak
     speedup = max(1.0, min(product, ceiling))
     measured = None
-    if values is not None and values.get("step_time_from") == "measured":
+    if sc is not None and sc.step_time_from == "measured":
         measured = step_time
     projected, basis = project(measured, before, before / speedup)
-    if measured is None and values is None:  # no scenario: the step given, over the gain
+    if measured is None and sc is None:  # no scenario: the step given, over the gain
         projected, basis = step_time / speedup, "predicted"
     return {
         "levers": [x["lever"] for x in kept],

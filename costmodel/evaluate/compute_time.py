@@ -46,9 +46,8 @@ from typing import Any
 from costmodel.derive import numeric, plain
 from costmodel.evaluate.gemms import model_gemms
 from costmodel.evaluate.linear import linear_attention
-from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs import efficiency, hardware
-from costmodel.inputs.scenario import Scenario
+from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
 
 #: Which GEMM rows belong to which block of a layer (keys of evaluate.gemms).
@@ -83,15 +82,15 @@ LOSS_BYTES = (2, 4)
 ADAM_BYTES_PER_PARAM = 30
 
 
-def _gemm_rows(values: dict[str, Any], eff: dict, shape: ModelShape) -> dict[str, float]:
+def _gemm_rows(sc: Scenario, eff: dict, shape: ModelShape) -> dict[str, float]:
     """Forward seconds per micro batch and layer of each GEMM row key (per GPU)."""
-    gpu = hardware.GPUS[values["gpu"]]
-    fp8 = values.get("fp8") == "hybrid" and gpu.fp8_flops
-    peak, bandwidth = values["peak_flops"], values["hbm_bandwidth"]
+    gpu = hardware.GPUS[sc.gpu]
+    fp8 = sc.fp8 == "hybrid" and gpu.fp8_flops
+    peak, bandwidth = sc.peak_flops, sc.hbm_bandwidth
     e_m = eff["hbm"].value
-    experts_here = shape.num_experts / values["expert_parallel"] if shape.is_moe else 1
+    experts_here = shape.num_experts / sc.expert_parallel if shape.is_moe else 1
     out: dict[str, float] = {}
-    for row in model_gemms(values):
+    for row in model_gemms(sc):
         if not row["weights"]:
             continue
         in_fp8 = fp8 and row["key"] != "lm_head"
@@ -117,31 +116,32 @@ def _gemm_rows(values: dict[str, Any], eff: dict, shape: ModelShape) -> dict[str
 KERNEL_SQUARE = {"flash": "causal", "eager": "full"}
 
 
-def core_forward_flops(values: dict[str, Any], counted: bool = True) -> float:
+def core_forward_flops(sc: Scenario, counted: bool = True) -> float:
     """The attention core's forward FLOPs of the step at the real lengths, all layers, all
     sequences (derive.attention): as the account counts them (`attention_flops`), or, with
     ``counted=False``, as the scenario's kernel computes them (KERNEL_SQUARE: the time)."""
-    square = values["attention_flops"] if counted else KERNEL_SQUARE[values["attention_kernel"]]
+    sc = as_scenario(sc)
+    square = sc.attention_flops if counted else KERNEL_SQUARE[sc.attention_kernel]
     model = plain.attention_actual(
         square,
-        values["attention_dim"],
-        values["num_full_attention_layers"],
-        values["sum_squared_lengths"],
+        sc.attention_dim,
+        sc.num_full_attention_layers,
+        sc.sum_squared_lengths,
     )
     return model / 3
 
 
-def _sharing(values: dict[str, Any]) -> float:
+def _sharing(sc: Scenario) -> float:
     """GPUs that share one layer's step work: the pipelines (DP), CP and TP."""
-    return values["data_parallel"] * values["context_parallel"] * values["tensor_parallel"]
+    return sc.data_parallel * sc.context_parallel * sc.tensor_parallel
 
 
-def _elementwise(values, shape: ModelShape, mlp: str) -> tuple[float, float, dict[str, float]]:
+def _elementwise(sc, shape: ModelShape, mlp: str) -> tuple[float, float, dict[str, float]]:
     """Bytes per micro batch of one layer's memory-bound work, forward and backward, and the
     recomputable pieces' forward bytes (`layernorm`, `moe_act`)."""
-    tp, cp = values["tensor_parallel"], values["context_parallel"]
-    tokens = values["micro_batch"] * values["seq_len"] / cp
-    rows = tokens / tp if values["sequence_parallel"] else tokens
+    tp, cp = sc.tensor_parallel, sc.context_parallel
+    tokens = sc.micro_batch * sc.seq_len / cp
+    rows = tokens / tp if sc.sequence_parallel else tokens
     h = shape.hidden_size
     norm = [x * shape.norms_per_layer * rows * h for x in NORM_BYTES]
     residual = [x * 2 * rows * h for x in RESIDUAL_BYTES]
@@ -158,32 +158,32 @@ def _elementwise(values, shape: ModelShape, mlp: str) -> tuple[float, float, dic
     return forward, backward, {"layernorm": norm[0], "moe_act": act[0] if mlp == "moe" else 0.0}
 
 
-def _layer_kinds(shape: ModelShape, values: dict[str, Any]) -> list[tuple[str, str, int]]:
+def _layer_kinds(shape: ModelShape, sc: Scenario) -> list[tuple[str, str, int]]:
     """(mixer, mlp, count) of the model's layers, MTP layers (full attention) counted."""
     counts: dict[tuple[str, str], int] = {}
     for layer_type, moe in zip(shape.layer_types, shape.moe_layer_flags):
         mixer = "attention" if layer_type == FULL_ATTENTION else "gated_deltanet"
         key = (mixer, "moe" if moe else "dense")
         counts[key] = counts.get(key, 0) + 1
-    if values.get("num_mtp_layers", 0):
+    if sc.num_mtp_layers:
         key = ("attention", "moe" if shape.is_moe else "dense")
-        counts[key] = counts.get(key, 0) + values["num_mtp_layers"]
+        counts[key] = counts.get(key, 0) + sc.num_mtp_layers
     return [(mixer, mlp, count) for (mixer, mlp), count in counts.items()]
 
 
-def _layer(values, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dict[str, float]:
+def _layer(sc, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dict[str, float]:
     """Seconds per step of one layer of a kind on one GPU (every micro batch)."""
-    mb = values["micro_batches_per_step"]
-    bandwidth = values["hbm_bandwidth"] * eff["hbm"].value
+    mb = sc.micro_batches_per_step
+    bandwidth = sc.hbm_bandwidth * eff["hbm"].value
     gemm_fwd = mb * sum(gemm.get(key, 0.0) for key in MIXER_ROWS[mixer] + MLP_ROWS[mlp])
     rows = set(MIXER_ROWS[mixer] + MLP_ROWS[mlp])
     modules = {
         f"{name}_gemm_forward": mb * sum(gemm.get(key, 0.0) for key in keys if key in rows)
         for name, keys in MODULE_ROWS.items()
     }
-    mem_fwd, mem_bwd, pieces = _elementwise(values, shape, mlp)
-    peak = values["peak_flops"]
-    kernel = values["attention_kernel"]
+    mem_fwd, mem_bwd, pieces = _elementwise(sc, shape, mlp)
+    peak = sc.peak_flops
+    kernel = sc.attention_kernel
     kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[kernel])
     forward_eff = eff["attention_flash_forward" if kernel == "flash" else "attention_eager"].value
     backward_eff = eff["attention_flash_backward" if kernel == "flash" else "attention_eager"].value
@@ -224,20 +224,20 @@ def _stage(kinds: list[tuple[dict[str, float], int]], pp: int) -> list[dict[str,
     return layers
 
 
-def _recompute_weights(values: dict[str, Any], sums: dict[str, float]) -> float:
+def _recompute_weights(sc: Scenario, sums: dict[str, float]) -> float:
     """Seconds the recompute policy spends again on weight GEMMs and elementwise work: full
     recompute redoes its share r of the stage's layers (their GEMMs and elementwise forward; the
     lm_head is not re-run), selective recompute the GEMM rows of its weight modules and the
     elementwise work of `layernorm` and `moe_act`; a stated selective_recompute_fraction r is r
     of the layers' GEMM forward."""
-    r, policy = values["recompute_weights_fraction"], values["recompute"]
+    r, policy = sc.recompute_weights_fraction, sc.recompute
     if policy == "full":
         return r * (sums.get("gemm_forward", 0.0) + sums.get("memory_forward", 0.0))
     if policy != "selective":
         return 0.0
-    modules = values.get("recompute_modules") or []
+    modules = sc.recompute_modules or []
     pieces = sum(sums.get(f"{m}_forward", 0.0) for m in ("layernorm", "moe_act") if m in modules)
-    if values["recompute_fraction_from"] != "modules":  # a stated r
+    if sc.recompute_fraction_from != "modules":  # a stated r
         return pieces + r * sums.get("gemm_forward", 0.0)
     weights = [m for m in MODULE_ROWS if m in modules]
     if "moe" in weights and "shared_experts" in weights:  # moe redoes the shared experts too
@@ -245,48 +245,49 @@ def _recompute_weights(values: dict[str, Any], sums: dict[str, float]) -> float:
     return pieces + sum(sums.get(f"{m}_gemm_forward", 0.0) for m in weights)
 
 
-def _optimizer_bytes(values: dict[str, Any], shape: ModelShape) -> float:
+def _optimizer_bytes(sc: Scenario, shape: ModelShape) -> float:
     """Adam's bytes on one GPU per step: its shard of the stage's parameters."""
-    tp, pp, ep = values["tensor_parallel"], values["pipeline_parallel"], values["expert_parallel"]
-    dp, cp = values["data_parallel"], values["context_parallel"]
+    tp, pp, ep = sc.tensor_parallel, sc.pipeline_parallel, sc.expert_parallel
+    dp, cp = sc.data_parallel, sc.context_parallel
     experts = float(shape.breakdown["routed_experts_total"])
-    dense = max(float(values["total_params"]) - experts, 0.0)
+    dense = max(float(sc.total_params) - experts, 0.0)
     dense_gpu, experts_gpu = dense / (tp * pp), experts / (tp * pp * ep)
-    if values["zero_stage"] >= 1:
+    if sc.zero_stage >= 1:
         dense_gpu /= dp * cp
         experts_gpu /= max(dp * cp // ep, 1)
     return ADAM_BYTES_PER_PARAM * (dense_gpu + experts_gpu)
 
 
-def compute(values: dict[str, Any], shape: ModelShape | None = None) -> dict[str, Any]:
+def compute(sc: Scenario, shape: ModelShape | None = None) -> dict[str, Any]:
     """The compute parts of one step on the most loaded GPU (seconds), the phases collectives
     hide behind, and the efficiencies used (module docstring)."""
-    shape = shape or scenario_shape(values)[0]
-    eff = efficiency.efficiencies(values)
-    gemm = _gemm_rows(values, eff, shape)
-    share = _sharing(values)
-    full_layers = max(values["num_full_attention_layers"], 1)
-    core_fwd = core_forward_flops(values, counted=False) / full_layers / share
-    lin = linear_attention(Scenario(values))
+    sc = as_scenario(sc)
+    shape = shape or sc.shape
+    eff = efficiency.efficiencies(sc.values)
+    gemm = _gemm_rows(sc, eff, shape)
+    share = _sharing(sc)
+    full_layers = max(sc.num_full_attention_layers, 1)
+    core_fwd = core_forward_flops(sc, counted=False) / full_layers / share
+    lin = linear_attention(sc)
     linear_fwd = 0.0
     if lin and lin["flops_per_step"]:
         linear_fwd = lin["flops_per_step"] / 3 / lin["layers"] / share
     kinds = [
-        (_layer(values, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp), count)
-        for mixer, mlp, count in _layer_kinds(shape, values)
+        (_layer(sc, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp), count)
+        for mixer, mlp, count in _layer_kinds(shape, sc)
     ]
-    stage = _stage(kinds, values["pipeline_parallel"])
+    stage = _stage(kinds, sc.pipeline_parallel)
     sums = {key: sum(layer[key] for layer in stage) for key in kinds[0][0]} if stage else {}
-    mb = values["micro_batches_per_step"]
-    bandwidth = values["hbm_bandwidth"] * eff["hbm"].value
+    mb = sc.micro_batches_per_step
+    bandwidth = sc.hbm_bandwidth * eff["hbm"].value
     outside_fwd = mb * sum(gemm.get(key, 0.0) for key in OUTSIDE_ROWS)
-    tokens = values["micro_batch"] * values["seq_len"] / values["context_parallel"]
-    logits = tokens * shape.vocab_size / values["tensor_parallel"]
+    tokens = sc.micro_batch * sc.seq_len / sc.context_parallel
+    logits = tokens * shape.vocab_size / sc.tensor_parallel
     loss = [mb * x * logits / bandwidth for x in LOSS_BYTES]
-    optimizer = _optimizer_bytes(values, shape) / bandwidth
+    optimizer = _optimizer_bytes(sc, shape) / bandwidth
     gemm_fwd = sums.get("gemm_forward", 0.0) + outside_fwd
-    r_core = values["recompute_core_fraction"]
-    recompute = _recompute_weights(values, sums) + r_core * (
+    r_core = sc.recompute_core_fraction
+    recompute = _recompute_weights(sc, sums) + r_core * (
         sums.get("core_forward", 0.0) + sums.get("linear_forward", 0.0)
     )
     parts = {
@@ -324,5 +325,5 @@ def compute(values: dict[str, Any], shape: ModelShape | None = None) -> dict[str
             "linear_attention_forward_flops_per_layer": linear_fwd,
         },
         "efficiencies": {name: {"value": e.value, "source": e.source} for name, e in eff.items()},
-        "generation": efficiency.generation(values["gpu"]),
+        "generation": efficiency.generation(sc.gpu),
     }

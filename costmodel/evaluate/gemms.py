@@ -70,8 +70,7 @@ from costmodel.evaluate.gemm_rows import (
     _number,
     _row,
 )
-from costmodel.evaluate.layouts import default_ep_size
-from costmodel.evaluate.shapes import scenario_shape
+from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
 
 
@@ -121,16 +120,15 @@ def _limit(n_: float, k_: float, beta: float) -> float:
     return 2 * k_ * n_ / (beta * (k_ + n_))
 
 
-def gemm_layout(values: dict[str, Any]) -> dict[str, Any]:
-    """The layout the rows are per GPU of: TP, CP, EP (the scenario's, else the course's EP
-    fitted to the experts and GPUs), sequence_parallel; 1 / false where a key is absent."""
-    shape, _ = scenario_shape(values)
-    ep = values.get("expert_parallel") or default_ep_size(shape.num_experts, values["num_gpus"])
+def gemm_layout(sc: Scenario) -> dict[str, Any]:
+    """The layout the rows are per GPU of: TP, CP, EP (1 for a dense model), sequence_parallel."""
+    sc = as_scenario(sc)
+    layout = sc.layout
     return {
-        "tensor_parallel": int(values.get("tensor_parallel") or 1),
-        "context_parallel": int(values.get("context_parallel") or 1),
-        "expert_parallel": int(ep) if shape.is_moe else 1,
-        "sequence_parallel": bool(values.get("sequence_parallel", False)),
+        "tensor_parallel": layout.tensor_parallel,
+        "context_parallel": layout.context_parallel,
+        "expert_parallel": layout.expert_parallel if sc.shape.is_moe else 1,
+        "sequence_parallel": layout.sequence_parallel,
     }
 
 
@@ -293,11 +291,11 @@ def _split(row: dict, tp: int, sequence_parallel: bool) -> float:
 
 
 def _complete(
-    rows: list[dict], values: dict[str, Any], layout: dict, seq: float, source: str, beta: int
+    rows: list[dict], sc: Scenario, layout: dict, seq: float, source: str, beta: int
 ) -> None:
     """Each row's source, FLOPs per token, share per GPU, intensity and bound, in place."""
     tp = layout["tensor_parallel"]
-    balance = values["peak_flops"] / values["hbm_bandwidth"]
+    balance = sc.peak_flops / sc.hbm_bandwidth
     for row in rows:
         row["source"] = row["source"] or source
         if note := row.pop("_note", None):
@@ -318,7 +316,7 @@ def _complete(
 
 
 def model_gemms(
-    values: dict[str, Any],
+    sc: Scenario,
     micro_batch: int | None = None,
     tokens_per_sequence: float | None = None,
     beta: int = 2,
@@ -327,14 +325,15 @@ def model_gemms(
     scenario's layout, for micro batches of `micro_batch` sequences (default the scenario's) of
     `tokens_per_sequence` token slots (default seq_len), with intensity at `beta` bytes per
     element and `bound` against the scenario's machine balance."""
-    shape, source = scenario_shape(values)
-    layout = gemm_layout(values)
+    sc = as_scenario(sc)
+    shape, source = sc.shape, sc.shape_source
+    layout = gemm_layout(sc)
     tp, cp = layout["tensor_parallel"], layout["context_parallel"]
-    batch = micro_batch or values["micro_batch"]
-    seq = float(tokens_per_sequence or values["seq_len"])
+    batch = micro_batch or sc.micro_batch
+    seq = float(tokens_per_sequence or sc.seq_len)
     tokens = batch * seq / cp  # one GPU's rows: its 1/c of each sequence
     h = shape.hidden_size
-    mtp = values.get("num_mtp_layers", 0)
+    mtp = sc.num_mtp_layers
     n_full = shape.num_full_attention_layers + mtp
     n_moe = shape.num_moe_layers + (mtp if shape.is_moe else 0)
     n_dense = shape.num_dense_layers + (0 if shape.is_moe else mtp)
@@ -344,9 +343,9 @@ def model_gemms(
         rows += _mlp_rows(shape, "dense", "dense MLP", tokens, shape.intermediate_size, n_dense)
     rows += _moe_rows(shape, layout, batch, seq, tokens, n_moe, source)
     rows += _head_rows(shape, tokens, mtp, tp)
-    square = float(numeric.SQUARE_FRACTION[values.get("attention_flops", "full")])
+    square = float(numeric.SQUARE_FRACTION[sc.attention_flops])
     rows += _core_rows(shape, seq, cp, n_full, square, source)
-    _complete(rows, values, layout, seq, source, beta)
+    _complete(rows, sc, layout, seq, source, beta)
     return [GemmRow(**row) for row in rows]
 
 
@@ -356,16 +355,17 @@ def weight_flops_per_token(rows: list[GemmRow]) -> float:
     return sum(r["forward_flops_per_token"] for r in rows if r["weights"])
 
 
-def gemm_table(values: dict[str, Any]) -> dict[str, Any]:
+def gemm_table(sc: Scenario) -> dict[str, Any]:
     """What `costmodel gemms` shows: the GPU, its machine balance, the layout and the rows
     (`GemmRow`, rendered by costmodel.present.gemms)."""
-    rows = model_gemms(values)
+    sc = as_scenario(sc)
+    rows = model_gemms(sc)
     return {
-        "gpu": values["gpu"],
-        "machine_balance": values["peak_flops"] / values["hbm_bandwidth"],
-        "micro_batch": values["micro_batch"],
-        "seq_len": values["seq_len"],
-        "attention_flops": values["attention_flops"],
-        "layout": gemm_layout(values),
+        "gpu": sc.gpu,
+        "machine_balance": sc.peak_flops / sc.hbm_bandwidth,
+        "micro_batch": sc.micro_batch,
+        "seq_len": sc.seq_len,
+        "attention_flops": sc.attention_flops,
+        "layout": gemm_layout(sc),
         "gemms": rows,
     }

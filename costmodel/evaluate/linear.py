@@ -14,26 +14,26 @@ from typing import Any
 from costmodel.derive import plain
 from costmodel.evaluate.shapes import matching_shape
 from costmodel.inputs.assumptions import assumed
-from costmodel.inputs.scenario import Scenario
+from costmodel.inputs.scenario import Scenario, as_scenario
 
 
-def linear_layers(values) -> int:
+def linear_layers(sc: Scenario) -> int:
     """Gated-DeltaNet layers of a scenario: the layers that are not full attention (MTP layers,
     full attention each, aside)."""
-    full = values["num_full_attention_layers"] - values.get("num_mtp_layers", 0)
-    return values["num_layers"] - full
+    sc = as_scenario(sc)
+    full = sc.num_full_attention_layers - sc.num_mtp_layers
+    return sc.num_layers - full
 
 
 def linear_attention(scenario: Scenario) -> dict[str, Any] | None:
     """The linear-attention object of the account: None for a model without such layers; else
     its layers, chunk size, widths' source and model FLOPs per step (None when the widths are
     unknown). The account adds the hardware FLOPs and the share."""
-    values = scenario.values
-    layers = linear_layers(values)
+    layers = linear_layers(scenario)
     if layers <= 0:
         return None
     chunk = assumed("linear_attention_chunk")
-    shape = matching_shape(values)
+    shape = matching_shape(scenario.values)
     if shape is None or not shape.num_linear_attention_layers:
         return {
             "layers": layers,
@@ -52,7 +52,7 @@ def linear_attention(scenario: Scenario) -> dict[str, Any] | None:
         "d_v": shape.linear_value_head_dim,
         "C": chunk,
         "L_linear": layers,
-        "D": values["tokens_per_step"],
+        "D": scenario.tokens_per_step,
     }
     return {
         "layers": layers,

@@ -18,10 +18,11 @@ from costmodel.derive import activations as act
 from costmodel.derive import numeric, plain
 from costmodel.derive.memory import peak, phases
 from costmodel.derive.plain import model_state_bytes
+from costmodel.errors import CostModelError
 from costmodel.evaluate import compute_time
 from costmodel.evaluate.communication import Compute, communication
-from costmodel.evaluate.shapes import scenario_shape
-from costmodel.inputs import hardware
+from costmodel.inputs import hardware, scenario
+from costmodel.inputs.scenario import Scenario, as_scenario, recompute_fractions
 from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
 
 #: What the compute a collective hides behind is (communication.compute.basis).
@@ -77,69 +78,70 @@ MEMORY_SETTINGS = (
 )
 
 
-def micro_batches(values: dict[str, Any], micro_batch: int | None = None) -> float:
+def micro_batches(sc: Scenario, micro_batch: int | None = None) -> float:
     """Micro batches per step on one pipeline, at the scenario's micro batch or the one given (a
     lever's): the step's rows of seq_len token slots over DP x micro_batch. Padded, a row is a
     sample: samples_per_step / (DP x micro_batch); packed, the documents fill rows of seq_len
     tokens: tokens_per_step / (seq_len x DP x micro_batch) (derive.communication.MICRO_BATCHES,
     as the scenario's micro_batches_per_step)."""
+    sc = as_scenario(sc)
     return plain.micro_batches(
-        values["batching"],
-        samples=values["samples_per_step"],
-        tokens=values["tokens_per_step"],
-        seq_len=values["seq_len"],
-        dp=values["data_parallel"],
-        micro_batch=micro_batch or values["micro_batch"],
+        sc.batching,
+        samples=sc.samples_per_step,
+        tokens=sc.tokens_per_step,
+        seq_len=sc.seq_len,
+        dp=sc.data_parallel,
+        micro_batch=micro_batch or sc.micro_batch,
     )
 
 
-def parallel(values: dict[str, Any]) -> dict[str, Any]:
+def parallel(sc: Scenario) -> dict[str, Any]:
     """The layout: sizes, micro batches per step on one pipeline, and the 1F1B bubble."""
-    pp = values["pipeline_parallel"]
-    m = values["micro_batches_per_step"]
+    pp = sc.pipeline_parallel
+    m = sc.micro_batches_per_step
     bubble = (pp - 1) / (m + pp - 1) if pp > 1 else 0.0
     return {
-        "tp": values["tensor_parallel"],
+        "tp": sc.tensor_parallel,
         "pp": pp,
-        "cp": values["context_parallel"],
-        "ep": values["expert_parallel"],
-        "dp": values["data_parallel"],
-        "sp": values["sequence_parallel"],
+        "cp": sc.context_parallel,
+        "ep": sc.expert_parallel,
+        "dp": sc.data_parallel,
+        "sp": sc.sequence_parallel,
         "micro_batches": m,
         "micro_batches_divide": float(m).is_integer(),
         "pipeline_bubble": bubble,
         # the scenario's schedule (derive.step_time): its idle time as a share of the step
-        "pipeline_schedule": values.get("pipeline_schedule") or "1f1b",
-        "virtual_pipeline": values.get("virtual_pipeline"),
-        "schedule_bubble": schedule_bubble(values),
+        "pipeline_schedule": sc.pipeline_schedule or "1f1b",
+        "virtual_pipeline": sc.virtual_pipeline,
+        "schedule_bubble": schedule_bubble(sc),
     }
 
 
-def schedule_bubble(values: dict[str, Any]) -> float:
+def schedule_bubble(sc: Scenario) -> float:
     """The bubble of the scenario's pipeline schedule as a share of the step: b / (1 + b), b
     its idle time over the stage's compute (derive.step_time.BUBBLE_OVER_COMPUTE); 1F1B's is
     (p - 1) / (m + p - 1)."""
     idle = plain.bubble_over_compute(
-        values.get("pipeline_schedule") or "1f1b",
-        values["pipeline_parallel"],
-        values["micro_batches_per_step"],
-        values.get("virtual_pipeline") or 1,
+        sc.pipeline_schedule or "1f1b",
+        sc.pipeline_parallel,
+        sc.micro_batches_per_step,
+        sc.virtual_pipeline or 1,
     )
     return idle / (1 + idle)
 
 
-def _params(shape: ModelShape, values: dict[str, Any]) -> dict[str, float]:
+def _params(shape: ModelShape, sc: Scenario) -> dict[str, float]:
     """Parameters of the scenario split as the layout divides them."""
     parts = shape.breakdown
     experts = float(parts["routed_experts_total"])
     embedding, head = float(parts["embedding"]), float(parts["lm_head"])
-    dense = max(float(values["total_params"]) - experts - embedding, 0.0)
+    dense = max(float(sc.total_params) - experts - embedding, 0.0)
     if not shape.tie_word_embeddings:
         dense = max(dense - head, 0.0)
     return {"experts": experts, "embedding": embedding, "lm_head": head, "layers": dense}
 
 
-def _layer_kinds(shape: ModelShape, values: dict[str, Any]) -> list[tuple[str, str, int]]:
+def _layer_kinds(shape: ModelShape, sc: Scenario) -> list[tuple[str, str, int]]:
     """(mixer, mlp, count) of the model's layer kinds, MTP layers counted when they are."""
     counts: dict[tuple[str, str], int] = {}
     mixer_full = "mla" if shape.mla else "attention"
@@ -147,17 +149,17 @@ def _layer_kinds(shape: ModelShape, values: dict[str, Any]) -> list[tuple[str, s
         mixer = mixer_full if layer_type == FULL_ATTENTION else "gated_deltanet"
         key = (mixer, "moe" if moe else "dense")
         counts[key] = counts.get(key, 0) + 1
-    mtp = values.get("num_mtp_layers", 0)
+    mtp = sc.num_mtp_layers
     if mtp:
         key = (mixer_full, "moe" if shape.is_moe else "dense")
         counts[key] = counts.get(key, 0) + mtp
     return [(mixer, mlp, n) for (mixer, mlp), n in counts.items()]
 
 
-def _layer_kwargs(shape: ModelShape, values: dict[str, Any], b: int) -> dict[str, Any]:
+def _layer_kwargs(shape: ModelShape, sc: Scenario, b: int) -> dict[str, Any]:
     return {
         "b": b,
-        "s": values["seq_len"],
+        "s": sc.seq_len,
         "hidden": shape.hidden_size,
         "heads": shape.num_heads,
         "kv_heads": shape.num_kv_heads,
@@ -183,10 +185,10 @@ def _layer_kwargs(shape: ModelShape, values: dict[str, Any], b: int) -> dict[str
         "linear_key_head_dim": shape.linear_key_head_dim,
         "linear_value_head_dim": shape.linear_value_head_dim,
         "conv_kernel": shape.linear_conv_kernel_dim,
-        "attention_kernel": values["attention_kernel"],
-        "framework": values["framework"],
-        "fp8_activations": values["fp8_activations"],
-        "cp": values["context_parallel"],
+        "attention_kernel": sc.attention_kernel,
+        "framework": sc.framework,
+        "fp8_activations": sc.fp8_activations,
+        "cp": sc.context_parallel,
     }
 
 
@@ -202,42 +204,44 @@ def _heaviest_stage(kinds: list[tuple[dict[str, float], int]], pp: int) -> list[
 
 
 def with_changes(
-    values: dict[str, Any],
+    sc: Scenario,
     *,
     recompute: str | None = None,
     micro_batch: int | None = None,
     logits_chunks: int = 1,
     **changes: Any,
-) -> dict[str, Any]:
-    """The scenario's values with a lever's changes that leave the layout alone: another
-    recompute policy (its modules or layer count dropped where they no longer apply), micro
-    batch (the micro batches per step follow), chunked cross-entropy in ``logits_chunks``
+) -> Scenario:
+    """The scenario with a lever's changes that leave the layout alone (not resolved again):
+    another recompute policy (its modules or layer count dropped where they no longer apply),
+    micro batch (the micro batches per step follow), chunked cross-entropy in ``logits_chunks``
     pieces, or any memory setting (``changes``: scenario keys)."""
-    out = {**values, **changes}
+    sc = as_scenario(sc)
+    new: dict[str, Any] = dict(changes)
     if recompute is not None:
-        out["recompute"] = recompute
+        modules = changes.get("recompute_modules", sc.recompute_modules)
         if recompute != "selective" and "recompute_modules" not in changes:
-            out["recompute_modules"] = None
-        if recompute == "selective" and out.get("recompute_modules") is None:
-            out["recompute_modules"] = list(act.DEFAULT_RECOMPUTE_MODULES)
+            modules = None
+        if recompute == "selective" and modules is None:
+            modules = list(act.DEFAULT_RECOMPUTE_MODULES)
+        layers = changes.get("recompute_num_layers", sc.recompute_num_layers)
         if recompute != "full" and "recompute_num_layers" not in changes:
-            out["recompute_num_layers"] = None
+            layers = None
+        new.update(recompute=recompute, recompute_modules=modules, recompute_num_layers=layers)
     if micro_batch is not None:
-        out["micro_batch"] = micro_batch
-        out["micro_batches_per_step"] = micro_batches(values, micro_batch)
+        new.update(micro_batch=micro_batch, micro_batches_per_step=micro_batches(sc, micro_batch))
     if logits_chunks > 1:
-        out["cross_entropy"], out["ce_chunks"] = "chunked", logits_chunks
-    return out
+        new.update(cross_entropy="chunked", ce_chunks=logits_chunks)
+    return sc.replace(**new) if new else sc
 
 
-def _layer_sets(shape: ModelShape, values: dict[str, Any]):
+def _layer_sets(shape: ModelShape, sc: Scenario):
     """Per layer kind: (kept per micro batch, the whole set, count) on one GPU, by the recompute
     policy and its modules (full recompute: the layer's input)."""
-    tp, sp = values["tensor_parallel"], values["sequence_parallel"]
-    kwargs = _layer_kwargs(shape, values, values["micro_batch"])
-    policy = values["recompute"]
+    tp, sp = sc.tensor_parallel, sc.sequence_parallel
+    kwargs = _layer_kwargs(shape, sc, sc.micro_batch)
+    policy = sc.recompute
     kinds = []
-    for mixer, mlp, count in _layer_kinds(shape, values):
+    for mixer, mlp, count in _layer_kinds(shape, sc):
         if mixer == "gated_deltanet" and not shape.linear_num_value_heads:
             continue
         whole = act.layer_activation_bytes(mixer, mlp, tp=tp, sp=sp, recompute="none", **kwargs)
@@ -247,26 +251,26 @@ def _layer_sets(shape: ModelShape, values: dict[str, Any]):
             tp=tp,
             sp=sp,
             recompute=policy,
-            recompute_modules=values.get("recompute_modules"),
+            recompute_modules=sc.recompute_modules,
             **kwargs,
         )
         kinds.append((kept, whole, count))
     return kinds
 
 
-def _stage_activations(kinds, values: dict[str, Any]) -> tuple[float, float]:
+def _stage_activations(kinds, sc: Scenario) -> tuple[float, float]:
     """(bytes one micro batch leaves saved on the most loaded stage, the working set the
     backward rebuilds at once): full recompute keeps a layer's input per group of
     recompute_num_layers (uniform) and rebuilds a group, or recomputes the first
     recompute_num_layers of the stage (block) and keeps the others whole; selective recompute
     rebuilds the recomputed modules of one layer."""
     sized = [({"whole": sum(whole.values())}, sum(kept.values()), n) for kept, whole, n in kinds]
-    chosen = _heaviest_stage([(size, n) for size, _, n in sized], values["pipeline_parallel"])
+    chosen = _heaviest_stage([(size, n) for size, _, n in sized], sc.pipeline_parallel)
     kept_of = {id(size): kept for size, kept, _ in sized}
     stage = [(kept_of[id(size)], size["whole"]) for size in chosen]  # heaviest first
-    policy, group = values["recompute"], values.get("recompute_num_layers")
+    policy, group = sc.recompute, sc.recompute_num_layers
     largest = max((whole for _, whole in stage), default=0.0)
-    if policy == "full" and values["recompute_method"] == "block" and group is not None:
+    if policy == "full" and sc.recompute_method == "block" and group is not None:
         recomputed = min(group, len(stage))  # the lightest layers: the heaviest stay whole
         saved = sum(kept for kept, _ in stage[len(stage) - recomputed :])
         saved += sum(whole for _, whole in stage[: len(stage) - recomputed])
@@ -283,12 +287,12 @@ def _stage_activations(kinds, values: dict[str, Any]) -> tuple[float, float]:
     return saved, 0.0
 
 
-def _outside(shape: ModelShape, values: dict[str, Any]) -> tuple[dict[str, float], float]:
+def _outside(shape: ModelShape, sc: Scenario) -> tuple[dict[str, float], float]:
     """Bytes outside the layers per micro batch (token ids, RoPE, final norm, lm_head input),
     and the logits the loss keeps (cross_entropy)."""
-    tp, sp, cp = values["tensor_parallel"], values["sequence_parallel"], values["context_parallel"]
-    b, s = values["micro_batch"], values["seq_len"]
-    framework = act.FRAMEWORKS[values["framework"]]
+    tp, sp, cp = sc.tensor_parallel, sc.sequence_parallel, sc.context_parallel
+    b, s = sc.micro_batch, sc.seq_len
+    framework = act.FRAMEWORKS[sc.framework]
     outside = act.model_activation_bytes(
         b=b,
         s=s,
@@ -304,28 +308,29 @@ def _outside(shape: ModelShape, values: dict[str, Any]) -> tuple[dict[str, float
     loss = act.loss_saved(
         b * s / cp,
         shape.vocab_size,
-        cross_entropy=values["cross_entropy"],
-        chunks=values["ce_chunks"],
-        framework=values["framework"],
+        cross_entropy=sc.cross_entropy,
+        chunks=sc.ce_chunks,
+        framework=sc.framework,
     )
     return outside, sum(act.per_gpu(loss, tp=tp, sp=sp).values())
 
 
-def capacity(values: dict[str, Any]) -> dict[str, Any]:
+def capacity(sc: Scenario) -> dict[str, Any]:
     """The bytes a run can use on one GPU: the card's CUDA total minus memory_reserve."""
-    gpu = hardware.GPUS[values["gpu"]]
-    usable = gpu.cuda_memory_bytes - values["memory_reserve"]
+    sc = as_scenario(sc)
+    gpu = hardware.GPUS[sc.gpu]
+    usable = gpu.cuda_memory_bytes - sc.memory_reserve
     return {
         "cuda_total": gpu.cuda_memory_bytes,
         "cuda_total_kind": gpu.cuda_memory_kind,
         "cuda_total_source": gpu.cuda_memory_source,
-        "memory_reserve": values["memory_reserve"],
+        "memory_reserve": sc.memory_reserve,
         "usable": usable,
     }
 
 
 def memory(
-    values: dict[str, Any],
+    sc: Scenario,
     shape: ModelShape | None = None,
     *,
     recompute: str | None = None,
@@ -341,25 +346,25 @@ def memory(
     rebuilds in the backward (derive.memory.phases). The peak, the largest phase, against the
     card's usable bytes. A lever's changes (``with_changes``) are applied first; ``fit``: a run
     that does not fit gets the changes that make it fit (``fit_changes``)."""
-    values = with_changes(
-        values, recompute=recompute, micro_batch=micro_batch, logits_chunks=logits_chunks, **changes
+    sc = with_changes(
+        sc, recompute=recompute, micro_batch=micro_batch, logits_chunks=logits_chunks, **changes
     )
-    shape = shape or scenario_shape(values)[0]
-    tp, pp, ep = (values[k] for k in ("tensor_parallel", "pipeline_parallel", "expert_parallel"))
-    cp, b = values["context_parallel"], values["micro_batch"]
-    params = _params(shape, values)
+    shape = shape or sc.shape
+    tp, pp, ep = sc.tensor_parallel, sc.pipeline_parallel, sc.expert_parallel
+    cp, b = sc.context_parallel, sc.micro_batch
+    params = _params(shape, sc)
     experts_on_gpu = params["experts"] / (tp * pp * ep)
-    saved, working = _stage_activations(_layer_sets(shape, values), values)
-    outside, logits = _outside(shape, values)
-    tokens = b * values["seq_len"] / cp / (tp if values["sequence_parallel"] else 1)
+    saved, working = _stage_activations(_layer_sets(shape, sc), sc)
+    outside, logits = _outside(shape, sc)
+    tokens = b * sc.seq_len / cp / (tp if sc.sequence_parallel else 1)
     gradients = 2 * 2 * tokens * shape.hidden_size  # dL/d(output) and dL/d(input), BF16
     head = 0 if shape.tie_word_embeddings and pp == 1 else params["lm_head"]
     layer_params = params["layers"] / (tp * pp) + experts_on_gpu
     # 1F1B: the first stage holds min(m, p) micro batches and the embedding; the last stage
     # one micro batch, the logits and the lm_head (one stage holds all of it when p = 1)
     # interleaved 1F1B keeps more micro batches in flight: the lever's chunks, else the scenario's
-    chunks = virtual_stages or values.get("virtual_pipeline") or 1
-    in_flight = act.in_flight_micro_batches(pp, max(1, int(micro_batches(values, b))), chunks)
+    chunks = virtual_stages or sc.virtual_pipeline or 1
+    in_flight = act.in_flight_micro_batches(pp, max(1, int(micro_batches(sc, b))), chunks)
     stages = {
         "first": (
             layer_params + params["embedding"] / tp + (head / tp if pp == 1 else 0),
@@ -370,7 +375,7 @@ def memory(
     }
     best = None
     for name, (on_gpu, flight, has_head) in stages.items():
-        states = _model_states(values, on_gpu - experts_on_gpu, experts_on_gpu)
+        states = _model_states(sc, on_gpu - experts_on_gpu, experts_on_gpu)
         outside_bytes = sum(outside.values()) if has_head else 0.0
         phase = phases(
             sum(states.values()),
@@ -395,56 +400,54 @@ def memory(
                 "in_flight": flight,
                 "params_on_gpu": on_gpu,
             }
-    room = capacity(values)
+    room = capacity(sc)
     out = {
         **best,
         "capacity": room["usable"],
         "capacity_detail": room,
         "headroom": room["usable"] - best["total"],
         "fits": best["total"] <= room["usable"],
-        "recompute": values["recompute"],
+        "recompute": sc.recompute,
         "micro_batch": b,
-        "settings": {key: values.get(key) for key in MEMORY_SETTINGS},
+        "settings": {key: sc.values[key] for key in MEMORY_SETTINGS},
         "convention": MEMORY_CONVENTION,
-        "framework_rules": act.FRAMEWORKS[values["framework"]].text,
+        "framework_rules": act.FRAMEWORKS[sc.framework].text,
         "fit": None,
     }
     if fit and not out["fits"]:
-        out["fit"] = fit_changes(values, shape)
+        out["fit"] = fit_changes(sc, shape)
     return out
 
 
-def _model_states(values: dict[str, Any], dense: float, experts: float) -> dict[str, float]:
+def _model_states(sc: Scenario, dense: float, experts: float) -> dict[str, float]:
     """Weights, gradients and optimizer states of one GPU: the dense share sharded over DP x CP,
     the experts' over their data-parallel group (DP x CP / EP)."""
-    dp, cp, ep = values["data_parallel"], values["context_parallel"], values["expert_parallel"]
-    states = model_state_bytes(
-        dense, values["zero_stage"], dp * cp, grad_bytes=values["grad_bytes"]
-    )
+    dp, cp, ep = sc.data_parallel, sc.context_parallel, sc.expert_parallel
+    states = model_state_bytes(dense, sc.zero_stage, dp * cp, grad_bytes=sc.grad_bytes)
     expert_states = model_state_bytes(
-        experts, values["zero_stage"], max(dp * cp // ep, 1), grad_bytes=values["grad_bytes"]
+        experts, sc.zero_stage, max(dp * cp // ep, 1), grad_bytes=sc.grad_bytes
     )
     return {key: states[key] + expert_states[key] for key in states}
 
 
-def _attention_forward(values: dict[str, Any]) -> float:
+def _attention_forward(sc: Scenario) -> float:
     """The attention core's forward FLOPs of the step at the real lengths (derive.attention)."""
-    return compute_time.core_forward_flops(values)
+    return compute_time.core_forward_flops(sc)
 
 
-def _step_work(values: dict[str, Any], fractions: dict[str, Any], core_forward: float) -> float:
+def _step_work(sc: Scenario, fractions: dict[str, Any], core_forward: float) -> float:
     """Hardware FLOPs of the step's weight GEMMs and attention core under recompute fractions."""
-    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[values["attention_kernel"]])
-    six_nd = 6 * values["activated_params"] * values["tokens_per_step"]
+    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[sc.attention_kernel])
+    six_nd = 6 * sc.activated_params * sc.tokens_per_step
     return six_nd * (1 + fractions["weights"] / 3) + core_forward * (1 + fractions["core"] + kappa)
 
 
-def _candidates(values: dict[str, Any], shape: ModelShape) -> list[tuple[str, dict, str]]:
+def _candidates(sc: Scenario, shape: ModelShape) -> list[tuple[str, dict, str]]:
     """(what changes, the scenario keys it sets, a note) for each change that lowers the peak."""
     out: list[tuple[str, dict, str]] = []
-    policy = values["recompute"]
+    policy = sc.recompute
     if policy != "full":
-        have = list(values.get("recompute_modules") or []) if policy == "selective" else []
+        have = list(sc.recompute_modules or []) if policy == "selective" else []
         useful = [
             "layernorm",
             "moe_act",
@@ -470,29 +473,29 @@ def _candidates(values: dict[str, Any], shape: ModelShape) -> list[tuple[str, di
             keys = {"recompute": "selective", "recompute_modules": ordered}
             out.append((f"recompute_modules {', '.join(ordered)}", keys, "selective recompute"))
         out.append(("recompute full", {"recompute": "full"}, "every layer, one at a time"))
-    ce = values["cross_entropy"]
+    ce = sc.cross_entropy
     for option in ("chunked", "fused", "fused_linear"):
         if act.CROSS_ENTROPY.index(option) > act.CROSS_ENTROPY.index(ce) or ce == "fp32":
             if option != ce:
-                note = f"{values['ce_chunks']} chunks" if option == "chunked" else "no extra FLOPs"
+                note = f"{sc.ce_chunks} chunks" if option == "chunked" else "no extra FLOPs"
                 out.append((f"cross_entropy {option}", {"cross_entropy": option}, note))
     storage = [("moe_inputs", shape.is_moe), ("linear_inputs", True)]
     for option, applies in storage:
-        now = act.FP8_ACTIVATIONS.index(values["fp8_activations"])
+        now = act.FP8_ACTIVATIONS.index(sc.fp8_activations)
         if applies and act.FP8_ACTIVATIONS.index(option) > now:
             keys = {"fp8": "hybrid", "fp8_activations": option}
             out.append((f"fp8_activations {option}", keys, "FP8 training (fp8: hybrid)"))
-    for stage in range(values["zero_stage"] + 1, 4):
+    for stage in range(sc.zero_stage + 1, 4):
         out.append((f"zero_stage {stage}", {"zero_stage": stage}, "more DP communication"))
-    if values["micro_batch"] > 1:
-        half = values["micro_batch"] // 2
+    if sc.micro_batch > 1:
+        half = sc.micro_batch // 2
         out.append((f"micro_batch {half}", {"micro_batch": half}, "more micro batches per step"))
     for key, label in (
         ("tensor_parallel", "TP"),
         ("pipeline_parallel", "PP"),
         ("context_parallel", "CP"),
     ):
-        doubled = 2 * values[key]
+        doubled = 2 * sc.values[key]
         keys = {key: doubled}
         if key == "tensor_parallel":
             keys["sequence_parallel"] = True
@@ -506,18 +509,16 @@ def _candidates(values: dict[str, Any], shape: ModelShape) -> list[tuple[str, di
 _NOT_INPUTS = ("name", "sequence_lengths")
 
 
-def variant(values: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any] | None:
+def variant(sc: Scenario, changes: dict[str, Any]) -> Scenario | None:
     """The scenario with ``changes`` resolved again (the layout checked and DP, EP derived), or
     None where the validator refuses it (a layout that does not divide)."""
-    from costmodel.errors import CostModelError
-    from costmodel.inputs import scenario
-
+    sc = as_scenario(sc)
     data = {
-        key: values[key]
+        key: sc.values[key]
         for key in scenario.FIELDS
-        if key in values and values[key] is not None and key not in _NOT_INPUTS
+        if sc.values[key] is not None and key not in _NOT_INPUTS
     }
-    if values.get("step_time_from") == "predicted":
+    if sc.step_time_from == "predicted":
         data["step_time"] = None  # predicted again for the variant, never a bound's refusal
     data.update(changes)
     if "recompute_modules" in changes or "recompute" in changes:
@@ -530,35 +531,33 @@ def variant(values: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any] |
         data.pop("recompute_method", None)
     if data["tensor_parallel"] == 1:
         data["sequence_parallel"] = False
-    if "expert_parallel" in data and values["num_experts"]:  # refit EP to the new DP
+    if "expert_parallel" in data and sc.num_experts:  # refit EP to the new DP
         gpus = data["num_gpus"]
         dp = gpus // (
             data["tensor_parallel"] * data["pipeline_parallel"] * data["context_parallel"]
         )
-        ep = math.gcd(values["expert_parallel"], values["num_experts"], max(dp, 1))
+        ep = math.gcd(sc.expert_parallel, sc.num_experts, max(dp, 1))
         data["expert_parallel"] = ep
     try:
-        return scenario.resolve(data=data).values
+        return scenario.resolve(data=data)
     except CostModelError:
         return None
 
 
-def fit_changes(values: dict[str, Any], shape: ModelShape) -> list[dict[str, Any]]:
+def fit_changes(sc: Scenario, shape: ModelShape) -> list[dict[str, Any]]:
     """The changes that make a run fit, each evaluated by running this memory model on the
     changed scenario (its peak), ranked by the hardware FLOPs they add (recompute redoes
     forwards; the others add none, and are ranked by their peak). Changes that do not fit on
     their own follow, lowest peak first, when none does."""
-    from costmodel.inputs.scenario import recompute_fractions
-
-    core_forward = _attention_forward(values)
-    work_now = _step_work(values, recompute_fractions(values), core_forward)
+    core_forward = _attention_forward(sc)
+    work_now = _step_work(sc, recompute_fractions(sc.values), core_forward)
     found = []
-    for label, changes, note in _candidates(values, shape):
-        changed = variant(values, changes)
+    for label, changes, note in _candidates(sc, shape):
+        changed = variant(sc, changes)
         if changed is None:
             continue
         got = memory(changed)
-        work = _step_work(changed, recompute_fractions(changed), core_forward)
+        work = _step_work(changed, recompute_fractions(changed.values), core_forward)
         found.append(
             {
                 "change": label,
@@ -580,43 +579,44 @@ def fit_changes(values: dict[str, Any], shape: ModelShape) -> list[dict[str, Any
     return sorted(found, key=lambda x: x["peak"])[:3]
 
 
-def compute_seconds(values: dict[str, Any], shape: ModelShape | None = None) -> Compute:
+def compute_seconds(sc: Scenario, shape: ModelShape | None = None) -> Compute:
     """The compute one GPU of the most loaded stage runs per step that collectives can hide
     behind: the forward, the backward (recompute included) and, within both, the attention
     core, as the step-time model predicts them (evaluate.compute_time: each GEMM at its
     roofline, the attention core at its kernel's efficiency, the memory-bound work over HBM).
     The one place the communication model asks how long compute takes."""
-    phases = compute_time.compute(values, shape)["phases"]
+    phases = compute_time.compute(sc, shape)["phases"]
     return Compute(**phases, basis=COMPUTE_BASIS)
 
 
 def comm(
-    values: dict[str, Any], shape: ModelShape | None = None, compute: Compute | None = None
+    sc: Scenario, shape: ModelShape | None = None, compute: Compute | None = None
 ) -> dict[str, Any]:
     """The collectives of a step (evaluate.communication) for the scenario's layout, the exposed
     communication after the overlap rules, and the share conclusions use: the team's measured
     `communication_share` if given, else the estimate (`share`, the upper bound: nothing
     overlapped; `exposed_share` beside it)."""
-    shape = shape or scenario_shape(values)[0]
-    gpu = hardware.GPUS[values["gpu"]]
-    intra = values.get("intra_node_bandwidth") or gpu.intra_node_bandwidth(values["gpus_per_node"])
-    inter = values.get("inter_node_bandwidth") or gpu.network_bandwidth
+    sc = as_scenario(sc)
+    shape = shape or sc.shape
+    gpu = hardware.GPUS[sc.gpu]
+    intra = sc.intra_node_bandwidth or gpu.intra_node_bandwidth(sc.gpus_per_node)
+    inter = sc.inter_node_bandwidth or gpu.network_bandwidth
     experts = float(shape.breakdown["routed_experts_total"])
-    mtp = values.get("num_mtp_layers", 0)  # counted (count_mtp): each a full layer
+    mtp = sc.num_mtp_layers  # counted (count_mtp): each a full layer
     result = communication(
-        dp=values["data_parallel"],
-        tp=values["tensor_parallel"],
-        pp=values["pipeline_parallel"],
-        cp=values["context_parallel"],
-        ep=values["expert_parallel"],
-        sp=values["sequence_parallel"],
-        zero_stage=values["zero_stage"],
-        grad_bytes=values["grad_bytes"],
-        gpus_per_node=values["gpus_per_node"],
+        dp=sc.data_parallel,
+        tp=sc.tensor_parallel,
+        pp=sc.pipeline_parallel,
+        cp=sc.context_parallel,
+        ep=sc.expert_parallel,
+        sp=sc.sequence_parallel,
+        zero_stage=sc.zero_stage,
+        grad_bytes=sc.grad_bytes,
+        gpus_per_node=sc.gpus_per_node,
         intra_node_bandwidth=intra,
         inter_node_bandwidth=inter,
-        micro_batch=values["micro_batch"],
-        seq_len=values["seq_len"],
+        micro_batch=sc.micro_batch,
+        seq_len=sc.seq_len,
         hidden_size=shape.hidden_size,
         num_layers=shape.num_layers + mtp,
         num_full_attention_layers=shape.num_full_attention_layers + mtp,
@@ -626,22 +626,22 @@ def comm(
         num_kv_heads=shape.num_kv_heads,
         head_dim=shape.qk_head_dim,
         v_head_dim=shape.v_head_dim,
-        dense_params=max(float(values["total_params"]) - experts, 1.0),
+        dense_params=max(float(sc.total_params) - experts, 1.0),
         expert_params=experts,
-        micro_batches=max(1, math.ceil(micro_batches(values) - 1e-9)),
-        step_time=values["step_time"],
-        full_recompute=values["recompute"] == "full",
-        cp_comm_type=values["cp_comm_type"],
-        moe_router_max_nodes=values["moe_router_max_nodes"],
-        fp8_dispatch=values["fp8_dispatch"],
-        tp_comm_overlap=values["tp_comm_overlap"],
-        overlap_grad_reduce=values["overlap_grad_reduce"],
-        overlap_param_gather=values["overlap_param_gather"],
-        ep_overlap=values["ep_overlap"],
-        compute=compute or compute_seconds(values, shape),
+        micro_batches=max(1, math.ceil(micro_batches(sc) - 1e-9)),
+        step_time=sc.step_time,
+        full_recompute=sc.recompute == "full",
+        cp_comm_type=sc.cp_comm_type,
+        moe_router_max_nodes=sc.moe_router_max_nodes,
+        fp8_dispatch=sc.fp8_dispatch,
+        tp_comm_overlap=sc.tp_comm_overlap,
+        overlap_grad_reduce=sc.overlap_grad_reduce,
+        overlap_param_gather=sc.overlap_param_gather,
+        ep_overlap=sc.ep_overlap,
+        compute=compute or compute_seconds(sc, shape),
     )
     out = result.as_dict()
-    measured = values.get("communication_share")
+    measured = sc.communication_share
     out["estimated_share"] = out["share"]
     out["basis"] = "measured" if measured is not None else "estimated"
     out["share_used"] = measured if measured is not None else out["estimated_share"]

@@ -1,6 +1,6 @@
 """How long a step should take: the step-time model, part by part, on the most loaded GPU.
 
-`predict(values)` for a resolved scenario's values returns
+`predict(sc)` for a resolved Scenario returns
 
     {"seconds": the predicted step, the sum of the parts,
      "parts": {"gemms", "attention", "linear_attention", "memory_bound", "recompute",
@@ -31,7 +31,7 @@ from typing import Any
 from costmodel.derive import plain
 from costmodel.evaluate import compute_time, run
 from costmodel.evaluate.communication import Compute
-from costmodel.evaluate.shapes import scenario_shape
+from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
 
 #: The parts of a step, in the order the report shows them.
@@ -63,30 +63,32 @@ PART_INPUTS = {
 }
 
 
-def bubble_share(values: dict[str, Any]) -> float:
+def bubble_share(sc: Scenario) -> float:
     """The schedule's bubble over the stage's compute (0 without a pipeline)."""
+    sc = as_scenario(sc)
     return plain.bubble_over_compute(
-        values.get("pipeline_schedule") or "1f1b",
-        values["pipeline_parallel"],
-        values["micro_batches_per_step"],
-        values.get("virtual_pipeline") or 1,
+        sc.pipeline_schedule or "1f1b",
+        sc.pipeline_parallel,
+        sc.micro_batches_per_step,
+        sc.virtual_pipeline or 1,
     )
 
 
 def predict(
-    values: dict[str, Any], shape: ModelShape | None = None, comm: dict | None = None
+    sc: Scenario, shape: ModelShape | None = None, comm: dict | None = None
 ) -> dict[str, Any]:
     """The predicted step (module docstring). `comm`: the communication already evaluated with
     this model's compute (the account passes its own), else evaluated here."""
-    shape = shape or scenario_shape(values)[0]
-    computed = compute_time.compute(values, shape)
+    sc = as_scenario(sc)
+    shape = shape or sc.shape
+    computed = compute_time.compute(sc, shape)
     parts = dict(computed["parts"])
     if comm is None:
         phases = computed["phases"]
-        comm = run.comm(values, shape, Compute(**phases, basis=run.COMPUTE_BASIS))
+        comm = run.comm(sc, shape, Compute(**phases, basis=run.COMPUTE_BASIS))
     parts["communication_exposed"] = comm["exposed_seconds"]
     stage = sum(computed["parts"].values()) - computed["optimizer_seconds"]
-    share = bubble_share(values)
+    share = bubble_share(sc)
     parts["pipeline_bubble"] = share * stage
     parts = {name: float(parts.get(name, 0.0)) for name in PARTS}
     return {
@@ -95,8 +97,8 @@ def predict(
         "detail": {
             **computed["detail"],
             "phases": computed["phases"],
-            "pipeline_schedule": values.get("pipeline_schedule") or "1f1b",
-            "virtual_pipeline": values.get("virtual_pipeline"),
+            "pipeline_schedule": sc.pipeline_schedule or "1f1b",
+            "virtual_pipeline": sc.virtual_pipeline,
             "bubble_over_compute": share,
             "collectives": [
                 {"name": c["name"], "exposed_seconds": c["exposed_seconds"]}

@@ -164,12 +164,12 @@ def check_axes(scenario: Scenario, axes: list[Axis], overrides: dict[str, Any]) 
             f"--vary: {points:,} points is not allowed; expected at most {MAX_POINTS:,} (the "
             "product of the N's)"
         )
-    if scenario["step_time"] is None and "step_time" not in seen:
+    if scenario.step_time is None and "step_time" not in seen:
         raise CostModelError(
             "step_time: null is not allowed; expected a measured step for a sweep (the closed "
             "forms divide by it): --set step_time=SECONDS or --vary step_time=START:STOP:N"
         )
-    if scenario["sequence_lengths"] is not None:
+    if scenario.sequence_lengths is not None:
         for key in seen & set(LENGTH_KEYS):
             raise CostModelError(
                 f"--vary: {key} is not allowed with sequence_lengths; expected a key the "
@@ -204,7 +204,7 @@ def _arguments(scenario: Scenario, varied: dict[str, np.ndarray]) -> dict[str, A
     linear = linear_attention(scenario)
     flops = (linear or {}).get("flops_per_step") or 0.0
     # derive.linear_attention.core_training is proportional to D (tests/evaluate/test_sweep.py)
-    numbers["F_lin"] = flops * (np.float64(numbers["D"]) / scenario["tokens_per_step"])
+    numbers["F_lin"] = flops * (np.float64(numbers["D"]) / scenario.tokens_per_step)
     if numbers.get("E") == 0:  # a dense model: tokens per expert is undefined (as the account)
         numbers["E"] = math.nan
     return {
@@ -231,7 +231,6 @@ def _figures(arguments: dict[str, Any], keys: tuple[str, ...], size: int) -> dic
 def _refusals(scenario: Scenario, at: dict[str, np.ndarray], size: int) -> np.ndarray:
     """Why `resolve` would refuse each point's inputs ("" where it would not): the relations
     between keys and the layout's divisibility, for the keys a sweep varies."""
-    values = scenario.values
     reasons = np.full(size, "", dtype=object)
 
     def refuse(mask, reason: str) -> None:
@@ -239,18 +238,19 @@ def _refusals(scenario: Scenario, at: dict[str, np.ndarray], size: int) -> np.nd
         reasons[mask & (reasons == "")] = reason
 
     def get(key):
-        return at.get(key, values[key])
+        return at.get(key, scenario.values[key])
 
     refuse(get("mean_tokens_per_sample") > get("seq_len"), "mean_tokens_per_sample > seq_len")
     refuse(get("activated_params") > get("total_params"), "activated_params > total_params")
-    tp, pp, cp = (values[k] for k in ("tensor_parallel", "pipeline_parallel", "context_parallel"))
+    layout = scenario.layout
+    tp, pp, cp = layout.tensor_parallel, layout.pipeline_parallel, layout.context_parallel
     gpus, seq = get("num_gpus"), get("seq_len")
     refuse(gpus % (tp * pp * cp) != 0, f"num_gpus not a multiple of TP x PP x CP ({tp * pp * cp})")
-    ep = values["expert_parallel"]
-    if values["num_experts"] and scenario.sources.get("expert_parallel") in ("file", "--set"):
+    ep = scenario.expert_parallel
+    if scenario.num_experts and scenario.sources.get("expert_parallel") in ("file", "--set"):
         refuse((gpus // (tp * pp * cp)) % ep != 0, f"expert_parallel ({ep}) not a divisor of DP")
     refuse(seq % cp != 0, f"seq_len not a multiple of context_parallel ({cp})")
-    if values["sequence_parallel"]:
+    if scenario.sequence_parallel:
         refuse((seq // cp) % tp != 0, f"seq_len / CP not a multiple of tensor_parallel ({tp})")
     return reasons
 
@@ -261,7 +261,7 @@ def evaluate_grid(scenario: Scenario, axes: list[Axis]) -> Grid:
     axes = tuple(axes)
     varied = _mesh(axes)
     size = math.prod(len(axis.points) for axis in axes)
-    batching = scenario["batching"]
+    batching = scenario.batching
     wanted = {column: key.format(batching=batching) for column, key in FIGURES.items()}
     limits = list(_LIMITS)
     if batching == "padded":
@@ -289,12 +289,11 @@ def evaluate_grid(scenario: Scenario, axes: list[Axis]) -> Grid:
 
 def conventions(scenario: Scenario) -> str:
     """The conventions of the figures, in words (the CSV's header comment)."""
-    values = scenario.values
-    model = plain.convention_of(values["attention_flops"], "eager")
-    kernel = plain.convention_of(values["attention_flops"], values["attention_kernel"])
+    model = plain.convention_of(scenario.attention_flops, "eager")
+    kernel = plain.convention_of(scenario.attention_flops, scenario.attention_kernel)
     return (
         "fractions, not percent; N = activated_params (matmul parameters per token, no input "
         f"embedding); model FLOPs 6ND; attention core: {numeric.CONVENTION_NAMES[model]}, "
-        f"hardware {numeric.CONVENTION_NAMES[kernel]}; batching {values['batching']}; "
-        f"recompute {values['recompute']}; peak = peak_flops (dense BF16)"
+        f"hardware {numeric.CONVENTION_NAMES[kernel]}; batching {scenario.batching}; "
+        f"recompute {scenario.recompute}; peak = peak_flops (dense BF16)"
     )

@@ -5,6 +5,7 @@ expert_parallel and the micro batches per step; the recompute fractions."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from costmodel.derive import activations as act
@@ -14,6 +15,29 @@ from costmodel.formats import shown
 from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import fitted_expert_parallel
 from costmodel.inputs.model_shape import scenario_shape, tensor_parallel_widths
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The parallel layout of a resolved scenario (Scenario.layout): the sizes, the pipeline
+    schedule and the micro batches, ZeRO and the node size."""
+
+    tensor_parallel: int
+    pipeline_parallel: int
+    virtual_pipeline: int | None
+    pipeline_schedule: str
+    context_parallel: int
+    expert_parallel: int
+    data_parallel: int
+    micro_batch: int
+    micro_batches_per_step: int | float
+    sequence_parallel: bool
+    zero_stage: int
+    gpus_per_node: int
+
+
+#: The scenario keys of Layout (each its attribute of the same name).
+LAYOUT_KEYS = tuple(Layout.__dataclass_fields__)
 
 
 def _layout_error(key: str, value: Any, allowed: str) -> CostModelError:

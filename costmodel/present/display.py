@@ -16,7 +16,7 @@ import sympy as sp
 from IPython.display import display
 
 from costmodel import course
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account import account, fill_step_time
 from costmodel.formats import (  # noqa: F401 (the notebooks' formats, through display)
     count,
     csv_cell,
@@ -46,7 +46,9 @@ def load(scenario_file: str | None = None, overrides: dict[str, Any] | None = No
         here, root = Path(scenario_file), Path(__file__).resolve().parents[2] / scenario_file
         if not here.exists() and root.exists():
             scenario_file = str(root)
-    sc = scenario.resolve(scenario_file, overrides or None)
+    # the scenario with its step: measured, or the step-time model's prediction (the notebooks
+    # read sc.step_time)
+    sc = fill_step_time(scenario.resolve(scenario_file, overrides or None))
     return sc, account(sc)
 
 

@@ -34,9 +34,9 @@ def _tflops(x):
 
 def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
     """The account as titled tables of (quantity, value, note) rows."""
-    sc = a["scenario"]
+    given = a["scenario"]  # the JSON's resolved inputs (output data, not a Scenario)
     pad, att, proj = a["padding"], a["attention"], a["projections"]
-    predicted = sc.get("step_time_from") == "predicted"
+    predicted = given.get("step_time_from") == "predicted"
     step_note = " (T predicted: step_time is null)" if predicted else ""
     rows_inputs = [
         (
@@ -44,27 +44,27 @@ def sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
             _input(value),
             "predicted by the step-time model" if key == "step_time" and predicted else "",
         )
-        for key, value in sc.items()
+        for key, value in given.items()
     ]
     return [
         ("Inputs", rows_inputs),
-        _flops_section(a, sc),
+        _flops_section(a, given),
         _utilization_section(a, step_note),
         _throughput_section(a, step_note),
         _padding_section(pad),
         *_lengths_section(a),
-        _attention_section(a, sc, att),
+        _attention_section(a, given, att),
         _projections_section(proj),
         _hardware_section(a),
     ]
 
 
-def _flops_section(a: dict[str, Any], sc: dict[str, Any]) -> Section:
+def _flops_section(a: dict[str, Any], given: dict[str, Any]) -> Section:
     """The Model FLOPs (6ND) table of the report."""
     return (
         "Model FLOPs (6ND)",
         [
-            ("tokens per step D", _count(sc["tokens_per_step"]), "samples x mean tokens"),
+            ("tokens per step D", _count(given["tokens_per_step"]), "samples x mean tokens"),
             ("model FLOPs 6ND", _sci(a["model_flops_per_step"]), "N = activated matmul params"),
             (
                 "recompute factor",
@@ -138,7 +138,7 @@ def _padding_section(pad: dict[str, Any]) -> Section:
     )
 
 
-def _attention_section(a: dict[str, Any], sc: dict[str, Any], att: dict[str, Any]) -> Section:
+def _attention_section(a: dict[str, Any], given: dict[str, Any], att: dict[str, Any]) -> Section:
     """The attention core table of the report."""
     return (
         f"Attention core ({att['convention']}; kernel {att['attention_kernel']})",
@@ -152,13 +152,13 @@ def _attention_section(a: dict[str, Any], sc: dict[str, Any], att: dict[str, Any
             ),
             (
                 "attention width d",
-                _count(sc["attention_dim"]),
-                f"from {sc['attention_dim_from']}",
+                _count(given["attention_dim"]),
+                f"from {given['attention_dim_from']}",
             ),
             (
                 "full-attention layers",
-                _count(sc["num_full_attention_layers"]),
-                f"{sc['num_mtp_layers']} of them MTP" if sc["num_mtp_layers"] else "",
+                _count(given["num_full_attention_layers"]),
+                f"{given['num_mtp_layers']} of them MTP" if given["num_mtp_layers"] else "",
             ),
             *_linear_rows(a),
         ],

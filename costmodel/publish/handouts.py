@@ -177,9 +177,11 @@ def _start(
 
         held.printer = booklet.Printer()
     from costmodel.evaluate.account import account as evaluate_account
+    from costmodel.evaluate.account import fill_step_time
     from costmodel.inputs import scenario
 
-    sc = scenario.resolve(scenario_file, overrides)
+    # the scenario with its step: measured, or the step-time model's prediction
+    sc = fill_step_time(scenario.resolve(scenario_file, overrides))
     scene = _Scenario(
         sc, evaluate_account(sc), user_layer(scenario_file, overrides), conventions_html()
     )
@@ -245,8 +247,8 @@ def _finish(
     clock["end"] = time.perf_counter()
     with writing(out):  # the manifests, from the files as they are now
         for ed in editions[1:]:
-            write_manifest(built / ed, scenario_file, scene.sc["name"])
-        write_manifest(built, scenario_file, scene.sc["name"], builds=editions[1:])
+            write_manifest(built / ed, scenario_file, scene.sc.name)
+        write_manifest(built, scenario_file, scene.sc.name, builds=editions[1:])
 
 
 def _place_pages(
@@ -282,7 +284,7 @@ def _place_pages(
         printed = [here / "index.html"] + [
             here / s.page for s in sections if (here / s.page).is_file()
         ]
-        booklets.append((printed, here / "booklet.pdf", f"{printable(scene.sc['name'])} ({ed})"))
+        booklets.append((printed, here / "booklet.pdf", f"{printable(scene.sc.name)} ({ed})"))
     return booklets
 
 

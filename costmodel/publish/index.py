@@ -26,7 +26,7 @@ def banner(sc: scenario.Scenario, account: dict[str, Any], inputs: dict[str, Any
     template HTML-escapes it."""
     changed = ", ".join(f"{key}={printable(table_value(value))}" for key, value in inputs.items())
     return (
-        f"{printable(sc['name'])} · {EDITION_NAMES[edition]} · MFU {100 * account['mfu']:.2f}%"
+        f"{printable(sc.name)} · {EDITION_NAMES[edition]} · MFU {100 * account['mfu']:.2f}%"
         + (" (predicted step)" if account["time"]["measured_seconds"] is None else "")
         + " · "
         + (f"inputs: course scenario + {changed}" if changed else "inputs: the course's scenario")
@@ -64,7 +64,7 @@ def _input_rows(sc: scenario.Scenario) -> str:
     changed = set(sc.changed)
     return "".join(
         f'<tr class="{"changed" if key in changed else ""}"><td><code>{key}</code></td>'
-        f"<td>{html.escape(printable(table_value(sc[key])))}</td>"
+        f"<td>{html.escape(printable(table_value(sc.values[key])))}</td>"
         f"<td>{'changed' if key in changed else ''}</td></tr>"
         for key in _fields()
         if key != "name"
@@ -138,7 +138,7 @@ def index_html(
     edition: str = "teacher",
     others: dict[str, str] | None = None,
 ) -> str:
-    title = html.escape(printable(sc["name"]))
+    title = html.escape(printable(sc.name))
     return f"""<!DOCTYPE html>
 <html lang="zh-CN"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1.0">

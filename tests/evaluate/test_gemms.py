@@ -187,35 +187,22 @@ def test_cli_gemms_json_and_text():
 # The layout: the rows are one GPU's (TP splits the projections, CP the sequence, EP the experts'
 # rows); forward_flops_per_token stays the whole model's per token.
 
-LAYOUT_KEYS = (
-    "tensor_parallel",
-    "pipeline_parallel",
-    "context_parallel",
-    "expert_parallel",
-    "sequence_parallel",
-    "data_parallel",
-)
-
-
-def layout_free(values):
-    return {k: v for k, v in values.items() if k not in LAYOUT_KEYS}
-
 
 @pytest.mark.parametrize(
     "model", ["course", "llama-3.1-8b", str(REPO / "tests" / "configs" / "deepseek-v3.json")]
 )
-def test_the_default_layout_gives_the_rows_of_a_layout_free_call(model):
+def test_the_values_of_a_scenario_give_the_rows_of_the_scenario(model):
+    """A resolved Scenario has every layout key (no layout-free call): its `values` mapping, as
+    a notebook passes it, gives the rows of the Scenario itself."""
     data = {} if model == "course" else {"model": model}
     sc = scenario.resolve(data=data)
-    assert (sc["tensor_parallel"], sc["context_parallel"]) == (1, 1)
-    assert not sc["sequence_parallel"]
-    rows = gemms.model_gemms(sc.values)
-    assert rows == gemms.model_gemms(layout_free(sc.values))
+    assert (sc.tensor_parallel, sc.context_parallel) == (1, 1)
+    assert not sc.sequence_parallel
+    rows = gemms.model_gemms(sc)
+    assert rows == gemms.model_gemms(sc.values)
     assert all(r["per_gpu_fraction"] == 1 for r in rows)
     for batch in (1, 3):
-        assert gemms.model_gemms(sc.values, batch) == gemms.model_gemms(
-            layout_free(sc.values), batch
-        )
+        assert gemms.model_gemms(sc, batch) == gemms.model_gemms(dict(sc.values), batch)
 
 
 def llama_8b(**layout):

@@ -3,6 +3,7 @@ recomputed costs its forward again (the weight GEMMs' share r of 2ND, the attent
 r_core of its forward) and frees its saved tensors."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import sympy as sp
@@ -157,12 +158,15 @@ def test_full_recompute_groups_and_blocks():
     """Uniform groups of n layers keep one input per group and rebuild n layers at once; block
     recomputes the first n layers of the stage and keeps the others whole."""
     kinds = [({"layer.input": 1.0}, {"x": 10.0}, 8)]  # kept, whole, count: 8 layers
+    # the keys run._stage_activations reads, as a Scenario's attributes
     values = {"pipeline_parallel": 1, "recompute": "full", "recompute_method": "uniform"}
-    assert run._stage_activations(kinds, {**values, "recompute_num_layers": None}) == (8.0, 10.0)
-    assert run._stage_activations(kinds, {**values, "recompute_num_layers": 4}) == (2.0, 40.0)
-    block = {**values, "recompute_method": "block", "recompute_num_layers": 3}
+    uniform = SimpleNamespace(**values, recompute_num_layers=None)
+    assert run._stage_activations(kinds, uniform) == (8.0, 10.0)
+    groups = SimpleNamespace(**values, recompute_num_layers=4)
+    assert run._stage_activations(kinds, groups) == (2.0, 40.0)
+    block = SimpleNamespace(**{**values, "recompute_method": "block", "recompute_num_layers": 3})
     assert run._stage_activations(kinds, block) == (3 * 1.0 + 5 * 10.0, 10.0)
-    sel = {"pipeline_parallel": 2, "recompute": "selective", "recompute_num_layers": None}
+    sel = SimpleNamespace(pipeline_parallel=2, recompute="selective", recompute_num_layers=None)
     assert run._stage_activations([({"a": 4.0}, {"a": 4.0, "b": 6.0}, 8)], sel) == (16.0, 6.0)
 
 

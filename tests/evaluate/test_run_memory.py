@@ -216,7 +216,7 @@ def test_capacity_is_the_cuda_total_minus_the_reserve():
     assert hardware.GPUS["H800"].cuda_memory_kind == "datasheet GiB"
     for gpu in hardware.GPUS.values():
         assert gpu.cuda_memory_source and gpu.cuda_memory_bytes > 0.85 * gpu.memory_bytes
-    got = run.capacity({"gpu": "H100-SXM", "memory_reserve": 10**9})
+    got = run.capacity(resolve(gpu="H100-SXM", memory_reserve=10**9))
     assert got["usable"] == 85_045_477_376 - 10**9
 
 

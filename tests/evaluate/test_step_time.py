@@ -13,7 +13,7 @@ from commands import cli
 from costmodel.derive import step_time as forms
 from costmodel.derive import symbols as sym
 from costmodel.evaluate import compute_time, run, step_time
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account import account, fill_step_time
 from costmodel.evaluate.gemms import model_gemms
 from costmodel.inputs import efficiency, hardware, scenario
 
@@ -368,8 +368,13 @@ def test_a_null_step_time_is_the_predicted_step():
     assert sc["step_time"] is None and sc["step_time_from"] == "predicted"
     acc = account(sc)
     predicted = step_time.predict(scenario.resolve().values)["seconds"]
-    # the account fills the scenario's values: every figure divides by the predicted step
-    assert sc["step_time"] == pytest.approx(predicted) and sc.sources["step_time"] == "predicted"
+    # the account fills a copy of the scenario: every figure divides by the predicted step
+    assert sc.step_time is None  # the Scenario given is frozen
+    filled = fill_step_time(sc)
+    assert (
+        filled.step_time == pytest.approx(predicted) and filled.sources["step_time"] == "predicted"
+    )
+    assert acc["scenario"]["step_time"] == filled.step_time
     assert acc["scenario"]["step_time_from"] == "predicted"
     assert acc["time"]["basis"] == "predicted" and acc["time"]["measured_seconds"] is None
     assert acc["time"]["unexplained_seconds"] is None and acc["time"]["contradiction"] is None

@@ -37,14 +37,15 @@ def test_one_qk_norm_mapping_for_parameters_report_and_memory_check(monkeypatch)
     assert sum(validate_memory.predicted_layer(normed, config, 0, 32, "eager").values()) > predicted
 
 
-def _values() -> dict:
-    return {
-        "seq_len": 32,
-        "attention_kernel": "flash",
-        "framework": "megatron",
-        "fp8_activations": False,
-        "context_parallel": 1,
-    }
+def _values() -> SimpleNamespace:
+    """The scenario keys run._layer_kwargs reads (as a Scenario's attributes)."""
+    return SimpleNamespace(
+        seq_len=32,
+        attention_kernel="flash",
+        framework="megatron",
+        fp8_activations=False,
+        context_parallel=1,
+    )
 
 
 def test_no_second_qk_norm_or_dtype_switch_by_model_type():

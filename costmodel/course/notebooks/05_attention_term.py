@@ -63,9 +63,9 @@ def resolve_with(**keys):
     scenario sets: that count was for the scenario's heads, not these."""
     if "num_heads" in keys and sc.num_kv_heads is not None:
         keys = {"num_kv_heads": None if keys["num_heads"] is None else shape.num_kv_heads, **keys}
-    if sc.step_time_from == "predicted":
-        keys = {"step_time": sc.step_time, **keys}
     hsc = scenario.resolve(scenario_file, {**overrides, **NO_SPLIT, **keys})
+    if sc.step_time_from == "predicted":
+        hsc = hsc.replace(step_time=sc.step_time, sources={"step_time": "predicted"})
     return hsc, account(hsc)
 
 

@@ -1,0 +1,146 @@
+"""The keys resolution derives from the others (the lengths file's figures, the attention width,
+tokens per step, the full-attention layers, the sum of squared lengths) and the checks of the
+keys against each other (relations, the shape keys, the parameters of a model given by numbers),
+on the mutable mapping `costmodel.inputs.scenario.resolve` fills before it makes the Scenario."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from costmodel.derive import plain
+from costmodel.errors import CostModelError
+from costmodel.inputs.fields import check_value
+from costmodel.inputs.layout import _layout_error
+from costmodel.inputs.lengths import Lengths, summarize
+from costmodel.inputs.model_shape import (
+    MOE_SHAPE_KEYS,
+    SHAPE_KEYS,
+    matching_shape,
+    query_heads,
+    shape_from_keys,
+)
+
+
+def _lengths(values: dict[str, Any], sources: dict[str, str]) -> Lengths | None:
+    """Read and summarize the lengths file; its mean becomes mean_tokens_per_sample."""
+    if values.get("sequence_lengths") is None:
+        return None
+    lengths = summarize(values["sequence_lengths"], values["seq_len"], values["samples_per_step"])
+    values["mean_tokens_per_sample"] = lengths.mean
+    sources["mean_tokens_per_sample"] = "sequence_lengths"
+    return lengths
+
+
+def _derive(values: dict[str, Any], sources: dict[str, str], lengths: Lengths | None) -> None:
+    if values.get("attention_dim") is not None:
+        origin = "attention_dim"
+    elif values.get("num_heads") is not None and values.get("head_dim") is not None:
+        values["attention_dim"] = values["num_heads"] * values["head_dim"]
+        origin = "num_heads x head_dim"
+    else:
+        values["attention_dim"] = values["hidden_size"]
+        origin = "hidden_size"
+    values["attention_dim_from"] = origin
+    # measured, or null: the account fills it with the step-time model's prediction
+    values["step_time_from"] = "measured" if values.get("step_time") is not None else "predicted"
+    values["tokens_per_step"] = values["samples_per_step"] * values["mean_tokens_per_sample"]
+    if lengths is not None and lengths.exact_step:  # the file's own sum, no rounding
+        values["tokens_per_step"] = int(lengths.truncated.sum())
+    # Full-attention layers, with the MTP layers when they are counted (each has one).
+    values["num_full_attention_layers"] = (
+        values["num_layers"] // values["full_attention_every"] + values["num_mtp_layers"]
+    )
+    # The attention core's sum of squared lengths: the file's, else the course's B x mean^2.
+    if lengths is not None:
+        values["sum_squared_lengths"] = lengths.sum_of_squares_per_step
+        values["sum_squared_lengths_from"] = "sequence_lengths"
+    else:
+        values["sum_squared_lengths"] = plain.sum_sq_of_mean(  # exact for integer inputs
+            values["samples_per_step"], values["mean_tokens_per_sample"]
+        )
+        values["sum_squared_lengths_from"] = "samples_per_step x mean_tokens_per_sample^2"
+    for key in (
+        "attention_dim_from",
+        "step_time_from",
+        "tokens_per_step",
+        "num_full_attention_layers",
+        "sum_squared_lengths",
+        "sum_squared_lengths_from",
+    ):
+        sources[key] = "derived"
+
+
+_RELATIONS: list[tuple[str, str, Callable[[Any, Any], bool], str]] = [
+    ("mean_tokens_per_sample", "seq_len", lambda a, b: a <= b, "at most seq_len"),
+    ("experts_per_token", "num_experts", lambda a, b: a <= b, "at most num_experts"),
+    ("activated_params", "total_params", lambda a, b: a <= b, "at most total_params"),
+    ("full_attention_every", "num_layers", lambda a, b: a <= b, "at most num_layers"),
+    ("num_heads", "attention_dim", lambda a, b: a is None or a <= b, "at most attention_dim"),
+]
+
+
+def _cross_check(values: dict[str, Any]) -> None:
+    for key, other, ok, allowed in _RELATIONS:
+        if not ok(values[key], values[other]):
+            raise CostModelError(
+                f"{key}: {values[key]!r} is not allowed; expected {allowed} ({values[other]!r})"
+            )
+    if (values["num_experts"] == 0) != (values["experts_per_token"] == 0):
+        raise CostModelError(
+            f"experts_per_token: {values['experts_per_token']!r} is not allowed; expected 0 "
+            f"exactly when num_experts is 0 (num_experts = {values['num_experts']!r})"
+        )
+
+
+def _team(sources: dict[str, str], key: str) -> bool:
+    """The team gave `key` (a scenario file or --set), not the course or a model config."""
+    return sources.get(key) in ("file", "--set")
+
+
+def _check_shape_keys(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """The keys of a model given by numbers agree with the rest: K/V heads divide the query
+    heads; the MoE keys only with experts; at least one MoE layer after the dense ones. A value
+    the team gave and that does not agree is refused; one a model config filled, made stale by a
+    structure key the team changed (a notebook's other hidden size, say), goes back to the
+    course's null, so the shape built from the keys assumes it instead."""
+    for key, allowed in _shape_key_conflicts(values):
+        if _team(sources, key):
+            raise _layout_error(key, values[key], allowed)
+        values[key], sources[key] = None, "course"
+
+
+def _shape_key_conflicts(values: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, what is allowed) for each shape key that does not agree with the rest."""
+    found = []
+    kv = values.get("num_kv_heads")
+    if kv is not None:
+        heads = query_heads(values)[0]
+        if heads % kv:
+            found.append(("num_kv_heads", f"a divisor of the query heads ({heads}; num_heads)"))
+    if not values["num_experts"]:
+        dense = "null for a dense model (num_experts = 0)"
+        return found + [(key, dense) for key in MOE_SHAPE_KEYS if values.get(key) is not None]
+    first = values.get("first_dense_layers")
+    if first is not None and first >= values["num_layers"]:
+        most = f"less than num_layers ({values['num_layers']}): at least one MoE layer"
+        found.append(("first_dense_layers", most))
+    return found
+
+
+def _params_from_shape_keys(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """A model given by numbers: when the team sets any key of SHAPE_KEYS and its shape is built
+    from the keys (no model config describes it), activated_params and total_params the team
+    did not give are that shape's (source `derived`), not the course's or another model's."""
+    if not any(_team(sources, key) for key in SHAPE_KEYS):
+        return
+    todo = [k for k in ("activated_params", "total_params") if not _team(sources, k)]
+    if not todo or matching_shape(values) is not None:
+        return
+    shape, _ = shape_from_keys(values)
+    for key in todo:
+        value = int(getattr(shape, key))
+        try:
+            values[key] = check_value(key, value)
+        except CostModelError as error:
+            raise CostModelError(f"{error} (derived from the shape keys)") from None
+        sources[key] = "derived"
