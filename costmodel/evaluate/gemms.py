@@ -133,73 +133,11 @@ def gemm_layout(sc: Scenario) -> dict[str, Any]:
 
 
 def _attention_rows(shape: ModelShape, tokens: float, layers: int, tp: int) -> list[dict]:
+    """The attention GEMMs of the full-attention layers: MLA's (`_mla_rows`), or the fused
+    Q, K, V projection (the KV heads replicated where TP does not divide them) and the output."""
     h, heads = shape.hidden_size, shape.num_heads
     if shape.mla:
-        nope = shape.qk_head_dim - shape.qk_rope_head_dim
-        rows = []
-        if shape.q_lora_rank:
-            rows += [
-                _row(
-                    "q_a",
-                    "MLA q_a (hidden -> q_lora_rank)",
-                    tokens,
-                    h,
-                    shape.q_lora_rank,
-                    layers,
-                    split="replicated",
-                ),
-                _row(
-                    "q_b",
-                    "MLA q_b (q_lora_rank -> heads x qk_head_dim)",
-                    tokens,
-                    shape.q_lora_rank,
-                    heads * shape.qk_head_dim,
-                    layers,
-                    split="column",
-                ),
-            ]
-        else:
-            rows.append(
-                _row(
-                    "q",
-                    "MLA q (hidden -> heads x qk_head_dim)",
-                    tokens,
-                    h,
-                    heads * shape.qk_head_dim,
-                    layers,
-                    split="column",
-                )
-            )
-        rows += [
-            _row(
-                "kv_a",
-                "MLA kv_a (hidden -> kv_lora_rank + rope)",
-                tokens,
-                h,
-                shape.kv_lora_rank + shape.qk_rope_head_dim,
-                layers,
-                split="replicated",
-            ),
-            _row(
-                "kv_b",
-                "MLA kv_b (kv_lora_rank -> heads x (nope + v))",
-                tokens,
-                shape.kv_lora_rank,
-                heads * (nope + shape.v_head_dim),
-                layers,
-                split="column",
-            ),
-            _row(
-                "attention_output",
-                "attention output (heads x v -> hidden)",
-                tokens,
-                heads * shape.v_head_dim,
-                h,
-                layers,
-                split="row",
-            ),
-        ]
-        return rows
+        return _mla_rows(shape, tokens, layers)
     q_out = heads * shape.head_dim * (2 if shape.attention_output_gate else 1)
     kv_heads = shape.num_kv_heads
     kv_out = 2 * kv_heads * shape.head_dim
@@ -229,6 +167,77 @@ def _attention_rows(shape: ModelShape, tokens: float, layers: int, tp: int) -> l
             split="row",
         ),
     ]
+
+
+def _mla_rows(shape: ModelShape, tokens: float, layers: int) -> list[dict]:
+    """The attention GEMMs of multi-head latent attention (MLA): the low-rank Q (or one Q
+    projection), K/V down and up, the output."""
+    h, heads = shape.hidden_size, shape.num_heads
+    nope = shape.qk_head_dim - shape.qk_rope_head_dim
+    rows = []
+    if shape.q_lora_rank:
+        rows += [
+            _row(
+                "q_a",
+                "MLA q_a (hidden -> q_lora_rank)",
+                tokens,
+                h,
+                shape.q_lora_rank,
+                layers,
+                split="replicated",
+            ),
+            _row(
+                "q_b",
+                "MLA q_b (q_lora_rank -> heads x qk_head_dim)",
+                tokens,
+                shape.q_lora_rank,
+                heads * shape.qk_head_dim,
+                layers,
+                split="column",
+            ),
+        ]
+    else:
+        rows.append(
+            _row(
+                "q",
+                "MLA q (hidden -> heads x qk_head_dim)",
+                tokens,
+                h,
+                heads * shape.qk_head_dim,
+                layers,
+                split="column",
+            )
+        )
+    rows += [
+        _row(
+            "kv_a",
+            "MLA kv_a (hidden -> kv_lora_rank + rope)",
+            tokens,
+            h,
+            shape.kv_lora_rank + shape.qk_rope_head_dim,
+            layers,
+            split="replicated",
+        ),
+        _row(
+            "kv_b",
+            "MLA kv_b (kv_lora_rank -> heads x (nope + v))",
+            tokens,
+            shape.kv_lora_rank,
+            heads * (nope + shape.v_head_dim),
+            layers,
+            split="column",
+        ),
+        _row(
+            "attention_output",
+            "attention output (heads x v -> hidden)",
+            tokens,
+            heads * shape.v_head_dim,
+            h,
+            layers,
+            split="row",
+        ),
+    ]
+    return rows
 
 
 def _core_rows(

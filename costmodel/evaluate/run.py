@@ -4,7 +4,8 @@ per step, and the levers ranked for that run.
 Memory follows the ZeRO paper (arXiv:1910.02054) and Megatron-LM's theoretical-memory
 convention for the model states (costmodel.derive.model_states) and the tensors each layer saves
 for backward for the activations (costmodel.derive.activations, checked against a real
-measurement in costmodel.validate_memory). Communication is costmodel.evaluate.communication:
+measurement in costmodel.validate_memory; the model is costmodel.evaluate.gpu_memory, applied
+here to a lever's changes, with the fit rules). Communication is costmodel.evaluate.communication:
 an upper bound when nothing overlaps. Every figure that rests on a value the course assumed
 names the key (account["assumptions"] says which came from the course).
 """
@@ -16,14 +17,26 @@ from typing import Any
 
 from costmodel.derive import activations as act
 from costmodel.derive import numeric, plain
-from costmodel.derive.memory import peak, phases
-from costmodel.derive.plain import model_state_bytes
 from costmodel.errors import CostModelError
 from costmodel.evaluate import compute_time
 from costmodel.evaluate.communication import Compute, communication
+from costmodel.evaluate.gpu_memory import (  # noqa: F401 (re-exported: the memory model)
+    MEMORY_CONVENTION,
+    MEMORY_SETTINGS,
+    _heaviest_stage,
+    _layer_kinds,
+    _layer_kwargs,
+    _layer_sets,
+    _model_states,
+    _outside,
+    _params,
+    _stage_activations,
+    capacity,
+    most_loaded,
+)
 from costmodel.inputs import hardware, scenario
 from costmodel.inputs.scenario import Scenario, as_scenario, recompute_fractions
-from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
+from costmodel.inputs.shape import ModelShape
 
 #: What the compute a collective hides behind is (communication.compute.basis).
 COMPUTE_BASIS = (
@@ -48,33 +61,6 @@ LEVERS = (
     "pipeline_parallel",
     "context_parallel",
     "fp8",
-)
-
-
-#: What the memory model counts, and what it leaves out (in the JSON as memory.convention).
-MEMORY_CONVENTION = (
-    "peak by phase (forward end, loss, backward, optimizer step), the largest of them, on the "
-    "most loaded GPU: model states after the ZeRO paper; the tensors each layer saves for "
-    "backward under memory.settings (framework, cross_entropy, recompute and its modules, FP8 "
-    "storage, attention kernel), times the micro batches 1F1B holds; the layer recompute "
-    "rebuilds and the gradients at its boundary in the backward; the logits while the loss "
-    "runs. Capacity: the card's CUDA total minus memory_reserve. Not counted: the transient "
-    "buffers inside one operation (a GEMM's workspace, a kernel's scratch), CPU offload, "
-    "FP8 weight copies, the communication buffers beyond memory_reserve"
-)
-#: The keys memory.settings names (each a scenario key; what a figure of the memory rests on).
-MEMORY_SETTINGS = (
-    "framework",
-    "cross_entropy",
-    "ce_chunks",
-    "recompute",
-    "recompute_modules",
-    "recompute_num_layers",
-    "recompute_method",
-    "fp8",
-    "fp8_activations",
-    "attention_kernel",
-    "memory_reserve",
 )
 
 
@@ -130,79 +116,6 @@ def schedule_bubble(sc: Scenario) -> float:
     return idle / (1 + idle)
 
 
-def _params(shape: ModelShape, sc: Scenario) -> dict[str, float]:
-    """Parameters of the scenario split as the layout divides them."""
-    parts = shape.breakdown
-    experts = float(parts["routed_experts_total"])
-    embedding, head = float(parts["embedding"]), float(parts["lm_head"])
-    dense = max(float(sc.total_params) - experts - embedding, 0.0)
-    if not shape.tie_word_embeddings:
-        dense = max(dense - head, 0.0)
-    return {"experts": experts, "embedding": embedding, "lm_head": head, "layers": dense}
-
-
-def _layer_kinds(shape: ModelShape, sc: Scenario) -> list[tuple[str, str, int]]:
-    """(mixer, mlp, count) of the model's layer kinds, MTP layers counted when they are."""
-    counts: dict[tuple[str, str], int] = {}
-    mixer_full = "mla" if shape.mla else "attention"
-    for layer_type, moe in zip(shape.layer_types, shape.moe_layer_flags):
-        mixer = mixer_full if layer_type == FULL_ATTENTION else "gated_deltanet"
-        key = (mixer, "moe" if moe else "dense")
-        counts[key] = counts.get(key, 0) + 1
-    mtp = sc.num_mtp_layers
-    if mtp:
-        key = (mixer_full, "moe" if shape.is_moe else "dense")
-        counts[key] = counts.get(key, 0) + mtp
-    return [(mixer, mlp, n) for (mixer, mlp), n in counts.items()]
-
-
-def _layer_kwargs(shape: ModelShape, sc: Scenario, b: int) -> dict[str, Any]:
-    return {
-        "b": b,
-        "s": sc.seq_len,
-        "hidden": shape.hidden_size,
-        "heads": shape.num_heads,
-        "kv_heads": shape.num_kv_heads,
-        "head_dim": shape.qk_head_dim,
-        "v_head_dim": shape.v_head_dim,
-        "qk_norm": shape.qk_norm,
-        "q_lora_rank": shape.q_lora_rank,
-        "kv_lora_rank": shape.kv_lora_rank,
-        "ffn": shape.intermediate_size,
-        "mlp_activation": shape.mlp_activation,
-        "experts": shape.num_experts,
-        "top_k": shape.experts_per_token,
-        "moe_ffn": shape.moe_intermediate_size,
-        "shared_ffn": shape.shared_expert_intermediate_size,
-        "router_fp32": shape.router_fp32,
-        "routing_weights_fp32": shape.routing_weights_fp32,
-        "shared_gate": shape.shared_expert_gate,
-        "output_gate": shape.attention_output_gate,
-        "norm_offset": shape.rmsnorm_offset,
-        "norm_topk": shape.norm_topk,
-        "linear_key_heads": shape.linear_num_key_heads,
-        "linear_value_heads": shape.linear_num_value_heads,
-        "linear_key_head_dim": shape.linear_key_head_dim,
-        "linear_value_head_dim": shape.linear_value_head_dim,
-        "conv_kernel": shape.linear_conv_kernel_dim,
-        "attention_kernel": sc.attention_kernel,
-        "framework": sc.framework,
-        "fp8_activations": sc.fp8_activations,
-        "cp": sc.context_parallel,
-    }
-
-
-def _heaviest_stage(kinds: list[tuple[dict[str, float], int]], pp: int) -> list[dict]:
-    """The layers of the most loaded stage, as an upper bound whatever the placement: the
-    largest stage holds ceil(L / p) layers, taken here from the heaviest kinds first."""
-    room = math.ceil(sum(count for _, count in kinds) / pp)
-    layers: list[dict[str, float]] = []
-    for per_layer, count in sorted(kinds, key=lambda kind: -sum(kind[0].values())):
-        take = min(count, room - len(layers))
-        layers += [per_layer] * take
-    return layers
-
-
 def with_changes(
     sc: Scenario,
     *,
@@ -234,101 +147,6 @@ def with_changes(
     return sc.replace(**new) if new else sc
 
 
-def _layer_sets(shape: ModelShape, sc: Scenario):
-    """Per layer kind: (kept per micro batch, the whole set, count) on one GPU, by the recompute
-    policy and its modules (full recompute: the layer's input)."""
-    tp, sp = sc.tensor_parallel, sc.sequence_parallel
-    kwargs = _layer_kwargs(shape, sc, sc.micro_batch)
-    policy = sc.recompute
-    kinds = []
-    for mixer, mlp, count in _layer_kinds(shape, sc):
-        if mixer == "gated_deltanet" and not shape.linear_num_value_heads:
-            continue
-        whole = act.layer_activation_bytes(mixer, mlp, tp=tp, sp=sp, recompute="none", **kwargs)
-        kept = act.layer_activation_bytes(
-            mixer,
-            mlp,
-            tp=tp,
-            sp=sp,
-            recompute=policy,
-            recompute_modules=sc.recompute_modules,
-            **kwargs,
-        )
-        kinds.append((kept, whole, count))
-    return kinds
-
-
-def _stage_activations(kinds, sc: Scenario) -> tuple[float, float]:
-    """(bytes one micro batch leaves saved on the most loaded stage, the working set the
-    backward rebuilds at once): full recompute keeps a layer's input per group of
-    recompute_num_layers (uniform) and rebuilds a group, or recomputes the first
-    recompute_num_layers of the stage (block) and keeps the others whole; selective recompute
-    rebuilds the recomputed modules of one layer."""
-    sized = [({"whole": sum(whole.values())}, sum(kept.values()), n) for kept, whole, n in kinds]
-    chosen = _heaviest_stage([(size, n) for size, _, n in sized], sc.pipeline_parallel)
-    kept_of = {id(size): kept for size, kept, _ in sized}
-    stage = [(kept_of[id(size)], size["whole"]) for size in chosen]  # heaviest first
-    policy, group = sc.recompute, sc.recompute_num_layers
-    largest = max((whole for _, whole in stage), default=0.0)
-    if policy == "full" and sc.recompute_method == "block" and group is not None:
-        recomputed = min(group, len(stage))  # the lightest layers: the heaviest stay whole
-        saved = sum(kept for kept, _ in stage[len(stage) - recomputed :])
-        saved += sum(whole for _, whole in stage[: len(stage) - recomputed])
-        working = max((whole for _, whole in stage[len(stage) - recomputed :]), default=0.0)
-        return saved, working
-    if policy == "full":
-        group = group or 1
-        inputs = math.ceil(len(stage) / group)
-        saved = sum(kept for kept, _ in stage[:inputs])
-        return saved, largest * min(group, len(stage))
-    saved = sum(kept for kept, _ in stage)
-    if policy == "selective":
-        return saved, max((whole - kept for kept, whole in stage), default=0.0)
-    return saved, 0.0
-
-
-def _outside(shape: ModelShape, sc: Scenario) -> tuple[dict[str, float], float]:
-    """Bytes outside the layers per micro batch (token ids, RoPE, final norm, lm_head input),
-    and the logits the loss keeps (cross_entropy)."""
-    tp, sp, cp = sc.tensor_parallel, sc.sequence_parallel, sc.context_parallel
-    b, s = sc.micro_batch, sc.seq_len
-    framework = act.FRAMEWORKS[sc.framework]
-    outside = act.model_activation_bytes(
-        b=b,
-        s=s,
-        hidden=shape.hidden_size,
-        vocab=shape.vocab_size,
-        elementwise=framework.elementwise,
-        loss_fp32=False,
-        output_logits=False,
-        tp=tp,
-        sp=sp,
-        cp=cp,
-    )
-    loss = act.loss_saved(
-        b * s / cp,
-        shape.vocab_size,
-        cross_entropy=sc.cross_entropy,
-        chunks=sc.ce_chunks,
-        framework=sc.framework,
-    )
-    return outside, sum(act.per_gpu(loss, tp=tp, sp=sp).values())
-
-
-def capacity(sc: Scenario) -> dict[str, Any]:
-    """The bytes a run can use on one GPU: the card's CUDA total minus memory_reserve."""
-    sc = as_scenario(sc)
-    gpu = hardware.GPUS[sc.gpu]
-    usable = gpu.cuda_memory_bytes - sc.memory_reserve
-    return {
-        "cuda_total": gpu.cuda_memory_bytes,
-        "cuda_total_kind": gpu.cuda_memory_kind,
-        "cuda_total_source": gpu.cuda_memory_source,
-        "memory_reserve": sc.memory_reserve,
-        "usable": usable,
-    }
-
-
 def memory(
     sc: Scenario,
     shape: ModelShape | None = None,
@@ -350,84 +168,10 @@ def memory(
         sc, recompute=recompute, micro_batch=micro_batch, logits_chunks=logits_chunks, **changes
     )
     shape = shape or sc.shape
-    tp, pp, ep = sc.tensor_parallel, sc.pipeline_parallel, sc.expert_parallel
-    cp, b = sc.context_parallel, sc.micro_batch
-    params = _params(shape, sc)
-    experts_on_gpu = params["experts"] / (tp * pp * ep)
-    saved, working = _stage_activations(_layer_sets(shape, sc), sc)
-    outside, logits = _outside(shape, sc)
-    tokens = b * sc.seq_len / cp / (tp if sc.sequence_parallel else 1)
-    gradients = 2 * 2 * tokens * shape.hidden_size  # dL/d(output) and dL/d(input), BF16
-    head = 0 if shape.tie_word_embeddings and pp == 1 else params["lm_head"]
-    layer_params = params["layers"] / (tp * pp) + experts_on_gpu
-    # 1F1B: the first stage holds min(m, p) micro batches and the embedding; the last stage
-    # one micro batch, the logits and the lm_head (one stage holds all of it when p = 1)
-    # interleaved 1F1B keeps more micro batches in flight: the lever's chunks, else the scenario's
-    chunks = virtual_stages or sc.virtual_pipeline or 1
-    in_flight = act.in_flight_micro_batches(pp, max(1, int(micro_batches(sc, b))), chunks)
-    stages = {
-        "first": (
-            layer_params + params["embedding"] / tp + (head / tp if pp == 1 else 0),
-            in_flight,
-            pp == 1,
-        ),
-        "last": (layer_params + head / tp, 1, True),
-    }
-    best = None
-    for name, (on_gpu, flight, has_head) in stages.items():
-        states = _model_states(sc, on_gpu - experts_on_gpu, experts_on_gpu)
-        outside_bytes = sum(outside.values()) if has_head else 0.0
-        phase = phases(
-            sum(states.values()),
-            saved,
-            outside_bytes,
-            flight,
-            logits=logits if has_head else None,
-            working_set=working,
-            layer_gradients=gradients,
-        )
-        top = peak(phase)
-        if best is None or phase[top]["bytes"] > best["total"]:
-            held_logits = phase[top]["contents"].get("logits", 0.0)
-            best = {
-                **states,
-                "activations": phase[top]["bytes"] - sum(states.values()) - held_logits,
-                "logits": logits if has_head else 0.0,
-                "total": phase[top]["bytes"],
-                "peak_phase": top,
-                "phases": phase,
-                "stage": name if pp > 1 else "only",
-                "in_flight": flight,
-                "params_on_gpu": on_gpu,
-            }
-    room = capacity(sc)
-    out = {
-        **best,
-        "capacity": room["usable"],
-        "capacity_detail": room,
-        "headroom": room["usable"] - best["total"],
-        "fits": best["total"] <= room["usable"],
-        "recompute": sc.recompute,
-        "micro_batch": b,
-        "settings": {key: sc.values[key] for key in MEMORY_SETTINGS},
-        "convention": MEMORY_CONVENTION,
-        "framework_rules": act.FRAMEWORKS[sc.framework].text,
-        "fit": None,
-    }
+    out = most_loaded(sc, shape, micro_batches(sc, sc.micro_batch), virtual_stages)
     if fit and not out["fits"]:
         out["fit"] = fit_changes(sc, shape)
     return out
-
-
-def _model_states(sc: Scenario, dense: float, experts: float) -> dict[str, float]:
-    """Weights, gradients and optimizer states of one GPU: the dense share sharded over DP x CP,
-    the experts' over their data-parallel group (DP x CP / EP)."""
-    dp, cp, ep = sc.data_parallel, sc.context_parallel, sc.expert_parallel
-    states = model_state_bytes(dense, sc.zero_stage, dp * cp, grad_bytes=sc.grad_bytes)
-    expert_states = model_state_bytes(
-        experts, sc.zero_stage, max(dp * cp // ep, 1), grad_bytes=sc.grad_bytes
-    )
-    return {key: states[key] + expert_states[key] for key in states}
 
 
 def _attention_forward(sc: Scenario) -> float:

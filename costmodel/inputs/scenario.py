@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -55,6 +54,16 @@ from costmodel.inputs.resolution import (  # noqa: F401
     _derive,
     _lengths,
     _params_from_shape_keys,
+)
+from costmodel.inputs.scenario_layers import (  # noqa: F401 (re-exported)
+    _checked,
+    _merged,
+    _model_keys,
+    _model_layer,
+    _user_layers,
+    model_reference,
+    relative_to_file,
+    shown_name,
 )
 from costmodel.inputs.scenario_yaml import (  # noqa: F401
     MAX_YAML_DEPTH,
@@ -342,111 +351,16 @@ def as_scenario(given: Scenario | Mapping[str, Any]) -> Scenario:
     return Scenario.from_values(given)
 
 
-def model_reference(reference: str, base: str | Path) -> str:
-    """A model path given relative to `base` (a scenario file's folder), made absolute; a
-    preset name or an absolute path is returned as it is."""
-    path = Path(reference)
-    try:
-        if not path.is_absolute() and (Path(base) / path).exists():
-            return str((Path(base) / path).resolve())
-    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
-        pass
-    return reference
-
-
-def relative_to_file(layer: dict[str, Any], base: str | Path) -> dict[str, Any]:
-    """Make a scenario file's paths absolute, in place: `model` (a path, not a preset name) and
-    `sequence_lengths` are relative to the file's folder `base`."""
-    if isinstance(layer.get("model"), str):
-        layer["model"] = model_reference(layer["model"], base)
-    if isinstance(layer.get("sequence_lengths"), str):
-        layer["sequence_lengths"] = os.path.abspath(os.path.join(base, layer["sequence_lengths"]))
-    return layer
-
-
-def _model_keys(reference: str, count_mtp: bool) -> tuple[dict[str, Any], int]:
-    """The scenario keys a model fills in, and its MTP layers counted (count_mtp)."""
-    from costmodel.inputs import models  # only when a scenario names a model
-
-    shape = models.load_shape(reference)
-    if count_mtp and not shape.num_mtp_layers:
-        raise CostModelError(
-            f"count_mtp: true is not allowed; model {shown(shape.name or reference, 200)} has no "
-            "multi-token-prediction layers (num_nextn_predict_layers, mtp_num_hidden_layers)"
-        )
-    return models.scenario_keys(shape, count_mtp), shape.num_mtp_layers if count_mtp else 0
-
-
-def shown_name(text: str, limit: int = 120) -> str:
-    """A scenario name made from its keys, cut at `limit` characters."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def resolve(
     file: str | Path | None = None,
     overrides: dict[str, Any] | None = None,
     data: dict[str, Any] | None = None,
 ) -> Scenario:
     """Course defaults, then the model named by `model:`, then `data`/the file, then overrides."""
-    layers: list[tuple[str, dict[str, Any]]] = []
-    if file is not None:
-        layer = load_yaml(file)
-        relative_to_file(layer, Path(file).parent)
-        layers.append(("file", layer))
-    if data:
-        layers.append(("file", dict(data)))
-    if overrides:
-        layers.append(("--set", dict(overrides)))
-    user: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    for origin, layer in layers:
-        for key, value in layer.items():
-            user[key] = check_value(key, value)
-            sources[key] = origin
-
-    model_ref = user.get("model")
-    count_mtp = bool(user.get("count_mtp"))
-    if count_mtp and not model_ref:
-        raise CostModelError(
-            "count_mtp: true is not allowed without model; expected a model config with "
-            "multi-token-prediction layers (set model: to a config.json or a preset)"
-        )
-    mtp_layers = 0
-    try:
-        if model_ref:
-            model_layer, mtp_layers = _model_keys(model_ref, count_mtp)
-            model_layer = _checked(model_layer)
-        else:
-            model_layer = {}
-    except CostModelError as error:  # say which model a refused shape key comes from
-        message = str(error)
-        raise (
-            error
-            if message.startswith(("model config ", "count_mtp: "))
-            else CostModelError(f"model {shown(model_ref, 200)}: {message}")
-        ) from None
-
-    values = {key: check_value(key, value) for key, value in course_values().items()}
-    values.setdefault("model", None)
-    for key in values:
-        sources.setdefault(key, "course")
-    # A team that sets any width key gets none of the course's other width keys.
-    team_width = set(WIDTH_KEYS) & (set(user) | set(model_layer))
-    if team_width:
-        for key in ("attention_dim", "num_heads", "head_dim"):
-            values[key] = None
-    if "name" not in user and (user or model_layer):
-        # the course's scenario with a few keys set (--set, a notebook's overrides) is named
-        # after what changed; a scenario file without a name is the team's
-        if file is None and not data and overrides:
-            changed = ", ".join(f"{key}={value}" for key, value in overrides.items())
-            values["name"] = shown_name(f"课程场景 + {changed}")
-        else:
-            values["name"] = "Team scenario"
-    for key, value in model_layer.items():
-        values[key] = value
-        sources[key] = "model"
-    values.update(user)
+    user, sources = _user_layers(file, overrides, data)
+    model_layer, mtp_layers = _model_layer(user)
+    set_only = overrides if file is None and not data else None  # the course's, a few keys set
+    values = _merged(user, model_layer, sources, named_after=set_only)
 
     gpu = hardware.GPUS[values["gpu"]]
     for key, figure in (("peak_flops", gpu.bf16_flops), ("hbm_bandwidth", gpu.hbm_bandwidth)):
@@ -469,7 +383,3 @@ def resolve(
     _layout(values, sources)
     _memory_settings(values, sources)
     return Scenario.from_values(values, sources, lengths)
-
-
-def _checked(layer: dict[str, Any]) -> dict[str, Any]:
-    return {key: check_value(key, value) for key, value in layer.items()}

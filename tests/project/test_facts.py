@@ -156,25 +156,34 @@ def test_gemm_rows_are_data_that_present_renders():
     assert written[0]["name"] == rows[0].name
 
 
+#: The modules of the advice: advice.py, the lever as data, each lever.
+ADVICE_MODULES = ("evaluate/advice.py", "evaluate/lever.py", "evaluate/levers.py")
+
+
+def _advice_tree() -> ast.Module:
+    """The advice's modules (ADVICE_MODULES), parsed as one."""
+    bodies = [ast.parse((PACKAGE / p).read_text(encoding="utf-8")).body for p in ADVICE_MODULES]
+    return ast.Module(body=[node for body in bodies for node in body], type_ignores=[])
+
+
 def _advice_codes() -> set[str]:
-    """The reason codes evaluate/advice.py gives: Reason("code", ...), nothing(..., "code") and
+    """The reason codes the advice's modules give: Reason("code", ...), nothing(..., "code") and
     a variable `code` set to one."""
-    tree = ast.parse((PACKAGE / "evaluate/advice.py").read_text(encoding="utf-8"))
     codes = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(_advice_tree()):
         if not isinstance(node, ast.Call):
             continue
         name = getattr(node.func, "id", "")
         args = node.args[:1] if name == "Reason" else node.args[3:4] if name == "nothing" else []
         codes |= {a.value for a in args if isinstance(a, ast.Constant)}
-    for node in ast.walk(tree):  # code = "a" if ... else "b"
+    for node in ast.walk(_advice_tree()):  # code = "a" if ... else "b"
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "code":
             codes |= {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant)}
     return codes
 
 
 def test_advice_is_data_and_present_writes_it():
-    """evaluate/advice.py writes no sentence (no f-string at all) and every reason code it gives
+    """The advice's modules write no sentence (no f-string at all) and every reason code they give
     has its sentence in present.advice.NOTES; the account's levers are Lever objects, which the
     report's JSON writes with the note in its place."""
     from costmodel.evaluate import advice
@@ -182,8 +191,7 @@ def test_advice_is_data_and_present_writes_it():
     from costmodel.present import advice as words
     from costmodel.present.report import render
 
-    tree = ast.parse((PACKAGE / "evaluate/advice.py").read_text(encoding="utf-8"))
-    assert not [n.lineno for n in ast.walk(tree) if isinstance(n, ast.JoinedStr)]
+    assert not [n.lineno for n in ast.walk(_advice_tree()) if isinstance(n, ast.JoinedStr)]
     codes = _advice_codes()
     assert len(codes) > 25 and codes == set(words.NOTES)
     acc = account(scenario.resolve())
