@@ -33,7 +33,7 @@ from notebook_text import shown as _shown
 from costmodel.derive import attention, exercises, levers, moe, roofline
 from costmodel.errors import CostModelError
 from costmodel.evaluate import gemms, layouts, packing, router, shapes
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account import account, fill_step_time
 from costmodel.inputs import assumptions, hardware, scenario
 from costmodel.inputs.model_shape import query_heads, tensor_parallel_widths
 from costmodel.inputs.scenario import FIELDS, RECOMPUTE_POLICIES
@@ -309,7 +309,9 @@ def finite(value, where=""):
 
 
 def notebook_figures(sc) -> dict:
-    """What the notebooks compute from the library for this scenario (04-10 by section)."""
+    """What the notebooks compute from the library for this scenario (04-10 by section); as
+    the notebooks' loader does, a scenario without a measured step gets the predicted one."""
+    sc = fill_step_time(sc)
     acc = account(sc)
     v = sc.values
     out = {"account": acc}
