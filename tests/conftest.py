@@ -25,3 +25,18 @@ def course():
 @pytest.fixture(scope="session")
 def course_account(course):
     return account(course)
+
+
+@pytest.fixture(scope="session")
+def notebook_kernel():
+    """One kernel for every test of a session (of a pytest-xdist worker) that executes the
+    course's notebooks: reset between notebooks as the handouts build resets it, so a kernel
+    start and the SymPy derivations are paid once, not once per notebook."""
+    from costmodel.present import runner, suite
+
+    suite.inline_figures()
+    runner.skip_iri_format_checks()
+    kernel = runner.Kernel(suite.NOTEBOOKS)
+    kernel.launch()
+    yield kernel
+    kernel.shutdown()
