@@ -228,6 +228,16 @@ def test_a_course_quote_is_removed_in_one_pass_over_a_long_run():
     assert time.perf_counter() - start < 1
 
 
+def test_the_modules_handed_out_first_exist():
+    """tests/conftest.py's LONGEST_FIRST names test modules that exist: a renamed one would
+    silently be handed out in collection order again."""
+    from conftest import LONGEST_FIRST
+
+    missing_modules = [m for m in LONGEST_FIRST if not (ROOT / m).is_file()]
+    assert not missing_modules, f"rename them in tests/conftest.py: {missing_modules}"
+    assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
+
+
 def test_nbval_fails_when_the_library_changes(tmp_path):
     """Mutation check: change one figure in the library (H20 peak 148 -> 150 TFLOP/s) in a copy
     of the package; nbval on the stored notebook must then fail."""
