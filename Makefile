@@ -20,10 +20,13 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
+# pytest-xdist, a worker per core; --dist loadscope keeps a test module (its module-scoped
+# fixtures run once) and a notebook's nbval cells (one kernel, in order) on one worker, and
+# tests/conftest.py hands out the longest modules first (--no-loadscope-reorder keeps its order).
 test: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadscope --no-loadscope-reorder
 
 # Regenerate every costmodel/course/notebooks/NN_name.ipynb from its .py source and execute it (NB=03 for one).
 notebooks: venv

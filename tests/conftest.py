@@ -25,3 +25,51 @@ def course():
 @pytest.fixture(scope="session")
 def course_account(course):
     return account(course)
+
+
+@pytest.fixture(scope="session")
+def notebook_kernel():
+    """One kernel for every test of a session (of a pytest-xdist worker) that executes the
+    course's notebooks: reset between notebooks as the handouts build resets it, so a kernel
+    start and the SymPy derivations are paid once, not once per notebook."""
+    from costmodel.present import runner, suite
+
+    suite.inline_figures()
+    runner.skip_iri_format_checks()
+    kernel = runner.Kernel(suite.NOTEBOOKS)
+    kernel.launch()
+    yield kernel
+    kernel.shutdown()
+
+
+#: The test modules that take longest, longest first (measured under pytest-xdist on this 2-core
+#: machine: these take about 1,300 of the 1,440 s the tests took on the two workers together).
+#: Under pytest-xdist (`make test`: `--dist loadscope --no-loadscope-reorder`, a module and a
+#: notebook's cells stay on one worker, handed out in collection order) they are handed out first:
+#: a worker that starts a long module last finishes alone. tests/test_notebooks.py checks that each
+#: still exists.
+LONGEST_FIRST = (
+    "tests/test_valid_space.py",
+    "tests/test_memory_model.py",
+    "tests/test_handouts_safety.py",
+    "tests/test_handouts.py",
+    "tests/test_published_step.py",
+    "tests/test_properties.py",
+    "tests/test_notebooks.py",
+    "tests/test_bad_input.py",
+    "tests/test_booklet.py",
+    "tests/test_flop_counter.py",
+    "tests/test_lengths.py",
+    "tests/test_install.py",
+    "tests/test_scenario_text.py",
+    "tests/test_lab.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """In a pytest-xdist worker: the modules of LONGEST_FIRST first, in that order; the rest,
+    and the tests inside each module, in their own order (a stable sort)."""
+    if not hasattr(config, "workerinput"):
+        return
+    rank = {module: i for i, module in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))

@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jupytext
@@ -162,39 +161,37 @@ TEAM = {
 }
 
 
-def _papermill(source: Path, out_dir: Path, scenario_file: Path) -> Path:
-    import papermill
-
-    out = out_dir / source.with_suffix(".ipynb").name
-    papermill.execute_notebook(
-        str(source.with_suffix(".ipynb")),
-        str(out),
-        parameters={"scenario_file": str(scenario_file)},
-        cwd=str(source.parent),
-        progress_bar=False,
-        kernel_name="python3",
-    )
-    return out
+#: A figure quoted from the course, "5.85%（课程 06.3）": the run of characters before the quote
+#: (no space, `|`, `"` or `（`) and the quote. The look-behind starts a match only where a run
+#: starts (or after a `）`, where the previous match ended): the same matches as without it, but a
+#: long run (an image's base64 data) is scanned once, not once per character (minutes).
+_COURSE_QUOTE = re.compile(r"(?<![^\s|\"（）])[^\s|\"（]+（课程 [^）]*）")
 
 
-def test_notebooks_rerun_for_another_scenario(tmp_path, monkeypatch):
-    """Every notebook runs for a different model and cluster, without error or warning, and
-    its body (after the scenario line) shows the number it computes for that scenario, its
-    headline (tests/headlines.py), and not the course's MFU or HFU: nothing is hard-coded.
+def _run_for_file(kernel, source: Path, scenario_file: Path):
+    """`source`'s stored notebook executed in `kernel` with `scenario_file` injected as its
+    parameter (as papermill injects it); a failing cell raises."""
+    from costmodel.present import runner
 
-    papermill's `cwd` is an os.chdir around each run, process-wide: from several threads the
-    saves and restores interleave and can leave the process in the notebooks' folder, where a
-    later test's relative path fails (it did in CI). monkeypatch restores the folder after."""
+    nb = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    runner.inject_parameters(nb, {"scenario_file": str(scenario_file)})
+    kernel.execute(nb)
+    return nb
+
+
+def test_notebooks_rerun_for_another_scenario(tmp_path, notebook_kernel, course_account):
+    """Every notebook runs for a different model and cluster (a scenario file), without error
+    or warning, and its body (after the scenario line) shows the number it computes for that
+    scenario, its headline (tests/headlines.py), and not the course's MFU or HFU: nothing is
+    hard-coded. The notebooks run one after the other in one kernel, reset between them."""
     import yaml
 
-    monkeypatch.chdir(Path.cwd())
     from costmodel.inputs import scenario
     from costmodel.present import display as d
 
     scenario_file = tmp_path / "team.yaml"
     scenario_file.write_text(yaml.safe_dump(TEAM))
-    team = account(scenario.resolve(scenario_file))
-    course = account(scenario.resolve())
+    team, course = account(scenario.resolve(scenario_file)), course_account
     team_headlines, course_headlines = section_headlines(team), section_headlines(course)
     if team["tokens_per_expert"] is None:  # dense: 06 shows the dense FFN GEMM's rows, b x S
         team_headlines["06"] = d.num(TEAM["micro_batch"] * TEAM["seq_len"])
@@ -202,21 +199,43 @@ def test_notebooks_rerun_for_another_scenario(tmp_path, monkeypatch):
         d.pct(course[key]) for key in ("mfu", "hfu") if d.pct(course[key]) != d.pct(team[key])
     ]
     assert len(course_only) == 2, "the team scenario must differ from the course in MFU and HFU"
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        outs = list(pool.map(lambda s: _papermill(s, tmp_path, scenario_file), SOURCES))
-    for out in outs:
-        nb = nbformat.read(out, as_version=4)
+    for source in SOURCES:
+        nb = _run_for_file(notebook_kernel, source, scenario_file)
         outputs = [c["outputs"] for c in nb.cells if c.get("outputs")]
         text = json.dumps(outputs, ensure_ascii=False)
-        assert '"stderr"' not in text, f"{out.name}: warning or stderr output"
+        assert '"stderr"' not in text, f"{source.stem}: warning or stderr output"
         body = json.dumps(outputs[1:], ensure_ascii=False)  # outputs[0]: the scenario line
-        headline = team_headlines[out.name[:2]]
-        assert headline != course_headlines[out.name[:2]], f"{out.name}: pick another team"
-        assert headline in body, f"{out.name}: the team's {headline} is not in the body"
+        headline = team_headlines[source.name[:2]]
+        assert headline != course_headlines[source.name[:2]], f"{source.stem}: pick another team"
+        assert headline in body, f"{source.stem}: the team's {headline} is not in the body"
         # the course's own figures may be quoted as such: "5.85%（课程 06.3）" in a claims table
-        unquoted = re.sub(r"[^\s|\"（]+（课程 [^）]*）", "", body)
+        unquoted = _COURSE_QUOTE.sub("", body)
         for figure in course_only:
-            assert figure not in unquoted, f"{out.name} still shows the course's {figure}"
+            assert figure not in unquoted, f"{source.stem} still shows the course's {figure}"
+
+
+def test_a_course_quote_is_removed_in_one_pass_over_a_long_run():
+    """The course's figures quoted as such are left out of what the re-run test reads, as the
+    unanchored pattern left them out, and a run of 200,000 characters without a space (an
+    image's base64 data) is scanned in well under a second (the unanchored pattern rescanned it
+    from each of its characters: about two minutes)."""
+    import time
+
+    tail = ' 5.85%（课程 06.3）| 1.2×（课程 06.4）a）b（课程 1）"6.1%'
+    assert _COURSE_QUOTE.sub("", tail) == ' | "6.1%'
+    start = time.perf_counter()
+    assert _COURSE_QUOTE.sub("", "x" * 200_000 + tail) == "x" * 200_000 + ' | "6.1%'
+    assert time.perf_counter() - start < 1
+
+
+def test_the_modules_handed_out_first_exist():
+    """tests/conftest.py's LONGEST_FIRST names test modules that exist: a renamed one would
+    silently be handed out in collection order again."""
+    from conftest import LONGEST_FIRST
+
+    missing_modules = [m for m in LONGEST_FIRST if not (ROOT / m).is_file()]
+    assert not missing_modules, f"rename them in tests/conftest.py: {missing_modules}"
+    assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
 
 
 def test_nbval_fails_when_the_library_changes(tmp_path):
@@ -269,24 +288,17 @@ def test_consecutive_prints_are_one_output():
 
 
 @pytest.fixture(scope="module")
-def step_runs():
+def step_runs(notebook_kernel):
     """Notebooks 08 and 10 run for a null step_time and for a step shorter than the model's
     prediction (the course's 120 s is the stored run): {(label, stem): notebook}."""
     from costmodel.publish import runner
 
-    suite.inline_figures()
-    runner.skip_iri_format_checks()
-    kernel = runner.Kernel(suite.NOTEBOOKS)
-    kernel.launch()
     runs = {}
-    try:
-        for label, overrides in (("null", {"step_time": None}), ("fast", {"step_time": 30})):
-            for stem in ("08_optimization_path", "10_exercises"):
-                nb, error = runner.run_notebook(stem, overrides, kernel)
-                assert error is None, error
-                runs[(label, stem)] = nb
-    finally:
-        kernel.shutdown()
+    for label, overrides in (("null", {"step_time": None}), ("fast", {"step_time": 30})):
+        for stem in ("08_optimization_path", "10_exercises"):
+            nb, error = runner.run_notebook(stem, overrides, notebook_kernel)
+            assert error is None, error
+            runs[(label, stem)] = nb
     return runs
 
 
@@ -294,15 +306,13 @@ def _stored(stem: str):
     return nbformat.read(suite.NOTEBOOKS / f"{stem}.ipynb", as_version=4)
 
 
-def test_08_waterfall_runs_from_the_predicted_parts_to_the_measured_step():
+def test_08_waterfall_runs_from_the_predicted_parts_to_the_measured_step(course_account):
     """Issue 20 (5): 08 draws the step-time model's parts up to the measured 120 s, names the gap
     unexplained, and sets the course's order beside the model's ranking."""
-    from costmodel.inputs import scenario
-
     nb = _stored("08_optimization_path")
     plots = [c for c in nb.cells if c.cell_type == "code" and "Where the step goes" in c.source]
     assert plots and any("image/png" in o.get("data", {}) for o in plots[0].outputs)
-    acc = account(scenario.resolve())
+    acc = course_account
     t = acc["time"]
     text = _shown(nb)
     assert f"unexplained (measured - predicted) | {t['unexplained_seconds']:.4g} s" in text
@@ -331,7 +341,7 @@ def test_a_step_faster_than_the_model_is_said_plainly(step_runs):
     assert "按模型这一步不可能这么快" in _shown(step_runs[("fast", "10_exercises")])
 
 
-def test_10_exercise_re_predicts_the_step_after_packing():
+def test_10_exercise_re_predicts_the_step_after_packing(course_account):
     """Issue 20 (5): notebook 10 has an exercise on the step-time model: the step re-predicted
     with packed rows, against the slots rule of exercise 1."""
     from costmodel.inputs import scenario
@@ -340,7 +350,7 @@ def test_10_exercise_re_predicts_the_step_after_packing():
     nb = _stored("10_exercises")
     tagged = [c for c in nb.cells if "exercise" in c.metadata.get("tags", [])]
     assert any("步长模型" in c.source for c in tagged)
-    now = account(scenario.resolve())["time"]["predicted_seconds"]
+    now = course_account["time"]["predicted_seconds"]
     packed = account(scenario.resolve(overrides={"batching": "packed"}))["time"]
     g_model = now / packed["predicted_seconds"]
     assert f"提速 **{d.times(g_model, 3)}**" in _shown(nb)

@@ -623,27 +623,28 @@ def new_kernel():
 
 
 @pytest.fixture(scope="module")
-def extreme_runs():
-    """Every notebook executed for every extreme scenario, two kernels each running half of
-    them: {(scenario, notebook): notebook}."""
+def extreme_runs(notebook_kernel):
+    """Every notebook executed for every extreme scenario, two kernels (the session's and one
+    more) each running half of them: {(scenario, notebook): notebook}."""
     jobs = []
     for label, overrides in EXTREMES.items():
         data = {"name": HOSTILE_NAME, **overrides}
         scenario.resolve(overrides=data)  # valid: the validator accepts it
         jobs.append((label, data))
 
-    def run(share):
-        kernel = new_kernel()
-        try:
-            return [run_suite(kernel, label, data) for label, data in share]
-        finally:
-            kernel.shutdown()
+    def run(kernel, share):
+        return [run_suite(kernel, label, data) for label, data in share]
 
+    second = new_kernel()
     runs = {}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        for done in pool.map(run, [jobs[0::2], jobs[1::2]]):
-            for part in done:
-                runs.update(part)
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            shares = pool.map(run, [notebook_kernel, second], [jobs[0::2], jobs[1::2]])
+            for done in shares:
+                for part in done:
+                    runs.update(part)
+    finally:
+        second.shutdown()
     return runs
 
 
@@ -660,10 +661,10 @@ SEARCH_EXAMPLES = os.environ.get("COSTMODEL_SEARCH_EXAMPLES", "").strip()
 
 
 @pytest.fixture(scope="module")
-def search_kernel():
-    kernel = new_kernel()
-    yield kernel
-    kernel.shutdown()
+def search_kernel(notebook_kernel):
+    """The session's kernel. (The test's parameter keeps its name: hypothesis derives the
+    derandomized examples from the test's source, and a new name would draw other scenarios.)"""
+    return notebook_kernel
 
 
 @settings(
