@@ -32,7 +32,7 @@ def notebook_kernel():
     """One kernel for every test of a session (of a pytest-xdist worker) that executes the
     course's notebooks: reset between notebooks as the handouts build resets it, so a kernel
     start and the SymPy derivations are paid once, not once per notebook."""
-    from costmodel.present import runner, suite
+    from costmodel.publish import runner, suite
 
     suite.inline_figures()
     runner.skip_iri_format_checks()
@@ -46,23 +46,23 @@ def notebook_kernel():
 #: machine: these take about 1,300 of the 1,440 s the tests took on the two workers together).
 #: Under pytest-xdist (`make test`: `--dist loadscope --no-loadscope-reorder`, a module and a
 #: notebook's cells stay on one worker, handed out in collection order) they are handed out first:
-#: a worker that starts a long module last finishes alone. tests/test_notebooks.py checks that each
+#: a worker that starts a long module last finishes alone. tests/course/test_notebooks.py checks that each
 #: still exists.
 LONGEST_FIRST = (
-    "tests/test_valid_space.py",
-    "tests/test_memory_model.py",
-    "tests/test_handouts_safety.py",
-    "tests/test_handouts.py",
-    "tests/test_published_step.py",
-    "tests/test_properties.py",
-    "tests/test_notebooks.py",
-    "tests/test_bad_input.py",
-    "tests/test_booklet.py",
-    "tests/test_flop_counter.py",
-    "tests/test_lengths.py",
-    "tests/test_install.py",
-    "tests/test_scenario_text.py",
-    "tests/test_lab.py",
+    "tests/course/test_valid_space.py",
+    "tests/derive/test_activations.py",
+    "tests/publish/test_handouts_safety.py",
+    "tests/publish/test_handouts.py",
+    "tests/benchmarks/test_published_step.py",
+    "tests/evaluate/test_properties.py",
+    "tests/course/test_notebooks.py",
+    "tests/cli/test_bad_input.py",
+    "tests/publish/test_booklet.py",
+    "tests/validate/test_flop_counter.py",
+    "tests/inputs/test_lengths.py",
+    "tests/project/test_install.py",
+    "tests/present/test_escaping.py",
+    "tests/publish/test_lab.py",
 )
 
 

@@ -171,7 +171,7 @@ _COURSE_QUOTE = re.compile(r"(?<![^\s|\"（）])[^\s|\"（]+（课程 [^）]*）
 def _run_for_file(kernel, source: Path, scenario_file: Path):
     """`source`'s stored notebook executed in `kernel` with `scenario_file` injected as its
     parameter (as papermill injects it); a failing cell raises."""
-    from costmodel.present import runner
+    from costmodel.publish import runner
 
     nb = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
     runner.inject_parameters(nb, {"scenario_file": str(scenario_file)})
