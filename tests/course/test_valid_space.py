@@ -511,6 +511,9 @@ EXTREMES = {  # overrides of the course, each with the hostile name
     # found by a search (issue 20's session): notebook 05 re-resolved the course's hypothetical
     # shapes (20 heads at 2560 wide) keeping the team's num_kv_heads, which does not divide them
     "kv-heads-by-key": {"num_kv_heads": 16},
+    # found by a search (issue 21's session): notebook 05 re-resolved the course's 48-layer
+    # hypotheses keeping the team's first_dense_layers, more than 48
+    "dense-first-beyond-hypotheses": {"num_layers": 100, "first_dense_layers": 60},
     "dense": {
         "num_experts": 0,
         "experts_per_token": 0,

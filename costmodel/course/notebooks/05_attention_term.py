@@ -60,9 +60,13 @@ def resolve_with(**keys):
     """The scenario in force with some keys replaced (and no TP, PP or CP), and its account; a
     predicted step (step_time null) is kept as the scenario's, so the variants compare at one T.
     A shape given with its own heads (`num_heads` set or reset here) drops a `num_kv_heads` the
-    scenario sets: that count was for the scenario's heads, not these."""
+    scenario sets: that count was for the scenario's heads, not these. Fewer layers than the
+    scenario's dense layers before the MoE ones (`first_dense_layers`) keep one MoE layer."""
     if "num_heads" in keys and sc.num_kv_heads is not None:
         keys = {"num_kv_heads": None if keys["num_heads"] is None else shape.num_kv_heads, **keys}
+    dense_first = sc.first_dense_layers
+    if "num_layers" in keys and dense_first is not None and dense_first >= keys["num_layers"]:
+        keys = {"first_dense_layers": keys["num_layers"] - 1, **keys}
     hsc = scenario.resolve(scenario_file, {**overrides, **NO_SPLIT, **keys})
     if sc.step_time_from == "predicted":
         hsc = hsc.replace(step_time=sc.step_time, sources={"step_time": "predicted"})
@@ -247,7 +251,7 @@ else:
 # %% [markdown]
 # ## 2. 课程的六行敏感性表
 #
-# 课程写作时不知道模型确切的层数和宽度，于是做了三组假设：48 层 × hidden 2048、48 层 × hidden 4096、64 层 × hidden 2560，全注意力层按"每 4 层 1 层"计，注意力宽度取 hidden size，每组再按定长和均长各算一行。下面把每组假设当作对本场景的覆盖（num_layers、hidden_size，注意力宽度 = hidden size）重新解析场景，其余输入、计数约定与全注意力层的间隔都沿用本场景（间隔比假设的层数还大时，取假设的层数，即只有一层全注意力）；只有并行布局不沿用，按 TP = PP = CP = 1 解析：注意力的数与布局无关，而假设的层数或宽度未必容得下本场景的切分。
+# 课程写作时不知道模型确切的层数和宽度，于是做了三组假设：48 层 × hidden 2048、48 层 × hidden 4096、64 层 × hidden 2560，全注意力层按"每 4 层 1 层"计，注意力宽度取 hidden size，每组再按定长和均长各算一行。下面把每组假设当作对本场景的覆盖（num_layers、hidden_size，注意力宽度 = hidden size）重新解析场景，其余输入、计数约定与全注意力层的间隔都沿用本场景（间隔比假设的层数还大时，取假设的层数，即只有一层全注意力；本场景若规定了开头的稠密层数 first_dense_layers，而它不少于假设的层数，则取假设层数减一，留下一层 MoE）；只有并行布局不沿用，按 TP = PP = CP = 1 解析：注意力的数与布局无关，而假设的层数或宽度未必容得下本场景的切分。
 
 # %%
 HYPOTHESES = [(48, 2048), (48, 4096), (64, 2560)]  # the course's guesses: (num_layers, hidden_size)
