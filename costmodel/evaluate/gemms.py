@@ -51,7 +51,7 @@ balance, and `intensity_limit` is the ceiling a weight GEMM approaches as its ro
 2kn / (beta (k + n)): a memory-bound row whose ceiling is below the balance stays memory-bound
 at any micro batch.
 
-The shape is the scenario's model config (evaluate.shapes.scenario_shape); a scenario given only
+The shape is the scenario's model config (inputs.model_shape.scenario_shape); a scenario given only
 by keys gets a shape built from them, with the widths it lacks assumed and named in `source`.
 """
 

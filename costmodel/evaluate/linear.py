@@ -2,7 +2,7 @@
 model, linear in s (derive.linear_attention), counted in every "with attention" figure.
 
 The layers are the scenario's (num_layers minus its full-attention layers); the head widths come
-from the scenario's model config (evaluate.shapes.matching_shape: its `model:`, or the course's
+from the scenario's model config (inputs.model_shape.matching_shape: its `model:`, or the course's
 model when the scenario's structure keys agree with it). Without widths the term is reported as
 unknown (null figures and a note), never guessed.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from costmodel.derive import plain
-from costmodel.evaluate.shapes import matching_shape
 from costmodel.inputs.assumptions import assumed
+from costmodel.inputs.model_shape import matching_shape
 from costmodel.inputs.scenario import Scenario, as_scenario
 
 

@@ -32,9 +32,10 @@ from notebook_text import shown as _shown
 
 from costmodel.derive import attention, exercises, levers, moe, roofline
 from costmodel.errors import CostModelError
-from costmodel.evaluate import gemms, layouts, packing, router, shapes
+from costmodel.evaluate import gemms, layouts, packing, router
 from costmodel.evaluate.account import account, fill_step_time
 from costmodel.inputs import assumptions, hardware, scenario
+from costmodel.inputs import model_shape as shapes
 from costmodel.inputs.model_shape import query_heads, tensor_parallel_widths
 from costmodel.inputs.scenario import FIELDS, RECOMPUTE_POLICIES
 from costmodel.present import display

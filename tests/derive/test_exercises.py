@@ -5,7 +5,7 @@ import sympy as sp
 
 from costmodel.derive import exercises as x
 from costmodel.derive.symbols import B, D, S
-from costmodel.evaluate import shapes
+from costmodel.inputs import model_shape as shapes
 from costmodel.inputs import scenario
 
 

@@ -13,8 +13,8 @@ from test_valid_space import LONG_SAMPLE, N_TOO_SMALL, SLOW_LINKS, valid_scenari
 from costmodel.derive import levers
 from costmodel.evaluate import advice, layouts
 from costmodel.evaluate.account import account
-from costmodel.evaluate.shapes import scenario_shape
 from costmodel.inputs import assumptions, scenario
+from costmodel.inputs.model_shape import scenario_shape
 from costmodel.present.advice import note
 from costmodel.present.report import render
 

@@ -39,7 +39,7 @@ sc, acc = d.load(scenario_file, overrides)
 subs = sc.substitutions()
 
 # %% tags=["remove-input"]
-from costmodel.evaluate.shapes import matching_shape
+from costmodel.inputs.model_shape import matching_shape
 from costmodel.inputs.assumptions import COURSE_MODEL
 from costmodel.derive.flops import model_flops
 from costmodel.derive.symbols import B, D, s_mean

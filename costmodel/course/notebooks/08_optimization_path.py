@@ -36,7 +36,7 @@ from costmodel import course
 from costmodel.derive import attention, levers, memory, recompute, roofline
 from costmodel.derive.symbols import S, V, b_micro, bytes_per_element, m, share, x
 from costmodel.evaluate import advice, gemms, layouts, run, step_time
-from costmodel.evaluate.shapes import scenario_shape
+from costmodel.inputs.model_shape import scenario_shape
 from costmodel.formats import decimals, sig
 from costmodel.inputs import assumptions, hardware, models, scenario
 from costmodel.present import display as d
