@@ -70,7 +70,7 @@ class _Resources:
     def close(self) -> None:
         if self.printer is not None:
             self.printer.close()
-        workers.stop(self.running)
+        workers.stop(self.running, self.work)
         for folder in (self.box, self.work):
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -31,11 +32,21 @@ def _descendants(pid: int) -> list:
         return []
 
 
-def stop(procs: list[subprocess.Popen], grace: float = 2.0) -> None:
-    """Stop workers and everything they started (kernels run in sessions of their own)."""
+def stop(procs: list[subprocess.Popen], work: Path | None = None, grace: float = 2.0) -> None:
+    """Stop workers and everything they started (kernels run in sessions of their own). Each
+    worker is frozen first (SIGSTOP), so that it starts no kernel after its children are
+    listed; then every process left whose command line names the build's folder `work` (a
+    kernel started as the worker was listed, reparented when it died) is stopped too: a Ctrl-C
+    while a kernel starts left that kernel running, and its connection file behind."""
     import psutil
 
     victims = []
+    for proc in procs:
+        if proc.poll() is None:
+            try:
+                os.kill(proc.pid, signal.SIGSTOP)
+            except OSError:
+                pass
     for proc in procs:
         if proc.poll() is None:
             victims += _descendants(proc.pid)
@@ -43,9 +54,37 @@ def stop(procs: list[subprocess.Popen], grace: float = 2.0) -> None:
                 victims.append(psutil.Process(proc.pid))
             except psutil.Error:
                 pass
+    _end(victims, grace)
+    for proc in procs:
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    if work is not None:
+        _end(_naming(str(work)), grace)
+
+
+def _naming(text: str) -> list:
+    """The processes whose command line mentions `text` (this process excluded)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if process.pid != os.getpid() and any(text in part for part in cmdline):
+            found.append(process)
+    return found
+
+
+def _end(victims: list, grace: float) -> None:
+    """SIGTERM (with SIGCONT, for a frozen worker), then SIGKILL for what is left after
+    `grace` seconds."""
+    import psutil
+
     for victim in victims:
         try:
             victim.terminate()
+            victim.resume()
         except psutil.Error:
             pass
     _, alive = psutil.wait_procs(victims, timeout=grace)
@@ -55,11 +94,6 @@ def stop(procs: list[subprocess.Popen], grace: float = 2.0) -> None:
         except psutil.Error:
             pass
     psutil.wait_procs(alive, timeout=grace)
-    for proc in procs:
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def _worker_env(work: Path) -> dict[str, str]:

@@ -874,6 +874,13 @@ def test_ctrl_c_at_any_moment_of_a_build_exits_130_every_time(tmp_path):
                 time.sleep(0.1)
                 alive = [p for p in alive if p.is_running() and p.status() != "zombie"]
             assert not alive, (said, [p.cmdline() for p in alive])
+            # nor one started after the Ctrl-C (a kernel whose worker was listed before it)
+            late = [
+                p.info["cmdline"]
+                for p in psutil.process_iter(["cmdline"])
+                if any(str(tmp) in part for part in p.info["cmdline"] or [])
+            ]
+            assert not late, (said, late)
             assert list(tmp.rglob("*")) == [], (said, list(tmp.rglob("*")))
             assert not out.exists(), said
 
