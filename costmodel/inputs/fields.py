@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -356,6 +357,7 @@ ALLOWED = {
 }
 
 
+@functools.cache  # FIELDS does not change; check_value asks for every key it checks
 def allowed_text(key: str) -> str:
     """What a key accepts, bounds included: 'a positive integer up to 100,000,000'."""
     spec = FIELDS[key]
