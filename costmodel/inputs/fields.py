@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import difflib
 import functools
 import math
 import re
@@ -412,6 +411,8 @@ def check_value(key: str, value: Any) -> Any:
     message states them, e.g. `seq_len: 1e+308 is not allowed; expected a positive integer up to
     100,000,000`."""
     if not isinstance(key, str) or key not in FIELDS:
+        import difflib  # only for a misspelt key: not on a valid scenario's path
+
         hint = difflib.get_close_matches(str(key)[:100], FIELDS, n=1)
         suggestion = f"did you mean '{hint[0]}'?" if hint else "valid keys: " + ", ".join(FIELDS)
         raise CostModelError(f"unknown scenario key {shown(str(key))} ({suggestion})")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import functools
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -198,5 +197,7 @@ def course_values() -> dict[str, Any]:
 
 @functools.cache
 def _course_values() -> dict[str, Any]:
-    source = resources.files("costmodel.inputs").joinpath("scenarios/course.yaml")
+    # The file beside this module (package data), read without importlib.resources: that
+    # import alone (tempfile, shutil, zipfile) cost a cold report about 5 ms.
+    source = Path(__file__).with_name("scenarios") / "course.yaml"
     return _load(source.read_text(encoding="utf-8"))

@@ -164,3 +164,25 @@ def test_api_raises_clear_exception():
     with pytest.raises(CostModelError, match="seq_len: -1 is not allowed"):
         scenario.resolve(overrides={"seq_len": -1})
     assert issubclass(CostModelError, ValueError)
+
+
+@pytest.mark.parametrize("preset", [None, "4"])
+def test_report_starts_no_blas_threads(preset):
+    """A MoE report's router simulation imports NumPy; the command asks OpenBLAS for one thread
+    (its thread start was about 60 ms of a cold report's CPU) unless the user set a number."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if preset:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    code = (
+        "import io, contextlib, os\n"
+        "from costmodel.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()): main(['report'])\n"
+        "import numpy\n"
+        "print(os.environ['OPENBLAS_NUM_THREADS'])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == (preset or "1")
