@@ -435,6 +435,7 @@ def _e(x: float) -> str:
 
 def _report_model(preset: str) -> None:
     from costmodel.derive.attention import attention_training_flops
+    from costmodel.evaluate import linear
     from costmodel.evaluate.account import account
     from costmodel.inputs import models
     from costmodel.inputs.scenario import resolve
@@ -499,10 +500,10 @@ def _report_model(preset: str) -> None:
             f" (ratio {terms['attention_core'] / course:.3f})"
         )
         if shape.num_linear_attention_layers:
-            la_core = models.linear_attention_training_flops(shape, tokens)
+            la_core = linear.linear_attention_training_flops(shape, tokens)
             la_conv = (
                 3
-                * models.linear_attention_conv_flops_per_token(shape)
+                * linear.linear_attention_conv_flops_per_token(shape)
                 * tokens
                 * shape.num_linear_attention_layers
             )

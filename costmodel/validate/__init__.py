@@ -21,7 +21,7 @@ The counted FLOPs are split by operator and by layer:
   L_full·B (full square: the eager path multiplies the whole s×s matrix and masks it, so there
   is no causal halving to undo).
 - ``aten.bmm`` inside the gated-DeltaNet layers is the linear-attention core (chunked delta rule),
-  compared with ``costmodel.inputs.models.linear_attention_flops_per_token``; ``aten.convolution`` and
+  compared with ``costmodel.evaluate.linear.linear_attention_flops_per_token``; ``aten.convolution`` and
   ``aten.convolution_backward`` are the depthwise causal conv1d of those layers. These rows are
   reported with their difference explained, not asserted equal (see the notes in the CSV).
 

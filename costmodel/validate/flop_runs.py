@@ -4,11 +4,11 @@ CPU, MTP."""
 
 from __future__ import annotations
 
-from costmodel.inputs.models import (
+from costmodel.evaluate.linear import (
     linear_attention_conv_flops_per_token,
     linear_attention_flops_per_token,
-    shape_from_config,
 )
+from costmodel.inputs.models import shape_from_config
 from costmodel.validate.flop_models import (
     CHUNK_SIZE,
     MTP_LOSS_WEIGHT,

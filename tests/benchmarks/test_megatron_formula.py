@@ -12,6 +12,7 @@ import pytest
 from benchmarks_loader import load
 
 from costmodel.derive.attention import attention_training_flops, sum_of_squares_flops
+from costmodel.evaluate import linear
 from costmodel.inputs import models
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,13 +103,13 @@ def test_qwen36_gated_deltanet_terms(qwen36):
     terms = mf.megatron_terms(mf.megatron_args(qwen36), B, S)
     n_lin = qwen36.num_linear_attention_layers
     # conv1d: the same count as costmodel's (2 x conv_dim x kernel per token, x3)
-    conv = 3 * models.linear_attention_conv_flops_per_token(qwen36) * tokens * n_lin
+    conv = 3 * linear.linear_attention_conv_flops_per_token(qwen36) * tokens * n_lin
     assert terms["linear_attention_conv"] == conv
     # core: 4 d_v x d_v products per value head and token (recurrent form), no chunk size
     assert terms["linear_attention_core"] == 6 * 4 * 32 * 128**2 * tokens * n_lin
     # costmodel's chunked form (C = 64) counts 5,234,688 forward FLOPs per token per layer
     # against Megatron's 2 x 4 x 32 x 128^2 = 4,194,304
-    ratio = terms["linear_attention_core"] / models.linear_attention_training_flops(qwen36, tokens)
+    ratio = terms["linear_attention_core"] / linear.linear_attention_training_flops(qwen36, tokens)
     assert ratio == pytest.approx(4_194_304 / 5_234_688, rel=1e-12)
 
 

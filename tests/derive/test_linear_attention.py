@@ -5,6 +5,7 @@ import sympy as sp
 
 from costmodel.derive import linear_attention as la
 from costmodel.derive.symbols import D
+from costmodel.evaluate import linear
 from costmodel.inputs import models
 
 
@@ -28,13 +29,13 @@ def test_qwen36_figure_from_the_docstring():
     values = {la.n_v: 32, la.d_k: 128, la.d_v: 128, la.C: 64}
     assert la.evaluate(la.core_forward_per_token, values) == 5_234_688
     shape = models.load_shape("qwen3.6-35b-a3b")
-    assert models.linear_attention_flops_per_token(shape) == 5_234_688
+    assert linear.linear_attention_flops_per_token(shape) == 5_234_688
 
 
 def test_training_is_three_forwards_over_every_layer_and_token():
     values = {la.n_v: 32, la.d_k: 128, la.d_v: 128, la.C: 64, D: 1000, la.L_linear: 30}
     assert la.evaluate(la.core_training, values) == 3 * 5_234_688 * 1000 * 30
     shape = models.load_shape("qwen3.6-35b-a3b")
-    per_token = models.linear_attention_flops_per_token(shape)
+    per_token = linear.linear_attention_flops_per_token(shape)
     layers = shape.num_linear_attention_layers
-    assert models.linear_attention_training_flops(shape, 1000) == 3 * per_token * 1000 * layers
+    assert linear.linear_attention_training_flops(shape, 1000) == 3 * per_token * 1000 * layers

@@ -19,9 +19,6 @@ from costmodel.inputs.models import (
     PRESETS,
     SUPPORTED_MODEL_TYPES,
     ModelShape,
-    linear_attention_conv_flops_per_token,
-    linear_attention_flops_per_token,
-    linear_attention_training_flops,
     load_config,
     load_shape,
     params_json,
@@ -491,30 +488,6 @@ def test_params_text_says_which_N_is_which():
     # numbers right-aligned in one column
     ends = {line.index("B ") for line in rows}
     assert len(ends) == 1
-
-
-# ---------------------------------------------------------------------------------------------
-# gated DeltaNet FLOPs
-
-
-def test_linear_attention_flops_formula():
-    s = load_shape("qwen3.6-35b-a3b")
-    c, dk, dv, h = 64, 128, 128, 32
-    expected = h * (4 * c * dk + 2 * c * dv + 6 * dk * dv + (c - 1) * (dk + dv))
-    assert linear_attention_flops_per_token(s) == expected == 5_234_688
-    assert linear_attention_flops_per_token(s, chunk_size=1) == h * (4 * dk + 2 * dv + 6 * dk * dv)
-    assert linear_attention_training_flops(s, tokens=1000) == 3 * expected * 1000 * 30
-    assert linear_attention_conv_flops_per_token(s) == 2 * (2 * 16 * 128 + 32 * 128) * 4
-
-
-def test_linear_attention_flops_need_a_hybrid():
-    s = load_shape(shared_config("llama-3.1-8b.json"))
-    with pytest.raises(CostModelError):
-        linear_attention_flops_per_token(s)
-    assert linear_attention_training_flops(s, tokens=10) == 0
-    assert linear_attention_conv_flops_per_token(s) == 0
-    with pytest.raises(CostModelError):
-        linear_attention_flops_per_token(load_shape("qwen3.6-35b-a3b"), chunk_size=0)
 
 
 # ---------------------------------------------------------------------------------------------
