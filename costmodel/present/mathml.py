@@ -32,6 +32,9 @@ _CODE_OR_MATH = re.compile(
 )
 _TOKEN = "CMMATH{:05d}X"
 _TOKEN_RE = re.compile(r"CMMATH(\d{5})X")
+#: An attribute's quoted value on the exported page: a heading's `id` and its anchor's `href`
+#: carry the heading's text, placeholders included.
+_ATTRIBUTE_RE = re.compile(r'(?<=[\s])([\w-]+=)"([^"<>]*CMMATH\d{5}X[^"<>]*)"')
 
 
 @functools.lru_cache(maxsize=4096)
@@ -51,9 +54,11 @@ class Formulas:
 
     def __init__(self) -> None:
         self.items: list[str] = []
+        self.sources: list[str] = []  # the TeX of each item, for attribute values
 
-    def _keep(self, element: str) -> str:
+    def _keep(self, element: str, tex: str) -> str:
         self.items.append(element)
+        self.sources.append(tex)
         return _TOKEN.format(len(self.items) - 1)
 
     def markdown(self, text: str) -> str:
@@ -63,13 +68,27 @@ class Formulas:
             if match.group("fence") or match.group("code"):
                 return match.group(0)
             if match.group("display") is not None:
-                return self._keep(mathml(match.group("display"), display=True))
-            return self._keep(mathml(match.group("inline")))
+                tex = match.group("display")
+                return self._keep(mathml(tex, display=True), tex)
+            tex = match.group("inline")
+            return self._keep(mathml(tex), tex)
 
         return _CODE_OR_MATH.sub(swap, text)
 
     def restore(self, page: str) -> str:
-        """The exported page with every placeholder replaced by its MathML."""
+        """The exported page with every placeholder replaced by its MathML; inside an attribute
+        (a heading's `id`, its anchor's `href`) by the formula's TeX, spaces as hyphens and
+        escaped, as the exporter writes the rest of the heading there (MathML inside a quoted
+        value broke the heading: `Σsi2">3. …` on the page)."""
+
+        def plain(match: re.Match) -> str:
+            text = _TOKEN_RE.sub(
+                lambda m: html.escape("-".join(self.sources[int(m.group(1))].split())),
+                match.group(2),
+            )
+            return f'{match.group(1)}"{text}"'
+
+        page = _ATTRIBUTE_RE.sub(plain, page)
         return _TOKEN_RE.sub(lambda m: self.items[int(m.group(1))], page)
 
 
