@@ -34,6 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import NamedTuple
+from urllib.parse import quote
 
 from costmodel.errors import CostModelError
 from costmodel.formats import shown
@@ -141,13 +142,16 @@ def scratch_copy(target: Path) -> Scratch:
 
 def lab_command(folder: Path, first: Path, extra: list[str]) -> list[str]:
     """The `jupyter lab` command line for the scratch folder, opening `first`, with the
-    settings in the scratch folder's .settings/ (see `scratch_copy`)."""
+    settings in the scratch folder's .settings/ (see `scratch_copy`). The URL the server prints
+    opens `first` too (its default URL; without it the printed URL opened the Launcher)."""
+    opened = first.relative_to(folder).as_posix() if first.is_relative_to(folder) else first.name
     command = [
         sys.executable,
         "-m",
         "jupyterlab",
         f"--ServerApp.root_dir={folder}",
         f"--LabApp.user_settings_dir={folder / '.settings'}",
+        f"--LabApp.default_url=/lab/tree/{quote(opened)}",
         *extra,
     ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:

@@ -4,12 +4,14 @@
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -235,15 +237,20 @@ def test_lab_opens_01_as_prose_with_the_code_collapsed(tmp_path):
             f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
         ],
     )
-    server = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path
-    )
+    log = tmp_path / "lab.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
     try:
         _wait_until_serving(port, token, server, 60)
+        # the URL the server prints for the reader (the token it came with shown as "...")
+        printed = re.findall(rf"http://127\.0\.0\.1:{port}/\S*", log.read_text())
+        assert printed, log.read_text()[-2000:]
+        url = printed[0].replace("token=...", f"token={token}")
+        assert urllib.parse.urlsplit(url).path == f"/lab/tree/{copies[0].name}", printed[0]
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1200, "height": 1600})
-            page.goto(f"http://127.0.0.1:{port}/lab/tree/{copies[0].name}?token={token}")
+            page.goto(url)
             page.wait_for_selector(".jp-NotebookPanel .jp-MarkdownCell", timeout=60_000)
             page.wait_for_timeout(1500)
             title = page.inner_text(".jp-NotebookPanel .jp-MarkdownCell >> nth=0")
