@@ -28,7 +28,7 @@ test: venv
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -n auto --dist loadscope --no-loadscope-reorder
 
-# Regenerate every costmodel/course/notebooks/NN_name.ipynb from its .py source and execute it (NB=03 for one).
+# Regenerate every notebooks/NN_name.ipynb from its .py source and execute it (NB=03 for one).
 notebooks: venv
 	$(PY) -m costmodel.publish.suite $(NB)
 

@@ -1,5 +1,6 @@
-"""The course's own material, shipped as package data: the notebooks of section 06
-(course/notebooks/NN_name.py sources and their executed .ipynb), the FLOP-counter CSV, and
+"""The course's own material, shipped as package data: the notebooks of section 06 (in a
+checkout `notebooks/` at the top, NN_name.py sources and their executed .ipynb; the wheel maps
+them into course/notebooks/), the FLOP-counter CSV, and
 figures.yaml, the figures the course states, quoted as it writes them."""
 
 from __future__ import annotations

@@ -27,9 +27,9 @@ EDITIONS = ("teacher", "student")
 #: banner and the index show the scenario's inputs instead), and the notes for a reader in
 #: JupyterLab (which keys to edit in the parameters cell, restart and run all).
 HIDDEN_CELLS = {"parameters", "injected-parameters", "lab-only"}
-#: The conventions document, as the notebooks link it (from costmodel/course/notebooks/), and the
+#: The conventions document, as the notebooks link it (from notebooks/), and the
 #: page the handouts give it (beside the sections).
-CONVENTIONS_LINK = "../../../docs/conventions.md"
+CONVENTIONS_LINK = "../docs/conventions.md"
 CONVENTIONS_PAGE = "conventions.html"
 #: Code cells whose only job is to render computed prose, tables or equations: their output is
 #: shown, their code is not (the tag Jupyter Book uses).

@@ -1,6 +1,6 @@
 """The notebook suite: the list of notebooks, and their deterministic execution.
 
-`costmodel/course/notebooks/NN_name.py` (jupytext percent format) are the sources; `python -m costmodel.publish.suite`
+`notebooks/NN_name.py` (jupytext percent format) are the sources; `python -m costmodel.publish.suite`
 (`make notebooks`) regenerates each `NN_name.ipynb` from its source and executes it top to
 bottom, with no timing metadata, so that a second run leaves git clean.
 """
@@ -13,11 +13,22 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-#: The package, its notebooks (package data), and the folder around it (the repository, in a
-#: source checkout).
+#: The package, and the folder around it (the repository, in a source checkout).
 PACKAGE = Path(__file__).resolve().parents[1]
-NOTEBOOKS = PACKAGE / "course" / "notebooks"
 ROOT = PACKAGE.parent
+
+
+def _notebooks() -> Path:
+    """The notebooks: `notebooks/` at the top of a checkout (where a reader opens them and an
+    editable install reads them); in an installed package, the copy the wheel maps from it into
+    costmodel/course/notebooks/ (setup.py, package data)."""
+    checkout = ROOT / "notebooks"
+    if (ROOT / "pyproject.toml").is_file() and checkout.is_dir():
+        return checkout
+    return PACKAGE / "course" / "notebooks"
+
+
+NOTEBOOKS = _notebooks()
 TIMEOUT_S = 120
 #: Kernel arguments: keep the kernel's own start-up notices (not cell output) off stderr.
 KERNEL_ARGS = ["--IPKernelApp.log_level=CRITICAL"]

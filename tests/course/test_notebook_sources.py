@@ -2,7 +2,7 @@
 string (`sc["seq_len"]`), and never write into one (issue 21, item 1: "nothing downstream reads
 a key by string").
 
-The check is static, over each source's syntax tree (costmodel/course/notebooks/NN_*.py). Which
+The check is static, over each source's syntax tree (notebooks/NN_*.py). Which
 names hold a `Scenario` is worked out per notebook, flow-insensitively, from where scenarios come
 from and how the notebooks pass them on:
 
@@ -35,7 +35,7 @@ import pytest
 from costmodel.inputs import scenario
 from costmodel.inputs.fields import FIELDS
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "costmodel" / "course" / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
 
 #: What resolution adds to FIELDS (also taken from a resolved scenario below, so that a key added

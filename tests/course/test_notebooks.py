@@ -71,7 +71,7 @@ def test_no_line_break_inside_a_chinese_paragraph(source):
 
 @pytest.mark.parametrize("source", SOURCES, ids=IDS)
 def test_every_notebook_links_the_conventions(source):
-    link = "../../../docs/conventions.md"
+    link = "../docs/conventions.md"
     assert link in source.read_text(encoding="utf-8")
     assert (source.parent / link).resolve() == ROOT / "docs" / "conventions.md"
     assert (ROOT / "docs" / "conventions.md").is_file()
@@ -248,7 +248,7 @@ def test_nbval_fails_when_the_library_changes(tmp_path):
     assert 'GPU("H20", 148 * _T' in text
     hardware.write_text(text.replace('GPU("H20", 148 * _T', 'GPU("H20", 150 * _T'))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    notebook = ROOT / "costmodel" / "course" / "notebooks" / "03_course_numbers.ipynb"
+    notebook = ROOT / "notebooks" / "03_course_numbers.ipynb"
     cmd = [
         sys.executable,
         "-m",

@@ -21,7 +21,7 @@
 # %% [markdown] tags=["lab-only"]
 # **换成你的场景。** 这一节最常改的键是 `micro_batch`（权重 GEMM 的行数）、`expert_parallel`（EP 大小：一个专家的 GEMM 汇集几张卡的 token）、`seq_len`（注意力的序列长度）和 `gpu`（决定机器平衡点）。在下面的参数单元里，`scenario_file` 是一个 YAML 场景文件的路径：绝对路径，或相对于仓库根目录的路径（例如 `scenarios/llama-3.1-70b-512xH100.yaml`；在 notebook 所在的文件夹里能找到的相对路径优先）；`overrides` 只改单个键，例如 `{"step_time": 90}`。改完后请重启内核并全部重新运行（Kernel → Restart Kernel and Run All Cells），本页所有数字都会按新场景重算。
 #
-# 本页各个数的口径（N 怎么数、模型与硬件 FLOPs、注意力项）以及与 Megatron-LM、nanoGPT、torchtitan 等的差别，见 [docs/conventions.md](../../../docs/conventions.md)。
+# 本页各个数的口径（N 怎么数、模型与硬件 FLOPs、注意力项）以及与 Megatron-LM、nanoGPT、torchtitan 等的差别，见 [docs/conventions.md](../docs/conventions.md)。
 
 # %% tags=["parameters"]
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景

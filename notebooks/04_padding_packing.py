@@ -21,7 +21,7 @@
 # %% [markdown] tags=["lab-only"]
 # **换成自己的场景。** 本节最常改的键：`mean_tokens_per_sample`（平均每个样本的真实 token 数）、`seq_len`（补齐长度，或打包时的行长）、`batching`（`padded` 定长补齐，或 `packed` 已经打包）、`sequence_lengths`（团队的样本长度文件，给了它就不再用合成分布）。下面参数格里的 `scenario_file` 是一个 YAML 场景文件的路径：绝对路径，或相对于仓库根目录的路径（例如 `scenarios/llama-3.1-70b-512xH100.yaml`；在 notebook 所在的文件夹里能找到的相对路径优先）；`overrides` 只改单个键，例如 `{"step_time": 90}`。改完之后重启内核并全部运行（Kernel → Restart Kernel and Run All Cells）。
 #
-# 本页各个数的口径（N 怎么数、模型与硬件 FLOPs、注意力项）以及与 Megatron-LM、nanoGPT、torchtitan 等的差别，见 [docs/conventions.md](../../../docs/conventions.md)。
+# 本页各个数的口径（N 怎么数、模型与硬件 FLOPs、注意力项）以及与 Megatron-LM、nanoGPT、torchtitan 等的差别，见 [docs/conventions.md](../docs/conventions.md)。
 
 # %% tags=["parameters"]
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景

@@ -261,7 +261,7 @@ else:
 #
 # 激活参数有三种常见的数法，差别在两个“词表大小 × hidden”的矩阵上：
 #
-# - **6ND 的 N**（本项目的约定，见 [docs/conventions.md](../../../docs/conventions.md)）：每个 token 真正参与矩阵乘的参数，包括注意力和线性注意力的投影、路由器、被激活的专家、共享专家和输出层 lm_head；不含输入 embedding（它是查表，没有 FLOPs）和 norm 之类的向量。
+# - **6ND 的 N**（本项目的约定，见 [docs/conventions.md](../docs/conventions.md)）：每个 token 真正参与矩阵乘的参数，包括注意力和线性注意力的投影、路由器、被激活的专家、共享专家和输出层 lm_head；不含输入 embedding（它是查表，没有 FLOPs）和 norm 之类的向量。
 # - **模型卡上的公开激活数**（"A3B" 的那个 3B）：除路由专家外的全部参数，加上路由专家的 k/E；它含输入 embedding。
 # - **总参数**：每个专家都算。
 #

@@ -449,7 +449,7 @@ d.md(("本场景用的正是这个结构，所以第一行与第 1 节的数字�
 # %% [markdown]
 # ## 5. 同一次运行，四种数法并排
 #
-# 公开的 FLOP 计数器在两点上分歧最大（各家的具体做法见仓库的约定文档 [docs/conventions.md](../../../docs/conventions.md)）：
+# 公开的 FLOP 计数器在两点上分歧最大（各家的具体做法见仓库的约定文档 [docs/conventions.md](../docs/conventions.md)）：
 #
 # - **方阵比例（attention_flops）**：因果注意力只需要 s×s 的下三角，causal kernel 会跳过上三角，按 causal 数只算一半；按 full 数则是整块方阵；
 # - **反向倍数（attention_kernel）**：eager 实现的反向是前向的 2 倍；FlashAttention 重算一次 QKᵀ，反向是 2.5 倍（第 1 节）。
@@ -668,7 +668,7 @@ if sc.recompute != "none":
 # %% [markdown]
 # ## 7. 对账：与 PyTorch 的 FLOP 计数器比一比
 #
-# 公式是否数对了，最好让一个独立的计数器来验证。`make validate` 在小尺寸的真实模型结构上跑一次前向加反向，用 `torch.utils.flop_counter.FlopCounterMode` 逐个算子计数，再与本库的公式比较，结果写进 `costmodel/course/flop_counter.csv`（predicted 是公式的预测，counted 是计数器数到的）。按仓库的约定文档 [docs/conventions.md](../../../docs/conventions.md)，注意力用 eager 实现、专家逐个计算时，计数器数到的应当恰好是 6·N·D + 3·(4·s²·d·L_full·B)，即课程的"3 倍、整块方阵"口径；输入 embedding 是查表，不计 FLOPs，所以 N 里也不含它。
+# 公式是否数对了，最好让一个独立的计数器来验证。`make validate` 在小尺寸的真实模型结构上跑一次前向加反向，用 `torch.utils.flop_counter.FlopCounterMode` 逐个算子计数，再与本库的公式比较，结果写进 `costmodel/course/flop_counter.csv`（predicted 是公式的预测，counted 是计数器数到的）。按仓库的约定文档 [docs/conventions.md](../docs/conventions.md)，注意力用 eager 实现、专家逐个计算时，计数器数到的应当恰好是 6·N·D + 3·(4·s²·d·L_full·B)，即课程的"3 倍、整块方阵"口径；输入 embedding 是查表，不计 FLOPs，所以 N 里也不含它。
 
 # %% tags=["remove-input"]
 csv_path = resources.files("costmodel.course") / "flop_counter.csv"

@@ -21,7 +21,7 @@
 # %% [markdown] tags=["lab-only"]
 # **换成你自己的场景。** 本节的结论主要随这几个键变化：`gpu`（决定峰值算力和 HBM 带宽，也就决定平衡点）、`hbm_bandwidth`（或 `peak_flops`，只改一张卡的某个数字时用）、`seq_len`（每条序列的 token 数，即矩阵乘的行数）和 `expert_parallel`（一个路由专家的 GEMM 汇集多少张卡的 token）。下一个代码格里，`scenario_file` 是一个 YAML 场景文件的路径：绝对路径，或相对于仓库根目录的路径（例如 `scenarios/llama-3.1-70b-512xH100.yaml`；在 notebook 所在的文件夹里能找到的相对路径优先）；`overrides` 用来改单个键，例如 `{"step_time": 90}` 或 `{"gpu": "H100-SXM"}`。改完以后请重启内核并全部重新运行（Kernel → Restart Kernel and Run All Cells），后面每个数字都会按新场景重算。
 #
-# 本页各个数的口径（N 怎么数、模型与硬件 FLOPs、注意力项）以及与 Megatron-LM、nanoGPT、torchtitan 等的差别，见 [docs/conventions.md](../../../docs/conventions.md)。
+# 本页各个数的口径（N 怎么数、模型与硬件 FLOPs、注意力项）以及与 Megatron-LM、nanoGPT、torchtitan 等的差别，见 [docs/conventions.md](../docs/conventions.md)。
 
 # %% tags=["parameters"]
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景

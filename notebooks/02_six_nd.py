@@ -98,7 +98,7 @@ for name, key in ((r"F_{\mathrm{fwd}}", "forward"), (r"F_{\mathrm{bwd}}", "backw
 d.eq(r"F_{\mathrm{train}}", sp.Add(forward_flops, backward_flops, evaluate=False), model_flops)
 
 # %% [markdown]
-# 这里的 N 只数参与矩阵乘的权重：输入 embedding 是查表（gather），不做乘法，不计入；输出层（lm_head）是一次真正的矩阵乘，计入。归一化、激活函数、softmax 这类逐元素运算与矩阵乘相比量级很小，6ND 也不计。注意力里 QKᵀ 和 A·V 两次乘法乘的是激活而不是权重，同样不在 N 里，长序列下它们并不小（见 05）。逐项的计数口径见 [docs/conventions.md](../../../docs/conventions.md)。
+# 这里的 N 只数参与矩阵乘的权重：输入 embedding 是查表（gather），不做乘法，不计入；输出层（lm_head）是一次真正的矩阵乘，计入。归一化、激活函数、softmax 这类逐元素运算与矩阵乘相比量级很小，6ND 也不计。注意力里 QKᵀ 和 A·V 两次乘法乘的是激活而不是权重，同样不在 N 里，长序列下它们并不小（见 05）。逐项的计数口径见 [docs/conventions.md](../docs/conventions.md)。
 #
 # 代入本场景：
 
