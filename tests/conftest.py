@@ -1,4 +1,7 @@
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +18,44 @@ def missing(reason: str):
     if IN_CI:
         pytest.fail(f"{reason}: CI must install it (.ci/run)")
     pytest.skip(reason)
+
+
+#: The environment variable naming the IPython folder this test run made (its pytest-xdist workers
+#: and the programs the tests start inherit it).
+OWN_IPYTHONDIR = "COSTMODEL_TEST_IPYTHONDIR"
+#: The kernels' settings there: their history in memory, not in the user's history.sqlite.
+KERNEL_CONFIG = 'c.HistoryManager.hist_file = ":memory:"\n'
+
+
+def pytest_configure(config):
+    """Every kernel the tests start (the notebooks' runs, nbval's, a build's) reads an IPython
+    folder of this test run: the tests neither write the user's ~/.ipython history (a kernel
+    appended every cell to it: 2 GB after a day of test runs, and a tenth of each notebook's run
+    spent storing it) nor run the user's start-up files."""
+    if os.environ.get(OWN_IPYTHONDIR) and os.environ.get(OWN_IPYTHONDIR) == os.environ.get(
+        "IPYTHONDIR"
+    ):
+        return  # a pytest-xdist worker, or a pytest a test started: the run's folder
+    folder = Path(tempfile.mkdtemp(prefix="costmodel-ipython-"))
+    (folder / "profile_default").mkdir()
+    (folder / "profile_default" / "ipython_kernel_config.py").write_text(KERNEL_CONFIG)
+    config.stash[_ipython_key] = (folder, os.environ.get("IPYTHONDIR"))
+    os.environ["IPYTHONDIR"] = os.environ[OWN_IPYTHONDIR] = str(folder)
+
+
+def pytest_unconfigure(config):
+    folder, before = config.stash.get(_ipython_key, (None, None))
+    if folder is None:
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    del os.environ[OWN_IPYTHONDIR]
+    if before is None:
+        os.environ.pop("IPYTHONDIR", None)
+    else:
+        os.environ["IPYTHONDIR"] = before
+
+
+_ipython_key = pytest.StashKey[tuple]()
 
 
 @pytest.fixture(scope="session")

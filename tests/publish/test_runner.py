@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import ast
 import math
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -86,6 +88,18 @@ def test_a_failing_cell_is_named_and_the_next_notebook_runs(tmp_path, kernel):
     assert error.endswith("at `y = x / 0  # boom`")
     nb, error = runner.run_notebook("good", {}, kernel, tmp_path)
     assert error is None and _text(nb.cells[-1]).strip() == "fine"
+
+
+def test_the_tests_kernels_keep_their_history_in_memory(tmp_path, kernel):
+    """tests/conftest.py gives the test run an IPython folder of its own: a kernel the tests
+    start keeps its history in memory, not in the user's ~/.ipython/.../history.sqlite."""
+    shell = "get_ipython().history_manager.hist_file, get_ipython().profile_dir.location"
+    _write(tmp_path, "h", _notebook(f"print(*({shell}), sep=chr(10))"))
+    nb, error = runner.run_notebook("h", {}, kernel, tmp_path)
+    assert error is None
+    hist_file, profile = _text(nb.cells[-1]).splitlines()
+    assert hist_file == ":memory:"
+    assert Path(profile).parent == Path(os.environ["IPYTHONDIR"]) != Path.home() / ".ipython"
 
 
 def test_a_dead_kernel_is_replaced(tmp_path, kernel):
