@@ -1,3 +1,5 @@
+import contextlib
+import gc
 import os
 import shutil
 import tempfile
@@ -56,6 +58,25 @@ def pytest_unconfigure(config):
 
 
 _ipython_key = pytest.StashKey[tuple]()
+
+
+@contextlib.contextmanager
+def tiny_torch_runs():
+    """Around a test's runs of tiny torch models: one intra-op thread (a pytest-xdist worker per
+    core keeps the cores busy; two threads per worker spent most of their time waiting for each
+    other on these tensors), and the objects alive before the runs left out of the garbage
+    collector's scans (each of costmodel.validate_memory's gc.collect() calls scanned everything
+    the worker had loaded: 0.25 s, 120 calls). What the runs count and measure is the same."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")
