@@ -105,26 +105,26 @@ def notebook_kernel():
 
 
 #: The test modules that take longest, longest first (measured under pytest-xdist on this 2-core
-#: machine: these take about 1,300 of the 1,440 s the tests took on the two workers together).
+#: machine, shared and loaded: these took about 1,100 of the 1,370 s the tests took on the two
+#: workers together).
 #: Under pytest-xdist (`make test`: `--dist loadscope --no-loadscope-reorder`, a module and a
 #: notebook's cells stay on one worker, handed out in collection order) they are handed out first:
 #: a worker that starts a long module last finishes alone. tests/course/test_notebooks.py checks that each
 #: still exists.
 LONGEST_FIRST = (
     "tests/course/test_valid_space.py",
-    "tests/derive/test_activations.py",
-    "tests/publish/test_handouts_safety.py",
     "tests/publish/test_handouts.py",
-    "tests/benchmarks/test_published_step.py",
-    "tests/evaluate/test_properties.py",
+    "tests/publish/test_handouts_safety.py",
     "tests/course/test_notebooks.py",
+    "tests/derive/test_activations.py",
+    "tests/evaluate/test_advice.py",
+    "tests/evaluate/test_properties.py",
     "tests/cli/test_bad_input.py",
-    "tests/publish/test_booklet.py",
-    "tests/validate/test_flop_counter.py",
-    "tests/inputs/test_lengths.py",
-    "tests/project/test_install.py",
-    "tests/present/test_escaping.py",
     "tests/publish/test_lab.py",
+    "tests/project/test_install.py",
+    "tests/publish/test_booklet.py",
+    "tests/present/test_escaping.py",
+    "tests/inputs/test_lengths.py",
 )
 
 
