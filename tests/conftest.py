@@ -1,4 +1,9 @@
+import contextlib
+import gc
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +20,63 @@ def missing(reason: str):
     if IN_CI:
         pytest.fail(f"{reason}: CI must install it (.ci/run)")
     pytest.skip(reason)
+
+
+#: The environment variable naming the IPython folder this test run made (its pytest-xdist workers
+#: and the programs the tests start inherit it).
+OWN_IPYTHONDIR = "COSTMODEL_TEST_IPYTHONDIR"
+#: The kernels' settings there: their history in memory, not in the user's history.sqlite.
+KERNEL_CONFIG = 'c.HistoryManager.hist_file = ":memory:"\n'
+
+
+def pytest_configure(config):
+    """Every kernel the tests start (the notebooks' runs, nbval's, a build's) reads an IPython
+    folder of this test run: the tests neither write the user's ~/.ipython history (a kernel
+    appended every cell to it: 2 GB after a day of test runs, and a tenth of each notebook's run
+    spent storing it) nor run the user's start-up files."""
+    if os.environ.get(OWN_IPYTHONDIR) and os.environ.get(OWN_IPYTHONDIR) == os.environ.get(
+        "IPYTHONDIR"
+    ):
+        return  # a pytest-xdist worker, or a pytest a test started: the run's folder
+    folder = Path(tempfile.mkdtemp(prefix="costmodel-ipython-"))
+    (folder / "profile_default").mkdir()
+    (folder / "profile_default" / "ipython_kernel_config.py").write_text(KERNEL_CONFIG)
+    config.stash[_ipython_key] = (folder, os.environ.get("IPYTHONDIR"))
+    os.environ["IPYTHONDIR"] = os.environ[OWN_IPYTHONDIR] = str(folder)
+
+
+def pytest_unconfigure(config):
+    folder, before = config.stash.get(_ipython_key, (None, None))
+    if folder is None:
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    del os.environ[OWN_IPYTHONDIR]
+    if before is None:
+        os.environ.pop("IPYTHONDIR", None)
+    else:
+        os.environ["IPYTHONDIR"] = before
+
+
+_ipython_key = pytest.StashKey[tuple]()
+
+
+@contextlib.contextmanager
+def tiny_torch_runs():
+    """Around a test's runs of tiny torch models: one intra-op thread (a pytest-xdist worker per
+    core keeps the cores busy; two threads per worker spent most of their time waiting for each
+    other on these tensors), and the objects alive before the runs left out of the garbage
+    collector's scans (each of costmodel.validate_memory's gc.collect() calls scanned everything
+    the worker had loaded: 0.25 s, 120 calls). What the runs count and measure is the same."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")
@@ -43,26 +105,26 @@ def notebook_kernel():
 
 
 #: The test modules that take longest, longest first (measured under pytest-xdist on this 2-core
-#: machine: these take about 1,300 of the 1,440 s the tests took on the two workers together).
+#: machine, shared and loaded: these took about 1,100 of the 1,370 s the tests took on the two
+#: workers together).
 #: Under pytest-xdist (`make test`: `--dist loadscope --no-loadscope-reorder`, a module and a
 #: notebook's cells stay on one worker, handed out in collection order) they are handed out first:
 #: a worker that starts a long module last finishes alone. tests/course/test_notebooks.py checks that each
 #: still exists.
 LONGEST_FIRST = (
     "tests/course/test_valid_space.py",
-    "tests/derive/test_activations.py",
-    "tests/publish/test_handouts_safety.py",
     "tests/publish/test_handouts.py",
-    "tests/benchmarks/test_published_step.py",
-    "tests/evaluate/test_properties.py",
+    "tests/publish/test_handouts_safety.py",
     "tests/course/test_notebooks.py",
+    "tests/derive/test_activations.py",
+    "tests/evaluate/test_advice.py",
+    "tests/evaluate/test_properties.py",
     "tests/cli/test_bad_input.py",
-    "tests/publish/test_booklet.py",
-    "tests/validate/test_flop_counter.py",
-    "tests/inputs/test_lengths.py",
-    "tests/project/test_install.py",
-    "tests/present/test_escaping.py",
     "tests/publish/test_lab.py",
+    "tests/project/test_install.py",
+    "tests/publish/test_booklet.py",
+    "tests/present/test_escaping.py",
+    "tests/inputs/test_lengths.py",
 )
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import sympy as sp
-from conftest import missing
+from conftest import missing, tiny_torch_runs
 
 from costmodel.derive import activations as act
 from costmodel.derive import model_states as ms
@@ -545,7 +545,8 @@ def fresh_rows():
         )
     from costmodel import validate_memory
 
-    return validate_memory.validation_rows()
+    with tiny_torch_runs():
+        return validate_memory.validation_rows()
 
 
 def test_measured_saved_bytes_match_the_prediction(fresh_rows):

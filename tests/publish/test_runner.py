@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import ast
 import math
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -40,10 +42,12 @@ def _text(cell) -> str:
     )
 
 
-@pytest.fixture
-def kernel(tmp_path):
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """One kernel for this module's tests, as a worker reuses one: each test's first notebook
+    sees a kernel that ran the previous test's notebooks (or that one replaced after it died)."""
     suite.inline_figures()
-    k = runner.Kernel(tmp_path)
+    k = runner.Kernel(tmp_path_factory.mktemp("kernel"))
     yield k
     k.shutdown()
 
@@ -86,6 +90,18 @@ def test_a_failing_cell_is_named_and_the_next_notebook_runs(tmp_path, kernel):
     assert error.endswith("at `y = x / 0  # boom`")
     nb, error = runner.run_notebook("good", {}, kernel, tmp_path)
     assert error is None and _text(nb.cells[-1]).strip() == "fine"
+
+
+def test_the_tests_kernels_keep_their_history_in_memory(tmp_path, kernel):
+    """tests/conftest.py gives the test run an IPython folder of its own: a kernel the tests
+    start keeps its history in memory, not in the user's ~/.ipython/.../history.sqlite."""
+    shell = "get_ipython().history_manager.hist_file, get_ipython().profile_dir.location"
+    _write(tmp_path, "h", _notebook(f"print(*({shell}), sep=chr(10))"))
+    nb, error = runner.run_notebook("h", {}, kernel, tmp_path)
+    assert error is None
+    hist_file, profile = _text(nb.cells[-1]).splitlines()
+    assert hist_file == ":memory:"
+    assert Path(profile).parent == Path(os.environ["IPYTHONDIR"]) != Path.home() / ".ipython"
 
 
 def test_a_dead_kernel_is_replaced(tmp_path, kernel):
@@ -172,18 +188,13 @@ def _shown(nb) -> list[list[str]]:
     return cells
 
 
-def test_course_notebooks_in_one_kernel_match_the_stored_outputs():
-    """Two course notebooks, the second after the first in the same kernel (in the notebooks'
-    folder, as a worker runs them), print what the stored notebooks (each run in a fresh kernel
-    and checked by nbval) hold."""
-    suite.inline_figures()
-    kernel = runner.Kernel(suite.NOTEBOOKS)
-    try:
-        for stem in ("05_attention_term", "01_mfu_hfu"):
-            ran, error = runner.run_notebook(stem, {}, kernel, suite.NOTEBOOKS)
-            assert error is None
-            stored = nbformat.read(suite.NOTEBOOKS / f"{stem}.ipynb", as_version=4)
-            suite.clean(ran)
-            assert _shown(ran) == _shown(stored), stem
-    finally:
-        kernel.shutdown()
+def test_course_notebooks_in_one_kernel_match_the_stored_outputs(notebook_kernel):
+    """Two course notebooks, the second after the first in the same kernel (the session's, in
+    the notebooks' folder, as a worker runs them; it may have run others before), print what the
+    stored notebooks (each run in a fresh kernel and checked by nbval) hold."""
+    for stem in ("05_attention_term", "01_mfu_hfu"):
+        ran, error = runner.run_notebook(stem, {}, notebook_kernel, suite.NOTEBOOKS)
+        assert error is None
+        stored = nbformat.read(suite.NOTEBOOKS / f"{stem}.ipynb", as_version=4)
+        suite.clean(ran)
+        assert _shown(ran) == _shown(stored), stem

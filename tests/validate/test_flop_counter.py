@@ -7,7 +7,7 @@ except in CI (environment variable CI set), where a missing tool is a failure, n
 from pathlib import Path
 
 import pytest
-from conftest import missing
+from conftest import missing, tiny_torch_runs
 
 pytestmark = pytest.mark.flop_counter
 
@@ -35,7 +35,8 @@ def validate():
 
 @pytest.fixture(scope="module")
 def rows(validate):
-    return validate.validation_rows()
+    with tiny_torch_runs():
+        return validate.validation_rows()
 
 
 def _row(rows, model, term):
