@@ -163,11 +163,11 @@ def _prose_and_results(cell) -> tuple[str, str]:
 def formatted(value: float) -> set[str]:
     """The figures of `value` in each way the notebooks write a number."""
     texts = [formats.short(value), formats.sci(value), formats.sci(value, 2), formats.count(value)]
-    texts += [formats.gb(value), formats.sig(value), formats.sig4(value), formats.ratio(value)]
+    texts += [formats.sig(value), formats.sig4(value), formats.ratio(value)]
     for digits in (0, 1, 2, 3, 4):
         texts += [formats.num(value, digits), formats.decimals(value, digits)]
         texts += [formats.pct(value, digits), formats.pct(value, digits, grouped=True)]
-        texts.append(formats.times(value, digits))
+        texts += [formats.times(value, digits), formats.gb(value, digits)]
     return figures(" ".join(texts))
 
 
