@@ -257,14 +257,15 @@ what = {"synthetic": "合成数据", "file step": "团队的这一步",
         "file draws": "从团队长度文件抽出的样本"}[source]
 this = "本场景的" + what if source == "synthetic" else what
 if packed:
-    d.table([[label, d.num(v["rows"], 1), d.num(v["slots"]), d.pct(v["useful_fraction"])]
+    # rows per step are exercise 2's answer: shown in its solution, not here
+    d.table([[label, d.num(v["slots"]), d.pct(v["useful_fraction"])]
              for label, v in (("perfect (the account: slots = D)", perfect),
                               ("greedy first-fit decreasing, whole samples", ffd))],
-            ["packed layout", "rows of S per step", "slots per step", "useful fraction"],
+            ["packed layout", "slots per step", "useful fraction"],
             f"Packed rows of S tokens, {over}")
     if gain:
-        rows_note = (f"{what}按 $S$ 长的行装，每步约 {d.num(perfect['rows'], 1)} 行的 token；若打包器按整个样本贪心"
-                     f"装箱（不切样本），要 {d.num(ffd['rows'], 1)} 行"
+        rows_note = (f"{what}按 $S$ 长的行装；若打包器按整个样本贪心装箱（不切样本），行数会不会比 token 总数所需的多、"
+                     "多几行，后面的练习会算"
                      + (f"，行尾还留着 {d.pct(1 - ffd['useful_fraction'])} 的 pad（账外的一点浪费，"
                         "首尾拼接后按行切开或 varlen 不分行则没有）" if ffd["useful_fraction"] < 1 else "")
                      + "。")
