@@ -18,9 +18,10 @@ The rule:
      it and its first solution cell ("下面给出本场景的 x"), also rounded (1.15× for 1.150×);
   2. the figures the solution's code types in itself (`stretch = 1.10`, "超过 100%"), at any
      number of decimals: the question's constants, not results;
-  3. the run as it is: the scenario's values, its account and its GEMM list, what-ifs left out
-     (`WHAT_IF`), formatted in each way the notebooks format a number. Every page states them;
-     an exercise that changes the run starts from them and its solution quotes them;
+  3. the run as it stands, formatted in each way the notebooks format a number: the scenario's
+     values (every page's banner gives them), and the figures of its account and its GEMM list,
+     what-ifs left out (`WHAT_IF`), that the student edition has shown before the exercise. An
+     exercise that changes the run starts from them and its solution quotes them;
   4. figures of the solution's prose (not bold) that the student edition shows before the
      exercise (on an earlier page, or earlier on its own): the solution quotes them in passing
      ("负载最重的卡要 316.2 GB，第 08 节细讲");
@@ -184,14 +185,27 @@ def _numbers(tree, key: str = "") -> list[float]:
     return []
 
 
-def run_givens(sc, acc) -> set[str]:
-    """Rule 3: the figures of the scenario's values, of its account and of its GEMM list (at its
-    micro batch), what-ifs left out."""
+@dataclass
+class Run:
+    """Rule 3's figures: the scenario's values (`inputs`) and those of its account and GEMM list,
+    what-ifs left out (`state`)."""
+
+    inputs: set[str]
+    state: set[str]
+
+
+def _formatted_all(values) -> set[str]:
+    return set().union(set(), *(formatted(v) for v in values if abs(v) != float("inf")))
+
+
+def run_givens(sc, acc) -> Run:
+    """Rule 3: the figures of the run as it stands."""
     from costmodel.evaluate.gemms import model_gemms
 
     rows = [dataclasses.asdict(row) for row in model_gemms(sc)]
-    values = _numbers(dict(sc.values)) + _numbers(acc) + _numbers(rows)
-    return set().union(*(formatted(v) for v in values if abs(v) != float("inf")))
+    return Run(
+        _formatted_all(_numbers(dict(sc.values))), _formatted_all(_numbers(acc) + _numbers(rows))
+    )
 
 
 @dataclass
@@ -235,9 +249,9 @@ def _kept(cells) -> str:
     return "\n".join(shown(c) for c in cells if not DROPPED & _tags(c))
 
 
-def answers(nb, stem: str = "", given: set[str] = frozenset(), earlier: str = "") -> list[Exercise]:
+def answers(nb, stem: str = "", given: Run | None = None, earlier: str = "") -> list[Exercise]:
     """Each exercise of `nb` and its answers. `given`: the run's figures (rule 3); `earlier`: the
-    student edition's text of the pages before (rule 4)."""
+    student edition's text of the pages before (rules 3 and 4)."""
     cells, found, settled = nb.cells, [], set()
     quoted = figures(earlier)
     for i, solutions, first in _exercises(cells):
@@ -249,6 +263,7 @@ def answers(nb, stem: str = "", given: set[str] = frozenset(), earlier: str = ""
         constants = {_value(c) for c in figures(code)}  # rule 2
         before = quoted | figures(_kept(cells[:i]))
         shown_figures = (prose - before) | results  # rule 4
+        run_figures = given.inputs | (given.state & before) if given else set()
         found.append(
             Exercise(
                 stem,
@@ -256,7 +271,7 @@ def answers(nb, stem: str = "", given: set[str] = frozenset(), earlier: str = ""
                 cells[i].source.strip().splitlines()[0].lstrip("#").strip(),
                 {
                     a
-                    for a in shown_figures - prompt - set(given) - settled  # rules 1, 3 and 5
+                    for a in shown_figures - prompt - run_figures - settled  # rules 1, 3 and 5
                     if _significant(a) >= 3  # rule 6
                     and _value(a) not in constants
                     and not any(rounds_to(g, a) for g in prompt)
@@ -267,7 +282,7 @@ def answers(nb, stem: str = "", given: set[str] = frozenset(), earlier: str = ""
     return found
 
 
-def course_answers(notebooks, given: set[str] = frozenset()) -> list[list[Exercise]]:
+def course_answers(notebooks, given: Run | None = None) -> list[list[Exercise]]:
     """The exercises of each of `notebooks` ((stem, notebook) in the order of the course)."""
     found, earlier = [], []
     for stem, nb in notebooks:
