@@ -195,7 +195,7 @@ class Run:
 
 
 def _formatted_all(values) -> set[str]:
-    return set().union(set(), *(formatted(v) for v in values if abs(v) != float("inf")))
+    return set().union(*(formatted(v) for v in values if abs(v) != float("inf")))
 
 
 def run_givens(sc, acc) -> Run:
