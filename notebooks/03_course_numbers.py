@@ -566,25 +566,36 @@ else:
 d.md(answer)
 
 # %% [markdown] tags=["exercise"]
-# ### 练习 2：关掉 recompute，硬件一样忙
+# ### 练习 2：关掉 recompute 之后，旧的实测吞吐还能对账吗
 #
-# 假设显存腾出来了，可以关掉 recompute（系数变成 1），而 GPU 的忙碌程度不变：硬件每秒做的 FLOPs 不变，单步耗时随硬件 FLOPs 同比缩短。**先预测**：单步耗时、MFU、HFU 各变成多少？哪一个不变？
+# 01 的第 4 节已经按"硬件一样忙"的假设算过关掉 recompute 的账：硬件每秒做的 FLOPs 不变，单步耗时随硬件 FLOPs 同比缩短，MFU 升到原来的 HFU，HFU 不变。现在把它接到本节的对账上：假设显存腾出来了，recompute 真的关掉了，场景里的 `measured_tokens_per_s` 却还是关掉之前从日志里抄来的。**先预测**：(a) 按 D / T 算出的集群吞吐变成多少？(b) 第 3 节的吞吐对账会怎么说？毛病出在哪个输入上？
 
 # %% tags=["solution"]
 factor_now = float(factor_exact)
 no_recompute = {**subs, r: 0, T: sc.step_time / factor_now}  # same hardware FLOP/s
 mfu_off = float(utilization.mfu.subs(no_recompute))
 hfu_off = float(utilization.hfu.subs(no_recompute))
-d.eq(r"\mathrm{MFU}_{\mathrm{off}}", sp.Symbol(r"\mathrm{MFU}") * factor_exact, d.pct(mfu_off))
+tokens_off = float(utilization.tokens_per_s.subs(no_recompute))  # D / T with the shorter step
+rel_off = gap(tokens_off, measured)  # against the throughput logged before the change
+d.eq(r"\tau_{\mathrm{off}}", r"\frac{D}{T / f}", rf"{d.tex_num(tokens_off)}\ \mathrm{{tok/s}}")
 
 # %% tags=["solution", "remove-input"]
 if factor_now > 1:
-    d.md(f"单步耗时从 {sc.step_time:g} s 缩到 **{sc.step_time / factor_now:.1f} s**（除以系数 {factor_exact}）；"
-         f"MFU 从 {d.pct(acc['mfu'])} 升到 **{d.pct(mfu_off)}**，正好是原来的 HFU；HFU 仍是 **{d.pct(hfu_off)}**。"
-         "HFU 衡量硬件忙不忙，关掉 recompute 并不改变它；省下的重算全部变成了有效产出，所以涨的是 MFU。"
-         "反过来，拿 HFU 和别人的 MFU 比，就把这部分重算也当成了有效产出。")
+    answer = (f"按 01 的假设，单步从 {sc.step_time:g} s 缩到 {sc.step_time / factor_now:.1f} s（除以系数 {factor_exact}），"
+              f"MFU 升到 {d.pct(mfu_off)}，HFU 仍是 {d.pct(hfu_off)}。"
+              f"\n- (a) D 不变、T 变短，D / T 从 {d.num(acc['tokens_per_s'])} 升到 **{d.num(tokens_off)} tok/s**，"
+              f"同样是系数 {factor_exact} 倍。")
+    if measured is None:
+        answer += "\n- (b) 本场景没有实测吞吐，对账无从做起；关掉 recompute 之后要量的正是它。"
+    else:
+        answer += (f"\n- (b) 与场景里旧的实测 {d.num(measured)} tok/s 相差 **{100 * rel_off:+.2f}%**，"
+                   + ("超出容差，对账报警。" if not agrees(rel_off) else "居然仍在容差之内，对账不报警。")
+                   + "可 D 和新的 T 都没有错，错的是实测吞吐：它量的是关掉之前的运行。"
+                   "改了设置就要重新从日志里读吞吐，再填回场景；对账只说明几个输入彼此不一致，不说明哪一个过时了。")
 else:
-    d.md(("本场景本来就没有 recompute" if sc.recompute == "none" else
-          f"本场景的 recompute（`{sc.recompute}`）不重做权重 GEMM")
-         + f"（系数 {factor_exact}）：按这个口径，单步耗时、MFU、HFU 都不变，"
-         f"MFU 与 HFU 都是 **{d.pct(mfu_off)}**。只有开着 recompute 的运行，关掉它才会把 HFU 的一部分转成 MFU。")
+    answer = (("本场景本来就没有 recompute" if sc.recompute == "none" else
+               f"本场景的 recompute（`{sc.recompute}`）不重做权重 GEMM")
+              + f"（系数 {factor_exact}）：按这个口径，单步耗时、MFU、HFU 都不变，D / T 仍是 "
+              f"**{d.num(tokens_off)} tok/s**，吞吐对账与第 3 节相同。"
+              "只有开着 recompute 的运行，关掉它才会改变单步，那时旧的实测吞吐就不能再拿来对账。")
+d.md(answer)

@@ -257,14 +257,15 @@ what = {"synthetic": "合成数据", "file step": "团队的这一步",
         "file draws": "从团队长度文件抽出的样本"}[source]
 this = "本场景的" + what if source == "synthetic" else what
 if packed:
-    d.table([[label, d.num(v["rows"], 1), d.num(v["slots"]), d.pct(v["useful_fraction"])]
+    # rows per step are exercise 2's answer: shown in its solution, not here
+    d.table([[label, d.num(v["slots"]), d.pct(v["useful_fraction"])]
              for label, v in (("perfect (the account: slots = D)", perfect),
                               ("greedy first-fit decreasing, whole samples", ffd))],
-            ["packed layout", "rows of S per step", "slots per step", "useful fraction"],
+            ["packed layout", "slots per step", "useful fraction"],
             f"Packed rows of S tokens, {over}")
     if gain:
-        rows_note = (f"{what}按 $S$ 长的行装，每步约 {d.num(perfect['rows'], 1)} 行的 token；若打包器按整个样本贪心"
-                     f"装箱（不切样本），要 {d.num(ffd['rows'], 1)} 行"
+        rows_note = (f"{what}按 $S$ 长的行装；若打包器按整个样本贪心装箱（不切样本），行数会不会比 token 总数所需的多、"
+                     "多几行，后面的练习会算"
                      + (f"，行尾还留着 {d.pct(1 - ffd['useful_fraction'])} 的 pad（账外的一点浪费，"
                         "首尾拼接后按行切开或 varlen 不分行则没有）" if ffd["useful_fraction"] < 1 else "")
                      + "。")
@@ -278,10 +279,10 @@ if packed:
          "长度分布在这里决定的是每行装几个样本，以及注意力的 $\\sum s_i^2$（第 3 节）。" + rows_note)
 else:
     labels = {"fixed": "fixed padding", "ffd": "greedy first-fit decreasing", "perfect": "perfect"}
-    d.table([[labels[k], d.num(v["rows"], 1), d.num(v["slots"]), d.pct(v["useful_fraction"]),
-              d.times(v["speedup"])] for k, v in ways.items()],
-            ["layout", "rows of S per step", "slots per step", "useful fraction",
-             "speedup vs fixed"], f"Three layouts, {over}")
+    # rows per step are exercise 2's answer: shown in its solution, not here
+    d.table([[labels[k], d.num(v["slots"]), d.pct(v["useful_fraction"]), d.times(v["speedup"])]
+             for k, v in ways.items()],
+            ["layout", "slots per step", "useful fraction", "speedup vs fixed"], f"Three layouts, {over}")
     same = d.times(perfect["speedup"]) == d.times(pad["packing_speedup"])
     if not gain:
         check = ""
@@ -306,9 +307,9 @@ else:
                   "含文件中被截断的样本" if team.truncated_samples else "文件里本来就是这么长")
         layout = (f"贪心装箱得到 **{d.times(ffd['speedup'])}**，拿到了完美 packing 收益的 **{d.pct(captured, 0)}**，"
                   f"剩余浪费 {d.pct(1 - ffd['useful_fraction'])}。"
-                  + (f"长于 $S/2$ 的样本两两不能同行（本分布中占 {d.pct(over_half)}），所以"
-                     f"{'平均' if n_steps > 1 or source == 'file draws' else ''}每步至少要 "
-                     f"{d.num(over_half * n_sim, 1)} 行；其余的空隙靠短样本填。" if over_half > 0 else
+                  + (f"长于 $S/2$ 的样本两两不能同行（本分布中占 {d.pct(over_half)}），每个都要独占一行，"
+                     "这就给每步的行数定了一个下界（后面的练习会把它算出来）；其余的空隙靠短样本填。"
+                     if over_half > 0 else
                      "本分布中没有长于 $S/2$ 的样本，行数只取决于短样本把每行填得多满。")
                   + (f"另有 {d.pct(capped)} 的样本顶到了 $S$（{at_cap}），它们自成一行、没有空隙可填。"
                      if capped > 0 else ""))

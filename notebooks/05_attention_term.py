@@ -879,13 +879,13 @@ d.eq(r"\text{share}(2S)", r"\frac{2x}{1+x}", d.pct(predicted), r"\text{share}(2S
 # softmax 注意力对每个 token 的代价正比于样本长度，6ND 和线性注意力对每个 token 的代价与长度无关。长度为 S 时注意力与其余运算之比是 x/(1−x)；长度加倍，这个比值也加倍，成为 2x/(1−x)，于是新的占比是 2x/(1+x)。x 很小时它接近 2x；x 越大，增长越慢，永远到不了 100%。
 
 # %% [markdown] tags=["exercise"]
-# ### 练习 2：换成 causal 数法，含注意力的 MFU 是多少？
+# ### 练习 2：causal 数法的读数，能不能只用 f 和 m 写出来？
 #
-# 课程的标题说项目报出的 MFU 被低估了；这句话能不能站住，取决于注意力按整块方阵还是按下三角来数。下面给出本场景按真实长度、full 数法的含注意力 MFU f，以及不含注意力核心的利用率 m（6ND 加线性注意力，再除以集群峰值；没有线性注意力层时就是 6ND 口径的 MFU）。先只用 f 和 m 预测 causal 数法下的含注意力 MFU，再运行解答，与第 5 节用 `attention_flops: causal` 重新解析场景得到的值核对。
+# 课程的标题说项目报出的 MFU 被低估了；这句话能不能站住，取决于注意力按整块方阵还是按下三角来数。下面给出本场景按真实长度、full 数法的含注意力 MFU f，以及不含注意力核心的利用率 m（6ND 加线性注意力，再除以集群峰值；没有线性注意力层时就是 6ND 口径的 MFU）。第 5 节用 `attention_flops: causal` 重新解析场景，已经得到了 causal 数法下的含注意力 MFU（下面一并给出）。先不运行：只用 f 和 m 写出这个读数的式子，说明为什么是它，并用下面的三个数验算；再运行解答核对。
 
 # %% tags=["remove-input"]
 m_without = acc["mfu"] + ((lin or {}).get("flops_per_step") or 0.0) / cluster
-d.md(f"本场景：f = {d.pct(full_mfu)}，m = {d.pct(m_without)}。")
+d.md(f"本场景：f = {d.pct(full_mfu)}，m = {d.pct(m_without)}；第 5 节重新解析得到的 causal 读数是 {d.pct(causal_mfu)}。")
 
 # %% tags=["solution"]
 predicted_causal = (full_mfu + m_without) / 2  # only the attention core halves

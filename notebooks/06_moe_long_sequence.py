@@ -625,7 +625,7 @@ claims.append((
     d.verdict(True, f"在{who}里，一次 GEMM 只有 {rows_text(low_1['m'])} 行，行数还小，强度几乎与行数成正比")
     if ratio4 >= 0.9 * 4 else
     d.verdict(False, f"在{who}里，一次 GEMM 有 {rows_text(low_1['m'])} 行，强度只涨到 {d.times(ratio4, 2)}，"
-                     f"正在向上限 {d.num(low_1['intensity_limit'], 1)} 饱和：强度 = 2/(β(1/M + 1/K + 1/N))，"
+                     "正在向上限 2KN/(β(K + N)) 饱和：强度 = 2/(β(1/M + 1/K + 1/N))，"
                      "只有行数远小于 K、N（1/M 占主导）时才接近 ×4")))
 if not is_moe:
     d.md("本场景是稠密模型：课程关于 MoE 的三项损耗（GEMM 变瘦、permute、负载不均）不适用，下表只列长序列的几条。")
@@ -667,15 +667,15 @@ d.md("\n".join(points))
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：micro batch 再加大，强度最多能到多少？
 #
-# 第 5 节说，权重 GEMM 的运算强度随行数 M 增长，但有上限 2KN / (β(K + N))。取第 5 节那段话里强度较低的那个 FFN GEMM（MoE 模型看单个专家，稠密模型看稠密 FFN），先不运行下面的单元，用它的 K、N 和 β = 2 心算这个上限；再预测：micro batch 设成本场景的 8 倍时，它的强度能到上限的百分之几？比本场景现在高多少？写下你的预测，然后运行答案。
+# 第 5 节说，权重 GEMM 的运算强度随行数 M 增长，但有上限 2KN / (β(K + N))。取第 5 节那段话里强度较低的那个 FFN GEMM（MoE 模型看单个专家，稠密模型看稠密 FFN），先不运行下面的单元，用它的 K、N 和 β = 2 心算这个上限；再预测：micro batch 设成本场景的 32 倍时，它的强度能到上限的百分之几？比本场景现在高多少？写下你的预测，然后运行答案。
 
 # %% tags=["solution"]
 key = focus(g)[low]["key"]  # the weaker FFN GEMM of section 5, at the scenario's micro batch
-now, big = g[key], by_key(8 * sc.micro_batch)[key]
+now, big = g[key], by_key(32 * sc.micro_batch)[key]
 ceiling = float(moe.intensity_limit.subs({k_dim: now["k"], n: now["n"], bytes_per_element: 2}))
 assert abs(ceiling - now["intensity_limit"]) <= 1e-9 * ceiling  # the GEMM table's ceiling
 print(f"{now['key']}: K = {now['k']}, N = {now['n']}, ceiling 2KN/(2(K+N)) = {ceiling:.1f} FLOP/byte")
-for label, r in (("now", now), ("8x micro batch", big)):
+for label, r in (("now", now), ("32x micro batch", big)):
     share = r["intensity"] / ceiling
     print(f"{label:>15}: M = {r['m']:,.0f} rows, intensity {r['intensity']:.1f} = {share:.1%} of the ceiling")
 
@@ -685,14 +685,14 @@ for label, r in (("now", now), ("8x micro batch", big)):
 # %% tags=["solution", "remove-input"]
 gain = big["intensity"] / now["intensity"]
 d.md(f"本场景 {now['key']} 的上限是 {d.num(ceiling, 1)} FLOP/byte；现在 {rows_text(now['m'])} 行，强度 {d.num(now['intensity'], 1)}"
-     f"（上限的 {d.pct(now['intensity'] / ceiling, 1)}），micro batch 加到 8 倍后是 {d.num(big['intensity'], 1)}"
+     f"（上限的 {d.pct(now['intensity'] / ceiling, 1)}），micro batch 加到 32 倍后是 {d.num(big['intensity'], 1)}"
      f"（{d.pct(big['intensity'] / ceiling, 1)}，{d.times(gain, 2)}）。"
      + ("强度已经贴近上限，再加 micro batch 在 roofline 上几乎没有收益。"
         if now["intensity"] >= 0.9 * ceiling else
         f"离上限还差 {d.pct(1 - now['intensity'] / ceiling, 1)}，加大 micro batch 还能把强度往上推。")
      + (f"它在 {sc.gpu} 上{'已经' if now['intensity'] >= balance else '仍然'}{above(now['intensity'])}平衡点 {d.num(balance, 1)}"
         + ("。" if (now["intensity"] >= balance) == (big["intensity"] >= balance) else
-           f"，8 倍时{above(big['intensity'])}平衡点。")))
+           f"，32 倍时{above(big['intensity'])}平衡点。")))
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：序列长度翻倍，QKᵀ 会变成什么样？

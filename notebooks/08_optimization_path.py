@@ -314,7 +314,7 @@ d.md(roof + f"课程给的区间是 {d.times(low)}–{d.times(high)}（命名假
      f"{'只' if by_lever['micro_batch']['speedup'] < low else ''}快 {d.times(by_lever['micro_batch']['speedup'], 3)}。"
      f"可行性：DP = {par['dp']} 时每个 DP rank 每步分到 {d.count(per_rank)} 个样本{rows_text}，micro batch 从 {b} 到 "
      f"{2 * b} {'可以整除' if feasible else '不能整除，需先调整 global batch 或并行方式'}；"
-     f"logits 也随之翻倍到 {d.gb(2 * logits)}，这是课程先做 ② 的原因。按模型，micro batch = {2 * b} 时负载最重的卡要 "
+     "logits 也随 micro batch 成正比增长，这是课程先做 ② 的原因。按模型，micro batch = {2 * b} 时负载最重的卡要 "
      f"{d.gb(mem_double['total'])}，{sc.gpu} 可用 {d.gb(mem_double['capacity'])}："
      + ("放得下。" if mem_double["fits"] else "放不下。"))
 
@@ -946,7 +946,6 @@ plt.show()
 # %% tags=["remove-input"]
 g_all = combined["speedup"]
 g_product = math.prod(a["speedup"] for a in chosen)  # the levers' gains multiplied: not the model
-g_two = g_pack * g_recompute
 text = (f"可行的杠杆一个个加进场景、每次重新预测，做完：每步 {d.num(sc.step_time, 1)} 秒 → **{d.num(final, 1)} 秒**，"
         f"预测的一步快 **{d.times(g_all)}**。")
 if measured_step and combined["step_time_from"] == "measured - saved":
@@ -964,9 +963,8 @@ if len(chosen) > 1 and d.times(g_product) != d.times(combined["product"]):
 if combined.get("capped"):
     text += "最后一根柱子比一起预测的终点高：合计封顶于峰值算力（见上）。"
 sel_fits = sc.recompute != "full" or alt["selective"][1]["fits"]
-text += (f"作为对照，课程的组合是把 packing 和 selective recompute 的提速相乘：{d.times(g_two)}，每步 "
-         f"{d.num(proj['packing_and_selective_recompute']['step_time'], 1)} 秒"
-         + ("。" if sel_fits else "，但本场景的显存放不下 selective recompute，这个数拿不到。"))
+text += ("作为对照，课程的组合是 packing 加 selective recompute（两项的收益怎么合起来、合起来快多少，留给第 10 节的练习）"
+         + ("。" if sel_fits else "，但本场景的显存放不下 selective recompute，这一项拿不到。"))
 d.md(text)
 
 # %% [markdown]

@@ -89,7 +89,7 @@ d.md(f"场景：**{d.text(sc.name)}**。现在每步 {short(sc.step_time)} s"
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：packing 做成之后的账（思考题 1）
 #
-# 假设 packing 做成了，而且是完美 packing：样本首尾相接地装满每一行，一个 pad 都不剩。先不运行，用下表里本场景的数自己算：(a) 单步耗时变成多少？(b) 集群吞吐（每秒真实 token）变成多少？(c) MFU（6ND 口径）变成多少？(d) 整个训练现在要跑的时长会变成多久？提示：想清楚 packing 改变的是哪一个量、6ND 的分子变不变；如果本场景已经在 packing，或者样本本来就填满了序列，答案又是什么？
+# 假设 packing 做成了，而且是完美 packing：样本首尾相接地装满每一行，一个 pad 都不剩。其中 (a) 单步耗时和 (c) MFU（6ND 口径）会变成多少，第 04 节已经算过（下表最后两行）：先不运行，说清楚这两个数是怎么从上面几行来的；再用下表的数自己算 (b) 集群吞吐（每秒真实 token）变成多少，(d) 整个训练现在要跑的时长会变成多久。提示：想清楚 packing 改变的是哪一个量、6ND 的分子变不变；如果本场景已经在 packing，或者样本本来就填满了序列，答案又是什么？
 
 # %% tags=["remove-input"]
 d.table([
@@ -98,6 +98,8 @@ d.table([
     ("每步的真实 token D", d.count(sc.tokens_per_step)),
     ("MFU（6ND 口径）", d.pct(acc["mfu"])),
     ("训练现在的时长", f"{short(sc.training_hours)} h（{origin('training_hours')}）"),
+    ("(a) 第 04 节算过：完美 packing 后的单步耗时", f"{decimals(pad['step_time_after_packing'], 1)} s"),
+    ("(c) 第 04 节算过：完美 packing 后的 MFU", d.pct(pad["mfu_after_packing"])),
 ], ["量", "本场景"], "Exercise 1: the inputs of this scenario")
 
 # %% tags=["solution"]
@@ -532,17 +534,21 @@ d.md(f"**(c) 的回答**：{comm_note}；{gemm_note}；{att_note}。"
 # %% [markdown] tags=["exercise"]
 # ### 练习 3：packing 之后，步长模型怎么说？
 #
-# 练习 1 用的是“单步耗时正比于算过的槽位”这条规则。第 08 节的步长模型把一步拆成几部分（带权重的 GEMM、注意力核心、线性注意力、受带宽限制的逐元素工作、重算、暴露在外的通信、流水线气泡），各部分按自己的规律变化。先不运行，预测：把场景改成 `batching: packed`，哪几部分随槽位一起缩短，哪几部分不变（提示：注意力核心按真实长度算，优化器更新按参数算）？模型预测的提速比练习 1 的 $g_{\mathrm{pack}}$ 大还是小？场景有实测的步长时，再想一想：模型没有解释的那部分时间会不会随 packing 缩短，它让你的答案落在什么范围里？写下预测，再运行。
+# 练习 1 用的是“单步耗时正比于算过的槽位”这条规则。第 08 节的步长模型把一步拆成几部分（带权重的 GEMM、注意力核心、线性注意力、受带宽限制的逐元素工作、重算、暴露在外的通信、流水线气泡），各部分按自己的规律变化。模型对 packing 的预测，第 08 节的杠杆表已经给出（下表最后两行：改后的一步和提速），这里不再问数，问为什么。先不运行，说明：把场景改成 `batching: packed`，哪几部分随槽位一起缩短，哪几部分不变（提示：注意力核心按真实长度算，优化器更新按参数算）？模型的提速为什么比练习 1 的 $g_{\mathrm{pack}}$ 小（或大）？场景有实测的步长时，再想一想：模型没有解释的那部分时间会不会随 packing 缩短，它让你的答案落在什么范围里？写下预测，再运行。
 
 # %% tags=["remove-input"]
 t_now = acc["time"]
+packing_lever = next((a for a in acc["advice"] if a["lever"] == "packing"), None)  # section 08's row
 PART_ZH = {"gemms": "带权重的 GEMM", "attention": "注意力核心", "linear_attention": "线性注意力",
            "memory_bound": "受带宽限制的逐元素工作", "recompute": "重算",
            "communication_exposed": "暴露在外的通信", "pipeline_bubble": "流水线气泡"}
 d.table([(name, f"{sig(part['seconds'])} s") for name, part in t_now["parts"].items()]
         + [("predicted step (sum)", f"{sig(t_now['predicted_seconds'])} s")]
         + ([("measured step (step_time)", f"{sig(t_now['measured_seconds'])} s")]
-           if t_now["measured_seconds"] is not None else []),
+           if t_now["measured_seconds"] is not None else [])
+        + ([("packed, predicted step (section 08's lever table)", f"{sig(packing_lever['step_after'])} s"),
+            ("packed, speedup predicted before / after", d.times(packing_lever["speedup"], 3))]
+           if packing_lever is not None else []),
         ["part", "now"], "Exercise 3: the step-time model's parts of this run's step (acc['time'])")
 
 # %% tags=["solution"]

@@ -4,7 +4,6 @@ notebooks re-run for another scenario, and nbval really compares their outputs.
 nbval itself (strict: every output compared) runs over notebooks/ as part of `make test`.
 """
 
-import html
 import json
 import os
 import re
@@ -90,51 +89,6 @@ def test_every_notebook_asks_the_reader_something(source):
         answer = next((t for t in after if "solution" in t or "exercise" in t), set())
         assert "solution" in answer, f"{source.name}: exercise at cell {i} has no solution"
         assert "exercise" not in answer, f"{source.name}: exercise at cell {i} has no solution"
-
-
-_NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?[%×]?")
-#: A figure quoted from the course, "1.70×（课程 06.4）": the course's, not an answer.
-_QUOTED = re.compile(r"[\d.,]+[%×]?(?:[–-][\d.,]+[%×]?)?（课程[^）]*）")
-
-
-def _figures(cell) -> set[str]:
-    """The figures a reader sees in a cell (its Markdown, or what it prints), course quotes
-    left out: numbers with a decimal point, or of three digits or more."""
-    texts = [cell.source] if cell.cell_type == "markdown" else []
-    for output in cell.get("outputs", []):
-        texts.append(output.get("text", ""))
-        data = output.get("data", {})
-        texts += [data.get(k, "") for k in ("text/markdown", "text/html", "text/plain")]
-    text = _QUOTED.sub("", html.unescape("\n".join(texts)))
-    return {
-        n.rstrip("%×")
-        for n in _NUMBER.findall(text)
-        if "." in n or len(n.replace(",", "").rstrip("%×")) >= 3
-    }
-
-
-@pytest.mark.parametrize("source", SOURCES, ids=IDS)
-def test_the_student_edition_does_not_give_the_answers_away(source):
-    """A figure that first appears in an answer (cells tagged `solution`, dropped from the
-    student edition) is not shown by any later cell the student edition keeps: the main text,
-    its tables and summaries come after the exercises but must not answer them."""
-    nb = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
-    tags = [set(c.metadata.get("tags", [])) for c in nb.cells]
-    kept = [not t & {"solution", "parameters", "lab-only"} for t in tags]
-    seen: set[str] = set()
-    leaks = []
-    for i, cell in enumerate(nb.cells):
-        if kept[i]:
-            seen |= _figures(cell)
-            continue
-        if "solution" not in tags[i] or (i > 0 and "solution" in tags[i - 1]):
-            continue
-        end = next((j for j in range(i, len(nb.cells)) if "solution" not in tags[j]), len(nb.cells))
-        answers = set().union(*(_figures(nb.cells[j]) for j in range(i, end))) - seen
-        for j in range(end, len(nb.cells)):
-            if kept[j] and answers & _figures(nb.cells[j]):
-                leaks.append((i, j, sorted(answers & _figures(nb.cells[j]))))
-    assert not leaks, f"{source.name}: (answer cell, later cell, figures) {leaks}"
 
 
 TEAM = {

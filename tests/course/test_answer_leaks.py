@@ -1,0 +1,72 @@
+"""The student edition gives no exercise's answer away, read from the stored notebooks (the rule:
+tests/answer_leaks.py). A student build's pages and booklet: tests/publish/test_student_leaks.py."""
+
+import copy
+
+import nbformat
+import pytest
+from answer_leaks import course_answers, figures, leaks, matches, run_givens, student_text
+
+from costmodel.publish import suite
+
+
+@pytest.fixture(scope="module")
+def notebooks():
+    return [(p.stem, nbformat.read(p.with_suffix(".ipynb"), as_version=4)) for p in suite.sources()]
+
+
+@pytest.fixture(scope="module")
+def given(course, course_account):
+    return run_givens(course, course_account)
+
+
+def _pages(notebooks, given):
+    exercises = course_answers(notebooks, given)
+    return [(stem, ex, student_text(nb)) for (stem, nb), ex in zip(notebooks, exercises)]
+
+
+def test_no_page_gives_an_exercise_away(notebooks, given):
+    """No answer of page N's exercises appears in the student edition of pages 01..N (before the
+    exercise, or after it on its own page)."""
+    found = leaks(_pages(notebooks, given))
+    assert not found, "\n".join(str(leak) for leak in found)
+
+
+def test_every_computed_exercise_has_answers_to_check(notebooks, given):
+    """The rule leaves each exercise that asks for a number with answers to compare (an empty set
+    would pass anything): all but the conceptual ones, whose answers are formulas or figures the
+    question hands over (01-2, 02-1, 02-2, and 05-2, which asks why the causal reading that
+    section 5 shows is the midpoint of f and m)."""
+    exercises = [e for page in course_answers(notebooks, given) for e in page]
+    assert len(exercises) == 21
+    empty = sorted(e.name for e in exercises if not e.answers)
+    assert empty == ["01-2", "02-1", "02-2", "05-2"], empty
+
+
+def test_an_answer_planted_on_an_earlier_page_is_found(notebooks, given):
+    """The check reads every page before the exercise's: 03-2's answer (the step without
+    recompute) planted in a kept cell of page 02 is reported there. A percentage rounded to one
+    decimal gives the answer away; a figure with another sign does not."""
+    planted = copy.deepcopy(notebooks)
+    step = next(e for e in course_answers(notebooks, given)[2] if e.name == "03-2")
+    cell = nbformat.v4.new_markdown_cell(f"关掉重算后一步是 {sorted(step.answers)[0]} s。")
+    planted[1][1].cells.insert(5, cell)
+
+    def found(nbs):
+        return {(leak.exercise.name, leak.page) for leak in leaks(_pages(nbs, given))}
+
+    assert found(planted) - found(notebooks) == {("03-2", "02_six_nd")}
+    assert matches("8.3%", "8.31%") and not matches("8.3%", "8.36%")
+    assert not matches("1.26×", "1.26") and not matches("3.2%", "3.2")
+
+
+def test_figures_keep_their_sign_and_read_fractions():
+    assert figures("强度只有 1/6，上限 409.6，8.31\\%，1.005x，1.00×，2 倍") == {
+        "0.17",
+        "0.167",
+        "0.1667",
+        "409.6",
+        "8.31%",
+        "1.005×",
+    }
+    assert figures("1.70×（课程 06.4）") == set()

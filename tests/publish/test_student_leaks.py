@@ -1,0 +1,76 @@
+"""A student build of the course gives no exercise's answer away: the text of its HTML pages and
+of its booklet, in the order a student reads them, against each exercise's answers from the
+stored notebooks (the rule: tests/answer_leaks.py; the stored notebooks alone:
+tests/course/test_answer_leaks.py). One build, student edition with its booklet."""
+
+import re
+import shutil
+
+import nbformat
+import pytest
+from answer_leaks import course_answers, html_text, leaks, run_givens
+from conftest import missing
+
+from costmodel.publish import handouts, suite
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: The pages a student can open before the first section: the index and the conventions.
+FRONT = ("index.html", "conventions.html")
+
+
+@pytest.fixture(scope="module")
+def student(tmp_path_factory):
+    if CHROMIUM is None:
+        missing("chromium not installed (it prints the booklet)")
+    out = tmp_path_factory.mktemp("student") / "course"
+    sections, folder = handouts.build(out=out, progress=False, edition="student", pdf=True)
+    assert [s.error for s in sections] == [None] * len(sections)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def exercises(course, course_account):
+    notebooks = [
+        (p.stem, nbformat.read(p.with_suffix(".ipynb"), as_version=4)) for p in suite.sources()
+    ]
+    return [stem for stem, _ in notebooks], course_answers(
+        notebooks, run_givens(course, course_account)
+    )
+
+
+def test_no_html_page_gives_an_exercise_away(student, exercises):
+    stems, answers = exercises
+    pages = [(name, [], html_text((student / name).read_text(encoding="utf-8"))) for name in FRONT]
+    pages += [
+        (stem, ex, html_text((student / f"{stem}.html").read_text(encoding="utf-8")))
+        for stem, ex in zip(stems, answers)
+    ]
+    assert all(text.strip() for _, _, text in pages)
+    found = leaks(pages)
+    assert not found, "\n".join(str(leak) for leak in found)
+
+
+def _booklet_sections(pdf, count: int) -> list[str]:
+    """The booklet's text: what comes before section 01 (the index), then each section's pages
+    (a section starts on a new page whose first line is its number, "04 Padding 与 packing")."""
+    from pypdf import PdfReader
+
+    sections = [[] for _ in range(count + 1)]
+    current = 0
+    for page in PdfReader(pdf).pages:
+        text = page.extract_text()
+        number = re.match(r"(\d\d) ", text)
+        if number and int(number.group(1)) == current + 1:
+            current += 1
+        sections[current].append(text)
+    assert current == count, f"the booklet has {current} of {count} sections"
+    return ["\n".join(pages) for pages in sections]
+
+
+def test_the_booklet_gives_no_exercise_away(student, exercises):
+    stems, answers = exercises
+    front, *texts = _booklet_sections(student / "booklet.pdf", len(stems))
+    pages = [("booklet, before section 01", [], front)]
+    pages += [(f"booklet {stem}", ex, text) for stem, ex, text in zip(stems, answers, texts)]
+    found = leaks(pages)
+    assert not found, "\n".join(str(leak) for leak in found)
