@@ -90,7 +90,9 @@ def _filled(filler_mm: int, index: int):
     solution = nbformat.v4.new_markdown_cell("解答：" + "推导" * 20)
     solution.metadata["tags"] = [pages.SOLUTION]
     nb.cells = [
-        nbformat.v4.new_markdown_cell(f"# 第 {index} 节\n\n<div style='height:{filler_mm}mm'>填充</div>"),
+        nbformat.v4.new_markdown_cell(
+            f"# 第 {index} 节\n\n<div style='height:{filler_mm}mm'>填充</div>"
+        ),
         exercise,
         solution,
     ]
@@ -173,7 +175,11 @@ def test_handout_kernels_draw_plots_as_svg_with_the_same_bytes(tmp_path):
     second run; the page embeds the SVG as an image."""
     suite.inline_figures()
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nb.cells = [
         nbformat.v4.new_code_cell(
             "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.plot([1, 2], [3, 4])\n"
