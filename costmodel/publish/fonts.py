@@ -166,5 +166,8 @@ def font_css(documents: list[str], font_dir: Path = FONT_DIR) -> str:
         "<style>"
         + "\n".join(rules)
         + f":root {{ --font: {STACK}; --mono: {MONO_STACK}; }} body {{ font-family: {STACK}; }}"
+        # formulas in the math font (DejaVu Math TeX Gyre, TrueType): inheriting the text's
+        # stack, their upright letters (MFU) came out as Type 3 glyphs
+        f'math {{ font-family: math, "{FAMILY}", "DejaVu Sans"; }}'
         "</style>"
     )

@@ -86,7 +86,9 @@ def test_every_page_fits_the_print_width(tmp_path):
 def _filled(filler_mm: int, index: int):
     """A notebook whose text fills `filler_mm` of a page, then an exercise and its solution."""
     nb = nbformat.v4.new_notebook()
-    exercise = nbformat.v4.new_markdown_cell(f"### 练习 {index}\n\n先写下你的推导。")
+    exercise = nbformat.v4.new_markdown_cell(
+        f"### 练习 {index}\n\n先写下你的推导：$\\mathrm{{MFU}} = \\frac{{6 D N}}{{P T}}$。"
+    )
     solution = nbformat.v4.new_markdown_cell("解答：" + "推导" * 20)
     solution.metadata["tags"] = [pages.SOLUTION]
     nb.cells = [
