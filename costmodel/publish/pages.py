@@ -5,6 +5,7 @@ its own. The page layout is the nbconvert template in templates/handout/."""
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,10 @@ CONVENTIONS_PAGE = "conventions.html"
 HIDDEN_INPUT = {"remove-input"}
 SOLUTION = "solution"
 ANSWER_SPACE = "answer-space"
+#: A table cell with more text than this is prose (long_cells).
+LONG_CELL = 40
+_CELL = re.compile(r"<td((?:\s+(?!class=)[^>]*)?)>(.*?)</td>", re.S)
+_TAG = re.compile(r"<[^>]*>")
 #: The answer spaces' size (answer_height): handwriting, characters a line and line height; a
 #: table or formula of the solution, in lines; the heading line; the least and the most height
 #: (at most half a printed page, so a space never breaks across pages).
@@ -228,7 +233,21 @@ def export_html(nb, target: Path, no_input: bool, banner: str, edition: str = "t
         },
     )
     body = body.replace(f'href="{CONVENTIONS_LINK}"', f'href="{CONVENTIONS_PAGE}"')
-    target.write_text(formulas.restore(body), encoding="utf-8")
+    target.write_text(formulas.restore(long_cells(body)), encoding="utf-8")
+
+
+def long_cells(page: str) -> str:
+    """Each table cell of prose (over LONG_CELL characters of text) marked `class="long"`: the
+    print stylesheet lets a long word or formula there break anywhere, so a wide table fits the
+    print width, while a short cell (a number, a name) keeps its words whole."""
+
+    def mark(match: re.Match) -> str:
+        text = html.unescape(_TAG.sub("", match[2]))
+        if len(text) <= LONG_CELL:
+            return match[0]
+        return f'<td class="long"{match[1]}>{match[2]}</td>'
+
+    return _CELL.sub(mark, page)
 
 
 def conventions_html() -> str | None:
@@ -238,8 +257,10 @@ def conventions_html() -> str | None:
         return None
     import mistune  # nbconvert's Markdown renderer, without importing nbconvert (no math there)
 
-    body = mistune.create_markdown(plugins=["table", "strikethrough"])(
-        source.read_text(encoding="utf-8")
+    body = long_cells(
+        mistune.create_markdown(plugins=["table", "strikethrough"])(
+            source.read_text(encoding="utf-8")
+        )
     )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

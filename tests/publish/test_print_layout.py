@@ -18,7 +18,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: The booklet's print area: A4 less its left and right margins (booklet._print_one), in CSS
 #: pixels (96 to the inch).
 PRINT_WIDTH_PX = int((210 - 14 - 14) / 25.4 * 96)
-#: Every element whose content is wider than its box, or that reaches past the print area.
+#: Every element whose content is wider than its box, or that reaches past the print area; every
+#: table cell holding a number that is broken across lines (a table squeezed to fit).
 OVERFLOW_JS = """(width) => {
   const found = [];
   for (const el of document.querySelectorAll('main *')) {
@@ -28,6 +29,15 @@ OVERFLOW_JS = """(width) => {
     if (box.width > 0 && (box.right > width + 1 || cut || el.scrollWidth > width + 1)) {
       found.push(`${el.tagName.toLowerCase()}.${el.className} ${Math.round(box.right)} px ` +
                  `(content ${el.scrollWidth} px): ${el.textContent.trim().slice(0, 60)}`);
+    }
+  }
+  for (const el of document.querySelectorAll('main td, main th')) {
+    const text = el.textContent.trim();
+    const range = document.createRange();
+    range.selectNodeContents(el);
+    const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+    if (/^[0-9][0-9,.%]*$/.test(text) && lines.size > 1) {
+      found.push(`a number broken across ${lines.size} lines: ${text}`);
     }
   }
   return found;
