@@ -220,3 +220,22 @@ def test_handout_kernels_draw_plots_as_svg_with_the_same_bytes(tmp_path):
 def test_printed_chars_are_the_text_of_the_documents(documents):
     chars = fonts.printed_chars(documents)
     assert {"注", "意", "力", "x", "&", "/"} <= set(chars) and "忽" not in chars
+
+
+#: What an exercise's prompt may not ask: to run (or not yet run) cells below it, which the
+#: student edition does not have (its solutions are an answer space).
+RUN_WORDS = re.compile(r"运行下面|运行解答|运行答案|先别运行|先不运行|再运行")
+
+
+@pytest.mark.parametrize("stem", [p.stem for p in suite.sources()])
+def test_prompts_ask_for_nothing_the_student_edition_lacks(stem):
+    """Each exercise's prompt (the Markdown before its solutions) holds in all three places it
+    is read: the teacher's page, the student's (an answer space below) and JupyterLab."""
+    nb = _stored(stem)
+    before = []
+    for previous, cell in zip(nb.cells, nb.cells[1:]):
+        tags = cell.metadata.get("tags", [])
+        if pages.SOLUTION in tags and pages.SOLUTION not in previous.metadata.get("tags", []):
+            before.append(previous.source)
+    found = [m.group(0) for text in before for m in RUN_WORDS.finditer(text)]
+    assert not found, found

@@ -861,7 +861,7 @@ d.md("\n".join([
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：样本加长一倍，注意力占比变成多少？
 #
-# 沿用第 3 节曲线的设定：一步的 token 数不变，所有样本同一长度、没有补齐。记每个样本长 S 时注意力核心的占比为 x（下面给出本场景的 x）。现在把每个样本加长到 2S、样本数减半。先只用 x 写出新的占比，代入本场景的 x 算出一个数，再运行解答核对。
+# 沿用第 3 节曲线的设定：一步的 token 数不变，所有样本同一长度、没有补齐。记每个样本长 S 时注意力核心的占比为 x（下面给出本场景的 x）。现在把每个样本加长到 2S、样本数减半。先只用 x 写出新的占比，代入本场景的 x 算出一个数，再对照解答核对。
 
 # %% tags=["remove-input"]
 x_at_S = float(share_fn(sc.seq_len, *here))
@@ -881,7 +881,7 @@ d.eq(r"\text{share}(2S)", r"\frac{2x}{1+x}", d.pct(predicted), r"\text{share}(2S
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：换成 causal 数法，含注意力的 MFU 是多少？
 #
-# 课程的标题说项目报出的 MFU 被低估了；这句话能不能站住，取决于注意力按整块方阵还是按下三角来数。下面给出本场景按真实长度、full 数法的含注意力 MFU f，以及不含注意力核心的利用率 m（6ND 加线性注意力，再除以集群峰值；没有线性注意力层时就是 6ND 口径的 MFU）。先只用 f 和 m 预测 causal 数法下的含注意力 MFU，再运行解答，与第 5 节用 `attention_flops: causal` 重新解析场景得到的值核对。
+# 课程的标题说项目报出的 MFU 被低估了；这句话能不能站住，取决于注意力按整块方阵还是按下三角来数。下面给出本场景按真实长度、full 数法的含注意力 MFU f，以及不含注意力核心的利用率 m（6ND 加线性注意力，再除以集群峰值；没有线性注意力层时就是 6ND 口径的 MFU）。先只用 f 和 m 预测 causal 数法下的含注意力 MFU，再对照解答，与第 5 节用 `attention_flops: causal` 重新解析场景得到的值核对。
 
 # %% tags=["remove-input"]
 m_without = acc["mfu"] + ((lin or {}).get("flops_per_step") or 0.0) / cluster
