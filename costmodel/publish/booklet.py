@@ -157,6 +157,9 @@ async def _print_one(context, document: str, target: Path) -> Path:
         # twice (about 1.5 s of CPU a booklet)
         await page.emulate_media(media="print")
         await page.goto(source.as_uri(), wait_until="load")
+        # the embedded fonts decoded before printing (on a busy machine a print could otherwise
+        # lay text out in a fallback font); DevTools evaluates this with the page's scripts off
+        await page.evaluate("document.fonts.ready.then(() => null)")
         pdf = await page.pdf(
             format="A4",
             print_background=True,

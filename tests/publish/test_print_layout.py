@@ -126,8 +126,8 @@ def _pdf_pages(pdf) -> tuple[list[str], set[str]]:
 def test_student_booklet_has_no_blank_page_and_no_type3_font(tmp_path):
     """Six student pages, each ending with an answer space placed a little lower on the page
     than the one before, so that some reach past the page's end: none is split (a split one
-    left a page holding only its lower border: 07's page in the course booklet). Every page
-    has text besides its number; the text's fonts are embedded as TrueType, none as Type 3
+    left a page holding only its lower border: 07's page in the course booklet), and each stays
+    on the page of its prompt. Every page has text besides its number; the text's fonts are embedded as TrueType, none as Type 3
     (345 of 353 fonts were Type 3: Chromium writes Noto CJK's CFF outlines as Type 3)."""
     _need_chromium()
     if not (fonts.FONT_DIR / fonts.WEIGHTS[400]).is_file():
@@ -142,6 +142,8 @@ def test_student_booklet_has_no_blank_page_and_no_type3_font(tmp_path):
     blank = [n for n, text in enumerate(texts, start=1) if footer.match(text) or not text.strip()]
     assert not blank, f"pages with nothing but their number: {blank} of {len(texts)}"
     assert sum("作答区" in text for text in texts) == len(parts)
+    # each prompt is printed on the page of its answer space
+    assert all("先写下你的推导" in text for text in texts if "作答区" in text), texts
     assert "/Type3" not in kinds, kinds
     assert "/Type0" in kinds  # the CID TrueType fonts
 
