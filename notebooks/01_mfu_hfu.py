@@ -80,7 +80,7 @@ d.table(rows, ["量", "值", "说明"], "MFU 的分子与分母（本场景）")
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：把总参数当成 N
 #
-# 上表的 N 是每个 token 实际经过的参数；表的最后一行是模型的总参数。MoE 模型的配置里最显眼的往往是总参数，于是常有人把它直接代进 6ND。**先预测**：其余输入不变、只把 N 换成总参数，MFU 会变成多少？提示：看 MFU 的公式里 N 出现的方式，只用上表的三个数（MFU、N、总参数）就能算出来。然后运行下面的单元格核对。
+# 上表的 N 是每个 token 实际经过的参数；表的最后一行是模型的总参数。MoE 模型的配置里最显眼的往往是总参数，于是常有人把它直接代进 6ND。**先预测**：其余输入不变、只把 N 换成总参数，MFU 会变成多少？提示：看 MFU 的公式里 N 出现的方式，只用上表的三个数（MFU、N、总参数）就能算出来。然后对照解答核对。
 
 # %% tags=["solution"]
 mistake = u.mfu.subs(N, N_total)
@@ -336,7 +336,7 @@ d.md("\n".join(f"- {p}" for p in points))
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：步长不变，只换重算策略
 #
-# 第 4 节假设关掉重算会让一步变短。现在换一个问法：假设两次运行的 N、D、T 和 GPU 完全相同，只是 recompute 策略不同（none、selective、full 各一次）。**先预测**：三次运行的 MFU 各是多少？HFU 呢？哪一个指标会随策略变化、按什么比例变？写下你的答案，再运行下面的单元格。
+# 第 4 节假设关掉重算会让一步变短。现在换一个问法：假设两次运行的 N、D、T 和 GPU 完全相同，只是 recompute 策略不同（none、selective、full 各一次）。**先预测**：三次运行的 MFU 各是多少？HFU 呢？哪一个指标会随策略变化、按什么比例变？写下你的答案，再对照解答。
 
 # %% tags=["solution"]
 print("r appears in MFU:", r in u.mfu.free_symbols)

@@ -294,7 +294,7 @@ d.md("\n".join(f"- {p}" for p in points_md))
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：冻结一层的权重
 #
-# 微调时常把某些线性层的权重冻结（不更新，也就不需要它的权重梯度），但它前面还有要训练的层。先别运行：这样一层每个参数、每个 token 要花多少 FLOPs？如果它前面已经没有任何要训练的参数，又是多少？写下答案，再运行下面的格子。
+# 微调时常把某些线性层的权重冻结（不更新，也就不需要它的权重梯度），但它前面还有要训练的层。先别看解答：这样一层每个参数、每个 token 要花多少 FLOPs？如果它前面已经没有任何要训练的参数，又是多少？写下答案，再对照解答。
 
 # %% tags=["solution"]
 frozen = layer["forward"] + layer["backward_input"]  # no dW for a frozen weight
@@ -307,7 +307,7 @@ d.eq(r"\frac{F_{\mathrm{fwd}}}{(i\,o)\cdot b}", sp.simplify(layer["forward"] / p
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：本场景的选择性重算重做了多少
 #
-# 取本场景选择性重算的 r（第 6 节的表里有它的值，由重算的模块推出），假设策略是 `selective`。先用本页的式子算出：(a) 反向时被重新跑前向的权重矩阵合计多少参数；(b) 每步比 6ND 多做多少 FLOPs；(c) 系数，也就是 HFU 与 MFU 之比。再运行下面的格子核对。
+# 取本场景选择性重算的 r（第 6 节的表里有它的值，由重算的模块推出），假设策略是 `selective`。先用本页的式子算出：(a) 反向时被重新跑前向的权重矩阵合计多少参数；(b) 每步比 6ND 多做多少 FLOPs；(c) 系数，也就是 HFU 与 MFU 之比。再对照解答核对。
 
 # %% tags=["solution"]
 r_sel = acc["projections"]["selective_recompute"]["weights_fraction"]

@@ -626,7 +626,7 @@ d.md("\n".join([
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：注意力也在 pad 上算时，packing 省得更多还是更少？
 #
-# 假设定长补齐时注意力也在 pad 上整块计算（没有 varlen）。packing 把线性层的槽位从 $B S$ 降到 $B\bar{s}$，比例是 $S/\bar{s}$；把注意力核心从 $B S^2$ 降到 $\sum s_i^2$，比例是 $B S^2 / \sum s_i^2$。先不运行，判断这两个比例哪个大，以及结论是否对任何长度分布都成立（提示：每个 $s_i \le S$）；再运行下面的格子，用本场景的长度核对。
+# 假设定长补齐时注意力也在 pad 上整块计算（没有 varlen）。packing 把线性层的槽位从 $B S$ 降到 $B\bar{s}$，比例是 $S/\bar{s}$；把注意力核心从 $B S^2$ 降到 $\sum s_i^2$，比例是 $B S^2 / \sum s_i^2$。先不看解答，判断这两个比例哪个大，以及结论是否对任何长度分布都成立（提示：每个 $s_i \le S$）；再对照解答，用本场景的长度核对。
 
 # %% tags=["solution"]
 s = np.asarray(lengths, dtype=np.float64)  # the lengths used above (cut at S)
@@ -642,7 +642,7 @@ d.table([["linear layers: S / s̄", d.times(linear_ratio)],
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：一步至少要多少行？
 #
-# 把一步的样本按整个样本（不切开）装进 $S$ 长的行。先不运行，写出行数的两个下界：一个来自 token 总数，一个来自长于 $S/2$ 的样本（为什么两个这样的样本不能同行？）。对本场景的长度，你猜哪个下界更紧？贪心装箱（first-fit decreasing）比它多用几行？
+# 把一步的样本按整个样本（不切开）装进 $S$ 长的行。先不看解答，写出行数的两个下界：一个来自 token 总数，一个来自长于 $S/2$ 的样本（为什么两个这样的样本不能同行？）。对本场景的长度，你猜哪个下界更紧？贪心装箱（first-fit decreasing）比它多用几行？
 
 # %% tags=["solution"]
 by_tokens = np.mean([np.ceil(step.sum() / seq_len) for step in steps])  # rows >= ceil(sum s_i / S)

@@ -667,7 +667,7 @@ d.md("\n".join(points))
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：micro batch 再加大，强度最多能到多少？
 #
-# 第 5 节说，权重 GEMM 的运算强度随行数 M 增长，但有上限 2KN / (β(K + N))。取第 5 节那段话里强度较低的那个 FFN GEMM（MoE 模型看单个专家，稠密模型看稠密 FFN），先不运行下面的单元，用它的 K、N 和 β = 2 心算这个上限；再预测：micro batch 设成本场景的 32 倍时，它的强度能到上限的百分之几？比本场景现在高多少？写下你的预测，然后运行答案。
+# 第 5 节说，权重 GEMM 的运算强度随行数 M 增长，但有上限 2KN / (β(K + N))。取第 5 节那段话里强度较低的那个 FFN GEMM（MoE 模型看单个专家，稠密模型看稠密 FFN），先不看解答，用它的 K、N 和 β = 2 心算这个上限；再预测：micro batch 设成本场景的 32 倍时，它的强度能到上限的百分之几？比本场景现在高多少？写下你的预测，然后对照解答。
 
 # %% tags=["solution"]
 key = focus(g)[low]["key"]  # the weaker FFN GEMM of section 5, at the scenario's micro batch
@@ -697,7 +697,7 @@ d.md(f"本场景 {now['key']} 的上限是 {d.num(ceiling, 1)} FLOP/byte；现�
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：序列长度翻倍，QKᵀ 会变成什么样？
 #
-# 把序列长度从 S 变成 2S（其余不变），先预测：一个头的 QKᵀ 的 FLOPs 变成几倍？它的运算强度变成几倍？用第 4 节的公式 AI = 2·d_h·s / (β(2·d_h + s)) 推一推，再运行答案。
+# 把序列长度从 S 变成 2S（其余不变），先预测：一个头的 QKᵀ 的 FLOPs 变成几倍？它的运算强度变成几倍？用第 4 节的公式 AI = 2·d_h·s / (β(2·d_h + s)) 推一推，再对照解答。
 
 # %% tags=["solution"]
 flops_qk = 2 * s_len * s_len * d_h  # one head's QK^T: s x s outputs, d_h multiply-adds each

@@ -456,7 +456,7 @@ d.md("\n".join([
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：表外的逐元素算子有多"穷"
 #
-# 残差加 y = x + r 对每个元素只做 1 次加法，却要从 HBM 读 x、r 各一次、写 y 一次，BF16 每个元素 2 字节。先别运行下面的格子，写出它的运算强度（FLOP/byte）和它比本场景 GPU 的平衡点低多少倍；再对一条序列的激活（seq_len × hidden 个元素）估计 roofline 的两项时间：算力项（FLOPs ÷ 峰值）与带宽项（字节 ÷ 带宽），哪一项大、大几倍？
+# 残差加 y = x + r 对每个元素只做 1 次加法，却要从 HBM 读 x、r 各一次、写 y 一次，BF16 每个元素 2 字节。先别看解答，写出它的运算强度（FLOP/byte）和它比本场景 GPU 的平衡点低多少倍；再对一条序列的激活（seq_len × hidden 个元素）估计 roofline 的两项时间：算力项（FLOPs ÷ 峰值）与带宽项（字节 ÷ 带宽），哪一项大、大几倍？
 
 # %% tags=["solution"]
 beta = 2  # bytes per BF16 element

@@ -1257,7 +1257,7 @@ d.md("\n".join([
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：注意力 kernel 要快多少倍，整步才快 10%？
 #
-# ⑤ 给出了注意力在整步里的份额 $f$（把 FLOPs 份额当作时间份额）。先别运行下面的格子：从 Amdahl 公式反推，注意力 kernel 要快 $x$ 倍，整步才能快 $g$ 倍？代入本场景的 $f$ 和 $g = 1.1$，估一个数。$f$ 小到什么程度时，kernel 再快也做不到？写下预测，再运行。
+# ⑤ 给出了注意力在整步里的份额 $f$（把 FLOPs 份额当作时间份额）。先别看解答：从 Amdahl 公式反推，注意力 kernel 要快 $x$ 倍，整步才能快 $g$ 倍？代入本场景的 $f$ 和 $g = 1.1$，估一个数。$f$ 小到什么程度时，kernel 再快也做不到？写下预测，再对照解答。
 
 # %% tags=["solution"]
 g = sp.Symbol("g", positive=True)
@@ -1281,7 +1281,7 @@ d.md(text)
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：micro batch 翻倍，显存里哪几项跟着翻倍？
 #
-# 负载最重的那张卡上有五项：权重、梯度、优化器状态、激活、logits。先预测：micro batch 从 $b$ 加到 $2b$，哪几项翻倍、哪几项不变？激活一定正好翻倍吗（想一想 1F1B 同时在途的 micro batch 数）？写下预测，再运行。
+# 负载最重的那张卡上有五项：权重、梯度、优化器状态、激活、logits。先预测：micro batch 从 $b$ 加到 $2b$，哪几项翻倍、哪几项不变？激活一定正好翻倍吗（想一想 1F1B 同时在途的 micro batch 数）？写下预测，再对照解答。
 
 # %% tags=["solution"]
 d.table([[part, d.gb(mem[part]), d.gb(mem_double[part]),

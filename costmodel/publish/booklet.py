@@ -1,7 +1,9 @@
 """The printable booklet: the index and every section of one edition in one A4 PDF, printed by
 headless Chromium (the Debian package `chromium`, driven through Playwright), with page numbers
-in the footer and nothing cut: code wraps, and plots, tables and display math do not break
-across pages (the pages' print stylesheet).
+in the footer and nothing cut: code and the cells of wide tables wrap, and plots, tables, display
+math and answer spaces do not break across pages (the pages' print stylesheet). The conventions
+document is its last part. Its text font is embedded as TrueType (costmodel.publish.fonts), not
+as Chromium's Type 3 glyphs; its plots are SVG (the handouts' kernels draw them so).
 
 The booklet is one HTML file assembled from the built pages (each page's <main>), each section
 starting on a new page, printed once. Scenario text is data: the title is escaped, and the
@@ -22,6 +24,8 @@ from pathlib import Path
 
 from costmodel.errors import CostModelError
 from costmodel.formats import shown
+from costmodel.publish.fonts import font_css
+from costmodel.publish.pages import CONVENTIONS_PAGE
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 CHROMIUM_ARGS = [
@@ -85,12 +89,14 @@ def _booklet_links(body: str, pages: list[str]) -> str:
     return _LINK.sub(link, body)
 
 
-def booklet_html(pages: list[Path], title: str) -> str:
-    """One HTML document: the first page's stylesheets, then each page's <main>, each starting
-    on a new printed page (a link to a page goes to its section)."""
-    first = pages[0].read_text(encoding="utf-8")
+def booklet_html(pages: list[Path], title: str, fonts: str = "") -> str:
+    """One HTML document: the stylesheets of the first page (the index) and of the last section
+    (a notebook's page; the conventions page, a booklet's last part, brings none: its own would
+    restyle the whole booklet), then `fonts` (fonts.font_css), then each page's <main>, each
+    starting on a new printed page (a link to a page goes to its section)."""
+    styled = [pages[0], *[p for p in pages[1:] if p.name != CONVENTIONS_PAGE][-1:]]
     styles = "\n".join(
-        dict.fromkeys(_STYLE.findall(first) + _STYLE.findall(pages[-1].read_text("utf-8")))
+        dict.fromkeys(s for page in styled for s in _STYLE.findall(page.read_text("utf-8")))
     )
     names = [page.name for page in pages]
     parts = []
@@ -103,7 +109,7 @@ def booklet_html(pages: list[Path], title: str) -> str:
         parts.append(f'<section class="booklet-part" id="{anchor}">{body}</section>')
     return (
         '<!DOCTYPE html>\n<html lang="zh-CN"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title>{styles}"
+        f"<title>{html.escape(title)}</title>{styles}{fonts}"
         "<style>.booklet-part + .booklet-part { break-before: page; page-break-before: always; }"
         ".handout-banner { display: none; }</style></head>"
         f"<body><main>{''.join(parts)}</main></body></html>"
@@ -140,17 +146,20 @@ def _only(url: str):
     return route
 
 
-async def _print_one(context, pages: list[Path], target: Path, title: str) -> Path:
+async def _print_one(context, document: str, target: Path) -> Path:
     source = target.with_suffix(".booklet.html")
     partial = target.with_suffix(".pdf.tmp")
     try:
-        source.write_text(booklet_html(pages, title), encoding="utf-8")
+        source.write_text(document, encoding="utf-8")
         page = await context.new_page()
         await page.route("**/*", _only(source.as_uri()))  # nothing but the booklet loads
         # laid out for print from the start: loaded for the screen, the document is laid out
         # twice (about 1.5 s of CPU a booklet)
         await page.emulate_media(media="print")
         await page.goto(source.as_uri(), wait_until="load")
+        # the embedded fonts decoded before printing (on a busy machine a print could otherwise
+        # lay text out in a fallback font); DevTools evaluates this with the page's scripts off
+        await page.evaluate("document.fonts.ready.then(() => null)")
         pdf = await page.pdf(
             format="A4",
             print_background=True,
@@ -269,10 +278,15 @@ class Printer:
         import asyncio
 
         self.ready()
+        documents = [booklet_html(pages, title) for pages, _, title in jobs]
+        # one font for every booklet of the build, with the characters of all of them
+        embedded = font_css(documents)
+        documents = [booklet_html(pages, title, embedded) for pages, _, title in jobs]
 
         async def print_all() -> list[Path]:
             context = await asyncio.wrap_future(self._started)
-            return list(await asyncio.gather(*(_print_one(context, *job) for job in jobs)))
+            printing = (_print_one(context, doc, job[1]) for doc, job in zip(documents, jobs))
+            return list(await asyncio.gather(*printing))
 
         return asyncio.run_coroutine_threadsafe(print_all(), self._loop).result()
 

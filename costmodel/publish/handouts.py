@@ -284,6 +284,8 @@ def _place_pages(
         printed = [here / "index.html"] + [
             here / s.page for s in sections if (here / s.page).is_file()
         ]
+        if scene.conventions:
+            printed.append(here / CONVENTIONS_PAGE)
         booklets.append((printed, here / "booklet.pdf", f"{printable(scene.sc.name)} ({ed})"))
     return booklets
 

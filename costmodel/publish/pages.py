@@ -5,6 +5,7 @@ its own. The page layout is the nbconvert template in templates/handout/."""
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,18 @@ CONVENTIONS_PAGE = "conventions.html"
 HIDDEN_INPUT = {"remove-input"}
 SOLUTION = "solution"
 ANSWER_SPACE = "answer-space"
+#: A table cell with more text than this is prose (long_cells).
+LONG_CELL = 40
+_CELL = re.compile(r"<td((?:\s+(?!class=)[^>]*)?)>(.*?)</td>", re.S)
+_TAG = re.compile(r"<[^>]*>")
+#: The answer spaces' size (answer_height): handwriting, characters a line and line height; a
+#: table or formula of the solution, in lines; the heading line; the least and the most height
+#: (at most half a printed page, so a space never breaks across pages).
+ANSWER_CHARS_PER_LINE = 30
+ANSWER_LINE_MM = 8
+ANSWER_OUTPUT_LINES = 2
+ANSWER_HEAD_MM = 10
+ANSWER_MM = (30, 120)
 EDITION_NAMES = {"teacher": "教师版（含解答）", "student": "学生版（不含解答）"}
 
 
@@ -102,19 +115,53 @@ def _tags(cell) -> set[str]:
     return set(cell.get("metadata", {}).get("tags", []))
 
 
+def answer_height(solution: list) -> int:
+    """The height of the answer space for one run of solution cells, in millimetres printed:
+    room for the teacher's solution written by hand (ANSWER_CHARS_PER_LINE characters a line of
+    ANSWER_LINE_MM; each table or formula it shows counts as ANSWER_OUTPUT_LINES lines), within
+    ANSWER_MM. A proof gets more room than a number to look up."""
+    chars = sum(len(cell.source) for cell in solution if cell.cell_type == "markdown")
+    shown = sum(
+        1
+        for cell in solution
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+        if output.get("output_type") in ("display_data", "execute_result")
+    )
+    lines = -(-chars // ANSWER_CHARS_PER_LINE) + ANSWER_OUTPUT_LINES * shown
+    low, high = ANSWER_MM
+    return max(low, min(high, ANSWER_HEAD_MM + ANSWER_LINE_MM * lines))
+
+
+def _runs(cells: list) -> list[list]:
+    """The runs of consecutive `solution` cells."""
+    runs: list[list] = []
+    inside = False
+    for cell in cells:
+        solution = SOLUTION in _tags(cell)
+        if solution and not inside:
+            runs.append([])
+        if solution:
+            runs[-1].append(cell)
+        inside = solution
+    return runs
+
+
 def answer_spaces(nb) -> int:
     """Insert, before each run of `solution` cells, a cell tagged `answer-space`: where a student
-    works (the student edition keeps it and drops the solutions; the teacher edition drops it).
-    Returns the number of runs."""
+    works (the student edition keeps it and drops the solutions; the teacher edition drops it),
+    as high as `answer_height` of the run. Returns the number of runs."""
     import nbformat
 
+    heights = [answer_height(run) for run in _runs(nb.cells)]
     cells, runs, inside = [], 0, False
     for cell in nb.cells:
         solution = SOLUTION in _tags(cell)
         if solution and not inside:
             runs += 1
             space = nbformat.v4.new_markdown_cell(
-                '<div class="answer-space">✍ 作答区：先写下你的预测或推导，再对照教师版的解答'
+                f'<div class="answer-space" style="min-height: {heights[runs - 1]}mm">'
+                "✍ 作答区：先写下你的预测或推导，再对照教师版的解答"
                 "（或在 JupyterLab 里运行本页核对）。</div>"
             )
             space.metadata["tags"] = [ANSWER_SPACE]
@@ -186,7 +233,21 @@ def export_html(nb, target: Path, no_input: bool, banner: str, edition: str = "t
         },
     )
     body = body.replace(f'href="{CONVENTIONS_LINK}"', f'href="{CONVENTIONS_PAGE}"')
-    target.write_text(formulas.restore(body), encoding="utf-8")
+    target.write_text(formulas.restore(long_cells(body)), encoding="utf-8")
+
+
+def long_cells(page: str) -> str:
+    """Each table cell of prose (over LONG_CELL characters of text) marked `class="long"`: the
+    print stylesheet lets a long word or formula there break anywhere, so a wide table fits the
+    print width, while a short cell (a number, a name) keeps its words whole."""
+
+    def mark(match: re.Match) -> str:
+        text = html.unescape(_TAG.sub("", match[2]))
+        if len(text) <= LONG_CELL:
+            return match[0]
+        return f'<td class="long"{match[1]}>{match[2]}</td>'
+
+    return _CELL.sub(mark, page)
 
 
 def conventions_html() -> str | None:
@@ -196,8 +257,10 @@ def conventions_html() -> str | None:
         return None
     import mistune  # nbconvert's Markdown renderer, without importing nbconvert (no math there)
 
-    body = mistune.create_markdown(plugins=["table", "strikethrough"])(
-        source.read_text(encoding="utf-8")
+    body = long_cells(
+        mistune.create_markdown(plugins=["table", "strikethrough"])(
+            source.read_text(encoding="utf-8")
+        )
     )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

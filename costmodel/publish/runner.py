@@ -33,13 +33,19 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 #: Run once in a new kernel, before the first notebook: the imports every notebook makes (done
 #: while the build still checks the scenario; a notebook's own imports then find them loaded),
-#: and matplotlib's settings as the kernel starts with them (the inline backend's included),
-#: kept where a namespace reset does not reach. Nothing is left in the user namespace.
+#: plots drawn as SVG (sharp in print; text as paths, so no font of a plot reaches the PDF; ids
+#: and no date from a fixed salt, so two builds give the same bytes; the stored notebooks keep
+#: PNG, which nbval does not compare), and matplotlib's settings as the kernel starts with them
+#: (the inline backend's included), kept where a namespace reset does not reach. Nothing is
+#: left in the user namespace.
 SETUP = """\
 import matplotlib, matplotlib.pyplot, numpy, sympy
+from matplotlib_inline.backend_inline import set_matplotlib_formats
 import costmodel.course, costmodel.evaluate.account, costmodel.present.display
+matplotlib.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "costmodel"})
+set_matplotlib_formats("svg", metadata={"Date": None})
 get_ipython()._costmodel_rc = matplotlib.rcParams.copy()
-del matplotlib, numpy, sympy, costmodel
+del matplotlib, numpy, sympy, costmodel, set_matplotlib_formats
 """
 
 #: Run between two notebooks, without storing history (the count stays at 1 afterwards).
