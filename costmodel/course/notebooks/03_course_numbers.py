@@ -34,6 +34,7 @@ from costmodel import course
 from costmodel.derive import recompute, utilization
 from costmodel.derive.symbols import N, N_total, P, T, r
 from costmodel.present import display as d
+from costmodel.present.claims import reported_convention_row
 
 sc, acc = d.load(scenario_file, overrides)
 subs = sc.substitutions()
@@ -494,21 +495,7 @@ rows.append(("MoE 误把总参数代进 6ND，得到 " + course.claim("total_par
                        + f"（{d.pct(wrong, 1)}）；正确的 MFU 只有它的 1/{ratio:.1f}")))
 
 # %% tags=["remove-input"]
-convention_claim = "项目自报的 " + course.claim("nb01_reported_is_hfu") + " 对应 HFU 口径（稍乐观，或 N 取得略大）"
-if own:
-    rows.append((convention_claim, f"MFU {d.pct(acc['mfu'])}，HFU {d.pct(acc['hfu'])}",
-                 unjudged("这个区间是课程项目自报的数，只说明课程那次运行；请拿你们自己报告的利用率与第 6 节的表对照")))
-else:
-    found = (f"HFU {d.pct(acc['hfu'])} 离区间 {100 * hfu_gap:.2f} pp" if hfu_gap > 0
-             else f"HFU {d.pct(acc['hfu'])} 在区间内")
-    if inside:
-        found += f"；{'、'.join(inside)}在区间内"
-    holds = closer == "HFU" and any(label.startswith("HFU") for label in inside)
-    d_why = ((f"HFU 比 MFU 离区间近，HFU 本身{'还差一点' if hfu_gap > 0 else '已在区间内'}；" if closer == "HFU"
-              else "MFU 比 HFU 离区间近；" if closer == "MFU" else "MFU 与 HFU 离区间一样远；")
-             + (f"把 N 换成含 embedding 的公开激活数后，{'、'.join(inside)}落进区间，"
-                "正是课程说的“N 取得略大”" if inside else "换了 N 也没有候选落进区间"))
-    rows.append((convention_claim, found, d.verdict(holds, d_why)))
+rows.append(reported_convention_row(acc, sc))  # one verdict with 01's (present/claims.py)
 d.claims(rows, sc)
 
 # %% [markdown]

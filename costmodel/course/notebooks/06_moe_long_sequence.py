@@ -36,6 +36,7 @@ from costmodel import course
 from costmodel.derive import moe, roofline
 from costmodel.derive.symbols import S, bytes_per_element, h, k_dim, k_top, m, n
 from costmodel.evaluate import gemms, router
+from costmodel.evaluate.claims import communication_share_quoted
 from costmodel.inputs import hardware
 from costmodel.present import display as d
 
@@ -125,6 +126,7 @@ def above(x):
 
 # %% tags=["remove-input"]
 sc, acc = d.load(scenario_file, overrides)
+FIGURES = course.figures()
 balance = acc["machine_balance"]
 g = by_key()
 is_moe = "expert_gate_up" in g
@@ -568,8 +570,8 @@ if is_moe:
     claims.append((
         "专家 GEMM 变瘦，tensor core 跑不满，效率显著低于方阵：" + course.claim("nb06_thin_gemm"),
         f"专家 gate + up {d.num(ai_up, 1)}、down {d.num(ai_down, 1)} FLOP/byte（平衡点 {d.num(balance, 1)}）",
-        d.verdict(False, f"按 roofline，{who}的两个专家 GEMM 都在平衡点之上（较低的是平衡点的 {d.times(low_e / balance, 1)}），"
-                         "受算力限制；剩下的损失在 tile 填充与调度上，roofline 推不出它有多大，要用 profile 实测")
+        d.verdict(None, f"按 roofline，{who}的两个专家 GEMM 都在平衡点之上（较低的是平衡点的 {d.times(low_e / balance, 1)}），"
+                        "受算力限制，带宽不是原因；效率是否“显著低于方阵”取决于 tile 填充与调度，roofline 推不出，要用 profile 实测")
         if expert_bounds == {"compute"} else
         d.verdict(True, f"在{who}里，有专家 GEMM 低于平衡点（较低的强度 {d.num(low_e, 1)}），受带宽限制，峰值算力用不满")))
     claims.append((
@@ -577,6 +579,18 @@ if is_moe:
         f"每卡每步至少搬 {d.gb(total, 1)}，按峰值带宽 ≥ {seconds:.3f} s（单步的 {d.pct(seconds / sc.step_time, 3)}）",
         d.verdict(True, f"permute 是纯访存、零 FLOPs 的搬运；在{who}里，按峰值带宽的下限就占单步的 {d.pct(seconds / sc.step_time, 3)}，"
                         "真实 kernel 更慢，实际占多少要从 profile 里量")))
+    quoted = communication_share_quoted(acc)
+    basis = "实测" if acc["communication"]["basis"] == "measured" else "按布局估计的上界"
+    claims.append((
+        "第 4 节算过通信只占 " + course.claim("nb06_communication_share"),
+        f"EP all-to-all 单向（dispatch）{d.pct(quoted['dispatch'], 2)}，两向 {d.pct(quoted['all_to_all'], 2)}；"
+        f"全部通信 {d.pct(quoted['all'], 2)}（{basis}）",
+        d.judge("nb06_communication_share", quoted["all"], d.pct(quoted["all"], 2),
+                "全部通信" + ("（实测）" if basis == "实测" else "（不计重叠的上界）") + "不是这个数；"
+                + ("只有 EP all-to-all 的一个方向（dispatch）按课程的精度是 "
+                   + FIGURES["nb06_communication_share"]["text"] + "，课程的数看来只数了这一向"
+                   if course.agrees(quoted["dispatch"], "nb06_communication_share") else
+                   "通信占多少要实测"), own=bool(sc.changed))))
     imbalance = "热门专家所在的卡成为 straggler，其他卡空等：" + course.claim("nb06_load_imbalance")
     if runs:
         first, last = runs[0], runs[-1]
