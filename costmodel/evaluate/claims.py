@@ -85,3 +85,24 @@ def communication_share_quoted(acc: dict[str, Any]) -> dict[str, float]:
         "all_to_all": sum(c["share"] for c in a2a),
         "all": acc["communication"]["share"],
     }
+
+
+def half_unit(value: float | int) -> float:
+    """Half a unit of the last significant digit of `value` as written (7.5 -> 0.05, 405000 ->
+    500, 4096 -> 0.5): how far the true value may lie from a rounded input. Trailing zeros of a
+    whole number are taken as rounding (12,000 may be any of 11,500-12,500)."""
+    from decimal import Decimal
+
+    written = Decimal(repr(value)).normalize()
+    return 0.5 * 10.0 ** written.as_tuple().exponent
+
+
+def throughput_rounding(sc: Scenario) -> dict[str, float]:
+    """The relative rounding of each input of the throughput cross-check, D / T against the
+    measured tokens/s: step_time, measured_tokens_per_s and, when D comes from the mean (no
+    lengths file), mean_tokens_per_sample. Their sum bounds the relative difference that the
+    inputs' rounding alone explains."""
+    inputs = {"step_time": sc.step_time, "measured_tokens_per_s": sc.measured_tokens_per_s}
+    if sc.lengths is None:
+        inputs["mean_tokens_per_sample"] = sc.mean_tokens_per_sample
+    return {key: half_unit(v) / abs(v) for key, v in inputs.items() if v}

@@ -382,6 +382,8 @@ if v_dim != head_dim:
 text += (f"作为对照，同一个 micro batch 的注意力输出投影 {shape_text(out)} 是 {d.num(out['intensity'], 1)}。"
          "运算强度封顶在 d_h 附近，序列再长也不会更高。"
          + ("在这张卡上它仍受算力限制，扁形状的代价主要不在带宽，而在别处：" if ai_qk >= balance else
+            "按分数矩阵写回显存算，它在这张卡上受带宽限制；但本场景用 flash kernel（`attention_kernel: flash`），"
+            "分数块留在片上、不写回显存，这条带宽上限不适用，代价在片上：" if sc.attention_kernel == "flash" else
             "在这张卡上它受带宽限制；此外，")
          + "每个输出元素只累加 d_h 次乘积，QKᵀ 与 A·V 之间还夹着 softmax（求最大值、指数、归一化，"
          "都不在 tensor core 上）。FlashAttention 把 s × s 的分数块留在片上，HBM 流量比上式更少，"
@@ -619,6 +621,9 @@ claims.append((
     d.verdict(True, f"{who}的 QKᵀ 仍受算力限制（平衡点的 {d.times(ai_qk / balance, 1)}），所以代价不在带宽，"
                     "而在片上：每个输出只累加 d_h 次、softmax 不在 tensor core 上；低多少要看 kernel 实测")
     if ai_qk >= balance else
+    d.verdict(True, f"按分数矩阵写回显存算，{who}的 QKᵀ 强度低于平衡点；但{who}用 flash kernel，分数留在片上，"
+                    "代价不在显存带宽，而在片上的 softmax 与短累加维；低多少要看 kernel 实测")
+    if sc.attention_kernel == "flash" else
     d.verdict(True, f"{who}的 QKᵀ 强度低于平衡点，在这张卡上还受带宽限制；片上的 softmax 与短累加维是另一层代价")))
 mb1_text = (f"{sc.gpu} 平衡点 {d.num(balance, 1)}" + ("" if sc.gpu == "H20" else f"（H20 为 {d.num(h20_balance, 1)}）")
             + f"；micro batch = 1 时{spaced(name)}的 {low} GEMM 强度 {d.num(ai[1], 1)}")
@@ -668,7 +673,10 @@ else:
 points += [
     f"- QKᵀ 的运算强度封顶在 d_h 附近（本场景 d_h = {d.num(head_dim)}，强度 {d.num(ai_qk, 1)} FLOP/byte，平衡点 {d.num(balance, 1)}）"
     + ("；在这张卡上它仍受算力限制，扁形状的代价主要在片上：累加维短、softmax 不在 tensor core 上。"
-       if ai_qk >= balance else "，在这张卡上受带宽限制；片上还有累加维短、softmax 不在 tensor core 上的开销。"),
+       if ai_qk >= balance else
+       "；按分数矩阵写回显存算它受带宽限制，但本场景用 flash kernel，分数留在片上，代价在片上：累加维短、softmax 不在 tensor core 上。"
+       if sc.attention_kernel == "flash" else
+       "，在这张卡上受带宽限制；片上还有累加维短、softmax 不在 tensor core 上的开销。"),
     f"- micro batch {b_lo} → {b_hi} 让{spaced(name)}的 {low} GEMM 的运算强度变成 {d.times(ai[b_hi] / ai[b_lo], 2)}；"
     + (f"在 {sc.gpu} 上它本来就高于平衡点。" if ai[b_lo] >= balance
        else f"在 {sc.gpu} 上这能把它推过平衡点。" if ai[b_hi] >= balance
