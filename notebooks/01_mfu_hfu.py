@@ -36,6 +36,7 @@ from costmodel.derive.flops import model_flops
 from costmodel.derive.recompute import factor as policy_factor
 from costmodel.derive.symbols import N, N_total, T, r
 from costmodel.present import display as d
+from costmodel.present.claims import reported_convention_row
 
 sc, acc = d.load(scenario_file, overrides)
 
@@ -282,20 +283,6 @@ why_hw = ("在你的运行里，" if team else "") + (
     + "，这些都不在 HFU 里（见 04、05）")
 
 # %% tags=["remove-input"]
-low, high = map(course.number, course.figures()["nb01_reported_is_hfu"]["range"])
-hfu = acc["hfu"]
-inside = low <= hfu <= high
-where = ("落在区间内" if inside else f"低于区间下沿 {d.pct(low, 0)}" if hfu < low
-         else f"高于区间上沿 {d.pct(high, 0)}")
-if team:
-    why_reported = f"这是课程项目自报的数；你的 HFU 为 {d.pct(hfu)}，{where}"
-else:
-    n_low, n_high = (sc.activated_params * x / hfu for x in (low, high))  # HFU ∝ N
-    why_reported = (f"HFU {d.pct(hfu)} {where}" + ("" if inside else
-                    f"；要让 HFU 落进区间，N 要在 {d.sci(n_low)}–{d.sci(n_high)} 之间（课程取 "
-                    f"{d.sci(sc.activated_params)}），与课程\"略乐观或 N 略有不同\"的解释相容"))
-
-# %% tags=["remove-input"]
 d.claims([
     ("MFU 只数模型必需的 6ND，不含重算、padding 与非计算时间；课程项目为 "
      + course.claim("nb01_mfu"),
@@ -306,8 +293,7 @@ d.claims([
      f"HFU / MFU = {ratio_now:.4f}", why_factor),
     ("HFU 的分子是硬件实际执行的运算，全量重算时为 " + course.claim("nb01_hardware_flops"),
      f"HFU {d.pct(acc['hfu'])}；计入注意力核心后 {d.pct(hfu_att)}", d.verdict(sees_all, why_hw)),
-    ("项目自报的 " + course.claim("nb01_reported_is_hfu") + "对应 HFU 口径",
-     f"HFU {d.pct(hfu)}", d.verdict(inside, why_reported)),
+    reported_convention_row(acc, sc),  # one verdict with 03's (present/claims.py)
 ], sc)
 
 # %% [markdown]

@@ -34,6 +34,8 @@ from costmodel import course
 from costmodel.derive import recompute, utilization
 from costmodel.derive.symbols import N, N_total, P, T, r
 from costmodel.present import display as d
+from costmodel.present.claims import reported_convention_row
+from costmodel.evaluate.claims import throughput_rounding
 
 sc, acc = d.load(scenario_file, overrides)
 subs = sc.substitutions()
@@ -162,6 +164,19 @@ def gap(computed, reference):
 
 def agrees(rel):
     return rel is not None and abs(rel) <= TOLERANCE
+
+# %% tags=["remove-input"]
+def rounding_note():
+    """Whether a gap beyond the tolerance is still within what the inputs' rounding explains
+    (costmodel.evaluate.claims.throughput_rounding): only beyond it are the inputs inconsistent."""
+    rounding = throughput_rounding(sc)
+    bound = sum(rounding.values())
+    parts = "、".join(f"`{key}` ±{100 * r:.2g}%" for key, r in rounding.items())
+    if abs(checks["tokens"]) <= bound:
+        return (f"；但输入是取整后写的（{parts}），取整就能造成 ±{100 * bound:.2g}% 的差，"
+                "所以只能说差这么多，不能说这组输入不自洽")
+    return f"，也超出输入取整能解释的 ±{100 * bound:.2g}%（{parts}）：这组输入不自洽，先查 D 和 T"
+
 
 # %% tags=["remove-input"]
 measured_gpu = acc["measured_tokens_per_s_per_gpu"]
@@ -461,7 +476,7 @@ else:
                  f"{tokens_text} 对 {d.num(measured)} tok/s（{100 * checks['tokens']:+.2f}%）",
                  d.verdict(ok["tokens"], f"{run}，D / T 与实测相差 {100 * checks['tokens']:+.2f}%，"
                            + (f"在本页 ±{tol} 的容差之内" if ok["tokens"] else f"超出本页 ±{tol} 的容差")
-                           + ("" if ok["tokens"] else "，这组输入不自洽"))))
+                           + ("" if ok["tokens"] else rounding_note()))))
 
 # %% tags=["remove-input"]
 gpu_claim = (f"单卡：{quoted('nb03_tokens_per_s_per_gpu')} 对实测 "
@@ -489,26 +504,13 @@ rows.append(("MoE 误把总参数代进 6ND，得到 " + course.claim("total_par
              d.verdict(wrong_text == quoted("total_params_mistake"),
                        ("课程的数是课程模型的总参数代错的结果；"
                         + (f"你们的场景总参数等于 N，代哪个都是 {d.pct(acc['mfu'])}，这个错在你们的模型上不存在"
-                           if ratio == 1 else f"你们的场景代错得 {d.pct(wrong, 1)}，是正确值的 {ratio:.2f} 倍"))
+                           if ratio == 1 else f"你们的场景代错得 {d.pct(wrong, 1)}，是正确值的 {ratio:.2f} 倍"
+                           + ("，超过 100%，一眼可见是错的" if wrong > 1 else "")))
                        if own else recomputed(wrong_text, "total_params_mistake")
                        + f"（{d.pct(wrong, 1)}）；正确的 MFU 只有它的 1/{ratio:.1f}")))
 
 # %% tags=["remove-input"]
-convention_claim = "项目自报的 " + course.claim("nb01_reported_is_hfu") + " 对应 HFU 口径（稍乐观，或 N 取得略大）"
-if own:
-    rows.append((convention_claim, f"MFU {d.pct(acc['mfu'])}，HFU {d.pct(acc['hfu'])}",
-                 unjudged("这个区间是课程项目自报的数，只说明课程那次运行；请拿你们自己报告的利用率与第 6 节的表对照")))
-else:
-    found = (f"HFU {d.pct(acc['hfu'])} 离区间 {100 * hfu_gap:.2f} pp" if hfu_gap > 0
-             else f"HFU {d.pct(acc['hfu'])} 在区间内")
-    if inside:
-        found += f"；{'、'.join(inside)}在区间内"
-    holds = closer == "HFU" and any(label.startswith("HFU") for label in inside)
-    d_why = ((f"HFU 比 MFU 离区间近，HFU 本身{'还差一点' if hfu_gap > 0 else '已在区间内'}；" if closer == "HFU"
-              else "MFU 比 HFU 离区间近；" if closer == "MFU" else "MFU 与 HFU 离区间一样远；")
-             + (f"把 N 换成含 embedding 的公开激活数后，{'、'.join(inside)}落进区间，"
-                "正是课程说的“N 取得略大”" if inside else "换了 N 也没有候选落进区间"))
-    rows.append((convention_claim, found, d.verdict(holds, d_why)))
+rows.append(reported_convention_row(acc, sc))  # one verdict with 01's (present/claims.py)
 d.claims(rows, sc)
 
 # %% [markdown]
@@ -522,7 +524,8 @@ points = [
     f"集群峰值 {d.tflops(cluster_peak)}）。",
     ("吞吐路线没有实测值可比：请补上 measured_tokens_per_s。" if measured is None else
      f"吞吐路线：{d.num(acc['tokens_per_s'])} vs 实测 {d.num(measured)} tok/s，"
-     f"相对差 {100 * checks['tokens']:+.2f}%，" + ("在容差之内。" if ok["tokens"] else "超出容差，先查 D 和 T。")),
+     f"相对差 {100 * checks['tokens']:+.2f}%，" + ("在容差之内。" if ok["tokens"] else
+                                                  "超出容差" + rounding_note() + "。")),
     (f"误用总参数：{d.pct(wrong, 1)}，是正确值的 {ratio:.2f} 倍。" if ratio > 1 else
      "本场景总参数等于 N，误用总参数不改变结果。"),
 ]

@@ -280,9 +280,14 @@ if packed:
 else:
     labels = {"fixed": "fixed padding", "ffd": "greedy first-fit decreasing", "perfect": "perfect"}
     # rows per step are exercise 2's answer: shown in its solution, not here
-    d.table([[labels[k], d.num(v["slots"]), d.pct(v["useful_fraction"]), d.times(v["speedup"])]
-             for k, v in ways.items()],
-            ["layout", "slots per step", "useful fraction", "speedup vs fixed"], f"Three layouts, {over}")
+    layout_rows = [[labels[k], d.num(v["slots"]), d.pct(v["useful_fraction"]), d.times(v["speedup"])]
+                   for k, v in ways.items()]
+    if len({tuple(row[1:]) for row in layout_rows}) > 1:
+        d.table(layout_rows, ["layout", "slots per step", "useful fraction", "speedup vs fixed"],
+                f"Three layouts, {over}")
+    else:  # every sample fills its row: the three layouts are one
+        d.md(f"三种摆法（定长补齐、贪心装箱、完美 packing）在本场景完全相同：每步 {layout_rows[0][1]} 个槽位，"
+             f"有效占比 {layout_rows[0][2]}，提速 {layout_rows[0][3]}。")
     same = d.times(perfect["speedup"]) == d.times(pad["packing_speedup"])
     if not gain:
         check = ""
@@ -303,7 +308,9 @@ else:
                  f"（抽出的样本平均长 {d.num(drawn, 1)}，文件的均值是 {d.num(team.mean, 1)}"
                  + ("，两者只差抽样误差）。" if not same else "）。"))
     if gain:
-        at_cap = ("被截断的长文档" if team is None else
+        at_cap = ((f"合成长度中被截断的长文档；分布形状 `packing.DEFAULT_SHAPE` = {packing.DEFAULT_SHAPE:g} 是假设，"
+                   "均值取场景的 `mean_tokens_per_sample`" + ("，不是团队的长度数据" if sc.changed else ""))
+                  if team is None else
                   "含文件中被截断的样本" if team.truncated_samples else "文件里本来就是这么长")
         layout = (f"贪心装箱得到 **{d.times(ffd['speedup'])}**，拿到了完美 packing 收益的 **{d.pct(captured, 0)}**，"
                   f"剩余浪费 {d.pct(1 - ffd['useful_fraction'])}。"
@@ -311,7 +318,7 @@ else:
                      "这就给每步的行数定了一个下界（后面的练习会把它算出来）；其余的空隙靠短样本填。"
                      if over_half > 0 else
                      "本分布中没有长于 $S/2$ 的样本，行数只取决于短样本把每行填得多满。")
-                  + (f"另有 {d.pct(capped)} 的样本顶到了 $S$（{at_cap}），它们自成一行、没有空隙可填。"
+                  + (f"另有 {d.pct(capped)} 的{'合成' if team is None else ''}样本顶到了 $S$（{at_cap}），它们自成一行、没有空隙可填。"
                      if capped > 0 else ""))
     else:
         layout = (("合成样本" if team is None else "文件里的样本（截断后）")

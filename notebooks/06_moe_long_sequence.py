@@ -36,6 +36,7 @@ from costmodel import course
 from costmodel.derive import moe, roofline
 from costmodel.derive.symbols import S, bytes_per_element, h, k_dim, k_top, m, n
 from costmodel.evaluate import gemms, router
+from costmodel.evaluate.claims import communication_share_quoted
 from costmodel.inputs import hardware
 from costmodel.present import display as d
 
@@ -125,6 +126,7 @@ def above(x):
 
 # %% tags=["remove-input"]
 sc, acc = d.load(scenario_file, overrides)
+FIGURES = course.figures()
 balance = acc["machine_balance"]
 g = by_key()
 is_moe = "expert_gate_up" in g
@@ -380,6 +382,8 @@ if v_dim != head_dim:
 text += (f"作为对照，同一个 micro batch 的注意力输出投影 {shape_text(out)} 是 {d.num(out['intensity'], 1)}。"
          "运算强度封顶在 d_h 附近，序列再长也不会更高。"
          + ("在这张卡上它仍受算力限制，扁形状的代价主要不在带宽，而在别处：" if ai_qk >= balance else
+            "按分数矩阵写回显存算，它在这张卡上受带宽限制；但本场景用 flash kernel（`attention_kernel: flash`），"
+            "分数块留在片上、不写回显存，这条带宽上限不适用，代价在片上：" if sc.attention_kernel == "flash" else
             "在这张卡上它受带宽限制；此外，")
          + "每个输出元素只累加 d_h 次乘积，QKᵀ 与 A·V 之间还夹着 softmax（求最大值、指数、归一化，"
          "都不在 tensor core 上）。FlashAttention 把 s × s 的分数块留在片上，HBM 流量比上式更少，"
@@ -568,8 +572,8 @@ if is_moe:
     claims.append((
         "专家 GEMM 变瘦，tensor core 跑不满，效率显著低于方阵：" + course.claim("nb06_thin_gemm"),
         f"专家 gate + up {d.num(ai_up, 1)}、down {d.num(ai_down, 1)} FLOP/byte（平衡点 {d.num(balance, 1)}）",
-        d.verdict(False, f"按 roofline，{who}的两个专家 GEMM 都在平衡点之上（较低的是平衡点的 {d.times(low_e / balance, 1)}），"
-                         "受算力限制；剩下的损失在 tile 填充与调度上，roofline 推不出它有多大，要用 profile 实测")
+        d.verdict(None, f"按 roofline，{who}的两个专家 GEMM 都在平衡点之上（较低的是平衡点的 {d.times(low_e / balance, 1)}），"
+                        "受算力限制，带宽不是原因；效率是否“显著低于方阵”取决于 tile 填充与调度，roofline 推不出，要用 profile 实测")
         if expert_bounds == {"compute"} else
         d.verdict(True, f"在{who}里，有专家 GEMM 低于平衡点（较低的强度 {d.num(low_e, 1)}），受带宽限制，峰值算力用不满")))
     claims.append((
@@ -577,6 +581,18 @@ if is_moe:
         f"每卡每步至少搬 {d.gb(total, 1)}，按峰值带宽 ≥ {seconds:.3f} s（单步的 {d.pct(seconds / sc.step_time, 3)}）",
         d.verdict(True, f"permute 是纯访存、零 FLOPs 的搬运；在{who}里，按峰值带宽的下限就占单步的 {d.pct(seconds / sc.step_time, 3)}，"
                         "真实 kernel 更慢，实际占多少要从 profile 里量")))
+    quoted = communication_share_quoted(acc)
+    basis = "实测" if acc["communication"]["basis"] == "measured" else "按布局估计的上界"
+    claims.append((
+        "第 4 节算过通信只占 " + course.claim("nb06_communication_share"),
+        f"EP all-to-all 单向（dispatch）{d.pct(quoted['dispatch'], 2)}，两向 {d.pct(quoted['all_to_all'], 2)}；"
+        f"全部通信 {d.pct(quoted['all'], 2)}（{basis}）",
+        d.judge("nb06_communication_share", quoted["all"], d.pct(quoted["all"], 2),
+                "全部通信" + ("（实测）" if basis == "实测" else "（不计重叠的上界）") + "不是这个数；"
+                + ("只有 EP all-to-all 的一个方向（dispatch）按课程的精度是 "
+                   + FIGURES["nb06_communication_share"]["text"] + "，课程的数看来只数了这一向"
+                   if course.agrees(quoted["dispatch"], "nb06_communication_share") else
+                   "通信占多少要实测"), own=bool(sc.changed))))
     imbalance = "热门专家所在的卡成为 straggler，其他卡空等：" + course.claim("nb06_load_imbalance")
     if runs:
         first, last = runs[0], runs[-1]
@@ -605,6 +621,9 @@ claims.append((
     d.verdict(True, f"{who}的 QKᵀ 仍受算力限制（平衡点的 {d.times(ai_qk / balance, 1)}），所以代价不在带宽，"
                     "而在片上：每个输出只累加 d_h 次、softmax 不在 tensor core 上；低多少要看 kernel 实测")
     if ai_qk >= balance else
+    d.verdict(True, f"按分数矩阵写回显存算，{who}的 QKᵀ 强度低于平衡点；但{who}用 flash kernel，分数留在片上，"
+                    "代价不在显存带宽，而在片上的 softmax 与短累加维；低多少要看 kernel 实测")
+    if sc.attention_kernel == "flash" else
     d.verdict(True, f"{who}的 QKᵀ 强度低于平衡点，在这张卡上还受带宽限制；片上的 softmax 与短累加维是另一层代价")))
 mb1_text = (f"{sc.gpu} 平衡点 {d.num(balance, 1)}" + ("" if sc.gpu == "H20" else f"（H20 为 {d.num(h20_balance, 1)}）")
             + f"；micro batch = 1 时{spaced(name)}的 {low} GEMM 强度 {d.num(ai[1], 1)}")
@@ -654,7 +673,10 @@ else:
 points += [
     f"- QKᵀ 的运算强度封顶在 d_h 附近（本场景 d_h = {d.num(head_dim)}，强度 {d.num(ai_qk, 1)} FLOP/byte，平衡点 {d.num(balance, 1)}）"
     + ("；在这张卡上它仍受算力限制，扁形状的代价主要在片上：累加维短、softmax 不在 tensor core 上。"
-       if ai_qk >= balance else "，在这张卡上受带宽限制；片上还有累加维短、softmax 不在 tensor core 上的开销。"),
+       if ai_qk >= balance else
+       "；按分数矩阵写回显存算它受带宽限制，但本场景用 flash kernel，分数留在片上，代价在片上：累加维短、softmax 不在 tensor core 上。"
+       if sc.attention_kernel == "flash" else
+       "，在这张卡上受带宽限制；片上还有累加维短、softmax 不在 tensor core 上的开销。"),
     f"- micro batch {b_lo} → {b_hi} 让{spaced(name)}的 {low} GEMM 的运算强度变成 {d.times(ai[b_hi] / ai[b_lo], 2)}；"
     + (f"在 {sc.gpu} 上它本来就高于平衡点。" if ai[b_lo] >= balance
        else f"在 {sc.gpu} 上这能把它推过平衡点。" if ai[b_hi] >= balance

@@ -252,6 +252,9 @@ claim = (f"课程说 micro batch = 1 时很多算子的运算强度会掉到平�
          + (f"有 {len(memory)} 个（{labels(memory)}，FLOPs 占比 {share_text(memory_share)}）" if memory else "一个也没有")
          + "；把\"附近\"算作平衡点的 2 倍以内，"
          + (f"另有 {len(near)} 个（{labels(near)}）" if near else "没有再多出一个"))
+flash_note = ("（注意力核的行按分数矩阵写回显存算；本场景用 flash kernel，分数留在片上，它们实际不受显存带宽限制）"
+              if core_memory and sc.attention_kernel == "flash" else "")
+claim += flash_note
 if lowest:
     claim += (f"；{'除只输出 1 列的矩阵-向量乘外，' if vector else ''}权重 GEMM 中强度最低的是「{op_label(lowest)}」，"
               f"{d.num(lowest['intensity'], 1)}，是平衡点的 {d.times(lowest['intensity'] / balance, 1)}")
@@ -440,7 +443,7 @@ d.md("\n".join([
     "- " + "；".join(text) + "。",
     f"- 在 {sc.gpu} 上 micro batch {BATCHES[0]} 时，{len(first)} 个矩阵乘里受带宽限制的"
     + (f"有 {len(memory)} 个（{labels(memory)}，FLOPs 占比 {share_text(memory_share)}）" if memory else "一个也没有")
-    + "；课程说的\"很多算子掉到平衡点附近或以下\"，在本模型的矩阵乘里"
+    + flash_note + "；课程说的\"很多算子掉到平衡点附近或以下\"，在本模型的矩阵乘里"
     + ("成立。" if near_share >= 0.5 else "不成立。" if not memory and not near else "只对少数几个成立。"),
     (f"- micro batch {BATCHES[0]} → {BATCHES[-1]}，权重 GEMM 的强度涨到 {gains_text}，"
      + ("接近" if lo_gain >= 0.875 * x4 else "远不到" if hi_gain < 0.5 * x4 else "不到")

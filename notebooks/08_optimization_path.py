@@ -306,9 +306,12 @@ if not pushable:
     roof += (("除此之外，" if capped else "") + "真正受带宽限制的是逐元素、"
              f"归一化{'、MoE 的 permute ' if moe else ''}一类算子"
              + (f"，以及本场景的注意力核（最低 {fmt_ai(min(g['intensity'] for g in below_core))} FLOP/byte）"
-                if below_core else "")
+                if below_core and sc.attention_kernel != "flash" else "")
              + "，它们的强度与 micro batch 无关。"
-             "所以这里的收益若有，来自别处（每次 kernel 启动做更多活、更少的固定开销），只能量。")
+             + (f"注意力核按分数矩阵写回显存算最低只有 {fmt_ai(min(g['intensity'] for g in below_core))} FLOP/byte，"
+                "但本场景用 flash kernel，分数留在片上，它不受显存带宽限制。"
+                if below_core and sc.attention_kernel == "flash" else "")
+             + "所以这里的收益若有，来自别处（每次 kernel 启动做更多活、更少的固定开销），只能量。")
 d.md(roof + f"课程给的区间是 {d.times(low)}–{d.times(high)}（命名假设，不是推导）；按本场景 GEMM 的屋顶线算，"
      f"micro batch 翻倍让带权重的 GEMM "
      f"{'只' if by_lever['micro_batch']['speedup'] < low else ''}快 {d.times(by_lever['micro_batch']['speedup'], 3)}。"

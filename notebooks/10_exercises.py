@@ -259,9 +259,12 @@ g_both = proj["packing_and_selective_recompute"]["speedup"]  # g_pack * g_rc
 g_add = float(x.combined_add.subs({x.g_1: g_pack, x.g_2: g_rc}))
 d.eq(r"g_{\mathrm{rc}}", sp.Symbol(r"f_{now}") / sp.Symbol(r"f_{new}"),
      rf"\frac{{{sp.latex(f_now)}}}{{{sp.latex(f_new)}}}", f"{decimals(g_rc, 3)}")
-d.table([("packing", d.times(g_pack, 3)), ("selective recompute", d.times(g_rc, 3)),
-         ("相乘（正确）", d.times(g_both, 3)), ("相加（错误）", d.times(g_add, 3))],
-        ["组合", "提速"], "Exercise 2 (a): combining the two speedups")
+combined = [("packing", d.times(g_pack, 3)), ("selective recompute", d.times(g_rc, 3)),
+            ("相乘（正确）", d.times(g_both, 3)), ("相加（错误）", d.times(g_add, 3))]
+if len({value for _, value in combined}) > 1:
+    d.table(combined, ["组合", "提速"], "Exercise 2 (a): combining the two speedups")
+else:  # four identical rows say one thing
+    d.md(f"本场景两项都是 {combined[0][1]}，相乘、相加也都是 {combined[0][1]}：两项都没有收益，组合方式无从区分。")
 
 # %% tags=["solution", "remove-input"]
 if sc.recompute == "full":
@@ -362,10 +365,14 @@ fixed = {label: x.with_fixed_part(sc.step_time, comm_share, g) for label, g in s
 after = fixed["packing + selective recompute"]  # communication held fixed, both levers done
 
 # %% tags=["solution", "remove-input"]
-d.table([(label, d.times(g), f"{decimals(sc.step_time / g, 1)} s", f"{decimals(fixed[label]['step_time'], 1)} s",
-          d.times(fixed[label]["speedup"]), share(fixed[label]["fixed_share"])) for label, g in stages],
-        ["阶段", "计算提速", "单步（全部缩短）", "单步（通信不变）", "实际提速", "通信占比"],
-        f"Communication held fixed at {share(comm_share)} of today's step ({comm['basis']})")
+stage_rows = [(label, d.times(g), f"{decimals(sc.step_time / g, 1)} s", f"{decimals(fixed[label]['step_time'], 1)} s",
+               d.times(fixed[label]["speedup"]), share(fixed[label]["fixed_share"])) for label, g in stages]
+if len({row[1:] for row in stage_rows}) > 1:
+    d.table(stage_rows, ["阶段", "计算提速", "单步（全部缩短）", "单步（通信不变）", "实际提速", "通信占比"],
+            f"Communication held fixed at {share(comm_share)} of today's step ({comm['basis']})")
+else:  # the levers change nothing here: one line, not three identical rows
+    d.md(f"本场景 packing 与 selective recompute 都不缩短计算（{stage_rows[0][1]}），三个阶段的单步都是 "
+         f"{stage_rows[0][3]}，通信占比都是 {stage_rows[0][5]}。")
 bound_after = levers.amdahl_bound(after["fixed_share"])  # overlap hiding all of it, after the two
 done = ("packing", "selective_recompute", "recompute_off")
 others = [a for a in acc["advice"] if a["feasible"] and a["speedup"] > 1 + 1e-9
@@ -481,8 +488,11 @@ else:
         roof += (f"注意力核（{listed(below_core)}）"
                  f"{'最低' if len({round(g['intensity']) for g in below_core}) > 1 else ''}只有 "
                  f"{core_ai:.{0 if core_ai >= 10 else 2}f} FLOP/byte，在拐点左侧："
-                 "它的运算强度由 head_dim 决定，与 micro batch 无关，要靠 FlashAttention 这类把分数矩阵"
-                 "留在片上的融合 kernel 来提高。")
+                 "它的运算强度由 head_dim 决定，与 micro batch 无关，"
+                 + ("这是把分数矩阵写回显存的算法；本场景已用 FlashAttention（`attention_kernel: flash`），"
+                    "分数留在片上，这条屋顶线不适用，剩下的是片上开销（softmax、短累加维），要看 kernel 实测。"
+                    if sc.attention_kernel == "flash" else
+                    "要靠 FlashAttention 这类把分数矩阵留在片上的融合 kernel 来提高。"))
 notes = []
 if core_rows and not below_core:
     notes.append("注意力核两行按“分数矩阵写回显存”计算；FlashAttention 把它留在片上，实际运算强度更高"
@@ -519,7 +529,8 @@ if pushable:
     gemm_note = "部分带权重的 GEMM 受带宽限制，加大 micro batch 是下一步"
 elif below_core:
     gemm_note = (f"带权重的 GEMM 不受带宽限制{narrow}；按屋顶线落在拐点左侧的是注意力核，"
-                 "要靠融合的注意力 kernel")
+                 + ("但本场景已用 flash kernel，分数留在片上，它的代价在片上而不在显存带宽"
+                    if sc.attention_kernel == "flash" else "要靠融合的注意力 kernel"))
 else:
     gemm_note = f"GEMM 不受带宽限制{narrow}，瓶颈转到 kernel 效率（{kernels}）和访存型操作"
 if att_share > largest_share:
@@ -760,7 +771,9 @@ else:
            f"`{best_other['lever']}`"
            + (f"（注意力核占全部运算的 {d.pct(att_share, 0)}，是最大的单项）"
               if best_other["lever"] == "attention_kernel" and att_share > largest_share else "")
-           + ("，不在通信；按屋顶线落在拐点左侧的只有注意力核，要靠融合的注意力 kernel" if below_core
+           + (("，不在通信；按屋顶线落在拐点左侧的只有注意力核（按分数写回显存算），本场景已用 flash kernel，"
+               "它的代价在片上" if sc.attention_kernel == "flash" else
+               "，不在通信；按屋顶线落在拐点左侧的只有注意力核，要靠融合的注意力 kernel") if below_core
               else "，不在通信或显存带宽")
            + ("；它的提速依赖课程的假设 " + "、".join(f"`{key}`" for key in assumed) if assumed else ""))
 rows.append((

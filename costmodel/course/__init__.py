@@ -46,6 +46,9 @@ def agrees(value: float, key: str) -> bool:
     rounded to as many decimals as the figure shows, as a percentage for "%" (0.413 -> 41.3),
     in GB for "GB" (bytes), as it is otherwise ("1.70×", "1,024")."""
     text = figures()[key]["text"]
+    scientific = re.fullmatch(r"\d+(?:\.(\d+))?e[+-]?\d+", text)
+    if scientific:  # "2.42e9": as many significant digits as the figure shows
+        return float(f"{value:.{len(scientific.group(1) or '')}e}") == float(text)
     written = re.search(r"[\d,]+(?:\.(\d+))?", text)
     scale = 100 if "%" in text else 1e-9 if "GB" in text else 1
     return round(value * scale, len(written.group(1) or "")) == float(
