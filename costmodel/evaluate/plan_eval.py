@@ -1,0 +1,221 @@
+"""The figures of a searched layout, fast: the memory model's peak (evaluate.gpu_memory) and the
+step-time model's parts (evaluate.step_time), from pieces each computed once for the sizes they
+depend on.
+
+- Memory: a layer's saved tensors grow with the micro batch (derive.activations: every tensor
+  is b x s / CP tokens wide), so they are built once per (TP, SP, CP, recompute, FP8 storage) at
+  a micro batch of one and scaled; the model states are linear in the parameters a GPU holds
+  (derive.model_states), so one GPU's states are the parameters times the bytes per parameter
+  of the ZeRO stage over DP x CP. The peak then follows gpu_memory.most_loaded's phases for the
+  first and the last pipeline stage, for every layout of a batch at once (NumPy).
+- Step time: compute_time.compute and the communication model on the layout's scenario, as
+  step_time.predict adds them (one compute per layout's compute, one communication per ZeRO
+  stage), and a lower bound (the weight GEMMs and the attention core of the most loaded stage,
+  and the schedule's least bubble) that lets the search skip layouts that cannot rank.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import numpy as np
+
+from costmodel.derive import activations as act
+from costmodel.derive import numeric, plain
+from costmodel.evaluate import compute_time, gpu_memory, run
+from costmodel.evaluate.communication import Compute
+from costmodel.evaluate.plan_space import Core, Recompute, Schedule
+from costmodel.inputs import efficiency
+from costmodel.inputs.layout import recompute_fractions
+from costmodel.inputs.scenario import Scenario
+
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+class Evaluator:
+    """The pieces of one base scenario's layouts, cached by what each depends on."""
+
+    def __init__(self, base: Scenario):
+        self.base = base
+        self.shape = base.shape
+        self.params = gpu_memory._params(self.shape, base)
+        self.usable = gpu_memory.capacity(base)["usable"]
+        self.eff = efficiency.efficiencies(base.values)
+        self.layers = sum(n for _, _, n in compute_time._layer_kinds(self.shape, base))
+        core = compute_time.core_forward_flops(base, counted=False)
+        self.core_flops_per_layer = core / max(base.num_full_attention_layers, 1)
+        self._cache: dict[tuple, Any] = {}
+
+    def _cached(self, key: tuple, build):
+        got = self._cache.get(key)
+        if got is None:
+            got = self._cache[key] = build()
+        return got
+
+    # the layout's scenario --------------------------------------------------------------
+    def scenario(
+        self, core: Core, rc: Recompute, zero: int = 1, schedule: Schedule | None = None
+    ) -> Scenario:
+        """The base scenario with the layout's keys (not resolved again; the derived values
+        set as resolve derives them)."""
+        schedule = schedule or Schedule("1f1b")
+        return self.base.replace(**self.keys(core, rc, zero, schedule))
+
+    def keys(self, core: Core, rc: Recompute, zero: int, schedule: Schedule) -> dict[str, Any]:
+        """The scenario keys of a layout, the derived ones with them."""
+        own = rc.policy == self.base.recompute and rc.policy == "selective"
+        stated = self.base.selective_recompute_fraction if own else None
+        keys = {
+            "tensor_parallel": core.tp,
+            "pipeline_parallel": core.pp,
+            "context_parallel": core.cp,
+            "expert_parallel": core.ep,
+            "data_parallel": core.dp,
+            "micro_batch": core.micro_batch,
+            "micro_batches_per_step": core.micro_batches,
+            "sequence_parallel": core.sp,
+            "fp8": core.fp8,
+            "fp8_activations": core.fp8_activations,
+            "recompute": rc.policy,
+            "recompute_modules": list(rc.modules) if rc.modules is not None else None,
+            "recompute_num_layers": rc.num_layers,
+            "recompute_method": rc.method or "uniform",
+            "selective_recompute_fraction": stated,
+            "zero_stage": zero,
+            "pipeline_schedule": schedule.name,
+            "virtual_pipeline": schedule.virtual,
+        }
+        got = recompute_fractions({**self.base.values, **keys})
+        keys["recompute_weights_fraction"] = got["weights"]
+        keys["recompute_core_fraction"] = got["core"]
+        keys["recompute_fraction_from"] = got["from"]
+        return keys
+
+    # memory -------------------------------------------------------------------------------
+    def _activations(self, core: Core, rc: Recompute) -> tuple[float, float, float, float]:
+        """(saved, working set, outside the layers, logits) bytes of the most loaded stage at
+        the core's micro batch: built at a micro batch of one, scaled."""
+
+        def build():
+            one = Core(**{**core.__dict__, "micro_batch": 1})
+            sc = self.scenario(one, rc)
+            saved, working = gpu_memory._stage_activations(
+                gpu_memory._layer_sets(self.shape, sc), sc
+            )
+            outside, logits = gpu_memory._outside(self.shape, sc)
+            return saved, working, sum(outside.values()), logits
+
+        key = ("act", core.tp, core.sp, core.cp, core.pp, rc, core.fp8_activations)
+        return tuple(x * core.micro_batch for x in self._cached(key, build))
+
+    def _state_bytes(self, zero: int, ranks: int) -> float:
+        """Bytes per parameter of the model states at a ZeRO stage over `ranks` ranks."""
+        key = ("states", zero, ranks)
+        return self._cached(
+            key,
+            lambda: sum(
+                plain.model_state_bytes(1.0, zero, ranks, grad_bytes=self.base.grad_bytes).values()
+            ),
+        )
+
+    def peaks(self, core: Core, rc: Recompute, schedules: list[Schedule]) -> np.ndarray:
+        """Peak bytes on the most loaded GPU, [ZeRO stage, schedule]."""
+        shape, params = self.shape, self.params
+        tp, pp, ep = core.tp, core.pp, core.ep
+        saved, working, outside, logits = self._activations(core, rc)
+        tokens = core.micro_batch * self.base.seq_len / core.cp / (tp if core.sp else 1)
+        gradients = 2 * 2 * tokens * shape.hidden_size
+        head = 0 if shape.tie_word_embeddings and pp == 1 else params["lm_head"]
+        experts = params["experts"] / (tp * pp * ep)
+        layer_params = params["layers"] / (tp * pp) + experts
+        first = layer_params + params["embedding"] / tp + (head / tp if pp == 1 else 0)
+        last = layer_params + head / tp
+        per_step = max(1, int(core.micro_batches))
+        flight = np.array(
+            [act.in_flight_micro_batches(pp, per_step, s.virtual or 1) for s in schedules]
+        )
+        ranks = core.dp * core.cp
+        dense_bytes = np.array([self._state_bytes(z, ranks) for z in ZERO_STAGES])[:, None]
+        expert_bytes = np.array([self._state_bytes(z, max(ranks // ep, 1)) for z in ZERO_STAGES])[
+            :, None
+        ]
+
+        def stage(on_gpu: float, in_flight, has_head: bool) -> np.ndarray:
+            states = (on_gpu - experts) * dense_bytes + experts * expert_bytes
+            forward = states + (saved + (outside if has_head else 0.0)) * in_flight
+            top = np.maximum(forward + working + gradients, states)
+            return np.maximum(top, forward + logits) if has_head else top
+
+        return np.maximum(stage(first, flight, pp == 1), stage(last, 1.0, True))
+
+    # step time ------------------------------------------------------------------------------
+    def gemm_rows(self, core: Core) -> dict[str, float]:
+        key = ("gemm", core.tp, core.cp, core.ep, core.micro_batch, core.sp, core.fp8)
+        return self._cached(
+            key,
+            lambda: compute_time._gemm_rows(
+                self.scenario(core, Recompute("none")), self.eff, self.shape
+            ),
+        )
+
+    def lower_bound(self, core: Core) -> float:
+        """Seconds no layout of this core can beat: the most loaded stage holds ceil(L / PP)
+        layers, at least their share of every layer's weight GEMMs (3 x the forward) and
+        attention core, the lm_head's GEMMs, and the least bubble of the schedules."""
+        gemm = self.gemm_rows(core)
+        m = core.micro_batches
+        kinds = compute_time._layer_kinds(self.shape, self.base)
+        peak = self.base.peak_flops
+        kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[self.base.attention_kernel])
+        flash = self.base.attention_kernel == "flash"
+        e_f = self.eff["attention_flash_forward" if flash else "attention_eager"].value
+        e_b = self.eff["attention_flash_backward" if flash else "attention_eager"].value
+        core_seconds = self.core_flops_per_layer / (core.dp * core.cp * core.tp) / peak
+        core_seconds *= 1 / e_f + kappa / e_b
+        total = 0.0
+        for mixer, mlp, count in kinds:
+            rows = compute_time.MIXER_ROWS[mixer] + compute_time.MLP_ROWS[mlp]
+            layer = 3 * m * sum(gemm.get(key, 0.0) for key in rows)
+            total += count * (layer + (core_seconds if mixer == "attention" else 0.0))
+        stage = math.ceil(self.layers / core.pp) / self.layers * total
+        stage += 3 * m * sum(gemm.get(key, 0.0) for key in compute_time.OUTSIDE_ROWS)
+        return stage
+
+    def compute(self, core: Core, rc: Recompute, zero: int) -> tuple[dict, Scenario]:
+        """compute_time.compute of the layout (the ZeRO stage only moves the optimizer's
+        shard: 0 or more)."""
+        key = ("compute", core, rc, min(zero, 1))
+        sc = self.scenario(core, rc, zero)
+        return self._cached(key, lambda: compute_time.compute(sc, self.shape)), sc
+
+    def exposed(self, core: Core, rc: Recompute, zero: int) -> float:
+        """The communication the overlap rules leave exposed (run.comm's exposed_seconds)."""
+
+        def build():
+            computed, sc = self.compute(core, rc, zero)
+            phases = Compute(**computed["phases"], basis=run.COMPUTE_BASIS)
+            return run.communication_of(sc, self.shape, phases).exposed_seconds
+
+        return self._cached(("exposed", core, rc, zero), build)
+
+    def parts(self, core: Core, rc: Recompute, zero: int, schedule: Schedule) -> dict:
+        """step_time.predict's parts of the layout (seconds)."""
+        computed, _ = self.compute(core, rc, zero)
+        parts = dict(computed["parts"])
+        parts["communication_exposed"] = self.exposed(core, rc, zero)
+        stage = sum(computed["parts"].values()) - computed["optimizer_seconds"]
+        share = plain.bubble_over_compute(
+            schedule.name, core.pp, core.micro_batches, schedule.virtual or 1
+        )
+        parts["pipeline_bubble"] = share * stage
+        return parts
+
+
+@functools.cache
+def least_bubble(pp: int, micro_batches: float, schedules: tuple[Schedule, ...]) -> float:
+    """The least bubble share over the schedules searched for a pipeline."""
+    return min(
+        plain.bubble_over_compute(s.name, pp, micro_batches, s.virtual or 1) for s in schedules
+    )
