@@ -132,7 +132,7 @@ def rebase(sc: Scenario, gpus: int | None = None, gpu: str | None = None) -> Sce
     the table unless the scenario gave them), its own layout kept where it still divides, else
     TP = PP = CP = EP = 1. A null step_time is 1 s (the exposed communication does not depend on
     it)."""
-    data = _inputs(sc)
+    data = {**_inputs(sc), "name": sc.name}
     if gpus is not None:
         data["num_gpus"] = gpus
     if gpu is not None:
@@ -290,6 +290,7 @@ def search(
         timed=len(rows),
         least_peak=least,
         model_flops_per_step=figures["model_flops_per_step"],
+        extra={"evaluator": ev},
     )
 
 

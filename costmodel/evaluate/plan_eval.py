@@ -186,9 +186,13 @@ class Evaluator:
     def compute(self, core: Core, rc: Recompute, zero: int) -> tuple[dict, Scenario]:
         """compute_time.compute of the layout (the ZeRO stage only moves the optimizer's
         shard: 0 or more)."""
-        key = ("compute", core, rc, min(zero, 1))
-        sc = self.scenario(core, rc, zero)
-        return self._cached(key, lambda: compute_time.compute(sc, self.shape)), sc
+
+        def build():
+            sc = self.scenario(core, rc, zero)
+            return compute_time.compute(sc, self.shape), sc
+
+        computed, sc = self._cached(("compute", core, rc, min(zero, 1)), build)
+        return computed, sc if sc.zero_stage == zero else sc.replace(zero_stage=zero)
 
     def exposed(self, core: Core, rc: Recompute, zero: int) -> float:
         """The communication the overlap rules leave exposed (run.comm's exposed_seconds)."""
