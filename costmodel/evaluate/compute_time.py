@@ -258,13 +258,16 @@ def _optimizer_bytes(sc: Scenario, shape: ModelShape) -> float:
     return ADAM_BYTES_PER_PARAM * (dense_gpu + experts_gpu)
 
 
-def compute(sc: Scenario, shape: ModelShape | None = None) -> dict[str, Any]:
+def compute(
+    sc: Scenario, shape: ModelShape | None = None, gemm: dict[str, float] | None = None
+) -> dict[str, Any]:
     """The compute parts of one step on the most loaded GPU (seconds), the phases collectives
-    hide behind, and the efficiencies used (module docstring)."""
+    hide behind, and the efficiencies used (module docstring). `gemm`: the GEMM rows' seconds
+    (`_gemm_rows`) when the caller has them (the plan's search, for many layouts alike)."""
     sc = as_scenario(sc)
     shape = shape or sc.shape
     eff = efficiency.efficiencies(sc.values)
-    gemm = _gemm_rows(sc, eff, shape)
+    gemm = _gemm_rows(sc, eff, shape) if gemm is None else gemm
     share = _sharing(sc)
     full_layers = max(sc.num_full_attention_layers, 1)
     core_fwd = core_forward_flops(sc, counted=False) / full_layers / share

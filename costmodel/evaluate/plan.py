@@ -179,32 +179,46 @@ def _row(ev: Evaluator, core: Core, rc: Recompute, zero: int, schedule: Schedule
     return Row(core, rc, zero, schedule, sum(parts.values()), parts, peak, ev.usable)
 
 
-def _best(ev: Evaluator, core: Core, options: list[Recompute]) -> tuple[Row | None, int]:
-    """The core's fastest settings that fit (recompute, ZeRO stage, schedule), and how many
-    of its settings fit. A recompute policy whose compute with the least bubble is already
-    slower than the best found is not timed."""
+def _best(
+    ev: Evaluator,
+    core: Core,
+    options: list[Recompute],
+    limit: float = math.inf,
+    enough: float = 0.0,
+) -> Row | None:
+    """The core's fastest settings that fit (recompute, ZeRO stage, schedule). A recompute
+    policy whose compute with the least bubble is no faster than the best found is not
+    evaluated further (ZeRO 0's compute is no shorter than ZeRO 1's: a bound for all four);
+    nor are settings that cannot be faster than `limit` (None when none can). `enough`: the first settings faster than it end the search (the core only needs counting:
+    faster than the scenario's own layout, not among the top)."""
     schedules = schedule_options(ev.base, core.pp)
     bubble = least_bubble(core.pp, core.micro_batches, tuple(schedules))
     shares = [
         plain.bubble_over_compute(s.name, core.pp, core.micro_batches, s.virtual or 1)
         for s in schedules
     ]
-    best, count = None, 0
+    best = None
     for rc in options:
+        bar = min(limit, best.seconds if best else math.inf)
+        if ev.compute_seconds(core, rc) * (1 + bubble) >= bar:
+            continue
         peaks = ev.peaks(core, rc, schedules)
         fit = peaks <= ev.usable
-        count += int(fit.sum())
-        for z in np.nonzero(fit.any(axis=1))[0]:
+        for z in reversed(np.nonzero(fit.any(axis=1))[0]):  # the least memory first
             zero = ZERO_STAGES[z]
-            computed, _ = ev.compute(core, rc, zero)
-            if best and sum(computed["parts"].values()) * (1 + bubble) >= best.seconds:
-                continue
             # the schedule changes only the bubble: the least bubble of those that fit
             s = min(np.nonzero(fit[z])[0], key=lambda i: (shares[i], peaks[z, i]))
+            computed = ev.compute(core, rc, zero)
+            stage = sum(computed["parts"].values())
+            floor = stage + shares[s] * (stage - computed["optimizer_seconds"])
+            if floor >= min(limit, best.seconds if best else math.inf):
+                continue  # no communication could make it faster
             row = _row(ev, core, rc, zero, schedules[s], float(peaks[z, s]))
             if best is None or (row.seconds, row.peak_bytes) < (best.seconds, best.peak_bytes):
                 best = row
-    return best, count
+            if best.seconds < enough:
+                return best
+    return best
 
 
 def _own(ev: Evaluator) -> tuple[Row | None, str]:
@@ -263,11 +277,21 @@ def search(
     bounds = {core: _bound(ev, core) for core in fitting}
     best: list[float] = []  # the `top` fastest steps, negated (a max-heap)
     rows: list[Row] = []
+    none = Recompute("none")
     for core in sorted(fitting, key=bounds.get):
         kth = -best[0] if len(best) >= top else math.inf
-        if bounds[core] > max(kth, own_seconds):
+        limit = max(kth, own_seconds)
+        if bounds[core] > limit:
             break
-        row, _ = _best(ev, core, options)
+        # a tighter bound: the core's compute without recompute, with its least bubble
+        schedules = tuple(schedule_options(base, core.pp))
+        bubble = least_bubble(core.pp, core.micro_batches, schedules)
+        bound = ev.compute_seconds(core, none) * (1 + bubble)
+        if bound > limit:
+            continue
+        # beyond the K-th best, a core is only counted: is it faster than the own layout?
+        counted = bound > kth
+        row = _best(ev, core, options, limit * (1 + 1e-12), own_seconds if counted else 0.0)
         if row is None:
             continue
         rows.append(row)

@@ -183,22 +183,26 @@ class Evaluator:
         stage += 3 * m * sum(gemm.get(key, 0.0) for key in compute_time.OUTSIDE_ROWS)
         return stage
 
-    def compute(self, core: Core, rc: Recompute, zero: int) -> tuple[dict, Scenario]:
+    def compute(self, core: Core, rc: Recompute, zero: int) -> dict:
         """compute_time.compute of the layout (the ZeRO stage only moves the optimizer's
         shard: 0 or more)."""
 
         def build():
             sc = self.scenario(core, rc, zero)
-            return compute_time.compute(sc, self.shape), sc
+            return compute_time.compute(sc, self.shape, self.gemm_rows(core))
 
-        computed, sc = self._cached(("compute", core, rc, min(zero, 1)), build)
-        return computed, sc if sc.zero_stage == zero else sc.replace(zero_stage=zero)
+        return self._cached(("compute", core, rc, min(zero, 1)), build)
+
+    def compute_seconds(self, core: Core, rc: Recompute) -> float:
+        """The compute parts' sum at ZeRO 1 or more (ZeRO 0's optimizer is longer)."""
+        return sum(self.compute(core, rc, 1)["parts"].values())
 
     def exposed(self, core: Core, rc: Recompute, zero: int) -> float:
         """The communication the overlap rules leave exposed (run.comm's exposed_seconds)."""
 
         def build():
-            computed, sc = self.compute(core, rc, zero)
+            computed = self.compute(core, rc, zero)
+            sc = self.scenario(core, rc, zero)
             phases = Compute(**computed["phases"], basis=run.COMPUTE_BASIS)
             return run.communication_of(sc, self.shape, phases).exposed_seconds
 
@@ -206,7 +210,7 @@ class Evaluator:
 
     def parts(self, core: Core, rc: Recompute, zero: int, schedule: Schedule) -> dict:
         """step_time.predict's parts of the layout (seconds)."""
-        computed, _ = self.compute(core, rc, zero)
+        computed = self.compute(core, rc, zero)
         parts = dict(computed["parts"])
         parts["communication_exposed"] = self.exposed(core, rc, zero)
         stage = sum(computed["parts"].values()) - computed["optimizer_seconds"]
