@@ -41,6 +41,7 @@ from costmodel.evaluate.plan_space import (
     own_schedule,
     recompute_options,
     schedule_options,
+    selective_chain,
 )
 from costmodel.inputs import hardware, scenario
 from costmodel.inputs.scenario import Scenario
@@ -179,45 +180,62 @@ def _row(ev: Evaluator, core: Core, rc: Recompute, zero: int, schedule: Schedule
     return Row(core, rc, zero, schedule, sum(parts.values()), parts, peak, ev.usable)
 
 
-def _best(
-    ev: Evaluator,
-    core: Core,
-    options: list[Recompute],
-    limit: float = math.inf,
-    enough: float = 0.0,
-) -> Row | None:
-    """The core's fastest settings that fit (recompute, ZeRO stage, schedule). A recompute
-    policy whose compute with the least bubble is no faster than the best found is not
-    evaluated further (ZeRO 0's compute is no shorter than ZeRO 1's: a bound for all four);
-    nor are settings that cannot be faster than `limit` (None when none can). `enough`: the first settings faster than it end the search (the core only needs counting:
-    faster than the scenario's own layout, not among the top)."""
+def _settings(ev: Evaluator, core: Core, options, limit: float, chain) -> list[tuple]:
+    """(a floor on the step: the compute and the bubble, peak, recompute, ZeRO stage, schedule)
+    of each of the core's settings that fit and whose compute could beat `limit`; per ZeRO
+    stage, the schedule of the least bubble that fits (the schedule changes only the bubble).
+    A recompute policy whose compute with the least bubble cannot beat `limit` is passed over
+    (ZeRO 0's compute is no shorter than ZeRO 1's), and with it the larger module sets of
+    `chain` (each recomputes what the one before does, and more)."""
     schedules = schedule_options(ev.base, core.pp)
     bubble = least_bubble(core.pp, core.micro_batches, tuple(schedules))
     shares = [
         plain.bubble_over_compute(s.name, core.pp, core.micro_batches, s.virtual or 1)
         for s in schedules
     ]
-    best = None
+    found, chain_over = [], False
     for rc in options:
-        bar = min(limit, best.seconds if best else math.inf)
-        if ev.compute_seconds(core, rc) * (1 + bubble) >= bar:
+        chained = rc.policy == "selective" and rc in chain
+        if chained and chain_over:
+            continue
+        if ev.compute_seconds(core, rc) * (1 + bubble) + ev.unhidden(core, rc) >= limit:
+            chain_over = chain_over or chained
             continue
         peaks = ev.peaks(core, rc, schedules)
         fit = peaks <= ev.usable
-        for z in reversed(np.nonzero(fit.any(axis=1))[0]):  # the least memory first
-            zero = ZERO_STAGES[z]
-            # the schedule changes only the bubble: the least bubble of those that fit
+        for z in np.nonzero(fit.any(axis=1))[0]:
             s = min(np.nonzero(fit[z])[0], key=lambda i: (shares[i], peaks[z, i]))
-            computed = ev.compute(core, rc, zero)
+            computed = ev.compute(core, rc, ZERO_STAGES[z])
             stage = sum(computed["parts"].values())
             floor = stage + shares[s] * (stage - computed["optimizer_seconds"])
-            if floor >= min(limit, best.seconds if best else math.inf):
-                continue  # no communication could make it faster
-            row = _row(ev, core, rc, zero, schedules[s], float(peaks[z, s]))
-            if best is None or (row.seconds, row.peak_bytes) < (best.seconds, best.peak_bytes):
-                best = row
-            if best.seconds < enough:
-                return best
+            found.append((floor, float(peaks[z, s]), rc, ZERO_STAGES[z], schedules[s]))
+    return found
+
+
+def _best(
+    ev: Evaluator,
+    core: Core,
+    options: list[Recompute],
+    limit: float = math.inf,
+    enough: float = 0.0,
+    chain: tuple[Recompute, ...] = (),
+) -> Row | None:
+    """The core's fastest settings that fit (recompute, ZeRO stage, schedule), or None where
+    none can be faster than `limit`. Best first: the settings in the order of their floor (the
+    step without communication, plus what no compute hides outside DP once known), each
+    timed until the floor passes the best found. `enough`: the first settings faster than it
+    end the search (the core only needs counting: faster than the own layout, not among the
+    top)."""
+    best = None
+    found = _settings(ev, core, options, limit, chain)
+    for floor, peak, rc, zero, schedule in sorted(found, key=lambda x: (x[0], x[1])):
+        if floor + ev.unhidden(core, rc) >= min(limit, best.seconds if best else math.inf):
+            continue  # no communication could make it faster
+        row = _row(ev, core, rc, zero, schedule, peak)
+        if best is None or (row.seconds, row.peak_bytes) < (best.seconds, best.peak_bytes):
+            best = row
+        if best.seconds < enough:
+            return best
     return best
 
 
@@ -278,6 +296,7 @@ def search(
     best: list[float] = []  # the `top` fastest steps, negated (a max-heap)
     rows: list[Row] = []
     none = Recompute("none")
+    chain = tuple(selective_chain(base))
     for core in sorted(fitting, key=bounds.get):
         kth = -best[0] if len(best) >= top else math.inf
         limit = max(kth, own_seconds)
@@ -291,7 +310,8 @@ def search(
             continue
         # beyond the K-th best, a core is only counted: is it faster than the own layout?
         counted = bound > kth
-        row = _best(ev, core, options, limit * (1 + 1e-12), own_seconds if counted else 0.0)
+        enough = own_seconds if counted else 0.0
+        row = _best(ev, core, options, limit * (1 + 1e-12), enough, chain)
         if row is None:
             continue
         rows.append(row)

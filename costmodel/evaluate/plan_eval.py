@@ -204,9 +204,24 @@ class Evaluator:
             computed = self.compute(core, rc, zero)
             sc = self.scenario(core, rc, zero)
             phases = Compute(**computed["phases"], basis=run.COMPUTE_BASIS)
-            return run.communication_of(sc, self.shape, phases).exposed_seconds
+            got = run.communication_of(sc, self.shape, phases)
+            # what no compute hides and no ZeRO stage changes: a floor for the core's others
+            fixed = sum(
+                c.exposed_seconds
+                for c in got.collectives
+                if c.hidden_behind is None and c.parallelism != "DP"
+            )
+            floor_key = ("unhidden", core, rc.policy == "full")
+            self._cache[floor_key] = max(self._cache.get(floor_key, 0.0), fixed)
+            return got.exposed_seconds
 
         return self._cached(("exposed", core, rc, zero), build)
+
+    def unhidden(self, core: Core, rc: Recompute) -> float:
+        """The exposed seconds of the collectives outside DP that nothing may hide, as far as
+        one of the core's layouts has been evaluated (0 before): the same for every ZeRO stage
+        and schedule, and for every recompute policy but full (which adds the recompute's)."""
+        return self._cache.get(("unhidden", core, rc.policy == "full"), 0.0)
 
     def parts(self, core: Core, rc: Recompute, zero: int, schedule: Schedule) -> dict:
         """step_time.predict's parts of the layout (seconds)."""

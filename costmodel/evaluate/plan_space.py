@@ -74,9 +74,8 @@ class Schedule:
         return f"{self.name}:{self.virtual}" if self.virtual else self.name
 
 
-def recompute_options(sc: Scenario) -> list[Recompute]:
-    """none, the growing selective module sets of the modules the model has, full, and the
-    scenario's own policy where it is none of these."""
+def selective_chain(sc: Scenario) -> list[Recompute]:
+    """The growing selective module sets of the modules the model has (MODULE_ORDER)."""
     shape = sc.shape
     present = {
         "moe_act": shape.is_moe,
@@ -85,14 +84,19 @@ def recompute_options(sc: Scenario) -> list[Recompute]:
         "mlp": bool(shape.num_dense_layers and shape.intermediate_size),
         "mla_up_proj": shape.mla,
     }
-    out = [Recompute("none")]
-    modules: list[str] = []
+    out, modules = [], []
     for module in MODULE_ORDER:
         if present.get(module, True):
             modules.append(module)
             ordered = tuple(m for m in act.RECOMPUTE_MODULES if m in modules)
             out.append(Recompute("selective", ordered))
-    out.append(Recompute("full"))
+    return out
+
+
+def recompute_options(sc: Scenario) -> list[Recompute]:
+    """none, the growing selective module sets of the modules the model has, full, and the
+    scenario's own policy where it is none of these."""
+    out = [Recompute("none"), *selective_chain(sc), Recompute("full")]
     own = own_recompute(sc)
     if own not in out:
         out.append(own)
