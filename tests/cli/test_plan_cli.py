@@ -19,10 +19,14 @@ LAYOUT_FIELDS = {
 }  # fmt: skip
 
 
-def test_json_shape():
+@pytest.fixture(scope="module")
+def data():
     done = cli("plan", *SMALL, "--top", "3", "--format", "json")
     assert done.returncode == 0, done.stderr
-    data = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_json_shape(data):
     assert set(data) >= {"searched", "fitting", "timed", "own", "own_rank", "layouts", "findings"}
     assert [item["rank"] for item in data["layouts"]] == [1, 2, 3]
     for item in [*data["layouts"], data["own"]]:
@@ -54,3 +58,18 @@ def test_bad_input_is_one_line_exit_2(args, start):
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.startswith(start) and done.stderr.count("\n") == 1
+
+
+def _readme_section() -> str:
+    text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    start = text.index("## The layouts that fit, ranked: `costmodel plan`")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_readme_documents_every_json_field_and_csv_column(data):
+    section = _readme_section()
+    item = data["layouts"][0]
+    names = [*data, *item, *item["layout"], *item["parts"], *item["shares"]]
+    names += [*data["findings"][0], *(f["name"] for f in data["findings"]), *CSV_COLUMNS]
+    missing = sorted({name for name in names if f"`{name}`" not in section})
+    assert not missing, f"README's costmodel plan section does not name: {missing}"
