@@ -198,16 +198,14 @@ def _settings(ev: Evaluator, core: Core, options, limit: float, chain) -> list[t
         chained = rc.policy == "selective" and rc in chain
         if chained and chain_over:
             continue
-        if ev.compute_seconds(core, rc) * (1 + bubble) + ev.unhidden(core, rc) >= limit:
+        if ev.floor(core, rc, bubble) + ev.unhidden(core, rc) >= limit:
             chain_over = chain_over or chained
             continue
         peaks = ev.peaks(core, rc, schedules)
         fit = peaks <= ev.usable
         for z in np.nonzero(fit.any(axis=1))[0]:
             s = min(np.nonzero(fit[z])[0], key=lambda i: (shares[i], peaks[z, i]))
-            computed = ev.compute(core, rc, ZERO_STAGES[z])
-            stage = sum(computed["parts"].values())
-            floor = stage + shares[s] * (stage - computed["optimizer_seconds"])
+            floor = ev.floor(core, rc, shares[s], ZERO_STAGES[z])
             found.append((floor, float(peaks[z, s]), rc, ZERO_STAGES[z], schedules[s]))
     return found
 
@@ -227,11 +225,22 @@ def _best(
     end the search (the core only needs counting: faster than the own layout, not among the
     top)."""
     best = None
+    timed: dict[int, list[tuple[float, float]]] = {z: [] for z in ZERO_STAGES}
     found = _settings(ev, core, options, limit, chain)
     for floor, peak, rc, zero, schedule in sorted(found, key=lambda x: (x[0], x[1])):
-        if floor + ev.unhidden(core, rc) >= min(limit, best.seconds if best else math.inf):
+        bar = min(limit, best.seconds if best else math.inf)
+        if floor + ev.unhidden(core, rc) >= bar:
             continue  # no communication could make it faster
+        # more recompute at the same ZeRO stage, delta seconds, hides at most 2 x delta more
+        # communication (its windows, and the attention cap of the CP ring, grow by at most
+        # delta each): the step without its bubble is no shorter than rest - delta
+        compute = ev.compute_seconds(core, rc) if zero else None
+        compute = sum(ev.compute(core, rc, zero)["parts"].values()) if compute is None else compute
+        bubble = floor - compute
+        if any(c <= compute and rest - (compute - c) + bubble >= bar for c, rest in timed[zero]):
+            continue
         row = _row(ev, core, rc, zero, schedule, peak)
+        timed[zero].append((compute, row.seconds - row.parts["pipeline_bubble"]))
         if best is None or (row.seconds, row.peak_bytes) < (best.seconds, best.peak_bytes):
             best = row
         if best.seconds < enough:
@@ -305,7 +314,7 @@ def search(
         # a tighter bound: the core's compute without recompute, with its least bubble
         schedules = tuple(schedule_options(base, core.pp))
         bubble = least_bubble(core.pp, core.micro_batches, schedules)
-        bound = ev.compute_seconds(core, none) * (1 + bubble)
+        bound = ev.floor(core, none, bubble)
         if bound > limit:
             continue
         # beyond the K-th best, a core is only counted: is it faster than the own layout?

@@ -197,6 +197,13 @@ class Evaluator:
         """The compute parts' sum at ZeRO 1 or more (ZeRO 0's optimizer is longer)."""
         return sum(self.compute(core, rc, 1)["parts"].values())
 
+    def floor(self, core: Core, rc: Recompute, share: float, zero: int = 1) -> float:
+        """The step without communication at a bubble share (of the compute but the
+        optimizer's): a floor on the layout's predicted step."""
+        computed = self.compute(core, rc, zero)
+        stage = sum(computed["parts"].values())
+        return stage + share * (stage - computed["optimizer_seconds"])
+
     def exposed(self, core: Core, rc: Recompute, zero: int) -> float:
         """The communication the overlap rules leave exposed (run.comm's exposed_seconds)."""
 
