@@ -180,34 +180,35 @@ def _row(ev: Evaluator, core: Core, rc: Recompute, zero: int, schedule: Schedule
     return Row(core, rc, zero, schedule, sum(parts.values()), parts, peak, ev.usable)
 
 
-def _settings(ev: Evaluator, core: Core, options, limit: float, chain) -> list[tuple]:
-    """(a floor on the step: the compute and the bubble, peak, recompute, ZeRO stage, schedule)
-    of each of the core's settings that fit and whose compute could beat `limit`; per ZeRO
-    stage, the schedule of the least bubble that fits (the schedule changes only the bubble).
-    A recompute policy whose compute with the least bubble cannot beat `limit` is passed over
-    (ZeRO 0's compute is no shorter than ZeRO 1's), and with it the larger module sets of
-    `chain` (each recomputes what the one before does, and more)."""
-    schedules = schedule_options(ev.base, core.pp)
-    bubble = least_bubble(core.pp, core.micro_batches, tuple(schedules))
-    shares = [
-        plain.bubble_over_compute(s.name, core.pp, core.micro_batches, s.virtual or 1)
-        for s in schedules
-    ]
+def _policies(ev: Evaluator, core: Core, options, limit: float, chain, bubble: float):
+    """(a floor on the step, recompute) of each recompute policy whose compute with the least
+    bubble could beat `limit` (ZeRO 0's compute is no shorter than ZeRO 1's); past one that
+    cannot, the larger module sets of `chain` are passed over (each recomputes what the one
+    before does, and more)."""
     found, chain_over = [], False
     for rc in options:
         chained = rc.policy == "selective" and rc in chain
         if chained and chain_over:
             continue
-        if ev.floor(core, rc, bubble) + ev.unhidden(core, rc) >= limit:
+        floor = ev.floor(core, rc, bubble) + ev.unhidden(core, rc)
+        if floor >= limit:
             chain_over = chain_over or chained
             continue
-        peaks = ev.peaks(core, rc, schedules)
-        fit = peaks <= ev.usable
-        for z in np.nonzero(fit.any(axis=1))[0]:
-            s = min(np.nonzero(fit[z])[0], key=lambda i: (shares[i], peaks[z, i]))
-            floor = ev.floor(core, rc, shares[s], ZERO_STAGES[z])
-            found.append((floor, float(peaks[z, s]), rc, ZERO_STAGES[z], schedules[s]))
+        found.append((floor, rc))
     return found
+
+
+def _fitting(ev: Evaluator, core: Core, rc: Recompute, schedules, shares) -> list[tuple]:
+    """(floor, peak, recompute, ZeRO stage, schedule) of the settings of a policy that fit:
+    per ZeRO stage, the schedule of the least bubble that fits (it changes only the bubble)."""
+    peaks = ev.peaks(core, rc, schedules)
+    fit = peaks <= ev.usable
+    out = []
+    for z in np.nonzero(fit.any(axis=1))[0]:
+        s = min(np.nonzero(fit[z])[0], key=lambda i: (shares[i], peaks[z, i]))
+        floor = ev.floor(core, rc, shares[s], ZERO_STAGES[z])
+        out.append((floor, float(peaks[z, s]), rc, ZERO_STAGES[z], schedules[s]))
+    return out
 
 
 def _best(
@@ -219,25 +220,42 @@ def _best(
     chain: tuple[Recompute, ...] = (),
 ) -> Row | None:
     """The core's fastest settings that fit (recompute, ZeRO stage, schedule), or None where
-    none can be faster than `limit`. Best first: the settings in the order of their floor (the
-    step without communication, plus what no compute hides outside DP once known), each
-    timed until the floor passes the best found. `enough`: the first settings faster than it
-    end the search (the core only needs counting: faster than the own layout, not among the
-    top)."""
+    none can be faster than `limit`. Best first: policies and then settings in the order of
+    their floor (the step without communication, plus what no compute hides outside DP once
+    known; a policy's memory is evaluated only when its floor comes up), each timed until the
+    floor passes the best found. `enough`: the first settings faster than it end the search
+    (the core only needs counting: faster than the own layout, not among the top)."""
+    schedules = schedule_options(ev.base, core.pp)
+    shares = [
+        plain.bubble_over_compute(s.name, core.pp, core.micro_batches, s.virtual or 1)
+        for s in schedules
+    ]
+    bubble = min(shares)
+    heap = [(floor, 0.0, n, rc, None) for n, (floor, rc) in enumerate(
+        _policies(ev, core, options, limit, chain, bubble))]  # fmt: skip
+    heapq.heapify(heap)
+    count = len(heap)
     best = None
     timed: dict[int, list[tuple[float, float]]] = {z: [] for z in ZERO_STAGES}
-    found = _settings(ev, core, options, limit, chain)
-    for floor, peak, rc, zero, schedule in sorted(found, key=lambda x: (x[0], x[1])):
+    while heap:
+        floor, peak, _, rc, setting = heapq.heappop(heap)
         bar = min(limit, best.seconds if best else math.inf)
+        if floor >= bar:
+            break
+        if setting is None:  # a policy: its settings that fit join the queue
+            for item in _fitting(ev, core, rc, schedules, shares):
+                count += 1
+                heapq.heappush(heap, (item[0], item[1], count, rc, item[3:]))
+            continue
+        zero, schedule = setting
         if floor + ev.unhidden(core, rc) >= bar:
             continue  # no communication could make it faster
         # more recompute at the same ZeRO stage, delta seconds, hides at most 2 x delta more
         # communication (its windows, and the attention cap of the CP ring, grow by at most
         # delta each): the step without its bubble is no shorter than rest - delta
-        compute = ev.compute_seconds(core, rc) if zero else None
-        compute = sum(ev.compute(core, rc, zero)["parts"].values()) if compute is None else compute
-        bubble = floor - compute
-        if any(c <= compute and rest - (compute - c) + bubble >= bar for c, rest in timed[zero]):
+        compute = ev.floor(core, rc, 0.0, zero)
+        if any(c <= compute and rest - (compute - c) + floor - compute >= bar
+               for c, rest in timed[zero]):  # fmt: skip
             continue
         row = _row(ev, core, rc, zero, schedule, peak)
         timed[zero].append((compute, row.seconds - row.parts["pipeline_bubble"]))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -65,8 +66,7 @@ class Evaluator:
 
     def keys(self, core: Core, rc: Recompute, zero: int, schedule: Schedule) -> dict[str, Any]:
         """The scenario keys of a layout, the derived ones with them."""
-        own = rc.policy == self.base.recompute and rc.policy == "selective"
-        stated = self.base.selective_recompute_fraction if own else None
+        stated = self._stated(rc)
         keys = {
             "tensor_parallel": core.tp,
             "pipeline_parallel": core.pp,
@@ -197,11 +197,53 @@ class Evaluator:
         """The compute parts' sum at ZeRO 1 or more (ZeRO 0's optimizer is longer)."""
         return sum(self.compute(core, rc, 1)["parts"].values())
 
+    def _fractions(self, pp: int, rc: Recompute) -> dict[str, Any]:
+        """The recompute keys of a policy as compute_time.recompute_seconds reads them."""
+
+        def build():
+            keys = {
+                "pipeline_parallel": pp,
+                "recompute": rc.policy,
+                "recompute_modules": list(rc.modules) if rc.modules is not None else None,
+                "recompute_num_layers": rc.num_layers,
+                "recompute_method": rc.method or "uniform",
+                "selective_recompute_fraction": self._stated(rc),
+            }
+            got = recompute_fractions({**self.base.values, **keys})
+            return SimpleNamespace(
+                recompute=rc.policy,
+                recompute_modules=keys["recompute_modules"],
+                recompute_weights_fraction=got["weights"],
+                recompute_core_fraction=got["core"],
+                recompute_fraction_from=got["from"],
+            )
+
+        return self._cached(("fractions", pp, rc), build)
+
+    def _stated(self, rc: Recompute) -> float | None:
+        """The scenario's selective_recompute_fraction, for its own selective policy only."""
+        own = rc.policy == self.base.recompute and rc.policy == "selective"
+        return self.base.selective_recompute_fraction if own else None
+
+    def recompute_part(self, core: Core, rc: Recompute) -> float:
+        """The recompute part of the step (compute_time.recompute_seconds) from the core's
+        stage sums, without a compute of its own."""
+
+        def build():
+            sc = self.scenario(core, Recompute("none"))
+            return compute_time.stage_sums(sc, self.shape, self.eff, self.gemm_rows(core))[0]
+
+        if rc.policy == "none":
+            return 0.0
+        sums = self._cached(("sums", core), build)
+        return compute_time.recompute_seconds(self._fractions(core.pp, rc), sums)
+
     def floor(self, core: Core, rc: Recompute, share: float, zero: int = 1) -> float:
         """The step without communication at a bubble share (of the compute but the
-        optimizer's): a floor on the layout's predicted step."""
-        computed = self.compute(core, rc, zero)
-        stage = sum(computed["parts"].values())
+        optimizer's): a floor on the layout's predicted step (its compute exact: the compute
+        without recompute and the recompute part)."""
+        computed = self.compute(core, Recompute("none"), zero)
+        stage = sum(computed["parts"].values()) + self.recompute_part(core, rc)
         return stage + share * (stage - computed["optimizer_seconds"])
 
     def exposed(self, core: Core, rc: Recompute, zero: int) -> float:
