@@ -167,7 +167,7 @@ def _screen(ev: Evaluator, all_cores: list[Core], saving: list[Recompute]):
     fitting, least = [], math.inf
     for core in all_cores:
         schedules = schedule_options(ev.base, core.pp)
-        peak = min(float(ev.peaks(core, rc, schedules).min()) for rc in saving)
+        peak = ev.least_peak(core, saving, schedules)
         least = min(least, peak)
         if peak <= ev.usable:
             fitting.append(core)

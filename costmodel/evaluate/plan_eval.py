@@ -27,7 +27,7 @@ from costmodel.derive import activations as act
 from costmodel.derive import numeric, plain
 from costmodel.evaluate import compute_time, gpu_memory, run
 from costmodel.evaluate.communication import Compute
-from costmodel.evaluate.plan_space import Core, Recompute, Schedule
+from costmodel.evaluate.plan_space import Core, Recompute, Schedule, recompute_options
 from costmodel.inputs import efficiency
 from costmodel.inputs.layout import recompute_fractions
 from costmodel.inputs.scenario import Scenario
@@ -44,10 +44,12 @@ class Evaluator:
         self.params = gpu_memory._params(self.shape, base)
         self.usable = gpu_memory.capacity(base)["usable"]
         self.eff = efficiency.efficiencies(base.values)
-        self.layers = sum(n for _, _, n in compute_time._layer_kinds(self.shape, base))
+        self.kinds = compute_time._layer_kinds(self.shape, base)
+        self.layers = sum(n for _, _, n in self.kinds)
         core = compute_time.core_forward_flops(base, counted=False)
         self.core_flops_per_layer = core / max(base.num_full_attention_layers, 1)
         self._cache: dict[tuple, Any] = {}
+        self.options = recompute_options(base)
 
     def _cached(self, key: tuple, build):
         got = self._cache.get(key)
@@ -61,8 +63,12 @@ class Evaluator:
     ) -> Scenario:
         """The base scenario with the layout's keys (not resolved again; the derived values
         set as resolve derives them)."""
-        schedule = schedule or Schedule("1f1b")
-        return self.base.replace(**self.keys(core, rc, zero, schedule))
+        if schedule is not None:
+            return self.base.replace(**self.keys(core, rc, zero, schedule))
+        return self._cached(
+            ("scenario", core, rc, zero),
+            lambda: self.base.replace(**self.keys(core, rc, zero, Schedule("1f1b"))),
+        )
 
     def keys(self, core: Core, rc: Recompute, zero: int, schedule: Schedule) -> dict[str, Any]:
         """The scenario keys of a layout, the derived ones with them."""
@@ -121,10 +127,49 @@ class Evaluator:
         )
 
     def peaks(self, core: Core, rc: Recompute, schedules: list[Schedule]) -> np.ndarray:
-        """Peak bytes on the most loaded GPU, [ZeRO stage, schedule]."""
+        """Peak bytes on the most loaded GPU, [ZeRO stage, schedule], of a recompute policy
+        among `options` (all of them built at once for the core, once)."""
+        key = ("peaks", core)
+        got = self._cache.get(key)
+        if got is None:
+            got = self._cache[key] = self._peaks(core, schedules)
+        return got[self.options.index(rc)]
+
+    def least_peak(self, core: Core, policies: list[Recompute], schedules) -> float:
+        """The least peak of the core over `policies`, every ZeRO stage and schedule: at ZeRO
+        3 and the schedule that holds the fewest micro batches (the peak grows with the states
+        and the micro batches in flight), as `_peaks` computes it, for one point."""
         shape, params = self.shape, self.params
         tp, pp, ep = core.tp, core.pp, core.ep
-        saved, working, outside, logits = self._activations(core, rc)
+        tokens = core.micro_batch * self.base.seq_len / core.cp / (tp if core.sp else 1)
+        gradients = 2 * 2 * tokens * shape.hidden_size
+        head = 0 if shape.tie_word_embeddings and pp == 1 else params["lm_head"]
+        experts = params["experts"] / (tp * pp * ep)
+        layer_params = params["layers"] / (tp * pp) + experts
+        first = layer_params + params["embedding"] / tp + (head / tp if pp == 1 else 0)
+        last = layer_params + head / tp
+        per_step = max(1, int(core.micro_batches))
+        flight = min(act.in_flight_micro_batches(pp, per_step, s.virtual or 1) for s in schedules)
+        ranks = core.dp * core.cp
+        dense, expert = self._state_bytes(3, ranks), self._state_bytes(3, max(ranks // ep, 1))
+        least = math.inf
+        for rc in policies:
+            saved, working, outside, logits = self._activations(core, rc)
+            peak = 0.0
+            for on_gpu, in_flight, has_head in ((first, flight, pp == 1), (last, 1.0, True)):
+                states = (on_gpu - experts) * dense + experts * expert
+                forward = states + (saved + (outside if has_head else 0.0)) * in_flight
+                top = max(forward + working + gradients, states)
+                peak = max(peak, max(top, forward + logits) if has_head else top)
+            least = min(least, peak)
+        return least
+
+    def _peaks(self, core: Core, schedules: list[Schedule]) -> np.ndarray:
+        """[recompute policy, ZeRO stage, schedule]: the phases of gpu_memory.most_loaded."""
+        shape, params = self.shape, self.params
+        tp, pp, ep = core.tp, core.pp, core.ep
+        pieces = np.array([self._activations(core, rc) for rc in self.options])
+        saved, working, outside, logits = (pieces[:, i, None, None] for i in range(4))
         tokens = core.micro_batch * self.base.seq_len / core.cp / (tp if core.sp else 1)
         gradients = 2 * 2 * tokens * shape.hidden_size
         head = 0 if shape.tie_word_embeddings and pp == 1 else params["lm_head"]
@@ -166,7 +211,7 @@ class Evaluator:
         attention core, the lm_head's GEMMs, and the least bubble of the schedules."""
         gemm = self.gemm_rows(core)
         m = core.micro_batches
-        kinds = compute_time._layer_kinds(self.shape, self.base)
+        kinds = self.kinds
         peak = self.base.peak_flops
         kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[self.base.attention_kernel])
         flash = self.base.attention_kernel == "flash"
