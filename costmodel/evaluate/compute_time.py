@@ -286,16 +286,20 @@ def recompute_seconds(sc, sums: dict[str, float]) -> float:
 
 
 def compute(
-    sc: Scenario, shape: ModelShape | None = None, gemm: dict[str, float] | None = None
+    sc: Scenario,
+    shape: ModelShape | None = None,
+    gemm: dict[str, float] | None = None,
+    staged: tuple | None = None,
 ) -> dict[str, Any]:
     """The compute parts of one step on the most loaded GPU (seconds), the phases collectives
     hide behind, and the efficiencies used (module docstring). `gemm`: the GEMM rows' seconds
-    (`_gemm_rows`) when the caller has them (the plan's search, for many layouts alike)."""
+    (`_gemm_rows`) and `staged`: `stage_sums` of them, when the caller has them (the plan's
+    search, for many layouts alike)."""
     sc = as_scenario(sc)
     shape = shape or sc.shape
     eff = efficiency.efficiencies(sc.values)
     gemm = _gemm_rows(sc, eff, shape) if gemm is None else gemm
-    sums, stage, core_fwd, linear_fwd = stage_sums(sc, shape, eff, gemm)
+    sums, stage, core_fwd, linear_fwd = staged or stage_sums(sc, shape, eff, gemm)
     mb = sc.micro_batches_per_step
     bandwidth = sc.hbm_bandwidth * eff["hbm"].value
     outside_fwd = mb * sum(gemm.get(key, 0.0) for key in OUTSIDE_ROWS)

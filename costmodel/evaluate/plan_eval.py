@@ -33,6 +33,15 @@ from costmodel.inputs.layout import recompute_fractions
 from costmodel.inputs.scenario import Scenario
 
 ZERO_STAGES = (0, 1, 2, 3)
+#: What compute_time._optimizer_bytes reads of a scenario (its ZeRO stage apart).
+_OPTIMIZER_KEYS = (
+    "tensor_parallel",
+    "pipeline_parallel",
+    "expert_parallel",
+    "data_parallel",
+    "context_parallel",
+    "total_params",
+)
 
 
 class Evaluator:
@@ -104,14 +113,23 @@ class Evaluator:
         """(saved, working set, outside the layers, logits) bytes of the most loaded stage at
         the core's micro batch: built at a micro batch of one, scaled."""
 
-        def build():
-            one = Core(**{**core.__dict__, "micro_batch": 1})
+        def layer_sets():
+            one = Core(**{**core.__dict__, "micro_batch": 1, "pp": 1})
             sc = self.scenario(one, rc)
-            saved, working = gpu_memory._stage_activations(
-                gpu_memory._layer_sets(self.shape, sc), sc
-            )
             outside, logits = gpu_memory._outside(self.shape, sc)
-            return saved, working, sum(outside.values()), logits
+            return gpu_memory._layer_sets(self.shape, sc), sum(outside.values()), logits
+
+        def build():
+            key = ("layers", core.tp, core.sp, core.cp, rc, core.fp8_activations)
+            kinds, outside, logits = self._cached(key, layer_sets)
+            stage = SimpleNamespace(  # what _stage_activations reads of a scenario
+                pipeline_parallel=core.pp,
+                recompute=rc.policy,
+                recompute_num_layers=rc.num_layers,
+                recompute_method=rc.method or "uniform",
+            )
+            saved, working = gpu_memory._stage_activations(kinds, stage)
+            return saved, working, outside, logits
 
         key = ("act", core.tp, core.sp, core.cp, core.pp, rc, core.fp8_activations)
         return tuple(x * core.micro_batch for x in self._cached(key, build))
@@ -233,10 +251,25 @@ class Evaluator:
         shard: 0 or more)."""
 
         def build():
+            if zero == 0:
+                return self._zero0(core)
             sc = self.scenario(core, rc, zero)
-            return compute_time.compute(sc, self.shape, self.gemm_rows(core))
+            return compute_time.compute(sc, self.shape, self.gemm_rows(core), self._staged(core))
 
-        return self._cached(("compute", core, rc, min(zero, 1)), build)
+        def derived():  # the compute without recompute, its recompute part added
+            computed = self.compute(core, Recompute("none"), zero)
+            part = self.recompute_part(core, rc)
+            parts = {**computed["parts"], "recompute": part}
+            phases = dict(computed["phases"])
+            phases["backward"] = (
+                sum(parts.values()) - computed["optimizer_seconds"] - phases["forward"]
+            )
+            r_core = self._fractions(core.pp, rc).recompute_core_fraction
+            phases["attention"] += r_core * self._sums(core).get("core_forward", 0.0)
+            return {**computed, "parts": parts, "phases": phases}
+
+        key = ("compute", core, rc, min(zero, 1))
+        return self._cached(key, build if rc.policy == "none" else derived)
 
     def compute_seconds(self, core: Core, rc: Recompute) -> float:
         """The compute parts' sum at ZeRO 1 or more (ZeRO 0's optimizer is longer)."""
@@ -274,14 +307,37 @@ class Evaluator:
         """The recompute part of the step (compute_time.recompute_seconds) from the core's
         stage sums, without a compute of its own."""
 
-        def build():
-            sc = self.scenario(core, Recompute("none"))
-            return compute_time.stage_sums(sc, self.shape, self.eff, self.gemm_rows(core))[0]
-
         if rc.policy == "none":
             return 0.0
-        sums = self._cached(("sums", core), build)
-        return compute_time.recompute_seconds(self._fractions(core.pp, rc), sums)
+        return compute_time.recompute_seconds(self._fractions(core.pp, rc), self._sums(core))
+
+    def _staged(self, core: Core) -> tuple:
+        """The core's compute_time.stage_sums (the recompute policy does not enter them)."""
+
+        def build():
+            sc = self.scenario(core, Recompute("none"))
+            return compute_time.stage_sums(sc, self.shape, self.eff, self.gemm_rows(core))
+
+        return self._cached(("staged", core), build)
+
+    def _sums(self, core: Core) -> dict[str, float]:
+        return self._staged(core)[0]
+
+    def _zero0(self, core: Core) -> dict:
+        """compute_time.compute without recompute at ZeRO 0: ZeRO 1's with the optimizer on the
+        whole copy of the stage's parameters (compute_time._optimizer_bytes)."""
+        computed = self.compute(core, Recompute("none"), 1)
+        sc = self.scenario(core, Recompute("none"))
+        bandwidth = sc.hbm_bandwidth * self.eff["hbm"].value
+        zero0 = SimpleNamespace(**{key: getattr(sc, key) for key in _OPTIMIZER_KEYS}, zero_stage=0)
+        extra = compute_time._optimizer_bytes(zero0, self.shape) / bandwidth
+        extra -= computed["optimizer_seconds"]
+        parts = {**computed["parts"], "memory_bound": computed["parts"]["memory_bound"] + extra}
+        return {
+            **computed,
+            "parts": parts,
+            "optimizer_seconds": computed["optimizer_seconds"] + extra,
+        }
 
     def floor(self, core: Core, rc: Recompute, share: float, zero: int = 1) -> float:
         """The step without communication at a bubble share (of the compute but the

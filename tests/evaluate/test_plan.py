@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate import plan, run, step_time
+from costmodel.evaluate import compute_time, plan, run, step_time
+from costmodel.evaluate.plan_eval import Evaluator
 from costmodel.evaluate.plan_findings import findings
-from costmodel.evaluate.plan_space import Recompute, cores
+from costmodel.evaluate.plan_space import Recompute, cores, recompute_options, schedule_options
 from costmodel.inputs import scenario
 
 LLAMA = Path(__file__).parents[2] / "scenarios" / "llama-3.1-70b-512xH100.yaml"
@@ -88,3 +89,25 @@ def test_findings_are_computed_true_and_false(small):
     needless = dataclasses.replace(first, recompute=Recompute("full"))
     changed = dataclasses.replace(found, rows=[needless, *found.rows[1:]])
     assert _by_name(changed, 5)["recompute_forced"]["holds"] is False
+
+
+def test_cached_pieces_equal_the_models(small):
+    """The search's compute (derived from the layout without recompute, ZeRO 0 from ZeRO 1)
+    and memory (built from pieces) equal compute_time.compute and run.memory on the layout's
+    scenario, for every recompute policy, ZeRO stage and schedule of sampled cores."""
+    sc, _ = small
+    base = plan.rebase(sc)
+    ev = Evaluator(base)
+    for core in cores(base, base.num_gpus)[::29]:
+        schedules = schedule_options(base, core.pp)
+        for rc in recompute_options(base):
+            for zero in (0, 1, 3):
+                got = ev.compute(core, rc, zero)
+                want = compute_time.compute(ev.scenario(core, rc, zero))
+                for key in ("parts", "phases"):
+                    assert got[key] == pytest.approx(want[key], rel=1e-12)
+                for i, schedule in enumerate(schedules):
+                    memory = run.memory(ev.scenario(core, rc, zero, schedule))["total"]
+                    assert ev.peaks(core, rc, schedules)[zero, i] == pytest.approx(
+                        memory, rel=1e-12
+                    )
