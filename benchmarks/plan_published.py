@@ -167,8 +167,13 @@ def main(argv: list[str]) -> int:
     rows = _published().rows()
     if "--limit" in argv:
         rows = rows[: int(argv[argv.index("--limit") + 1])]
-    found = [examine(row) for row in rows]
-    print("\n".join(table(found) + [""] + summary(found)))
+    found = []
+    head = table([])
+    print("\n".join(head), flush=True)
+    for row in rows:  # each line as it is found (the largest runs take a while)
+        found.append(examine(row))
+        print(table(found[-1:])[len(head)], flush=True)
+    print("\n".join([""] + summary(found)))
     return 0
 
 
