@@ -94,6 +94,8 @@ def examine(row: dict[str, Any]) -> dict[str, Any]:
     )
     own = found.own
     if own is None:
+        out["top10"] = False
+        out["examination"] = f"not ranked: {found.own_note}"
         return out
     own_keys = plan.layout_keys(found, own)
     out["own"] = _layout(own_keys)
@@ -116,11 +118,18 @@ def _examination(out: dict[str, Any], own: dict[str, Any], top: dict[str, Any]) 
             f"model error: the model predicts {out['own_seconds']:.3g} s for the published "
             f"layout, published {out['published_seconds']:.3g} s ({error:+.0%})"
         )
-    return (
-        f"the model's own step is within {MODEL_ERROR:.0%} ({error:+.0%})"
-        if error is not None
-        else "no published step"
-    ) + f"; the top layout changes {_differences(own, top)} (a constraint the search ignores?)"
+    why = []
+    if own["recompute"] != "none" and top["recompute"] == "none":
+        why.append("the run recomputes though the memory model fits the top layout without")
+    if top["zero_stage"] == 3 and own["zero_stage"] != 3:
+        why.append("the model hides ZeRO-3's weight gathers behind compute")
+    if top["context_parallel"] > own["context_parallel"]:
+        why.append("the model hides the CP ring behind the attention core")
+    if top["tensor_parallel"] < own["tensor_parallel"]:
+        why.append("less TP: the model has the DP or CP traffic overlapped instead")
+    head = f"model within {MODEL_ERROR:.0%} ({error:+.0%})" if error is not None else "no step"
+    tail = f": {'; '.join(why)}" if why else ""
+    return f"{head}; the top layout changes {_differences(own, top)}{tail}"
 
 
 def _cell(x: float | None, fmt: str) -> str:
