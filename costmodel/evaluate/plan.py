@@ -231,10 +231,12 @@ def _best(
         for s in schedules
     ]
     bubble = min(shares)
-    heap = [(floor, 0.0, n, rc, None) for n, (floor, rc) in enumerate(
-        _policies(ev, core, options, limit, chain, bubble))]  # fmt: skip
-    heapq.heapify(heap)
-    count = len(heap)
+    # no recompute first; the other policies (each no faster in compute) join the queue only
+    # when their common floor, no recompute's with what nothing hides, comes up
+    none = Recompute("none")
+    heap = [(ev.floor(core, none, bubble), 0.0, 0, none, None)]
+    heap.append((heap[0][0], 0.0, 1, None, None))
+    count = 2
     best = None
     timed: dict[int, list[tuple[float, float]]] = {z: [] for z in ZERO_STAGES}
     while heap:
@@ -242,6 +244,14 @@ def _best(
         bar = min(limit, best.seconds if best else math.inf)
         if floor >= bar:
             break
+        if rc is None:  # the other policies
+            if floor + ev.unhidden(core, none) >= bar:
+                continue
+            others = [x for x in options if x != none]
+            for policy_floor, policy in _policies(ev, core, others, limit, chain, bubble):
+                count += 1
+                heapq.heappush(heap, (policy_floor, 0.0, count, policy, None))
+            continue
         if setting is None:  # a policy: its settings that fit join the queue
             for item in _fitting(ev, core, rc, schedules, shares):
                 count += 1

@@ -370,8 +370,12 @@ class Evaluator:
     def unhidden(self, core: Core, rc: Recompute) -> float:
         """The exposed seconds of the collectives outside DP that nothing may hide, as far as
         one of the core's layouts has been evaluated (0 before): the same for every ZeRO stage
-        and schedule, and for every recompute policy but full (which adds the recompute's)."""
-        return self._cache.get(("unhidden", core, rc.policy == "full"), 0.0)
+        and schedule, and for every recompute policy but full (which adds the recompute's:
+        full's is no less than the others')."""
+        got = self._cache.get(("unhidden", core, False), 0.0)
+        if rc.policy == "full":
+            got = max(got, self._cache.get(("unhidden", core, True), 0.0))
+        return got
 
     def parts(self, core: Core, rc: Recompute, zero: int, schedule: Schedule) -> dict:
         """step_time.predict's parts of the layout (seconds)."""
