@@ -2,19 +2,21 @@
 cluster, ranked by the step-time model's predicted step.
 
 The search (evaluate.plan_space enumerates, evaluate.plan_eval evaluates):
-1. every layout that divides: TP x PP x CP x DP GPUs, EP inside DP, a micro batch, sequence
-   parallel, BF16 or FP8 (where the GPU has an FP8 peak), the pipeline schedule and its virtual
-   stages, a recompute policy (none, the growing selective module sets, full) and a ZeRO stage;
-2. the memory model's peak of each (gpu_memory, at once for a core's ZeRO stages and
-   schedules): those that fit are kept;
-3. the step-time model's parts (step_time.predict's) of the fitting layouts, cores in the order
-   of a lower bound on their step (plan_eval.Evaluator.lower_bound), until the bound passes both
-   the scenario's own predicted step and the K-th best found: every layout faster than either
-   is evaluated, so the top K and the scenario's rank are exact; the others are counted as
-   fitting, not timed.
+1. every core that divides: TP x PP x CP x DP GPUs, EP inside DP, a micro batch, sequence
+   parallel, the scenario's precision (or, with `fp8`, BF16 and FP8 where the GPU has an FP8
+   peak); each with its settings: the pipeline schedule and its virtual stages, a recompute
+   policy (none, the growing selective module sets, full, the scenario's own) and a ZeRO stage;
+2. the screen: a core fits when its most memory-saving settings fit (ZeRO 3, full recompute or
+   the largest module set, the schedule that holds the fewest micro batches); the least peak
+   over all cores is what a model that fits nowhere is told it needs;
+3. the cores that fit in the order of a lower bound on their step (plan_eval's lower_bound),
+   each at its fastest settings that fit (`_best`: the step-time model's parts, as
+   step_time.predict adds them), until the bound passes both the scenario's own predicted step
+   and the K-th best found. Every core faster than either is timed, so the top K and the own
+   layout's rank (1 + the cores predicted faster) are exact; a core past the K-th best is
+   timed only until one of its settings beats the own layout (it is counted, not ranked).
 
-Ties (the same predicted step, e.g. ZeRO 1 and 2 when the model gives them the same
-communication) keep the order of the lesser peak memory.
+Ties (the same predicted step) keep the order of the lesser peak memory.
 """
 
 from __future__ import annotations
