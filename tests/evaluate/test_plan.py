@@ -11,7 +11,13 @@ from costmodel.errors import CostModelError
 from costmodel.evaluate import compute_time, plan, run, step_time
 from costmodel.evaluate.plan_eval import Evaluator
 from costmodel.evaluate.plan_findings import findings
-from costmodel.evaluate.plan_space import Recompute, cores, recompute_options, schedule_options
+from costmodel.evaluate.plan_space import (
+    Recompute,
+    cores,
+    fp8_options,
+    recompute_options,
+    schedule_options,
+)
 from costmodel.inputs import scenario
 
 LLAMA = Path(__file__).parents[2] / "scenarios" / "llama-3.1-70b-512xH100.yaml"
@@ -111,3 +117,13 @@ def test_cached_pieces_equal_the_models(small):
                     assert ev.peaks(core, rc, schedules)[zero, i] == pytest.approx(
                         memory, rel=1e-12
                     )
+
+
+def test_fp8_searched_only_where_the_gpu_has_it(small):
+    sc, _ = small
+    assert fp8_options(sc) == [("none", "none")]  # the scenario's precision by default
+    assert [p for p, _ in fp8_options(sc, search=True)] == ["none", "hybrid"]  # H100: FP8 peak
+    a100 = plan.rebase(sc, gpu="A100-80GB")
+    assert a100.gpu_spec.fp8_flops is None
+    assert fp8_options(a100, search=True) == [("none", "none")]
+    assert {c.fp8 for c in cores(sc, 32, fp8=True)} == {"none", "hybrid"}
