@@ -171,7 +171,8 @@ def as_text(plan: search.Plan, top: int) -> str:
     lines = [
         f"costmodel plan: {printable(data['scenario'])}",
         f"{data['gpus']:,} x {data['gpu']}, global batch {data['global_batch']:,} x seq_len "
-        f"{data['seq_len']:,}: {data['searched']:,} layouts searched, {data['fitting']:,} fit "
+        f"{data['seq_len']:,}: {data['searched']:,} layouts searched (each with its schedules, "
+        f"recompute policies and ZeRO stages), {data['fitting']:,} fit "
         f"({data['usable_bytes'] / 1e9:.1f} GB usable per GPU), {data['timed']:,} timed",
         "",
         f"The {len(data['layouts'])} fastest (predicted step; * the scenario's own layout):",
