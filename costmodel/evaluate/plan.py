@@ -113,6 +113,9 @@ def _inputs(sc: Scenario, changes: dict[str, Any] | None = None) -> dict[str, An
         for key, value in sc.values.items()
         if key in scenario.FIELDS and value is not None and key not in run._NOT_INPUTS
     }
+    if sc.sequence_lengths is not None:  # the lengths file again (its path as resolved)
+        data["sequence_lengths"] = sc.sequence_lengths
+        data.pop("mean_tokens_per_sample", None)
     data.update(changes or {})
     data = {key: value for key, value in data.items() if value is not None}
     policy = data["recompute"]
@@ -321,6 +324,12 @@ def search(
     ev = Evaluator(base)
     options = recompute_options(base)
     all_cores = cores(base, base.num_gpus, fp8)
+    if not all_cores:
+        raise CostModelError(
+            f"num_gpus: {base.num_gpus} is not allowed; expected a GPU count that a layout of "
+            f"this model and batch divides (TP x PP x CP x DP with at least one micro batch of "
+            f"{base.samples_per_step:,} samples on each pipeline)"
+        )
     fitting, least = _screen(ev, all_cores, _saving(options))
     if not fitting:
         raise CostModelError(

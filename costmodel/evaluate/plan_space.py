@@ -176,8 +176,8 @@ def _splits(sc: Scenario, gpus: int):
 
 
 def cores(sc: Scenario, gpus: int, fp8: bool = False) -> list[Core]:
-    """Every Core of `gpus` GPUs for the scenario's model, batch and sequence: the micro
-    batches per step a whole number, EP a divisor of the experts and of DP, sequence parallel
+    """Every Core of `gpus` GPUs for the scenario's model, batch and sequence: at least one
+    micro batch per step (a whole number of them with padded batching), EP a divisor of the experts and of DP, sequence parallel
     only with TP (and TP dividing the sequence's share of a CP rank); `fp8`: FP8 searched
     (fp8_options)."""
     out = []
@@ -187,7 +187,9 @@ def cores(sc: Scenario, gpus: int, fp8: bool = False) -> list[Core]:
         sps = [False, True] if tp > 1 and (sc.seq_len // cp) % tp == 0 else [False]
         for micro_batch in range(1, MAX_MICRO_BATCH + 1):
             m = _micro_batches(sc, dp, micro_batch)
-            if m < 1 or not float(m).is_integer():
+            # padded: each rank's samples split into whole micro batches; packed: the documents
+            # fill rows of seq_len tokens, a fraction of a row per step allowed (as resolve does)
+            if m < 1 or (sc.batching == "padded" and not float(m).is_integer()):
                 continue
             for ep in eps:
                 for sp in sps:

@@ -127,3 +127,14 @@ def test_fp8_searched_only_where_the_gpu_has_it(small):
     assert a100.gpu_spec.fp8_flops is None
     assert fp8_options(a100, search=True) == [("none", "none")]
     assert {c.fp8 for c in cores(sc, 32, fp8=True)} == {"none", "hybrid"}
+
+
+def test_packed_batching_with_a_lengths_file():
+    """Packed rows take a fraction of a row per step (as resolve allows): the search finds the
+    layouts, and the own layout's step is the report's, at the lengths file's real lengths."""
+    path = LLAMA.parent / "qwen3-next-80b-256xB200.yaml"
+    sc = scenario.resolve(path, {"num_gpus": 32})
+    found = plan.search(sc, top=2)
+    assert sc.sequence_lengths is not None and not float(sc.micro_batches_per_step).is_integer()
+    assert found.own is not None and found.own_note == ""
+    assert found.own.seconds == pytest.approx(step_time.predict(sc)["seconds"], rel=1e-9)
