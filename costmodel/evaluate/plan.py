@@ -38,6 +38,7 @@ from costmodel.evaluate.plan_space import (
     Recompute,
     Schedule,
     cores,
+    outside,
     own_core,
     own_recompute,
     own_schedule,
@@ -288,10 +289,13 @@ def _own(ev: Evaluator) -> tuple[Row | None, str]:
     if core.tp == 1:
         core = Core(**{**core.__dict__, "sp": False})
     if core not in set(cores(base, base.num_gpus)):
-        return None, "the scenario's own layout is outside the search (its sizes or settings)"
+        return None, f"the scenario's own layout is outside the search: {outside(base)}"
     schedules = schedule_options(base, core.pp)
     if schedule not in schedules:
-        return None, "the scenario's own schedule is outside the search"
+        return None, (
+            f"the scenario's own schedule ({schedule.label}) is outside the search: the virtual "
+            "stages must split the layers evenly"
+        )
     peak = float(ev.peaks(core, rc, schedules)[base.zero_stage, schedules.index(schedule)])
     row = _row(ev, core, rc, base.zero_stage, schedule, peak)
     if peak > ev.usable:

@@ -7,7 +7,7 @@ A `Core` is what the compute and the communication of a step depend on (the size
 batch, sequence parallel, FP8); an `Option` adds the memory settings and the schedule. The
 checks mirror `inputs.layout._layout` and `_schedule` (the tests resolve every proposed layout
 as a scenario); the search bounds no size beyond them except CP (at most MAX_CP) and the micro
-batch (at most MAX_MICRO_BATCH).
+batch (at most MAX_MICRO_BATCH, or the scenario's own).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from costmodel.derive.plain import divisors
 from costmodel.inputs.model_shape import tensor_parallel_widths
 from costmodel.inputs.scenario import Scenario
 
-#: The largest context-parallel size and micro batch searched.
+#: The largest context-parallel size and micro batch searched (and the scenario's own micro
+#: batch, whatever it is).
 MAX_CP = 32
 MAX_MICRO_BATCH = 8
 #: Recompute modules, cheapest first (no GEMMs, the attention core, then the weight modules):
@@ -185,7 +186,7 @@ def cores(sc: Scenario, gpus: int, fp8: bool = False) -> list[Core]:
     for tp, pp, cp, dp in _splits(sc, gpus):
         eps = [e for e in divisors(dp) if experts % e == 0] if experts else [1]
         sps = [False, True] if tp > 1 and (sc.seq_len // cp) % tp == 0 else [False]
-        for micro_batch in range(1, MAX_MICRO_BATCH + 1):
+        for micro_batch in sorted({*range(1, MAX_MICRO_BATCH + 1), sc.micro_batch}):
             m = _micro_batches(sc, dp, micro_batch)
             # padded: each rank's samples split into whole micro batches; packed: the documents
             # fill rows of seq_len tokens, a fraction of a row per step allowed (as resolve does)
@@ -218,3 +219,22 @@ def own_schedule(sc: Scenario) -> Schedule:
     if sc.pipeline_parallel == 1:
         return Schedule("1f1b")
     return Schedule(sc.pipeline_schedule or "1f1b", sc.virtual_pipeline)
+
+
+def outside(sc: Scenario) -> str:
+    """Why the scenario's own layout is not among the cores searched (`cores`), in words."""
+    core = own_core(sc)
+    if core.cp > MAX_CP:
+        return f"context_parallel {core.cp} is above the search's {MAX_CP}"
+    if core.tp not in tensor_parallel_sizes(sc, sc.num_gpus):
+        return f"tensor_parallel {core.tp} does not divide every width TP splits"
+    if core.micro_batches < 1 or (
+        sc.batching == "padded" and not float(core.micro_batches).is_integer()
+    ):
+        return (
+            f"its {core.micro_batches:g} micro batches per step are not a whole number of at "
+            "least one"
+        )
+    if (core.fp8, core.fp8_activations) not in fp8_options(sc, True) + fp8_options(sc):
+        return f"fp8 {core.fp8} on a GPU without an FP8 peak"
+    return "its sizes or settings"
