@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate import compute_time, plan, run, step_time
+from costmodel.evaluate import compute_time, plan, plan_space, run, step_time
 from costmodel.evaluate.plan_eval import Evaluator
 from costmodel.evaluate.plan_findings import findings
 from costmodel.evaluate.plan_space import (
@@ -138,3 +138,10 @@ def test_packed_batching_with_a_lengths_file():
     assert sc.sequence_lengths is not None and not float(sc.micro_batches_per_step).is_integer()
     assert found.own is not None and found.own_note == ""
     assert found.own.seconds == pytest.approx(step_time.predict(sc)["seconds"], rel=1e-9)
+
+
+def test_own_micro_batch_beyond_the_searched_ones_is_searched():
+    sc = scenario.resolve(LLAMA, {**SMALL, "micro_batch": 16})
+    found = plan.search(sc, top=1)
+    assert found.own_note == "" and found.own.core.micro_batch == 16
+    assert plan_space.MAX_MICRO_BATCH < 16
