@@ -143,5 +143,6 @@ def test_packed_batching_with_a_lengths_file():
 def test_own_micro_batch_beyond_the_searched_ones_is_searched():
     sc = scenario.resolve(LLAMA, {**SMALL, "micro_batch": 16})
     found = plan.search(sc, top=1)
-    assert found.own_note == "" and found.own.core.micro_batch == 16
+    assert found.own is not None and found.own.core.micro_batch == 16  # searched, evaluated
+    assert found.own_note == "the scenario's own layout does not fit (memory model)"
     assert plan_space.MAX_MICRO_BATCH < 16
