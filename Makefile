@@ -70,6 +70,7 @@ validate: validate-deps
 benchmark: venv
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_sweep.py
+	$(PY) benchmarks/bench_plan.py
 	$(PY) benchmarks/bench_suite.py
 	$(PY) benchmarks/bench_handouts.py
 	$(PY) benchmarks/megatron_flops.py

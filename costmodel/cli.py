@@ -1,4 +1,4 @@
-"""The command line: `costmodel report`, `gemms`, `params`, `sweep` and `handouts`.
+"""The command line: `costmodel report`, `gemms`, `params`, `sweep`, `plan` and `handouts`.
 
 Bad input prints one line on stderr and exits with status 2; no traceback. Ctrl-C, SIGTERM and
 SIGHUP print one line each and exit with status 130, 143 and 129 (a second one while the command
@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     gemms.add_argument("--format", choices=("text", "json"), default="text")
 
     _sweep_args(sub)
+    _plan_args(sub)
 
     params = sub.add_parser("params", help="parameter breakdown of a Hugging Face config.json")
     params.add_argument("config", help="a config.json path or a preset name")
@@ -128,6 +129,37 @@ def _sweep_args(sub) -> None:
     )
     sweep.add_argument("--out", metavar="FILE", help="write the CSV here (default: stdout)")
     sweep.add_argument("--plot", metavar="FILE", help="plot MFU against the first key (.png, .svg)")
+
+
+def _plan_args(sub) -> None:
+    plan = sub.add_parser(
+        "plan", help="rank the layouts that fit the scenario's model and cluster by step time"
+    )
+    _scenario_args(plan)
+    plan.add_argument("--gpus", type=_count, metavar="N", help="GPUs (default: num_gpus)")
+    plan.add_argument("--gpu", metavar="NAME", help="GPU model (default: the scenario's)")
+    plan.add_argument("--top", type=_count, default=10, metavar="K", help="layouts shown")
+    plan.add_argument("--fp8", action="store_true", help="search FP8 too where the GPU has it")
+    plan.add_argument("--format", choices=("text", "json", "csv"), default="text")
+
+
+def _plan(args) -> None:
+    from costmodel.evaluate.plan import search
+    from costmodel.present.plan import render
+
+    found = search(_scenario(args), args.gpus, args.gpu, args.top, fp8=args.fp8)
+    sys.stdout.write(render(found, args.format, args.top))
+
+
+def _count(text: str) -> int:
+    """--gpus N, --top K: ASCII digits only, 1 to 10,000,000."""
+    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 8 else 0
+    if not 1 <= value <= 10_000_000:
+        shown = repr(text) if len(text) <= 40 else repr(text[:40]) + "…"
+        raise argparse.ArgumentTypeError(
+            f"{shown} is not allowed; expected a positive integer up to 10,000,000"
+        )
+    return value
 
 
 def _sweep(args) -> None:
@@ -234,6 +266,8 @@ def run(argv: list[str] | None = None) -> int:
         sys.stdout.write(render_gemms(gemm_table(_scenario(args)), args.format))
     elif args.command == "sweep":
         _sweep(args)
+    elif args.command == "plan":
+        _plan(args)
     elif args.command == "params":
         import json
 

@@ -258,13 +258,9 @@ def _optimizer_bytes(sc: Scenario, shape: ModelShape) -> float:
     return ADAM_BYTES_PER_PARAM * (dense_gpu + experts_gpu)
 
 
-def compute(sc: Scenario, shape: ModelShape | None = None) -> dict[str, Any]:
-    """The compute parts of one step on the most loaded GPU (seconds), the phases collectives
-    hide behind, and the efficiencies used (module docstring)."""
-    sc = as_scenario(sc)
-    shape = shape or sc.shape
-    eff = efficiency.efficiencies(sc.values)
-    gemm = _gemm_rows(sc, eff, shape)
+def stage_sums(sc: Scenario, shape: ModelShape, eff: dict, gemm: dict[str, float]):
+    """The most loaded stage's per-step seconds summed over its layers (each `_layer` key),
+    its layers, and the attention and linear-attention cores' forward FLOPs per layer."""
     share = _sharing(sc)
     full_layers = max(sc.num_full_attention_layers, 1)
     core_fwd = core_forward_flops(sc, counted=False) / full_layers / share
@@ -278,6 +274,32 @@ def compute(sc: Scenario, shape: ModelShape | None = None) -> dict[str, Any]:
     ]
     stage = _stage(kinds, sc.pipeline_parallel)
     sums = {key: sum(layer[key] for layer in stage) for key in kinds[0][0]} if stage else {}
+    return sums, stage, core_fwd, linear_fwd
+
+
+def recompute_seconds(sc, sums: dict[str, float]) -> float:
+    """The recompute part of a step from its stage's sums (`stage_sums`): the weights'
+    (`_recompute_weights`) and r_core of the cores' forward. `sc` needs only the recompute keys
+    and the fractions resolve derives."""
+    core = sums.get("core_forward", 0.0) + sums.get("linear_forward", 0.0)
+    return _recompute_weights(sc, sums) + sc.recompute_core_fraction * core
+
+
+def compute(
+    sc: Scenario,
+    shape: ModelShape | None = None,
+    gemm: dict[str, float] | None = None,
+    staged: tuple | None = None,
+) -> dict[str, Any]:
+    """The compute parts of one step on the most loaded GPU (seconds), the phases collectives
+    hide behind, and the efficiencies used (module docstring). `gemm`: the GEMM rows' seconds
+    (`_gemm_rows`) and `staged`: `stage_sums` of them, when the caller has them (the plan's
+    search, for many layouts alike)."""
+    sc = as_scenario(sc)
+    shape = shape or sc.shape
+    eff = efficiency.efficiencies(sc.values)
+    gemm = _gemm_rows(sc, eff, shape) if gemm is None else gemm
+    sums, stage, core_fwd, linear_fwd = staged or stage_sums(sc, shape, eff, gemm)
     mb = sc.micro_batches_per_step
     bandwidth = sc.hbm_bandwidth * eff["hbm"].value
     outside_fwd = mb * sum(gemm.get(key, 0.0) for key in OUTSIDE_ROWS)
@@ -287,9 +309,7 @@ def compute(sc: Scenario, shape: ModelShape | None = None) -> dict[str, Any]:
     optimizer = _optimizer_bytes(sc, shape) / bandwidth
     gemm_fwd = sums.get("gemm_forward", 0.0) + outside_fwd
     r_core = sc.recompute_core_fraction
-    recompute = _recompute_weights(sc, sums) + r_core * (
-        sums.get("core_forward", 0.0) + sums.get("linear_forward", 0.0)
-    )
+    recompute = recompute_seconds(sc, sums)
     parts = {
         "gemms": 3 * gemm_fwd,
         "attention": sums.get("core_forward", 0.0) + sums.get("core_backward", 0.0),

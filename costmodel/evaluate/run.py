@@ -19,7 +19,7 @@ from costmodel.derive import activations as act
 from costmodel.derive import numeric, plain
 from costmodel.errors import CostModelError
 from costmodel.evaluate import compute_time
-from costmodel.evaluate.communication import Compute, communication
+from costmodel.evaluate.communication import Communication, Compute, communication
 from costmodel.evaluate.gpu_memory import (  # noqa: F401 (re-exported: the memory model)
     MEMORY_CONVENTION,
     MEMORY_SETTINGS,
@@ -341,13 +341,26 @@ def comm(
     `communication_share` if given, else the estimate (`share`, the upper bound: nothing
     overlapped; `exposed_share` beside it)."""
     sc = as_scenario(sc)
+    out = communication_of(sc, shape, compute).as_dict()
+    measured = sc.communication_share
+    out["estimated_share"] = out["share"]
+    out["basis"] = "measured" if measured is not None else "estimated"
+    out["share_used"] = measured if measured is not None else out["estimated_share"]
+    return out
+
+
+def communication_of(
+    sc: Scenario, shape: ModelShape | None = None, compute: Compute | None = None
+) -> Communication:
+    """The Communication of the scenario's layout (`comm` without its dict: the plan reads
+    `exposed_seconds` of many layouts)."""
     shape = shape or sc.shape
     gpu = hardware.GPUS[sc.gpu]
     intra = sc.intra_node_bandwidth or gpu.intra_node_bandwidth(sc.gpus_per_node)
     inter = sc.inter_node_bandwidth or gpu.network_bandwidth
     experts = float(shape.breakdown["routed_experts_total"])
     mtp = sc.num_mtp_layers  # counted (count_mtp): each a full layer
-    result = communication(
+    return communication(
         dp=sc.data_parallel,
         tp=sc.tensor_parallel,
         pp=sc.pipeline_parallel,
@@ -384,9 +397,3 @@ def comm(
         ep_overlap=sc.ep_overlap,
         compute=compute or compute_seconds(sc, shape),
     )
-    out = result.as_dict()
-    measured = sc.communication_share
-    out["estimated_share"] = out["share"]
-    out["basis"] = "measured" if measured is not None else "estimated"
-    out["share_used"] = measured if measured is not None else out["estimated_share"]
-    return out

@@ -1,0 +1,190 @@
+"""Where each published run's layout ranks among the layouts `costmodel plan` finds for its
+model, cluster size and global batch (benchmarks/published_runs.csv, each row made a scenario
+as benchmarks/published_runs.py does: `published.overrides`).
+
+Per row: the rank of the published layout among the fitting layouts (each with its fastest
+settings that fit), whether it is in the top 10%, how much faster the top one is predicted, and
+the step-time model's error on the published layout itself (predicted / published - 1). A row
+outside the top 10% gets a one-line examination: model error (the model misses the published
+step by more than MODEL_ERROR, so its ranking of this run is not to be trusted), or what the
+top layout changes that the search takes for free (a constraint it ignores), named by the keys
+that differ.
+
+    python benchmarks/plan_published.py             # the markdown table and the summary
+    python benchmarks/plan_published.py --limit 20  # the first 20 rows only
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from costmodel.errors import CostModelError
+from costmodel.evaluate import plan
+from costmodel.inputs import scenario
+
+#: A published step the model misses by more than this share: the examination says model error.
+MODEL_ERROR = 0.25
+#: Keys compared between the published layout and the top one (the examination names them).
+COMPARED = (
+    "tensor_parallel",
+    "pipeline_parallel",
+    "pipeline_schedule",
+    "virtual_pipeline",
+    "context_parallel",
+    "expert_parallel",
+    "micro_batch",
+    "sequence_parallel",
+    "recompute",
+    "zero_stage",
+)
+
+
+def _published():
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import published
+
+    return published
+
+
+def _layout(keys: dict[str, Any]) -> str:
+    pp = f"PP{keys['pipeline_parallel']}"
+    if keys.get("virtual_pipeline"):
+        pp += f"v{keys['virtual_pipeline']}"
+    return (
+        f"TP{keys['tensor_parallel']} {pp} CP{keys['context_parallel']} "
+        f"EP{keys['expert_parallel']} DP{keys['data_parallel']} mb{keys['micro_batch']} "
+        f"Z{keys['zero_stage']} {keys['recompute']}"
+    )
+
+
+def _differences(own: dict[str, Any], top: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{key} {own[key]}->{top[key]}" for key in COMPARED if own.get(key) != top.get(key)
+    )
+
+
+def examine(row: dict[str, Any]) -> dict[str, Any]:
+    """One published run's rank and its examination (module docstring)."""
+    pub = _published()
+    out: dict[str, Any] = {"id": row["id"], "gpus": row["num_gpus"], "error": None}
+    start = time.perf_counter()
+    try:
+        sc = scenario.resolve(overrides=pub.overrides(row))
+        found = plan.search(sc)
+    except CostModelError as error:
+        out["error"] = str(error)
+        out["seconds_searching"] = time.perf_counter() - start
+        return out
+    out["seconds_searching"] = time.perf_counter() - start
+    published, _ = pub.step_time(row)
+    top = found.rows[0]
+    out.update(
+        fitting=found.fitting,
+        rank=found.own_rank,
+        note=found.own_note,
+        top=_layout(plan.layout_keys(found, top)),
+        top_seconds=top.seconds,
+        published_seconds=published,
+    )
+    own = found.own
+    if own is None:
+        out["top10"] = False
+        out["examination"] = f"not ranked: {found.own_note}"
+        return out
+    own_keys = plan.layout_keys(found, own)
+    out["own"] = _layout(own_keys)
+    out["own_seconds"] = own.seconds
+    out["model_error"] = own.seconds / published - 1 if published else None
+    out["faster"] = own.seconds / top.seconds - 1
+    rank = found.own_rank
+    out["top10"] = rank is not None and rank <= math.ceil(0.1 * found.fitting)
+    if not out["top10"]:
+        out["examination"] = _examination(out, own_keys, plan.layout_keys(found, top))
+    return out
+
+
+def _examination(out: dict[str, Any], own: dict[str, Any], top: dict[str, Any]) -> str:
+    if out["note"]:
+        return out["note"]
+    error = out["model_error"]
+    if error is not None and abs(error) > MODEL_ERROR:
+        return (
+            f"model error: the model predicts {out['own_seconds']:.3g} s for the published "
+            f"layout, published {out['published_seconds']:.3g} s ({error:+.0%})"
+        )
+    why = []
+    if own["recompute"] != "none" and top["recompute"] == "none":
+        why.append("the run recomputes though the memory model fits the top layout without")
+    if top["zero_stage"] == 3 and own["zero_stage"] != 3:
+        why.append("the model hides ZeRO-3's weight gathers behind compute")
+    if top["context_parallel"] > own["context_parallel"]:
+        why.append("the model hides the CP ring behind the attention core")
+    if top["tensor_parallel"] < own["tensor_parallel"]:
+        why.append("less TP: the model has the DP or CP traffic overlapped instead")
+    head = f"model within {MODEL_ERROR:.0%} ({error:+.0%})" if error is not None else "no step"
+    tail = f": {'; '.join(why)}" if why else ""
+    return f"{head}; the top layout changes {_differences(own, top)}{tail}"
+
+
+def _cell(x: float | None, fmt: str) -> str:
+    return "" if x is None else format(x, fmt)
+
+
+def table(found: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| run | GPUs | published layout | rank / fitting | top 10% | top layout | top faster by "
+        "| model error (own) | examination |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for x in found:
+        if x["error"]:
+            lines.append(f"| {x['id']} | {x['gpus']} | | | | | | | not searched: {x['error']} |")
+            continue
+        rank = f"{x['rank']} / {x['fitting']}" if x.get("rank") else f"- / {x['fitting']}"
+        lines.append(
+            f"| {x['id']} | {x['gpus']} | {x.get('own', '')} | {rank} | "
+            f"{'yes' if x.get('top10') else 'no'} | {x['top']} | "
+            f"{_cell(x.get('faster'), '.0%')} | {_cell(x.get('model_error'), '+.0%')} | "
+            f"{x.get('examination', '')} |"
+        )
+    return lines
+
+
+def summary(found: list[dict[str, Any]]) -> list[str]:
+    searched = [x for x in found if not x["error"]]
+    ranked = [x for x in searched if x.get("rank")]
+    top10 = [x for x in ranked if x["top10"]]
+    model = [x for x in ranked if not x["top10"] and x["examination"].startswith("model error")]
+    return [
+        f"{len(found)} published runs: {len(searched)} searched ({len(found) - len(searched)} "
+        f"not: the layout or model cannot be made a scenario), {len(ranked)} with their own "
+        f"layout ranked; {len(top10)} of {len(ranked)} in the top 10% of the layouts that fit; "
+        f"of the {len(ranked) - len(top10)} others, {len(model)} are model error (the published "
+        f"step missed by more than {MODEL_ERROR:.0%}), the rest name what the top layout changes",
+        f"search time: total {sum(x['seconds_searching'] for x in found):.0f} s, the longest "
+        f"{max(x['seconds_searching'] for x in found):.1f} s",
+    ]
+
+
+def main(argv: list[str]) -> int:
+    rows = _published().rows()
+    if "--limit" in argv:
+        rows = rows[: int(argv[argv.index("--limit") + 1])]
+    found = []
+    head = table([])
+    print("\n".join(head), flush=True)
+    for row in rows:  # each line as it is found (the largest runs take a while)
+        found.append(examine(row))
+        print(table(found[-1:])[len(head)], flush=True)
+    print("\n".join([""] + summary(found)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

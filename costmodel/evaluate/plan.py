@@ -1,0 +1,442 @@
+"""`costmodel plan`: the layouts of a scenario's model, global batch and sequence length on a
+cluster, ranked by the step-time model's predicted step.
+
+The search (evaluate.plan_space enumerates, evaluate.plan_eval evaluates):
+1. every core that divides: TP x PP x CP x DP GPUs, EP inside DP, a micro batch, sequence
+   parallel, the scenario's precision (or, with `fp8`, BF16 and FP8 where the GPU has an FP8
+   peak); each with its settings: the pipeline schedule and its virtual stages, a recompute
+   policy (none, the growing selective module sets, full, the scenario's own) and a ZeRO stage;
+2. the screen: a core fits when its most memory-saving settings fit (ZeRO 3, full recompute or
+   the largest module set, the schedule that holds the fewest micro batches); the least peak
+   over all cores is what a model that fits nowhere is told it needs;
+3. the cores that fit in the order of a lower bound on their step (plan_eval's lower_bound),
+   each at its fastest settings that fit (`_best`: the step-time model's parts, as
+   step_time.predict adds them), until the bound passes both the scenario's own predicted step
+   and the K-th best found. Every core faster than either is timed, so the top K and the own
+   layout's rank (1 + the cores predicted faster) are exact; a core past the K-th best is
+   timed only until one of its settings beats the own layout (it is counted, not ranked).
+
+Ties (the same predicted step) keep the order of the lesser peak memory.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from costmodel.derive import plain
+from costmodel.errors import CostModelError
+from costmodel.evaluate import account, run, step_time
+from costmodel.evaluate.linear import linear_attention
+from costmodel.evaluate.plan_eval import ZERO_STAGES, Evaluator, least_bubble
+from costmodel.evaluate.plan_space import (
+    Core,
+    Recompute,
+    Schedule,
+    cores,
+    outside,
+    own_core,
+    own_recompute,
+    own_schedule,
+    recompute_options,
+    schedule_options,
+    selective_chain,
+)
+from costmodel.inputs import hardware, scenario
+from costmodel.inputs.scenario import Scenario
+
+#: Layouts shown by default.
+TOP = 10
+#: Memory headroom under this share of the usable bytes is named as a limit.
+TIGHT_MEMORY = 0.05
+#: What the compute part is made of (step_time.PARTS).
+COMPUTE_PARTS = ("gemms", "attention", "linear_attention", "memory_bound", "recompute")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One layout and its predicted step."""
+
+    core: Core
+    recompute: Recompute
+    zero_stage: int
+    schedule: Schedule
+    seconds: float
+    parts: dict[str, float]
+    peak_bytes: float
+    capacity: float
+
+    @property
+    def key(self) -> tuple:
+        return (self.core, self.recompute, self.zero_stage, self.schedule)
+
+    @property
+    def headroom(self) -> float:
+        return self.capacity - self.peak_bytes
+
+
+@dataclass
+class Plan:
+    """The result of a search (module docstring)."""
+
+    base: Scenario
+    rows: list[Row]  # every layout timed, fastest first
+    own: Row | None  # the scenario's own layout, as the search evaluates it
+    own_rank: int | None  # 1 + the fitting layouts predicted faster
+    own_note: str  # why the own layout is not ranked, where it is not
+    searched: int  # layouts enumerated
+    fitting: int  # of them, those that fit
+    timed: int  # of those, the ones whose step was predicted
+    least_peak: float  # the least peak memory over every layout searched
+    model_flops_per_step: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gpus(self) -> int:
+        return self.base.num_gpus
+
+    def tokens_per_s(self, row: Row) -> float:
+        return self.base.tokens_per_step / row.seconds
+
+    def mfu(self, row: Row) -> float:
+        return self.model_flops_per_step / (row.seconds * self.gpus * self.base.peak_flops)
+
+
+def _inputs(sc: Scenario, changes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The scenario's keys as inputs to resolve again with `changes` (run.variant's rules: the
+    keys a recompute policy does not take dropped; no sequence parallel without TP)."""
+    data = {
+        key: value
+        for key, value in sc.values.items()
+        if key in scenario.FIELDS and value is not None and key not in run._NOT_INPUTS
+    }
+    if sc.sequence_lengths is not None:  # the lengths file again (its path as resolved)
+        data["sequence_lengths"] = sc.sequence_lengths
+        data.pop("mean_tokens_per_sample", None)
+    data.update(changes or {})
+    data = {key: value for key, value in data.items() if value is not None}
+    policy = data["recompute"]
+    if policy != sc.recompute or policy != "selective":
+        data.pop("selective_recompute_fraction", None)
+    if policy != "selective":
+        data.pop("recompute_modules", None)
+    if policy != "full":
+        data.pop("recompute_num_layers", None)
+        data.pop("recompute_method", None)
+    if data["tensor_parallel"] == 1:
+        data["sequence_parallel"] = False
+    if data.get("pipeline_schedule") != "interleaved":
+        data.pop("virtual_pipeline", None)
+    return data
+
+
+def rebase(sc: Scenario, gpus: int | None = None, gpu: str | None = None) -> Scenario:
+    """The scenario on `gpus` GPUs of `gpu` (resolved again; the GPU's peak and bandwidth from
+    the table unless the scenario gave them), its own layout kept where it still divides, else
+    TP = PP = CP = EP = 1. A null step_time is 1 s (the exposed communication does not depend on
+    it)."""
+    data = {**_inputs(sc), "name": sc.name}
+    if gpus is not None:
+        data["num_gpus"] = gpus
+    if gpu is not None:
+        name = hardware.lookup(gpu)
+        if name is None:
+            allowed = ", ".join(hardware.GPUS)
+            raise CostModelError(f"--gpu: {gpu!r} is not allowed; expected one of {allowed}")
+        data["gpu"] = name.name
+        for key in ("peak_flops", "hbm_bandwidth"):
+            if sc.sources.get(key) not in ("file", "--set"):
+                data.pop(key, None)
+    data.setdefault("step_time", 1.0)
+    try:
+        return scenario.resolve(data=data)
+    except CostModelError:
+        plain = {
+            "tensor_parallel": 1,
+            "pipeline_parallel": 1,
+            "context_parallel": 1,
+            "expert_parallel": 1,
+            "sequence_parallel": False,
+            "pipeline_schedule": "1f1b",
+        }
+        return scenario.resolve(data=_inputs(sc, {**data, **plain}))
+
+
+def _screen(ev: Evaluator, all_cores: list[Core], saving: list[Recompute]):
+    """The cores that fit under their most memory-saving settings (the recompute options of
+    `saving` at ZeRO 3 and the schedule that holds the fewest micro batches), and the least
+    peak over them all."""
+    fitting, least = [], math.inf
+    for core in all_cores:
+        schedules = schedule_options(ev.base, core.pp)
+        peak = ev.least_peak(core, saving, schedules)
+        least = min(least, peak)
+        if peak <= ev.usable:
+            fitting.append(core)
+    return fitting, least
+
+
+def _row(ev: Evaluator, core: Core, rc: Recompute, zero: int, schedule: Schedule, peak) -> Row:
+    parts = ev.parts(core, rc, zero, schedule)
+    parts = {name: float(parts.get(name, 0.0)) for name in step_time.PARTS}
+    return Row(core, rc, zero, schedule, sum(parts.values()), parts, peak, ev.usable)
+
+
+def _policies(ev: Evaluator, core: Core, options, limit: float, chain, bubble: float):
+    """(a floor on the step, recompute) of each recompute policy whose compute with the least
+    bubble could beat `limit` (ZeRO 0's compute is no shorter than ZeRO 1's); past one that
+    cannot, the larger module sets of `chain` are passed over (each recomputes what the one
+    before does, and more)."""
+    found, chain_over = [], False
+    for rc in options:
+        chained = rc.policy == "selective" and rc in chain
+        if chained and chain_over:
+            continue
+        floor = ev.floor(core, rc, bubble) + ev.unhidden(core, rc)
+        if floor >= limit:
+            chain_over = chain_over or chained
+            continue
+        found.append((floor, rc))
+    return found
+
+
+def _fitting(ev: Evaluator, core: Core, rc: Recompute, schedules, shares) -> list[tuple]:
+    """(floor, peak, recompute, ZeRO stage, schedule) of the settings of a policy that fit:
+    per ZeRO stage, the schedule of the least bubble that fits (it changes only the bubble)."""
+    peaks = ev.peaks(core, rc, schedules)
+    fit = peaks <= ev.usable
+    out = []
+    for z in np.nonzero(fit.any(axis=1))[0]:
+        s = min(np.nonzero(fit[z])[0], key=lambda i: (shares[i], peaks[z, i]))
+        floor = ev.floor(core, rc, shares[s], ZERO_STAGES[z])
+        out.append((floor, float(peaks[z, s]), rc, ZERO_STAGES[z], schedules[s]))
+    return out
+
+
+def _best(
+    ev: Evaluator,
+    core: Core,
+    options: list[Recompute],
+    limit: float = math.inf,
+    enough: float = 0.0,
+    chain: tuple[Recompute, ...] = (),
+) -> Row | None:
+    """The core's fastest settings that fit (recompute, ZeRO stage, schedule), or None where
+    none can be faster than `limit`. Best first: policies and then settings in the order of
+    their floor (the step without communication, plus what no compute hides outside DP once
+    known; a policy's memory is evaluated only when its floor comes up), each timed until the
+    floor passes the best found. `enough`: the first settings faster than it end the search
+    (the core only needs counting: faster than the own layout, not among the top)."""
+    schedules = schedule_options(ev.base, core.pp)
+    shares = [
+        plain.bubble_over_compute(s.name, core.pp, core.micro_batches, s.virtual or 1)
+        for s in schedules
+    ]
+    bubble = min(shares)
+    # no recompute first; the other policies (each no faster in compute) join the queue only
+    # when their common floor, no recompute's with what nothing hides, comes up
+    none = Recompute("none")
+    heap = [(ev.floor(core, none, bubble), 0.0, 0, none, None)]
+    heap.append((heap[0][0], 0.0, 1, None, None))
+    count = 2
+    best = None
+    timed: dict[int, list[tuple[float, float]]] = {z: [] for z in ZERO_STAGES}
+    while heap:
+        floor, peak, _, rc, setting = heapq.heappop(heap)
+        bar = min(limit, best.seconds if best else math.inf)
+        if floor >= bar:
+            break
+        if rc is None:  # the other policies
+            if floor + ev.unhidden(core, none) >= bar:
+                continue
+            others = [x for x in options if x != none]
+            for policy_floor, policy in _policies(ev, core, others, limit, chain, bubble):
+                count += 1
+                heapq.heappush(heap, (policy_floor, 0.0, count, policy, None))
+            continue
+        if setting is None:  # a policy: its settings that fit join the queue
+            for item in _fitting(ev, core, rc, schedules, shares):
+                count += 1
+                heapq.heappush(heap, (item[0], item[1], count, rc, item[3:]))
+            continue
+        zero, schedule = setting
+        if floor + ev.unhidden(core, rc) >= bar:
+            continue  # no communication could make it faster
+        # more recompute at the same ZeRO stage, delta seconds, hides at most 2 x delta more
+        # communication (its windows, and the attention cap of the CP ring, grow by at most
+        # delta each): the step without its bubble is no shorter than rest - delta
+        compute = ev.floor(core, rc, 0.0, zero)
+        if any(c <= compute and rest - (compute - c) + floor - compute >= bar
+               for c, rest in timed[zero]):  # fmt: skip
+            continue
+        row = _row(ev, core, rc, zero, schedule, peak)
+        timed[zero].append((compute, row.seconds - row.parts["pipeline_bubble"]))
+        if best is None or (row.seconds, row.peak_bytes) < (best.seconds, best.peak_bytes):
+            best = row
+        if best.seconds < enough:
+            return best
+    return best
+
+
+def _own(ev: Evaluator) -> tuple[Row | None, str]:
+    """The scenario's own layout as the search evaluates it, or why it is not among them."""
+    base = ev.base
+    core, rc, schedule = own_core(base), own_recompute(base), own_schedule(base)
+    if core.tp == 1:
+        core = Core(**{**core.__dict__, "sp": False})
+    if core not in set(cores(base, base.num_gpus)):
+        return None, f"the scenario's own layout is outside the search: {outside(base)}"
+    schedules = schedule_options(base, core.pp)
+    if schedule not in schedules:
+        return None, (
+            f"the scenario's own schedule ({schedule.label}) is outside the search: the virtual "
+            "stages must split the layers evenly"
+        )
+    peak = float(ev.peaks(core, rc, schedules)[base.zero_stage, schedules.index(schedule)])
+    row = _row(ev, core, rc, base.zero_stage, schedule, peak)
+    if peak > ev.usable:
+        return row, "the scenario's own layout does not fit (memory model)"
+    return row, ""
+
+
+def _bound(ev: Evaluator, core: Core) -> float:
+    """A step no layout of the core can beat: its compute bound and its least bubble."""
+    schedules = tuple(schedule_options(ev.base, core.pp))
+    return ev.lower_bound(core) * (1 + least_bubble(core.pp, core.micro_batches, schedules))
+
+
+def _saving(options: list[Recompute]) -> list[Recompute]:
+    """The recompute options that save the most memory: full, and the largest selective set."""
+    selective = [rc for rc in options if rc.policy == "selective"]
+    largest = max(selective, key=lambda rc: len(rc.modules or ()), default=None)
+    return [rc for rc in options if rc.policy == "full"] + ([largest] if largest else [])
+
+
+def search(
+    sc: Scenario,
+    gpus: int | None = None,
+    gpu: str | None = None,
+    top: int = TOP,
+    fp8: bool = False,
+) -> Plan:
+    """Search the layouts (module docstring); CostModelError (one line) when none fits."""
+    base = rebase(sc, gpus, gpu)
+    ev = Evaluator(base)
+    options = recompute_options(base)
+    all_cores = cores(base, base.num_gpus, fp8)
+    if not all_cores:
+        raise CostModelError(
+            f"num_gpus: {base.num_gpus} is not allowed; expected a GPU count that a layout of "
+            f"this model and batch divides (TP x PP x CP x DP with at least one micro batch of "
+            f"{base.samples_per_step:,} samples on each pipeline)"
+        )
+    fitting, least = _screen(ev, all_cores, _saving(options))
+    if not fitting:
+        raise CostModelError(
+            f"num_gpus: {base.num_gpus} is not allowed; expected GPUs with more memory or more "
+            f"of them: no layout of {base.num_gpus} x {base.gpu} fits; the least peak over "
+            f"the layouts searched is {least / 1e9:.1f} GB per GPU "
+            f"({ev.usable / 1e9:.1f} GB usable)"
+        )
+    own, note = _own(ev)
+    own_seconds = own.seconds if own is not None and not note else 0.0
+    bounds = {core: _bound(ev, core) for core in fitting}
+    best: list[float] = []  # the `top` fastest steps, negated (a max-heap)
+    rows: list[Row] = []
+    none = Recompute("none")
+    chain = tuple(selective_chain(base))
+    for core in sorted(fitting, key=bounds.get):
+        kth = -best[0] if len(best) >= top else math.inf
+        limit = max(kth, own_seconds)
+        if bounds[core] > limit:
+            break
+        # a tighter bound: the core's compute without recompute, with its least bubble
+        schedules = tuple(schedule_options(base, core.pp))
+        bubble = least_bubble(core.pp, core.micro_batches, schedules)
+        bound = ev.floor(core, none, bubble)
+        if bound > limit:
+            continue
+        # beyond the K-th best, a core is only counted: is it faster than the own layout?
+        counted = bound > kth
+        enough = own_seconds if counted else 0.0
+        row = _best(ev, core, options, limit * (1 + 1e-12), enough, chain)
+        if row is None:
+            continue
+        rows.append(row)
+        heapq.heappush(best, -row.seconds)
+        if len(best) > top:
+            heapq.heappop(best)
+    rows.sort(key=lambda r: (r.seconds, r.peak_bytes))
+    rank = None
+    if own is not None and not note:
+        rank = 1 + sum(1 for r in rows if r.seconds < own.seconds * (1 - 1e-12))
+    figures = account.evaluate(base, (linear_attention(base) or {}).get("flops_per_step") or 0.0)
+    return Plan(
+        base=base,
+        rows=rows,
+        own=own,
+        own_rank=rank,
+        own_note=note,
+        searched=len(all_cores),
+        fitting=len(fitting),
+        timed=len(rows),
+        least_peak=least,
+        model_flops_per_step=figures["model_flops_per_step"],
+        extra={"evaluator": ev},
+    )
+
+
+def limits(plan: Plan, row: Row) -> dict[str, Any]:
+    """What limits a layout, from its predicted parts: the shares of compute, exposed
+    communication and the pipeline bubble, the largest named; memory headroom named when under
+    TIGHT_MEMORY of the usable bytes."""
+    compute = sum(row.parts[name] for name in COMPUTE_PARTS)
+    shares = {
+        "compute": compute / row.seconds,
+        "communication": row.parts["communication_exposed"] / row.seconds,
+        "bubble": row.parts["pipeline_bubble"] / row.seconds,
+    }
+    limit = max(shares, key=shares.get)
+    tight = row.headroom < TIGHT_MEMORY * row.capacity
+    return {
+        "limit": limit + ("+memory" if tight else ""),
+        "shares": shares,
+        "headroom_bytes": row.headroom,
+        "headroom_share": row.headroom / row.capacity,
+        "memory_tight": tight,
+    }
+
+
+def layout_keys(plan: Plan, row: Row) -> dict[str, Any]:
+    """The scenario keys of a row's layout (what a team sets to run it)."""
+    core, rc = row.core, row.recompute
+    return {
+        "tensor_parallel": core.tp,
+        "pipeline_parallel": core.pp,
+        "virtual_pipeline": row.schedule.virtual,
+        "pipeline_schedule": row.schedule.name,
+        "context_parallel": core.cp,
+        "expert_parallel": core.ep,
+        "data_parallel": core.dp,
+        "micro_batch": core.micro_batch,
+        "sequence_parallel": core.sp,
+        "fp8": core.fp8,
+        "fp8_activations": core.fp8_activations,
+        "recompute": rc.policy,
+        "recompute_modules": list(rc.modules) if rc.modules is not None else None,
+        "recompute_num_layers": rc.num_layers,
+        "zero_stage": row.zero_stage,
+    }
+
+
+def as_scenario(plan: Plan, row: Row) -> Scenario:
+    """A row's layout resolved as a scenario (validated as `costmodel report` validates it):
+    CostModelError where the validation refuses it."""
+    keys = layout_keys(plan, row)
+    keys.pop("data_parallel")
+    keys["recompute_method"] = row.recompute.method
+    return scenario.resolve(data=_inputs(plan.base, keys))

@@ -1,0 +1,240 @@
+"""The layouts `costmodel plan` searches: every split of a cluster's GPUs into TP x PP x CP x DP
+(EP inside DP) with a micro batch, and the settings that go with it (sequence parallel, FP8,
+the pipeline schedule and its virtual stages, the recompute policy, the ZeRO stage), kept only
+where they divide as `costmodel.inputs.layout` checks a scenario's layout.
+
+A `Core` is what the compute and the communication of a step depend on (the sizes, the micro
+batch, sequence parallel, FP8); an `Option` adds the memory settings and the schedule. The
+checks mirror `inputs.layout._layout` and `_schedule` (the tests resolve every proposed layout
+as a scenario); the search bounds no size beyond them except CP (at most MAX_CP) and the micro
+batch (at most MAX_MICRO_BATCH, or the scenario's own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costmodel.derive import activations as act
+from costmodel.derive import plain
+from costmodel.derive.plain import divisors
+from costmodel.inputs.model_shape import tensor_parallel_widths
+from costmodel.inputs.scenario import Scenario
+
+#: The largest context-parallel size and micro batch searched (and the scenario's own micro
+#: batch, whatever it is).
+MAX_CP = 32
+MAX_MICRO_BATCH = 8
+#: Recompute modules, cheapest first (no GEMMs, the attention core, then the weight modules):
+#: the selective policies searched are the growing sets of these (run._candidates' order).
+MODULE_ORDER = ("layernorm", "moe_act", "core_attn", "mla_up_proj", "shared_experts", "mlp", "moe")
+
+
+@dataclass(frozen=True)
+class Core:
+    """The sizes of a layout and what its step's compute and communication depend on."""
+
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    dp: int
+    micro_batch: int
+    micro_batches: float  # per step on one pipeline
+    sp: bool
+    fp8: str  # none | hybrid
+    fp8_activations: str
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """A recompute policy: none, selective with its modules, or full."""
+
+    policy: str
+    modules: tuple[str, ...] | None = None
+    num_layers: int | None = None
+    method: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.policy == "selective":
+            return "selective:" + "+".join(self.modules or ())
+        if self.policy == "full" and self.num_layers is not None:
+            return f"full:{self.num_layers}:{self.method or 'uniform'}"
+        return self.policy
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A pipeline schedule and its virtual stages (None but for interleaved)."""
+
+    name: str
+    virtual: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}:{self.virtual}" if self.virtual else self.name
+
+
+def selective_chain(sc: Scenario) -> list[Recompute]:
+    """The growing selective module sets of the modules the model has (MODULE_ORDER)."""
+    shape = sc.shape
+    present = {
+        "moe_act": shape.is_moe,
+        "moe": shape.is_moe,
+        "shared_experts": bool(shape.shared_expert_intermediate_size),
+        "mlp": bool(shape.num_dense_layers and shape.intermediate_size),
+        "mla_up_proj": shape.mla,
+    }
+    out, modules = [], []
+    for module in MODULE_ORDER:
+        if present.get(module, True):
+            modules.append(module)
+            ordered = tuple(m for m in act.RECOMPUTE_MODULES if m in modules)
+            out.append(Recompute("selective", ordered))
+    return out
+
+
+def recompute_options(sc: Scenario) -> list[Recompute]:
+    """none, the growing selective module sets of the modules the model has, full, and the
+    scenario's own policy where it is none of these."""
+    out = [Recompute("none"), *selective_chain(sc), Recompute("full")]
+    own = own_recompute(sc)
+    if own not in out:
+        out.append(own)
+    return out
+
+
+def own_recompute(sc: Scenario) -> Recompute:
+    """The scenario's recompute policy as an Option's."""
+    if sc.recompute == "selective":
+        ordered = tuple(m for m in act.RECOMPUTE_MODULES if m in (sc.recompute_modules or ()))
+        return Recompute("selective", ordered)
+    if sc.recompute == "full" and sc.recompute_num_layers is not None:
+        return Recompute("full", None, sc.recompute_num_layers, sc.recompute_method)
+    return Recompute(sc.recompute)
+
+
+def fp8_options(sc: Scenario, search: bool = False) -> list[tuple[str, str]]:
+    """(fp8, fp8_activations): the scenario's precision; with `search`, BF16 and FP8 where the
+    GPU has an FP8 peak (the scenario's FP8 storage with it, else none)."""
+    if not search:
+        return [(sc.fp8, sc.fp8_activations)]
+    out = [("none", "none")]
+    if sc.gpu_spec.fp8_flops:
+        out.append(("hybrid", sc.fp8_activations if sc.fp8 == "hybrid" else "none"))
+    return out
+
+
+def schedule_options(sc: Scenario, pp: int) -> list[Schedule]:
+    """1F1B, interleaved with every virtual size that splits the stages evenly, and the
+    scenario's own schedule where it is another (zero_bubble, dualpipe); one stage: 1F1B."""
+    if pp == 1:
+        return [Schedule("1f1b")]
+    layers = sc.num_layers
+    stage = -(-layers // pp)
+    out = [Schedule("1f1b")]
+    out += [Schedule("interleaved", v) for v in range(2, stage + 1) if layers % (pp * v) == 0]
+    own = sc.pipeline_schedule or "1f1b"
+    if own not in ("1f1b", "interleaved"):
+        out.append(Schedule(own))
+    return out
+
+
+def tensor_parallel_sizes(sc: Scenario, gpus: int) -> list[int]:
+    """The TP sizes that divide the GPUs and every width of the model TP splits."""
+    widths = [w for _, w in tensor_parallel_widths(sc.shape, sc.num_mtp_layers)]
+    heads = sc.num_heads
+    return [
+        tp
+        for tp in divisors(gpus)
+        if tp == 1 or (all(w % tp == 0 for w in widths) and (heads is None or heads % tp == 0))
+    ]
+
+
+def _micro_batches(sc: Scenario, dp: int, micro_batch: int) -> float:
+    return plain.micro_batches(
+        sc.batching,
+        samples=sc.samples_per_step,
+        tokens=sc.tokens_per_step,
+        seq_len=sc.seq_len,
+        dp=dp,
+        micro_batch=micro_batch,
+    )
+
+
+def _splits(sc: Scenario, gpus: int):
+    """(tp, pp, cp, dp) that divide the GPUs, with PP at most the layers and CP dividing the
+    sequence."""
+    for tp in tensor_parallel_sizes(sc, gpus):
+        for pp in divisors(gpus // tp):
+            if pp > sc.num_layers:
+                break
+            for cp in divisors(gpus // (tp * pp)):
+                if cp > MAX_CP:
+                    break
+                if sc.seq_len % cp == 0:
+                    yield tp, pp, cp, gpus // (tp * pp * cp)
+
+
+def cores(sc: Scenario, gpus: int, fp8: bool = False) -> list[Core]:
+    """Every Core of `gpus` GPUs for the scenario's model, batch and sequence: at least one
+    micro batch per step (a whole number of them with padded batching), EP a divisor of the experts and of DP, sequence parallel
+    only with TP (and TP dividing the sequence's share of a CP rank); `fp8`: FP8 searched
+    (fp8_options)."""
+    out = []
+    experts = sc.num_experts
+    for tp, pp, cp, dp in _splits(sc, gpus):
+        eps = [e for e in divisors(dp) if experts % e == 0] if experts else [1]
+        sps = [False, True] if tp > 1 and (sc.seq_len // cp) % tp == 0 else [False]
+        for micro_batch in sorted({*range(1, MAX_MICRO_BATCH + 1), sc.micro_batch}):
+            m = _micro_batches(sc, dp, micro_batch)
+            # padded: each rank's samples split into whole micro batches; packed: the documents
+            # fill rows of seq_len tokens, a fraction of a row per step allowed (as resolve does)
+            if m < 1 or (sc.batching == "padded" and not float(m).is_integer()):
+                continue
+            for ep in eps:
+                for sp in sps:
+                    for precision, storage in fp8_options(sc, fp8):
+                        out.append(Core(tp, pp, cp, ep, dp, micro_batch, m, sp, precision, storage))
+    return out
+
+
+def own_core(sc: Scenario) -> Core:
+    """The scenario's own layout as a Core."""
+    return Core(
+        sc.tensor_parallel,
+        sc.pipeline_parallel,
+        sc.context_parallel,
+        sc.expert_parallel,
+        sc.data_parallel,
+        sc.micro_batch,
+        float(sc.micro_batches_per_step),
+        bool(sc.sequence_parallel),
+        sc.fp8,
+        sc.fp8_activations,
+    )
+
+
+def own_schedule(sc: Scenario) -> Schedule:
+    if sc.pipeline_parallel == 1:
+        return Schedule("1f1b")
+    return Schedule(sc.pipeline_schedule or "1f1b", sc.virtual_pipeline)
+
+
+def outside(sc: Scenario) -> str:
+    """Why the scenario's own layout is not among the cores searched (`cores`), in words."""
+    core = own_core(sc)
+    if core.cp > MAX_CP:
+        return f"context_parallel {core.cp} is above the search's {MAX_CP}"
+    if core.tp not in tensor_parallel_sizes(sc, sc.num_gpus):
+        return f"tensor_parallel {core.tp} does not divide every width TP splits"
+    if core.micro_batches < 1 or (
+        sc.batching == "padded" and not float(core.micro_batches).is_integer()
+    ):
+        return (
+            f"its {core.micro_batches:g} micro batches per step are not a whole number of at "
+            "least one"
+        )
+    if (core.fp8, core.fp8_activations) not in fp8_options(sc, True) + fp8_options(sc):
+        return f"fp8 {core.fp8} on a GPU without an FP8 peak"
+    return "its sizes or settings"

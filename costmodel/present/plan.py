@@ -1,0 +1,204 @@
+"""`costmodel plan` as text, JSON or CSV: the top layouts of a search (evaluate.plan), the
+scenario's own layout and its rank, what limits each layout, and the findings.
+
+JSON: {"scenario", "gpus", "gpu", "global_batch", "seq_len", "searched", "fitting", "timed",
+"least_peak_bytes", "usable_bytes", "own": a layout or null, "own_rank", "own_note",
+"layouts": [a layout, ...], "findings": [{"name", "holds", "count", "of", "statement"}]}; a
+layout is {"rank", "own", "layout": its scenario keys, "step_seconds", "tokens_per_s", "mfu",
+"peak_bytes", "headroom_bytes", "parts": {step_time's parts, seconds}, "limit", "shares":
+{"compute", "communication", "bubble"}}.
+
+CSV: one row per layout (the top K, then the scenario's own where it is not among them), the
+columns CSV_COLUMNS.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from costmodel.evaluate import plan as search
+from costmodel.evaluate.plan_findings import findings
+from costmodel.formats import printable
+
+#: The CSV's columns, in order.
+CSV_COLUMNS = (
+    "rank",
+    "own",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "pipeline_schedule",
+    "virtual_pipeline",
+    "context_parallel",
+    "expert_parallel",
+    "data_parallel",
+    "micro_batch",
+    "sequence_parallel",
+    "fp8",
+    "recompute",
+    "recompute_modules",
+    "zero_stage",
+    "step_seconds",
+    "tokens_per_s",
+    "mfu",
+    "peak_bytes",
+    "headroom_bytes",
+    "compute_share",
+    "communication_share",
+    "bubble_share",
+    "limit",
+)
+
+
+def _layout(plan: search.Plan, row: search.Row, rank: int | None) -> dict[str, Any]:
+    limit = search.limits(plan, row)
+    return {
+        "rank": rank,
+        "own": plan.own is not None and row.key == plan.own.key,
+        "layout": search.layout_keys(plan, row),
+        "step_seconds": row.seconds,
+        "tokens_per_s": plan.tokens_per_s(row),
+        "mfu": plan.mfu(row),
+        "peak_bytes": row.peak_bytes,
+        "headroom_bytes": row.headroom,
+        "parts": dict(row.parts),
+        "limit": limit["limit"],
+        "shares": limit["shares"],
+    }
+
+
+def as_json(plan: search.Plan, top: int) -> dict[str, Any]:
+    """The JSON object (module docstring)."""
+    base = plan.base
+    own = plan.own
+    return {
+        "scenario": base.name,
+        "gpus": base.num_gpus,
+        "gpu": base.gpu,
+        "global_batch": base.samples_per_step,
+        "seq_len": base.seq_len,
+        "searched": plan.searched,
+        "fitting": plan.fitting,
+        "timed": plan.timed,
+        "least_peak_bytes": plan.least_peak,
+        "usable_bytes": plan.extra["evaluator"].usable,
+        "own": _layout(plan, own, plan.own_rank) if own is not None else None,
+        "own_rank": plan.own_rank,
+        "own_note": plan.own_note or None,
+        "layouts": [_layout(plan, row, i + 1) for i, row in enumerate(plan.rows[:top])],
+        "findings": findings(plan, top),
+    }
+
+
+def _cells(item: dict[str, Any]) -> list[Any]:
+    keys = item["layout"]
+    modules = keys["recompute_modules"]
+    return [
+        item["rank"] if item["rank"] is not None else "",
+        item["own"],
+        keys["tensor_parallel"],
+        keys["pipeline_parallel"],
+        keys["pipeline_schedule"],
+        keys["virtual_pipeline"] or "",
+        keys["context_parallel"],
+        keys["expert_parallel"],
+        keys["data_parallel"],
+        keys["micro_batch"],
+        keys["sequence_parallel"],
+        keys["fp8"],
+        keys["recompute"],
+        "+".join(modules) if modules else "",
+        keys["zero_stage"],
+        repr(item["step_seconds"]),
+        repr(item["tokens_per_s"]),
+        repr(item["mfu"]),
+        repr(item["peak_bytes"]),
+        repr(item["headroom_bytes"]),
+        repr(item["shares"]["compute"]),
+        repr(item["shares"]["communication"]),
+        repr(item["shares"]["bubble"]),
+        item["limit"],
+    ]
+
+
+def as_csv(plan: search.Plan, top: int) -> str:
+    data = as_json(plan, top)
+    items = list(data["layouts"])
+    if data["own"] is not None and not any(item["own"] for item in items):
+        items.append(data["own"])
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for item in items:
+        writer.writerow(_cells(item))
+    return out.getvalue()
+
+
+def _settings(keys: dict[str, Any]) -> str:
+    pp = f"PP {keys['pipeline_parallel']}"
+    if keys["pipeline_parallel"] > 1:
+        pp += f" {keys['pipeline_schedule']}"
+        if keys["virtual_pipeline"]:
+            pp += f" v{keys['virtual_pipeline']}"
+    recompute = keys["recompute"]
+    if keys["recompute_modules"]:
+        recompute += f" ({'+'.join(keys['recompute_modules'])})"
+    return (
+        f"TP {keys['tensor_parallel']}{' SP' if keys['sequence_parallel'] else ''}, {pp}, "
+        f"CP {keys['context_parallel']}, EP {keys['expert_parallel']}, DP "
+        f"{keys['data_parallel']}, mb {keys['micro_batch']}, ZeRO {keys['zero_stage']}, "
+        f"recompute {recompute}{', FP8' if keys['fp8'] == 'hybrid' else ''}"
+    )
+
+
+def _line(item: dict[str, Any]) -> str:
+    rank = f"{item['rank']:>4}" if item["rank"] is not None else "   -"
+    mark = "*" if item["own"] else " "
+    shares = item["shares"]
+    return (
+        f"{rank}{mark} {item['step_seconds']:8.3f} s  {item['tokens_per_s']:12,.0f} tok/s  "
+        f"MFU {item['mfu']:6.1%}  peak {item['peak_bytes'] / 1e9:6.1f} GB  "
+        f"limit {item['limit']} (compute {shares['compute']:.0%}, comm "
+        f"{shares['communication']:.0%}, bubble {shares['bubble']:.0%}; headroom "
+        f"{item['headroom_bytes'] / 1e9:.1f} GB)\n       {_settings(item['layout'])}"
+    )
+
+
+def as_text(plan: search.Plan, top: int) -> str:
+    data = as_json(plan, top)
+    lines = [
+        f"costmodel plan: {printable(data['scenario'])}",
+        f"{data['gpus']:,} x {data['gpu']}, global batch {data['global_batch']:,} x seq_len "
+        f"{data['seq_len']:,}: {data['searched']:,} layouts searched (each with its schedules, "
+        f"recompute policies and ZeRO stages), {data['fitting']:,} fit "
+        f"({data['usable_bytes'] / 1e9:.1f} GB usable per GPU), {data['timed']:,} timed",
+        "",
+        f"The {len(data['layouts'])} fastest (predicted step; * the scenario's own layout):",
+    ]
+    lines += [_line(item) for item in data["layouts"]]
+    own = data["own"]
+    if own is not None and not any(item["own"] for item in data["layouts"]):
+        lines += ["", "The scenario's own layout:", _line(own)]
+    if data["own_note"]:
+        lines += ["", f"Not ranked: {data['own_note']}"]
+    elif data["own_rank"] is not None:
+        lines += [
+            "",
+            f"The scenario's own layout ranks {data['own_rank']:,} of {data['fitting']:,}.",
+        ]
+    lines += ["", "Findings (from this search):"]
+    lines += [
+        f"  [{'holds' if f['holds'] else 'does not hold'}] {f['statement']}"
+        for f in data["findings"]
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render(plan: search.Plan, fmt: str, top: int) -> str:
+    if fmt == "json":
+        return json.dumps(as_json(plan, top), indent=2) + "\n"
+    if fmt == "csv":
+        return as_csv(plan, top)
+    return as_text(plan, top)
