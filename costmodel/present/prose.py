@@ -20,6 +20,7 @@ point: every name the code cells above it defined.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jinja2
@@ -49,6 +50,15 @@ FORMATS = (
     "tex_num",
     "tex_sci",
     "input_value",
+)
+
+
+#: A line that holds one block tag (`{% if … %}`, `{% else %}`, `{% endif %}`) or one comment and
+#: nothing else: its newline goes too (into a comment, so that an error's line number stays the
+#: template's), and a condition written on lines of its own adds no empty line. A tag inside a
+#: sentence keeps the text around it as it is.
+_TAG_LINE = re.compile(
+    r"^[ \t]*(\{%(?:[^%\n]|%(?!\}))*%\}|\{#(?:[^#\n]|#(?!\}))*#\})[ \t]*\n", re.M
 )
 
 
@@ -87,8 +97,6 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         finalize=_finalize,
         autoescape=False,
-        trim_blocks=True,
-        lstrip_blocks=True,
         keep_trailing_newline=True,
     )
     env.filters.update({name: _formatter(getattr(formats, name)) for name in FORMATS})
@@ -114,9 +122,14 @@ def _line(error: BaseException) -> int | None:
 
 
 def render(template: str, namespace: dict[str, Any]) -> str:
-    """`template` filled with the values of `namespace`; ProseError if it cannot be."""
+    """`template` filled with the values of `namespace` (no empty line at either end); ProseError
+    if it cannot be."""
     try:
-        return ENVIRONMENT.from_string(template).render(namespace)
+        return (
+            ENVIRONMENT.from_string(_TAG_LINE.sub("\\1{#\n#}", template))
+            .render(namespace)
+            .strip("\n")
+        )
     except Exception as error:  # every failure of a template, as one error naming its line
         line = _line(error)
         where = f"line {line}: " if line else ""
