@@ -177,7 +177,14 @@ def test_notebooks_rerun_for_another_scenario(tmp_path, notebook_kernel, course_
         outputs = [c["outputs"] for c in nb.cells if c.get("outputs")]
         text = json.dumps(outputs, ensure_ascii=False)
         assert '"stderr"' not in text, f"{source.stem}: warning or stderr output"
-        body = json.dumps(outputs[1:], ensure_ascii=False)  # outputs[0]: the scenario line
+        # what each cell shows (a Markdown cell its filled text), after the scenario line
+        cells = [
+            c.source if c.cell_type == "markdown" else json.dumps(c["outputs"], ensure_ascii=False)
+            for c in nb.cells
+            if c.cell_type == "markdown" or c.get("outputs")
+        ]
+        start = next(i for i, t in enumerate(cells) if TEAM["name"] in t)
+        body = "\n".join(cells[start + 1 :])
         headline = team_headlines[source.name[:2]]
         assert headline != course_headlines[source.name[:2]], f"{source.stem}: pick another team"
         assert headline in body, f"{source.stem}: the team's {headline} is not in the body"
