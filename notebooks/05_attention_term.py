@@ -341,7 +341,7 @@ hw_same = abs(hw_over_model - float(recompute_factor.subs(subs))) < 1e-12
 # %% [markdown]
 # ## 4. 真实的模型结构：注意力宽度不一定是 hidden size
 #
-# 课程用 hidden size 当注意力宽度，但这只在“头数 × 每头宽度 = hidden size”时成立。从场景所用模型发布的 config.json 读出它的结构（`costmodel.inputs.models`；课程场景是 Qwen3.6-35B-A3B）：
+# 课程用 hidden size 当注意力宽度，但这只在“头数 × 每头宽度 = hidden size”时成立。从场景所用模型发布的 config.json 读出它的结构（`costmodel.inputs.models`{% if is_course %}；课程场景是 Qwen3.6-35B-A3B{% endif %}）：
 
 # %% tags=["remove-input"]
 # The scenario's own model when its config is known (model:, or the course's); else the course's
