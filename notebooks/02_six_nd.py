@@ -25,7 +25,7 @@
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
 overrides = {}  # 单个键的覆盖，例如 {"step_time": 90}
 
-# %%
+# %% tags=["remove-input"]
 import sympy as sp
 
 from costmodel import course
@@ -39,9 +39,8 @@ from costmodel.derive.symbols import D, E, h, i_in, k_dim, k_top, m, n, o_out, r
 sc, acc = d.load(scenario_file, overrides)
 subs = sc.substitutions()
 
-# %% tags=["remove-input"]
-d.md(f"场景：**{d.text(sc.name)}**（N = {d.sci(sc.activated_params)}，"
-     f"每步 D = {d.sci(sc.tokens_per_step)} 个真实 token，recompute = `{sc.recompute}`）。")
+# %% [markdown]
+# 场景：**{{ sc.name }}**（N = {{ sc.activated_params|sci }}，每步 D = {{ sc.tokens_per_step|sci }} 个真实 token，recompute = {{ sc.recompute|code }}）。
 
 # %% [markdown]
 # ## 1. 计数约定：一次乘加算 2 个 FLOP
@@ -70,7 +69,7 @@ d.eq(r"F_{dX}\;(dX = dY\,W^{\top})", layer["backward_input"])
 d.eq(r"F_{dW}\;(dW = X^{\top} dY)", layer["backward_weight"])
 
 # %% [markdown]
-# 把每一项除以"参数个数 i·o × token 数 b"，就是每个参数、每个 token 花的 FLOPs：
+# 把每一项除以“参数个数 i·o × token 数 b”，就是每个参数、每个 token 花的 FLOPs：
 
 # %%
 params_tokens = b * i_in * o_out  # (parameters i*o) x (tokens b)
@@ -107,12 +106,15 @@ values = {name: float(expr.subs(subs)) for name, expr in
           [("fwd", forward_flops), ("bwd", backward_flops), ("train", model_flops)]}
 assert abs(values["train"] - acc["model_flops_per_step"]) <= 1e-9 * values["train"]
 
-# %% tags=["remove-input"]
-d.table([("前向 2ND", d.sci(values["fwd"])),
-         ("反向 4ND", d.sci(values["bwd"])),
-         ("合计 6ND", d.sci(values["train"])),
-         ("每 token 6N", d.sci(values["train"] / sc.tokens_per_step))],
-        ["量", "每步 FLOPs"], "本场景的模型 FLOPs")
+# %% [markdown]
+# **本场景的模型 FLOPs**
+#
+# | 量 | 每步 FLOPs |
+# |---|---|
+# | 前向 2ND | {{ values.fwd|sci }} |
+# | 反向 4ND | {{ values.bwd|sci }} |
+# | 合计 6ND | {{ values.train|sci }} |
+# | 每 token 6N | {{ (values.train / sc.tokens_per_step)|sci }} |
 
 # %% [markdown]
 # ## 4. MoE：N 取激活参数，不取总参数
@@ -125,28 +127,19 @@ d.eq(r"D_{\mathrm{expert}}", tokens_per_expert)
 
 # %% tags=["remove-input"]
 ratio = sc.total_params / sc.activated_params
-if sc.num_experts > 0:
-    d.md(f"本场景是 MoE：每层 {sc.num_experts} 个路由专家，每个 token 选 "
-         f"{sc.experts_per_token} 个（占 {d.pct(sc.experts_per_token / sc.num_experts)}）。"
-         f"激活参数 N = {d.sci(sc.activated_params)}，总参数 {d.sci(sc.total_params)}，"
-         f"后者是前者的 {d.times(ratio, 1)}。每个专家每步平均只拿到 "
-         f"{d.num(acc['tokens_per_expert'])} 个 token，而稠密 FFN 的 GEMM 要处理全部 "
-         f"{d.count(sc.tokens_per_step)} 个：专家的 GEMM 更\"瘦\"（见 06）。"
-         f"若把总参数代进 6ND，模型 FLOPs 会虚增到正确值的 {d.times(ratio, 1)}（见 09）。")
-else:
-    gap = sc.total_params - sc.activated_params
-    d.md(f"本场景是稠密模型（num_experts = 0）：每个 token 经过全部权重，没有路由，也就没有"
-         f"\"每个专家分到多少 token\"的问题，上式不适用。"
-         + (f"激活参数 N = {d.sci(sc.activated_params)} 比总参数 "
-            f"{d.sci(sc.total_params)} 少 {d.sci(gap)}，差额应当是不做矩阵乘的参数，例如输入 embedding。"
-            if gap > 0 else
-            f"激活参数 N 与总参数相同（{d.sci(sc.activated_params)}）：场景把每个参数都算作矩阵乘参数；"
-            "若模型有输入 embedding（查表，没有 FLOPs），N 应当比总参数少这一块。"))
+gap = sc.total_params - sc.activated_params
+
+# %% [markdown]
+# {% if sc.num_experts > 0 %}
+# 本场景是 MoE：每层 {{ sc.num_experts|num }} 个路由专家，每个 token 选 {{ sc.experts_per_token|num }} 个（占 {{ (sc.experts_per_token / sc.num_experts)|pct }}）。激活参数 N = {{ sc.activated_params|sci }}，总参数 {{ sc.total_params|sci }}，后者是前者的 {{ ratio|times(1) }}。每个专家每步平均只拿到 {{ acc.tokens_per_expert|num }} 个 token，而稠密 FFN 的 GEMM 要处理全部 {{ sc.tokens_per_step|count }} 个：专家的 GEMM 更“瘦”（见 06）。若把总参数代进 6ND，模型 FLOPs 会虚增到正确值的 {{ ratio|times(1) }}（见 09）。
+# {% else %}
+# 本场景是稠密模型（num_experts = 0）：每个 token 经过全部权重，没有路由，也就没有“每个专家分到多少 token”的问题，上式不适用。{% if gap > 0 %}激活参数 N = {{ sc.activated_params|sci }} 比总参数 {{ sc.total_params|sci }} 少 {{ gap|sci }}，差额应当是不做矩阵乘的参数，例如输入 embedding。{% else %}激活参数 N 与总参数相同（{{ sc.activated_params|sci }}）：场景把每个参数都算作矩阵乘参数；若模型有输入 embedding（查表，没有 FLOPs），N 应当比总参数少这一块。{% endif %}
+# {% endif %}
 
 # %% [markdown]
 # ## 5. 全量重算：8ND 与 4/3
 #
-# 显存放不下全部激活时，可以在前向只保留少量检查点，反向时把需要的前向再跑一遍。设重算的部分占前向 FLOPs（也就是 6ND 里那 2ND）的比例为 r，硬件一步执行的是"前向 + r × 前向 + 反向"。模型 FLOPs 不变，两者之比就是重算系数，也就是 HFU 与 MFU 之比（见 01）。
+# 显存放不下全部激活时，可以在前向只保留少量检查点，反向时把需要的前向再跑一遍。设重算的部分占前向 FLOPs（也就是 6ND 里那 2ND）的比例为 r，硬件一步执行的是“前向 + r × 前向 + 反向”。模型 FLOPs 不变，两者之比就是重算系数，也就是 HFU 与 MFU 之比（见 01）。
 
 # %%
 d.eq(r"F_{\mathrm{hw}}(r)", hardware_flops_with_recompute)
@@ -178,13 +171,11 @@ sel = acc["projections"]["selective_recompute"]
 fraction = sel["weights_fraction"]  # r of this scenario's selective recompute, derived
 modules = "、".join(f"`{m}`" for m in sel["modules"])
 origin = ("由场景键 `selective_recompute_fraction` 直接给定" if sel["fraction_from"] == "scenario" else
-          f"由重算的模块 {modules} 推出")
-d.md(f"选择性重算的系数约为 {course.claim('nb02_selective_factor')}，这意味着 r = {r_course}：反向时重做了 "
-     f"{d.pct(float(r_course), 0)} 的权重矩阵乘前向，即 N_re = {r_course}·N"
-     f"（按本场景的 N 是 {d.sci(float(r_course) * sc.activated_params)} 个参数）。"
-     "这只是由课程的约数反推出来的假设，课程没有说重做了哪些算子。"
-     f"本场景的 r = {fraction:.4g}，{origin}"
-     + ("，与课程的假设相同。" if abs(fraction - float(r_course)) < 1e-12 else "，与课程的假设不同。"))
+          f"由重算的模块 {modules} 推出")  # for the claims table
+same_r = abs(fraction - float(r_course)) < 1e-12
+
+# %% [markdown]
+# 选择性重算的系数约为 {{ course.claim("nb02_selective_factor") }}，这意味着 r = {{ r_course }}：反向时重做了 {{ r_course|float|pct(0) }} 的权重矩阵乘前向，即 N_re = {{ r_course }}·N（按本场景的 N 是 {{ (r_course|float * sc.activated_params)|sci }} 个参数）。这只是由课程的约数反推出来的假设，课程没有说重做了哪些算子。本场景的 r = {{ fraction|sig }}，{% if sel.fraction_from == "scenario" %}由场景键 `selective_recompute_fraction` 直接给定{% else %}由重算的模块 {% for m in sel.modules %}{{ m|code }}{% if not loop.last %}、{% endif %}{% endfor %} 推出{% endif %}{% if same_r %}，与课程的假设相同。{% else %}，与课程的假设不同。{% endif %}
 
 # %% tags=["remove-input"]
 rows = []
@@ -195,9 +186,10 @@ for policy, r_value in (("none", 0.0), ("selective", fraction), ("full", 1.0)):
                  d.sci(f_policy * acc["model_flops_per_step"])))
 d.table(rows, ["策略", "重算比例 r", "系数 1 + r/3", "每步硬件 FLOPs（不含注意力核心）"],
         "三种策略下本场景的硬件 FLOPs（模型 FLOPs 始终是 6ND）")
-d.md(f"本场景的选择性重算 r = {fraction:.4g}（{origin}），"
-     f"对应系数 {float(factor('selective', fraction)):.4f}；当前策略 `{sc.recompute}` 的系数是 "
-     f"{acc['recompute_factor']:.4f}。")
+f_sel = float(factor("selective", fraction))
+
+# %% [markdown]
+# 本场景的选择性重算 r = {{ fraction|sig }}（{% if sel.fraction_from == "scenario" %}由场景键 `selective_recompute_fraction` 直接给定{% else %}由重算的模块 {% for m in sel.modules %}{{ m|code }}{% if not loop.last %}、{% endif %}{% endfor %} 推出{% endif %}），对应系数 {{ f_sel|decimals(4) }}；当前策略 {{ sc.recompute|code }} 的系数是 {{ acc.recompute_factor|decimals(4) }}。
 
 # %% tags=["remove-input"]
 import matplotlib.pyplot as plt
@@ -230,7 +222,6 @@ plt.show()
 
 # %% tags=["remove-input"]
 own = bool(sc.changed)
-f_sel = float(factor("selective", fraction))
 f_full = factor("full")
 sel_close = abs(f_sel - float(course_selective)) < 0.05
 wrong, right = acc["mfu_if_total_params"], acc["mfu"]
@@ -271,22 +262,11 @@ d.claims(rows, sc)
 
 # %% [markdown]
 # ## 本节要点
-
-# %% tags=["remove-input"]
-points_md = [
-    f"一次 GEMM 是 2mnk；线性层的前向 1 次、反向 2 次，每参数每 token 为 {fwd_coef} + {bwd_coef}"
-    f" = {fwd_coef + bwd_coef} FLOPs。",
-    f"本场景 6ND = {d.sci(acc['model_flops_per_step'])} FLOPs/步"
-    f"（前向 {d.sci(values['fwd'])}，反向 {d.sci(values['bwd'])}）。",
-    (f"MoE 的 N 取激活参数 {d.sci(sc.activated_params)}，不是总参数 "
-     f"{d.sci(sc.total_params)}；每个专家每步平均 {d.num(acc['tokens_per_expert'])} 个 token。")
-    if sc.num_experts > 0 else
-    f"稠密模型：N = {d.sci(sc.activated_params)}，每个 token 经过全部矩阵乘权重。",
-    f"全量重算是 8ND，系数 {factor('full')}；一般地系数为 {sp.sstr(recompute_factor)}，"
-    f"r 是重做的权重矩阵乘前向所占的比例，由重算的模块推出，本场景（`{sc.recompute}`）的系数为 "
-    f"{acc['recompute_factor']:.4f}。注意力核心的重算不在这个系数里，记在 05 的硬件 FLOPs 上。",
-]
-d.md("\n".join(f"- {p}" for p in points_md))
+#
+# - 一次 GEMM 是 2mnk；线性层的前向 1 次、反向 2 次，每参数每 token 为 {{ fwd_coef }} + {{ bwd_coef }} = {{ fwd_coef + bwd_coef }} FLOPs。
+# - 本场景 6ND = {{ acc.model_flops_per_step|sci }} FLOPs/步（前向 {{ values.fwd|sci }}，反向 {{ values.bwd|sci }}）。
+# - {% if sc.num_experts > 0 %}MoE 的 N 取激活参数 {{ sc.activated_params|sci }}，不是总参数 {{ sc.total_params|sci }}；每个专家每步平均 {{ acc.tokens_per_expert|num }} 个 token。{% else %}稠密模型：N = {{ sc.activated_params|sci }}，每个 token 经过全部矩阵乘权重。{% endif %}
+# - 全量重算是 8ND，系数 {{ factor("full") }}；一般地系数为 {{ sp.sstr(recompute_factor) }}，r 是重做的权重矩阵乘前向所占的比例，由重算的模块推出，本场景（{{ sc.recompute|code }}）的系数为 {{ acc.recompute_factor|decimals(4) }}。注意力核心的重算不在这个系数里，记在 05 的硬件 FLOPs 上。
 
 # %% [markdown]
 # ## 练习

@@ -27,7 +27,7 @@
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
 overrides = {}  # 单个键的覆盖，例如 {"step_time": 90}
 
-# %%
+# %% tags=["remove-input"]
 import sympy as sp
 
 from costmodel import course
@@ -47,9 +47,9 @@ from costmodel.derive.flops import model_flops
 from costmodel.derive.symbols import B, D, s_mean
 
 own = bool(sc.changed)  # a team's scenario: its figures, not the course's run
-d.md(f"场景：**{d.text(sc.name)}**"
-     + (f"（与课程不同：改动了 {', '.join(d.text(key, code=True) for key in sc.changed)}）。"
-        "下面的数字都按这个场景重新算过。" if own else "（课程的场景）。"))
+
+# %% [markdown]
+# 场景：**{{ sc.name }}**{% if own %}（与课程不同：改动了 {% for key in sc.changed %}{{ key|code }}{% if not loop.last %}, {% endif %}{% endfor %}）。下面的数字都按这个场景重新算过。{% else %}（课程的场景）。{% endif %}
 
 # %% [markdown]
 # ## 1. 输入
@@ -61,25 +61,23 @@ SOURCE = {"course": "课程", "file": "场景文件", "--set": "覆盖参数", "
           "gpu table": "GPU 表", "derived": "推导", "sequence_lengths": "长度文件",
           "predicted": "步长模型预测"}
 measured = sc.measured_tokens_per_s
+src = {key: SOURCE[where] for key, where in sc.sources.items()}  # where each input came from
 
-
-def row(label, symbol, shown, key):
-    return (label, symbol, shown, SOURCE[sc.sources[key]])
-
-
-d.table([
-    row("每步样本数", "B", d.num(sc.samples_per_step), "samples_per_step"),
-    row("每个样本的平均真实 token 数", "s̄", d.count(sc.mean_tokens_per_sample), "mean_tokens_per_sample"),
-    row("激活参数（6ND 的 N）", "N", d.sci(sc.activated_params), "activated_params"),
-    row("总参数", "N_total", d.sci(sc.total_params), "total_params"),
-    row("单步耗时", "T", f"{sc.step_time:g} s", "step_time"),
-    row("GPU 数", "n_gpu", d.num(sc.num_gpus), "num_gpus"),
-    row("GPU 型号", "", sc.gpu, "gpu"),
-    row("单卡 BF16 稠密峰值", "P", d.tflops(sc.peak_flops), "peak_flops"),
-    row("recompute 策略", "", sc.recompute, "recompute"),
-    row("实测集群吞吐", "τ", "未提供" if measured is None else f"{d.num(measured)} tok/s",
-        "measured_tokens_per_s"),
-], ["输入", "符号", "值", "来源"], "Scenario inputs used by MFU and HFU")
+# %% [markdown]
+# **MFU 与 HFU 用到的场景输入**
+#
+# | 输入 | 符号 | 值 | 来源 |
+# |---|---|---|---|
+# | 每步样本数 | B | {{ sc.samples_per_step|num }} | {{ src.samples_per_step }} |
+# | 每个样本的平均真实 token 数 | s̄ | {{ sc.mean_tokens_per_sample|count }} | {{ src.mean_tokens_per_sample }} |
+# | 激活参数（6ND 的 N） | N | {{ sc.activated_params|sci }} | {{ src.activated_params }} |
+# | 总参数 | N_total | {{ sc.total_params|sci }} | {{ src.total_params }} |
+# | 单步耗时 | T | {{ sc.step_time|short }} s | {{ src.step_time }} |
+# | GPU 数 | n_gpu | {{ sc.num_gpus|num }} | {{ src.num_gpus }} |
+# | GPU 型号 | | {{ sc.gpu }} | {{ src.gpu }} |
+# | 单卡 BF16 稠密峰值 | P | {{ sc.peak_flops|tflops }} | {{ src.peak_flops }} |
+# | recompute 策略 | | {{ sc.recompute }} | {{ src.recompute }} |
+# | 实测集群吞吐 | τ | {% if measured is none %}未提供{% else %}{{ measured|num }} tok/s{% endif %} | {{ src.measured_tokens_per_s }} |
 
 # %% [markdown]
 # ## 2. 逐步计算
@@ -120,27 +118,9 @@ r_w = sc.recompute_weights_fraction  # the weight GEMMs' share of the forward re
 factor_exact = (recompute.recompute_factor.subs(r, int(r_w)) if r_w in (0, 1)
                 else sp.Float(acc["recompute_factor"], 4))
 d.eq(r"\mathrm{HFU}", sp.Symbol(r"\mathrm{MFU}") * factor_exact, d.pct(acc["hfu"]))
-policy = sc.recompute
-if policy == "full" and r_w == 1:
-    why = ("本场景开的是 full recompute：反向时把整个前向再跑一遍，硬件多做 2ND，"
-           f"系数 8ND/6ND = {factor_exact}。")
-elif policy == "full":
-    why = (f"本场景开的是 full recompute，但只重算每个流水线段的前 {sc.recompute_num_layers} 层，"
-           f"占前向的 {d.pct(r_w, 0)}，系数为 {factor_exact}。")
-elif policy == "selective":
-    modules = "、".join(f"`{m}`" for m in sc.recompute_modules or [])
-    why = (f"本场景开的是 selective recompute，重算的模块是 {modules}："
-           + (f"它们的权重占前向 FLOPs 的 {d.pct(r_w, 1)}，" if r_w > 0 else "它们不带权重，")
-           + f"系数为 {factor_exact}"
-           + ("（占比由场景键 selective_recompute_fraction 直接给定）" if
-              sc.recompute_fraction_from == "scenario" else "")
-           + "。")
-else:
-    why = "本场景没有 recompute：硬件做的就是模型必需的 6ND，HFU 与 MFU 相等。"
-d.md(f"集群每秒做了 **{d.tflops(acc['achieved_flops_per_s'])}** 的有效运算，"
-     f"合每卡 **{d.tflops(acc['achieved_flops_per_s_per_gpu'], 2)}**；"
-     f"集群峰值是 {d.num(sc.num_gpus)} × {d.tflops(sc.peak_flops)} = **{d.tflops(cluster_peak)}**。"
-     f"于是 MFU = **{d.pct(acc['mfu'])}**。{why}HFU = **{d.pct(acc['hfu'])}**。")
+
+# %% [markdown]
+# 集群每秒做了 **{{ acc.achieved_flops_per_s|tflops }}** 的有效运算，合每卡 **{{ acc.achieved_flops_per_s_per_gpu|tflops(2) }}**；集群峰值是 {{ sc.num_gpus|num }} × {{ sc.peak_flops|tflops }} = **{{ cluster_peak|tflops }}**。于是 MFU = **{{ acc.mfu|pct }}**。{% if sc.recompute == "full" and r_w == 1 %}本场景开的是 full recompute：反向时把整个前向再跑一遍，硬件多做 2ND，系数 8ND/6ND = {{ factor_exact }}。{% elif sc.recompute == "full" %}本场景开的是 full recompute，但只重算每个流水线段的前 {{ sc.recompute_num_layers }} 层，占前向的 {{ r_w|pct(0) }}，系数为 {{ factor_exact }}。{% elif sc.recompute == "selective" %}本场景开的是 selective recompute，重算的模块是 {% for m in sc.recompute_modules or [] %}{{ m|code }}{% if not loop.last %}、{% endif %}{% endfor %}：{% if r_w > 0 %}它们的权重占前向 FLOPs 的 {{ r_w|pct(1) }}，{% else %}它们不带权重，{% endif %}系数为 {{ factor_exact }}{% if sc.recompute_fraction_from == "scenario" %}（占比由场景键 selective_recompute_fraction 直接给定）{% endif %}。{% else %}本场景没有 recompute：硬件做的就是模型必需的 6ND，HFU 与 MFU 相等。{% endif %}HFU = **{{ acc.hfu|pct }}**。
 
 # %% [markdown]
 # ## 3. 三路对账
@@ -207,36 +187,14 @@ d.table([
      "—" if measured_gpu is None else f"{d.num(measured_gpu, 1)} tok/s", *cells("tokens_gpu")),
     ("③ 单卡 FLOPs", "(6ND / T / n_gpu) ÷ P  vs  ①", d.pct(per_gpu_mfu), d.pct(acc["mfu"]),
      *cells("flops_gpu")),
-], ["路线", "算式", "计算值", "对照值", "相对差", "结论"], f"Three-way cross-check (tolerance {tol})")
+], ["路线", "算式", "计算值", "对照值", "相对差", "结论"], f"三路对账（容差 {tol}）")
 
-# %% tags=["remove-input"]
-identity = ("单卡 FLOPs 路线与集群路线在代数上是同一个式子（分子分母同除以 GPU 数），"
-            "它只能查出算术错误，不提供新的证据。")
-if measured is None:
-    d.md(f"本场景没有提供实测吞吐（`measured_tokens_per_s` 为空），吞吐路线无从对照，只剩下 ① 和 ③ 两条路。{identity}"
-         "要让对账真正有用，请从训练日志里读出集群的 tok/s 填进场景，再重跑本页。")
-else:
-    rel, rel_mfu = checks["tokens"], checks["mfu_from_tau"]
-    text = (f"由 D / T 算出的吞吐是 **{d.num(acc['tokens_per_s'])} tok/s**，实测 **{d.num(measured)} tok/s**，"
-            f"相对差 **{100 * rel:+.2f}%**，")
-    if ok["tokens"]:
-        text += f"在 ±{tol} 的容差之内：D、T 与日志里的吞吐互相印证。"
-    elif rel > 0:
-        text += (f"超出 ±{tol} 的容差：D / T 比实测高，要么 D 数多了（例如把补齐的 pad 槽位也当成了 token），"
-                 "要么 T 比真实的单步耗时短。")
-    else:
-        text += (f"超出 ±{tol} 的容差：D / T 比实测低，要么 T 里混进了评估、存盘等非训练时间，"
-                 "要么 D 数少了（例如日志的吞吐把 pad 槽位也算成了 token）。")
-    text += (f"用实测吞吐反推的 MFU 是 {d.pct(mfu_measured)}，与 FLOPs 路线的 {d.pct(acc['mfu'])} "
-             f"相差 {100 * rel_mfu:+.2f}%，")
-    if ok["mfu_from_tau"] == ok["tokens"]:
-        text += ("同样在容差之内。" if ok["mfu_from_tau"] else
-                 "同样超出容差：两处偏差来自同一个原因，D / T 与实测吞吐不符。")
-    else:
-        text += (("在" if ok["mfu_from_tau"] else "超出") + "容差"
-                 + ("之内" if ok["mfu_from_tau"] else "")
-                 + "：这两行比较的是同一对数，只是一个除以另一个，相对差恰在容差边界附近时，可能一行过、一行不过。")
-    d.md(text + identity)
+# %% [markdown]
+# {% if measured is none %}
+# 本场景没有提供实测吞吐（`measured_tokens_per_s` 为空），吞吐路线无从对照，只剩下 ① 和 ③ 两条路。单卡 FLOPs 路线与集群路线在代数上是同一个式子（分子分母同除以 GPU 数），它只能查出算术错误，不提供新的证据。要让对账真正有用，请从训练日志里读出集群的 tok/s 填进场景，再重跑本页。
+# {% else %}
+# 由 D / T 算出的吞吐是 **{{ acc.tokens_per_s|num }} tok/s**，实测 **{{ measured|num }} tok/s**，相对差 **{{ "%+.2f"|format(100 * checks.tokens) }}%**，{% if ok.tokens %}在 ±{{ tol }} 的容差之内：D、T 与日志里的吞吐互相印证。{% elif checks.tokens > 0 %}超出 ±{{ tol }} 的容差：D / T 比实测高，要么 D 数多了（例如把补齐的 pad 槽位也当成了 token），要么 T 比真实的单步耗时短。{% else %}超出 ±{{ tol }} 的容差：D / T 比实测低，要么 T 里混进了评估、存盘等非训练时间，要么 D 数少了（例如日志的吞吐把 pad 槽位也算成了 token）。{% endif %}用实测吞吐反推的 MFU 是 {{ mfu_measured|pct }}，与 FLOPs 路线的 {{ acc.mfu|pct }} 相差 {{ "%+.2f"|format(100 * checks.mfu_from_tau) }}%，{% if ok.mfu_from_tau == ok.tokens %}{% if ok.mfu_from_tau %}同样在容差之内。{% else %}同样超出容差：两处偏差来自同一个原因，D / T 与实测吞吐不符。{% endif %}{% else %}{% if ok.mfu_from_tau %}在容差之内{% else %}超出容差{% endif %}：这两行比较的是同一对数，只是一个除以另一个，相对差恰在容差边界附近时，可能一行过、一行不过。{% endif %}单卡 FLOPs 路线与集群路线在代数上是同一个式子（分子分母同除以 GPU 数），它只能查出算术错误，不提供新的证据。
+# {% endif %}
 
 # %% [markdown]
 # ## 4. 一个必须避开的错算：用总参数
@@ -251,25 +209,15 @@ d.eq(r"\mathrm{MFU}_{\mathrm{wrong}}", mfu_wrong, sp.Symbol(r"\mathrm{MFU}") * N
 # %% tags=["remove-input"]
 ratio = sc.total_params / sc.activated_params
 wrong = acc["mfu_if_total_params"]
-if wrong > 1:
-    tail = ("它超过了 100%，比硬件峰值还多，错误一眼可见；危险的是倍数小一些、算出的数仍在 100% 以内的情形，"
-            "那时没有任何检查会拦下它。")
-elif wrong > 0.5:
-    tail = ("这个数会让人以为已经接近硬件极限、没什么可优化了，而真实的 MFU 只有它的 "
-            f"1/{ratio:.1f}。")
-else:
-    tail = f"真实的 MFU 只有它的 1/{ratio:.1f}。"
-if sc.num_experts > 0:
-    d.md(f"本场景是 MoE（{sc.num_experts} 个专家，每 token 激活 {sc.experts_per_token} 个），"
-         f"总参数是激活参数的 **{ratio:.2f} 倍**。误用总参数得到的“MFU”是 "
-         f"**{d.pct(wrong, 1)}**，正确值是 **{d.pct(acc['mfu'])}**。{tail}")
-elif ratio > 1:
-    d.md(f"本场景是稠密模型，总参数是 N 的 {ratio:.2f} 倍（多出的是输入 embedding 这类不参与矩阵乘的参数），"
-         f"误用总参数得到 {d.pct(wrong)}，对比正确的 {d.pct(acc['mfu'])}，高估 {d.pct(ratio - 1, 1)}。"
-         "在 MoE 上这个倍数是总参数与激活参数之比，大得多。")
-else:
-    d.md(f"本场景是稠密模型，总参数与 N 相同，误用总参数也得到 {d.pct(acc['mfu'])}；"
-         "这个坑主要出在 MoE 上。")
+
+# %% [markdown]
+# {% if sc.num_experts > 0 %}
+# 本场景是 MoE（{{ sc.num_experts|num }} 个专家，每 token 激活 {{ sc.experts_per_token|num }} 个），总参数是激活参数的 **{{ ratio|decimals(2) }} 倍**。误用总参数得到的“MFU”是 **{{ wrong|pct(1) }}**，正确值是 **{{ acc.mfu|pct }}**。{% if wrong > 1 %}它超过了 100%，比硬件峰值还多，错误一眼可见；危险的是倍数小一些、算出的数仍在 100% 以内的情形，那时没有任何检查会拦下它。{% elif wrong > 0.5 %}这个数会让人以为已经接近硬件极限、没什么可优化了，而真实的 MFU 只有它的 1/{{ ratio|decimals(1) }}。{% else %}真实的 MFU 只有它的 1/{{ ratio|decimals(1) }}。{% endif %}
+# {% elif ratio > 1 %}
+# 本场景是稠密模型，总参数是 N 的 {{ ratio|decimals(2) }} 倍（多出的是输入 embedding 这类不参与矩阵乘的参数），误用总参数得到 {{ wrong|pct }}，对比正确的 {{ acc.mfu|pct }}，高估 {{ (ratio - 1)|pct(1) }}。在 MoE 上这个倍数是总参数与激活参数之比，大得多。
+# {% else %}
+# 本场景是稠密模型，总参数与 N 相同，误用总参数也得到 {{ acc.mfu|pct }}；这个坑主要出在 MoE 上。
+# {% endif %}
 
 # %% [markdown]
 # ## 5. 真实配置里的激活参数
@@ -286,11 +234,7 @@ else:
 shape = matching_shape(sc.values)
 reference = sc.model or COURSE_MODEL
 mtp = bool(sc.count_mtp) and shape is not None and shape.mtp_activated_params > 0
-if shape is None:
-    d.md(f"本场景的模型形状（hidden、层数、专家数、词表）与配置 {d.text(reference, code=True)} 不一致，"
-         "这里没有它的精确计数。在场景文件里写 `model: 路径/config.json`（或预置名），"
-         "本节就会改用那个配置数出的激活参数。")
-else:
+if shape is not None:
     exact_n = shape.activated_params + (shape.mtp_activated_params if mtp else 0)
     config_total = shape.total_params + (shape.mtp_params if mtp else 0)
     counts = [
@@ -306,7 +250,7 @@ else:
         ("总参数（config）" + ("，含 MTP" if mtp else ""), config_total, "config.json"),
     ]
     d.table([(label, d.sci(n, 4), d.num(n), source) for label, n, source in counts],
-            ["参数口径", "约数", "精确值", "来源"], f"Parameter counts of {shape.name} ({shape.model_type})")
+            ["参数口径", "约数", "精确值", "来源"], f"{shape.name}（{shape.model_type}）的参数计数")
 
 # %% tags=["remove-input"]
 def utilization_with(n_params):
@@ -322,37 +266,23 @@ if shape is not None:
     d.table([(label, d.sci(n, 4), d.pct(by_n[label][0]), d.pct(by_n[label][1]),
               f"{100 * (n / sc.activated_params - 1):+.1f}%") for label, n in variants],
             ["N 的口径", "N", "MFU", "HFU", "相对场景的 N"],
-            "MFU and HFU for each count of N (same D, T and cluster)")
-
-# %% tags=["remove-input"]
-if shape is not None:
+            "N 的各种数法下的 MFU 与 HFU（D、T 与集群相同）")
     exact_rel = exact_n / sc.activated_params - 1
     published_rel = shape.activated_params_published / shape.activated_params - 1
     mfu_pub, mfu_exact = by_n["公开激活数"][0], by_n["精确 N"][0]
-    if abs(exact_rel) < 5e-4:
-        first = f"场景的 N 与配置数出的精确 N（{d.sci(exact_n, 4)}）一致，相差不到 0.05%。"
-    else:
-        first = (f"配置数出的精确 N 比场景的 N {'低' if exact_rel < 0 else '高'} "
-                 f"**{100 * abs(exact_rel):.1f}%**：MFU 从 {d.pct(acc['mfu'])} 变成 **{d.pct(mfu_exact)}**，"
-                 f"HFU 从 {d.pct(acc['hfu'])} 变成 **{d.pct(by_n['精确 N'][1])}**。")
-    if mtp:
-        first += f"这里的精确 N 按场景的 `count_mtp` 算进了 MTP 模块（{d.sci(shape.mtp_activated_params)}）。"
-    vs_scenario = ("高于" if mfu_pub > acc["mfu"] else "低于" if mfu_pub < acc["mfu"] else "等于")
-    d.md(first
-         + f"精确 N 里有 {d.sci(shape.lm_head_params)} 是 lm_head（每个 token 都要乘的输出层）。"
-         f"公开激活数 {d.sci(shape.activated_params_published)} 比"
-         + ("不含 MTP 的" if shape.mtp_activated_params > 0 else "")
-         + f"矩阵乘参数（{d.sci(shape.activated_params)}）多 **{100 * published_rel:.1f}%**，多出的主要是输入 embedding"
-         f"（{d.sci(shape.embedding_params)}）；用它算，MFU 是 {d.pct(mfu_pub)}，{vs_scenario}场景的 N 算出的 "
-         f"{d.pct(acc['mfu'])}。用 config 的总参数犯第 4 节的错，则得到 "
-         f"{d.pct(by_n['config 总参数（错误口径）'][0], 1)}。")
-    if not own and abs(exact_rel) >= 5e-4:
-        low_n, high_n = sorted([mfu_exact, acc["mfu"]])
-        over = sc.activated_params / exact_n - 1  # the course's N against the exact count
-        d.md(f"对课程来说：课程的 N = {d.sci(sc.activated_params, 2)} 是个取整，"
-             f"比矩阵乘参数的精确值{'高' if over > 0 else '低'} {100 * abs(over):.1f}%，"
-             f"MFU 因此落在 {d.pct(low_n)} 到 {d.pct(high_n)} 之间，结论不变；"
-             "真正要小心的是别把模型卡上的公开激活数当成 6ND 的 N，更别用总参数。")
+    low_n, high_n = sorted([mfu_exact, acc["mfu"]])
+    over = sc.activated_params / exact_n - 1  # the course's N against the exact count
+
+# %% [markdown]
+# {% if shape is none %}
+# 本场景的模型形状（hidden、层数、专家数、词表）与配置 {{ reference|code }} 不一致，这里没有它的精确计数。在场景文件里写 `model: 路径/config.json`（或预置名），本节就会改用那个配置数出的激活参数。
+# {% else %}
+# {% if exact_rel|abs < 5e-4 %}场景的 N 与配置数出的精确 N（{{ exact_n|sci(4) }}）一致，相差不到 0.05%。{% else %}配置数出的精确 N 比场景的 N {% if exact_rel < 0 %}低{% else %}高{% endif %} **{{ (100 * exact_rel|abs)|decimals(1) }}%**：MFU 从 {{ acc.mfu|pct }} 变成 **{{ mfu_exact|pct }}**，HFU 从 {{ acc.hfu|pct }} 变成 **{{ by_n["精确 N"][1]|pct }}**。{% endif %}{% if mtp %}这里的精确 N 按场景的 `count_mtp` 算进了 MTP 模块（{{ shape.mtp_activated_params|sci }}）。{% endif %}精确 N 里有 {{ shape.lm_head_params|sci }} 是 lm_head（每个 token 都要乘的输出层）。公开激活数 {{ shape.activated_params_published|sci }} 比{% if shape.mtp_activated_params > 0 %}不含 MTP 的{% endif %}矩阵乘参数（{{ shape.activated_params|sci }}）多 **{{ (100 * published_rel)|decimals(1) }}%**，多出的主要是输入 embedding（{{ shape.embedding_params|sci }}）；用它算，MFU 是 {{ mfu_pub|pct }}，{% if mfu_pub > acc.mfu %}高于{% elif mfu_pub < acc.mfu %}低于{% else %}等于{% endif %}场景的 N 算出的 {{ acc.mfu|pct }}。用 config 的总参数犯第 4 节的错，则得到 {{ by_n["config 总参数（错误口径）"][0]|pct(1) }}。
+# {% if not own and exact_rel|abs >= 5e-4 %}
+#
+# 对课程来说：课程的 N = {{ sc.activated_params|sci(2) }} 是个取整，比矩阵乘参数的精确值{% if over > 0 %}高{% else %}低{% endif %} {{ (100 * over|abs)|decimals(1) }}%，MFU 因此落在 {{ low_n|pct }} 到 {{ high_n|pct }} 之间，结论不变；真正要小心的是别把模型卡上的公开激活数当成 6ND 的 N，更别用总参数。
+# {% endif %}
+# {% endif %}
 
 # %% [markdown]
 # ## 6. 项目自报的“8–10%”是哪个口径？
@@ -382,26 +312,17 @@ if not own:
     d.table([(label, d.pct(value), f"{100 * distance(value):.2f} pp",
               "是" if distance(value) == 0 else "否") for label, _, value in candidates],
             ["候选口径", "值", f"到 [{', '.join(reported_by_project)}] 的距离", "在区间内"],
-            f"Candidates for the project's reported {reported_range.replace('–', '-')} (the course's quote)")
+            f"项目自报的 {reported_range}（课程引用）可能是哪个口径")
 else:
     d.table([(label, d.pct(value)) for label, _, value in candidates], ["候选口径", "本场景的值"],
-            "Utilization of this scenario under each convention")
+            "本场景在各口径下的利用率")
 
-# %% tags=["remove-input"]
-if not own:
-    text = (f"项目自报的是 {reported_range}。两个标准口径里，MFU（{d.pct(acc['mfu'])}）离区间 "
-            f"{100 * mfu_gap:.2f} 个百分点，HFU（{d.pct(acc['hfu'])}）离区间 {100 * hfu_gap:.2f} 个百分点："
-            + (f"项目报的数更可能是 **{closer}** 口径。" if closer else "两者离区间一样远，分不出口径。"))
-    if inside:
-        text += (f"把 N 换成模型卡上的公开激活数后，{'、'.join(inside)}落进了区间；"
-                 f"最贴合的解释是“{best_label}”（{d.pct(best_value)}）。")
-    else:
-        text += f"所有候选里最近的是“{best_label}”（{d.pct(best_value)}）。"
-    d.md(text)
-else:
-    d.md(f"“{reported_range}” 是课程项目自报的数，只对应课程的场景，这里不拿它和本场景比较。"
-         "上表列出了本场景在各口径下的数值，可以拿来和你们自己报告的利用率对照："
-         "先弄清报告用的是 MFU 还是 HFU、N 取的是哪一种。")
+# %% [markdown]
+# {% if not own %}
+# 项目自报的是 {{ reported_range }}。两个标准口径里，MFU（{{ acc.mfu|pct }}）离区间 {{ (100 * mfu_gap)|decimals(2) }} 个百分点，HFU（{{ acc.hfu|pct }}）离区间 {{ (100 * hfu_gap)|decimals(2) }} 个百分点：{% if closer %}项目报的数更可能是 **{{ closer }}** 口径。{% else %}两者离区间一样远，分不出口径。{% endif %}{% if inside %}把 N 换成模型卡上的公开激活数后，{{ inside|join("、") }}落进了区间；最贴合的解释是“{{ best_label }}”（{{ best_value|pct }}）。{% else %}所有候选里最近的是“{{ best_label }}”（{{ best_value|pct }}）。{% endif %}
+# {% else %}
+# “{{ reported_range }}” 是课程项目自报的数，只对应课程的场景，这里不拿它和本场景比较。上表列出了本场景在各口径下的数值，可以拿来和你们自己报告的利用率对照：先弄清报告用的是 MFU 还是 HFU、N 取的是哪一种。
+# {% endif %}
 
 # %% tags=["remove-input"]
 import matplotlib.pyplot as plt
@@ -515,26 +436,17 @@ d.claims(rows, sc)
 
 # %% [markdown]
 # ## 本节要点
-
-# %% tags=["remove-input"]
-points = [
-    f"D = {d.num(tokens)} token，6ND = {d.sci(flops, 4)} FLOPs；集群实际 "
-    f"{d.tflops(acc['achieved_flops_per_s'])}，每卡 {d.tflops(acc['achieved_flops_per_s_per_gpu'], 2)}。",
-    f"MFU = **{d.pct(acc['mfu'])}**，HFU = **{d.pct(acc['hfu'])}**（recompute 系数 {factor_exact}，"
-    f"集群峰值 {d.tflops(cluster_peak)}）。",
-    ("吞吐路线没有实测值可比：请补上 measured_tokens_per_s。" if measured is None else
-     f"吞吐路线：{d.num(acc['tokens_per_s'])} vs 实测 {d.num(measured)} tok/s，"
-     f"相对差 {100 * checks['tokens']:+.2f}%，" + ("在容差之内。" if ok["tokens"] else
-                                                  "超出容差" + rounding_note() + "。")),
-    (f"误用总参数：{d.pct(wrong, 1)}，是正确值的 {ratio:.2f} 倍。" if ratio > 1 else
-     "本场景总参数等于 N，误用总参数不改变结果。"),
-]
-if shape is not None:
-    points.append(f"配置里的精确 N = {d.sci(exact_n, 4)}，对应 MFU {d.pct(by_n['精确 N'][0])}；"
-                  f"用公开激活数（含 embedding）算是 {d.pct(by_n['公开激活数'][0])}。")
-if not own and closer:
-    points.append(f"项目自报的 {reported_range}（课程引用）更接近 {closer} 口径。")
-d.md("\n".join(f"- {p}" for p in points))
+#
+# - D = {{ tokens|num }} token，6ND = {{ flops|sci(4) }} FLOPs；集群实际 {{ acc.achieved_flops_per_s|tflops }}，每卡 {{ acc.achieved_flops_per_s_per_gpu|tflops(2) }}。
+# - MFU = **{{ acc.mfu|pct }}**，HFU = **{{ acc.hfu|pct }}**（recompute 系数 {{ factor_exact }}，集群峰值 {{ cluster_peak|tflops }}）。
+# - {% if measured is none %}吞吐路线没有实测值可比：请补上 measured_tokens_per_s。{% else %}吞吐路线：{{ acc.tokens_per_s|num }} vs 实测 {{ measured|num }} tok/s，相对差 {{ "%+.2f"|format(100 * checks.tokens) }}%，{% if ok.tokens %}在容差之内。{% else %}超出容差{{ rounding_note()|safe }}。{% endif %}{% endif %}
+# - {% if ratio > 1 %}误用总参数：{{ wrong|pct(1) }}，是正确值的 {{ ratio|decimals(2) }} 倍。{% else %}本场景总参数等于 N，误用总参数不改变结果。{% endif %}
+# {% if shape is not none %}
+# - 配置里的精确 N = {{ exact_n|sci(4) }}，对应 MFU {{ by_n["精确 N"][0]|pct }}；用公开激活数（含 embedding）算是 {{ by_n["公开激活数"][0]|pct }}。
+# {% endif %}
+# {% if not own and closer %}
+# - 项目自报的 {{ reported_range }}（课程引用）更接近 {{ closer }} 口径。
+# {% endif %}
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：单步耗时多算了一截
@@ -549,29 +461,20 @@ tokens_slow = float(utilization.tokens_per_s.subs(slow))
 rel_slow = gap(tokens_slow, measured)
 d.eq(r"\mathrm{MFU}'", sp.Symbol(r"\mathrm{MFU}") / sp.nsimplify(stretch), d.pct(mfu_slow))
 
-# %% tags=["solution", "remove-input"]
-answer = (f"- (a) MFU 和 HFU 都与 T 成反比，各除以 {stretch:g}：MFU 从 {d.pct(acc['mfu'])} 变成 "
-          f"**{d.pct(mfu_slow)}**，HFU 从 {d.pct(acc['hfu'])} 变成 **{d.pct(hfu_slow)}**。")
-if measured is None:
-    answer += ("\n- (b) 本场景没有实测吞吐，吞吐对账无从做起，多算的这一截不会被发现。"
-               "\n- (c) 不会：单卡 FLOPs 路线和集群路线一起变，永远相等。这正是要把日志里的 tok/s 填进场景的原因。")
-else:
-    answer += (f"\n- (b) D / T 变成 {d.num(tokens_slow)} tok/s，与实测 {d.num(measured)} tok/s 相差 "
-               f"**{100 * rel_slow:+.2f}%**（原来是 {100 * checks['tokens']:+.2f}%），"
-               + ("在容差之内" if agrees(rel_slow) else "超出容差") + "。")
-    if ok["tokens"] and not agrees(rel_slow):
-        answer += "对账从 ✓ 变成 ✗：多出来的时间被吞吐路线抓住了。"
-    elif not ok["tokens"] and agrees(rel_slow):
-        answer += "原先超出容差的偏差恰好被这一截抵消了：对得上只说明两边一致，不保证 D 和 T 各自正确。"
-    elif not ok["tokens"]:
-        answer += "原来就对不上，现在仍对不上，对账只告诉你有问题，不告诉你问题在哪。"
-    answer += "\n- (c) 不会：单卡 FLOPs 路线与集群路线一起变，永远相等，它查不出输入错误。"
-d.md(answer)
+# %% [markdown] tags=["solution"]
+# - (a) MFU 和 HFU 都与 T 成反比，各除以 {{ stretch|short }}：MFU 从 {{ acc.mfu|pct }} 变成 **{{ mfu_slow|pct }}**，HFU 从 {{ acc.hfu|pct }} 变成 **{{ hfu_slow|pct }}**。
+# {% if measured is none %}
+# - (b) 本场景没有实测吞吐，吞吐对账无从做起，多算的这一截不会被发现。
+# - (c) 不会：单卡 FLOPs 路线和集群路线一起变，永远相等。这正是要把日志里的 tok/s 填进场景的原因。
+# {% else %}
+# - (b) D / T 变成 {{ tokens_slow|num }} tok/s，与实测 {{ measured|num }} tok/s 相差 **{{ "%+.2f"|format(100 * rel_slow) }}%**（原来是 {{ "%+.2f"|format(100 * checks.tokens) }}%），{% if agrees(rel_slow) %}在容差之内{% else %}超出容差{% endif %}。{% if ok.tokens and not agrees(rel_slow) %}对账从 ✓ 变成 ✗：多出来的时间被吞吐路线抓住了。{% elif not ok.tokens and agrees(rel_slow) %}原先超出容差的偏差恰好被这一截抵消了：对得上只说明两边一致，不保证 D 和 T 各自正确。{% elif not ok.tokens %}原来就对不上，现在仍对不上，对账只告诉你有问题，不告诉你问题在哪。{% endif %}
+# - (c) 不会：单卡 FLOPs 路线与集群路线一起变，永远相等，它查不出输入错误。
+# {% endif %}
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：关掉 recompute 之后，旧的实测吞吐还能对账吗
 #
-# 01 的第 4 节已经按"硬件一样忙"的假设算过关掉 recompute 的账：硬件每秒做的 FLOPs 不变，单步耗时随硬件 FLOPs 同比缩短，MFU 升到原来的 HFU，HFU 不变。现在把它接到本节的对账上：假设显存腾出来了，recompute 真的关掉了，场景里的 `measured_tokens_per_s` 却还是关掉之前从日志里抄来的。**先预测**：(a) 按 D / T 算出的集群吞吐变成多少？(b) 第 3 节的吞吐对账会怎么说？毛病出在哪个输入上？
+# 01 的第 4 节已经按“硬件一样忙”的假设算过关掉 recompute 的账：硬件每秒做的 FLOPs 不变，单步耗时随硬件 FLOPs 同比缩短，MFU 升到原来的 HFU，HFU 不变。现在把它接到本节的对账上：假设显存腾出来了，recompute 真的关掉了，场景里的 `measured_tokens_per_s` 却还是关掉之前从日志里抄来的。**先预测**：(a) 按 D / T 算出的集群吞吐变成多少？(b) 第 3 节的吞吐对账会怎么说？毛病出在哪个输入上？
 
 # %% tags=["solution"]
 factor_now = float(factor_exact)
@@ -582,23 +485,15 @@ tokens_off = float(utilization.tokens_per_s.subs(no_recompute))  # D / T with th
 rel_off = gap(tokens_off, measured)  # against the throughput logged before the change
 d.eq(r"\tau_{\mathrm{off}}", r"\frac{D}{T / f}", rf"{d.tex_num(tokens_off)}\ \mathrm{{tok/s}}")
 
-# %% tags=["solution", "remove-input"]
-if factor_now > 1:
-    answer = (f"按 01 的假设，单步从 {sc.step_time:g} s 缩到 {sc.step_time / factor_now:.1f} s（除以系数 {factor_exact}），"
-              f"MFU 升到 {d.pct(mfu_off)}，HFU 仍是 {d.pct(hfu_off)}。"
-              f"\n- (a) D 不变、T 变短，D / T 从 {d.num(acc['tokens_per_s'])} 升到 **{d.num(tokens_off)} tok/s**，"
-              f"同样是系数 {factor_exact} 倍。")
-    if measured is None:
-        answer += "\n- (b) 本场景没有实测吞吐，对账无从做起；关掉 recompute 之后要量的正是它。"
-    else:
-        answer += (f"\n- (b) 与场景里旧的实测 {d.num(measured)} tok/s 相差 **{100 * rel_off:+.2f}%**，"
-                   + ("超出容差，对账报警。" if not agrees(rel_off) else "居然仍在容差之内，对账不报警。")
-                   + "可 D 和新的 T 都没有错，错的是实测吞吐：它量的是关掉之前的运行。"
-                   "改了设置就要重新从日志里读吞吐，再填回场景；对账只说明几个输入彼此不一致，不说明哪一个过时了。")
-else:
-    answer = (("本场景本来就没有 recompute" if sc.recompute == "none" else
-               f"本场景的 recompute（`{sc.recompute}`）不重做权重 GEMM")
-              + f"（系数 {factor_exact}）：按这个口径，单步耗时、MFU、HFU 都不变，D / T 仍是 "
-              f"**{d.num(tokens_off)} tok/s**，吞吐对账与第 3 节相同。"
-              "只有开着 recompute 的运行，关掉它才会改变单步，那时旧的实测吞吐就不能再拿来对账。")
-d.md(answer)
+# %% [markdown] tags=["solution"]
+# {% if factor_now > 1 %}
+# 按 01 的假设，单步从 {{ sc.step_time|short }} s 缩到 {{ (sc.step_time / factor_now)|decimals(1) }} s（除以系数 {{ factor_exact }}），MFU 升到 {{ mfu_off|pct }}，HFU 仍是 {{ hfu_off|pct }}。
+# - (a) D 不变、T 变短，D / T 从 {{ acc.tokens_per_s|num }} 升到 **{{ tokens_off|num }} tok/s**，同样是系数 {{ factor_exact }} 倍。
+# {% if measured is none %}
+# - (b) 本场景没有实测吞吐，对账无从做起；关掉 recompute 之后要量的正是它。
+# {% else %}
+# - (b) 与场景里旧的实测 {{ measured|num }} tok/s 相差 **{{ "%+.2f"|format(100 * rel_off) }}%**，{% if not agrees(rel_off) %}超出容差，对账报警。{% else %}居然仍在容差之内，对账不报警。{% endif %}可 D 和新的 T 都没有错，错的是实测吞吐：它量的是关掉之前的运行。改了设置就要重新从日志里读吞吐，再填回场景；对账只说明几个输入彼此不一致，不说明哪一个过时了。
+# {% endif %}
+# {% else %}
+# {% if sc.recompute == "none" %}本场景本来就没有 recompute{% else %}本场景的 recompute（{{ sc.recompute|code }}）不重做权重 GEMM{% endif %}（系数 {{ factor_exact }}）：按这个口径，单步耗时、MFU、HFU 都不变，D / T 仍是 **{{ tokens_off|num }} tok/s**，吞吐对账与第 3 节相同。只有开着 recompute 的运行，关掉它才会改变单步，那时旧的实测吞吐就不能再拿来对账。
+# {% endif %}

@@ -51,13 +51,9 @@ beyond_peak = padded and pad["mfu_after_packing"] > 1
 team = sc.lengths  # the team's lengths file (sequence_lengths), or None
 conv = attention.convention_of(sc.attention_flops, "eager")  # the account's model count
 quoted = course.figures()
-d.md(f"场景：**{d.text(sc.name)}**：每步 {d.num(sc.samples_per_step)} 个样本，平均每个样本 "
-     f"{d.count(sc.mean_tokens_per_sample)} 个真实 token"
-     + ("（截断到序列长度后的均值，来自团队的长度文件 `sequence_lengths`）" if team is not None else "")
-     + "，配置的序列长度（" + ("打包的行长，也是单个样本的截断长度" if packed else "补齐长度")
-     + f"）为 {d.num(sc.seq_len)}。"
-     + ("批处理方式是 `batching: packed`：样本已经首尾相接地装在一起。" if packed else "")
-     + "下面的数字都按这个场景现算。")
+
+# %% [markdown]
+# 场景：**{{ sc.name }}**：每步 {{ sc.samples_per_step|num }} 个样本，平均每个样本 {{ sc.mean_tokens_per_sample|count }} 个真实 token{% if team is not none %}（截断到序列长度后的均值，来自团队的长度文件 `sequence_lengths`）{% endif %}，配置的序列长度（{% if packed %}打包的行长，也是单个样本的截断长度{% else %}补齐长度{% endif %}）为 {{ sc.seq_len|num }}。{% if packed %}批处理方式是 `batching: packed`：样本已经首尾相接地装在一起。{% endif %}下面的数字都按这个场景现算。
 
 # %% [markdown]
 # ## 1. 按均值算的账
@@ -76,68 +72,48 @@ else:
     d.eq(r"\text{speedup}", padding.packing_speedup, padding.packing_speedup.subs(in_batch),
          d.times(pad["packing_speedup"]))
 
-# %% tags=["remove-input"]
-if packed:
-    d.table([
-        ["batching", pad["batching"]],
-        ["slots per step (= D)", d.num(pad["slots"])],
-        ["real tokens per step D", d.count(sc.tokens_per_step)],
-        ["useful fraction", d.pct(pad["useful_fraction"])],
-        ["padding slots", d.pct(pad["waste_fraction"])],
-        ["speedup left to packing", "none: already packed"],
-        ["MFU", d.pct(acc["mfu"])],
-    ], ["quantity", "value"], "Slot account of a packed run")
-    d.md(f"本场景声明 `batching: packed`：数据已经 packing，一步计算的槽位就是 {d.count(sc.tokens_per_step)} "
-         "个真实 token，没有 pad 槽位。定长补齐的那笔账（浪费、完美 packing 的提速）在这里不适用：没有可省的槽位，"
-         f"步时（{d.num(sc.step_time, 1)} 秒）和 MFU（{d.pct(acc['mfu'])}）都不会因为 packing 再变。"
-         "要核对这个声明，看日志里每步计入的 token 数是不是 $D$，以及注意力 kernel 是否拿到了 `cu_seqlens`。"
-         "packing 之后剩下要看的是注意力：它应当按样本（文档）计算（varlen，正比于 $\\sum s_i^2$，而不是拼好的"
-         "整行长度的平方，见第 3 节），同一行里的样本也不能互相看见（第 3、4 节）。")
-else:
-    rows = [
-        ["slots per step B·S", d.num(pad["slots"])],
-        ["real tokens per step D", d.count(sc.tokens_per_step)],
-        ["useful fraction", d.pct(pad["useful_fraction"])],
-        ["waste", d.pct(pad["waste_fraction"])],
-    ]
-    if padded:
-        rows += [
-            ["perfect-packing speedup", d.times(pad["packing_speedup"])],
-            ["MFU now -> after packing" + (" (over 100%: impossible)" if beyond_peak else ""),
-             f"{d.pct(acc['mfu'])} -> {d.pct(pad['mfu_after_packing'])}"],
-            ["step time now -> after packing",
-             f"{d.num(sc.step_time, 1)} s -> {d.num(pad['step_time_after_packing'], 1)} s"],
-        ]
-    else:
-        rows += [
-            ["perfect-packing speedup", "none: no pad slots"],
-            ["MFU (unchanged by packing)", d.pct(acc["mfu"])],
-            ["step time (unchanged by packing)", f"{d.num(sc.step_time, 1)} s"],
-        ]
-    d.table(rows, ["quantity", "value"], "Padding account (mean length)")
-    logs = (f"日志里每步计入的 token 数若是 $D$ = {d.count(sc.tokens_per_step)}，说明按真实 token 计数（计算是否也只在"
-            f"真实 token 上做，还要看注意力是否拿到 `cu_seqlens`）；若是 $B \\cdot S$ = {d.num(pad['slots'])}，"
-            "就是在补齐。")
-    if beyond_peak:
-        gain = (f"本场景按均值有 **{d.pct(pad['waste_fraction'])}** 的槽位落在 pad 上；但按槽位比例缩短步时，"
-                f"MFU 会从 {d.pct(acc['mfu'])} 升到 {d.pct(pad['mfu_after_packing'])}，超过 100%，不可能。"
-                "也就是说，本场景的输入与这笔账的前提矛盾：若每个样本真补齐到 $S$、pad 也全额计算，硬件现在"
-                "就已超过峰值。要么训练其实没有定长补齐（已经 packing，场景里写 `batching: packed`），"
-                "要么步时、GPU 数或模型的输入需要核对；这里的提速不能当真。" + logs)
-    elif padded:
-        gain = (f"本场景有 **{d.pct(pad['waste_fraction'])}** 的槽位落在 pad 上；如果真在定长补齐，完美 "
-                f"packing 能把每步从 {d.num(sc.step_time, 1)} 秒压到 "
-                f"**{d.num(pad['step_time_after_packing'], 1)} 秒**"
-                f"（{d.times(pad['packing_speedup'])}），MFU 从 {d.pct(acc['mfu'])} 升到 "
-                f"{d.pct(pad['mfu_after_packing'])}。先确认补齐真实存在：" + logs)
-    else:
-        gain = (f"本场景的平均真实长度等于配置长度（{d.num(sc.seq_len)}）：每个样本都填满 $S$，定长补齐也没有"
-                f" pad 槽位。这里没有 padding 可去，packing 不会改变步时（{d.num(sc.step_time, 1)} 秒）和 MFU"
-                f"（{d.pct(acc['mfu'])}）。要核对的是这个前提：日志里每步计入的 token 数应当正好是 $B \\cdot S$ = "
-                f"{d.num(pad['slots'])}，一个 batch 的 `attention_mask` 里没有 pad。若每个 $S$ 长的样本其实是几篇"
-                "文档拼接后切出来的，数据就已经是 packing 了：该查的是注意力是否拿到了 `cu_seqlens`（否则同一行的"
-                "文档互相看得见，见第 4 节），文档的真实长度也要用 `sequence_lengths` 另给。")
-    d.md(gain)
+# %% [markdown]
+# {% if packed %}
+# **packing 后的槽位账**
+#
+# | 量 | 值 |
+# |---|---|
+# | batching | {{ pad.batching }} |
+# | 每步槽位（= D） | {{ pad.slots|num }} |
+# | 每步真实 token 数 D | {{ sc.tokens_per_step|count }} |
+# | 有效占比 | {{ pad.useful_fraction|pct }} |
+# | pad 槽位 | {{ pad.waste_fraction|pct }} |
+# | 留给 packing 的提速 | 没有：已经 packing |
+# | MFU | {{ acc.mfu|pct }} |
+#
+# 本场景声明 `batching: packed`：数据已经 packing，一步计算的槽位就是 {{ sc.tokens_per_step|count }} 个真实 token，没有 pad 槽位。定长补齐的那笔账（浪费、完美 packing 的提速）在这里不适用：没有可省的槽位，步时（{{ sc.step_time|num(1) }} 秒）和 MFU（{{ acc.mfu|pct }}）都不会因为 packing 再变。要核对这个声明，看日志里每步计入的 token 数是不是 $D$，以及注意力 kernel 是否拿到了 `cu_seqlens`。packing 之后剩下要看的是注意力：它应当按样本（文档）计算（varlen，正比于 $\sum s_i^2$，而不是拼好的整行长度的平方，见第 3 节），同一行里的样本也不能互相看见（第 3、4 节）。
+# {% else %}
+# **按均值算的 padding 账**
+#
+# | 量 | 值 |
+# |---|---|
+# | 每步槽位 B·S | {{ pad.slots|num }} |
+# | 每步真实 token 数 D | {{ sc.tokens_per_step|count }} |
+# | 有效占比 | {{ pad.useful_fraction|pct }} |
+# | 浪费 | {{ pad.waste_fraction|pct }} |
+# {% if padded %}
+# | 完美 packing 的提速 | {{ pad.packing_speedup|times }} |
+# | MFU：现在 → packing 后{% if beyond_peak %}（超过 100%：不可能）{% endif %} | {{ acc.mfu|pct }} → {{ pad.mfu_after_packing|pct }} |
+# | 单步耗时：现在 → packing 后 | {{ sc.step_time|num(1) }} s → {{ pad.step_time_after_packing|num(1) }} s |
+# {% else %}
+# | 完美 packing 的提速 | 没有：没有 pad 槽位 |
+# | MFU（packing 不改变） | {{ acc.mfu|pct }} |
+# | 单步耗时（packing 不改变） | {{ sc.step_time|num(1) }} s |
+# {% endif %}
+#
+# {% if beyond_peak %}
+# 本场景按均值有 **{{ pad.waste_fraction|pct }}** 的槽位落在 pad 上；但按槽位比例缩短步时，MFU 会从 {{ acc.mfu|pct }} 升到 {{ pad.mfu_after_packing|pct }}，超过 100%，不可能。也就是说，本场景的输入与这笔账的前提矛盾：若每个样本真补齐到 $S$、pad 也全额计算，硬件现在就已超过峰值。要么训练其实没有定长补齐（已经 packing，场景里写 `batching: packed`），要么步时、GPU 数或模型的输入需要核对；这里的提速不能当真。日志里每步计入的 token 数若是 $D$ = {{ sc.tokens_per_step|count }}，说明按真实 token 计数（计算是否也只在真实 token 上做，还要看注意力是否拿到 `cu_seqlens`）；若是 $B \cdot S$ = {{ pad.slots|num }}，就是在补齐。
+# {% elif padded %}
+# 本场景有 **{{ pad.waste_fraction|pct }}** 的槽位落在 pad 上；如果真在定长补齐，完美 packing 能把每步从 {{ sc.step_time|num(1) }} 秒压到 **{{ pad.step_time_after_packing|num(1) }} 秒**（{{ pad.packing_speedup|times }}），MFU 从 {{ acc.mfu|pct }} 升到 {{ pad.mfu_after_packing|pct }}。先确认补齐真实存在：日志里每步计入的 token 数若是 $D$ = {{ sc.tokens_per_step|count }}，说明按真实 token 计数（计算是否也只在真实 token 上做，还要看注意力是否拿到 `cu_seqlens`）；若是 $B \cdot S$ = {{ pad.slots|num }}，就是在补齐。
+# {% else %}
+# 本场景的平均真实长度等于配置长度（{{ sc.seq_len|num }}）：每个样本都填满 $S$，定长补齐也没有 pad 槽位。这里没有 padding 可去，packing 不会改变步时（{{ sc.step_time|num(1) }} 秒）和 MFU（{{ acc.mfu|pct }}）。要核对的是这个前提：日志里每步计入的 token 数应当正好是 $B \cdot S$ = {{ pad.slots|num }}，一个 batch 的 `attention_mask` 里没有 pad。若每个 $S$ 长的样本其实是几篇文档拼接后切出来的，数据就已经是 packing 了：该查的是注意力是否拿到了 `cu_seqlens`（否则同一行的文档互相看得见，见第 4 节），文档的真实长度也要用 `sequence_lengths` 另给。
+# {% endif %}
+# {% endif %}
 
 # %% [markdown]
 # 这笔账有一个前提：训练真的在做定长补齐。它能从日志和数据上核对：每步计入的 token 数是真实 token 数 $D$ 还是槽位数 $B \cdot S$，注意力是否拿到了 `cu_seqlens`，一个 batch 的 `attention_mask` / `position_ids` 里有没有大片 pad。已经在 packing（场景里写 `batching: packed`），这笔浪费就不存在；确实定长补齐，它全额存在；部分 packing 则介于两者之间。
@@ -159,61 +135,45 @@ capped = float(np.mean(lengths == seq_len))  # share of samples at the cap S
 over_half = float(np.mean(lengths > seq_len / 2))  # share longer than S/2
 
 # %% tags=["remove-input"]
-if team is None:
-    d.table([
-        ["steps x samples per step", f"{n_steps} x {d.num(n_sim)}"],
-        ["gamma shape (assumption)", d.num(packing.DEFAULT_SHAPE, 1)],
-        ["tokens per step (every step)" if n_sim == n else "tokens per simulated step (every step)",
-         d.num(int(steps[0].sum()))],
-        ["mean length", d.num(float(lengths.mean()), 1)],
-        ["median length", d.num(float(np.median(lengths)), 0)],
-        ["samples at the cap S", d.pct(capped)],
-        ["samples longer than S/2", d.pct(over_half)],
-    ], ["synthetic lengths", "value"], "Synthetic sample lengths (seeded)")
-    if n_sim < n:
-        d.md(f"本场景每步有 {d.num(n)} 个样本，装箱模拟的耗时随样本数的平方增长，所以每步只模拟 "
-             f"{d.num(n_sim)} 个样本（同样的均值和上限）。下面的比例（有效占比、提速、平方和之比、"
-             "泄漏比例）直接用于本场景；行数与槽位数按模拟的样本数计，注意力 FLOPs 已按样本数换算回整步。"
-             "样本越多，装箱越容易把行填满，所以贪心装箱的结果在本场景里只会更好一点。")
-else:
-    info = team.summary()
-    d.table([
-        ["lengths in the file", d.num(team.count)],
-        ["reading", info["reading"]],
-        ["mean length (cut at S)", d.num(team.mean, 1)],
-        ["median length (cut at S)", d.num(float(np.median(lengths)), 0)],
-        ["longest in the file", d.num(info["longest"])],
-        ["samples longer than S (truncated)",
-         f"{d.num(team.truncated_samples)} ({d.pct(team.truncated_samples / team.count)})"],
-        ["tokens cut off by truncation", d.num(team.truncated_tokens)],
-        ["samples at the cap S (after the cut)", d.pct(capped)],
-        ["samples longer than S/2", d.pct(over_half)],
-        ["steps packed below", "the file's one step" if source == "file step"
-         else f"{n_steps} x {d.num(n_sim)} drawn from the file (seeded)"],
-    ], ["team's lengths", "value"], "The team's sample lengths (sequence_lengths)")
-    if team.exact_step:
-        reading = (f"文件里正好有 samples_per_step = {d.num(n)} 个长度，按**一整步**读：$D$ 就是这一步截断后"
-                   f"的长度之和（{d.count(sc.tokens_per_step)}），$\\sum s_i^2$ 也是这一步自己的。")
-    else:
-        reading = (f"文件里有 {d.num(team.count)} 个长度，不等于 samples_per_step（{d.num(n)}），按**一个分布**"
-                   f"读：它的均值和平方均值按每步 {d.num(n)} 个样本缩放到一步"
-                   f"（$D = B\\bar{{s}}$ = {d.count(sc.tokens_per_step)}）。")
-    if source == "file draws":
-        reading += (f"下面的装箱模拟从文件中有放回地抽样本（固定种子），{n_steps} 步、每步 {d.num(n_sim)} 个"
-                    + ("（本场景每步的样本太多，装箱只模拟这么多个；比例直接用于本场景，注意力 FLOPs 已按样本数"
-                       "换算回整步）" if n_sim < n else "") + "。")
-    else:
-        reading += "下面的装箱就装这一步。"
-    if team.truncated_samples:
-        cut = (f"文件里有 **{d.num(team.truncated_samples)}** 个样本长于 seq_len = {d.num(seq_len)}，被截断到 $S$，"
-               f"一共截掉 {d.num(team.truncated_tokens)} 个 token")
-        if not team.exact_step:
-            cut += (f"（按一步 {d.num(n)} 个样本换算，每步约 {d.num(info['truncated_samples_per_step'], 1)} 个"
-                    f"样本、{d.num(info['truncated_tokens_per_step'])} 个 token）")
-        cut += "。截掉的 token 不参与训练，也不计入 $D$；均值和 $\\sum s_i^2$ 都按截断后的长度算。"
-    else:
-        cut = f"文件里没有长于 seq_len = {d.num(seq_len)} 的样本，没有截断。"
-    d.md(reading + cut)
+step_tokens = int(steps[0].sum())  # every step holds the same number of tokens
+median = float(np.median(lengths))
+info = None if team is None else team.summary()
+
+# %% [markdown]
+# {% if team is none %}
+# **合成的样本长度（固定种子）**
+#
+# | 合成长度 | 值 |
+# |---|---|
+# | 步数 × 每步样本数 | {{ n_steps }} × {{ n_sim|num }} |
+# | Gamma 形状参数（假设） | {{ packing.DEFAULT_SHAPE|num(1) }} |
+# | {% if n_sim == n %}每步 token 数（每一步都相同）{% else %}每个模拟步的 token 数（每一步都相同）{% endif %} | {{ step_tokens|num }} |
+# | 平均长度 | {{ lengths.mean()|num(1) }} |
+# | 中位长度 | {{ median|num(0) }} |
+# | 顶到上限 S 的样本 | {{ capped|pct }} |
+# | 长于 S/2 的样本 | {{ over_half|pct }} |
+# {% if n_sim < n %}
+#
+# 本场景每步有 {{ n|num }} 个样本，装箱模拟的耗时随样本数的平方增长，所以每步只模拟 {{ n_sim|num }} 个样本（同样的均值和上限）。下面的比例（有效占比、提速、平方和之比、泄漏比例）直接用于本场景；行数与槽位数按模拟的样本数计，注意力 FLOPs 已按样本数换算回整步。样本越多，装箱越容易把行填满，所以贪心装箱的结果在本场景里只会更好一点。
+# {% endif %}
+# {% else %}
+# **团队的样本长度（sequence_lengths）**
+#
+# | 团队的长度 | 值 |
+# |---|---|
+# | 文件里的长度个数 | {{ team.count|num }} |
+# | 读法 | {% if team.exact_step %}恰好一整步{% else %}一个分布，按 samples_per_step = {{ n|num }} 缩放{% endif %} |
+# | 平均长度（截断到 S） | {{ team.mean|num(1) }} |
+# | 中位长度（截断到 S） | {{ median|num(0) }} |
+# | 文件里最长的样本 | {{ info.longest|num }} |
+# | 长于 S 的样本（被截断） | {{ team.truncated_samples|num }}（{{ (team.truncated_samples / team.count)|pct }}） |
+# | 截断掉的 token | {{ team.truncated_tokens|num }} |
+# | 顶到上限 S 的样本（截断后） | {{ capped|pct }} |
+# | 长于 S/2 的样本 | {{ over_half|pct }} |
+# | 下面装箱用的步 | {% if source == "file step" %}文件里的这一步{% else %}{{ n_steps }} × {{ n_sim|num }} 个，从文件中抽取（固定种子）{% endif %} |
+#
+# {% if team.exact_step %}文件里正好有 samples_per_step = {{ n|num }} 个长度，按**一整步**读：$D$ 就是这一步截断后的长度之和（{{ sc.tokens_per_step|count }}），$\sum s_i^2$ 也是这一步自己的。{% else %}文件里有 {{ team.count|num }} 个长度，不等于 samples_per_step（{{ n|num }}），按**一个分布**读：它的均值和平方均值按每步 {{ n|num }} 个样本缩放到一步（$D = B\bar{s}$ = {{ sc.tokens_per_step|count }}）。{% endif %}{% if source == "file draws" %}下面的装箱模拟从文件中有放回地抽样本（固定种子），{{ n_steps }} 步、每步 {{ n_sim|num }} 个{% if n_sim < n %}（本场景每步的样本太多，装箱只模拟这么多个；比例直接用于本场景，注意力 FLOPs 已按样本数换算回整步）{% endif %}。{% else %}下面的装箱就装这一步。{% endif %}{% if team.truncated_samples %}文件里有 **{{ team.truncated_samples|num }}** 个样本长于 seq_len = {{ seq_len|num }}，被截断到 $S$，一共截掉 {{ team.truncated_tokens|num }} 个 token{% if not team.exact_step %}（按一步 {{ n|num }} 个样本换算，每步约 {{ info.truncated_samples_per_step|num(1) }} 个样本、{{ info.truncated_tokens_per_step|num }} 个 token）{% endif %}。截掉的 token 不参与训练，也不计入 $D$；均值和 $\sum s_i^2$ 都按截断后的长度算。{% else %}文件里没有长于 seq_len = {{ seq_len|num }} 的样本，没有截断。{% endif %}
+# {% endif %}
 
 # %% tags=["remove-input"]
 d.setup_plots()
@@ -252,79 +212,42 @@ gain = perfect["speedup"] > 1  # some slots hold padding under fixed padding
 captured = (ffd["speedup"] - 1) / (perfect["speedup"] - 1) if gain else 1.0
 
 # %% tags=["remove-input"]
-over = f"averaged over {n_steps} steps" if n_steps > 1 else "one step"
+over = f"{n_steps} 步的平均" if n_steps > 1 else "一步"
 what = {"synthetic": "合成数据", "file step": "团队的这一步",
         "file draws": "从团队长度文件抽出的样本"}[source]
 this = "本场景的" + what if source == "synthetic" else what
-if packed:
-    # rows per step are exercise 2's answer: shown in its solution, not here
-    d.table([[label, d.num(v["slots"]), d.pct(v["useful_fraction"])]
-             for label, v in (("perfect (the account: slots = D)", perfect),
-                              ("greedy first-fit decreasing, whole samples", ffd))],
-            ["packed layout", "slots per step", "useful fraction"],
-            f"Packed rows of S tokens, {over}")
-    if gain:
-        rows_note = (f"{what}按 $S$ 长的行装；若打包器按整个样本贪心装箱（不切样本），行数会不会比 token 总数所需的多、"
-                     "多几行，后面的练习会算"
-                     + (f"，行尾还留着 {d.pct(1 - ffd['useful_fraction'])} 的 pad（账外的一点浪费，"
-                        "首尾拼接后按行切开或 varlen 不分行则没有）" if ffd["useful_fraction"] < 1 else "")
-                     + "。")
-    elif team is None:
-        rows_note = (f"按本场景，平均长度等于 $S$（{d.num(seq_len)}），每个样本都恰好 $S$ 长，各占一整行。"
-                     "如果场景里的“样本”指的是拼好的行而不是文档，文档的真实长度就得另给"
-                     "（`sequence_lengths`），第 3、4 节的 $\\sum s_i^2$ 和跨样本注意力才有意义。")
-    else:
-        rows_note = "文件里的样本截断后都是 $S$ 长，各占一整行。"
-    d.md("本场景已经 packing，账上按完美 packing 记，没有 packing 收益可拿。"
-         "长度分布在这里决定的是每行装几个样本，以及注意力的 $\\sum s_i^2$（第 3 节）。" + rows_note)
-else:
-    labels = {"fixed": "fixed padding", "ffd": "greedy first-fit decreasing", "perfect": "perfect"}
-    # rows per step are exercise 2's answer: shown in its solution, not here
-    layout_rows = [[labels[k], d.num(v["slots"]), d.pct(v["useful_fraction"]), d.times(v["speedup"])]
-                   for k, v in ways.items()]
-    if len({tuple(row[1:]) for row in layout_rows}) > 1:
-        d.table(layout_rows, ["layout", "slots per step", "useful fraction", "speedup vs fixed"],
-                f"Three layouts, {over}")
-    else:  # every sample fills its row: the three layouts are one
-        d.md(f"三种摆法（定长补齐、贪心装箱、完美 packing）在本场景完全相同：每步 {layout_rows[0][1]} 个槽位，"
-             f"有效占比 {layout_rows[0][2]}，提速 {layout_rows[0][3]}。")
-    same = d.times(perfect["speedup"]) == d.times(pad["packing_speedup"])
-    if not gain:
-        check = ""
-    elif source == "synthetic" and same:
-        check = (f"完美 packing 一行与按均值算的账完全一致（{d.times(perfect['speedup'])}），"
-                 "这是合成数据的校验。")
-    elif source == "synthetic":
-        check = (f"完美 packing 一行是 {d.times(perfect['speedup'])}，按均值算的账是 "
-                 f"{d.times(pad['packing_speedup'])}：合成数据每步的 token 数只能是整数"
-                 f"（{d.num(int(steps[0].sum()))} 而不是 {d.num(n_sim * mean, 2)}），差别全在这次取整。")
-    elif source == "file step":
-        check = (f"完美 packing 一行与账上一致（{d.times(perfect['speedup'])}）：账上的 $D$ 就是这一步的长度之和。"
-                 if same else
-                 f"完美 packing 一行是 {d.times(perfect['speedup'])}，账上是 {d.times(pad['packing_speedup'])}。")
-    else:
-        drawn = float(np.mean(np.concatenate(steps)))
-        check = (f"完美 packing 一行是 {d.times(perfect['speedup'])}，账上是 {d.times(pad['packing_speedup'])}"
-                 f"（抽出的样本平均长 {d.num(drawn, 1)}，文件的均值是 {d.num(team.mean, 1)}"
-                 + ("，两者只差抽样误差）。" if not same else "）。"))
-    if gain:
-        at_cap = ((f"合成长度中被截断的长文档；分布形状 `packing.DEFAULT_SHAPE` = {packing.DEFAULT_SHAPE:g} 是假设，"
-                   "均值取场景的 `mean_tokens_per_sample`" + ("，不是团队的长度数据" if sc.changed else ""))
-                  if team is None else
-                  "含文件中被截断的样本" if team.truncated_samples else "文件里本来就是这么长")
-        layout = (f"贪心装箱得到 **{d.times(ffd['speedup'])}**，拿到了完美 packing 收益的 **{d.pct(captured, 0)}**，"
-                  f"剩余浪费 {d.pct(1 - ffd['useful_fraction'])}。"
-                  + (f"长于 $S/2$ 的样本两两不能同行（本分布中占 {d.pct(over_half)}），每个都要独占一行，"
-                     "这就给每步的行数定了一个下界（后面的练习会把它算出来）；其余的空隙靠短样本填。"
-                     if over_half > 0 else
-                     "本分布中没有长于 $S/2$ 的样本，行数只取决于短样本把每行填得多满。")
-                  + (f"另有 {d.pct(capped)} 的{'合成' if team is None else ''}样本顶到了 $S$（{at_cap}），它们自成一行、没有空隙可填。"
-                     if capped > 0 else ""))
-    else:
-        layout = (("合成样本" if team is None else "文件里的样本（截断后）")
-                  + f"全都顶到了 $S$，三种摆法的槽位一样多（每步 {d.num(perfect['slots'])}）：没有空隙，"
-                  "装箱无从省起，与按均值算的账一致。")
-    d.md(check + layout)
+# rows per step are exercise 2's answer: shown in its solution, not here. One table when the
+# three layouts differ in a column as written.
+layouts_differ = len({(d.num(v["slots"]), d.pct(v["useful_fraction"]), d.times(v["speedup"]))
+                      for v in ways.values()}) > 1
+same = d.times(perfect["speedup"]) == d.times(pad["packing_speedup"])
+drawn = float(np.mean(np.concatenate(steps)))  # the drawn samples' mean length
+
+# %% [markdown]
+# {% if packed %}
+# **S 个 token 一行的 packing（{{ over }}）**
+#
+# | packing 的摆法 | 每步槽位 | 有效占比 |
+# |---|---|---|
+# | 完美（账上：槽位 = D） | {{ perfect.slots|num }} | {{ perfect.useful_fraction|pct }} |
+# | 贪心首次适应递减，整样本 | {{ ffd.slots|num }} | {{ ffd.useful_fraction|pct }} |
+#
+# 本场景已经 packing，账上按完美 packing 记，没有 packing 收益可拿。长度分布在这里决定的是每行装几个样本，以及注意力的 $\sum s_i^2$（第 3 节）。{% if gain %}{{ what }}按 $S$ 长的行装；若打包器按整个样本贪心装箱（不切样本），行数会不会比 token 总数所需的多、多几行，后面的练习会算{% if ffd.useful_fraction < 1 %}，行尾还留着 {{ (1 - ffd.useful_fraction)|pct }} 的 pad（账外的一点浪费，首尾拼接后按行切开或 varlen 不分行则没有）{% endif %}。{% elif team is none %}按本场景，平均长度等于 $S$（{{ seq_len|num }}），每个样本都恰好 $S$ 长，各占一整行。如果场景里的“样本”指的是拼好的行而不是文档，文档的真实长度就得另给（`sequence_lengths`），第 3、4 节的 $\sum s_i^2$ 和跨样本注意力才有意义。{% else %}文件里的样本截断后都是 $S$ 长，各占一整行。{% endif %}
+# {% else %}
+# {% if layouts_differ %}
+# **三种摆法（{{ over }}）**
+#
+# | 摆法 | 每步槽位 | 有效占比 | 相对定长补齐的提速 |
+# |---|---|---|---|
+# | 定长补齐 | {{ ways.fixed.slots|num }} | {{ ways.fixed.useful_fraction|pct }} | {{ ways.fixed.speedup|times }} |
+# | 贪心首次适应递减 | {{ ffd.slots|num }} | {{ ffd.useful_fraction|pct }} | {{ ffd.speedup|times }} |
+# | 完美 packing | {{ perfect.slots|num }} | {{ perfect.useful_fraction|pct }} | {{ perfect.speedup|times }} |
+# {% else %}
+# 三种摆法（定长补齐、贪心装箱、完美 packing）在本场景完全相同：每步 {{ ways.fixed.slots|num }} 个槽位，有效占比 {{ ways.fixed.useful_fraction|pct }}，提速 {{ ways.fixed.speedup|times }}。
+# {% endif %}
+#
+# {% if not gain %}{% elif source == "synthetic" and same %}完美 packing 一行与按均值算的账完全一致（{{ perfect.speedup|times }}），这是合成数据的校验。{% elif source == "synthetic" %}完美 packing 一行是 {{ perfect.speedup|times }}，按均值算的账是 {{ pad.packing_speedup|times }}：合成数据每步的 token 数只能是整数（{{ step_tokens|num }} 而不是 {{ (n_sim * mean)|num(2) }}），差别全在这次取整。{% elif source == "file step" %}{% if same %}完美 packing 一行与账上一致（{{ perfect.speedup|times }}）：账上的 $D$ 就是这一步的长度之和。{% else %}完美 packing 一行是 {{ perfect.speedup|times }}，账上是 {{ pad.packing_speedup|times }}。{% endif %}{% else %}完美 packing 一行是 {{ perfect.speedup|times }}，账上是 {{ pad.packing_speedup|times }}（抽出的样本平均长 {{ drawn|num(1) }}，文件的均值是 {{ team.mean|num(1) }}{% if not same %}，两者只差抽样误差）。{% else %}）。{% endif %}{% endif %}{% if gain %}贪心装箱得到 **{{ ffd.speedup|times }}**，拿到了完美 packing 收益的 **{{ captured|pct(0) }}**，剩余浪费 {{ (1 - ffd.useful_fraction)|pct }}。{% if over_half > 0 %}长于 $S/2$ 的样本两两不能同行（本分布中占 {{ over_half|pct }}），每个都要独占一行，这就给每步的行数定了一个下界（后面的练习会把它算出来）；其余的空隙靠短样本填。{% else %}本分布中没有长于 $S/2$ 的样本，行数只取决于短样本把每行填得多满。{% endif %}{% if capped > 0 %}另有 {{ capped|pct }} 的{% if team is none %}合成{% endif %}样本顶到了 $S$（{% if team is none %}合成长度中被截断的长文档；分布形状 `packing.DEFAULT_SHAPE` = {{ packing.DEFAULT_SHAPE|short }} 是假设，均值取场景的 `mean_tokens_per_sample`{% if sc.changed %}，不是团队的长度数据{% endif %}{% elif team.truncated_samples %}含文件中被截断的样本{% else %}文件里本来就是这么长{% endif %}），它们自成一行、没有空隙可填。{% endif %}{% else %}{% if team is none %}合成样本{% else %}文件里的样本（截断后）{% endif %}全都顶到了 $S$，三种摆法的槽位一样多（每步 {{ perfect.slots|num }}）：没有空隙，装箱无从省起，与按均值算的账一致。{% endif %}
+# {% endif %}
 
 # %% [markdown]
 # ## 3. 注意力项：均值低估了 $\sum s_i^2$
@@ -362,70 +285,48 @@ else:
     assert abs(att_sq / (sum_of_squares_flops(lengths, dim, layers, conv) * n / team.count) - 1) < 1e-9
     assert abs(att_sq / (att_mean * ratio) - 1) < 1e-9
 shared = ffd["rows"] < n_sim  # some packed row holds more than one sample
-rows = [] if packed else [["padded: every sample at S", "B · S²", d.sci(att_padded)]]
-rows += [
-    ["packed rows, plain causal mask (wrong)", "rows · S²", d.sci(att_rows)],
-    ["account 'actual': mean length" if team is None else "mean length only (course's reading)",
-     "B · s̄²", d.sci(att_mean)],
-    ["block-diagonal over real lengths" if team is None else "block-diagonal, the file (account)",
-     "Σ s_i²", d.sci(att_sq)],
-]
-d.table(rows, ["attention core per step", "grows as", f"FLOPs ({conv} convention)"],
-        "Attention-core FLOPs per step (same convention as the account)")
 equal = bool(np.all(lengths == lengths[0]))  # sum(s^2) = n mean^2 exactly
-if equal:
-    spread = (f"本场景的{'合成样本' if team is None else '样本（截断后）'}全都等长（{d.num(int(lengths[0]))}），"
-              "$\\sum s_i^2$ 恰好等于 $n\\bar{s}^2$："
-              f"按均值算的注意力 FLOPs（{d.sci(att_mean)}）没有少算。分布越散，均值低估得越多。")
-elif team is None:
-    spread = (f"本场景合成分布下 $\\sum s_i^2$ 是 $n\\bar{{s}}^2$ 的 **{d.num(ratio, 3)} 倍**：账上按均值算的注意力 "
-              f"FLOPs（{d.sci(att_mean)}）少算了，按真实长度是 {d.sci(att_sq)}，比它多 **{d.pct(ratio - 1, 1)}**。"
-              "分布越散，差得越多；只有所有样本等长时两者才相等。")
-else:
-    spread = (f"团队的长度下，每步 $\\sum s_i^2$ = {d.sci(actual['sum_squared_lengths'])}，而课程的近似 "
-              f"$B\\bar{{s}}^2$ = {d.sci(n * mean**2)}：前者是后者的 **{d.num(ratio, 3)} 倍**。按均值算的注意力 "
-              f"FLOPs（{d.sci(att_mean)}）少算了，真实值 {d.sci(att_sq)} 比它多 **{d.pct(ratio - 1, 1)}**"
-              f"（$B\\bar{{s}}^2$ 只有真实值的 {d.pct(1 / ratio, 1)}）。差的正是方差那一项，"
-              "$B\\bar{s}^2$ 永远不会高估；账上用的已经是文件的 $\\sum s_i^2$。")
-if packed and shared:
-    rows_text = ("本场景已经 packing：注意力应当按样本算（varlen / 块对角，`cu_seqlens`），即上表 $\\sum s_i^2$ "
-                 f"一行。若拼好的行（这里按上面的贪心装箱成行）交给不带文档掩码的普通因果 kernel，注意力按整行的平方算"
-                 f"（{d.sci(att_rows)}，是 $\\sum s_i^2$ 的 {d.times(att_rows / att_sq)}），既多算，又让样本互相看见"
-                 "（见下一节）。")
-elif shared:
-    rows_text = (f"反过来，装箱后若仍用整行的普通因果掩码，注意力按行长的平方算（{d.sci(att_rows)}），"
-                 "既多算，又让样本互相看见（见下一节）。")
-elif att_rows > att_sq * (1 + 1e-9):
-    rows_text = (f"本分布装箱后每行只有一个样本，普通因果掩码不会让样本互相看见；但按整行长度的平方算"
-                 f"（{d.sci(att_rows)}），行尾 pad 上的注意力仍被多算。")
-else:
-    rows_text = "本分布下每个样本都独占一整行且填满，普通因果掩码与块对角掩码没有区别。"
-d.md(spread + rows_text)
+rows_over = att_rows > att_sq * (1 + 1e-9)  # whole rows squared count more than the samples
+
+# %% [markdown]
+# **每步的注意力核心 FLOPs（与账上同一口径）**
+#
+# | 每步的注意力核心 | 增长方式 | FLOPs（{{ conv }} 口径） |
+# |---|---|---|
+# {% if not packed %}
+# | 定长补齐：每个样本都按 S | B · S² | {{ att_padded|sci }} |
+# {% endif %}
+# | 装箱成行，普通因果掩码（错误） | 行数 · S² | {{ att_rows|sci }} |
+# | {% if team is none %}账上的“actual”：平均长度{% else %}只用平均长度（课程的读法）{% endif %} | B · s̄² | {{ att_mean|sci }} |
+# | {% if team is none %}块对角，按真实长度{% else %}块对角，按文件（账上）{% endif %} | Σ s_i² | {{ att_sq|sci }} |
+#
+# {% if equal %}本场景的{% if team is none %}合成样本{% else %}样本（截断后）{% endif %}全都等长（{{ lengths[0]|int|num }}），$\sum s_i^2$ 恰好等于 $n\bar{s}^2$：按均值算的注意力 FLOPs（{{ att_mean|sci }}）没有少算。分布越散，均值低估得越多。{% elif team is none %}本场景合成分布下 $\sum s_i^2$ 是 $n\bar{s}^2$ 的 **{{ ratio|num(3) }} 倍**：账上按均值算的注意力 FLOPs（{{ att_mean|sci }}）少算了，按真实长度是 {{ att_sq|sci }}，比它多 **{{ (ratio - 1)|pct(1) }}**。分布越散，差得越多；只有所有样本等长时两者才相等。{% else %}团队的长度下，每步 $\sum s_i^2$ = {{ actual.sum_squared_lengths|sci }}，而课程的近似 $B\bar{s}^2$ = {{ (n * mean**2)|sci }}：前者是后者的 **{{ ratio|num(3) }} 倍**。按均值算的注意力 FLOPs（{{ att_mean|sci }}）少算了，真实值 {{ att_sq|sci }} 比它多 **{{ (ratio - 1)|pct(1) }}**（$B\bar{s}^2$ 只有真实值的 {{ (1 / ratio)|pct(1) }}）。差的正是方差那一项，$B\bar{s}^2$ 永远不会高估；账上用的已经是文件的 $\sum s_i^2$。{% endif %}{% if packed and shared %}本场景已经 packing：注意力应当按样本算（varlen / 块对角，`cu_seqlens`），即上表 $\sum s_i^2$ 一行。若拼好的行（这里按上面的贪心装箱成行）交给不带文档掩码的普通因果 kernel，注意力按整行的平方算（{{ att_rows|sci }}，是 $\sum s_i^2$ 的 {{ (att_rows / att_sq)|times }}），既多算，又让样本互相看见（见下一节）。{% elif shared %}反过来，装箱后若仍用整行的普通因果掩码，注意力按行长的平方算（{{ att_rows|sci }}），既多算，又让样本互相看见（见下一节）。{% elif rows_over %}本分布装箱后每行只有一个样本，普通因果掩码不会让样本互相看见；但按整行长度的平方算（{{ att_rows|sci }}），行尾 pad 上的注意力仍被多算。{% else %}本分布下每个样本都独占一整行且填满，普通因果掩码与块对角掩码没有区别。{% endif %}
 
 # %% [markdown]
 # 所以只知道均值时，$B\bar{s}^2$ 是注意力的下限估计，要用真实长度的平方和（场景的 `sequence_lengths` 文件，或者从 `cu_seqlens` 直接算）才准；给了长度文件，账上的“actual”一行用的就是文件的 $\sum s_i^2$。若定长补齐真实存在，而注意力也在 pad 上整块计算（没有 varlen），packing 还会把注意力从 $B S^2$ 降到 $\sum s_i^2$。下面把这部分也算进 packing 省下的 FLOPs；注意力这一项单独的比例与线性层的比例谁大，留作本节末的练习 1。
 
 # %% tags=["remove-input"]
-if packed:
-    d.md("本场景已经 packing（`batching: packed`），这里没有可省的：线性层没有 pad 槽位，注意力在 varlen "
-         "下也已按 $\\sum s_i^2$ 计。")
-elif not padded:
-    d.md("本场景没有 pad 槽位（每个样本都填满 $S$），注意力的 $B S^2$ 也就等于 $\\sum s_i^2$：线性层和注意力"
-         "都没有可省的 FLOPs。")
-else:
+if padded and not packed:
     linear_padded = acc["model_flops_per_step"] * pad["packing_speedup"]
     flop_speedup_mean = (linear_padded + att_padded) / (acc["model_flops_per_step"] + att_mean)
     flop_speedup_sq = (linear_padded + att_padded) / (acc["model_flops_per_step"] + att_sq)
-    d.table([
-        ["linear layers only (the account)", d.times(pad["packing_speedup"])],
-        ["with attention, mean length", d.times(flop_speedup_mean)],
-        ["with attention, Σ s_i²", d.times(flop_speedup_sq)],
-    ], ["FLOPs removed by perfect packing, if attention also ran on pads", "FLOP ratio"],
-        "Packing gain counting the attention core")
-    d.md(f"只算线性层（课程的做法）时，packing 前后的 FLOPs 之比是 {d.times(pad['packing_speedup'])}；若注意力也在 pad "
-         f"上整块算，按真实长度的 $\\sum s_i^2$ 算是 {d.times(flop_speedup_sq)}。这是 FLOPs 之比，不是步时之比："
-         "若补齐时注意力已经按真实长度算（varlen），能省的只有线性层那一份，而且步时里不随槽位变的部分越多，"
-         "实际提速越小。")
+
+# %% [markdown]
+# {% if packed %}
+# 本场景已经 packing（`batching: packed`），这里没有可省的：线性层没有 pad 槽位，注意力在 varlen 下也已按 $\sum s_i^2$ 计。
+# {% elif not padded %}
+# 本场景没有 pad 槽位（每个样本都填满 $S$），注意力的 $B S^2$ 也就等于 $\sum s_i^2$：线性层和注意力都没有可省的 FLOPs。
+# {% else %}
+# **算上注意力核心的 packing 收益**
+#
+# | 完美 packing 省下的 FLOPs（注意力也在 pad 上算时） | FLOPs 之比 |
+# |---|---|
+# | 只算线性层（账上的做法） | {{ pad.packing_speedup|times }} |
+# | 算上注意力，按平均长度 | {{ flop_speedup_mean|times }} |
+# | 算上注意力，按 Σ s_i² | {{ flop_speedup_sq|times }} |
+#
+# 只算线性层（课程的做法）时，packing 前后的 FLOPs 之比是 {{ pad.packing_speedup|times }}；若注意力也在 pad 上整块算，按真实长度的 $\sum s_i^2$ 算是 {{ flop_speedup_sq|times }}。这是 FLOPs 之比，不是步时之比：若补齐时注意力已经按真实长度算（varlen），能省的只有线性层那一份，而且步时里不随槽位变的部分越多，实际提速越小。
+# {% endif %}
 
 # %% [markdown]
 # ## 4. 正确的 packing 需要什么
@@ -443,14 +344,26 @@ tiny = [3, 2, 4]
 ids = packing.sample_ids(tiny)
 pos = packing.position_ids(tiny)  # restarts at 0 in every sample
 loss = packing.loss_mask(tiny)  # 0 where the next token belongs to another sample
-d.md(f"`cu_seqlens = {packing.cu_seqlens(tiny)}`")
-d.table([[t, "ABC"[ids[t]], t, pos[t], loss[t]] for t in range(sum(tiny))],
-        ["token", "sample", "naive position", "position_ids (reset)", "loss mask"],
-        "A packed row of 3 samples (lengths 3, 2, 4)")
 block = packing.block_causal_mask(tiny)
-d.table([[f"q{i}", *row] for i, row in enumerate(block.tolist())],
-        ["query \\ key", *[f"k{j}" for j in range(sum(tiny))]],
-        "Block-diagonal causal mask (1 = may attend)")
+
+# %% [markdown]
+# {{ ("cu_seqlens = " ~ packing.cu_seqlens(tiny))|code }}
+#
+# **一行装 {{ tiny|length }} 个样本（长度 {{ tiny|join("、") }}）**
+#
+# | token | 样本 | 朴素位置 | position_ids（按样本重置） | loss mask |
+# |---|---|---|---|---|
+# {% for t in range(tiny|sum) %}
+# | {{ t }} | {{ "ABC"[ids[t]] }} | {{ t }} | {{ pos[t]|int }} | {{ loss[t]|int }} |
+# {% endfor %}
+#
+# **块对角因果掩码（1 = 可以看见）**
+#
+# | query \ key |{% for j in range(tiny|sum) %} k{{ j }} |{% endfor %}
+# |---|{% for j in range(tiny|sum) %}---|{% endfor %}
+# {% for row in block.tolist() %}
+# | q{{ loop.index0 }} |{% for x in row %} {{ x }} |{% endfor %}
+# {% endfor %}
 
 # %% [markdown]
 # 如果忘了块对角、只用整行的普通因果掩码，每个 token 会看到排在它前面的**所有**样本。跨样本的 (query, key) 对数可以直接推出来：整行的对数减去各样本内部的对数。
@@ -463,9 +376,8 @@ d.eq(r"\text{cross-sample pairs}", cross, cross.subs(dict(zip((l1, l2, l3), tiny
 plain = packing.causal_mask(sum(tiny))
 leaks = packing.cross_sample_pairs(tiny)
 
-# %% tags=["remove-input"]
-d.md(f"这一行里普通因果掩码允许 {int(plain.sum())} 对，块对角只允许 {int(block.sum())} 对，"
-     f"多出的 **{leaks}** 对全是跨样本的泄漏（占 {d.pct(leaks / plain.sum(), 1)}）。")
+# %% [markdown]
+# 这一行里普通因果掩码允许 {{ plain.sum()|int }} 对，块对角只允许 {{ block.sum()|int }} 对，多出的 **{{ leaks }}** 对全是跨样本的泄漏（占 {{ (leaks / plain.sum())|pct(1) }}）。
 
 # %% tags=["remove-input"]
 fig, axes = plt.subplots(1, 2, figsize=(8, 3.8))
@@ -492,16 +404,12 @@ all_bins = [row for step in steps for row in packing.greedy_pack([int(x) for x i
 share_leak = packing.cross_sample_share(all_bins)  # causal pairs that cross a sample boundary
 shared_rows = sum(len(row) > 1 for row in all_bins) / len(all_bins)  # rows with 2+ samples
 
-# %% tags=["remove-input"]
-if share_leak > 0:
-    d.md(f"{what}装箱后，**{d.pct(shared_rows, 1)}** 的行里不止一个样本；若只用普通因果掩码，全部行的"
-         f"因果注意力对中有 **{d.pct(share_leak, 1)}** 跨越了样本边界。"
-         + ("本场景已经 packing，这正是剩下要查的：kernel 是否拿到了样本边界（`cu_seqlens`）。" if packed else "")
-         + "这种错误不会让训练崩溃，loss 看上去也正常，模型却在学不存在的跨样本关联，所以三件事都要逐条验证。")
-else:
-    d.md(f"{this}装箱后，每一行都只有一个样本，普通因果掩码在这里碰巧不会跨样本泄漏。"
-         "但只要有一行装进了两个样本，泄漏就会出现，而且不会让训练崩溃、loss 看上去也正常，"
-         "所以三件事仍要逐条验证。")
+# %% [markdown]
+# {% if share_leak > 0 %}
+# {{ what }}装箱后，**{{ shared_rows|pct(1) }}** 的行里不止一个样本；若只用普通因果掩码，全部行的因果注意力对中有 **{{ share_leak|pct(1) }}** 跨越了样本边界。{% if packed %}本场景已经 packing，这正是剩下要查的：kernel 是否拿到了样本边界（`cu_seqlens`）。{% endif %}这种错误不会让训练崩溃，loss 看上去也正常，模型却在学不存在的跨样本关联，所以三件事都要逐条验证。
+# {% else %}
+# {{ this }}装箱后，每一行都只有一个样本，普通因果掩码在这里碰巧不会跨样本泄漏。但只要有一行装进了两个样本，泄漏就会出现，而且不会让训练崩溃、loss 看上去也正常，所以三件事仍要逐条验证。
+# {% endif %}
 
 # %% [markdown]
 # ## 课程怎么说，本页算出什么
@@ -525,7 +433,9 @@ no_pad = ("已经 packing（batching: packed），没有 pad 槽位" if packed e
           "平均长度等于配置长度，每个样本都填满 S，没有 pad 槽位" if not padded else "")
 ratio_text = f"平均长度与配置长度之比 s̄/S = {d.pct(pad['useful_fraction'])}"
 lengths_from = "合成长度，分布形状是假设" if team is None else "团队的长度"
-lengths_en = "synthetic lengths" if team is None else "the team's lengths"
+lengths_zh = "合成长度" if team is None else "团队的长度"
+source_text = {"synthetic": "合成长度分布", "file step": "团队的这一步",
+               "file draws": "团队的长度分布"}[source]
 after_mfu, after_step = pad["mfu_after_packing"], pad["step_time_after_packing"]
 greedy_left = 1 - ffd["useful_fraction"]  # pad left in greedy whole-sample rows
 
@@ -592,43 +502,22 @@ d.claims(claim_rows, sc)
 
 # %% [markdown]
 # ## 本节要点
-
-# %% tags=["remove-input"]
-source_text = {"synthetic": "合成长度分布", "file step": "团队的这一步",
-               "file draws": "团队的长度分布"}[source]
-if packed:
-    first = "- 本场景已经 packing（`batching: packed`）：没有 pad 槽位，定长补齐的浪费与 packing 的提速都不适用。"
-    second = ((f"- 在{source_text}上按 {d.num(seq_len)} token 的行贪心装箱，{d.pct(shared_rows, 1)} 的行里不止一个样本："
-               "注意力要按样本算（varlen），不是按整行。") if shared_rows > 0 else
-              f"- 在{source_text}上按 {d.num(seq_len)} token 的行贪心装箱，每行只有一个样本。")
-elif beyond_peak:
-    first = (f"- 按均值算：定长补齐时有 **{d.pct(pad['waste_fraction'])}** 的槽位是 pad，但本场景按比例 packing 后的 "
-             f"MFU 会是 {d.pct(pad['mfu_after_packing'])}，超过 100%：它的输入与“pad 全额计算”的前提矛盾，"
-             "先核对是否真在补齐。")
-elif padded:
-    first = (f"- 按均值算：定长补齐浪费 **{d.pct(pad['waste_fraction'])}** 的槽位，完美 packing 提速 "
-             f"**{d.times(pad['packing_speedup'])}**（每步 {d.num(sc.step_time, 1)} 秒 → "
-             f"{d.num(pad['step_time_after_packing'], 1)} 秒），前提是补齐真实存在，先量再做。")
-else:
-    first = ("- 按均值算：本场景的平均长度等于配置长度，没有 pad 槽位，packing 不改变步时和 MFU；要核对的是 batch 里"
-             "确实没有 pad，以及每行若由几篇文档拼成，注意力是否拿到了 `cu_seqlens`。")
-if not packed:
-    second = ((f"- 在{source_text}上，贪心装箱进 {d.num(seq_len)} token 的行得到 **{d.times(ffd['speedup'])}**，"
-               f"约为完美 packing 收益的 {d.pct(captured, 0)}。") if gain else
-              f"- {'合成样本' if team is None else '文件里的样本'}全都顶到配置长度，装箱没有可省的槽位。")
-third = ((f"- 注意力按 $\\sum s_i^2$ 计；本分布的样本全都等长，均值没有低估它（{d.num(ratio, 3)} 倍）。" if equal else
-          f"- 注意力按 $\\sum s_i^2$ 计，均值低估了它：本分布下是 **{d.num(ratio, 3)}** 倍。") if team is None else
-         f"- 注意力按 $\\sum s_i^2$ 计：团队的长度下它是 $B\\bar{{s}}^2$ 的 **{d.num(ratio, 3)}** 倍"
-         + (f"，文件里 {d.num(team.truncated_samples)} 个样本被截断到 {d.num(seq_len)}。" if team.truncated_samples
-            else "。"))
-d.md("\n".join([
-    first,
-    second,
-    third,
-    "- 正确的 packing 要块对角注意力（`cu_seqlens`）、按样本重置的位置编号和边界处的 loss mask；"
-    + (f"否则 {d.pct(share_leak, 1)} 的注意力对会跨样本泄漏。" if share_leak > 0 else
-       f"{this}装箱后碰巧没有同行的样本，但换一批数据就会泄漏。"),
-]))
+#
+# {% if packed %}
+# - 本场景已经 packing（`batching: packed`）：没有 pad 槽位，定长补齐的浪费与 packing 的提速都不适用。
+# - 在{{ source_text }}上按 {{ seq_len|num }} token 的行贪心装箱，{% if shared_rows > 0 %}{{ shared_rows|pct(1) }} 的行里不止一个样本：注意力要按样本算（varlen），不是按整行。{% else %}每行只有一个样本。{% endif %}
+# {% else %}
+# {% if beyond_peak %}
+# - 按均值算：定长补齐时有 **{{ pad.waste_fraction|pct }}** 的槽位是 pad，但本场景按比例 packing 后的 MFU 会是 {{ pad.mfu_after_packing|pct }}，超过 100%：它的输入与“pad 全额计算”的前提矛盾，先核对是否真在补齐。
+# {% elif padded %}
+# - 按均值算：定长补齐浪费 **{{ pad.waste_fraction|pct }}** 的槽位，完美 packing 提速 **{{ pad.packing_speedup|times }}**（每步 {{ sc.step_time|num(1) }} 秒 → {{ pad.step_time_after_packing|num(1) }} 秒），前提是补齐真实存在，先量再做。
+# {% else %}
+# - 按均值算：本场景的平均长度等于配置长度，没有 pad 槽位，packing 不改变步时和 MFU；要核对的是 batch 里确实没有 pad，以及每行若由几篇文档拼成，注意力是否拿到了 `cu_seqlens`。
+# {% endif %}
+# - {% if gain %}在{{ source_text }}上，贪心装箱进 {{ seq_len|num }} token 的行得到 **{{ ffd.speedup|times }}**，约为完美 packing 收益的 {{ captured|pct(0) }}。{% else %}{% if team is none %}合成样本{% else %}文件里的样本{% endif %}全都顶到配置长度，装箱没有可省的槽位。{% endif %}
+# {% endif %}
+# - {% if team is none %}{% if equal %}注意力按 $\sum s_i^2$ 计；本分布的样本全都等长，均值没有低估它（{{ ratio|num(3) }} 倍）。{% else %}注意力按 $\sum s_i^2$ 计，均值低估了它：本分布下是 **{{ ratio|num(3) }}** 倍。{% endif %}{% else %}注意力按 $\sum s_i^2$ 计：团队的长度下它是 $B\bar{s}^2$ 的 **{{ ratio|num(3) }}** 倍{% if team.truncated_samples %}，文件里 {{ team.truncated_samples|num }} 个样本被截断到 {{ seq_len|num }}。{% else %}。{% endif %}{% endif %}
+# - 正确的 packing 要块对角注意力（`cu_seqlens`）、按样本重置的位置编号和边界处的 loss mask；{% if share_leak > 0 %}否则 {{ share_leak|pct(1) }} 的注意力对会跨样本泄漏。{% else %}{{ this }}装箱后碰巧没有同行的样本，但换一批数据就会泄漏。{% endif %}
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：注意力也在 pad 上算时，packing 省得更多还是更少？
@@ -639,9 +528,9 @@ d.md("\n".join([
 s = np.asarray(lengths, dtype=np.float64)  # the lengths used above (cut at S)
 linear_ratio = len(s) * seq_len / s.sum()  # B S / sum(s_i) = S / s_mean
 attention_ratio = len(s) * seq_len**2 / np.sum(s**2)  # B S^2 / sum(s_i^2)
-d.table([["linear layers: S / s̄", d.times(linear_ratio)],
-         ["attention core: B·S² / Σ s_i²", d.times(attention_ratio)]],
-        ["FLOPs removed by perfect packing", "ratio"], f"Exercise 1, {lengths_en}")
+d.table([["线性层：S / s̄", d.times(linear_ratio)],
+         ["注意力核心：B·S² / Σ s_i²", d.times(attention_ratio)]],
+        ["完美 packing 省下的 FLOPs", "比例"], f"练习 1（{lengths_zh}）")
 
 # %% [markdown] tags=["solution"]
 # 因为每个 $s_i \le S$，有 $s_i^2 \le S\,s_i$，求和得 $\sum s_i^2 \le S \sum s_i = S \cdot B\bar{s}$，于是 $B S^2 / \sum s_i^2 \ge B S^2 / (S B \bar{s}) = S/\bar{s}$：只要注意力也在 pad 上算，它被 packing 省下的比例永远不小于线性层的。两者相等当且仅当每个样本都恰好是 $S$ 长，那时两个比例都是 1，本来就没有 pad。直观地看，补齐把每个样本的注意力都算成最长样本的 $S^2$，而短样本真实的平方比它小得更多。上表是本场景长度下的两个数；数值上也总是第二个不小于第一个。
@@ -655,20 +544,16 @@ d.table([["linear layers: S / s̄", d.times(linear_ratio)],
 by_tokens = np.mean([np.ceil(step.sum() / seq_len) for step in steps])  # rows >= ceil(sum s_i / S)
 by_long = np.mean([np.sum(step > seq_len / 2) for step in steps])  # one row per sample > S/2
 bound = np.mean([max(np.ceil(step.sum() / seq_len), np.sum(step > seq_len / 2)) for step in steps])
-d.table([["tokens: ⌈Σ s_i / S⌉", d.num(by_tokens, 1)],
-         ["samples longer than S/2", d.num(by_long, 1)],
-         ["lower bound: the larger of the two", d.num(bound, 1)],
-         ["greedy first-fit decreasing", d.num(ffd["rows"], 1)]],
-        ["rows of S per step", "rows"], f"Exercise 2: {over}, {d.num(n_sim)} samples per "
-        + ("simulated step" if n_sim < n else "step"))
+tie = bool(np.isclose(by_tokens, by_long))  # the two bounds agree
+extra = ffd["rows"] - bound  # rows greedy packing uses beyond the bound
+d.table([["token 总数：⌈Σ s_i / S⌉", d.num(by_tokens, 1)],
+         ["长于 S/2 的样本", d.num(by_long, 1)],
+         ["下界：两者中较大的", d.num(bound, 1)],
+         ["贪心首次适应递减", d.num(ffd["rows"], 1)]],
+        ["每步 S 长的行", "行数"],
+        f"练习 2：{over}，{'每个模拟步' if n_sim < n else '每步'} {d.num(n_sim)} 个样本")
 
 # %% [markdown] tags=["solution"]
 # 每行最多装 $S$ 个 token，所以行数不少于 $\lceil \sum s_i / S \rceil$。两个长于 $S/2$ 的样本加起来超过 $S$，放不进同一行，所以每个这样的样本各占一行，行数不少于它们的个数。行数至少是两者中较大的那个；任何整样本的装法都不会低于它（最优装法也未必能达到），贪心的行数与它的差，就是贪心最多可能多用的行。
-
-# %% tags=["solution", "remove-input"]
-tighter = ("两个下界一样大" if np.isclose(by_tokens, by_long) else
-           "token 总数给出的下界更紧" if by_tokens > by_long else "长于 S/2 的样本给出的下界更紧")
-extra = ffd["rows"] - bound
-d.md(f"按本场景的长度（{source_text}），{tighter}；贪心装箱"
-     + (f"每步比下界多用 {d.num(extra, 1)} 行（{d.pct(extra / bound, 1)}）。" if extra > 1e-9
-        else "的行数正好等于下界，已经是最优。"))
+#
+# 按本场景的长度（{{ source_text }}），{% if tie %}两个下界一样大{% elif by_tokens > by_long %}token 总数给出的下界更紧{% else %}长于 S/2 的样本给出的下界更紧{% endif %}；贪心装箱{% if extra > 1e-9 %}每步比下界多用 {{ extra|num(1) }} 行（{{ (extra / bound)|pct(1) }}）。{% else %}的行数正好等于下界，已经是最优。{% endif %}

@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 05 注意力项：6ND 没有数进去的那一块
 #
-# 6ND 数的是"每个参数对每个 token 做一次乘加"，也就是所有以权重为一侧的矩阵乘。注意力核心里的两个矩阵乘 QKᵀ 和 A·V 却不一样：两侧都是激活，没有一个参数参与，所以 N 里根本没有它们。短序列时这一项小到可以忽略；序列一长，它按长度的平方增长，会变成一步运算量里的大头。本节先推导它的大小，再看它在本场景里占多少；然后把"整块方阵还是只数下三角（full / causal）"与"普通实现还是 FlashAttention（eager / flash）" 四种组合并排，找出你的训练框架日志用的是哪一种；最后和 PyTorch 的 FLOP 计数器对一次账，并把课程在这一节的说法逐条核对。
+# 6ND 数的是“每个参数对每个 token 做一次乘加”，也就是所有以权重为一侧的矩阵乘。注意力核心里的两个矩阵乘 QKᵀ 和 A·V 却不一样：两侧都是激活，没有一个参数参与，所以 N 里根本没有它们。短序列时这一项小到可以忽略；序列一长，它按长度的平方增长，会变成一步运算量里的大头。本节先推导它的大小，再看它在本场景里占多少；然后把“整块方阵还是只数下三角（full / causal）”与“普通实现还是 FlashAttention（eager / flash）”四种组合并排，找出你的训练框架日志用的是哪一种；最后和 PyTorch 的 FLOP 计数器对一次账，并把课程在这一节的说法逐条核对。
 
 # %% [markdown] tags=["lab-only"]
 # **换成你自己的场景。** 在 JupyterLab 里改下面的参数单元格。本节最常改的键是 `attention_flops`（full 或 causal）、`attention_kernel`（eager 或 flash）、`seq_len` 和 `batching`（padded 或 packed）。`scenario_file` 是一个 YAML 场景文件的路径：绝对路径，或相对于仓库根目录的路径（例如 `scenarios/llama-3.1-70b-512xH100.yaml`；在 notebook 所在的文件夹里能找到的相对路径优先）；`overrides` 覆盖单个键，例如 `{"attention_flops": "causal"}` 或 `{"step_time": 90}`。改完后重启内核并运行全部单元格（Kernel → Restart Kernel and Run All Cells）。
@@ -124,22 +124,11 @@ width_from = {"num_heads x head_dim": "头数 × 每头宽度", "attention_dim":
               "hidden_size": "hidden_size（未给出头数与每头宽度）"}[sc.attention_dim_from]
 if sc.sources.get("attention_dim") == "model":
     width_from = "模型配置（`model:`）给出的 attention_dim"
-square_text = {"full": "整块 s×s 方阵", "causal": "只数下三角，方阵的一半"}[sc.attention_flops]
-kernel_text = {"eager": "反向是前向的 2 倍", "flash": "反向重算打分矩阵，是前向的 2.5 倍"}[
-    sc.attention_kernel]
-batching_text = {"padded": "每个样本补齐到配置长度 S", "packed": "样本首尾相接、没有补齐，注意力按文档分块"}[
-    sc.batching]
-sq_from = ("长度文件里每步真实长度的平方和" if sc.sum_squared_lengths_from == "sequence_lengths"
-           else " B·s̄²（没有长度文件，按每个样本都是平均长度计）")
-d.md(f"场景：**{d.text(sc.name)}**。注意力宽度 d = {d.num(sc.attention_dim)}，来自{width_from}；"
-     + (f"{sc.num_layers} 层主干加 {sc.num_mtp_layers} 个 MTP 层，共有 "
-        f"{sc.num_full_attention_layers} 个全注意力层" if sc.num_mtp_layers else
-        f"{sc.num_layers} 层里有 {sc.num_full_attention_layers} 层是全注意力层")
-     + f"；配置长度 S = {d.num(sc.seq_len)}，平均真实长度 s̄ = {d.count(sc.mean_tokens_per_sample)}，"
-     f"每步 {sc.samples_per_step} 个样本，Σsᵢ² = {d.sci(sc.sum_squared_lengths)}，取自{sq_from}。\n\n"
-     f"计数约定：`attention_flops: {sc.attention_flops}`（{square_text}），"
-     f"`attention_kernel: {sc.attention_kernel}`（{kernel_text}），"
-     f"`batching: {sc.batching}`（{batching_text}）。")
+
+# %% [markdown]
+# 场景：**{{ sc.name }}**。注意力宽度 d = {{ sc.attention_dim|num }}，来自{{ width_from|safe }}；{% if sc.num_mtp_layers %}{{ sc.num_layers }} 层主干加 {{ sc.num_mtp_layers }} 个 MTP 层，共有 {{ sc.num_full_attention_layers }} 个全注意力层{% else %}{{ sc.num_layers }} 层里有 {{ sc.num_full_attention_layers }} 层是全注意力层{% endif %}；配置长度 S = {{ sc.seq_len|num }}，平均真实长度 s̄ = {{ sc.mean_tokens_per_sample|count }}，每步 {{ sc.samples_per_step|num }} 个样本，Σsᵢ² = {{ sc.sum_squared_lengths|sci }}，取自{% if sc.sum_squared_lengths_from == "sequence_lengths" %}长度文件里每步真实长度的平方和{% else %} B·s̄²（没有长度文件，按每个样本都是平均长度计）{% endif %}。
+#
+# 计数约定：{{ ("attention_flops: " ~ sc.attention_flops)|code }}（{% if sc.attention_flops == "full" %}整块 s×s 方阵{% else %}只数下三角，方阵的一半{% endif %}），{{ ("attention_kernel: " ~ sc.attention_kernel)|code }}（{% if sc.attention_kernel == "eager" %}反向是前向的 2 倍{% else %}反向重算打分矩阵，是前向的 2.5 倍{% endif %}），{{ ("batching: " ~ sc.batching)|code }}（{% if sc.batching == "padded" %}每个样本补齐到配置长度 S{% else %}样本首尾相接、没有补齐，注意力按文档分块{% endif %}）。
 
 # %% [markdown]
 # ## 1. 从两个矩阵乘推出 4·s²·d
@@ -149,7 +138,7 @@ d.md(f"场景：**{d.text(sc.name)}**。注意力宽度 d = {d.num(sc.attention_
 # - 打分 QKᵀ：(s × d_h) 乘 (d_h × s)，得到 s × s 的分数矩阵；
 # - 加权求和 A·V：(s × s) 乘 (s × d_h)，得到 s × d_h 的输出。
 #
-# 按"一次乘加 = 2 FLOPs"，一个 (m × k)(k × n) 的矩阵乘是 2mnk。下面让 SymPy 逐项算出来，再乘上头数 n_h，并把 n_h·d_h 换成注意力宽度 d。
+# 按“一次乘加 = 2 FLOPs”，一个 (m × k)(k × n) 的矩阵乘是 2mnk。下面让 SymPy 逐项算出来，再乘上头数 n_h，并把 n_h·d_h 换成注意力宽度 d。
 
 # %%
 per_head = attention.core_forward_per_head()
@@ -159,7 +148,7 @@ d.eq(r"F_{\mathrm{fwd}}^{\mathrm{layer}}", r"n_h\,(F_{QK^\top}+F_{AV})\big|_{n_h
      attention.forward_per_layer)
 
 # %% [markdown]
-# 反向传播对每个矩阵乘 C = A·B 要算两个同样大小的矩阵乘（对 A 的梯度和对 B 的梯度），所以反向是前向的 2 倍，前向加反向是 3 倍。这和 6ND 里"2ND 前向 + 4ND 反向"是同一个道理，也是**模型 FLOPs**（MFU 的分子）对注意力的数法：不管实际用的是哪种 kernel，都按 3 倍计。
+# 反向传播对每个矩阵乘 C = A·B 要算两个同样大小的矩阵乘（对 A 的梯度和对 B 的梯度），所以反向是前向的 2 倍，前向加反向是 3 倍。这和 6ND 里“2ND 前向 + 4ND 反向”是同一个道理，也是**模型 FLOPs**（MFU 的分子）对注意力的数法：不管实际用的是哪种 kernel，都按 3 倍计。
 #
 # FlashAttention 类的 kernel 不把 s × s 的打分矩阵存下来，反向时要把 QKᵀ 再算一遍。把它反向里的矩阵乘逐个列出来，和前向的两个比一比，2.5 倍就出来了：
 
@@ -176,7 +165,7 @@ d.eq(r"\kappa_{\mathrm{eager}}", attention.KERNEL_BACKWARD_OVER_FORWARD["eager"]
 # %% [markdown]
 # 5 个同样大小的矩阵乘对前向的 2 个，κ = 5/2：重算的那一个是硬件真的做了、模型本身却不需要的运算，所以它只进**硬件 FLOPs**（HFU 的分子），不进模型 FLOPs。
 #
-# 一步有 B 个样本、L_full 个全注意力层（线性注意力层没有 s² 项）。再引入三个由场景决定的数：a 是方阵里被数进去的比例（full 为 1，causal 为 1/2），κ 是 kernel 的反向倍数，r 是 recompute 重做的前向比例（与线性层相同）。注意力按两种长度读：每个样本都按补齐长度 S，或者按每个样本的真实长度求平方和 Σsᵢ²。混合模型的线性注意力（gated DeltaNet）核心记作 F_lin，它随长度线性增长，也不在 6ND 里，所有"含注意力"的数字都把它算进去（没有这类层、或它们的头宽度未知时，F_lin = 0）：
+# 一步有 B 个样本、L_full 个全注意力层（线性注意力层没有 s² 项）。再引入三个由场景决定的数：a 是方阵里被数进去的比例（full 为 1，causal 为 1/2），κ 是 kernel 的反向倍数，r 是 recompute 重做的前向比例（与线性层相同）。注意力按两种长度读：每个样本都按补齐长度 S，或者按每个样本的真实长度求平方和 Σsᵢ²。混合模型的线性注意力（gated DeltaNet）核心记作 F_lin，它随长度线性增长，也不在 6ND 里，所有“含注意力”的数字都把它算进去（没有这类层、或它们的头宽度未知时，F_lin = 0）：
 
 # %%
 F = sp.Symbol("F_attn", positive=True)
@@ -190,75 +179,39 @@ d.eq(r"\text{linear-attention share}", attention.linear_share(F))
 d.eq(r"\mathrm{MFU}_{\mathrm{with\ attn}}", attention.mfu_with_attention(F))
 d.eq(r"\mathrm{HFU}_{\mathrm{with\ attn}}", attention.hfu_with_attention(F_hw))
 
-# %% tags=["remove-input"]
-d.md(f"本场景：a = {sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops])}"
-     f"（`attention_flops: {sc.attention_flops}`），κ = "
-     f"{sp.sstr(attention.KERNEL_BACKWARD_OVER_FORWARD[sc.attention_kernel])}"
-     f"（`attention_kernel: {sc.attention_kernel}`），r_core = {subs[r_core]:g}（`recompute: {sc.recompute}`"
-     + (f"，重算 {'、'.join(sc.recompute_modules)}" if sc.recompute_modules else "")
-     + "：注意力核心自己被重做的份额，与权重一侧的 r 分开计）。"
-     f"于是注意力的模型 FLOPs 按 {att['convention']} 计，硬件 FLOPs 按 {att['hardware_convention']} 计，"
-     + ("再加上 recompute 重做的核心前向。" if subs[r_core] > 0 else "没有 recompute 重做的核心前向。"))
+# %% [markdown]
+# 本场景：a = {{ sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops]) }}（{{ ("attention_flops: " ~ sc.attention_flops)|code }}），κ = {{ sp.sstr(attention.KERNEL_BACKWARD_OVER_FORWARD[sc.attention_kernel]) }}（{{ ("attention_kernel: " ~ sc.attention_kernel)|code }}），r_core = {{ subs[r_core]|short }}（{{ ("recompute: " ~ sc.recompute)|code }}{% if sc.recompute_modules %}，重算 {{ sc.recompute_modules|join("、") }}{% endif %}：注意力核心自己被重做的份额，与权重一侧的 r 分开计）。于是注意力的模型 FLOPs 按 {{ att.convention }} 计，硬件 FLOPs 按 {{ att.hardware_convention }} 计，{% if subs[r_core] > 0 %}再加上 recompute 重做的核心前向。{% else %}没有 recompute 重做的核心前向。{% endif %}
 
 # %% [markdown]
 # 下表是本场景的数字：一行按补齐长度 S（每个样本都补齐），一行按真实长度（Σsᵢ²）。分母里的模型 FLOPs 始终是真实 token 的 6ND。
 
 # %% tags=["remove-input"]
-rows = []
-for key, label in (("padded", "补齐长度 S"), ("actual", "真实长度 Σsᵢ²")):
-    a = att[key]
-    length = (f"S = {d.num(a['seq_len'])}" if key == "padded" else
-              f"s̄ = {d.count(a['seq_len'])}，Σsᵢ² = {d.sci(a['sum_squared_lengths'])}")
-    rows.append([label, length, d.sci(a["flops_per_step"]), d.sci(a["hardware_flops_per_step"]),
-                 d.pct(a["share"])] + ([linear_cell(sc, acc, key, 2)] if lin else [])
-                + [d.pct(a["mfu_with_attention"]), d.pct(a["hfu_with_attention"])])
-d.table(rows, ["序列口径", "长度", "注意力模型 FLOPs", "注意力硬件 FLOPs", "注意力占比"]
-        + (["线性注意力占比"] if lin else []) + ["含注意力的 MFU", "含注意力的 HFU"],
-        f"本场景的注意力项（模型口径 {att['convention']}；硬件口径 {att['hardware_convention']}，"
-        + ("含 recompute；" if subs[r_core] > 0 else "") + f"d = {sc.attention_dim}，L_full = {sc.num_full_attention_layers}）")
 actual, padded = att["actual"], att["padded"]
-text = (f"按真实长度计，注意力核心占一步全部运算的 **{d.pct(actual['share'])}**，把它算进分子后利用率从 "
-        f"MFU {d.pct(acc['mfu'])} 变成 **{d.pct(actual['mfu_with_attention'])}**，硬件口径的 HFU 从 "
-        f"{d.pct(acc['hfu'])} 变成 {d.pct(actual['hfu_with_attention'])}；按补齐长度计则是 "
-        f"{d.pct(padded['share'])}、MFU {d.pct(padded['mfu_with_attention'])}、HFU "
-        f"{d.pct(padded['hfu_with_attention'])}。")
-if sc.batching == "packed":
-    text += ("本场景 `batching: packed`，样本没有补齐、注意力按文档分块，所以真实长度那一行就是硬件做的事；"
-             "补齐长度那一行只回答\"如果改成补齐会怎样\""
-             + ("，而且它超过 100%：同样的一步时间里放不下补齐后的运算，这组输入下补齐不可能发生" if
-                max(padded["mfu_with_attention"], padded["hfu_with_attention"]) > 1 else "") + "。")
-elif sc.mean_tokens_per_sample < sc.seq_len:
-    text += ("本场景 `batching: padded`：注意力 kernel 在补齐后的 S × S 上运行，硬件做的注意力是补齐长度那一行，"
-             "但那一行的分子把补齐后的注意力和真实 token 的 6ND 放在了一起，第 6 节会拆开。")
-else:
-    text += "本场景的平均真实长度等于配置长度，两行读数相同。"
-if max(a[k] for a in (actual, padded) for k in ("mfu_with_attention", "hfu_with_attention")) > 1:
-    text += ("表中有超过 100% 的利用率：集群在 step_time 内做不了这么多运算，所以那个读数描述的运算不可能"
-             "全部真的发生（比如注意力并没有按补齐长度运行），否则就是场景的输入彼此矛盾。")
-d.md(text)
+over_peak_padded = max(padded["mfu_with_attention"], padded["hfu_with_attention"]) > 1
+over_peak = max(a[k] for a in (actual, padded) for k in ("mfu_with_attention", "hfu_with_attention")) > 1
 
-# %% tags=["remove-input"]
-if lin is None:
-    d.md("本场景的模型没有线性注意力层，F_lin = 0，上面的占比只有 softmax 注意力一项。")
-elif lin["flops_per_step"] is None:
-    d.md(f"本场景有 {lin['layers']} 层线性注意力（gated DeltaNet），但没有一份模型配置给出它们的头宽度，"
-         f"这一项**没有计入**：上表\"含注意力\"的利用率因此偏低，softmax 注意力的占比则偏高。"
-         f"库的说明：{d.text(lin['note'])}。")
-else:
-    soft, linear = actual["share"], lin["share"]
-    size = (f"只有 softmax 注意力的 {d.pct(linear / soft, 1)}" if linear < soft else
-            f"是 softmax 注意力的 {d.times(linear / soft, 1)}")
-    d.md(f"本场景的 {lin['layers']} 层线性注意力（gated DeltaNet，块长 {lin['chunk_size']}，"
-         f"头宽度取自 {d.text(lin['widths_from'])} 的配置）核心运算每步 {d.sci(lin['flops_per_step'])} FLOPs，"
-         f"按真实长度读数占一步运算的 **{d.pct(linear)}**，{size}（{d.pct(soft)}）。"
-         "它对每个 token 的代价与序列长度无关，只随 token 数线性增长；softmax 注意力对每个 token 的代价"
-         "却随长度增长，所以序列越长，两者差得越远。这个数只含分块 gated-delta 规则里的矩阵运算"
-         "（前向加 2 倍前向），conv1d 与逐元素运算不计。")
+# %% [markdown]
+# **本场景的注意力项（模型口径 {{ att.convention }}；硬件口径 {{ att.hardware_convention }}，{% if subs[r_core] > 0 %}含 recompute；{% endif %}d = {{ sc.attention_dim }}，L_full = {{ sc.num_full_attention_layers }}）**
+#
+# | 序列口径 | 长度 | 注意力模型 FLOPs | 注意力硬件 FLOPs | 注意力占比 |{% if lin %} 线性注意力占比 |{% endif %} 含注意力的 MFU | 含注意力的 HFU |
+# |---|---|---|---|---|{% if lin %}---|{% endif %}---|---|
+# | 补齐长度 S | S = {{ padded.seq_len|num }} | {{ padded.flops_per_step|sci }} | {{ padded.hardware_flops_per_step|sci }} | {{ padded.share|pct }} |{% if lin %} {{ linear_cell(sc, acc, "padded", 2) }} |{% endif %} {{ padded.mfu_with_attention|pct }} | {{ padded.hfu_with_attention|pct }} |
+# | 真实长度 Σsᵢ² | s̄ = {{ actual.seq_len|count }}，Σsᵢ² = {{ actual.sum_squared_lengths|sci }} | {{ actual.flops_per_step|sci }} | {{ actual.hardware_flops_per_step|sci }} | {{ actual.share|pct }} |{% if lin %} {{ linear_cell(sc, acc, "actual", 2) }} |{% endif %} {{ actual.mfu_with_attention|pct }} | {{ actual.hfu_with_attention|pct }} |
+#
+# 按真实长度计，注意力核心占一步全部运算的 **{{ actual.share|pct }}**，把它算进分子后利用率从 MFU {{ acc.mfu|pct }} 变成 **{{ actual.mfu_with_attention|pct }}**，硬件口径的 HFU 从 {{ acc.hfu|pct }} 变成 {{ actual.hfu_with_attention|pct }}；按补齐长度计则是 {{ padded.share|pct }}、MFU {{ padded.mfu_with_attention|pct }}、HFU {{ padded.hfu_with_attention|pct }}。{% if sc.batching == "packed" %}本场景 `batching: packed`，样本没有补齐、注意力按文档分块，所以真实长度那一行就是硬件做的事；补齐长度那一行只回答“如果改成补齐会怎样”{% if over_peak_padded %}，而且它超过 100%：同样的一步时间里放不下补齐后的运算，这组输入下补齐不可能发生{% endif %}。{% elif sc.mean_tokens_per_sample < sc.seq_len %}本场景 `batching: padded`：注意力 kernel 在补齐后的 S × S 上运行，硬件做的注意力是补齐长度那一行，但那一行的分子把补齐后的注意力和真实 token 的 6ND 放在了一起，第 6 节会拆开。{% else %}本场景的平均真实长度等于配置长度，两行读数相同。{% endif %}{% if over_peak %}表中有超过 100% 的利用率：集群在 step_time 内做不了这么多运算，所以那个读数描述的运算不可能全部真的发生（比如注意力并没有按补齐长度运行），否则就是场景的输入彼此矛盾。{% endif %}
+#
+# {% if lin is none %}
+# 本场景的模型没有线性注意力层，F_lin = 0，上面的占比只有 softmax 注意力一项。
+# {% elif lin.flops_per_step is none %}
+# 本场景有 {{ lin.layers }} 层线性注意力（gated DeltaNet），但没有一份模型配置给出它们的头宽度，这一项**没有计入**：上表“含注意力”的利用率因此偏低，softmax 注意力的占比则偏高。库的说明：{{ lin.note }}。
+# {% else %}
+# 本场景的 {{ lin.layers }} 层线性注意力（gated DeltaNet，块长 {{ lin.chunk_size }}，头宽度取自 {{ lin.widths_from }} 的配置）核心运算每步 {{ lin.flops_per_step|sci }} FLOPs，按真实长度读数占一步运算的 **{{ lin.share|pct }}**，{% if lin.share < actual.share %}只有 softmax 注意力的 {{ (lin.share / actual.share)|pct(1) }}{% else %}是 softmax 注意力的 {{ (lin.share / actual.share)|times(1) }}{% endif %}（{{ actual.share|pct }}）。它对每个 token 的代价与序列长度无关，只随 token 数线性增长；softmax 注意力对每个 token 的代价却随长度增长，所以序列越长，两者差得越远。这个数只含分块 gated-delta 规则里的矩阵运算（前向加 2 倍前向），conv1d 与逐元素运算不计。
+# {% endif %}
 
 # %% [markdown]
 # ## 2. 课程的六行敏感性表
 #
-# 课程写作时不知道模型确切的层数和宽度，于是做了三组假设：48 层 × hidden 2048、48 层 × hidden 4096、64 层 × hidden 2560，全注意力层按"每 4 层 1 层"计，注意力宽度取 hidden size，每组再按定长和均长各算一行。下面把每组假设当作对本场景的覆盖（num_layers、hidden_size，注意力宽度 = hidden size）重新解析场景，其余输入、计数约定与全注意力层的间隔都沿用本场景（间隔比假设的层数还大时，取假设的层数，即只有一层全注意力；本场景若规定了开头的稠密层数 first_dense_layers，而它不少于假设的层数，则取假设层数减一，留下一层 MoE）；只有并行布局不沿用，按 TP = PP = CP = 1 解析：注意力的数与布局无关，而假设的层数或宽度未必容得下本场景的切分。
+# 课程写作时不知道模型确切的层数和宽度，于是做了三组假设：48 层 × hidden 2048、48 层 × hidden 4096、64 层 × hidden 2560，全注意力层按“每 4 层 1 层”计，注意力宽度取 hidden size，每组再按定长和均长各算一行。下面把每组假设当作对本场景的覆盖（num_layers、hidden_size，注意力宽度 = hidden size）重新解析场景，其余输入、计数约定与全注意力层的间隔都沿用本场景（间隔比假设的层数还大时，取假设的层数，即只有一层全注意力；本场景若规定了开头的稠密层数 first_dense_layers，而它不少于假设的层数，则取假设层数减一，留下一层 MoE）；只有并行布局不沿用，按 TP = PP = CP = 1 解析：注意力的数与布局无关，而假设的层数或宽度未必容得下本场景的切分。
 
 # %%
 HYPOTHESES = [(48, 2048), (48, 4096), (64, 2560)]  # the course's guesses: (num_layers, hidden_size)
@@ -307,22 +260,12 @@ d.table(rows, headers + (["课程原表（引用）"] if is_course else []),
         f"三组形状假设 × 两种序列口径（本库现算，{att['convention']}）")
 shares = [row[0] for row in hyp_rows]
 mfus = [row[1] for row in hyp_rows]
-text = (f"在这三组假设下，注意力核心占一步运算的 **{d.pct(min(shares), 0)} 到 {d.pct(max(shares), 0)}**，"
-        f"含注意力的利用率在 **{d.pct(min(mfus), 1)} 到 {d.pct(max(mfus), 1)}** 之间，"
-        f"而 6ND 口径的 MFU 是 {d.pct(acc['mfu'])}。")
-if is_course:
-    mismatches = table_mismatches(hyp)
-    text += ("本场景就是课程场景，最后一列是课程原文给出的数字，可以逐行对照："
-             + ("按课程给出的位数，它们与本库现算的结果一致。" if mismatches == 0 else
-                f"有 {mismatches} 个数按课程给出的位数与本库现算的结果不同。"))
-else:
-    text += "本场景不是课程场景，所以这里没有列出课程原表的数字：课程的数字只对课程的输入成立。"
+mismatches = table_mismatches(hyp) if is_course else None
 hyp_lin = [hacc["linear_attention"] for _, hacc in hyp.values()]
 unknown = sum(x is not None and x["flops_per_step"] is None for x in hyp_lin)
-if unknown:
-    text += ((f"{unknown} 组" if unknown < len(hyp_lin) else "三组") + "假设的形状都对不上任何一份模型配置，"
-             "其中的线性注意力层没有头宽度可用，这些行的占比与利用率不含线性注意力项。")
-d.md(text)
+
+# %% [markdown]
+# 在这三组假设下，注意力核心占一步运算的 **{{ (shares|min)|pct(0) }} 到 {{ (shares|max)|pct(0) }}**，含注意力的利用率在 **{{ (mfus|min)|pct(1) }} 到 {{ (mfus|max)|pct(1) }}** 之间，而 6ND 口径的 MFU 是 {{ acc.mfu|pct }}。{% if is_course %}本场景就是课程场景，最后一列是课程原文给出的数字，可以逐行对照：{% if mismatches == 0 %}按课程给出的位数，它们与本库现算的结果一致。{% else %}有 {{ mismatches }} 个数按课程给出的位数与本库现算的结果不同。{% endif %}{% else %}本场景不是课程场景，所以这里没有列出课程原表的数字：课程的数字只对课程的输入成立。{% endif %}{% if unknown %}{% if unknown < hyp_lin|length %}{{ unknown }} 组{% else %}三组{% endif %}假设的形状都对不上任何一份模型配置，其中的线性注意力层没有头宽度可用，这些行的占比与利用率不含线性注意力项。{% endif %}
 
 # %% [markdown]
 # ## 3. 注意力占比随序列长度怎么变
@@ -390,18 +333,15 @@ half = {label: float(s_half.subs({N: sc.activated_params, d_attn: width, L_full:
 # %% tags=["remove-input"]
 hw_over_model = float(sp.cancel(attention.attention_padded_hardware / attention.attention_padded)
                       .subs(subs))  # attention's hardware / model FLOPs (matmuls: recompute_factor)
-d.md(f"把各组数字代入 s₁/₂（a = {sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops])}）："
-     + "；".join(f"{label} 为 {d.num(v)}" for label, v in half.items())
-     + "。这张图里每个样本都按同一长度 s 计，没有定长补齐的混合口径（见第 6 节）。"
-     + ("硬件口径的曲线与模型口径的虚线重合：本场景里注意力与线性层的硬件倍数相同。"
-        if abs(hw_over_model - float(recompute_factor.subs(subs))) < 1e-12 else
-        "硬件口径的曲线高于模型口径的虚线：本场景的注意力在硬件上比线性层多做了一部分"
-        "（flash kernel 重算打分矩阵，或 recompute 对注意力核心重做的份额比对权重一侧的大）。"))
+hw_same = abs(hw_over_model - float(recompute_factor.subs(subs))) < 1e-12
+
+# %% [markdown]
+# 把各组数字代入 s₁/₂（a = {{ sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops]) }}）：{% for label, v in half.items() %}{{ label }} 为 {{ v|num }}{% if not loop.last %}；{% endif %}{% endfor %}。这张图里每个样本都按同一长度 s 计，没有定长补齐的混合口径（见第 6 节）。{% if hw_same %}硬件口径的曲线与模型口径的虚线重合：本场景里注意力与线性层的硬件倍数相同。{% else %}硬件口径的曲线高于模型口径的虚线：本场景的注意力在硬件上比线性层多做了一部分（flash kernel 重算打分矩阵，或 recompute 对注意力核心重做的份额比对权重一侧的大）。{% endif %}
 
 # %% [markdown]
 # ## 4. 真实的模型结构：注意力宽度不一定是 hidden size
 #
-# 课程用 hidden size 当注意力宽度，但这只在"头数 × 每头宽度 = hidden size"时成立。从场景所用模型发布的 config.json 读出它的结构（`costmodel.inputs.models`；课程场景是 Qwen3.6-35B-A3B）：
+# 课程用 hidden size 当注意力宽度，但这只在“头数 × 每头宽度 = hidden size”时成立。从场景所用模型发布的 config.json 读出它的结构（`costmodel.inputs.models`{% if is_course %}；课程场景是 Qwen3.6-35B-A3B{% endif %}）：
 
 # %% tags=["remove-input"]
 # The scenario's own model when its config is known (model:, or the course's); else the course's
@@ -410,17 +350,21 @@ own_shape = matching_shape(sc.values)
 shape = own_shape if own_shape is not None else models.load_shape(COURSE_MODEL)
 shown_name = "Qwen3.6-35B-A3B" if shape.name == COURSE_MODEL else shape.name  # as the course writes it
 model_name = shown_name if own_shape is not None else f"课程的模型 {shown_name}"
-if own_shape is None:
-    d.md(f"本场景的模型没有 config.json 可读（或它的键与 config 不符），下面用课程的模型 {shown_name} 作例子，"
-         "不是你的模型；换成你的模型要在场景里写 `model:`。")
-d.table([
-    ("hidden_size", d.num(shape.hidden_size)),
-    ("全注意力层的头数 × 每头宽度", f"{shape.num_heads} × {shape.head_dim} = {d.num(shape.attention_dim)}"),
-    ("注意力宽度 / hidden size", f"{shape.attention_dim / shape.hidden_size:g}"),
-    ("全注意力层 / 总层数", f"{shape.num_full_attention_layers} / {shape.num_layers}"),
-    ("其余层", f"{shape.num_linear_attention_layers} 层线性注意力（gated DeltaNet），没有 s² 项"
-     if shape.num_linear_attention_layers else "没有（每层都是全注意力）"),
-], ["字段", "值"], f"{model_name} 的注意力结构（来自 config.json）")
+
+# %% [markdown]
+# {% if own_shape is none %}
+# 本场景的模型没有 config.json 可读（或它的键与 config 不符），下面用课程的模型 {{ shown_name }} 作例子，不是你的模型；换成你的模型要在场景里写 `model:`。
+#
+# {% endif %}
+# **{{ model_name }} 的注意力结构（来自 config.json）**
+#
+# | 字段 | 值 |
+# |---|---|
+# | hidden_size | {{ shape.hidden_size|num }} |
+# | 全注意力层的头数 × 每头宽度 | {{ shape.num_heads }} × {{ shape.head_dim }} = {{ shape.attention_dim|num }} |
+# | 注意力宽度 / hidden size | {{ (shape.attention_dim / shape.hidden_size)|short }} |
+# | 全注意力层 / 总层数 | {{ shape.num_full_attention_layers }} / {{ shape.num_layers }} |
+# | 其余层 | {% if shape.num_linear_attention_layers %}{{ shape.num_linear_attention_layers }} 层线性注意力（gated DeltaNet），没有 s² 项{% else %}没有（每层都是全注意力）{% endif %} |
 
 # %%
 rsc, racc = resolve_with(num_layers=shape.num_layers, full_attention_every=shape.full_attention_every,
@@ -435,35 +379,22 @@ real_product = shape.num_full_attention_layers * shape.attention_dim
 products = {(layers, hidden): hsc.num_full_attention_layers * hsc.attention_dim
             for (layers, hidden), (hsc, _) in hyp.items()}
 same = [f"{layers} 层 h{hidden}" for (layers, hidden), p in products.items() if p == real_product]
-rows = []
-for label, (xsc, x) in (("真实宽度 d = 头数 × 每头宽度", (rsc, racc)),
-                        ("误用 hidden size 当宽度", (wsc, wacc))):
-    for key, reading in (("padded", "定长"), ("actual", "真实长度")):
-        a = x["attention"][key]
-        rows.append((label, reading, d.sci(a["flops_per_step"]), d.pct(a["share"], 1),
-                     linear_cell(xsc, x, key), d.pct(a["mfu_with_attention"], 1)))
-d.table(rows, ["注意力宽度", "序列口径", "注意力 FLOPs", "占总量", "线性注意力占比", "含注意力的 MFU"],
-        f"{model_name} 的结构（L_full = {rsc.num_full_attention_layers}）代入本场景的其余输入"
-        f"（{att['convention']}）")
 own = (sc.attention_dim == rsc.attention_dim
        and sc.num_full_attention_layers == rsc.num_full_attention_layers)
 lin_rows = {linear_cell(rsc, racc, "actual"), linear_cell(wsc, wacc, "actual")}
-d.md(("本场景用的正是这个结构，所以第一行与第 1 节的数字相同。" if own else
-      f"本场景自己的结构是 d = {d.num(sc.attention_dim)}、L_full = "
-      f"{sc.num_full_attention_layers}，上表只是把 {model_name} 的结构代入本场景的其余输入，供对照。")
-     + (f"把 hidden size 当宽度，每个全注意力层的注意力项只算到真实值的 "
-        f"{d.pct(shape.hidden_size / shape.attention_dim, 0)}。"
-        if shape.attention_dim != shape.hidden_size else
-        "这个模型的注意力宽度恰好等于 hidden size，两行相同。")
-     + "决定注意力项的是乘积 L_full·d："
-     f"真实结构是 {shape.num_full_attention_layers} × {d.num(shape.attention_dim)} = {d.num(real_product)}，"
-     "三组假设分别是 " + "、".join(d.num(p) for p in products.values())
-     + ("，其中 " + "、".join(same) + " 与真实结构的乘积恰好相等，所以"
-        + ("那两行" if len(same) == 1 else f"那 {2 * len(same)} 行") + "的注意力 FLOPs 就是真实模型的注意力项。"
-        if same else "，在本场景的层间隔下没有一组与真实结构相等。")
-     + ("线性注意力一列标为\"未计入\"的行：只有形状与场景所用的模型配置（`model:`，没有时是课程模型）"
-        "完全对上，库才知道线性注意力层的头宽度；对不上的行不含这一项，它们的占比和利用率因此不能与计入的行直接相比。"
-        if "未计入" in lin_rows else ""))
+
+# %% [markdown]
+# **{{ model_name }} 的结构（L_full = {{ rsc.num_full_attention_layers }}）代入本场景的其余输入（{{ att.convention }}）**
+#
+# | 注意力宽度 | 序列口径 | 注意力 FLOPs | 占总量 | 线性注意力占比 | 含注意力的 MFU |
+# |---|---|---|---|---|---|
+# {% for label, xsc, x in (("真实宽度 d = 头数 × 每头宽度", rsc, racc), ("误用 hidden size 当宽度", wsc, wacc)) %}
+# {% for key, reading in (("padded", "定长"), ("actual", "真实长度")) %}
+# | {{ label }} | {{ reading }} | {{ x.attention[key].flops_per_step|sci }} | {{ x.attention[key].share|pct(1) }} | {{ linear_cell(xsc, x, key) }} | {{ x.attention[key].mfu_with_attention|pct(1) }} |
+# {% endfor %}
+# {% endfor %}
+#
+# {% if own %}本场景用的正是这个结构，所以第一行与第 1 节的数字相同。{% else %}本场景自己的结构是 d = {{ sc.attention_dim|num }}、L_full = {{ sc.num_full_attention_layers }}，上表只是把 {{ model_name }} 的结构代入本场景的其余输入，供对照。{% endif %}{% if shape.attention_dim != shape.hidden_size %}把 hidden size 当宽度，每个全注意力层的注意力项只算到真实值的 {{ (shape.hidden_size / shape.attention_dim)|pct(0) }}。{% else %}这个模型的注意力宽度恰好等于 hidden size，两行相同。{% endif %}决定注意力项的是乘积 L_full·d：真实结构是 {{ shape.num_full_attention_layers }} × {{ shape.attention_dim|num }} = {{ real_product|num }}，三组假设分别是 {% for p in products.values() %}{{ p|num }}{% if not loop.last %}、{% endif %}{% endfor %}{% if same %}，其中 {{ same|join("、") }} 与真实结构的乘积恰好相等，所以{% if same|length == 1 %}那两行{% else %}那 {{ 2 * same|length }} 行{% endif %}的注意力 FLOPs 就是真实模型的注意力项。{% else %}，在本场景的层间隔下没有一组与真实结构相等。{% endif %}{% if "未计入" in lin_rows %}线性注意力一列标为“未计入”的行：只有形状与场景所用的模型配置（`model:`，没有时是课程模型）完全对上，库才知道线性注意力层的头宽度；对不上的行不含这一项，它们的占比和利用率因此不能与计入的行直接相比。{% endif %}
 
 # %% [markdown]
 # ## 5. 同一次运行，四种数法并排
@@ -499,21 +430,12 @@ d.table(rows, ["attention_flops", "attention_kernel", "序列口径", "模型 FL
 full_eager, causal_eager = combo[("full", "eager")]["actual"], combo[("causal", "eager")]["actual"]
 full_flash = combo[("full", "flash")]["actual"]
 hw_multiplier = {k: 1 + subs[r_core] + float(v) for k, v in attention.KERNEL_BACKWARD_OVER_FORWARD.items()}
-text = (f"本场景 r_core = {subs[r_core]:g}：eager 是 {hw_multiplier['eager']:g} 倍前向、flash 是 "
-        f"{hw_multiplier['flash']:g} 倍前向。")
-if full_eager["flops_per_step"] > 0:
-    text += (f"full 的注意力模型 FLOPs 是 causal 的 "
-             f"{d.times(full_eager['flops_per_step'] / causal_eager['flops_per_step'], 1)}；"
-             f"同一方阵比例下 flash 的硬件 FLOPs 比 eager 多 "
-             f"{d.pct(full_flash['hardware_flops_per_step'] / full_eager['hardware_flops_per_step'] - 1, 1)}。"
-             f"按真实长度，含注意力的 MFU 在 {d.pct(causal_eager['mfu_with_attention'], 1)}（causal）和 "
-             f"{d.pct(full_eager['mfu_with_attention'], 1)}（full）之间，取决于你接受哪种数法。")
-else:
-    text += "本场景没有全注意力层，四种组合的注意力项都是 0。"
-d.md(text)
 
 # %% [markdown]
-# 公开的代码和日志常把"训练/前向"的倍数和方阵比例乘在一起，当成一个数记账。把四种习惯写成 (倍数, 比例) 两个数，最大和最小的乘积相差：
+# 本场景 r_core = {{ subs[r_core]|short }}：eager 是 {{ hw_multiplier.eager|short }} 倍前向、flash 是 {{ hw_multiplier.flash|short }} 倍前向。{% if full_eager.flops_per_step > 0 %}full 的注意力模型 FLOPs 是 causal 的 {{ (full_eager.flops_per_step / causal_eager.flops_per_step)|times(1) }}；同一方阵比例下 flash 的硬件 FLOPs 比 eager 多 {{ (full_flash.hardware_flops_per_step / full_eager.hardware_flops_per_step - 1)|pct(1) }}。按真实长度，含注意力的 MFU 在 {{ causal_eager.mfu_with_attention|pct(1) }}（causal）和 {{ full_eager.mfu_with_attention|pct(1) }}（full）之间，取决于你接受哪种数法。{% else %}本场景没有全注意力层，四种组合的注意力项都是 0。{% endif %}
+
+# %% [markdown]
+# 公开的代码和日志常把“训练/前向”的倍数和方阵比例乘在一起，当成一个数记账。把四种习惯写成 (倍数, 比例) 两个数，最大和最小的乘积相差：
 
 # %%
 factor = {key: conv.training_multiplier * conv.square_fraction
@@ -521,21 +443,21 @@ factor = {key: conv.training_multiplier * conv.square_fraction
 spread = max(factor.values()) / min(factor.values())
 d.table([(conv.name, sp.sstr(conv.training_multiplier), sp.sstr(conv.square_fraction),
           sp.sstr(factor[key])) for key, conv in attention.CONVENTIONS.items()],
-        ["convention", "训练/前向", "方阵比例", "乘积"], "attention.CONVENTIONS")
+        ["数法", "训练/前向", "方阵比例", "乘积"], "各家数法的两个数（attention.CONVENTIONS）")
 d.eq(r"\frac{\max(\text{multiplier}\times\text{fraction})}{\min(\text{multiplier}\times\text{fraction})}",
      spread, f"{float(spread):.2f}")
 
 # %% [markdown]
 # ### 你的框架日志用的是哪一种
 #
-# 读训练日志里的"TFLOP/s"或"MFU"之前，先弄清它用哪种数法。下表按各家公开代码的计数方式（只列做法，不抄原文），把本场景的注意力项各算一遍：
+# 读训练日志里的“TFLOP/s”或“MFU”之前，先弄清它用哪种数法。下表按各家公开代码的计数方式（只列做法，不抄原文），把本场景的注意力项各算一遍：
 #
 # - 课程、PaLM 附录 B、nanoGPT 的 `estimate_mfu`、torchtitan：整块方阵，3 倍；后三者按给定的序列长度（nanoGPT 的 block_size、torchtitan 的 seq_len）给每个 token 记注意力，对应本场景的配置长度 S；
 # - Megatron-LM 的 `num_floating_point_operations`（2025 年起）：causal 减半，3 倍；定长（BSHD）模式把 token 数记为 batch_size × seq_length，补齐的槽位也当成运算，Σs² 记为 B·S²；packed（THD）模式用 cu_seqlens 里的真实长度，token 数是 Σ L_i，平方和是 Σ L_i²；
 # - FlashAttention 仓库的基准脚本：3.5 倍，causal 时减半，公式按一批同长序列写（batch × seqlen²）；套用到本场景时取 kernel 实际处理的长度；
 # - PyTorch `FlopCounterMode` 对 SDPA 的计数：3.5 倍，不因 causal 减半；它按张量的实际形状数，补齐的批次就是 S，varlen 调用按 cu_seqlens 的每段长度。
 #
-# 表中"按 B·S²"是每个样本都补齐到 S；"按 Σsᵢ²"是按真实长度逐个样本求平方和；"按 S·slots"是每个 token 按配置长度 S 记注意力、乘以一步填满的 token 槽位数。
+# 表中“按 B·S²”是每个样本都补齐到 S；“按 Σsᵢ²”是按真实长度逐个样本求平方和；“按 S·slots”是每个 token 按配置长度 S 记注意力、乘以一步填满的 token 槽位数。
 
 # %%
 slots = padding.SLOTS[sc.batching]  # token slots a step fills: B·S padded, D packed
@@ -575,56 +497,32 @@ megatron_total = megatron_matmul + megatron_attention
 d.eq(r"F_{\mathrm{matmul}}^{\mathrm{Megatron}}", model_flops.subs(D, slots), d.sci(megatron_matmul))
 
 # %% tags=["remove-input"]
-mode = ("定长（BSHD）模式：线性层按 B·S 个槽位计，补齐的 pad 也算作运算"
-        if sc.batching == "padded" else
-        "packed（THD）模式：线性层按真实 token 数 Σ L_i = D 计，注意力按 cu_seqlens 的 Σ L_i²")
-text = (f"本场景 `batching: {sc.batching}`，对应 Megatron-LM 的{' ' if mode[0].isascii() else ''}{mode}。"
-        f"它的线性层项约为 {d.sci(megatron_matmul)}（6ND 是 {d.sci(acc['model_flops_per_step'])}），"
-        f"注意力项 {d.sci(megatron_attention)}，合计 {d.sci(megatron_total)}，日志里的吞吐约为 "
-        f"**{d.tflops(megatron_total / (sc.step_time * sc.num_gpus))}/GPU**，相当于峰值的 "
-        f"{d.pct(megatron_total / (sc.step_time * sc.num_gpus * sc.peak_flops), 1)}"
-        + ("（超过 100%：本场景的输入与这种数法不能同时成立，见第 1 节）"
-           if megatron_total > sc.step_time * sc.num_gpus * sc.peak_flops else "") + "。"
-        + "这里用本场景的 N 代替 Megatron 按结构参数自己数出的线性层项（稠密 SwiGLU 模型两者相同，"
-        "MoE 与混合模型有小差别，例如它不数路由器，见 benchmarks/megatron_flops.py）"
-        + ("，也没有加线性注意力层的核心运算" if lin else "") + "。")
-if sc.batching == "packed" and sc.sum_squared_lengths_from != "sequence_lengths":
-    text += ("本场景没有长度文件，Σsᵢ² 用 B·s̄² 代替；样本长短不一时真实的 Σ L_i² 更大，"
-             "Megatron 日志里的注意力项也会比这里大。")
-d.md(text)
-
-# %% tags=["remove-input"]
-advice = []
-if sc.attention_flops == "causal":
-    advice.append("- 日志来自 Megatron-LM：本场景已设 `attention_flops: causal`，第 1 节的模型口径就是它的数法。")
-else:
-    advice.append("- 日志来自 Megatron-LM：它按 causal（一半）数注意力，本场景按 full 数，多出一倍；"
-                  "对照时把场景的 `attention_flops` 设为 `causal` 再读第 1 节，或直接看上表 Megatron 那一行。")
-if sc.batching == "padded":
-    advice.append(f"- Megatron-LM 在定长模式下把补齐的槽位也算作运算：它的利用率对应的是\"槽位\"口径"
-                  f"（第 6 节第二种读法，线性层 6N·B·S），不能和按真实 token 的 6ND 口径 MFU "
-                  f"{d.pct(acc['mfu'])} 直接比；packed（THD）模式则用真实长度，与第 1 节的真实长度读数一致。")
-else:
-    advice.append("- Megatron-LM 在 packed（THD）模式下用真实长度，与第 1 节按真实长度、causal 的读数一致；"
-                  "若换成定长模式，它会把补齐的槽位也算作运算。")
-advice.append("- 日志来自 nanoGPT 的 `estimate_mfu`、torchtitan 或按 PaLM 附录 B 自己写的公式："
-              "整块方阵、3 倍，与课程口径（`attention_flops: full`）比，长度取配置长度 S。")
-advice.append("- 数字来自 FlashAttention 的基准或 `FlopCounterMode`：3.5 倍里含重算打分矩阵，"
-              "是硬件 FLOPs，应和 HFU 比而不是和 MFU 比；FlashAttention 基准在 causal 时减半，"
-              "`FlopCounterMode` 不减半。"
-              + (f"计数器数的是真正执行的算子：本场景开着 recompute（`recompute: {sc.recompute}`），"
-                 "被重算的那部分前向也会算进它的总数。" if subs[r] > 0 or subs[r_core] > 0 else ""))
 all_logged = [v for x in logged.values() for v in x.values()]
 lo, hi = min(all_logged), max(all_logged)
-if lo > 0:
-    advice.append(f"- 同一次运行，上表各家记下的注意力项从 {d.sci(lo)} 到 {d.sci(hi)}，相差 {d.times(hi / lo, 2)}："
-                  "报\"含注意力的 MFU\"时必须同时写明数法，拿两个数法不同的数相比，结论可能完全相反。")
-d.md("\n".join(advice))
+
+# %% [markdown]
+# 本场景 {{ ("batching: " ~ sc.batching)|code }}，对应 Megatron-LM 的{% if sc.batching == "padded" %}定长（BSHD）模式：线性层按 B·S 个槽位计，补齐的 pad 也算作运算{% else %} packed（THD）模式：线性层按真实 token 数 Σ L_i = D 计，注意力按 cu_seqlens 的 Σ L_i²{% endif %}。它的线性层项约为 {{ megatron_matmul|sci }}（6ND 是 {{ acc.model_flops_per_step|sci }}），注意力项 {{ megatron_attention|sci }}，合计 {{ megatron_total|sci }}，日志里的吞吐约为 **{{ (megatron_total / (sc.step_time * sc.num_gpus))|tflops }}/GPU**，相当于峰值的 {{ (megatron_total / (sc.step_time * sc.num_gpus * sc.peak_flops))|pct(1) }}{% if megatron_total > sc.step_time * sc.num_gpus * sc.peak_flops %}（超过 100%：本场景的输入与这种数法不能同时成立，见第 1 节）{% endif %}。这里用本场景的 N 代替 Megatron 按结构参数自己数出的线性层项（稠密 SwiGLU 模型两者相同，MoE 与混合模型有小差别，例如它不数路由器，见 benchmarks/megatron_flops.py）{% if lin %}，也没有加线性注意力层的核心运算{% endif %}。{% if sc.batching == "packed" and sc.sum_squared_lengths_from != "sequence_lengths" %}本场景没有长度文件，Σsᵢ² 用 B·s̄² 代替；样本长短不一时真实的 Σ L_i² 更大，Megatron 日志里的注意力项也会比这里大。{% endif %}
+#
+# {% if sc.attention_flops == "causal" %}
+# - 日志来自 Megatron-LM：本场景已设 `attention_flops: causal`，第 1 节的模型口径就是它的数法。
+# {% else %}
+# - 日志来自 Megatron-LM：它按 causal（一半）数注意力，本场景按 full 数，多出一倍；对照时把场景的 `attention_flops` 设为 `causal` 再读第 1 节，或直接看上表 Megatron 那一行。
+# {% endif %}
+# {% if sc.batching == "padded" %}
+# - Megatron-LM 在定长模式下把补齐的槽位也算作运算：它的利用率对应的是“槽位”口径（第 6 节第二种读法，线性层 6N·B·S），不能和按真实 token 的 6ND 口径 MFU {{ acc.mfu|pct }} 直接比；packed（THD）模式则用真实长度，与第 1 节的真实长度读数一致。
+# {% else %}
+# - Megatron-LM 在 packed（THD）模式下用真实长度，与第 1 节按真实长度、causal 的读数一致；若换成定长模式，它会把补齐的槽位也算作运算。
+# {% endif %}
+# - 日志来自 nanoGPT 的 `estimate_mfu`、torchtitan 或按 PaLM 附录 B 自己写的公式：整块方阵、3 倍，与课程口径（`attention_flops: full`）比，长度取配置长度 S。
+# - 数字来自 FlashAttention 的基准或 `FlopCounterMode`：3.5 倍里含重算打分矩阵，是硬件 FLOPs，应和 HFU 比而不是和 MFU 比；FlashAttention 基准在 causal 时减半，`FlopCounterMode` 不减半。{% if subs[r] > 0 or subs[r_core] > 0 %}计数器数的是真正执行的算子：本场景开着 recompute（{{ ("recompute: " ~ sc.recompute)|code }}），被重算的那部分前向也会算进它的总数。{% endif %}
+# {% if lo > 0 %}
+# - 同一次运行，上表各家记下的注意力项从 {{ lo|sci }} 到 {{ hi|sci }}，相差 {{ (hi / lo)|times(2) }}：报“含注意力的 MFU”时必须同时写明数法，拿两个数法不同的数相比，结论可能完全相反。
+# {% endif %}
 
 # %% [markdown]
 # ## 6. 定长行里藏着的混合口径
 #
-# 课程的"定长"行把两种东西放在了一起：注意力项按补齐后的长度 S 算（好像 pad 位置也参与了注意力），6ND 却仍然只数真实 token 的 D。如果定长补齐真的发生了，pad token 也会穿过每一个线性层，硬件实际做的线性层运算是 6N·B·S，而不是 6N·D。下面把三种自洽程度不同的读法并排（注意力按本场景的方阵比例 a）：
+# 课程的“定长”行把两种东西放在了一起：注意力项按补齐后的长度 S 算（好像 pad 位置也参与了注意力），6ND 却仍然只数真实 token 的 D。如果定长补齐真的发生了，pad token 也会穿过每一个线性层，硬件实际做的线性层运算是 6N·B·S，而不是 6N·D。下面把三种自洽程度不同的读法并排（注意力按本场景的方阵比例 a）：
 
 # %%
 mixed = model_flops + attention.attention_padded
@@ -646,56 +544,42 @@ values = {label: (float(linear.subs(subs)), float(attn.subs(subs)))
           for label, (linear, attn) in readings.items()}
 
 # %% tags=["remove-input"]
-reading_rows = [(label, d.sci(lin_f), d.sci(at), d.sci(lin_f + at), d.pct(at / (lin_f + at), 1),
-                 d.pct((lin_f + at) / cluster, 1)) for label, (lin_f, at) in values.items()]
-if len({row[1:] for row in reading_rows}) > 1:
-    d.table(reading_rows, ["读法", "线性层 FLOPs", "注意力 FLOPs", "合计", "注意力占比", "合计 / 集群峰值"],
-            "定长行的三种读法（本场景，均不含 recompute"
-            + ("，也不含线性注意力项" if lin and lin["flops_per_step"] is not None else "") + "）")
-else:  # no padding and every sample S long: the three readings are one
-    _, lin_text, at_text, total_text, share_text, util_text = reading_rows[0]
-    d.md(f"本场景没有 pad、每个样本都是 $S$ 长，三种读法是同一个数：线性层 {lin_text}、注意力 {at_text}、"
-         f"合计 {total_text} FLOPs，注意力占 {share_text}，合计 / 集群峰值 {util_text}（均不含 recompute）。")
+# one table when the three readings differ in a column as written
+readings_differ = len({(d.sci(lin_f), d.sci(at), d.sci(lin_f + at), d.pct(at / (lin_f + at), 1),
+                        d.pct((lin_f + at) / cluster, 1)) for lin_f, at in values.values()}) > 1
 (mix_l, mix_a), (pad_l, pad_a), (pk_l, pk_a) = values.values()
-if pad_l > mix_l:
-    text = ""
-    if sc.batching == "packed":
-        text += ("本场景 `batching: packed`：第三行就是本场景的读法，前两行回答的是\"如果改成定长补齐会怎样\"。")
-    text += (f"第一行（课程定长行的读法）给出利用率 {d.pct((mix_l + mix_a) / cluster, 1)}。如果补齐真的发生，"
-             f"硬件在线性层上还多做了 {d.sci(pad_l - mix_l)} FLOPs（pad token 的 6N·(B·S − D)），"
-             f"它实际做的运算对应 **{d.pct((pad_l + pad_a) / cluster, 1)}** 的利用率"
-             + ("（超过 100%：在本场景的输入下，这样的补齐不可能真的发生）" if pad_l + pad_a > cluster else "")
-             + f"，注意力占比则是 {d.pct(pad_a / (pad_l + pad_a), 1)}，而不是 {d.pct(mix_a / (mix_l + mix_a), 1)}。"
-             + ("按第三行（已 packing）读，利用率是 " if sc.batching == "packed" else
-                "如果已经 packing，则应看第三行：") + f"{d.pct((pk_l + pk_a) / cluster, 1)}")
-    if sc.sum_squared_lengths_from == "sequence_lengths":
-        text += "，其中 Σsᵢ² 来自长度文件，是真实长度的平方和。"
-    else:
-        text += "，而且这还是下限，因为样本长度不一时 Σsᵢ² 大于 B·s̄²（见 04）。"
-    text += ("三行里没有一行是\"真实 MFU\"：它们回答的是三个不同的问题，课程的定长行恰好把其中两个问题的"
-             "分子和分母混在了一起。")
-    if sc.attention_flops == "causal":
-        text += "本场景按 causal 数注意力，第二行正是 Megatron-LM 定长（BSHD）模式的数法（线性层项以 6N 近似）。"
-    else:
-        text += ("Megatron-LM 的定长（BSHD）模式就是第二行的读法，只是注意力按 causal 减半"
-                 "（把 `attention_flops` 设为 `causal` 再看这张表）。")
-    d.md(text)
-else:
-    d.md(f"本场景的平均真实长度等于配置长度，没有 pad：三种读法给出同一个数，"
-         f"利用率 {d.pct((mix_l + mix_a) / cluster, 1)}、注意力占比 {d.pct(mix_a / (mix_l + mix_a), 1)}。"
-         "一旦样本短于配置长度，课程的定长行就会把补齐后的注意力和真实 token 的 6ND 混在一起，"
-         "三行也随之分开。")
-if sc.recompute != "none":
-    d.md(f"另外，本场景的 recompute 是 `{sc.recompute}`，硬件还要重算一部分前向，"
-         "上表的合计都没有包含这部分；表中的利用率因此都低于硬件真正的忙碌程度。")
+
+# %% [markdown]
+# {% if readings_differ %}
+# **定长行的三种读法（本场景，均不含 recompute{% if lin and lin.flops_per_step is not none %}，也不含线性注意力项{% endif %}）**
+#
+# | 读法 | 线性层 FLOPs | 注意力 FLOPs | 合计 | 注意力占比 | 合计 / 集群峰值 |
+# |---|---|---|---|---|---|
+# {% for label, (lin_f, at) in values.items() %}
+# | {{ label }} | {{ lin_f|sci }} | {{ at|sci }} | {{ (lin_f + at)|sci }} | {{ (at / (lin_f + at))|pct(1) }} | {{ ((lin_f + at) / cluster)|pct(1) }} |
+# {% endfor %}
+# {% else %}
+# 本场景没有 pad、每个样本都是 $S$ 长，三种读法是同一个数：线性层 {{ mix_l|sci }}、注意力 {{ mix_a|sci }}、合计 {{ (mix_l + mix_a)|sci }} FLOPs，注意力占 {{ (mix_a / (mix_l + mix_a))|pct(1) }}，合计 / 集群峰值 {{ ((mix_l + mix_a) / cluster)|pct(1) }}（均不含 recompute）。
+# {% endif %}
+#
+# {% if pad_l > mix_l %}
+# {% if sc.batching == "packed" %}本场景 `batching: packed`：第三行就是本场景的读法，前两行回答的是“如果改成定长补齐会怎样”。{% endif %}第一行（课程定长行的读法）给出利用率 {{ ((mix_l + mix_a) / cluster)|pct(1) }}。如果补齐真的发生，硬件在线性层上还多做了 {{ (pad_l - mix_l)|sci }} FLOPs（pad token 的 6N·(B·S − D)），它实际做的运算对应 **{{ ((pad_l + pad_a) / cluster)|pct(1) }}** 的利用率{% if pad_l + pad_a > cluster %}（超过 100%：在本场景的输入下，这样的补齐不可能真的发生）{% endif %}，注意力占比则是 {{ (pad_a / (pad_l + pad_a))|pct(1) }}，而不是 {{ (mix_a / (mix_l + mix_a))|pct(1) }}。{% if sc.batching == "packed" %}按第三行（已 packing）读，利用率是 {% else %}如果已经 packing，则应看第三行：{% endif %}{{ ((pk_l + pk_a) / cluster)|pct(1) }}{% if sc.sum_squared_lengths_from == "sequence_lengths" %}，其中 Σsᵢ² 来自长度文件，是真实长度的平方和。{% else %}，而且这还是下限，因为样本长度不一时 Σsᵢ² 大于 B·s̄²（见 04）。{% endif %}三行里没有一行是“真实 MFU”：它们回答的是三个不同的问题，课程的定长行恰好把其中两个问题的分子和分母混在了一起。{% if sc.attention_flops == "causal" %}本场景按 causal 数注意力，第二行正是 Megatron-LM 定长（BSHD）模式的数法（线性层项以 6N 近似）。{% else %}Megatron-LM 的定长（BSHD）模式就是第二行的读法，只是注意力按 causal 减半（把 `attention_flops` 设为 `causal` 再看这张表）。{% endif %}
+# {% else %}
+# 本场景的平均真实长度等于配置长度，没有 pad：三种读法给出同一个数，利用率 {{ ((mix_l + mix_a) / cluster)|pct(1) }}、注意力占比 {{ (mix_a / (mix_l + mix_a))|pct(1) }}。一旦样本短于配置长度，课程的定长行就会把补齐后的注意力和真实 token 的 6ND 混在一起，三行也随之分开。
+# {% endif %}
+# {% if sc.recompute != "none" %}
+#
+# 另外，本场景的 recompute 是 {{ sc.recompute|code }}，硬件还要重算一部分前向，上表的合计都没有包含这部分；表中的利用率因此都低于硬件真正的忙碌程度。
+# {% endif %}
 
 # %% [markdown]
 # ## 7. 对账：与 PyTorch 的 FLOP 计数器比一比
 #
-# 公式是否数对了，最好让一个独立的计数器来验证。`make validate` 在小尺寸的真实模型结构上跑一次前向加反向，用 `torch.utils.flop_counter.FlopCounterMode` 逐个算子计数，再与本库的公式比较，结果写进 `costmodel/course/flop_counter.csv`（predicted 是公式的预测，counted 是计数器数到的）。按仓库的约定文档 [docs/conventions.md](../docs/conventions.md)，注意力用 eager 实现、专家逐个计算时，计数器数到的应当恰好是 6·N·D + 3·(4·s²·d·L_full·B)，即课程的"3 倍、整块方阵"口径；输入 embedding 是查表，不计 FLOPs，所以 N 里也不含它。
+# 公式是否数对了，最好让一个独立的计数器来验证。`make validate` 在小尺寸的真实模型结构上跑一次前向加反向，用 `torch.utils.flop_counter.FlopCounterMode` 逐个算子计数，再与本库的公式比较，结果写进 `costmodel/course/flop_counter.csv`（predicted 是公式的预测，counted 是计数器数到的）。按仓库的约定文档 [docs/conventions.md](../docs/conventions.md)，注意力用 eager 实现、专家逐个计算时，计数器数到的应当恰好是 6·N·D + 3·(4·s²·d·L_full·B)，即课程的“3 倍、整块方阵”口径；输入 embedding 是查表，不计 FLOPs，所以 N 里也不含它。
 
 # %% tags=["remove-input"]
 csv_path = resources.files("costmodel.course") / "flop_counter.csv"
+have_csv = csv_path.exists()
 
 
 def agrees(row):
@@ -705,7 +589,8 @@ def agrees(row):
         return False
 
 
-if csv_path.exists():
+counter_rows = []
+if have_csv:
     with csv_path.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         columns = reader.fieldnames or []
@@ -714,29 +599,21 @@ if csv_path.exists():
     d.table(counter_rows, columns, "FLOP 计数器对账（costmodel/course/flop_counter.csv）")
     core = [r for r in raw if r.get("term") in ("matmul_6ND", "attention_core")]
     off = sorted({r.get("term", "") for r in raw if not agrees(r)})
-    text = f"共 {len(raw)} 行，其中 {sum(map(agrees, raw))} 行预测与计数完全相同。"
-    if core and all(map(agrees, core)):
-        runs = {term: len({r.get("model") for r in core if r.get("term") == term})
-                for term in ("matmul_6ND", "attention_core")}
-        text += (f"本节用到的两项都逐个 FLOP 对上了：6ND 的矩阵乘在 {runs['matmul_6ND']} 次运行里，"
-                 f"注意力核心在 {runs['attention_core']} 次运行里；课程口径的 3·4·s²·d·L_full·B "
-                 "正是计数器数到的量。")
-    elif core:
-        text += "注意：6ND 或注意力核心有对不上的行，先看 note 一列。"
-    if off:
-        text += "有差异的项是 " + "、".join(f"`{x}`" for x in off) + "，原因写在 note 一列。"
+    runs = {term: len({r.get("model") for r in core if r.get("term") == term})
+            for term in ("matmul_6ND", "attention_core")}
     confirmed = {r.get("term") for r in raw if agrees(r)}
     checks = [("attention_core_flash", "PyTorch 对 SDPA 的 flash 公式是 3.5 倍、整块方阵，不因 causal 减半"),
               ("attention_core_sdpa_math", "SDPA 的 math 路径拆成普通矩阵乘，仍是 3 倍"),
               ("attention_core_varlen", "按文档切开的 varlen 注意力数到的是各段长度的平方和 Σsᵢ²")]
     seen = [claim for term, claim in checks if term in confirmed]
-    if seen:
-        text += "第 5 节用到的几条数法也在这里逐个 FLOP 对上了：" + "；".join(seen) + "。"
-    d.md(text)
-else:
-    counter_rows = []
-    d.md("还没有对账结果：没有找到 `costmodel/course/flop_counter.csv`。在仓库根目录运行 `make validate` "
-         "生成它，再重新执行本笔记本。")
+    same_rows, core_ok = sum(map(agrees, raw)), bool(core) and all(map(agrees, core))
+
+# %% [markdown]
+# {% if have_csv %}
+# 共 {{ raw|length }} 行，其中 {{ same_rows }} 行预测与计数完全相同。{% if core_ok %}本节用到的两项都逐个 FLOP 对上了：6ND 的矩阵乘在 {{ runs.matmul_6ND }} 次运行里，注意力核心在 {{ runs.attention_core }} 次运行里；课程口径的 3·4·s²·d·L_full·B 正是计数器数到的量。{% elif core %}注意：6ND 或注意力核心有对不上的行，先看 note 一列。{% endif %}{% if off %}有差异的项是 {% for x in off %}{{ x|code }}{% if not loop.last %}、{% endif %}{% endfor %}，原因写在 note 一列。{% endif %}{% if seen %}第 5 节用到的几条数法也在这里逐个 FLOP 对上了：{{ seen|join("；") }}。{% endif %}
+# {% else %}
+# 还没有对账结果：没有找到 `costmodel/course/flop_counter.csv`。在仓库根目录运行 `make validate` 生成它，再重新执行本笔记本。
+# {% endif %}
 
 # %% [markdown]
 # ## 8. 课程的说法，逐条核对
@@ -842,7 +719,7 @@ convention = ("课程在 06.3 把这个区间读作 HFU，所以拿含注意力�
               "注意力核心按前向 3 倍计，不含 FlashAttention 反向里重算的分数）")
 if is_course:
     why = convention + (f"：两种数法都高于 {high}，报出的数确实偏低" if holds else
-                        f"：按 causal 数是 {d.pct(hfu_causal, 1)}，不高于 {high}，\"被低估\"只在 full 数法下成立"
+                        f"：按 causal 数是 {d.pct(hfu_causal, 1)}，不高于 {high}，“被低估”只在 full 数法下成立"
                         if hfu_full > top else f"：两种数法都不高于 {high}，报出的数并没有被低估")
 else:
     why = for_team + (f"与你的 6ND 口径 MFU 比：它是 {d.pct(acc['mfu'])}，算进注意力后是 {d.pct(causal_mfu, 1)}（causal）到 "
@@ -853,47 +730,25 @@ rows.append(("标题：项目报出的 MFU " + course.claim("headline_understate
              d.verdict(holds, why)))
 d.claims(rows, sc)
 
+# %% tags=["remove-input"]
+lowest_quoted = min(COURSE_TABLE.values(), key=lambda q: course.number(q[2]))[2]
+
 # %% [markdown]
 # ## 本节要点
-
-# %% tags=["remove-input"]
-here_label = "本场景（即课程的运行）" if is_course else "本场景"
-lowest_quoted = min(COURSE_TABLE.values(), key=lambda q: course.number(q[2]))[2]
-lin_point = []
-if lin is not None and lin["flops_per_step"] is not None:
-    lin_point = [f"- 线性注意力（{lin['layers']} 层 gated DeltaNet）按真实长度占一步运算的 "
-                 f"{d.pct(lin['share'])}，softmax 注意力占 {d.pct(actual['share'])}；"
-                 "它随 token 数线性增长，没有 s² 项。"]
-elif lin is not None:
-    lin_point = [f"- 本场景的 {lin['layers']} 层线性注意力因头宽度未知没有计入（见第 1 节库的说明）。"]
-d.md("\n".join([
-    f"- 注意力核心每层前向是 4·s²·d，d 是注意力宽度（通常是头数 × 每头宽度），不一定等于 hidden size；模型 FLOPs 按 3 倍前向计。"
-    f"本场景按 {att['convention']} 数，d = {d.num(sc.attention_dim)}，有 "
-    f"{sc.num_full_attention_layers} 个全注意力层。",
-    f"- 注意力占比：{here_label}按真实长度 {d.pct(actual['share'])}、按补齐长度 {d.pct(padded['share'])}；"
-    f"课程（它自己的运行，三组形状假设）：{course.claim('attention_share_range')}。",
-    f"- 含注意力的利用率：{here_label}按真实长度是 {d.pct(causal_mfu, 1)}（causal）到 {d.pct(full_mfu, 1)}（full），"
-    f"6ND 口径的 MFU 是 {d.pct(acc['mfu'])}，硬件口径（{att['hardware_convention']}，含 recompute）的 HFU "
-    f"{d.pct(actual['hfu_with_attention'])}；课程（它自己的运行）的结论是 {course.claim('true_utilization')}，"
-    f"而它自己表格的最低一行是 {lowest_quoted}。",
-    *lin_point,
-    f"- FlashAttention 的反向有 5 个矩阵乘（重算 QKᵀ），是前向的 {sp.sstr(kappa_flash)} 倍；"
-    "重算只进硬件 FLOPs，不进模型 FLOPs。",
-    f"- {model_name} 的真实注意力宽度是 {shape.num_heads} × {shape.head_dim} = "
-    f"{d.num(shape.attention_dim)}，" + (f"不是 hidden size {d.num(shape.hidden_size)}。"
-                                         if shape.attention_dim != shape.hidden_size else
-                                         "恰好等于 hidden size。"),
-    f"- 各家数法（full / causal、3 倍 / 3.5 倍）的乘积最多相差 {float(spread):.2f} 倍；"
-    "Megatron-LM 按 causal 数" + ("，定长模式还把补齐的槽位算作运算" if sc.batching == "padded"
-                                  else "，packed 模式用真实长度")
-    + "。报数时必须写明数法。",
-    (f"- 课程的定长行把补齐后的注意力和真实 token 的 6ND 放在一起；若补齐真实发生，"
-     f"硬件做的运算对应 {d.pct((pad_l + pad_a) / cluster, 1)} 的利用率"
-     + ("（超过 100%，在本场景的输入下不可能）" if pad_l + pad_a > cluster else "") + "。" if pad_l > mix_l else
-     "- 本场景没有 pad，定长行的三种读法相同；有 pad 时课程的定长行混用了两种口径。"),
-    ("- 对账：" + (f"计数器结果见第 7 节的 {len(counter_rows)} 行。" if counter_rows
-                 else "还没有计数器结果（先运行 `make validate`）。")),
-]))
+#
+# - 注意力核心每层前向是 4·s²·d，d 是注意力宽度（通常是头数 × 每头宽度），不一定等于 hidden size；模型 FLOPs 按 3 倍前向计。本场景按 {{ att.convention }} 数，d = {{ sc.attention_dim|num }}，有 {{ sc.num_full_attention_layers }} 个全注意力层。
+# - 注意力占比：{% if is_course %}本场景（即课程的运行）{% else %}本场景{% endif %}按真实长度 {{ actual.share|pct }}、按补齐长度 {{ padded.share|pct }}；课程（它自己的运行，三组形状假设）：{{ course.claim("attention_share_range") }}。
+# - 含注意力的利用率：{% if is_course %}本场景（即课程的运行）{% else %}本场景{% endif %}按真实长度是 {{ causal_mfu|pct(1) }}（causal）到 {{ full_mfu|pct(1) }}（full），6ND 口径的 MFU 是 {{ acc.mfu|pct }}，硬件口径（{{ att.hardware_convention }}，含 recompute）的 HFU {{ actual.hfu_with_attention|pct }}；课程（它自己的运行）的结论是 {{ course.claim("true_utilization") }}，而它自己表格的最低一行是 {{ lowest_quoted }}。
+# {% if lin is not none and lin.flops_per_step is not none %}
+# - 线性注意力（{{ lin.layers }} 层 gated DeltaNet）按真实长度占一步运算的 {{ lin.share|pct }}，softmax 注意力占 {{ actual.share|pct }}；它随 token 数线性增长，没有 s² 项。
+# {% elif lin is not none %}
+# - 本场景的 {{ lin.layers }} 层线性注意力因头宽度未知没有计入（见第 1 节库的说明）。
+# {% endif %}
+# - FlashAttention 的反向有 5 个矩阵乘（重算 QKᵀ），是前向的 {{ sp.sstr(kappa_flash) }} 倍；重算只进硬件 FLOPs，不进模型 FLOPs。
+# - {{ model_name }} 的真实注意力宽度是 {{ shape.num_heads }} × {{ shape.head_dim }} = {{ shape.attention_dim|num }}，{% if shape.attention_dim != shape.hidden_size %}不是 hidden size {{ shape.hidden_size|num }}。{% else %}恰好等于 hidden size。{% endif %}
+# - 各家数法（full / causal、3 倍 / 3.5 倍）的乘积最多相差 {{ spread|float|decimals(2) }} 倍；Megatron-LM 按 causal 数{% if sc.batching == "padded" %}，定长模式还把补齐的槽位算作运算{% else %}，packed 模式用真实长度{% endif %}。报数时必须写明数法。
+# - {% if pad_l > mix_l %}课程的定长行把补齐后的注意力和真实 token 的 6ND 放在一起；若补齐真实发生，硬件做的运算对应 {{ ((pad_l + pad_a) / cluster)|pct(1) }} 的利用率{% if pad_l + pad_a > cluster %}（超过 100%，在本场景的输入下不可能）{% endif %}。{% else %}本场景没有 pad，定长行的三种读法相同；有 pad 时课程的定长行混用了两种口径。{% endif %}
+# - 对账：{% if counter_rows %}计数器结果见第 7 节的 {{ counter_rows|length }} 行。{% else %}还没有计数器结果（先运行 `make validate`）。{% endif %}
 
 # %% [markdown]
 # ## 练习
@@ -905,8 +760,9 @@ d.md("\n".join([
 
 # %% tags=["remove-input"]
 x_at_S = float(share_fn(sc.seq_len, *here))
-d.md(f"本场景：S = {d.num(sc.seq_len)}，x = share(S) = {d.pct(x_at_S)}（方阵比例 a = "
-     f"{sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops])}）。")
+
+# %% [markdown]
+# 本场景：S = {{ sc.seq_len|num }}，x = share(S) = {{ x_at_S|pct }}（方阵比例 a = {{ sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops]) }}）。
 
 # %% tags=["solution"]
 x_at_2S = float(share_fn(2 * sc.seq_len, *here))  # the library's curve at 2S
@@ -925,7 +781,9 @@ d.eq(r"\text{share}(2S)", r"\frac{2x}{1+x}", d.pct(predicted), r"\text{share}(2S
 
 # %% tags=["remove-input"]
 m_without = acc["mfu"] + ((lin or {}).get("flops_per_step") or 0.0) / cluster
-d.md(f"本场景：f = {d.pct(full_mfu)}，m = {d.pct(m_without)}；第 5 节重新解析得到的 causal 读数是 {d.pct(causal_mfu)}。")
+
+# %% [markdown]
+# 本场景：f = {{ full_mfu|pct }}，m = {{ m_without|pct }}；第 5 节重新解析得到的 causal 读数是 {{ causal_mfu|pct }}。
 
 # %% tags=["solution"]
 predicted_causal = (full_mfu + m_without) / 2  # only the attention core halves
@@ -934,4 +792,4 @@ d.eq(r"\mathrm{MFU}^{\mathrm{causal}}_{\mathrm{with\ attn}}", r"\frac{f+m}{2}", 
      r"\mathrm{MFU}^{\mathrm{causal}}\big|_{\mathrm{resolved}}", d.pct(causal_mfu))
 
 # %% [markdown] tags=["solution"]
-# causal 只把注意力核心减半，6ND 和线性注意力都不变，所以含注意力的 MFU 从 f 变成 m + (f − m)/2 = (f + m)/2：正好是 full 读数与不含注意力核心的利用率的中点。注意力占比越大，f 与 m 差得越远，两种数法给出的"真实利用率"也差得越多；报这个数时必须写明用的是哪一种。
+# causal 只把注意力核心减半，6ND 和线性注意力都不变，所以含注意力的 MFU 从 f 变成 m + (f − m)/2 = (f + m)/2：正好是 full 读数与不含注意力核心的利用率的中点。注意力占比越大，f 与 m 差得越远，两种数法给出的“真实利用率”也差得越多；报这个数时必须写明用的是哪一种。

@@ -2,12 +2,15 @@
 
 
 def shown(nb) -> str:
-    """Everything a notebook's outputs show (Markdown, HTML and plain); nothing for one that
-    failed (a run that failed is passed as its error line, a str: the test of errors names it)."""
+    """Everything a notebook shows: its Markdown cells (filled, costmodel/present/prose.py) and
+    its outputs (Markdown, HTML and plain); nothing for one that failed (a run that failed is
+    passed as its error line, a str: the test of errors names it)."""
     if isinstance(nb, str):
         return ""
     parts = []
     for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            parts.append(cell.source)
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             parts += [data.get(k, "") for k in ("text/markdown", "text/html", "text/plain")]

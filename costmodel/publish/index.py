@@ -27,10 +27,10 @@ def banner(sc: scenario.Scenario, account: dict[str, Any], inputs: dict[str, Any
     changed = ", ".join(f"{key}={printable(table_value(value))}" for key, value in inputs.items())
     return (
         f"{printable(sc.name)} · {EDITION_NAMES[edition]} · MFU {100 * account['mfu']:.2f}%"
-        + (" (predicted step)" if account["time"]["measured_seconds"] is None else "")
+        + ("（步长为预测值）" if account["time"]["measured_seconds"] is None else "")
         + " · "
-        + (f"inputs: course scenario + {changed}" if changed else "inputs: the course's scenario")
-        + " · costmodel handout"
+        + (f"输入：课程场景 + {changed}" if changed else "输入：课程场景")
+        + " · costmodel 讲义"
     )
 
 
@@ -44,16 +44,14 @@ def step_cards(t: dict[str, Any]) -> list[tuple[str, str]]:
     predicted, when the scenario's step_time is null."""
     predicted = _step_seconds(t["predicted_seconds"])
     if t["measured_seconds"] is None:
-        return [("Step time (predicted: step_time is null)", predicted)]
+        return [("单步耗时（预测值：step_time 为空）", predicted)]
     unexplained = t["unexplained_seconds"]
     return [
-        ("Step time (measured)", _step_seconds(t["measured_seconds"])),
-        ("Step time (predicted by the model)", predicted),
+        ("单步耗时（实测）", _step_seconds(t["measured_seconds"])),
+        ("单步耗时（步长模型预测）", predicted),
         (
-            "Unexplained (measured - predicted)"
-            + (
-                "; negative: the model says the step cannot be this fast" if unexplained < 0 else ""
-            ),
+            "未解释部分（实测 − 预测）"
+            + ("；为负：按模型这一步不可能这么快" if unexplained < 0 else ""),
             f"{_step_seconds(unexplained)} ({100 * t['unexplained_share']:.1f}%)",
         ),
     ]
@@ -65,7 +63,7 @@ def _input_rows(sc: scenario.Scenario) -> str:
     return "".join(
         f'<tr class="{"changed" if key in changed else ""}"><td><code>{key}</code></td>'
         f"<td>{html.escape(printable(table_value(sc.values[key])))}</td>"
-        f"<td>{'changed' if key in changed else ''}</td></tr>"
+        f"<td>{'已改动' if key in changed else ''}</td></tr>"
         for key in _fields()
         if key != "name"
     )
@@ -78,15 +76,13 @@ def _attention_cards(account: dict[str, Any]) -> list[tuple[str, str]]:
     att = account["attention"]
     actual = f"{100 * att['actual']['share']:.1f}%"
     if account["padding"]["batching"] == "packed":
-        return [
-            (f"Attention share (packed, per-document lengths, {att['attention_flops']})", actual)
-        ]
+        return [(f"注意力占比（packing，按文档长度，{att['attention_flops']}）", actual)]
     return [
         (
-            f"Attention share (padded length, {att['attention_flops']})",
+            f"注意力占比（补齐长度，{att['attention_flops']}）",
             f"{100 * att['padded']['share']:.1f}%",
         ),
-        (f"Attention share (real lengths, {att['attention_flops']})", actual),
+        (f"注意力占比（真实长度，{att['attention_flops']}）", actual),
     ]
 
 
@@ -94,11 +90,11 @@ def _cards(account: dict[str, Any]) -> str:
     """The headline numbers, one card each."""
     predicted = account["time"]["measured_seconds"] is None
     headline = [
-        ("MFU" + (" (predicted step)" if predicted else ""), f"{100 * account['mfu']:.2f}%"),
+        ("MFU" + ("（步长为预测值）" if predicted else ""), f"{100 * account['mfu']:.2f}%"),
         *step_cards(account["time"]),
-        ("HFU" + (" (predicted step)" if predicted else ""), f"{100 * account['hfu']:.2f}%"),
+        ("HFU" + ("（步长为预测值）" if predicted else ""), f"{100 * account['hfu']:.2f}%"),
         *_attention_cards(account),
-        ("Padding waste", f"{100 * account['padding']['waste_fraction']:.1f}%"),
+        ("padding 浪费", f"{100 * account['padding']['waste_fraction']:.1f}%"),
     ]
     return "".join(
         f'<div class="card"><div class="v">{v}</div><div>{html.escape(k)}</div></div>'
@@ -114,12 +110,11 @@ def _items(sections: list[Section]) -> str:
         if s.error and s.stale:
             items.append(
                 f'<li class="failed"><a href="{s.page}">{html.escape(s.stem)}</a> — '
-                f"STALE: this build failed ({html.escape(s.error)}); the page is the "
-                f"previous build's</li>"
+                f"未更新：本次构建失败（{html.escape(s.error)}），此页是上一次构建的</li>"
             )
         elif s.error:
             items.append(
-                f'<li class="failed"><strong>{html.escape(s.stem)}</strong> — FAILED: '
+                f'<li class="failed"><strong>{html.escape(s.stem)}</strong> — 失败：'
                 f"{html.escape(s.error)}</li>"
             )
         else:
@@ -132,14 +127,12 @@ def _items(sections: list[Section]) -> str:
 
 def _editions(edition: str, others: dict[str, str] | None) -> str:
     """The line that names the edition and links the other one."""
-    solutions = (
-        "solutions shown" if edition == "teacher" else "solutions removed, an answer space instead"
-    )
+    solutions = "含解答" if edition == "teacher" else "去掉了解答，留出作答区"
     links = "".join(
-        f' Other edition: <a href="{link}index.html">{EDITION_NAMES[e]}</a>.'
+        f' 另一版本：<a href="{link}index.html">{EDITION_NAMES[e]}</a>。'
         for e, link in (others or {}).items()
     )
-    return f"Edition: <strong>{EDITION_NAMES[edition]}</strong> ({solutions}).{links}"
+    return f"版本：<strong>{EDITION_NAMES[edition]}</strong>（{solutions}）。{links}"
 
 
 def index_html(
@@ -169,15 +162,15 @@ li {{ margin: 0.5rem 0; }} .summary {{ color: #57606a; }} .failed {{ color: #cf2
 <body>
 <main>
 <h1>{title}</h1>
-<p>Course section 06, re-executed for this scenario. Numbers computed by costmodel.</p>
+<p>课程第 06 节，按本场景重新执行；页上的数字都由 costmodel 计算。</p>
 <p class="edition">{_editions(edition, others)}</p>
-<h2>Headline numbers</h2>
+<h2>主要数字</h2>
 <div class="cards">{_cards(account)}</div>
-<h2>Sections</h2>
+<h2>各节</h2>
 <ol>{_items(sections)}</ol>
-<h2>Scenario inputs</h2>
-<p>Highlighted rows differ from the course's scenario.</p>
-<table><thead><tr><th>key</th><th>value</th><th></th></tr></thead><tbody>{_input_rows(sc)}</tbody></table>
+<h2>场景输入</h2>
+<p>高亮的行与课程场景不同。</p>
+<table><thead><tr><th>键</th><th>值</th><th></th></tr></thead><tbody>{_input_rows(sc)}</tbody></table>
 </main>
 </body></html>
 """

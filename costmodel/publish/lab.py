@@ -10,6 +10,9 @@ and Lab opens there, 01 first:
   still what the lab wrote (its sha256 is recorded in the folder's `.costmodel-lab.json`); a
   notebook the reader changed, or one the lab did not write, is never overwritten, and nothing
   in the folder is ever deleted;
+- a Markdown cell filled at execution (a template, costmodel/present/prose.py) becomes a code
+  cell that fills it again (`markdown_cells.live`), tagged `remove-input`: a reader's own
+  numbers reach the prose too;
 - the rendering-only code cells (tagged `remove-input`) are collapsed
   (`jupyter.source_hidden`): the page opens as prose, equations, tables and plots, with the code
   one click away on the cell's left bar; every other cell stays as it is;
@@ -39,6 +42,7 @@ from urllib.parse import quote
 from costmodel.errors import CostModelError
 from costmodel.formats import shown
 from costmodel.publish import suite
+from costmodel.publish.markdown_cells import live, template_of
 
 HIDDEN_INPUT = "remove-input"
 #: What the lab wrote in the scratch folder: each file's path (relative) and sha256.
@@ -115,6 +119,8 @@ def _notebook_copy(source: Path) -> bytes:
 
     nb = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
     nb.metadata.pop("jupytext", None)  # no pairing: Lab saves the .ipynb alone
+    # a Markdown cell filled with the course's numbers fills again with the reader's
+    nb.cells = [live(c) if template_of(c) is not None else c for c in nb.cells]
     for cell in nb.cells:
         if cell.cell_type == "code" and HIDDEN_INPUT in cell.metadata.get("tags", []):
             cell.metadata.setdefault("jupyter", {})["source_hidden"] = True

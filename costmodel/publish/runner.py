@@ -182,13 +182,13 @@ class Kernel:
         the first failing cell, DeadKernelError, ...)."""
         import time
 
-        from nbclient import NotebookClient
+        from costmodel.publish.markdown_cells import Client
 
         start = time.perf_counter()
         self.ready()
         self.seconds = {"kernel": time.perf_counter() - start}
         start = time.perf_counter()
-        client = NotebookClient(
+        client = Client(
             nb,
             km=self.km,
             kernel_name="python3",
@@ -248,6 +248,8 @@ def run_notebook(
         line = failing_line(output.get("traceback", [])) if output else ""
         where = f" at `{line}`" if line else ""
         evalue = ANSI.sub("", str(error.evalue or "")).splitlines()
+        if output is None:  # a Markdown cell's template: its evalue names the cell
+            return None, f"{stem}: {error.ename}: {evalue[0] if evalue else ''}"
         return None, (
             f"{stem}: cell {count} raised {error.ename}: {evalue[0] if evalue else ''}{where}"
         )

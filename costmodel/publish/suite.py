@@ -77,9 +77,9 @@ def inline_figures() -> None:
 
 
 def execute(nb, cwd: Path = NOTEBOOKS):
-    from nbclient import NotebookClient
+    from costmodel.publish.markdown_cells import Client
 
-    client = NotebookClient(
+    client = Client(
         nb,
         timeout=TIMEOUT_S,
         kernel_name="python3",

@@ -19,7 +19,8 @@ from headlines import section_headlines
 from notebook_text import shown as _shown
 
 from costmodel.evaluate.account import account
-from costmodel.publish import suite
+from costmodel.publish import runner, suite
+from costmodel.publish.markdown_cells import restore, template_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = suite.sources()
@@ -34,10 +35,28 @@ def test_there_are_ten_notebooks():
 def test_source_and_notebook_agree(source):
     nb_path = source.with_suffix(".ipynb")
     assert nb_path.exists(), f"{nb_path.name} missing: run make notebooks"
-    regenerated = jupytext.writes(jupytext.read(nb_path), fmt="py:percent")
+    # the filled Markdown cells' templates back in their place (costmodel/publish/markdown_cells.py)
+    regenerated = jupytext.writes(restore(jupytext.read(nb_path)), fmt="py:percent")
     assert regenerated == source.read_text(encoding="utf-8"), (
         f"{source.name} and {nb_path.name} disagree: run make notebooks"
     )
+
+
+TEMPLATED = [p for p in SOURCES if any(template_of(c) for c in jupytext.read(p).cells)]
+
+
+@pytest.mark.parametrize("source", TEMPLATED, ids=[p.stem for p in TEMPLATED])
+def test_filled_markdown_is_what_the_library_gives_now(source, notebook_kernel):
+    """nbval compares the outputs of code cells only: the filled Markdown cells of a stored
+    notebook are compared here with a fresh fill (the course's scenario, the session's kernel),
+    so that a figure a Markdown cell shows changes with the library or the test fails."""
+    stored = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    ran, error = runner.run_notebook(source.stem, {}, notebook_kernel, suite.NOTEBOOKS)
+    assert error is None, error
+    ran.cells = [c for c in ran.cells if "injected-parameters" not in c.metadata.get("tags", [])]
+    filled = [(c.source, c.metadata.get("template")) for c in stored.cells if template_of(c)]
+    again = [(c.source, c.metadata.get("template")) for c in ran.cells if template_of(c)]
+    assert again == filled, f"{source.name}: run make notebooks NB={source.stem[:2]}"
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=IDS)
@@ -158,7 +177,14 @@ def test_notebooks_rerun_for_another_scenario(tmp_path, notebook_kernel, course_
         outputs = [c["outputs"] for c in nb.cells if c.get("outputs")]
         text = json.dumps(outputs, ensure_ascii=False)
         assert '"stderr"' not in text, f"{source.stem}: warning or stderr output"
-        body = json.dumps(outputs[1:], ensure_ascii=False)  # outputs[0]: the scenario line
+        # what each cell shows (a Markdown cell its filled text), after the scenario line
+        cells = [
+            c.source if c.cell_type == "markdown" else json.dumps(c["outputs"], ensure_ascii=False)
+            for c in nb.cells
+            if c.cell_type == "markdown" or c.get("outputs")
+        ]
+        start = next(i for i, t in enumerate(cells) if TEAM["name"] in t)
+        body = "\n".join(cells[start + 1 :])
         headline = team_headlines[source.name[:2]]
         assert headline != course_headlines[source.name[:2]], f"{source.stem}: pick another team"
         assert headline in body, f"{source.stem}: the team's {headline} is not in the body"

@@ -181,7 +181,7 @@ def test_a_packed_run_shows_packed_figures(runs):
 
 
 #: Tables whose equal rows are the point: formulas, or bounds the next cell compares.
-EQUAL_ROWS_ALLOWED = ("FlashAttention 反向的矩阵乘", "Exercise 2: ")
+EQUAL_ROWS_ALLOWED = ("FlashAttention 反向的矩阵乘", "Exercise 2: ", "练习 2：")
 
 
 def test_no_table_of_identical_rows(runs):

@@ -116,16 +116,16 @@ def test_index_cards_show_the_predicted_step_beside_the_measured_one():
     page, account = _index()
     t = account["time"]
     cards = _cards(page)
-    assert cards["Step time (measured)"] == "120.0 s"
-    assert cards["Step time (predicted by the model)"] == f"{t['predicted_seconds']:,.1f} s"
-    unexplained = cards["Unexplained (measured - predicted)"]
+    assert cards["单步耗时（实测）"] == "120.0 s"
+    assert cards["单步耗时（步长模型预测）"] == f"{t['predicted_seconds']:,.1f} s"
+    unexplained = cards["未解释部分（实测 − 预测）"]
     assert unexplained == (
         f"{t['unexplained_seconds']:,.1f} s ({100 * t['unexplained_share']:.1f}%)"
     )
     assert cards["MFU"] == f"{100 * account['mfu']:.2f}%"
     fast = _cards(_index({"step_time": 30})[0])  # the model predicts about 35 s
-    negative = [label for label in fast if label.startswith("Unexplained")]
-    assert negative and "cannot be this fast" in negative[0], fast
+    negative = [label for label in fast if label.startswith("未解释部分")]
+    assert negative and "这一步不可能这么快" in negative[0], fast
     assert fast[negative[0]].startswith("-")
 
 
@@ -134,12 +134,12 @@ def test_index_cards_say_predicted_when_step_time_is_null():
     page, account = _index({"step_time": None})
     cards = _cards(page)
     predicted = f"{account['time']['predicted_seconds']:,.1f} s"
-    assert cards["Step time (predicted: step_time is null)"] == predicted
-    assert cards["MFU (predicted step)"] == f"{100 * account['mfu']:.2f}%"
-    assert cards["HFU (predicted step)"] == f"{100 * account['hfu']:.2f}%"
-    assert not any(label.startswith(("Step time (measured)", "Unexplained")) for label in cards)
+    assert cards["单步耗时（预测值：step_time 为空）"] == predicted
+    assert cards["MFU（步长为预测值）"] == f"{100 * account['mfu']:.2f}%"
+    assert cards["HFU（步长为预测值）"] == f"{100 * account['hfu']:.2f}%"
+    assert not any(label.startswith(("单步耗时（实测）", "未解释部分")) for label in cards)
     sc = scenario.resolve(overrides={"step_time": None})
-    assert "(predicted step)" in index_page.banner(sc, account, {"step_time": None}, "teacher")
+    assert "（步长为预测值）" in index_page.banner(sc, account, {"step_time": None}, "teacher")
 
 
 class _Resources(HTMLParser):
@@ -271,7 +271,7 @@ def test_failing_notebook_is_named_and_keeps_its_previous_page(tmp_path, monkeyp
     assert "ZeroDivisionError" in flaky.error and "y = x / 0" in flaky.error
     assert flaky.stale and (out / "99_flaky.html").read_bytes() == previous
     index = (out / "index.html").read_text(encoding="utf-8")
-    assert "STALE" in index and 'href="99_flaky.html"' in index
+    assert "未更新" in index and 'href="99_flaky.html"' in index
     account = evaluate_account(scenario.resolve(overrides={"step_time": 90}))
     assert f"{100 * account['mfu']:.2f}%" in (out / good.with_suffix(".html").name).read_text(
         encoding="utf-8"
@@ -284,7 +284,7 @@ def test_failing_notebook_is_named_and_keeps_its_previous_page(tmp_path, monkeyp
     sections, _ = handouts.build(out=fresh, progress=False)
     assert not next(s for s in sections if s.stem == "99_flaky").stale
     index = (fresh / "index.html").read_text(encoding="utf-8")
-    assert "FAILED" in index and not (fresh / "99_flaky.html").exists()
+    assert "失败" in index and not (fresh / "99_flaky.html").exists()
 
 
 def test_two_builds_are_byte_identical(built, tmp_path):
@@ -457,7 +457,7 @@ def test_parameters_cells_are_hidden_and_the_banner_names_the_inputs(built):
         text = html.unescape(page.read_text(encoding="utf-8"))
         assert "scenario_file = None" not in text and "overrides = {}" not in text, page
         assert "Restart Kernel" not in text, page  # the notes for JupyterLab readers (lab-only)
-        assert "inputs: the course's scenario" in text, page
+        assert "输入：课程场景" in text, page
 
 
 def test_booklets_have_every_section_numbered_pages_and_embedded_fonts(built):
