@@ -131,7 +131,8 @@ balance = acc["machine_balance"]
 g = by_key()
 is_moe = "expert_gate_up" in g
 assert is_moe == (sc.num_experts > 0)
-who = "你的场景" if sc.changed else "课程场景"  # whose figure the claims table shows
+own = bool(sc.changed)
+who = "你的场景" if own else "课程场景"  # whose figure the claims table shows
 hidden, tokens = g["lm_head"]["k"], g["lm_head"]["m"]  # lm_head: [b x S, hidden] x [hidden, vocab]
 ref_kind, ref_up, ref_down = reference(g)
 ref_label = REFERENCE_LABEL[ref_kind]
@@ -143,15 +144,12 @@ if is_moe:
                  "derived": "课程的 8 不能同时整除专家数与数据并行的卡数，取能整除的最大值；"
                             "设置 `expert_parallel` 可改为你的实际值"}.get(sc.sources["expert_parallel"], "场景给定")
     w_expert, moe_layers = g["expert_down"]["k"], g["expert_down"]["layers"]
-d.md(f"场景：**{d.text(sc.name)}**（{sc.num_gpus} × {sc.gpu}，机器平衡点 {d.num(balance, 1)} FLOP/byte，"
-     f"micro batch = {sc.micro_batch}，配置长度 S = {d.num(sc.seq_len)}）。"
-     + (f"这是一个 MoE 模型：每层 {sc.num_experts} 个路由专家，每个 token 选 "
-        f"{sc.experts_per_token} 个。" if is_moe else
-        "这是一个**稠密模型**（num_experts = 0）：没有路由、没有专家，MoE 的三项损耗都不存在，"
-        "下面只给出稠密 FFN 的形状，以及长序列那两项。"))
 
 # %% [markdown]
-# 本节用到的形状全部取自模型的 GEMM 表 `costmodel.evaluate.gemms.model_gemms`，与 07、08、10 是同一份：场景指定了模型 config（或场景的结构键与课程模型 Qwen3.6-35B-A3B 一致）时，宽度来自真实的 config；否则 GEMM 表由场景的键构造，缺的宽度按有名字的假设补上。下表的"形状来源"一列写明是哪一种。
+# 场景：**{{ sc.name }}**（{{ sc.num_gpus }} × {{ sc.gpu }}，机器平衡点 {{ balance|num(1) }} FLOP/byte，micro batch = {{ sc.micro_batch }}，配置长度 S = {{ sc.seq_len|num }}）。{% if is_moe %}这是一个 MoE 模型：每层 {{ sc.num_experts }} 个路由专家，每个 token 选 {{ sc.experts_per_token }} 个。{% else %}这是一个**稠密模型**（num_experts = 0）：没有路由、没有专家，MoE 的三项损耗都不存在，下面只给出稠密 FFN 的形状，以及长序列那两项。{% endif %}
+
+# %% [markdown]
+# 本节用到的形状全部取自模型的 GEMM 表 `costmodel.evaluate.gemms.model_gemms`，与 07、08、10 是同一份：场景指定了模型 config（或场景的结构键与课程模型 Qwen3.6-35B-A3B 一致）时，宽度来自真实的 config；否则 GEMM 表由场景的键构造，缺的宽度按有名字的假设补上。下表的“形状来源”一列写明是哪一种。
 #
 # - **专家宽度**（每个路由专家 FFN 的中间维，`moe_intermediate_size`）：`expert_down` 一行的 k；
 # - **稠密 FFN 宽度**（`intermediate_size`）：`dense_down` 一行的 k，只有模型含稠密 FFN 层时才有；
@@ -159,26 +157,30 @@ d.md(f"场景：**{d.text(sc.name)}**（{sc.num_gpus} × {sc.gpu}，机器平衡
 # - **每头宽度 head_dim**：注意力核心 QKᵀ（`attention_scores`）一行的 k，即 QKᵀ 的累加维；
 # - **EP 大小**（一层的专家分布在多少张卡上）是场景的键 `expert_parallel`：团队给了就用团队的；没给时用课程的 8（若 8 不能同时整除专家数和数据并行的卡数，取能整除的最大值），下表写明是哪一种。GEMM 表按同一个 EP 算一个专家 GEMM 的行数，按场景的 TP、CP 切出每张卡上的形状（`costmodel gemms` 列出同一张表）。
 
-# %% tags=["remove-input"]
-rows = [("hidden size", d.num(hidden), "lm_head 的 k", shape_source(g["lm_head"]))]
-if "dense_down" in g:
-    rows.append(("稠密 FFN 宽度", d.num(g["dense_down"]["k"]),
-                 f"dense_down 的 k（{g['dense_down']['layers']} 层）", shape_source(g["dense_down"])))
-if is_moe:
-    rows.append(("专家宽度", d.num(w_expert), "expert_down 的 k", shape_source(g["expert_down"])))
-    if "shared_down" in g:
-        rows.append(("共享专家宽度", d.num(g["shared_down"]["k"]), "shared_down 的 k",
-                     shape_source(g["shared_down"])))
-    if ref_kind == "hypothetical":
-        rows.append(("对照用的稠密 FFN 宽度", d.num(ref_down["k"]),
-                     "假想：取专家宽度（模型既没有稠密 FFN 层，也没有共享专家）", "—"))
-    rows += [("EP 大小", str(ep), "expert_parallel", ep_source),
-             ("MoE 层数", str(moe_layers), "expert_down 的 layers"
-              + ("（含计入的 MTP 层）" if sc.num_mtp_layers else ""), shape_source(g["expert_down"]))]
-rows.append(("每头宽度 head_dim", d.num(head_dim), "attention_scores 的 k", shape_source(g["attention_scores"])))
-if v_dim != head_dim:
-    rows.append(("每头 V 宽度", d.num(v_dim), "attention_values 的 n", shape_source(g["attention_values"])))
-d.table(rows, ["量", "取值", "取自 GEMM 表", "形状来源"], "本节用到的形状")
+# %% [markdown]
+# **本节用到的形状**
+#
+# | 量 | 取值 | 取自 GEMM 表 | 形状来源 |
+# |---|---|---|---|
+# | hidden size | {{ hidden|num }} | lm_head 的 k | {{ shape_source(g.lm_head) }} |
+# {% if "dense_down" in g %}
+# | 稠密 FFN 宽度 | {{ g.dense_down.k|num }} | dense_down 的 k（{{ g.dense_down.layers }} 层） | {{ shape_source(g.dense_down) }} |
+# {% endif %}
+# {% if is_moe %}
+# | 专家宽度 | {{ w_expert|num }} | expert_down 的 k | {{ shape_source(g.expert_down) }} |
+# {% if "shared_down" in g %}
+# | 共享专家宽度 | {{ g.shared_down.k|num }} | shared_down 的 k | {{ shape_source(g.shared_down) }} |
+# {% endif %}
+# {% if ref_kind == "hypothetical" %}
+# | 对照用的稠密 FFN 宽度 | {{ ref_down.k|num }} | 假想：取专家宽度（模型既没有稠密 FFN 层，也没有共享专家） | — |
+# {% endif %}
+# | EP 大小 | {{ ep }} | expert_parallel | {{ ep_source|safe }} |
+# | MoE 层数 | {{ moe_layers }} | expert_down 的 layers{% if sc.num_mtp_layers %}（含计入的 MTP 层）{% endif %} | {{ shape_source(g.expert_down) }} |
+# {% endif %}
+# | 每头宽度 head_dim | {{ head_dim|num }} | attention_scores 的 k | {{ shape_source(g.attention_scores) }} |
+# {% if v_dim != head_dim %}
+# | 每头 V 宽度 | {{ v_dim|num }} | attention_values 的 n | {{ shape_source(g.attention_values) }} |
+# {% endif %}
 
 # %% [markdown]
 # ## 1. 专家分到多少 token：GEMM 变瘦
@@ -200,64 +202,52 @@ if is_moe:
     m_expert = float(moe.expert_rows.subs({**local, moe.ep: ep}))
     assert abs(m_expert - g["expert_gate_up"]["m"]) <= 1e-9 * m_expert  # e_p b (S / c) k / E
 
-# %% tags=["remove-input"]
-if is_moe:
-    only = "只有" if m_expert < m_dense else "是"  # e_p k / E can exceed 1
-    d.md(f"本场景：整步看每个专家平均 {rows_text(step_view)} 个 token（整步共 {d.count(sc.tokens_per_step)} 个）；"
-         f"按一次 GEMM 看，一个 micro batch 的 b·S{'/c' if cp > 1 else ''} = {rows_text(m_dense)} 行在一张卡上全部进入{ref_label}，"
-         f"一个专家有 {rows_text(m_expert)} 行，{only}前者的 {d.pct(m_expert / m_dense, 1)}。")
-else:
-    d.md(f"本场景是稠密模型，没有专家：FFN 的一次 GEMM 有 b·S{'/c' if cp > 1 else ''} = {d.num(m_dense)} 行。")
+# %% [markdown]
+# {% if is_moe %}
+# 本场景：整步看每个专家平均 {{ rows_text(step_view) }} 个 token（整步共 {{ sc.tokens_per_step|count }} 个）；按一次 GEMM 看，一个 micro batch 的 b·S{% if cp > 1 %}/c{% endif %} = {{ rows_text(m_dense) }} 行在一张卡上全部进入{{ ref_label }}，一个专家有 {{ rows_text(m_expert) }} 行，{% if m_expert < m_dense %}只有{% else %}是{% endif %}前者的 {{ (m_expert / m_dense)|pct(1) }}。
+# {% else %}
+# 本场景是稠密模型，没有专家：FFN 的一次 GEMM 有 b·S{% if cp > 1 %}/c{% endif %} = {{ m_dense|num }} 行。
+# {% endif %}
 
 # %% [markdown]
-# 矩阵乘 (M × K)(K × N) 读两个输入、写一个输出，运算强度（每字节 HBM 流量做多少 FLOPs）是 2MNK / (β(MK + KN + MN))。把它和 GPU 的机器平衡点（峰值 / 带宽）相比：高于平衡点的受算力限制，低于的受带宽限制。下表列出 FFN 的两个投影：门控 FFN 的 gate 与 up 共用输入，合成一个 [M, hidden] × [hidden, 2w] 的 GEMM；down 是 [M, w] × [w, hidden]，w 是 FFN 的宽度。课程拿"稠密 FFN"和专家对照；模型没有稠密 FFN 层时，改用它的共享专家（同样处理每个 token），两者都没有时，对照的是一个**假想的**稠密 FFN：同一个 micro batch 的 b·S 行、宽度取专家宽度，它不是模型里的 GEMM，只用来把"行数变少"这一项单独拿出来看。
+# 矩阵乘 (M × K)(K × N) 读两个输入、写一个输出，运算强度（每字节 HBM 流量做多少 FLOPs）是 2MNK / (β(MK + KN + MN))。把它和 GPU 的机器平衡点（峰值 / 带宽）相比：高于平衡点的受算力限制，低于的受带宽限制。下表列出 FFN 的两个投影：门控 FFN 的 gate 与 up 共用输入，合成一个 [M, hidden] × [hidden, 2w] 的 GEMM；down 是 [M, w] × [w, hidden]，w 是 FFN 的宽度。课程拿“稠密 FFN”和专家对照；模型没有稠密 FFN 层时，改用它的共享专家（同样处理每个 token），两者都没有时，对照的是一个**假想的**稠密 FFN：同一个 micro batch 的 b·S 行、宽度取专家宽度，它不是模型里的 GEMM，只用来把“行数变少”这一项单独拿出来看。
 
 # %% tags=["remove-input"]
-ffn = [(f"{ref_label} gate + up（整步视角）", step_row(sc.tokens_per_step, ref_up)),
-       (f"{ref_label} gate + up（一次 GEMM）", ref_up), (f"{ref_label} down（一次 GEMM）", ref_down)]
+# (whose GEMM, which projection, step view or one GEMM, the row)
+ffn = [("ref", "gate + up", "step", step_row(sc.tokens_per_step, ref_up)),
+       ("ref", "gate + up", "one", ref_up), ("ref", "down", "one", ref_down)]
 if ref_kind == "dense" and "shared_down" in g:
-    ffn += [("共享专家 gate + up（一次 GEMM）", g["shared_gate_up"]), ("共享专家 down（一次 GEMM）", g["shared_down"])]
+    ffn += [("shared", "gate + up", "one", g["shared_gate_up"]), ("shared", "down", "one", g["shared_down"])]
 if is_moe:
-    ffn += [("单个专家 gate + up（整步视角）", step_row(step_view, g["expert_gate_up"])),
-            ("单个专家 gate + up（一次 GEMM）", g["expert_gate_up"]), ("单个专家 down（一次 GEMM）", g["expert_down"])]
-d.table([(label, shape_text(r), d.sci(2 * r["m"] * r["k"] * r["n"]), d.num(r["intensity"], 1),
-          d.times(r["intensity"] / balance, 1), BOUND[r["bound"]]) for label, r in ffn],
-        ["GEMM", "形状", "FLOPs", "运算强度 FLOP/byte", "相对平衡点", "受限于"],
-        f"FFN 投影的形状与运算强度（{sc.gpu} 平衡点 {d.num(balance, 1)} FLOP/byte）")
-if is_moe:
+    ffn += [("expert", "gate + up", "step", step_row(step_view, g["expert_gate_up"])),
+            ("expert", "gate + up", "one", g["expert_gate_up"]), ("expert", "down", "one", g["expert_down"])]
     w_ref = ref_down["k"]
-    if ref_kind == "hypothetical":
-        width_text = f"宽度按假设相同（都是 {d.num(w_expert)}）"
-    else:
-        width_text = (("宽度也窄得多" if w_expert < w_ref / 2 else "宽度也更窄") if w_expert < w_ref else
-                      "宽度相同" if w_expert == w_ref else "宽度反而更宽") + f"（{d.num(w_expert)} 对 {d.num(w_ref)}）"
     expert_bounds = {g[key]["bound"] for key in ("expert_gate_up", "expert_down")}
+    roof = "compute" if expert_bounds == {"compute"} else "memory" if expert_bounds == {"memory"} else "mixed"
     ai_up, ai_down = g["expert_gate_up"]["intensity"], g["expert_down"]["intensity"]
-    both = f"（gate + up {d.num(ai_up, 1)}，down {d.num(ai_down, 1)}）"
-    if expert_bounds == {"compute"}:
-        roof_text = (f"但按 roofline，两个专家 GEMM 的运算强度{both}仍在平衡点之上："
-                     "变瘦带来的是调度与 tile 利用率上的损失，不是带宽瓶颈。")
-    elif expert_bounds == {"memory"}:
-        roof_text = f"它们的运算强度{both}已经低于平衡点：这些 GEMM 受带宽限制，峰值算力用不满。"
-    else:
-        low_part = "down" if g["expert_down"]["bound"] == "memory" else "gate + up"
-        roof_text = f"按 roofline，专家的 {low_part} 已经低于平衡点{both}，受带宽限制；另一个仍受算力限制。"
-    course_text = ("" if ref_kind == "dense" else
-                   "课程在这里拿 [D, hidden] × [hidden, 4·hidden] 的稠密 FFN 作对照，那是示意：本模型没有稠密 FFN 层，"
-                   + ("表里换成了它的共享专家。" if ref_kind == "shared" else "表里换成了上面说的假想稠密 FFN。"))
     per_rank = sc.num_experts // ep
-    rank_text = (f"一张卡上要依次跑 {per_rank} 个专家的 GEMM（或一个 grouped GEMM）" if per_rank > 1 else
-                 "一张卡上只有 1 个专家")
-    if m_expert < m_dense:
-        shape_text_ = (f"专家 GEMM 的行数只有{spaced(ref_label)}的 {d.pct(m_expert / m_dense, 1)}，{width_text}。"
-                       f"{rank_text}，每个都更难铺满所有 SM、更难隐藏启动和尾部开销。")
-    else:
-        shape_text_ = (f"本场景专家 GEMM 的行数是{spaced(ref_label)}的 {d.pct(m_expert / m_dense, 1)}，{width_text}：EP 组把 "
-                       f"{ep} 张卡的 token 汇集到每个专家上，e_p·k/E = {d.num(m_expert / m_dense, 2)} ≥ 1，"
-                       f"专家 GEMM 并不比{spaced(ref_label)}瘦；{rank_text}。")
-        if expert_bounds == {"compute"}:
-            roof_text = f"按 roofline，两个专家 GEMM 的运算强度{both}在平衡点之上，受算力限制。"
-    d.md(shape_text_ + roof_text + course_text)
+
+# %% [markdown]
+# **FFN 投影的形状与运算强度（{{ sc.gpu }} 平衡点 {{ balance|num(1) }} FLOP/byte）**
+#
+# | GEMM | 形状 | FLOPs | 运算强度 FLOP/byte | 相对平衡点 | 受限于 |
+# |---|---|---|---|---|---|
+# {% for whose, part, view, r in ffn %}
+# | {% if whose == "ref" %}{{ ref_label }}{% elif whose == "shared" %}共享专家{% else %}单个专家{% endif %} {{ part }}{% if view == "step" %}（整步视角）{% else %}（一次 GEMM）{% endif %} | {{ shape_text(r)|safe }} | {{ (2 * r.m * r.k * r.n)|sci }} | {{ r.intensity|num(1) }} | {{ (r.intensity / balance)|times(1) }} | {{ BOUND[r.bound] }} |
+# {% endfor %}
+#
+# {% if is_moe %}
+# {% set width_text -%}
+# {% if ref_kind == "hypothetical" %}宽度按假设相同（都是 {{ w_expert|num }}）{% else %}{% if w_expert < w_ref %}{% if w_expert < w_ref / 2 %}宽度也窄得多{% else %}宽度也更窄{% endif %}{% elif w_expert == w_ref %}宽度相同{% else %}宽度反而更宽{% endif %}（{{ w_expert|num }} 对 {{ w_ref|num }}）{% endif %}
+# {%- endset %}
+# {% set rank_text -%}
+# {% if per_rank > 1 %}一张卡上要依次跑 {{ per_rank }} 个专家的 GEMM（或一个 grouped GEMM）{% else %}一张卡上只有 1 个专家{% endif %}
+# {%- endset %}
+# {% set both -%}
+# （gate + up {{ ai_up|num(1) }}，down {{ ai_down|num(1) }}）
+# {%- endset %}
+# {% if m_expert < m_dense %}专家 GEMM 的行数只有{{ spaced(ref_label) }}的 {{ (m_expert / m_dense)|pct(1) }}，{{ width_text|safe }}。{{ rank_text|safe }}，每个都更难铺满所有 SM、更难隐藏启动和尾部开销。{% else %}本场景专家 GEMM 的行数是{{ spaced(ref_label) }}的 {{ (m_expert / m_dense)|pct(1) }}，{{ width_text|safe }}：EP 组把 {{ ep }} 张卡的 token 汇集到每个专家上，e_p·k/E = {{ (m_expert / m_dense)|num(2) }} ≥ 1，专家 GEMM 并不比{{ spaced(ref_label) }}瘦；{{ rank_text|safe }}。{% endif %}{% if roof == "compute" %}{% if m_expert < m_dense %}但按 roofline，两个专家 GEMM 的运算强度{{ both|safe }}仍在平衡点之上：变瘦带来的是调度与 tile 利用率上的损失，不是带宽瓶颈。{% else %}按 roofline，两个专家 GEMM 的运算强度{{ both|safe }}在平衡点之上，受算力限制。{% endif %}{% elif roof == "memory" %}它们的运算强度{{ both|safe }}已经低于平衡点：这些 GEMM 受带宽限制，峰值算力用不满。{% else %}按 roofline，专家的 {% if g.expert_down.bound == "memory" %}down{% else %}gate + up{% endif %} 已经低于平衡点{{ both|safe }}，受带宽限制；另一个仍受算力限制。{% endif %}{% if ref_kind != "dense" %}课程在这里拿 [D, hidden] × [hidden, 4·hidden] 的稠密 FFN 作对照，那是示意：本模型没有稠密 FFN 层，{% if ref_kind == "shared" %}表里换成了它的共享专家。{% else %}表里换成了上面说的假想稠密 FFN。{% endif %}{% endif %}
+# {% endif %}
 
 # %% [markdown]
 # ## 2. permute / unpermute：不产生 FLOPs 的搬运
@@ -276,29 +266,28 @@ if is_moe:
     total = per_way * movements
     seconds = total / sc.hbm_bandwidth  # at peak HBM bandwidth: a lower bound
 
-# %% tags=["remove-input"]
-if is_moe:
-    pp = sc.pipeline_parallel
-    d.table([("每卡每步的真实 token", d.num(tokens_per_gpu),
-              "D / (DP × CP" + (" × TP，序列并行" if split_tp > 1 else "") + f") = D / {d.num(sc.tokens_per_step / tokens_per_gpu)}"),
-             ("每层每个方向", d.gb(per_way, 2), "tokens × hidden × 2 字节 × k"),
-             ("每步搬运次数", str(movements), f"(permute + unpermute) × (前向 + 反向) × {layers_here} 层"
-              + (f"（PP = {pp}：一段上最多的 MoE 层数）" if pp > 1 else "")),
-             ("每卡每步合计", d.gb(total, 1), ""),
-             ("按 HBM 峰值带宽的耗时", f"{seconds:.3f} s", f"{d.num(sc.hbm_bandwidth / 1e12, 2)} TB/s"),
-             ("占单步耗时", d.pct(seconds / sc.step_time, 3), f"单步 {d.num(sc.step_time, 1)} s")],
-            ["量", "值", "说明"], "permute / unpermute 的访存量（BF16，每卡）")
-    d.md(f"即使按峰值带宽，这部分也要 {seconds:.3f} 秒，占单步的 {d.pct(seconds / sc.step_time, 3)}。"
-         "这是下限：真实的 permute kernel 是不规则的 gather/scatter，很难跑到峰值带宽；"
-         + ("全量重算（full recompute）还会把前向那一半再做一次；" if sc.recompute == "full" else "")
-         + "它还和 all-to-all 通信串在一起。它不进任何 FLOPs 口径，只让 T 变长。")
-else:
-    d.md("稠密模型没有路由，也就没有 permute / unpermute。")
+# %% [markdown]
+# {% if is_moe %}
+# **permute / unpermute 的访存量（BF16，每卡）**
+#
+# | 量 | 值 | 说明 |
+# |---|---|---|
+# | 每卡每步的真实 token | {{ tokens_per_gpu|num }} | D / (DP × CP{% if split_tp > 1 %} × TP，序列并行{% endif %}) = D / {{ (sc.tokens_per_step / tokens_per_gpu)|num }} |
+# | 每层每个方向 | {{ per_way|gb(2) }} | tokens × hidden × 2 字节 × k |
+# | 每步搬运次数 | {{ movements }} | (permute + unpermute) × (前向 + 反向) × {{ layers_here }} 层{% if sc.pipeline_parallel > 1 %}（PP = {{ sc.pipeline_parallel }}：一段上最多的 MoE 层数）{% endif %} |
+# | 每卡每步合计 | {{ total|gb(1) }} | |
+# | 按 HBM 峰值带宽的耗时 | {{ seconds|decimals(3) }} s | {{ (sc.hbm_bandwidth / 1e12)|num(2) }} TB/s |
+# | 占单步耗时 | {{ (seconds / sc.step_time)|pct(3) }} | 单步 {{ sc.step_time|num(1) }} s |
+#
+# 即使按峰值带宽，这部分也要 {{ seconds|decimals(3) }} 秒，占单步的 {{ (seconds / sc.step_time)|pct(3) }}。这是下限：真实的 permute kernel 是不规则的 gather/scatter，很难跑到峰值带宽；{% if sc.recompute == "full" %}全量重算（full recompute）还会把前向那一半再做一次；{% endif %}它还和 all-to-all 通信串在一起。它不进任何 FLOPs 口径，只让 T 变长。
+# {% else %}
+# 稠密模型没有路由，也就没有 permute / unpermute。
+# {% endif %}
 
 # %% [markdown]
 # ## 3. 负载不均：热门专家所在的卡成为 straggler
 #
-# 路由器不会把 token 平均分给专家。专家分布在 EP 组的各张卡上，一层 MoE 要等最忙的那张卡算完，所以这一层的耗时按 **straggler 系数 = 最忙 rank 的负载 / 平均负载** 放大，其余的卡在这段时间里空等。下面用一个带固定种子的模拟来量化：专家热度按 Zipf 分布（第 i 热的专家 ∝ i^(−a)，a = 0 为均匀），每个 token 按热度不放回地选 k 个专家。哪几个热门专家恰好落在同一张卡上是运气，所以同一组路由结果用多种随机而均衡的放置各算一次，取中位数和最差值；再和一种"知道负载"的放置对比：从最热的专家开始，依次放到当前最空、还有空位的卡上。真实路由器有负载均衡损失，偏斜的程度要从训练日志里的专家计数去量，这里的 a 只是几档示意。
+# 路由器不会把 token 平均分给专家。专家分布在 EP 组的各张卡上，一层 MoE 要等最忙的那张卡算完，所以这一层的耗时按 **straggler 系数 = 最忙 rank 的负载 / 平均负载** 放大，其余的卡在这段时间里空等。下面用一个带固定种子的模拟来量化：专家热度按 Zipf 分布（第 i 热的专家 ∝ i^(−a)，a = 0 为均匀），每个 token 按热度不放回地选 k 个专家。哪几个热门专家恰好落在同一张卡上是运气，所以同一组路由结果用多种随机而均衡的放置各算一次，取中位数和最差值；再和一种“知道负载”的放置对比：从最热的专家开始，依次放到当前最空、还有空位的卡上。真实路由器有负载均衡损失，偏斜的程度要从训练日志里的专家计数去量，这里的 a 只是几档示意。
 
 # %%
 simulate = is_moe and ep > 1 and sc.num_experts <= router.MAX_SIMULATED_EXPERTS
@@ -308,36 +297,27 @@ median = {r.skew: float(np.median(r.rank_factors)) for r in runs}  # straggler f
 
 # %% tags=["remove-input"]
 if runs:
-    d.table([(f"{r.skew:g}", d.times(r.expert_factor, 2), d.times(median[r.skew], 3),
-              d.times(r.rank_factors.max(), 3), d.times(r.greedy_factor, 3),
-              d.pct(1 - 1 / median[r.skew], 1)) for r in runs],
-            ["Zipf 指数 a", "最热专家 / 平均", "straggler（随机放置，中位数）", "straggler（随机放置，最差）",
-             "straggler（按负载放置）", "EP 组平均空等（中位数）"],
-            f"模拟路由：{d.num(SAMPLE_TOKENS)} 个 token，top-{sc.experts_per_token} / "
-            f"{sc.num_experts} 个专家，EP = {ep}，{PLACEMENTS} 种随机放置，种子 {SEED}")
-    worst = runs[-1]
+    first, worst = runs[0], runs[-1]
     rank_excess, expert_excess = median[worst.skew] - 1, worst.expert_factor - 1
-    d.md(f"均匀路由时 straggler 系数的中位数只有 {d.times(median[runs[0].skew], 3)}（有限样本的随机波动）；"
-         f"Zipf 指数 {worst.skew:g} 时最热的专家分到平均值的 {d.times(worst.expert_factor, 1)}，"
-         f"随机放置下最忙的卡比平均多算 {d.pct(median[worst.skew] - 1, 1)}（中位数），"
-         f"运气差时多算 {d.pct(worst.rank_factors.max() - 1, 1)}，MoE 层的耗时随之放大。"
-         + (f"一张卡上有 {sc.num_experts // ep} 个专家，能平摊掉一部分专家级的不均，"
-            "所以 rank 级的系数" + ("远小于" if rank_excess < expert_excess / 2 else "小于")
-            + "专家级的系数；" if rank_excess < expert_excess else
-            f"一张卡上有 {sc.num_experts // ep} 个专家，这里平摊不掉专家级的不均；")
-         + "如果按实测负载重新放置专家，系数"
-         + ("降到 " if worst.greedy_factor < median[worst.skew] else "是 ")
-         + f"{d.times(worst.greedy_factor, 3)}。这说明负载不均的代价既取决于路由器，也取决于专家放在哪里"
-         "（按负载放置的前提是各专家的热度相对稳定）。")
-elif is_moe and ep > 1:
-    d.md(f"本场景每层有 {d.num(sc.num_experts)} 个专家，超过这个模拟的上限 "
-         f"{d.num(router.MAX_SIMULATED_EXPERTS)}（每个 token 要为每个专家抽一个随机分数），这里不做路由模拟。"
-         "负载不均的程度要从训练日志里的专家计数去量：各 rank 每层分到的 token 数，最大值比平均值"
-         "多出多少，MoE 层就慢多少。")
-elif is_moe:
-    d.md(f"本场景 EP 大小为 1（{ep_source}）：所有专家都在同一张卡上，不存在卡间的 straggler。")
-else:
-    d.md("稠密模型没有路由器，也就没有专家间的负载不均。")
+
+# %% [markdown]
+# {% if runs %}
+# **模拟路由：{{ SAMPLE_TOKENS|num }} 个 token，top-{{ sc.experts_per_token }} / {{ sc.num_experts }} 个专家，EP = {{ ep }}，{{ PLACEMENTS }} 种随机放置，种子 {{ SEED }}**
+#
+# | Zipf 指数 a | 最热专家 / 平均 | straggler（随机放置，中位数） | straggler（随机放置，最差） | straggler（按负载放置） | EP 组平均空等（中位数） |
+# |---|---|---|---|---|---|
+# {% for r in runs %}
+# | {{ r.skew|short }} | {{ r.expert_factor|times(2) }} | {{ median[r.skew]|times(3) }} | {{ r.rank_factors.max()|times(3) }} | {{ r.greedy_factor|times(3) }} | {{ (1 - 1 / median[r.skew])|pct(1) }} |
+# {% endfor %}
+#
+# 均匀路由时 straggler 系数的中位数只有 {{ median[first.skew]|times(3) }}（有限样本的随机波动）；Zipf 指数 {{ worst.skew|short }} 时最热的专家分到平均值的 {{ worst.expert_factor|times(1) }}，随机放置下最忙的卡比平均多算 {{ (median[worst.skew] - 1)|pct(1) }}（中位数），运气差时多算 {{ (worst.rank_factors.max() - 1)|pct(1) }}，MoE 层的耗时随之放大。{% if rank_excess < expert_excess %}一张卡上有 {{ sc.num_experts // ep }} 个专家，能平摊掉一部分专家级的不均，所以 rank 级的系数{% if rank_excess < expert_excess / 2 %}远小于{% else %}小于{% endif %}专家级的系数；{% else %}一张卡上有 {{ sc.num_experts // ep }} 个专家，这里平摊不掉专家级的不均；{% endif %}如果按实测负载重新放置专家，系数{% if worst.greedy_factor < median[worst.skew] %}降到 {% else %}是 {% endif %}{{ worst.greedy_factor|times(3) }}。这说明负载不均的代价既取决于路由器，也取决于专家放在哪里（按负载放置的前提是各专家的热度相对稳定）。
+# {% elif is_moe and ep > 1 %}
+# 本场景每层有 {{ sc.num_experts|num }} 个专家，超过这个模拟的上限 {{ router.MAX_SIMULATED_EXPERTS|num }}（每个 token 要为每个专家抽一个随机分数），这里不做路由模拟。负载不均的程度要从训练日志里的专家计数去量：各 rank 每层分到的 token 数，最大值比平均值多出多少，MoE 层就慢多少。
+# {% elif is_moe %}
+# 本场景 EP 大小为 1（{{ ep_source|safe }}）：所有专家都在同一张卡上，不存在卡间的 straggler。
+# {% else %}
+# 稠密模型没有路由器，也就没有专家间的负载不均。
+# {% endif %}
 
 # %% tags=["remove-input"]
 d.setup_plots()
@@ -372,37 +352,16 @@ ai_qk, ai_av = qk["intensity"], av["intensity"]
 assert abs(ai_qk - roofline.intensity(qk["m"], qk["n"], head_dim)) <= 1e-9 * ai_qk
 
 # %% tags=["remove-input"]
-text = (f"本场景 d_h = {d.num(head_dim)}，一个头的 QKᵀ 是 [{d.num(qk['m'])}, {d.num(head_dim)}] × "
-        f"[{d.num(head_dim)}, {d.num(qk['n'])}]"
-        + (f"（CP = {cp}：每张卡只有 S/c 行查询，键仍是整条序列）" if qk["m"] != qk["n"] else "")
-        + f"，运算强度 {d.num(ai_qk, 1)} FLOP/byte，{above(ai_qk)} {sc.gpu} 的平衡点 {d.num(balance, 1)}；")
-if v_dim != head_dim:
-    text += (f"A·V 是 [s, s] × [s, d_v]，d_v = {d.num(v_dim)}，强度同理封顶在 d_v 附近，本场景 {d.num(ai_av, 1)}"
-             f"（{above(ai_av)}平衡点）；")
-text += (f"作为对照，同一个 micro batch 的注意力输出投影 {shape_text(out)} 是 {d.num(out['intensity'], 1)}。"
-         "运算强度封顶在 d_h 附近，序列再长也不会更高。"
-         + ("在这张卡上它仍受算力限制，扁形状的代价主要不在带宽，而在别处：" if ai_qk >= balance else
-            "按分数矩阵写回显存算，它在这张卡上受带宽限制；但本场景用 flash kernel（`attention_kernel: flash`），"
-            "分数块留在片上、不写回显存，这条带宽上限不适用，代价在片上：" if sc.attention_kernel == "flash" else
-            "在这张卡上它受带宽限制；此外，")
-         + "每个输出元素只累加 d_h 次乘积，QKᵀ 与 A·V 之间还夹着 softmax（求最大值、指数、归一化，"
-         "都不在 tensor core 上）。FlashAttention 把 s × s 的分数块留在片上，HBM 流量比上式更少，"
-         "但这些片上开销仍在，所以注意力 kernel 的实测效率通常低于大方阵 GEMM。")
-if sc.attention_flops == "causal":
-    text += ("本场景按 causal 计注意力 FLOPs（只算 s × s 的一半，对应跳过上三角整块的因果 kernel）："
-             "被算的每一块形状不变，上式的强度大致不变，变的是 FLOPs 总数。")
-if sc.batching == "packed":
-    s_mean = sc.mean_tokens_per_sample
-    ai_doc = roofline.intensity(s_mean, s_mean, head_dim)
-    text += (f"本场景把样本打包（packed），注意力按文档计算，s 是每篇文档的长度而不是 S：按平均长度 "
-             f"s̄ = {d.num(s_mean)}，QKᵀ 的强度是 {d.num(ai_doc, 1)}"
-             f"（{above(ai_doc)}平衡点；上限仍是 d_h）；GEMM 表按一条 S 长的序列列出这一行。")
-d.md(text)
+if sc.batching == "packed":  # attention per document: s is a document's length, not S
+    ai_doc = roofline.intensity(sc.mean_tokens_per_sample, sc.mean_tokens_per_sample, head_dim)
+
+# %% [markdown]
+# 本场景 d_h = {{ head_dim|num }}，一个头的 QKᵀ 是 [{{ qk.m|num }}, {{ head_dim|num }}] × [{{ head_dim|num }}, {{ qk.n|num }}]{% if qk.m != qk.n %}（CP = {{ cp }}：每张卡只有 S/c 行查询，键仍是整条序列）{% endif %}，运算强度 {{ ai_qk|num(1) }} FLOP/byte，{{ above(ai_qk) }} {{ sc.gpu }} 的平衡点 {{ balance|num(1) }}；{% if v_dim != head_dim %}A·V 是 [s, s] × [s, d_v]，d_v = {{ v_dim|num }}，强度同理封顶在 d_v 附近，本场景 {{ ai_av|num(1) }}（{{ above(ai_av) }}平衡点）；{% endif %}作为对照，同一个 micro batch 的注意力输出投影 {{ shape_text(out)|safe }} 是 {{ out.intensity|num(1) }}。运算强度封顶在 d_h 附近，序列再长也不会更高。{% if ai_qk >= balance %}在这张卡上它仍受算力限制，扁形状的代价主要不在带宽，而在别处：{% elif sc.attention_kernel == "flash" %}按分数矩阵写回显存算，它在这张卡上受带宽限制；但本场景用 flash kernel（`attention_kernel: flash`），分数块留在片上、不写回显存，这条带宽上限不适用，代价在片上：{% else %}在这张卡上它受带宽限制；此外，{% endif %}每个输出元素只累加 d_h 次乘积，QKᵀ 与 A·V 之间还夹着 softmax（求最大值、指数、归一化，都不在 tensor core 上）。FlashAttention 把 s × s 的分数块留在片上，HBM 流量比上式更少，但这些片上开销仍在，所以注意力 kernel 的实测效率通常低于大方阵 GEMM。{% if sc.attention_flops == "causal" %}本场景按 causal 计注意力 FLOPs（只算 s × s 的一半，对应跳过上三角整块的因果 kernel）：被算的每一块形状不变，上式的强度大致不变，变的是 FLOPs 总数。{% endif %}{% if sc.batching == "packed" %}本场景把样本打包（packed），注意力按文档计算，s 是每篇文档的长度而不是 S：按平均长度 s̄ = {{ sc.mean_tokens_per_sample|num }}，QKᵀ 的强度是 {{ ai_doc|num(1) }}（{{ above(ai_doc) }}平衡点；上限仍是 d_h）；GEMM 表按一条 S 长的序列列出这一行。{% endif %}
 
 # %% [markdown]
 # ## 5. micro batch 1、2、4：权重 GEMM 的运算强度
 #
-# 权重 GEMM [M, K] × [K, N] 里，权重 K × N 读一次，M 行 token 共享它。M 越大，每字节权重做的运算越多，运算强度随 M 增长，直到趋近上限 2KN / (β(K + N))。把"运算强度 = 机器平衡点"解出来，就是不再受带宽限制所需的最少 token 行数 M*。课程说 micro batch 从 1 到 4，"同样的权重读一次，算 4 倍的数据，运算强度 ×4"：这只在 M 远小于 K、N 时近似成立，M 一旦大了，强度就向上限饱和。
+# 权重 GEMM [M, K] × [K, N] 里，权重 K × N 读一次，M 行 token 共享它。M 越大，每字节权重做的运算越多，运算强度随 M 增长，直到趋近上限 2KN / (β(K + N))。把“运算强度 = 机器平衡点”解出来，就是不再受带宽限制所需的最少 token 行数 M*。课程说 micro batch 从 1 到 4，“同样的权重读一次，算 4 倍的数据，运算强度 ×4”：这只在 M 远小于 K、N 时近似成立，M 一旦大了，强度就向上限饱和。
 
 # %%
 bal = sp.Symbol(r"\mathrm{balance}", positive=True)
@@ -421,14 +380,18 @@ for key in FFN_KEYS:
         weights.setdefault((g[key]["k"], g[key]["n"]), []).append(key)
 gpus = [sc.gpu] + [name for name in ("H20", "H100-SXM") if name != sc.gpu]
 balances = {name: balance if name == sc.gpu else hardware.GPUS[name].balance for name in gpus}
-rows = []
-for (k_w, n_w), keys in weights.items():
-    need = [moe.rows_for_intensity(balances[name], k_w, n_w) for name in gpus]
-    rows.append([", ".join(keys), f"[{d.num(k_w)} × {d.num(n_w)}]"]
-                + ["达不到" if x is None else d.num(x) for x in need])
-d.table(rows, ["GEMM 表里的行", "权重 K × N"] + [f"M*，{name}（平衡点 {d.num(balances[name], 1)}）" for name in gpus],
-        "FFN 权重 GEMM 跨过平衡点所需的最少 token 行数"
-        + ("（假想的稠密 FFN 与专家同宽，不另列）" if ref_kind == "hypothetical" else ""))
+# (rows of the GEMM table, K, N, the rows M* on each GPU; None: never reached)
+m_stars = [(keys, k_w, n_w, [moe.rows_for_intensity(balances[name], k_w, n_w) for name in gpus])
+           for (k_w, n_w), keys in weights.items()]
+
+# %% [markdown]
+# **FFN 权重 GEMM 跨过平衡点所需的最少 token 行数{% if ref_kind == "hypothetical" %}（假想的稠密 FFN 与专家同宽，不另列）{% endif %}**
+#
+# | GEMM 表里的行 | 权重 K × N |{% for name in gpus %} M*，{{ name }}（平衡点 {{ balances[name]|num(1) }}） |{% endfor %}
+# |---|---|{% for name in gpus %}---|{% endfor %}
+# {% for keys, k_w, n_w, need in m_stars %}
+# | {{ keys|join(", ") }} | [{{ k_w|num }} × {{ n_w|num }}] |{% for x in need %} {% if x is none %}达不到{% else %}{{ x|num }}{% endif %} |{% endfor %}
+# {% endfor %}
 
 # %%
 batches = sorted({1, 2, 4, sc.micro_batch})
@@ -439,59 +402,23 @@ ai = {b: focus(by_batch[b])[low]["intensity"] for b in batches}  # the weaker FF
 
 # %% tags=["remove-input"]
 name = "专家" if is_moe else ref_label
-rows = []
-for b in batches:
-    rb = by_batch[b]
-    _, up, down = reference(rb)
-    row = [f"{b}" + ("（本场景）" if b == sc.micro_batch else ""), rows_text(up["m"]),
-           d.num(up["intensity"], 1), d.num(down["intensity"], 1)]
-    if is_moe:
-        row += [rows_text(rb["expert_gate_up"]["m"]), d.num(rb["expert_gate_up"]["intensity"], 1),
-                d.num(rb["expert_down"]["intensity"], 1)]
-    rows.append(row + [d.num(rb["attention_scores"]["intensity"], 1)])
-headers = ["micro batch", f"{spaced(ref_label)}行数", f"{ref_label} gate + up 强度", f"{ref_label} down 强度"]
-headers += ["专家行数", "专家 gate + up 强度", "专家 down 强度"] if is_moe else []
-d.table(rows, headers + ["QKᵀ 强度"], f"micro batch 对运算强度的影响（{sc.gpu} 平衡点 {d.num(balance, 1)}）")
-
+refs = {b: reference(by_batch[b]) for b in batches}  # (kind, gate + up, down) at each micro batch
 weight_lo = [r for r in by_batch[b_lo].values() if r["weights"]]
 memory_lo = [r for r in weight_lo if r["bound"] == "memory"]
 capped = [r for r in memory_lo if r["intensity_limit"] < balance]  # the ceiling as m grows
 crossing = [r for r in memory_lo if by_batch[b_hi][r["key"]]["bound"] == "compute"]
 memory_share = sum(r["forward_flops_per_token"] for r in memory_lo) / gemms.weight_flops_per_token(weight_lo)
-text = (f"micro batch 从 {b_lo} 到 {b_hi}，{spaced(name)}的两个 GEMM 中强度较低的 {low} 从 {d.num(ai[b_lo], 1)} 升到 "
-        f"{d.num(ai[b_hi], 1)}"
-        + (f"（{d.times(ai[b_hi] / ai[b_lo], 2)}，而不是 {b_hi // b_lo}×：强度在向上限 2KN/(β(K + N)) 饱和，行数越多涨得越少）；"
-           if ai[b_hi] / ai[b_lo] < 0.9 * b_hi / b_lo else
-           f"（{d.times(ai[b_hi] / ai[b_lo], 2)}，接近行数之比 {b_hi // b_lo}×：行数还小，强度几乎与行数成正比）；")
-        + "QKᵀ 按序列逐头计算，强度不随 micro batch 变。")
-if memory_lo:
-    text += (f"GEMM 表里，micro batch = {b_lo} 时在 {sc.gpu} 上低于平衡点的权重 GEMM 有 "
-             + "、".join(gemm_label(r) for r in memory_lo)
-             + f"，合计{'只' if memory_share < 0.01 else ''}占权重 GEMM 前向 FLOPs 的 {d.pct(memory_share, 3)}")
-    if capped:
-        text += ("；其中 " + "、".join(f"{r['key']}（K × N = {d.num(r['k'])} × {d.num(r['n'])}）" for r in capped)
-                 + "的权重有一维很窄，强度上限 2KN/(β(K + N)) 本身就低于平衡点，行数再多也推不过去")
-    if crossing:
-        text += ("；" + "、".join(r["key"] for r in crossing) + f" 到 micro batch = {b_hi} 时跨过平衡点")
-    text += "。"
-else:
-    text += f"GEMM 表里的权重 GEMM 在 micro batch = {b_lo} 时全部高于 {sc.gpu} 的平衡点。"
-if ai[b_lo] >= balance:
-    text += (f"在 {sc.gpu} 上，micro batch = {b_lo} 时{name} GEMM 已经高于平衡点 {d.num(balance, 1)}，"
-             "按 roofline 它们并不受带宽限制；掉到平衡点以下的"
-             + (("除了上一节的 QKᵀ（按分数矩阵写回显存算；本场景的 flash kernel 把分数留在片上，它并不受带宽限制），主要是"
-                 if sc.attention_kernel == "flash" else "除了上一节的 QKᵀ，主要是") if ai_qk < balance else "主要是")
-             + "没有权重复用的算子（norm、激活、残差加" + ("、permute" if is_moe else "")
-             + "），这些算子的运算强度在 1 FLOP/byte 上下甚至更低，与 micro batch 无关。"
-             + ("所以加大 micro batch 如果还有收益，多半来自摊薄每次 kernel 启动与同步的固定开销，"
-                "而不是来自 roofline 上位置的移动。" if not crossing else
-                "加大 micro batch 在 roofline 上只移动了上面那几个小 GEMM，其余的收益多半来自摊薄每次 kernel "
-                "启动与同步的固定开销。"))
-else:
-    text += (f"在 {sc.gpu} 上，micro batch = {b_lo} 时{spaced(name)}的 {low} GEMM 低于平衡点 {d.num(balance, 1)}，"
-             "受带宽限制；加大 micro batch 会直接把它推向算力上限"
-             + ("。" if ai[b_hi] >= balance else f"，但到 micro batch = {b_hi} 仍在平衡点以下。"))
-d.md(text)
+
+# %% [markdown]
+# **micro batch 对运算强度的影响（{{ sc.gpu }} 平衡点 {{ balance|num(1) }}）**
+#
+# | micro batch | {{ spaced(ref_label) }}行数 | {{ ref_label }} gate + up 强度 | {{ ref_label }} down 强度 |{% if is_moe %} 专家行数 | 专家 gate + up 强度 | 专家 down 强度 |{% endif %} QKᵀ 强度 |
+# |---|---|---|---|{% if is_moe %}---|---|---|{% endif %}---|
+# {% for b in batches %}
+# | {{ b }}{% if b == sc.micro_batch %}（本场景）{% endif %} | {{ rows_text(refs[b][1].m) }} | {{ refs[b][1].intensity|num(1) }} | {{ refs[b][2].intensity|num(1) }} |{% if is_moe %} {{ rows_text(by_batch[b].expert_gate_up.m) }} | {{ by_batch[b].expert_gate_up.intensity|num(1) }} | {{ by_batch[b].expert_down.intensity|num(1) }} |{% endif %} {{ by_batch[b].attention_scores.intensity|num(1) }} |
+# {% endfor %}
+#
+# micro batch 从 {{ b_lo }} 到 {{ b_hi }}，{{ spaced(name) }}的两个 GEMM 中强度较低的 {{ low }} 从 {{ ai[b_lo]|num(1) }} 升到 {{ ai[b_hi]|num(1) }}{% if ai[b_hi] / ai[b_lo] < 0.9 * b_hi / b_lo %}（{{ (ai[b_hi] / ai[b_lo])|times(2) }}，而不是 {{ b_hi // b_lo }}×：强度在向上限 2KN/(β(K + N)) 饱和，行数越多涨得越少）；{% else %}（{{ (ai[b_hi] / ai[b_lo])|times(2) }}，接近行数之比 {{ b_hi // b_lo }}×：行数还小，强度几乎与行数成正比）；{% endif %}QKᵀ 按序列逐头计算，强度不随 micro batch 变。{% if memory_lo %}GEMM 表里，micro batch = {{ b_lo }} 时在 {{ sc.gpu }} 上低于平衡点的权重 GEMM 有 {% for r in memory_lo %}{{ gemm_label(r)|safe }}{% if not loop.last %}、{% endif %}{% endfor %}，合计{% if memory_share < 0.01 %}只{% endif %}占权重 GEMM 前向 FLOPs 的 {{ memory_share|pct(3) }}{% if capped %}；其中 {% for r in capped %}{{ r.key }}（K × N = {{ r.k|num }} × {{ r.n|num }}）{% if not loop.last %}、{% endif %}{% endfor %}的权重有一维很窄，强度上限 2KN/(β(K + N)) 本身就低于平衡点，行数再多也推不过去{% endif %}{% if crossing %}；{% for r in crossing %}{{ r.key }}{% if not loop.last %}、{% endif %}{% endfor %} 到 micro batch = {{ b_hi }} 时跨过平衡点{% endif %}。{% else %}GEMM 表里的权重 GEMM 在 micro batch = {{ b_lo }} 时全部高于 {{ sc.gpu }} 的平衡点。{% endif %}{% if ai[b_lo] >= balance %}在 {{ sc.gpu }} 上，micro batch = {{ b_lo }} 时{{ name }} GEMM 已经高于平衡点 {{ balance|num(1) }}，按 roofline 它们并不受带宽限制；掉到平衡点以下的{% if ai_qk < balance %}除了上一节的 QKᵀ{% if sc.attention_kernel == "flash" %}（按分数矩阵写回显存算；本场景的 flash kernel 把分数留在片上，它并不受带宽限制）{% endif %}，主要是{% else %}主要是{% endif %}没有权重复用的算子（norm、激活、残差加{% if is_moe %}、permute{% endif %}），这些算子的运算强度在 1 FLOP/byte 上下甚至更低，与 micro batch 无关。{% if not crossing %}所以加大 micro batch 如果还有收益，多半来自摊薄每次 kernel 启动与同步的固定开销，而不是来自 roofline 上位置的移动。{% else %}加大 micro batch 在 roofline 上只移动了上面那几个小 GEMM，其余的收益多半来自摊薄每次 kernel 启动与同步的固定开销。{% endif %}{% else %}在 {{ sc.gpu }} 上，micro batch = {{ b_lo }} 时{{ spaced(name) }}的 {{ low }} GEMM 低于平衡点 {{ balance|num(1) }}，受带宽限制；加大 micro batch 会直接把它推向算力上限{% if ai[b_hi] >= balance %}。{% else %}，但到 micro batch = {{ b_hi }} 仍在平衡点以下。{% endif %}{% endif %}
 
 # %% tags=["remove-input"]
 dots = [focus(by_batch[b])[low] for b in batches]
@@ -522,170 +449,91 @@ plt.show()
 
 # %% tags=["remove-input"]
 mem, comm = acc["memory"], acc["communication"]
-d.table([[d.PHASES[name] + ("（峰值）" if name == mem["peak_phase"] else ""), d.gb(phase["bytes"]),
-          "、".join(f"{part} {d.gb(value)}" for part, value in phase["contents"].items() if value)]
-         for name, phase in mem["phases"].items()],
-        ["阶段", "显存", "构成"], f"Memory of the most loaded GPU by phase ({sc.gpu})")
 settings = mem["settings"]
-text = (f"按本场景的设置（`framework: {settings['framework']}`、`attention_kernel: {settings['attention_kernel']}`、"
-        f"`recompute: {settings['recompute']}`、`cross_entropy: {settings['cross_entropy']}`），峰值在"
-        f"**{d.PHASES[mem['peak_phase']]}**：{d.gb(mem['total'])}，可用 {d.gb(mem['capacity'])}，"
-        + ("放得下。" if mem["fits"] else "**放不下**（08 列出让它放得下的改法）。"))
 logits_phase = mem["phases"].get("loss")
-if logits_phase and logits_phase["contents"].get("logits"):
-    text += (f"一个 micro batch（{sc.micro_batch} × {sc.seq_len:,} 个 token）的 logits 在算 loss 时占 "
-             f"{d.gb(logits_phase['contents']['logits'])}，随序列长度线性增长。")
+logits_bytes = logits_phase["contents"].get("logits") if logits_phase else None
 a2a = [c for c in comm["collectives"] if c["name"].startswith("EP all-to-all")]
-if a2a:
-    shown_ = sum(c["seconds"] for c in a2a)
-    exposed_ = sum(c["exposed_seconds"] for c in a2a)
-    text += (f"EP all-to-all（dispatch 与 combine）每步估计 {d.num(shown_, 2)} 秒（上界：不重叠、跑满链路），"
-             + (f"按重叠规则露在外面的有 {d.num(exposed_, 2)} 秒，占一步的 {d.pct(exposed_ / sc.step_time, 1)}。"
-                if exposed_ > 0 else f"按重叠规则（`ep_overlap: {sc.ep_overlap}`）全部藏在另一个 micro batch 的计算后面。"))
-else:
-    text += "本场景没有 EP all-to-all（稠密模型，或 EP 为 1）。"
-d.md(text)
+shown_ = sum(c["seconds"] for c in a2a)
+exposed_ = sum(c["exposed_seconds"] for c in a2a)
+
+# %% [markdown]
+# **负载最重的那张卡各阶段的显存（{{ sc.gpu }}）**
+#
+# | 阶段 | 显存 | 构成 |
+# |---|---|---|
+# {% for phase_name, phase in mem.phases.items() %}
+# | {{ d.PHASES[phase_name] }}{% if phase_name == mem.peak_phase %}（峰值）{% endif %} | {{ phase.bytes|gb }} | {% for part, value in phase.contents.items() if value %}{{ part }} {{ value|gb }}{% if not loop.last %}、{% endif %}{% endfor %} |
+# {% endfor %}
+#
+# 按本场景的设置（{{ ("framework: " ~ settings.framework)|code }}、{{ ("attention_kernel: " ~ settings.attention_kernel)|code }}、{{ ("recompute: " ~ settings.recompute)|code }}、{{ ("cross_entropy: " ~ settings.cross_entropy)|code }}），峰值在**{{ d.PHASES[mem.peak_phase] }}**：{{ mem.total|gb }}，可用 {{ mem.capacity|gb }}，{% if mem.fits %}放得下。{% else %}**放不下**（08 列出让它放得下的改法）。{% endif %}{% if logits_bytes %}一个 micro batch（{{ sc.micro_batch }} × {{ sc.seq_len|num }} 个 token）的 logits 在算 loss 时占 {{ logits_bytes|gb }}，随序列长度线性增长。{% endif %}{% if a2a %}EP all-to-all（dispatch 与 combine）每步估计 {{ shown_|num(2) }} 秒（上界：不重叠、跑满链路），{% if exposed_ > 0 %}按重叠规则露在外面的有 {{ exposed_|num(2) }} 秒，占一步的 {{ (exposed_ / sc.step_time)|pct(1) }}。{% else %}按重叠规则（{{ ("ep_overlap: " ~ sc.ep_overlap)|code }}）全部藏在另一个 micro batch 的计算后面。{% endif %}{% else %}本场景没有 EP all-to-all（稠密模型，或 EP 为 1）。{% endif %}
 
 # %% [markdown]
 # ## 6. 课程的说法与本页的数字
 #
-# 课程 06.6 列出的 MoE 三项损耗和长序列两项损耗，逐条对照上面算出的数。课程说的是它自己的那次训练；换成团队的场景时，中间一列是团队的数字，"出入"一列说明课程的说法放到这个场景上是否还成立。
+# 课程 06.6 列出的 MoE 三项损耗和长序列两项损耗，逐条对照上面算出的数。课程说的是它自己的那次训练；换成团队的场景时，中间一列是团队的数字，“出入”一列说明课程的说法放到这个场景上是否还成立。
 
 # %% tags=["remove-input"]
 h20_balance = hardware.GPUS["H20"].balance
+h20_is_37 = d.num(h20_balance, 0) == "37"
 ratio4 = ai[4] / ai[1]  # the course's micro batch 1 -> 4
 low_1 = focus(by_batch[1])[low]
 ai_128 = roofline.intensity(qk["m"], qk["n"], 128)
-claims = []
 if is_moe:
     ratio = m_expert / m_dense
     k_over_e = sc.experts_per_token / sc.num_experts
-    gathered = (f"一次 GEMM 的比值是 e_p·k/E = {d.pct(ratio, 1)}，不是课程按整步算出的 k/E = {d.pct(k_over_e, 1)}："
-                f"EP 组把 {ep} 张卡的 token 汇集到每个专家上" if ep > 1 else
-                f"EP = 1，一次 GEMM 的比值就是整步的 k/E = {d.pct(ratio, 1)}，与课程的算法一致")
-    claims.append((
-        "每个专家只分到 总 token × top_k / 专家数 个 token，GEMM 的 M 维大幅缩小：" + course.claim("nb06_expert_rows"),
-        f"整步平均 {rows_text(step_view)} 个；一次 GEMM {rows_text(m_expert)} 行，是{spaced(ref_label)}的 {d.pct(ratio, 1)}",
-        d.verdict(True, f"在{who}里，专家 GEMM 确实比{spaced(ref_label)}瘦；" + ("但" if ep > 1 else "") + gathered) if ratio < 1 else
-        d.verdict(False, f"在{who}里，EP 组把 {ep} 张卡的 token 汇集到每个专家上，e_p·k/E = {d.num(ratio, 2)} ≥ 1："
-                         f"一次专家 GEMM 并不比{spaced(ref_label)}瘦")))
     low_e = min(ai_up, ai_down)
-    claims.append((
-        "专家 GEMM 变瘦，tensor core 跑不满，效率显著低于方阵：" + course.claim("nb06_thin_gemm"),
-        f"专家 gate + up {d.num(ai_up, 1)}、down {d.num(ai_down, 1)} FLOP/byte（平衡点 {d.num(balance, 1)}）",
-        d.verdict(None, f"按 roofline，{who}的两个专家 GEMM 都在平衡点之上（较低的是平衡点的 {d.times(low_e / balance, 1)}），"
-                        "受算力限制，带宽不是原因；效率是否“显著低于方阵”取决于 tile 填充与调度，roofline 推不出，要用 profile 实测")
-        if expert_bounds == {"compute"} else
-        d.verdict(True, f"在{who}里，有专家 GEMM 低于平衡点（较低的强度 {d.num(low_e, 1)}），受带宽限制，峰值算力用不满")))
-    claims.append((
-        "permute / unpermute 按路由重排 token，不产生 FLOPs 却要花时间：" + course.claim("nb06_permute"),
-        f"每卡每步至少搬 {d.gb(total, 1)}，按峰值带宽 ≥ {seconds:.3f} s（单步的 {d.pct(seconds / sc.step_time, 3)}）",
-        d.verdict(True, f"permute 是纯访存、零 FLOPs 的搬运；在{who}里，按峰值带宽的下限就占单步的 {d.pct(seconds / sc.step_time, 3)}，"
-                        "真实 kernel 更慢，实际占多少要从 profile 里量")))
     quoted = communication_share_quoted(acc)
-    basis = "实测" if acc["communication"]["basis"] == "measured" else "按布局估计的上界"
-    claims.append((
-        "第 4 节算过通信只占 " + course.claim("nb06_communication_share"),
-        f"EP all-to-all 单向（dispatch）{d.pct(quoted['dispatch'], 2)}，两向 {d.pct(quoted['all_to_all'], 2)}；"
-        f"全部通信 {d.pct(quoted['all'], 2)}（{basis}）",
-        d.judge("nb06_communication_share", quoted["all"], d.pct(quoted["all"], 2),
-                "全部通信" + ("（实测）" if basis == "实测" else "（不计重叠的上界）") + "不是这个数；"
-                + ("只有 EP all-to-all 的一个方向（dispatch）按课程的精度是 "
-                   + FIGURES["nb06_communication_share"]["text"] + "，课程的数看来只数了这一向"
-                   if course.agrees(quoted["dispatch"], "nb06_communication_share") else
-                   "通信占多少要实测"), own=bool(sc.changed))))
-    imbalance = "热门专家所在的卡成为 straggler，其他卡空等：" + course.claim("nb06_load_imbalance")
-    if runs:
-        first, last = runs[0], runs[-1]
-        spread = "按负载放置能把它降到" if last.greedy_factor < 0.9 * median[last.skew] else "按负载放置也只到"
-        claims.append((imbalance,
-                       f"模拟：straggler 系数 {d.times(median[first.skew], 3)}（均匀）→ {d.times(median[last.skew], 3)}"
-                       f"（Zipf {last.skew:g}，中位数）；按负载放置 {d.times(last.greedy_factor, 3)}",
-                       d.verdict(True, f"模拟中路由越偏，最忙的卡越慢，MoE 层按它计时；在{who}里，{spread} "
-                                       f"{d.times(last.greedy_factor, 3)}。偏斜程度本页只是示意，要从训练日志的专家计数量")))
-    elif ep > 1:
-        claims.append((imbalance, f"没有模拟（每层 {d.num(sc.num_experts)} 个专家，超过模拟的上限）",
-                       d.verdict(None, f"{who}的 EP 组有 {ep} 张卡，卡间负载不均会拖慢 MoE 层，但本页没有算出它的大小；"
-                                       "要从训练日志的专家计数量")))
-    else:
-        claims.append((imbalance, "EP = 1：所有专家在同一张卡上",
-                       d.verdict(False, f"{who}没有卡间的 straggler，热门专家只让同一张卡上的 GEMM 大小不一")))
-claims.append((
-    "注意力每头宽度 head_dim 通常只有 128：" + course.claim("head_dim_typical"),
-    f"head_dim = {d.num(head_dim)}（{shape_source(qk).split('；')[0]}）",
-    d.verdict(True, f"{who}的 head_dim 正是 128") if head_dim == 128 else
-    d.verdict(False, f"{who}的模型 head_dim 是 {d.num(head_dim)}，不是 128；QKᵀ 的强度上限就是 d_h："
-                     f"{who}的 QKᵀ 是 {d.num(ai_qk, 1)} FLOP/byte，若 d_h = 128 则是 {d.num(ai_128, 1)}")))
-claims.append((
-    "QKᵀ 是极扁的矩阵乘，tensor core 利用率天然低于 hidden 维的方阵乘：" + course.claim("nb06_qk_flat"),
-    f"QKᵀ 强度 {d.num(ai_qk, 1)} FLOP/byte（上限 d_h = {d.num(head_dim)}；平衡点 {d.num(balance, 1)}）",
-    d.verdict(True, f"{who}的 QKᵀ 仍受算力限制（平衡点的 {d.times(ai_qk / balance, 1)}），所以代价不在带宽，"
-                    "而在片上：每个输出只累加 d_h 次、softmax 不在 tensor core 上；低多少要看 kernel 实测")
-    if ai_qk >= balance else
-    d.verdict(True, f"按分数矩阵写回显存算，{who}的 QKᵀ 强度低于平衡点；但{who}用 flash kernel，分数留在片上，"
-                    "代价不在显存带宽，而在片上的 softmax 与短累加维；低多少要看 kernel 实测")
-    if sc.attention_kernel == "flash" else
-    d.verdict(True, f"{who}的 QKᵀ 强度低于平衡点，在这张卡上还受带宽限制；片上的 softmax 与短累加维是另一层代价")))
-mb1_text = (f"{sc.gpu} 平衡点 {d.num(balance, 1)}" + ("" if sc.gpu == "H20" else f"（H20 为 {d.num(h20_balance, 1)}）")
-            + f"；micro batch = 1 时{spaced(name)}的 {low} GEMM 强度 {d.num(ai[1], 1)}")
-h20_agrees = " 与课程一致" if d.num(h20_balance, 0) == "37" else " 与课程的 37 不同"
-share_text = (f"低于平衡点的权重 GEMM 只占前向 FLOPs 的 {d.pct(memory_share, 3)}" if memory_lo else
-              "没有一个权重 GEMM 低于平衡点")
-claims.append((
-    "micro batch = 1 时许多算子的运算强度掉到 H20 平衡点附近或以下，变成受带宽限制：" + course.claim("micro_batch_below_balance"),
-    mb1_text,
-    d.verdict(True, f"在{who}里，micro batch = 1 时{spaced(name)}的 {low} GEMM 低于平衡点，受带宽限制；{share_text}")
-    if ai[1] < balance else
-    d.verdict(False, f"H20 的平衡点 {d.num(h20_balance, 1)}{h20_agrees}；但在{who}里，micro batch = 1 时{spaced(name)}的 {low} GEMM "
-                     f"仍是平衡点的 {d.times(ai[1] / balance, 1)}，{share_text}；其余低于平衡点的主要是 "
-                     + ("QKᵀ 和 " if ai_qk < balance else "") + "norm、激活这类没有权重复用的算子，它们与 micro batch 无关")))
-claims.append((
-    "micro batch 从 1 到 4：同一份权重读一次、算 4 倍的数据，运算强度 ×4：" + course.claim("nb06_intensity_x4"),
-    f"{spaced(name)}的 {low} GEMM：{d.num(ai[1], 1)} → {d.num(ai[4], 1)}（{d.times(ratio4, 2)}）",
-    d.verdict(True, f"在{who}里，一次 GEMM 只有 {rows_text(low_1['m'])} 行，行数还小，强度几乎与行数成正比")
-    if ratio4 >= 0.9 * 4 else
-    d.verdict(False, f"在{who}里，一次 GEMM 有 {rows_text(low_1['m'])} 行，强度只涨到 {d.times(ratio4, 2)}，"
-                     "正在向上限 2KN/(β(K + N)) 饱和：强度 = 2/(β(1/M + 1/K + 1/N))，"
-                     "只有行数远小于 K、N（1/M 占主导）时才接近 ×4")))
-if not is_moe:
-    d.md("本场景是稠密模型：课程关于 MoE 的三项损耗（GEMM 变瘦、permute、负载不均）不适用，下表只列长序列的几条。")
-d.claims(claims, sc)
+    measured = acc["communication"]["basis"] == "measured"
+    dispatch_agrees = course.agrees(quoted["dispatch"], "nb06_communication_share")
+head_source = shape_source(qk).split("；")[0]
+
+
+# %% [markdown]
+# {% if is_moe %}
+# {% set comm_differs -%}
+# 全部通信{% if measured %}（实测）{% else %}（不计重叠的上界）{% endif %}不是这个数；{% if dispatch_agrees %}只有 EP all-to-all 的一个方向（dispatch）按课程的精度是 {{ FIGURES.nb06_communication_share.text }}，课程的数看来只数了这一向{% else %}通信占多少要实测{% endif %}
+# {%- endset %}
+# {% endif %}
+# {% if not is_moe %}
+# 本场景是稠密模型：课程关于 MoE 的三项损耗（GEMM 变瘦、permute、负载不均）不适用，下表只列长序列的几条。
+#
+# {% endif %}
+# **课程怎么说 / 本页算出 / 出入**{% if own %}（本页按你的场景计算：中间一列是你的数字，与课程的说法对照）{% endif %}
+#
+# | 课程怎么说 | 本页算出 | 出入 |
+# |---|---|---|
+# {% if is_moe %}
+# | 每个专家只分到 总 token × top_k / 专家数 个 token，GEMM 的 M 维大幅缩小：{{ course.claim("nb06_expert_rows") }} | 整步平均 {{ rows_text(step_view) }} 个；一次 GEMM {{ rows_text(m_expert) }} 行，是{{ spaced(ref_label) }}的 {{ ratio|pct(1) }} | {% if ratio < 1 %}成立：在{{ who }}里，专家 GEMM 确实比{{ spaced(ref_label) }}瘦；{% if ep > 1 %}但一次 GEMM 的比值是 e_p·k/E = {{ ratio|pct(1) }}，不是课程按整步算出的 k/E = {{ k_over_e|pct(1) }}：EP 组把 {{ ep }} 张卡的 token 汇集到每个专家上{% else %}EP = 1，一次 GEMM 的比值就是整步的 k/E = {{ ratio|pct(1) }}，与课程的算法一致{% endif %}{% else %}有出入：在{{ who }}里，EP 组把 {{ ep }} 张卡的 token 汇集到每个专家上，e_p·k/E = {{ ratio|num(2) }} ≥ 1：一次专家 GEMM 并不比{{ spaced(ref_label) }}瘦{% endif %} |
+# | 专家 GEMM 变瘦，tensor core 跑不满，效率显著低于方阵：{{ course.claim("nb06_thin_gemm") }} | 专家 gate + up {{ ai_up|num(1) }}、down {{ ai_down|num(1) }} FLOP/byte（平衡点 {{ balance|num(1) }}） | {% if roof == "compute" %}无从判断：按 roofline，{{ who }}的两个专家 GEMM 都在平衡点之上（较低的是平衡点的 {{ (low_e / balance)|times(1) }}），受算力限制，带宽不是原因；效率是否“显著低于方阵”取决于 tile 填充与调度，roofline 推不出，要用 profile 实测{% else %}成立：在{{ who }}里，有专家 GEMM 低于平衡点（较低的强度 {{ low_e|num(1) }}），受带宽限制，峰值算力用不满{% endif %} |
+# | permute / unpermute 按路由重排 token，不产生 FLOPs 却要花时间：{{ course.claim("nb06_permute") }} | 每卡每步至少搬 {{ total|gb(1) }}，按峰值带宽 ≥ {{ seconds|decimals(3) }} s（单步的 {{ (seconds / sc.step_time)|pct(3) }}） | 成立：permute 是纯访存、零 FLOPs 的搬运；在{{ who }}里，按峰值带宽的下限就占单步的 {{ (seconds / sc.step_time)|pct(3) }}，真实 kernel 更慢，实际占多少要从 profile 里量 |
+# | 第 4 节算过通信只占 {{ course.claim("nb06_communication_share") }} | EP all-to-all 单向（dispatch）{{ quoted.dispatch|pct(2) }}，两向 {{ quoted.all_to_all|pct(2) }}；全部通信 {{ quoted.all|pct(2) }}（{% if measured %}实测{% else %}按布局估计的上界{% endif %}） | {{ d.judge("nb06_communication_share", quoted.all, quoted.all|pct(2), comm_differs, own=own)|safe }} |
+# {% if runs %}
+# | 热门专家所在的卡成为 straggler，其他卡空等：{{ course.claim("nb06_load_imbalance") }} | 模拟：straggler 系数 {{ median[first.skew]|times(3) }}（均匀）→ {{ median[worst.skew]|times(3) }}（Zipf {{ worst.skew|short }}，中位数）；按负载放置 {{ worst.greedy_factor|times(3) }} | 成立：模拟中路由越偏，最忙的卡越慢，MoE 层按它计时；在{{ who }}里，{% if worst.greedy_factor < 0.9 * median[worst.skew] %}按负载放置能把它降到{% else %}按负载放置也只到{% endif %} {{ worst.greedy_factor|times(3) }}。偏斜程度本页只是示意，要从训练日志的专家计数量 |
+# {% elif ep > 1 %}
+# | 热门专家所在的卡成为 straggler，其他卡空等：{{ course.claim("nb06_load_imbalance") }} | 没有模拟（每层 {{ sc.num_experts|num }} 个专家，超过模拟的上限） | 无从判断：{{ who }}的 EP 组有 {{ ep }} 张卡，卡间负载不均会拖慢 MoE 层，但本页没有算出它的大小；要从训练日志的专家计数量 |
+# {% else %}
+# | 热门专家所在的卡成为 straggler，其他卡空等：{{ course.claim("nb06_load_imbalance") }} | EP = 1：所有专家在同一张卡上 | 有出入：{{ who }}没有卡间的 straggler，热门专家只让同一张卡上的 GEMM 大小不一 |
+# {% endif %}
+# {% endif %}
+# | 注意力每头宽度 head_dim 通常只有 128：{{ course.claim("head_dim_typical") }} | head_dim = {{ head_dim|num }}（{{ head_source }}） | {% if head_dim == 128 %}成立：{{ who }}的 head_dim 正是 128{% else %}有出入：{{ who }}的模型 head_dim 是 {{ head_dim|num }}，不是 128；QKᵀ 的强度上限就是 d_h：{{ who }}的 QKᵀ 是 {{ ai_qk|num(1) }} FLOP/byte，若 d_h = 128 则是 {{ ai_128|num(1) }}{% endif %} |
+# | QKᵀ 是极扁的矩阵乘，tensor core 利用率天然低于 hidden 维的方阵乘：{{ course.claim("nb06_qk_flat") }} | QKᵀ 强度 {{ ai_qk|num(1) }} FLOP/byte（上限 d_h = {{ head_dim|num }}；平衡点 {{ balance|num(1) }}） | {% if ai_qk >= balance %}成立：{{ who }}的 QKᵀ 仍受算力限制（平衡点的 {{ (ai_qk / balance)|times(1) }}），所以代价不在带宽，而在片上：每个输出只累加 d_h 次、softmax 不在 tensor core 上；低多少要看 kernel 实测{% elif sc.attention_kernel == "flash" %}成立：按分数矩阵写回显存算，{{ who }}的 QKᵀ 强度低于平衡点；但{{ who }}用 flash kernel，分数留在片上，代价不在显存带宽，而在片上的 softmax 与短累加维；低多少要看 kernel 实测{% else %}成立：{{ who }}的 QKᵀ 强度低于平衡点，在这张卡上还受带宽限制；片上的 softmax 与短累加维是另一层代价{% endif %} |
+# | micro batch = 1 时许多算子的运算强度掉到 H20 平衡点附近或以下，变成受带宽限制：{{ course.claim("micro_batch_below_balance") }} | {{ sc.gpu }} 平衡点 {{ balance|num(1) }}{% if sc.gpu != "H20" %}（H20 为 {{ h20_balance|num(1) }}）{% endif %}；micro batch = 1 时{{ spaced(name) }}的 {{ low }} GEMM 强度 {{ ai[1]|num(1) }} | {% if ai[1] < balance %}成立：在{{ who }}里，micro batch = 1 时{{ spaced(name) }}的 {{ low }} GEMM 低于平衡点，受带宽限制；{% else %}有出入：H20 的平衡点 {{ h20_balance|num(1) }}{% if h20_is_37 %} 与课程一致{% else %} 与课程的 37 不同{% endif %}；但在{{ who }}里，micro batch = 1 时{{ spaced(name) }}的 {{ low }} GEMM 仍是平衡点的 {{ (ai[1] / balance)|times(1) }}，{% endif %}{% if memory_lo %}低于平衡点的权重 GEMM 只占前向 FLOPs 的 {{ memory_share|pct(3) }}{% else %}没有一个权重 GEMM 低于平衡点{% endif %}{% if ai[1] >= balance %}；其余低于平衡点的主要是 {% if ai_qk < balance %}QKᵀ 和 {% endif %}norm、激活这类没有权重复用的算子，它们与 micro batch 无关{% endif %} |
+# | micro batch 从 1 到 4：同一份权重读一次、算 4 倍的数据，运算强度 ×4：{{ course.claim("nb06_intensity_x4") }} | {{ spaced(name) }}的 {{ low }} GEMM：{{ ai[1]|num(1) }} → {{ ai[4]|num(1) }}（{{ ratio4|times(2) }}） | {% if ratio4 >= 0.9 * 4 %}成立：在{{ who }}里，一次 GEMM 只有 {{ rows_text(low_1.m) }} 行，行数还小，强度几乎与行数成正比{% else %}有出入：在{{ who }}里，一次 GEMM 有 {{ rows_text(low_1.m) }} 行，强度只涨到 {{ ratio4|times(2) }}，正在向上限 2KN/(β(K + N)) 饱和：强度 = 2/(β(1/M + 1/K + 1/N))，只有行数远小于 K、N（1/M 占主导）时才接近 ×4{% endif %} |
 
 # %% [markdown]
 # ## 本节要点
-
-# %% tags=["remove-input"]
-points = []
-if is_moe:
-    points += [
-        f"- 整步看每个专家平均 {rows_text(step_view)} 个 token；按一次 GEMM 看，专家"
-        f"{'只' if m_expert < m_dense else ''}有 {rows_text(m_expert)} 行，"
-        f"是{spaced(ref_label)}的 {d.pct(m_expert / m_dense, 1)}（比值 e_p·k/E，EP = {ep}）。",
-        f"- permute / unpermute 每卡每步至少搬 {d.gb(total, 1)}，按峰值带宽约 {seconds:.3f} 秒"
-        f"（单步的 {d.pct(seconds / sc.step_time, 3)}）；实际实现更慢，且与 all-to-all 串行。",
-    ]
-    if runs:
-        points.append(f"- 模拟路由下 straggler 系数（随机放置的中位数）从 {d.times(median[runs[0].skew], 3)}"
-                      f"（均匀）到 {d.times(median[runs[-1].skew], 3)}（Zipf {runs[-1].skew:g}）；"
-                      "按负载放置专家" + ("可降到 " if runs[-1].greedy_factor < median[runs[-1].skew] else "为 ")
-                      + f"{d.times(runs[-1].greedy_factor, 3)}。MoE 层的耗时按最忙的卡计。")
-else:
-    points.append("- 稠密模型：没有专家、permute 和路由不均，MoE 的三项损耗为零。")
-points += [
-    f"- QKᵀ 的运算强度封顶在 d_h 附近（本场景 d_h = {d.num(head_dim)}，强度 {d.num(ai_qk, 1)} FLOP/byte，平衡点 {d.num(balance, 1)}）"
-    + ("；在这张卡上它仍受算力限制，扁形状的代价主要在片上：累加维短、softmax 不在 tensor core 上。"
-       if ai_qk >= balance else
-       "；按分数矩阵写回显存算它受带宽限制，但本场景用 flash kernel，分数留在片上，代价在片上：累加维短、softmax 不在 tensor core 上。"
-       if sc.attention_kernel == "flash" else
-       "，在这张卡上受带宽限制；片上还有累加维短、softmax 不在 tensor core 上的开销。"),
-    f"- micro batch {b_lo} → {b_hi} 让{spaced(name)}的 {low} GEMM 的运算强度变成 {d.times(ai[b_hi] / ai[b_lo], 2)}；"
-    + (f"在 {sc.gpu} 上它本来就高于平衡点。" if ai[b_lo] >= balance
-       else f"在 {sc.gpu} 上这能把它推过平衡点。" if ai[b_hi] >= balance
-       else f"在 {sc.gpu} 上它仍低于平衡点。")
-    + (f"受带宽限制的权重 GEMM 只有 {'、'.join(r['key'] for r in memory_lo)}，占权重 GEMM 前向 FLOPs 的 "
-       f"{d.pct(memory_share, 3)}。" if memory_lo else ""),
-]
-d.md("\n".join(points))
+#
+# {% if is_moe %}
+# - 整步看每个专家平均 {{ rows_text(step_view) }} 个 token；按一次 GEMM 看，专家{% if m_expert < m_dense %}只{% endif %}有 {{ rows_text(m_expert) }} 行，是{{ spaced(ref_label) }}的 {{ (m_expert / m_dense)|pct(1) }}（比值 e_p·k/E，EP = {{ ep }}）。
+# - permute / unpermute 每卡每步至少搬 {{ total|gb(1) }}，按峰值带宽约 {{ seconds|decimals(3) }} 秒（单步的 {{ (seconds / sc.step_time)|pct(3) }}）；实际实现更慢，且与 all-to-all 串行。
+# {% if runs %}
+# - 模拟路由下 straggler 系数（随机放置的中位数）从 {{ median[first.skew]|times(3) }}（均匀）到 {{ median[worst.skew]|times(3) }}（Zipf {{ worst.skew|short }}）；按负载放置专家{% if worst.greedy_factor < median[worst.skew] %}可降到 {% else %}为 {% endif %}{{ worst.greedy_factor|times(3) }}。MoE 层的耗时按最忙的卡计。
+# {% endif %}
+# {% else %}
+# - 稠密模型：没有专家、permute 和路由不均，MoE 的三项损耗为零。
+# {% endif %}
+# - QKᵀ 的运算强度封顶在 d_h 附近（本场景 d_h = {{ head_dim|num }}，强度 {{ ai_qk|num(1) }} FLOP/byte，平衡点 {{ balance|num(1) }}）{% if ai_qk >= balance %}；在这张卡上它仍受算力限制，扁形状的代价主要在片上：累加维短、softmax 不在 tensor core 上。{% elif sc.attention_kernel == "flash" %}；按分数矩阵写回显存算它受带宽限制，但本场景用 flash kernel，分数留在片上，代价在片上：累加维短、softmax 不在 tensor core 上。{% else %}，在这张卡上受带宽限制；片上还有累加维短、softmax 不在 tensor core 上的开销。{% endif %}
+# - micro batch {{ b_lo }} → {{ b_hi }} 让{{ spaced(name) }}的 {{ low }} GEMM 的运算强度变成 {{ (ai[b_hi] / ai[b_lo])|times(2) }}；{% if ai[b_lo] >= balance %}在 {{ sc.gpu }} 上它本来就高于平衡点。{% elif ai[b_hi] >= balance %}在 {{ sc.gpu }} 上这能把它推过平衡点。{% else %}在 {{ sc.gpu }} 上它仍低于平衡点。{% endif %}{% if memory_lo %}受带宽限制的权重 GEMM 只有 {{ memory_lo|map(attribute="key")|join("、") }}，占权重 GEMM 前向 FLOPs 的 {{ memory_share|pct(3) }}。{% endif %}
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：micro batch 再加大，强度最多能到多少？
@@ -704,18 +552,8 @@ for label, r in (("now", now), ("32x micro batch", big)):
 
 # %% [markdown] tags=["solution"]
 # 上限只由权重的形状 K × N 决定，与 micro batch 无关；micro batch 只改变行数 M，也就只决定离上限还有多远。
-
-# %% tags=["solution", "remove-input"]
-gain = big["intensity"] / now["intensity"]
-d.md(f"本场景 {now['key']} 的上限是 {d.num(ceiling, 1)} FLOP/byte；现在 {rows_text(now['m'])} 行，强度 {d.num(now['intensity'], 1)}"
-     f"（上限的 {d.pct(now['intensity'] / ceiling, 1)}），micro batch 加到 32 倍后是 {d.num(big['intensity'], 1)}"
-     f"（{d.pct(big['intensity'] / ceiling, 1)}，{d.times(gain, 2)}）。"
-     + ("强度已经贴近上限，再加 micro batch 在 roofline 上几乎没有收益。"
-        if now["intensity"] >= 0.9 * ceiling else
-        f"离上限还差 {d.pct(1 - now['intensity'] / ceiling, 1)}，加大 micro batch 还能把强度往上推。")
-     + (f"它在 {sc.gpu} 上{'已经' if now['intensity'] >= balance else '仍然'}{above(now['intensity'])}平衡点 {d.num(balance, 1)}"
-        + ("。" if (now["intensity"] >= balance) == (big["intensity"] >= balance) else
-           f"，32 倍时{above(big['intensity'])}平衡点。")))
+#
+# 本场景 {{ now.key }} 的上限是 {{ ceiling|num(1) }} FLOP/byte；现在 {{ rows_text(now.m) }} 行，强度 {{ now.intensity|num(1) }}（上限的 {{ (now.intensity / ceiling)|pct(1) }}），micro batch 加到 32 倍后是 {{ big.intensity|num(1) }}（{{ (big.intensity / ceiling)|pct(1) }}，{{ (big.intensity / now.intensity)|times(2) }}）。{% if now.intensity >= 0.9 * ceiling %}强度已经贴近上限，再加 micro batch 在 roofline 上几乎没有收益。{% else %}离上限还差 {{ (1 - now.intensity / ceiling)|pct(1) }}，加大 micro batch 还能把强度往上推。{% endif %}它在 {{ sc.gpu }} 上{% if now.intensity >= balance %}已经{% else %}仍然{% endif %}{{ above(now.intensity) }}平衡点 {{ balance|num(1) }}{% if (now.intensity >= balance) == (big.intensity >= balance) %}。{% else %}，32 倍时{{ above(big.intensity) }}平衡点。{% endif %}
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：序列长度翻倍，QKᵀ 会变成什么样？
@@ -730,10 +568,5 @@ print("intensity ratio:", ai_ratio)
 ai_2s = roofline.intensity(2 * qk["m"], 2 * qk["n"], head_dim)
 print(f"this scenario: {ai_qk:.1f} -> {ai_2s:.1f} FLOP/byte ({ai_2s / ai_qk:.3f}x), ceiling d_h = {head_dim}")
 
-# %% tags=["solution", "remove-input"]
-d.md(f"FLOPs 与 s² 成正比，翻倍后是 4 倍；强度的比值是 (2d_h + s)/(d_h + s)，s 远大于 2d_h 时趋于 1。"
-     f"本场景 2d_h = {d.num(2 * head_dim)}，一个头的 QKᵀ 是 [{d.num(qk['m'])}, {d.num(head_dim)}] × [{d.num(head_dim)}, {d.num(qk['n'])}]，"
-     f"强度从 {d.num(ai_qk, 1)} 变成 {d.num(ai_2s, 1)}（{d.times(ai_2s / ai_qk, 3)}）"
-     + ("，几乎不变：算力要多付 4 倍，运算强度却没有跟着涨，它早已贴近上限 d_h。" if ai_2s / ai_qk < 1.05 else
-        "，还在明显上涨：序列相对 2d_h 还不算长，离上限 d_h 还有距离。")
-     + (f"在 {sc.gpu} 上它{'仍' if (ai_qk >= balance) == (ai_2s >= balance) else '变得'}{above(ai_2s)}平衡点 {d.num(balance, 1)}。"))
+# %% [markdown] tags=["solution"]
+# FLOPs 与 s² 成正比，翻倍后是 4 倍；强度的比值是 (2d_h + s)/(d_h + s)，s 远大于 2d_h 时趋于 1。本场景 2d_h = {{ (2 * head_dim)|num }}，一个头的 QKᵀ 是 [{{ qk.m|num }}, {{ head_dim|num }}] × [{{ head_dim|num }}, {{ qk.n|num }}]，强度从 {{ ai_qk|num(1) }} 变成 {{ ai_2s|num(1) }}（{{ (ai_2s / ai_qk)|times(3) }}）{% if ai_2s / ai_qk < 1.05 %}，几乎不变：算力要多付 4 倍，运算强度却没有跟着涨，它早已贴近上限 d_h。{% else %}，还在明显上涨：序列相对 2d_h 还不算长，离上限 d_h 还有距离。{% endif %}在 {{ sc.gpu }} 上它{% if (ai_qk >= balance) == (ai_2s >= balance) %}仍{% else %}变得{% endif %}{{ above(ai_2s) }}平衡点 {{ balance|num(1) }}。

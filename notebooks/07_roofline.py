@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 07 Roofline：这张卡、这些算子，最多能跑多快
 #
-# 一个算子能跑多快，取决于两样东西谁先用完：算力（每秒多少 FLOPs）和显存带宽（每秒多少字节）。roofline 把这件事画成一张图：横轴是算子的运算强度（每字节 HBM 流量做多少 FLOPs），纵轴是能达到的算力；左边是一条随强度上升的斜线（带宽限制），右边是一条水平线（峰值算力），两者的拐点就是机器平衡点。本节推导运算强度，比较各种 GPU 的平衡点，把课程模型的真实算子放到图上，回到课程的"典型 MFU"表看本场景的 MFU 落在哪里，最后逐条对照课程关于 roofline 的说法。
+# 一个算子能跑多快，取决于两样东西谁先用完：算力（每秒多少 FLOPs）和显存带宽（每秒多少字节）。roofline 把这件事画成一张图：横轴是算子的运算强度（每字节 HBM 流量做多少 FLOPs），纵轴是能达到的算力；左边是一条随强度上升的斜线（带宽限制），右边是一条水平线（峰值算力），两者的拐点就是机器平衡点。本节推导运算强度，比较各种 GPU 的平衡点，把课程模型的真实算子放到图上，回到课程的“典型 MFU”表看本场景的 MFU 落在哪里，最后逐条对照课程关于 roofline 的说法。
 
 # %% [markdown] tags=["lab-only"]
 # **换成你自己的场景。** 本节的结论主要随这几个键变化：`gpu`（决定峰值算力和 HBM 带宽，也就决定平衡点）、`hbm_bandwidth`（或 `peak_flops`，只改一张卡的某个数字时用）、`seq_len`（每条序列的 token 数，即矩阵乘的行数）和 `expert_parallel`（一个路由专家的 GEMM 汇集多少张卡的 token）。下一个代码格里，`scenario_file` 是一个 YAML 场景文件的路径：绝对路径，或相对于仓库根目录的路径（例如 `scenarios/llama-3.1-70b-512xH100.yaml`；在 notebook 所在的文件夹里能找到的相对路径优先）；`overrides` 用来改单个键，例如 `{"step_time": 90}` 或 `{"gpu": "H100-SXM"}`。改完以后请重启内核并全部重新运行（Kernel → Restart Kernel and Run All Cells），后面每个数字都会按新场景重算。
@@ -27,7 +27,7 @@
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
 overrides = {}  # 单个键的覆盖，例如 {"gpu": "H100-SXM"}
 
-# %%
+# %% tags=["remove-input"]
 import sympy as sp
 
 from costmodel import course
@@ -39,17 +39,16 @@ from costmodel.present import display as d
 
 sc, acc = d.load(scenario_file, overrides)
 balance = acc["machine_balance"]  # the scenario's peak / HBM bandwidth, FLOP per byte
-
-# %% tags=["remove-input"]
 is_moe = sc.num_experts > 0
 own = bool(sc.changed)  # a team's scenario, not the course's
-d.md(f"场景：**{d.text(sc.name)}**（{sc.num_gpus} × {sc.gpu}，峰值 {d.tflops(sc.peak_flops)}，"
-     f"HBM 带宽 {d.num(sc.hbm_bandwidth / 1e12, 2)} TB/s，机器平衡点 **{d.num(balance, 1)} FLOP/byte**）。")
+
+# %% [markdown]
+# 场景：**{{ sc.name }}**（{{ sc.num_gpus }} × {{ sc.gpu }}，峰值 {{ sc.peak_flops|tflops }}，HBM 带宽 {{ (sc.hbm_bandwidth / 1e12)|num(2) }} TB/s，机器平衡点 **{{ balance|num(1) }} FLOP/byte**）。
 
 # %% [markdown]
 # ## 1. 运算强度：从一个矩阵乘推出来
 #
-# (m × k)(k × n) 的矩阵乘做 2mnk 次浮点运算；若两个输入各从 HBM 读一次、输出写一次，每个元素 β 字节（BF16 为 2），流量是 β(mk + kn + mn)。两者相除就是运算强度。机器平衡点是峰值除以带宽；能达到的算力是峰值与"强度 × 带宽"中较小的那个。
+# (m × k)(k × n) 的矩阵乘做 2mnk 次浮点运算；若两个输入各从 HBM 读一次、输出写一次，每个元素 β 字节（BF16 为 2），流量是 β(mk + kn + mn)。两者相除就是运算强度。机器平衡点是峰值除以带宽；能达到的算力是峰值与“强度 × 带宽”中较小的那个。
 
 # %%
 x = sp.Symbol("x", positive=True)
@@ -76,22 +75,19 @@ d.eq(r"\frac{\mathrm{balance}_{H20}}{\mathrm{balance}_{H100}}",
      rf"\frac{{{h20.balance:.1f}}}{{{h100.balance:.1f}}}", f"{ratio:.4f}", rf"\frac{{1}}{{{1 / ratio:.2f}}}")
 
 # %% tags=["remove-input"]
-rows = [(g.name, d.num(g.bf16_flops / 1e12, 1), d.num(g.hbm_bandwidth / 1e12, 3), d.num(g.balance, 1),
-         d.times(g.balance / h100.balance, 3), g.source)
-        for g in sorted(hardware.GPUS.values(), key=lambda g: g.balance)]
-d.table(rows, ["GPU", "BF16 TFLOP/s", "HBM TB/s", "平衡点 FLOP/byte", "相对 H100-SXM", "来源"],
-        "各 GPU 的机器平衡点（按平衡点从低到高）")
-
-# %% tags=["remove-input"]
+gpu_rows = sorted(hardware.GPUS.values(), key=lambda g: g.balance)
 table_balance = hardware.GPUS[sc.gpu].balance
-d.md(f"H20 的平衡点只有 H100 的 {d.pct(ratio, 1)}，约 1/{1 / ratio:.0f}："
-     f"它的带宽是 H100 的 {d.pct(h20.hbm_bandwidth / h100.hbm_bandwidth, 0)}，"
-     f"算力却只有 H100 的 {d.pct(h20.bf16_flops / h100.bf16_flops, 0)}。同一个算子，在 H100 上受带宽限制，"
-     "在 H20 上可能早已受算力限制。课程说 H20 是\"弱算力卡\"，指的正是这一点。"
-     + (f"本场景的 GPU 是 {sc.gpu}，平衡点 {d.num(balance, 1)} FLOP/byte。"
-        if abs(balance - table_balance) < 1e-9 else
-        f"本场景的 GPU 是 {sc.gpu}，但峰值或带宽被场景改写了，平衡点按场景算是 {d.num(balance, 1)} FLOP/byte"
-        f"（表中为 {d.num(table_balance, 1)}）。"))
+
+# %% [markdown]
+# **各 GPU 的机器平衡点（按平衡点从低到高）**
+#
+# | GPU | BF16 TFLOP/s | HBM TB/s | 平衡点 FLOP/byte | 相对 H100-SXM | 来源 |
+# |---|---|---|---|---|---|
+# {% for g in gpu_rows %}
+# | {{ g.name }} | {{ (g.bf16_flops / 1e12)|num(1) }} | {{ (g.hbm_bandwidth / 1e12)|num(3) }} | {{ g.balance|num(1) }} | {{ (g.balance / h100.balance)|times(3) }} | {{ g.source }} |
+# {% endfor %}
+#
+# H20 的平衡点只有 H100 的 {{ ratio|pct(1) }}，约 1/{{ (1 / ratio)|decimals(0) }}：它的带宽是 H100 的 {{ (h20.hbm_bandwidth / h100.hbm_bandwidth)|pct(0) }}，算力却只有 H100 的 {{ (h20.bf16_flops / h100.bf16_flops)|pct(0) }}。同一个算子，在 H100 上受带宽限制，在 H20 上可能早已受算力限制。课程说 H20 是“弱算力卡”，指的正是这一点。{% if (balance - table_balance)|abs < 1e-9 %}本场景的 GPU 是 {{ sc.gpu }}，平衡点 {{ balance|num(1) }} FLOP/byte。{% else %}本场景的 GPU 是 {{ sc.gpu }}，但峰值或带宽被场景改写了，平衡点按场景算是 {{ balance|num(1) }} FLOP/byte（表中为 {{ table_balance|num(1) }}）。{% endif %}
 
 # %% [markdown]
 # ## 3. 把模型的真实算子放到 roofline 上
@@ -104,7 +100,7 @@ d.md(f"H20 的平衡点只有 H100 的 {d.pct(ratio, 1)}，约 1/{1 / ratio:.0f}
 # - 计入 MTP 层时的 **MTP 投影**，以及 **lm_head**。
 # - **注意力核心**：每个头的 QKᵀ [S, d_h] × [d_h, S] 与 A·V [S, S] × [S, d_v]，两边都是激活、没有权重，与 micro batch 无关。
 #
-# 表中"前向 FLOPs 占比"是每一行在每个 token 的前向 FLOPs（表内全部 GEMM）里所占的份额，层数和 top-k 次数都已乘上；注意力核心按场景的 `attention_flops` 计（causal 只算 s × s 的一半）。"受限于"对照本场景 GPU 的平衡点；可达峰值按 min(峰值, 强度 × 带宽) 计算。
+# 表中“前向 FLOPs 占比”是每一行在每个 token 的前向 FLOPs（表内全部 GEMM）里所占的份额，层数和 top-k 次数都已乘上；注意力核心按场景的 `attention_flops` 计（causal 只算 s × s 的一半）。“受限于”对照本场景 GPU 的平衡点；可达峰值按 min(峰值, 强度 × 带宽) 计算。
 
 # %%
 BATCHES = (1, 4)  # the micro batch sizes compared
@@ -161,43 +157,23 @@ def flops_share(rows):
     return sum(fwd[op["key"]] for op in rows) / fwd_total
 
 # %% tags=["remove-input"]
-rows = []
-for i, op in enumerate(first):
-    row = [op_label(op), f"[{d.num(op['m'])}, {d.num(op['k'])}] × [{d.num(op['k'])}, {d.num(op['n'])}]",
-           f"{op['layers']}" + (f" × {op['uses_per_token']}" if op["uses_per_token"] != 1 else ""),
-           share_text(fwd[op["key"]] / fwd_total)]
-    row += [d.num(ops[b][i]["intensity"], 1) for b in BATCHES] + [BOUND[op["bound"]]]
-    row += [d.pct(roofline.attainable_flops(op["intensity"], peak, bw) / peak, 0) for _, peak, bw in roofs]
-    rows.append(row)
-d.table(rows, ["算子", f"形状（micro batch {BATCHES[0]}）", "层数 × 次数", "前向 FLOPs 占比"]
-        + [f"强度 mb={b}" for b in BATCHES] + [f"受限于（{sc.gpu}，mb={BATCHES[0]}）"]
-        + [f"{name} 可达峰值（mb={BATCHES[0]}）" for name, _, _ in roofs],
-        "本场景模型的全部矩阵乘：运算强度（FLOP/byte）与 roofline 允许的峰值比例（注意力核心的 FLOPs："
-        + ("完整的 s × s" if sc.attention_flops == "full" else "causal，只算 s × s 的一半") + "）")
-
-# %% tags=["remove-input"]
-notes = []
 if "qkv" in by_key[BATCHES[0]]:
     qkv = by_key[BATCHES[0]]["qkv"]
-    notes.append(f"融合 Q/K/V 的 n = {d.num(qkv['n'])}，是 hidden（{d.num(qkv['k'])}）的 "
-                 f"{d.num(qkv['n'] / qkv['k'], 2)} 倍；库里这一行写明了头数：{d.text(qkv['name'])}。")
 if packed:
     per_token = sc.sum_squared_lengths / sc.tokens_per_step
-    notes.append("本场景把样本打包（packed）：注意力按文档计算，一个 token 平均与 Σs²/D = "
-                 f"{d.num(per_token)} 个位置做注意力（Σs² 取自 {d.text(sc.sum_squared_lengths_from, code=True)}）"
-                 + ("，与 S 相同：文档都和一条序列一样长，折算不改变注意力核心的份额。"
-                    if abs(core_scale - 1) < 1e-9 else
-                    f"，不是 S = {d.num(sc.seq_len)}；表中注意力核心两行的 FLOPs 占比已按此折算，"
-                    "形状和强度仍按一条 S 长的序列列出（文档更短时强度略低，上限仍是 d_h）。"))
-notes.append("注意力核心两行的强度按 s × s 的分数矩阵经 HBM 写出再读回计算（不融合的写法）"
-             + ("；本场景的 attention_kernel 是 flash，分数块留在片上，这两行实际的 HBM 流量更少、强度更高，"
-                "表中对它们的\"受限于\"判断偏保守。" if sc.attention_kernel == "flash" else "。"))
-if empty:
-    notes.append("库的 GEMM 表里 " + "、".join(empty) + " 的宽度为 0（场景没有给出这些投影的宽度），表中略去。")
 source_parts = list(dict.fromkeys(part for op in first for part in op["source"].split("; ")
                                   if not part.startswith("rows of")))
-notes.append("形状来源（库的原话）：" + d.text("; ".join(source_parts), code=True) + "。")
-d.md("".join(notes))
+
+# %% [markdown]
+# **本场景模型的全部矩阵乘：运算强度（FLOP/byte）与 roofline 允许的峰值比例（注意力核心的 FLOPs：{% if sc.attention_flops == "full" %}完整的 s × s{% else %}causal，只算 s × s 的一半{% endif %}）**
+#
+# | 算子 | 形状（micro batch {{ BATCHES[0] }}） | 层数 × 次数 | 前向 FLOPs 占比 |{% for b in BATCHES %} 强度 mb={{ b }} |{% endfor %} 受限于（{{ sc.gpu }}，mb={{ BATCHES[0] }}） |{% for name, peak, bw in roofs %} {{ name }} 可达峰值（mb={{ BATCHES[0] }}） |{% endfor %}
+# |---|---|---|---|{% for b in BATCHES %}---|{% endfor %}---|{% for r in roofs %}---|{% endfor %}
+# {% for op in first %}
+# | {{ op_label(op) }} | [{{ op.m|num }}, {{ op.k|num }}] × [{{ op.k|num }}, {{ op.n|num }}] | {{ op.layers }}{% if op.uses_per_token != 1 %} × {{ op.uses_per_token }}{% endif %} | {{ share_text(fwd[op.key] / fwd_total) }} |{% for b in BATCHES %} {{ by_key[b][op.key].intensity|num(1) }} |{% endfor %} {{ BOUND[op.bound] }} |{% for name, peak, bw in roofs %} {{ (roofline.attainable_flops(op.intensity, peak, bw) / peak)|pct(0) }} |{% endfor %}
+# {% endfor %}
+#
+# {% if "qkv" in by_key[BATCHES[0]] %}融合 Q/K/V 的 n = {{ qkv.n|num }}，是 hidden（{{ qkv.k|num }}）的 {{ (qkv.n / qkv.k)|num(2) }} 倍；库里这一行写明了头数：{{ qkv.name }}。{% endif %}{% if packed %}本场景把样本打包（packed）：注意力按文档计算，一个 token 平均与 Σs²/D = {{ per_token|num }} 个位置做注意力（Σs² 取自 {{ sc.sum_squared_lengths_from|code }}）{% if (core_scale - 1)|abs < 1e-9 %}，与 S 相同：文档都和一条序列一样长，折算不改变注意力核心的份额。{% else %}，不是 S = {{ sc.seq_len|num }}；表中注意力核心两行的 FLOPs 占比已按此折算，形状和强度仍按一条 S 长的序列列出（文档更短时强度略低，上限仍是 d_h）。{% endif %}{% endif %}注意力核心两行的强度按 s × s 的分数矩阵经 HBM 写出再读回计算（不融合的写法）{% if sc.attention_kernel == "flash" %}；本场景的 attention_kernel 是 flash，分数块留在片上，这两行实际的 HBM 流量更少、强度更高，表中对它们的“受限于”判断偏保守。{% else %}。{% endif %}{% if empty %}库的 GEMM 表里 {{ empty|join("、") }} 的宽度为 0（场景没有给出这些投影的宽度），表中略去。{% endif %}形状来源（库的原话）：{{ source_parts|join("; ")|code }}。
 
 # %% tags=["remove-input"]
 import matplotlib.pyplot as plt
@@ -233,11 +209,7 @@ plt.show()
 
 # %% tags=["remove-input"]
 # What the table says about the course's "micro batch 1 pushes many operators to the balance".
-text = []
-for name, peak, bw in roofs:
-    below = [op for op in first if op["intensity"] < peak / bw]
-    text.append(f"在 {name} 上，micro batch {BATCHES[0]} 时低于平衡点的是：{labels(below)}" if below else
-                f"在 {name} 上，micro batch {BATCHES[0]} 时表里的 {len(first)} 个矩阵乘全都高于平衡点")
+below_by_roof = [(name, [op for op in first if op["intensity"] < peak / bw]) for name, peak, bw in roofs]
 memory = [op for op in first if op["bound"] == "memory"]
 near = [op for op in first if op["bound"] == "compute" and op["intensity"] < 2 * balance]
 memory_share, near_share = flops_share(memory), flops_share(memory + near)
@@ -246,50 +218,30 @@ vector = [op for op in first if op["weights"] and min(op["k"], op["n"]) <= 1]
 matrix = [op for op in first if op["weights"] and op not in vector]
 lowest = min(matrix, key=lambda op: op["intensity"]) if matrix else None
 core_memory = [op for op in memory if not op["weights"]]
-outside = "norm、激活、残差加" + ("、MoE 的 permute" if is_moe else "")
-claim = (f"课程说 micro batch = 1 时很多算子的运算强度会掉到平衡点附近甚至以下。按这张表，在 {sc.gpu}（平衡点 "
-         f"{d.num(balance, 1)}）上 micro batch {BATCHES[0]} 时，{len(first)} 个矩阵乘里受带宽限制的"
-         + (f"有 {len(memory)} 个（{labels(memory)}，FLOPs 占比 {share_text(memory_share)}）" if memory else "一个也没有")
-         + "；把\"附近\"算作平衡点的 2 倍以内，"
-         + (f"另有 {len(near)} 个（{labels(near)}）" if near else "没有再多出一个"))
-flash_note = ("（注意力核的行按分数矩阵写回显存算；本场景用 flash kernel，分数留在片上，它们实际不受显存带宽限制）"
-              if core_memory and sc.attention_kernel == "flash" else "")
-claim += flash_note
-if lowest:
-    claim += (f"；{'除只输出 1 列的矩阵-向量乘外，' if vector else ''}权重 GEMM 中强度最低的是「{op_label(lowest)}」，"
-              f"{d.num(lowest['intensity'], 1)}，是平衡点的 {d.times(lowest['intensity'] / balance, 1)}")
-if near_share >= 0.5:
-    claim += "。所以就本模型的矩阵乘而言，课程这句话成立：过半的 FLOPs 落在平衡点 2 倍以内或以下。"
-elif not memory and not near:
-    claim += ("。所以就本模型的矩阵乘而言，课程这句话不成立：在这张卡上它们都在平衡点的 2 倍以上；"
-              "这句话更适合描述表外那些没有权重复用的算子。")
-else:
-    claim += (f"。所以就本模型的矩阵乘而言，课程这句话只对上面列出的 {len(memory) + len(near)} 个成立"
-              f"（FLOPs 占比合计 {share_text(near_share)}）；这句话更适合描述表外那些没有权重复用的算子。")
-for gate in [op for op in vector if op["key"] == "shared_expert_gate"]:
-    lowest_balance = min(g.balance for g in hardware.GPUS.values())
-    claim += (f"共享专家的 gate 是 [M, {d.num(gate['k'])}] × [{d.num(gate['k'])}, 1]：输出只有 1 列，实际是矩阵-向量乘，"
-              f"强度 {d.num(gate['intensity'], 1)} FLOP/byte，"
-              + ("低于表中每一张 GPU 的平衡点、与 micro batch 无关，是**受带宽限制**的；"
-                 if gate["intensity"] < lowest_balance else f"在 {sc.gpu} 上受{BOUND[gate['bound']]}限制；")
-              + f"它的 FLOPs 占比只有 {share_text(fwd[gate['key']] / fwd_total)}，耗时却是把 M × hidden 的激活再读一遍。")
-d.md("；".join(text) + "。" + claim
-     + "同一组算子，平衡点低的卡上更容易受算力限制，平衡点高的卡上更容易受带宽限制。"
-     f"micro batch 从 {BATCHES[0]} 到 {BATCHES[-1]} 只移动权重矩阵乘的点，而且行数已大时移动得很少（见 06）；"
-     "注意力核心的强度被每头宽度封顶，不随 micro batch 变。图上看不到的是没有权重复用的算子"
-     f"（{outside}）：它们的强度至多在 1 FLOP/byte 上下（残差加低到多少，后面的练习会算出来；permute 只搬数据，强度为 0），"
-     "在表中任何一张卡上都受带宽限制。roofline 只给出上限：一个算子在平衡点之上，只说明带宽不是瓶颈，并不保证它真能跑到峰值。")
+flash_note = bool(core_memory) and sc.attention_kernel == "flash"
+gates = [op for op in vector if op["key"] == "shared_expert_gate"]
+lowest_balance = min(g.balance for g in hardware.GPUS.values())
 
 # %% [markdown]
-# ## 4. 课程的"典型 MFU"表，以及本场景落在哪里
+# {% for name, below in below_by_roof %}{% if below %}在 {{ name }} 上，micro batch {{ BATCHES[0] }} 时低于平衡点的是：{{ labels(below) }}{% else %}在 {{ name }} 上，micro batch {{ BATCHES[0] }} 时表里的 {{ first|length }} 个矩阵乘全都高于平衡点{% endif %}{% if not loop.last %}；{% endif %}{% endfor %}。课程说 micro batch = 1 时很多算子的运算强度会掉到平衡点附近甚至以下。按这张表，在 {{ sc.gpu }}（平衡点 {{ balance|num(1) }}）上 micro batch {{ BATCHES[0] }} 时，{{ first|length }} 个矩阵乘里受带宽限制的{% if memory %}有 {{ memory|length }} 个（{{ labels(memory) }}，FLOPs 占比 {{ share_text(memory_share) }}）{% else %}一个也没有{% endif %}；把“附近”算作平衡点的 2 倍以内，{% if near %}另有 {{ near|length }} 个（{{ labels(near) }}）{% else %}没有再多出一个{% endif %}{% if flash_note %}（注意力核的行按分数矩阵写回显存算；本场景用 flash kernel，分数留在片上，它们实际不受显存带宽限制）{% endif %}{% if lowest %}；{% if vector %}除只输出 1 列的矩阵-向量乘外，{% endif %}权重 GEMM 中强度最低的是「{{ op_label(lowest) }}」，{{ lowest.intensity|num(1) }}，是平衡点的 {{ (lowest.intensity / balance)|times(1) }}{% endif %}{% if near_share >= 0.5 %}。所以就本模型的矩阵乘而言，课程这句话成立：过半的 FLOPs 落在平衡点 2 倍以内或以下。{% elif not memory and not near %}。所以就本模型的矩阵乘而言，课程这句话不成立：在这张卡上它们都在平衡点的 2 倍以上；这句话更适合描述表外那些没有权重复用的算子。{% else %}。所以就本模型的矩阵乘而言，课程这句话只对上面列出的 {{ memory|length + near|length }} 个成立（FLOPs 占比合计 {{ share_text(near_share) }}）；这句话更适合描述表外那些没有权重复用的算子。{% endif %}{% for gate in gates %}共享专家的 gate 是 [M, {{ gate.k|num }}] × [{{ gate.k|num }}, 1]：输出只有 1 列，实际是矩阵-向量乘，强度 {{ gate.intensity|num(1) }} FLOP/byte，{% if gate.intensity < lowest_balance %}低于表中每一张 GPU 的平衡点、与 micro batch 无关，是**受带宽限制**的；{% else %}在 {{ sc.gpu }} 上受{{ BOUND[gate.bound] }}限制；{% endif %}它的 FLOPs 占比只有 {{ share_text(fwd[gate.key] / fwd_total) }}，耗时却是把 M × hidden 的激活再读一遍。{% endfor %}同一组算子，平衡点低的卡上更容易受算力限制，平衡点高的卡上更容易受带宽限制。micro batch 从 {{ BATCHES[0] }} 到 {{ BATCHES[-1] }} 只移动权重矩阵乘的点，而且行数已大时移动得很少（见 06）；注意力核心的强度被每头宽度封顶，不随 micro batch 变。图上看不到的是没有权重复用的算子（norm、激活、残差加{% if is_moe %}、MoE 的 permute{% endif %}）：它们的强度至多在 1 FLOP/byte 上下（残差加低到多少，后面的练习会算出来；permute 只搬数据，强度为 0），在表中任何一张卡上都受带宽限制。roofline 只给出上限：一个算子在平衡点之上，只说明带宽不是瓶颈，并不保证它真能跑到峰值。
+
+# %% [markdown]
+# ## 4. 课程的“典型 MFU”表，以及本场景落在哪里
 #
 # 课程给了一张参考坐标系（下表原样引用课程，都是 6ND 口径的 MFU；这些区间是课程的经验值，不是本库算出来的）。比较 MFU 时，模型形状、序列长度、GPU 和计数口径都要对齐才有意义。
 
 # %% tags=["remove-input"]
 COURSE_MFU_TABLE = [(row["zh"], row["en"], *map(course.number, row["range"]))  # the course's quote
                     for row in course.figures()["typical_mfu"]["rows"]]
-d.table([(zh, f"{lo * 100:.0f}% – {hi * 100:.0f}%") for zh, _, lo, hi in COURSE_MFU_TABLE],
-        ["场景（课程原文）", "典型 MFU（课程）"], "课程的典型 MFU 表（引用）")
+
+# %% [markdown]
+# **课程的典型 MFU 表（引用）**
+#
+# | 场景（课程原文） | 典型 MFU（课程） |
+# |---|---|
+# {% for zh, en, lo, hi in COURSE_MFU_TABLE %}
+# | {{ zh }} | {{ (lo * 100)|decimals(0) }}% – {{ (hi * 100)|decimals(0) }}% |
+# {% endfor %}
 
 # %% tags=["remove-input"]
 mfu, hfu = acc["mfu"], acc["hfu"]
@@ -306,29 +258,18 @@ elif sc.seq_len <= 8192:
     nearest = COURSE_MFU_TABLE[0]
 else:
     nearest = None
-setting = (f"{'MoE ' if is_moe else '稠密'}模型、配置长度 {d.num(sc.seq_len)}、micro batch {sc.micro_batch}、"
-           f"{sc.gpu}（{'弱算力卡' if weak else '峰值不低于 H100 一半'}）")
-if nearest is None:
-    place = ("课程的表里没有与之对应的一行（序列长度介于前两行之间），"
-             f"按前两行推断，典型值应在 {COURSE_MFU_TABLE[1][2] * 100:.0f}%–{COURSE_MFU_TABLE[0][3] * 100:.0f}% 之间")
+if nearest is None:  # between the first two rows: their bounds
     lo_n, hi_n = COURSE_MFU_TABLE[1][2], COURSE_MFU_TABLE[0][3]
 else:
-    zh, _, lo_n, hi_n = nearest
-    place = f"按设置粗略归类，最接近课程表里的「{zh}」（{lo_n * 100:.0f}%–{hi_n * 100:.0f}%）"
+    _, _, lo_n, hi_n = nearest
 position = None if not lo_n <= mfu <= hi_n else (
     "下沿" if (mfu - lo_n) / (hi_n - lo_n) < 1 / 3 else "中段" if (mfu - lo_n) / (hi_n - lo_n) < 2 / 3 else "上沿")
-if mfu < lo_n:
-    verdict = "低于这个区间：同类设置下还有明显的提升空间，值得先查 padding、重算和通信（见 08）"
-elif mfu > hi_n:
-    verdict = ("高于这个区间：也许这次运行确实调得比课程的经验值好，但先确认计数口径"
-               "（是否误用了总参数、是否把注意力或重算算进了分子）")
-else:
-    verdict = f"落在这个区间的{position}：就这种形状和这张卡而言属于正常水平，但正常不等于没有优化空间"
-d.md(f"本场景是{' ' if is_moe else ''}{setting}，6ND 口径的 MFU 为 **{d.pct(mfu)}**"
-     + (f"（HFU {d.pct(hfu)}）" if sc.recompute != "none" else "") + f"。{place}，本场景的 MFU {verdict}。"
-     + ("按数值，它落在课程表的「" + "」「".join(inside) + "」区间"
-        + ("。" if nearest and nearest[0] in inside else "，但那些行的设置与本场景不同，数值落在哪一格并不说明什么。")
-        if inside else "按数值，它不在课程表的任何一个区间里。"))
+
+# %% [markdown]
+# {% set place -%}
+# {% if nearest is none %}课程的表里没有与之对应的一行（序列长度介于前两行之间），按前两行推断，典型值应在 {{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}% 之间{% else %}按设置粗略归类，最接近课程表里的「{{ nearest[0] }}」（{{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}%）{% endif %}
+# {%- endset %}
+# 本场景是{% if is_moe %} MoE {% else %}稠密{% endif %}模型、配置长度 {{ sc.seq_len|num }}、micro batch {{ sc.micro_batch }}、{{ sc.gpu }}（{% if weak %}弱算力卡{% else %}峰值不低于 H100 一半{% endif %}），6ND 口径的 MFU 为 **{{ mfu|pct }}**{% if sc.recompute != "none" %}（HFU {{ hfu|pct }}）{% endif %}。{{ place|safe }}，本场景的 MFU {% if mfu < lo_n %}低于这个区间：同类设置下还有明显的提升空间，值得先查 padding、重算和通信（见 08）{% elif mfu > hi_n %}高于这个区间：也许这次运行确实调得比课程的经验值好，但先确认计数口径（是否误用了总参数、是否把注意力或重算算进了分子）{% else %}落在这个区间的{{ position }}：就这种形状和这张卡而言属于正常水平，但正常不等于没有优化空间{% endif %}。{% if inside %}按数值，它落在课程表的「{{ inside|join("」「") }}」区间{% if nearest and nearest[0] in inside %}。{% else %}，但那些行的设置与本场景不同，数值落在哪一格并不说明什么。{% endif %}{% else %}按数值，它不在课程表的任何一个区间里。{% endif %}
 
 # %% tags=["remove-input"]
 fig, ax = plt.subplots()
@@ -349,115 +290,58 @@ plt.show()
 # %% [markdown]
 # ## 5. 对照课程的说法
 #
-# 课程在 06.6 和 06.7 里关于 roofline 有几句话：H20 的平衡点、micro batch 1 把算子推到平衡点附近、加大 micro batch 让强度成倍增长、H20 与 H100 的算力/带宽比，以及课程这次运行在典型 MFU 表里的位置。下表把每一句与本页按场景算出的数字并排放；场景不是课程的时，中间一列是你的数字，"出入"一列说明课程对它自己那次运行的说法放到你的场景上是否还成立。
+# 课程在 06.6 和 06.7 里关于 roofline 有几句话：H20 的平衡点、micro batch 1 把算子推到平衡点附近、加大 micro batch 让强度成倍增长、H20 与 H100 的算力/带宽比，以及课程这次运行在典型 MFU 表里的位置。下表把每一句与本页按场景算出的数字并排放；场景不是课程的时，中间一列是你的数字，“出入”一列说明课程对它自己那次运行的说法放到你的场景上是否还成立。
 
 # %% tags=["remove-input"]
 course_balance = float(course.figures()["micro_batch_below_balance"]["text"].split()[0])
-ours = "按你的场景，" if own else ""
 gpu_changed = sc.gpu != "H20" or abs(balance - h20.balance) > 1e-9
-# 1. The H20's machine balance (a figure of the hardware table, whatever the scenario).
-row_balance = (
-    "H20 的机器平衡点（BF16 峰值 ÷ HBM 带宽）：" + course.claim("micro_batch_below_balance"),
-    f"H20：{d.num(h20.bf16_flops / 1e12, 1)} TFLOP/s ÷ {d.num(h20.hbm_bandwidth / 1e12, 2)} TB/s = "
-    f"{d.num(h20.balance, 1)} FLOP/byte" + (f"；本场景的 {sc.gpu}：{d.num(balance, 1)}" if gpu_changed else ""),
-    d.verdict(abs(h20.balance - course_balance) < 0.5, "按硬件表的 H20 数据重算，四舍五入后一致"
-              + (f"；这一行只关于 H20，你的 {sc.gpu} 平衡点是它的 {d.times(balance / h20.balance, 2)}"
-                 if gpu_changed else "")))
-# 2. Micro batch 1: the weight GEMMs against the balance.
-below = (f"低于平衡点的，表里只有{quoted(memory)}（FLOPs 占比 {share_text(memory_share)}），再就是表外那些没有权重复用的算子（{outside}）"
-         if memory else f"表里没有一个矩阵乘低于平衡点，低于它的只有表外那些没有权重复用的算子（{outside}）")
-if near_share >= 0.5:
-    why_mb1 = f"{ours}平衡点 2 倍以内或以下的矩阵乘占表内前向 FLOPs 的 {share_text(near_share)}，过半"
-elif lowest and lowest["intensity"] >= 2 * balance:
-    why_mb1 = (f"{ours}{'除矩阵-向量乘外，' if vector else ''}每个权重 GEMM 的强度都至少是平衡点的 "
-               f"{d.times(lowest['intensity'] / balance, 1)}，远没有掉到平衡点附近；{below}")
-else:
-    why_mb1 = (f"{ours}平衡点 2 倍以内或以下的矩阵乘只有 {len(memory) + len(near)} 个"
-               f"（{quoted(memory + near)}），占表内前向 FLOPs 的 {share_text(near_share)}；{below}")
-row_mb1 = (
-    "micro batch = 1 时，很多算子的运算强度落到 H20 的平衡点 " + course.claim("micro_batch_below_balance")
-    + " 附近甚至以下，从受算力限制变成受带宽限制",
-    f"{sc.gpu}（平衡点 {d.num(balance, 1)}），mb=1："
-    + (f"权重 GEMM{'（矩阵-向量乘除外）' if vector else ' '}最低强度 {d.num(lowest['intensity'], 1)}（{op_label(lowest)}），为平衡点的 "
-       f"{d.times(lowest['intensity'] / balance, 1)}" if lowest else "表里没有矩阵-矩阵的权重 GEMM")
-    + "".join(f"；矩阵-向量乘「{op_label(op)}」强度 {d.num(op['intensity'], 1)}" for op in vector)
-    + f"；受带宽限制的矩阵乘 {len(memory)} / {len(first)} 个"
-    + (f"，FLOPs 占比 {share_text(memory_share)}" if memory else ""),
-    d.verdict(near_share >= 0.5, why_mb1))
-# 3. Micro batch 1 -> 4: the intensity ratio of the matrix-matrix weight GEMMs.
+balance_holds = abs(h20.balance - course_balance) < 0.5  # the H20's balance, rounded
+# Micro batch 1 -> 4: the intensity ratio of the matrix-matrix weight GEMMs.
 gain = {op["key"]: by_key[BATCHES[-1]][op["key"]]["intensity"] / op["intensity"] for op in matrix}
 lo_gain, hi_gain = (min(gain.values()), max(gain.values())) if gain else (1.0, 1.0)
 x4 = BATCHES[-1] / BATCHES[0]
 # 1/AI = (beta/2)(1/m + 1/k + 1/n): the share of the 1/m term, the only one more rows shrink.
 m_share = [(1 / op["m"]) / (1 / op["m"] + 1 / op["k"] + 1 / op["n"]) for op in matrix] or [1.0]
-gains_text = ("—（没有矩阵-矩阵的权重 GEMM）" if not matrix else
-              f"{d.times(lo_gain, 2)}–{d.times(hi_gain, 2)}" if hi_gain - lo_gain > 0.005 else d.times(lo_gain, 2))
-why_x4 = (f"{ours}表里没有矩阵-矩阵的权重 GEMM：每个权重 GEMM 的 k 或 n 只有 1（矩阵-向量乘），1/强度 = "
-          "(β/2)(1/m + 1/k + 1/n) 里那一项就是 1，强度封顶在 2/β = 1 FLOP/byte 以下，加大 micro batch 几乎不改变它"
-          if not matrix else
-          f"{ours}每个权重 GEMM 的强度都接近 ×{x4:.0f}：行数还远小于权重的 k、n，强度约等于行数"
-          if lo_gain >= 0.875 * x4 else
-          f"{ours}强度只涨到 {gains_text}：1/强度 = (β/2)(1/m + 1/k + 1/n)，加大 micro batch 只缩小 1/m 这一项；"
-          f"mb={BATCHES[0]} 时权重 GEMM 已有 {d.num(min(op['m'] for op in matrix))} 行以上，1/m 占三项之和的 "
-          f"{d.pct(min(m_share), 1)}–{d.pct(max(m_share), 1)}，其余是与行数无关的 1/k + 1/n；"
-          f"强度的倍数是 1 / (1 − {1 - BATCHES[0] / BATCHES[-1]:.2f} × 这个份额)，"
-          "只有行数远小于 k、n（1/m 占绝大部分）时，才接近行数的倍数")
-row_x4 = (
-    f"micro batch 从 {BATCHES[0]} 到 {BATCHES[-1]}，同一份权重读一次、算 {x4:.0f} 倍的数据，运算强度 "
-    + course.claim("nb07_micro_batch_intensity_x4"),
-    f"权重 GEMM 的强度 mb={BATCHES[-1]} ÷ mb={BATCHES[0]}：{gains_text}"
-    + "；注意力核心不变（没有权重，强度与 micro batch 无关）",
-    d.verdict(lo_gain >= 0.875 * x4, why_x4))
-# 4. The H20's compute/bandwidth ratio against the H100's.
-row_ratio = (
-    "H20 的算力/带宽比只有 H100 的 " + course.claim("nb07_h20_h100_balance_ratio"),
-    f"{d.num(h20.balance, 1)} ÷ {d.num(h100.balance, 1)} = {ratio:.4f} ≈ 1/{1 / ratio:.2f}",
-    d.verdict(abs(1 / ratio - 8) < 0.5,
-              f"H20 的带宽是 H100 的 {d.pct(h20.hbm_bandwidth / h100.hbm_bandwidth, 0)}，算力只有 "
-              f"{d.pct(h20.bf16_flops / h100.bf16_flops, 0)}" + ("；这一行比较硬件表里的两张卡，不随你的场景变" if own else "")))
-# 5. Where the run stands in the course's typical-MFU table.
+min_rows = min(op["m"] for op in matrix) if matrix else None
 run_fits = nearest is not None and lo_n <= mfu <= hi_n
-if own:
-    why_mfu = (f"课程说的是它自己的运行；你的 MFU {d.pct(mfu)} "
-               + (f"在你这类设置对应的「{nearest[0]}」区间的{position}" if run_fits else
-                  f"{'低于' if mfu < lo_n else '高于'}你这类设置对应的「{nearest[0]}」区间（{lo_n * 100:.0f}%–{hi_n * 100:.0f}%）" if nearest else
-                  "在课程表里没有对应的设置行"))
-else:
-    why_mfu = f"课程这次运行的 MFU {d.pct(mfu)}，" + (f"在该区间的{position}" if run_fits else "不在该区间内")
-row_mfu = (
-    "课程把它这次运行（MoE、49K、micro batch 1、H20）放在典型 MFU 表「上述 + 弱算力卡」一行 "
-    + course.claim("nb07_course_mfu_lower_edge") + " 的下沿，说这是正常水平",
-    f"本场景 MFU {d.pct(mfu)}；" + (f"按设置归入「{nearest[0]}」（{lo_n * 100:.0f}%–{hi_n * 100:.0f}%）" if nearest
-                                   else "课程表里没有对应的设置行"),
-    d.verdict(run_fits and (own or position == "下沿"), why_mfu))
-d.claims([row_balance, row_mb1, row_x4, row_ratio, row_mfu], sc)
+
+# %% [markdown]
+# {% set ours %}{% if own %}按你的场景，{% endif %}{% endset %}
+# {% set outside %}norm、激活、残差加{% if is_moe %}、MoE 的 permute{% endif %}{% endset %}
+# {% set below -%}
+# {% if memory %}低于平衡点的，表里只有{{ quoted(memory) }}（FLOPs 占比 {{ share_text(memory_share) }}），再就是表外那些没有权重复用的算子（{{ outside|safe }}）{% else %}表里没有一个矩阵乘低于平衡点，低于它的只有表外那些没有权重复用的算子（{{ outside|safe }}）{% endif %}
+# {%- endset %}
+# {% set gains_text -%}
+# {% if not matrix %}—（没有矩阵-矩阵的权重 GEMM）{% elif hi_gain - lo_gain > 0.005 %}{{ lo_gain|times(2) }}–{{ hi_gain|times(2) }}{% else %}{{ lo_gain|times(2) }}{% endif %}
+# {%- endset %}
+# **课程怎么说 / 本页算出 / 出入**{% if own %}（本页按你的场景计算：中间一列是你的数字，与课程的说法对照）{% endif %}
+#
+# | 课程怎么说 | 本页算出 | 出入 |
+# |---|---|---|
+# | H20 的机器平衡点（BF16 峰值 ÷ HBM 带宽）：{{ course.claim("micro_batch_below_balance") }} | H20：{{ (h20.bf16_flops / 1e12)|num(1) }} TFLOP/s ÷ {{ (h20.hbm_bandwidth / 1e12)|num(2) }} TB/s = {{ h20.balance|num(1) }} FLOP/byte{% if gpu_changed %}；本场景的 {{ sc.gpu }}：{{ balance|num(1) }}{% endif %} | {% if balance_holds %}成立{% else %}有出入{% endif %}：按硬件表的 H20 数据重算，四舍五入后一致{% if gpu_changed %}；这一行只关于 H20，你的 {{ sc.gpu }} 平衡点是它的 {{ (balance / h20.balance)|times(2) }}{% endif %} |
+# | micro batch = 1 时，很多算子的运算强度落到 H20 的平衡点 {{ course.claim("micro_batch_below_balance") }} 附近甚至以下，从受算力限制变成受带宽限制 | {{ sc.gpu }}（平衡点 {{ balance|num(1) }}），mb=1：{% if lowest %}权重 GEMM{% if vector %}（矩阵-向量乘除外）{% else %} {% endif %}最低强度 {{ lowest.intensity|num(1) }}（{{ op_label(lowest) }}），为平衡点的 {{ (lowest.intensity / balance)|times(1) }}{% else %}表里没有矩阵-矩阵的权重 GEMM{% endif %}{% for op in vector %}；矩阵-向量乘「{{ op_label(op) }}」强度 {{ op.intensity|num(1) }}{% endfor %}；受带宽限制的矩阵乘 {{ memory|length }} / {{ first|length }} 个{% if memory %}，FLOPs 占比 {{ share_text(memory_share) }}{% endif %} | {% if near_share >= 0.5 %}成立：{{ ours|safe }}平衡点 2 倍以内或以下的矩阵乘占表内前向 FLOPs 的 {{ share_text(near_share) }}，过半{% elif lowest and lowest.intensity >= 2 * balance %}有出入：{{ ours|safe }}{% if vector %}除矩阵-向量乘外，{% endif %}每个权重 GEMM 的强度都至少是平衡点的 {{ (lowest.intensity / balance)|times(1) }}，远没有掉到平衡点附近；{{ below|safe }}{% else %}有出入：{{ ours|safe }}平衡点 2 倍以内或以下的矩阵乘只有 {{ memory|length + near|length }} 个（{{ quoted(memory + near) }}），占表内前向 FLOPs 的 {{ share_text(near_share) }}；{{ below|safe }}{% endif %} |
+# | micro batch 从 {{ BATCHES[0] }} 到 {{ BATCHES[-1] }}，同一份权重读一次、算 {{ x4|decimals(0) }} 倍的数据，运算强度 {{ course.claim("nb07_micro_batch_intensity_x4") }} | 权重 GEMM 的强度 mb={{ BATCHES[-1] }} ÷ mb={{ BATCHES[0] }}：{{ gains_text|safe }}；注意力核心不变（没有权重，强度与 micro batch 无关） | {% if lo_gain >= 0.875 * x4 %}成立{% else %}有出入{% endif %}：{% if not matrix %}{{ ours|safe }}表里没有矩阵-矩阵的权重 GEMM：每个权重 GEMM 的 k 或 n 只有 1（矩阵-向量乘），1/强度 = (β/2)(1/m + 1/k + 1/n) 里那一项就是 1，强度封顶在 2/β = 1 FLOP/byte 以下，加大 micro batch 几乎不改变它{% elif lo_gain >= 0.875 * x4 %}{{ ours|safe }}每个权重 GEMM 的强度都接近 ×{{ x4|decimals(0) }}：行数还远小于权重的 k、n，强度约等于行数{% else %}{{ ours|safe }}强度只涨到 {{ gains_text|safe }}：1/强度 = (β/2)(1/m + 1/k + 1/n)，加大 micro batch 只缩小 1/m 这一项；mb={{ BATCHES[0] }} 时权重 GEMM 已有 {{ min_rows|num }} 行以上，1/m 占三项之和的 {{ (m_share|min)|pct(1) }}–{{ (m_share|max)|pct(1) }}，其余是与行数无关的 1/k + 1/n；强度的倍数是 1 / (1 − {{ (1 - BATCHES[0] / BATCHES[-1])|decimals(2) }} × 这个份额)，只有行数远小于 k、n（1/m 占绝大部分）时，才接近行数的倍数{% endif %} |
+# | H20 的算力/带宽比只有 H100 的 {{ course.claim("nb07_h20_h100_balance_ratio") }} | {{ h20.balance|num(1) }} ÷ {{ h100.balance|num(1) }} = {{ ratio|decimals(4) }} ≈ 1/{{ (1 / ratio)|decimals(2) }} | {% if ((1 / ratio) - 8)|abs < 0.5 %}成立{% else %}有出入{% endif %}：H20 的带宽是 H100 的 {{ (h20.hbm_bandwidth / h100.hbm_bandwidth)|pct(0) }}，算力只有 {{ (h20.bf16_flops / h100.bf16_flops)|pct(0) }}{% if own %}；这一行比较硬件表里的两张卡，不随你的场景变{% endif %} |
+# | 课程把它这次运行（MoE、49K、micro batch 1、H20）放在典型 MFU 表「上述 + 弱算力卡」一行 {{ course.claim("nb07_course_mfu_lower_edge") }} 的下沿，说这是正常水平 | 本场景 MFU {{ mfu|pct }}；{% if nearest %}按设置归入「{{ nearest[0] }}」（{{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}%）{% else %}课程表里没有对应的设置行{% endif %} | {% if run_fits and (own or position == "下沿") %}成立{% else %}有出入{% endif %}：{% if own %}课程说的是它自己的运行；你的 MFU {{ mfu|pct }} {% if run_fits %}在你这类设置对应的「{{ nearest[0] }}」区间的{{ position }}{% elif nearest %}{% if mfu < lo_n %}低于{% else %}高于{% endif %}你这类设置对应的「{{ nearest[0] }}」区间（{{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}%）{% else %}在课程表里没有对应的设置行{% endif %}{% else %}课程这次运行的 MFU {{ mfu|pct }}，{% if run_fits %}在该区间的{{ position }}{% else %}不在该区间内{% endif %}{% endif %} |
 
 # %% [markdown]
 # ## 本节要点
-
-# %% tags=["remove-input"]
-d.md("\n".join([
-    "- 运算强度 = 2mnk / (β(mk + kn + mn))；窄矩阵乘的强度封顶在 2m/β，行数决定上限；行数很大时强度趋向 2kn/(β(k + n))，再加行数也几乎不涨。",
-    f"- H20 的平衡点 {d.num(h20.balance, 1)} FLOP/byte，H100-SXM 为 {d.num(h100.balance, 1)}，"
-    f"比值约 1/{1 / ratio:.0f}；本场景的 {sc.gpu} 为 {d.num(balance, 1)}。",
-    "- " + "；".join(text) + "。",
-    f"- 在 {sc.gpu} 上 micro batch {BATCHES[0]} 时，{len(first)} 个矩阵乘里受带宽限制的"
-    + (f"有 {len(memory)} 个（{labels(memory)}，FLOPs 占比 {share_text(memory_share)}）" if memory else "一个也没有")
-    + flash_note + "；课程说的\"很多算子掉到平衡点附近或以下\"，在本模型的矩阵乘里"
-    + ("成立。" if near_share >= 0.5 else "不成立。" if not memory and not near else "只对少数几个成立。"),
-    (f"- micro batch {BATCHES[0]} → {BATCHES[-1]}，权重 GEMM 的强度涨到 {gains_text}，"
-     + ("接近" if lo_gain >= 0.875 * x4 else "远不到" if hi_gain < 0.5 * x4 else "不到")
-     + f"课程说的 ×{x4:.0f}。" if matrix else
-     f"- 本场景的权重 GEMM 都是矩阵-向量乘（k 或 n 只有 1），强度封顶在 1 FLOP/byte 以下，micro batch "
-     f"{BATCHES[0]} → {BATCHES[-1]} 几乎不改变它，课程说的 ×{x4:.0f} 在这里不成立。"),
-    f"- 本场景 MFU {d.pct(mfu)}：{place}，{verdict}。",
-]))
+#
+# {% set gains_text -%}
+# {% if not matrix %}—（没有矩阵-矩阵的权重 GEMM）{% elif hi_gain - lo_gain > 0.005 %}{{ lo_gain|times(2) }}–{{ hi_gain|times(2) }}{% else %}{{ lo_gain|times(2) }}{% endif %}
+# {%- endset %}
+# - 运算强度 = 2mnk / (β(mk + kn + mn))；窄矩阵乘的强度封顶在 2m/β，行数决定上限；行数很大时强度趋向 2kn/(β(k + n))，再加行数也几乎不涨。
+# - H20 的平衡点 {{ h20.balance|num(1) }} FLOP/byte，H100-SXM 为 {{ h100.balance|num(1) }}，比值约 1/{{ (1 / ratio)|decimals(0) }}；本场景的 {{ sc.gpu }} 为 {{ balance|num(1) }}。
+# - {% for name, below in below_by_roof %}{% if below %}在 {{ name }} 上，micro batch {{ BATCHES[0] }} 时低于平衡点的是：{{ labels(below) }}{% else %}在 {{ name }} 上，micro batch {{ BATCHES[0] }} 时表里的 {{ first|length }} 个矩阵乘全都高于平衡点{% endif %}{% if not loop.last %}；{% endif %}{% endfor %}。
+# - 在 {{ sc.gpu }} 上 micro batch {{ BATCHES[0] }} 时，{{ first|length }} 个矩阵乘里受带宽限制的{% if memory %}有 {{ memory|length }} 个（{{ labels(memory) }}，FLOPs 占比 {{ share_text(memory_share) }}）{% else %}一个也没有{% endif %}{% if flash_note %}（注意力核的行按分数矩阵写回显存算；本场景用 flash kernel，分数留在片上，它们实际不受显存带宽限制）{% endif %}；课程说的“很多算子掉到平衡点附近或以下”，在本模型的矩阵乘里{% if near_share >= 0.5 %}成立。{% elif not memory and not near %}不成立。{% else %}只对少数几个成立。{% endif %}
+# - {% if matrix %}micro batch {{ BATCHES[0] }} → {{ BATCHES[-1] }}，权重 GEMM 的强度涨到 {{ gains_text|safe }}，{% if lo_gain >= 0.875 * x4 %}接近{% elif hi_gain < 0.5 * x4 %}远不到{% else %}不到{% endif %}课程说的 ×{{ x4|decimals(0) }}。{% else %}本场景的权重 GEMM 都是矩阵-向量乘（k 或 n 只有 1），强度封顶在 1 FLOP/byte 以下，micro batch {{ BATCHES[0] }} → {{ BATCHES[-1] }} 几乎不改变它，课程说的 ×{{ x4|decimals(0) }} 在这里不成立。{% endif %}
+# - 本场景 MFU {{ mfu|pct }}：{% if nearest is none %}课程的表里没有与之对应的一行（序列长度介于前两行之间），按前两行推断，典型值应在 {{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}% 之间{% else %}按设置粗略归类，最接近课程表里的「{{ nearest[0] }}」（{{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}%）{% endif %}，{% if mfu < lo_n %}低于这个区间：同类设置下还有明显的提升空间，值得先查 padding、重算和通信（见 08）{% elif mfu > hi_n %}高于这个区间：也许这次运行确实调得比课程的经验值好，但先确认计数口径（是否误用了总参数、是否把注意力或重算算进了分子）{% else %}落在这个区间的{{ position }}：就这种形状和这张卡而言属于正常水平，但正常不等于没有优化空间{% endif %}。
 
 # %% [markdown]
 # ## 练习
 
 # %% [markdown] tags=["exercise"]
-# ### 练习 1：表外的逐元素算子有多"穷"
+# ### 练习 1：表外的逐元素算子有多“穷”
 #
 # 残差加 y = x + r 对每个元素只做 1 次加法，却要从 HBM 读 x、r 各一次、写 y 一次，BF16 每个元素 2 字节。先别看解答，写出它的运算强度（FLOP/byte）和它比本场景 GPU 的平衡点低多少倍；再对一条序列的激活（seq_len × hidden 个元素）估计 roofline 的两项时间：算力项（FLOPs ÷ 峰值）与带宽项（字节 ÷ 带宽），哪一项大、大几倍？
 
@@ -472,7 +356,7 @@ print(f"compute term {t_compute * 1e6:.3f} us, memory term {t_memory * 1e6:.2f} 
       f"ratio {t_memory / t_compute:,.0f}")
 
 # %% [markdown] tags=["solution"]
-# 带宽项与算力项之比恰好等于"平衡点 ÷ 强度"，与元素个数无关：序列再长、hidden 再宽，两项一起变大，比值不变。所以逐元素算子的位置只由它自己的强度和这张卡的平衡点决定，加大 micro batch 救不了它；能救它的是把它和前后的矩阵乘融合成一个 kernel，让中间结果不落回 HBM。norm、激活函数也是同一类，MoE 的 permute 更极端，只搬数据、不做运算，强度为 0。
+# 带宽项与算力项之比恰好等于“平衡点 ÷ 强度”，与元素个数无关：序列再长、hidden 再宽，两项一起变大，比值不变。所以逐元素算子的位置只由它自己的强度和这张卡的平衡点决定，加大 micro batch 救不了它；能救它的是把它和前后的矩阵乘融合成一个 kernel，让中间结果不落回 HBM。norm、激活函数也是同一类，MoE 的 permute 更极端，只搬数据、不做运算，强度为 0。
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：最大的那个权重 GEMM，至少要跑多久
@@ -490,10 +374,6 @@ for b in BATCHES:
     print(f"mb={b} {biggest['key']}: compute {t_c * 1e3:.3f} ms, memory {t_m * 1e3:.3f} ms")
 print(f"lower bound x{lower_bound[BATCHES[-1]] / lower_bound[BATCHES[0]]:.2f} for x{x4:.0f} the rows")
 
-# %% tags=["solution", "remove-input"]
-bound_b1 = by_key[BATCHES[0]][biggest["key"]]["bound"]
-d.md(f"本场景里这一行是「{op_label(biggest)}」，micro batch {BATCHES[0]} 时受{BOUND[bound_b1]}限制。"
-     + ("受算力限制时，时间下界就是 FLOPs ÷ 峰值，行数翻几倍、时间也翻几倍，每个 token 的时间不变：加大 micro batch 不会让它更快，只会让带宽项离得更远。"
-        if bound_b1 == "compute" else
-        f"受带宽限制时，时间主要花在读写上，权重那一份流量不随行数增长，所以行数 × {x4:.0f} 时下界涨不到 {x4:.0f} 倍：每个 token 摊到的时间变少，这正是加大 micro batch 能帮上忙的情形。")
-     + f"这里算出的下界是原来的 {d.times(lower_bound[BATCHES[-1]] / lower_bound[BATCHES[0]], 2)}。")
+# %% [markdown] tags=["solution"]
+# {% set bound_b1 = by_key[BATCHES[0]][biggest.key].bound %}
+# 本场景里这一行是「{{ op_label(biggest) }}」，micro batch {{ BATCHES[0] }} 时受{{ BOUND[bound_b1] }}限制。{% if bound_b1 == "compute" %}受算力限制时，时间下界就是 FLOPs ÷ 峰值，行数翻几倍、时间也翻几倍，每个 token 的时间不变：加大 micro batch 不会让它更快，只会让带宽项离得更远。{% else %}受带宽限制时，时间主要花在读写上，权重那一份流量不随行数增长，所以行数 × {{ x4|decimals(0) }} 时下界涨不到 {{ x4|decimals(0) }} 倍：每个 token 摊到的时间变少，这正是加大 micro batch 能帮上忙的情形。{% endif %}这里算出的下界是原来的 {{ (lower_bound[BATCHES[-1]] / lower_bound[BATCHES[0]])|times(2) }}。

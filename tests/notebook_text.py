@@ -1,5 +1,8 @@
 """What an executed notebook shows, as text: shared by the tests that read pages."""
 
+import html
+import re
+
 
 def shown(nb) -> str:
     """Everything a notebook shows: its Markdown cells (filled, costmodel/present/prose.py) and
@@ -16,3 +19,33 @@ def shown(nb) -> str:
             parts += [data.get(k, "") for k in ("text/markdown", "text/html", "text/plain")]
             parts.append(output.get("text", ""))
     return "\n".join(parts)
+
+
+_CELL_BREAK = re.compile(r"(?<!\\)\|")
+
+
+def claim_rows(nb) -> list[tuple[str, str, str]]:
+    """The rows of a notebook's claims tables ("课程怎么说 / 本页算出 / 出入"), as text:
+    (claim, computed, verdict). A table is a code cell's output (`d.claims`, HTML with that
+    caption) or a Markdown table in a Markdown cell (filled), after a bold line with that caption."""
+    rows = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            lines = cell.source.splitlines()
+            for i, line in enumerate(lines):
+                if not line.startswith("**课程怎么说"):
+                    continue
+                table = [t for t in lines[i + 1 :] if t.strip()]
+                for row in table[2:]:  # after the header and its separator
+                    if not row.startswith("|"):
+                        break
+                    cells = [c.strip() for c in _CELL_BREAK.split(row.strip())[1:-1]]
+                    rows.append(tuple(html.unescape(c.replace("\\|", "|")) for c in cells))
+        for output in cell.get("outputs", []):
+            markup = output.get("data", {}).get("text/html", "")
+            if "<caption>课程怎么说" in markup:
+                for row in re.findall(
+                    r"<tr><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td></tr>", markup
+                ):
+                    rows.append(tuple(html.unescape(re.sub(r"<[^>]+>", "", c)) for c in row))
+    return rows

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from notebook_text import shown
+from notebook_text import claim_rows, shown
 
 from costmodel.evaluate.account import account
 from costmodel.evaluate.claims import throughput_rounding
@@ -61,19 +61,6 @@ def _sentences(text: str) -> list[str]:
 
 def _resolved(name):
     return scenario.resolve(ROOT / SCENARIOS[name])
-
-
-def _claim_rows(nb) -> list[tuple[str, str, str]]:
-    rows = []
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            markup = output.get("data", {}).get("text/html", "")
-            if "<caption>课程怎么说" in markup:
-                for row in re.findall(
-                    r"<tr><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td></tr>", markup
-                ):
-                    rows.append(tuple(html.unescape(re.sub(r"<[^>]+>", "", c)) for c in row))
-    return rows
 
 
 def _lever_names() -> dict[str, str]:
@@ -142,7 +129,7 @@ def test_a_utilisation_over_100_percent_is_explained(runs):
         ("qwen3next", "03"),
         ("qwen3next", "05"),
     ):
-        bad = _utilisation_over_100_uncommented(_claim_rows(runs[(name, stem)]))
+        bad = _utilisation_over_100_uncommented(claim_rows(runs[(name, stem)]))
         assert not bad, (name, stem, bad)
 
 
@@ -176,7 +163,7 @@ def test_a_packed_run_shows_packed_figures(runs):
         cards = _cards(acc)
         assert "padded length" not in cards, name
         assert f"{100 * acc['attention']['actual']['share']:.1f}%" in cards, name
-        rows = [r for r in _claim_rows(runs[(name, "05")]) if "你的场景：" in r[1]]
+        rows = [r for r in claim_rows(runs[(name, "05")]) if "你的场景：" in r[1]]
         assert rows and not any("补齐长度" in r[1] for r in rows), (name, rows)
 
 

@@ -2,10 +2,8 @@
 (costmodel/evaluate/claims.py), compared like with like, and "无从判断" where the data cannot
 judge; the course's seq² and 0.6% are computed where the course states them."""
 
-import html
-import re
-
 import nbformat
+from notebook_text import claim_rows
 
 from costmodel import course
 from costmodel.evaluate import claims
@@ -16,16 +14,7 @@ from costmodel.publish import suite
 
 def _claim_rows(stem: str) -> list[tuple[str, str, str]]:
     """The rows of a stored notebook's claims tables: (claim, computed, verdict), as text."""
-    nb = nbformat.read(suite.NOTEBOOKS / f"{stem}.ipynb", as_version=4)
-    rows = []
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            markup = output.get("data", {}).get("text/html", "")
-            if "<caption>课程怎么说" not in markup:
-                continue
-            for row in re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td></tr>", markup):
-                rows.append(tuple(html.unescape(re.sub(r"<[^>]+>", "", c)) for c in row))
-    return rows
+    return claim_rows(nbformat.read(suite.NOTEBOOKS / f"{stem}.ipynb", as_version=4))
 
 
 def _row(stem: str, key: str) -> tuple[str, str, str]:
