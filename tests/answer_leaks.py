@@ -324,9 +324,15 @@ def leaks(pages: list[tuple[str, list[Exercise], str]]) -> list[Leak]:
     return found
 
 
+#: Elements whose text is not read (a formula is read from its alttext).
+_SKIPPED = ("style", "script", "svg", "math")
+
+
 class _Text(HTMLParser):
     """The text of an HTML page, a space between elements (a table's cells stay apart). A plot's
-    inline SVG is left out: its text is axis ticks ("100" on a log axis), not the page's figures."""
+    inline SVG is left out: its text is axis ticks ("100" on a log axis), not the page's figures.
+    A formula is its TeX (MathML's alttext): its elements' text, spaced apart, would split
+    "balance_{H100}" into a figure "100"."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -334,11 +340,13 @@ class _Text(HTMLParser):
         self._skip = 0
 
     def handle_starttag(self, tag, attrs):
-        self._skip += tag in ("style", "script", "svg")
+        self._skip += tag in _SKIPPED
+        if tag == "math" and not self._skip - 1:
+            self.parts.append(" " + (dict(attrs).get("alttext") or ""))
         self.parts.append(" ")
 
     def handle_endtag(self, tag):
-        self._skip -= tag in ("style", "script", "svg") and self._skip > 0
+        self._skip -= tag in _SKIPPED and self._skip > 0
         self.parts.append(" ")
 
     def handle_data(self, data):

@@ -384,7 +384,7 @@ def notebook_figures(sc) -> dict:
     out["model_gemms"] = [
         g["intensity"]
         for b in (1, 4, v["micro_batch"], 4 * v["micro_batch"])
-        for g in gemms.model_gemms(v, b)
+        for g in gemms.model_gemms(sc, b)
     ]
     assert min(out["model_gemms"]) > 0
     if v["head_dim"] or v["num_heads"]:
