@@ -78,7 +78,7 @@ def test_the_first_lever_named_is_feasible(runs):
     names = _lever_names()
     for name in ("team", "deepseek"):
         text = _text(runs, name, "09")
-        named = re.findall(r"本场景最大的杠杆是\"([^\"]+)\"，先量、先修它", text)
+        named = re.findall(r"本场景最大的杠杆是“([^”]+)”，先量、先修它", text)
         feasible = {a["lever"] for a in account(_resolved(name))["advice"] if a["feasible"]}
         assert named, name
         assert all(names.get(n, n) in feasible for n in named), (name, named, feasible)
