@@ -7,7 +7,10 @@ or `python -m costmodel.numeric_build`.
   that the report's load-balance lever needs (costmodel.evaluate.levers), for the experts of the
   course and of every scenario in scenarios/, so that `costmodel report` of a MoE scenario
   imports no NumPy (a combination not in the table is simulated at run time, the same numbers);
-  tests/evaluate/test_router_table.py fails when it is stale.
+  tests/evaluate/test_router_table.py fails when it is stale;
+- costmodel/inputs/course_scenario.py, the course's scenario file
+  (costmodel/inputs/scenarios/course.yaml) as its safe YAML loader reads it, so that the course's
+  report imports no PyYAML; tests/inputs/test_course_scenario.py fails when it is stale.
 
 Each is overwritten only if this command wrote it (it begins with its generated header),
 atomically."""
@@ -25,6 +28,8 @@ TARGET = Path(__file__).resolve().parent / "derive" / "numeric.py"
 HEADER = '"""GENERATED from the SymPy derivations'
 ROUTER_TARGET = Path(__file__).resolve().parent / "evaluate" / "router_table.py"
 ROUTER_HEADER = '"""GENERATED from the router simulation'
+COURSE_TARGET = Path(__file__).resolve().parent / "inputs" / "course_scenario.py"
+COURSE_HEADER = '"""GENERATED from costmodel/inputs/scenarios/course.yaml'
 #: The scenarios whose report the router table serves: the course's and these files'.
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -40,6 +45,30 @@ def write(path: Path = TARGET) -> bool:
 def write_router_table(path: Path = ROUTER_TARGET, scenarios: Path = SCENARIOS) -> bool:
     """Write the generated router table to `path`; returns whether the file changed."""
     return write_generated(path, router_source(scenarios), ROUTER_HEADER, "router_table.py")
+
+
+def write_course_scenario(path: Path = COURSE_TARGET) -> bool:
+    """Write the generated course scenario to `path`; returns whether the file changed."""
+    return write_generated(path, course_source(), COURSE_HEADER, "course_scenario.py")
+
+
+def course_source() -> str:
+    """The generated module: `values()` returns the course file's mapping, as a new dict (and
+    new lists) at each call, every value written as Python writes it back (repr)."""
+    from costmodel.inputs import scenario_yaml
+
+    data = scenario_yaml.course_file_values()
+    rows = "".join(f"        {key!r}: {value!r},\n" for key, value in data.items())
+    return (
+        f"{COURSE_HEADER} by costmodel.numeric_build: do not\n"
+        "edit. Regenerate with `make numeric` (`python -m costmodel.numeric_build`);\n"
+        'tests/inputs/test_course_scenario.py fails when this file is stale."""\n\n'
+        "# ruff: noqa: E501\n\n\n"
+        "def values() -> dict:\n"
+        '    """The course\'s scenario file as the safe YAML loader reads it; a new dict (and\n'
+        '    new lists) at each call."""\n'
+        "    return {\n" + rows + "    }\n"
+    )
 
 
 def router_keys(scenarios: Path = SCENARIOS) -> list[tuple[int, int, int, float]]:
@@ -106,7 +135,12 @@ def write_generated(path: Path, text: str, header: str, what: str) -> bool:
 
 
 def main() -> int:
-    for target, writer in ((TARGET, write), (ROUTER_TARGET, write_router_table)):
+    writers = (  # the course's values first: the router table resolves scenarios on them
+        (TARGET, write),
+        (COURSE_TARGET, write_course_scenario),
+        (ROUTER_TARGET, write_router_table),
+    )
+    for target, writer in writers:
         try:
             changed = writer()
         except CostModelError as error:
