@@ -187,14 +187,15 @@ def _scenario(args):
 def run(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "report":
-        # A MoE report's router simulation uses NumPy but no BLAS: without this, OpenBLAS starts
-        # a thread per core at import, about 60 ms of CPU on a cold report (the user's own
-        # setting is kept; the command starts no other process).
+        # A MoE report whose experts the router table lacks simulates the router with NumPy but
+        # no BLAS: without this, OpenBLAS starts a thread per core at import, about 60 ms of CPU
+        # (the user's own setting is kept; the command starts no other process).
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         from costmodel.evaluate.account import account
         from costmodel.present import report
 
-        sys.stdout.write(report.render(account(_scenario(args)), args.format))
+        # one account per process: not kept (nor copied) for another call
+        sys.stdout.write(report.render(account(_scenario(args), kept=False), args.format))
     elif args.command == "handouts":
         from costmodel.inputs import scenario
         from costmodel.publish import handouts, output

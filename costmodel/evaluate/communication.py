@@ -24,7 +24,8 @@ upper bound too. Collectives behind the same compute share it, as if one after a
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import copy
+from dataclasses import dataclass
 
 from costmodel.derive import numeric
 from costmodel.errors import CostModelError
@@ -82,7 +83,18 @@ class Communication:
     overlap_rules: tuple[str, ...]
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """`dataclasses.asdict(self)`, written out for these fields (flat rows, two small dicts,
+        tuples of text): asdict's recursion over every value of every row was a tenth of a cold
+        report's work (a step is predicted 16 times). tests/evaluate/test_communication.py
+        checks it against asdict."""
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out["collectives"] = tuple(
+            {name: getattr(row, name) for name in row.__dataclass_fields__}
+            for row in self.collectives
+        )
+        out["compute"] = copy.deepcopy(self.compute)
+        out["settings"] = copy.deepcopy(self.settings)
+        return out
 
 
 def _whole(name: str, value, minimum: int = 1) -> int:
