@@ -25,7 +25,6 @@ upper bound too. Collectives behind the same compute share it, as if one after a
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 
 from costmodel.derive import numeric
 from costmodel.errors import CostModelError
@@ -54,6 +53,7 @@ from costmodel.evaluate.comm_rows import (  # noqa: F401 (re-exported: the table
 )
 from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import COMMUNICATION_ASSUMPTIONS
+from costmodel.records import frozen_dataclass
 
 #: The CP communication types (Megatron-LM's --cp-comm-type; its `allgather` is all_gather).
 CP_COMM_TYPES = tuple(numeric.CP_COLLECTIVES)
@@ -61,7 +61,7 @@ CP_COMM_TYPES = tuple(numeric.CP_COLLECTIVES)
 EP_OVERLAPS = ("none", "dualpipe")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Communication:
     collectives: tuple[Collective, ...]
     bytes_per_gpu: float

@@ -9,14 +9,14 @@ can see which conclusions are the course's and not its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from costmodel.records import frozen_dataclass
 
 #: The course's model, as shipped with the package (a preset): its shape stands in for widths
 #: a scenario without a model config does not give.
 COURSE_MODEL = "qwen3.6-35b-a3b"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Assumption:
     value: object
     source: str

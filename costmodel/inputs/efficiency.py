@@ -22,12 +22,11 @@ fitted values, which then replace the published ones. A scenario overrides them 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from costmodel.inputs import hardware
+from costmodel.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Efficiency:
     value: float  # a fraction of the peak, in (0, 1]
     source: str

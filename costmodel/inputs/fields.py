@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from costmodel.derive import activations as act
@@ -14,6 +13,7 @@ from costmodel.derive import numeric
 from costmodel.errors import CostModelError
 from costmodel.formats import limits, shown
 from costmodel.inputs import hardware
+from costmodel.records import frozen_dataclass
 
 RECOMPUTE_POLICIES = tuple(numeric.RECOMPUTE_POLICIES)
 WIDTH_KEYS = ("attention_dim", "num_heads", "head_dim", "hidden_size")
@@ -21,7 +21,7 @@ WIDTH_KEYS = ("attention_dim", "num_heads", "head_dim", "hidden_size")
 MAX_NAME_CHARACTERS = 200
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Field:
     kind: str  # count | count0 | positive | fraction | choice | modules | flag | gpu | text | ...
     help: str

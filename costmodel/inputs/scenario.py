@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -67,6 +67,7 @@ from costmodel.inputs.scenario_layers import (  # noqa: F401 (re-exported)
     shown_name,
 )
 from costmodel.inputs.shape import ModelShape
+from costmodel.records import frozen_dataclass
 
 #: Which symbol each (resolved) scenario key gives a value to (its name in
 #: costmodel.derive.symbols).
@@ -142,7 +143,7 @@ CONVENTION_KEYS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Conventions:
     """How the scenario counts and runs: the choices a figure of the account rests on."""
 
@@ -158,7 +159,7 @@ class Conventions:
     ce_chunks: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Scenario:
     """Resolved inputs, frozen: one attribute per key of FIELDS and per derived key
     (DERIVED_KEYS), where each came from (`sources`), the lengths file summarized (`lengths`),
