@@ -63,6 +63,8 @@ EP_OVERLAPS = ("none", "dualpipe")
 
 @frozen_dataclass
 class Communication:
+    """The collectives of one step on one GPU, their time and share, and what stays exposed."""
+
     collectives: tuple[Collective, ...]
     bytes_per_gpu: float
     seconds: float  # the upper bound: nothing overlapped

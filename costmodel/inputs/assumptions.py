@@ -18,6 +18,8 @@ COURSE_MODEL = "qwen3.6-35b-a3b"
 
 @frozen_dataclass
 class Assumption:
+    """One value the course assumes: the value, where it comes from, what it is for."""
+
     value: object
     source: str
     use: str

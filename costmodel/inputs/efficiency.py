@@ -28,6 +28,8 @@ from costmodel.records import frozen_dataclass
 
 @frozen_dataclass
 class Efficiency:
+    """One efficiency of the step-time model: a fraction of the peak, and its source."""
+
     value: float  # a fraction of the peak, in (0, 1]
     source: str
 

@@ -23,6 +23,8 @@ MAX_NAME_CHARACTERS = 200
 
 @frozen_dataclass
 class Field:
+    """One scenario key: its kind, help text, whether it may be null, its choices and bounds."""
+
     kind: str  # count | count0 | positive | fraction | choice | modules | flag | gpu | text | ...
     help: str
     nullable: bool = False

@@ -47,6 +47,8 @@ from costmodel.records import frozen_dataclass
 
 @frozen_dataclass
 class GPU:
+    """One GPU of the table: its peaks, memory, HBM bandwidth, links and sources."""
+
     name: str
     bf16_flops: float  # dense, FLOP/s
     fp8_flops: float | None

@@ -16,7 +16,6 @@ its mean and mean of squares are scaled to samples_per_step samples.
 
 from __future__ import annotations
 
-import csv
 import io
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -143,6 +142,8 @@ def _from_text(path: Path, text: str) -> list[int]:
 
 
 def _from_csv(path: Path, text: str) -> list[int]:
+    import csv  # only for a .csv lengths file
+
     reader = csv.reader(io.StringIO(text))
     values: list[int] = []
     try:
