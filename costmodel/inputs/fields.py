@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from typing import Any
 
 from costmodel.derive import activations as act
@@ -479,7 +478,14 @@ def _modules(key: str, value: Any, spec: Field, allowed: str) -> list[str]:
     return [name for name in spec.choices if name in names]
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+def _has_surrogate(text: str) -> bool:
+    """Whether `text` holds a lone surrogate (U+D800 to U+DFFF): the one thing UTF-8 cannot
+    encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _text(key: str, value: Any, spec: Field, allowed: str) -> str:
@@ -488,6 +494,6 @@ def _text(key: str, value: Any, spec: Field, allowed: str) -> str:
     key's length."""
     if not isinstance(value, str) or (spec.maximum is not None and len(value) > spec.maximum):
         raise _fail(key, value, allowed)
-    if _SURROGATE.search(value):
+    if _has_surrogate(value):
         raise _fail(key, value, f"{allowed}, in valid Unicode (no lone surrogate)")
     return value
