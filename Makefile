@@ -49,7 +49,9 @@ report: venv
 	$(VENV)/bin/costmodel report $(if $(SCENARIO),--scenario "$$SCENARIO")
 
 # Regenerate costmodel/derive/numeric.py, the numeric forms of the SymPy derivations that the
-# commands evaluate (tests/derive/test_numeric.py fails when it is stale).
+# commands evaluate (tests/derive/test_numeric.py fails when it is stale), and
+# costmodel/evaluate/router_table.py, the router simulation's results for the scenarios' experts
+# (tests/evaluate/test_router_table.py).
 numeric: venv
 	$(PY) -m costmodel.numeric_build
 

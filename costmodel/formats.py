@@ -5,6 +5,7 @@ for a terminal, `markdown_text` for Markdown and HTML)."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any
@@ -169,9 +170,7 @@ def csv_cell(text: str) -> str:
 #: carriage return move or sound), DEL, lone surrogates (which no encoder writes), the line and
 #: paragraph separators, and the bidirectional formatting characters (which reorder the text
 #: around them).
-_CONTROL = re.compile(
-    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
-)
+_CONTROL = r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
 _SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
@@ -185,7 +184,17 @@ def printable(value: Any) -> str:
     """Text as a terminal shows it, with nothing a terminal or a page acts on: each control
     character written as Python writes it in a string (ESC as \\x1b, a carriage return as \\r,
     a line break as \\n, a right-to-left override as \\u202e), everything else as it is."""
-    return _CONTROL.sub(_escape, str(value))
+    text = str(value)
+    if text.isascii() and text.isprintable():  # no ASCII control character, nothing else
+        return text
+    return _compiled(_CONTROL).sub(_escape, text)
+
+
+@functools.cache
+def _compiled(pattern: str) -> re.Pattern:
+    """A pattern of this module, compiled when first used (a cold report needs neither for ASCII
+    text in its text format)."""
+    return re.compile(pattern)
 
 
 #: Characters replaced by character references: HTML's five, and those that start Markdown
@@ -207,7 +216,7 @@ _ENTITIES = {
 #: http ones, mistune's url plugin in nbconvert, marked's in JupyterLab, markdown-it's linkify)
 #: finds them. GFM (cmark-gfm) looks for e-mail addresses in the text after it has read the
 #: references, so an empty HTML comment after the @ parts the address (no element, nothing shown).
-_MARKUP = re.compile(
+_MARKUP = (
     r"[&<>\"'\\`*\[\]#|$~@]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"
     r"|:(?=/)|\.(?=[^\W\d_])|(?<!\d)\.(?=\d)"
 )
@@ -247,7 +256,7 @@ def markdown_text(value: Any, code: bool = False) -> str:
     value = printable(re.sub(r"[^\S ]+", " ", str(value)))
     if code or math_delimiter(value):
         return _code_span(value)
-    return _MARKUP.sub(_reference, value)
+    return _compiled(_MARKUP).sub(_reference, value)
 
 
 def markdown_cell(value: Any) -> str:

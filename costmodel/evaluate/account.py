@@ -169,7 +169,7 @@ def fill_step_time(scenario: Scenario) -> Scenario:
     a measured step as it is."""
     if scenario.step_time is not None:
         return scenario
-    from costmodel.evaluate import step_time  # numpy and the router: only here
+    from costmodel.evaluate import step_time
 
     key = repr(sorted(scenario.values.items()))
     if key not in _PREDICTED:
@@ -183,11 +183,14 @@ def fill_step_time(scenario: Scenario) -> Scenario:
 _PREDICTED: dict[str, float] = {}
 
 
-def account(scenario: Scenario) -> dict[str, Any]:
+def account(scenario: Scenario, kept: bool = True) -> dict[str, Any]:
     """The cost account of `scenario` (see the module docstring); raises CostModelError for an
     impossible one (a utilization above 100%, a figure that is not finite). A null step_time is
-    filled with the predicted step first (`fill_step_time`)."""
+    filled with the predicted step first (`fill_step_time`). `kept=False` (the command line: one
+    account per process) works it out without keeping it, so without copying it."""
     scenario = fill_step_time(scenario)
+    if not kept:
+        return _account(scenario)
     key = repr(
         (sorted(scenario.values.items()), sorted(scenario.sources.items()), scenario.lengths)
     )
@@ -371,7 +374,7 @@ def team_run(sc: Scenario, acc: dict[str, Any]) -> dict[str, Any]:
     """The layout, the memory of the most loaded GPU, the communication of a step and the
     levers ranked for this run (evaluate.run, evaluate.advice)."""
     sc = as_scenario(sc)
-    from costmodel.evaluate import advice, run, step_time  # numpy and the router: only here
+    from costmodel.evaluate import advice, run, step_time
 
     shape = sc.shape
     mem = run.memory(sc, shape, fit=True)

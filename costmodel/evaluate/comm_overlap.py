@@ -6,7 +6,9 @@ step on one GPU) and the exposed seconds the rules leave (`_expose`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from costmodel.records import frozen_dataclass
 
 OVERLAP = (
     "seconds and share: the upper bound, no collective overlaps another or compute, every "
@@ -41,7 +43,7 @@ OVERLAP_RULES = (
 WINDOWS = ("first forward", "other forwards", "last backward", "other backwards")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Compute:
     """Seconds of compute on one GPU per step that collectives hide behind: the forward, the
     backward (recompute included) and, within both, the attention core. Counted as hardware

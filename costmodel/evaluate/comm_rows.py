@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from costmodel.derive import numeric
 from costmodel.evaluate.comm_overlap import _HIDE
 from costmodel.evaluate.comm_placement import _GROUPS, placement
+from costmodel.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Collective:
     """One collective of the step, as one GPU sees it."""
 

@@ -24,7 +24,7 @@ upper bound too. Collectives behind the same compute share it, as if one after a
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import copy
 
 from costmodel.derive import numeric
 from costmodel.errors import CostModelError
@@ -53,6 +53,7 @@ from costmodel.evaluate.comm_rows import (  # noqa: F401 (re-exported: the table
 )
 from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import COMMUNICATION_ASSUMPTIONS
+from costmodel.records import frozen_dataclass
 
 #: The CP communication types (Megatron-LM's --cp-comm-type; its `allgather` is all_gather).
 CP_COMM_TYPES = tuple(numeric.CP_COLLECTIVES)
@@ -60,8 +61,10 @@ CP_COMM_TYPES = tuple(numeric.CP_COLLECTIVES)
 EP_OVERLAPS = ("none", "dualpipe")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Communication:
+    """The collectives of one step on one GPU, their time and share, and what stays exposed."""
+
     collectives: tuple[Collective, ...]
     bytes_per_gpu: float
     seconds: float  # the upper bound: nothing overlapped
@@ -82,7 +85,18 @@ class Communication:
     overlap_rules: tuple[str, ...]
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """`dataclasses.asdict(self)`, written out for these fields (flat rows, two small dicts,
+        tuples of text): asdict's recursion over every value of every row was a tenth of a cold
+        report's work (a step is predicted 16 times). tests/evaluate/test_communication.py
+        checks it against asdict."""
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out["collectives"] = tuple(
+            {name: getattr(row, name) for name in row.__dataclass_fields__}
+            for row in self.collectives
+        )
+        out["compute"] = copy.deepcopy(self.compute)
+        out["settings"] = copy.deepcopy(self.settings)
+        return out
 
 
 def _whole(name: str, value, minimum: int = 1) -> int:

@@ -58,7 +58,7 @@ by keys gets a shape built from them, with the widths it lacks assumed and named
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from typing import Any
 
 from costmodel.derive import numeric, plain
@@ -72,9 +72,10 @@ from costmodel.evaluate.gemm_rows import (
 )
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
+from costmodel.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GemmRow(Mapping):
     """One GEMM of the list (module docstring), per GPU of the scenario's layout: the data that
     `costmodel.present.gemms` renders. `row["key"]` reads a field as `row.key` does (the

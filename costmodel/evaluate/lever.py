@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from typing import Any
 
 from costmodel.evaluate import run, step_time
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
+from costmodel.records import frozen_dataclass
 
 RE_PREDICTED = (
     "the step-time model (costmodel.evaluate.step_time.predict) on the scenario with `changes`, "
@@ -136,7 +137,7 @@ class Base:
 # ------------------------------------------------------------------ a lever, as data
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Reason:
     """What a lever's note says, as data: a code and the figures the sentence names. The
     sentences are costmodel.present.advice's (`NOTES`, one per code)."""
@@ -145,7 +146,7 @@ class Reason:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class MemoryFigure:
     """A memory figure as a lever states it: the peak, its phase, the usable capacity, fits."""
 
@@ -159,7 +160,7 @@ class MemoryFigure:
         return cls(mem["total"], mem["peak_phase"], mem["capacity"], bool(mem["fits"]))
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Repredicted:
     """The changed scenario predicted again (`changed`): the step before and after, its memory,
     and whether the model says it is faster."""
@@ -175,7 +176,7 @@ class Repredicted:
 INDIVISIBLE, DOES_NOT_FIT, NO_GAIN = "indivisible", "does not fit", "no gain"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Lever(Mapping):
     """One lever for this run (module docstring): the numbers, its feasibility and why, its
     reason as a code with figures (costmodel.present.advice renders it as the `note` of the

@@ -9,15 +9,17 @@ can see which conclusions are the course's and not its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from costmodel.records import frozen_dataclass
 
 #: The course's model, as shipped with the package (a preset): its shape stands in for widths
 #: a scenario without a model config does not give.
 COURSE_MODEL = "qwen3.6-35b-a3b"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Assumption:
+    """One value the course assumes: the value, where it comes from, what it is for."""
+
     value: object
     source: str
     use: str

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import stat
 from pathlib import Path
 
@@ -201,7 +200,8 @@ FIELD_MAXIMA: dict[str, int] = {
     "sliding_window_pattern": 100_000,
 }
 _DEFAULT_MAXIMUM = 10**9
-_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
+#: The characters of a name (an activation function's); at most 100 of them.
+_NAME_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
 #: Field names a family's config.json spells its own way, as transformers' ``attribute_map``
@@ -280,7 +280,9 @@ class Fields:
         value = self.get(key)
         if value is None:
             return default
-        if not isinstance(value, str) or not _NAME.fullmatch(value):
+        if not (
+            isinstance(value, str) and 0 < len(value) <= 100 and set(value) <= _NAME_CHARACTERS
+        ):
             allowed = "a name of letters, digits, '_', '.' or '-' (at most 100 characters)"
             raise self._refuse(self.name(key), value, allowed)
         return value

@@ -22,13 +22,14 @@ fitted values, which then replace the published ones. A scenario overrides them 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from costmodel.inputs import hardware
+from costmodel.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Efficiency:
+    """One efficiency of the step-time model: a fraction of the peak, and its source."""
+
     value: float  # a fraction of the peak, in (0, 1]
     source: str
 

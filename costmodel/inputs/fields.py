@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
-from dataclasses import dataclass
 from typing import Any
 
 from costmodel.derive import activations as act
@@ -14,6 +12,7 @@ from costmodel.derive import numeric
 from costmodel.errors import CostModelError
 from costmodel.formats import limits, shown
 from costmodel.inputs import hardware
+from costmodel.records import frozen_dataclass
 
 RECOMPUTE_POLICIES = tuple(numeric.RECOMPUTE_POLICIES)
 WIDTH_KEYS = ("attention_dim", "num_heads", "head_dim", "hidden_size")
@@ -21,8 +20,10 @@ WIDTH_KEYS = ("attention_dim", "num_heads", "head_dim", "hidden_size")
 MAX_NAME_CHARACTERS = 200
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Field:
+    """One scenario key: its kind, help text, whether it may be null, its choices and bounds."""
+
     kind: str  # count | count0 | positive | fraction | choice | modules | flag | gpu | text | ...
     help: str
     nullable: bool = False
@@ -477,7 +478,14 @@ def _modules(key: str, value: Any, spec: Field, allowed: str) -> list[str]:
     return [name for name in spec.choices if name in names]
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+def _has_surrogate(text: str) -> bool:
+    """Whether `text` holds a lone surrogate (U+D800 to U+DFFF): the one thing UTF-8 cannot
+    encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _text(key: str, value: Any, spec: Field, allowed: str) -> str:
@@ -486,6 +494,6 @@ def _text(key: str, value: Any, spec: Field, allowed: str) -> str:
     key's length."""
     if not isinstance(value, str) or (spec.maximum is not None and len(value) > spec.maximum):
         raise _fail(key, value, allowed)
-    if _SURROGATE.search(value):
+    if _has_surrogate(value):
         raise _fail(key, value, f"{allowed}, in valid Unicode (no lone surrogate)")
     return value

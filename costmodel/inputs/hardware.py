@@ -40,11 +40,15 @@ CUDA context, NCCL's buffers, the allocator's fragmentation).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from costmodel.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GPU:
+    """One GPU of the table: its peaks, memory, HBM bandwidth, links and sources."""
+
     name: str
     bf16_flops: float  # dense, FLOP/s
     fp8_flops: float | None

@@ -5,7 +5,6 @@ expert_parallel and the micro batches per step; the recompute fractions."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from costmodel.derive import activations as act
@@ -15,9 +14,10 @@ from costmodel.formats import shown
 from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import fitted_expert_parallel
 from costmodel.inputs.model_shape import scenario_shape, tensor_parallel_widths
+from costmodel.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Layout:
     """The parallel layout of a resolved scenario (Scenario.layout): the sizes, the pipeline
     schedule and the micro batches, ZeRO and the node size."""

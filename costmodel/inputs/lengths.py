@@ -16,14 +16,13 @@ its mean and mean of squares are scaled to samples_per_step samples.
 
 from __future__ import annotations
 
-import csv
 import io
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from costmodel.errors import CostModelError
 from costmodel.inputs.config import read_bytes
+from costmodel.records import frozen_dataclass
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,7 +42,7 @@ MAX_LENGTH = 10**8  # the bound of seq_len
 _ALLOWED = f"a positive integer length up to {MAX_LENGTH:,}"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Lengths:
     """A lengths file, summarized against one scenario (seq_len, samples_per_step)."""
 
@@ -143,6 +142,8 @@ def _from_text(path: Path, text: str) -> list[int]:
 
 
 def _from_csv(path: Path, text: str) -> list[int]:
+    import csv  # only for a .csv lengths file
+
     reader = csv.reader(io.StringIO(text))
     values: list[int] = []
     try:

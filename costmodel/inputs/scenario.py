@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -61,19 +61,13 @@ from costmodel.inputs.scenario_layers import (  # noqa: F401 (re-exported)
     _model_keys,
     _model_layer,
     _user_layers,
+    course_values,
     model_reference,
     relative_to_file,
     shown_name,
 )
-from costmodel.inputs.scenario_yaml import (  # noqa: F401
-    MAX_YAML_DEPTH,
-    MAX_YAML_INT_DIGITS,
-    MAX_YAML_NODES,
-    course_values,
-    load_yaml,
-    parse_set,
-)
 from costmodel.inputs.shape import ModelShape
+from costmodel.records import frozen_dataclass
 
 #: Which symbol each (resolved) scenario key gives a value to (its name in
 #: costmodel.derive.symbols).
@@ -149,7 +143,7 @@ CONVENTION_KEYS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Conventions:
     """How the scenario counts and runs: the choices a figure of the account rests on."""
 
@@ -165,7 +159,7 @@ class Conventions:
     ce_chunks: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Scenario:
     """Resolved inputs, frozen: one attribute per key of FIELDS and per derived key
     (DERIVED_KEYS), where each came from (`sources`), the lengths file summarized (`lengths`),
@@ -341,6 +335,23 @@ class Scenario:
         """Keys whose value differs from the course's."""
         course = resolve().values
         return [k for k in FIELDS if k != "name" and self.values.get(k) != course.get(k)]
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """A scenario file's keys (costmodel.inputs.scenario_yaml: PyYAML, imported here)."""
+    from costmodel.inputs import scenario_yaml
+
+    return scenario_yaml.load_yaml(path)
+
+
+def parse_set(items: list[str] | None) -> dict[str, Any]:
+    """--set KEY=VALUE pairs, each value read as a YAML scalar (costmodel.inputs.scenario_yaml:
+    PyYAML, imported only when there is one)."""
+    if not items:
+        return {}
+    from costmodel.inputs import scenario_yaml
+
+    return scenario_yaml.parse_set(items)
 
 
 def as_scenario(given: Scenario) -> Scenario:

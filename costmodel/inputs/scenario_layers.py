@@ -5,14 +5,15 @@ model's and the team's over them, and where each came from."""
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
 
 from costmodel.errors import CostModelError
 from costmodel.formats import shown
+from costmodel.inputs import course_scenario
 from costmodel.inputs.fields import WIDTH_KEYS, check_value
-from costmodel.inputs.scenario_yaml import course_values, load_yaml
 
 
 def model_reference(reference: str, base: str | Path) -> str:
@@ -35,6 +36,18 @@ def relative_to_file(layer: dict[str, Any], base: str | Path) -> dict[str, Any]:
     if isinstance(layer.get("sequence_lengths"), str):
         layer["sequence_lengths"] = os.path.abspath(os.path.join(base, layer["sequence_lengths"]))
     return layer
+
+
+def course_values() -> dict[str, Any]:
+    """The course's scenario file (costmodel/inputs/course_scenario.py, generated from
+    costmodel/inputs/scenarios/course.yaml): a new mapping, with new lists, at each call."""
+    return course_scenario.values()
+
+
+@functools.cache
+def _course_checked() -> tuple[tuple[str, Any], ...]:
+    """The course's values, each checked (check_value), once per process."""
+    return tuple((key, check_value(key, value)) for key, value in course_values().items())
 
 
 def _model_keys(reference: str, count_mtp: bool) -> tuple[dict[str, Any], int]:
@@ -60,6 +73,8 @@ def _user_layers(file, overrides, data) -> tuple[dict[str, Any], dict[str, str]]
     came from."""
     layers: list[tuple[str, dict[str, Any]]] = []
     if file is not None:
+        from costmodel.inputs.scenario_yaml import load_yaml  # PyYAML: only for a file
+
         layer = load_yaml(file)
         relative_to_file(layer, Path(file).parent)
         layers.append(("file", layer))
@@ -111,7 +126,7 @@ def _merged(
     """The course's values, the model's keys over them, the team's over those (`sources` filled
     in); a width key the team or model sets drops the course's other width keys. `named_after`:
     the overrides when they are all the team set (the name says what changed)."""
-    values = {key: check_value(key, value) for key, value in course_values().items()}
+    values = {key: list(v) if isinstance(v, list) else v for key, v in _course_checked()}
     values.setdefault("model", None)
     for key in values:
         sources.setdefault(key, "course")

@@ -1,10 +1,10 @@
 """Reading a scenario's YAML safely (a file, or the value of one --set) and the course's own
-scenario file, with limits checked while the text is read."""
+scenario file, with limits checked while the text is read. Imported only when there is YAML to
+read: the course's values come from costmodel/inputs/course_scenario.py, generated from its
+file."""
 
 from __future__ import annotations
 
-import copy
-import functools
 from pathlib import Path
 from typing import Any
 
@@ -189,15 +189,11 @@ def parse_set(items: list[str] | None) -> dict[str, Any]:
     return result
 
 
-def course_values() -> dict[str, Any]:
-    """The course's scenario file, parsed once per process (every scenario resolves on top of
-    it); each caller gets its own copy."""
-    return copy.deepcopy(_course_values())
-
-
-@functools.cache
-def _course_values() -> dict[str, Any]:
-    # The file beside this module (package data), read without importlib.resources: that
-    # import alone (tempfile, shutil, zipfile) cost a cold report about 5 ms.
+def course_file_values() -> dict[str, Any]:
+    """The course's scenario file (package data), read with the safe loader: what
+    costmodel/inputs/course_scenario.py holds, generated (`make numeric`), so that a report
+    needs no PyYAML for it."""
+    # The file beside this module, read without importlib.resources: that import alone
+    # (tempfile, shutil, zipfile) cost a cold report about 5 ms.
     source = Path(__file__).with_name("scenarios") / "course.yaml"
     return _load(source.read_text(encoding="utf-8"))

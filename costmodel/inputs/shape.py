@@ -4,9 +4,8 @@ Pure Python: no sympy, numpy or torch, so that ``costmodel params`` starts fast.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from costmodel.inputs import family_flags
+from costmodel.records import frozen_dataclass
 
 FULL_ATTENTION = "full_attention"
 LINEAR_ATTENTION = "linear_attention"
@@ -40,7 +39,7 @@ MATMUL_KEYS: tuple[str, ...] = (
 MLP_ACTIVATIONS: tuple[str, ...] = ("swiglu", "gelu")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ModelShape:
     """The shape of a decoder-only LM and its parameter counts (see ``costmodel.inputs.models``)."""
 

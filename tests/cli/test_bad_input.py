@@ -19,7 +19,7 @@ from commands import cli
 from costmodel.errors import CostModelError
 from costmodel.evaluate.account import account as evaluate_account
 from costmodel.evaluate.account import check_finite
-from costmodel.inputs import models, scenario
+from costmodel.inputs import models, scenario, scenario_yaml
 from costmodel.present import report
 
 PRESET = Path(models.__file__).parent / "presets" / "qwen3-8b.json"
@@ -451,9 +451,9 @@ def test_readme_states_every_bound_and_limit():
         if spec.minimum is not None or spec.maximum is not None:
             assert f"| `{key}` | {scenario.allowed_text(key)} |" in text
     assert models.MAX_INPUT_BYTES == MIB and "at most 1 MiB (1,048,576 bytes" in text
-    assert f"at most {scenario.MAX_YAML_NODES:,} YAML nodes" in text
-    assert f"at most {scenario.MAX_YAML_DEPTH} levels deep" in text
-    assert f"longer than {scenario.MAX_YAML_INT_DIGITS:,}\n  digits" in text
+    assert f"at most {scenario_yaml.MAX_YAML_NODES:,} YAML nodes" in text
+    assert f"at most {scenario_yaml.MAX_YAML_DEPTH} levels deep" in text
+    assert f"longer than {scenario_yaml.MAX_YAML_INT_DIGITS:,}\n  digits" in text
 
 
 def test_model_shape_beyond_the_scenario_bounds(tmp_path):

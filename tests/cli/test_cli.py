@@ -186,3 +186,39 @@ def test_report_starts_no_blas_threads(preset):
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == (preset or "1")
+
+
+@pytest.mark.parametrize("columns", [None, "40", "200", "0", "wide"])
+def test_the_help_width_is_shutils(columns, monkeypatch):
+    """The parser's formatter finds the width as shutil does (COLUMNS, else the terminal, else
+    80) without importing it."""
+    import shutil
+
+    from costmodel import cli as command_line
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert command_line._terminal_columns() == shutil.get_terminal_size().columns
+
+
+def test_a_cold_report_imports_no_shutil_and_keeps_the_collector_in_process():
+    """A report run as the process's command imports no shutil (argparse's formatter would) and
+    runs without the cyclic garbage collector; called with its arguments (a test, a notebook)
+    it leaves the collector on."""
+    probe = (
+        "import contextlib, gc, io, sys\n"
+        "from costmodel import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    cli.main(['report'])\n"
+        "on = gc.isenabled()\n"
+        "sys.argv = ['costmodel', 'report']\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    cli.main()\n"
+        "print('shutil' in sys.modules, on, gc.isenabled())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.split() == ["False", "True", "False"]

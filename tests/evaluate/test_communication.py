@@ -1,6 +1,9 @@
 """Communication per step (derive.communication, evaluate.communication) and the GPU links
 (inputs.hardware), checked against figures worked out by hand on small numbers."""
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 import sympy as sp
 
@@ -595,3 +598,36 @@ def test_course_case():
     # the course: communication is under 3% of the step; even with nothing overlapped
     assert r.share < assumptions.assumed("communication_share")
     assert r.bubble_fraction == 0
+
+
+@pytest.mark.parametrize(
+    "file",
+    [None, *sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))],
+    ids=lambda f: "course" if f is None else f.stem,
+)
+def test_as_dict_is_dataclasses_asdict(file, monkeypatch):
+    """Communication.as_dict, written out for speed, is `dataclasses.asdict`: equal, the same
+    types all the way down (tuples stay tuples), and nothing shared with the result."""
+    from costmodel.evaluate import run
+    from costmodel.inputs.scenario import resolve
+
+    results = []
+
+    def kept(**given):
+        results.append(communication(**given))
+        return results[-1]
+
+    monkeypatch.setattr(run, "communication", kept)
+    run.comm(resolve(file))
+    result = results[0]
+    fast, slow = result.as_dict(), dataclasses.asdict(result)
+
+    def typed(x):
+        if isinstance(x, dict):
+            return {k: typed(v) for k, v in x.items()}, dict
+        if isinstance(x, (list, tuple)):
+            return [typed(v) for v in x], type(x)
+        return x, type(x)
+
+    assert typed(fast) == typed(slow)
+    assert fast["compute"] is not result.compute and fast["settings"] is not result.settings

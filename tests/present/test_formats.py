@@ -32,3 +32,48 @@ def test_limits_and_shown():
     assert f.limits(1, 10**8) == ["1", "100,000,000"]
     assert f.limits(1e-6, 1e9) == ["1e-6", "1e9"]
     assert f.shown("x" * 100).endswith("…") and len(f.shown("x" * 100)) < 60
+
+
+def test_printable_without_its_pattern_for_plain_ascii():
+    """printable's shortcut (printable ASCII is left as it is) gives what the pattern gives, for
+    every ASCII character and a few others."""
+    import re
+
+    from costmodel import formats
+
+    pattern = re.compile(formats._CONTROL)
+    texts = [chr(c) for c in range(128)] + ["", "a\x1bb", "课程 + x", "\u202e", "\x85", "é"]
+    texts += ["name " + chr(c) for c in range(0, 0x2100, 7)]
+    for text in texts:
+        assert formats.printable(text) == pattern.sub(formats._escape, text), repr(text)
+
+
+def test_names_and_surrogates_without_patterns():
+    """A config's name field (letters, digits, _ . -, 1 to 100 of them) and a scenario text's
+    lone surrogate are found as the patterns they replace found them."""
+    import re
+
+    from costmodel.errors import CostModelError
+    from costmodel.inputs import fields
+    from costmodel.inputs.config import Fields
+
+    name = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
+    for value in [
+        "silu",
+        "gelu_pytorch_tanh",
+        "a.b-c",
+        "x" * 100,
+        "x" * 101,
+        "",
+        "a b",
+        "é",
+        "a\n",
+    ]:
+        try:
+            got = Fields({"hidden_act": value}, "llama").name_field("hidden_act", "silu")
+        except CostModelError:
+            got = None
+        assert (got == value) == bool(name.fullmatch(value)), repr(value)
+    surrogate = re.compile("[\ud800-\udfff]")
+    for text in ["plain", "课程", "a\ud800b", "\udfff", "\U0001f600", ""]:
+        assert fields._has_surrogate(text) == bool(surrogate.search(text)), repr(text)

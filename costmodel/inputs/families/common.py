@@ -4,7 +4,7 @@ family's blocks into a ``ModelShape`` (see ``costmodel.inputs.models`` for what 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from costmodel.errors import CostModelError
 from costmodel.inputs import family_flags
@@ -16,6 +16,7 @@ from costmodel.inputs.shape import (
     MATMUL_KEYS,
     ModelShape,
 )
+from costmodel.records import frozen_dataclass
 
 #: model_types with gated-DeltaNet (linear-attention) layers
 HYBRIDS = ("qwen3_next", "qwen3_5_moe")
@@ -31,7 +32,7 @@ TIE_DEFAULTS = {"gpt2": True, "gemma2": True, "gemma3_text": True}
 SLIDING_WINDOW_DEFAULTS = {"mistral": 4096, "gemma2": 4096, "gemma3_text": 4096, "gpt_oss": 128}
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Base:
     """The fields every family reads first, in this order, and the layer layout."""
 
@@ -59,7 +60,7 @@ class Base:
         return self.num_layers - self.n_full
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Attention:
     """One full-attention layer: its widths and its parameters (matmul weights, other)."""
 
@@ -79,7 +80,7 @@ class Attention:
     rope: int = 0  # MLA: qk_rope_head_dim, the decoupled RoPE width of q and of the shared k
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LinearAttention:
     """One gated-DeltaNet layer (all zero for a model without one)."""
 
@@ -92,7 +93,7 @@ class LinearAttention:
     other: int = 0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Mlp:
     """The MLPs: routed experts on the layers flagged MoE, a dense MLP on the others.
 
@@ -119,7 +120,7 @@ class Mlp:
         return 3 if self.gated else 2
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Norms:
     """The norms: per layer, how many hidden-wide ones (2; Gemma's sandwich norms 4), and
     whether each has a bias (LayerNorm: GPT-2/3, GPT-NeoX, Nemotron's LayerNorm1P)."""
@@ -132,7 +133,7 @@ class Norms:
         return "layernorm" if self.bias else "rmsnorm"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Parts:
     """A family's blocks: what ``build_shape`` sums into a ``ModelShape``."""
 
