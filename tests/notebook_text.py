@@ -49,3 +49,40 @@ def claim_rows(nb) -> list[tuple[str, str, str]]:
                 ):
                     rows.append(tuple(html.unescape(re.sub(r"<[^>]+>", "", c)) for c in row))
     return rows
+
+
+def tables(nb) -> list[tuple[str, list[list[str]]]]:
+    """Every table a notebook shows, as (caption, rows of cell texts, the header left out): the
+    HTML tables of code cells' outputs (`d.table`, caption in <caption>) and the Markdown tables
+    of (filled) Markdown cells (caption: the bold line just above, if any)."""
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            lines = cell.source.splitlines()
+            i = 0
+            while i < len(lines):
+                if not lines[i].startswith("|"):
+                    i += 1
+                    continue
+                start = i
+                while i < len(lines) and lines[i].startswith("|"):
+                    i += 1
+                above = [x for x in lines[:start] if x.strip()]
+                caption = above[-1].strip("* ") if above and above[-1].startswith("**") else ""
+                rows = [
+                    [c.strip() for c in _CELL_BREAK.split(row.strip())[1:-1]]
+                    for row in lines[start + 2 : i]  # after the header and its separator
+                ]
+                found.append((caption, rows))
+        for output in cell.get("outputs", []):
+            markup = output.get("data", {}).get("text/html", "")
+            for caption, body in re.findall(
+                r"<table>(?:<caption>(.*?)</caption>)?<thead>.*?</thead><tbody>(.*?)</tbody>",
+                markup,
+                re.S,
+            ):
+                rows = [
+                    re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", body)
+                ]
+                found.append((caption, rows))
+    return found
