@@ -741,7 +741,7 @@ d.md(text)
 # %% [markdown]
 # ### 一步的时间去了哪里：模型预测，对照实测
 #
-# 显存和通信各管一件事；步长模型（`costmodel.evaluate.step_time`，口径见 docs/conventions.md）把计算、通信和空等放进同一本账，算的是负载最重的那张卡上一步的时间，由这几部分相加：带权重的 GEMM（每个按屋顶线，取算力和带宽两个上限中慢的那个）、注意力核心、线性注意力、受带宽限制的逐元素工作（归一化、激活函数、MoE 的 permute、loss、优化器更新）、重算、按重叠规则暴露在外的通信、流水线气泡。kernel 的效率是按 GPU 代际给定的几个命名参数，各带出处；场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成你量到的值。账在 `acc["time"]` 里。
+# 显存和通信各管一件事；步长模型（`costmodel.evaluate.step_time`，口径见 docs/conventions.md）把计算、通信和空等放进同一本账，算的是负载最重的那张卡上一步的时间，由这几部分相加：带权重的 GEMM（每个按屋顶线，取算力和带宽两个上限中慢的那个）、注意力核心、线性注意力、受带宽限制的逐元素工作（归一化、激活函数{% if sc.num_experts %}、MoE 的 permute{% endif %}、loss、优化器更新）、重算、按重叠规则暴露在外的通信、流水线气泡。kernel 的效率是按 GPU 代际给定的几个命名参数，各带出处；场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成你量到的值。账在 `acc["time"]` 里。
 #
 # 下图从计算开始逐项累加，到模型预测的一步为止。场景给了实测的 `step_time` 时，再往右是实测的一步，两者之差是**模型没有解释的部分**（unexplained = 实测 − 预测），单独画出、单独命名，不摊进任何一项；场景的 `step_time` 为 null 时，图停在预测的一步，并标明它是预测。
 
