@@ -26,8 +26,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from costmodel.derive import plain
 from costmodel.errors import CostModelError
 from costmodel.evaluate import account, run, step_time
@@ -207,13 +205,12 @@ def _policies(ev: Evaluator, core: Core, options, limit: float, chain, bubble: f
 def _fitting(ev: Evaluator, core: Core, rc: Recompute, schedules, shares) -> list[tuple]:
     """(floor, peak, recompute, ZeRO stage, schedule) of the settings of a policy that fit:
     per ZeRO stage, the schedule of the least bubble that fits (it changes only the bubble)."""
-    peaks = ev.peaks(core, rc, schedules)
-    fit = peaks <= ev.usable
+    peaks, choice = ev.settings(core, rc, schedules, shares)
     out = []
-    for z in np.nonzero(fit.any(axis=1))[0]:
-        s = min(np.nonzero(fit[z])[0], key=lambda i: (shares[i], peaks[z, i]))
-        floor = ev.floor(core, rc, shares[s], ZERO_STAGES[z])
-        out.append((floor, float(peaks[z, s]), rc, ZERO_STAGES[z], schedules[s]))
+    for z, s in enumerate(choice):
+        if s >= 0:
+            floor = ev.floor(core, rc, shares[s], ZERO_STAGES[z])
+            out.append((floor, peaks[z][s], rc, ZERO_STAGES[z], schedules[s]))
     return out
 
 
