@@ -142,13 +142,44 @@ def _editions(edition: str, others: dict[str, str] | None) -> str:
     return f"Edition: <strong>{EDITION_NAMES[edition]}</strong> ({solutions}).{links}"
 
 
+def plan_section(plan: dict[str, Any] | str | None) -> str:
+    """The index's section of `costmodel plan` for the scenario: the table of
+    present.plan.as_table (the own layout's row marked), or the one line that says why there is
+    none (a model that fits nowhere)."""
+    if plan is None:
+        return ""
+    head = (
+        "<h2>Layouts that fit, ranked (<code>costmodel plan</code>)</h2>"
+        "<p>The parallel layouts of this scenario's model, global batch and sequence length on "
+        "its GPUs, ranked by the step-time model's predicted step; the memory model decides "
+        "what fits.</p>"
+    )
+    if isinstance(plan, str):
+        return f'{head}<p class="failed">No layout: {html.escape(plan)}</p>'
+    columns = "".join(f"<th>{html.escape(c)}</th>" for c in plan["columns"])
+    rows = "".join(
+        f'<tr class="{"changed" if own else ""}">'
+        + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells)
+        + "</tr>"
+        for cells, own in plan["rows"]
+    )
+    summary = "".join(f"<p>{html.escape(line)}</p>" for line in plan["summary"])
+    findings = "".join(f"<li>{html.escape(line)}</li>" for line in plan["findings"])
+    return (
+        f"{head}{summary}<table><thead><tr>{columns}</tr></thead><tbody>{rows}</tbody></table>"
+        f"<h3>Findings (from this search)</h3><ul>{findings}</ul>"
+    )
+
+
 def index_html(
     sc: scenario.Scenario,
     account: dict[str, Any],
     sections: list[Section],
     edition: str = "teacher",
     others: dict[str, str] | None = None,
+    plan: dict[str, Any] | str | None = None,
 ) -> str:
+    """The index page. `plan`: the scenario's `costmodel plan` (`plan_section`), or None."""
     title = html.escape(printable(sc.name))
     return f"""<!DOCTYPE html>
 <html lang="zh-CN"><head><meta charset="utf-8">
@@ -175,6 +206,7 @@ li {{ margin: 0.5rem 0; }} .summary {{ color: #57606a; }} .failed {{ color: #cf2
 <div class="cards">{_cards(account)}</div>
 <h2>Sections</h2>
 <ol>{_items(sections)}</ol>
+{plan_section(plan)}
 <h2>Scenario inputs</h2>
 <p>Highlighted rows differ from the course's scenario.</p>
 <table><thead><tr><th>key</th><th>value</th><th></th></tr></thead><tbody>{_input_rows(sc)}</tbody></table>
