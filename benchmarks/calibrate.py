@@ -232,14 +232,13 @@ def model() -> Predictor:
     from costmodel.inputs import scenario
 
     step_time = importlib.import_module("costmodel.evaluate.step_time")
-    kept: dict[str, dict[str, Any]] = {}
+    kept: dict[str, Any] = {}
 
     def predict(row: dict[str, Any], params: dict[str, float]) -> float:
         if row["id"] not in kept:
             keys = _published().overrides(row)
-            kept[row["id"]] = scenario.resolve(overrides=keys).values
-        values = {**kept[row["id"]], **params}
-        return float(step_time.predict(values)["seconds"])
+            kept[row["id"]] = scenario.resolve(overrides=keys)
+        return float(step_time.predict(kept[row["id"]].replace(**params))["seconds"])
 
     return predict
 
@@ -251,13 +250,13 @@ def library_model() -> Predictor:
     from costmodel.inputs import efficiency, scenario
 
     step_time = importlib.import_module("costmodel.evaluate.step_time")
-    kept: dict[str, dict[str, Any]] = {}
+    kept: dict[str, Any] = {}
 
     def predict(row: dict[str, Any], params: dict[str, float]) -> float:
         if row["id"] not in kept:
-            kept[row["id"]] = scenario.resolve(overrides=_published().overrides(row)).values
+            kept[row["id"]] = scenario.resolve(overrides=_published().overrides(row))
         values = kept[row["id"]]
-        gen = efficiency.generation(values["gpu"])
+        gen = efficiency.generation(values.gpu)
         saved = efficiency.FITTED.get(gen)
         efficiency.FITTED[gen] = efficiency.fitted_values(gen, params, "calibrate.py")
         try:

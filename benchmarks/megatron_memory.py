@@ -510,8 +510,7 @@ def costmodel_memory(layout: Layout) -> dict:
             "gpus_per_node": 8,
             **layout.scenario,
         }
-        values = scenario.resolve(data=data).values
-        return run.memory(values)
+        return run.memory(scenario.resolve(data=data))
 
 
 def _states(memory: dict) -> float:

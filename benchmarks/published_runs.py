@@ -178,7 +178,7 @@ class Verdict:
 
 
 def _evaluate(keys: dict[str, Any]) -> dict[str, Any]:
-    return memory(scenario.resolve(overrides=keys).values, fit=False)
+    return memory(scenario.resolve(overrides=keys), fit=False)
 
 
 def verdict(row: dict[str, Any]) -> Verdict:

@@ -51,7 +51,7 @@ BOUND = {"compute": "算力", "memory": "带宽"}
 def gemm_rows(micro_batch=None):
     """The model's GEMMs (gemms.model_gemms) at a micro batch (default the scenario's); a row
     of zero width (a projection whose widths the scenario does not give) is left out."""
-    return [r for r in gemms.model_gemms(sc.values, micro_batch) if r["k"] and r["n"]]
+    return [r for r in gemms.model_gemms(sc, micro_batch) if r["k"] and r["n"]]
 
 
 def by_key(micro_batch=None):

@@ -108,7 +108,7 @@ d.md(f"H20 的平衡点只有 H100 的 {d.pct(ratio, 1)}，约 1/{1 / ratio:.0f}
 
 # %%
 BATCHES = (1, 4)  # the micro batch sizes compared
-listed = {b: gemms.model_gemms(sc.values, b) for b in BATCHES}
+listed = {b: gemms.model_gemms(sc, b) for b in BATCHES}
 # a row of zero width (a projection whose widths the scenario does not give) is left out
 ops = {b: [op for op in listed[b] if op["k"] and op["n"]] for b in BATCHES}
 first = ops[BATCHES[0]]  # micro batch 1: the course's setting

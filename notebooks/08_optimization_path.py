@@ -35,8 +35,7 @@ import sympy as sp
 from costmodel import course
 from costmodel.derive import attention, levers, memory, recompute, roofline
 from costmodel.derive.symbols import S, V, b_micro, bytes_per_element, m, share, x
-from costmodel.evaluate import advice, gemms, layouts, run, step_time
-from costmodel.inputs.model_shape import scenario_shape
+from costmodel.evaluate import account, advice, gemms, layouts, run, step_time
 from costmodel.formats import decimals, sig
 from costmodel.inputs import assumptions, hardware, models, scenario
 from costmodel.present import display as d
@@ -249,7 +248,7 @@ d.eq(r"\lim_{m \to \infty} AI", ai_limit)
 # %% tags=["remove-input"]
 b = sc.micro_batch
 sizes = (b, 2 * b, 4 * b)
-by_size = {size: gemms.model_gemms(sc.values, size) for size in sizes}
+by_size = {size: gemms.model_gemms(sc, size) for size in sizes}
 core_rows = [g for g in by_size[b] if not g["weights"]]  # QK^T and AV: not in the table
 by_size = {size: [g for g in rows if g["weights"]] for size, rows in by_size.items()}
 weight_rows = by_size[b]
@@ -281,7 +280,7 @@ rows_now = par["micro_batches"] * b  # rows of seq_len slots of one DP rank (pad
 rows_text = f"（拼成 {d.count(rows_now)} 行、每行 {d.num(sc.seq_len)} 个 token）" if packed else ""
 feasible = float(rows_now / (2 * b)).is_integer()
 by_lever = {a["lever"]: a for a in acc["advice"]}
-mem_double = run.memory(sc.values, micro_batch=2 * b)
+mem_double = run.memory(sc, micro_batch=2 * b)
 roof = f"在 micro batch = {b} 时，"
 if pushable:
     crossed = next((size for size in sizes[1:]
@@ -473,7 +472,7 @@ others = [name for name in combined["levers"] if name != "communication_overlap"
 if others and not contradicted and exposed_s > 0 and comm["basis"] != "measured":
     rest = {key: value for key, value in combined["changes"].items()
             if key not in by_lever["communication_overlap"]["changes"]}
-    again = advice.changed_scenario(acc["scenario"], rest)
+    again = advice.changed_scenario(account.fill_step_time(sc), rest)
     if again is not None:
         after = step_time.predict(again)
         exposed_after = after["parts"]["communication_exposed"]
@@ -533,16 +532,16 @@ import matplotlib.pyplot as plt
 mem = acc["memory"]
 alt = {}
 if sc.attention_kernel != "flash":
-    alt["flash"] = ("flash\nkernel", run.memory({**sc.values, "attention_kernel": "flash"}))
+    alt["flash"] = ("flash\nkernel", run.memory(sc.replace(attention_kernel="flash")))
 less = {"full": ("selective", "none"), "selective": ("none",), "none": ()}[sc.recompute]
 for policy, label in (("selective", "selective\nrecompute"), ("none", "recompute\noff")):
     if policy in less:  # the recompute levers: less recomputation than now
-        alt[policy] = (label, run.memory(sc.values, recompute=policy))
+        alt[policy] = (label, run.memory(sc, recompute=policy))
 if sc.recompute == "full":
     alt["selective_ce"] = ("selective +\nchunked CE",
-                           run.memory(sc.values, recompute="selective", logits_chunks=chunks))
+                           run.memory(sc, recompute="selective", logits_chunks=chunks))
 alt["micro"] = (f"micro batch\nx2 ({2 * b})", mem_double)
-alt["chunked"] = (f"chunked CE\n({chunks} chunks)", run.memory(sc.values, logits_chunks=chunks))
+alt["chunked"] = (f"chunked CE\n({chunks} chunks)", run.memory(sc, logits_chunks=chunks))
 cases = [("scenario", mem), *alt.values()]
 parts = ("weights", "gradients", "optimizer", "activations", "logits")
 stack = {  # the parts of a case's peak phase, as the plot stacks them
@@ -579,7 +578,7 @@ plt.show()
 
 
 # %% tags=["remove-input"]
-shape = scenario_shape(sc.values)[0]  # the model: MLA or not
+shape = sc.shape  # the model: MLA or not
 
 
 PHASE = d.PHASES
@@ -1152,7 +1151,7 @@ claim_rows.append([
 # %% tags=["remove-input"]
 est_now = comm["estimated_share"]
 if feasible:
-    comm_2b = run.comm({**sc.values, "micro_batch": 2 * b})  # the layout's estimate at 2b
+    comm_2b = run.comm(sc.replace(micro_batch=2 * b))  # the layout's estimate at 2b
     est_2b = comm_2b["estimated_share"]
     doubled = est_now > 0 and abs(est_2b / est_now - 2) < 0.1
     same_bytes = abs(comm_2b["bytes_per_gpu"] - comm["bytes_per_gpu"]) <= 1e-6 * comm["bytes_per_gpu"]

@@ -313,7 +313,7 @@ d.md((f"单步从 {short(sc.step_time)} s 变成 **{decimals(t_both, 1)} s**，M
         "不成立，或场景的输入需要核对。" if hfu_both > 1 else "")
      + ("这里假设整个单步都随之缩短；(c) 去掉这个假设。" if g_both > 1 else ""))
 mem_now = acc["memory"]
-mem_sel = gpu_memory(sc.values, recompute="selective") if sc.recompute == "full" else None
+mem_sel = gpu_memory(sc, recompute="selective") if sc.recompute == "full" else None
 if mem_sel is not None:
     where = (f"负载最重的卡要 {d.gb(mem_sel['total'])}，{sc.gpu} 可用 {d.gb(mem_sel['capacity'])}；"
              "第 08 节细讲")
@@ -430,7 +430,7 @@ plt.show()
 # $m$ 变大，强度也只趋向一个由 $k$、$n$ 决定的上限：很窄的 GEMM 加大 micro batch 也跨不过拐点。
 
 # %% tags=["solution"]
-gemm_rows = gemms.model_gemms(sc.values)
+gemm_rows = gemms.model_gemms(sc)
 balance = acc["machine_balance"]  # peak FLOP/s / memory bandwidth
 d.eq(r"AI", roofline.gemm_intensity)
 d.eq(r"\lim_{m \to \infty} AI", sp.limit(roofline.gemm_intensity, m, sp.oo))

@@ -378,12 +378,15 @@ class Scenario:
         return [k for k in FIELDS if k != "name" and self.values.get(k) != course.get(k)]
 
 
-def as_scenario(given: Scenario | Mapping[str, Any]) -> Scenario:
-    """`given` if it is a Scenario; else a resolved scenario's `values` (or a copy of them with
-    some keys changed: a notebook's, a test's) made a Scenario again, not validated again."""
+def as_scenario(given: Scenario) -> Scenario:
+    """`given`, checked to be a Scenario: the evaluate layer takes a resolved Scenario (`resolve`;
+    a changed copy: `Scenario.replace`), never a mapping of keys."""
     if isinstance(given, Scenario):
         return given
-    return Scenario.from_values(given)
+    raise TypeError(
+        f"expected a resolved Scenario (costmodel.inputs.scenario.resolve; a changed copy: "
+        f"Scenario.replace), got {type(given).__name__}"
+    )
 
 
 def resolve(

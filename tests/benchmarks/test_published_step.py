@@ -208,9 +208,9 @@ def _fake_step_time(monkeypatch):
 
     fake = types.ModuleType("costmodel.evaluate.step_time")
 
-    def predict(values):
-        efficiency = values.get("gemm_efficiency") or 0.5
-        return {"seconds": values["samples_per_step"] * values["seq_len"] * 1e-6 / efficiency}
+    def predict(sc):
+        efficiency = sc.gemm_efficiency or 0.5
+        return {"seconds": sc.samples_per_step * sc.seq_len * 1e-6 / efficiency}
 
     fake.predict = predict
     monkeypatch.setitem(sys.modules, "costmodel.evaluate.step_time", fake)

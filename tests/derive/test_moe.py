@@ -76,7 +76,7 @@ def test_default_ep_size():
 
 
 def test_expert_width_from_the_course_models_config(course):
-    rows = {r["key"]: r for r in gemms.model_gemms(course.values)}
+    rows = {r["key"]: r for r in gemms.model_gemms(course)}
     assert rows["expert_down"]["k"] == 512  # Qwen3.6-35B-A3B moe_intermediate_size
     assert rows["expert_down"]["source"].startswith("config of qwen3.6-35b-a3b")
 

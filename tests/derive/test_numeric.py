@@ -98,7 +98,7 @@ COMMANDS = {
     "gemms": "cli.main(['gemms'])",
     "params": "cli.main(['params', 'qwen3.6-35b-a3b'])",
     "predict": "__import__('costmodel.evaluate.step_time', fromlist=['x']).predict("
-    "__import__('costmodel.inputs.scenario', fromlist=['x']).resolve().values) and 0",
+    "__import__('costmodel.inputs.scenario', fromlist=['x']).resolve()) and 0",
 }
 
 

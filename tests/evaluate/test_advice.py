@@ -14,7 +14,6 @@ from costmodel.derive import levers
 from costmodel.evaluate import advice, layouts
 from costmodel.evaluate.account import account
 from costmodel.inputs import assumptions, scenario
-from costmodel.inputs.model_shape import scenario_shape
 from costmodel.present.advice import note
 from costmodel.present.report import render
 
@@ -185,13 +184,13 @@ def test_a_share_of_the_step_is_at_most_the_whole_step():
     FLOPs' was a -0.01x lever (Amdahl past the whole step) and the combination 0.12x. Now the
     lever acts on the routed experts' GEMMs as the step-time model predicts them: a part of the
     predicted step."""
-    a = account(scenario.resolve(overrides=N_TOO_SMALL))
+    sc = scenario.resolve(overrides=N_TOO_SMALL)
+    a = account(sc)
     balance = _levers(a)["load_balance"]
     assert balance["speedup"] >= 1 and balance["feasible"]
     predicted = a["time"]["predicted_seconds"]
     experts = advice.expert_seconds(
-        advice.Base(a["scenario"], {**a["time"], "seconds": predicted}, a["memory"]),
-        scenario_shape(a["scenario"])[0],
+        advice.Base(sc, {**a["time"], "seconds": predicted}, a["memory"]), sc.shape
     )
     assert 0 < experts <= a["time"]["parts"]["gemms"]["seconds"] <= predicted
     assert a["advice_combined"]["speedup"] >= 1

@@ -68,7 +68,7 @@ def test_each_lever_is_the_scenario_changed_and_predicted_again(run_account):
     for lever in _scenario_levers(a):
         assert lever["step_before"] == pytest.approx(predicted, rel=1e-9), lever["lever"]
         assert lever["speedup"] == pytest.approx(lever["step_before"] / lever["step_after"])
-        again = _resolve(name, lever["changes"]).values
+        again = _resolve(name, lever["changes"])
         assert step_time.predict(again)["seconds"] == pytest.approx(lever["step_after"], rel=1e-6)
         assert run.memory(again)["total"] == pytest.approx(lever["peak_after"], rel=1e-6)
         checked += 1
@@ -111,7 +111,7 @@ def test_the_combination_is_the_levers_applied_together(run_account):
         assert by[lever]["changes"].items() <= comb["changes"].items()
     assert comb["product"] == pytest.approx(comb["step_before"] / comb["step_after"])
     if comb["levers"]:
-        again = _resolve(name, comb["changes"]).values
+        again = _resolve(name, comb["changes"])
         assert step_time.predict(again)["seconds"] == pytest.approx(comb["step_after"], rel=1e-6)
         assert run.memory(again)["fits"] and comb["fits"]
     step, before = a["scenario"]["step_time"], comb["step_before"]
@@ -180,7 +180,7 @@ def test_a_changed_scenario_keeps_the_lengths():
     file stay, so the unchanged scenario predicts the same step (run.variant alone drops the
     lengths file: its attention would be counted from the mean)."""
     for name in RUNS:
-        values = _resolve(name).values
+        values = _resolve(name)
         same = advice.changed_scenario(values, {})
         assert step_time.predict(same)["seconds"] == pytest.approx(
             step_time.predict(values)["seconds"], rel=1e-12
@@ -216,7 +216,7 @@ def test_the_combined_projection_is_not_the_product_of_gains():
     assert {"packing", "fp8"} <= set(comb["levers"])
     product = math.prod(by[name]["speedup"] for name in comb["levers"])
     assert abs(comb["product"] / product - 1) > 0.01
-    values = _resolve("course").values
+    values = _resolve("course")
     pair = advice.changed_scenario(values, {"batching": "packed", "fp8": "hybrid"})
     together = a["time"]["predicted_seconds"] / step_time.predict(pair)["seconds"]
     assert together < by["packing"]["speedup"] * by["fp8"]["speedup"] * (1 - 1e-3)

@@ -157,7 +157,7 @@ def test_qwen3_next_packed_run_counts_rows_not_documents():
     assert sc["tokens_per_step"] == 15_737_818
     m = 15_737_818 / (65536 * 64)
     assert sc["micro_batches_per_step"] == pytest.approx(m) == pytest.approx(3.752, abs=1e-3)
-    assert run.micro_batches(sc.values) == pytest.approx(m)
+    assert run.micro_batches(sc) == pytest.approx(m)
     acc = account(sc)
     assert acc["parallel"]["micro_batches"] == pytest.approx(m)
     comm = acc["communication"]

@@ -52,7 +52,7 @@ def test_weight_rows_sum_to_exactly_2n(model, count_mtp):
     shape = models.load_shape(model)
     sc = scenario.resolve(data={"model": model, "count_mtp": count_mtp})
     for batch in (1, 3):
-        rows = gemms.model_gemms(sc.values, batch)
+        rows = gemms.model_gemms(sc, batch)
         assert gemms.weight_flops_per_token(rows) == 2 * sc["activated_params"]
     n = shape.activated_params + (shape.mtp_activated_params if count_mtp else 0)
     assert sc["activated_params"] == n  # N as `costmodel params` gives it
@@ -60,7 +60,7 @@ def test_weight_rows_sum_to_exactly_2n(model, count_mtp):
 
 def test_gqa_width_of_llama_70b(tmp_path):
     sc = scenario.resolve(data={"model": llama_70b(tmp_path)})
-    rows = by_key(gemms.model_gemms(sc.values))
+    rows = by_key(gemms.model_gemms(sc))
     assert rows["qkv"]["n"] == 8192 + 2 * 1024 == 10240  # not 3 x 8192
     assert rows["dense_gate_up"]["n"] == 2 * 28672 and rows["dense_down"]["k"] == 28672
     assert rows["qkv"]["layers"] == 80 and rows["lm_head"]["n"] == 128256
@@ -68,7 +68,7 @@ def test_gqa_width_of_llama_70b(tmp_path):
 
 def test_deepseek_v3_rows_from_its_config():
     sc = scenario.resolve(data={"model": str(REPO / "tests" / "configs" / "deepseek-v3.json")})
-    rows = by_key(gemms.model_gemms(sc.values))
+    rows = by_key(gemms.model_gemms(sc))
     assert rows["dense_down"]["k"] == 18432 and rows["dense_down"]["layers"] == 3  # not 4 x 7168
     assert rows["expert_down"]["k"] == 2048 and rows["expert_down"]["layers"] == 58
     assert (rows["q_a"]["n"], rows["q_b"]["k"], rows["q_b"]["n"]) == (1536, 1536, 128 * 192)
@@ -79,7 +79,7 @@ def test_deepseek_v3_rows_from_its_config():
 
 
 def test_course_gemms(course, course_account):
-    rows = by_key(gemms.model_gemms(course.values))
+    rows = by_key(gemms.model_gemms(course))
     assert list(rows) == [
         "qkv",
         "attention_output",
@@ -119,17 +119,17 @@ def test_course_gemms(course, course_account):
 
 
 def test_causal_halves_the_core_per_token(course):
-    full = by_key(gemms.model_gemms(course.values))
+    full = by_key(gemms.model_gemms(course))
     causal = scenario.resolve(overrides={"attention_flops": "causal"})
-    half = by_key(gemms.model_gemms(causal.values))
+    half = by_key(gemms.model_gemms(causal))
     for key in ("attention_scores", "attention_values"):
         assert half[key]["forward_flops_per_token"] == full[key]["forward_flops_per_token"] / 2
     assert half["qkv"] == full["qkv"]
 
 
 def test_weight_gemms_grow_with_micro_batch(course):
-    one = by_key(gemms.model_gemms(course.values, 1))
-    four = by_key(gemms.model_gemms(course.values, 4))
+    one = by_key(gemms.model_gemms(course, 1))
+    four = by_key(gemms.model_gemms(course, 4))
     for key, row in one.items():
         if row["weights"]:
             assert four[key]["m"] == 4 * row["m"]
@@ -148,7 +148,7 @@ def test_a_scenario_of_keys_only_names_its_assumptions():
             "full_attention_every": 1,
         }
     )
-    rows = by_key(gemms.model_gemms(sc.values))
+    rows = by_key(gemms.model_gemms(sc))
     assert rows["dense_gate_up"]["n"] == 2 * 4 * 4096
     assert rows["dense_gate_up"]["m"] == 2 * sc["seq_len"]
     assert rows["qkv"]["n"] == 3 * 4096  # no GQA known: K and V as wide as Q
@@ -192,17 +192,18 @@ def test_cli_gemms_json_and_text():
     "model", ["course", "llama-3.1-8b", str(REPO / "tests" / "configs" / "deepseek-v3.json")]
 )
 def test_the_values_of_a_scenario_give_the_rows_of_the_scenario(model):
-    """A resolved Scenario has every layout key (no layout-free call): its `values` mapping, as
-    a notebook passes it, gives the rows of the Scenario itself."""
+    """A resolved Scenario has every layout key (no layout-free call); a mapping of its values
+    is refused (the evaluate layer takes a Scenario)."""
     data = {} if model == "course" else {"model": model}
     sc = scenario.resolve(data=data)
     assert (sc.tensor_parallel, sc.context_parallel) == (1, 1)
     assert not sc.sequence_parallel
     rows = gemms.model_gemms(sc)
-    assert rows == gemms.model_gemms(sc.values)
+    assert rows == gemms.model_gemms(sc)
     assert all(r["per_gpu_fraction"] == 1 for r in rows)
     for batch in (1, 3):
-        assert gemms.model_gemms(sc, batch) == gemms.model_gemms(dict(sc.values), batch)
+        with pytest.raises(TypeError, match="a resolved Scenario"):
+            gemms.model_gemms(dict(sc.values), batch)
 
 
 def llama_8b(**layout):
@@ -210,9 +211,9 @@ def llama_8b(**layout):
 
 
 def test_tensor_parallel_splits_llama_8b_by_hand():
-    one = by_key(gemms.model_gemms(llama_8b().values))
+    one = by_key(gemms.model_gemms(llama_8b()))
     sc = llama_8b(tensor_parallel=4)
-    rows = by_key(gemms.model_gemms(sc.values))
+    rows = by_key(gemms.model_gemms(sc))
     # column parallel: n / 4; row parallel: k / 4; the token rows unchanged
     assert (rows["qkv"]["k"], rows["qkv"]["n"]) == (4096, (32 + 2 * 8) * 128 // 4) == (4096, 1536)
     assert (rows["attention_output"]["k"], rows["attention_output"]["n"]) == (4096 // 4, 4096)
@@ -243,8 +244,8 @@ def test_tensor_parallel_splits_llama_8b_by_hand():
 
 
 def test_context_parallel_splits_the_sequence_of_llama_8b_by_hand():
-    one = by_key(gemms.model_gemms(llama_8b().values, 2))
-    rows = by_key(gemms.model_gemms(llama_8b(context_parallel=2).values, 2))
+    one = by_key(gemms.model_gemms(llama_8b(), 2))
+    rows = by_key(gemms.model_gemms(llama_8b(context_parallel=2), 2))
     for key, row in rows.items():
         if row["weights"]:  # micro batch x seq_len / CP rows, the weights whole
             assert row["m"] == 2 * 49152 / 2 == 49152
@@ -264,7 +265,7 @@ def test_context_parallel_splits_the_sequence_of_llama_8b_by_hand():
 
 
 def test_tp_and_cp_together_on_llama_8b():
-    rows = by_key(gemms.model_gemms(llama_8b(tensor_parallel=4, context_parallel=2).values))
+    rows = by_key(gemms.model_gemms(llama_8b(tensor_parallel=4, context_parallel=2)))
     assert (rows["qkv"]["m"], rows["qkv"]["n"]) == (24576, 1536)
     assert (rows["dense_down"]["m"], rows["dense_down"]["k"]) == (24576, 3584)
     core = rows["attention_scores"]
@@ -273,12 +274,12 @@ def test_tp_and_cp_together_on_llama_8b():
 
 def test_mla_under_tp_8_with_sequence_parallel():
     config = str(REPO / "tests" / "configs" / "deepseek-v3.json")
-    one = by_key(gemms.model_gemms(scenario.resolve(data={"model": config}).values))
+    one = by_key(gemms.model_gemms(scenario.resolve(data={"model": config})))
     sc = scenario.resolve(
         data={"model": config, "num_gpus": 64, "tensor_parallel": 8, "sequence_parallel": True}
     )
     assert (sc["data_parallel"], sc["expert_parallel"]) == (8, 8)
-    rows = by_key(gemms.model_gemms(sc.values))
+    rows = by_key(gemms.model_gemms(sc))
     # q_b and kv_b column parallel, the output row parallel: 128 heads / 8 = 16 per GPU
     assert rows["q_b"]["n"] == 16 * 192 and rows["kv_b"]["n"] == 16 * (128 + 128)
     assert rows["attention_output"]["k"] == 16 * 128
@@ -297,24 +298,24 @@ def test_mla_under_tp_8_with_sequence_parallel():
     assert rows["attention_scores"]["uses_per_token"] == 16
     assert gemms.weight_flops_per_token(rows.values()) == 2 * sc["activated_params"]
     without_sp = scenario.resolve(data={"model": config, "num_gpus": 64, "tensor_parallel": 8})
-    replicated = by_key(gemms.model_gemms(without_sp.values))["router"]
+    replicated = by_key(gemms.model_gemms(without_sp))["router"]
     assert replicated["m"] == 49152 and replicated["per_gpu_fraction"] == 1
 
 
 def test_kv_heads_fewer_than_tp_are_replicated(course):
     sc = scenario.resolve(overrides={"tensor_parallel": 4})
-    qkv = by_key(gemms.model_gemms(sc.values))["qkv"]
+    qkv = by_key(gemms.model_gemms(sc))["qkv"]
     # Qwen3.6: 16 / 4 query heads x 256 doubled by the gate, and one of the 2 KV heads each
     assert qkv["n"] == 4 * 256 * 2 + 2 * 1 * 256 == 2560
     assert qkv["per_gpu_fraction"] == 2560 / 9216
     assert "2 KV heads at TP 4: 1 per GPU, replicated" in qkv["source"]
-    whole = by_key(gemms.model_gemms(course.values))["qkv"]
+    whole = by_key(gemms.model_gemms(course))["qkv"]
     assert qkv["forward_flops_per_token"] == whole["forward_flops_per_token"]
 
 
 def test_context_parallel_sets_the_expert_rows(course):
     sc = scenario.resolve(overrides={"context_parallel": 2, "expert_parallel": 4})
-    rows = by_key(gemms.model_gemms(sc.values))
+    rows = by_key(gemms.model_gemms(sc))
     # an EP group of 4 ranks, each with 49,152 / 2 tokens, 8 of 256 experts per token
     assert rows["expert_gate_up"]["m"] == 4 * 49152 / 2 * 8 / 256 == 3072
     assert rows["router"]["m"] == rows["shared_gate_up"]["m"] == 24576
@@ -330,7 +331,7 @@ def test_per_gpu_shapes_add_up_to_the_per_token_figures(model, count_mtp, tp, cp
     sc = scenario.resolve(data={"model": model, "count_mtp": count_mtp, "num_gpus": 64, **layout})
     shape = models.load_shape(model)
     batch = 2
-    rows = gemms.model_gemms(sc.values, batch)
+    rows = gemms.model_gemms(sc, batch)
     assert gemms.weight_flops_per_token(rows) == 2 * sc["activated_params"]
     for row in rows:
         gemm = 2 * row["m"] * row["k"] * row["n"] * row["layers"]
@@ -348,9 +349,7 @@ def test_per_gpu_shapes_add_up_to_the_per_token_figures(model, count_mtp, tp, cp
 
 
 def test_text_header_names_the_layout(course):
-    table = gemms.gemm_table(
-        scenario.resolve(overrides={"num_gpus": 32, "tensor_parallel": 4}).values
-    )
+    table = gemms.gemm_table(scenario.resolve(overrides={"num_gpus": 32, "tensor_parallel": 4}))
     assert table["layout"] == {
         "tensor_parallel": 4,
         "context_parallel": 1,
@@ -360,7 +359,7 @@ def test_text_header_names_the_layout(course):
     text = render_gemms(table)
     assert "per GPU: TP 4, CP 1, EP 8," in text.splitlines()[0]
     assert "GPU share" in text and "1/4" in text
-    course_text = render_gemms(gemms.gemm_table(course.values))
+    course_text = render_gemms(gemms.gemm_table(course))
     assert "per GPU: TP 1, CP 1, EP 8," in course_text and "GPU share" not in course_text
     assert all("per_gpu_fraction" in row for row in table["gemms"])
 

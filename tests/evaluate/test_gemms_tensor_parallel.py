@@ -92,7 +92,7 @@ def test_tp_must_divide_what_the_gemm_list_splits(overrides, message):
     ],
 )
 def test_layouts_that_divide_are_accepted_whole(overrides):
-    values = scenario.resolve(overrides={"num_gpus": 64, **overrides}).values
+    values = scenario.resolve(overrides={"num_gpus": 64, **overrides})
     assert values["tensor_parallel"] > 1
     for batch in (None, 1, 3):
         assert fractions(values, batch) == []
@@ -137,7 +137,7 @@ def layouts(draw) -> dict:
 @given(layouts())
 def test_no_accepted_layout_gives_a_fraction(overrides):
     try:
-        values = scenario.resolve(overrides=overrides).values
+        values = scenario.resolve(overrides=overrides)
     except CostModelError as error:
         assert "\n" not in str(error)
         return
@@ -171,10 +171,10 @@ def test_gemms_json_writes_whole_numbers_as_integers(args):
 
 def test_a_vocabulary_tp_does_not_divide_is_padded_as_megatron_pads_it():
     """GPT-2's 50,257 tokens at TP 2: accepted; each GPU's lm_head has ceil(V / TP) columns."""
-    values = scenario.resolve(overrides={"vocab_size": 50257, "tensor_parallel": 2}).values
+    values = scenario.resolve(overrides={"vocab_size": 50257, "tensor_parallel": 2})
     (row,) = [r for r in gemms.model_gemms(values) if r["key"] == "lm_head"]
     assert row["n"] == 25129
     assert "padded to 50,258 for TP 2" in row["source"]
-    unpadded = scenario.resolve(overrides={"vocab_size": 50258, "tensor_parallel": 2}).values
+    unpadded = scenario.resolve(overrides={"vocab_size": 50258, "tensor_parallel": 2})
     (same,) = [r for r in gemms.model_gemms(unpadded) if r["key"] == "lm_head"]
     assert same["n"] == 25129 and "padded" not in same["source"]

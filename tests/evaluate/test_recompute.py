@@ -175,10 +175,10 @@ def test_block_recompute_redoes_its_share_of_the_layers():
     assert sc["recompute_weights_fraction"] == sc["recompute_core_fraction"] == 0.25
     uniform = resolve(recompute_num_layers=10)
     assert uniform["recompute_weights_fraction"] == 1.0
-    assert run.memory(uniform.values)["phases"]["backward"]["contents"][
+    assert run.memory(uniform)["phases"]["backward"]["contents"][
         "recompute_working_set"
     ] == pytest.approx(
-        10 * run.memory(resolve().values)["phases"]["backward"]["contents"]["recompute_working_set"]
+        10 * run.memory(resolve())["phases"]["backward"]["contents"]["recompute_working_set"]
     )
 
 

@@ -37,9 +37,9 @@ def test_logits_and_the_fit_of_the_course_run(flash):
     # 2 GiB memory_reserve; the peak is the loss (the logits with the saved layer inputs)
     assert mem["fits"] and mem["capacity"] == 97871 * 2**20 - 2**31
     assert mem["peak_phase"] == "loss" and 0 < mem["headroom"] < 20e9
-    selective = run.memory(resolve(attention_kernel="flash").values, recompute="selective")
+    selective = run.memory(resolve(attention_kernel="flash"), recompute="selective")
     assert not selective["fits"]  # the course's "selective recompute if memory allows": no
-    doubled = run.memory(resolve(attention_kernel="flash").values, micro_batch=2)
+    doubled = run.memory(resolve(attention_kernel="flash"), micro_batch=2)
     assert not doubled["fits"] and doubled["logits"] == 2 * mem["logits"]
 
 
@@ -103,7 +103,7 @@ def test_pipeline_bubble_lever():
     assert lever["step_before"] - lever["step_after"] == pytest.approx(bubble / 2, rel=0.05)
     assert lever["feasible"]  # 32 layers divide into 2 x 4 chunks
     # interleaving holds p + (p - 1) / v = 5.5 micro batches in flight instead of 4
-    interleaved = run.memory(sc.values, virtual_stages=2)
+    interleaved = run.memory(sc, virtual_stages=2)
     assert interleaved["in_flight"] == pytest.approx(5.5)
     assert interleaved["activations"] > a["memory"]["activations"]
     assert f"memory peak {interleaved['total'] / 1e9:,.1f} GB" in note(lever)
@@ -127,7 +127,7 @@ def test_pipeline_bubble_lever_needs_the_layers_to_split_and_the_memory():
         mean_tokens_per_sample=16384,
         attention_kernel="flash",
     )
-    now, interleaved = run.memory(tight.values), run.memory(tight.values, virtual_stages=2)
+    now, interleaved = run.memory(tight), run.memory(tight, virtual_stages=2)
     assert now["fits"] and not interleaved["fits"]
     lever = next(x for x in account(tight)["advice"] if x["lever"] == "pipeline_bubble")
     assert lever["speedup"] > 1 and not lever["feasible"]
@@ -146,9 +146,9 @@ def test_a_changed_micro_batch_changes_the_micro_batches_per_step():
     resolved at that micro batch (micro batches per step follow samples / (DP x b))."""
     base = resolve(num_gpus=64, pipeline_parallel=4, samples_per_step=32)
     doubled = resolve(num_gpus=64, pipeline_parallel=4, samples_per_step=32, micro_batch=2)
-    assert run.micro_batches(base.values, 2) == doubled["micro_batches_per_step"] == 1
-    by_hand = run.comm({**base.values, "micro_batch": 2})
-    assert by_hand["seconds"] == pytest.approx(run.comm(doubled.values)["seconds"])
+    assert run.micro_batches(base, 2) == doubled["micro_batches_per_step"] == 1
+    by_hand = run.comm(base.replace(micro_batch=2))
+    assert by_hand["seconds"] == pytest.approx(run.comm(doubled)["seconds"])
     # 1F1B holds min(m, p) micro batches on the first stage: m = 1 at b = 2, m = 2 at b = 1
-    lever = run.memory(base.values, micro_batch=2)
-    assert lever["total"] == pytest.approx(run.memory(doubled.values)["total"])
+    lever = run.memory(base, micro_batch=2)
+    assert lever["total"] == pytest.approx(run.memory(doubled)["total"])

@@ -95,7 +95,7 @@ def test_bubbles_by_hand():
 
 
 def test_the_llama_runs_bubble_is_its_share_of_the_stage_compute():
-    values = scenario.resolve(REPO / "scenarios" / "llama-3.1-70b-512xH100.yaml").values
+    values = scenario.resolve(REPO / "scenarios" / "llama-3.1-70b-512xH100.yaml")
     got = step_time.predict(values)
     computed = compute_time.compute(values)
     stage = sum(computed["parts"].values()) - computed["optimizer_seconds"]
@@ -103,7 +103,7 @@ def test_the_llama_runs_bubble_is_its_share_of_the_stage_compute():
     inter = scenario.resolve(
         REPO / "scenarios" / "llama-3.1-70b-512xH100.yaml",
         overrides={"pipeline_schedule": "interleaved", "virtual_pipeline": 5},
-    ).values
+    )
     assert step_time.predict(inter)["parts"]["pipeline_bubble"] == pytest.approx(3 / 160 * stage)
 
 
@@ -126,9 +126,9 @@ def test_gemms_are_every_row_at_its_roofline_three_times_per_micro_batch():
             "mean_tokens_per_sample": 4096,
             "recompute": "none",
         }
-    ).values
+    )
     gpu = hardware.GPUS[values["gpu"]]
-    eff = efficiency.efficiencies(values)  # the generation's, fitted where recorded
+    eff = efficiency.efficiencies(values.values)  # the generation's, fitted where recorded
     by_hand = 0.0
     for row in model_gemms(values):
         if row["weights"]:
@@ -162,10 +162,10 @@ def test_fp8_gemms_run_at_the_fp8_peak_with_one_byte_inputs():
         "mean_tokens_per_sample": 8192,
         "recompute": "none",
     }
-    bf16 = scenario.resolve(overrides=keys).values
-    fp8 = scenario.resolve(overrides={**keys, "fp8": "hybrid"}).values
+    bf16 = scenario.resolve(overrides=keys)
+    fp8 = scenario.resolve(overrides={**keys, "fp8": "hybrid"})
     rows = {r["key"]: r for r in model_gemms(fp8) if r["weights"]}
-    eff = efficiency.efficiencies(fp8)
+    eff = efficiency.efficiencies(fp8.values)
     by_hand = 0.0
     for key, r in rows.items():
         m, n, k = r["m"], r["n"], r["k"]
@@ -182,7 +182,7 @@ def test_fp8_gemms_run_at_the_fp8_peak_with_one_byte_inputs():
 
 def test_the_parts_sum_to_the_prediction():
     for file in [None, *SCENARIOS]:
-        got = step_time.predict(scenario.resolve(file).values)
+        got = step_time.predict(scenario.resolve(file))
         assert tuple(got["parts"]) == step_time.PARTS
         assert got["seconds"] == pytest.approx(sum(got["parts"].values()))
         assert all(math.isfinite(x) and x >= 0 for x in got["parts"].values())
@@ -194,9 +194,9 @@ def test_efficiencies_come_from_the_generation_or_the_scenario():
     assert {efficiency.generation(g) for g in ("H20", "H800", "H200")} == {"hopper"}
     assert efficiency.generation("A100-80GB") == "ampere"
     assert efficiency.generation("B200") == "blackwell"
-    base = step_time.predict(scenario.resolve().values)
+    base = step_time.predict(scenario.resolve())
     halved = base["efficiencies"]["gemm"]["value"] / 2
-    half = step_time.predict(scenario.resolve(overrides={"gemm_efficiency": halved}).values)
+    half = step_time.predict(scenario.resolve(overrides={"gemm_efficiency": halved}))
     assert half["efficiencies"]["gemm"] == {"value": halved, "source": "scenario (gemm_efficiency)"}
     # the course's GEMMs are compute-bound at the H20's balance: half the efficiency, twice the time
     assert half["parts"]["gemms"] == pytest.approx(2 * base["parts"]["gemms"], rel=0.01)
@@ -204,7 +204,7 @@ def test_efficiencies_come_from_the_generation_or_the_scenario():
 
 
 def test_recompute_is_the_forward_of_what_it_recomputes():
-    course = scenario.resolve().values  # full recompute: r = r_core = 1
+    course = scenario.resolve()  # full recompute: r = r_core = 1
     predicted = step_time.predict(course)
     got, detail = predicted["parts"], predicted["detail"]
     # the layers' GEMM forward: a third of all GEMMs' forward and backward, less the lm_head's
@@ -217,25 +217,25 @@ def test_recompute_is_the_forward_of_what_it_recomputes():
     assert 0 < elementwise < 0.05 * got["recompute"]  # the layers' norms and activations
     # selective `moe`: the MoE rows of the 40 MoE layers, every micro batch, nothing else
     moe = scenario.resolve(overrides={"recompute": "selective", "recompute_modules": ["moe"]})
-    rows = step_time.predict(moe.values)["detail"]["gemm_forward_seconds_per_micro_batch"]
+    rows = step_time.predict(moe)["detail"]["gemm_forward_seconds_per_micro_batch"]
     keys = ("router", "expert_gate_up", "expert_down", "shared_gate_up", "shared_down")
     by_hand = 2 * 40 * sum(rows[k] for k in keys + ("shared_expert_gate",))
-    assert step_time.predict(moe.values)["parts"]["recompute"] == pytest.approx(by_hand)
+    assert step_time.predict(moe)["parts"]["recompute"] == pytest.approx(by_hand)
     # Megatron-LM's default selective set, the attention core: exactly the core's forward
     core = scenario.resolve(
         overrides={"recompute": "selective", "recompute_modules": ["core_attn"]}
-    ).values
+    )
     parts = step_time.predict(core)["parts"]
     assert parts["recompute"] == pytest.approx(
         parts["attention"] / (1 + 2.5 * 0.70 / 0.55)
         + parts["linear_attention"] / (1 + 2 * 0.70 / 0.55)
     )
-    none = step_time.predict(scenario.resolve(overrides={"recompute": "none"}).values)
+    none = step_time.predict(scenario.resolve(overrides={"recompute": "none"}))
     assert none["parts"]["recompute"] == 0
 
 
 def test_exposed_communication_hides_behind_the_models_compute():
-    values = scenario.resolve().values
+    values = scenario.resolve()
     comm = run.comm(values)
     phases = compute_time.compute(values)["phases"]
     assert comm["compute"]["forward_seconds"] == pytest.approx(phases["forward"])
@@ -367,7 +367,7 @@ def test_a_null_step_time_is_the_predicted_step():
     sc = scenario.resolve(overrides={"step_time": None})
     assert sc["step_time"] is None and sc["step_time_from"] == "predicted"
     acc = account(sc)
-    predicted = step_time.predict(scenario.resolve().values)["seconds"]
+    predicted = step_time.predict(scenario.resolve())["seconds"]
     # the account fills a copy of the scenario: every figure divides by the predicted step
     assert sc.step_time is None  # the Scenario given is frozen
     filled = fill_step_time(sc)
@@ -398,10 +398,10 @@ def test_the_report_says_the_step_is_predicted(tmp_path):
 
 def test_interleaving_holds_more_micro_batches_in_memory():
     file = REPO / "scenarios" / "llama-3.1-70b-512xH100.yaml"
-    plain = run.memory(scenario.resolve(file).values)
+    plain = run.memory(scenario.resolve(file))
     chunks = scenario.resolve(
         file, overrides={"pipeline_schedule": "interleaved", "virtual_pipeline": 5}
-    ).values
+    )
     interleaved = run.memory(chunks)
     assert plain["in_flight"] == 4
     assert interleaved["in_flight"] == pytest.approx(4 + 3 / 5)  # p + (p - 1) / v
@@ -421,9 +421,9 @@ def test_attention_time_follows_the_kernel_not_the_counting_convention():
     """The flash kernel skips the masked half of the square under a causal mask, whatever
     `attention_flops` counts (that key is how MFU counts, not what runs); eager computes the
     whole square: its core forward FLOPs are twice flash's."""
-    full = scenario.resolve(overrides={"attention_flops": "full"}).values
-    causal = scenario.resolve(overrides={"attention_flops": "causal"}).values
-    eager = scenario.resolve(overrides={"attention_kernel": "eager"}).values
+    full = scenario.resolve(overrides={"attention_flops": "full"})
+    causal = scenario.resolve(overrides={"attention_flops": "causal"})
+    eager = scenario.resolve(overrides={"attention_kernel": "eager"})
     timed = compute_time.core_forward_flops
     assert timed(full, counted=False) == timed(causal, counted=False)
     assert timed(full, counted=False) == pytest.approx(timed(full) / 2)

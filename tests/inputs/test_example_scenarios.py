@@ -230,11 +230,11 @@ def test_readme_prose_on_selective_recompute_is_the_memory_model():
     from costmodel.evaluate.run import memory
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    course = memory(scenario.resolve(overrides={"recompute": "selective"}).values, fit=False)
+    course = memory(scenario.resolve(overrides={"recompute": "selective"}), fit=False)
     assert f"would\nneed {course['total'] / 1e9:.0f} GB" in readme
     deepseek = scenario.resolve(
         path("deepseek-v3-2048xH800"), overrides={"recompute_modules": ["core_attn"]}
     )
-    core_only = memory(deepseek.values, fit=False)
+    core_only = memory(deepseek, fit=False)
     assert not core_only["fits"]
     assert f"alone recomputed it would need {core_only['total'] / 1e9:.0f} GB" in readme

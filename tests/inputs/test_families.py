@@ -372,14 +372,14 @@ def test_params_text_and_json(name):
 
 def test_gelu_mlp_gemm_rows():
     sc = scenario.resolve(data={"model": where("gpt2.json"), "tensor_parallel": 4, "num_gpus": 40})
-    rows = {row["key"]: row for row in gemms.model_gemms(sc.values)}
+    rows = {row["key"]: row for row in gemms.model_gemms(sc)}
     # the MLP's first GEMM keeps its key; its name says it is up alone (n = width, not 2 x)
     up, down = rows["dense_gate_up"], rows["dense_down"]
     assert up["name"] == "dense MLP up (hidden -> intermediate), no gate (gelu_new)"
     assert (up["k"], up["n"] * 4, up["layers"]) == (768, 3072, 12)  # column-parallel
     assert (down["k"] * 4, down["n"]) == (3072, 768)  # row-parallel
     assert up["forward_flops_per_token"] == down["forward_flops_per_token"] == 2 * 768 * 3072 * 12
-    assert gemms.weight_flops_per_token(gemms.model_gemms(sc.values)) == 2 * 123_532_032
+    assert gemms.weight_flops_per_token(gemms.model_gemms(sc)) == 2 * 123_532_032
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,7 +484,7 @@ def test_a_model_given_by_numbers_uses_its_keys_and_derives_n():
     n = layers * (4 * hidden * hidden + 2 * hidden * 4 * hidden) + vocab * hidden
     assert sc["activated_params"] == n == 174_575_321_088
     assert sc.sources["activated_params"] == sc.sources["total_params"] == "derived"
-    rows = {row["key"]: row for row in gemms.model_gemms(sc.values)}
+    rows = {row["key"]: row for row in gemms.model_gemms(sc)}
     assert rows["dense_gate_up"]["n"] == 4 * hidden and "no gate" in rows["dense_gate_up"]["name"]
     assert rows["qkv"]["n"] == 3 * hidden
     source = rows["qkv"]["source"]
@@ -514,7 +514,7 @@ def test_gqa_and_moe_keys_replace_the_assumptions():
         "full_attention_every": 1,
     }
     sc = scenario.resolve(overrides=keys)
-    rows = {row["key"]: row for row in gemms.model_gemms(sc.values)}
+    rows = {row["key"]: row for row in gemms.model_gemms(sc)}
     assert rows["qkv"]["n"] == (32 + 2 * 8) * 128
     assert (rows["dense_gate_up"]["n"], rows["dense_gate_up"]["layers"]) == (2 * 12288, 2)
     assert (rows["expert_gate_up"]["n"], rows["expert_gate_up"]["layers"]) == (2 * 1024, 6)
@@ -545,7 +545,7 @@ def test_a_model_config_fills_the_keys_and_a_changed_one_builds_the_shape():
     )
     assert sc.sources["first_dense_layers"] == "model"
     changed = scenario.resolve(overrides={"model": "llama-3.1-70b", "ffn_hidden_size": 32768})
-    rows = {row["key"]: row for row in gemms.model_gemms(changed.values)}
+    rows = {row["key"]: row for row in gemms.model_gemms(changed)}
     assert rows["dense_down"]["k"] == 32768
     assert rows["qkv"]["n"] == (64 + 2 * 8) * 128  # the config's K/V heads, kept
     assert rows["qkv"]["source"].startswith("scenario keys")
@@ -621,6 +621,6 @@ def test_the_course_states_none_of_the_keys(course):
     same = scenario.resolve(overrides={"mlp_activation": "swiglu", "num_kv_heads": 2})
     assert same["activated_params"] == 3_000_000_000
     assert same.sources["activated_params"] == "course"
-    assert [row["source"] for row in gemms.model_gemms(same.values)] == [
-        row["source"] for row in gemms.model_gemms(course.values)
+    assert [row["source"] for row in gemms.model_gemms(same)] == [
+        row["source"] for row in gemms.model_gemms(course)
     ]

@@ -217,7 +217,7 @@ def test_params_text_shows_file_text_escaped(hostile_config):
 
 def test_gemms_text_shows_file_text_escaped(hostile_config):
     sc = scenario.resolve(overrides={"model": str(hostile_config), **LLAMA_RUN})
-    out = render_gemms(gemm_table(sc.values))
+    out = render_gemms(gemm_table(sc))
     assert not CONTROL.search(out)
     assert f"config of {FILE_STEM_SHOWN}" in out
 
