@@ -47,6 +47,14 @@ from costmodel.evaluate.plan_space import (
 from costmodel.inputs import hardware, scenario
 from costmodel.inputs.scenario import Scenario
 
+#: The keys `search` may be constrained on, and the Core attribute of each (None: a setting).
+CONSTRAINED = {
+    "tensor_parallel": "tp",
+    "pipeline_parallel": "pp",
+    "context_parallel": "cp",
+    "zero_stage": None,
+    "recompute": None,
+}
 #: Layouts shown by default.
 TOP = 10
 #: Memory headroom under this share of the usable bytes is named as a limit.
@@ -237,8 +245,10 @@ def _best(
     # no recompute first; the other policies (each no faster in compute) join the queue only
     # when their common floor, no recompute's with what nothing hides, comes up
     none = Recompute("none")
-    heap = [(ev.floor(core, none, bubble), 0.0, 0, none, None)]
-    heap.append((heap[0][0], 0.0, 1, None, None))
+    # (no recompute when the options hold it: a search may be constrained to others)
+    floor = ev.floor(core, none, bubble)
+    heap = [(floor, 0.0, 0, none, None)] if none in options else []
+    heap.append((floor, 0.0, 1, None, None))
     count = 2
     best = None
     timed: dict[int, list[tuple[float, float]]] = {z: [] for z in ZERO_STAGES}
@@ -310,7 +320,8 @@ def _saving(options: list[Recompute]) -> list[Recompute]:
     """The recompute options that save the most memory: full, and the largest selective set."""
     selective = [rc for rc in options if rc.policy == "selective"]
     largest = max(selective, key=lambda rc: len(rc.modules or ()), default=None)
-    return [rc for rc in options if rc.policy == "full"] + ([largest] if largest else [])
+    saving = [rc for rc in options if rc.policy == "full"] + ([largest] if largest else [])
+    return saving or options
 
 
 def search(
@@ -319,12 +330,31 @@ def search(
     gpu: str | None = None,
     top: int = TOP,
     fp8: bool = False,
+    count_own: bool = True,
+    constraints: dict[str, tuple] | None = None,
 ) -> Plan:
-    """Search the layouts (module docstring); CostModelError (one line) when none fits."""
+    """Search the layouts (module docstring); CostModelError (one line) when none fits.
+    `count_own` False: the own layout is evaluated but not ranked (own_rank None): only the top
+    K are searched for, much faster where the own layout ranks far down (the notebooks).
+    `constraints`: the values allowed of some keys (CONSTRAINED), what a framework lacks or a
+    run fixed; the others are searched as usual."""
+    constraints = dict(constraints or {})
+    if set(constraints) - set(CONSTRAINED):
+        raise ValueError(f"constraints: {sorted(set(constraints) - set(CONSTRAINED))}")
     base = rebase(sc, gpus, gpu)
-    ev = Evaluator(base)
+    ev = Evaluator(base, tuple(constraints.get("zero_stage", ZERO_STAGES)))
     options = recompute_options(base)
-    all_cores = cores(base, base.num_gpus, fp8)
+    if "recompute" in constraints:
+        options = [rc for rc in options if rc.policy in constraints["recompute"]]
+    all_cores = [
+        core
+        for core in cores(base, base.num_gpus, fp8)
+        if all(
+            getattr(core, attr) in constraints.get(key, (getattr(core, attr),))
+            for key, attr in CONSTRAINED.items()
+            if attr
+        )
+    ]
     if not all_cores:
         raise CostModelError(
             f"num_gpus: {base.num_gpus} is not allowed; expected a GPU count that a layout of "
@@ -340,13 +370,15 @@ def search(
             f"({ev.usable / 1e9:.1f} GB usable)"
         )
     own, note = _own(ev)
-    own_seconds = own.seconds if own is not None and not note else 0.0
+    ranked = own is not None and not note and count_own
+    own_seconds = own.seconds if ranked else 0.0
     bounds = {core: _bound(ev, core) for core in fitting}
+    fitting = sorted(fitting, key=bounds.get)
     best: list[float] = []  # the `top` fastest steps, negated (a max-heap)
     rows: list[Row] = []
     none = Recompute("none")
     chain = tuple(selective_chain(base))
-    for core in sorted(fitting, key=bounds.get):
+    for core in fitting:
         kth = -best[0] if len(best) >= top else math.inf
         limit = max(kth, own_seconds)
         if bounds[core] > limit:
@@ -369,7 +401,7 @@ def search(
             heapq.heappop(best)
     rows.sort(key=lambda r: (r.seconds, r.peak_bytes))
     rank = None
-    if own is not None and not note:
+    if ranked:
         rank = 1 + sum(1 for r in rows if r.seconds < own.seconds * (1 - 1e-12))
     figures = account.evaluate(base, (linear_attention(base) or {}).get("flops_per_step") or 0.0)
     return Plan(
@@ -383,8 +415,34 @@ def search(
         timed=len(rows),
         least_peak=least,
         model_flops_per_step=figures["model_flops_per_step"],
-        extra={"evaluator": ev},
+        extra={
+            "evaluator": ev,
+            "cores": fitting,
+            "bounds": bounds,
+            "top": top,
+            "options": options,
+        },
     )
+
+
+#: The most layouts `every` evaluates.
+EVERY = 400
+
+
+def every(plan: Plan, most: int = EVERY) -> tuple[list[Row], float | None]:
+    """Each layout that fits at its fastest settings that fit, without the search's bounds (a
+    scatter of them all), fastest first: where more than `most` fit, the `most` of the least
+    bound and the search's top layouts; and the least bound of those left out (None when none
+    is): no layout left out is faster than it."""
+    ev, options = plan.extra["evaluator"], plan.extra["options"]
+    chain = tuple(selective_chain(ev.base))
+    ordered = plan.extra["cores"]
+    top = {row.core for row in plan.rows[: plan.extra["top"]]}
+    chosen = ordered[:most] + [core for core in ordered[most:] if core in top]
+    rows = [row for core in chosen if (row := _best(ev, core, options, chain=chain))]
+    rows.sort(key=lambda r: (r.seconds, r.peak_bytes))
+    left = [plan.extra["bounds"][core] for core in ordered[most:] if core not in top]
+    return rows, (min(left) if left else None)
 
 
 def limits(plan: Plan, row: Row) -> dict[str, Any]:

@@ -47,8 +47,9 @@ _OPTIMIZER_KEYS = (
 class Evaluator:
     """The pieces of one base scenario's layouts, cached by what each depends on."""
 
-    def __init__(self, base: Scenario):
+    def __init__(self, base: Scenario, zero_stages: tuple[int, ...] = ZERO_STAGES):
         self.base = base
+        self.zero_stages = zero_stages  # those searched (a framework may lack some)
         self.shape = base.shape
         self.params = gpu_memory._params(self.shape, base)
         self.usable = gpu_memory.capacity(base)["usable"]
@@ -164,6 +165,7 @@ class Evaluator:
             if every is None:
                 every = self._cache[("peaks", core)] = self._peaks(core, schedules)
             fit = every <= self.usable
+            fit[:, [z not in self.zero_stages for z in ZERO_STAGES], :] = False
             bubble = np.asarray(shares, dtype=float)
             least = np.where(fit, bubble, np.inf).min(axis=2)
             pick = np.where(fit & (bubble == least[..., None]), every, np.inf).argmin(axis=2)
@@ -189,7 +191,8 @@ class Evaluator:
         per_step = max(1, int(core.micro_batches))
         flight = min(act.in_flight_micro_batches(pp, per_step, s.virtual or 1) for s in schedules)
         ranks = core.dp * core.cp
-        dense, expert = self._state_bytes(3, ranks), self._state_bytes(3, max(ranks // ep, 1))
+        most = max(self.zero_stages)  # the most sharding searched
+        dense, expert = self._state_bytes(most, ranks), self._state_bytes(most, max(ranks // ep, 1))
         least = math.inf
         for rc in policies:
             saved, working, outside, logits = self._activations(core, rc)
