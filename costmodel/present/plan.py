@@ -136,7 +136,8 @@ def as_csv(plan: search.Plan, top: int) -> str:
     return out.getvalue()
 
 
-def _settings(keys: dict[str, Any]) -> str:
+def settings(keys: dict[str, Any]) -> str:
+    """A layout's keys in one line: "TP 8 SP, PP 4 interleaved v2, CP 1, ..., recompute none"."""
     pp = f"PP {keys['pipeline_parallel']}"
     if keys["pipeline_parallel"] > 1:
         pp += f" {keys['pipeline_schedule']}"
@@ -162,7 +163,7 @@ def _line(item: dict[str, Any]) -> str:
         f"MFU {item['mfu']:6.1%}  peak {item['peak_bytes'] / 1e9:6.1f} GB  "
         f"limit {item['limit']} (compute {shares['compute']:.0%}, comm "
         f"{shares['communication']:.0%}, bubble {shares['bubble']:.0%}; headroom "
-        f"{item['headroom_bytes'] / 1e9:.1f} GB)\n       {_settings(item['layout'])}"
+        f"{item['headroom_bytes'] / 1e9:.1f} GB)\n       {settings(item['layout'])}"
     )
 
 
@@ -220,7 +221,7 @@ def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
         (
             [
                 f"{item['rank']:,}" if item["rank"] is not None else "-",
-                _settings(item["layout"]),
+                settings(item["layout"]),
                 f"{item['step_seconds']:,.3f} s",
                 f"{item['tokens_per_s']:,.0f}",
                 f"{item['mfu']:.1%}",
