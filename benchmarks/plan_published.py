@@ -121,6 +121,12 @@ def framework_limits(row: dict[str, Any]) -> tuple[str, dict[str, tuple]]:
             "pipeline_parallel": (1,),
             "context_parallel": (1,),
         }
+    if framework.startswith("Megatron-LM") and date < "2022":
+        return (
+            f"Megatron-LM of {date[:7]}: no CP (it came with Megatron-Core) and no ZeRO (its "
+            "distributed optimizer came in 2022)",
+            {"context_parallel": (1,), "zero_stage": (0,)},
+        )
     if framework.startswith(("Megatron-LM", "Megatron-DeepSpeed")) and date < "2023":
         return (
             f"Megatron-LM of {date[:7]}: no CP (it came with Megatron-Core) and no ZeRO-2/3 "
@@ -148,8 +154,9 @@ def _rank_under(sc, constraints: dict[str, tuple]) -> tuple[int | None, int]:
 
 def _constrained(sc, row: dict[str, Any], own: dict[str, Any]) -> str:
     """The published layout's rank again under the named constraints the search ignores: the
-    framework's (`framework_limits`), then with the run's own recompute policy held too. Says
-    which one brings it into the top 10%, or that none does."""
+    framework's (`framework_limits`), then with the run's own recompute policy held too, then
+    with its CP held as well (what the models miss about CP). Says which one brings it into the
+    top 10%, or that none does."""
     said, limits = framework_limits(row)
     steps = [(f"framework: {said}", limits)] if limits else []
     steps.append(
@@ -157,6 +164,26 @@ def _constrained(sc, row: dict[str, Any], own: dict[str, Any]) -> str:
             f"the run's recompute ({own['recompute']}) held (the search drops it where the "
             "memory model fits without; no allocator reserve beyond memory_reserve is modelled)",
             {**limits, "recompute": (own["recompute"],)},
+        )
+    )
+    steps.append(
+        (
+            f"CP held at the run's ({own['context_parallel']}): a limit of the models, not of the "
+            "run (the CP ring has no per-step latency and the attention kernel keeps its "
+            "efficiency at any block size, so the search finds CP almost free)",
+            {**steps[-1][1], "context_parallel": (own["context_parallel"],)},
+        )
+    )
+    steps.append(
+        (
+            f"TP and PP held at the run's ({own['tensor_parallel']} x "
+            f"{own['pipeline_parallel']}): the split the source chose (a study of one split, "
+            "or the rule of TP within a node), which the search does not take as given",
+            {
+                **steps[-1][1],
+                "tensor_parallel": (own["tensor_parallel"],),
+                "pipeline_parallel": (own["pipeline_parallel"],),
+            },
         )
     )
     parts = []
@@ -223,12 +250,9 @@ def summary(found: list[dict[str, Any]]) -> list[str]:
     model = [x for x in ranked if not x["top10"] and x["examination"].startswith("model error")]
     others = [x for x in ranked if not x["top10"] and x not in model]
     named = [x for x in others if x["examination"].startswith("EXPLAINED")]
-    framework = [
-        x
-        for x in named
-        if x["examination"].startswith("EXPLAINED by framework")
-        and ("; then" not in x["examination"].split(". ")[0])
-    ]
+    framework = [x for x in named if _steps(x) == 1 and "by framework" in x["examination"]]
+    cp_held = [x for x in named if _last(x).startswith("CP held")]
+    split_held = [x for x in named if _last(x).startswith("TP and PP held")]
     unranked = [x for x in searched if not x.get("rank")]
     return [
         f"{len(found)} published runs: {len(searched)} searched ({len(found) - len(searched)} "
@@ -237,7 +261,9 @@ def summary(found: list[dict[str, Any]]) -> list[str]:
         f"of the {len(ranked) - len(top10)} others, {len(model)} are model error (the published "
         f"step missed by more than {MODEL_ERROR:.0%}); of the other {len(others)}, {len(named)} "
         f"rank in the top 10% under a named constraint the search ignores ({len(framework)} "
-        f"the framework's, {len(named) - len(framework)} with the run's recompute held too), "
+        f"the framework's, {len(named) - len(framework) - len(cp_held) - len(split_held)} "
+        f"with the run's recompute held too, {len(cp_held)} only with its CP held as well: a "
+        f"limit of the models, {len(split_held)} only with its TP and PP held as well), "
         f"{len(others) - len(named)} do not",
         f"{len(unranked)} searched runs are not ranked: "
         + "; ".join(
@@ -247,6 +273,16 @@ def summary(found: list[dict[str, Any]]) -> list[str]:
         f"search time: total {sum(x['seconds_searching'] for x in found):.0f} s, the longest "
         f"{max(x['seconds_searching'] for x in found):.1f} s",
     ]
+
+
+def _steps(x: dict[str, Any]) -> int:
+    """How many constraint steps an examination took (1: the first explained it)."""
+    return x["examination"].split(". ")[0].count("; then") + 1
+
+
+def _last(x: dict[str, Any]) -> str:
+    """The constraint step that explained a run (the last one tried)."""
+    return x["examination"].split(". ")[0].split("; then ")[-1].removeprefix("EXPLAINED by ")
 
 
 def _counts(items) -> dict[str, int]:

@@ -1390,10 +1390,14 @@ lines.append("- 这些是规则，还是搜索的结果？上面每一条都由�
 d.md("\n".join(lines))
 
 # %% tags=["remove-input"]
-# the exercise's two layouts: outside the 10 fastest (the handouts' index lists those) and not
-# the scenario's own; the fastest of the rest, and the fastest of the rest with another split
-shown_keys = {r.key for r in searched.rows[:10]} | {r.key for r in every[:10]}
-rest = [r for r in every if r.key not in shown_keys and (own_row is None or r.key != own_row.key)]
+# the exercise's two layouts: outside the 10 fastest (the handouts' index lists those, with
+# their steps: none of the two may share a step with them) and not the scenario's own; the
+# fastest of the rest, and the fastest of the rest with another split
+listed = searched.rows[:10] + every[:10] + ([searched.own] if searched.own else [])
+shown_keys = {r.key for r in listed}
+shown_steps = {f"{r.seconds:.{n}f}" for r in listed for n in (2, 3)}
+rest = [r for r in every if r.key not in shown_keys
+        and not {f"{r.seconds:.{n}f}" for n in (2, 3)} & shown_steps]
 pair = []
 if rest:
     first = rest[0]
