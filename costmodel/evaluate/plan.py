@@ -28,8 +28,9 @@ from typing import Any
 
 from costmodel.derive import plain
 from costmodel.errors import CostModelError
-from costmodel.evaluate import account, run, step_time
+from costmodel.evaluate import account, step_time
 from costmodel.evaluate.linear import linear_attention
+from costmodel.evaluate.plan_base import _inputs, rebase  # noqa: F401 (plan.rebase)
 from costmodel.evaluate.plan_eval import ZERO_STAGES, Evaluator, least_bubble
 from costmodel.evaluate.plan_space import (
     Core,
@@ -44,7 +45,7 @@ from costmodel.evaluate.plan_space import (
     schedule_options,
     selective_chain,
 )
-from costmodel.inputs import hardware, scenario
+from costmodel.inputs import scenario
 from costmodel.inputs.scenario import Scenario
 
 #: The keys `search` may be constrained on, and the Core attribute of each (None: a setting).
@@ -110,66 +111,6 @@ class Plan:
 
     def mfu(self, row: Row) -> float:
         return self.model_flops_per_step / (row.seconds * self.gpus * self.base.peak_flops)
-
-
-def _inputs(sc: Scenario, changes: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The scenario's keys as inputs to resolve again with `changes` (run.variant's rules: the
-    keys a recompute policy does not take dropped; no sequence parallel without TP)."""
-    data = {
-        key: value
-        for key, value in sc.values.items()
-        if key in scenario.FIELDS and value is not None and key not in run._NOT_INPUTS
-    }
-    if sc.sequence_lengths is not None:  # the lengths file again (its path as resolved)
-        data["sequence_lengths"] = sc.sequence_lengths
-        data.pop("mean_tokens_per_sample", None)
-    data.update(changes or {})
-    data = {key: value for key, value in data.items() if value is not None}
-    policy = data["recompute"]
-    if policy != sc.recompute or policy != "selective":
-        data.pop("selective_recompute_fraction", None)
-    if policy != "selective":
-        data.pop("recompute_modules", None)
-    if policy != "full":
-        data.pop("recompute_num_layers", None)
-        data.pop("recompute_method", None)
-    if data["tensor_parallel"] == 1:
-        data["sequence_parallel"] = False
-    if data.get("pipeline_schedule") != "interleaved":
-        data.pop("virtual_pipeline", None)
-    return data
-
-
-def rebase(sc: Scenario, gpus: int | None = None, gpu: str | None = None) -> Scenario:
-    """The scenario on `gpus` GPUs of `gpu` (resolved again; the GPU's peak and bandwidth from
-    the table unless the scenario gave them), its own layout kept where it still divides, else
-    TP = PP = CP = EP = 1. A null step_time is 1 s (the exposed communication does not depend on
-    it)."""
-    data = {**_inputs(sc), "name": sc.name}
-    if gpus is not None:
-        data["num_gpus"] = gpus
-    if gpu is not None:
-        name = hardware.lookup(gpu)
-        if name is None:
-            allowed = ", ".join(hardware.GPUS)
-            raise CostModelError(f"--gpu: {gpu!r} is not allowed; expected one of {allowed}")
-        data["gpu"] = name.name
-        for key in ("peak_flops", "hbm_bandwidth"):
-            if sc.sources.get(key) not in ("file", "--set"):
-                data.pop(key, None)
-    data.setdefault("step_time", 1.0)
-    try:
-        return scenario.resolve(data=data)
-    except CostModelError:
-        plain = {
-            "tensor_parallel": 1,
-            "pipeline_parallel": 1,
-            "context_parallel": 1,
-            "expert_parallel": 1,
-            "sequence_parallel": False,
-            "pipeline_schedule": "1f1b",
-        }
-        return scenario.resolve(data=_inputs(sc, {**data, **plain}))
 
 
 def _screen(ev: Evaluator, all_cores: list[Core], saving: list[Recompute]):
@@ -324,6 +265,27 @@ def _saving(options: list[Recompute]) -> list[Recompute]:
     return saving or options
 
 
+def _space(base: Scenario, fp8: bool, constraints: dict[str, tuple]):
+    """The evaluator, the recompute options and the cores of a search, as `constraints` allow
+    (search)."""
+    if set(constraints) - set(CONSTRAINED):
+        raise ValueError(f"constraints: {sorted(set(constraints) - set(CONSTRAINED))}")
+    ev = Evaluator(base, tuple(constraints.get("zero_stage", ZERO_STAGES)))
+    options = recompute_options(base)
+    if "recompute" in constraints:
+        options = [rc for rc in options if rc.policy in constraints["recompute"]]
+    allowed = [
+        core
+        for core in cores(base, base.num_gpus, fp8)
+        if all(
+            getattr(core, attr) in constraints.get(key, (getattr(core, attr),))
+            for key, attr in CONSTRAINED.items()
+            if attr
+        )
+    ]
+    return ev, options, allowed
+
+
 def search(
     sc: Scenario,
     gpus: int | None = None,
@@ -338,23 +300,8 @@ def search(
     K are searched for, much faster where the own layout ranks far down (the notebooks).
     `constraints`: the values allowed of some keys (CONSTRAINED), what a framework lacks or a
     run fixed; the others are searched as usual."""
-    constraints = dict(constraints or {})
-    if set(constraints) - set(CONSTRAINED):
-        raise ValueError(f"constraints: {sorted(set(constraints) - set(CONSTRAINED))}")
     base = rebase(sc, gpus, gpu)
-    ev = Evaluator(base, tuple(constraints.get("zero_stage", ZERO_STAGES)))
-    options = recompute_options(base)
-    if "recompute" in constraints:
-        options = [rc for rc in options if rc.policy in constraints["recompute"]]
-    all_cores = [
-        core
-        for core in cores(base, base.num_gpus, fp8)
-        if all(
-            getattr(core, attr) in constraints.get(key, (getattr(core, attr),))
-            for key, attr in CONSTRAINED.items()
-            if attr
-        )
-    ]
+    ev, options, all_cores = _space(base, fp8, dict(constraints or {}))
     if not all_cores:
         raise CostModelError(
             f"num_gpus: {base.num_gpus} is not allowed; expected a GPU count that a layout of "
@@ -374,6 +321,30 @@ def search(
     own_seconds = own.seconds if ranked else 0.0
     bounds = {core: _bound(ev, core) for core in fitting}
     fitting = sorted(fitting, key=bounds.get)
+    rows = _ranked(ev, fitting, bounds, options, top, own_seconds)
+    rank = None
+    if ranked:
+        rank = 1 + sum(1 for r in rows if r.seconds < own.seconds * (1 - 1e-12))
+    figures = account.evaluate(base, (linear_attention(base) or {}).get("flops_per_step") or 0.0)
+    return Plan(
+        base=base,
+        rows=rows,
+        own=own,
+        own_rank=rank,
+        own_note=note,
+        searched=len(all_cores),
+        fitting=len(fitting),
+        timed=len(rows),
+        least_peak=least,
+        model_flops_per_step=figures["model_flops_per_step"],
+        extra={"evaluator": ev, "cores": fitting, "bounds": bounds, "top": top, "options": options},
+    )
+
+
+def _ranked(ev: Evaluator, fitting, bounds, options, top: int, own_seconds: float) -> list[Row]:
+    """The fitting cores (in the order of their bound) timed until the bound passes both the
+    `top`-th best step and the own layout's (search), fastest first."""
+    base = ev.base
     best: list[float] = []  # the `top` fastest steps, negated (a max-heap)
     rows: list[Row] = []
     none = Recompute("none")
@@ -400,29 +371,7 @@ def search(
         if len(best) > top:
             heapq.heappop(best)
     rows.sort(key=lambda r: (r.seconds, r.peak_bytes))
-    rank = None
-    if ranked:
-        rank = 1 + sum(1 for r in rows if r.seconds < own.seconds * (1 - 1e-12))
-    figures = account.evaluate(base, (linear_attention(base) or {}).get("flops_per_step") or 0.0)
-    return Plan(
-        base=base,
-        rows=rows,
-        own=own,
-        own_rank=rank,
-        own_note=note,
-        searched=len(all_cores),
-        fitting=len(fitting),
-        timed=len(rows),
-        least_peak=least,
-        model_flops_per_step=figures["model_flops_per_step"],
-        extra={
-            "evaluator": ev,
-            "cores": fitting,
-            "bounds": bounds,
-            "top": top,
-            "options": options,
-        },
-    )
+    return rows
 
 
 #: The most layouts `every` evaluates.
