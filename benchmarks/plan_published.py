@@ -97,6 +97,14 @@ def examine(row: dict[str, Any]) -> dict[str, Any]:
         out["top10"] = False
         out["examination"] = f"not ranked: {found.own_note}"
         return out
+    if found.own_note:  # evaluated, but over the memory: the run ran, so the memory model errs
+        out["top10"] = False
+        out["examination"] = (
+            f"not ranked: {found.own_note}: model error (memory): the memory model puts the "
+            f"published layout at {own.peak_bytes / 1e9:.1f} GB, over the "
+            f"{own.capacity / 1e9:.1f} GB usable, yet the run ran"
+        )
+        return out
     own_keys = plan.layout_keys(found, own)
     out["own"] = _layout(own_keys)
     out["own_seconds"] = own.seconds
@@ -123,15 +131,19 @@ def framework_limits(row: dict[str, Any]) -> tuple[str, dict[str, tuple]]:
         }
     if framework.startswith("Megatron-LM") and date < "2022":
         return (
-            f"Megatron-LM of {date[:7]}: no CP (it came with Megatron-Core) and no ZeRO (its "
-            "distributed optimizer came in 2022)",
-            {"context_parallel": (1,), "zero_stage": (0,)},
+            f"Megatron-LM of {date[:7]}: no CP (it came with Megatron-Core), no sequence "
+            "parallelism (Korthikanti et al., 2022) and no ZeRO (its distributed optimizer "
+            "came in 2022)",
+            {"context_parallel": (1,), "sequence_parallel": (False,), "zero_stage": (0,)},
         )
     if framework.startswith(("Megatron-LM", "Megatron-DeepSpeed")) and date < "2023":
+        no_sp = date < "2022-05"  # sequence parallelism: Korthikanti et al., May 2022
         return (
-            f"Megatron-LM of {date[:7]}: no CP (it came with Megatron-Core) and no ZeRO-2/3 "
-            "(at most the optimizer states sharded)",
-            {"context_parallel": (1,), "zero_stage": (0, 1)},
+            f"Megatron-LM of {date[:7]}: no CP (it came with Megatron-Core)"
+            + (", no sequence parallelism (Korthikanti et al., May 2022)" if no_sp else "")
+            + " and no ZeRO-2/3 (at most the optimizer states sharded)",
+            {"context_parallel": (1,), "zero_stage": (0, 1)}
+            | ({"sequence_parallel": (False,)} if no_sp else {}),
         )
     if framework.startswith(("Megatron-LM", "NeMo", "Megatron-Bridge")):
         return (
@@ -139,10 +151,16 @@ def framework_limits(row: dict[str, Any]) -> tuple[str, dict[str, tuple]]:
             "ZeRO-2/3",
             {"zero_stage": (0, 1)},
         )
-    if framework.startswith("torchtitan") and date < "2024-11":
+    if framework.startswith("torchtitan"):
+        early = date < "2024-11"
         return (
-            "torchtitan before PyTorch's context-parallel API (PyTorch 2.5, October 2024): no CP",
-            {"context_parallel": (1,)},
+            "torchtitan shards with FSDP2: the weights are sharded (ZeRO-2 or 3, never 0 or 1)"
+            + (
+                "; and before PyTorch's context-parallel API (PyTorch 2.5, October 2024): no CP"
+                if early
+                else ""
+            ),
+            {"zero_stage": (2, 3)} | ({"context_parallel": (1,)} if early else {}),
         )
     return "", {}
 
@@ -268,7 +286,7 @@ def summary(found: list[dict[str, Any]]) -> list[str]:
         f"{len(unranked)} searched runs are not ranked: "
         + "; ".join(
             f"{n} {why}"
-            for why, n in sorted(_counts(x["note"].split(":")[0] for x in unranked).items())
+            for why, n in sorted(_counts(x["note"].split(": ")[0] for x in unranked).items())
         ),
         f"search time: total {sum(x['seconds_searching'] for x in found):.0f} s, the longest "
         f"{max(x['seconds_searching'] for x in found):.1f} s",

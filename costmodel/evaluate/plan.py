@@ -53,6 +53,7 @@ CONSTRAINED = {
     "tensor_parallel": "tp",
     "pipeline_parallel": "pp",
     "context_parallel": "cp",
+    "sequence_parallel": "sp",
     "zero_stage": None,
     "recompute": None,
 }
