@@ -479,7 +479,8 @@ else:
 if ai[b_lo] >= balance:
     text += (f"在 {sc.gpu} 上，micro batch = {b_lo} 时{name} GEMM 已经高于平衡点 {d.num(balance, 1)}，"
              "按 roofline 它们并不受带宽限制；掉到平衡点以下的"
-             + ("除了上一节的 QKᵀ，主要是" if ai_qk < balance else "主要是")
+             + (("除了上一节的 QKᵀ（按分数矩阵写回显存算；本场景的 flash kernel 把分数留在片上，它并不受带宽限制），主要是"
+                 if sc.attention_kernel == "flash" else "除了上一节的 QKᵀ，主要是") if ai_qk < balance else "主要是")
              + "没有权重复用的算子（norm、激活、残差加" + ("、permute" if is_moe else "")
              + "），这些算子的运算强度在 1 FLOP/byte 上下甚至更低，与 micro batch 无关。"
              + ("所以加大 micro batch 如果还有收益，多半来自摊薄每次 kernel 启动与同步的固定开销，"

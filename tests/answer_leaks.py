@@ -325,7 +325,8 @@ def leaks(pages: list[tuple[str, list[Exercise], str]]) -> list[Leak]:
 
 
 class _Text(HTMLParser):
-    """The text of an HTML page, a space between elements (a table's cells stay apart)."""
+    """The text of an HTML page, a space between elements (a table's cells stay apart). A plot's
+    inline SVG is left out: its text is axis ticks ("100" on a log axis), not the page's figures."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -333,11 +334,11 @@ class _Text(HTMLParser):
         self._skip = 0
 
     def handle_starttag(self, tag, attrs):
-        self._skip += tag in ("style", "script")
+        self._skip += tag in ("style", "script", "svg")
         self.parts.append(" ")
 
     def handle_endtag(self, tag):
-        self._skip -= tag in ("style", "script") and self._skip > 0
+        self._skip -= tag in ("style", "script", "svg") and self._skip > 0
         self.parts.append(" ")
 
     def handle_data(self, data):

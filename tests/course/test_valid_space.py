@@ -283,7 +283,13 @@ def test_the_strategy_draws_every_key():
     added to the strategy)."""
     drawn = set()
 
-    @settings(max_examples=30, derandomize=True, database=None)
+    # the draws resolve scenarios (slow on a loaded machine): speed is not what this checks
+    @settings(
+        max_examples=30,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
     @given(valid_scenarios())
     def collect(data):
         drawn.update(data)
@@ -355,7 +361,7 @@ def notebook_figures(sc) -> dict:
     # 06 and 07: the FFN and expert GEMMs of the GEMM list, rows to the balance, the router
     balance = acc["machine_balance"]
     ep_size = layouts.default_ep_size(v["num_experts"], v["num_gpus"])
-    listed = gemms.model_gemms(v)
+    listed = gemms.model_gemms(sc)
     ffn = [(r["k"], r["n"]) for r in listed if r["weights"] and r["k"] and r["n"]]
     out["gemms"] = [
         moe.gemm(rows, k, n)

@@ -144,8 +144,7 @@ def test_gemm_rows_are_data_that_present_renders():
     from costmodel.evaluate import gemms
     from costmodel.present.gemms import render_gemms
 
-    values = scenario.resolve().values
-    table = gemms.gemm_table(values)
+    table = gemms.gemm_table(scenario.resolve())
     rows = table["gemms"]
     assert rows and all(isinstance(r, gemms.GemmRow) for r in rows)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -38,6 +38,32 @@ def exercises(course, course_account):
     )
 
 
+#: Figures that equal an exercise's answer by chance, each with the unit that tells them apart on
+#: the page where it shows (every occurrence there must carry it) and what it is. An entry no
+#: longer needed fails the tests (the figures moved): remove it.
+COINCIDENCES = {
+    ("04-2", "47.1"): (r"47\.1 s", "the index card's predicted step, not 04-2's rows per step"),
+}
+
+
+def _excused(found, pages, used) -> list:
+    """`found` less the leaks COINCIDENCES explain."""
+    texts = dict((name, text) for name, _, text in pages)
+    kept = []
+    for leak in found:
+        rest = []
+        for figure in leak.figures:
+            unit, _ = COINCIDENCES.get((leak.exercise.name, figure), (None, None))
+            text = texts[leak.page]
+            if unit and len(re.findall(re.escape(figure), text)) == len(re.findall(unit, text)):
+                used.add((leak.exercise.name, figure))
+            else:
+                rest.append(figure)
+        if rest:
+            kept.append(f"{leak.exercise.name} ({leak.exercise.title}): {rest} on {leak.page}")
+    return kept
+
+
 def test_no_html_page_gives_an_exercise_away(student, exercises):
     stems, answers = exercises
     pages = [(name, [], html_text((student / name).read_text(encoding="utf-8"))) for name in FRONT]
@@ -46,8 +72,10 @@ def test_no_html_page_gives_an_exercise_away(student, exercises):
         for stem, ex in zip(stems, answers)
     ]
     assert all(text.strip() for _, _, text in pages)
-    found = leaks(pages)
-    assert not found, "\n".join(str(leak) for leak in found)
+    used = set()
+    found = _excused(leaks(pages), pages, used)
+    assert not found, "\n".join(found)
+    assert used == set(COINCIDENCES), f"COINCIDENCES not needed: {set(COINCIDENCES) - used}"
 
 
 def _booklet_sections(pdf, count: int) -> list[str]:
@@ -72,5 +100,5 @@ def test_the_booklet_gives_no_exercise_away(student, exercises):
     front, *texts = _booklet_sections(student / "booklet.pdf", len(stems))
     pages = [("booklet, before section 01", [], front)]
     pages += [(f"booklet {stem}", ex, text) for stem, ex, text in zip(stems, answers, texts)]
-    found = leaks(pages)
-    assert not found, "\n".join(str(leak) for leak in found)
+    found = _excused(leaks(pages), pages, set())
+    assert not found, "\n".join(found)
