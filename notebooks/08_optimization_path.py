@@ -1327,7 +1327,7 @@ own_fits = searched.own is not None and searched.own.peak_bytes <= searched.own.
 usable = searched.extra["evaluator"].usable
 
 d.setup_plots()
-fig, ax = plt.subplots()
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
 ax.scatter([r.peak_bytes / 1e9 for r in every], [r.seconds for r in every], s=10, color="#a0aec0",
            label=f"layouts that fit ({len(every):,} evaluated)")
 ax.scatter([r.peak_bytes / 1e9 for r in every[:5]], [r.seconds for r in every[:5]], s=22,
@@ -1344,7 +1344,7 @@ for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
     axis(FuncFormatter(lambda value, _: f"{value:g}"))
 ax.set_title(f"Layouts of {sc.num_gpus:,} x {sc.gpu}: predicted step vs peak memory")
 ax.legend(fontsize=8)
-plt.show()
+d.compact_png(fig)  # a PNG of few colours: the page keeps under its size limit
 
 # %% tags=["remove-input"]
 shown_top = plan_text.as_table(searched, 5)
