@@ -97,6 +97,14 @@ def examine(row: dict[str, Any]) -> dict[str, Any]:
         out["top10"] = False
         out["examination"] = f"not ranked: {found.own_note}"
         return out
+    if found.own_note:  # evaluated, but over the memory: the run ran, so the memory model errs
+        out["top10"] = False
+        out["examination"] = (
+            f"not ranked: {found.own_note}: model error (memory): the memory model puts the "
+            f"published layout at {own.peak_bytes / 1e9:.1f} GB, over the "
+            f"{own.capacity / 1e9:.1f} GB usable, yet the run ran"
+        )
+        return out
     own_keys = plan.layout_keys(found, own)
     out["own"] = _layout(own_keys)
     out["own_seconds"] = own.seconds
@@ -106,7 +114,104 @@ def examine(row: dict[str, Any]) -> dict[str, Any]:
     out["top10"] = rank is not None and rank <= math.ceil(0.1 * found.fitting)
     if not out["top10"]:
         out["examination"] = _examination(out, own_keys, plan.layout_keys(found, top))
+        if not out["examination"].startswith("model error"):
+            out["examination"] = _constrained(sc, row, own_keys) + out["examination"]
     return out
+
+
+def framework_limits(row: dict[str, Any]) -> tuple[str, dict[str, tuple]]:
+    """What the run's framework (the CSV's `framework` and `date`) lacks that the search offers,
+    named, as plan.search constraints; ("", {}) where nothing is known to be lacking."""
+    framework, date = row["framework"], row["date"]
+    if "Composer FSDP" in framework:
+        return "llm-foundry/Composer trains with FSDP alone (no TP, PP or CP)", {
+            "tensor_parallel": (1,),
+            "pipeline_parallel": (1,),
+            "context_parallel": (1,),
+        }
+    if framework.startswith("Megatron-LM") and date < "2022":
+        return (
+            f"Megatron-LM of {date[:7]}: no CP (it came with Megatron-Core), no sequence "
+            "parallelism (Korthikanti et al., 2022) and no ZeRO (its distributed optimizer "
+            "came in 2022)",
+            {"context_parallel": (1,), "sequence_parallel": (False,), "zero_stage": (0,)},
+        )
+    if framework.startswith(("Megatron-LM", "Megatron-DeepSpeed")) and date < "2023":
+        no_sp = date < "2022-05"  # sequence parallelism: Korthikanti et al., May 2022
+        return (
+            f"Megatron-LM of {date[:7]}: no CP (it came with Megatron-Core)"
+            + (", no sequence parallelism (Korthikanti et al., May 2022)" if no_sp else "")
+            + " and no ZeRO-2/3 (at most the optimizer states sharded)",
+            {"context_parallel": (1,), "zero_stage": (0, 1)}
+            | ({"sequence_parallel": (False,)} if no_sp else {}),
+        )
+    if framework.startswith(("Megatron-LM", "NeMo", "Megatron-Bridge")):
+        return (
+            "Megatron-Core with its distributed optimizer, as the run was set (no FSDP): no "
+            "ZeRO-2/3",
+            {"zero_stage": (0, 1)},
+        )
+    if framework.startswith("torchtitan"):
+        early = date < "2024-11"
+        return (
+            "torchtitan shards with FSDP2: the weights are sharded (ZeRO-2 or 3, never 0 or 1)"
+            + (
+                "; and before PyTorch's context-parallel API (PyTorch 2.5, October 2024): no CP"
+                if early
+                else ""
+            ),
+            {"zero_stage": (2, 3)} | ({"context_parallel": (1,)} if early else {}),
+        )
+    return "", {}
+
+
+def _rank_under(sc, constraints: dict[str, tuple]) -> tuple[int | None, int]:
+    found = plan.search(sc, constraints=constraints)
+    return found.own_rank, found.fitting
+
+
+def _constrained(sc, row: dict[str, Any], own: dict[str, Any]) -> str:
+    """The published layout's rank again under the named constraints the search ignores: the
+    framework's (`framework_limits`), then with the run's own recompute policy held too, then
+    with its CP held as well (what the models miss about CP). Says which one brings it into the
+    top 10%, or that none does."""
+    said, limits = framework_limits(row)
+    steps = [(f"framework: {said}", limits)] if limits else []
+    steps.append(
+        (
+            f"the run's recompute ({own['recompute']}) held (the search drops it where the "
+            "memory model fits without; no allocator reserve beyond memory_reserve is modelled)",
+            {**limits, "recompute": (own["recompute"],)},
+        )
+    )
+    steps.append(
+        (
+            f"CP held at the run's ({own['context_parallel']}): a limit of the models, not of the "
+            "run (the CP ring has no per-step latency and the attention kernel keeps its "
+            "efficiency at any block size, so the search finds CP almost free)",
+            {**steps[-1][1], "context_parallel": (own["context_parallel"],)},
+        )
+    )
+    steps.append(
+        (
+            f"TP and PP held at the run's ({own['tensor_parallel']} x "
+            f"{own['pipeline_parallel']}): the split the source chose (a study of one split, "
+            "or the rule of TP within a node), which the search does not take as given",
+            {
+                **steps[-1][1],
+                "tensor_parallel": (own["tensor_parallel"],),
+                "pipeline_parallel": (own["pipeline_parallel"],),
+            },
+        )
+    )
+    parts = []
+    for name, constraints in steps:
+        rank, fitting = _rank_under(sc, constraints)
+        inside = rank is not None and rank <= math.ceil(0.1 * fitting)
+        parts.append(f"{name}: ranks {rank} / {fitting}{' (top 10%)' if inside else ''}")
+        if inside:
+            return "EXPLAINED by " + "; then ".join(parts) + ". "
+    return "NOT EXPLAINED by a named constraint (" + "; then ".join(parts) + "). "
 
 
 def _examination(out: dict[str, Any], own: dict[str, Any], top: dict[str, Any]) -> str:
@@ -161,15 +266,48 @@ def summary(found: list[dict[str, Any]]) -> list[str]:
     ranked = [x for x in searched if x.get("rank")]
     top10 = [x for x in ranked if x["top10"]]
     model = [x for x in ranked if not x["top10"] and x["examination"].startswith("model error")]
+    others = [x for x in ranked if not x["top10"] and x not in model]
+    named = [x for x in others if x["examination"].startswith("EXPLAINED")]
+    framework = [x for x in named if _steps(x) == 1 and "by framework" in x["examination"]]
+    cp_held = [x for x in named if _last(x).startswith("CP held")]
+    split_held = [x for x in named if _last(x).startswith("TP and PP held")]
+    unranked = [x for x in searched if not x.get("rank")]
     return [
         f"{len(found)} published runs: {len(searched)} searched ({len(found) - len(searched)} "
         f"not: the layout or model cannot be made a scenario), {len(ranked)} with their own "
         f"layout ranked; {len(top10)} of {len(ranked)} in the top 10% of the layouts that fit; "
         f"of the {len(ranked) - len(top10)} others, {len(model)} are model error (the published "
-        f"step missed by more than {MODEL_ERROR:.0%}), the rest name what the top layout changes",
+        f"step missed by more than {MODEL_ERROR:.0%}); of the other {len(others)}, {len(named)} "
+        f"rank in the top 10% under a named constraint the search ignores ({len(framework)} "
+        f"the framework's, {len(named) - len(framework) - len(cp_held) - len(split_held)} "
+        f"with the run's recompute held too, {len(cp_held)} only with its CP held as well: a "
+        f"limit of the models, {len(split_held)} only with its TP and PP held as well), "
+        f"{len(others) - len(named)} do not",
+        f"{len(unranked)} searched runs are not ranked: "
+        + "; ".join(
+            f"{n} {why}"
+            for why, n in sorted(_counts(x["note"].split(": ")[0] for x in unranked).items())
+        ),
         f"search time: total {sum(x['seconds_searching'] for x in found):.0f} s, the longest "
         f"{max(x['seconds_searching'] for x in found):.1f} s",
     ]
+
+
+def _steps(x: dict[str, Any]) -> int:
+    """How many constraint steps an examination took (1: the first explained it)."""
+    return x["examination"].split(". ")[0].count("; then") + 1
+
+
+def _last(x: dict[str, Any]) -> str:
+    """The constraint step that explained a run (the last one tried)."""
+    return x["examination"].split(". ")[0].split("; then ")[-1].removeprefix("EXPLAINED by ")
+
+
+def _counts(items) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        out[item] = out.get(item, 0) + 1
+    return out
 
 
 def main(argv: list[str]) -> int:

@@ -40,8 +40,12 @@ Megatron-LM's gradient_accumulation_fusion does).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from typing import Any
+
+import numpy as np
 
 from costmodel.derive import numeric, plain
 from costmodel.evaluate.gemms import model_gemms
@@ -82,15 +86,18 @@ LOSS_BYTES = (2, 4)
 ADAM_BYTES_PER_PARAM = 30
 
 
-def _gemm_rows(sc: Scenario, eff: dict, shape: ModelShape) -> dict[str, float]:
-    """Forward seconds per micro batch and layer of each GEMM row key (per GPU)."""
+def _gemm_rows(
+    sc: Scenario, eff: dict, shape: ModelShape, micro_batch: int | None = None
+) -> dict[str, float]:
+    """Forward seconds per micro batch and layer of each GEMM row key (per GPU), at
+    `micro_batch` sequences per micro batch (default the scenario's)."""
     gpu = hardware.GPUS[sc.gpu]
     fp8 = sc.fp8 == "hybrid" and gpu.fp8_flops
     peak, bandwidth = sc.peak_flops, sc.hbm_bandwidth
     e_m = eff["hbm"].value
     experts_here = shape.num_experts / sc.expert_parallel if shape.is_moe else 1
     out: dict[str, float] = {}
-    for row in model_gemms(sc):
+    for row in model_gemms(sc, micro_batch):
         if not row["weights"]:
             continue
         in_fp8 = fp8 and row["key"] != "lm_head"
@@ -160,15 +167,22 @@ def _elementwise(sc, shape: ModelShape, mlp: str) -> tuple[float, float, dict[st
 
 def _layer_kinds(shape: ModelShape, sc: Scenario) -> list[tuple[str, str, int]]:
     """(mixer, mlp, count) of the model's layers, MTP layers (full attention) counted."""
+    return list(_kinds_of(shape, sc.num_mtp_layers))
+
+
+@functools.lru_cache(maxsize=64)
+def _kinds_of(shape: ModelShape, mtp_layers: int) -> tuple[tuple[str, str, int], ...]:
+    """`_layer_kinds` of a shape and its trained MTP layers (built once: the plan's search asks
+    for thousands of layouts of one model)."""
     counts: dict[tuple[str, str], int] = {}
     for layer_type, moe in zip(shape.layer_types, shape.moe_layer_flags):
         mixer = "attention" if layer_type == FULL_ATTENTION else "gated_deltanet"
         key = (mixer, "moe" if moe else "dense")
         counts[key] = counts.get(key, 0) + 1
-    if sc.num_mtp_layers:
+    if mtp_layers:
         key = ("attention", "moe" if shape.is_moe else "dense")
-        counts[key] = counts.get(key, 0) + sc.num_mtp_layers
-    return [(mixer, mlp, count) for (mixer, mlp), count in counts.items()]
+        counts[key] = counts.get(key, 0) + mtp_layers
+    return tuple((mixer, mlp, count) for (mixer, mlp), count in counts.items())
 
 
 def _layer(sc, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dict[str, float]:
@@ -273,8 +287,18 @@ def stage_sums(sc: Scenario, shape: ModelShape, eff: dict, gemm: dict[str, float
         for mixer, mlp, count in _layer_kinds(shape, sc)
     ]
     stage = _stage(kinds, sc.pipeline_parallel)
-    sums = {key: sum(layer[key] for layer in stage) for key in kinds[0][0]} if stage else {}
-    return sums, stage, core_fwd, linear_fwd
+    return _sums(stage, list(kinds[0][0])), stage, core_fwd, linear_fwd
+
+
+def _sums(stage: list[dict[str, float]], keys: list[str]) -> dict[str, float]:
+    """Each key summed over the stage's layers, first to last, as `sum` adds them (NumPy's
+    accumulate adds one after another too: the same floats, faster)."""
+    if not stage:
+        return {}
+    runs = [list(group) for _, group in itertools.groupby(stage, key=id)]
+    table = np.array([[run[0][key] for key in keys] for run in runs], dtype=float)
+    rows = np.repeat(table, [len(run) for run in runs], axis=0)
+    return dict(zip(keys, np.add.accumulate(rows, axis=0)[-1].tolist()))
 
 
 def recompute_seconds(sc, sums: dict[str, float]) -> float:

@@ -26,12 +26,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from costmodel.derive import plain
 from costmodel.errors import CostModelError
-from costmodel.evaluate import account, run, step_time
+from costmodel.evaluate import account, step_time
 from costmodel.evaluate.linear import linear_attention
+from costmodel.evaluate.plan_base import _inputs, rebase  # noqa: F401 (plan.rebase)
 from costmodel.evaluate.plan_eval import ZERO_STAGES, Evaluator, least_bubble
 from costmodel.evaluate.plan_space import (
     Core,
@@ -46,9 +45,18 @@ from costmodel.evaluate.plan_space import (
     schedule_options,
     selective_chain,
 )
-from costmodel.inputs import hardware, scenario
+from costmodel.inputs import scenario
 from costmodel.inputs.scenario import Scenario
 
+#: The keys `search` may be constrained on, and the Core attribute of each (None: a setting).
+CONSTRAINED = {
+    "tensor_parallel": "tp",
+    "pipeline_parallel": "pp",
+    "context_parallel": "cp",
+    "sequence_parallel": "sp",
+    "zero_stage": None,
+    "recompute": None,
+}
 #: Layouts shown by default.
 TOP = 10
 #: Memory headroom under this share of the usable bytes is named as a limit.
@@ -106,66 +114,6 @@ class Plan:
         return self.model_flops_per_step / (row.seconds * self.gpus * self.base.peak_flops)
 
 
-def _inputs(sc: Scenario, changes: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The scenario's keys as inputs to resolve again with `changes` (run.variant's rules: the
-    keys a recompute policy does not take dropped; no sequence parallel without TP)."""
-    data = {
-        key: value
-        for key, value in sc.values.items()
-        if key in scenario.FIELDS and value is not None and key not in run._NOT_INPUTS
-    }
-    if sc.sequence_lengths is not None:  # the lengths file again (its path as resolved)
-        data["sequence_lengths"] = sc.sequence_lengths
-        data.pop("mean_tokens_per_sample", None)
-    data.update(changes or {})
-    data = {key: value for key, value in data.items() if value is not None}
-    policy = data["recompute"]
-    if policy != sc.recompute or policy != "selective":
-        data.pop("selective_recompute_fraction", None)
-    if policy != "selective":
-        data.pop("recompute_modules", None)
-    if policy != "full":
-        data.pop("recompute_num_layers", None)
-        data.pop("recompute_method", None)
-    if data["tensor_parallel"] == 1:
-        data["sequence_parallel"] = False
-    if data.get("pipeline_schedule") != "interleaved":
-        data.pop("virtual_pipeline", None)
-    return data
-
-
-def rebase(sc: Scenario, gpus: int | None = None, gpu: str | None = None) -> Scenario:
-    """The scenario on `gpus` GPUs of `gpu` (resolved again; the GPU's peak and bandwidth from
-    the table unless the scenario gave them), its own layout kept where it still divides, else
-    TP = PP = CP = EP = 1. A null step_time is 1 s (the exposed communication does not depend on
-    it)."""
-    data = {**_inputs(sc), "name": sc.name}
-    if gpus is not None:
-        data["num_gpus"] = gpus
-    if gpu is not None:
-        name = hardware.lookup(gpu)
-        if name is None:
-            allowed = ", ".join(hardware.GPUS)
-            raise CostModelError(f"--gpu: {gpu!r} is not allowed; expected one of {allowed}")
-        data["gpu"] = name.name
-        for key in ("peak_flops", "hbm_bandwidth"):
-            if sc.sources.get(key) not in ("file", "--set"):
-                data.pop(key, None)
-    data.setdefault("step_time", 1.0)
-    try:
-        return scenario.resolve(data=data)
-    except CostModelError:
-        plain = {
-            "tensor_parallel": 1,
-            "pipeline_parallel": 1,
-            "context_parallel": 1,
-            "expert_parallel": 1,
-            "sequence_parallel": False,
-            "pipeline_schedule": "1f1b",
-        }
-        return scenario.resolve(data=_inputs(sc, {**data, **plain}))
-
-
 def _screen(ev: Evaluator, all_cores: list[Core], saving: list[Recompute]):
     """The cores that fit under their most memory-saving settings (the recompute options of
     `saving` at ZeRO 3 and the schedule that holds the fewest micro batches), and the least
@@ -207,13 +155,12 @@ def _policies(ev: Evaluator, core: Core, options, limit: float, chain, bubble: f
 def _fitting(ev: Evaluator, core: Core, rc: Recompute, schedules, shares) -> list[tuple]:
     """(floor, peak, recompute, ZeRO stage, schedule) of the settings of a policy that fit:
     per ZeRO stage, the schedule of the least bubble that fits (it changes only the bubble)."""
-    peaks = ev.peaks(core, rc, schedules)
-    fit = peaks <= ev.usable
+    peaks, choice = ev.settings(core, rc, schedules, shares)
     out = []
-    for z in np.nonzero(fit.any(axis=1))[0]:
-        s = min(np.nonzero(fit[z])[0], key=lambda i: (shares[i], peaks[z, i]))
-        floor = ev.floor(core, rc, shares[s], ZERO_STAGES[z])
-        out.append((floor, float(peaks[z, s]), rc, ZERO_STAGES[z], schedules[s]))
+    for z, s in enumerate(choice):
+        if s >= 0:
+            floor = ev.floor(core, rc, shares[s], ZERO_STAGES[z])
+            out.append((floor, peaks[z][s], rc, ZERO_STAGES[z], schedules[s]))
     return out
 
 
@@ -240,8 +187,10 @@ def _best(
     # no recompute first; the other policies (each no faster in compute) join the queue only
     # when their common floor, no recompute's with what nothing hides, comes up
     none = Recompute("none")
-    heap = [(ev.floor(core, none, bubble), 0.0, 0, none, None)]
-    heap.append((heap[0][0], 0.0, 1, None, None))
+    # (no recompute when the options hold it: a search may be constrained to others)
+    floor = ev.floor(core, none, bubble)
+    heap = [(floor, 0.0, 0, none, None)] if none in options else []
+    heap.append((floor, 0.0, 1, None, None))
     count = 2
     best = None
     timed: dict[int, list[tuple[float, float]]] = {z: [] for z in ZERO_STAGES}
@@ -313,7 +262,29 @@ def _saving(options: list[Recompute]) -> list[Recompute]:
     """The recompute options that save the most memory: full, and the largest selective set."""
     selective = [rc for rc in options if rc.policy == "selective"]
     largest = max(selective, key=lambda rc: len(rc.modules or ()), default=None)
-    return [rc for rc in options if rc.policy == "full"] + ([largest] if largest else [])
+    saving = [rc for rc in options if rc.policy == "full"] + ([largest] if largest else [])
+    return saving or options
+
+
+def _space(base: Scenario, fp8: bool, constraints: dict[str, tuple]):
+    """The evaluator, the recompute options and the cores of a search, as `constraints` allow
+    (search)."""
+    if set(constraints) - set(CONSTRAINED):
+        raise ValueError(f"constraints: {sorted(set(constraints) - set(CONSTRAINED))}")
+    ev = Evaluator(base, tuple(constraints.get("zero_stage", ZERO_STAGES)))
+    options = recompute_options(base)
+    if "recompute" in constraints:
+        options = [rc for rc in options if rc.policy in constraints["recompute"]]
+    allowed = [
+        core
+        for core in cores(base, base.num_gpus, fp8)
+        if all(
+            getattr(core, attr) in constraints.get(key, (getattr(core, attr),))
+            for key, attr in CONSTRAINED.items()
+            if attr
+        )
+    ]
+    return ev, options, allowed
 
 
 def search(
@@ -322,12 +293,16 @@ def search(
     gpu: str | None = None,
     top: int = TOP,
     fp8: bool = False,
+    count_own: bool = True,
+    constraints: dict[str, tuple] | None = None,
 ) -> Plan:
-    """Search the layouts (module docstring); CostModelError (one line) when none fits."""
+    """Search the layouts (module docstring); CostModelError (one line) when none fits.
+    `count_own` False: the own layout is evaluated but not ranked (own_rank None): only the top
+    K are searched for, much faster where the own layout ranks far down (the notebooks).
+    `constraints`: the values allowed of some keys (CONSTRAINED), what a framework lacks or a
+    run fixed; the others are searched as usual."""
     base = rebase(sc, gpus, gpu)
-    ev = Evaluator(base)
-    options = recompute_options(base)
-    all_cores = cores(base, base.num_gpus, fp8)
+    ev, options, all_cores = _space(base, fp8, dict(constraints or {}))
     if not all_cores:
         raise CostModelError(
             f"num_gpus: {base.num_gpus} is not allowed; expected a GPU count that a layout of "
@@ -343,13 +318,39 @@ def search(
             f"({ev.usable / 1e9:.1f} GB usable)"
         )
     own, note = _own(ev)
-    own_seconds = own.seconds if own is not None and not note else 0.0
+    ranked = own is not None and not note and count_own
+    own_seconds = own.seconds if ranked else 0.0
     bounds = {core: _bound(ev, core) for core in fitting}
+    fitting = sorted(fitting, key=bounds.get)
+    rows = _ranked(ev, fitting, bounds, options, top, own_seconds)
+    rank = None
+    if ranked:
+        rank = 1 + sum(1 for r in rows if r.seconds < own.seconds * (1 - 1e-12))
+    figures = account.evaluate(base, (linear_attention(base) or {}).get("flops_per_step") or 0.0)
+    return Plan(
+        base=base,
+        rows=rows,
+        own=own,
+        own_rank=rank,
+        own_note=note,
+        searched=len(all_cores),
+        fitting=len(fitting),
+        timed=len(rows),
+        least_peak=least,
+        model_flops_per_step=figures["model_flops_per_step"],
+        extra={"evaluator": ev, "cores": fitting, "bounds": bounds, "top": top, "options": options},
+    )
+
+
+def _ranked(ev: Evaluator, fitting, bounds, options, top: int, own_seconds: float) -> list[Row]:
+    """The fitting cores (in the order of their bound) timed until the bound passes both the
+    `top`-th best step and the own layout's (search), fastest first."""
+    base = ev.base
     best: list[float] = []  # the `top` fastest steps, negated (a max-heap)
     rows: list[Row] = []
     none = Recompute("none")
     chain = tuple(selective_chain(base))
-    for core in sorted(fitting, key=bounds.get):
+    for core in fitting:
         kth = -best[0] if len(best) >= top else math.inf
         limit = max(kth, own_seconds)
         if bounds[core] > limit:
@@ -371,23 +372,27 @@ def search(
         if len(best) > top:
             heapq.heappop(best)
     rows.sort(key=lambda r: (r.seconds, r.peak_bytes))
-    rank = None
-    if own is not None and not note:
-        rank = 1 + sum(1 for r in rows if r.seconds < own.seconds * (1 - 1e-12))
-    figures = account.evaluate(base, (linear_attention(base) or {}).get("flops_per_step") or 0.0)
-    return Plan(
-        base=base,
-        rows=rows,
-        own=own,
-        own_rank=rank,
-        own_note=note,
-        searched=len(all_cores),
-        fitting=len(fitting),
-        timed=len(rows),
-        least_peak=least,
-        model_flops_per_step=figures["model_flops_per_step"],
-        extra={"evaluator": ev},
-    )
+    return rows
+
+
+#: The most layouts `every` evaluates.
+EVERY = 400
+
+
+def every(plan: Plan, most: int = EVERY) -> tuple[list[Row], float | None]:
+    """Each layout that fits at its fastest settings that fit, without the search's bounds (a
+    scatter of them all), fastest first: where more than `most` fit, the `most` of the least
+    bound and the search's top layouts; and the least bound of those left out (None when none
+    is): no layout left out is faster than it."""
+    ev, options = plan.extra["evaluator"], plan.extra["options"]
+    chain = tuple(selective_chain(ev.base))
+    ordered = plan.extra["cores"]
+    top = {row.core for row in plan.rows[: plan.extra["top"]]}
+    chosen = ordered[:most] + [core for core in ordered[most:] if core in top]
+    rows = [row for core in chosen if (row := _best(ev, core, options, chain=chain))]
+    rows.sort(key=lambda r: (r.seconds, r.peak_bytes))
+    left = [plan.extra["bounds"][core] for core in ordered[most:] if core not in top]
+    return rows, (min(left) if left else None)
 
 
 def limits(plan: Plan, row: Row) -> dict[str, Any]:

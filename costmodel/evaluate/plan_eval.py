@@ -47,8 +47,9 @@ _OPTIMIZER_KEYS = (
 class Evaluator:
     """The pieces of one base scenario's layouts, cached by what each depends on."""
 
-    def __init__(self, base: Scenario):
+    def __init__(self, base: Scenario, zero_stages: tuple[int, ...] = ZERO_STAGES):
         self.base = base
+        self.zero_stages = zero_stages  # those searched (a framework may lack some)
         self.shape = base.shape
         self.params = gpu_memory._params(self.shape, base)
         self.usable = gpu_memory.capacity(base)["usable"]
@@ -73,15 +74,15 @@ class Evaluator:
         """The base scenario with the layout's keys (not resolved again; the derived values
         set as resolve derives them)."""
         if schedule is not None:
-            return self.base.replace(**self.keys(core, rc, zero, schedule))
+            return self.base.relaid(**self.keys(core, rc, zero, schedule))
         return self._cached(
             ("scenario", core, rc, zero),
-            lambda: self.base.replace(**self.keys(core, rc, zero, Schedule("1f1b"))),
+            lambda: self.base.relaid(**self.keys(core, rc, zero, Schedule("1f1b"))),
         )
 
     def keys(self, core: Core, rc: Recompute, zero: int, schedule: Schedule) -> dict[str, Any]:
         """The scenario keys of a layout, the derived ones with them."""
-        stated = self._stated(rc)
+        fractions = self._fractions(core.pp, rc)
         keys = {
             "tensor_parallel": core.tp,
             "pipeline_parallel": core.pp,
@@ -97,15 +98,15 @@ class Evaluator:
             "recompute_modules": list(rc.modules) if rc.modules is not None else None,
             "recompute_num_layers": rc.num_layers,
             "recompute_method": rc.method or "uniform",
-            "selective_recompute_fraction": stated,
+            "selective_recompute_fraction": self._stated(rc),
             "zero_stage": zero,
             "pipeline_schedule": schedule.name,
             "virtual_pipeline": schedule.virtual,
+            # recompute_fractions reads the pipeline and the policy alone (cached by them)
+            "recompute_weights_fraction": fractions.recompute_weights_fraction,
+            "recompute_core_fraction": fractions.recompute_core_fraction,
+            "recompute_fraction_from": fractions.recompute_fraction_from,
         }
-        got = recompute_fractions({**self.base.values, **keys})
-        keys["recompute_weights_fraction"] = got["weights"]
-        keys["recompute_core_fraction"] = got["core"]
-        keys["recompute_fraction_from"] = got["from"]
         return keys
 
     # memory -------------------------------------------------------------------------------
@@ -153,6 +154,27 @@ class Evaluator:
             got = self._cache[key] = self._peaks(core, schedules)
         return got[self.options.index(rc)]
 
+    def settings(self, core: Core, rc: Recompute, schedules: list[Schedule], shares) -> tuple:
+        """(peaks [ZeRO stage][schedule], the schedule chosen per ZeRO stage or -1) of a
+        recompute policy: per ZeRO stage, of the schedules that fit, the least bubble share
+        (`shares`), then the least peak (the first of equals); every policy at once, once."""
+        key = ("settings", core)
+        got = self._cache.get(key)
+        if got is None:
+            every = self._cache.get(("peaks", core))
+            if every is None:
+                every = self._cache[("peaks", core)] = self._peaks(core, schedules)
+            fit = every <= self.usable
+            fit[:, [z not in self.zero_stages for z in ZERO_STAGES], :] = False
+            bubble = np.asarray(shares, dtype=float)
+            least = np.where(fit, bubble, np.inf).min(axis=2)
+            pick = np.where(fit & (bubble == least[..., None]), every, np.inf).argmin(axis=2)
+            choice = np.where(fit.any(axis=2), pick, -1)
+            got = self._cache[key] = (every.tolist(), choice.tolist())
+        peaks, choice = got
+        index = self.options.index(rc)
+        return peaks[index], choice[index]
+
     def least_peak(self, core: Core, policies: list[Recompute], schedules) -> float:
         """The least peak of the core over `policies`, every ZeRO stage and schedule: at ZeRO
         3 and the schedule that holds the fewest micro batches (the peak grows with the states
@@ -169,7 +191,8 @@ class Evaluator:
         per_step = max(1, int(core.micro_batches))
         flight = min(act.in_flight_micro_batches(pp, per_step, s.virtual or 1) for s in schedules)
         ranks = core.dp * core.cp
-        dense, expert = self._state_bytes(3, ranks), self._state_bytes(3, max(ranks // ep, 1))
+        most = max(self.zero_stages)  # the most sharding searched
+        dense, expert = self._state_bytes(most, ranks), self._state_bytes(most, max(ranks // ep, 1))
         least = math.inf
         for rc in policies:
             saved, working, outside, logits = self._activations(core, rc)
@@ -215,13 +238,24 @@ class Evaluator:
 
     # step time ------------------------------------------------------------------------------
     def gemm_rows(self, core: Core) -> dict[str, float]:
-        key = ("gemm", core.tp, core.cp, core.ep, core.micro_batch, core.sp, core.fp8)
-        return self._cached(
-            key,
-            lambda: compute_time._gemm_rows(
-                self.scenario(core, Recompute("none")), self.eff, self.shape
-            ),
-        )
+        """compute_time._gemm_rows of the core (what they read of a layout: TP, CP, EP, SP,
+        FP8 and the micro batch)."""
+        split = (core.tp, core.cp, core.ep, core.sp, core.fp8)
+
+        def build():
+            sc = self._cached(
+                ("gemm scenario", *split),
+                lambda: self.base.relaid(
+                    tensor_parallel=core.tp,
+                    context_parallel=core.cp,
+                    expert_parallel=core.ep,
+                    sequence_parallel=core.sp,
+                    fp8=core.fp8,
+                ),
+            )
+            return compute_time._gemm_rows(sc, self.eff, self.shape, core.micro_batch)
+
+        return self._cached(("gemm", *split, core.micro_batch), build)
 
     def lower_bound(self, core: Core) -> float:
         """Seconds no layout of this core can beat: the most loaded stage holds ceil(L / PP)
@@ -343,9 +377,18 @@ class Evaluator:
         """The step without communication at a bubble share (of the compute but the
         optimizer's): a floor on the layout's predicted step (its compute exact: the compute
         without recompute and the recompute part)."""
-        computed = self.compute(core, Recompute("none"), zero)
-        stage = sum(computed["parts"].values()) + self.recompute_part(core, rc)
-        return stage + share * (stage - computed["optimizer_seconds"])
+        stage, busy = self._floor_parts(core, rc, zero)
+        return stage + share * busy
+
+    def _floor_parts(self, core: Core, rc: Recompute, zero: int) -> tuple[float, float]:
+        """(the step's compute, that without the optimizer) of `floor`, cached."""
+        key = ("floor", core, rc, min(zero, 1))
+        got = self._cache.get(key)
+        if got is None:
+            computed = self.compute(core, Recompute("none"), zero)
+            stage = sum(computed["parts"].values()) + self.recompute_part(core, rc)
+            got = self._cache[key] = (stage, stage - computed["optimizer_seconds"])
+        return got
 
     def exposed(self, core: Core, rc: Recompute, zero: int) -> float:
         """The communication the overlap rules leave exposed (run.comm's exposed_seconds)."""

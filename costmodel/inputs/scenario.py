@@ -141,6 +141,23 @@ CONVENTION_KEYS = (
     "cross_entropy",
     "ce_chunks",
 )
+#: The keys `Scenario.relaid` changes: the layout's, its recompute and FP8 settings, and what
+#: resolution derives from them.
+RELAID_KEYS = frozenset(
+    (
+        *LAYOUT_KEYS,
+        "recompute",
+        "recompute_modules",
+        "recompute_num_layers",
+        "recompute_method",
+        "selective_recompute_fraction",
+        "recompute_weights_fraction",
+        "recompute_core_fraction",
+        "recompute_fraction_from",
+        "fp8",
+        "fp8_activations",
+    )
+)
 
 
 @frozen_dataclass
@@ -288,6 +305,24 @@ class Scenario:
         """A copy with some keys changed (and `sources` updated by the given ones), as a lever or
         a predicted step sets them; not resolved again (`resolve` validates)."""
         return dataclasses.replace(self, **changes, sources={**self.sources, **(sources or {})})
+
+    def relaid(self, **changes: Any) -> Scenario:
+        """`replace` of layout and recompute keys only (RELAID_KEYS), fast: the fields copied,
+        the values, layout and conventions rebuilt, the model shape kept (it rests on the
+        structure keys alone). The plan's search builds thousands of layouts this way."""
+        unknown = changes.keys() - RELAID_KEYS
+        if unknown:
+            raise ValueError(f"relaid: {sorted(unknown)} are not layout keys")
+        new = object.__new__(Scenario)
+        fields = dict(self.__dict__)
+        fields.update(changes)
+        values = dict(self.values)
+        values.update(changes)
+        fields["values"] = MappingProxyType(values)
+        fields["layout"] = Layout(**{key: values[key] for key in LAYOUT_KEYS})
+        fields["conventions"] = Conventions(**{key: values[key] for key in CONVENTION_KEYS})
+        new.__dict__.update(fields)
+        return new
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -136,7 +136,8 @@ def as_csv(plan: search.Plan, top: int) -> str:
     return out.getvalue()
 
 
-def _settings(keys: dict[str, Any]) -> str:
+def settings(keys: dict[str, Any]) -> str:
+    """A layout's keys in one line: "TP 8 SP, PP 4 interleaved v2, CP 1, ..., recompute none"."""
     pp = f"PP {keys['pipeline_parallel']}"
     if keys["pipeline_parallel"] > 1:
         pp += f" {keys['pipeline_schedule']}"
@@ -162,7 +163,7 @@ def _line(item: dict[str, Any]) -> str:
         f"MFU {item['mfu']:6.1%}  peak {item['peak_bytes'] / 1e9:6.1f} GB  "
         f"limit {item['limit']} (compute {shares['compute']:.0%}, comm "
         f"{shares['communication']:.0%}, bubble {shares['bubble']:.0%}; headroom "
-        f"{item['headroom_bytes'] / 1e9:.1f} GB)\n       {_settings(item['layout'])}"
+        f"{item['headroom_bytes'] / 1e9:.1f} GB)\n       {settings(item['layout'])}"
     )
 
 
@@ -194,6 +195,64 @@ def as_text(plan: search.Plan, top: int) -> str:
         for f in data["findings"]
     ]
     return "\n".join(lines) + "\n"
+
+
+#: The columns of the handouts' table (`as_table`).
+TABLE_COLUMNS = (
+    "rank",
+    "layout",
+    "step",
+    "tokens/s",
+    "MFU",
+    "peak memory",
+    "limit",
+)
+
+
+def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
+    """The plan as the handouts' index shows it: `columns` (TABLE_COLUMNS), `rows` (the top K,
+    then the scenario's own where it is not among them; each a list of strings and whether it
+    is the own layout), the `summary` line of the search and of the own rank, the `findings`."""
+    data = as_json(plan, top)
+    items = list(data["layouts"])
+    if data["own"] is not None and not any(item["own"] for item in items):
+        items.append(data["own"])
+    rows = [
+        (
+            [
+                f"{item['rank']:,}" if item["rank"] is not None else "-",
+                settings(item["layout"]),
+                f"{item['step_seconds']:,.3f} s",
+                f"{item['tokens_per_s']:,.0f}",
+                f"{item['mfu']:.1%}",
+                f"{item['peak_bytes'] / 1e9:.1f} GB",
+                item["limit"],
+            ],
+            item["own"],
+        )
+        for item in items
+    ]
+    summary = [
+        f"{data['gpus']:,} x {data['gpu']}, global batch {data['global_batch']:,} x seq_len "
+        f"{data['seq_len']:,}: {data['searched']:,} layouts searched, {data['fitting']:,} fit "
+        f"({data['usable_bytes'] / 1e9:.1f} GB usable per GPU); the {len(data['layouts'])} "
+        "fastest by predicted step."
+    ]
+    if data["own_note"]:
+        summary.append(f"The scenario's own layout is not ranked: {data['own_note']}.")
+    elif data["own_rank"] is not None:
+        summary.append(
+            f"The scenario's own layout (marked) ranks {data['own_rank']:,} of {data['fitting']:,}."
+        )
+    return {
+        "columns": list(TABLE_COLUMNS),
+        "rows": rows,
+        "summary": summary,
+        "findings": [
+            f"[{'holds' if f['holds'] else 'does not hold'}] {f['statement']}"
+            for f in data["findings"]
+        ],
+    }
 
 
 def render(plan: search.Plan, fmt: str, top: int) -> str:

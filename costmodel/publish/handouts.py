@@ -84,6 +84,7 @@ class _Scenario:
     account: dict[str, Any]
     inputs: dict[str, Any]
     conventions: str | None
+    plan: dict[str, Any] | str | None = None
 
 
 def _editions(edition: str) -> list[str]:
@@ -237,6 +238,7 @@ def _finish(
     """The pages, indexes and booklets in place in the build's folder, and its manifests."""
     built = held.built
     assert held.work is not None
+    scene.plan = plan_table(scene.sc)
     with writing(out):
         booklets = _place_pages(sections, editions, held.work, built, out, scene)
     clock["booklets"] = time.perf_counter()
@@ -279,7 +281,8 @@ def _place_pages(
             (here / CONVENTIONS_PAGE).write_text(scene.conventions, encoding="utf-8")
         others = {e: ("student/" if e != editions[0] else "../") for e in editions if e != ed}
         (here / "index.html").write_text(
-            index_html(scene.sc, scene.account, sections, ed, others), encoding="utf-8"
+            index_html(scene.sc, scene.account, sections, ed, others, scene.plan),
+            encoding="utf-8",
         )
         printed = [here / "index.html"] + [
             here / s.page for s in sections if (here / s.page).is_file()
@@ -288,6 +291,19 @@ def _place_pages(
             printed.append(here / CONVENTIONS_PAGE)
         booklets.append((printed, here / "booklet.pdf", f"{printable(scene.sc.name)} ({ed})"))
     return booklets
+
+
+def plan_table(sc: Any) -> dict[str, Any] | str:
+    """The scenario's `costmodel plan` (its GPUs, the default top K) as the index shows it
+    (present.plan.as_table), or the one line of a model that fits nowhere."""
+    from costmodel.evaluate import plan
+    from costmodel.present import plan as plan_text
+
+    try:
+        found = plan.search(sc)
+    except CostModelError as error:
+        return str(error)
+    return plan_text.as_table(found, plan.TOP)
 
 
 def user_layer(scenario_file: str | None, overrides: dict[str, Any] | None) -> dict[str, Any]:

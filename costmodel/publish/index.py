@@ -135,13 +135,44 @@ def _editions(edition: str, others: dict[str, str] | None) -> str:
     return f"版本：<strong>{EDITION_NAMES[edition]}</strong>（{solutions}）。{links}"
 
 
+def plan_section(plan: dict[str, Any] | str | None) -> str:
+    """The index's section of `costmodel plan` for the scenario: the table of
+    present.plan.as_table (the own layout's row marked), or the one line that says why there is
+    none (a model that fits nowhere)."""
+    if plan is None:
+        return ""
+    head = (
+        "<h2>放得下的并行布局，按预测的一步排序（<code>costmodel plan</code>）</h2>"
+        "<p>本场景的模型、全局 batch 和序列长度在它的 GPU 上所有可行的并行布局，按步长模型预测的"
+        "一步排序；放不放得下由显存模型判断。表和结论是命令行 <code>costmodel plan</code> 的输出"
+        "（英文）。</p>"
+    )
+    if isinstance(plan, str):
+        return f'{head}<p class="failed">没有放得下的布局：{html.escape(plan)}</p>'
+    columns = "".join(f"<th>{html.escape(c)}</th>" for c in plan["columns"])
+    rows = "".join(
+        f'<tr class="{"changed" if own else ""}">'
+        + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells)
+        + "</tr>"
+        for cells, own in plan["rows"]
+    )
+    summary = "".join(f"<p>{html.escape(line)}</p>" for line in plan["summary"])
+    findings = "".join(f"<li>{html.escape(line)}</li>" for line in plan["findings"])
+    return (
+        f"{head}{summary}<table><thead><tr>{columns}</tr></thead><tbody>{rows}</tbody></table>"
+        f"<h3>这次搜索得出的规律</h3><ul>{findings}</ul>"
+    )
+
+
 def index_html(
     sc: scenario.Scenario,
     account: dict[str, Any],
     sections: list[Section],
     edition: str = "teacher",
     others: dict[str, str] | None = None,
+    plan: dict[str, Any] | str | None = None,
 ) -> str:
+    """The index page. `plan`: the scenario's `costmodel plan` (`plan_section`), or None."""
     title = html.escape(printable(sc.name))
     return f"""<!DOCTYPE html>
 <html lang="zh-CN"><head><meta charset="utf-8">
@@ -168,6 +199,7 @@ li {{ margin: 0.5rem 0; }} .summary {{ color: #57606a; }} .failed {{ color: #cf2
 <div class="cards">{_cards(account)}</div>
 <h2>各节</h2>
 <ol>{_items(sections)}</ol>
+{plan_section(plan)}
 <h2>场景输入</h2>
 <p>高亮的行与课程场景不同。</p>
 <table><thead><tr><th>键</th><th>值</th><th></th></tr></thead><tbody>{_input_rows(sc)}</tbody></table>

@@ -38,7 +38,7 @@ def test_every_computed_exercise_has_answers_to_check(notebooks, given):
     question hands over (01-2, 02-1, 02-2, and 05-2, which asks why the causal reading that
     section 5 shows is the midpoint of f and m)."""
     exercises = [e for page in course_answers(notebooks, given) for e in page]
-    assert len(exercises) == 21
+    assert len(exercises) == 22
     empty = sorted(e.name for e in exercises if not e.answers)
     assert empty == ["01-2", "02-1", "02-2", "05-2"], empty
 

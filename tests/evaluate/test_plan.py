@@ -146,3 +146,39 @@ def test_own_micro_batch_beyond_the_searched_ones_is_searched():
     assert found.own is not None and found.own.core.micro_batch == 16  # searched, evaluated
     assert found.own_note == "the scenario's own layout does not fit (memory model)"
     assert plan_space.MAX_MICRO_BATCH < 16
+
+
+def test_constraints_limit_the_search_and_the_rank(small):
+    """A framework's limits (no CP, ZeRO <= 1) and a run's fixed recompute: every layout found
+    keeps them, the own layout (which keeps them) is ranked among fewer, and the constrained
+    fastest is no faster than the unconstrained one."""
+    sc, free = small
+    limits = {"context_parallel": (1,), "zero_stage": (0, 1), "recompute": (sc.recompute,)}
+    held = plan.search(sc, top=5, constraints=limits)
+    assert held.rows and held.fitting < free.fitting
+    for row in held.rows:
+        assert row.core.cp == 1 and row.zero_stage in (0, 1)
+        assert row.recompute.policy == sc.recompute
+    assert held.rows[0].seconds >= free.rows[0].seconds
+    assert held.own_rank is not None and held.own_rank <= free.own_rank
+    # the rank counts the constrained layouts only: 1 + those of them predicted faster
+    every, left_out = plan.every(held, most=10_000)
+    assert left_out is None
+    faster = sum(1 for r in every if r.seconds < held.own.seconds * (1 - 1e-12))
+    assert held.own_rank == 1 + faster
+
+
+def test_every_evaluates_each_layout_that_fits_at_its_best(small):
+    """`every` (the notebooks' scatter): each fitting layout once, at its fastest settings
+    that fit; its fastest agree with the search's top; with count_own False the search keeps
+    its top and does not rank the own layout."""
+    sc, free = small
+    quick = plan.search(sc, top=5, count_own=False)
+    assert quick.own_rank is None and quick.own is not None
+    assert [r.key for r in quick.rows[:5]] == [r.key for r in free.rows[:5]]
+    every, left_out = plan.every(quick, most=10_000)
+    assert left_out is None and len(every) == quick.fitting
+    assert len({r.core for r in every}) == len(every)
+    assert [r.key for r in every[:5]] == [r.key for r in free.rows[:5]]
+    assert all(r.peak_bytes <= r.capacity for r in every)
+    assert 1 + sum(1 for r in every if r.seconds < free.own.seconds * (1 - 1e-12)) == free.own_rank

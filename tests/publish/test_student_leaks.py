@@ -55,7 +55,9 @@ def _excused(found, pages, used) -> list:
         for figure in leak.figures:
             unit, _ = COINCIDENCES.get((leak.exercise.name, figure), (None, None))
             text = texts[leak.page]
-            if unit and len(re.findall(re.escape(figure), text)) == len(re.findall(unit, text)):
+            # the figure itself, not a longer one that starts with it (47.136 is not 47.1)
+            alone = rf"(?<![\d.]){re.escape(figure)}(?![\d])"
+            if unit and len(re.findall(alone, text)) == len(re.findall(unit, text)):
                 used.add((leak.exercise.name, figure))
             else:
                 rest.append(figure)

@@ -1,0 +1,61 @@
+"""The handouts' index carries the scenario's `costmodel plan` (issue 22): its top layouts, the
+own layout marked with its rank, the findings; a model that fits nowhere gets its one line."""
+
+import html
+import re
+
+import pytest
+
+from costmodel.errors import CostModelError
+from costmodel.evaluate import plan
+from costmodel.evaluate.account import account as evaluate_account
+from costmodel.inputs import scenario
+from costmodel.present import plan as plan_text
+from costmodel.publish import handouts
+from costmodel.publish import index as index_page
+
+
+def _rows(page: str) -> list[list[str]]:
+    """The plan table's body rows, cells unescaped, the own row's marked by a leading '*'."""
+    body = page.split("costmodel plan</code>", 1)[1].split("</table>", 1)[0]
+    rows = []
+    for cls, cells in re.findall(r'<tr class="(\w*)">(.*?)</tr>', body):
+        texts = [html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", cells)]
+        rows.append((["*"] if cls else []) + texts)
+    return rows
+
+
+def test_index_shows_the_course_plan():
+    sc = scenario.resolve()
+    found = plan.search(sc)
+    table = handouts.plan_table(sc)
+    page = index_page.index_html(sc, evaluate_account(sc), [], plan=table)
+    rows = _rows(page)
+    top = found.rows[: plan.TOP]
+    ranked = [r for r in rows if r[0] != "*" or r[1] != "-"]
+    assert len(rows) == len(top) + (0 if found.own_rank and found.own_rank <= plan.TOP else 1)
+    for row, want in zip(ranked, top):
+        cells = row[1:] if row[0] == "*" else row
+        assert cells[2] == f"{want.seconds:,.3f} s"
+    own = [r for r in rows if r[0] == "*"]
+    assert len(own) == 1 and own[0][1] == f"{found.own_rank:,}"
+    assert f"ranks {found.own_rank:,} of {found.fitting:,}" in html.unescape(page)
+    assert html.unescape(page).count("[holds]") + html.unescape(page).count(
+        "[does not hold]"
+    ) == len(plan_text.as_json(found, plan.TOP)["findings"])
+
+
+def test_index_says_why_no_layout_fits():
+    sc = scenario.resolve(overrides={"num_gpus": 1, "measured_tokens_per_s": None})
+    with pytest.raises(CostModelError) as raised:
+        plan.search(sc)
+    table = handouts.plan_table(sc)
+    assert table == str(raised.value) and "least peak" in table
+    course = scenario.resolve()  # the page around the section: any scenario's
+    page = index_page.index_html(course, evaluate_account(course), [], plan=table)
+    assert f"没有放得下的布局：{html.escape(table)}" in page
+
+
+def test_index_without_a_plan_has_no_plan_section():
+    sc = scenario.resolve()
+    assert "costmodel plan" not in index_page.index_html(sc, evaluate_account(sc), [])
