@@ -1316,95 +1316,106 @@ d.md(text)
 # %% tags=["remove-input"]
 from matplotlib.ticker import FuncFormatter, LogLocator
 
+from costmodel.errors import CostModelError
 from costmodel.evaluate import plan
 from costmodel.evaluate.plan_findings import findings as plan_findings
 from costmodel.present import plan as plan_text
 
-searched = plan.search(sc, top=10, count_own=False)  # the top 10 exact; the own layout not ranked
-every, left_out = plan.every(searched)  # each layout that fits at its best (the least bound first)
-own_row = searched.own if not searched.own_note else None
-own_fits = searched.own is not None and searched.own.peak_bytes <= searched.own.capacity
-usable = searched.extra["evaluator"].usable
-
-d.setup_plots()
-fig, ax = plt.subplots(figsize=(6.4, 3.6))
-ax.scatter([r.peak_bytes / 1e9 for r in every], [r.seconds for r in every], s=10, color="#a0aec0",
-           label=f"layouts that fit ({len(every):,} evaluated)")
-ax.scatter([r.peak_bytes / 1e9 for r in every[:5]], [r.seconds for r in every[:5]], s=22,
-           color="#2b6cb0", label="the 5 fastest")
-if searched.own is not None:
-    ax.scatter([searched.own.peak_bytes / 1e9], [searched.own.seconds], marker="*", s=220,
-               color="#c53030", label="this scenario's own layout")
-ax.axvline(usable / 1e9, color="#718096", linestyle="--", linewidth=1, label="usable memory per GPU")
-ax.set_xlabel("peak memory on the most loaded GPU (GB)")
-ax.set_ylabel("predicted step (s)")
-ax.set_yscale("log")
-ax.yaxis.set_minor_locator(LogLocator(subs=(2, 5)))
-for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
-    axis(FuncFormatter(lambda value, _: f"{value:g}"))
-ax.set_title(f"Layouts of {sc.num_gpus:,} x {sc.gpu}: predicted step vs peak memory")
-ax.legend(fontsize=8)
-d.compact_png(fig)  # a PNG of few colours: the page keeps under its size limit
-
-# %% tags=["remove-input"]
-shown_top = plan_text.as_table(searched, 5)
-d.table([cells for cells, own in shown_top["rows"] if not own], shown_top["columns"],
-        f"The 5 fastest of {searched.fitting:,} layouts that fit (predicted step; limit: the largest part)")
-
-# %% tags=["remove-input"]
-facts = {f["name"]: f for f in plan_findings(searched, 5)}
-node, top_n = sc.gpus_per_node, facts["tp_within_node"]["of"]
-faster_than_own = sum(1 for r in every if own_row is not None and r.seconds < own_row.seconds * (1 - 1e-12))
-exact = left_out is None or (own_row is not None and own_row.seconds <= left_out)
-lines = [f"- 搜索了 {searched.searched:,} 种切分，{searched.fitting:,} 种放得下"
-         + ("（全部画在图上）。" if left_out is None else
-            f"；图上画的是计算下界最小的 {len(every):,} 种（连同最快的 5 种），没画的那些一步至少 {d.num(left_out, 2)} 秒。")]
-tp = facts["tp_within_node"]
-lines.append(f"- 最快的 {top_n} 个布局都把 TP 放在一个节点之内（TP ≤ {node}）。" if tp["holds"] else
-             f"- 最快的 {top_n} 个布局里有 {top_n - tp['count']} 个让 TP 跨了节点（TP > {node}）：这一条经验在这里不成立。")
-pp_ = facts["pp_across_nodes"]
-lines.append(f"- 其中 {pp_['count']} 个用了流水线并行（PP > 1）。" if pp_["holds"] else
-             "- 其中没有一个用流水线并行：不切流水线也放得下，切了反而多出气泡和段间的点对点通信。")
-cp_ = facts["cp_at_seq_len"]
-lines.append(f"- 序列长度 {sc.seq_len:,} 时，{cp_['count']} 个用了 CP。" if cp_["holds"] else
-             f"- 序列长度 {sc.seq_len:,} 时，没有一个用 CP。")
-if "ep_within_node" in facts:
-    ep_ = facts["ep_within_node"]
-    lines.append(f"- EP 都在 DP 之内；{ep_['count']} 个把 EP 放在一个节点之内（EP ≤ {node}）。" if ep_["count"] else
-                 f"- EP 都在 DP 之内；没有一个把 EP 放在一个节点之内（EP 都大于 {node}）。")
-rc_ = facts["recompute_forced"]
-lines.append("- 最快的几个都不重算。" if not rc_["of"] else
-             (f"- 重算的 {rc_['of']} 个都是显存逼的：去掉重算就放不下。" if rc_["holds"] else
-              f"- 重算的 {rc_['of']} 个里有 {rc_['of'] - rc_['count']} 个去掉重算也放得下：重算并不总是显存逼出来的。"))
-if own_row is not None:
-    lines.append(
-        (f"- 本场景自己的布局在放得下的布局里排第 {faster_than_own + 1:,}" if exact else
-         f"- 本场景自己的布局在画出的 {len(every):,} 个布局里排第 {faster_than_own + 1:,}（没画的布局里可能还有比它快的）")
-        + (("，已经是预测最快的。" if exact else "，在画出的布局里最快。") if faster_than_own == 0 else
-           f"；最快的那个预测快 {d.times(own_row.seconds / every[0].seconds)}。"))
-elif searched.own is not None and not own_fits:
-    lines.append("- 按显存模型，本场景自己的布局放不下（图上的星号在可用显存线右边），所以不参与排名。")
+try:  # the top 10 exact; the own layout not ranked
+    searched = plan.search(sc, top=10, count_own=False)
+except CostModelError as error:  # no layout of this model fits (or divides) on this cluster
+    searched, no_layout = None, str(error)
+if searched is None:
+    d.md(f"本场景的模型在 {sc.num_gpus:,} 张 {d.text(sc.gpu)} 上找不到放得下的布局，"
+         f"`costmodel plan` 的原因：{d.text(no_layout)}。所以这一节的图、表、结论和练习 3 都没有内容。")
 else:
-    lines.append(f"- 本场景自己的布局不在搜索范围里，图上没有它；`costmodel plan` 给出的原因：`{searched.own_note}`。")
-lines.append("- 这些是规则，还是搜索的结果？上面每一条都由排好的布局数出来，不是搜索的前提；换一个场景，结论可能相反。")
-d.md("\n".join(lines))
+    every, left_out = plan.every(searched)  # each layout that fits at its best (the least bound first)
+    own_row = searched.own if not searched.own_note else None
+    own_fits = searched.own is not None and searched.own.peak_bytes <= searched.own.capacity
+    usable = searched.extra["evaluator"].usable
+
+    d.setup_plots()
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    ax.scatter([r.peak_bytes / 1e9 for r in every], [r.seconds for r in every], s=10, color="#a0aec0",
+               label=f"layouts that fit ({len(every):,} evaluated)")
+    ax.scatter([r.peak_bytes / 1e9 for r in every[:5]], [r.seconds for r in every[:5]], s=22,
+               color="#2b6cb0", label="the 5 fastest")
+    if searched.own is not None:
+        ax.scatter([searched.own.peak_bytes / 1e9], [searched.own.seconds], marker="*", s=220,
+                   color="#c53030", label="this scenario's own layout")
+    ax.axvline(usable / 1e9, color="#718096", linestyle="--", linewidth=1, label="usable memory per GPU")
+    ax.set_xlabel("peak memory on the most loaded GPU (GB)")
+    ax.set_ylabel("predicted step (s)")
+    ax.set_yscale("log")
+    ax.yaxis.set_minor_locator(LogLocator(subs=(2, 5)))
+    for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+        axis(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.set_title(f"Layouts of {sc.num_gpus:,} x {sc.gpu}: predicted step vs peak memory")
+    ax.legend(fontsize=8)
+    d.compact_png(fig)  # a PNG of few colours: the page keeps under its size limit
+
+# %% tags=["remove-input"]
+if searched is not None:
+    shown_top = plan_text.as_table(searched, 5)
+    d.table([cells for cells, own in shown_top["rows"] if not own], shown_top["columns"],
+            f"The 5 fastest of {searched.fitting:,} layouts that fit (predicted step; limit: the largest part)")
+
+# %% tags=["remove-input"]
+if searched is not None:
+    facts = {f["name"]: f for f in plan_findings(searched, 5)}
+    node, top_n = sc.gpus_per_node, facts["tp_within_node"]["of"]
+    faster_than_own = sum(1 for r in every if own_row is not None and r.seconds < own_row.seconds * (1 - 1e-12))
+    exact = left_out is None or (own_row is not None and own_row.seconds <= left_out)
+    lines = [f"- 搜索了 {searched.searched:,} 种切分，{searched.fitting:,} 种放得下"
+             + ("（全部画在图上）。" if left_out is None else
+                f"；图上画的是计算下界最小的 {len(every):,} 种（连同最快的 5 种），没画的那些一步至少 {d.num(left_out, 2)} 秒。")]
+    tp = facts["tp_within_node"]
+    lines.append(f"- 最快的 {top_n} 个布局都把 TP 放在一个节点之内（TP ≤ {node}）。" if tp["holds"] else
+                 f"- 最快的 {top_n} 个布局里有 {top_n - tp['count']} 个让 TP 跨了节点（TP > {node}）：这一条经验在这里不成立。")
+    pp_ = facts["pp_across_nodes"]
+    lines.append(f"- 其中 {pp_['count']} 个用了流水线并行（PP > 1）。" if pp_["holds"] else
+                 "- 其中没有一个用流水线并行：不切流水线也放得下，切了反而多出气泡和段间的点对点通信。")
+    cp_ = facts["cp_at_seq_len"]
+    lines.append(f"- 序列长度 {sc.seq_len:,} 时，{cp_['count']} 个用了 CP。" if cp_["holds"] else
+                 f"- 序列长度 {sc.seq_len:,} 时，没有一个用 CP。")
+    if "ep_within_node" in facts:
+        ep_ = facts["ep_within_node"]
+        lines.append(f"- EP 都在 DP 之内；{ep_['count']} 个把 EP 放在一个节点之内（EP ≤ {node}）。" if ep_["count"] else
+                     f"- EP 都在 DP 之内；没有一个把 EP 放在一个节点之内（EP 都大于 {node}）。")
+    rc_ = facts["recompute_forced"]
+    lines.append("- 最快的几个都不重算。" if not rc_["of"] else
+                 (f"- 重算的 {rc_['of']} 个都是显存逼的：去掉重算就放不下。" if rc_["holds"] else
+                  f"- 重算的 {rc_['of']} 个里有 {rc_['of'] - rc_['count']} 个去掉重算也放得下：重算并不总是显存逼出来的。"))
+    if own_row is not None:
+        lines.append(
+            (f"- 本场景自己的布局在放得下的布局里排第 {faster_than_own + 1:,}" if exact else
+             f"- 本场景自己的布局在画出的 {len(every):,} 个布局里排第 {faster_than_own + 1:,}（没画的布局里可能还有比它快的）")
+            + (("，已经是预测最快的。" if exact else "，在画出的布局里最快。") if faster_than_own == 0 else
+               f"；最快的那个预测快 {d.times(own_row.seconds / every[0].seconds)}。"))
+    elif searched.own is not None and not own_fits:
+        lines.append("- 按显存模型，本场景自己的布局放不下（图上的星号在可用显存线右边），所以不参与排名。")
+    else:
+        lines.append(f"- 本场景自己的布局不在搜索范围里，图上没有它；`costmodel plan` 给出的原因：`{searched.own_note}`。")
+    lines.append("- 这些是规则，还是搜索的结果？上面每一条都由排好的布局数出来，不是搜索的前提；换一个场景，结论可能相反。")
+    d.md("\n".join(lines))
 
 # %% tags=["remove-input"]
 # the exercise's two layouts: outside the 10 fastest (the handouts' index lists those, with
 # their steps: none of the two may share a step with them) and not the scenario's own; the
 # fastest of the rest, and the fastest of the rest with another split
-listed = searched.rows[:10] + every[:10] + ([searched.own] if searched.own else [])
-shown_keys = {r.key for r in listed}
-shown_steps = {f"{r.seconds:.{n}f}" for r in listed for n in (2, 3)}
-rest = [r for r in every if r.key not in shown_keys
-        and not {f"{r.seconds:.{n}f}" for n in (2, 3)} & shown_steps]
 pair = []
-if rest:
-    first = rest[0]
-    split = (first.core.tp, first.core.pp, first.core.cp)
-    other = next((r for r in rest if (r.core.tp, r.core.pp, r.core.cp) != split
-                  and abs(r.seconds / first.seconds - 1) > 0.03), rest[-1])
-    pair = sorted([first, other], key=lambda r: r.peak_bytes) if other is not first else []
+if searched is not None:
+    listed = searched.rows[:10] + every[:10] + ([searched.own] if searched.own else [])
+    shown_keys = {r.key for r in listed}
+    shown_steps = {f"{r.seconds:.{n}f}" for r in listed for n in (2, 3)}
+    rest = [r for r in every if r.key not in shown_keys
+            and not {f"{r.seconds:.{n}f}" for n in (2, 3)} & shown_steps]
+    if rest:
+        first = rest[0]
+        split = (first.core.tp, first.core.pp, first.core.cp)
+        other = next((r for r in rest if (r.core.tp, r.core.pp, r.core.cp) != split
+                      and abs(r.seconds / first.seconds - 1) > 0.03), rest[-1])
+        pair = sorted([first, other], key=lambda r: r.peak_bytes) if other is not first else []
 names = ["甲", "乙"]
 
 # %% [markdown] tags=["exercise"]
@@ -1421,10 +1432,11 @@ else:
 
 # %% tags=["solution"]
 part_names = list(pair[0].parts) if pair else []
-d.table([[part] + [f"{r.parts[part]:.3f}" for r in pair] for part in part_names]
-        + [["step (s)"] + [f"{r.seconds:.3f}" for r in pair]],
-        ["part (s)"] + [f"布局{name}" for name in names[:len(pair)]],
-        "The two layouts' predicted parts (step_time.PARTS), seconds per step")
+if pair:
+    d.table([[part] + [f"{r.parts[part]:.3f}" for r in pair] for part in part_names]
+            + [["step (s)"] + [f"{r.seconds:.3f}" for r in pair]],
+            ["part (s)"] + [f"布局{name}" for name in names[:len(pair)]],
+            "The two layouts' predicted parts (step_time.PARTS), seconds per step")
 
 # %% tags=["solution", "remove-input"]
 if pair:

@@ -43,9 +43,8 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import sys
 from typing import Any
-
-import numpy as np
 
 from costmodel.derive import numeric, plain
 from costmodel.evaluate.gemms import model_gemms
@@ -291,10 +290,19 @@ def stage_sums(sc: Scenario, shape: ModelShape, eff: dict, gemm: dict[str, float
 
 
 def _sums(stage: list[dict[str, float]], keys: list[str]) -> dict[str, float]:
-    """Each key summed over the stage's layers, first to last, as `sum` adds them (NumPy's
-    accumulate adds one after another too: the same floats, faster)."""
+    """Each key summed over the stage's layers, first to last, one addition after another. Where NumPy
+    is already loaded (the plan's search) its accumulate adds them one after another too (the
+    same floats, faster for thousands of layouts); the report's path does not import NumPy
+    (tests/derive/test_numeric.py: a cold report stays cheap)."""
     if not stage:
         return {}
+    np = sys.modules.get("numpy")
+    if np is None:
+        totals = dict.fromkeys(keys, 0.0)
+        for layer in stage:  # one addition after another (not sum: Python 3.12's compensates)
+            for key in keys:
+                totals[key] += layer[key]
+        return totals
     runs = [list(group) for _, group in itertools.groupby(stage, key=id)]
     table = np.array([[run[0][key] for key in keys] for run in runs], dtype=float)
     rows = np.repeat(table, [len(run) for run in runs], axis=0)

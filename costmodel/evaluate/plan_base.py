@@ -43,7 +43,8 @@ def rebase(sc: Scenario, gpus: int | None = None, gpu: str | None = None) -> Sce
     """The scenario on `gpus` GPUs of `gpu` (resolved again; the GPU's peak and bandwidth from
     the table unless the scenario gave them), its own layout kept where it still divides, else
     TP = PP = CP = EP = 1. A null step_time is 1 s (the exposed communication does not depend on
-    it)."""
+    it), and so is a predicted one (account.fill_step_time's, which may lie outside the bounds of
+    a measured step: 5e-9 s for a tiny model)."""
     data = {**_inputs(sc), "name": sc.name}
     if gpus is not None:
         data["num_gpus"] = gpus
@@ -56,6 +57,8 @@ def rebase(sc: Scenario, gpus: int | None = None, gpu: str | None = None) -> Sce
         for key in ("peak_flops", "hbm_bandwidth"):
             if sc.sources.get(key) not in ("file", "--set"):
                 data.pop(key, None)
+    if sc.sources.get("step_time") == "predicted":  # account.fill_step_time's, not an input
+        data.pop("step_time", None)
     data.setdefault("step_time", 1.0)
     try:
         return scenario.resolve(data=data)

@@ -890,13 +890,13 @@ import os, signal, sys, time
 from costmodel import cli
 from costmodel.evaluate import account as module
 real, signum = module.account, getattr(signal, sys.argv[1])
-def account(sc):
+def account(sc, **options):
     try:  # as mpmath's from_float, which every sympy.Float(float) calls: a bare except
         os.kill(os.getpid(), signum)
         time.sleep(5)  # the handler runs here and raises; the exception is swallowed
     except:  # noqa: E722
         pass
-    return real(sc)
+    return real(sc, **options)
 module.account = account
 sys.exit(cli.main(sys.argv[2:]))
 """
@@ -984,7 +984,7 @@ SECOND = """
 import os, signal, sys
 from costmodel import cli
 from costmodel.evaluate import account as module
-def account(sc):
+def account(sc, **options):
     os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C, while the account is computed
     raise AssertionError("not interrupted")
 module.account = account
@@ -1024,7 +1024,7 @@ from costmodel import cli
 from costmodel.evaluate import account as module
 real = module.account
 STOP = "import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nwhile True:\\n    pass\\n"
-def account(sc):  # the Ctrl-C lands in code that exec() runs from a string
+def account(sc, **options):  # the Ctrl-C lands in code that exec() runs from a string
     exec(STOP)
 module.account = account
 sys.exit(cli.main(sys.argv[1:]))
