@@ -416,8 +416,10 @@ def _solution_runs(nb) -> list[list]:
 
 
 def _marker(cell) -> str:
-    """A line of a solution cell that its page shows: a Markdown line, or a code line."""
+    """A line of a solution cell that its page shows: a Markdown line (less a heading's # or a
+    list item's marker, which the page shows as markup), or a code line."""
     lines = [line.strip().lstrip("#").strip() for line in cell.source.splitlines()]
+    lines = [re.sub(r"^(?:[-*+]|\d+\.)\s+", "", line) for line in lines]
     lines = [line for line in lines if len(line) > 12]
     return lines[0] if lines else ""
 
