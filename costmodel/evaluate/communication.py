@@ -188,30 +188,33 @@ def communication(
     return _result(rows, _num("bubble_fraction", values), table.step_time, n_mb, compute, settings)
 
 
-def floor_rows(zero_stages: tuple[int, ...], **kwargs) -> dict:
+def floor_rows(zero_stages: tuple[int, ...], others: bool, **kwargs) -> dict:
     """What evaluate.plan_comm bounds a layout's exposed time with, from `communication`'s
-    arguments (the compute not read), without the table's other rows or row objects: `dp`,
-    the DP rows of each ZeRO stage as (seconds, the windows each may hide behind: () where it
-    may not), in the table's order; `exposed`, the seconds of the TP and CP rows that may not
-    hide; `capped`, those of the CP ring (hidden at most behind the attention core); `n`, the
-    micro batches per step."""
+    arguments (the compute not read), without row objects: `dp`, the DP rows of each ZeRO
+    stage of `zero_stages` as (seconds, the windows each may hide behind: () where it may
+    not), in the table's order; with `others`, `exposed`, the seconds of the TP and CP rows
+    that may not hide, and `capped`, those of the CP ring (hidden at most behind the attention
+    core); `n`, the micro batches per step."""
     given = {**_DEFAULTS, **kwargs}
     layout = _checked_layout(given)
     values = _symbol_values(given)
     table = _table(given, values, layout)
-    recompute = 1 if given["full_recompute"] else 0
-    _tensor_parallel(table.add, given["sp"], recompute, given["tp_comm_overlap"])
-    _context_parallel(table.add, given["cp_comm_type"], recompute)
-    exposed = sum(row.seconds for row, hide in zip(table.rows, table.hides) if not hide)
-    capped = sum(row.seconds for row, hide in zip(table.rows, table.hides) if hide and hide[2])
-    dp = {}
+    table.seconds_only = True
+    out: dict = {"n": int(values["n_mb"]), "dp": {}}
+    if others:
+        recompute = 1 if given["full_recompute"] else 0
+        _tensor_parallel(table.add, given["sp"], recompute, given["tp_comm_overlap"])
+        _context_parallel(table.add, given["cp_comm_type"], recompute)
+        rows = list(zip(table.rows, table.hides))
+        out["exposed"] = sum(seconds for seconds, hide in rows if not hide)
+        out["capped"] = sum(seconds for seconds, hide in rows if hide and hide[2])
     for zero in zero_stages:
         table.rows, table.hides = [], []
         _data_parallel(table.add, zero, given["overlap_grad_reduce"], given["overlap_param_gather"])
-        dp[zero] = [
-            (row.seconds, hide[1] if hide else ()) for row, hide in zip(table.rows, table.hides)
+        out["dp"][zero] = [
+            (seconds, hide[1] if hide else ()) for seconds, hide in zip(table.rows, table.hides)
         ]
-    return {"dp": dp, "exposed": exposed, "capped": capped, "n": int(values["n_mb"])}
+    return out
 
 
 def _table(given: dict, values: dict[str, float], layout: tuple[int, ...]) -> _Table:

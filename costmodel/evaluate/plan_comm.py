@@ -54,16 +54,28 @@ def exposed_floor(ev, core: Core, zero: int, options: list[Recompute]) -> float:
     recompute policy of `options` (module docstring), to add to the core's floor without
     recompute (`ev`: plan_eval.Evaluator)."""
     none = Recompute("none")
-    got = ev._cache.get(("floor rows", core))
-    if got is None:
+    # the DP rows read the sizes and the micro batches alone; TP and CP rows need TP or CP
+    dp_key = ("dp rows", core.tp, core.pp, core.cp, core.ep, core.dp, core.micro_batch)
+    dp_key += (core.micro_batches,)
+    other_key = ("tp cp rows", core)
+    dp_rows = ev._cache.get(dp_key)
+    other = ev._cache.get(other_key)
+    if other is None and core.tp == 1 and core.cp == 1:
+        other = ev._cache[other_key] = (0.0, 0.0)
+    if dp_rows is None or other is None:
         sc = ev.scenario(core, none, 1)
         args = run.communication_args(sc, ev.shape)
-        got = ev._cache[("floor rows", core)] = communication.floor_rows(ev.zero_stages, **args)
+        zeros = ev.zero_stages if dp_rows is None else ()
+        got = communication.floor_rows(zeros, other is None, **args)
+        if dp_rows is None:
+            dp_rows = ev._cache[dp_key] = (got["dp"], got["n"])
+        if other is None:
+            other = ev._cache[other_key] = (got["exposed"], got["capped"])
     phases = ev.compute(core, none, zero)["phases"]
-    floor = dp_exposed(got["dp"][zero], got["n"], phases["forward"], phases["backward"])
-    floor += got["exposed"]
-    if got["capped"] > 0:  # the CP ring: behind at most the attention core, recompute's too
+    rows, n = dp_rows
+    floor = dp_exposed(rows[zero], n, phases["forward"], phases["backward"]) + other[0]
+    if other[1] > 0:  # the CP ring: behind at most the attention core, recompute's too
         core_forward = ev._sums(core).get("core_forward", 0.0)
         fraction = max(ev._fractions(core.pp, rc).recompute_core_fraction for rc in options)
-        floor += max(0.0, got["capped"] - phases["attention"] - fraction * core_forward)
+        floor += max(0.0, other[1] - phases["attention"] - fraction * core_forward)
     return floor

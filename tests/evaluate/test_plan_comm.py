@@ -41,7 +41,7 @@ def test_floor_rows_are_the_models_rows(case):
                 sc, ev.shape, Compute(**computed["phases"], basis=run.COMPUTE_BASIS)
             )
             rows = plan_comm.communication.floor_rows(
-                ZERO_STAGES, **run.communication_args(sc, ev.shape)
+                ZERO_STAGES, True, **run.communication_args(sc, ev.shape)
             )
             dp = [c.seconds for c in got.collectives if c.parallelism == "DP"]
             assert [seconds for seconds, _ in rows["dp"][zero]] == dp
