@@ -15,6 +15,8 @@ The search (evaluate.plan_space enumerates, evaluate.plan_eval evaluates):
    and the K-th best found. Every core faster than either is timed, so the top K and the own
    layout's rank (1 + the cores predicted faster) are exact; a core past the K-th best is
    timed only until one of its settings beats the own layout (it is counted, not ranked).
+   A core that evaluate.plan_comm's floor on the exposed communication puts past both is
+   counted as timed (where `_best` would time it) without the communication model.
 
 Ties (the same predicted step) keep the order of the lesser peak memory.
 """
@@ -92,13 +94,13 @@ class Plan:
     """The result of a search (module docstring)."""
 
     base: Scenario
-    rows: list[Row]  # every layout timed, fastest first
+    rows: list[Row]  # every layout whose step was predicted, fastest first
     own: Row | None  # the scenario's own layout, as the search evaluates it
     own_rank: int | None  # 1 + the fitting layouts predicted faster
     own_note: str  # why the own layout is not ranked, where it is not
     searched: int  # layouts enumerated
     fitting: int  # of them, those that fit
-    timed: int  # of those, the ones whose step was predicted
+    timed: int  # of those, the ones timed: the rows and those passed over (_passed_over)
     least_peak: float  # the least peak memory over every layout searched
     model_flops_per_step: float
     extra: dict[str, Any] = field(default_factory=dict)
