@@ -64,6 +64,7 @@ class _Table:
     max_nodes: int | None
     rows: list[Collective] = field(default_factory=list)
     hides: list = field(default_factory=list)
+    seconds_only: bool = False  # each row its seconds alone (a float), no Collective
 
     def add(self, name, parallelism, group, kind, buffer, calls, step_bytes, hide=None, parts=None):
         """One row: `calls` collectives of `buffer`, `step_bytes` in all; `parts` (EP): the
@@ -89,6 +90,10 @@ class _Table:
         if step_bytes <= 0:
             return
         seconds = calls * max(intra_part / self.intra, inter_part / self.inter)
+        if self.seconds_only:
+            self.rows.append(seconds)
+            self.hides.append(_HIDE[hide] if hide else None)
+            return
         self.rows.append(
             Collective(
                 name=name,

@@ -25,6 +25,7 @@ upper bound too. Collectives behind the same compute share it, as if one after a
 from __future__ import annotations
 
 import copy
+import inspect
 
 from costmodel.derive import numeric
 from costmodel.errors import CostModelError
@@ -187,6 +188,35 @@ def communication(
     return _result(rows, _num("bubble_fraction", values), table.step_time, n_mb, compute, settings)
 
 
+def floor_rows(zero_stages: tuple[int, ...], others: bool, **kwargs) -> dict:
+    """What evaluate.plan_comm bounds a layout's exposed time with, from `communication`'s
+    arguments (the compute not read), without row objects: `dp`, the DP rows of each ZeRO
+    stage of `zero_stages` as (seconds, the windows each may hide behind: () where it may
+    not), in the table's order; with `others`, `exposed`, the seconds of the TP and CP rows
+    that may not hide, and `capped`, those of the CP ring (hidden at most behind the attention
+    core); `n`, the micro batches per step."""
+    given = {**_DEFAULTS, **kwargs}
+    layout = _checked_layout(given)
+    values = _symbol_values(given)
+    table = _table(given, values, layout)
+    table.seconds_only = True
+    out: dict = {"n": int(values["n_mb"]), "dp": {}}
+    if others:
+        recompute = 1 if given["full_recompute"] else 0
+        _tensor_parallel(table.add, given["sp"], recompute, given["tp_comm_overlap"])
+        _context_parallel(table.add, given["cp_comm_type"], recompute)
+        rows = list(zip(table.rows, table.hides))
+        out["exposed"] = sum(seconds for seconds, hide in rows if not hide)
+        out["capped"] = sum(seconds for seconds, hide in rows if hide and hide[2])
+    for zero in zero_stages:
+        table.rows, table.hides = [], []
+        _data_parallel(table.add, zero, given["overlap_grad_reduce"], given["overlap_param_gather"])
+        out["dp"][zero] = [
+            (seconds, hide[1] if hide else ()) for seconds, hide in zip(table.rows, table.hides)
+        ]
+    return out
+
+
 def _table(given: dict, values: dict[str, float], layout: tuple[int, ...]) -> _Table:
     """The empty table of `communication`'s layout (tp, pp, cp, ep, dp, gpus_per_node), its
     bandwidths and step checked."""
@@ -210,6 +240,12 @@ def _table(given: dict, values: dict[str, float], layout: tuple[int, ...]) -> _T
     )
 
 
+#: `communication`'s defaults (data_parallel_rows).
+_DEFAULTS = {
+    name: p.default
+    for name, p in inspect.signature(communication).parameters.items()
+    if p.default is not inspect.Parameter.empty
+}
 #: The overlap and routing settings a result states (Communication.settings).
 SETTINGS = (
     "cp_comm_type",

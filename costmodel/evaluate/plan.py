@@ -15,6 +15,8 @@ The search (evaluate.plan_space enumerates, evaluate.plan_eval evaluates):
    and the K-th best found. Every core faster than either is timed, so the top K and the own
    layout's rank (1 + the cores predicted faster) are exact; a core past the K-th best is
    timed only until one of its settings beats the own layout (it is counted, not ranked).
+   A core that evaluate.plan_comm's floor on the exposed communication puts past both is
+   counted as timed (where `_best` would time it) without the communication model.
 
 Ties (the same predicted step) keep the order of the lesser peak memory.
 """
@@ -28,7 +30,7 @@ from typing import Any
 
 from costmodel.derive import plain
 from costmodel.errors import CostModelError
-from costmodel.evaluate import account, step_time
+from costmodel.evaluate import account, plan_comm, step_time
 from costmodel.evaluate.linear import linear_attention
 from costmodel.evaluate.plan_base import _inputs, rebase  # noqa: F401 (plan.rebase)
 from costmodel.evaluate.plan_eval import ZERO_STAGES, Evaluator, least_bubble
@@ -92,13 +94,13 @@ class Plan:
     """The result of a search (module docstring)."""
 
     base: Scenario
-    rows: list[Row]  # every layout timed, fastest first
+    rows: list[Row]  # every layout whose step was predicted, fastest first
     own: Row | None  # the scenario's own layout, as the search evaluates it
     own_rank: int | None  # 1 + the fitting layouts predicted faster
     own_note: str  # why the own layout is not ranked, where it is not
     searched: int  # layouts enumerated
     fitting: int  # of them, those that fit
-    timed: int  # of those, the ones whose step was predicted
+    timed: int  # of those, the ones timed: the rows and those passed over (_passed_over)
     least_peak: float  # the least peak memory over every layout searched
     model_flops_per_step: float
     extra: dict[str, Any] = field(default_factory=dict)
@@ -322,7 +324,7 @@ def search(
     own_seconds = own.seconds if ranked else 0.0
     bounds = {core: _bound(ev, core) for core in fitting}
     fitting = sorted(fitting, key=bounds.get)
-    rows = _ranked(ev, fitting, bounds, options, top, own_seconds)
+    rows, passed = _ranked(ev, fitting, bounds, options, top, own_seconds)
     rank = None
     if ranked:
         rank = 1 + sum(1 for r in rows if r.seconds < own.seconds * (1 - 1e-12))
@@ -335,19 +337,21 @@ def search(
         own_note=note,
         searched=len(all_cores),
         fitting=len(fitting),
-        timed=len(rows),
+        timed=len(rows) + passed,
         least_peak=least,
         model_flops_per_step=figures["model_flops_per_step"],
         extra={"evaluator": ev, "cores": fitting, "bounds": bounds, "top": top, "options": options},
     )
 
 
-def _ranked(ev: Evaluator, fitting, bounds, options, top: int, own_seconds: float) -> list[Row]:
+def _ranked(ev: Evaluator, fitting, bounds, options, top: int, own_seconds: float):
     """The fitting cores (in the order of their bound) timed until the bound passes both the
-    `top`-th best step and the own layout's (search), fastest first."""
+    `top`-th best step and the own layout's (search), fastest first; and how many cores were
+    passed over by `_passed_over` (each would have been timed, slower than both)."""
     base = ev.base
     best: list[float] = []  # the `top` fastest steps, negated (a max-heap)
     rows: list[Row] = []
+    passed = 0
     none = Recompute("none")
     chain = tuple(selective_chain(base))
     for core in fitting:
@@ -362,6 +366,9 @@ def _ranked(ev: Evaluator, fitting, bounds, options, top: int, own_seconds: floa
         if bound > limit:
             continue
         # beyond the K-th best, a core is only counted: is it faster than the own layout?
+        if kth < math.inf and _passed_over(ev, core, options, schedules, bubble, limit):
+            passed += 1
+            continue
         counted = bound > kth
         enough = own_seconds if counted else 0.0
         row = _best(ev, core, options, limit * (1 + 1e-12), enough, chain)
@@ -372,7 +379,36 @@ def _ranked(ev: Evaluator, fitting, bounds, options, top: int, own_seconds: floa
         if len(best) > top:
             heapq.heappop(best)
     rows.sort(key=lambda r: (r.seconds, r.peak_bytes))
-    return rows
+    return rows, passed
+
+
+def _passed_over(ev: Evaluator, core: Core, options, schedules, bubble: float, limit: float):
+    """Whether every layout of the core is slower than `limit` (its floor without recompute
+    plus plan_comm's floor on the exposed DP communication, at each ZeRO stage) while `_best`
+    would time one of them (no recompute fits at a ZeRO stage from 1 with a schedule of the
+    least bubble, and nothing of the core was timed before): such a core is counted as timed,
+    neither among the top nor faster than the own layout, without its communication model."""
+    none = Recompute("none")
+    if none not in options or ev.unhidden(core, none) > 0:
+        return False
+    shares = [
+        plain.bubble_over_compute(s.name, core.pp, core.micro_batches, s.virtual or 1)
+        for s in schedules
+    ]
+    _, choice = ev.settings(core, none, list(schedules), shares)
+    if not any(
+        s >= 0 and ZERO_STAGES[z] >= 1 and shares[s] == bubble for z, s in enumerate(choice)
+    ):
+        return False
+    # the ZeRO stages at which some policy of `options` fits with some schedule
+    peaks = ev.peaks_of(core, [ev.options.index(rc) for rc in options])
+    fits = (peaks <= ev.usable).any(axis=(0, 2))
+    least = min(
+        ev.floor(core, none, bubble, z) + plan_comm.exposed_floor(ev, core, z, options)
+        for i, z in enumerate(ZERO_STAGES)
+        if z in ev.zero_stages and fits[i]
+    )
+    return least * (1 - 1e-9) >= limit
 
 
 #: The most layouts `every` evaluates.

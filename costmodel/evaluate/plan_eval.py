@@ -154,6 +154,11 @@ class Evaluator:
             got = self._cache[key] = self._peaks(core, schedules)
         return got[self.options.index(rc)]
 
+    def peaks_of(self, core: Core, policies: list[int]) -> np.ndarray:
+        """[policy, ZeRO stage, schedule] peaks of the policies (indices into `options`), as
+        built by `settings` or `peaks` (one of which ran for the core)."""
+        return self._cache[("peaks", core)][policies]
+
     def settings(self, core: Core, rc: Recompute, schedules: list[Schedule], shares) -> tuple:
         """(peaks [ZeRO stage][schedule], the schedule chosen per ZeRO stage or -1) of a
         recompute policy: per ZeRO stage, of the schedules that fit, the least bubble share

@@ -355,12 +355,19 @@ def communication_of(
     """The Communication of the scenario's layout (`comm` without its dict: the plan reads
     `exposed_seconds` of many layouts)."""
     shape = shape or sc.shape
+    return communication(
+        **communication_args(sc, shape), compute=compute or compute_seconds(sc, shape)
+    )
+
+
+def communication_args(sc: Scenario, shape: ModelShape) -> dict[str, Any]:
+    """evaluate.communication's arguments for the scenario's layout, all but the compute."""
     gpu = hardware.GPUS[sc.gpu]
     intra = sc.intra_node_bandwidth or gpu.intra_node_bandwidth(sc.gpus_per_node)
     inter = sc.inter_node_bandwidth or gpu.network_bandwidth
     experts = float(shape.breakdown["routed_experts_total"])
     mtp = sc.num_mtp_layers  # counted (count_mtp): each a full layer
-    return communication(
+    return dict(
         dp=sc.data_parallel,
         tp=sc.tensor_parallel,
         pp=sc.pipeline_parallel,
@@ -395,5 +402,4 @@ def communication_of(
         overlap_grad_reduce=sc.overlap_grad_reduce,
         overlap_param_gather=sc.overlap_param_gather,
         ep_overlap=sc.ep_overlap,
-        compute=compute or compute_seconds(sc, shape),
     )

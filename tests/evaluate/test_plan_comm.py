@@ -1,0 +1,71 @@
+"""evaluate.plan_comm's floor on the exposed communication: its rows are the communication
+model's, and with the core's floor without recompute it is no more than the predicted step of
+any layout of the core (every recompute policy, ZeRO stage and schedule), and above the compute
+floor where communication is exposed (it rules cores out)."""
+
+from pathlib import Path
+
+import pytest
+
+from costmodel.evaluate import plan, plan_comm, run
+from costmodel.evaluate.communication import Compute
+from costmodel.evaluate.plan_eval import ZERO_STAGES, Evaluator, least_bubble
+from costmodel.evaluate.plan_space import Recompute, cores, recompute_options, schedule_options
+from costmodel.inputs import scenario
+
+SCENARIOS = Path(__file__).parents[2] / "scenarios"
+CASES = {
+    # DeepSeek-V3 on 1,024 GPUs: EP, DualPipe, ZeRO stages that differ in their DP rows
+    "deepseek": (SCENARIOS / "deepseek-v3-2048xH800.yaml", 1024, 97),
+    # Llama-3.1-70B on 1,024 GPUs: TP without overlap, the CP ring
+    "llama": (SCENARIOS / "llama-3.1-70b-512xH100.yaml", 1024, 23),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def case(request):
+    path, gpus, stride = CASES[request.param]
+    base = plan.rebase(scenario.resolve(path), gpus)
+    ev = Evaluator(base)
+    every = cores(base, gpus)
+    return ev, every[::stride]
+
+
+def test_floor_rows_are_the_models_rows(case):
+    ev, sample = case
+    for core in sample[:12]:
+        for zero in ZERO_STAGES:
+            sc = ev.scenario(core, Recompute("none"), zero)
+            computed = ev.compute(core, Recompute("none"), zero)
+            got = run.communication_of(
+                sc, ev.shape, Compute(**computed["phases"], basis=run.COMPUTE_BASIS)
+            )
+            rows = plan_comm.communication.floor_rows(
+                ZERO_STAGES, True, **run.communication_args(sc, ev.shape)
+            )
+            dp = [c.seconds for c in got.collectives if c.parallelism == "DP"]
+            assert [seconds for seconds, _ in rows["dp"][zero]] == dp
+            exposed = sum(
+                c.seconds
+                for c in got.collectives
+                if c.parallelism in ("TP", "CP") and c.hidden_behind is None
+            )
+            assert rows["exposed"] == pytest.approx(exposed, rel=1e-12, abs=0.0)
+
+
+def test_floor_is_under_every_layouts_step(case):
+    ev, sample = case
+    options = recompute_options(ev.base)
+    none, above = Recompute("none"), 0
+    for core in sample:
+        schedules = schedule_options(ev.base, core.pp)
+        bubble = least_bubble(core.pp, core.micro_batches, tuple(schedules))
+        for zero in ZERO_STAGES:
+            extra = plan_comm.exposed_floor(ev, core, zero, options)
+            floor = ev.floor(core, none, bubble, zero) + extra
+            above += extra > 0
+            for rc in options:
+                for schedule in schedules:
+                    step = sum(ev.parts(core, rc, zero, schedule).values())
+                    assert floor <= step * (1 + 1e-12), (core, rc, zero, schedule)
+    assert above > len(sample)  # the floor is not the compute alone
