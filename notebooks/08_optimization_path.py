@@ -432,14 +432,6 @@ comm = acc["communication"]
 comm_share = comm["share_used"]
 # an estimate longer than the measured step contradicts it: no lever comes from it
 contradicted = comm["basis"] == "estimated" and comm["exceeds_step"]
-contradiction = (f"按并行布局估出的通信要 {d.num(comm['seconds'], 1)} 秒，比{step_said}的一步（{d.num(sc.step_time, 1)} 秒）"
-                 f"还长：{clash}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；"
-                 "核对这些键，或把实测值写进 `communication_share`。")
-if comm["basis"] == "measured":
-    comm_basis = "团队实测，场景的 `communication_share`"
-else:
-    comm_basis = ("按并行布局的估计，是上界：没有任何重叠、链路跑满峰值；"
-                  "设置 `communication_share` 可改为你的实测值")
 overlap = by_lever["communication_overlap"]
 g_comm_bound = overlap["speedup"]  # the overlap lever's gain: predicted before / after
 combined = acc["advice_combined"]
@@ -448,42 +440,25 @@ busy_what = ("含注意力的 HFU" if combined["ceiling_from"] == "hfu_with_atte
 t = acc["time"]
 exposed_s = t["parts"]["communication_exposed"]["seconds"]
 comm_rank = [a["lever"] for a in acc["advice"]].index("communication_overlap") + 1
-text = f"通信份额 {d.pct(comm_share, 1)}（{comm_basis}）"
-if comm["basis"] != "measured" and comm["exposed_seconds"] < comm["seconds"] - 1e-12:
-    text += (f"。按重叠规则（见下文“本次运行”一节），能藏到计算后面的已经藏了，暴露在外的是 "
-             f"{d.num(exposed_s, 2)} 秒，占{step_said}一步的 {d.pct(exposed_s / sc.step_time, 1)}")
-if contradicted:
-    text = contradiction
-elif overlap["step_time_from"] == "measured communication_share":
-    text += (f"：按实测份额，把它全部藏到计算后面最多提速 **{d.times(g_comm_bound, 3)}**（Amdahl 定律；"
-             "计算在峰值下也要的那部分时间不算在内）。")
-elif overlap["feasible"]:
-    saved = overlap["step_before"] - overlap["step_after"]
-    text += (f"：把场景里还关着的重叠（{keys(overlap['changes'])}）打开，步长模型重新预测，一步从 "
-             f"{d.num(overlap['step_before'], 2)} 秒降到 {d.num(overlap['step_after'], 2)} 秒，提速 "
-             f"**{d.times(g_comm_bound, 3)}**；省下的 {d.num(saved, 2)} 秒不会超过暴露在外的 "
-             f"{d.num(exposed_s, 2)} 秒。它依赖的假设见下文排序表的 note。")
-elif comm_share == 0:
-    text += ("暴露在外的通信为 0，重叠没有可省的。" if comm["basis"] == "measured"
-             else "：本场景没有集合通信，这个杠杆不存在。")
-else:
-    text += f"：这个杠杆在本场景没有收益（{d.text(advice_note(overlap))}）。"
+partly_hidden = comm["basis"] != "measured" and comm["exposed_seconds"] < comm["seconds"] - 1e-12
 others = [name for name in combined["levers"] if name != "communication_overlap"]
+after = None  # the step predicted with the other feasible levers done
 if others and not contradicted and exposed_s > 0 and comm["basis"] != "measured":
     rest = {key: value for key, value in combined["changes"].items()
             if key not in by_lever["communication_overlap"]["changes"]}
     again = advice.changed_scenario(account.fill_step_time(sc), rest)
-    if again is not None:
-        after = step_time.predict(again)
-        exposed_after = after["parts"]["communication_exposed"]
-        text += (f"把其余可行的杠杆（{keys(others)}）一起做完再预测，暴露在外的通信是 "
-                 f"{d.num(exposed_after, 2)} 秒，占预测一步的 {d.pct(exposed_after / after['seconds'], 1)}"
-                 f"（现在占预测一步的 {d.pct(exposed_s / t['predicted_seconds'], 1)}）："
-                 + ("计算变短，能藏住的通信也变少。" if exposed_after > exposed_s * (1 + 1e-6) else
-                    "暴露的秒数没有变少，计算变短后它在一步里占得更多。" if exposed_after >= exposed_s * (1 - 1e-6) else
-                    "那些杠杆本身也减少了暴露在外的通信。"))
-text += f"在本次运行的杠杆排序里，通信重叠排第 {comm_rank}（共 {len(acc['advice'])} 个，见下文）。"
-d.md(text)
+    after = step_time.predict(again) if again is not None else None
+if after is not None:
+    exposed_after = after["parts"]["communication_exposed"]
+    fewer = ("more" if exposed_after > exposed_s * (1 + 1e-6) else
+             "same" if exposed_after >= exposed_s * (1 - 1e-6) else "fewer")
+
+# %% [markdown]
+# {% if contradicted %}
+# 按并行布局估出的通信要 {{ comm.seconds|num(1) }} 秒，比{{ step_said }}的一步（{{ sc.step_time|num(1) }} 秒）还长：{{ clash }}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；核对这些键，或把实测值写进 `communication_share`。在本次运行的杠杆排序里，通信重叠排第 {{ comm_rank }}（共 {{ acc.advice|length }} 个，见下文）。
+# {% else %}
+# 通信份额 {{ comm_share|pct(1) }}（{% if comm.basis == "measured" %}团队实测，场景的 `communication_share`{% else %}按并行布局的估计，是上界：没有任何重叠、链路跑满峰值；设置 `communication_share` 可改为你的实测值{% endif %}）{% if partly_hidden %}。按重叠规则（见下文“本次运行”一节），能藏到计算后面的已经藏了，暴露在外的是 {{ exposed_s|num(2) }} 秒，占{{ step_said }}一步的 {{ (exposed_s / sc.step_time)|pct(1) }}{% endif %}{% if overlap.step_time_from == "measured communication_share" %}：按实测份额，把它全部藏到计算后面最多提速 **{{ g_comm_bound|times(3) }}**（Amdahl 定律；计算在峰值下也要的那部分时间不算在内）。{% elif overlap.feasible %}：把场景里还关着的重叠（{{ keys(overlap.changes)|safe }}）打开，步长模型重新预测，一步从 {{ overlap.step_before|num(2) }} 秒降到 {{ overlap.step_after|num(2) }} 秒，提速 **{{ g_comm_bound|times(3) }}**；省下的 {{ (overlap.step_before - overlap.step_after)|num(2) }} 秒不会超过暴露在外的 {{ exposed_s|num(2) }} 秒。它依赖的假设见下文排序表的 note。{% elif comm_share == 0 and comm.basis == "measured" %}暴露在外的通信为 0，重叠没有可省的。{% elif comm_share == 0 %}：本场景没有集合通信，这个杠杆不存在。{% else %}：这个杠杆在本场景没有收益（{{ advice_note(overlap)|text }}）。{% endif %}{% if after is not none %}把其余可行的杠杆（{{ keys(others)|safe }}）一起做完再预测，暴露在外的通信是 {{ exposed_after|num(2) }} 秒，占预测一步的 {{ (exposed_after / after.seconds)|pct(1) }}（现在占预测一步的 {{ (exposed_s / t.predicted_seconds)|pct(1) }}）：{% if fewer == "more" %}计算变短，能藏住的通信也变少。{% elif fewer == "same" %}暴露的秒数没有变少，计算变短后它在一步里占得更多。{% else %}那些杠杆本身也减少了暴露在外的通信。{% endif %}{% endif %}在本次运行的杠杆排序里，通信重叠排第 {{ comm_rank }}（共 {{ acc.advice|length }} 个，见下文）。
+# {% endif %}
 
 
 # %% [markdown]
@@ -696,47 +671,14 @@ plt.show()
 
 # %% tags=["remove-input"]
 names = {"intra-node": "节点内", "inter-node": "跨节点"}
-text = (f"按并行布局（TP {par['tp']} × PP {par['pp']} × CP {par['cp']} × DP {par['dp']}，EP {par['ep']}"
-        f"{'，sequence parallel' if par['sp'] else ''}），一步的集合通信每卡收发 {d.gb(comm['bytes_per_gpu'])}，"
-        f"估计 {d.num(comm['seconds'], 2)} 秒，占一步的 {d.pct(comm['share'], 1)}。这是上界：没有任何重叠。")
 hidden = [c for c in collectives if c["hidden_behind"]]
-if hidden:
-    text += (f"按重叠规则，暴露在外的最多 {d.num(comm['exposed_seconds'], 2)} 秒，占一步的 "
-             f"{d.pct(comm['exposed_share'], 1)}；能全部或部分藏到计算后面的是 "
-             + "、".join(d.text(c["name"], code=True) for c in hidden) + "。")
-elif collectives:
-    text += "本场景没有哪个集合通信能按重叠规则藏到计算后面（见上文的键），暴露的就是这个上界。"
-if collectives:
-    top_c = max(collectives, key=lambda c: c["seconds"])
-    text += (f"最大的一项是 {d.text(top_c['name'], code=True)}（{d.num(top_c['seconds'], 2)} 秒，"
-             f"{top_c['group_size']} 卡一组，{names.get(top_c['placement'], top_c['placement'])}）。")
-else:
-    text += "本场景没有集合通信。"
+top_c = max(collectives, key=lambda c: c["seconds"]) if collectives else None
 course_links = [key for key in ("gpus_per_node", "intra_node_bandwidth", "inter_node_bandwidth")
                 if source.get(key) == "course"]
-if course_links:
-    text += ("其中 " + "、".join(f"`{key}`" for key in course_links) + " 用的是课程的默认值（带宽为 null 时取 GPU "
-             "表的值）；设置这些键可改为你的实际值。")
-if comm["basis"] == "measured":
-    text += f"团队实测的暴露通信占一步的 **{d.pct(comm_share, 1)}**（场景的 `communication_share`），本节的结论用实测值。"
-    if comm_share > comm["share"]:
-        text += ("实测高于估计的上界：估计没有算到的开销（延迟、小消息、等待慢的 rank）或口径不同，以实测为准。")
-    elif comm["exceeds_step"]:
-        text += ("估计比实测的一步还长，与实测的步长矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符）："
-                 "它说明不了什么，以实测为准。")
-    elif comm_share < comm["share"]:
-        text += "实测低于估计的上界：有一部分通信已被计算掩盖。"
-elif contradicted:
-    text += contradiction
-else:
-    text += ("场景没有给实测的 `communication_share`，本节的结论用这个估计；它是上界，真实暴露在外的通信只会更少。"
-             "设置 `communication_share` 可改为你的实测值。")
-if bubble_s > 0:
-    schedule = acc["time"]["detail"]["pipeline_schedule"]
-    text += (f"另外，按步长模型，流水线气泡是 {d.num(bubble_s, 2)} 秒，占{step_said}一步的 {d.pct(bubble_s / step, 1)}"
-             f"（`{schedule}`，{par['pp']} 段，每条流水线每步 {d.count(par['micro_batches'])} 个 micro batch）："
-             "那是空等，不是通信，由 `pipeline_bubble` 这个杠杆处理。")
-d.md(text)
+schedule = acc["time"]["detail"]["pipeline_schedule"]
+
+# %% [markdown]
+# 按并行布局（TP {{ par.tp }} × PP {{ par.pp }} × CP {{ par.cp }} × DP {{ par.dp }}，EP {{ par.ep }}{% if par.sp %}，sequence parallel{% endif %}），一步的集合通信每卡收发 {{ comm.bytes_per_gpu|gb }}，估计 {{ comm.seconds|num(2) }} 秒，占一步的 {{ comm.share|pct(1) }}。这是上界：没有任何重叠。{% if hidden %}按重叠规则，暴露在外的最多 {{ comm.exposed_seconds|num(2) }} 秒，占一步的 {{ comm.exposed_share|pct(1) }}；能全部或部分藏到计算后面的是 {% for c in hidden %}{{ c.name|code }}{% if not loop.last %}、{% endif %}{% endfor %}。{% elif collectives %}本场景没有哪个集合通信能按重叠规则藏到计算后面（见上文的键），暴露的就是这个上界。{% endif %}{% if collectives %}最大的一项是 {{ top_c.name|code }}（{{ top_c.seconds|num(2) }} 秒，{{ top_c.group_size }} 卡一组，{{ names.get(top_c.placement, top_c.placement) }}）。{% else %}本场景没有集合通信。{% endif %}{% if course_links %}其中 {{ keys(course_links)|safe }} 用的是课程的默认值（带宽为 null 时取 GPU 表的值）；设置这些键可改为你的实际值。{% endif %}{% if comm.basis == "measured" %}团队实测的暴露通信占一步的 **{{ comm_share|pct(1) }}**（场景的 `communication_share`），本节的结论用实测值。{% if comm_share > comm.share %}实测高于估计的上界：估计没有算到的开销（延迟、小消息、等待慢的 rank）或口径不同，以实测为准。{% elif comm.exceeds_step %}估计比实测的一步还长，与实测的步长矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符）：它说明不了什么，以实测为准。{% elif comm_share < comm.share %}实测低于估计的上界：有一部分通信已被计算掩盖。{% endif %}{% elif contradicted %}按并行布局估出的通信要 {{ comm.seconds|num(1) }} 秒，比{{ step_said }}的一步（{{ sc.step_time|num(1) }} 秒）还长：{{ clash }}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；核对这些键，或把实测值写进 `communication_share`。{% else %}场景没有给实测的 `communication_share`，本节的结论用这个估计；它是上界，真实暴露在外的通信只会更少。设置 `communication_share` 可改为你的实测值。{% endif %}{% if bubble_s > 0 %}另外，按步长模型，流水线气泡是 {{ bubble_s|num(2) }} 秒，占{{ step_said }}一步的 {{ (bubble_s / step)|pct(1) }}（{{ schedule|code }}，{{ par.pp }} 段，每条流水线每步 {{ par.micro_batches|count }} 个 micro batch）：那是空等，不是通信，由 `pipeline_bubble` 这个杠杆处理。{% endif %}
 
 # %% [markdown]
 # ### 一步的时间去了哪里：模型预测，对照实测
@@ -783,33 +725,13 @@ of = "实测一步" if measured_step and not over else "预测一步"
 absent = [PART_ZH[name] for name in t["parts"] if t["parts"][name]["seconds"] <= 0]
 others_ = [f"{PART_ZH[name]} {sec(t['parts'][name]['seconds'])} 秒" for name in ("communication_exposed", "pipeline_bubble")
            if t["parts"][name]["seconds"] > 0]
-text = (f"按步长模型，这一步应当要 **{sec(predicted_s)} 秒**：计算（"
-        + "、".join(PART_ZH[name] for name in COMPUTE_PARTS if t["parts"][name]["seconds"] > 0)
-        + f"）合计 {sec(compute_s)} 秒" + "".join("，" + part for part in others_)
-        + f"；最大的一项是{PART_ZH[biggest]}，占{of}的 "
-        f"{part_of(t['parts'][biggest]['seconds'] / (predicted_s if of == '预测一步' else base_s))}。")
-if absent:
-    text += f"{'、'.join(absent)}在本场景为 0，下图略去。"
-if not measured_step:
-    text += ("场景没有给实测的 `step_time`（为 null）：本页的单步时间、MFU 和吞吐都是这个**预测值**，没有实测可以对照，"
-             "也就说不出模型漏掉了多少。量到实际的步长后写进 `step_time`，图的右端就会多出实测的一步和两者之差。")
-elif t["unexplained_seconds"] >= 0:
-    mfu_if = acc["mfu"] * base_s / predicted_s
-    text += (f"实测的一步是 {sec(base_s)} 秒：模型解释了其中的 {part_of(predicted_s / base_s)}，"
-             f"**没有解释的 {sec(t['unexplained_seconds'])} 秒（{d.pct(t['unexplained_share'], 1)}）**不属于上面任何一项。"
-             "它可能来自模型没有计入的工作（kernel 启动的间隙、embedding 查表、RoPE、"
-             + ("路由的 softmax 和 top-k、" if moe else "") + "数据加载、等待慢的 rank），"
-             "也可能是这套机器的 kernel 效率比模型的参数低，或者场景里有键与实际设置不同；"
-             "从这本账分不出是哪一种，要用 profiler 量。")
-    if mfu_if <= 1 and d.pct(mfu_if) != d.pct(acc["mfu"]):
-        text += f"若这一步真的只要预测的 {sec(predicted_s)} 秒，MFU 会是 {d.pct(mfu_if)}（现在 {d.pct(acc['mfu'])}）。"
-else:
-    text += (f"实测的一步只有 {sec(base_s)} 秒，比预测还短 {sec(-t['unexplained_seconds'])} 秒："
-             "**按模型，这一步不可能这么快**，没有解释的部分是负数。"
-             "要么场景里有键与实际设置不同（`step_time` 本身、GPU 型号、并行方式、重算、序列长度或 packing），"
-             "要么模型的效率参数对这套机器偏低（场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` "
-             "可以换成量到的值）。这两件事核对清楚之前，各部分的份额和下面的排序都不可靠。")
-d.md(text)
+computing = [PART_ZH[name] for name in COMPUTE_PARTS if t["parts"][name]["seconds"] > 0]
+biggest_part = t["parts"][biggest]["seconds"] / (predicted_s if of == "预测一步" else base_s)
+mfu_if = acc["mfu"] * base_s / predicted_s  # the MFU if the step took the predicted time
+mfu_if_shown = mfu_if <= 1 and d.pct(mfu_if) != d.pct(acc["mfu"])
+
+# %% [markdown]
+# 按步长模型，这一步应当要 **{{ sec(predicted_s) }} 秒**：计算（{{ computing|join("、") }}）合计 {{ sec(compute_s) }} 秒{% for part in others_ %}，{{ part }}{% endfor %}；最大的一项是{{ PART_ZH[biggest] }}，占{{ of }}的 {{ part_of(biggest_part) }}。{% if absent %}{{ absent|join("、") }}在本场景为 0，下图略去。{% endif %}{% if not measured_step %}场景没有给实测的 `step_time`（为 null）：本页的单步时间、MFU 和吞吐都是这个**预测值**，没有实测可以对照，也就说不出模型漏掉了多少。量到实际的步长后写进 `step_time`，图的右端就会多出实测的一步和两者之差。{% elif t.unexplained_seconds >= 0 %}实测的一步是 {{ sec(base_s) }} 秒：模型解释了其中的 {{ part_of(predicted_s / base_s) }}，**没有解释的 {{ sec(t.unexplained_seconds) }} 秒（{{ t.unexplained_share|pct(1) }}）**不属于上面任何一项。它可能来自模型没有计入的工作（kernel 启动的间隙、embedding 查表、RoPE、{% if moe %}路由的 softmax 和 top-k、{% endif %}数据加载、等待慢的 rank），也可能是这套机器的 kernel 效率比模型的参数低，或者场景里有键与实际设置不同；从这本账分不出是哪一种，要用 profiler 量。{% if mfu_if_shown %}若这一步真的只要预测的 {{ sec(predicted_s) }} 秒，MFU 会是 {{ mfu_if|pct }}（现在 {{ acc.mfu|pct }}）。{% endif %}{% else %}实测的一步只有 {{ sec(base_s) }} 秒，比预测还短 {{ sec(-t.unexplained_seconds) }} 秒：**按模型，这一步不可能这么快**，没有解释的部分是负数。要么场景里有键与实际设置不同（`step_time` 本身、GPU 型号、并行方式、重算、序列长度或 packing），要么模型的效率参数对这套机器偏低（场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成量到的值）。这两件事核对清楚之前，各部分的份额和下面的排序都不可靠。{% endif %}
 
 # %% tags=["remove-input"]
 fig, ax = plt.subplots(figsize=(8.5, 4.2))
@@ -871,9 +793,6 @@ d.table([[i, a["lever"], d.times(a["speedup"], 3), f"{d.num(a['step_time'], 1)} 
         f"Levers ranked by speedup for this run ({'predicted ' if step_said == '预测' else ''}step "
         f"{d.num(sc.step_time, 1)} s now)")
 chosen = [by_lever[name] for name in combined["levers"]]
-cap_text = (f"一起做完重新预测是 {d.times(combined['product'])}，但账里把合计封顶在 {d.times(combined['speedup'])}："
-            f"再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{busy_what}）。"
-            if combined.get("capped") else "")
 how_projected = {
     "measured - saved": f"实测的一步减去模型预测省下的秒数；模型没有解释的 {d.num(t['unexplained_seconds'] or 0, 1)} 秒原样留着，"
                         "因为模型说不出它由什么组成",
@@ -882,36 +801,11 @@ how_projected = {
 }
 blocked = [a for a in ranked if not a["feasible"] and not no_gain(a)]
 first = ranked[0]
-text = (f"按提速排，第一是 `{first['lever']}`（{d.times(first['speedup'])}，"
-        + ("可行）。" if first["feasible"] else ("没有收益）。" if no_gain(first) else "在本场景不可行）。")))
-if chosen:
-    text += (f"可行且能一起做的杠杆是 {keys([a['lever'] for a in chosen])}：把它们一起改进场景、重新预测，"
-             f"预测的一步从 {d.num(combined['step_before'], 2)} 秒降到 {d.num(combined['step_after'], 2)} 秒，合计 "
-             f"**{d.times(combined['speedup'])}**；{step_said}的每步 {d.num(sc.step_time, 1)} 秒 → "
-             f"{d.num(combined['step_time'], 1)} 秒（{how_projected[combined['step_time_from']]}；`acc[\"advice_combined\"]`"
-             + ("；selective recompute 与关掉 recompute 只取其一）。"
-                if {"selective_recompute", "recompute_off"} & set(combined["levers"]) else "）。"))
-    text += cap_text
-    if combined["ceiling_from"] == "hfu":
-        text += (f"另外，含注意力的 HFU 是 {d.pct(acc['attention']['actual']['hfu_with_attention'])}，超过 100%："
-                 f"按注意力的计数，GPU 跑在峰值也做不完这一步，与{step_said}的步长矛盾（kernel 实际算的比计数少，或真实长度"
-                 "比场景短）。所以注意力 kernel 这个杠杆依据的份额靠不住，合计的上限只按 6ND 的硬件 FLOPs 算。")
-    if "communication_overlap" in combined["levers"] and comm["basis"] != "measured":
-        text += ("通信重叠的提速建立在按带宽估出的通信上（链路跑满、没有延迟），所以这一项偏乐观；"
-                 "量到暴露在外的通信后写进 `communication_share` 再排。")
-else:
-    text += "没有一个杠杆在本场景既可行又有收益。"
-if blocked:
-    text += ("有收益但在本场景不可行的：" + "、".join(f"`{a['lever']}`（{d.times(a['speedup'])}）" for a in blocked)
-             + "，原因见表里的 note。")
+either = bool({"selective_recompute", "recompute_off"} & set(combined["levers"]))
 leaning = sorted({key for a in chosen for key in a["rests_on"] if source.get(key) == "course"})
-if leaning:
-    text += ("可行杠杆的提速依赖课程的假设值 " + "、".join(f"`{key}`" for key in leaning)
-             + f"：设置{'这个键' if len(leaning) == 1 else '这些键'}可改为你的实测值。")
-if not mem["fits"]:
-    text += ("注意：按模型，本场景现在的设置就放不下（见上）；先把场景改成实际的设置再看排序，"
-             "依赖显存的杠杆是否可行可能随之改变。")
-d.md(text)
+
+# %% [markdown]
+# 按提速排，第一是 {{ first.lever|code }}（{{ first.speedup|times }}，{% if first.feasible %}可行）。{% elif no_gain(first) %}没有收益）。{% else %}在本场景不可行）。{% endif %}{% if chosen %}可行且能一起做的杠杆是 {{ keys(combined.levers)|safe }}：把它们一起改进场景、重新预测，预测的一步从 {{ combined.step_before|num(2) }} 秒降到 {{ combined.step_after|num(2) }} 秒，合计 **{{ combined.speedup|times }}**；{{ step_said }}的每步 {{ sc.step_time|num(1) }} 秒 → {{ combined.step_time|num(1) }} 秒（{{ how_projected[combined.step_time_from] }}；`acc["advice_combined"]`{% if either %}；selective recompute 与关掉 recompute 只取其一）。{% else %}）。{% endif %}{% if combined.get("capped") %}一起做完重新预测是 {{ combined.product|times }}，但账里把合计封顶在 {{ combined.speedup|times }}：再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{{ busy_what }}）。{% endif %}{% if combined.ceiling_from == "hfu" %}另外，含注意力的 HFU 是 {{ acc.attention.actual.hfu_with_attention|pct }}，超过 100%：按注意力的计数，GPU 跑在峰值也做不完这一步，与{{ step_said }}的步长矛盾（kernel 实际算的比计数少，或真实长度比场景短）。所以注意力 kernel 这个杠杆依据的份额靠不住，合计的上限只按 6ND 的硬件 FLOPs 算。{% endif %}{% if "communication_overlap" in combined.levers and comm.basis != "measured" %}通信重叠的提速建立在按带宽估出的通信上（链路跑满、没有延迟），所以这一项偏乐观；量到暴露在外的通信后写进 `communication_share` 再排。{% endif %}{% else %}没有一个杠杆在本场景既可行又有收益。{% endif %}{% if blocked %}有收益但在本场景不可行的：{% for a in blocked %}{{ a.lever|code }}（{{ a.speedup|times }}）{% if not loop.last %}、{% endif %}{% endfor %}，原因见表里的 note。{% endif %}{% if leaning %}可行杠杆的提速依赖课程的假设值 {{ keys(leaning)|safe }}：设置{% if leaning|length == 1 %}这个键{% else %}这些键{% endif %}可改为你的实测值。{% endif %}{% if not mem.fits %}注意：按模型，本场景现在的设置就放不下（见上）；先把场景改成实际的设置再看排序，依赖显存的杠杆是否可行可能随之改变。{% endif %}
 
 # %% [markdown]
 # ### 瀑布图：一个个加进场景，每加一个重新预测
