@@ -573,68 +573,24 @@ course_memory_keys = [key for key in ("zero_stage", "grad_bytes", "memory_reserv
 held = mem["phases"][mem["peak_phase"]]["contents"].get("logits", 0.0)
 recomputed = (f"`{mem['recompute']}`" + (f"，重算 {'、'.join(settings['recompute_modules'])}"
                                           if settings["recompute_modules"] else ""))
-text = (f"按模型，本场景负载最重的那张卡要 **{verdict(mem)}**（{sc.gpu} 可用 {d.gb(mem['capacity'])}："
-        f"CUDA 报告的总量 {d.gb(room['cuda_total'])} 减去 `memory_reserve` {d.gb(room['memory_reserve'])}）。"
-        f"峰值阶段里有：模型状态 {d.gb(states)}（ZeRO stage {sc.zero_stage}，梯度 {sc.grad_bytes} "
-        f"字节/元素），激活 {d.gb(mem['activations'])}（`framework: {settings['framework']}`，recompute = "
-        f"{recomputed}，同时在途 {d.count(mem['in_flight'])} 个 micro batch）"
-        + (f"，logits {d.gb(held)}（`cross_entropy: {settings['cross_entropy']}`）。" if held else
-           f"；logits（{d.gb(mem['logits'])}）在算 loss 的阶段，此时已经释放。"))
-if course_memory_keys:
-    text += ("其中 " + "、".join(f"`{key}`" for key in course_memory_keys) + " 是课程的假设；设置"
-             + ("它" if len(course_memory_keys) == 1 else "它们") + "可改为你的实际设置。")
-if not mem["fits"]:
-    fixes = [x for x in (mem["fit"] or []) if x["fits"]]
-    check = ("若这套设置确实在跑，说明场景里有键与实际设置不同（例如重算的模块、`cross_entropy`、FP8 存储、"
-             "并行方式或 `micro_batch`），把它们写成实际的设置。")
-    if fixes:
-        check += ("按模型，单独做下面任何一项都能放下（按多做的硬件 FLOPs 从少到多）："
-                  + "；".join(f"{x['change']}（{d.gb(x['peak'])}，硬件 FLOPs 多 {d.pct(x['flop_cost'], 1)}）"
-                             for x in fixes[:4]) + "。")
-    else:
-        check += "单独改一项都放不下，要几项一起改（`acc[\"memory\"][\"fit\"]` 列出了最接近的几项）。"
-    if "flash" in alt and alt["flash"][1]["fits"]:
-        flash = alt["flash"][1]
-        text += (f"放不下的原因是注意力 kernel：`{sc.attention_kernel}` 为反向存下 s×s 的分数矩阵等，"
-                 f"其他不变、换成 flash 要 {verdict(flash)}。若这套训练确实在跑，它用的多半不是 "
-                 f"`{sc.attention_kernel}`：把场景的 `attention_kernel` 设成实际的 kernel。")
-    elif "flash" in alt:
-        text += f"换成 flash kernel 也要 {verdict(alt['flash'][1])}。" + check
-    else:
-        text += check
-d.md(text)
+fixes = [x for x in (mem["fit"] or []) if x["fits"]] if not mem["fits"] else []
+flash_fits = "flash" in alt and alt["flash"][1]["fits"]
+if sc.recompute == "full":
+    sel, sel_ce = alt["selective"][1], alt["selective_ce"][1]
+    g_sel = by_lever["selective_recompute"]["speedup"]
+chunked = alt["chunked"][1]
+
+# %% [markdown]
+# 按模型，本场景负载最重的那张卡要 **{{ verdict(mem) }}**（{{ sc.gpu }} 可用 {{ mem.capacity|gb }}：CUDA 报告的总量 {{ room.cuda_total|gb }} 减去 `memory_reserve` {{ room.memory_reserve|gb }}）。峰值阶段里有：模型状态 {{ states|gb }}（ZeRO stage {{ sc.zero_stage }}，梯度 {{ sc.grad_bytes }} 字节/元素），激活 {{ mem.activations|gb }}（{{ ("framework: " ~ settings.framework)|code }}，recompute = {{ recomputed|safe }}，同时在途 {{ mem.in_flight|count }} 个 micro batch）{% if held %}，logits {{ held|gb }}（{{ ("cross_entropy: " ~ settings.cross_entropy)|code }}）。{% else %}；logits（{{ mem.logits|gb }}）在算 loss 的阶段，此时已经释放。{% endif %}{% if course_memory_keys %}其中 {{ keys(course_memory_keys)|safe }} 是课程的假设；设置{% if course_memory_keys|length == 1 %}它{% else %}它们{% endif %}可改为你的实际设置。{% endif %}{% if not mem.fits %}{% if flash_fits %}放不下的原因是注意力 kernel：{{ sc.attention_kernel|code }} 为反向存下 s×s 的分数矩阵等，其他不变、换成 flash 要 {{ verdict(alt["flash"][1]) }}。若这套训练确实在跑，它用的多半不是 {{ sc.attention_kernel|code }}：把场景的 `attention_kernel` 设成实际的 kernel。{% else %}{% if "flash" in alt %}换成 flash kernel 也要 {{ verdict(alt["flash"][1]) }}。{% endif %}若这套设置确实在跑，说明场景里有键与实际设置不同（例如重算的模块、`cross_entropy`、FP8 存储、并行方式或 `micro_batch`），把它们写成实际的设置。{% if fixes %}按模型，单独做下面任何一项都能放下（按多做的硬件 FLOPs 从少到多）：{% for x in fixes[:4] %}{{ x.change }}（{{ x.peak|gb }}，硬件 FLOPs 多 {{ x.flop_cost|pct(1) }}）{% if not loop.last %}；{% endif %}{% endfor %}。{% else %}单独改一项都放不下，要几项一起改（`acc["memory"]["fit"]` 列出了最接近的几项）。{% endif %}{% endif %}{% endif %}
+
+# %% tags=["remove-input"]
 d.table([[PHASE[name] + ("（峰值）" if name == mem["peak_phase"] else ""), d.gb(phase["bytes"]),
           "、".join(f"{part} {d.gb(value)}" for part, value in phase["contents"].items() if value)]
          for name, phase in mem["phases"].items()],
         ["阶段", "显存", "构成"], f"Memory of the most loaded GPU by phase ({sc.gpu}, stage: {mem['stage']})")
 
-if sc.recompute == "full":
-    sel, sel_ce = alt["selective"][1], alt["selective_ce"][1]
-    g_sel = by_lever["selective_recompute"]["speedup"]
-    if sel["fits"]:
-        answer = f"**能**：selective recompute 要 {verdict(sel)}，可以换，提速 {d.times(g_sel)}。"
-    elif sel_ce["fits"]:
-        answer = (f"单独换**不能**（{verdict(sel)}）；先用分块交叉熵（{chunks} 块）腾出 logits 的显存，"
-                  f"就能：{verdict(sel_ce)}。下面的排序只看单独换，"
-                  "所以那里记为不可行。")
-    else:
-        answer = (f"**不能**：selective recompute 要 {verdict(sel)}；先用分块交叉熵（{chunks} 块）也要 "
-                  f"{d.gb(sel_ce['total'])}。它的 {d.times(g_sel)} 在本场景拿不到，除非先从别处省出显存"
-                  f"（更大的 TP、PP 或 CP{'，更高的 ZeRO stage' if sc.zero_stage < 3 else ''}）。")
-    answer = "课程说“显存允许就把 full recompute 换成 selective”。按本场景的显存，" + answer
-elif sc.recompute == "selective":
-    answer = f"本场景已经是 selective recompute；再关掉 recompute 要 {verdict(alt['none'][1])}。"
-else:
-    answer = "本场景没有开 recompute，“换成 selective”这一问不存在：没有重算可省。"
-more = [answer]
-if "none" in alt and sc.recompute == "full":
-    more.append(f"完全关掉 recompute 要 {verdict(alt['none'][1])}。")
-more.append(f"micro batch 从 {b} 加到 {2 * b} 要 {verdict(mem_double)}。")
-chunked = alt["chunked"][1]
-more.append(f"分块交叉熵（{chunks} 块，{origin('ce_chunks')}）把峰值从 {d.gb(mem['total'])} 降到 "
-            f"{verdict(chunked)}：它省的是显存，不是时间" + ("，且只在峰值落在算 loss 时才省得下。"
-                                                           if mem["peak_phase"] != "loss" else "。"))
-d.md("".join(more))
+# %% [markdown]
+# {% if sc.recompute == "full" %}课程说“显存允许就把 full recompute 换成 selective”。按本场景的显存，{% if sel.fits %}**能**：selective recompute 要 {{ verdict(sel) }}，可以换，提速 {{ g_sel|times }}。{% elif sel_ce.fits %}单独换**不能**（{{ verdict(sel) }}）；先用分块交叉熵（{{ chunks }} 块）腾出 logits 的显存，就能：{{ verdict(sel_ce) }}。下面的排序只看单独换，所以那里记为不可行。{% else %}**不能**：selective recompute 要 {{ verdict(sel) }}；先用分块交叉熵（{{ chunks }} 块）也要 {{ sel_ce.total|gb }}。它的 {{ g_sel|times }} 在本场景拿不到，除非先从别处省出显存（更大的 TP、PP 或 CP{% if sc.zero_stage < 3 %}，更高的 ZeRO stage{% endif %}）。{% endif %}{% if "none" in alt %}完全关掉 recompute 要 {{ verdict(alt["none"][1]) }}。{% endif %}{% elif sc.recompute == "selective" %}本场景已经是 selective recompute；再关掉 recompute 要 {{ verdict(alt["none"][1]) }}。{% else %}本场景没有开 recompute，“换成 selective”这一问不存在：没有重算可省。{% endif %}micro batch 从 {{ b }} 加到 {{ 2 * b }} 要 {{ verdict(mem_double) }}。分块交叉熵（{{ chunks }} 块，{{ origin("ce_chunks")|safe }}）把峰值从 {{ mem.total|gb }} 降到 {{ verdict(chunked) }}：它省的是显存，不是时间{% if mem.peak_phase != "loss" %}，且只在峰值落在算 loss 时才省得下。{% else %}。{% endif %}
 
 # %% [markdown]
 # ### 通信
@@ -842,26 +798,12 @@ plt.show()
 # %% tags=["remove-input"]
 g_all = combined["speedup"]
 g_product = math.prod(a["speedup"] for a in chosen)  # the levers' gains multiplied: not the model
-text = (f"可行的杠杆一个个加进场景、每次重新预测，做完：每步 {d.num(sc.step_time, 1)} 秒 → **{d.num(final, 1)} 秒**，"
-        f"预测的一步快 **{d.times(g_all)}**。")
-if measured_step and combined["step_time_from"] == "measured - saved":
-    text += (f"实测的一步里模型没有解释的 {d.num(t['unexplained_seconds'], 1)} 秒（上图的虚线）原样留着，"
-             f"所以实测的一步只会快 {d.times(sc.step_time / final)}，MFU {d.pct(acc['mfu'])} → "
-             f"{d.pct(acc['mfu'] * sc.step_time / final)}"
-             + ("；那一大块要先用 profiler 找出来，才谈得上优化它。" if t["unexplained_share"] >= 0.25 else "。"))
-else:
-    text += f"MFU {d.pct(acc['mfu'])} → {d.pct(acc['mfu'] * sc.step_time / final)}。"
-if len(chosen) > 1 and d.times(g_product) != d.times(combined["product"]):
-    text += (f"若把各杠杆单独的提速连乘，得到的是 {d.times(g_product)}，"
-             + (f"高于一起预测的 {d.times(combined['product'])}：几个杠杆省的有一部分是同一段时间，一起做时不能算两次。"
-                if g_product > combined["product"] else
-                f"低于一起预测的 {d.times(combined['product'])}：一个杠杆先缩短了别的部分，另一个杠杆省的那部分在一步里占得更多。"))
-if combined.get("capped"):
-    text += "最后一根柱子比一起预测的终点高：合计封顶于峰值算力（见上）。"
+kept_unexplained = measured_step and combined["step_time_from"] == "measured - saved"
+product_differs = len(chosen) > 1 and d.times(g_product) != d.times(combined["product"])
 sel_fits = sc.recompute != "full" or alt["selective"][1]["fits"]
-text += ("作为对照，课程的组合是 packing 加 selective recompute（两项的收益怎么合起来、合起来快多少，留给第 10 节的练习）"
-         + ("。" if sel_fits else "，但本场景的显存放不下 selective recompute，这一项拿不到。"))
-d.md(text)
+
+# %% [markdown]
+# 可行的杠杆一个个加进场景、每次重新预测，做完：每步 {{ sc.step_time|num(1) }} 秒 → **{{ final|num(1) }} 秒**，预测的一步快 **{{ g_all|times }}**。{% if kept_unexplained %}实测的一步里模型没有解释的 {{ t.unexplained_seconds|num(1) }} 秒（上图的虚线）原样留着，所以实测的一步只会快 {{ (sc.step_time / final)|times }}，MFU {{ acc.mfu|pct }} → {{ (acc.mfu * sc.step_time / final)|pct }}{% if t.unexplained_share >= 0.25 %}；那一大块要先用 profiler 找出来，才谈得上优化它。{% else %}。{% endif %}{% else %}MFU {{ acc.mfu|pct }} → {{ (acc.mfu * sc.step_time / final)|pct }}。{% endif %}{% if product_differs %}若把各杠杆单独的提速连乘，得到的是 {{ g_product|times }}，{% if g_product > combined.product %}高于一起预测的 {{ combined.product|times }}：几个杠杆省的有一部分是同一段时间，一起做时不能算两次。{% else %}低于一起预测的 {{ combined.product|times }}：一个杠杆先缩短了别的部分，另一个杠杆省的那部分在一步里占得更多。{% endif %}{% endif %}{% if combined.get("capped") %}最后一根柱子比一起预测的终点高：合计封顶于峰值算力（见上）。{% endif %}作为对照，课程的组合是 packing 加 selective recompute（两项的收益怎么合起来、合起来快多少，留给第 10 节的练习）{% if sel_fits %}。{% else %}，但本场景的显存放不下 selective recompute，这一项拿不到。{% endif %}
 
 # %% [markdown]
 # ### 课程的“先做什么”，对照模型的排序
@@ -896,43 +838,14 @@ d.table(rows, ["course", "lever (course's words)", "course's gain", "model's lev
 # %% tags=["remove-input"]
 top = next((a for a in ranked if gainful(a)), None)
 course_first = next((matched[mark] for mark, *_ in COURSE_LEVERS if matched[mark]), None)
-text = (f"课程的顺序是 {course.claim('nb08_course_order')}，按收益和代价一起排；代价（工作量、风险）不在这本账里，"
-        "模型只按本场景算出的提速排，放不下或不能整除的杠杆记为不可行。")
-if top is None:
-    text += "按模型，本场景没有一个杠杆既可行又有收益，两个顺序无从比较。"
-elif top["lever"] == course_first:
-    text += f"两者第一步相同：`{top['lever']}`（按模型 {d.times(top['speedup'])}，可行）。"
-else:
-    text += f"两者的第一步不同：模型排在最前、可行且有收益的是 `{top['lever']}`（{d.times(top['speedup'])}）"
-    first_course = by_lever.get(course_first)
-    if first_course is not None:
-        text += (f"，课程排第一的 `{course_first}` 在模型的排序里排第 {rank_of[course_first]}（"
-                 + (f"{d.times(first_course['speedup'])}，可行" if gainful(first_course) else
-                    "没有收益" if no_gain(first_course) else
-                    f"{d.times(first_course['speedup'])}，但在本场景不可行：{d.text(advice_note(first_course))}") + "）")
-    text += "。"
+first_course = by_lever.get(course_first)
 blocked_course = [(mark, matched[mark]) for mark, *_ in COURSE_LEVERS
                   if matched[mark] and not by_lever[matched[mark]]["feasible"] and not no_gain(by_lever[matched[mark]])]
-if blocked_course:
-    text += ("课程列出、按模型在本场景有收益却做不了的："
-             + "、".join(f"{mark} `{lever}`" for mark, lever in blocked_course) + "（原因见上面排序表的 note）。")
 missing = [words for mark, words, *_ in COURSE_LEVERS if matched[mark] is None]
-if missing:
-    text += "课程的 " + "、".join(missing) + " 不在模型的杠杆里：它改的是并行结构，没有一个提速系数可排。"
 extra = [a for a in ranked if a["lever"] not in set(matched.values()) and gainful(a)]
-if extra:
-    text += ("模型还排了课程没有列的杠杆，在本场景可行且有收益："
-             + "、".join(f"`{a['lever']}`（{d.times(a['speedup'])}）" for a in extra) + "。")
-if measured_step and t["unexplained_seconds"] > 0:
-    text += (f"模型没有解释的 {sec(t['unexplained_seconds'])} 秒（实测一步的 {d.pct(t['unexplained_share'], 1)}）"
-             "不在账里的任何一部分：账里不知道它是什么，也就说不出哪个杠杆能省掉它。"
-             f"课程的“{course.claim('nb08_measure_first')}”在这里同样成立：先用 profiler 弄清这一部分，再定顺序。")
-elif measured_step:
-    text += "实测的一步比预测的还短（见上一节）：先核对场景和效率参数，再按这个排序动手。"
-else:
-    text += (f"本页的一步是预测的，排序也全部建立在预测上；课程的“{course.claim('nb08_measure_first')}”"
-             "在这里更要紧：先量出实际的步长，写进 `step_time`，再看这个顺序站不站得住。")
-d.md(text)
+
+# %% [markdown]
+# 课程的顺序是 {{ course.claim("nb08_course_order") }}，按收益和代价一起排；代价（工作量、风险）不在这本账里，模型只按本场景算出的提速排，放不下或不能整除的杠杆记为不可行。{% if top is none %}按模型，本场景没有一个杠杆既可行又有收益，两个顺序无从比较。{% elif top.lever == course_first %}两者第一步相同：{{ top.lever|code }}（按模型 {{ top.speedup|times }}，可行）。{% else %}两者的第一步不同：模型排在最前、可行且有收益的是 {{ top.lever|code }}（{{ top.speedup|times }}）{% if first_course is not none %}，课程排第一的 {{ course_first|code }} 在模型的排序里排第 {{ rank_of[course_first] }}（{% if gainful(first_course) %}{{ first_course.speedup|times }}，可行{% elif no_gain(first_course) %}没有收益{% else %}{{ first_course.speedup|times }}，但在本场景不可行：{{ advice_note(first_course)|text }}{% endif %}）{% endif %}。{% endif %}{% if blocked_course %}课程列出、按模型在本场景有收益却做不了的：{% for mark, lever in blocked_course %}{{ mark }} {{ lever|code }}{% if not loop.last %}、{% endif %}{% endfor %}（原因见上面排序表的 note）。{% endif %}{% if missing %}课程的 {{ missing|join("、") }} 不在模型的杠杆里：它改的是并行结构，没有一个提速系数可排。{% endif %}{% if extra %}模型还排了课程没有列的杠杆，在本场景可行且有收益：{% for a in extra %}{{ a.lever|code }}（{{ a.speedup|times }}）{% if not loop.last %}、{% endif %}{% endfor %}。{% endif %}{% if measured_step and t.unexplained_seconds > 0 %}模型没有解释的 {{ sec(t.unexplained_seconds) }} 秒（实测一步的 {{ t.unexplained_share|pct(1) }}）不在账里的任何一部分：账里不知道它是什么，也就说不出哪个杠杆能省掉它。课程的“{{ course.claim("nb08_measure_first") }}”在这里同样成立：先用 profiler 弄清这一部分，再定顺序。{% elif measured_step %}实测的一步比预测的还短（见上一节）：先核对场景和效率参数，再按这个排序动手。{% else %}本页的一步是预测的，排序也全部建立在预测上；课程的“{{ course.claim("nb08_measure_first") }}”在这里更要紧：先量出实际的步长，写进 `step_time`，再看这个顺序站不站得住。{% endif %}
 
 # %% [markdown]
 # ## 课程的说法，对照本页
