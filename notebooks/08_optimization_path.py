@@ -281,44 +281,15 @@ rows_text = f"（拼成 {d.count(rows_now)} 行、每行 {d.num(sc.seq_len)} 个
 feasible = float(rows_now / (2 * b)).is_integer()
 by_lever = {a["lever"]: a for a in acc["advice"]}
 mem_double = run.memory(sc, micro_batch=2 * b)
-roof = f"在 micro batch = {b} 时，"
-if pushable:
-    crossed = next((size for size in sizes[1:]
-                    if all(ai[size][g["key"]] >= balance for g in pushable)), None)
-    roof += (f"{listed(pushable)} 的运算强度低于机器平衡点 {d.num(balance, 1)}，受带宽限制；它们的上限"
-             "（m → ∞）高于平衡点，加大 micro batch 能把它们往算力受限的一侧推"
-             + (f"（到 micro batch = {crossed} 时全部越过）。" if crossed else
-                f"（到 micro batch = {sizes[-1]} 时还没有全部越过）。"))
-elif compute_rows:
-    lowest = min(compute_rows, key=lambda g: g["intensity"])
-    roof += (f"{'除去下面说的窄 GEMM，' if capped else ''}最瘦的带权重 GEMM（{d.text(lowest['name'], code=True)}）"
-             f"运算强度也有 {fmt_ai(lowest['intensity'])} FLOP/byte，是机器平衡点 {d.num(balance, 1)} 的 "
-             f"{d.num(lowest['intensity'] / balance, 1)} 倍：每个 micro batch 已有 {d.num(b * sc.seq_len)} 个 token "
-             "槽位（m = b·S），这些 GEMM 本来就是算力受限，"
-             "加大 micro batch 几乎不改变它们在 roofline 上的位置。")
-if capped:
-    roof += (f"{capped_list}落在拐点左侧，但强度被自身较窄的 k 或 n 封顶（括号里是 m → ∞ 时的上限，"
-             f"都不到平衡点）：加大 micro batch 推不过拐点；{'它' if len(capped) == 1 else '它们'}只占前向"
-             f"权重 FLOPs 的{' ' + d.pct(capped_share) if capped_share >= 1e-4 else '不到 0.01%'}。")
+crossed = next((size for size in sizes[1:]
+                if all(ai[size][g["key"]] >= balance for g in pushable)), None) if pushable else None
+lowest = min(compute_rows, key=lambda g: g["intensity"]) if compute_rows else None
 below_core = [g for g in core_rows if g["bound"] == "memory"]
-if not pushable:
-    roof += (("除此之外，" if capped else "") + "真正受带宽限制的是逐元素、"
-             f"归一化{'、MoE 的 permute ' if moe else ''}一类算子"
-             + (f"，以及本场景的注意力核（最低 {fmt_ai(min(g['intensity'] for g in below_core))} FLOP/byte）"
-                if below_core and sc.attention_kernel != "flash" else "")
-             + "，它们的强度与 micro batch 无关。"
-             + (f"注意力核按分数矩阵写回显存算最低只有 {fmt_ai(min(g['intensity'] for g in below_core))} FLOP/byte，"
-                "但本场景用 flash kernel，分数留在片上，它不受显存带宽限制。"
-                if below_core and sc.attention_kernel == "flash" else "")
-             + "所以这里的收益若有，来自别处（每次 kernel 启动做更多活、更少的固定开销），只能量。")
-d.md(roof + f"课程给的区间是 {d.times(low)}–{d.times(high)}（命名假设，不是推导）；按本场景 GEMM 的屋顶线算，"
-     f"micro batch 翻倍让带权重的 GEMM "
-     f"{'只' if by_lever['micro_batch']['speedup'] < low else ''}快 {d.times(by_lever['micro_batch']['speedup'], 3)}。"
-     f"可行性：DP = {par['dp']} 时每个 DP rank 每步分到 {d.count(per_rank)} 个样本{rows_text}，micro batch 从 {b} 到 "
-     f"{2 * b} {'可以整除' if feasible else '不能整除，需先调整 global batch 或并行方式'}；"
-     "logits 也随 micro batch 成正比增长，这是课程先做 ② 的原因。按模型，micro batch = {2 * b} 时负载最重的卡要 "
-     f"{d.gb(mem_double['total'])}，{sc.gpu} 可用 {d.gb(mem_double['capacity'])}："
-     + ("放得下。" if mem_double["fits"] else "放不下。"))
+core_lowest = min(g["intensity"] for g in below_core) if below_core else None
+g_mb = by_lever["micro_batch"]["speedup"]
+
+# %% [markdown]
+# 在 micro batch = {{ b }} 时，{% if pushable %}{{ listed(pushable)|safe }} 的运算强度低于机器平衡点 {{ balance|num(1) }}，受带宽限制；它们的上限（m → ∞）高于平衡点，加大 micro batch 能把它们往算力受限的一侧推{% if crossed %}（到 micro batch = {{ crossed }} 时全部越过）。{% else %}（到 micro batch = {{ sizes[-1] }} 时还没有全部越过）。{% endif %}{% elif compute_rows %}{% if capped %}除去下面说的窄 GEMM，{% endif %}最瘦的带权重 GEMM（{{ lowest.name|code }}）运算强度也有 {{ fmt_ai(lowest.intensity) }} FLOP/byte，是机器平衡点 {{ balance|num(1) }} 的 {{ (lowest.intensity / balance)|num(1) }} 倍：每个 micro batch 已有 {{ (b * sc.seq_len)|num }} 个 token 槽位（m = b·S），这些 GEMM 本来就是算力受限，加大 micro batch 几乎不改变它们在 roofline 上的位置。{% endif %}{% if capped %}{{ capped_list|safe }}落在拐点左侧，但强度被自身较窄的 k 或 n 封顶（括号里是 m → ∞ 时的上限，都不到平衡点）：加大 micro batch 推不过拐点；{% if capped|length == 1 %}它{% else %}它们{% endif %}只占前向权重 FLOPs 的{% if capped_share >= 1e-4 %} {{ capped_share|pct }}{% else %}不到 0.01%{% endif %}。{% endif %}{% if not pushable %}{% if capped %}除此之外，{% endif %}真正受带宽限制的是逐元素、归一化{% if moe %}、MoE 的 permute {% endif %}一类算子{% if below_core and sc.attention_kernel != "flash" %}，以及本场景的注意力核（最低 {{ fmt_ai(core_lowest) }} FLOP/byte）{% endif %}，它们的强度与 micro batch 无关。{% if below_core and sc.attention_kernel == "flash" %}注意力核按分数矩阵写回显存算最低只有 {{ fmt_ai(core_lowest) }} FLOP/byte，但本场景用 flash kernel，分数留在片上，它不受显存带宽限制。{% endif %}所以这里的收益若有，来自别处（每次 kernel 启动做更多活、更少的固定开销），只能量。{% endif %}课程给的区间是 {{ low|times }}–{{ high|times }}（命名假设，不是推导）；按本场景 GEMM 的屋顶线算，micro batch 翻倍让带权重的 GEMM {% if g_mb < low %}只{% endif %}快 {{ g_mb|times(3) }}。可行性：DP = {{ par.dp }} 时每个 DP rank 每步分到 {{ per_rank|count }} 个样本{{ rows_text }}，micro batch 从 {{ b }} 到 {{ 2 * b }} {% if feasible %}可以整除{% else %}不能整除，需先调整 global batch 或并行方式{% endif %}；logits 也随 micro batch 成正比增长，这是课程先做 ② 的原因。按模型，micro batch = {{ 2 * b }} 时负载最重的卡要 {{ mem_double.total|gb }}，{{ sc.gpu }} 可用 {{ mem_double.capacity|gb }}：{% if mem_double.fits %}放得下。{% else %}放不下。{% endif %}
 
 
 # %% [markdown]
@@ -1173,38 +1144,49 @@ if searched is not None:
     node, top_n = sc.gpus_per_node, facts["tp_within_node"]["of"]
     faster_than_own = sum(1 for r in every if own_row is not None and r.seconds < own_row.seconds * (1 - 1e-12))
     exact = left_out is None or (own_row is not None and own_row.seconds <= left_out)
-    lines = [f"- 搜索了 {searched.searched:,} 种切分，{searched.fitting:,} 种放得下"
-             + ("（全部画在图上）。" if left_out is None else
-                f"；图上画的是计算下界最小的 {len(every):,} 种（连同最快的 5 种），没画的那些一步至少 {d.num(left_out, 2)} 秒。")]
-    tp = facts["tp_within_node"]
-    lines.append(f"- 最快的 {top_n} 个布局都把 TP 放在一个节点之内（TP ≤ {node}）。" if tp["holds"] else
-                 f"- 最快的 {top_n} 个布局里有 {top_n - tp['count']} 个让 TP 跨了节点（TP > {node}）：这一条经验在这里不成立。")
-    pp_ = facts["pp_across_nodes"]
-    lines.append(f"- 其中 {pp_['count']} 个用了流水线并行（PP > 1）。" if pp_["holds"] else
-                 "- 其中没有一个用流水线并行：不切流水线也放得下，切了反而多出气泡和段间的点对点通信。")
-    cp_ = facts["cp_at_seq_len"]
-    lines.append(f"- 序列长度 {sc.seq_len:,} 时，{cp_['count']} 个用了 CP。" if cp_["holds"] else
-                 f"- 序列长度 {sc.seq_len:,} 时，没有一个用 CP。")
-    if "ep_within_node" in facts:
-        ep_ = facts["ep_within_node"]
-        lines.append(f"- EP 都在 DP 之内；{ep_['count']} 个把 EP 放在一个节点之内（EP ≤ {node}）。" if ep_["count"] else
-                     f"- EP 都在 DP 之内；没有一个把 EP 放在一个节点之内（EP 都大于 {node}）。")
-    rc_ = facts["recompute_forced"]
-    lines.append("- 最快的几个都不重算。" if not rc_["of"] else
-                 (f"- 重算的 {rc_['of']} 个都是显存逼的：去掉重算就放不下。" if rc_["holds"] else
-                  f"- 重算的 {rc_['of']} 个里有 {rc_['of'] - rc_['count']} 个去掉重算也放得下：重算并不总是显存逼出来的。"))
-    if own_row is not None:
-        lines.append(
-            (f"- 本场景自己的布局在放得下的布局里排第 {faster_than_own + 1:,}" if exact else
-             f"- 本场景自己的布局在画出的 {len(every):,} 个布局里排第 {faster_than_own + 1:,}（没画的布局里可能还有比它快的）")
-            + (("，已经是预测最快的。" if exact else "，在画出的布局里最快。") if faster_than_own == 0 else
-               f"；最快的那个预测快 {d.times(own_row.seconds / every[0].seconds)}。"))
-    elif searched.own is not None and not own_fits:
-        lines.append("- 按显存模型，本场景自己的布局放不下（图上的星号在可用显存线右边），所以不参与排名。")
-    else:
-        lines.append(f"- 本场景自己的布局不在搜索范围里，图上没有它；`costmodel plan` 给出的原因：`{searched.own_note}`。")
-    lines.append("- 这些是规则，还是搜索的结果？上面每一条都由排好的布局数出来，不是搜索的前提；换一个场景，结论可能相反。")
-    d.md("\n".join(lines))
+    tp, pp_, cp_, rc_ = (facts[name] for name in ("tp_within_node", "pp_across_nodes", "cp_at_seq_len",
+                                                   "recompute_forced"))
+    ep_ = facts.get("ep_within_node")
+
+# %% [markdown]
+# {% if searched is not none %}
+# - 搜索了 {{ "{:,}".format(searched.searched) }} 种切分，{{ "{:,}".format(searched.fitting) }} 种放得下{% if left_out is none %}（全部画在图上）。{% else %}；图上画的是计算下界最小的 {{ "{:,}".format(every|length) }} 种（连同最快的 5 种），没画的那些一步至少 {{ left_out|num(2) }} 秒。{% endif %}
+# {% if tp.holds %}
+# - 最快的 {{ top_n }} 个布局都把 TP 放在一个节点之内（TP ≤ {{ node }}）。
+# {% else %}
+# - 最快的 {{ top_n }} 个布局里有 {{ top_n - tp.count }} 个让 TP 跨了节点（TP > {{ node }}）：这一条经验在这里不成立。
+# {% endif %}
+# {% if pp_.holds %}
+# - 其中 {{ pp_.count }} 个用了流水线并行（PP > 1）。
+# {% else %}
+# - 其中没有一个用流水线并行：不切流水线也放得下，切了反而多出气泡和段间的点对点通信。
+# {% endif %}
+# {% if cp_.holds %}
+# - 序列长度 {{ "{:,}".format(sc.seq_len) }} 时，{{ cp_.count }} 个用了 CP。
+# {% else %}
+# - 序列长度 {{ "{:,}".format(sc.seq_len) }} 时，没有一个用 CP。
+# {% endif %}
+# {% if ep_ and ep_.count %}
+# - EP 都在 DP 之内；{{ ep_.count }} 个把 EP 放在一个节点之内（EP ≤ {{ node }}）。
+# {% elif ep_ %}
+# - EP 都在 DP 之内；没有一个把 EP 放在一个节点之内（EP 都大于 {{ node }}）。
+# {% endif %}
+# {% if not rc_.of %}
+# - 最快的几个都不重算。
+# {% elif rc_.holds %}
+# - 重算的 {{ rc_.of }} 个都是显存逼的：去掉重算就放不下。
+# {% else %}
+# - 重算的 {{ rc_.of }} 个里有 {{ rc_.of - rc_.count }} 个去掉重算也放得下：重算并不总是显存逼出来的。
+# {% endif %}
+# {% if own_row is not none %}
+# - {% if exact %}本场景自己的布局在放得下的布局里排第 {{ "{:,}".format(faster_than_own + 1) }}{% else %}本场景自己的布局在画出的 {{ "{:,}".format(every|length) }} 个布局里排第 {{ "{:,}".format(faster_than_own + 1) }}（没画的布局里可能还有比它快的）{% endif %}{% if faster_than_own == 0 and exact %}，已经是预测最快的。{% elif faster_than_own == 0 %}，在画出的布局里最快。{% else %}；最快的那个预测快 {{ (own_row.seconds / every[0].seconds)|times }}。{% endif %}
+# {% elif searched.own is not none and not own_fits %}
+# - 按显存模型，本场景自己的布局放不下（图上的星号在可用显存线右边），所以不参与排名。
+# {% else %}
+# - 本场景自己的布局不在搜索范围里，图上没有它；`costmodel plan` 给出的原因：{{ searched.own_note|code }}。
+# {% endif %}
+# - 这些是规则，还是搜索的结果？上面每一条都由排好的布局数出来，不是搜索的前提；换一个场景，结论可能相反。
+# {% endif %}
 
 # %% tags=["remove-input"]
 # the exercise's two layouts: outside the 10 fastest (the handouts' index lists those, with
