@@ -128,22 +128,10 @@ g_pack = proj["packing"]["speedup"]
 packed = acc["padding"]["batching"] == "packed"
 padded = not packed and acc["padding"]["slots"] > sc.tokens_per_step  # pad slots are computed
 hfu_pack = acc["hfu"] * g_pack  # the hardware's rate today if the pad slots are really computed
-if packed:
-    text = (f"本场景已经在做 packing（`batching: packed`）：每个槽位都是真实 token，这一项是 "
-            f"{d.times(g_pack)}，没有可省的。")
-elif padded:
-    basis = "按长度文件" if sc.lengths is not None else "按均值"
-    text = (f"本场景{basis}算的 packing 提速为 **{d.times(g_pack)}**（浪费 "
-            f"{d.pct(acc['padding']['waste_fraction'])} 的槽位），每步 {d.num(sc.step_time, 1)} 秒 → "
-            f"{d.num(proj['packing']['step_time'], 1)} 秒。前提是补齐真实存在：先看日志里每步的 token 数。")
-    if hfu_pack > 1:
-        text += (f"这里这个前提站不住：HFU 只数真实 token，现在是 {d.pct(acc['hfu'])}；若 pad 槽位也真的在算，"
-                 f"GPU 现在的硬件利用率就是 {d.pct(hfu_pack)}，超过 100%，不可能。要么其实没有补齐"
-                 "（已在 packing 或 varlen），要么 `step_time` 等输入需要核对。")
-else:
-    text = (f"本场景的平均真实长度等于配置长度，没有 pad 槽位：packing 这一项是 {d.times(g_pack)}，"
-            "没有可省的。")
-d.md(text)
+pack_basis = "按长度文件" if sc.lengths is not None else "按均值"
+
+# %% [markdown]
+# {% if packed %}本场景已经在做 packing（`batching: packed`）：每个槽位都是真实 token，这一项是 {{ g_pack|times }}，没有可省的。{% elif padded %}本场景{{ pack_basis }}算的 packing 提速为 **{{ g_pack|times }}**（浪费 {{ acc.padding.waste_fraction|pct }} 的槽位），每步 {{ sc.step_time|num(1) }} 秒 → {{ proj.packing.step_time|num(1) }} 秒。前提是补齐真实存在：先看日志里每步的 token 数。{% if hfu_pack > 1 %}这里这个前提站不住：HFU 只数真实 token，现在是 {{ acc.hfu|pct }}；若 pad 槽位也真的在算，GPU 现在的硬件利用率就是 {{ hfu_pack|pct }}，超过 100%，不可能。要么其实没有补齐（已在 packing 或 varlen），要么 `step_time` 等输入需要核对。{% endif %}{% else %}本场景的平均真实长度等于配置长度，没有 pad 槽位：packing 这一项是 {{ g_pack|times }}，没有可省的。{% endif %}
 
 
 # %% [markdown]
@@ -212,26 +200,10 @@ d.eq(r"\frac{F_{\mathrm{hw}}(\text{now})}{F_{\mathrm{hw}}(\text{selective})}",
 
 # %% tags=["remove-input"]
 g_recompute = proj["selective_recompute"]["speedup"]
-if sc.recompute == "full":
-    modules = "、".join(f"`{m}`" for m in rc_sel["modules"])
-    whose = ("Megatron-LM 的默认集合；设置 `recompute_modules` 可改" if sc.recompute_modules is None
-             else "场景的 `recompute_modules`")
-    weights = (f"它们的权重占前向的 {d.pct(rc_sel['weights_fraction'], 1)}" if rc_sel["weights_fraction"] > 0
-               else "它们不带权重")
-    text = (f"本场景正在用 full recompute（系数 {d.num(rc_sel['factor_now'], 3)}）。换成 selective，重算的模块是 "
-            f"{modules}（{whose}）：{weights}，"
-            f"6ND 这一侧的系数降到 {d.num(rc_sel['factor_selective'], 3)}；注意力核心"
-            + ("仍要重算一遍" if rc_sel["core_fraction"] else "不再重算")
-            + f"。两者合起来按含注意力核心的硬件 FLOPs 算（上面第二个式子），提速 **{d.times(g_recompute)}**，"
-            f"每步 → {d.num(rc_sel['step_time'], 1)} 秒（课程按它假设的系数推算的是 "
-            f"{said('selective_recompute_worked')}）。前提是显存放得下：下文“本次运行”一节按本场景的显存回答。")
-elif sc.recompute == "selective":
-    text = ("本场景已经是 selective recompute，这个杠杆已经用过了（提速 "
-            f"{d.times(g_recompute)}）；腾出的显存可以留给下面的 micro batch。")
-else:
-    text = ("本场景没有开 recompute，这个杠杆无从谈起（提速 "
-            f"{d.times(g_recompute)}）；腾出的显存可以留给下面的 micro batch。")
-d.md(text)
+rc_modules = "、".join(f"`{m}`" for m in rc_sel["modules"])
+
+# %% [markdown]
+# {% if sc.recompute == "full" %}本场景正在用 full recompute（系数 {{ rc_sel.factor_now|num(3) }}）。换成 selective，重算的模块是 {{ rc_modules|safe }}（{% if sc.recompute_modules is none %}Megatron-LM 的默认集合；设置 `recompute_modules` 可改{% else %}场景的 `recompute_modules`{% endif %}）：{% if rc_sel.weights_fraction > 0 %}它们的权重占前向的 {{ rc_sel.weights_fraction|pct(1) }}{% else %}它们不带权重{% endif %}，6ND 这一侧的系数降到 {{ rc_sel.factor_selective|num(3) }}；注意力核心{% if rc_sel.core_fraction %}仍要重算一遍{% else %}不再重算{% endif %}。两者合起来按含注意力核心的硬件 FLOPs 算（上面第二个式子），提速 **{{ g_recompute|times }}**，每步 → {{ rc_sel.step_time|num(1) }} 秒（课程按它假设的系数推算的是 {{ said("selective_recompute_worked") }}）。前提是显存放得下：下文“本次运行”一节按本场景的显存回答。{% elif sc.recompute == "selective" %}本场景已经是 selective recompute，这个杠杆已经用过了（提速 {{ g_recompute|times }}）；腾出的显存可以留给下面的 micro batch。{% else %}本场景没有开 recompute，这个杠杆无从谈起（提速 {{ g_recompute|times }}）；腾出的显存可以留给下面的 micro batch。{% endif %}
 
 # %% [markdown]
 # ## ③ 加大 micro batch
@@ -365,29 +337,17 @@ d.table([[label, d.pct(f), d.times(levers.amdahl(f, k_att)), d.times(levers.amda
                           ("padded length, B S^2" + (" (if padded)" if packed else ""), share_padded))],
         ["attention share of FLOPs", "share f", f"kernel {d.times(k_att, 1)} faster", "bound 1/(1-f)"],
         f"Attention kernel: leverage = attention share ({att['convention']})")
-text = (f"按{actual_text}，注意力（{square}）占 **{d.pct(share_actual, 1)}**：kernel 快 "
-        f"{d.times(k_att, 1)}（{origin('attention_kernel_speedup')}）整步快 **{d.times(g_att)}**，"
-        + (f"注意力完全免费也只到 {d.times(levers.amdahl_bound(share_actual))}。"
-           if share_actual < 1 else "注意力在浮点精度下就是整步，它若完全免费，提速没有上限。")
-        + "份额越大，这个杠杆越长；课程对自己的运行给出的是 "
-        + "–".join(course.figures()["attention_share_range"]["range"]) + "（全方阵口径）。")
 linear = acc["linear_attention"]
-if linear is not None and linear["share"] is None:
-    text += (f"模型还有 {linear['layers']} 层线性注意力（gated DeltaNet），缺少它的头宽，"
-             "它的核没有算进分母，上面的份额因此偏大。")
-elif linear is not None:
-    text += (f"模型还有 {linear['layers']} 层线性注意力（gated DeltaNet），它的核另占 "
-             f"{d.pct(linear['share'], 1)}（已算进分母）；它用的是另一种 kernel，不在这个杠杆里。")
+share_range = "–".join(course.figures()["attention_share_range"]["range"])
 if att["attention_kernel"] == "flash":
     hw_att = att["actual"]["hardware_flops_per_step"]
     hw_share = hw_att / (acc["hardware_flops_per_step"] + hw_att
                          + ((linear or {}).get("hardware_flops_per_step") or 0))
-    text += (f"本场景的 kernel 是 flash（反向重算分数矩阵，硬件 FLOPs 是前向的 "
-             f"{d.num(float(1 + attention.KERNEL_BACKWARD_OVER_FORWARD['flash']), 1)} 倍，模型 FLOPs 仍记 "
-             f"{d.num(float(1 + attention.BACKWARD_OVER_FORWARD))} 倍）：按硬件 FLOPs 算，注意力占 "
-             f"{d.pct(hw_share, 1)}，比上面的份额{'大' if hw_share > share_actual else '不小'}，"
-             "若时间随硬件 FLOPs 走，这个杠杆还要更长一些。")
-d.md(text)
+    flash_hw = float(1 + attention.KERNEL_BACKWARD_OVER_FORWARD["flash"])
+    flash_model = float(1 + attention.BACKWARD_OVER_FORWARD)
+
+# %% [markdown]
+# 按{{ actual_text }}，注意力（{{ square }}）占 **{{ share_actual|pct(1) }}**：kernel 快 {{ k_att|times(1) }}（{{ origin("attention_kernel_speedup")|safe }}）整步快 **{{ g_att|times }}**，{% if share_actual < 1 %}注意力完全免费也只到 {{ levers.amdahl_bound(share_actual)|times }}。{% else %}注意力在浮点精度下就是整步，它若完全免费，提速没有上限。{% endif %}份额越大，这个杠杆越长；课程对自己的运行给出的是 {{ share_range }}（全方阵口径）。{% if linear is not none and linear.share is none %}模型还有 {{ linear.layers }} 层线性注意力（gated DeltaNet），缺少它的头宽，它的核没有算进分母，上面的份额因此偏大。{% elif linear is not none %}模型还有 {{ linear.layers }} 层线性注意力（gated DeltaNet），它的核另占 {{ linear.share|pct(1) }}（已算进分母）；它用的是另一种 kernel，不在这个杠杆里。{% endif %}{% if att.attention_kernel == "flash" %}本场景的 kernel 是 flash（反向重算分数矩阵，硬件 FLOPs 是前向的 {{ flash_hw|num(1) }} 倍，模型 FLOPs 仍记 {{ flash_model|num }} 倍）：按硬件 FLOPs 算，注意力占 {{ hw_share|pct(1) }}，比上面的份额{% if hw_share > share_actual %}大{% else %}不小{% endif %}，若时间随硬件 FLOPs 走，这个杠杆还要更长一些。{% endif %}
 
 
 # %% [markdown]
