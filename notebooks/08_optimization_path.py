@@ -973,26 +973,20 @@ d.claims(claim_rows, sc)
 # ## 本节要点
 
 # %% tags=["remove-input"]
-d.md("\n".join([
-    f"- 相乘型：packing **{d.times(g_pack)}**、selective recompute **{d.times(g_recompute)}**"
-    + ("" if sel_fits else "（本场景显存放不下）")
-    + f"、micro batch 翻倍（步长模型重新预测）{d.times(by_lever['micro_batch']['speedup'])}。",
-    f"- 显存：本场景负载最重的卡要 {verdict(mem)}。" + (
-        f"selective recompute 要 {verdict(alt['selective'][1])}。" if sc.recompute == "full" else ""),
-    f"- logits 每个 micro batch {d.gb(logits)}；分 {chunks} 块只留 {d.gb(kept_assumed)}。腾出的显存是"
-    + ("换掉 full recompute、" if sc.recompute == "full" else "") + "加大 micro batch 的前提（够不够，见“本次运行”）。",
-    f"- 受份额约束：注意力 kernel 的杠杆是注意力份额 {d.pct(share_actual, 1)}（上限 "
-    f"{d.times(levers.amdahl_bound(share_actual))}），"
-    + (f"通信重叠没有杠杆：按布局估出的通信比{step_said}的一步还长，{clash}。" if contradicted else
-       f"通信重叠 {d.times(g_comm_bound, 3)}"
-       f"（通信份额 {d.pct(comm_share, 1)}，{'实测，按 Amdahl 定律' if comm['basis'] == 'measured' else '估计的上界；重叠按步长模型打开再预测，只省暴露在外的部分'}）。"),
-    f"- 本次运行：排第一的是 `{first['lever']}`；" + (
-        f"可行的杠杆合计 {d.times(g_all)}{'（一起预测后封顶于峰值算力）' if combined.get('capped') else ''}，每步 "
-        f"{d.num(sc.step_time, 1)} 秒 → {d.num(final, 1)} 秒。" if chosen else "没有一个杠杆在本场景既可行又有收益。"),
-    (f"- CP 受整除约束：EP = {ep} 时能用的 CP 只有 "
-     f"{', '.join(str(lay.cp) for lay in lays if lay.allows(ep)) or '（没有）'}。" if moe else
-     f"- CP 受整除约束：本场景可用的 CP 为 {', '.join(map(str, usable_cp)) or '（没有）'}。"),
-]))
+cp_with_ep = ", ".join(str(lay.cp) for lay in lays if lay.allows(ep)) if moe else ""
+cp_usable = ", ".join(map(str, usable_cp))
+
+# %% [markdown]
+# - 相乘型：packing **{{ g_pack|times }}**、selective recompute **{{ g_recompute|times }}**{% if not sel_fits %}（本场景显存放不下）{% endif %}、micro batch 翻倍（步长模型重新预测）{{ by_lever.micro_batch.speedup|times }}。
+# - 显存：本场景负载最重的卡要 {{ verdict(mem) }}。{% if sc.recompute == "full" %}selective recompute 要 {{ verdict(alt.selective[1]) }}。{% endif %}
+# - logits 每个 micro batch {{ logits|gb }}；分 {{ chunks }} 块只留 {{ kept_assumed|gb }}。腾出的显存是{% if sc.recompute == "full" %}换掉 full recompute、{% endif %}加大 micro batch 的前提（够不够，见“本次运行”）。
+# - 受份额约束：注意力 kernel 的杠杆是注意力份额 {{ share_actual|pct(1) }}（上限 {{ levers.amdahl_bound(share_actual)|times }}），{% if contradicted %}通信重叠没有杠杆：按布局估出的通信比{{ step_said }}的一步还长，{{ clash }}。{% else %}通信重叠 {{ g_comm_bound|times(3) }}（通信份额 {{ comm_share|pct(1) }}，{% if comm.basis == "measured" %}实测，按 Amdahl 定律{% else %}估计的上界；重叠按步长模型打开再预测，只省暴露在外的部分{% endif %}）。{% endif %}
+# - 本次运行：排第一的是 {{ first.lever|code }}；{% if chosen %}可行的杠杆合计 {{ g_all|times }}{% if combined.get("capped") %}（一起预测后封顶于峰值算力）{% endif %}，每步 {{ sc.step_time|num(1) }} 秒 → {{ final|num(1) }} 秒。{% else %}没有一个杠杆在本场景既可行又有收益。{% endif %}
+# {% if moe %}
+# - CP 受整除约束：EP = {{ ep }} 时能用的 CP 只有 {{ cp_with_ep or "（没有）" }}。
+# {% else %}
+# - CP 受整除约束：本场景可用的 CP 为 {{ cp_usable or "（没有）" }}。
+# {% endif %}
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：注意力 kernel 要快多少倍，整步才快 10%？
