@@ -128,22 +128,10 @@ g_pack = proj["packing"]["speedup"]
 packed = acc["padding"]["batching"] == "packed"
 padded = not packed and acc["padding"]["slots"] > sc.tokens_per_step  # pad slots are computed
 hfu_pack = acc["hfu"] * g_pack  # the hardware's rate today if the pad slots are really computed
-if packed:
-    text = (f"本场景已经在做 packing（`batching: packed`）：每个槽位都是真实 token，这一项是 "
-            f"{d.times(g_pack)}，没有可省的。")
-elif padded:
-    basis = "按长度文件" if sc.lengths is not None else "按均值"
-    text = (f"本场景{basis}算的 packing 提速为 **{d.times(g_pack)}**（浪费 "
-            f"{d.pct(acc['padding']['waste_fraction'])} 的槽位），每步 {d.num(sc.step_time, 1)} 秒 → "
-            f"{d.num(proj['packing']['step_time'], 1)} 秒。前提是补齐真实存在：先看日志里每步的 token 数。")
-    if hfu_pack > 1:
-        text += (f"这里这个前提站不住：HFU 只数真实 token，现在是 {d.pct(acc['hfu'])}；若 pad 槽位也真的在算，"
-                 f"GPU 现在的硬件利用率就是 {d.pct(hfu_pack)}，超过 100%，不可能。要么其实没有补齐"
-                 "（已在 packing 或 varlen），要么 `step_time` 等输入需要核对。")
-else:
-    text = (f"本场景的平均真实长度等于配置长度，没有 pad 槽位：packing 这一项是 {d.times(g_pack)}，"
-            "没有可省的。")
-d.md(text)
+pack_basis = "按长度文件" if sc.lengths is not None else "按均值"
+
+# %% [markdown]
+# {% if packed %}本场景已经在做 packing（`batching: packed`）：每个槽位都是真实 token，这一项是 {{ g_pack|times }}，没有可省的。{% elif padded %}本场景{{ pack_basis }}算的 packing 提速为 **{{ g_pack|times }}**（浪费 {{ acc.padding.waste_fraction|pct }} 的槽位），每步 {{ sc.step_time|num(1) }} 秒 → {{ proj.packing.step_time|num(1) }} 秒。前提是补齐真实存在：先看日志里每步的 token 数。{% if hfu_pack > 1 %}这里这个前提站不住：HFU 只数真实 token，现在是 {{ acc.hfu|pct }}；若 pad 槽位也真的在算，GPU 现在的硬件利用率就是 {{ hfu_pack|pct }}，超过 100%，不可能。要么其实没有补齐（已在 packing 或 varlen），要么 `step_time` 等输入需要核对。{% endif %}{% else %}本场景的平均真实长度等于配置长度，没有 pad 槽位：packing 这一项是 {{ g_pack|times }}，没有可省的。{% endif %}
 
 
 # %% [markdown]
@@ -212,26 +200,10 @@ d.eq(r"\frac{F_{\mathrm{hw}}(\text{now})}{F_{\mathrm{hw}}(\text{selective})}",
 
 # %% tags=["remove-input"]
 g_recompute = proj["selective_recompute"]["speedup"]
-if sc.recompute == "full":
-    modules = "、".join(f"`{m}`" for m in rc_sel["modules"])
-    whose = ("Megatron-LM 的默认集合；设置 `recompute_modules` 可改" if sc.recompute_modules is None
-             else "场景的 `recompute_modules`")
-    weights = (f"它们的权重占前向的 {d.pct(rc_sel['weights_fraction'], 1)}" if rc_sel["weights_fraction"] > 0
-               else "它们不带权重")
-    text = (f"本场景正在用 full recompute（系数 {d.num(rc_sel['factor_now'], 3)}）。换成 selective，重算的模块是 "
-            f"{modules}（{whose}）：{weights}，"
-            f"6ND 这一侧的系数降到 {d.num(rc_sel['factor_selective'], 3)}；注意力核心"
-            + ("仍要重算一遍" if rc_sel["core_fraction"] else "不再重算")
-            + f"。两者合起来按含注意力核心的硬件 FLOPs 算（上面第二个式子），提速 **{d.times(g_recompute)}**，"
-            f"每步 → {d.num(rc_sel['step_time'], 1)} 秒（课程按它假设的系数推算的是 "
-            f"{said('selective_recompute_worked')}）。前提是显存放得下：下文“本次运行”一节按本场景的显存回答。")
-elif sc.recompute == "selective":
-    text = ("本场景已经是 selective recompute，这个杠杆已经用过了（提速 "
-            f"{d.times(g_recompute)}）；腾出的显存可以留给下面的 micro batch。")
-else:
-    text = ("本场景没有开 recompute，这个杠杆无从谈起（提速 "
-            f"{d.times(g_recompute)}）；腾出的显存可以留给下面的 micro batch。")
-d.md(text)
+rc_modules = "、".join(f"`{m}`" for m in rc_sel["modules"])
+
+# %% [markdown]
+# {% if sc.recompute == "full" %}本场景正在用 full recompute（系数 {{ rc_sel.factor_now|num(3) }}）。换成 selective，重算的模块是 {{ rc_modules|safe }}（{% if sc.recompute_modules is none %}Megatron-LM 的默认集合；设置 `recompute_modules` 可改{% else %}场景的 `recompute_modules`{% endif %}）：{% if rc_sel.weights_fraction > 0 %}它们的权重占前向的 {{ rc_sel.weights_fraction|pct(1) }}{% else %}它们不带权重{% endif %}，6ND 这一侧的系数降到 {{ rc_sel.factor_selective|num(3) }}；注意力核心{% if rc_sel.core_fraction %}仍要重算一遍{% else %}不再重算{% endif %}。两者合起来按含注意力核心的硬件 FLOPs 算（上面第二个式子），提速 **{{ g_recompute|times }}**，每步 → {{ rc_sel.step_time|num(1) }} 秒（课程按它假设的系数推算的是 {{ said("selective_recompute_worked") }}）。前提是显存放得下：下文“本次运行”一节按本场景的显存回答。{% elif sc.recompute == "selective" %}本场景已经是 selective recompute，这个杠杆已经用过了（提速 {{ g_recompute|times }}）；腾出的显存可以留给下面的 micro batch。{% else %}本场景没有开 recompute，这个杠杆无从谈起（提速 {{ g_recompute|times }}）；腾出的显存可以留给下面的 micro batch。{% endif %}
 
 # %% [markdown]
 # ## ③ 加大 micro batch
@@ -281,44 +253,15 @@ rows_text = f"（拼成 {d.count(rows_now)} 行、每行 {d.num(sc.seq_len)} 个
 feasible = float(rows_now / (2 * b)).is_integer()
 by_lever = {a["lever"]: a for a in acc["advice"]}
 mem_double = run.memory(sc, micro_batch=2 * b)
-roof = f"在 micro batch = {b} 时，"
-if pushable:
-    crossed = next((size for size in sizes[1:]
-                    if all(ai[size][g["key"]] >= balance for g in pushable)), None)
-    roof += (f"{listed(pushable)} 的运算强度低于机器平衡点 {d.num(balance, 1)}，受带宽限制；它们的上限"
-             "（m → ∞）高于平衡点，加大 micro batch 能把它们往算力受限的一侧推"
-             + (f"（到 micro batch = {crossed} 时全部越过）。" if crossed else
-                f"（到 micro batch = {sizes[-1]} 时还没有全部越过）。"))
-elif compute_rows:
-    lowest = min(compute_rows, key=lambda g: g["intensity"])
-    roof += (f"{'除去下面说的窄 GEMM，' if capped else ''}最瘦的带权重 GEMM（{d.text(lowest['name'], code=True)}）"
-             f"运算强度也有 {fmt_ai(lowest['intensity'])} FLOP/byte，是机器平衡点 {d.num(balance, 1)} 的 "
-             f"{d.num(lowest['intensity'] / balance, 1)} 倍：每个 micro batch 已有 {d.num(b * sc.seq_len)} 个 token "
-             "槽位（m = b·S），这些 GEMM 本来就是算力受限，"
-             "加大 micro batch 几乎不改变它们在 roofline 上的位置。")
-if capped:
-    roof += (f"{capped_list}落在拐点左侧，但强度被自身较窄的 k 或 n 封顶（括号里是 m → ∞ 时的上限，"
-             f"都不到平衡点）：加大 micro batch 推不过拐点；{'它' if len(capped) == 1 else '它们'}只占前向"
-             f"权重 FLOPs 的{' ' + d.pct(capped_share) if capped_share >= 1e-4 else '不到 0.01%'}。")
+crossed = next((size for size in sizes[1:]
+                if all(ai[size][g["key"]] >= balance for g in pushable)), None) if pushable else None
+lowest = min(compute_rows, key=lambda g: g["intensity"]) if compute_rows else None
 below_core = [g for g in core_rows if g["bound"] == "memory"]
-if not pushable:
-    roof += (("除此之外，" if capped else "") + "真正受带宽限制的是逐元素、"
-             f"归一化{'、MoE 的 permute ' if moe else ''}一类算子"
-             + (f"，以及本场景的注意力核（最低 {fmt_ai(min(g['intensity'] for g in below_core))} FLOP/byte）"
-                if below_core and sc.attention_kernel != "flash" else "")
-             + "，它们的强度与 micro batch 无关。"
-             + (f"注意力核按分数矩阵写回显存算最低只有 {fmt_ai(min(g['intensity'] for g in below_core))} FLOP/byte，"
-                "但本场景用 flash kernel，分数留在片上，它不受显存带宽限制。"
-                if below_core and sc.attention_kernel == "flash" else "")
-             + "所以这里的收益若有，来自别处（每次 kernel 启动做更多活、更少的固定开销），只能量。")
-d.md(roof + f"课程给的区间是 {d.times(low)}–{d.times(high)}（命名假设，不是推导）；按本场景 GEMM 的屋顶线算，"
-     f"micro batch 翻倍让带权重的 GEMM "
-     f"{'只' if by_lever['micro_batch']['speedup'] < low else ''}快 {d.times(by_lever['micro_batch']['speedup'], 3)}。"
-     f"可行性：DP = {par['dp']} 时每个 DP rank 每步分到 {d.count(per_rank)} 个样本{rows_text}，micro batch 从 {b} 到 "
-     f"{2 * b} {'可以整除' if feasible else '不能整除，需先调整 global batch 或并行方式'}；"
-     "logits 也随 micro batch 成正比增长，这是课程先做 ② 的原因。按模型，micro batch = {2 * b} 时负载最重的卡要 "
-     f"{d.gb(mem_double['total'])}，{sc.gpu} 可用 {d.gb(mem_double['capacity'])}："
-     + ("放得下。" if mem_double["fits"] else "放不下。"))
+core_lowest = min(g["intensity"] for g in below_core) if below_core else None
+g_mb = by_lever["micro_batch"]["speedup"]
+
+# %% [markdown]
+# 在 micro batch = {{ b }} 时，{% if pushable %}{{ listed(pushable)|safe }} 的运算强度低于机器平衡点 {{ balance|num(1) }}，受带宽限制；它们的上限（m → ∞）高于平衡点，加大 micro batch 能把它们往算力受限的一侧推{% if crossed %}（到 micro batch = {{ crossed }} 时全部越过）。{% else %}（到 micro batch = {{ sizes[-1] }} 时还没有全部越过）。{% endif %}{% elif compute_rows %}{% if capped %}除去下面说的窄 GEMM，{% endif %}最瘦的带权重 GEMM（{{ lowest.name|code }}）运算强度也有 {{ fmt_ai(lowest.intensity) }} FLOP/byte，是机器平衡点 {{ balance|num(1) }} 的 {{ (lowest.intensity / balance)|num(1) }} 倍：每个 micro batch 已有 {{ (b * sc.seq_len)|num }} 个 token 槽位（m = b·S），这些 GEMM 本来就是算力受限，加大 micro batch 几乎不改变它们在 roofline 上的位置。{% endif %}{% if capped %}{{ capped_list|safe }}落在拐点左侧，但强度被自身较窄的 k 或 n 封顶（括号里是 m → ∞ 时的上限，都不到平衡点）：加大 micro batch 推不过拐点；{% if capped|length == 1 %}它{% else %}它们{% endif %}只占前向权重 FLOPs 的{% if capped_share >= 1e-4 %} {{ capped_share|pct }}{% else %}不到 0.01%{% endif %}。{% endif %}{% if not pushable %}{% if capped %}除此之外，{% endif %}真正受带宽限制的是逐元素、归一化{% if moe %}、MoE 的 permute {% endif %}一类算子{% if below_core and sc.attention_kernel != "flash" %}，以及本场景的注意力核（最低 {{ fmt_ai(core_lowest) }} FLOP/byte）{% endif %}，它们的强度与 micro batch 无关。{% if below_core and sc.attention_kernel == "flash" %}注意力核按分数矩阵写回显存算最低只有 {{ fmt_ai(core_lowest) }} FLOP/byte，但本场景用 flash kernel，分数留在片上，它不受显存带宽限制。{% endif %}所以这里的收益若有，来自别处（每次 kernel 启动做更多活、更少的固定开销），只能量。{% endif %}课程给的区间是 {{ low|times }}–{{ high|times }}（命名假设，不是推导）；按本场景 GEMM 的屋顶线算，micro batch 翻倍让带权重的 GEMM {% if g_mb < low %}只{% endif %}快 {{ g_mb|times(3) }}。可行性：DP = {{ par.dp }} 时每个 DP rank 每步分到 {{ per_rank|count }} 个样本{{ rows_text }}，micro batch 从 {{ b }} 到 {{ 2 * b }} {% if feasible %}可以整除{% else %}不能整除，需先调整 global batch 或并行方式{% endif %}；logits 也随 micro batch 成正比增长，这是课程先做 ② 的原因。按模型，micro batch = {{ 2 * b }} 时负载最重的卡要 {{ mem_double.total|gb }}，{{ sc.gpu }} 可用 {{ mem_double.capacity|gb }}：{% if mem_double.fits %}放得下。{% else %}放不下。{% endif %}
 
 
 # %% [markdown]
@@ -394,29 +337,17 @@ d.table([[label, d.pct(f), d.times(levers.amdahl(f, k_att)), d.times(levers.amda
                           ("padded length, B S^2" + (" (if padded)" if packed else ""), share_padded))],
         ["attention share of FLOPs", "share f", f"kernel {d.times(k_att, 1)} faster", "bound 1/(1-f)"],
         f"Attention kernel: leverage = attention share ({att['convention']})")
-text = (f"按{actual_text}，注意力（{square}）占 **{d.pct(share_actual, 1)}**：kernel 快 "
-        f"{d.times(k_att, 1)}（{origin('attention_kernel_speedup')}）整步快 **{d.times(g_att)}**，"
-        + (f"注意力完全免费也只到 {d.times(levers.amdahl_bound(share_actual))}。"
-           if share_actual < 1 else "注意力在浮点精度下就是整步，它若完全免费，提速没有上限。")
-        + "份额越大，这个杠杆越长；课程对自己的运行给出的是 "
-        + "–".join(course.figures()["attention_share_range"]["range"]) + "（全方阵口径）。")
 linear = acc["linear_attention"]
-if linear is not None and linear["share"] is None:
-    text += (f"模型还有 {linear['layers']} 层线性注意力（gated DeltaNet），缺少它的头宽，"
-             "它的核没有算进分母，上面的份额因此偏大。")
-elif linear is not None:
-    text += (f"模型还有 {linear['layers']} 层线性注意力（gated DeltaNet），它的核另占 "
-             f"{d.pct(linear['share'], 1)}（已算进分母）；它用的是另一种 kernel，不在这个杠杆里。")
+share_range = "–".join(course.figures()["attention_share_range"]["range"])
 if att["attention_kernel"] == "flash":
     hw_att = att["actual"]["hardware_flops_per_step"]
     hw_share = hw_att / (acc["hardware_flops_per_step"] + hw_att
                          + ((linear or {}).get("hardware_flops_per_step") or 0))
-    text += (f"本场景的 kernel 是 flash（反向重算分数矩阵，硬件 FLOPs 是前向的 "
-             f"{d.num(float(1 + attention.KERNEL_BACKWARD_OVER_FORWARD['flash']), 1)} 倍，模型 FLOPs 仍记 "
-             f"{d.num(float(1 + attention.BACKWARD_OVER_FORWARD))} 倍）：按硬件 FLOPs 算，注意力占 "
-             f"{d.pct(hw_share, 1)}，比上面的份额{'大' if hw_share > share_actual else '不小'}，"
-             "若时间随硬件 FLOPs 走，这个杠杆还要更长一些。")
-d.md(text)
+    flash_hw = float(1 + attention.KERNEL_BACKWARD_OVER_FORWARD["flash"])
+    flash_model = float(1 + attention.BACKWARD_OVER_FORWARD)
+
+# %% [markdown]
+# 按{{ actual_text }}，注意力（{{ square }}）占 **{{ share_actual|pct(1) }}**：kernel 快 {{ k_att|times(1) }}（{{ origin("attention_kernel_speedup")|safe }}）整步快 **{{ g_att|times }}**，{% if share_actual < 1 %}注意力完全免费也只到 {{ levers.amdahl_bound(share_actual)|times }}。{% else %}注意力在浮点精度下就是整步，它若完全免费，提速没有上限。{% endif %}份额越大，这个杠杆越长；课程对自己的运行给出的是 {{ share_range }}（全方阵口径）。{% if linear is not none and linear.share is none %}模型还有 {{ linear.layers }} 层线性注意力（gated DeltaNet），缺少它的头宽，它的核没有算进分母，上面的份额因此偏大。{% elif linear is not none %}模型还有 {{ linear.layers }} 层线性注意力（gated DeltaNet），它的核另占 {{ linear.share|pct(1) }}（已算进分母）；它用的是另一种 kernel，不在这个杠杆里。{% endif %}{% if att.attention_kernel == "flash" %}本场景的 kernel 是 flash（反向重算分数矩阵，硬件 FLOPs 是前向的 {{ flash_hw|num(1) }} 倍，模型 FLOPs 仍记 {{ flash_model|num }} 倍）：按硬件 FLOPs 算，注意力占 {{ hw_share|pct(1) }}，比上面的份额{% if hw_share > share_actual %}大{% else %}不小{% endif %}，若时间随硬件 FLOPs 走，这个杠杆还要更长一些。{% endif %}
 
 
 # %% [markdown]
@@ -432,14 +363,6 @@ comm = acc["communication"]
 comm_share = comm["share_used"]
 # an estimate longer than the measured step contradicts it: no lever comes from it
 contradicted = comm["basis"] == "estimated" and comm["exceeds_step"]
-contradiction = (f"按并行布局估出的通信要 {d.num(comm['seconds'], 1)} 秒，比{step_said}的一步（{d.num(sc.step_time, 1)} 秒）"
-                 f"还长：{clash}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；"
-                 "核对这些键，或把实测值写进 `communication_share`。")
-if comm["basis"] == "measured":
-    comm_basis = "团队实测，场景的 `communication_share`"
-else:
-    comm_basis = ("按并行布局的估计，是上界：没有任何重叠、链路跑满峰值；"
-                  "设置 `communication_share` 可改为你的实测值")
 overlap = by_lever["communication_overlap"]
 g_comm_bound = overlap["speedup"]  # the overlap lever's gain: predicted before / after
 combined = acc["advice_combined"]
@@ -448,42 +371,25 @@ busy_what = ("含注意力的 HFU" if combined["ceiling_from"] == "hfu_with_atte
 t = acc["time"]
 exposed_s = t["parts"]["communication_exposed"]["seconds"]
 comm_rank = [a["lever"] for a in acc["advice"]].index("communication_overlap") + 1
-text = f"通信份额 {d.pct(comm_share, 1)}（{comm_basis}）"
-if comm["basis"] != "measured" and comm["exposed_seconds"] < comm["seconds"] - 1e-12:
-    text += (f"。按重叠规则（见下文“本次运行”一节），能藏到计算后面的已经藏了，暴露在外的是 "
-             f"{d.num(exposed_s, 2)} 秒，占{step_said}一步的 {d.pct(exposed_s / sc.step_time, 1)}")
-if contradicted:
-    text = contradiction
-elif overlap["step_time_from"] == "measured communication_share":
-    text += (f"：按实测份额，把它全部藏到计算后面最多提速 **{d.times(g_comm_bound, 3)}**（Amdahl 定律；"
-             "计算在峰值下也要的那部分时间不算在内）。")
-elif overlap["feasible"]:
-    saved = overlap["step_before"] - overlap["step_after"]
-    text += (f"：把场景里还关着的重叠（{keys(overlap['changes'])}）打开，步长模型重新预测，一步从 "
-             f"{d.num(overlap['step_before'], 2)} 秒降到 {d.num(overlap['step_after'], 2)} 秒，提速 "
-             f"**{d.times(g_comm_bound, 3)}**；省下的 {d.num(saved, 2)} 秒不会超过暴露在外的 "
-             f"{d.num(exposed_s, 2)} 秒。它依赖的假设见下文排序表的 note。")
-elif comm_share == 0:
-    text += ("暴露在外的通信为 0，重叠没有可省的。" if comm["basis"] == "measured"
-             else "：本场景没有集合通信，这个杠杆不存在。")
-else:
-    text += f"：这个杠杆在本场景没有收益（{d.text(advice_note(overlap))}）。"
+partly_hidden = comm["basis"] != "measured" and comm["exposed_seconds"] < comm["seconds"] - 1e-12
 others = [name for name in combined["levers"] if name != "communication_overlap"]
+after = None  # the step predicted with the other feasible levers done
 if others and not contradicted and exposed_s > 0 and comm["basis"] != "measured":
     rest = {key: value for key, value in combined["changes"].items()
             if key not in by_lever["communication_overlap"]["changes"]}
     again = advice.changed_scenario(account.fill_step_time(sc), rest)
-    if again is not None:
-        after = step_time.predict(again)
-        exposed_after = after["parts"]["communication_exposed"]
-        text += (f"把其余可行的杠杆（{keys(others)}）一起做完再预测，暴露在外的通信是 "
-                 f"{d.num(exposed_after, 2)} 秒，占预测一步的 {d.pct(exposed_after / after['seconds'], 1)}"
-                 f"（现在占预测一步的 {d.pct(exposed_s / t['predicted_seconds'], 1)}）："
-                 + ("计算变短，能藏住的通信也变少。" if exposed_after > exposed_s * (1 + 1e-6) else
-                    "暴露的秒数没有变少，计算变短后它在一步里占得更多。" if exposed_after >= exposed_s * (1 - 1e-6) else
-                    "那些杠杆本身也减少了暴露在外的通信。"))
-text += f"在本次运行的杠杆排序里，通信重叠排第 {comm_rank}（共 {len(acc['advice'])} 个，见下文）。"
-d.md(text)
+    after = step_time.predict(again) if again is not None else None
+if after is not None:
+    exposed_after = after["parts"]["communication_exposed"]
+    fewer = ("more" if exposed_after > exposed_s * (1 + 1e-6) else
+             "same" if exposed_after >= exposed_s * (1 - 1e-6) else "fewer")
+
+# %% [markdown]
+# {% if contradicted %}
+# 按并行布局估出的通信要 {{ comm.seconds|num(1) }} 秒，比{{ step_said }}的一步（{{ sc.step_time|num(1) }} 秒）还长：{{ clash }}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；核对这些键，或把实测值写进 `communication_share`。在本次运行的杠杆排序里，通信重叠排第 {{ comm_rank }}（共 {{ acc.advice|length }} 个，见下文）。
+# {% else %}
+# 通信份额 {{ comm_share|pct(1) }}（{% if comm.basis == "measured" %}团队实测，场景的 `communication_share`{% else %}按并行布局的估计，是上界：没有任何重叠、链路跑满峰值；设置 `communication_share` 可改为你的实测值{% endif %}）{% if partly_hidden %}。按重叠规则（见下文“本次运行”一节），能藏到计算后面的已经藏了，暴露在外的是 {{ exposed_s|num(2) }} 秒，占{{ step_said }}一步的 {{ (exposed_s / sc.step_time)|pct(1) }}{% endif %}{% if overlap.step_time_from == "measured communication_share" %}：按实测份额，把它全部藏到计算后面最多提速 **{{ g_comm_bound|times(3) }}**（Amdahl 定律；计算在峰值下也要的那部分时间不算在内）。{% elif overlap.feasible %}：把场景里还关着的重叠（{{ keys(overlap.changes)|safe }}）打开，步长模型重新预测，一步从 {{ overlap.step_before|num(2) }} 秒降到 {{ overlap.step_after|num(2) }} 秒，提速 **{{ g_comm_bound|times(3) }}**；省下的 {{ (overlap.step_before - overlap.step_after)|num(2) }} 秒不会超过暴露在外的 {{ exposed_s|num(2) }} 秒。它依赖的假设见下文排序表的 note。{% elif comm_share == 0 and comm.basis == "measured" %}暴露在外的通信为 0，重叠没有可省的。{% elif comm_share == 0 %}：本场景没有集合通信，这个杠杆不存在。{% else %}：这个杠杆在本场景没有收益（{{ advice_note(overlap)|text }}）。{% endif %}{% if after is not none %}把其余可行的杠杆（{{ keys(others)|safe }}）一起做完再预测，暴露在外的通信是 {{ exposed_after|num(2) }} 秒，占预测一步的 {{ (exposed_after / after.seconds)|pct(1) }}（现在占预测一步的 {{ (exposed_s / t.predicted_seconds)|pct(1) }}）：{% if fewer == "more" %}计算变短，能藏住的通信也变少。{% elif fewer == "same" %}暴露的秒数没有变少，计算变短后它在一步里占得更多。{% else %}那些杠杆本身也减少了暴露在外的通信。{% endif %}{% endif %}在本次运行的杠杆排序里，通信重叠排第 {{ comm_rank }}（共 {{ acc.advice|length }} 个，见下文）。
+# {% endif %}
 
 
 # %% [markdown]
@@ -598,68 +504,24 @@ course_memory_keys = [key for key in ("zero_stage", "grad_bytes", "memory_reserv
 held = mem["phases"][mem["peak_phase"]]["contents"].get("logits", 0.0)
 recomputed = (f"`{mem['recompute']}`" + (f"，重算 {'、'.join(settings['recompute_modules'])}"
                                           if settings["recompute_modules"] else ""))
-text = (f"按模型，本场景负载最重的那张卡要 **{verdict(mem)}**（{sc.gpu} 可用 {d.gb(mem['capacity'])}："
-        f"CUDA 报告的总量 {d.gb(room['cuda_total'])} 减去 `memory_reserve` {d.gb(room['memory_reserve'])}）。"
-        f"峰值阶段里有：模型状态 {d.gb(states)}（ZeRO stage {sc.zero_stage}，梯度 {sc.grad_bytes} "
-        f"字节/元素），激活 {d.gb(mem['activations'])}（`framework: {settings['framework']}`，recompute = "
-        f"{recomputed}，同时在途 {d.count(mem['in_flight'])} 个 micro batch）"
-        + (f"，logits {d.gb(held)}（`cross_entropy: {settings['cross_entropy']}`）。" if held else
-           f"；logits（{d.gb(mem['logits'])}）在算 loss 的阶段，此时已经释放。"))
-if course_memory_keys:
-    text += ("其中 " + "、".join(f"`{key}`" for key in course_memory_keys) + " 是课程的假设；设置"
-             + ("它" if len(course_memory_keys) == 1 else "它们") + "可改为你的实际设置。")
-if not mem["fits"]:
-    fixes = [x for x in (mem["fit"] or []) if x["fits"]]
-    check = ("若这套设置确实在跑，说明场景里有键与实际设置不同（例如重算的模块、`cross_entropy`、FP8 存储、"
-             "并行方式或 `micro_batch`），把它们写成实际的设置。")
-    if fixes:
-        check += ("按模型，单独做下面任何一项都能放下（按多做的硬件 FLOPs 从少到多）："
-                  + "；".join(f"{x['change']}（{d.gb(x['peak'])}，硬件 FLOPs 多 {d.pct(x['flop_cost'], 1)}）"
-                             for x in fixes[:4]) + "。")
-    else:
-        check += "单独改一项都放不下，要几项一起改（`acc[\"memory\"][\"fit\"]` 列出了最接近的几项）。"
-    if "flash" in alt and alt["flash"][1]["fits"]:
-        flash = alt["flash"][1]
-        text += (f"放不下的原因是注意力 kernel：`{sc.attention_kernel}` 为反向存下 s×s 的分数矩阵等，"
-                 f"其他不变、换成 flash 要 {verdict(flash)}。若这套训练确实在跑，它用的多半不是 "
-                 f"`{sc.attention_kernel}`：把场景的 `attention_kernel` 设成实际的 kernel。")
-    elif "flash" in alt:
-        text += f"换成 flash kernel 也要 {verdict(alt['flash'][1])}。" + check
-    else:
-        text += check
-d.md(text)
+fixes = [x for x in (mem["fit"] or []) if x["fits"]] if not mem["fits"] else []
+flash_fits = "flash" in alt and alt["flash"][1]["fits"]
+if sc.recompute == "full":
+    sel, sel_ce = alt["selective"][1], alt["selective_ce"][1]
+    g_sel = by_lever["selective_recompute"]["speedup"]
+chunked = alt["chunked"][1]
+
+# %% [markdown]
+# 按模型，本场景负载最重的那张卡要 **{{ verdict(mem) }}**（{{ sc.gpu }} 可用 {{ mem.capacity|gb }}：CUDA 报告的总量 {{ room.cuda_total|gb }} 减去 `memory_reserve` {{ room.memory_reserve|gb }}）。峰值阶段里有：模型状态 {{ states|gb }}（ZeRO stage {{ sc.zero_stage }}，梯度 {{ sc.grad_bytes }} 字节/元素），激活 {{ mem.activations|gb }}（{{ ("framework: " ~ settings.framework)|code }}，recompute = {{ recomputed|safe }}，同时在途 {{ mem.in_flight|count }} 个 micro batch）{% if held %}，logits {{ held|gb }}（{{ ("cross_entropy: " ~ settings.cross_entropy)|code }}）。{% else %}；logits（{{ mem.logits|gb }}）在算 loss 的阶段，此时已经释放。{% endif %}{% if course_memory_keys %}其中 {{ keys(course_memory_keys)|safe }} 是课程的假设；设置{% if course_memory_keys|length == 1 %}它{% else %}它们{% endif %}可改为你的实际设置。{% endif %}{% if not mem.fits %}{% if flash_fits %}放不下的原因是注意力 kernel：{{ sc.attention_kernel|code }} 为反向存下 s×s 的分数矩阵等，其他不变、换成 flash 要 {{ verdict(alt["flash"][1]) }}。若这套训练确实在跑，它用的多半不是 {{ sc.attention_kernel|code }}：把场景的 `attention_kernel` 设成实际的 kernel。{% else %}{% if "flash" in alt %}换成 flash kernel 也要 {{ verdict(alt["flash"][1]) }}。{% endif %}若这套设置确实在跑，说明场景里有键与实际设置不同（例如重算的模块、`cross_entropy`、FP8 存储、并行方式或 `micro_batch`），把它们写成实际的设置。{% if fixes %}按模型，单独做下面任何一项都能放下（按多做的硬件 FLOPs 从少到多）：{% for x in fixes[:4] %}{{ x.change }}（{{ x.peak|gb }}，硬件 FLOPs 多 {{ x.flop_cost|pct(1) }}）{% if not loop.last %}；{% endif %}{% endfor %}。{% else %}单独改一项都放不下，要几项一起改（`acc["memory"]["fit"]` 列出了最接近的几项）。{% endif %}{% endif %}{% endif %}
+
+# %% tags=["remove-input"]
 d.table([[PHASE[name] + ("（峰值）" if name == mem["peak_phase"] else ""), d.gb(phase["bytes"]),
           "、".join(f"{part} {d.gb(value)}" for part, value in phase["contents"].items() if value)]
          for name, phase in mem["phases"].items()],
         ["阶段", "显存", "构成"], f"Memory of the most loaded GPU by phase ({sc.gpu}, stage: {mem['stage']})")
 
-if sc.recompute == "full":
-    sel, sel_ce = alt["selective"][1], alt["selective_ce"][1]
-    g_sel = by_lever["selective_recompute"]["speedup"]
-    if sel["fits"]:
-        answer = f"**能**：selective recompute 要 {verdict(sel)}，可以换，提速 {d.times(g_sel)}。"
-    elif sel_ce["fits"]:
-        answer = (f"单独换**不能**（{verdict(sel)}）；先用分块交叉熵（{chunks} 块）腾出 logits 的显存，"
-                  f"就能：{verdict(sel_ce)}。下面的排序只看单独换，"
-                  "所以那里记为不可行。")
-    else:
-        answer = (f"**不能**：selective recompute 要 {verdict(sel)}；先用分块交叉熵（{chunks} 块）也要 "
-                  f"{d.gb(sel_ce['total'])}。它的 {d.times(g_sel)} 在本场景拿不到，除非先从别处省出显存"
-                  f"（更大的 TP、PP 或 CP{'，更高的 ZeRO stage' if sc.zero_stage < 3 else ''}）。")
-    answer = "课程说“显存允许就把 full recompute 换成 selective”。按本场景的显存，" + answer
-elif sc.recompute == "selective":
-    answer = f"本场景已经是 selective recompute；再关掉 recompute 要 {verdict(alt['none'][1])}。"
-else:
-    answer = "本场景没有开 recompute，“换成 selective”这一问不存在：没有重算可省。"
-more = [answer]
-if "none" in alt and sc.recompute == "full":
-    more.append(f"完全关掉 recompute 要 {verdict(alt['none'][1])}。")
-more.append(f"micro batch 从 {b} 加到 {2 * b} 要 {verdict(mem_double)}。")
-chunked = alt["chunked"][1]
-more.append(f"分块交叉熵（{chunks} 块，{origin('ce_chunks')}）把峰值从 {d.gb(mem['total'])} 降到 "
-            f"{verdict(chunked)}：它省的是显存，不是时间" + ("，且只在峰值落在算 loss 时才省得下。"
-                                                           if mem["peak_phase"] != "loss" else "。"))
-d.md("".join(more))
+# %% [markdown]
+# {% if sc.recompute == "full" %}课程说“显存允许就把 full recompute 换成 selective”。按本场景的显存，{% if sel.fits %}**能**：selective recompute 要 {{ verdict(sel) }}，可以换，提速 {{ g_sel|times }}。{% elif sel_ce.fits %}单独换**不能**（{{ verdict(sel) }}）；先用分块交叉熵（{{ chunks }} 块）腾出 logits 的显存，就能：{{ verdict(sel_ce) }}。下面的排序只看单独换，所以那里记为不可行。{% else %}**不能**：selective recompute 要 {{ verdict(sel) }}；先用分块交叉熵（{{ chunks }} 块）也要 {{ sel_ce.total|gb }}。它的 {{ g_sel|times }} 在本场景拿不到，除非先从别处省出显存（更大的 TP、PP 或 CP{% if sc.zero_stage < 3 %}，更高的 ZeRO stage{% endif %}）。{% endif %}{% if "none" in alt %}完全关掉 recompute 要 {{ verdict(alt["none"][1]) }}。{% endif %}{% elif sc.recompute == "selective" %}本场景已经是 selective recompute；再关掉 recompute 要 {{ verdict(alt["none"][1]) }}。{% else %}本场景没有开 recompute，“换成 selective”这一问不存在：没有重算可省。{% endif %}micro batch 从 {{ b }} 加到 {{ 2 * b }} 要 {{ verdict(mem_double) }}。分块交叉熵（{{ chunks }} 块，{{ origin("ce_chunks")|safe }}）把峰值从 {{ mem.total|gb }} 降到 {{ verdict(chunked) }}：它省的是显存，不是时间{% if mem.peak_phase != "loss" %}，且只在峰值落在算 loss 时才省得下。{% else %}。{% endif %}
 
 # %% [markdown]
 # ### 通信
@@ -696,47 +558,14 @@ plt.show()
 
 # %% tags=["remove-input"]
 names = {"intra-node": "节点内", "inter-node": "跨节点"}
-text = (f"按并行布局（TP {par['tp']} × PP {par['pp']} × CP {par['cp']} × DP {par['dp']}，EP {par['ep']}"
-        f"{'，sequence parallel' if par['sp'] else ''}），一步的集合通信每卡收发 {d.gb(comm['bytes_per_gpu'])}，"
-        f"估计 {d.num(comm['seconds'], 2)} 秒，占一步的 {d.pct(comm['share'], 1)}。这是上界：没有任何重叠。")
 hidden = [c for c in collectives if c["hidden_behind"]]
-if hidden:
-    text += (f"按重叠规则，暴露在外的最多 {d.num(comm['exposed_seconds'], 2)} 秒，占一步的 "
-             f"{d.pct(comm['exposed_share'], 1)}；能全部或部分藏到计算后面的是 "
-             + "、".join(d.text(c["name"], code=True) for c in hidden) + "。")
-elif collectives:
-    text += "本场景没有哪个集合通信能按重叠规则藏到计算后面（见上文的键），暴露的就是这个上界。"
-if collectives:
-    top_c = max(collectives, key=lambda c: c["seconds"])
-    text += (f"最大的一项是 {d.text(top_c['name'], code=True)}（{d.num(top_c['seconds'], 2)} 秒，"
-             f"{top_c['group_size']} 卡一组，{names.get(top_c['placement'], top_c['placement'])}）。")
-else:
-    text += "本场景没有集合通信。"
+top_c = max(collectives, key=lambda c: c["seconds"]) if collectives else None
 course_links = [key for key in ("gpus_per_node", "intra_node_bandwidth", "inter_node_bandwidth")
                 if source.get(key) == "course"]
-if course_links:
-    text += ("其中 " + "、".join(f"`{key}`" for key in course_links) + " 用的是课程的默认值（带宽为 null 时取 GPU "
-             "表的值）；设置这些键可改为你的实际值。")
-if comm["basis"] == "measured":
-    text += f"团队实测的暴露通信占一步的 **{d.pct(comm_share, 1)}**（场景的 `communication_share`），本节的结论用实测值。"
-    if comm_share > comm["share"]:
-        text += ("实测高于估计的上界：估计没有算到的开销（延迟、小消息、等待慢的 rank）或口径不同，以实测为准。")
-    elif comm["exceeds_step"]:
-        text += ("估计比实测的一步还长，与实测的步长矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符）："
-                 "它说明不了什么，以实测为准。")
-    elif comm_share < comm["share"]:
-        text += "实测低于估计的上界：有一部分通信已被计算掩盖。"
-elif contradicted:
-    text += contradiction
-else:
-    text += ("场景没有给实测的 `communication_share`，本节的结论用这个估计；它是上界，真实暴露在外的通信只会更少。"
-             "设置 `communication_share` 可改为你的实测值。")
-if bubble_s > 0:
-    schedule = acc["time"]["detail"]["pipeline_schedule"]
-    text += (f"另外，按步长模型，流水线气泡是 {d.num(bubble_s, 2)} 秒，占{step_said}一步的 {d.pct(bubble_s / step, 1)}"
-             f"（`{schedule}`，{par['pp']} 段，每条流水线每步 {d.count(par['micro_batches'])} 个 micro batch）："
-             "那是空等，不是通信，由 `pipeline_bubble` 这个杠杆处理。")
-d.md(text)
+schedule = acc["time"]["detail"]["pipeline_schedule"]
+
+# %% [markdown]
+# 按并行布局（TP {{ par.tp }} × PP {{ par.pp }} × CP {{ par.cp }} × DP {{ par.dp }}，EP {{ par.ep }}{% if par.sp %}，sequence parallel{% endif %}），一步的集合通信每卡收发 {{ comm.bytes_per_gpu|gb }}，估计 {{ comm.seconds|num(2) }} 秒，占一步的 {{ comm.share|pct(1) }}。这是上界：没有任何重叠。{% if hidden %}按重叠规则，暴露在外的最多 {{ comm.exposed_seconds|num(2) }} 秒，占一步的 {{ comm.exposed_share|pct(1) }}；能全部或部分藏到计算后面的是 {% for c in hidden %}{{ c.name|code }}{% if not loop.last %}、{% endif %}{% endfor %}。{% elif collectives %}本场景没有哪个集合通信能按重叠规则藏到计算后面（见上文的键），暴露的就是这个上界。{% endif %}{% if collectives %}最大的一项是 {{ top_c.name|code }}（{{ top_c.seconds|num(2) }} 秒，{{ top_c.group_size }} 卡一组，{{ names.get(top_c.placement, top_c.placement) }}）。{% else %}本场景没有集合通信。{% endif %}{% if course_links %}其中 {{ keys(course_links)|safe }} 用的是课程的默认值（带宽为 null 时取 GPU 表的值）；设置这些键可改为你的实际值。{% endif %}{% if comm.basis == "measured" %}团队实测的暴露通信占一步的 **{{ comm_share|pct(1) }}**（场景的 `communication_share`），本节的结论用实测值。{% if comm_share > comm.share %}实测高于估计的上界：估计没有算到的开销（延迟、小消息、等待慢的 rank）或口径不同，以实测为准。{% elif comm.exceeds_step %}估计比实测的一步还长，与实测的步长矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符）：它说明不了什么，以实测为准。{% elif comm_share < comm.share %}实测低于估计的上界：有一部分通信已被计算掩盖。{% endif %}{% elif contradicted %}按并行布局估出的通信要 {{ comm.seconds|num(1) }} 秒，比{{ step_said }}的一步（{{ sc.step_time|num(1) }} 秒）还长：{{ clash }}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；核对这些键，或把实测值写进 `communication_share`。{% else %}场景没有给实测的 `communication_share`，本节的结论用这个估计；它是上界，真实暴露在外的通信只会更少。设置 `communication_share` 可改为你的实测值。{% endif %}{% if bubble_s > 0 %}另外，按步长模型，流水线气泡是 {{ bubble_s|num(2) }} 秒，占{{ step_said }}一步的 {{ (bubble_s / step)|pct(1) }}（{{ schedule|code }}，{{ par.pp }} 段，每条流水线每步 {{ par.micro_batches|count }} 个 micro batch）：那是空等，不是通信，由 `pipeline_bubble` 这个杠杆处理。{% endif %}
 
 # %% [markdown]
 # ### 一步的时间去了哪里：模型预测，对照实测
@@ -783,33 +612,13 @@ of = "实测一步" if measured_step and not over else "预测一步"
 absent = [PART_ZH[name] for name in t["parts"] if t["parts"][name]["seconds"] <= 0]
 others_ = [f"{PART_ZH[name]} {sec(t['parts'][name]['seconds'])} 秒" for name in ("communication_exposed", "pipeline_bubble")
            if t["parts"][name]["seconds"] > 0]
-text = (f"按步长模型，这一步应当要 **{sec(predicted_s)} 秒**：计算（"
-        + "、".join(PART_ZH[name] for name in COMPUTE_PARTS if t["parts"][name]["seconds"] > 0)
-        + f"）合计 {sec(compute_s)} 秒" + "".join("，" + part for part in others_)
-        + f"；最大的一项是{PART_ZH[biggest]}，占{of}的 "
-        f"{part_of(t['parts'][biggest]['seconds'] / (predicted_s if of == '预测一步' else base_s))}。")
-if absent:
-    text += f"{'、'.join(absent)}在本场景为 0，下图略去。"
-if not measured_step:
-    text += ("场景没有给实测的 `step_time`（为 null）：本页的单步时间、MFU 和吞吐都是这个**预测值**，没有实测可以对照，"
-             "也就说不出模型漏掉了多少。量到实际的步长后写进 `step_time`，图的右端就会多出实测的一步和两者之差。")
-elif t["unexplained_seconds"] >= 0:
-    mfu_if = acc["mfu"] * base_s / predicted_s
-    text += (f"实测的一步是 {sec(base_s)} 秒：模型解释了其中的 {part_of(predicted_s / base_s)}，"
-             f"**没有解释的 {sec(t['unexplained_seconds'])} 秒（{d.pct(t['unexplained_share'], 1)}）**不属于上面任何一项。"
-             "它可能来自模型没有计入的工作（kernel 启动的间隙、embedding 查表、RoPE、"
-             + ("路由的 softmax 和 top-k、" if moe else "") + "数据加载、等待慢的 rank），"
-             "也可能是这套机器的 kernel 效率比模型的参数低，或者场景里有键与实际设置不同；"
-             "从这本账分不出是哪一种，要用 profiler 量。")
-    if mfu_if <= 1 and d.pct(mfu_if) != d.pct(acc["mfu"]):
-        text += f"若这一步真的只要预测的 {sec(predicted_s)} 秒，MFU 会是 {d.pct(mfu_if)}（现在 {d.pct(acc['mfu'])}）。"
-else:
-    text += (f"实测的一步只有 {sec(base_s)} 秒，比预测还短 {sec(-t['unexplained_seconds'])} 秒："
-             "**按模型，这一步不可能这么快**，没有解释的部分是负数。"
-             "要么场景里有键与实际设置不同（`step_time` 本身、GPU 型号、并行方式、重算、序列长度或 packing），"
-             "要么模型的效率参数对这套机器偏低（场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` "
-             "可以换成量到的值）。这两件事核对清楚之前，各部分的份额和下面的排序都不可靠。")
-d.md(text)
+computing = [PART_ZH[name] for name in COMPUTE_PARTS if t["parts"][name]["seconds"] > 0]
+biggest_part = t["parts"][biggest]["seconds"] / (predicted_s if of == "预测一步" else base_s)
+mfu_if = acc["mfu"] * base_s / predicted_s  # the MFU if the step took the predicted time
+mfu_if_shown = mfu_if <= 1 and d.pct(mfu_if) != d.pct(acc["mfu"])
+
+# %% [markdown]
+# 按步长模型，这一步应当要 **{{ sec(predicted_s) }} 秒**：计算（{{ computing|join("、") }}）合计 {{ sec(compute_s) }} 秒{% for part in others_ %}，{{ part }}{% endfor %}；最大的一项是{{ PART_ZH[biggest] }}，占{{ of }}的 {{ part_of(biggest_part) }}。{% if absent %}{{ absent|join("、") }}在本场景为 0，下图略去。{% endif %}{% if not measured_step %}场景没有给实测的 `step_time`（为 null）：本页的单步时间、MFU 和吞吐都是这个**预测值**，没有实测可以对照，也就说不出模型漏掉了多少。量到实际的步长后写进 `step_time`，图的右端就会多出实测的一步和两者之差。{% elif t.unexplained_seconds >= 0 %}实测的一步是 {{ sec(base_s) }} 秒：模型解释了其中的 {{ part_of(predicted_s / base_s) }}，**没有解释的 {{ sec(t.unexplained_seconds) }} 秒（{{ t.unexplained_share|pct(1) }}）**不属于上面任何一项。它可能来自模型没有计入的工作（kernel 启动的间隙、embedding 查表、RoPE、{% if moe %}路由的 softmax 和 top-k、{% endif %}数据加载、等待慢的 rank），也可能是这套机器的 kernel 效率比模型的参数低，或者场景里有键与实际设置不同；从这本账分不出是哪一种，要用 profiler 量。{% if mfu_if_shown %}若这一步真的只要预测的 {{ sec(predicted_s) }} 秒，MFU 会是 {{ mfu_if|pct }}（现在 {{ acc.mfu|pct }}）。{% endif %}{% else %}实测的一步只有 {{ sec(base_s) }} 秒，比预测还短 {{ sec(-t.unexplained_seconds) }} 秒：**按模型，这一步不可能这么快**，没有解释的部分是负数。要么场景里有键与实际设置不同（`step_time` 本身、GPU 型号、并行方式、重算、序列长度或 packing），要么模型的效率参数对这套机器偏低（场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成量到的值）。这两件事核对清楚之前，各部分的份额和下面的排序都不可靠。{% endif %}
 
 # %% tags=["remove-input"]
 fig, ax = plt.subplots(figsize=(8.5, 4.2))
@@ -871,9 +680,6 @@ d.table([[i, a["lever"], d.times(a["speedup"], 3), f"{d.num(a['step_time'], 1)} 
         f"Levers ranked by speedup for this run ({'predicted ' if step_said == '预测' else ''}step "
         f"{d.num(sc.step_time, 1)} s now)")
 chosen = [by_lever[name] for name in combined["levers"]]
-cap_text = (f"一起做完重新预测是 {d.times(combined['product'])}，但账里把合计封顶在 {d.times(combined['speedup'])}："
-            f"再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{busy_what}）。"
-            if combined.get("capped") else "")
 how_projected = {
     "measured - saved": f"实测的一步减去模型预测省下的秒数；模型没有解释的 {d.num(t['unexplained_seconds'] or 0, 1)} 秒原样留着，"
                         "因为模型说不出它由什么组成",
@@ -882,36 +688,11 @@ how_projected = {
 }
 blocked = [a for a in ranked if not a["feasible"] and not no_gain(a)]
 first = ranked[0]
-text = (f"按提速排，第一是 `{first['lever']}`（{d.times(first['speedup'])}，"
-        + ("可行）。" if first["feasible"] else ("没有收益）。" if no_gain(first) else "在本场景不可行）。")))
-if chosen:
-    text += (f"可行且能一起做的杠杆是 {keys([a['lever'] for a in chosen])}：把它们一起改进场景、重新预测，"
-             f"预测的一步从 {d.num(combined['step_before'], 2)} 秒降到 {d.num(combined['step_after'], 2)} 秒，合计 "
-             f"**{d.times(combined['speedup'])}**；{step_said}的每步 {d.num(sc.step_time, 1)} 秒 → "
-             f"{d.num(combined['step_time'], 1)} 秒（{how_projected[combined['step_time_from']]}；`acc[\"advice_combined\"]`"
-             + ("；selective recompute 与关掉 recompute 只取其一）。"
-                if {"selective_recompute", "recompute_off"} & set(combined["levers"]) else "）。"))
-    text += cap_text
-    if combined["ceiling_from"] == "hfu":
-        text += (f"另外，含注意力的 HFU 是 {d.pct(acc['attention']['actual']['hfu_with_attention'])}，超过 100%："
-                 f"按注意力的计数，GPU 跑在峰值也做不完这一步，与{step_said}的步长矛盾（kernel 实际算的比计数少，或真实长度"
-                 "比场景短）。所以注意力 kernel 这个杠杆依据的份额靠不住，合计的上限只按 6ND 的硬件 FLOPs 算。")
-    if "communication_overlap" in combined["levers"] and comm["basis"] != "measured":
-        text += ("通信重叠的提速建立在按带宽估出的通信上（链路跑满、没有延迟），所以这一项偏乐观；"
-                 "量到暴露在外的通信后写进 `communication_share` 再排。")
-else:
-    text += "没有一个杠杆在本场景既可行又有收益。"
-if blocked:
-    text += ("有收益但在本场景不可行的：" + "、".join(f"`{a['lever']}`（{d.times(a['speedup'])}）" for a in blocked)
-             + "，原因见表里的 note。")
+either = bool({"selective_recompute", "recompute_off"} & set(combined["levers"]))
 leaning = sorted({key for a in chosen for key in a["rests_on"] if source.get(key) == "course"})
-if leaning:
-    text += ("可行杠杆的提速依赖课程的假设值 " + "、".join(f"`{key}`" for key in leaning)
-             + f"：设置{'这个键' if len(leaning) == 1 else '这些键'}可改为你的实测值。")
-if not mem["fits"]:
-    text += ("注意：按模型，本场景现在的设置就放不下（见上）；先把场景改成实际的设置再看排序，"
-             "依赖显存的杠杆是否可行可能随之改变。")
-d.md(text)
+
+# %% [markdown]
+# 按提速排，第一是 {{ first.lever|code }}（{{ first.speedup|times }}，{% if first.feasible %}可行）。{% elif no_gain(first) %}没有收益）。{% else %}在本场景不可行）。{% endif %}{% if chosen %}可行且能一起做的杠杆是 {{ keys(combined.levers)|safe }}：把它们一起改进场景、重新预测，预测的一步从 {{ combined.step_before|num(2) }} 秒降到 {{ combined.step_after|num(2) }} 秒，合计 **{{ combined.speedup|times }}**；{{ step_said }}的每步 {{ sc.step_time|num(1) }} 秒 → {{ combined.step_time|num(1) }} 秒（{{ how_projected[combined.step_time_from] }}；`acc["advice_combined"]`{% if either %}；selective recompute 与关掉 recompute 只取其一）。{% else %}）。{% endif %}{% if combined.get("capped") %}一起做完重新预测是 {{ combined.product|times }}，但账里把合计封顶在 {{ combined.speedup|times }}：再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{{ busy_what }}）。{% endif %}{% if combined.ceiling_from == "hfu" %}另外，含注意力的 HFU 是 {{ acc.attention.actual.hfu_with_attention|pct }}，超过 100%：按注意力的计数，GPU 跑在峰值也做不完这一步，与{{ step_said }}的步长矛盾（kernel 实际算的比计数少，或真实长度比场景短）。所以注意力 kernel 这个杠杆依据的份额靠不住，合计的上限只按 6ND 的硬件 FLOPs 算。{% endif %}{% if "communication_overlap" in combined.levers and comm.basis != "measured" %}通信重叠的提速建立在按带宽估出的通信上（链路跑满、没有延迟），所以这一项偏乐观；量到暴露在外的通信后写进 `communication_share` 再排。{% endif %}{% else %}没有一个杠杆在本场景既可行又有收益。{% endif %}{% if blocked %}有收益但在本场景不可行的：{% for a in blocked %}{{ a.lever|code }}（{{ a.speedup|times }}）{% if not loop.last %}、{% endif %}{% endfor %}，原因见表里的 note。{% endif %}{% if leaning %}可行杠杆的提速依赖课程的假设值 {{ keys(leaning)|safe }}：设置{% if leaning|length == 1 %}这个键{% else %}这些键{% endif %}可改为你的实测值。{% endif %}{% if not mem.fits %}注意：按模型，本场景现在的设置就放不下（见上）；先把场景改成实际的设置再看排序，依赖显存的杠杆是否可行可能随之改变。{% endif %}
 
 # %% [markdown]
 # ### 瀑布图：一个个加进场景，每加一个重新预测
@@ -948,26 +729,12 @@ plt.show()
 # %% tags=["remove-input"]
 g_all = combined["speedup"]
 g_product = math.prod(a["speedup"] for a in chosen)  # the levers' gains multiplied: not the model
-text = (f"可行的杠杆一个个加进场景、每次重新预测，做完：每步 {d.num(sc.step_time, 1)} 秒 → **{d.num(final, 1)} 秒**，"
-        f"预测的一步快 **{d.times(g_all)}**。")
-if measured_step and combined["step_time_from"] == "measured - saved":
-    text += (f"实测的一步里模型没有解释的 {d.num(t['unexplained_seconds'], 1)} 秒（上图的虚线）原样留着，"
-             f"所以实测的一步只会快 {d.times(sc.step_time / final)}，MFU {d.pct(acc['mfu'])} → "
-             f"{d.pct(acc['mfu'] * sc.step_time / final)}"
-             + ("；那一大块要先用 profiler 找出来，才谈得上优化它。" if t["unexplained_share"] >= 0.25 else "。"))
-else:
-    text += f"MFU {d.pct(acc['mfu'])} → {d.pct(acc['mfu'] * sc.step_time / final)}。"
-if len(chosen) > 1 and d.times(g_product) != d.times(combined["product"]):
-    text += (f"若把各杠杆单独的提速连乘，得到的是 {d.times(g_product)}，"
-             + (f"高于一起预测的 {d.times(combined['product'])}：几个杠杆省的有一部分是同一段时间，一起做时不能算两次。"
-                if g_product > combined["product"] else
-                f"低于一起预测的 {d.times(combined['product'])}：一个杠杆先缩短了别的部分，另一个杠杆省的那部分在一步里占得更多。"))
-if combined.get("capped"):
-    text += "最后一根柱子比一起预测的终点高：合计封顶于峰值算力（见上）。"
+kept_unexplained = measured_step and combined["step_time_from"] == "measured - saved"
+product_differs = len(chosen) > 1 and d.times(g_product) != d.times(combined["product"])
 sel_fits = sc.recompute != "full" or alt["selective"][1]["fits"]
-text += ("作为对照，课程的组合是 packing 加 selective recompute（两项的收益怎么合起来、合起来快多少，留给第 10 节的练习）"
-         + ("。" if sel_fits else "，但本场景的显存放不下 selective recompute，这一项拿不到。"))
-d.md(text)
+
+# %% [markdown]
+# 可行的杠杆一个个加进场景、每次重新预测，做完：每步 {{ sc.step_time|num(1) }} 秒 → **{{ final|num(1) }} 秒**，预测的一步快 **{{ g_all|times }}**。{% if kept_unexplained %}实测的一步里模型没有解释的 {{ t.unexplained_seconds|num(1) }} 秒（上图的虚线）原样留着，所以实测的一步只会快 {{ (sc.step_time / final)|times }}，MFU {{ acc.mfu|pct }} → {{ (acc.mfu * sc.step_time / final)|pct }}{% if t.unexplained_share >= 0.25 %}；那一大块要先用 profiler 找出来，才谈得上优化它。{% else %}。{% endif %}{% else %}MFU {{ acc.mfu|pct }} → {{ (acc.mfu * sc.step_time / final)|pct }}。{% endif %}{% if product_differs %}若把各杠杆单独的提速连乘，得到的是 {{ g_product|times }}，{% if g_product > combined.product %}高于一起预测的 {{ combined.product|times }}：几个杠杆省的有一部分是同一段时间，一起做时不能算两次。{% else %}低于一起预测的 {{ combined.product|times }}：一个杠杆先缩短了别的部分，另一个杠杆省的那部分在一步里占得更多。{% endif %}{% endif %}{% if combined.get("capped") %}最后一根柱子比一起预测的终点高：合计封顶于峰值算力（见上）。{% endif %}作为对照，课程的组合是 packing 加 selective recompute（两项的收益怎么合起来、合起来快多少，留给第 10 节的练习）{% if sel_fits %}。{% else %}，但本场景的显存放不下 selective recompute，这一项拿不到。{% endif %}
 
 # %% [markdown]
 # ### 课程的“先做什么”，对照模型的排序
@@ -1002,43 +769,14 @@ d.table(rows, ["course", "lever (course's words)", "course's gain", "model's lev
 # %% tags=["remove-input"]
 top = next((a for a in ranked if gainful(a)), None)
 course_first = next((matched[mark] for mark, *_ in COURSE_LEVERS if matched[mark]), None)
-text = (f"课程的顺序是 {course.claim('nb08_course_order')}，按收益和代价一起排；代价（工作量、风险）不在这本账里，"
-        "模型只按本场景算出的提速排，放不下或不能整除的杠杆记为不可行。")
-if top is None:
-    text += "按模型，本场景没有一个杠杆既可行又有收益，两个顺序无从比较。"
-elif top["lever"] == course_first:
-    text += f"两者第一步相同：`{top['lever']}`（按模型 {d.times(top['speedup'])}，可行）。"
-else:
-    text += f"两者的第一步不同：模型排在最前、可行且有收益的是 `{top['lever']}`（{d.times(top['speedup'])}）"
-    first_course = by_lever.get(course_first)
-    if first_course is not None:
-        text += (f"，课程排第一的 `{course_first}` 在模型的排序里排第 {rank_of[course_first]}（"
-                 + (f"{d.times(first_course['speedup'])}，可行" if gainful(first_course) else
-                    "没有收益" if no_gain(first_course) else
-                    f"{d.times(first_course['speedup'])}，但在本场景不可行：{d.text(advice_note(first_course))}") + "）")
-    text += "。"
+first_course = by_lever.get(course_first)
 blocked_course = [(mark, matched[mark]) for mark, *_ in COURSE_LEVERS
                   if matched[mark] and not by_lever[matched[mark]]["feasible"] and not no_gain(by_lever[matched[mark]])]
-if blocked_course:
-    text += ("课程列出、按模型在本场景有收益却做不了的："
-             + "、".join(f"{mark} `{lever}`" for mark, lever in blocked_course) + "（原因见上面排序表的 note）。")
 missing = [words for mark, words, *_ in COURSE_LEVERS if matched[mark] is None]
-if missing:
-    text += "课程的 " + "、".join(missing) + " 不在模型的杠杆里：它改的是并行结构，没有一个提速系数可排。"
 extra = [a for a in ranked if a["lever"] not in set(matched.values()) and gainful(a)]
-if extra:
-    text += ("模型还排了课程没有列的杠杆，在本场景可行且有收益："
-             + "、".join(f"`{a['lever']}`（{d.times(a['speedup'])}）" for a in extra) + "。")
-if measured_step and t["unexplained_seconds"] > 0:
-    text += (f"模型没有解释的 {sec(t['unexplained_seconds'])} 秒（实测一步的 {d.pct(t['unexplained_share'], 1)}）"
-             "不在账里的任何一部分：账里不知道它是什么，也就说不出哪个杠杆能省掉它。"
-             f"课程的“{course.claim('nb08_measure_first')}”在这里同样成立：先用 profiler 弄清这一部分，再定顺序。")
-elif measured_step:
-    text += "实测的一步比预测的还短（见上一节）：先核对场景和效率参数，再按这个排序动手。"
-else:
-    text += (f"本页的一步是预测的，排序也全部建立在预测上；课程的“{course.claim('nb08_measure_first')}”"
-             "在这里更要紧：先量出实际的步长，写进 `step_time`，再看这个顺序站不站得住。")
-d.md(text)
+
+# %% [markdown]
+# 课程的顺序是 {{ course.claim("nb08_course_order") }}，按收益和代价一起排；代价（工作量、风险）不在这本账里，模型只按本场景算出的提速排，放不下或不能整除的杠杆记为不可行。{% if top is none %}按模型，本场景没有一个杠杆既可行又有收益，两个顺序无从比较。{% elif top.lever == course_first %}两者第一步相同：{{ top.lever|code }}（按模型 {{ top.speedup|times }}，可行）。{% else %}两者的第一步不同：模型排在最前、可行且有收益的是 {{ top.lever|code }}（{{ top.speedup|times }}）{% if first_course is not none %}，课程排第一的 {{ course_first|code }} 在模型的排序里排第 {{ rank_of[course_first] }}（{% if gainful(first_course) %}{{ first_course.speedup|times }}，可行{% elif no_gain(first_course) %}没有收益{% else %}{{ first_course.speedup|times }}，但在本场景不可行：{{ advice_note(first_course)|text }}{% endif %}）{% endif %}。{% endif %}{% if blocked_course %}课程列出、按模型在本场景有收益却做不了的：{% for mark, lever in blocked_course %}{{ mark }} {{ lever|code }}{% if not loop.last %}、{% endif %}{% endfor %}（原因见上面排序表的 note）。{% endif %}{% if missing %}课程的 {{ missing|join("、") }} 不在模型的杠杆里：它改的是并行结构，没有一个提速系数可排。{% endif %}{% if extra %}模型还排了课程没有列的杠杆，在本场景可行且有收益：{% for a in extra %}{{ a.lever|code }}（{{ a.speedup|times }}）{% if not loop.last %}、{% endif %}{% endfor %}。{% endif %}{% if measured_step and t.unexplained_seconds > 0 %}模型没有解释的 {{ sec(t.unexplained_seconds) }} 秒（实测一步的 {{ t.unexplained_share|pct(1) }}）不在账里的任何一部分：账里不知道它是什么，也就说不出哪个杠杆能省掉它。课程的“{{ course.claim("nb08_measure_first") }}”在这里同样成立：先用 profiler 弄清这一部分，再定顺序。{% elif measured_step %}实测的一步比预测的还短（见上一节）：先核对场景和效率参数，再按这个排序动手。{% else %}本页的一步是预测的，排序也全部建立在预测上；课程的“{{ course.claim("nb08_measure_first") }}”在这里更要紧：先量出实际的步长，写进 `step_time`，再看这个顺序站不站得住。{% endif %}
 
 # %% [markdown]
 # ## 课程的说法，对照本页
@@ -1235,26 +973,20 @@ d.claims(claim_rows, sc)
 # ## 本节要点
 
 # %% tags=["remove-input"]
-d.md("\n".join([
-    f"- 相乘型：packing **{d.times(g_pack)}**、selective recompute **{d.times(g_recompute)}**"
-    + ("" if sel_fits else "（本场景显存放不下）")
-    + f"、micro batch 翻倍（步长模型重新预测）{d.times(by_lever['micro_batch']['speedup'])}。",
-    f"- 显存：本场景负载最重的卡要 {verdict(mem)}。" + (
-        f"selective recompute 要 {verdict(alt['selective'][1])}。" if sc.recompute == "full" else ""),
-    f"- logits 每个 micro batch {d.gb(logits)}；分 {chunks} 块只留 {d.gb(kept_assumed)}。腾出的显存是"
-    + ("换掉 full recompute、" if sc.recompute == "full" else "") + "加大 micro batch 的前提（够不够，见“本次运行”）。",
-    f"- 受份额约束：注意力 kernel 的杠杆是注意力份额 {d.pct(share_actual, 1)}（上限 "
-    f"{d.times(levers.amdahl_bound(share_actual))}），"
-    + (f"通信重叠没有杠杆：按布局估出的通信比{step_said}的一步还长，{clash}。" if contradicted else
-       f"通信重叠 {d.times(g_comm_bound, 3)}"
-       f"（通信份额 {d.pct(comm_share, 1)}，{'实测，按 Amdahl 定律' if comm['basis'] == 'measured' else '估计的上界；重叠按步长模型打开再预测，只省暴露在外的部分'}）。"),
-    f"- 本次运行：排第一的是 `{first['lever']}`；" + (
-        f"可行的杠杆合计 {d.times(g_all)}{'（一起预测后封顶于峰值算力）' if combined.get('capped') else ''}，每步 "
-        f"{d.num(sc.step_time, 1)} 秒 → {d.num(final, 1)} 秒。" if chosen else "没有一个杠杆在本场景既可行又有收益。"),
-    (f"- CP 受整除约束：EP = {ep} 时能用的 CP 只有 "
-     f"{', '.join(str(lay.cp) for lay in lays if lay.allows(ep)) or '（没有）'}。" if moe else
-     f"- CP 受整除约束：本场景可用的 CP 为 {', '.join(map(str, usable_cp)) or '（没有）'}。"),
-]))
+cp_with_ep = ", ".join(str(lay.cp) for lay in lays if lay.allows(ep)) if moe else ""
+cp_usable = ", ".join(map(str, usable_cp))
+
+# %% [markdown]
+# - 相乘型：packing **{{ g_pack|times }}**、selective recompute **{{ g_recompute|times }}**{% if not sel_fits %}（本场景显存放不下）{% endif %}、micro batch 翻倍（步长模型重新预测）{{ by_lever.micro_batch.speedup|times }}。
+# - 显存：本场景负载最重的卡要 {{ verdict(mem) }}。{% if sc.recompute == "full" %}selective recompute 要 {{ verdict(alt.selective[1]) }}。{% endif %}
+# - logits 每个 micro batch {{ logits|gb }}；分 {{ chunks }} 块只留 {{ kept_assumed|gb }}。腾出的显存是{% if sc.recompute == "full" %}换掉 full recompute、{% endif %}加大 micro batch 的前提（够不够，见“本次运行”）。
+# - 受份额约束：注意力 kernel 的杠杆是注意力份额 {{ share_actual|pct(1) }}（上限 {{ levers.amdahl_bound(share_actual)|times }}），{% if contradicted %}通信重叠没有杠杆：按布局估出的通信比{{ step_said }}的一步还长，{{ clash }}。{% else %}通信重叠 {{ g_comm_bound|times(3) }}（通信份额 {{ comm_share|pct(1) }}，{% if comm.basis == "measured" %}实测，按 Amdahl 定律{% else %}估计的上界；重叠按步长模型打开再预测，只省暴露在外的部分{% endif %}）。{% endif %}
+# - 本次运行：排第一的是 {{ first.lever|code }}；{% if chosen %}可行的杠杆合计 {{ g_all|times }}{% if combined.get("capped") %}（一起预测后封顶于峰值算力）{% endif %}，每步 {{ sc.step_time|num(1) }} 秒 → {{ final|num(1) }} 秒。{% else %}没有一个杠杆在本场景既可行又有收益。{% endif %}
+# {% if moe %}
+# - CP 受整除约束：EP = {{ ep }} 时能用的 CP 只有 {{ cp_with_ep or "（没有）" }}。
+# {% else %}
+# - CP 受整除约束：本场景可用的 CP 为 {{ cp_usable or "（没有）" }}。
+# {% endif %}
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：注意力 kernel 要快多少倍，整步才快 10%？
@@ -1366,38 +1098,49 @@ if searched is not None:
     node, top_n = sc.gpus_per_node, facts["tp_within_node"]["of"]
     faster_than_own = sum(1 for r in every if own_row is not None and r.seconds < own_row.seconds * (1 - 1e-12))
     exact = left_out is None or (own_row is not None and own_row.seconds <= left_out)
-    lines = [f"- 搜索了 {searched.searched:,} 种切分，{searched.fitting:,} 种放得下"
-             + ("（全部画在图上）。" if left_out is None else
-                f"；图上画的是计算下界最小的 {len(every):,} 种（连同最快的 5 种），没画的那些一步至少 {d.num(left_out, 2)} 秒。")]
-    tp = facts["tp_within_node"]
-    lines.append(f"- 最快的 {top_n} 个布局都把 TP 放在一个节点之内（TP ≤ {node}）。" if tp["holds"] else
-                 f"- 最快的 {top_n} 个布局里有 {top_n - tp['count']} 个让 TP 跨了节点（TP > {node}）：这一条经验在这里不成立。")
-    pp_ = facts["pp_across_nodes"]
-    lines.append(f"- 其中 {pp_['count']} 个用了流水线并行（PP > 1）。" if pp_["holds"] else
-                 "- 其中没有一个用流水线并行：不切流水线也放得下，切了反而多出气泡和段间的点对点通信。")
-    cp_ = facts["cp_at_seq_len"]
-    lines.append(f"- 序列长度 {sc.seq_len:,} 时，{cp_['count']} 个用了 CP。" if cp_["holds"] else
-                 f"- 序列长度 {sc.seq_len:,} 时，没有一个用 CP。")
-    if "ep_within_node" in facts:
-        ep_ = facts["ep_within_node"]
-        lines.append(f"- EP 都在 DP 之内；{ep_['count']} 个把 EP 放在一个节点之内（EP ≤ {node}）。" if ep_["count"] else
-                     f"- EP 都在 DP 之内；没有一个把 EP 放在一个节点之内（EP 都大于 {node}）。")
-    rc_ = facts["recompute_forced"]
-    lines.append("- 最快的几个都不重算。" if not rc_["of"] else
-                 (f"- 重算的 {rc_['of']} 个都是显存逼的：去掉重算就放不下。" if rc_["holds"] else
-                  f"- 重算的 {rc_['of']} 个里有 {rc_['of'] - rc_['count']} 个去掉重算也放得下：重算并不总是显存逼出来的。"))
-    if own_row is not None:
-        lines.append(
-            (f"- 本场景自己的布局在放得下的布局里排第 {faster_than_own + 1:,}" if exact else
-             f"- 本场景自己的布局在画出的 {len(every):,} 个布局里排第 {faster_than_own + 1:,}（没画的布局里可能还有比它快的）")
-            + (("，已经是预测最快的。" if exact else "，在画出的布局里最快。") if faster_than_own == 0 else
-               f"；最快的那个预测快 {d.times(own_row.seconds / every[0].seconds)}。"))
-    elif searched.own is not None and not own_fits:
-        lines.append("- 按显存模型，本场景自己的布局放不下（图上的星号在可用显存线右边），所以不参与排名。")
-    else:
-        lines.append(f"- 本场景自己的布局不在搜索范围里，图上没有它；`costmodel plan` 给出的原因：`{searched.own_note}`。")
-    lines.append("- 这些是规则，还是搜索的结果？上面每一条都由排好的布局数出来，不是搜索的前提；换一个场景，结论可能相反。")
-    d.md("\n".join(lines))
+    tp, pp_, cp_, rc_ = (facts[name] for name in ("tp_within_node", "pp_across_nodes", "cp_at_seq_len",
+                                                   "recompute_forced"))
+    ep_ = facts.get("ep_within_node")
+
+# %% [markdown]
+# {% if searched is not none %}
+# - 搜索了 {{ "{:,}".format(searched.searched) }} 种切分，{{ "{:,}".format(searched.fitting) }} 种放得下{% if left_out is none %}（全部画在图上）。{% else %}；图上画的是计算下界最小的 {{ "{:,}".format(every|length) }} 种（连同最快的 5 种），没画的那些一步至少 {{ left_out|num(2) }} 秒。{% endif %}
+# {% if tp.holds %}
+# - 最快的 {{ top_n }} 个布局都把 TP 放在一个节点之内（TP ≤ {{ node }}）。
+# {% else %}
+# - 最快的 {{ top_n }} 个布局里有 {{ top_n - tp.count }} 个让 TP 跨了节点（TP > {{ node }}）：这一条经验在这里不成立。
+# {% endif %}
+# {% if pp_.holds %}
+# - 其中 {{ pp_.count }} 个用了流水线并行（PP > 1）。
+# {% else %}
+# - 其中没有一个用流水线并行：不切流水线也放得下，切了反而多出气泡和段间的点对点通信。
+# {% endif %}
+# {% if cp_.holds %}
+# - 序列长度 {{ "{:,}".format(sc.seq_len) }} 时，{{ cp_.count }} 个用了 CP。
+# {% else %}
+# - 序列长度 {{ "{:,}".format(sc.seq_len) }} 时，没有一个用 CP。
+# {% endif %}
+# {% if ep_ and ep_.count %}
+# - EP 都在 DP 之内；{{ ep_.count }} 个把 EP 放在一个节点之内（EP ≤ {{ node }}）。
+# {% elif ep_ %}
+# - EP 都在 DP 之内；没有一个把 EP 放在一个节点之内（EP 都大于 {{ node }}）。
+# {% endif %}
+# {% if not rc_.of %}
+# - 最快的几个都不重算。
+# {% elif rc_.holds %}
+# - 重算的 {{ rc_.of }} 个都是显存逼的：去掉重算就放不下。
+# {% else %}
+# - 重算的 {{ rc_.of }} 个里有 {{ rc_.of - rc_.count }} 个去掉重算也放得下：重算并不总是显存逼出来的。
+# {% endif %}
+# {% if own_row is not none %}
+# - {% if exact %}本场景自己的布局在放得下的布局里排第 {{ "{:,}".format(faster_than_own + 1) }}{% else %}本场景自己的布局在画出的 {{ "{:,}".format(every|length) }} 个布局里排第 {{ "{:,}".format(faster_than_own + 1) }}（没画的布局里可能还有比它快的）{% endif %}{% if faster_than_own == 0 and exact %}，已经是预测最快的。{% elif faster_than_own == 0 %}，在画出的布局里最快。{% else %}；最快的那个预测快 {{ (own_row.seconds / every[0].seconds)|times }}。{% endif %}
+# {% elif searched.own is not none and not own_fits %}
+# - 按显存模型，本场景自己的布局放不下（图上的星号在可用显存线右边），所以不参与排名。
+# {% else %}
+# - 本场景自己的布局不在搜索范围里，图上没有它；`costmodel plan` 给出的原因：{{ searched.own_note|code }}。
+# {% endif %}
+# - 这些是规则，还是搜索的结果？上面每一条都由排好的布局数出来，不是搜索的前提；换一个场景，结论可能相反。
+# {% endif %}
 
 # %% tags=["remove-input"]
 # the exercise's two layouts: outside the 10 fastest (the handouts' index lists those, with
