@@ -104,9 +104,9 @@ d.md(f"场景：**{d.text(sc.name)}**：{sc.num_gpus} × {sc.gpu}（TP {par['tp'
 low, high = assumptions.assumed("micro_batch_speedup")
 d.table([[key, shown(key, a["value"]), a["source"]] for key, a in acc["assumptions"].items()]
         + [["micro_batch_speedup (not a key)", f"{d.times(low)}-{d.times(high)}", "course"]],
-        ["key", "value", "source"],
-        "Values the course assumed, now scenario keys: scenario = the team gave it, course = the "
-        "course's assumption (set the key to replace it), derived = computed from other keys")
+        ["键", "值", "来源"],
+        "课程假设的值，现在都是场景键：scenario = 团队给的，course = 课程的假设（设这个键就能换掉），"
+        "derived = 由别的键算出")
 
 # %% [markdown]
 # ## 两种收益
@@ -152,9 +152,9 @@ rows = []
 for c in (1, 2, 4, chunks, 2 * chunks):
     kept = float(memory.chunked_logits_bytes.subs({**values, memory.chunks: c}))
     rows.append([c, d.gb(kept), d.gb(logits - kept), d.pct(kept / gpu.memory_bytes, 1)])
-d.table(rows, ["chunks c", "logits kept", "freed", "kept / GPU memory"],
-        f"Logits per micro batch (b = {sc.micro_batch}, BF16) and chunking; "
-        f"{sc.gpu} has {d.gb(gpu.memory_bytes, 0)}")
+d.table(rows, ["分块数 c", "留下的 logits", "腾出", "留下的 / 显存"],
+        f"每个 micro batch 的 logits（b = {sc.micro_batch}，BF16）与分块；"
+        f"{d.text(sc.gpu)} 显存 {d.gb(gpu.memory_bytes, 0)}")
 kept_assumed = logits / chunks
 d.md(f"本场景一个 micro batch 的 logits 是 **{d.gb(logits)}**（{sc.gpu} 显存的 "
      f"{d.pct(logits / gpu.memory_bytes, 1)}）；分 {chunks} 块（{origin('ce_chunks')}），峰值降到 {d.gb(kept_assumed)}，"
@@ -231,9 +231,9 @@ fmt_ai = lambda v: d.num(v, 0 if v >= 10 else 2)  # noqa: E731
 d.table([[g["name"], *[fmt_ai(ai[size][g["key"]]) for size in sizes],
           d.times(ai[sizes[1]][g["key"]] / ai[b][g["key"]]), fmt_ai(cap[g["key"]]), g["bound"]]
          for g in weight_rows],
-        ["GEMM (forward)", *[f"AI at b={size}" for size in sizes], "gain b -> 2b", "AI as m -> inf",
-         f"bound at b={b}"],
-        f"Arithmetic intensity (FLOP/byte) vs machine balance {d.num(balance, 1)} ({sc.gpu})")
+        ["GEMM（前向）", *[f"b={size} 时的强度" for size in sizes], "b → 2b 的增益", "m → ∞ 时的强度",
+         f"b={b} 时受限于"],
+        f"运算强度（FLOP/byte）与机器平衡点 {d.num(balance, 1)}（{d.text(sc.gpu)}）")
 sources = dict.fromkeys(part for g in weight_rows for part in g["source"].split("; "))
 d.md("形状的来源：" + "；".join(d.text(source) for source in sources) + "。"
      + ("专家 GEMM 的行数 $m$ 是一个 EP 组汇集到每个专家的平均 token 数，也随 micro batch 增长。" if moe else ""))
@@ -283,10 +283,10 @@ yes = lambda ok: "yes" if ok else "no"  # noqa: E731
 d.table([[lay.cp, lay.dp, d.num(lay.samples_per_rank, 2), yes(lay.batch_divides), yes(lay.seq_divides),
           ", ".join(map(str, lay.expert_parallel)) if moe else "- (dense)",
           yes(lay.allows(ep)) if moe else "-"] for lay in lays],
-        ["CP", "DP", "samples / DP rank", "batch divides", "seq_len / (2 CP)", "EP options",
-         f"EP = {ep} ok"],
-        f"Context parallelism on {sc.num_gpus} GPUs with TP {par['tp']} and PP {par['pp']} kept "
-        f"(CP x DP = {groups})")
+        ["CP", "DP", "每个 DP rank 的样本", "batch 整除", "seq_len / (2 CP)", "可选 EP",
+         f"EP = {ep} 可行"],
+        f"{sc.num_gpus} 张 GPU 上的上下文并行，TP {par['tp']}、PP {par['pp']} 不变"
+        f"（CP × DP = {groups}）")
 pairs = layouts.valid_pairs(groups, sc.samples_per_step, sc.seq_len, sc.num_experts)
 usable_cp = sorted({cp for cp, _ in pairs})
 two = next((lay for lay in lays if lay.cp == 2), None)
@@ -335,8 +335,8 @@ d.table([[label, d.pct(f), d.times(levers.amdahl(f, k_att)), d.times(levers.amda
          for label, f in ((actual_label + (", now (packed)" if packed else " (after packing)"),
                            share_actual),
                           ("padded length, B S^2" + (" (if padded)" if packed else ""), share_padded))],
-        ["attention share of FLOPs", "share f", f"kernel {d.times(k_att, 1)} faster", "bound 1/(1-f)"],
-        f"Attention kernel: leverage = attention share ({att['convention']})")
+        ["注意力占 FLOPs 的份额", "份额 f", f"kernel 快 {d.times(k_att, 1)}", "上限 1/(1-f)"],
+        f"注意力 kernel：杠杆就是注意力的份额（{att['convention']}）")
 linear = acc["linear_attention"]
 share_range = "–".join(course.figures()["attention_share_range"]["range"])
 if att["attention_kernel"] == "flash":
@@ -413,7 +413,7 @@ d.table([
      "measured share" if comm["basis"] == "measured" else
      "the estimate exceeds the step: none" if contradicted else
      "step-time model, the overlap flags turned on (exposed share)"],
-], ["rank", "lever", "kind", "projected speedup", "basis"],
+], ["次序", "杠杆", "类型", "预计提速", "依据"],
     "The six levers, course order (* the course's assumed value)")
 
 # %% [markdown]
@@ -518,7 +518,7 @@ chunked = alt["chunked"][1]
 d.table([[PHASE[name] + ("（峰值）" if name == mem["peak_phase"] else ""), d.gb(phase["bytes"]),
           "、".join(f"{part} {d.gb(value)}" for part, value in phase["contents"].items() if value)]
          for name, phase in mem["phases"].items()],
-        ["阶段", "显存", "构成"], f"Memory of the most loaded GPU by phase ({sc.gpu}, stage: {mem['stage']})")
+        ["阶段", "显存", "构成"], f"负载最重的卡各阶段的显存（{d.text(sc.gpu)}，流水线段：{mem['stage']}）")
 
 # %% [markdown]
 # {% if sc.recompute == "full" %}课程说“显存允许就把 full recompute 换成 selective”。按本场景的显存，{% if sel.fits %}**能**：selective recompute 要 {{ verdict(sel) }}，可以换，提速 {{ g_sel|times }}。{% elif sel_ce.fits %}单独换**不能**（{{ verdict(sel) }}）；先用分块交叉熵（{{ chunks }} 块）腾出 logits 的显存，就能：{{ verdict(sel_ce) }}。下面的排序只看单独换，所以那里记为不可行。{% else %}**不能**：selective recompute 要 {{ verdict(sel) }}；先用分块交叉熵（{{ chunks }} 块）也要 {{ sel_ce.total|gb }}。它的 {{ g_sel|times }} 在本场景拿不到，除非先从别处省出显存（更大的 TP、PP 或 CP{% if sc.zero_stage < 3 %}，更高的 ZeRO stage{% endif %}）。{% endif %}{% if "none" in alt %}完全关掉 recompute 要 {{ verdict(alt["none"][1]) }}。{% endif %}{% elif sc.recompute == "selective" %}本场景已经是 selective recompute；再关掉 recompute 要 {{ verdict(alt["none"][1]) }}。{% else %}本场景没有开 recompute，“换成 selective”这一问不存在：没有重算可省。{% endif %}micro batch 从 {{ b }} 加到 {{ 2 * b }} 要 {{ verdict(mem_double) }}。分块交叉熵（{{ chunks }} 块，{{ origin("ce_chunks")|safe }}）把峰值从 {{ mem.total|gb }} 降到 {{ verdict(chunked) }}：它省的是显存，不是时间{% if mem.peak_phase != "loss" %}，且只在峰值落在算 loss 时才省得下。{% else %}。{% endif %}
@@ -657,12 +657,12 @@ plt.show()
 
 # %% tags=["remove-input"]
 d.table([[name, f"{sig(part['seconds'])} s", d.pct(part["share"], 1)] for name, part in t["parts"].items()]
-        + [["predicted step (sum)", f"{sig(predicted_s)} s", d.pct(predicted_s / base_s, 1)]]
-        + ([["measured step (step_time)", f"{sig(base_s)} s", "100.0%"],
-            ["unexplained (measured - predicted)", f"{sig(t['unexplained_seconds'])} s",
+        + [["预测的一步（合计）", f"{sig(predicted_s)} s", d.pct(predicted_s / base_s, 1)]]
+        + ([["实测的一步（step_time）", f"{sig(base_s)} s", "100.0%"],
+            ["未解释（实测 − 预测）", f"{sig(t['unexplained_seconds'])} s",
              d.pct(t["unexplained_share"], 1)]] if measured_step else []),
-        ["part", "seconds", "share of the " + ("measured" if measured_step else "predicted") + " step"],
-        f"Step-time model on the most loaded GPU ({sc.gpu}, {t['generation']} efficiencies)")
+        ["部分", "秒", "占" + ("实测" if measured_step else "预测") + "一步的份额"],
+        f"负载最重的卡上的步长模型（{d.text(sc.gpu)}，{t['generation']} 代的效率）")
 
 # %% [markdown]
 # ### 杠杆，按本次运行排序
@@ -676,9 +676,9 @@ d.table([[i, a["lever"], d.times(a["speedup"], 3), f"{d.num(a['step_time'], 1)} 
           "yes" if a["feasible"] else ("no gain" if no_gain(a) else "no"),
           ", ".join(star(key) for key in a["rests_on"]), advice_note(a)]
          for i, a in enumerate(ranked, start=1)],
-        ["#", "lever", "speedup", "step time", "feasible", "rests on (* course assumption)", "note"],
-        f"Levers ranked by speedup for this run ({'predicted ' if step_said == '预测' else ''}step "
-        f"{d.num(sc.step_time, 1)} s now)")
+        ["#", "杠杆", "提速", "单步耗时", "可行", "依赖（* 为课程假设）", "说明"],
+        f"本场景的杠杆，按提速排序（现在{'预测的' if step_said == '预测' else ''}一步 "
+        f"{d.num(sc.step_time, 1)} 秒）")
 chosen = [by_lever[name] for name in combined["levers"]]
 how_projected = {
     "measured - saved": f"实测的一步减去模型预测省下的秒数；模型没有解释的 {d.num(t['unexplained_seconds'] or 0, 1)} 秒原样留着，"
@@ -762,9 +762,9 @@ for mark, words, candidates, said_gain in COURSE_LEVERS:
     rows.append([mark, words, said_gain, f"`{lever}`" if lever else "(not a lever of the model)",
                  rank_of.get(lever, "-"), d.times(a["speedup"], 3) if a else "-",
                  ("yes" if a["feasible"] else ("no gain" if no_gain(a) else "no")) if a else "-"])
-d.table(rows, ["course", "lever (course's words)", "course's gain", "model's lever", "model's rank",
-               "model's speedup", "feasible"],
-        "What to fix first: the course's order (06.8) beside this run's ranking (acc[\"advice\"])")
+d.table(rows, ["课程", "杠杆（课程的说法）", "课程给的收益", "模型的杠杆", "模型的排名",
+               "模型的提速", "可行"],
+        "先修什么：课程的次序（06.8）与本场景的排名（acc[\"advice\"]）对照")
 
 # %% tags=["remove-input"]
 top = next((a for a in ranked if gainful(a)), None)
@@ -1020,9 +1020,9 @@ d.md(text)
 # %% tags=["solution"]
 d.table([[part, d.gb(mem[part]), d.gb(mem_double[part]),
           d.times(mem_double[part] / mem[part]) if mem[part] else "-"] for part in parts]
-        + [["in flight (micro batches)", mem["in_flight"], mem_double["in_flight"], "-"]],
-        ["part", f"b = {b}", f"b = {2 * b}", "ratio"],
-        f"Most loaded GPU ({sc.gpu}, {d.gb(mem['capacity'], 0)}) when the micro batch doubles")
+        + [["在途的 micro batch 数", mem["in_flight"], mem_double["in_flight"], "-"]],
+        ["部分", f"b = {b}", f"b = {2 * b}", "倍数"],
+        f"micro batch 翻倍时负载最重的卡（{d.text(sc.gpu)}，{d.gb(mem['capacity'], 0)}）")
 
 # %% tags=["solution", "remove-input"]
 fixed = [part for part in parts if mem[part] and abs(mem_double[part] / mem[part] - 1) < 1e-9]
@@ -1090,7 +1090,7 @@ else:
 if searched is not None:
     shown_top = plan_text.as_table(searched, 5)
     d.table([cells for cells, own in shown_top["rows"] if not own], shown_top["columns"],
-            f"The 5 fastest of {searched.fitting:,} layouts that fit (predicted step; limit: the largest part)")
+            f"{searched.fitting:,} 个放得下的布局里最快的 5 个（预测步长；limit：占比最大的部分）")
 
 # %% tags=["remove-input"]
 if searched is not None:
@@ -1177,9 +1177,9 @@ else:
 part_names = list(pair[0].parts) if pair else []
 if pair:
     d.table([[part] + [f"{r.parts[part]:.3f}" for r in pair] for part in part_names]
-            + [["step (s)"] + [f"{r.seconds:.3f}" for r in pair]],
-            ["part (s)"] + [f"布局{name}" for name in names[:len(pair)]],
-            "The two layouts' predicted parts (step_time.PARTS), seconds per step")
+            + [["一步（秒）"] + [f"{r.seconds:.3f}" for r in pair]],
+            ["部分（秒）"] + [f"布局{name}" for name in names[:len(pair)]],
+            "两个布局预测的各部分（step_time.PARTS），每步的秒数")
 
 # %% tags=["solution", "remove-input"]
 if pair:

@@ -197,15 +197,16 @@ def as_text(plan: search.Plan, top: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: The columns of the handouts' table (`as_table`).
+#: The columns of the handouts' table (`as_table`): the pages are Chinese (the layout's keys
+#: and the limit's name stay as the command line writes them).
 TABLE_COLUMNS = (
-    "rank",
-    "layout",
-    "step",
+    "名次",
+    "布局",
+    "一步",
     "tokens/s",
     "MFU",
-    "peak memory",
-    "limit",
+    "显存峰值",
+    "限制（limit）",
 )
 
 
@@ -233,24 +234,23 @@ def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
         for item in items
     ]
     summary = [
-        f"{data['gpus']:,} x {data['gpu']}, global batch {data['global_batch']:,} x seq_len "
-        f"{data['seq_len']:,}: {data['searched']:,} layouts searched, {data['fitting']:,} fit "
-        f"({data['usable_bytes'] / 1e9:.1f} GB usable per GPU); the {len(data['layouts'])} "
-        "fastest by predicted step."
+        f"{data['gpus']:,} × {data['gpu']}，全局 batch {data['global_batch']:,} × seq_len "
+        f"{data['seq_len']:,}：搜索了 {data['searched']:,} 种布局，{data['fitting']:,} 种放得下"
+        f"（每张卡可用 {data['usable_bytes'] / 1e9:.1f} GB）；下表是预测步长最短的 "
+        f"{len(data['layouts'])} 种。"
     ]
     if data["own_note"]:
-        summary.append(f"The scenario's own layout is not ranked: {data['own_note']}.")
+        summary.append(f"本场景自己的布局没有排名：{data['own_note']}。")
     elif data["own_rank"] is not None:
         summary.append(
-            f"The scenario's own layout (marked) ranks {data['own_rank']:,} of {data['fitting']:,}."
+            f"本场景自己的布局（高亮）在 {data['fitting']:,} 种里排第 {data['own_rank']:,}。"
         )
     return {
         "columns": list(TABLE_COLUMNS),
         "rows": rows,
         "summary": summary,
         "findings": [
-            f"[{'holds' if f['holds'] else 'does not hold'}] {f['statement']}"
-            for f in data["findings"]
+            f"[{'成立' if f['holds'] else '不成立'}] {f['statement']}" for f in data["findings"]
         ],
     }
 

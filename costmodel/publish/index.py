@@ -144,8 +144,8 @@ def plan_section(plan: dict[str, Any] | str | None) -> str:
     head = (
         "<h2>放得下的并行布局，按预测的一步排序（<code>costmodel plan</code>）</h2>"
         "<p>本场景的模型、全局 batch 和序列长度在它的 GPU 上所有可行的并行布局，按步长模型预测的"
-        "一步排序；放不放得下由显存模型判断。表和结论是命令行 <code>costmodel plan</code> 的输出"
-        "（英文）。</p>"
+        "一步排序；放不放得下由显存模型判断。布局的键和结论的句子照录命令行 <code>costmodel plan</code> "
+        "的输出（英文）。</p>"
     )
     if isinstance(plan, str):
         return f'{head}<p class="failed">没有放得下的布局：{html.escape(plan)}</p>'

@@ -295,10 +295,11 @@ def test_08_waterfall_runs_from_the_predicted_parts_to_the_measured_step(course_
     acc = course_account
     t = acc["time"]
     text = _shown(nb)
-    assert f"unexplained (measured - predicted) | {t['unexplained_seconds']:.4g} s" in text
+    unexplained = f"{t['unexplained_seconds']:.4g} s"
+    assert re.search(rf"未解释（实测 − 预测）(?: \| |</td><td>){re.escape(unexplained)}", text)
     assert f"**没有解释的 {t['unexplained_seconds']:.3g} 秒" in text
     assert f"这一步应当要 **{t['predicted_seconds']:.3g} 秒**" in text
-    assert "课程的顺序是" in text and "model's rank" in text
+    assert "课程的顺序是" in text and "模型的排名" in text
     top = next(a for a in acc["advice"] if a["feasible"] and a["speedup"] >= 1.0005)
     assert f"`{top['lever']}`" in text.split("课程的顺序是")[1]
 
@@ -310,6 +311,7 @@ def test_08_and_10_say_predicted_when_step_time_is_null(step_runs):
         text = _shown(step_runs[("null", stem)])
         assert "步长模型的预测：场景的 `step_time` 为 null" in text, stem
         assert "unexplained (measured - predicted)" not in text, stem
+        assert "未解释（实测 − 预测）" not in text, stem
     page = _shown(step_runs[("null", "08_optimization_path")])
     assert "**预测值**" in page and "实测的一步是" not in page
     assert "本场景的一步本来就是预测的" in _shown(step_runs[("null", "10_exercises")])

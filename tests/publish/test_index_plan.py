@@ -39,10 +39,10 @@ def test_index_shows_the_course_plan():
         assert cells[2] == f"{want.seconds:,.3f} s"
     own = [r for r in rows if r[0] == "*"]
     assert len(own) == 1 and own[0][1] == f"{found.own_rank:,}"
-    assert f"ranks {found.own_rank:,} of {found.fitting:,}" in html.unescape(page)
-    assert html.unescape(page).count("[holds]") + html.unescape(page).count(
-        "[does not hold]"
-    ) == len(plan_text.as_json(found, plan.TOP)["findings"])
+    assert f"在 {found.fitting:,} 种里排第 {found.own_rank:,}" in html.unescape(page)
+    assert html.unescape(page).count("[成立]") + html.unescape(page).count("[不成立]") == len(
+        plan_text.as_json(found, plan.TOP)["findings"]
+    )
 
 
 def test_index_says_why_no_layout_fits():
