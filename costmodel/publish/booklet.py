@@ -111,6 +111,9 @@ def booklet_html(pages: list[Path], title: str, fonts: str = "") -> str:
         '<!DOCTYPE html>\n<html lang="zh-CN"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title>{styles}{fonts}"
         "<style>.booklet-part + .booklet-part { break-before: page; page-break-before: always; }"
+        # the index's tables (the scenario's inputs: about 80 rows) may run on to the next page
+        # (the sections' stylesheet keeps a table whole, which left the index a near-blank page)
+        ".booklet-part:first-child table { break-inside: auto; page-break-inside: auto; }"
         ".handout-banner { display: none; }</style></head>"
         f"<body><main>{''.join(parts)}</main></body></html>"
     )

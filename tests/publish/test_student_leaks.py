@@ -104,3 +104,15 @@ def test_the_booklet_gives_no_exercise_away(student, exercises):
     pages += [(f"booklet {stem}", ex, text) for stem, ex, text in zip(stems, answers, texts)]
     found = _excused(leaks(pages), pages, set())
     assert not found, "\n".join(found)
+
+
+def test_the_booklet_has_no_near_blank_page(student):
+    """No printed page holds only a heading or a line (a table kept whole moved to the next page
+    and left the index's page 3 with two lines): each page has some 40 characters besides its
+    number."""
+    from pypdf import PdfReader
+
+    pages = PdfReader(student / "booklet.pdf").pages
+    text = [re.sub(r"\s|\d+ / \d+", "", page.extract_text()) for page in pages]
+    short = [(n, t[:40]) for n, t in enumerate(text, start=1) if len(t) < 40]
+    assert not short, short
