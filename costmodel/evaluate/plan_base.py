@@ -27,13 +27,7 @@ def _inputs(sc: Scenario, changes: dict[str, Any] | None = None) -> dict[str, An
     policy = data["recompute"]
     if policy != sc.recompute or policy != "selective":
         data.pop("selective_recompute_fraction", None)
-    if policy != "selective":
-        data.pop("recompute_modules", None)
-    if policy != "full":
-        data.pop("recompute_num_layers", None)
-        data.pop("recompute_method", None)
-    if data["tensor_parallel"] == 1:
-        data["sequence_parallel"] = False
+    run.drop_unused_inputs(data)
     if data.get("pipeline_schedule") != "interleaved":
         data.pop("virtual_pipeline", None)
     return data

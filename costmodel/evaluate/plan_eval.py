@@ -184,15 +184,8 @@ class Evaluator:
         """The least peak of the core over `policies`, every ZeRO stage and schedule: at ZeRO
         3 and the schedule that holds the fewest micro batches (the peak grows with the states
         and the micro batches in flight), as `_peaks` computes it, for one point."""
-        shape, params = self.shape, self.params
-        tp, pp, ep = core.tp, core.pp, core.ep
-        tokens = core.micro_batch * self.base.seq_len / core.cp / (tp if core.sp else 1)
-        gradients = 2 * 2 * tokens * shape.hidden_size
-        head = 0 if shape.tie_word_embeddings and pp == 1 else params["lm_head"]
-        experts = params["experts"] / (tp * pp * ep)
-        layer_params = params["layers"] / (tp * pp) + experts
-        first = layer_params + params["embedding"] / tp + (head / tp if pp == 1 else 0)
-        last = layer_params + head / tp
+        pp, ep = core.pp, core.ep
+        gradients, experts, first, last = self._stage_params(core)
         per_step = max(1, int(core.micro_batches))
         flight = min(act.in_flight_micro_batches(pp, per_step, s.virtual or 1) for s in schedules)
         ranks = core.dp * core.cp
@@ -210,12 +203,12 @@ class Evaluator:
             least = min(least, peak)
         return least
 
-    def _peaks(self, core: Core, schedules: list[Schedule]) -> np.ndarray:
-        """[recompute policy, ZeRO stage, schedule]: the phases of gpu_memory.most_loaded."""
+    def _stage_params(self, core: Core) -> tuple[float, float, float, float]:
+        """The pieces of a stage's peak both `_least_peak` and `_peaks` use: the bytes of one
+        layer's activation gradient in flight, the expert parameters per GPU, and the
+        parameters on the first and the last pipeline stage's GPU."""
         shape, params = self.shape, self.params
         tp, pp, ep = core.tp, core.pp, core.ep
-        pieces = np.array([self._activations(core, rc) for rc in self.options])
-        saved, working, outside, logits = (pieces[:, i, None, None] for i in range(4))
         tokens = core.micro_batch * self.base.seq_len / core.cp / (tp if core.sp else 1)
         gradients = 2 * 2 * tokens * shape.hidden_size
         head = 0 if shape.tie_word_embeddings and pp == 1 else params["lm_head"]
@@ -223,6 +216,14 @@ class Evaluator:
         layer_params = params["layers"] / (tp * pp) + experts
         first = layer_params + params["embedding"] / tp + (head / tp if pp == 1 else 0)
         last = layer_params + head / tp
+        return gradients, experts, first, last
+
+    def _peaks(self, core: Core, schedules: list[Schedule]) -> np.ndarray:
+        """[recompute policy, ZeRO stage, schedule]: the phases of gpu_memory.most_loaded."""
+        pp, ep = core.pp, core.ep
+        pieces = np.array([self._activations(core, rc) for rc in self.options])
+        saved, working, outside, logits = (pieces[:, i, None, None] for i in range(4))
+        gradients, experts, first, last = self._stage_params(core)
         per_step = max(1, int(core.micro_batches))
         flight = np.array(
             [act.in_flight_micro_batches(pp, per_step, s.virtual or 1) for s in schedules]

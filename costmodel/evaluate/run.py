@@ -253,6 +253,19 @@ def _candidates(sc: Scenario, shape: ModelShape) -> list[tuple[str, dict, str]]:
 _NOT_INPUTS = ("name", "sequence_lengths")
 
 
+def drop_unused_inputs(data: dict[str, Any]) -> None:
+    """In place, the input keys a scenario resolved again must not carry: those the recompute
+    policy does not take, and sequence parallelism without TP (variant's and the plan's rule)."""
+    policy = data["recompute"]
+    if policy != "selective":
+        data.pop("recompute_modules", None)
+    if policy != "full":
+        data.pop("recompute_num_layers", None)
+        data.pop("recompute_method", None)
+    if data["tensor_parallel"] == 1:
+        data["sequence_parallel"] = False
+
+
 def variant(sc: Scenario, changes: dict[str, Any]) -> Scenario | None:
     """The scenario with ``changes`` resolved again (the layout checked and DP, EP derived), or
     None where the validator refuses it (a layout that does not divide)."""
@@ -267,14 +280,7 @@ def variant(sc: Scenario, changes: dict[str, Any]) -> Scenario | None:
     data.update(changes)
     if "recompute_modules" in changes or "recompute" in changes:
         data.pop("selective_recompute_fraction", None)  # a stated r was for the old modules
-    policy = data["recompute"]
-    if policy != "selective":
-        data.pop("recompute_modules", None)
-    if policy != "full":
-        data.pop("recompute_num_layers", None)
-        data.pop("recompute_method", None)
-    if data["tensor_parallel"] == 1:
-        data["sequence_parallel"] = False
+    drop_unused_inputs(data)
     if "expert_parallel" in data and sc.num_experts:  # refit EP to the new DP
         gpus = data["num_gpus"]
         dp = gpus // (
