@@ -10,6 +10,7 @@ costmodel.validate_memory); the phases and their peak (costmodel.derive.memory).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 from costmodel.derive import activations as act
@@ -61,10 +62,11 @@ def _layer_kinds(shape: ModelShape, sc: Scenario) -> list[tuple[str, str, int]]:
     """(mixer, mlp, count) of the model's layer kinds, MTP layers counted when they are."""
     counts: dict[tuple[str, str], int] = {}
     mixer_full = "mla" if shape.mla else "attention"
-    for layer_type, moe in zip(shape.layer_types, shape.moe_layer_flags):
+    # counted in C (a model may have 100,000 layers), in the order the kinds first appear
+    for (layer_type, moe), n in Counter(zip(shape.layer_types, shape.moe_layer_flags)).items():
         mixer = mixer_full if layer_type == FULL_ATTENTION else "gated_deltanet"
         key = (mixer, "moe" if moe else "dense")
-        counts[key] = counts.get(key, 0) + 1
+        counts[key] = counts.get(key, 0) + n
     mtp = sc.num_mtp_layers
     if mtp:
         key = (mixer_full, "moe" if shape.is_moe else "dense")

@@ -107,9 +107,10 @@ def shape_from_keys(values: Mapping[str, Any]) -> tuple[ModelShape, str]:
     if course_head_dim:
         assumed_notes.append(f"head_dim {head_dim} (course)")
     every = values["full_attention_every"]
-    layer_types = tuple(
-        FULL_ATTENTION if (i + 1) % every == 0 else LINEAR_ATTENTION for i in range(layers)
-    )
+    # layer i is full attention when (i + 1) % every == 0; built in C (up to 100,000 layers)
+    layer_types = ((LINEAR_ATTENTION,) * (every - 1) + (FULL_ATTENTION,)) * (layers // every) + (
+        LINEAR_ATTENTION,
+    ) * (layers % every)
     base = Base(
         "scenario keys", hidden, layers, values["vocab_size"], heads, kv_heads, False, layer_types
     )
@@ -149,7 +150,8 @@ def _mlp_from_keys(values: Mapping[str, Any], notes: list[str]) -> Mlp:
     if ffn is None and first_dense:
         ffn = 4 * hidden
         notes.append("FFN width 4 x hidden (course rule)")
-    flags = tuple(i >= first_dense for i in range(layers))
+    dense = min(first_dense, layers)
+    flags = (False,) * dense + (True,) * (layers - dense)  # layer i is MoE when i >= first_dense
     gated = activation == "swiglu"
     act = "silu" if gated else "gelu"
     if not experts:

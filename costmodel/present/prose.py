@@ -20,6 +20,7 @@ point: every name the code cells above it defined.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -121,15 +122,18 @@ def _line(error: BaseException) -> int | None:
     return line
 
 
+@functools.lru_cache(maxsize=1024)
+def _compiled(template: str) -> jinja2.Template:
+    """A template compiled once per process: a kernel fills the same cells for every scenario it
+    runs, and compiling one (Jinja2 writes and compiles Python) costs more than filling it."""
+    return ENVIRONMENT.from_string(_TAG_LINE.sub("\\1{#\n#}", template))
+
+
 def render(template: str, namespace: dict[str, Any]) -> str:
     """`template` filled with the values of `namespace` (no empty line at either end); ProseError
     if it cannot be."""
     try:
-        return (
-            ENVIRONMENT.from_string(_TAG_LINE.sub("\\1{#\n#}", template))
-            .render(namespace)
-            .strip("\n")
-        )
+        return _compiled(template).render(namespace).strip("\n")
     except Exception as error:  # every failure of a template, as one error naming its line
         line = _line(error)
         where = f"line {line}: " if line else ""

@@ -53,7 +53,7 @@ class Base:
 
     @property
     def n_full(self) -> int:
-        return sum(1 for t in self.layer_types if t == FULL_ATTENTION)
+        return self.layer_types.count(FULL_ATTENTION)
 
     @property
     def n_linear(self) -> int:
@@ -236,12 +236,12 @@ def _layer_types(f: Fields, num_layers: int) -> tuple[str, ...]:
 
 def period(layer_types: tuple[str, ...]) -> int | None:
     """p such that the full-attention layers are exactly those with (i + 1) % p == 0, else None."""
-    n = len(layer_types)
-    full = {i for i, t in enumerate(layer_types) if t == FULL_ATTENTION}
-    if not full:
+    if FULL_ATTENTION not in layer_types:
         return None
-    p = min(full) + 1  # the only candidate: the first layer i with (i + 1) % p == 0 is p - 1
-    return p if full == set(range(p - 1, n, p)) else None
+    p = layer_types.index(FULL_ATTENTION) + 1  # the only candidate: the first full layer is p - 1
+    every_p = layer_types[p - 1 :: p]  # layers p - 1, 2p - 1, ...: all full, and no other one
+    full = every_p.count(FULL_ATTENTION)
+    return p if full == len(every_p) == layer_types.count(FULL_ATTENTION) else None
 
 
 # ---------------------------------------------------------------------------------------------
