@@ -104,6 +104,50 @@ def notebook_kernel():
     kernel.shutdown()
 
 
+@pytest.fixture(scope="session")
+def course_handouts(tmp_path_factory, worker_id):
+    """The course's handouts, both editions with their booklets: (sections, folder, timings),
+    built once per test run. Under pytest-xdist the first worker that asks builds them, holding
+    a lock, in the run's temporary folder that every worker sees; the others wait for it and
+    read the same build (test_handouts and test_student_leaks each built it: 20 s of a worker).
+    The tests read it and never write into it. The build must leave the stored notebooks as they
+    were: the fixture checks it."""
+    import fcntl
+    import hashlib
+    import pickle
+
+    from costmodel.publish import handouts, suite
+
+    def digest():
+        return {
+            p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in suite.NOTEBOOKS.glob("*.ipynb")
+        }
+
+    def build(top: Path):
+        timings: dict[str, float] = {}
+        before = digest()
+        sections, folder = handouts.build(
+            out=top / "course", progress=False, edition="both", pdf=True, timings=timings
+        )
+        assert digest() == before, "the stored notebooks were modified"
+        return sections, folder, timings
+
+    if worker_id == "master":  # no pytest-xdist: this process is the only one
+        return build(tmp_path_factory.mktemp("course-handouts"))
+    top = tmp_path_factory.getbasetemp().parent / "course-handouts"  # the run's, every worker's
+    top.mkdir(exist_ok=True)
+    done = top / "built.pickle"
+    with open(top / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not done.exists():
+                done.write_bytes(pickle.dumps(build(top)))
+            return pickle.loads(done.read_bytes())
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 #: The test modules that take longest, longest first (measured under pytest-xdist on this 2-core
 #: machine, shared and loaded: these took about 1,100 of the 1,370 s the tests took on the two
 #: workers together).

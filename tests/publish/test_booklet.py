@@ -15,6 +15,7 @@ import uuid
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pdf_text
 import psutil
 import pytest
 from conftest import missing
@@ -68,9 +69,7 @@ def test_booklet_title_is_the_name_as_text(tmp_path, name):
 
 
 def _printed_text(pdf: Path) -> str:
-    from pypdf import PdfReader
-
-    return "\n".join(page.extract_text() or "" for page in PdfReader(pdf).pages)
+    return pdf_text.text(pdf)
 
 
 def _need_chromium():

@@ -9,6 +9,7 @@ import re
 import shutil
 
 import nbformat
+import pdf_text
 import pytest
 from conftest import missing
 
@@ -120,7 +121,7 @@ def _pdf_pages(pdf) -> tuple[list[str], set[str]]:
     for page in reader.pages:
         for font in (page.get("/Resources", {}).get("/Font") or {}).values():
             kinds.add(str(font.get_object().get("/Subtype")))
-    return [page.extract_text() or "" for page in reader.pages], kinds
+    return pdf_text.page_texts(pdf), kinds
 
 
 def test_student_booklet_has_no_blank_page_and_no_type3_font(tmp_path):

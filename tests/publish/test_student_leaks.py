@@ -7,11 +7,12 @@ import re
 import shutil
 
 import nbformat
+import pdf_text
 import pytest
 from answer_leaks import course_answers, html_text, leaks, run_givens
 from conftest import missing
 
-from costmodel.publish import handouts, suite
+from costmodel.publish import suite
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: The pages a student can open before the first section: the index and the conventions.
@@ -19,13 +20,13 @@ FRONT = ("index.html", "conventions.html")
 
 
 @pytest.fixture(scope="module")
-def student(tmp_path_factory):
+def student(course_handouts):
+    """The student edition of the course's build (tests/conftest.py: once per test run)."""
     if CHROMIUM is None:
         missing("chromium not installed (it prints the booklet)")
-    out = tmp_path_factory.mktemp("student") / "course"
-    sections, folder = handouts.build(out=out, progress=False, edition="student", pdf=True)
+    sections, folder, _ = course_handouts
     assert [s.error for s in sections] == [None] * len(sections)
-    return folder
+    return folder / "student"
 
 
 @pytest.fixture(scope="module")
@@ -83,12 +84,9 @@ def test_no_html_page_gives_an_exercise_away(student, exercises):
 def _booklet_sections(pdf, count: int) -> list[str]:
     """The booklet's text: what comes before section 01 (the index), then each section's pages
     (a section starts on a new page whose first line is its number, "04 Padding 与 packing")."""
-    from pypdf import PdfReader
-
     sections = [[] for _ in range(count + 1)]
     current = 0
-    for page in PdfReader(pdf).pages:
-        text = page.extract_text()
+    for text in pdf_text.page_texts(pdf):
         number = re.match(r"(\d\d) ", text)
         if number and int(number.group(1)) == current + 1:
             current += 1
@@ -110,9 +108,7 @@ def test_the_booklet_has_no_near_blank_page(student):
     """No printed page holds only a heading or a line (a table kept whole moved to the next page
     and left the index's page 3 with two lines): each page has some 40 characters besides its
     number."""
-    from pypdf import PdfReader
-
-    pages = PdfReader(student / "booklet.pdf").pages
-    text = [re.sub(r"\s|\d+ / \d+", "", page.extract_text()) for page in pages]
+    pages = pdf_text.page_texts(student / "booklet.pdf")
+    text = [re.sub(r"\s|\d+ / \d+", "", page) for page in pages]
     short = [(n, t[:40]) for n, t in enumerate(text, start=1) if len(t) < 40]
     assert not short, short
