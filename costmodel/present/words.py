@@ -106,14 +106,14 @@ def convention(name: str) -> str:
 
 #: The notes of a shape's source (inputs.model_shape, evaluate.gemm_rows), as patterns.
 _SHAPE_NOTES = (
-    (r"config of (.+)", r"\1 的 config"),
+    (r"config of ([^,;]+)", r"\1 的 config"),
     (r"scenario keys", "由场景的键构造"),
     (r"no GQA", "没有 GQA"),
     (r"head_dim (\d+) \(course\)", r"head_dim \1（课程的假设）"),
     (r"linear-attention projections unknown, left out", "线性注意力的投影宽度未知，不计"),
     (r"SwiGLU MLP", "SwiGLU MLP"),
     (r"FFN width 4 x hidden \(course rule\)", "FFN 宽度取 4 × hidden（课程的规则）"),
-    (r"expert width (\d+) of (.+)", r"专家宽度 \1（取自 \2）"),
+    (r"expert width (\d+) of ([^,;]+)", r"专家宽度 \1（取自 \2）"),
     (r"no shared expert", "没有共享专家"),
     (r"rows of an EP group of (\d+)", r"专家 GEMM 的行数按 \1 卡的 EP 组汇集"),
     (
@@ -137,9 +137,11 @@ def shape_source(text: str, ep: bool = True) -> str:
     for part in text.split("; "):
         if not ep and part.startswith("rows of an EP group"):
             continue
-        if part.startswith("assumed: "):
-            notes = part.removeprefix("assumed: ").split(", ")
-            parts.append("假设：" + "，".join(_note(n) for n in notes))
+        if part.startswith("assumed: "):  # notes joined by ", " (a note may hold one itself)
+            notes = part.removeprefix("assumed: ")
+            for pattern, zh in _SHAPE_NOTES:
+                notes = re.sub(rf"(?<![^ ,]){pattern}(?![^,])", zh, notes)
+            parts.append("假设：" + notes.replace(", ", "，"))
         else:
             parts.append(_note(part))
     return "；".join(parts)
