@@ -8,7 +8,9 @@ ALLOWED_WORDS and ALLOWED_PHRASES and the identifiers of IDENTIFIERS; a token wi
 underscore, a dot or a slash, or with capitals inside it (`seq_len`, `H20`, `MFU`, `DeepSeek`)
 is an identifier, not a word, and a single letter is a variable. The same text has no stray space
 from joined strings (a space between a full-width punctuation mark and a Han character or another
-such mark, or between two Han characters) and one kind of quotation marks (“”, not "" or 「」).
+such mark, or between two Han characters), one kind of quotation marks (“”, not "" or 「」),
+and no Markdown emphasis left unrendered (`**` shows where a bold span's closing marker follows
+a full-width mark and precedes a letter).
 """
 
 from __future__ import annotations
@@ -150,4 +152,6 @@ def problems(page: str, names: tuple[str, ...] = ()) -> list[tuple[str, str]]:
             out.append(("stray space", text))
         if _OTHER_QUOTES.search(text):
             out.append(("quotation marks", text))
+        if "**" in text:  # Markdown's bold left as it was written (CommonMark's flanking rules)
+            out.append(("unrendered emphasis", text))
     return out

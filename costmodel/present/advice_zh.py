@@ -28,6 +28,17 @@ def fitting(mem: MemoryFigure | dict[str, Any]) -> str:
     )
 
 
+def _step(before: float, after: float) -> str:
+    """The predicted step before and after a change: "A 秒 → B 秒" only where B is shorter (a
+    page's arrow is a gain), else said in words."""
+    a, b = sig4(before), sig4(after)
+    if a == b:
+        return f"预测一步不变（{a} 秒）"
+    if after < before:
+        return f"预测一步 {a} 秒 → {b} 秒"
+    return f"预测一步反而变长：改前 {a} 秒，改后 {b} 秒"
+
+
 def _keys(changes: dict[str, Any]) -> str:
     return "、".join(_code(f"{key}: {value}") for key, value in changes.items())
 
@@ -88,8 +99,8 @@ def _router_straggler(f: dict[str, Any]) -> str:
     return (
         f"路由专家的 GEMM（预测 {sig4(f['experts'])} 秒，按均衡负载）在负载最重的 EP rank 上，"
         f"按模拟的路由，拖后腿系数 {decimals(f['straggler'], 2)}（`router_skew` {short(f['skew'])}，"
-        f"未实测时是假设）；按负载放置专家后降到 {decimals(f['greedy'], 2)}；预测一步 "
-        f"{sig4(f['before'])} 秒 → {sig4(f['after'])} 秒（不是场景键，不参与合计）"
+        f"未实测时是假设）；按负载放置专家后降到 {decimals(f['greedy'], 2)}；"
+        f"{_step(f['before'], f['after'])}（不是场景键，不参与合计）"
     )
 
 
@@ -161,7 +172,7 @@ NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
 
 
 def _repredicted(again: Repredicted) -> str:
-    text = f"；预测一步 {sig4(again.before)} 秒 → {sig4(again.after)} 秒；{fitting(again.memory)}"
+    text = f"；{_step(again.before, again.after)}；{fitting(again.memory)}"
     return text if again.gain else text + "；没有收益：按模型并不更快"
 
 
