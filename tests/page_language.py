@@ -74,6 +74,8 @@ _STRAY_SPACE = re.compile(
     rf"[{_FULL_WIDTH}] (?=[{_HAN}{_FULL_WIDTH}])|(?<=[{_HAN}{_FULL_WIDTH}]) [{_FULL_WIDTH}]"
     rf"|[{_HAN}] [{_HAN}]"
 )
+#: Markdown's bold left as it was written (CommonMark's flanking rules), not a power (`s**2`).
+_BOLD_LEFT = re.compile(r"(?<![\w*])\*\*(?=\S)")
 _OTHER_QUOTES = re.compile(rf"[「」『』]|\"(?=[{_HAN}])|(?<=[{_HAN}])\"")
 
 
@@ -152,6 +154,6 @@ def problems(page: str, names: tuple[str, ...] = ()) -> list[tuple[str, str]]:
             out.append(("stray space", text))
         if _OTHER_QUOTES.search(text):
             out.append(("quotation marks", text))
-        if "**" in text:  # Markdown's bold left as it was written (CommonMark's flanking rules)
+        if _BOLD_LEFT.search(text):
             out.append(("unrendered emphasis", text))
     return out

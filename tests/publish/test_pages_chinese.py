@@ -24,6 +24,7 @@ def test_the_check_finds_english_sentences_spaces_and_quotes():
         "<p>课程场景的 selective 重算（由模块推出） 给出系数 1.000</p>"
         '<p>典型 MFU 表「上述」一行，"引号"</p>'
         "<p>实测的一步里，**没有解释的 72.9 秒（60.7%）**不属于任何一项</p>"
+        "<table><tr><td>dS = 2*d_h*s**2</td></tr></table>"  # a power, not emphasis
     )
     found = problems(page)
     words = english(" ".join(blocks(page)))
