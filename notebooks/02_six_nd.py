@@ -169,8 +169,8 @@ d.eq(sp.latex(sp.Eq(recompute_factor, course_selective)) + r"\;\Rightarrow\; r",
 # %% tags=["remove-input"]
 sel = acc["projections"]["selective_recompute"]
 fraction = sel["weights_fraction"]  # r of this scenario's selective recompute, derived
-modules = "、".join(f"`{m}`" for m in sel["modules"])
-origin = ("由场景键 `selective_recompute_fraction` 直接给定" if sel["fraction_from"] == "scenario" else
+modules = "、".join(sel["modules"])  # the claims table is HTML: no code spans
+origin = ("由场景键 selective_recompute_fraction 直接给定" if sel["fraction_from"] == "scenario" else
           f"由重算的模块 {modules} 推出")  # for the claims table
 same_r = abs(fraction - float(r_course)) < 1e-12
 
@@ -218,7 +218,7 @@ plt.show()
 # %% [markdown]
 # ## 7. 课程怎么说，本页算出什么
 #
-# 下表把课程在这个话题上的说法与本页的推导、本场景的数字并排放：推导出的系数与场景无关，课程 run 的具体数字则只对课程场景才能直接比较。
+# 下表把课程在这个话题上的说法与本页的推导、本场景的数字并排放：推导出的系数与场景无关，课程那次运行的具体数字则只对课程场景才能直接比较。
 
 # %% tags=["remove-input"]
 own = bool(sc.changed)
@@ -248,12 +248,12 @@ rows = [
      (f"激活 {d.sci(sc.activated_params)}，总参数 {d.sci(sc.total_params)}（{d.times(ratio, 1)}）"
       if moe else f"稠密模型：N = {d.sci(sc.activated_params)}，总参数 {d.sci(sc.total_params)}"),
      d.verdict(True, ("没被路由到的专家对这个 token 不做乘法，6ND 只数每个 token 经过的矩阵乘参数"
-                      + ("；课程的 3e9 是课程 run 的数，中间一列是你的模型" if own else ""))
+                      + ("；课程的 3e9 是课程那次运行的数，中间一列是你的模型" if own else ""))
                if moe else "稠密模型没有路由，规则同样适用，N 与总参数之间只差不做乘法的参数")),
     (f"误把总参数代进 6ND，MFU 成了 {course.claim('total_params_mistake')}",
      f"按总参数 {d.pct(wrong)}，按激活参数 {d.pct(right)}（{d.times(ratio, 1)}）",
      d.verdict(wrong_close,
-               (("课程的数说的是课程的 run；" + ("你的场景总参数与激活参数相同，这个错算不出差别"
+               (("课程的数说的是课程那次运行；" + ("你的场景总参数与激活参数相同，这个错算不出差别"
                  if ratio < 1 + 1e-9 else f"你的场景按同样的错法得 {d.pct(wrong)}")) if own else
                 f"总参数是激活参数的 {d.times(ratio, 1)}，错算就把 MFU 放大同样的倍数")
                + ("，超过 100%，一眼可见是错的" if wrong > 1 else ""))),

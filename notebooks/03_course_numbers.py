@@ -321,7 +321,7 @@ else:
 # {% if not own %}
 # 项目自报的是 {{ reported_range }}。两个标准口径里，MFU（{{ acc.mfu|pct }}）离区间 {{ (100 * mfu_gap)|decimals(2) }} 个百分点，HFU（{{ acc.hfu|pct }}）离区间 {{ (100 * hfu_gap)|decimals(2) }} 个百分点：{% if closer %}项目报的数更可能是 **{{ closer }}** 口径。{% else %}两者离区间一样远，分不出口径。{% endif %}{% if inside %}把 N 换成模型卡上的公开激活数后，{{ inside|join("、") }}落进了区间；最贴合的解释是“{{ best_label }}”（{{ best_value|pct }}）。{% else %}所有候选里最近的是“{{ best_label }}”（{{ best_value|pct }}）。{% endif %}
 # {% else %}
-# “{{ reported_range }}” 是课程项目自报的数，只对应课程的场景，这里不拿它和本场景比较。上表列出了本场景在各口径下的数值，可以拿来和你们自己报告的利用率对照：先弄清报告用的是 MFU 还是 HFU、N 取的是哪一种。
+# “{{ reported_range }}”是课程项目自报的数，只对应课程的场景，这里不拿它和本场景比较。上表列出了本场景在各口径下的数值，可以拿来和你们自己报告的利用率对照：先弄清报告用的是 MFU 还是 HFU、N 取的是哪一种。
 # {% endif %}
 
 # %% tags=["remove-input"]

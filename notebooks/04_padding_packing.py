@@ -40,6 +40,7 @@ from costmodel.derive.attention import attention_training_flops, sum_of_squares_
 from costmodel.derive.symbols import D, s_mean
 from costmodel.evaluate import packing
 from costmodel.present import display as d
+from costmodel.present import words
 
 sc, acc = d.load(scenario_file, overrides)
 pad = acc["padding"]
@@ -291,19 +292,19 @@ rows_over = att_rows > att_sq * (1 + 1e-9)  # whole rows squared count more than
 # %% [markdown]
 # **每步的注意力核心 FLOPs（与账上同一口径）**
 #
-# | 每步的注意力核心 | 增长方式 | FLOPs（{{ conv }} 口径） |
+# | 每步的注意力核心 | 增长方式 | FLOPs，按{{ words.convention(conv) }} |
 # |---|---|---|
 # {% if not packed %}
 # | 定长补齐：每个样本都按 S | B · S² | {{ att_padded|sci }} |
 # {% endif %}
 # | 装箱成行，普通因果掩码（错误） | 行数 · S² | {{ att_rows|sci }} |
-# | {% if team is none %}账上的“actual”：平均长度{% else %}只用平均长度（课程的读法）{% endif %} | B · s̄² | {{ att_mean|sci }} |
+# | {% if team is none %}账上的 `actual` 读数：平均长度{% else %}只用平均长度（课程的读法）{% endif %} | B · s̄² | {{ att_mean|sci }} |
 # | {% if team is none %}块对角，按真实长度{% else %}块对角，按文件（账上）{% endif %} | Σ s_i² | {{ att_sq|sci }} |
 #
 # {% if equal %}本场景的{% if team is none %}合成样本{% else %}样本（截断后）{% endif %}全都等长（{{ lengths[0]|int|num }}），$\sum s_i^2$ 恰好等于 $n\bar{s}^2$：按均值算的注意力 FLOPs（{{ att_mean|sci }}）没有少算。分布越散，均值低估得越多。{% elif team is none %}本场景合成分布下 $\sum s_i^2$ 是 $n\bar{s}^2$ 的 **{{ ratio|num(3) }} 倍**：账上按均值算的注意力 FLOPs（{{ att_mean|sci }}）少算了，按真实长度是 {{ att_sq|sci }}，比它多 **{{ (ratio - 1)|pct(1) }}**。分布越散，差得越多；只有所有样本等长时两者才相等。{% else %}团队的长度下，每步 $\sum s_i^2$ = {{ actual.sum_squared_lengths|sci }}，而课程的近似 $B\bar{s}^2$ = {{ (n * mean**2)|sci }}：前者是后者的 **{{ ratio|num(3) }} 倍**。按均值算的注意力 FLOPs（{{ att_mean|sci }}）少算了，真实值 {{ att_sq|sci }} 比它多 **{{ (ratio - 1)|pct(1) }}**（$B\bar{s}^2$ 只有真实值的 {{ (1 / ratio)|pct(1) }}）。差的正是方差那一项，$B\bar{s}^2$ 永远不会高估；账上用的已经是文件的 $\sum s_i^2$。{% endif %}{% if packed and shared %}本场景已经 packing：注意力应当按样本算（varlen / 块对角，`cu_seqlens`），即上表 $\sum s_i^2$ 一行。若拼好的行（这里按上面的贪心装箱成行）交给不带文档掩码的普通因果 kernel，注意力按整行的平方算（{{ att_rows|sci }}，是 $\sum s_i^2$ 的 {{ (att_rows / att_sq)|times }}），既多算，又让样本互相看见（见下一节）。{% elif shared %}反过来，装箱后若仍用整行的普通因果掩码，注意力按行长的平方算（{{ att_rows|sci }}），既多算，又让样本互相看见（见下一节）。{% elif rows_over %}本分布装箱后每行只有一个样本，普通因果掩码不会让样本互相看见；但按整行长度的平方算（{{ att_rows|sci }}），行尾 pad 上的注意力仍被多算。{% else %}本分布下每个样本都独占一整行且填满，普通因果掩码与块对角掩码没有区别。{% endif %}
 
 # %% [markdown]
-# 所以只知道均值时，$B\bar{s}^2$ 是注意力的下限估计，要用真实长度的平方和（场景的 `sequence_lengths` 文件，或者从 `cu_seqlens` 直接算）才准；给了长度文件，账上的“actual”一行用的就是文件的 $\sum s_i^2$。若定长补齐真实存在，而注意力也在 pad 上整块计算（没有 varlen），packing 还会把注意力从 $B S^2$ 降到 $\sum s_i^2$。下面把这部分也算进 packing 省下的 FLOPs；注意力这一项单独的比例与线性层的比例谁大，留作本节末的练习 1。
+# 所以只知道均值时，$B\bar{s}^2$ 是注意力的下限估计，要用真实长度的平方和（场景的 `sequence_lengths` 文件，或者从 `cu_seqlens` 直接算）才准；给了长度文件，账上的 `actual` 一行用的就是文件的 $\sum s_i^2$。若定长补齐真实存在，而注意力也在 pad 上整块计算（没有 varlen），packing 还会把注意力从 $B S^2$ 降到 $\sum s_i^2$。下面把这部分也算进 packing 省下的 FLOPs；注意力这一项单独的比例与线性层的比例谁大，留作本节末的练习 1。
 
 # %% tags=["remove-input"]
 if padded and not packed:

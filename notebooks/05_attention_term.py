@@ -45,6 +45,7 @@ from costmodel.inputs import models, scenario
 from costmodel.inputs.assumptions import COURSE_MODEL
 from costmodel.inputs.model_shape import matching_shape
 from costmodel.present import display as d
+from costmodel.present import words
 
 sc, acc = d.load(scenario_file, overrides)
 subs = sc.substitutions()
@@ -123,7 +124,7 @@ def in_course_range(value, key):
 width_from = {"num_heads x head_dim": "头数 × 每头宽度", "attention_dim": "直接给定的 attention_dim",
               "hidden_size": "hidden_size（未给出头数与每头宽度）"}[sc.attention_dim_from]
 if sc.sources.get("attention_dim") == "model":
-    width_from = "模型配置（`model:`）给出的 attention_dim"
+    width_from = "场景所用模型的 config 给出的 attention_dim"
 
 # %% [markdown]
 # 场景：**{{ sc.name }}**。注意力宽度 d = {{ sc.attention_dim|num }}，来自{{ width_from|safe }}；{% if sc.num_mtp_layers %}{{ sc.num_layers }} 层主干加 {{ sc.num_mtp_layers }} 个 MTP 层，共有 {{ sc.num_full_attention_layers }} 个全注意力层{% else %}{{ sc.num_layers }} 层里有 {{ sc.num_full_attention_layers }} 层是全注意力层{% endif %}；配置长度 S = {{ sc.seq_len|num }}，平均真实长度 s̄ = {{ sc.mean_tokens_per_sample|count }}，每步 {{ sc.samples_per_step|num }} 个样本，Σsᵢ² = {{ sc.sum_squared_lengths|sci }}，取自{% if sc.sum_squared_lengths_from == "sequence_lengths" %}长度文件里每步真实长度的平方和{% else %} B·s̄²（没有长度文件，按每个样本都是平均长度计）{% endif %}。
@@ -154,8 +155,8 @@ d.eq(r"F_{\mathrm{fwd}}^{\mathrm{layer}}", r"n_h\,(F_{QK^\top}+F_{AV})\big|_{n_h
 
 # %%
 flash_bwd = attention.flash_backward_gemms()
-d.table([(name, sp.sstr(expr)) for name, expr in flash_bwd.items()],
-        ["backward GEMM (one head)", "FLOPs"], "FlashAttention 反向的矩阵乘（一个头）")
+d.table([(name.replace(" (recomputed)", "（重算）"), sp.sstr(expr)) for name, expr in flash_bwd.items()],
+        ["反向的矩阵乘（一个头）", "FLOPs"], "FlashAttention 反向的矩阵乘（一个头）")
 kappa_flash = sp.cancel(sum(flash_bwd.values()) / sum(per_head.values()))
 assert kappa_flash == attention.KERNEL_BACKWARD_OVER_FORWARD["flash"]
 d.eq(r"\kappa_{\mathrm{flash}}", r"\frac{\sum F_{\mathrm{bwd}}^{\mathrm{flash}}}{F_{QK^\top}+F_{AV}}",
@@ -180,7 +181,7 @@ d.eq(r"\mathrm{MFU}_{\mathrm{with\ attn}}", attention.mfu_with_attention(F))
 d.eq(r"\mathrm{HFU}_{\mathrm{with\ attn}}", attention.hfu_with_attention(F_hw))
 
 # %% [markdown]
-# 本场景：a = {{ sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops]) }}（{{ ("attention_flops: " ~ sc.attention_flops)|code }}），κ = {{ sp.sstr(attention.KERNEL_BACKWARD_OVER_FORWARD[sc.attention_kernel]) }}（{{ ("attention_kernel: " ~ sc.attention_kernel)|code }}），r_core = {{ subs[r_core]|short }}（{{ ("recompute: " ~ sc.recompute)|code }}{% if sc.recompute_modules %}，重算 {{ sc.recompute_modules|join("、") }}{% endif %}：注意力核心自己被重做的份额，与权重一侧的 r 分开计）。于是注意力的模型 FLOPs 按 {{ att.convention }} 计，硬件 FLOPs 按 {{ att.hardware_convention }} 计，{% if subs[r_core] > 0 %}再加上 recompute 重做的核心前向。{% else %}没有 recompute 重做的核心前向。{% endif %}
+# 本场景：a = {{ sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops]) }}（{{ ("attention_flops: " ~ sc.attention_flops)|code }}），κ = {{ sp.sstr(attention.KERNEL_BACKWARD_OVER_FORWARD[sc.attention_kernel]) }}（{{ ("attention_kernel: " ~ sc.attention_kernel)|code }}），r_core = {{ subs[r_core]|short }}（{{ ("recompute: " ~ sc.recompute)|code }}{% if sc.recompute_modules %}，重算 {% for m in sc.recompute_modules %}{{ m|code }}{% if not loop.last %}、{% endif %}{% endfor %}{% endif %}：注意力核心自己被重做的份额，与权重一侧的 r 分开计）。于是注意力的模型 FLOPs 按{{ words.convention(att.convention) }}计，硬件 FLOPs 按{{ words.convention(att.hardware_convention) }}计，{% if subs[r_core] > 0 %}再加上 recompute 重做的核心前向。{% else %}没有 recompute 重做的核心前向。{% endif %}
 
 # %% [markdown]
 # 下表是本场景的数字：一行按补齐长度 S（每个样本都补齐），一行按真实长度（Σsᵢ²）。分母里的模型 FLOPs 始终是真实 token 的 6ND。
@@ -191,7 +192,7 @@ over_peak_padded = max(padded["mfu_with_attention"], padded["hfu_with_attention"
 over_peak = max(a[k] for a in (actual, padded) for k in ("mfu_with_attention", "hfu_with_attention")) > 1
 
 # %% [markdown]
-# **本场景的注意力项（模型口径 {{ att.convention }}；硬件口径 {{ att.hardware_convention }}，{% if subs[r_core] > 0 %}含 recompute；{% endif %}d = {{ sc.attention_dim }}，L_full = {{ sc.num_full_attention_layers }}）**
+# **本场景的注意力项：模型 FLOPs 按{{ words.convention(att.convention) }}，硬件 FLOPs 按{{ words.convention(att.hardware_convention) }}{% if subs[r_core] > 0 %}，含 recompute{% endif %}；d = {{ sc.attention_dim }}，L_full = {{ sc.num_full_attention_layers }}**
 #
 # | 序列口径 | 长度 | 注意力模型 FLOPs | 注意力硬件 FLOPs | 注意力占比 |{% if lin %} 线性注意力占比 |{% endif %} 含注意力的 MFU | 含注意力的 HFU |
 # |---|---|---|---|---|{% if lin %}---|{% endif %}---|---|
@@ -257,7 +258,7 @@ for (layers, hidden), (hsc, hacc) in hyp.items():
                     + ([" / ".join(COURSE_TABLE[(layers, hidden, key)])] if is_course else []))
 headers = ["假设", "序列口径", "注意力 FLOPs", "占总量", "含注意力的 MFU"]
 d.table(rows, headers + (["课程原表（引用）"] if is_course else []),
-        f"三组形状假设 × 两种序列口径（本库现算，{att['convention']}）")
+        f"三组形状假设 × 两种序列口径，本库现算，按{words.convention(att['convention'])}")
 shares = [row[0] for row in hyp_rows]
 mfus = [row[1] for row in hyp_rows]
 mismatches = table_mismatches(hyp) if is_course else None
@@ -334,9 +335,10 @@ half = {label: float(s_half.subs({N: sc.activated_params, d_attn: width, L_full:
 hw_over_model = float(sp.cancel(attention.attention_padded_hardware / attention.attention_padded)
                       .subs(subs))  # attention's hardware / model FLOPs (matmuls: recompute_factor)
 hw_same = abs(hw_over_model - float(recompute_factor.subs(subs))) < 1e-12
+half_values = list(half.values())  # the course's three shapes, then this scenario
 
 # %% [markdown]
-# 把各组数字代入 s₁/₂（a = {{ sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops]) }}）：{% for label, v in half.items() %}{{ label }} 为 {{ v|num }}{% if not loop.last %}；{% endif %}{% endfor %}。这张图里每个样本都按同一长度 s 计，没有定长补齐的混合口径（见第 6 节）。{% if hw_same %}硬件口径的曲线与模型口径的虚线重合：本场景里注意力与线性层的硬件倍数相同。{% else %}硬件口径的曲线高于模型口径的虚线：本场景的注意力在硬件上比线性层多做了一部分（flash kernel 重算打分矩阵，或 recompute 对注意力核心重做的份额比对权重一侧的大）。{% endif %}
+# 把各组数字代入 s₁/₂（a = {{ sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops]) }}）：{% for (layers, hidden), (hsc, _) in hyp.items() %}{{ layers }} 层、h{{ hidden }}（{{ hsc.num_full_attention_layers }} 层全注意力）为 {{ half_values[loop.index0]|num }}；{% endfor %}本场景（d = {{ sc.attention_dim }}，{{ sc.num_full_attention_layers }} 层全注意力）为 {{ half_values[-1]|num }}。这张图里每个样本都按同一长度 s 计，没有定长补齐的混合口径（见第 6 节）。{% if hw_same %}硬件口径的曲线与模型口径的虚线重合：本场景里注意力与线性层的硬件倍数相同。{% else %}硬件口径的曲线高于模型口径的虚线：本场景的注意力在硬件上比线性层多做了一部分（flash kernel 重算打分矩阵，或 recompute 对注意力核心重做的份额比对权重一侧的大）。{% endif %}
 
 # %% [markdown]
 # ## 4. 真实的模型结构：注意力宽度不一定是 hidden size
@@ -384,7 +386,7 @@ own = (sc.attention_dim == rsc.attention_dim
 lin_rows = {linear_cell(rsc, racc, "actual"), linear_cell(wsc, wacc, "actual")}
 
 # %% [markdown]
-# **{{ model_name }} 的结构（L_full = {{ rsc.num_full_attention_layers }}）代入本场景的其余输入（{{ att.convention }}）**
+# **{{ model_name }} 的结构（L_full = {{ rsc.num_full_attention_layers }}）代入本场景的其余输入，按{{ words.convention(att.convention) }}**
 #
 # | 注意力宽度 | 序列口径 | 注意力 FLOPs | 占总量 | 线性注意力占比 | 含注意力的 MFU |
 # |---|---|---|---|---|---|
@@ -441,7 +443,7 @@ hw_multiplier = {k: 1 + subs[r_core] + float(v) for k, v in attention.KERNEL_BAC
 factor = {key: conv.training_multiplier * conv.square_fraction
           for key, conv in attention.CONVENTIONS.items()}
 spread = max(factor.values()) / min(factor.values())
-d.table([(conv.name, sp.sstr(conv.training_multiplier), sp.sstr(conv.square_fraction),
+d.table([(words.convention(key), sp.sstr(conv.training_multiplier), sp.sstr(conv.square_fraction),
           sp.sstr(factor[key])) for key, conv in attention.CONVENTIONS.items()],
         ["数法", "训练/前向", "方阵比例", "乘积"], "各家数法的两个数（attention.CONVENTIONS）")
 d.eq(r"\frac{\max(\text{multiplier}\times\text{fraction})}{\min(\text{multiplier}\times\text{fraction})}",
@@ -575,7 +577,7 @@ readings_differ = len({(d.sci(lin_f), d.sci(at), d.sci(lin_f + at), d.pct(at / (
 # %% [markdown]
 # ## 7. 对账：与 PyTorch 的 FLOP 计数器比一比
 #
-# 公式是否数对了，最好让一个独立的计数器来验证。`make validate` 在小尺寸的真实模型结构上跑一次前向加反向，用 `torch.utils.flop_counter.FlopCounterMode` 逐个算子计数，再与本库的公式比较，结果写进 `costmodel/course/flop_counter.csv`（predicted 是公式的预测，counted 是计数器数到的）。按仓库的约定文档 [docs/conventions.md](../docs/conventions.md)，注意力用 eager 实现、专家逐个计算时，计数器数到的应当恰好是 6·N·D + 3·(4·s²·d·L_full·B)，即课程的“3 倍、整块方阵”口径；输入 embedding 是查表，不计 FLOPs，所以 N 里也不含它。
+# 公式是否数对了，最好让一个独立的计数器来验证。`make validate` 在小尺寸的真实模型结构上跑一次前向加反向，用 `torch.utils.flop_counter.FlopCounterMode` 逐个算子计数，再与本库的公式比较，结果写进 `costmodel/course/flop_counter.csv`（表中“预测”是公式的预测，“计数”是计数器数到的）。按仓库的约定文档 [docs/conventions.md](../docs/conventions.md)，注意力用 eager 实现、专家逐个计算时，计数器数到的应当恰好是 6·N·D + 3·(4·s²·d·L_full·B)，即课程的“3 倍、整块方阵”口径；输入 embedding 是查表，不计 FLOPs，所以 N 里也不含它。
 
 # %% tags=["remove-input"]
 csv_path = resources.files("costmodel.course") / "flop_counter.csv"
@@ -595,8 +597,7 @@ if have_csv:
         reader = csv.DictReader(fh)
         columns = reader.fieldnames or []
         raw = list(reader)
-    counter_rows = [[d.csv_cell(r[c] or "") for c in columns] for r in raw]
-    d.table(counter_rows, columns, "FLOP 计数器对账（costmodel/course/flop_counter.csv）")
+    counter_rows = raw
     core = [r for r in raw if r.get("term") in ("matmul_6ND", "attention_core")]
     off = sorted({r.get("term", "") for r in raw if not agrees(r)})
     runs = {term: len({r.get("model") for r in core if r.get("term") == term})
@@ -610,7 +611,15 @@ if have_csv:
 
 # %% [markdown]
 # {% if have_csv %}
-# 共 {{ raw|length }} 行，其中 {{ same_rows }} 行预测与计数完全相同。{% if core_ok %}本节用到的两项都逐个 FLOP 对上了：6ND 的矩阵乘在 {{ runs.matmul_6ND }} 次运行里，注意力核心在 {{ runs.attention_core }} 次运行里；课程口径的 3·4·s²·d·L_full·B 正是计数器数到的量。{% elif core %}注意：6ND 或注意力核心有对不上的行，先看 note 一列。{% endif %}{% if off %}有差异的项是 {% for x in off %}{{ x|code }}{% if not loop.last %}、{% endif %}{% endfor %}，原因写在 note 一列。{% endif %}{% if seen %}第 5 节用到的几条数法也在这里逐个 FLOP 对上了：{{ seen|join("；") }}。{% endif %}
+# **FLOP 计数器对账（`costmodel/course/flop_counter.csv`）**
+#
+# | 模型 | 项 | batch | seq_len | 预测 | 计数 | 差值 | 说明 |
+# |---|---|---|---|---|---|---|---|
+# {% for r in counter_rows %}
+# | {{ r.model|code }} | {{ r.term|code }} | {{ d.csv_cell(r.batch) }} | {{ d.csv_cell(r.seq_len) }} | {{ d.csv_cell(r.predicted) }} | {{ d.csv_cell(r.counted) }} | {{ d.csv_cell(r.difference) }} | {{ words.counter_note(r.model, r.term, r.note) }} |
+# {% endfor %}
+#
+# 共 {{ raw|length }} 行，其中 {{ same_rows }} 行预测与计数完全相同。{% if core_ok %}本节用到的两项都逐个 FLOP 对上了：6ND 的矩阵乘在 {{ runs.matmul_6ND }} 次运行里，注意力核心在 {{ runs.attention_core }} 次运行里；课程口径的 3·4·s²·d·L_full·B 正是计数器数到的量。{% elif core %}注意：6ND 或注意力核心有对不上的行，先看“说明”一列。{% endif %}{% if off %}有差异的项是 {% for x in off %}{{ x|code }}{% if not loop.last %}、{% endif %}{% endfor %}，原因写在“说明”一列。{% endif %}{% if seen %}第 5 节用到的几条数法也在这里逐个 FLOP 对上了：{{ seen|join("；") }}。{% endif %}
 # {% else %}
 # 还没有对账结果：没有找到 `costmodel/course/flop_counter.csv`。在仓库根目录运行 `make validate` 生成它，再重新执行本笔记本。
 # {% endif %}
@@ -627,7 +636,7 @@ causal_mfu = combo[("causal", "eager")]["actual"]["mfu_with_attention"]
 own_padded = actual if sc.batching == "packed" else padded
 own_shares = (actual["share"], own_padded["share"])
 own_mfus = (actual["mfu_with_attention"], own_padded["mfu_with_attention"])
-own_text = f"{two_readings(*own_mfus)}（{att['convention']}）"
+own_text = f"{two_readings(*own_mfus)}，按{words.convention(att['convention'])}"
 course_hyp = hyp if is_course else {  # the course's own run under its three shapes
     (layers, hidden): (lambda csc: (csc, account(csc)))(scenario.resolve(None, dict(
         num_layers=layers, hidden_size=hidden, attention_dim=hidden, num_heads=None, head_dim=None)))
@@ -736,9 +745,9 @@ lowest_quoted = min(COURSE_TABLE.values(), key=lambda q: course.number(q[2]))[2]
 # %% [markdown]
 # ## 本节要点
 #
-# - 注意力核心每层前向是 4·s²·d，d 是注意力宽度（通常是头数 × 每头宽度），不一定等于 hidden size；模型 FLOPs 按 3 倍前向计。本场景按 {{ att.convention }} 数，d = {{ sc.attention_dim|num }}，有 {{ sc.num_full_attention_layers }} 个全注意力层。
+# - 注意力核心每层前向是 4·s²·d，d 是注意力宽度（通常是头数 × 每头宽度），不一定等于 hidden size；模型 FLOPs 按 3 倍前向计。本场景按{{ words.convention(att.convention) }}数，d = {{ sc.attention_dim|num }}，有 {{ sc.num_full_attention_layers }} 个全注意力层。
 # - 注意力占比：{% if is_course %}本场景（即课程的运行）{% else %}本场景{% endif %}按真实长度 {{ actual.share|pct }}、按补齐长度 {{ padded.share|pct }}；课程（它自己的运行，三组形状假设）：{{ course.claim("attention_share_range") }}。
-# - 含注意力的利用率：{% if is_course %}本场景（即课程的运行）{% else %}本场景{% endif %}按真实长度是 {{ causal_mfu|pct(1) }}（causal）到 {{ full_mfu|pct(1) }}（full），6ND 口径的 MFU 是 {{ acc.mfu|pct }}，硬件口径（{{ att.hardware_convention }}，含 recompute）的 HFU {{ actual.hfu_with_attention|pct }}；课程（它自己的运行）的结论是 {{ course.claim("true_utilization") }}，而它自己表格的最低一行是 {{ lowest_quoted }}。
+# - 含注意力的利用率：{% if is_course %}本场景（即课程的运行）{% else %}本场景{% endif %}按真实长度是 {{ causal_mfu|pct(1) }}（causal）到 {{ full_mfu|pct(1) }}（full），6ND 口径的 MFU 是 {{ acc.mfu|pct }}，按{{ words.convention(att.hardware_convention) }}、含 recompute 的 HFU 是 {{ actual.hfu_with_attention|pct }}；课程（它自己的运行）的结论是 {{ course.claim("true_utilization") }}，而它自己表格的最低一行是 {{ lowest_quoted }}。
 # {% if lin is not none and lin.flops_per_step is not none %}
 # - 线性注意力（{{ lin.layers }} 层 gated DeltaNet）按真实长度占一步运算的 {{ lin.share|pct }}，softmax 注意力占 {{ actual.share|pct }}；它随 token 数线性增长，没有 s² 项。
 # {% elif lin is not none %}
@@ -762,7 +771,7 @@ lowest_quoted = min(COURSE_TABLE.values(), key=lambda q: course.number(q[2]))[2]
 x_at_S = float(share_fn(sc.seq_len, *here))
 
 # %% [markdown]
-# 本场景：S = {{ sc.seq_len|num }}，x = share(S) = {{ x_at_S|pct }}（方阵比例 a = {{ sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops]) }}）。
+# 本场景：S = {{ sc.seq_len|num }}，$x = \mathrm{share}(S)$ = {{ x_at_S|pct }}（方阵比例 a = {{ sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops]) }}）。
 
 # %% tags=["solution"]
 x_at_2S = float(share_fn(2 * sc.seq_len, *here))  # the library's curve at 2S

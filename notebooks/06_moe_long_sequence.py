@@ -39,6 +39,7 @@ from costmodel.evaluate import gemms, router
 from costmodel.evaluate.claims import communication_share_quoted
 from costmodel.inputs import hardware
 from costmodel.present import display as d
+from costmodel.present import words
 
 SAMPLE_TOKENS = 8192  # tokens routed in the load-imbalance simulation
 SEED = 0
@@ -65,17 +66,7 @@ def spaced(label):
 
 def shape_source(row):
     """Where a GEMM row's shape comes from, in words (the row's `source`, EP part left out)."""
-    parts = []
-    for part in row["source"].split("; "):
-        if part.startswith("config of "):
-            parts.append(f"{part[len('config of '):]} 的 config")
-        elif part.startswith("scenario keys"):
-            parts.append("由场景的键构造")
-        elif part.startswith("assumed: "):
-            parts.append("假设：" + part[len("assumed: "):])
-        elif not part.startswith("rows of an EP group"):
-            parts.append(part)
-    return "；".join(parts)
+    return words.shape_source(row["source"], ep=False)
 
 
 def reference(rows):
@@ -287,7 +278,7 @@ if is_moe:
 # %% [markdown]
 # ## 3. 负载不均：热门专家所在的卡成为 straggler
 #
-# 路由器不会把 token 平均分给专家。专家分布在 EP 组的各张卡上，一层 MoE 要等最忙的那张卡算完，所以这一层的耗时按 **straggler 系数 = 最忙 rank 的负载 / 平均负载** 放大，其余的卡在这段时间里空等。下面用一个带固定种子的模拟来量化：专家热度按 Zipf 分布（第 i 热的专家 ∝ i^(−a)，a = 0 为均匀），每个 token 按热度不放回地选 k 个专家。哪几个热门专家恰好落在同一张卡上是运气，所以同一组路由结果用多种随机而均衡的放置各算一次，取中位数和最差值；再和一种“知道负载”的放置对比：从最热的专家开始，依次放到当前最空、还有空位的卡上。真实路由器有负载均衡损失，偏斜的程度要从训练日志里的专家计数去量，这里的 a 只是几档示意。
+# 路由器不会把 token 平均分给专家。专家分布在 EP 组的各张卡上，一层 MoE 要等最忙的那张卡算完，所以这一层的耗时按 **straggler 系数**（最忙 rank 的负载 ÷ 平均负载）放大，其余的卡在这段时间里空等。下面用一个带固定种子的模拟来量化：专家热度按 Zipf 分布（第 i 热的专家 ∝ i^(−a)，a = 0 为均匀），每个 token 按热度不放回地选 k 个专家。哪几个热门专家恰好落在同一张卡上是运气，所以同一组路由结果用多种随机而均衡的放置各算一次，取中位数和最差值；再和一种“知道负载”的放置对比：从最热的专家开始，依次放到当前最空、还有空位的卡上。真实路由器有负载均衡损失，偏斜的程度要从训练日志里的专家计数去量，这里的 a 只是几档示意。
 
 # %%
 simulate = is_moe and ep > 1 and sc.num_experts <= router.MAX_SIMULATED_EXPERTS
@@ -503,7 +494,7 @@ head_source = shape_source(qk).split("；")[0]
 # | 课程怎么说 | 本页算出 | 出入 |
 # |---|---|---|
 # {% if is_moe %}
-# | 每个专家只分到 总 token × top_k / 专家数 个 token，GEMM 的 M 维大幅缩小：{{ course.claim("nb06_expert_rows") }} | 整步平均 {{ rows_text(step_view) }} 个；一次 GEMM {{ rows_text(m_expert) }} 行，是{{ spaced(ref_label) }}的 {{ ratio|pct(1) }} | {% if ratio < 1 %}成立：在{{ who }}里，专家 GEMM 确实比{{ spaced(ref_label) }}瘦；{% if ep > 1 %}但一次 GEMM 的比值是 e_p·k/E = {{ ratio|pct(1) }}，不是课程按整步算出的 k/E = {{ k_over_e|pct(1) }}：EP 组把 {{ ep }} 张卡的 token 汇集到每个专家上{% else %}EP = 1，一次 GEMM 的比值就是整步的 k/E = {{ ratio|pct(1) }}，与课程的算法一致{% endif %}{% else %}有出入：在{{ who }}里，EP 组把 {{ ep }} 张卡的 token 汇集到每个专家上，e_p·k/E = {{ ratio|num(2) }} ≥ 1：一次专家 GEMM 并不比{{ spaced(ref_label) }}瘦{% endif %} |
+# | 每个专家只分到（总 token × top_k / 专家数）个 token，GEMM 的 M 维大幅缩小：{{ course.claim("nb06_expert_rows") }} | 整步平均 {{ rows_text(step_view) }} 个；一次 GEMM {{ rows_text(m_expert) }} 行，是{{ spaced(ref_label) }}的 {{ ratio|pct(1) }} | {% if ratio < 1 %}成立：在{{ who }}里，专家 GEMM 确实比{{ spaced(ref_label) }}瘦；{% if ep > 1 %}但一次 GEMM 的比值是 e_p·k/E = {{ ratio|pct(1) }}，不是课程按整步算出的 k/E = {{ k_over_e|pct(1) }}：EP 组把 {{ ep }} 张卡的 token 汇集到每个专家上{% else %}EP = 1，一次 GEMM 的比值就是整步的 k/E = {{ ratio|pct(1) }}，与课程的算法一致{% endif %}{% else %}有出入：在{{ who }}里，EP 组把 {{ ep }} 张卡的 token 汇集到每个专家上，e_p·k/E = {{ ratio|num(2) }} ≥ 1：一次专家 GEMM 并不比{{ spaced(ref_label) }}瘦{% endif %} |
 # | 专家 GEMM 变瘦，tensor core 跑不满，效率显著低于方阵：{{ course.claim("nb06_thin_gemm") }} | 专家 gate + up {{ ai_up|num(1) }}、down {{ ai_down|num(1) }} FLOP/byte（平衡点 {{ balance|num(1) }}） | {% if roof == "compute" %}无从判断：按 roofline，{{ who }}的两个专家 GEMM 都在平衡点之上（较低的是平衡点的 {{ (low_e / balance)|times(1) }}），受算力限制，带宽不是原因；效率是否“显著低于方阵”取决于 tile 填充与调度，roofline 推不出，要用 profile 实测{% else %}成立：在{{ who }}里，有专家 GEMM 低于平衡点（较低的强度 {{ low_e|num(1) }}），受带宽限制，峰值算力用不满{% endif %} |
 # | permute / unpermute 按路由重排 token，不产生 FLOPs 却要花时间：{{ course.claim("nb06_permute") }} | 每卡每步至少搬 {{ total|gb(1) }}，按峰值带宽 ≥ {{ seconds|decimals(3) }} s（单步的 {{ (seconds / sc.step_time)|pct(3) }}） | 成立：permute 是纯访存、零 FLOPs 的搬运；在{{ who }}里，按峰值带宽的下限就占单步的 {{ (seconds / sc.step_time)|pct(3) }}，真实 kernel 更慢，实际占多少要从 profile 里量 |
 # | 第 4 节算过通信只占 {{ course.claim("nb06_communication_share") }} | EP all-to-all 单向（dispatch）{{ quoted.dispatch|pct(2) }}，两向 {{ quoted.all_to_all|pct(2) }}；全部通信 {{ quoted.all|pct(2) }}（{% if measured %}实测{% else %}按布局估计的上界{% endif %}） | {{ d.judge("nb06_communication_share", quoted.all, quoted.all|pct(2), comm_differs, own=own)|safe }} |

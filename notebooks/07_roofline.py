@@ -36,6 +36,7 @@ from costmodel.derive.symbols import k_dim, m, n
 from costmodel.evaluate import gemms
 from costmodel.inputs import hardware
 from costmodel.present import display as d
+from costmodel.present import words
 
 sc, acc = d.load(scenario_file, overrides)
 balance = acc["machine_balance"]  # the scenario's peak / HBM bandwidth, FLOP per byte
@@ -84,7 +85,7 @@ table_balance = hardware.GPUS[sc.gpu].balance
 # | GPU | BF16 TFLOP/s | HBM TB/s | 平衡点 FLOP/byte | 相对 H100-SXM | 来源 |
 # |---|---|---|---|---|---|
 # {% for g in gpu_rows %}
-# | {{ g.name }} | {{ (g.bf16_flops / 1e12)|num(1) }} | {{ (g.hbm_bandwidth / 1e12)|num(3) }} | {{ g.balance|num(1) }} | {{ (g.balance / h100.balance)|times(3) }} | {{ g.source }} |
+# | {{ g.name }} | {{ (g.bf16_flops / 1e12)|num(1) }} | {{ (g.hbm_bandwidth / 1e12)|num(3) }} | {{ g.balance|num(1) }} | {{ (g.balance / h100.balance)|times(3) }} | {{ words.gpu_source(g.source) }} |
 # {% endfor %}
 #
 # H20 的平衡点只有 H100 的 {{ ratio|pct(1) }}，约 1/{{ (1 / ratio)|decimals(0) }}：它的带宽是 H100 的 {{ (h20.hbm_bandwidth / h100.hbm_bandwidth)|pct(0) }}，算力却只有 H100 的 {{ (h20.bf16_flops / h100.bf16_flops)|pct(0) }}。同一个算子，在 H100 上受带宽限制，在 H20 上可能早已受算力限制。课程说 H20 是“弱算力卡”，指的正是这一点。{% if (balance - table_balance)|abs < 1e-9 %}本场景的 GPU 是 {{ sc.gpu }}，平衡点 {{ balance|num(1) }} FLOP/byte。{% else %}本场景的 GPU 是 {{ sc.gpu }}，但峰值或带宽被场景改写了，平衡点按场景算是 {{ balance|num(1) }} FLOP/byte（表中为 {{ table_balance|num(1) }}）。{% endif %}
@@ -110,14 +111,8 @@ ops = {b: [op for op in listed[b] if op["k"] and op["n"]] for b in BATCHES}
 first = ops[BATCHES[0]]  # micro batch 1: the course's setting
 
 # %% tags=["remove-input"]
-ZH = {"qkv": "Q/K/V 融合投影", "q_a": "MLA q_a", "q_b": "MLA q_b", "q": "MLA q", "kv_a": "MLA kv_a",
-      "kv_b": "MLA kv_b", "attention_output": "注意力输出投影", "linear_in": "线性注意力输入投影",
-      "linear_out": "线性注意力输出投影", "dense_gate_up": "稠密 FFN gate + up", "dense_down": "稠密 FFN down",
-      "router": "router", "expert_gate_up": "路由专家 gate + up", "expert_down": "路由专家 down",
-      "shared_gate_up": "共享专家 gate + up", "shared_down": "共享专家 down",
-      "shared_expert_gate": "共享专家的 gate（1 列）", "mtp_projection": "MTP 投影", "lm_head": "lm_head",
-      "attention_scores": "每头的 QKᵀ", "attention_values": "每头的 A·V"}
-BOUND = {"compute": "算力", "memory": "带宽"}
+ZH = words.GEMMS
+BOUND = words.BOUND
 
 
 def op_label(op):
@@ -129,7 +124,7 @@ def labels(rows):
 
 
 def quoted(rows):
-    return "、".join(f"「{op_label(op)}」" for op in rows)
+    return "、".join(f"“{op_label(op)}”" for op in rows)
 
 
 def share_text(x):
@@ -173,7 +168,7 @@ source_parts = list(dict.fromkeys(part for op in first for part in op["source"].
 # | {{ op_label(op) }} | [{{ op.m|num }}, {{ op.k|num }}] × [{{ op.k|num }}, {{ op.n|num }}] | {{ op.layers }}{% if op.uses_per_token != 1 %} × {{ op.uses_per_token }}{% endif %} | {{ share_text(fwd[op.key] / fwd_total) }} |{% for b in BATCHES %} {{ by_key[b][op.key].intensity|num(1) }} |{% endfor %} {{ BOUND[op.bound] }} |{% for name, peak, bw in roofs %} {{ (roofline.attainable_flops(op.intensity, peak, bw) / peak)|pct(0) }} |{% endfor %}
 # {% endfor %}
 #
-# {% if "qkv" in by_key[BATCHES[0]] %}融合 Q/K/V 的 n = {{ qkv.n|num }}，是 hidden（{{ qkv.k|num }}）的 {{ (qkv.n / qkv.k)|num(2) }} 倍；库里这一行写明了头数：{{ qkv.name }}。{% endif %}{% if packed %}本场景把样本打包（packed）：注意力按文档计算，一个 token 平均与 Σs²/D = {{ per_token|num }} 个位置做注意力（Σs² 取自 {{ sc.sum_squared_lengths_from|code }}）{% if (core_scale - 1)|abs < 1e-9 %}，与 S 相同：文档都和一条序列一样长，折算不改变注意力核心的份额。{% else %}，不是 S = {{ sc.seq_len|num }}；表中注意力核心两行的 FLOPs 占比已按此折算，形状和强度仍按一条 S 长的序列列出（文档更短时强度略低，上限仍是 d_h）。{% endif %}{% endif %}注意力核心两行的强度按 s × s 的分数矩阵经 HBM 写出再读回计算（不融合的写法）{% if sc.attention_kernel == "flash" %}；本场景的 attention_kernel 是 flash，分数块留在片上，这两行实际的 HBM 流量更少、强度更高，表中对它们的“受限于”判断偏保守。{% else %}。{% endif %}{% if empty %}库的 GEMM 表里 {{ empty|join("、") }} 的宽度为 0（场景没有给出这些投影的宽度），表中略去。{% endif %}形状来源（库的原话）：{{ source_parts|join("; ")|code }}。
+# {% if "qkv" in by_key[BATCHES[0]] %}融合 Q/K/V 的 n = {{ qkv.n|num }}，是 hidden（{{ qkv.k|num }}）的 {{ (qkv.n / qkv.k)|num(2) }} 倍；库里这一行的名字写明了头数：{{ qkv.name|code }}。{% endif %}{% if packed %}本场景把样本打包（packed）：注意力按文档计算，一个 token 平均与 Σs²/D = {{ per_token|num }} 个位置做注意力（Σs² 取自 {{ sc.sum_squared_lengths_from|code }}）{% if (core_scale - 1)|abs < 1e-9 %}，与 S 相同：文档都和一条序列一样长，折算不改变注意力核心的份额。{% else %}，不是 S = {{ sc.seq_len|num }}；表中注意力核心两行的 FLOPs 占比已按此折算，形状和强度仍按一条 S 长的序列列出（文档更短时强度略低，上限仍是 d_h）。{% endif %}{% endif %}注意力核心两行的强度按 s × s 的分数矩阵经 HBM 写出再读回计算（不融合的写法）{% if sc.attention_kernel == "flash" %}；本场景的 attention_kernel 是 flash，分数块留在片上，这两行实际的 HBM 流量更少、强度更高，表中对它们的“受限于”判断偏保守。{% else %}。{% endif %}{% if empty %}库的 GEMM 表里 {{ empty|join("、") }} 的宽度为 0（场景没有给出这些投影的宽度），表中略去。{% endif %}形状来源（库的原话）：{{ source_parts|join("; ")|code }}。
 
 # %% tags=["remove-input"]
 import matplotlib.pyplot as plt
@@ -223,7 +218,7 @@ gates = [op for op in vector if op["key"] == "shared_expert_gate"]
 lowest_balance = min(g.balance for g in hardware.GPUS.values())
 
 # %% [markdown]
-# {% for name, below in below_by_roof %}{% if below %}在 {{ name }} 上，micro batch {{ BATCHES[0] }} 时低于平衡点的是：{{ labels(below) }}{% else %}在 {{ name }} 上，micro batch {{ BATCHES[0] }} 时表里的 {{ first|length }} 个矩阵乘全都高于平衡点{% endif %}{% if not loop.last %}；{% endif %}{% endfor %}。课程说 micro batch = 1 时很多算子的运算强度会掉到平衡点附近甚至以下。按这张表，在 {{ sc.gpu }}（平衡点 {{ balance|num(1) }}）上 micro batch {{ BATCHES[0] }} 时，{{ first|length }} 个矩阵乘里受带宽限制的{% if memory %}有 {{ memory|length }} 个（{{ labels(memory) }}，FLOPs 占比 {{ share_text(memory_share) }}）{% else %}一个也没有{% endif %}；把“附近”算作平衡点的 2 倍以内，{% if near %}另有 {{ near|length }} 个（{{ labels(near) }}）{% else %}没有再多出一个{% endif %}{% if flash_note %}（注意力核的行按分数矩阵写回显存算；本场景用 flash kernel，分数留在片上，它们实际不受显存带宽限制）{% endif %}{% if lowest %}；{% if vector %}除只输出 1 列的矩阵-向量乘外，{% endif %}权重 GEMM 中强度最低的是「{{ op_label(lowest) }}」，{{ lowest.intensity|num(1) }}，是平衡点的 {{ (lowest.intensity / balance)|times(1) }}{% endif %}{% if near_share >= 0.5 %}。所以就本模型的矩阵乘而言，课程这句话成立：过半的 FLOPs 落在平衡点 2 倍以内或以下。{% elif not memory and not near %}。所以就本模型的矩阵乘而言，课程这句话不成立：在这张卡上它们都在平衡点的 2 倍以上；这句话更适合描述表外那些没有权重复用的算子。{% else %}。所以就本模型的矩阵乘而言，课程这句话只对上面列出的 {{ memory|length + near|length }} 个成立（FLOPs 占比合计 {{ share_text(near_share) }}）；这句话更适合描述表外那些没有权重复用的算子。{% endif %}{% for gate in gates %}共享专家的 gate 是 [M, {{ gate.k|num }}] × [{{ gate.k|num }}, 1]：输出只有 1 列，实际是矩阵-向量乘，强度 {{ gate.intensity|num(1) }} FLOP/byte，{% if gate.intensity < lowest_balance %}低于表中每一张 GPU 的平衡点、与 micro batch 无关，是**受带宽限制**的；{% else %}在 {{ sc.gpu }} 上受{{ BOUND[gate.bound] }}限制；{% endif %}它的 FLOPs 占比只有 {{ share_text(fwd[gate.key] / fwd_total) }}，耗时却是把 M × hidden 的激活再读一遍。{% endfor %}同一组算子，平衡点低的卡上更容易受算力限制，平衡点高的卡上更容易受带宽限制。micro batch 从 {{ BATCHES[0] }} 到 {{ BATCHES[-1] }} 只移动权重矩阵乘的点，而且行数已大时移动得很少（见 06）；注意力核心的强度被每头宽度封顶，不随 micro batch 变。图上看不到的是没有权重复用的算子（norm、激活、残差加{% if is_moe %}、MoE 的 permute{% endif %}）：它们的强度至多在 1 FLOP/byte 上下（残差加低到多少，后面的练习会算出来；permute 只搬数据，强度为 0），在表中任何一张卡上都受带宽限制。roofline 只给出上限：一个算子在平衡点之上，只说明带宽不是瓶颈，并不保证它真能跑到峰值。
+# {% for name, below in below_by_roof %}{% if below %}在 {{ name }} 上，micro batch {{ BATCHES[0] }} 时低于平衡点的是：{{ labels(below) }}{% else %}在 {{ name }} 上，micro batch {{ BATCHES[0] }} 时表里的 {{ first|length }} 个矩阵乘全都高于平衡点{% endif %}{% if not loop.last %}；{% endif %}{% endfor %}。课程说 micro batch = 1 时很多算子的运算强度会掉到平衡点附近甚至以下。按这张表，在 {{ sc.gpu }}（平衡点 {{ balance|num(1) }}）上 micro batch {{ BATCHES[0] }} 时，{{ first|length }} 个矩阵乘里受带宽限制的{% if memory %}有 {{ memory|length }} 个（{{ labels(memory) }}，FLOPs 占比 {{ share_text(memory_share) }}）{% else %}一个也没有{% endif %}；把“附近”算作平衡点的 2 倍以内，{% if near %}另有 {{ near|length }} 个（{{ labels(near) }}）{% else %}没有再多出一个{% endif %}{% if flash_note %}（注意力核的行按分数矩阵写回显存算；本场景用 flash kernel，分数留在片上，它们实际不受显存带宽限制）{% endif %}{% if lowest %}；{% if vector %}除只输出 1 列的矩阵-向量乘外，{% endif %}权重 GEMM 中强度最低的是“{{ op_label(lowest) }}”，{{ lowest.intensity|num(1) }}，是平衡点的 {{ (lowest.intensity / balance)|times(1) }}{% endif %}{% if near_share >= 0.5 %}。所以就本模型的矩阵乘而言，课程这句话成立：过半的 FLOPs 落在平衡点 2 倍以内或以下。{% elif not memory and not near %}。所以就本模型的矩阵乘而言，课程这句话不成立：在这张卡上它们都在平衡点的 2 倍以上；这句话更适合描述表外那些没有权重复用的算子。{% else %}。所以就本模型的矩阵乘而言，课程这句话只对上面列出的 {{ memory|length + near|length }} 个成立（FLOPs 占比合计 {{ share_text(near_share) }}）；这句话更适合描述表外那些没有权重复用的算子。{% endif %}{% for gate in gates %}共享专家的 gate 是 [M, {{ gate.k|num }}] × [{{ gate.k|num }}, 1]：输出只有 1 列，实际是矩阵-向量乘，强度 {{ gate.intensity|num(1) }} FLOP/byte，{% if gate.intensity < lowest_balance %}低于表中每一张 GPU 的平衡点、与 micro batch 无关，是**受带宽限制**的；{% else %}在 {{ sc.gpu }} 上受{{ BOUND[gate.bound] }}限制；{% endif %}它的 FLOPs 占比只有 {{ share_text(fwd[gate.key] / fwd_total) }}，耗时却是把 M × hidden 的激活再读一遍。{% endfor %}同一组算子，平衡点低的卡上更容易受算力限制，平衡点高的卡上更容易受带宽限制。micro batch 从 {{ BATCHES[0] }} 到 {{ BATCHES[-1] }} 只移动权重矩阵乘的点，而且行数已大时移动得很少（见 06）；注意力核心的强度被每头宽度封顶，不随 micro batch 变。图上看不到的是没有权重复用的算子（norm、激活、残差加{% if is_moe %}、MoE 的 permute{% endif %}）：它们的强度至多在 1 FLOP/byte 上下（残差加低到多少，后面的练习会算出来；permute 只搬数据，强度为 0），在表中任何一张卡上都受带宽限制。roofline 只给出上限：一个算子在平衡点之上，只说明带宽不是瓶颈，并不保证它真能跑到峰值。
 
 # %% [markdown]
 # ## 4. 课程的“典型 MFU”表，以及本场景落在哪里
@@ -267,9 +262,9 @@ position = None if not lo_n <= mfu <= hi_n else (
 
 # %% [markdown]
 # {% set place -%}
-# {% if nearest is none %}课程的表里没有与之对应的一行（序列长度介于前两行之间），按前两行推断，典型值应在 {{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}% 之间{% else %}按设置粗略归类，最接近课程表里的「{{ nearest[0] }}」（{{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}%）{% endif %}
+# {% if nearest is none %}课程的表里没有与之对应的一行（序列长度介于前两行之间），按前两行推断，典型值应在 {{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}% 之间{% else %}按设置粗略归类，最接近课程表里的“{{ nearest[0] }}”（{{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}%）{% endif %}
 # {%- endset %}
-# 本场景是{% if is_moe %} MoE {% else %}稠密{% endif %}模型、配置长度 {{ sc.seq_len|num }}、micro batch {{ sc.micro_batch }}、{{ sc.gpu }}（{% if weak %}弱算力卡{% else %}峰值不低于 H100 一半{% endif %}），6ND 口径的 MFU 为 **{{ mfu|pct }}**{% if sc.recompute != "none" %}（HFU {{ hfu|pct }}）{% endif %}。{{ place|safe }}，本场景的 MFU {% if mfu < lo_n %}低于这个区间：同类设置下还有明显的提升空间，值得先查 padding、重算和通信（见 08）{% elif mfu > hi_n %}高于这个区间：也许这次运行确实调得比课程的经验值好，但先确认计数口径（是否误用了总参数、是否把注意力或重算算进了分子）{% else %}落在这个区间的{{ position }}：就这种形状和这张卡而言属于正常水平，但正常不等于没有优化空间{% endif %}。{% if inside %}按数值，它落在课程表的「{{ inside|join("」「") }}」区间{% if nearest and nearest[0] in inside %}。{% else %}，但那些行的设置与本场景不同，数值落在哪一格并不说明什么。{% endif %}{% else %}按数值，它不在课程表的任何一个区间里。{% endif %}
+# 本场景是{% if is_moe %} MoE {% else %}稠密{% endif %}模型、配置长度 {{ sc.seq_len|num }}、micro batch {{ sc.micro_batch }}、{{ sc.gpu }}（{% if weak %}弱算力卡{% else %}峰值不低于 H100 一半{% endif %}），6ND 口径的 MFU 为 **{{ mfu|pct }}**{% if sc.recompute != "none" %}（HFU {{ hfu|pct }}）{% endif %}。{{ place|safe }}，本场景的 MFU {% if mfu < lo_n %}低于这个区间：同类设置下还有明显的提升空间，值得先查 padding、重算和通信（见 08）{% elif mfu > hi_n %}高于这个区间：也许这次运行确实调得比课程的经验值好，但先确认计数口径（是否误用了总参数、是否把注意力或重算算进了分子）{% else %}落在这个区间的{{ position }}：就这种形状和这张卡而言属于正常水平，但正常不等于没有优化空间{% endif %}。{% if inside %}按数值，它落在课程表的“{{ inside|join("”“") }}”区间{% if nearest and nearest[0] in inside %}。{% else %}，但那些行的设置与本场景不同，数值落在哪一格并不说明什么。{% endif %}{% else %}按数值，它不在课程表的任何一个区间里。{% endif %}
 
 # %% tags=["remove-input"]
 fig, ax = plt.subplots()
@@ -319,10 +314,10 @@ run_fits = nearest is not None and lo_n <= mfu <= hi_n
 # | 课程怎么说 | 本页算出 | 出入 |
 # |---|---|---|
 # | H20 的机器平衡点（BF16 峰值 ÷ HBM 带宽）：{{ course.claim("micro_batch_below_balance") }} | H20：{{ (h20.bf16_flops / 1e12)|num(1) }} TFLOP/s ÷ {{ (h20.hbm_bandwidth / 1e12)|num(2) }} TB/s = {{ h20.balance|num(1) }} FLOP/byte{% if gpu_changed %}；本场景的 {{ sc.gpu }}：{{ balance|num(1) }}{% endif %} | {% if balance_holds %}成立{% else %}有出入{% endif %}：按硬件表的 H20 数据重算，四舍五入后一致{% if gpu_changed %}；这一行只关于 H20，你的 {{ sc.gpu }} 平衡点是它的 {{ (balance / h20.balance)|times(2) }}{% endif %} |
-# | micro batch = 1 时，很多算子的运算强度落到 H20 的平衡点 {{ course.claim("micro_batch_below_balance") }} 附近甚至以下，从受算力限制变成受带宽限制 | {{ sc.gpu }}（平衡点 {{ balance|num(1) }}），mb=1：{% if lowest %}权重 GEMM{% if vector %}（矩阵-向量乘除外）{% else %} {% endif %}最低强度 {{ lowest.intensity|num(1) }}（{{ op_label(lowest) }}），为平衡点的 {{ (lowest.intensity / balance)|times(1) }}{% else %}表里没有矩阵-矩阵的权重 GEMM{% endif %}{% for op in vector %}；矩阵-向量乘「{{ op_label(op) }}」强度 {{ op.intensity|num(1) }}{% endfor %}；受带宽限制的矩阵乘 {{ memory|length }} / {{ first|length }} 个{% if memory %}，FLOPs 占比 {{ share_text(memory_share) }}{% endif %} | {% if near_share >= 0.5 %}成立：{{ ours|safe }}平衡点 2 倍以内或以下的矩阵乘占表内前向 FLOPs 的 {{ share_text(near_share) }}，过半{% elif lowest and lowest.intensity >= 2 * balance %}有出入：{{ ours|safe }}{% if vector %}除矩阵-向量乘外，{% endif %}每个权重 GEMM 的强度都至少是平衡点的 {{ (lowest.intensity / balance)|times(1) }}，远没有掉到平衡点附近；{{ below|safe }}{% else %}有出入：{{ ours|safe }}平衡点 2 倍以内或以下的矩阵乘只有 {{ memory|length + near|length }} 个（{{ quoted(memory + near) }}），占表内前向 FLOPs 的 {{ share_text(near_share) }}；{{ below|safe }}{% endif %} |
+# | micro batch = 1 时，很多算子的运算强度落到 H20 的平衡点 {{ course.claim("micro_batch_below_balance") }}附近甚至以下，从受算力限制变成受带宽限制 | {{ sc.gpu }}（平衡点 {{ balance|num(1) }}），mb=1：{% if lowest %}权重 GEMM{% if vector %}（矩阵-向量乘除外）{% else %} {% endif %}最低强度 {{ lowest.intensity|num(1) }}（{{ op_label(lowest) }}），为平衡点的 {{ (lowest.intensity / balance)|times(1) }}{% else %}表里没有矩阵-矩阵的权重 GEMM{% endif %}{% for op in vector %}；矩阵-向量乘“{{ op_label(op) }}”强度 {{ op.intensity|num(1) }}{% endfor %}；受带宽限制的矩阵乘 {{ memory|length }} / {{ first|length }} 个{% if memory %}，FLOPs 占比 {{ share_text(memory_share) }}{% endif %} | {% if near_share >= 0.5 %}成立：{{ ours|safe }}平衡点 2 倍以内或以下的矩阵乘占表内前向 FLOPs 的 {{ share_text(near_share) }}，过半{% elif lowest and lowest.intensity >= 2 * balance %}有出入：{{ ours|safe }}{% if vector %}除矩阵-向量乘外，{% endif %}每个权重 GEMM 的强度都至少是平衡点的 {{ (lowest.intensity / balance)|times(1) }}，远没有掉到平衡点附近；{{ below|safe }}{% else %}有出入：{{ ours|safe }}平衡点 2 倍以内或以下的矩阵乘只有 {{ memory|length + near|length }} 个（{{ quoted(memory + near) }}），占表内前向 FLOPs 的 {{ share_text(near_share) }}；{{ below|safe }}{% endif %} |
 # | micro batch 从 {{ BATCHES[0] }} 到 {{ BATCHES[-1] }}，同一份权重读一次、算 {{ x4|decimals(0) }} 倍的数据，运算强度 {{ course.claim("nb07_micro_batch_intensity_x4") }} | 权重 GEMM 的强度 mb={{ BATCHES[-1] }} ÷ mb={{ BATCHES[0] }}：{{ gains_text|safe }}；注意力核心不变（没有权重，强度与 micro batch 无关） | {% if lo_gain >= 0.875 * x4 %}成立{% else %}有出入{% endif %}：{% if not matrix %}{{ ours|safe }}表里没有矩阵-矩阵的权重 GEMM：每个权重 GEMM 的 k 或 n 只有 1（矩阵-向量乘），1/强度 = (β/2)(1/m + 1/k + 1/n) 里那一项就是 1，强度封顶在 2/β = 1 FLOP/byte 以下，加大 micro batch 几乎不改变它{% elif lo_gain >= 0.875 * x4 %}{{ ours|safe }}每个权重 GEMM 的强度都接近 ×{{ x4|decimals(0) }}：行数还远小于权重的 k、n，强度约等于行数{% else %}{{ ours|safe }}强度只涨到 {{ gains_text|safe }}：1/强度 = (β/2)(1/m + 1/k + 1/n)，加大 micro batch 只缩小 1/m 这一项；mb={{ BATCHES[0] }} 时权重 GEMM 已有 {{ min_rows|num }} 行以上，1/m 占三项之和的 {{ (m_share|min)|pct(1) }}–{{ (m_share|max)|pct(1) }}，其余是与行数无关的 1/k + 1/n；强度的倍数是 1 / (1 − {{ (1 - BATCHES[0] / BATCHES[-1])|decimals(2) }} × 这个份额)，只有行数远小于 k、n（1/m 占绝大部分）时，才接近行数的倍数{% endif %} |
 # | H20 的算力/带宽比只有 H100 的 {{ course.claim("nb07_h20_h100_balance_ratio") }} | {{ h20.balance|num(1) }} ÷ {{ h100.balance|num(1) }} = {{ ratio|decimals(4) }} ≈ 1/{{ (1 / ratio)|decimals(2) }} | {% if ((1 / ratio) - 8)|abs < 0.5 %}成立{% else %}有出入{% endif %}：H20 的带宽是 H100 的 {{ (h20.hbm_bandwidth / h100.hbm_bandwidth)|pct(0) }}，算力只有 {{ (h20.bf16_flops / h100.bf16_flops)|pct(0) }}{% if own %}；这一行比较硬件表里的两张卡，不随你的场景变{% endif %} |
-# | 课程把它这次运行（MoE、49K、micro batch 1、H20）放在典型 MFU 表「上述 + 弱算力卡」一行 {{ course.claim("nb07_course_mfu_lower_edge") }} 的下沿，说这是正常水平 | 本场景 MFU {{ mfu|pct }}；{% if nearest %}按设置归入「{{ nearest[0] }}」（{{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}%）{% else %}课程表里没有对应的设置行{% endif %} | {% if run_fits and (own or position == "下沿") %}成立{% else %}有出入{% endif %}：{% if own %}课程说的是它自己的运行；你的 MFU {{ mfu|pct }} {% if run_fits %}在你这类设置对应的「{{ nearest[0] }}」区间的{{ position }}{% elif nearest %}{% if mfu < lo_n %}低于{% else %}高于{% endif %}你这类设置对应的「{{ nearest[0] }}」区间（{{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}%）{% else %}在课程表里没有对应的设置行{% endif %}{% else %}课程这次运行的 MFU {{ mfu|pct }}，{% if run_fits %}在该区间的{{ position }}{% else %}不在该区间内{% endif %}{% endif %} |
+# | 课程把它这次运行（MoE、49K、micro batch 1、H20）放在典型 MFU 表“上述 + 弱算力卡”一行 {{ course.claim("nb07_course_mfu_lower_edge") }}的下沿，说这是正常水平 | 本场景 MFU {{ mfu|pct }}；{% if nearest %}按设置归入“{{ nearest[0] }}”（{{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}%）{% else %}课程表里没有对应的设置行{% endif %} | {% if run_fits and (own or position == "下沿") %}成立{% else %}有出入{% endif %}：{% if own %}课程说的是它自己的运行；你的 MFU {{ mfu|pct }} {% if run_fits %}在你这类设置对应的“{{ nearest[0] }}”区间的{{ position }}{% elif nearest %}{% if mfu < lo_n %}低于{% else %}高于{% endif %}你这类设置对应的“{{ nearest[0] }}”区间（{{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}%）{% else %}在课程表里没有对应的设置行{% endif %}{% else %}课程这次运行的 MFU {{ mfu|pct }}，{% if run_fits %}在该区间的{{ position }}{% else %}不在该区间内{% endif %}{% endif %} |
 
 # %% [markdown]
 # ## 本节要点
@@ -335,7 +330,7 @@ run_fits = nearest is not None and lo_n <= mfu <= hi_n
 # - {% for name, below in below_by_roof %}{% if below %}在 {{ name }} 上，micro batch {{ BATCHES[0] }} 时低于平衡点的是：{{ labels(below) }}{% else %}在 {{ name }} 上，micro batch {{ BATCHES[0] }} 时表里的 {{ first|length }} 个矩阵乘全都高于平衡点{% endif %}{% if not loop.last %}；{% endif %}{% endfor %}。
 # - 在 {{ sc.gpu }} 上 micro batch {{ BATCHES[0] }} 时，{{ first|length }} 个矩阵乘里受带宽限制的{% if memory %}有 {{ memory|length }} 个（{{ labels(memory) }}，FLOPs 占比 {{ share_text(memory_share) }}）{% else %}一个也没有{% endif %}{% if flash_note %}（注意力核的行按分数矩阵写回显存算；本场景用 flash kernel，分数留在片上，它们实际不受显存带宽限制）{% endif %}；课程说的“很多算子掉到平衡点附近或以下”，在本模型的矩阵乘里{% if near_share >= 0.5 %}成立。{% elif not memory and not near %}不成立。{% else %}只对少数几个成立。{% endif %}
 # - {% if matrix %}micro batch {{ BATCHES[0] }} → {{ BATCHES[-1] }}，权重 GEMM 的强度涨到 {{ gains_text|safe }}，{% if lo_gain >= 0.875 * x4 %}接近{% elif hi_gain < 0.5 * x4 %}远不到{% else %}不到{% endif %}课程说的 ×{{ x4|decimals(0) }}。{% else %}本场景的权重 GEMM 都是矩阵-向量乘（k 或 n 只有 1），强度封顶在 1 FLOP/byte 以下，micro batch {{ BATCHES[0] }} → {{ BATCHES[-1] }} 几乎不改变它，课程说的 ×{{ x4|decimals(0) }} 在这里不成立。{% endif %}
-# - 本场景 MFU {{ mfu|pct }}：{% if nearest is none %}课程的表里没有与之对应的一行（序列长度介于前两行之间），按前两行推断，典型值应在 {{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}% 之间{% else %}按设置粗略归类，最接近课程表里的「{{ nearest[0] }}」（{{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}%）{% endif %}，{% if mfu < lo_n %}低于这个区间：同类设置下还有明显的提升空间，值得先查 padding、重算和通信（见 08）{% elif mfu > hi_n %}高于这个区间：也许这次运行确实调得比课程的经验值好，但先确认计数口径（是否误用了总参数、是否把注意力或重算算进了分子）{% else %}落在这个区间的{{ position }}：就这种形状和这张卡而言属于正常水平，但正常不等于没有优化空间{% endif %}。
+# - 本场景 MFU {{ mfu|pct }}：{% if nearest is none %}课程的表里没有与之对应的一行（序列长度介于前两行之间），按前两行推断，典型值应在 {{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}% 之间{% else %}按设置粗略归类，最接近课程表里的“{{ nearest[0] }}”（{{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}%）{% endif %}，{% if mfu < lo_n %}低于这个区间：同类设置下还有明显的提升空间，值得先查 padding、重算和通信（见 08）{% elif mfu > hi_n %}高于这个区间：也许这次运行确实调得比课程的经验值好，但先确认计数口径（是否误用了总参数、是否把注意力或重算算进了分子）{% else %}落在这个区间的{{ position }}：就这种形状和这张卡而言属于正常水平，但正常不等于没有优化空间{% endif %}。
 
 # %% [markdown]
 # ## 练习
@@ -376,4 +371,4 @@ print(f"lower bound x{lower_bound[BATCHES[-1]] / lower_bound[BATCHES[0]]:.2f} fo
 
 # %% [markdown] tags=["solution"]
 # {% set bound_b1 = by_key[BATCHES[0]][biggest.key].bound %}
-# 本场景里这一行是「{{ op_label(biggest) }}」，micro batch {{ BATCHES[0] }} 时受{{ BOUND[bound_b1] }}限制。{% if bound_b1 == "compute" %}受算力限制时，时间下界就是 FLOPs ÷ 峰值，行数翻几倍、时间也翻几倍，每个 token 的时间不变：加大 micro batch 不会让它更快，只会让带宽项离得更远。{% else %}受带宽限制时，时间主要花在读写上，权重那一份流量不随行数增长，所以行数 × {{ x4|decimals(0) }} 时下界涨不到 {{ x4|decimals(0) }} 倍：每个 token 摊到的时间变少，这正是加大 micro batch 能帮上忙的情形。{% endif %}这里算出的下界是原来的 {{ (lower_bound[BATCHES[-1]] / lower_bound[BATCHES[0]])|times(2) }}。
+# 本场景里这一行是“{{ op_label(biggest) }}”，micro batch {{ BATCHES[0] }} 时受{{ BOUND[bound_b1] }}限制。{% if bound_b1 == "compute" %}受算力限制时，时间下界就是 FLOPs ÷ 峰值，行数翻几倍、时间也翻几倍，每个 token 的时间不变：加大 micro batch 不会让它更快，只会让带宽项离得更远。{% else %}受带宽限制时，时间主要花在读写上，权重那一份流量不随行数增长，所以行数 × {{ x4|decimals(0) }} 时下界涨不到 {{ x4|decimals(0) }} 倍：每个 token 摊到的时间变少，这正是加大 micro batch 能帮上忙的情形。{% endif %}这里算出的下界是原来的 {{ (lower_bound[BATCHES[-1]] / lower_bound[BATCHES[0]])|times(2) }}。

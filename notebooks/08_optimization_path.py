@@ -39,7 +39,8 @@ from costmodel.evaluate import account, advice, gemms, layouts, run, step_time
 from costmodel.formats import decimals, sig
 from costmodel.inputs import assumptions, hardware, models, scenario
 from costmodel.present import display as d
-from costmodel.present.advice import note as advice_note
+from costmodel.present import words
+from costmodel.present.advice_zh import note as advice_note
 
 sc, acc = d.load(scenario_file, overrides)
 proj = acc["projections"]
@@ -69,7 +70,7 @@ def keys(names):
 
 def shown(key, value):
     if value is None:
-        return "null (GPU table)" if key.endswith("bandwidth") else "null"
+        return "null（取 GPU 表的值）" if key.endswith("bandwidth") else "null"
     if key.endswith("bandwidth"):
         return f"{d.num(value / 1e9)} GB/s"
     return d.pct(value) if key == "communication_share" else str(value)
@@ -89,24 +90,26 @@ def figure(key):
 
 
 def star(key):
-    """A key as the tables show it: * when its value is the course's assumption."""
+    """A key as the tables show it, a code span: * when its value is the course's assumption."""
     if source.get(key) == "course":
-        return key + "*"
-    return key + (" (estimate)" if key == "communication_share" and source.get(key) == "derived" else "")
+        return f"`{key}`*"
+    return f"`{key}`" + ("（估计）" if key == "communication_share" and source.get(key) == "derived" else "")
 
 
 # %% tags=["remove-input"]
-d.md(f"场景：**{d.text(sc.name)}**：{sc.num_gpus} × {sc.gpu}（TP {par['tp']} × PP {par['pp']} × "
-     f"CP {par['cp']} × DP {par['dp']}，EP {par['ep']}），每步 {d.num(sc.step_time, 1)} 秒"
-     + ("（步长模型的预测：场景的 `step_time` 为 null）" if step_said == "预测" else "") + "，"
-     f"MFU {d.pct(acc['mfu'])}{'（按预测的一步）' if step_said == '预测' else ''}，recompute = `{sc.recompute}`，attention kernel = `{sc.attention_kernel}`，"
-     f"micro batch = {sc.micro_batch}，" + ("MoE 模型。" if moe else "稠密模型（没有专家并行）。"))
 low, high = assumptions.assumed("micro_batch_speedup")
-d.table([[key, shown(key, a["value"]), a["source"]] for key, a in acc["assumptions"].items()]
-        + [["micro_batch_speedup (not a key)", f"{d.times(low)}-{d.times(high)}", "course"]],
-        ["键", "值", "来源"],
-        "课程假设的值，现在都是场景键：scenario = 团队给的，course = 课程的假设（设这个键就能换掉），"
-        "derived = 由别的键算出")
+
+# %% [markdown]
+# 场景：**{{ sc.name }}**：{{ sc.num_gpus }} × {{ sc.gpu }}（TP {{ par.tp }} × PP {{ par.pp }} × CP {{ par.cp }} × DP {{ par.dp }}，EP {{ par.ep }}），每步 {{ sc.step_time|num(1) }} 秒{% if step_said == "预测" %}（步长模型的预测：场景的 `step_time` 为 null）{% endif %}，MFU {{ acc.mfu|pct }}{% if step_said == "预测" %}（按预测的一步）{% endif %}，recompute = {{ sc.recompute|code }}，注意力 kernel = {{ sc.attention_kernel|code }}，micro batch = {{ sc.micro_batch }}，{% if moe %}MoE 模型。{% else %}稠密模型（没有专家并行）。{% endif %}
+#
+# **课程假设的值，现在都是场景键**（来源：“场景给定”是团队给的值；“课程假设”是课程的假设，设这个键就能换掉；“由其他键推出”是由别的键算出的值）
+#
+# | 键 | 值 | 来源 |
+# |---|---|---|
+# {% for key, a in acc.assumptions.items() %}
+# | {{ key|code }} | {{ shown(key, a.value) }} | {{ words.SOURCES[a.source] }} |
+# {% endfor %}
+# | `micro_batch_speedup`（不是场景键） | {{ low|times }}–{{ high|times }} | 课程假设 |
 
 # %% [markdown]
 # ## 两种收益
@@ -128,10 +131,9 @@ g_pack = proj["packing"]["speedup"]
 packed = acc["padding"]["batching"] == "packed"
 padded = not packed and acc["padding"]["slots"] > sc.tokens_per_step  # pad slots are computed
 hfu_pack = acc["hfu"] * g_pack  # the hardware's rate today if the pad slots are really computed
-pack_basis = "按长度文件" if sc.lengths is not None else "按均值"
 
 # %% [markdown]
-# {% if packed %}本场景已经在做 packing（`batching: packed`）：每个槽位都是真实 token，这一项是 {{ g_pack|times }}，没有可省的。{% elif padded %}本场景{{ pack_basis }}算的 packing 提速为 **{{ g_pack|times }}**（浪费 {{ acc.padding.waste_fraction|pct }} 的槽位），每步 {{ sc.step_time|num(1) }} 秒 → {{ proj.packing.step_time|num(1) }} 秒。前提是补齐真实存在：先看日志里每步的 token 数。{% if hfu_pack > 1 %}这里这个前提站不住：HFU 只数真实 token，现在是 {{ acc.hfu|pct }}；若 pad 槽位也真的在算，GPU 现在的硬件利用率就是 {{ hfu_pack|pct }}，超过 100%，不可能。要么其实没有补齐（已在 packing 或 varlen），要么 `step_time` 等输入需要核对。{% endif %}{% else %}本场景的平均真实长度等于配置长度，没有 pad 槽位：packing 这一项是 {{ g_pack|times }}，没有可省的。{% endif %}
+# {% if packed %}本场景已经在做 packing（`batching: packed`）：每个槽位都是真实 token，这一项是 {{ g_pack|times }}，没有可省的。{% elif padded %}本场景{% if sc.lengths is not none %}按长度文件{% else %}按均值{% endif %}算的 packing 提速为 **{{ g_pack|times }}**（浪费 {{ acc.padding.waste_fraction|pct }} 的槽位），每步 {{ sc.step_time|num(1) }} 秒 → {{ proj.packing.step_time|num(1) }} 秒。前提是补齐真实存在：先看日志里每步的 token 数。{% if hfu_pack > 1 %}这里这个前提站不住：HFU 只数真实 token，现在是 {{ acc.hfu|pct }}；若 pad 槽位也真的在算，GPU 现在的硬件利用率就是 {{ hfu_pack|pct }}，超过 100%，不可能。要么其实没有补齐（已在 packing 或 varlen），要么 `step_time` 等输入需要核对。{% endif %}{% else %}本场景的平均真实长度等于配置长度，没有 pad 槽位：packing 这一项是 {{ g_pack|times }}，没有可省的。{% endif %}
 
 
 # %% [markdown]
@@ -148,17 +150,20 @@ d.eq(r"\text{logits}_{\text{chunked}}", memory.chunked_logits_bytes)
 # %% tags=["remove-input"]
 chunks = sc.ce_chunks
 values = {S: sc.seq_len, V: sc.vocab_size, b_micro: sc.micro_batch, bytes_per_element: bf16}
-rows = []
-for c in (1, 2, 4, chunks, 2 * chunks):
-    kept = float(memory.chunked_logits_bytes.subs({**values, memory.chunks: c}))
-    rows.append([c, d.gb(kept), d.gb(logits - kept), d.pct(kept / gpu.memory_bytes, 1)])
-d.table(rows, ["分块数 c", "留下的 logits", "腾出", "留下的 / 显存"],
-        f"每个 micro batch 的 logits（b = {sc.micro_batch}，BF16）与分块；"
-        f"{d.text(sc.gpu)} 显存 {d.gb(gpu.memory_bytes, 0)}")
+chunk_rows = [(c, float(memory.chunked_logits_bytes.subs({**values, memory.chunks: c})))
+              for c in (1, 2, 4, chunks, 2 * chunks)]  # (chunks, the logits kept)
 kept_assumed = logits / chunks
-d.md(f"本场景一个 micro batch 的 logits 是 **{d.gb(logits)}**（{sc.gpu} 显存的 "
-     f"{d.pct(logits / gpu.memory_bytes, 1)}）；分 {chunks} 块（{origin('ce_chunks')}），峰值降到 {d.gb(kept_assumed)}，"
-     f"腾出 **{d.gb(logits - kept_assumed)}**。")
+
+# %% [markdown]
+# **每个 micro batch 的 logits（b = {{ sc.micro_batch }}，BF16）与分块；{{ sc.gpu }} 显存 {{ gpu.memory_bytes|gb(0) }}**
+#
+# | 分块数 c | 留下的 logits | 腾出 | 留下的 / 显存 |
+# |---|---|---|---|
+# {% for c, kept in chunk_rows %}
+# | {{ c }} | {{ kept|gb }} | {{ (logits - kept)|gb }} | {{ (kept / gpu.memory_bytes)|pct(1) }} |
+# {% endfor %}
+#
+# 本场景一个 micro batch 的 logits 是 **{{ logits|gb }}**（{{ sc.gpu }} 显存的 {{ (logits / gpu.memory_bytes)|pct(1) }}）；分 {{ chunks }} 块（{{ origin("ce_chunks")|safe }}），峰值降到 {{ kept_assumed|gb }}，腾出 **{{ (logits - kept_assumed)|gb }}**。
 
 # %% [markdown]
 # 课程给出的 logits 峰值（见文末的对照表）与本场景的数不一定相同。差在哪个因子？把课程运行的 micro batch 和序列长度，连同 Qwen3 系列公开 config 里的词表，代进同一个公式：
@@ -170,20 +175,12 @@ course_logits = float(memory.logits_bytes.subs(factors))
 d.eq(r"\text{logits}_{\text{Qwen3 vocab}}", sp.Mul(*factors.values(), evaluate=False), d.gb(course_logits))
 
 # %% tags=["remove-input"]
-named = {b_micro: "micro batch $b$", S: "序列长度 $S$", V: "词表 $V$"}
-differ = [(name, values[sym], factors[sym]) for sym, name in named.items() if values[sym] != factors[sym]]
-text = f"课程说的“约 {said('logits_peak')}”对得上这个数：它是 {d.num(qwen3_vocab)} 词的词表（Qwen3 的 config）算出的。"
-if base.vocab_size != qwen3_vocab:
-    text += (f"课程自己的模型词表是 {d.num(base.vocab_size)}（课程场景的 `vocab_size`），"
-             "所以课程的这个数并不是它自己模型的 logits。")
-if not differ:
-    text += f"本场景的 $b$、$S$、$V$ 与这组数相同，logits 也是 {d.gb(logits)}。"
-else:
-    text += ("本场景与这组数不同的是：" + "、".join(
-        f"{name}（{d.num(now)} 对 {d.num(then)}，×{d.num(now / then, 2)}）" for name, now, then in differ)
-        + ("" if len(differ) == len(named) else "，其余因子相同")
-        + f"，所以本场景的 logits 是 {d.gb(logits)}（×{d.num(logits / course_logits, 2)}）。")
-d.md(text)
+symbols = {"b": b_micro, "S": S, "V": V}
+differ = [(name, values[sym], factors[sym]) for name, sym in symbols.items() if values[sym] != factors[sym]]
+
+# %% [markdown]
+# {% set named = {"b": "micro batch $b$", "S": "序列长度 $S$", "V": "词表 $V$"} %}
+# 课程说的“约 {{ said("logits_peak") }}”对得上这个数：它是 {{ qwen3_vocab|num }} 词的词表（Qwen3 的 config）算出的。{% if base.vocab_size != qwen3_vocab %}课程自己的模型词表是 {{ base.vocab_size|num }}（课程场景的 `vocab_size`），所以课程的这个数并不是它自己模型的 logits。{% endif %}{% if not differ %}本场景的 $b$、$S$、$V$ 与这组数相同，logits 也是 {{ logits|gb }}。{% else %}本场景与这组数不同的是：{% for name, now, then in differ %}{{ named[name]|safe }}（{{ now|num }} 对 {{ then|num }}，×{{ (now / then)|num(2) }}）{% if not loop.last %}、{% endif %}{% endfor %}{% if differ|length < 3 %}，其余因子相同{% endif %}，所以本场景的 logits 是 {{ logits|gb }}（×{{ (logits / course_logits)|num(2) }}）。{% endif %}
 
 # %% [markdown]
 # 上面按 BF16 计，即场景键 `cross_entropy: fused`：损失只留 BF16 的 logits，梯度就地写回。若交叉熵把 logits 转成 FP32 再算（`cross_entropy: fp32`），峰值更大：Megatron-LM 自带的交叉熵多留一份 FP32 副本，合 BF16 的 3 倍；transformers 的默认损失再多一份 FP32 的 log-softmax，合 5 倍；分块省下的也相应更多。`fused_linear` 把 lm_head 和损失按块一起算，整张 logits 从不落进显存。fused 交叉熵本身也更快，因为少读写了一张大表；这一部分这里没有计入。
@@ -228,15 +225,18 @@ ai = {size: {g["key"]: g["intensity"] for g in by_size[size]} for size in sizes}
 cap = {g["key"]: g["intensity_limit"] for g in weight_rows}  # the list's ceiling, at BF16
 balance = acc["machine_balance"]
 fmt_ai = lambda v: d.num(v, 0 if v >= 10 else 2)  # noqa: E731
-d.table([[g["name"], *[fmt_ai(ai[size][g["key"]]) for size in sizes],
-          d.times(ai[sizes[1]][g["key"]] / ai[b][g["key"]]), fmt_ai(cap[g["key"]]), g["bound"]]
-         for g in weight_rows],
-        ["GEMM（前向）", *[f"b={size} 时的强度" for size in sizes], "b → 2b 的增益", "m → ∞ 时的强度",
-         f"b={b} 时受限于"],
-        f"运算强度（FLOP/byte）与机器平衡点 {d.num(balance, 1)}（{d.text(sc.gpu)}）")
-sources = dict.fromkeys(part for g in weight_rows for part in g["source"].split("; "))
-d.md("形状的来源：" + "；".join(d.text(source) for source in sources) + "。"
-     + ("专家 GEMM 的行数 $m$ 是一个 EP 组汇集到每个专家的平均 token 数，也随 micro batch 增长。" if moe else ""))
+sources = dict.fromkeys(words.shape_source(part) for g in weight_rows for part in g["source"].split("; "))
+
+# %% [markdown]
+# **运算强度（FLOP/byte）与机器平衡点 {{ balance|num(1) }}（{{ sc.gpu }}）**
+#
+# | GEMM（前向） |{% for size in sizes %} b={{ size }} 时的强度 |{% endfor %} b → 2b 的增益 | m → ∞ 时的强度 | b={{ b }} 时受限于 |
+# |---|{% for size in sizes %}---|{% endfor %}---|---|---|
+# {% for g in weight_rows %}
+# | {{ words.gemm(g) }} |{% for size in sizes %} {{ fmt_ai(ai[size][g.key]) }} |{% endfor %} {{ (ai[sizes[1]][g.key] / ai[b][g.key])|times }} | {{ fmt_ai(cap[g.key]) }} | {{ words.BOUND[g.bound] }} |
+# {% endfor %}
+#
+# 形状的来源：{{ sources|join("；") }}。{% if moe %}专家 GEMM 的行数 $m$ 是一个 EP 组汇集到每个专家的平均 token 数，也随 micro batch 增长。{% endif %}
 
 # %% tags=["remove-input"]
 memory_rows = [g for g in weight_rows if g["bound"] == "memory"]
@@ -245,11 +245,8 @@ capped = [g for g in memory_rows if cap[g["key"]] <= balance]  # too narrow: no 
 compute_rows = [g for g in weight_rows if g["bound"] == "compute"]
 capped_share = (sum(g["forward_flops_per_token"] for g in capped)
                 / gemms.weight_flops_per_token(weight_rows))
-listed = lambda rows: "、".join(d.text(g["name"], code=True) for g in rows)  # noqa: E731
-capped_list = "、".join(f"{d.text(g['name'], code=True)}（{fmt_ai(cap[g['key']])}）" for g in capped)
 per_rank = sc.samples_per_step / par["dp"]  # samples of one DP rank per step
 rows_now = par["micro_batches"] * b  # rows of seq_len slots of one DP rank (padded: its samples)
-rows_text = f"（拼成 {d.count(rows_now)} 行、每行 {d.num(sc.seq_len)} 个 token）" if packed else ""
 feasible = float(rows_now / (2 * b)).is_integer()
 by_lever = {a["lever"]: a for a in acc["advice"]}
 mem_double = run.memory(sc, micro_batch=2 * b)
@@ -261,58 +258,36 @@ core_lowest = min(g["intensity"] for g in below_core) if below_core else None
 g_mb = by_lever["micro_batch"]["speedup"]
 
 # %% [markdown]
-# 在 micro batch = {{ b }} 时，{% if pushable %}{{ listed(pushable)|safe }} 的运算强度低于机器平衡点 {{ balance|num(1) }}，受带宽限制；它们的上限（m → ∞）高于平衡点，加大 micro batch 能把它们往算力受限的一侧推{% if crossed %}（到 micro batch = {{ crossed }} 时全部越过）。{% else %}（到 micro batch = {{ sizes[-1] }} 时还没有全部越过）。{% endif %}{% elif compute_rows %}{% if capped %}除去下面说的窄 GEMM，{% endif %}最瘦的带权重 GEMM（{{ lowest.name|code }}）运算强度也有 {{ fmt_ai(lowest.intensity) }} FLOP/byte，是机器平衡点 {{ balance|num(1) }} 的 {{ (lowest.intensity / balance)|num(1) }} 倍：每个 micro batch 已有 {{ (b * sc.seq_len)|num }} 个 token 槽位（m = b·S），这些 GEMM 本来就是算力受限，加大 micro batch 几乎不改变它们在 roofline 上的位置。{% endif %}{% if capped %}{{ capped_list|safe }}落在拐点左侧，但强度被自身较窄的 k 或 n 封顶（括号里是 m → ∞ 时的上限，都不到平衡点）：加大 micro batch 推不过拐点；{% if capped|length == 1 %}它{% else %}它们{% endif %}只占前向权重 FLOPs 的{% if capped_share >= 1e-4 %} {{ capped_share|pct }}{% else %}不到 0.01%{% endif %}。{% endif %}{% if not pushable %}{% if capped %}除此之外，{% endif %}真正受带宽限制的是逐元素、归一化{% if moe %}、MoE 的 permute {% endif %}一类算子{% if below_core and sc.attention_kernel != "flash" %}，以及本场景的注意力核（最低 {{ fmt_ai(core_lowest) }} FLOP/byte）{% endif %}，它们的强度与 micro batch 无关。{% if below_core and sc.attention_kernel == "flash" %}注意力核按分数矩阵写回显存算最低只有 {{ fmt_ai(core_lowest) }} FLOP/byte，但本场景用 flash kernel，分数留在片上，它不受显存带宽限制。{% endif %}所以这里的收益若有，来自别处（每次 kernel 启动做更多活、更少的固定开销），只能量。{% endif %}课程给的区间是 {{ low|times }}–{{ high|times }}（命名假设，不是推导）；按本场景 GEMM 的屋顶线算，micro batch 翻倍让带权重的 GEMM {% if g_mb < low %}只{% endif %}快 {{ g_mb|times(3) }}。可行性：DP = {{ par.dp }} 时每个 DP rank 每步分到 {{ per_rank|count }} 个样本{{ rows_text }}，micro batch 从 {{ b }} 到 {{ 2 * b }} {% if feasible %}可以整除{% else %}不能整除，需先调整 global batch 或并行方式{% endif %}；logits 也随 micro batch 成正比增长，这是课程先做 ② 的原因。按模型，micro batch = {{ 2 * b }} 时负载最重的卡要 {{ mem_double.total|gb }}，{{ sc.gpu }} 可用 {{ mem_double.capacity|gb }}：{% if mem_double.fits %}放得下。{% else %}放不下。{% endif %}
+# {% set rows_text %}{% if packed %}（拼成 {{ rows_now|count }} 行、每行 {{ sc.seq_len|num }} 个 token）{% endif %}{% endset %}
+# 在 micro batch = {{ b }} 时，{% if pushable %}{% for g in pushable %}“{{ words.gemm(g) }}”{% if not loop.last %}、{% endif %}{% endfor %}的运算强度低于机器平衡点 {{ balance|num(1) }}，受带宽限制；它们的上限（m → ∞）高于平衡点，加大 micro batch 能把它们往算力受限的一侧推{% if crossed %}（到 micro batch = {{ crossed }} 时全部越过）。{% else %}（到 micro batch = {{ sizes[-1] }} 时还没有全部越过）。{% endif %}{% elif compute_rows %}{% if capped %}除去下面说的窄 GEMM，{% endif %}最瘦的带权重 GEMM（{{ words.gemm(lowest) }}）运算强度也有 {{ fmt_ai(lowest.intensity) }} FLOP/byte，是机器平衡点 {{ balance|num(1) }} 的 {{ (lowest.intensity / balance)|num(1) }} 倍：每个 micro batch 已有 {{ (b * sc.seq_len)|num }} 个 token 槽位（m = b·S），这些 GEMM 本来就是算力受限，加大 micro batch 几乎不改变它们在 roofline 上的位置。{% endif %}{% if capped %}{% for g in capped %}“{{ words.gemm(g) }}”（{{ fmt_ai(cap[g.key]) }}）{% if not loop.last %}、{% endif %}{% endfor %}落在拐点左侧，但强度被自身较窄的 k 或 n 封顶（括号里是 m → ∞ 时的上限，都不到平衡点）：加大 micro batch 推不过拐点；{% if capped|length == 1 %}它{% else %}它们{% endif %}只占前向权重 FLOPs 的{% if capped_share >= 1e-4 %} {{ capped_share|pct }}{% else %}不到 0.01%{% endif %}。{% endif %}{% if not pushable %}{% if capped %}除此之外，{% endif %}真正受带宽限制的是逐元素、归一化{% if moe %}、MoE 的 permute {% endif %}一类算子{% if below_core and sc.attention_kernel != "flash" %}，以及本场景的注意力核（最低 {{ fmt_ai(core_lowest) }} FLOP/byte）{% endif %}，它们的强度与 micro batch 无关。{% if below_core and sc.attention_kernel == "flash" %}注意力核按分数矩阵写回显存算最低只有 {{ fmt_ai(core_lowest) }} FLOP/byte，但本场景用 flash kernel，分数留在片上，它不受显存带宽限制。{% endif %}所以这里的收益若有，来自别处（每次 kernel 启动做更多活、更少的固定开销），只能量。{% endif %}课程给的区间是 {{ low|times }}–{{ high|times }}（命名假设，不是推导）；按本场景 GEMM 的屋顶线算，micro batch 翻倍让带权重的 GEMM {% if g_mb < low %}只{% endif %}快 {{ g_mb|times(3) }}。可行性：DP = {{ par.dp }} 时每个 DP rank 每步分到 {{ per_rank|count }} 个样本{{ rows_text|safe }}，micro batch 从 {{ b }} 到 {{ 2 * b }} {% if feasible %}可以整除{% else %}不能整除，需先调整全局 batch 或并行方式{% endif %}；logits 也随 micro batch 成正比增长，这是课程先做 ② 的原因。按模型，micro batch = {{ 2 * b }} 时负载最重的卡要 {{ mem_double.total|gb }}，{{ sc.gpu }} 可用 {{ mem_double.capacity|gb }}：{% if mem_double.fits %}放得下。{% else %}放不下。{% endif %}
 
 
 # %% [markdown]
 # ## ④ 上下文并行（CP）的整除约束
 #
-# CP 把每条序列切到几张卡上，缓解长序列的显存压力，是结构性的改动，而不是一个提速系数。它有整除约束：$DP = \text{GPUs} / (TP \cdot PP \cdot CP)$（下表保留场景的 TP 和 PP，只改 CP）；global batch 要能平分到每个 DP rank；负载均衡的 CP 把序列切成 $2 \cdot CP$ 段，序列长度要能整除。
+# CP 把每条序列切到几张卡上，缓解长序列的显存压力，是结构性的改动，而不是一个提速系数。它有整除约束：$DP = \text{GPUs} / (TP \cdot PP \cdot CP)$（下表保留场景的 TP 和 PP，只改 CP）；全局 batch 要能平分到每个 DP rank；负载均衡的 CP 把序列切成 $2 \cdot CP$ 段，序列长度要能整除。
 
 # %% tags=["remove-input"]
 ep = sc.expert_parallel
-if not moe:
-    ep_text = "稠密模型，EP = 1"
-elif source.get("expert_parallel") == "derived":
-    ep_text = "课程的 EP 调整到能整除专家数和 DP 的最大值；设置 `expert_parallel` 可直接给定"
-else:
-    ep_text = origin("expert_parallel")
 groups = sc.num_gpus // (par["tp"] * par["pp"])  # GPUs / (TP x PP): what CP x DP share
 lays = layouts.layouts(groups, sc.samples_per_step, sc.seq_len, sc.num_experts)
-yes = lambda ok: "yes" if ok else "no"  # noqa: E731
-d.table([[lay.cp, lay.dp, d.num(lay.samples_per_rank, 2), yes(lay.batch_divides), yes(lay.seq_divides),
-          ", ".join(map(str, lay.expert_parallel)) if moe else "- (dense)",
-          yes(lay.allows(ep)) if moe else "-"] for lay in lays],
-        ["CP", "DP", "每个 DP rank 的样本", "batch 整除", "seq_len / (2 CP)", "可选 EP",
-         f"EP = {ep} 可行"],
-        f"{sc.num_gpus} 张 GPU 上的上下文并行，TP {par['tp']}、PP {par['pp']} 不变"
-        f"（CP × DP = {groups}）")
 pairs = layouts.valid_pairs(groups, sc.samples_per_step, sc.seq_len, sc.num_experts)
 usable_cp = sorted({cp for cp, _ in pairs})
 two = next((lay for lay in lays if lay.cp == 2), None)
 ep5 = int(said("nb08_ep5").split("=")[1])  # the EP the course suggests
-if moe:
-    cps_with_ep = [lay.cp for lay in lays if lay.allows(ep)]
-    text = ("本模型是 MoE：课程的设定里专家并行组取自 DP，EP 要整除 DP，专家数也要能平分到 EP 个 rank 上。"
-            + (f"合法的 (CP, EP) 组合共 {len(pairs)} 个：{', '.join(f'({c}, {e})' for c, e in pairs)}。"
-               if pairs else "没有一个 (CP, EP) 组合满足全部整除约束。"))
-    text += (f"在 EP = {ep}（{ep_text}）下，能用的 CP 只有 {', '.join(map(str, cps_with_ep)) or '（没有）'}。")
-    if two is not None:
-        if two.allows(ep5):
-            five = "在本场景可行。"
-        elif two.dp % ep5:
-            five = f"在本场景不行：{ep5} 不整除 DP。"
-        elif sc.num_experts % ep5:
-            five = f"在本场景不行：它整除 DP，但 {sc.num_experts} 个专家不能平分到 {ep5} 个 rank 上。"
-        else:
-            five = "在本场景也不行：CP = 2 本身不满足 batch 或序列长度的整除约束。"
-        text += (f"CP = 2 时 DP = {two.dp}，EP = {ep} {'仍然可行' if two.allows(ep) else '失效'}"
-                 f"（课程说它的运行里 CP = 2 留下 {said('nb08_cp_breaks_ep').replace('=', ' = ')}，EP = {base.expert_parallel} "
-                 f"随之失效）。课程提到的出路 {said('nb08_ep5').replace('=', ' = ')} " + five)
-else:
-    text = (f"稠密模型没有专家并行，约束只剩 batch 与序列长度的整除：可用的 CP 为 "
-            f"{', '.join(map(str, usable_cp)) or '（没有）'}。")
-d.md(text)
+cps_with_ep = [lay.cp for lay in lays if lay.allows(ep)] if moe else []
+
+# %% [markdown]
+# {% macro yes(ok) %}{% if ok %}是{% else %}否{% endif %}{% endmacro %}
+# **{{ sc.num_gpus }} 张 GPU 上的上下文并行，TP {{ par.tp }}、PP {{ par.pp }} 不变（CP × DP = {{ groups }}）**
+#
+# | CP | DP | 每个 DP rank 的样本 | batch 整除 | 序列长度整除 2 × CP | 可选 EP | EP = {{ ep }} 可行 |
+# |---|---|---|---|---|---|---|
+# {% for lay in lays %}
+# | {{ lay.cp }} | {{ lay.dp }} | {{ lay.samples_per_rank|num(2) }} | {{ yes(lay.batch_divides) }} | {{ yes(lay.seq_divides) }} | {% if moe %}{{ lay.expert_parallel|join(", ") }}{% else %}-（稠密模型）{% endif %} | {% if moe %}{{ yes(lay.allows(ep)) }}{% else %}-{% endif %} |
+# {% endfor %}
+#
+# {% if moe %}本模型是 MoE：课程的设定里专家并行组取自 DP，EP 要整除 DP，专家数也要能平分到 EP 个 rank 上。{% if pairs %}合法的 (CP, EP) 组合共 {{ pairs|length }} 个：{% for c, e in pairs %}({{ c }}, {{ e }}){% if not loop.last %}, {% endif %}{% endfor %}。{% else %}没有一个 (CP, EP) 组合满足全部整除约束。{% endif %}在 EP = {{ ep }}（{% if source.get("expert_parallel") == "derived" %}课程的 EP 调整到能整除专家数和 DP 的最大值；设置 `expert_parallel` 可直接给定{% else %}{{ origin("expert_parallel")|safe }}{% endif %}）下，能用的 CP 只有 {{ cps_with_ep|join(", ") or "（没有）" }}。{% if two is not none %}CP = 2 时 DP = {{ two.dp }}，EP = {{ ep }} {% if two.allows(ep) %}仍然可行{% else %}失效{% endif %}（课程说它的运行里 CP = 2 留下 {{ said("nb08_cp_breaks_ep")|replace("=", " = ") }}，EP = {{ base.expert_parallel }} 随之失效）。课程提到的出路 {{ said("nb08_ep5")|replace("=", " = ") }} {% if two.allows(ep5) %}在本场景可行。{% elif two.dp % ep5 %}在本场景不行：{{ ep5 }} 不整除 DP。{% elif sc.num_experts % ep5 %}在本场景不行：它整除 DP，但 {{ sc.num_experts }} 个专家不能平分到 {{ ep5 }} 个 rank 上。{% else %}在本场景也不行：CP = 2 本身不满足 batch 或序列长度的整除约束。{% endif %}{% endif %}{% else %}稠密模型没有专家并行，约束只剩 batch 与序列长度的整除：可用的 CP 为 {{ usable_cp|join(", ") or "（没有）" }}。{% endif %}
 
 # %% [markdown]
 # ## ⑤ 更好的注意力 kernel
@@ -323,20 +298,11 @@ d.md(text)
 att = acc["attention"]
 share_actual = att["actual"]["share"]
 share_padded = att["padded"]["share"]
-square = {"full": "全方阵 s×s，课程和 PaLM 的口径",
-          "causal": "causal 只数半个方阵，Megatron-LM 的口径"}[att["attention_flops"]]
-if sc.lengths is None:
-    actual_label, actual_text = "mean length, B s_mean^2", f"实际均长 {d.count(sc.mean_tokens_per_sample)}"
-else:
-    actual_label, actual_text = "real lengths (lengths file)", "长度文件里的真实长度（Σs_i²）"
+actual_text = (f"实际均长 {d.count(sc.mean_tokens_per_sample)}" if sc.lengths is None
+               else "长度文件里的真实长度（Σs_i²）")
 k_att = sc.attention_kernel_speedup
 g_att = levers.amdahl(share_actual, k_att)
-d.table([[label, d.pct(f), d.times(levers.amdahl(f, k_att)), d.times(levers.amdahl_bound(f))]
-         for label, f in ((actual_label + (", now (packed)" if packed else " (after packing)"),
-                           share_actual),
-                          ("padded length, B S^2" + (" (if padded)" if packed else ""), share_padded))],
-        ["注意力占 FLOPs 的份额", "份额 f", f"kernel 快 {d.times(k_att, 1)}", "上限 1/(1-f)"],
-        f"注意力 kernel：杠杆就是注意力的份额（{att['convention']}）")
+readings = [("actual", share_actual), ("padded", share_padded)]
 linear = acc["linear_attention"]
 share_range = "–".join(course.figures()["attention_share_range"]["range"])
 if att["attention_kernel"] == "flash":
@@ -347,7 +313,15 @@ if att["attention_kernel"] == "flash":
     flash_model = float(1 + attention.BACKWARD_OVER_FORWARD)
 
 # %% [markdown]
-# 按{{ actual_text }}，注意力（{{ square }}）占 **{{ share_actual|pct(1) }}**：kernel 快 {{ k_att|times(1) }}（{{ origin("attention_kernel_speedup")|safe }}）整步快 **{{ g_att|times }}**，{% if share_actual < 1 %}注意力完全免费也只到 {{ levers.amdahl_bound(share_actual)|times }}。{% else %}注意力在浮点精度下就是整步，它若完全免费，提速没有上限。{% endif %}份额越大，这个杠杆越长；课程对自己的运行给出的是 {{ share_range }}（全方阵口径）。{% if linear is not none and linear.share is none %}模型还有 {{ linear.layers }} 层线性注意力（gated DeltaNet），缺少它的头宽，它的核没有算进分母，上面的份额因此偏大。{% elif linear is not none %}模型还有 {{ linear.layers }} 层线性注意力（gated DeltaNet），它的核另占 {{ linear.share|pct(1) }}（已算进分母）；它用的是另一种 kernel，不在这个杠杆里。{% endif %}{% if att.attention_kernel == "flash" %}本场景的 kernel 是 flash（反向重算分数矩阵，硬件 FLOPs 是前向的 {{ flash_hw|num(1) }} 倍，模型 FLOPs 仍记 {{ flash_model|num }} 倍）：按硬件 FLOPs 算，注意力占 {{ hw_share|pct(1) }}，比上面的份额{% if hw_share > share_actual %}大{% else %}不小{% endif %}，若时间随硬件 FLOPs 走，这个杠杆还要更长一些。{% endif %}
+# **注意力 kernel：杠杆就是注意力的份额，按{{ words.convention(att.convention) }}**
+#
+# | 注意力占 FLOPs 的份额 | 份额 f | kernel 快 {{ k_att|times(1) }} | 上限 1/(1-f) |
+# |---|---|---|---|
+# {% for reading, f in readings %}
+# | {% if reading == "actual" %}{% if sc.lengths is none %}按均长，$B \bar{s}^2${% else %}按真实长度（长度文件）{% endif %}{% if packed %}，现在（packing）{% else %}（packing 之后）{% endif %}{% else %}按补齐长度，$B S^2${% if packed %}（若补齐）{% endif %}{% endif %} | {{ f|pct }} | {{ levers.amdahl(f, k_att)|times }} | {{ levers.amdahl_bound(f)|times }} |
+# {% endfor %}
+#
+# 按{{ actual_text }}，注意力（{% if att.attention_flops == "full" %}全方阵 s×s，课程和 PaLM 的口径{% else %}causal 只数半个方阵，Megatron-LM 的口径{% endif %}）占 **{{ share_actual|pct(1) }}**：kernel 快 {{ k_att|times(1) }}（{{ origin("attention_kernel_speedup")|safe }}）整步快 **{{ g_att|times }}**，{% if share_actual < 1 %}注意力完全免费也只到 {{ levers.amdahl_bound(share_actual)|times }}。{% else %}注意力在浮点精度下就是整步，它若完全免费，提速没有上限。{% endif %}份额越大，这个杠杆越长；课程对自己的运行给出的是 {{ share_range }}（全方阵口径）。{% if linear is not none and linear.share is none %}模型还有 {{ linear.layers }} 层线性注意力（gated DeltaNet），缺少它的头宽，它的核没有算进分母，上面的份额因此偏大。{% elif linear is not none %}模型还有 {{ linear.layers }} 层线性注意力（gated DeltaNet），它的核另占 {{ linear.share|pct(1) }}（已算进分母）；它用的是另一种 kernel，不在这个杠杆里。{% endif %}{% if att.attention_kernel == "flash" %}本场景的 kernel 是 flash（反向重算分数矩阵，硬件 FLOPs 是前向的 {{ flash_hw|num(1) }} 倍，模型 FLOPs 仍记 {{ flash_model|num }} 倍）：按硬件 FLOPs 算，注意力占 {{ hw_share|pct(1) }}，比上面的份额{% if hw_share > share_actual %}大{% else %}不小{% endif %}，若时间随硬件 FLOPs 走，这个杠杆还要更长一些。{% endif %}
 
 
 # %% [markdown]
@@ -388,33 +362,23 @@ if after is not None:
 # {% if contradicted %}
 # 按并行布局估出的通信要 {{ comm.seconds|num(1) }} 秒，比{{ step_said }}的一步（{{ sc.step_time|num(1) }} 秒）还长：{{ clash }}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；核对这些键，或把实测值写进 `communication_share`。在本次运行的杠杆排序里，通信重叠排第 {{ comm_rank }}（共 {{ acc.advice|length }} 个，见下文）。
 # {% else %}
-# 通信份额 {{ comm_share|pct(1) }}（{% if comm.basis == "measured" %}团队实测，场景的 `communication_share`{% else %}按并行布局的估计，是上界：没有任何重叠、链路跑满峰值；设置 `communication_share` 可改为你的实测值{% endif %}）{% if partly_hidden %}。按重叠规则（见下文“本次运行”一节），能藏到计算后面的已经藏了，暴露在外的是 {{ exposed_s|num(2) }} 秒，占{{ step_said }}一步的 {{ (exposed_s / sc.step_time)|pct(1) }}{% endif %}{% if overlap.step_time_from == "measured communication_share" %}：按实测份额，把它全部藏到计算后面最多提速 **{{ g_comm_bound|times(3) }}**（Amdahl 定律；计算在峰值下也要的那部分时间不算在内）。{% elif overlap.feasible %}：把场景里还关着的重叠（{{ keys(overlap.changes)|safe }}）打开，步长模型重新预测，一步从 {{ overlap.step_before|num(2) }} 秒降到 {{ overlap.step_after|num(2) }} 秒，提速 **{{ g_comm_bound|times(3) }}**；省下的 {{ (overlap.step_before - overlap.step_after)|num(2) }} 秒不会超过暴露在外的 {{ exposed_s|num(2) }} 秒。它依赖的假设见下文排序表的 note。{% elif comm_share == 0 and comm.basis == "measured" %}暴露在外的通信为 0，重叠没有可省的。{% elif comm_share == 0 %}：本场景没有集合通信，这个杠杆不存在。{% else %}：这个杠杆在本场景没有收益（{{ advice_note(overlap)|text }}）。{% endif %}{% if after is not none %}把其余可行的杠杆（{{ keys(others)|safe }}）一起做完再预测，暴露在外的通信是 {{ exposed_after|num(2) }} 秒，占预测一步的 {{ (exposed_after / after.seconds)|pct(1) }}（现在占预测一步的 {{ (exposed_s / t.predicted_seconds)|pct(1) }}）：{% if fewer == "more" %}计算变短，能藏住的通信也变少。{% elif fewer == "same" %}暴露的秒数没有变少，计算变短后它在一步里占得更多。{% else %}那些杠杆本身也减少了暴露在外的通信。{% endif %}{% endif %}在本次运行的杠杆排序里，通信重叠排第 {{ comm_rank }}（共 {{ acc.advice|length }} 个，见下文）。
+# 通信份额 {{ comm_share|pct(1) }}（{% if comm.basis == "measured" %}团队实测，场景的 `communication_share`{% else %}按并行布局的估计，是上界：没有任何重叠、链路跑满峰值；设置 `communication_share` 可改为你的实测值{% endif %}）{% if partly_hidden %}。按重叠规则（见下文“本次运行”一节），能藏到计算后面的已经藏了，暴露在外的是 {{ exposed_s|num(2) }} 秒，占{{ step_said }}一步的 {{ (exposed_s / sc.step_time)|pct(1) }}{% endif %}{% if overlap.step_time_from == "measured communication_share" %}：按实测份额，把它全部藏到计算后面最多提速 **{{ g_comm_bound|times(3) }}**（Amdahl 定律；计算在峰值下也要的那部分时间不算在内）。{% elif overlap.feasible %}：把场景里还关着的重叠（{{ keys(overlap.changes)|safe }}）打开，步长模型重新预测，一步从 {{ overlap.step_before|num(2) }} 秒降到 {{ overlap.step_after|num(2) }} 秒，提速 **{{ g_comm_bound|times(3) }}**；省下的 {{ (overlap.step_before - overlap.step_after)|num(2) }} 秒不会超过暴露在外的 {{ exposed_s|num(2) }} 秒。它依赖的假设见下文排序表的“说明”一列。{% elif comm_share == 0 and comm.basis == "measured" %}暴露在外的通信为 0，重叠没有可省的。{% elif comm_share == 0 %}：本场景没有集合通信，这个杠杆不存在。{% else %}：这个杠杆在本场景没有收益（{{ advice_note(overlap)|safe }}）。{% endif %}{% if after is not none %}把其余可行的杠杆（{{ keys(others)|safe }}）一起做完再预测，暴露在外的通信是 {{ exposed_after|num(2) }} 秒，占预测一步的 {{ (exposed_after / after.seconds)|pct(1) }}（现在占预测一步的 {{ (exposed_s / t.predicted_seconds)|pct(1) }}）：{% if fewer == "more" %}计算变短，能藏住的通信也变少。{% elif fewer == "same" %}暴露的秒数没有变少，计算变短后它在一步里占得更多。{% else %}那些杠杆本身也减少了暴露在外的通信。{% endif %}{% endif %}在本次运行的杠杆排序里，通信重叠排第 {{ comm_rank }}（共 {{ acc.advice|length }} 个，见下文）。
 # {% endif %}
 
 
 # %% [markdown]
 # ## 课程的排序
-
-# %% tags=["remove-input"]
-valid_text = f"{len(pairs)} valid (CP, EP) pairs" if moe else f"CP in {usable_cp}"
-d.table([
-    ["1", "packing", "multiplies", d.times(g_pack),
-     "already packed" if packed else "computed: B S / D (if padding is real)"],
-    ["2", "fused/chunked CE -> selective recompute", "multiplies", d.times(g_recompute),
-     "computed: hardware FLOPs ratio (attention core included)"],
-    ["3", f"micro batch {b} -> {2 * b}", "multiplies",
-     f"{d.times(low)}–{d.times(high)}" if feasible else "not divisible",
-     f"assumption (course); step-time model: {d.times(by_lever['micro_batch']['speedup'], 3)}"],
-    ["4", "context parallelism", "structural", "-", valid_text],
-    ["5", "attention kernel", "share-bounded",
-     f"{d.times(g_att)} (<= {d.times(levers.amdahl_bound(share_actual))})",
-     f"share computed, kernel gain {star('attention_kernel_speedup')}"],
-    ["6", "communication overlap", "share-bounded", "-" if contradicted else f"<= {d.times(g_comm_bound, 3)}",
-     "measured share" if comm["basis"] == "measured" else
-     "the estimate exceeds the step: none" if contradicted else
-     "step-time model, the overlap flags turned on (exposed share)"],
-], ["次序", "杠杆", "类型", "预计提速", "依据"],
-    "The six levers, course order (* the course's assumed value)")
+#
+# **课程的六个杠杆，按课程的顺序（\* 为课程假设的值）**
+#
+# | 次序 | 杠杆 | 类型 | 预计提速 | 依据 |
+# |---|---|---|---|---|
+# | 1 | packing | 相乘 | {{ g_pack|times }} | {% if packed %}已经在 packing{% else %}算出：B·S / D（若补齐真实存在）{% endif %} |
+# | 2 | fused/chunked 交叉熵 → selective recompute | 相乘 | {{ g_recompute|times }} | 算出：硬件 FLOPs 之比（含注意力核心） |
+# | 3 | micro batch {{ b }} → {{ 2 * b }} | 相乘 | {% if feasible %}{{ low|times }}–{{ high|times }}{% else %}不能整除{% endif %} | 课程的假设；步长模型：{{ by_lever.micro_batch.speedup|times(3) }} |
+# | 4 | 上下文并行（CP） | 结构性 | - | {% if moe %}合法的 (CP, EP) 组合 {{ pairs|length }} 个{% else %}可用的 CP：{{ usable_cp|join(", ") or "（没有）" }}{% endif %} |
+# | 5 | 注意力 kernel | 受份额约束 | {{ g_att|times }}（≤ {{ levers.amdahl_bound(share_actual)|times }}） | 份额算出，kernel 提速 {{ star("attention_kernel_speedup")|safe }} |
+# | 6 | 通信重叠 | 受份额约束 | {% if contradicted %}-{% else %}≤ {{ g_comm_bound|times(3) }}{% endif %} | {% if comm.basis == "measured" %}实测份额{% elif contradicted %}估计比一步还长：不用{% else %}步长模型，打开重叠开关（暴露在外的份额）{% endif %} |
 
 # %% [markdown]
 # ## 本次运行：放得下吗、通信多少、先做什么
@@ -502,7 +466,7 @@ room = mem["capacity_detail"]
 settings = mem["settings"]
 course_memory_keys = [key for key in ("zero_stage", "grad_bytes", "memory_reserve") if source.get(key) == "course"]
 held = mem["phases"][mem["peak_phase"]]["contents"].get("logits", 0.0)
-recomputed = (f"`{mem['recompute']}`" + (f"，重算 {'、'.join(settings['recompute_modules'])}"
+recomputed = (f"`{mem['recompute']}`" + (f"，重算 {'、'.join(f'`{m}`' for m in settings['recompute_modules'])}"
                                           if settings["recompute_modules"] else ""))
 fixes = [x for x in (mem["fit"] or []) if x["fits"]] if not mem["fits"] else []
 flash_fits = "flash" in alt and alt["flash"][1]["fits"]
@@ -514,11 +478,14 @@ chunked = alt["chunked"][1]
 # %% [markdown]
 # 按模型，本场景负载最重的那张卡要 **{{ verdict(mem) }}**（{{ sc.gpu }} 可用 {{ mem.capacity|gb }}：CUDA 报告的总量 {{ room.cuda_total|gb }} 减去 `memory_reserve` {{ room.memory_reserve|gb }}）。峰值阶段里有：模型状态 {{ states|gb }}（ZeRO stage {{ sc.zero_stage }}，梯度 {{ sc.grad_bytes }} 字节/元素），激活 {{ mem.activations|gb }}（{{ ("framework: " ~ settings.framework)|code }}，recompute = {{ recomputed|safe }}，同时在途 {{ mem.in_flight|count }} 个 micro batch）{% if held %}，logits {{ held|gb }}（{{ ("cross_entropy: " ~ settings.cross_entropy)|code }}）。{% else %}；logits（{{ mem.logits|gb }}）在算 loss 的阶段，此时已经释放。{% endif %}{% if course_memory_keys %}其中 {{ keys(course_memory_keys)|safe }} 是课程的假设；设置{% if course_memory_keys|length == 1 %}它{% else %}它们{% endif %}可改为你的实际设置。{% endif %}{% if not mem.fits %}{% if flash_fits %}放不下的原因是注意力 kernel：{{ sc.attention_kernel|code }} 为反向存下 s×s 的分数矩阵等，其他不变、换成 flash 要 {{ verdict(alt["flash"][1]) }}。若这套训练确实在跑，它用的多半不是 {{ sc.attention_kernel|code }}：把场景的 `attention_kernel` 设成实际的 kernel。{% else %}{% if "flash" in alt %}换成 flash kernel 也要 {{ verdict(alt["flash"][1]) }}。{% endif %}若这套设置确实在跑，说明场景里有键与实际设置不同（例如重算的模块、`cross_entropy`、FP8 存储、并行方式或 `micro_batch`），把它们写成实际的设置。{% if fixes %}按模型，单独做下面任何一项都能放下（按多做的硬件 FLOPs 从少到多）：{% for x in fixes[:4] %}{{ x.change }}（{{ x.peak|gb }}，硬件 FLOPs 多 {{ x.flop_cost|pct(1) }}）{% if not loop.last %}；{% endif %}{% endfor %}。{% else %}单独改一项都放不下，要几项一起改（`acc["memory"]["fit"]` 列出了最接近的几项）。{% endif %}{% endif %}{% endif %}
 
-# %% tags=["remove-input"]
-d.table([[PHASE[name] + ("（峰值）" if name == mem["peak_phase"] else ""), d.gb(phase["bytes"]),
-          "、".join(f"{part} {d.gb(value)}" for part, value in phase["contents"].items() if value)]
-         for name, phase in mem["phases"].items()],
-        ["阶段", "显存", "构成"], f"负载最重的卡各阶段的显存（{d.text(sc.gpu)}，流水线段：{mem['stage']}）")
+# %% [markdown]
+# **负载最重的卡各阶段的显存（{{ sc.gpu }}，流水线：{{ words.STAGES[mem.stage] }}）**
+#
+# | 阶段 | 显存 | 构成 |
+# |---|---|---|
+# {% for name, phase in mem.phases.items() %}
+# | {{ PHASE[name] }}{% if name == mem.peak_phase %}（峰值）{% endif %} | {{ phase.bytes|gb }} | {% for part, value in phase.contents.items() if value %}{{ words.MEMORY_PARTS[part] }} {{ value|gb }}{% if not loop.last %}、{% endif %}{% endfor %} |
+# {% endfor %}
 
 # %% [markdown]
 # {% if sc.recompute == "full" %}课程说“显存允许就把 full recompute 换成 selective”。按本场景的显存，{% if sel.fits %}**能**：selective recompute 要 {{ verdict(sel) }}，可以换，提速 {{ g_sel|times }}。{% elif sel_ce.fits %}单独换**不能**（{{ verdict(sel) }}）；先用分块交叉熵（{{ chunks }} 块）腾出 logits 的显存，就能：{{ verdict(sel_ce) }}。下面的排序只看单独换，所以那里记为不可行。{% else %}**不能**：selective recompute 要 {{ verdict(sel) }}；先用分块交叉熵（{{ chunks }} 块）也要 {{ sel_ce.total|gb }}。它的 {{ g_sel|times }} 在本场景拿不到，除非先从别处省出显存（更大的 TP、PP 或 CP{% if sc.zero_stage < 3 %}，更高的 ZeRO stage{% endif %}）。{% endif %}{% if "none" in alt %}完全关掉 recompute 要 {{ verdict(alt["none"][1]) }}。{% endif %}{% elif sc.recompute == "selective" %}本场景已经是 selective recompute；再关掉 recompute 要 {{ verdict(alt["none"][1]) }}。{% else %}本场景没有开 recompute，“换成 selective”这一问不存在：没有重算可省。{% endif %}micro batch 从 {{ b }} 加到 {{ 2 * b }} 要 {{ verdict(mem_double) }}。分块交叉熵（{{ chunks }} 块，{{ origin("ce_chunks")|safe }}）把峰值从 {{ mem.total|gb }} 降到 {{ verdict(chunked) }}：它省的是显存，不是时间{% if mem.peak_phase != "loss" %}，且只在峰值落在算 loss 时才省得下。{% else %}。{% endif %}
@@ -526,7 +493,7 @@ d.table([[PHASE[name] + ("（峰值）" if name == mem["peak_phase"] else ""), d
 # %% [markdown]
 # ### 通信
 #
-# 每个集合通信按它的组是否落在一个节点内取带宽：节点内走 NVLink，跨节点的组同时用 NVLink 和网络（`placement_rule` 写明了 rank 怎样排到节点上）；秒数是每卡收发的字节 ÷ 带宽。合计是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。再按重叠规则（`overlap_rules`）看哪个集合通信能藏在哪段计算后面：开了 `overlap_grad_reduce` 时 DP 的梯度归约藏在最后一个 micro batch 的反向后面，开了 `overlap_param_gather` 时参数 all-gather 藏在第一个前向后面，CP 的 K/V 环（`cp_comm_type: p2p`）藏在注意力计算后面，TP 开了 `tp_comm_overlap`（且有 sequence parallel）时藏在 GEMM 后面，`ep_overlap: dualpipe` 时 EP 的 all-to-all 和 PP 的收发藏在另一个 micro batch 的计算后面；剩下的是**暴露在外**的通信。能藏住多少取决于那段计算有多长，这里的计算时间用步长模型的预测（见下一节），所以暴露的时间跟着模型的效率参数走。团队实测了暴露在外的通信（`communication_share`）时，图里把实测值画在估计旁边。
+# 每个集合通信按它的组是否落在一个节点内取带宽：节点内走 NVLink，跨节点的组同时用 NVLink 和网络（`placement_rule` 写明了 rank 怎样排到节点上）；秒数是每卡收发的字节 ÷ 带宽。合计是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。再按重叠规则（`overlap_rules`）看哪个集合通信能藏在哪段计算后面：开了 `overlap_grad_reduce` 时 DP 的梯度归约藏在最后一个 micro batch 的反向后面，开了 `overlap_param_gather` 时参数 all-gather 藏在第一个前向后面，CP 的 K/V 环（`cp_comm_type: p2p`）藏在注意力计算后面，TP 开了 `tp_comm_overlap`（且开了序列并行）时藏在 GEMM 后面，`ep_overlap: dualpipe` 时 EP 的 all-to-all 和 PP 的收发藏在另一个 micro batch 的计算后面；剩下的是**暴露在外**的通信。能藏住多少取决于那段计算有多长，这里的计算时间用步长模型的预测（见下一节），所以暴露的时间跟着模型的效率参数走。团队实测了暴露在外的通信（`communication_share`）时，图里把实测值画在估计旁边。
 
 # %% tags=["remove-input"]
 collectives = comm["collectives"]
@@ -557,7 +524,6 @@ ax.legend(handles, ["intra-node (NVLink)", "inter-node (network)"], fontsize=8, 
 plt.show()
 
 # %% tags=["remove-input"]
-names = {"intra-node": "节点内", "inter-node": "跨节点"}
 hidden = [c for c in collectives if c["hidden_behind"]]
 top_c = max(collectives, key=lambda c: c["seconds"]) if collectives else None
 course_links = [key for key in ("gpus_per_node", "intra_node_bandwidth", "inter_node_bandwidth")
@@ -565,25 +531,22 @@ course_links = [key for key in ("gpus_per_node", "intra_node_bandwidth", "inter_
 schedule = acc["time"]["detail"]["pipeline_schedule"]
 
 # %% [markdown]
-# 按并行布局（TP {{ par.tp }} × PP {{ par.pp }} × CP {{ par.cp }} × DP {{ par.dp }}，EP {{ par.ep }}{% if par.sp %}，sequence parallel{% endif %}），一步的集合通信每卡收发 {{ comm.bytes_per_gpu|gb }}，估计 {{ comm.seconds|num(2) }} 秒，占一步的 {{ comm.share|pct(1) }}。这是上界：没有任何重叠。{% if hidden %}按重叠规则，暴露在外的最多 {{ comm.exposed_seconds|num(2) }} 秒，占一步的 {{ comm.exposed_share|pct(1) }}；能全部或部分藏到计算后面的是 {% for c in hidden %}{{ c.name|code }}{% if not loop.last %}、{% endif %}{% endfor %}。{% elif collectives %}本场景没有哪个集合通信能按重叠规则藏到计算后面（见上文的键），暴露的就是这个上界。{% endif %}{% if collectives %}最大的一项是 {{ top_c.name|code }}（{{ top_c.seconds|num(2) }} 秒，{{ top_c.group_size }} 卡一组，{{ names.get(top_c.placement, top_c.placement) }}）。{% else %}本场景没有集合通信。{% endif %}{% if course_links %}其中 {{ keys(course_links)|safe }} 用的是课程的默认值（带宽为 null 时取 GPU 表的值）；设置这些键可改为你的实际值。{% endif %}{% if comm.basis == "measured" %}团队实测的暴露通信占一步的 **{{ comm_share|pct(1) }}**（场景的 `communication_share`），本节的结论用实测值。{% if comm_share > comm.share %}实测高于估计的上界：估计没有算到的开销（延迟、小消息、等待慢的 rank）或口径不同，以实测为准。{% elif comm.exceeds_step %}估计比实测的一步还长，与实测的步长矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符）：它说明不了什么，以实测为准。{% elif comm_share < comm.share %}实测低于估计的上界：有一部分通信已被计算掩盖。{% endif %}{% elif contradicted %}按并行布局估出的通信要 {{ comm.seconds|num(1) }} 秒，比{{ step_said }}的一步（{{ sc.step_time|num(1) }} 秒）还长：{{ clash }}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；核对这些键，或把实测值写进 `communication_share`。{% else %}场景没有给实测的 `communication_share`，本节的结论用这个估计；它是上界，真实暴露在外的通信只会更少。设置 `communication_share` 可改为你的实测值。{% endif %}{% if bubble_s > 0 %}另外，按步长模型，流水线气泡是 {{ bubble_s|num(2) }} 秒，占{{ step_said }}一步的 {{ (bubble_s / step)|pct(1) }}（{{ schedule|code }}，{{ par.pp }} 段，每条流水线每步 {{ par.micro_batches|count }} 个 micro batch）：那是空等，不是通信，由 `pipeline_bubble` 这个杠杆处理。{% endif %}
+# 按并行布局（TP {{ par.tp }} × PP {{ par.pp }} × CP {{ par.cp }} × DP {{ par.dp }}，EP {{ par.ep }}{% if par.sp %}，序列并行{% endif %}），一步的集合通信每卡收发 {{ comm.bytes_per_gpu|gb }}，估计 {{ comm.seconds|num(2) }} 秒，占一步的 {{ comm.share|pct(1) }}。这是上界：没有任何重叠。{% if hidden %}按重叠规则，暴露在外的最多 {{ comm.exposed_seconds|num(2) }} 秒，占一步的 {{ comm.exposed_share|pct(1) }}；能全部或部分藏到计算后面的是 {% for c in hidden %}{{ c.name|code }}{% if not loop.last %}、{% endif %}{% endfor %}。{% elif collectives %}本场景没有哪个集合通信能按重叠规则藏到计算后面（见上文的键），暴露的就是这个上界。{% endif %}{% if collectives %}最大的一项是 {{ top_c.name|code }}（{{ top_c.seconds|num(2) }} 秒，{{ top_c.group_size }} 卡一组，{% if top_c.placement == "intra-node" %}节点内{% elif top_c.placement == "inter-node" %}跨节点{% else %}{{ top_c.placement }}{% endif %}）。{% else %}本场景没有集合通信。{% endif %}{% if course_links %}其中 {{ keys(course_links)|safe }} 用的是课程的默认值（带宽为 null 时取 GPU 表的值）；设置这些键可改为你的实际值。{% endif %}{% if comm.basis == "measured" %}团队实测的暴露通信占一步的 **{{ comm_share|pct(1) }}**（场景的 `communication_share`），本节的结论用实测值。{% if comm_share > comm.share %}实测高于估计的上界：估计没有算到的开销（延迟、小消息、等待慢的 rank）或口径不同，以实测为准。{% elif comm.exceeds_step %}估计比实测的一步还长，与实测的步长矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符）：它说明不了什么，以实测为准。{% elif comm_share < comm.share %}实测低于估计的上界：有一部分通信已被计算掩盖。{% endif %}{% elif contradicted %}按并行布局估出的通信要 {{ comm.seconds|num(1) }} 秒，比{{ step_said }}的一步（{{ sc.step_time|num(1) }} 秒）还长：{{ clash }}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；核对这些键，或把实测值写进 `communication_share`。{% else %}场景没有给实测的 `communication_share`，本节的结论用这个估计；它是上界，真实暴露在外的通信只会更少。设置 `communication_share` 可改为你的实测值。{% endif %}{% if bubble_s > 0 %}另外，按步长模型，流水线气泡是 {{ bubble_s|num(2) }} 秒，占{{ step_said }}一步的 {{ (bubble_s / step)|pct(1) }}（{{ schedule|code }}，{{ par.pp }} 段，每条流水线每步 {{ par.micro_batches|count }} 个 micro batch）：那是空等，不是通信，由 `pipeline_bubble` 这个杠杆处理。{% endif %}
 
 # %% [markdown]
 # ### 一步的时间去了哪里：模型预测，对照实测
 #
 # 显存和通信各管一件事；步长模型（`costmodel.evaluate.step_time`，口径见 docs/conventions.md）把计算、通信和空等放进同一本账，算的是负载最重的那张卡上一步的时间，由这几部分相加：带权重的 GEMM（每个按屋顶线，取算力和带宽两个上限中慢的那个）、注意力核心、线性注意力、受带宽限制的逐元素工作（归一化、激活函数{% if sc.num_experts %}、MoE 的 permute{% endif %}、loss、优化器更新）、重算、按重叠规则暴露在外的通信、流水线气泡。kernel 的效率是按 GPU 代际给定的几个命名参数，各带出处；场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成你量到的值。账在 `acc["time"]` 里。
 #
-# 下图从计算开始逐项累加，到模型预测的一步为止。场景给了实测的 `step_time` 时，再往右是实测的一步，两者之差是**模型没有解释的部分**（unexplained = 实测 − 预测），单独画出、单独命名，不摊进任何一项；场景的 `step_time` 为 null 时，图停在预测的一步，并标明它是预测。
+# 下图从计算开始逐项累加，到模型预测的一步为止。场景给了实测的 `step_time` 时，再往右是实测的一步，两者之差是**模型没有解释的部分**（图上标作 `unexplained`：实测 − 预测），单独画出、单独命名，不摊进任何一项；场景的 `step_time` 为 null 时，图停在预测的一步，并标明它是预测。
 
 # %% tags=["remove-input"]
 t = acc["time"]
 measured_step = t["measured_seconds"] is not None
-step_is = "实测" if measured_step else "预测"  # what the page's step time is
 PART_LABEL = {"gemms": "weight\nGEMMs", "attention": "attention\ncore", "linear_attention": "linear\nattention",
               "memory_bound": "memory-\nbound", "recompute": "recompute",
               "communication_exposed": "exposed\ncommunication", "pipeline_bubble": "pipeline\nbubble"}
-PART_ZH = {"gemms": "带权重的 GEMM", "attention": "注意力核心", "linear_attention": "线性注意力",
-           "memory_bound": "受带宽限制的逐元素工作", "recompute": "重算",
-           "communication_exposed": "暴露在外的通信", "pipeline_bubble": "流水线气泡"}
+PART_ZH = words.STEP_PARTS
 COMPUTE_PARTS = ("gemms", "attention", "linear_attention", "memory_bound", "recompute")
 shown_parts = [name for name in t["parts"] if t["parts"][name]["seconds"] > 0]
 predicted_s = t["predicted_seconds"]
@@ -608,17 +571,16 @@ compute_s = sum(t["parts"][name]["seconds"] for name in COMPUTE_PARTS)
 biggest = max(t["parts"], key=lambda name: t["parts"][name]["seconds"])
 # a share of the measured step, unless the model says the step cannot be that short
 over = measured_step and t["unexplained_seconds"] < 0
-of = "实测一步" if measured_step and not over else "预测一步"
+of_measured = measured_step and not over
 absent = [PART_ZH[name] for name in t["parts"] if t["parts"][name]["seconds"] <= 0]
-others_ = [f"{PART_ZH[name]} {sec(t['parts'][name]['seconds'])} 秒" for name in ("communication_exposed", "pipeline_bubble")
-           if t["parts"][name]["seconds"] > 0]
+others_ = [name for name in ("communication_exposed", "pipeline_bubble") if t["parts"][name]["seconds"] > 0]
 computing = [PART_ZH[name] for name in COMPUTE_PARTS if t["parts"][name]["seconds"] > 0]
-biggest_part = t["parts"][biggest]["seconds"] / (predicted_s if of == "预测一步" else base_s)
+biggest_part = t["parts"][biggest]["seconds"] / (base_s if of_measured else predicted_s)
 mfu_if = acc["mfu"] * base_s / predicted_s  # the MFU if the step took the predicted time
 mfu_if_shown = mfu_if <= 1 and d.pct(mfu_if) != d.pct(acc["mfu"])
 
 # %% [markdown]
-# 按步长模型，这一步应当要 **{{ sec(predicted_s) }} 秒**：计算（{{ computing|join("、") }}）合计 {{ sec(compute_s) }} 秒{% for part in others_ %}，{{ part }}{% endfor %}；最大的一项是{{ PART_ZH[biggest] }}，占{{ of }}的 {{ part_of(biggest_part) }}。{% if absent %}{{ absent|join("、") }}在本场景为 0，下图略去。{% endif %}{% if not measured_step %}场景没有给实测的 `step_time`（为 null）：本页的单步时间、MFU 和吞吐都是这个**预测值**，没有实测可以对照，也就说不出模型漏掉了多少。量到实际的步长后写进 `step_time`，图的右端就会多出实测的一步和两者之差。{% elif t.unexplained_seconds >= 0 %}实测的一步是 {{ sec(base_s) }} 秒：模型解释了其中的 {{ part_of(predicted_s / base_s) }}，**没有解释的 {{ sec(t.unexplained_seconds) }} 秒（{{ t.unexplained_share|pct(1) }}）**不属于上面任何一项。它可能来自模型没有计入的工作（kernel 启动的间隙、embedding 查表、RoPE、{% if moe %}路由的 softmax 和 top-k、{% endif %}数据加载、等待慢的 rank），也可能是这套机器的 kernel 效率比模型的参数低，或者场景里有键与实际设置不同；从这本账分不出是哪一种，要用 profiler 量。{% if mfu_if_shown %}若这一步真的只要预测的 {{ sec(predicted_s) }} 秒，MFU 会是 {{ mfu_if|pct }}（现在 {{ acc.mfu|pct }}）。{% endif %}{% else %}实测的一步只有 {{ sec(base_s) }} 秒，比预测还短 {{ sec(-t.unexplained_seconds) }} 秒：**按模型，这一步不可能这么快**，没有解释的部分是负数。要么场景里有键与实际设置不同（`step_time` 本身、GPU 型号、并行方式、重算、序列长度或 packing），要么模型的效率参数对这套机器偏低（场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成量到的值）。这两件事核对清楚之前，各部分的份额和下面的排序都不可靠。{% endif %}
+# 按步长模型，这一步应当要 **{{ sec(predicted_s) }} 秒**：计算（{{ computing|join("、") }}）合计 {{ sec(compute_s) }} 秒{% for part in others_ %}，{{ PART_ZH[part] }} {{ sec(t.parts[part].seconds) }} 秒{% endfor %}；最大的一项是{{ PART_ZH[biggest] }}，占{% if of_measured %}实测一步{% else %}预测一步{% endif %}的 {{ part_of(biggest_part) }}。{% if absent %}{{ absent|join("、") }}在本场景为 0，下图略去。{% endif %}{% if not measured_step %}场景没有给实测的 `step_time`（为 null）：本页的单步时间、MFU 和吞吐都是这个**预测值**，没有实测可以对照，也就说不出模型漏掉了多少。量到实际的步长后写进 `step_time`，图的右端就会多出实测的一步和两者之差。{% elif t.unexplained_seconds >= 0 %}实测的一步是 {{ sec(base_s) }} 秒：模型解释了其中的 {{ part_of(predicted_s / base_s) }}，**没有解释的 {{ sec(t.unexplained_seconds) }} 秒**（{{ t.unexplained_share|pct(1) }}）不属于上面任何一项。它可能来自模型没有计入的工作（kernel 启动的间隙、embedding 查表、RoPE、{% if moe %}路由的 softmax 和 top-k、{% endif %}数据加载、等待慢的 rank），也可能是这套机器的 kernel 效率比模型的参数低，或者场景里有键与实际设置不同；从这本账分不出是哪一种，要用 profiler 量。{% if mfu_if_shown %}若这一步真的只要预测的 {{ sec(predicted_s) }} 秒，MFU 会是 {{ mfu_if|pct }}（现在 {{ acc.mfu|pct }}）。{% endif %}{% else %}实测的一步只有 {{ sec(base_s) }} 秒，比预测还短 {{ sec(-t.unexplained_seconds) }} 秒：**按模型，这一步不可能这么快**，没有解释的部分是负数。要么场景里有键与实际设置不同（`step_time` 本身、GPU 型号、并行方式、重算、序列长度或 packing），要么模型的效率参数对这套机器偏低（场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成量到的值）。这两件事核对清楚之前，各部分的份额和下面的排序都不可靠。{% endif %}
 
 # %% tags=["remove-input"]
 fig, ax = plt.subplots(figsize=(8.5, 4.2))
@@ -655,14 +617,19 @@ if measured_step:
 ax.legend(handles, names_, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 plt.show()
 
-# %% tags=["remove-input"]
-d.table([[name, f"{sig(part['seconds'])} s", d.pct(part["share"], 1)] for name, part in t["parts"].items()]
-        + [["预测的一步（合计）", f"{sig(predicted_s)} s", d.pct(predicted_s / base_s, 1)]]
-        + ([["实测的一步（step_time）", f"{sig(base_s)} s", "100.0%"],
-            ["未解释（实测 − 预测）", f"{sig(t['unexplained_seconds'])} s",
-             d.pct(t["unexplained_share"], 1)]] if measured_step else []),
-        ["部分", "秒", "占" + ("实测" if measured_step else "预测") + "一步的份额"],
-        f"负载最重的卡上的步长模型（{d.text(sc.gpu)}，{t['generation']} 代的效率）")
+# %% [markdown]
+# **负载最重的卡上的步长模型（{{ sc.gpu }}，按 {{ t.generation|code }} 代 GPU 的效率）**
+#
+# | 部分 | 秒 | 占{% if measured_step %}实测{% else %}预测{% endif %}一步的份额 |
+# |---|---|---|
+# {% for name, part in t.parts.items() %}
+# | {{ PART_ZH[name] }}（{{ name|code }}） | {{ sig(part.seconds) }} s | {{ part.share|pct(1) }} |
+# {% endfor %}
+# | 预测的一步（合计） | {{ sig(predicted_s) }} s | {{ (predicted_s / base_s)|pct(1) }} |
+# {% if measured_step %}
+# | 实测的一步（`step_time`） | {{ sig(base_s) }} s | 100.0% |
+# | 未解释（实测 − 预测） | {{ sig(t.unexplained_seconds) }} s | {{ t.unexplained_share|pct(1) }} |
+# {% endif %}
 
 # %% [markdown]
 # ### 杠杆，按本次运行排序
@@ -672,27 +639,22 @@ d.table([[name, f"{sig(part['seconds'])} s", d.pct(part["share"], 1)] for name, 
 # %% tags=["remove-input"]
 ranked = acc["advice"]
 no_gain = lambda a: a["speedup"] < 1.0005  # noqa: E731  (shown as 1.00x)
-d.table([[i, a["lever"], d.times(a["speedup"], 3), f"{d.num(a['step_time'], 1)} s",
-          "yes" if a["feasible"] else ("no gain" if no_gain(a) else "no"),
-          ", ".join(star(key) for key in a["rests_on"]), advice_note(a)]
-         for i, a in enumerate(ranked, start=1)],
-        ["#", "杠杆", "提速", "单步耗时", "可行", "依赖（* 为课程假设）", "说明"],
-        f"本场景的杠杆，按提速排序（现在{'预测的' if step_said == '预测' else ''}一步 "
-        f"{d.num(sc.step_time, 1)} 秒）")
 chosen = [by_lever[name] for name in combined["levers"]]
-how_projected = {
-    "measured - saved": f"实测的一步减去模型预测省下的秒数；模型没有解释的 {d.num(t['unexplained_seconds'] or 0, 1)} 秒原样留着，"
-                        "因为模型说不出它由什么组成",
-    "measured x after/before": "模型预测的一步比实测还长，按预测的比例缩放实测的一步",
-    "predicted": "场景没有实测的步长，就是预测值",
-}
 blocked = [a for a in ranked if not a["feasible"] and not no_gain(a)]
 first = ranked[0]
 either = bool({"selective_recompute", "recompute_off"} & set(combined["levers"]))
 leaning = sorted({key for a in chosen for key in a["rests_on"] if source.get(key) == "course"})
 
 # %% [markdown]
-# 按提速排，第一是 {{ first.lever|code }}（{{ first.speedup|times }}，{% if first.feasible %}可行）。{% elif no_gain(first) %}没有收益）。{% else %}在本场景不可行）。{% endif %}{% if chosen %}可行且能一起做的杠杆是 {{ keys(combined.levers)|safe }}：把它们一起改进场景、重新预测，预测的一步从 {{ combined.step_before|num(2) }} 秒降到 {{ combined.step_after|num(2) }} 秒，合计 **{{ combined.speedup|times }}**；{{ step_said }}的每步 {{ sc.step_time|num(1) }} 秒 → {{ combined.step_time|num(1) }} 秒（{{ how_projected[combined.step_time_from] }}；`acc["advice_combined"]`{% if either %}；selective recompute 与关掉 recompute 只取其一）。{% else %}）。{% endif %}{% if combined.get("capped") %}一起做完重新预测是 {{ combined.product|times }}，但账里把合计封顶在 {{ combined.speedup|times }}：再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{{ busy_what }}）。{% endif %}{% if combined.ceiling_from == "hfu" %}另外，含注意力的 HFU 是 {{ acc.attention.actual.hfu_with_attention|pct }}，超过 100%：按注意力的计数，GPU 跑在峰值也做不完这一步，与{{ step_said }}的步长矛盾（kernel 实际算的比计数少，或真实长度比场景短）。所以注意力 kernel 这个杠杆依据的份额靠不住，合计的上限只按 6ND 的硬件 FLOPs 算。{% endif %}{% if "communication_overlap" in combined.levers and comm.basis != "measured" %}通信重叠的提速建立在按带宽估出的通信上（链路跑满、没有延迟），所以这一项偏乐观；量到暴露在外的通信后写进 `communication_share` 再排。{% endif %}{% else %}没有一个杠杆在本场景既可行又有收益。{% endif %}{% if blocked %}有收益但在本场景不可行的：{% for a in blocked %}{{ a.lever|code }}（{{ a.speedup|times }}）{% if not loop.last %}、{% endif %}{% endfor %}，原因见表里的 note。{% endif %}{% if leaning %}可行杠杆的提速依赖课程的假设值 {{ keys(leaning)|safe }}：设置{% if leaning|length == 1 %}这个键{% else %}这些键{% endif %}可改为你的实测值。{% endif %}{% if not mem.fits %}注意：按模型，本场景现在的设置就放不下（见上）；先把场景改成实际的设置再看排序，依赖显存的杠杆是否可行可能随之改变。{% endif %}
+# **本场景的杠杆，按提速排序（现在{% if step_said == "预测" %}预测的{% endif %}一步 {{ sc.step_time|num(1) }} 秒）**
+#
+# | # | 杠杆 | 提速 | 单步耗时 | 可行 | 依赖（* 为课程假设） | 说明 |
+# |---|---|---|---|---|---|---|
+# {% for a in ranked %}
+# | {{ loop.index }} | {{ a.lever|code }} | {{ a.speedup|times(3) }} | {{ a.step_time|num(1) }} s | {% if a.feasible %}是{% elif no_gain(a) %}没有收益{% else %}否{% endif %} | {% for key in a.rests_on %}{{ star(key)|safe }}{% if not loop.last %}、{% endif %}{% endfor %} | {{ advice_note(a)|safe }} |
+# {% endfor %}
+#
+# 按提速排，第一是 {{ first.lever|code }}（{{ first.speedup|times }}，{% if first.feasible %}可行）。{% elif no_gain(first) %}没有收益）。{% else %}在本场景不可行）。{% endif %}{% if chosen %}可行且能一起做的杠杆是 {{ keys(combined.levers)|safe }}：把它们一起改进场景、重新预测，预测的一步从 {{ combined.step_before|num(2) }} 秒降到 {{ combined.step_after|num(2) }} 秒，合计 **{{ combined.speedup|times }}**；{{ step_said }}的每步 {{ sc.step_time|num(1) }} 秒 → {{ combined.step_time|num(1) }} 秒（{% if combined.step_time_from == "measured - saved" %}实测的一步减去模型预测省下的秒数；模型没有解释的 {{ (t.unexplained_seconds or 0)|num(1) }} 秒原样留着，因为模型说不出它由什么组成{% elif combined.step_time_from == "measured x after/before" %}模型预测的一步比实测还长，按预测的比例缩放实测的一步{% else %}场景没有实测的步长，就是预测值{% endif %}；`acc["advice_combined"]`{% if either %}；selective recompute 与关掉 recompute 只取其一）。{% else %}）。{% endif %}{% if combined.get("capped") %}一起做完重新预测是 {{ combined.product|times }}，但账里把合计封顶在 {{ combined.speedup|times }}：再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{{ busy_what }}）。{% endif %}{% if combined.ceiling_from == "hfu" %}另外，含注意力的 HFU 是 {{ acc.attention.actual.hfu_with_attention|pct }}，超过 100%：按注意力的计数，GPU 跑在峰值也做不完这一步，与{{ step_said }}的步长矛盾（kernel 实际算的比计数少，或真实长度比场景短）。所以注意力 kernel 这个杠杆依据的份额靠不住，合计的上限只按 6ND 的硬件 FLOPs 算。{% endif %}{% if "communication_overlap" in combined.levers and comm.basis != "measured" %}通信重叠的提速建立在按带宽估出的通信上（链路跑满、没有延迟），所以这一项偏乐观；量到暴露在外的通信后写进 `communication_share` 再排。{% endif %}{% else %}没有一个杠杆在本场景既可行又有收益。{% endif %}{% if blocked %}有收益但在本场景不可行的：{% for a in blocked %}{{ a.lever|code }}（{{ a.speedup|times }}）{% if not loop.last %}、{% endif %}{% endfor %}，原因见表里的“说明”一列。{% endif %}{% if leaning %}可行杠杆的提速依赖课程的假设值 {{ keys(leaning)|safe }}：设置{% if leaning|length == 1 %}这个键{% else %}这些键{% endif %}可改为你的实测值。{% endif %}{% if not mem.fits %}注意：按模型，本场景现在的设置就放不下（见上）；先把场景改成实际的设置再看排序，依赖显存的杠杆是否可行可能随之改变。{% endif %}
 
 # %% [markdown]
 # ### 瀑布图：一个个加进场景，每加一个重新预测
@@ -739,32 +701,33 @@ sel_fits = sc.recompute != "full" or alt["selective"][1]["fits"]
 # %% [markdown]
 # ### 课程的“先做什么”，对照模型的排序
 #
-# 课程按性价比给出了一个顺序，这是它对自己那次运行的判断；`acc["advice"]` 是按本场景算出的排序，每个杠杆带着提速、是否可行和理由（note）。下表把两者并排：左边是课程的顺序和课程写的潜在收益，右边是同一个杠杆在模型排序里的位置。
+# 课程按性价比给出了一个顺序，这是它对自己那次运行的判断；`acc["advice"]` 是按本场景算出的排序，每个杠杆带着提速、是否可行和理由（表里的“说明”）。下表把两者并排：左边是课程的顺序和课程写的潜在收益，右边是同一个杠杆在模型排序里的位置。
 
 # %% tags=["remove-input"]
 COURSE_LEVERS = [  # the course's six, in its order: its words, the model's lever names, its figure
     ("①", "packing", ("packing",), course.claim("packing_speedup")),
-    ("②", "chunked CE -> selective recompute", ("selective_recompute",),
+    ("②", "分块交叉熵 → selective recompute", ("selective_recompute",),
      course.claim("selective_recompute_heading")),
-    ("③", "larger micro batch", ("micro_batch",), course.claim("micro_batch_gain")),
-    ("④", "context parallelism", ("context_parallel", "cp"), "structural"),
-    ("⑤", "attention kernel", ("attention_kernel",), "-"),
-    ("⑥", "communication overlap", ("communication_overlap",),
+    ("③", "加大 micro batch", ("micro_batch",), course.claim("micro_batch_gain")),
+    ("④", "上下文并行（CP）", ("context_parallel", "cp"), "结构性改动"),
+    ("⑤", "注意力 kernel", ("attention_kernel",), "-"),
+    ("⑥", "通信重叠", ("communication_overlap",),
      "≤ " + course.claim("communication_share_course")),
 ]
 rank_of = {a["lever"]: i for i, a in enumerate(ranked, start=1)}
 gainful = lambda a: a["feasible"] and not no_gain(a)  # noqa: E731
-rows, matched = [], {}
-for mark, words, candidates, said_gain in COURSE_LEVERS:
-    lever = next((name for name in candidates if name in rank_of), None)
-    matched[mark] = lever
-    a = by_lever.get(lever)
-    rows.append([mark, words, said_gain, f"`{lever}`" if lever else "(not a lever of the model)",
-                 rank_of.get(lever, "-"), d.times(a["speedup"], 3) if a else "-",
-                 ("yes" if a["feasible"] else ("no gain" if no_gain(a) else "no")) if a else "-"])
-d.table(rows, ["课程", "杠杆（课程的说法）", "课程给的收益", "模型的杠杆", "模型的排名",
-               "模型的提速", "可行"],
-        "先修什么：课程的次序（06.8）与本场景的排名（acc[\"advice\"]）对照")
+matched = {mark: next((name for name in candidates if name in rank_of), None)
+           for mark, _, candidates, _ in COURSE_LEVERS}
+
+# %% [markdown]
+# **先修什么：课程的次序（06.8）与本场景的排名（`acc["advice"]`）对照**
+#
+# | 课程 | 杠杆（课程的说法） | 课程给的收益 | 模型的杠杆 | 模型的排名 | 模型的提速 | 可行 |
+# |---|---|---|---|---|---|---|
+# {% for mark, said_words, candidates, said_gain in COURSE_LEVERS %}
+# {% set a = by_lever.get(matched[mark]) %}
+# | {{ mark }} | {{ said_words }} | {{ said_gain }} | {% if matched[mark] %}{{ matched[mark]|code }}{% else %}（模型没有这个杠杆）{% endif %} | {{ rank_of.get(matched[mark], "-") }} | {% if a %}{{ a.speedup|times(3) }}{% else %}-{% endif %} | {% if not a %}-{% elif a.feasible %}是{% elif no_gain(a) %}没有收益{% else %}否{% endif %} |
+# {% endfor %}
 
 # %% tags=["remove-input"]
 top = next((a for a in ranked if gainful(a)), None)
@@ -772,11 +735,11 @@ course_first = next((matched[mark] for mark, *_ in COURSE_LEVERS if matched[mark
 first_course = by_lever.get(course_first)
 blocked_course = [(mark, matched[mark]) for mark, *_ in COURSE_LEVERS
                   if matched[mark] and not by_lever[matched[mark]]["feasible"] and not no_gain(by_lever[matched[mark]])]
-missing = [words for mark, words, *_ in COURSE_LEVERS if matched[mark] is None]
+missing = [said_words for mark, said_words, *_ in COURSE_LEVERS if matched[mark] is None]
 extra = [a for a in ranked if a["lever"] not in set(matched.values()) and gainful(a)]
 
 # %% [markdown]
-# 课程的顺序是 {{ course.claim("nb08_course_order") }}，按收益和代价一起排；代价（工作量、风险）不在这本账里，模型只按本场景算出的提速排，放不下或不能整除的杠杆记为不可行。{% if top is none %}按模型，本场景没有一个杠杆既可行又有收益，两个顺序无从比较。{% elif top.lever == course_first %}两者第一步相同：{{ top.lever|code }}（按模型 {{ top.speedup|times }}，可行）。{% else %}两者的第一步不同：模型排在最前、可行且有收益的是 {{ top.lever|code }}（{{ top.speedup|times }}）{% if first_course is not none %}，课程排第一的 {{ course_first|code }} 在模型的排序里排第 {{ rank_of[course_first] }}（{% if gainful(first_course) %}{{ first_course.speedup|times }}，可行{% elif no_gain(first_course) %}没有收益{% else %}{{ first_course.speedup|times }}，但在本场景不可行：{{ advice_note(first_course)|text }}{% endif %}）{% endif %}。{% endif %}{% if blocked_course %}课程列出、按模型在本场景有收益却做不了的：{% for mark, lever in blocked_course %}{{ mark }} {{ lever|code }}{% if not loop.last %}、{% endif %}{% endfor %}（原因见上面排序表的 note）。{% endif %}{% if missing %}课程的 {{ missing|join("、") }} 不在模型的杠杆里：它改的是并行结构，没有一个提速系数可排。{% endif %}{% if extra %}模型还排了课程没有列的杠杆，在本场景可行且有收益：{% for a in extra %}{{ a.lever|code }}（{{ a.speedup|times }}）{% if not loop.last %}、{% endif %}{% endfor %}。{% endif %}{% if measured_step and t.unexplained_seconds > 0 %}模型没有解释的 {{ sec(t.unexplained_seconds) }} 秒（实测一步的 {{ t.unexplained_share|pct(1) }}）不在账里的任何一部分：账里不知道它是什么，也就说不出哪个杠杆能省掉它。课程的“{{ course.claim("nb08_measure_first") }}”在这里同样成立：先用 profiler 弄清这一部分，再定顺序。{% elif measured_step %}实测的一步比预测的还短（见上一节）：先核对场景和效率参数，再按这个排序动手。{% else %}本页的一步是预测的，排序也全部建立在预测上；课程的“{{ course.claim("nb08_measure_first") }}”在这里更要紧：先量出实际的步长，写进 `step_time`，再看这个顺序站不站得住。{% endif %}
+# 课程的顺序是 {{ course.claim("nb08_course_order") }}，按收益和代价一起排；代价（工作量、风险）不在这本账里，模型只按本场景算出的提速排，放不下或不能整除的杠杆记为不可行。{% if top is none %}按模型，本场景没有一个杠杆既可行又有收益，两个顺序无从比较。{% elif top.lever == course_first %}两者第一步相同：{{ top.lever|code }}（按模型 {{ top.speedup|times }}，可行）。{% else %}两者的第一步不同：模型排在最前、可行且有收益的是 {{ top.lever|code }}（{{ top.speedup|times }}）{% if first_course is not none %}，课程排第一的 {{ course_first|code }} 在模型的排序里排第 {{ rank_of[course_first] }}（{% if gainful(first_course) %}{{ first_course.speedup|times }}，可行{% elif no_gain(first_course) %}没有收益{% else %}{{ first_course.speedup|times }}，但在本场景不可行：{{ advice_note(first_course)|safe }}{% endif %}）{% endif %}。{% endif %}{% if blocked_course %}课程列出、按模型在本场景有收益却做不了的：{% for mark, lever in blocked_course %}{{ mark }} {{ lever|code }}{% if not loop.last %}、{% endif %}{% endfor %}（原因见上面排序表的“说明”一列）。{% endif %}{% if missing %}课程的 {{ missing|join("、") }} 不在模型的杠杆里：它改的是并行结构，没有一个提速系数可排。{% endif %}{% if extra %}模型还排了课程没有列的杠杆，在本场景可行且有收益：{% for a in extra %}{{ a.lever|code }}（{{ a.speedup|times }}）{% if not loop.last %}、{% endif %}{% endfor %}。{% endif %}{% if measured_step and t.unexplained_seconds > 0 %}模型没有解释的 {{ sec(t.unexplained_seconds) }} 秒（实测一步的 {{ t.unexplained_share|pct(1) }}）不在账里的任何一部分：账里不知道它是什么，也就说不出哪个杠杆能省掉它。课程的“{{ course.claim("nb08_measure_first") }}”在这里同样成立：先用 profiler 弄清这一部分，再定顺序。{% elif measured_step %}实测的一步比预测的还短（见上一节）：先核对场景和效率参数，再按这个排序动手。{% else %}本页的一步是预测的，排序也全部建立在预测上；课程的“{{ course.claim("nb08_measure_first") }}”在这里更要紧：先量出实际的步长，写进 `step_time`，再看这个顺序站不站得住。{% endif %}
 
 # %% [markdown]
 # ## 课程的说法，对照本页
@@ -784,186 +747,64 @@ extra = [a for a in ranked if a["lever"] not in set(matched.values()) and gainfu
 # 课程在这一节给出的数字和判断，逐条与本页按场景算出的值对照。课程的数说的是课程自己的运行；换成团队的场景时，中间一列是团队的数，第三列说明两者的出入从何而来。
 
 # %% tags=["remove-input"]
+# the claims table's figures and verdicts (its wording is the Markdown cell below)
 ratio_fs = float(f_full / f_sel)  # full -> selective: the 6ND factors, the course's way
-fraction = (f"selective 重算 {'、'.join(rc_sel['modules'])}（权重占前向的 {d.pct(rc_sel['weights_fraction'], 1)}"
-            + ("，由 `selective_recompute_fraction` 给定）" if rc_sel["fraction_from"] == "scenario" else "，由模块推出）"))
-claim_rows = []
-if packed:
-    why = f"{ours}已经在 packing，这一项没有可省的；课程的数是它按定长补齐估的"
-elif not padded:
-    why = f"{ours}的平均真实长度等于配置长度，没有 pad 槽位可省"
-else:
-    why = (f"{ours}浪费 {d.pct(acc['padding']['waste_fraction'], 1)} 的槽位，按槽位之比算出 {d.times(g_pack)}"
-           + ("" if sc.changed else f"（课程写的浪费是 {said('padding_waste')}）")
-           + ("；但补齐这个前提站不住：HFU 会超过 100%（见 ①）" if hfu_pack > 1 else "；前提是补齐真实存在"))
-claim_rows.append(["① 完美 packing 的提速：" + course.claim("packing_speedup"), d.times(g_pack),
-                   d.verdict(course.agrees(g_pack, "packing_speedup"), why)])
+full_n, sel_n = float(f_full), float(f_sel)
+pack_ok = course.agrees(g_pack, "packing_speedup")
 heading_ok = course.agrees(ratio_fs, "selective_recompute_heading")
-claim_rows.append([
-    "② 标题：换掉 full recompute，潜在提速 " + course.claim("selective_recompute_heading"),
-    f"{d.times(ratio_fs)}（full ÷ selective 的系数之比）",
-    d.verdict(heading_ok, (f"{ours}的 {fraction} 下系数之比恰好是 {d.times(ratio_fs)}；但" if heading_ok else "")
-              + f"课程在同一段里自己推算出 {said('selective_recompute_worked')}，标题的 "
-              f"{said('selective_recompute_heading')} 与它自己的推算不符")])
-if sc.recompute == "full":
-    usable = ("按显存单独换成 selective 放得下" if alt["selective"][1]["fits"] else
-              "按显存，单独换成 selective 放不下（见“本次运行”）")
-else:
-    usable = f"{ours}已是 `recompute: {sc.recompute}`，这一项拿不到"
 worked_ok = course.agrees(ratio_fs, "selective_recompute_worked")
-claim_rows.append([
-    "② 推算：系数从 full 降到约 " + course.claim("nb02_selective_factor") + "，提速 "
-    + course.claim("selective_recompute_worked"),
-    f"{d.num(float(f_full), 3)} ÷ {d.num(float(f_sel), 3)} = {d.times(ratio_fs)}",
-    d.verdict(worked_ok, f"{ours}的 {fraction} 给出系数 {d.num(float(f_sel), 3)}"
-              + (f"；注意力核心也重算时，按含注意力核心的硬件 FLOPs 提速是 {d.times(g_recompute)}"
-                 if rc_sel["core_fraction"] and sc.recompute == "full" else "")
-              + f"；课程的 {said('nb02_selective_factor')} 是假设的系数，没说重算了哪些模块"
-              + ("；" if worked_ok and usable.startswith("按显存单独") else "；但" if worked_ok else "；而且") + usable)])
-
-# %% tags=["remove-input"]
-factor_text = "、".join(f"{name.replace('$', '')}（{d.num(now)} 对 {d.num(then)}）" for name, now, then in differ)
-claim_rows.append([
-    "② 分块交叉熵之前 logits 的峰值约 " + course.claim("logits_peak"),
-    f"{d.gb(logits)}（b = {b}，S = {d.num(sc.seq_len)}，V = {d.num(sc.vocab_size)}）",
-    d.verdict(course.agrees(logits, "logits_peak"),
-              f"课程的数对得上 {d.num(qwen3_vocab)} 词的词表（Qwen3）：{d.gb(course_logits)}"
-              + (f"，不是课程模型自己的 {d.num(base.vocab_size)} 词" if base.vocab_size != qwen3_vocab else "")
-              + (f"；{ours}的 b、S、V 与之相同" if not differ else
-                 f"；{ours}与之不同的是：{factor_text}，所以是 ×{d.num(logits / course_logits, 2)}"))])
+logits_ok = course.agrees(logits, "logits_peak")
 freed = logits - kept_assumed
 enough = math.ceil(logits / figure("logits_after_chunking")[0])  # chunks that bring the peak to the course's
 unchunked_ok = logits <= sum(figure("logits_after_chunking"))  # about 2 GB or less without chunking
 chunk_ok = course.agrees(kept_assumed, "logits_after_chunking") and course.agrees(freed, "nb08_logits_freed")
-claim_rows.append([
-    "② fused/chunked 交叉熵把峰值压到约 " + course.claim("logits_after_chunking") + "，腾出约 "
-    + course.claim("nb08_logits_freed"),
-    f"分 {chunks} 块：留 {d.gb(kept_assumed)}，腾出 {d.gb(freed)}",
-    d.verdict(chunk_ok, f"峰值与块数成反比；{ours}的 logits {d.gb(logits)} 分 {chunks} 块（{origin('ce_chunks')}）"
-              + ("与课程的数相符" if chunk_ok else
-                 "，与课程的数不同；" + (f"要压到约 {said('logits_after_chunking')} 需 {enough} 块" if not unchunked_ok else
-                                        f"不分块就已在约 {said('logits_after_chunking')} 以内")))])
-
-# %% tags=["remove-input"]
-g_mb = by_lever["micro_batch"]["speedup"]
-blockers = ([] if feasible else [f"b 翻倍在{ours}不能整除"]) + ([] if mem_double["fits"] else ["按显存放不下"])
-if g_mb >= low:
-    why = f"按屋顶线，{ours}受带宽限制的 GEMM 翻倍后靠近或越过平衡点，带权重的 GEMM 快 {d.times(g_mb, 3)}"
-elif pushable:
-    why = f"{ours}有 GEMM 在 b = {b} 受带宽限制，但按屋顶线翻倍后带权重的 GEMM 只快 {d.times(g_mb, 3)}"
-else:
-    why = (f"{ours}带权重的 GEMM 在 b = {b} 已是算力受限（或被自身的 k、n 封顶），翻倍几乎不改变它们的速率；"
-           "课程的区间是猜测，收益若有，来自别处，只能量")
-claim_rows.append(["③ micro batch 翻倍的潜在提速：" + course.claim("micro_batch_gain"),
-                   f"{d.times(g_mb, 3)}（带权重 GEMM 的屋顶线）",
-                   d.verdict(g_mb >= low, why + "".join("；" + text for text in blockers))])
 gains = [ai[2 * b][g["key"]] / ai[b][g["key"]] for g in weight_rows]
 crossing = [g for g in memory_rows if ai[2 * b][g["key"]] >= balance]
-parts_why = []
 n_capped = len([g for g in capped if g not in crossing])
-if compute_rows:
-    parts_why.append(f"{ours}有 {len(compute_rows)} 种带权重 GEMM 在 b = {b} 已是算力受限，强度上升也不改变它们的速率")
-if memory_rows:
-    parts_why.append(f"受带宽限制的 {len(memory_rows)} 种里，翻倍后越过平衡点的"
-                     + (f"有 {len(crossing)} 种" if crossing else "一种也没有")
-                     + (f"（{n_capped} 种被自身的 k、n 封顶，m 再大也越不过）" if n_capped else ""))
-why = "；".join(parts_why)
-if core_rows:
-    why += "；注意力核（QKᵀ、AV）不带权重，强度只由序列长度和 head_dim 决定，不随 micro batch 变"
-claim_rows.append([
-    "③ micro batch " + course.claim("nb08_micro_batch_all_gemms") + "提高所有 GEMM 的运算强度，直接改善 roofline 位置",
-    f"带权重 GEMM 强度 ×{d.num(min(gains), 2)}–×{d.num(max(gains), 2)}"
-    + ("；注意力核不变" if core_rows else ""),
-    d.verdict(not core_rows and len(crossing) > 0, why)])
 m_now = par["micro_batches"]  # micro batches per DP rank per step: rows of seq_len (padded: samples)
-m_text = f"{d.count(m_now)} → {d.count(m_now / 2)}" if feasible else f"{d.count(m_now)} → 不能整除"
 m_course = [float(part) for part in said("nb08_micro_batches_per_rank").split(" → ")]
 m_ok = feasible and [m_now, m_now / 2] == m_course
-claim_rows.append([
-    "③ 副作用：每个 DP rank 每步的 micro batch 数 " + course.claim("nb08_micro_batches_per_rank"),
-    m_text,
-    d.verdict(m_ok, f"{ours}每个 DP rank 每步 {d.count(per_rank)} 个样本（global batch {d.num(sc.samples_per_step)} ÷ "
-              f"DP {par['dp']}）{rows_text}，micro batch {b} → {2 * b}"
-              + ("：不能整除" if not feasible else "：梯度累积随之消失" if m_now / 2 == 1 else "：仍有梯度累积"))])
 
 # %% tags=["remove-input"]
 est_now = comm["estimated_share"]
-if feasible:
-    comm_2b = run.comm(sc.replace(micro_batch=2 * b))  # the layout's estimate at 2b
-    est_2b = comm_2b["estimated_share"]
-    doubled = est_now > 0 and abs(est_2b / est_now - 2) < 0.1
-    same_bytes = abs(comm_2b["bytes_per_gpu"] - comm["bytes_per_gpu"]) <= 1e-6 * comm["bytes_per_gpu"]
-    why = (f"按布局估计，{ours}每卡每步收发 {d.gb(comm['bytes_per_gpu'])} → {d.gb(comm_2b['bytes_per_gpu'])}"
-           + ("：字节不随 micro batch 变（梯度每步归约一次，每步派发的 token 总数不变），份额翻倍若真发生，"
-              "只能来自重叠变少" if same_bytes else "")
-           + ("；而且" + ours + "仍有梯度累积（见上一行）" if m_now / 2 > 1 else ""))
-    comm_text = f"{d.pct(est_now, 1)} → {d.pct(est_2b, 1)}（按布局估计的上界）"
-else:
-    doubled, why, comm_text = False, f"b 翻倍在{ours}不能整除，无从比较", "-"
-if not course.agrees(est_now, "nb08_micro_batch_communication"):
-    why += f"；基数 {said('nb08_micro_batch_communication')} 与{ours}的估计 {d.pct(est_now, 1)} 也不同"
-claim_rows.append([
-    "③ 副作用：梯度累积消失，通信占比翻倍；基数只有 " + course.claim("nb08_micro_batch_communication"),
-    comm_text, d.verdict(doubled, why)])
-
-# %% tags=["remove-input"]
-if moe:
-    dp_course = int(said("nb08_cp_breaks_ep").split("=")[1])
-    if two is None or not two.usable:
-        cp_text, cp_ok, why = "CP = 2 不可行", False, f"{ours}的 CP = 2 不满足 batch 或序列长度的整除约束"
-    else:
-        cp_text = f"CP = 2 → DP = {two.dp}，EP = {ep} {'可行' if two.allows(ep) else '失效'}"
-        cp_ok = two.dp == dp_course and not two.allows(ep)
-        why = (f"{ours}的 {groups} 个 CP × DP 位置，CP = 2 留下 DP = {two.dp}；CP = 2 时合法的 EP 是 "
-               f"{', '.join(map(str, two.expert_parallel)) or '（没有）'}")
-    claim_rows.append([f"④ CP = 2 留下 {course.claim('nb08_cp_breaks_ep')}，EP = {base.expert_parallel} 随之失效",
-                       cp_text, d.verdict(cp_ok, why)])
-    ep5_ok = two is not None and two.allows(ep5)
-    if two is None or not two.usable:
-        ep5_why = f"{ours}的 CP = 2 本身不满足 batch 或序列长度的整除约束"
-    elif ep5_ok:
-        ep5_why = f"{ours} CP = 2 时 DP = {two.dp}，{ep5} 整除它，{sc.num_experts} 个专家也能平分到 {ep5} 个 rank 上"
-    elif two.dp % ep5:
-        ep5_why = f"{ep5} 不整除{ours} CP = 2 时的 DP = {two.dp}"
-    else:
-        ep5_why = f"DP = {two.dp} 能被 {ep5} 整除，但{ours}的 {sc.num_experts} 个专家不能平分到 {ep5} 个 rank 上"
-    claim_rows.append(["④ 出路之一：配合 " + course.claim("nb08_ep5"),
-                       f"CP = 2 时 EP = {ep5} " + ("可行" if ep5_ok else "不可行"),
-                       d.verdict(ep5_ok, ep5_why)])
+comm_2b = run.comm(sc.replace(micro_batch=2 * b)) if feasible else None  # the layout's estimate at 2b
+est_2b = comm_2b["estimated_share"] if feasible else None
+doubled = feasible and est_now > 0 and abs(est_2b / est_now - 2) < 0.1
+same_bytes = feasible and abs(comm_2b["bytes_per_gpu"] - comm["bytes_per_gpu"]) <= 1e-6 * comm["bytes_per_gpu"]
+base_comm_ok = course.agrees(est_now, "nb08_micro_batch_communication")
+cp_two = two is not None and two.usable  # CP = 2 divides the batch and the sequence
+cp_ok = moe and cp_two and two.dp == int(said("nb08_cp_breaks_ep").split("=")[1]) and not two.allows(ep)
+ep5_ok = two is not None and two.allows(ep5)
 in_range = [course.number(v) for v in course.figures()["attention_share_range"]["range"]]
 share_ok = in_range[0] <= share_actual <= in_range[1]
-claim_rows.append([
-    "⑤ 注意力占全部 FLOPs 的 " + course.claim("attention_share_range"),
-    f"{d.pct(share_actual, 1)}（{actual_text}）；补齐长度 {d.pct(share_padded, 1)}",
-    d.verdict(share_ok, f"按{actual_text}，{ours}的份额" + ("落在课程的区间里" if share_ok else "在课程的区间之外")
-              + ("；课程的区间来自它猜测的形状，本页用真实形状（注意力宽度 = heads × head_dim）" if not sc.changed else
-                 f"；课程的区间说的是它自己的运行（序列长度 {d.num(base.seq_len)}）"))])
 bound = levers.amdahl_bound(share_actual)
 rival = max((a for a in acc["advice"] if a["lever"] != "attention_kernel"), key=lambda a: a["speedup"])
 att_rank = [a["lever"] for a in acc["advice"]].index("attention_kernel") + 1
-claim_rows.append([
-    "⑤ 注意力占 " + course.claim("nb08_attention_biggest_lever") + "，所以 attention kernel 是杠杆最大的单点",
-    f"上限 {d.times(bound)}；kernel 快 {d.times(k_att, 1)} 时 {d.times(g_att)}，排第 {att_rank}",
-    d.verdict(bound >= rival["speedup"],
-              f"注意力完全免费的上限 {d.times(bound)} " + ("不低于" if bound >= rival["speedup"] else "低于")
-              + f"其他杠杆中最大的 `{rival['lever']}`（{d.times(rival['speedup'])}）；按假设的 kernel 提速 "
-              f"{d.times(k_att, 1)}（{origin('attention_kernel_speedup')}）它{'只' if g_att < rival['speedup'] else ''}得 {d.times(g_att)}，"
-              f"在本次运行的排序里排第 {att_rank}")])
-comm_limit = figure("communication_share_course")[0]
-comm_ok = comm_share <= comm_limit
-what = "（实测）" if comm["basis"] == "measured" else "按布局估计（上界：没有重叠、链路跑满）"
-claim_rows.append([
-    "⑥ 通信只占一步的不到 " + course.claim("communication_share_course") + "，重叠最多省这么多",
-    f"估计 {d.pct(comm_share, 1)}，比一步还长，不用" if contradicted else
-    f"{d.pct(comm_share, 1)}（{'实测' if comm['basis'] == 'measured' else '估计的上界'}），重叠最多 "
-    f"{d.times(g_comm_bound, 3)}",
-    d.verdict(None, f"{ours}按布局估出的通信比{step_said}的一步还长，{clash}，从它判断不了；写入实测的 "
-              "`communication_share` 再比") if contradicted else
-    d.verdict(comm_ok, f"{ours}的通信份额{what}是 {d.pct(comm_share, 1)}，"
-              + (f"在课程的 {said('communication_share_course')} 以内" if comm_ok else
-                 f"超过课程的 {said('communication_share_course')}：重叠这个杠杆在{ours}更长")
-              + ("" if comm["basis"] == "measured" else "；写入实测的 `communication_share` 再比"))])
-d.claims(claim_rows, sc)
+comm_ok = comm_share <= figure("communication_share_course")[0]
+
+# %% [markdown]
+# {% macro word(holds) %}{% if holds is none %}无从判断{% elif holds %}成立{% else %}有出入{% endif %}{% endmacro %}
+# {% set fraction %}selective 重算 {{ rc_modules|safe }}（权重占前向的 {{ rc_sel.weights_fraction|pct(1) }}，{% if rc_sel.fraction_from == "scenario" %}由 `selective_recompute_fraction` 给定{% else %}由模块推出{% endif %}）{% endset %}
+# **课程怎么说 / 本页算出 / 出入**{% if sc.changed %}（本页按你的场景计算：中间一列是你的数字，与课程的说法对照）{% endif %}
+#
+# | 课程怎么说 | 本页算出 | 出入 |
+# |---|---|---|
+# | ① 完美 packing 的提速：{{ course.claim("packing_speedup") }} | {{ g_pack|times }} | {{ word(pack_ok) }}：{% if packed %}{{ ours }}已经在 packing，这一项没有可省的；课程的数是它按定长补齐估的{% elif not padded %}{{ ours }}的平均真实长度等于配置长度，没有 pad 槽位可省{% else %}{{ ours }}浪费 {{ acc.padding.waste_fraction|pct(1) }} 的槽位，按槽位之比算出 {{ g_pack|times }}{% if not sc.changed %}（课程写的浪费是 {{ said("padding_waste") }}）{% endif %}{% if hfu_pack > 1 %}；但补齐这个前提站不住：HFU 会超过 100%（见 ①）{% else %}；前提是补齐真实存在{% endif %}{% endif %} |
+# | ② 标题：换掉 full recompute，潜在提速 {{ course.claim("selective_recompute_heading") }} | {{ ratio_fs|times }}（full ÷ selective 的系数之比） | {{ word(heading_ok) }}：{% if heading_ok %}{{ ours }}的 {{ fraction|safe }}下系数之比恰好是 {{ ratio_fs|times }}；但{% endif %}课程在同一段里自己推算出 {{ said("selective_recompute_worked") }}，标题的 {{ said("selective_recompute_heading") }} 与它自己的推算不符 |
+# | ② 推算：系数从 full 降到约 {{ course.claim("nb02_selective_factor") }}，提速 {{ course.claim("selective_recompute_worked") }} | {{ full_n|num(3) }} ÷ {{ sel_n|num(3) }} = {{ ratio_fs|times }} | {{ word(worked_ok) }}：{{ ours }}的 {{ fraction|safe }}给出系数 {{ sel_n|num(3) }}{% if rc_sel.core_fraction and sc.recompute == "full" %}；注意力核心也重算时，按含注意力核心的硬件 FLOPs 提速是 {{ g_recompute|times }}{% endif %}；课程的 {{ said("nb02_selective_factor") }} 是假设的系数，没说重算了哪些模块{% if sc.recompute == "full" and sel_fits %}；按显存单独换成 selective 放得下{% else %}；{% if worked_ok %}但{% else %}而且{% endif %}{% if sc.recompute == "full" %}按显存，单独换成 selective 放不下（见“本次运行”）{% else %}{{ ours }}已是 {{ ("recompute: " ~ sc.recompute)|code }}，这一项拿不到{% endif %}{% endif %} |
+# | ② 分块交叉熵之前 logits 的峰值约 {{ course.claim("logits_peak") }} | {{ logits|gb }}（b = {{ b }}，S = {{ sc.seq_len|num }}，V = {{ sc.vocab_size|num }}） | {{ word(logits_ok) }}：课程的数对得上 {{ qwen3_vocab|num }} 词的词表（Qwen3）：{{ course_logits|gb }}{% if base.vocab_size != qwen3_vocab %}，不是课程模型自己的 {{ base.vocab_size|num }} 词{% endif %}{% if not differ %}；{{ ours }}的 b、S、V 与之相同{% else %}；{{ ours }}与之不同的是：{% for name, now, then in differ %}{% if name == "b" %}micro batch b{% elif name == "S" %}序列长度 S{% else %}词表 V{% endif %}（{{ now|num }} 对 {{ then|num }}）{% if not loop.last %}、{% endif %}{% endfor %}，所以是 ×{{ (logits / course_logits)|num(2) }}{% endif %} |
+# | ② fused/chunked 交叉熵把峰值压到约 {{ course.claim("logits_after_chunking") }}，腾出约 {{ course.claim("nb08_logits_freed") }} | 分 {{ chunks }} 块：留 {{ kept_assumed|gb }}，腾出 {{ freed|gb }} | {{ word(chunk_ok) }}：峰值与块数成反比；{{ ours }}的 logits {{ logits|gb }} 分 {{ chunks }} 块（{{ origin("ce_chunks")|safe }}）{% if chunk_ok %}，与课程的数相符{% else %}，与课程的数不同；{% if not unchunked_ok %}要压到约 {{ said("logits_after_chunking") }} 需 {{ enough }} 块{% else %}不分块就已在约 {{ said("logits_after_chunking") }} 以内{% endif %}{% endif %} |
+# | ③ micro batch 翻倍的潜在提速：{{ course.claim("micro_batch_gain") }} | {{ g_mb|times(3) }}（带权重 GEMM 的屋顶线） | {{ word(g_mb >= low) }}：{% if g_mb >= low %}按屋顶线，{{ ours }}受带宽限制的 GEMM 翻倍后靠近或越过平衡点，带权重的 GEMM 快 {{ g_mb|times(3) }}{% elif pushable %}{{ ours }}有 GEMM 在 b = {{ b }} 受带宽限制，但按屋顶线翻倍后带权重的 GEMM 只快 {{ g_mb|times(3) }}{% else %}{{ ours }}带权重的 GEMM 在 b = {{ b }} 已是算力受限（或被自身的 k、n 封顶），翻倍几乎不改变它们的速率；课程的区间是猜测，收益若有，来自别处，只能量{% endif %}{% if not feasible %}；b 翻倍在{{ ours }}不能整除{% endif %}{% if not mem_double.fits %}；按显存放不下{% endif %} |
+# | ③ micro batch {{ course.claim("nb08_micro_batch_all_gemms") }}提高所有 GEMM 的运算强度，直接改善 roofline 位置 | 带权重 GEMM 强度 ×{{ (gains|min)|num(2) }}–×{{ (gains|max)|num(2) }}{% if core_rows %}；注意力核不变{% endif %} | {{ word(not core_rows and crossing|length > 0) }}：{% if compute_rows %}{{ ours }}有 {{ compute_rows|length }} 种带权重 GEMM 在 b = {{ b }} 已是算力受限，强度上升也不改变它们的速率{% endif %}{% if compute_rows and memory_rows %}；{% endif %}{% if memory_rows %}受带宽限制的 {{ memory_rows|length }} 种里，翻倍后越过平衡点的{% if crossing %}有 {{ crossing|length }} 种{% else %}一种也没有{% endif %}{% if n_capped %}（{{ n_capped }} 种被自身的 k、n 封顶，m 再大也越不过）{% endif %}{% endif %}{% if core_rows %}{% if compute_rows or memory_rows %}；{% endif %}注意力核（QKᵀ、AV）不带权重，强度只由序列长度和 head_dim 决定，不随 micro batch 变{% endif %} |
+# | ③ 副作用：每个 DP rank 每步的 micro batch 数 {{ course.claim("nb08_micro_batches_per_rank") }} | {% if feasible %}{{ m_now|count }} → {{ (m_now / 2)|count }}{% else %}{{ m_now|count }} → 不能整除{% endif %} | {{ word(m_ok) }}：{{ ours }}每个 DP rank 每步 {{ per_rank|count }} 个样本（全局 batch {{ sc.samples_per_step|num }} ÷ DP {{ par.dp }}）{% if packed %}（拼成 {{ rows_now|count }} 行、每行 {{ sc.seq_len|num }} 个 token）{% endif %}，micro batch {{ b }} → {{ 2 * b }}{% if not feasible %}：不能整除{% elif m_now / 2 == 1 %}：梯度累积随之消失{% else %}：仍有梯度累积{% endif %} |
+# | ③ 副作用：梯度累积消失，通信占比翻倍；基数只有 {{ course.claim("nb08_micro_batch_communication") }} | {% if feasible %}{{ est_now|pct(1) }} → {{ est_2b|pct(1) }}（按布局估计的上界）{% else %}-{% endif %} | {{ word(doubled) }}：{% if feasible %}按布局估计，{{ ours }}每卡每步收发 {{ comm.bytes_per_gpu|gb }} → {{ comm_2b.bytes_per_gpu|gb }}{% if same_bytes %}：字节不随 micro batch 变（梯度每步归约一次，每步派发的 token 总数不变），份额翻倍若真发生，只能来自重叠变少{% endif %}{% if m_now / 2 > 1 %}；而且{{ ours }}仍有梯度累积（见上一行）{% endif %}{% else %}b 翻倍在{{ ours }}不能整除，无从比较{% endif %}{% if not base_comm_ok %}；基数 {{ said("nb08_micro_batch_communication") }} 与{{ ours }}的估计 {{ est_now|pct(1) }} 也不同{% endif %} |
+# {% if moe %}
+# | ④ CP = 2 留下 {{ course.claim("nb08_cp_breaks_ep") }}，EP = {{ base.expert_parallel }} 随之失效 | {% if not cp_two %}CP = 2 不可行{% else %}CP = 2 → DP = {{ two.dp }}，EP = {{ ep }} {% if two.allows(ep) %}可行{% else %}失效{% endif %}{% endif %} | {{ word(cp_ok) }}：{% if not cp_two %}{{ ours }}的 CP = 2 不满足 batch 或序列长度的整除约束{% else %}{{ ours }}的 {{ groups }} 个 CP × DP 位置，CP = 2 留下 DP = {{ two.dp }}；CP = 2 时合法的 EP 是 {{ two.expert_parallel|join(", ") or "（没有）" }}{% endif %} |
+# | ④ 出路之一：配合 {{ course.claim("nb08_ep5") }} | CP = 2 时 EP = {{ ep5 }} {% if ep5_ok %}可行{% else %}不可行{% endif %} | {{ word(ep5_ok) }}：{% if not cp_two %}{{ ours }}的 CP = 2 本身不满足 batch 或序列长度的整除约束{% elif ep5_ok %}{{ ours }} CP = 2 时 DP = {{ two.dp }}，{{ ep5 }} 整除它，{{ sc.num_experts }} 个专家也能平分到 {{ ep5 }} 个 rank 上{% elif two.dp % ep5 %}{{ ep5 }} 不整除{{ ours }} CP = 2 时的 DP = {{ two.dp }}{% else %}DP = {{ two.dp }} 能被 {{ ep5 }} 整除，但{{ ours }}的 {{ sc.num_experts }} 个专家不能平分到 {{ ep5 }} 个 rank 上{% endif %} |
+# {% endif %}
+# | ⑤ 注意力占全部 FLOPs 的 {{ course.claim("attention_share_range") }} | {{ share_actual|pct(1) }}（{{ actual_text }}）；补齐长度 {{ share_padded|pct(1) }} | {{ word(share_ok) }}：按{{ actual_text }}，{{ ours }}的份额{% if share_ok %}落在课程的区间里{% else %}在课程的区间之外{% endif %}{% if not sc.changed %}；课程的区间来自它猜测的形状，本页用真实形状（注意力宽度 = heads × head_dim）{% else %}；课程的区间说的是它自己的运行（序列长度 {{ base.seq_len|num }}）{% endif %} |
+# | ⑤ 注意力占 {{ course.claim("nb08_attention_biggest_lever") }}，所以注意力 kernel 是杠杆最大的单点 | 上限 {{ bound|times }}；kernel 快 {{ k_att|times(1) }} 时 {{ g_att|times }}，排第 {{ att_rank }} | {{ word(bound >= rival.speedup) }}：注意力完全免费的上限 {{ bound|times }} {% if bound >= rival.speedup %}不低于{% else %}低于{% endif %}其他杠杆中最大的 {{ rival.lever|code }}（{{ rival.speedup|times }}）；按假设的 kernel 提速 {{ k_att|times(1) }}（{{ origin("attention_kernel_speedup")|safe }}）它{% if g_att < rival.speedup %}只{% endif %}得 {{ g_att|times }}，在本次运行的排序里排第 {{ att_rank }} |
+# | ⑥ 通信只占一步的不到 {{ course.claim("communication_share_course") }}，重叠最多省这么多 | {% if contradicted %}估计 {{ comm_share|pct(1) }}，比一步还长，不用{% else %}{{ comm_share|pct(1) }}（{% if comm.basis == "measured" %}实测{% else %}估计的上界{% endif %}），重叠最多 {{ g_comm_bound|times(3) }}{% endif %} | {% if contradicted %}无从判断：{{ ours }}按布局估出的通信比{{ step_said }}的一步还长，{{ clash }}，从它判断不了；写入实测的 `communication_share` 再比{% else %}{{ word(comm_ok) }}：{{ ours }}的通信份额{% if comm.basis == "measured" %}（实测）{% else %}按布局估计（上界：没有重叠、链路跑满）{% endif %}是 {{ comm_share|pct(1) }}，{% if comm_ok %}在课程的 {{ said("communication_share_course") }} 以内{% else %}超过课程的 {{ said("communication_share_course") }}：重叠这个杠杆在{{ ours }}更长{% endif %}{% if comm.basis != "measured" %}；写入实测的 `communication_share` 再比{% endif %}{% endif %} |
 
 # %% [markdown]
 # ## 先量，再改
@@ -1001,16 +842,8 @@ target = 1.1  # the whole step this much faster; change it and re-run
 possible = share_actual > 1 - 1 / target  # else no kernel is fast enough
 need = float(x_needed.subs({share: share_actual, g: target})) if possible else float("inf")
 
-# %% tags=["solution", "remove-input"]
-text = f"本场景注意力份额 $f$ = {d.pct(share_actual, 1)}（{actual_text}）。"
-if possible:
-    text += (f"要让整步快 {d.times(target)}，kernel 得快 **{d.times(need)}**；按场景假设的 {d.times(k_att, 1)}"
-             f"（{origin('attention_kernel_speedup')}），整步快 {d.times(g_att)}。")
-else:
-    text += f"注意力完全免费也只到 {d.times(bound)}，哪个 kernel 都做不到 {d.times(target)}。"
-text += (f"门槛是 $f > 1 - 1/g$ = {d.pct(1 - 1 / target, 1)}（本场景{'过了' if possible else '没过'}）：$f$ 逼近门槛时"
-         "分母 $f - 1 + 1/g$ 趋于 0，所需的倍数趋于无穷。份额越小的部分，优化它的回报递减得越快。")
-d.md(text)
+# %% [markdown] tags=["solution"]
+# 本场景注意力份额 $f$ = {{ share_actual|pct(1) }}（{{ actual_text }}）。{% if possible %}要让整步快 {{ target|times }}，kernel 得快 **{{ need|times }}**；按场景假设的 {{ k_att|times(1) }}（{{ origin("attention_kernel_speedup")|safe }}），整步快 {{ g_att|times }}。{% else %}注意力完全免费也只到 {{ bound|times }}，哪个 kernel 都做不到 {{ target|times }}。{% endif %}门槛是 $f > 1 - 1/g$ = {{ (1 - 1 / target)|pct(1) }}（本场景{% if possible %}过了{% else %}没过{% endif %}）：$f$ 逼近门槛时分母 $f - 1 + 1/g$ 趋于 0，所需的倍数趋于无穷。份额越小的部分，优化它的回报递减得越快。
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：micro batch 翻倍，显存里哪几项跟着翻倍？
@@ -1018,27 +851,16 @@ d.md(text)
 # 负载最重的那张卡上有五项：权重、梯度、优化器状态、激活、logits。先预测：micro batch 从 $b$ 加到 $2b$，哪几项翻倍、哪几项不变？激活一定正好翻倍吗（想一想 1F1B 同时在途的 micro batch 数）？写下预测，再对照解答。
 
 # %% tags=["solution"]
-d.table([[part, d.gb(mem[part]), d.gb(mem_double[part]),
+d.table([[words.MEMORY_PARTS[part], d.gb(mem[part]), d.gb(mem_double[part]),
           d.times(mem_double[part] / mem[part]) if mem[part] else "-"] for part in parts]
         + [["在途的 micro batch 数", mem["in_flight"], mem_double["in_flight"], "-"]],
         ["部分", f"b = {b}", f"b = {2 * b}", "倍数"],
         f"micro batch 翻倍时负载最重的卡（{d.text(sc.gpu)}，{d.gb(mem['capacity'], 0)}）")
-
-# %% tags=["solution", "remove-input"]
 fixed = [part for part in parts if mem[part] and abs(mem_double[part] / mem[part] - 1) < 1e-9]
 act = mem_double["activations"] / mem["activations"] if mem["activations"] else 1.0
-zh = {"weights": "权重", "gradients": "梯度", "optimizer": "优化器状态", "activations": "激活", "logits": "logits"}
-text = (f"{'、'.join(zh[part] for part in fixed) or '没有一项'}不变：它们只取决于参数和并行切分，与每次算多少行无关。"
-        + (f"logits 与 $b$ 成正比，翻倍到 {d.gb(mem_double['logits'])}。" if mem["logits"] else
-           "这张卡上没有 logits（它不在流水线的最后一段）。")
-        + f"激活是 ×{d.num(act, 2)}：")
-if mem_double["in_flight"] != mem["in_flight"]:
-    text += (f"同时在途的 micro batch 从 {mem['in_flight']} 个变成 {mem_double['in_flight']} 个（1F1B 的在途数不超过流水线段数，"
-             "也不超过每步的 micro batch 数），所以不是正好翻倍。")
-else:
-    text += f"每个 micro batch 的激活随 $b$ 增长，同时在途的仍是 {mem['in_flight']} 个。"
-text += f"合计 {verdict(mem_double)}。"
-d.md(text)
+
+# %% [markdown] tags=["solution"]
+# {% for part in fixed %}{{ words.MEMORY_PARTS[part] }}{% if not loop.last %}、{% endif %}{% else %}没有一项{% endfor %}不变：它们只取决于参数和并行切分，与每次算多少行无关。{% if mem.logits %}logits 与 $b$ 成正比，翻倍到 {{ mem_double.logits|gb }}。{% else %}这张卡上没有 logits（它不在流水线的最后一段）。{% endif %}激活是 ×{{ act|num(2) }}：{% if mem_double.in_flight != mem.in_flight %}同时在途的 micro batch 从 {{ mem.in_flight|count }} 个变成 {{ mem_double.in_flight|count }} 个（1F1B 的在途数不超过流水线段数，也不超过每步的 micro batch 数），所以不是正好翻倍。{% else %}每个 micro batch 的激活随 $b$ 增长，同时在途的仍是 {{ mem.in_flight|count }} 个。{% endif %}合计 {{ verdict(mem_double) }}。
 
 # %% [markdown]
 # ## 布局搜索：放得下的布局，按预测步长排队
@@ -1057,10 +879,7 @@ try:  # the top 10 exact; the own layout not ranked
     searched = plan.search(sc, top=10, count_own=False)
 except CostModelError as error:  # no layout of this model fits (or divides) on this cluster
     searched, no_layout = None, str(error)
-if searched is None:
-    d.md(f"本场景的模型在 {sc.num_gpus:,} 张 {d.text(sc.gpu)} 上找不到放得下的布局，"
-         f"`costmodel plan` 的原因：{d.text(no_layout)}。所以这一节的图、表、结论和练习 3 都没有内容。")
-else:
+if searched is not None:
     every, left_out = plan.every(searched)  # each layout that fits at its best (the least bound first)
     own_row = searched.own if not searched.own_note else None
     own_fits = searched.own is not None and searched.own.peak_bytes <= searched.own.capacity
@@ -1089,8 +908,7 @@ else:
 # %% tags=["remove-input"]
 if searched is not None:
     shown_top = plan_text.as_table(searched, 5)
-    d.table([cells for cells, own in shown_top["rows"] if not own], shown_top["columns"],
-            f"{searched.fitting:,} 个放得下的布局里最快的 5 个（预测步长；limit：占比最大的部分）")
+    top_rows = [cells for cells, own in shown_top["rows"] if not own]
 
 # %% tags=["remove-input"]
 if searched is not None:
@@ -1104,6 +922,14 @@ if searched is not None:
 
 # %% [markdown]
 # {% if searched is not none %}
+# **{{ "{:,}".format(searched.fitting) }} 个放得下的布局里最快的 5 个（预测步长；限制：一步里占比最大的部分）**
+#
+# |{% for column in shown_top.columns %} {{ column }} |{% endfor %}
+# |{% for column in shown_top.columns %}---|{% endfor %}
+# {% for cells in top_rows %}
+# |{% for cell in cells %} {% if loop.index == 2 %}{{ cell|code }}{% else %}{{ cell }}{% endif %} |{% endfor %}
+# {% endfor %}
+#
 # - 搜索了 {{ "{:,}".format(searched.searched) }} 种切分，{{ "{:,}".format(searched.fitting) }} 种放得下{% if left_out is none %}（全部画在图上）。{% else %}；图上画的是计算下界最小的 {{ "{:,}".format(every|length) }} 种（连同最快的 5 种），没画的那些一步至少 {{ left_out|num(2) }} 秒。{% endif %}
 # {% if tp.holds %}
 # - 最快的 {{ top_n }} 个布局都把 TP 放在一个节点之内（TP ≤ {{ node }}）。
@@ -1140,6 +966,8 @@ if searched is not None:
 # - 本场景自己的布局不在搜索范围里，图上没有它；`costmodel plan` 给出的原因：{{ searched.own_note|code }}。
 # {% endif %}
 # - 这些是规则，还是搜索的结果？上面每一条都由排好的布局数出来，不是搜索的前提；换一个场景，结论可能相反。
+# {% else %}
+# 本场景的模型在 {{ "{:,}".format(sc.num_gpus) }} 张 {{ sc.gpu }} 上找不到放得下的布局，`costmodel plan` 的原因：{{ no_layout|code }}。所以这一节的图、表、结论和练习 3 都没有内容。
 # {% endif %}
 
 # %% tags=["remove-input"]
@@ -1166,31 +994,26 @@ names = ["甲", "乙"]
 #
 # 下面是上图中两个放得下的布局（都不在最快的 10 个里）。先别看解答：根据它们的 TP、PP、CP、micro batch、重算和 ZeRO 阶段，预测哪一个一步更短、大约快多少，差距主要来自哪一部分（计算、暴露在外的通信，还是流水线气泡）。写下预测，再对照解答。
 
-# %% tags=["remove-input"]
-if pair:
-    d.md("\n".join(f"- 布局{name}：{plan_text.settings(plan.layout_keys(searched, r))}"
-                   for name, r in zip(names, pair)))
-else:
-    d.md("本场景放得下的布局太少，挑不出两个不在前 10 名里、切分又不同的布局；这道题换一个更大的场景再做。")
+# %% [markdown]
+# {% if pair %}
+# {% for r in pair %}
+# - 布局{{ names[loop.index0] }}：{{ plan_text.settings(plan.layout_keys(searched, r))|code }}
+# {% endfor %}
+# {% else %}
+# 本场景放得下的布局太少，挑不出两个不在前 10 名里、切分又不同的布局；这道题换一个更大的场景再做。
+# {% endif %}
 
 # %% tags=["solution"]
 part_names = list(pair[0].parts) if pair else []
 if pair:
-    d.table([[part] + [f"{r.parts[part]:.3f}" for r in pair] for part in part_names]
+    d.table([[words.STEP_PARTS[part]] + [f"{r.parts[part]:.3f}" for r in pair] for part in part_names]
             + [["一步（秒）"] + [f"{r.seconds:.3f}" for r in pair]],
             ["部分（秒）"] + [f"布局{name}" for name in names[:len(pair)]],
             "两个布局预测的各部分（step_time.PARTS），每步的秒数")
 
-# %% tags=["solution", "remove-input"]
-if pair:
     fast, slow = sorted(pair, key=lambda r: r.seconds)
     gaps = {part: slow.parts[part] - fast.parts[part] for part in part_names}
     main_part = max(gaps, key=lambda part: abs(gaps[part]))
-    zh_parts = {"gemms": "矩阵乘", "attention": "注意力核心", "linear_attention": "线性注意力",
-                "memory_bound": "访存型算子", "recompute": "重算",
-                "communication_exposed": "暴露在外的通信", "pipeline_bubble": "流水线气泡"}
-    d.md(f"布局{names[pair.index(fast)]}更快：预测一步 **{d.num(fast.seconds, 2)} 秒**，"
-         f"布局{names[pair.index(slow)]}要 **{d.num(slow.seconds, 2)} 秒**，快 **{d.times(slow.seconds / fast.seconds)}**。"
-         f"差得最多的是{zh_parts.get(main_part, main_part)}（表中的 `{main_part}`，差 {d.num(abs(gaps[main_part]), 2)} 秒）。"
-         "两者的模型 FLOPs 相同（同一个模型、同一个 batch、同样的 GPU 数），差别来自切分和设置：切得越碎，通信和气泡越多；"
-         "重算要把前向（全部或其中几个模块）再做一遍；ZeRO 阶段越高，每步要搬的权重和梯度越多，能不能藏在计算后面要看重叠规则。")
+
+# %% [markdown] tags=["solution"]
+# {% if pair %}布局{{ names[pair.index(fast)] }}更快：预测一步 **{{ fast.seconds|num(2) }} 秒**，布局{{ names[pair.index(slow)] }}要 **{{ slow.seconds|num(2) }} 秒**，快 **{{ (slow.seconds / fast.seconds)|times }}**。差得最多的是{{ words.STEP_PARTS[main_part] }}（差 {{ gaps[main_part]|abs|num(2) }} 秒）。两者的模型 FLOPs 相同（同一个模型、同一个 batch、同样的 GPU 数），差别来自切分和设置：切得越碎，通信和气泡越多；重算要把前向（全部或其中几个模块）再做一遍；ZeRO 阶段越高，每步要搬的权重和梯度越多，能不能藏在计算后面要看重叠规则。{% endif %}

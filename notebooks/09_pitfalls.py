@@ -39,6 +39,7 @@ from costmodel.derive.recompute import factor as policy_factor
 from costmodel.derive.symbols import B, D, F_lin, N, N_total, P, sum_sq
 from costmodel.inputs import hardware
 from costmodel.present import display as d
+from costmodel.present import words
 
 sc, acc = d.load(scenario_file, overrides)
 team = bool(sc.changed)
@@ -131,7 +132,7 @@ same_balance = math.isclose(acc["machine_balance"], ref_gpu.balance, rel_tol=1e-
 # | 本场景（真实长度，均长 {{ sc.mean_tokens_per_sample|count }}） | {{ att.actual.share|pct }} | {{ acc.mfu|pct }} |
 # | 参照长度 {{ REFERENCE_SEQ_LEN|num }} | {{ attention_share(REFERENCE_SEQ_LEN)|pct }} | {{ mfu_ref|pct }} |
 #
-# 仅口径一项：同样的硬件吞吐，换到 {{ REFERENCE_SEQ_LEN|num }} 序列会报出 {{ mfu_ref|pct }}，{% if (ref_ratio - 1)|abs < 0.02 %}两者几乎相同（{{ ref_ratio|times }}），本场景的序列长度与参照相近{% else %}是本场景 {{ acc.mfu|pct }} 的 {{ ref_ratio|times }}{% endif %}。此外{% if sc.gpu == ref_gpu.name %}卡型与参照相同（都是 {{ ref_gpu.name }}）{% elif same_balance %}卡型不同（{{ sc.gpu }} 对 {{ ref_gpu.name }}），但 machine balance 相同（{{ ref_gpu.balance|decimals(0) }} FLOP/byte），卡上其余的差别（显存、互联）仍要核对{% else %}卡型也不同：{{ sc.gpu }} 对 {{ ref_gpu.name }}，machine balance {{ acc.machine_balance|decimals(0) }} 对 {{ ref_gpu.balance|decimals(0) }} FLOP/byte{% endif %}；模型是否 MoE、micro batch 多大也都会改变 GEMM 的形状（见 06、07）。比较之前，模型形状、序列长度、卡型和口径都要对齐。
+# 仅口径一项：同样的硬件吞吐，换到 {{ REFERENCE_SEQ_LEN|num }} 序列会报出 {{ mfu_ref|pct }}，{% if (ref_ratio - 1)|abs < 0.02 %}两者几乎相同（{{ ref_ratio|times }}），本场景的序列长度与参照相近{% else %}是本场景 {{ acc.mfu|pct }} 的 {{ ref_ratio|times }}{% endif %}。此外{% if sc.gpu == ref_gpu.name %}卡型与参照相同（都是 {{ ref_gpu.name }}）{% elif same_balance %}卡型不同（{{ sc.gpu }} 对 {{ ref_gpu.name }}），但机器平衡点相同（{{ ref_gpu.balance|decimals(0) }} FLOP/byte），卡上其余的差别（显存、互联）仍要核对{% else %}卡型也不同：{{ sc.gpu }} 对 {{ ref_gpu.name }}，机器平衡点 {{ acc.machine_balance|decimals(0) }} 对 {{ ref_gpu.balance|decimals(0) }} FLOP/byte{% endif %}；模型是否 MoE、micro batch 多大也都会改变 GEMM 的形状（见 06、07）。比较之前，模型形状、序列长度、卡型和口径都要对齐。
 
 # %% [markdown]
 # ## 坑 4：长序列下仍把 6ND 当作全部运算
@@ -142,7 +143,7 @@ same_balance = math.isclose(acc["machine_balance"], ref_gpu.balance, rel_tol=1e-
 d.eq(r"\mathrm{MFU}_{+\mathrm{attn}}", attention.mfu_with_attention(attention.attention_actual))
 
 # %% [markdown]
-# **注意力核心的影响（{{ att.convention }}）**
+# **注意力核心的影响，按{{ words.convention(att.convention) }}**
 #
 # | 序列口径 | 长度 | 注意力占总 FLOPs | 6ND MFU | 计入注意力 |
 # |---|---|---|---|---|
@@ -216,7 +217,7 @@ LEVER_NAMES = {
     "packing": "完美 packing（若在定长补齐）",
     "recompute_off": "关闭重算",
     "selective_recompute": "改成选择性重算",
-    "attention_kernel": "更快的 attention kernel",
+    "attention_kernel": "更快的注意力 kernel",
     "load_balance": "专家负载均衡",
     "communication_overlap": "打开通信重叠",
     "micro_batch": "micro batch 翻倍",
@@ -235,7 +236,7 @@ comm_first = overlap["speedup"] > 1.0005 and (best is None or overlap["speedup"]
 # | 手段 | 提速（预测） | 预测的一步缩短 | 可行 | 依据（场景键） |
 # |---|---|---|---|---|
 # {% for a in levers_shown %}
-# | {{ LEVER_NAMES.get(a.lever, a.lever) }} | {{ a.speedup|times(3) }} | {{ (1 - 1 / a.speedup)|pct }} | {% if a.feasible %}可行{% else %}不可行{% endif %} | {{ a.rests_on|join(", ") }} |
+# | {{ LEVER_NAMES.get(a.lever, a.lever) }} | {{ a.speedup|times(3) }} | {{ (1 - 1 / a.speedup)|pct }} | {% if a.feasible %}可行{% else %}不可行{% endif %} | {% for key in a.rests_on %}{{ key|code }}{% if not loop.last %}、{% endif %}{% endfor %} |
 # {% endfor %}
 #
 # {% set basis_word %}{% if measured %}实测{% else %}估计{% endif %}{% endset %}
@@ -252,7 +253,7 @@ comm_first = overlap["speedup"] > 1.0005 and (best is None or overlap["speedup"]
 # %% [markdown]
 # ## 坑 7：忘了 recompute 是自愿的
 #
-# 重算是用算力换显存。一旦显存腾出来（例如 fused / chunked cross-entropy 省掉 logits 的大张量，见 08），首先该考虑的就是减少或关掉重算，而不是把它当成固定成本。
+# 重算是用算力换显存。一旦显存腾出来（例如 fused / chunked 交叉熵省掉 logits 的大张量，见 08），首先该考虑的就是减少或关掉重算，而不是把它当成固定成本。
 
 # %% tags=["remove-input"]
 step = sc.step_time
@@ -327,7 +328,7 @@ misreadings += [("分母用稀疏峰值", "sparse peak (2x dense)", wrong_sparse
 # | 坑 | 6ND MFU（口径正确） | 要一起看的数 | 这个数是什么 |
 # |---|---|---|---|
 # | 与 {{ REFERENCE_SEQ_LEN|num }} 序列的参照直接比 | {{ acc.mfu|pct }} | {{ mfu_ref|pct }} | 同样硬件吞吐、序列换成 {{ REFERENCE_SEQ_LEN|num }} 时报出的 6ND MFU（反事实：只改序列长度） |
-# | 只数 6ND，不数注意力核心 | {{ acc.mfu|pct }} | {{ att.actual.mfu_with_attention|pct }} | 计入注意力核心（{{ att.convention }}，按真实长度）后的利用率：硬件实际完成的模型运算 |
+# | 只数 6ND，不数注意力核心 | {{ acc.mfu|pct }} | {{ att.actual.mfu_with_attention|pct }} | 计入注意力核心后的利用率（按真实长度，按{{ words.convention(att.convention) }}数）：硬件实际完成的模型运算 |
 # {% if padded %}
 # | 只看 MFU，不看 padding | {{ acc.mfu|pct }} | {{ pad.mfu_after_packing|pct }} | 完美 packing 后的 6ND MFU（若真在定长补齐；pad 占槽位 {{ pad.waste_fraction|pct }}） |
 # {% endif %}
@@ -384,7 +385,7 @@ ok_comm = None if contradicted else comm_share <= course.number(quoted["communic
 # |---|---|---|
 # | MoE 误把总参数 35B 代进 6ND，MFU 会被算成 {{ course.claim("total_params_mistake") }}，让人以为没有优化空间 | {{ wrong|pct }}（N = total_params = {{ sc.total_params|sci }}） | {{ word(ok) }}：{{ ours|safe }}误用总参数得 {{ wrong|pct }}{% if wrong > acc.mfu %}（正确值 {{ acc.mfu|pct }} 的 {{ (wrong / acc.mfu)|times(1) }}）{% endif %}{% if ok %}，与课程一致{% else %}，与课程的数不同{% endif %}{% if 0.5 <= wrong < 1 %}；这个错数已过半，确实容易让人以为接近上限{% elif wrong >= 1 %}；它超过 100%，一眼可见是错的{% elif wrong > acc.mfu %}；它不到一半，不至于让人以为接近上限，但仍把效率高估了{% else %}；总参数等于 N，这个错在这里不改变结果{% endif %} |
 # | 混用 MFU 和 HFU：全量重算下两者差 {{ course.claim("nb09_mfu_hfu_gap") }}，足以让对比得出反向结论 | HFU / MFU − 1 = {{ gap|pct }}（recompute = {{ sc.recompute }}） | {{ word(ok_gap) }}：{% if sc.recompute == "full" %}{% if team %}课程的数说的是课程那次运行；你的运行也是全量重算：{% endif %}全量重算系数 4/3（坑 2 的 SymPy 式在 r = 1 时），HFU 比 MFU 高 1/3{% else %}{% if team %}课程的数说的是课程那次运行，{% endif %}{{ quoted.nb09_mfu_hfu_gap.text }} 指全量重算；{{ whose|safe }}运行 recompute = {{ sc.recompute }}，{% if gap > 0 %}HFU 比 MFU 高 {{ gap|pct }}{% else %}HFU 等于 MFU{% endif %}，全量重算时仍是 {{ full_gap|pct }}{% endif %} |
-# | 拿自己的 MFU 和别人的比，{{ course.claim("nb09_compare_aligned") }}都要对齐 | 4K 参照长度下 {{ mfu_ref|pct }}（本场景 {{ acc.mfu|pct }}） | 成立：{% if (ref_ratio - 1)|abs >= 0.02 %}只把序列长度换成 {{ REFERENCE_SEQ_LEN|num }}，同样的硬件吞吐报出的 6ND MFU 就变成原来的 {{ ref_ratio|times }}{% else %}{{ whose|safe }}序列长度与参照相近，这一项几乎没有差别{% endif %}{% if sc.gpu == ref_gpu.name %}；卡型与参照相同{% elif same_balance %}；卡型不同（{{ sc.gpu }} 对 {{ ref_gpu.name }}），machine balance 相同{% else %}；卡型不同，machine balance {{ acc.machine_balance|decimals(0) }} 对 {{ ref_gpu.balance|decimals(0) }} FLOP/byte{% endif %}；四项对齐才能比 |
+# | 拿自己的 MFU 和别人的比，{{ course.claim("nb09_compare_aligned") }}都要对齐 | 4K 参照长度下 {{ mfu_ref|pct }}（本场景 {{ acc.mfu|pct }}） | 成立：{% if (ref_ratio - 1)|abs >= 0.02 %}只把序列长度换成 {{ REFERENCE_SEQ_LEN|num }}，同样的硬件吞吐报出的 6ND MFU 就变成原来的 {{ ref_ratio|times }}{% else %}{{ whose|safe }}序列长度与参照相近，这一项几乎没有差别{% endif %}{% if sc.gpu == ref_gpu.name %}；卡型与参照相同{% elif same_balance %}；卡型不同（{{ sc.gpu }} 对 {{ ref_gpu.name }}），机器平衡点相同{% else %}；卡型不同，机器平衡点 {{ acc.machine_balance|decimals(0) }} 对 {{ ref_gpu.balance|decimals(0) }} FLOP/byte{% endif %}；四项对齐才能比 |
 # | 序列长到 {{ course.claim("nb09_six_nd_fails_long") }}时注意力占大头，6ND 不再是好近似 | 注意力占 {{ share_a|pct }}（真实长度）/ {{ share_p|pct }}（配置长度） | {{ word(major) }}：{% if team %}课程说的是 {{ quoted.nb09_six_nd_fails_long.text }} 序列的运行；{% endif %}按真实长度（均长 {{ sc.mean_tokens_per_sample|count }}）注意力核心占 {{ share_a|pct }}，{% if major %}过半，6ND 漏掉的比它数到的还多{% else %}不到一半，谈不上“大头”{% if padded %}，按配置长度定长补齐算（pad 上也在算）是 {{ share_p|pct }}{% if share_p > 0.5 %}，才过半{% endif %}{% endif %}{% if share_a >= 0.25 %}；但 6ND 少数了 {{ share_a|pct }} 的运算，超过四分之一，“不再是好近似”这一点成立{% elif share_a >= 0.05 %}；6ND 少数了 {{ share_a|pct }} 的运算，是否还算好近似要看用途，报数时应一并说明{% else %}；6ND 只少数了 {{ share_a|pct }}，在这里仍是好近似{% endif %}{% endif %} |
 # | MFU 只有 {{ course.claim("nb01_mfu") }}，与“槽位里 {{ course.claim("nb09_padding_independent") }}是 pad”是两个独立的问题，后者更好修 | MFU {{ acc.mfu|pct }}；pad {{ pad.waste_fraction|pct }} | {{ word(ok_pad) }}：{% if padded %}MFU 的分子只数真实 token，pad 只让 T 变长，两者互不包含；{{ ours|safe }}pad 占槽位 {{ pad.waste_fraction|pct }}，完美 packing {{ pad.packing_speedup|times }}{% if pack_rank %}，在坑 6 的杠杆表里排第 {{ pack_rank }}{% endif %}{% else %}{% if team %}课程的 {{ quoted.nb09_padding_independent.text }} 说的是课程那次运行；{% endif %}你的运行没有 pad 槽位，这一项为零{% endif %} |
 # | 先优化通信是误区：实测通信只占 {{ course.claim("communication_share_course") }}，永远先量 | {% if contradicted %}估计比一步还长，不用{% else %}{{ comm_share|pct }}（{% if measured %}实测{% else %}估计上界{% endif %}）{% endif %} | {{ word(ok_comm) }}：{% if team %}课程的 {{ quoted.communication_share_course.text }} 说的是课程那次运行；{% endif %}{% if contradicted %}按并行布局估出的通信要 {{ comm.seconds|num(1) }} 秒，比实测的一步（{{ sc.step_time|num(1) }} 秒）还长：估计与实测矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符），从它判断不了{% else %}{% if measured %}团队实测{% else %}按并行布局估计（不计重叠的上界）{% endif %}通信占 {{ comm_share|pct }}，{% if ok_comm %}不超过 {{ quoted.communication_share_course.text }}；把模型知道的重叠都打开，预测的一步快 {{ overlap.speedup|times(3) }}{% else %}超过 {{ quoted.communication_share_course.text }}；把模型知道的重叠都打开，预测的一步快 {{ overlap.speedup|times(3) }}，在这次运行里通信值得先实测{% endif %}{% endif %}。“先量再改”在任何情况下都成立 |

@@ -44,7 +44,8 @@ from costmodel.evaluate import gemms
 from costmodel.evaluate.run import memory as gpu_memory
 from costmodel.formats import decimals, short, sig
 from costmodel.present import display as d
-from costmodel.present.advice import note as advice_note
+from costmodel.present import words
+from costmodel.present.advice_zh import note as advice_note
 
 sc, acc = d.load(scenario_file, overrides)
 pad, proj = acc["padding"], acc["projections"]
@@ -82,9 +83,9 @@ clash = "估计与实测矛盾" if step_said == "实测" else "估计与预测�
 # %% [markdown]
 # ## 做题用的三件工具
 #
-# - **单步耗时正比于算过的槽位。** 定长补齐时一步算 $B \cdot S$ 个槽位，其中真实 token 只有 $D$ 个；MFU 的分子 6ND 只数真实 token，所以 pad 不进分子，只拉长耗时（第 04 节）。
-# - **recompute 改的是每个槽位的 FLOPs。** 硬件每个 token 做 $6N \cdot f$ 次运算：full recompute 的 $f = 4/3$，selective 只重算前向的一部分，$f$ 更小（第 02 节）。
-# - **不缩短的那部分时间会变显眼。** 如果一步里有一段时间（例如没被掩盖的通信）不随计算缩短，计算提速 $g$ 倍之后，整步的提速小于 $g$，这段时间的占比上升（Amdahl 定律，第 08 节）。
+# - **单步耗时正比于算过的槽位**。定长补齐时一步算 $B \cdot S$ 个槽位，其中真实 token 只有 $D$ 个；MFU 的分子 6ND 只数真实 token，所以 pad 不进分子，只拉长耗时（第 04 节）。
+# - **recompute 改的是每个槽位的 FLOPs**。硬件每个 token 做 $6N \cdot f$ 次运算：full recompute 的 $f = 4/3$，selective 只重算前向的一部分，$f$ 更小（第 02 节）。
+# - **不缩短的那部分时间会变显眼**。如果一步里有一段时间（例如没被掩盖的通信）不随计算缩短，计算提速 $g$ 倍之后，整步的提速小于 $g$，这段时间的占比上升（Amdahl 定律，第 08 节）。
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：packing 做成之后的账（思考题 1）
@@ -299,9 +300,9 @@ mem_sel = gpu_memory(sc, recompute="selective") if sc.recompute == "full" else N
 # %% tags=["solution"]
 d.eq(r"T'", x.step_time_with_fixed_part)
 d.eq(r"c'", x.fixed_share_after)
-stages = [("现在", 1.0), ("packing", g_pack), ("packing + selective recompute", g_both)]
+stages = [("现在", 1.0), ("packing", g_pack), ("packing 加 selective recompute", g_both)]
 fixed = {label: x.with_fixed_part(sc.step_time, comm_share, g) for label, g in stages}
-after = fixed["packing + selective recompute"]  # communication held fixed, both levers done
+after = fixed["packing 加 selective recompute"]  # communication held fixed, both levers done
 
 # %% tags=["solution", "remove-input"]
 stage_rows = [(label, d.times(g), f"{decimals(sc.step_time / g, 1)} s", f"{decimals(fixed[label]['step_time'], 1)} s",
@@ -369,7 +370,7 @@ d.eq(r"\lim_{m \to \infty} AI", sp.limit(roofline.gemm_intensity, m, sp.oo))
 # | 矩阵乘 | m | k | n | 强度（FLOP/byte） | 强度 / 平衡点 | 受限于 | 带权重 | 形状来源 |
 # |---|---|---|---|---|---|---|---|---|
 # {% for g in gemm_rows %}
-# | {{ g.name }} | {{ g.m|num }} | {{ g.k|num }} | {{ g.n|num }} | {{ g.intensity|decimals(0) }} | {{ (g.intensity / balance)|decimals(1) }} | {% if g.bound == "compute" %}算力{% else %}带宽{% endif %} | {% if g.weights %}是{% else %}否{% endif %} | {{ g.source }} |
+# | {{ words.gemm(g) }} | {{ g.m|num }} | {{ g.k|num }} | {{ g.n|num }} | {{ g.intensity|decimals(0) }} | {{ (g.intensity / balance)|decimals(1) }} | {% if g.bound == "compute" %}算力{% else %}带宽{% endif %} | {% if g.weights %}是{% else %}否{% endif %} | {{ words.shape_source(g.source) }} |
 # {% endfor %}
 # {% if moe %}
 #
@@ -387,7 +388,7 @@ compute_rows = [g for g in gemm_rows if g["bound"] == "compute"]
 lowest = min(compute_rows, key=lambda g: g["intensity"]) if compute_rows else None
 capped_share = (sum(g["forward_flops_per_token"] for g in capped)
                 / gemms.weight_flops_per_token(weight_rows))
-listed = lambda rows: "、".join(d.text(g["name"], code=True) for g in rows)  # noqa: E731
+listed = lambda rows: "、".join(f"“{words.gemm(g)}”" for g in rows)  # noqa: E731
 kernels = "专家 GEMM、注意力核" if moe else "注意力核"
 core_ai = min((g["intensity"] for g in below_core), default=None)
 core_levels = len({round(g["intensity"]) for g in below_core})  # distinct intensities below
@@ -402,9 +403,9 @@ flash = sc.attention_kernel == "flash"
 
 # %% [markdown] tags=["solution"]
 # {% set capped_text -%}
-# {% if capped %}{% for g in capped %}{{ g.name|code }}（{{ cap[g.key]|decimals(0 if cap[g.key] >= 10 else 2) }}）{% if not loop.last %}、{% endif %}{% endfor %}落在拐点左侧，但强度被自身较窄的 k 或 n 封顶（括号里是 m → ∞ 时的上限，都不到平衡点）：加大 micro batch 推不过拐点；{% if capped|length == 1 %}它{% else %}它们{% endif %}只占前向权重 FLOPs 的{% if capped_share >= 1e-4 %} {{ capped_share|pct }}{% else %}不到 0.01%{% endif %}。{% endif %}
+# {% if capped %}{% for g in capped %}“{{ words.gemm(g) }}”（{{ cap[g.key]|decimals(0 if cap[g.key] >= 10 else 2) }}）{% if not loop.last %}、{% endif %}{% endfor %}落在拐点左侧，但强度被自身较窄的 k 或 n 封顶（括号里是 m → ∞ 时的上限，都不到平衡点）：加大 micro batch 推不过拐点；{% if capped|length == 1 %}它{% else %}它们{% endif %}只占前向权重 FLOPs 的{% if capped_share >= 1e-4 %} {{ capped_share|pct }}{% else %}不到 0.01%{% endif %}。{% endif %}
 # {%- endset %}
-# {{ sc.gpu }} 的平衡点是 {{ balance|decimals(1) }} FLOP/byte；在 micro batch = {{ sc.micro_batch }} 时，{% if not pushable and not below_core and lowest is not none %}{% if capped %}除去下面说的窄 GEMM，{% else %}表中{% endif %}所有矩阵乘都在拐点右侧，最低的 {{ lowest.name|code }} 也有 {{ lowest.intensity|decimals(0) }}，是平衡点的 {{ (lowest.intensity / balance)|decimals(1) }} 倍。{{ capped_text|safe }}也就是说，这些 GEMM 慢不是因为显存带宽：屋顶线只给上限，剩下的差距来自 kernel 自身的效率（{{ kernels }}），以及不产生 FLOPs 的访存型操作（{% if moe %}MoE 的 permute/unpermute、{% endif %}norm、激活函数）。加大 micro batch 在这里主要是让小矩阵乘更“胖”、kernel 更高效，而不是跨过拐点。{% else %}{% if pushable %}{{ listed(pushable)|safe }} 落在拐点左侧，受显存带宽限制；它们的 m 随 micro batch 增大，上限（m → ∞）高于平衡点，加大 micro batch 能把它们推过拐点。{% else %}带权重的矩阵乘{% if capped %}除去下面说的窄 GEMM {% endif %}都在拐点右侧，加大 micro batch 不是为了跨过拐点。{% endif %}{{ capped_text|safe }}{% if below_core %}注意力核（{{ listed(below_core)|safe }}）{% if core_levels > 1 %}最低{% endif %}只有 {{ core_ai|decimals(0 if core_ai >= 10 else 2) }} FLOP/byte，在拐点左侧：它的运算强度由 head_dim 决定，与 micro batch 无关，{% if flash %}这是把分数矩阵写回显存的算法；本场景已用 FlashAttention（`attention_kernel: flash`），分数留在片上，这条屋顶线不适用，剩下的是片上开销（softmax、短累加维），要看 kernel 实测。{% else %}要靠 FlashAttention 这类把分数矩阵留在片上的融合 kernel 来提高。{% endif %}{% endif %}{% endif %}{% if core_rows and not below_core %}注意力核两行按“分数矩阵写回显存”计算；FlashAttention 把它留在片上，实际运算强度更高{% if flash %}（本场景的 `attention_kernel` 正是 flash）。{% else %}。{% endif %}{% endif %}另一方面，{% if padded %}packing 之后{% elif packed %}本场景已在 packing，{% endif %}注意力核占全部运算的 **{{ att_share|pct(0) }}**（按{{ actual_text }}；{{ square }}{% if lin_share %}；线性注意力核另占 {{ lin_share|pct(1) }}{% endif %}），而它不在 6ND 里{% if att_share > largest_share %}：它比任何一种带权重的 GEMM 都大，MFU 的提升空间有一部分要靠注意力 kernel 本身。{% else %}；它比最大的一种带权重 GEMM 小，不是这里的大头。{% endif %}
+# {{ sc.gpu }} 的平衡点是 {{ balance|decimals(1) }} FLOP/byte；在 micro batch = {{ sc.micro_batch }} 时，{% if not pushable and not below_core and lowest is not none %}{% if capped %}除去下面说的窄 GEMM，{% else %}表中{% endif %}所有矩阵乘都在拐点右侧，最低的“{{ words.gemm(lowest) }}”也有 {{ lowest.intensity|decimals(0) }}，是平衡点的 {{ (lowest.intensity / balance)|decimals(1) }} 倍。{{ capped_text|safe }}也就是说，这些 GEMM 慢不是因为显存带宽：屋顶线只给上限，剩下的差距来自 kernel 自身的效率（{{ kernels }}），以及不产生 FLOPs 的访存型操作（{% if moe %}MoE 的 permute/unpermute、{% endif %}norm、激活函数）。加大 micro batch 在这里主要是让小矩阵乘更“胖”、kernel 更高效，而不是跨过拐点。{% else %}{% if pushable %}{{ listed(pushable)|safe }}落在拐点左侧，受显存带宽限制；它们的 m 随 micro batch 增大，上限（m → ∞）高于平衡点，加大 micro batch 能把它们推过拐点。{% else %}带权重的矩阵乘{% if capped %}除去下面说的窄 GEMM {% endif %}都在拐点右侧，加大 micro batch 不是为了跨过拐点。{% endif %}{{ capped_text|safe }}{% if below_core %}注意力核（{{ listed(below_core)|safe }}）{% if core_levels > 1 %}最低{% endif %}只有 {{ core_ai|decimals(0 if core_ai >= 10 else 2) }} FLOP/byte，在拐点左侧：它的运算强度由 head_dim 决定，与 micro batch 无关，{% if flash %}这是把分数矩阵写回显存的算法；本场景已用 FlashAttention（`attention_kernel: flash`），分数留在片上，这条屋顶线不适用，剩下的是片上开销（softmax、短累加维），要看 kernel 实测。{% else %}要靠 FlashAttention 这类把分数矩阵留在片上的融合 kernel 来提高。{% endif %}{% endif %}{% endif %}{% if core_rows and not below_core %}注意力核两行按“分数矩阵写回显存”计算；FlashAttention 把它留在片上，实际运算强度更高{% if flash %}（本场景的 `attention_kernel` 正是 flash）。{% else %}。{% endif %}{% endif %}另一方面，{% if padded %}packing 之后{% elif packed %}本场景已在 packing，{% endif %}注意力核占全部运算的 **{{ att_share|pct(0) }}**（按{{ actual_text }}；{{ square }}{% if lin_share %}；线性注意力核另占 {{ lin_share|pct(1) }}{% endif %}），而它不在 6ND 里{% if att_share > largest_share %}：它比任何一种带权重的 GEMM 都大，MFU 的提升空间有一部分要靠注意力 kernel 本身。{% else %}；它比最大的一种带权重 GEMM 小，不是这里的大头。{% endif %}
 
 # %% tags=["solution", "remove-input"]
 narrow = (f"（窄 GEMM 除外，但{'它' if len(capped) == 1 else '它们'}的 FLOPs 不到 1%）"
@@ -496,9 +497,10 @@ if t_packed is not None:
 
 # %% tags=["solution", "remove-input"]
 def star(key):
+    """A key as the table shows it, a code span: * when its value is the course's assumption."""
     if source.get(key) == "course":
-        return key + "*"
-    return key + (" (estimate)" if key == "communication_share" and source.get(key) == "derived" else "")
+        return f"`{key}`*"
+    return f"`{key}`" + ("（估计）" if key == "communication_share" and source.get(key) == "derived" else "")
 
 
 rest = [a for a in acc["advice"] if a["lever"] not in done]
@@ -514,7 +516,7 @@ leaning = sorted({key for name in combined["levers"] for key in by_lever[name]["
 # | 杠杆 | 提速（预测的改前 / 改后） | 可行 | 依据（* 为课程的假设值） | 说明 |
 # |---|---|---|---|---|
 # {% for a in rest %}
-# | {{ a.lever }} | {{ a.speedup|times(3) }} | {% if a.feasible %}是{% else %}否{% endif %} | {% for key in a.rests_on %}{{ star(key) }}{% if not loop.last %}, {% endif %}{% endfor %} | {{ advice_note(a) }} |
+# | {{ a.lever|code }} | {{ a.speedup|times(3) }} | {% if a.feasible %}是{% else %}否{% endif %} | {% for key in a.rests_on %}{{ star(key)|safe }}{% if not loop.last %}、{% endif %}{% endfor %} | {{ advice_note(a)|safe }} |
 # {% endfor %}
 #
 # {% if combined.levers %}本次运行实际可行、能一起做的杠杆是 {{ plan|safe }}：一起放进场景、重新预测，预测的一步快 **{{ combined.speedup|times }}**，每步 {{ sc.step_time|short }} s → {{ combined.step_time|decimals(1) }} s（`acc["advice_combined"]`{% if combined.step_time_from == "measured - saved" %}；实测的一步减去预测省下的秒数，模型没有解释的部分原样留着{% endif %}）。{% if combined.get("capped") %}一起预测是 {{ combined.product|times }}，账里把合计封顶：再快，GPU 就要超过峰值算力{% if combined.ceiling_from == "hfu_with_attention" %}（按今天的硬件 FLOPs，含注意力）。{% else %}（按今天 6ND 的硬件 FLOPs；含注意力的计数比峰值下一步能做的还多，与步长矛盾，不用它）。{% endif %}{% endif %}{% if in_plan|length == 2 %}它包含练习 2 的两项。{% elif in_plan %}它包含练习 2 里的 {% for name in in_plan %}{{ name|code }}{% if not loop.last %}、{% endif %}{% endfor %}，不含另一项（不可行或没有收益）。{% else %}练习 2 的两项都不在其中（不可行或没有收益）。{% endif %}{% else %}本次运行没有一个杠杆既可行又有收益。{% endif %}{% if leaning %}其中的提速依赖课程的假设值 {% for key in leaning %}{{ key|code }}{% if not loop.last %}、{% endif %}{% endfor %}：设置{% if leaning|length == 1 %}这个键{% else %}这些键{% endif %}可改为你的实测值。{% endif %}
@@ -548,7 +550,7 @@ assumed = [key for key in (best_other or {}).get("rests_on", ()) if source.get(k
 # {% set differs_mfu %}{% if no_pad %}{{ no_pad }}{% else %}MFU {{ acc.mfu|pct }} 乘以提速 {{ g_pack|times }}{% endif %}{% endset %}
 # {% set note_mfu %}{% if pad.mfu_after_packing > 1 %}；超过 100%，不可能：先核对是否真在补齐{% elif no_pad and course.agrees(pad.mfu_after_packing, "nb04_mfu_after_packing") %}；{{ no_pad }}，这就是它现在的 MFU{% endif %}{% endset %}
 # {% set differs_pack %}{% if no_pad %}{{ no_pad }}{% else %}提速是槽位与真实 token 之比，{{ pad.slots|num }} ÷ {{ sc.tokens_per_step|count }}{% endif %}{% endset %}
-# {% set differs_rc %}{% if sc.recompute == "full" %}full 与 selective 每份 6ND 的硬件 FLOPs（含注意力核心）之比，{{ f_now }} ÷ {{ f_sel }}；课程按它假设的系数 {{ course.claim("nb02_selective_factor") }} 只算 6ND 这一侧{% elif sc.recompute == "selective" %}已经是 selective recompute（f = {{ f_now }}），没有可换的{% else %}现在不重算，换成 selective 只会多算，不会提速{% endif %}{% endset %}
+# {% set differs_rc %}{% if sc.recompute == "full" %}full 与 selective 每份 6ND 的硬件 FLOPs（含注意力核心）之比，{{ f_now }} ÷ {{ f_sel }}；课程按它假设的系数 {{ course.claim("nb02_selective_factor") }}只算 6ND 这一侧{% elif sc.recompute == "selective" %}已经是 selective recompute（f = {{ f_now }}），没有可换的{% else %}现在不重算，换成 selective 只会多算，不会提速{% endif %}{% endset %}
 # {% set fit_note %}{% if not sel_fits %}；但按账里的显存模型，selective recompute 在{{ whose }}放不下{% if not mem_now.fits %}（现在的 full recompute 按模型也放不下，先核对场景）{% endif %}{% endif %}{% endset %}
 # {% set comm_then %}{% if comm_rises %}通信占比升到 {{ share(after.fixed_share) }}{% else %}通信占比仍是 {{ share(comm_share) }}{% endif %}{% endset %}
 # {% set why_next %}{% if next_holds %}{% if comm_first %}{{ comm_then }}，全藏到计算后面最多再快 {{ bound_after|times(3) }}，不短于其余可行杠杆：通信重叠是下一步{% endif %}{% if comm_first and pushable %}；{% endif %}{% if pushable %}{{ pushable|map(attribute="name")|join("、") }} 在 micro batch = {{ sc.micro_batch }} 时受带宽限制，加大 micro batch 能推过拐点{% endif %}{% elif best_other is none %}按{{ whose }}，{{ no_comm }}，带权重的 GEMM 都在拐点右侧{{ narrow }}，也没有别的可行杠杆{% else %}按{{ whose }}，{% if comm_share > 0 %}{{ comm_then }}，全藏起来最多再快 {{ bound_after|times(3) }}，短于 {{ best_other.lever }} 的 {{ best_other.speedup|times(3) }}{% else %}{{ no_comm }}{% endif %}；屋顶线上带权重的 GEMM 都在拐点右侧{{ narrow }}，加大 micro batch 跨不了拐点：剩下最长的可行杠杆是 {{ best_other.lever }}{% if best_other.lever == "attention_kernel" and att_share > largest_share %}（注意力核占全部运算的 {{ att_share|pct(0) }}，是最大的单项）{% endif %}{% if below_core and flash %}，不在通信；按屋顶线落在拐点左侧的只有注意力核（按分数写回显存算），本场景已用 flash kernel，它的代价在片上{% elif below_core %}，不在通信；按屋顶线落在拐点左侧的只有注意力核，要靠融合的注意力 kernel{% else %}，不在通信或显存带宽{% endif %}{% if assumed %}；它的提速依赖课程的假设 {{ assumed|join("、") }}{% endif %}{% endif %}{% endset %}
@@ -573,4 +575,4 @@ assumed = [key for key in (best_other or {}).get("rests_on", ()) if source.get(k
 # - packing × selective recompute = {{ g_pack|times }} × {{ g_rc|times }} = **{{ g_both|times }}**（相加得 {{ g_add|times }}），单步 {{ t_both|decimals(1) }} s，MFU {{ mfu_both|pct }}{% if hfu_both > 1 %}（HFU 会超过 100%，不可能，见上文）{% endif %}{% if not sel_fits %}；但按显存模型 selective recompute 在本场景放不下{% if not mem_now.fits %}（现在的设置按模型也放不下，先核对场景）{% endif %}{% endif %}。
 # - {% if comm_share == 0 %}{{ no_comm }}。{% elif g_both > 1 %}固定 {{ share(comm_share) }} 的通信（{{ basis_short }}）在两项提速后占 {{ share(after.fixed_share) }}，实际提速 {{ after.speedup|times }}；{% if comm_first %}通信重叠是下一个值得做的。{% else %}通信还不是下一个瓶颈。{% endif %}{% else %}计算没有提速，通信占比仍是 {{ share(comm_share) }}（{{ basis_short }}）；{% if comm_first %}通信重叠是下一个值得做的。{% else %}通信还不是下一个瓶颈。{% endif %}{% endif %}
 # - {% if combined.levers %}本次运行可行的杠杆（{{ plan|safe }}）合计 {{ combined.speedup|times }}{% if combined.get("capped") %}（一起预测后封顶于峰值算力）{% endif %}，每步 {{ combined.step_time|decimals(1) }} s。{% else %}本次运行没有既可行又有收益的杠杆。{% endif %}
-# - {{ sc.gpu }} 平衡点 {{ balance|decimals(1) }} FLOP/byte；{% if lowest %}算力受限的 GEMM 里强度最低的是 {{ lowest.name|code }}，{{ lowest.intensity|decimals(0) }} FLOP/byte{% else %}没有算力受限的 GEMM{% endif %}{% if pushable or capped or below_core %}；受带宽限制的：{{ listed(pushable + capped + below_core)|safe }}。{% else %}；没有受带宽限制的 GEMM。{% endif %}
+# - {{ sc.gpu }} 平衡点 {{ balance|decimals(1) }} FLOP/byte；{% if lowest %}算力受限的 GEMM 里强度最低的是“{{ words.gemm(lowest) }}”，{{ lowest.intensity|decimals(0) }} FLOP/byte{% else %}没有算力受限的 GEMM{% endif %}{% if pushable or capped %}；受带宽限制的带权重 GEMM：{{ listed(pushable + capped)|safe }}{% endif %}{% if below_core %}；注意力核（{{ listed(below_core)|safe }}）按分数矩阵写回显存算低于平衡点{% if flash %}，但本场景用 flash kernel，分数留在片上，不受显存带宽限制{% endif %}{% endif %}{% if not (pushable or capped or below_core) %}；没有受带宽限制的 GEMM{% endif %}。

@@ -31,7 +31,7 @@ def reported_convention_row(acc: dict[str, Any], sc: Any) -> tuple[str, str, str
     claim = (
         "项目自报的 "
         + course.claim("nb01_reported_is_hfu")
-        + " 对应 HFU 口径（稍乐观，或 N 取得略大）"
+        + "对应 HFU 口径（稍乐观，或 N 取得略大）"
     )
     hfu, gap = r["candidates"]["HFU"], r["gaps"]["HFU"]
     if r["holds"] is None:

@@ -33,6 +33,7 @@ from costmodel.formats import (  # noqa: F401 (the notebooks' formats, through d
     times,
 )
 from costmodel.inputs import scenario
+from costmodel.present import words
 
 
 def load(scenario_file: str | None = None, overrides: dict[str, Any] | None = None):
@@ -71,12 +72,7 @@ def _cell(value: str) -> str:
 
 
 #: The memory model's phases (evaluate.run.memory's `phases`), as the notebooks name them.
-PHASES = {
-    "forward_end": "前向结束",
-    "loss": "算 loss",
-    "backward": "反向",
-    "optimizer_step": "优化器更新",
-}
+PHASES = words.PHASES
 
 
 # ------------------------------------------------------------------ display
@@ -114,6 +110,12 @@ def verdict(holds: bool | None, why: str = "") -> str:
     return word + (f"：{why}" if why else "")
 
 
+def _spaced(text: str) -> str:
+    """Text followed by Chinese: a space after a final Latin letter or digit ("15 GB 说"), none
+    after a Chinese character ("70 秒说")."""
+    return text + " " if text[-1:].isascii() else text
+
+
 def judge(
     key: str,
     value: float,
@@ -138,10 +140,10 @@ def judge(
             else f"本页算出 {shown}，按课程的精度就是 {text}"
         )
     elif quiet:
-        why = f"课程的 {text} 说的是课程那次训练；{who}里{differs}"
+        why = f"课程的 {_spaced(text)}说的是课程那次训练；{who}里{differs}"
     else:
         why = (
-            f"课程的 {text} 说的是课程那次训练；你的场景是 {shown}：{differs}"
+            f"课程的 {_spaced(text)}说的是课程那次训练；你的场景是 {shown}：{differs}"
             if own
             else f"本页算出 {shown}：{differs}"
         )

@@ -22,6 +22,7 @@ from typing import Any
 from costmodel.evaluate import plan as search
 from costmodel.evaluate.plan_findings import findings
 from costmodel.formats import printable
+from costmodel.present.words import LIMITS
 
 #: The CSV's columns, in order.
 CSV_COLUMNS = (
@@ -198,7 +199,7 @@ def as_text(plan: search.Plan, top: int) -> str:
 
 
 #: The columns of the handouts' table (`as_table`): the pages are Chinese (the layout's keys
-#: and the limit's name stay as the command line writes them).
+#: stay as the command line writes them).
 TABLE_COLUMNS = (
     "名次",
     "布局",
@@ -206,7 +207,7 @@ TABLE_COLUMNS = (
     "tokens/s",
     "MFU",
     "显存峰值",
-    "限制（limit）",
+    "限制",
 )
 
 
@@ -227,7 +228,7 @@ def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
                 f"{item['tokens_per_s']:,.0f}",
                 f"{item['mfu']:.1%}",
                 f"{item['peak_bytes'] / 1e9:.1f} GB",
-                item["limit"],
+                limit_words(item["limit"]),
             ],
             item["own"],
         )
@@ -240,7 +241,7 @@ def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
         f"{len(data['layouts'])} 种。"
     ]
     if data["own_note"]:
-        summary.append(f"本场景自己的布局没有排名：{data['own_note']}。")
+        summary.append(f"本场景自己的布局没有排名：{own_note_words(data['own_note'])}。")
     elif data["own_rank"] is not None:
         summary.append(
             f"本场景自己的布局（高亮）在 {data['fitting']:,} 种里排第 {data['own_rank']:,}。"
@@ -250,9 +251,62 @@ def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
         "rows": rows,
         "summary": summary,
         "findings": [
-            f"[{'成立' if f['holds'] else '不成立'}] {f['statement']}" for f in data["findings"]
+            f"[{'成立' if f['holds'] else '不成立'}] "
+            + finding_words(f, data["findings"][0]["of"], plan.base.gpus_per_node, data["seq_len"])
+            for f in data["findings"]
         ],
     }
+
+
+def limit_words(limit: str) -> str:
+    """What limits a layout (evaluate.plan.limits: "compute", "communication+memory", ...) in
+    Chinese."""
+    what, _, memory = limit.partition("+")
+    return LIMITS.get(what, what) + ("（显存紧张）" if memory else "")
+
+
+def own_note_words(note: str) -> str:
+    """Why the scenario's own layout is not ranked (evaluate.plan's `own_note`), in Chinese; the
+    search's own reason, where it gives one, as the command line writes it (a code span's text)."""
+    reason = note.partition(": ")[2]
+    if note.startswith("the scenario's own layout is outside the search"):
+        return f"它不在搜索范围里（{reason}）"
+    if note.startswith("the scenario's own schedule"):
+        return "它的流水线调度不在搜索范围里：虚拟段要把层数平均分开"
+    if note.startswith("the scenario's own layout does not fit"):
+        return "按显存模型，它放不下"
+    return note
+
+
+def finding_words(f: dict[str, Any], top: int, node: int, seq_len: int) -> str:
+    """A finding of evaluate.plan_findings in Chinese, from its data (the command line writes
+    its `statement`): `top` the layouts it is over, `node` the GPUs per node."""
+    name, count, of = f["name"], f["count"], f["of"]
+    if name == "tp_within_node":
+        if count == of:
+            return f"最快的 {top} 个布局都把 TP 放在一个节点之内（TP ≤ 每节点 {node} 张卡）"
+        return (
+            f"最快的 {top} 个布局里有 {count} 个把 TP 放在一个节点之内（TP ≤ {node}），"
+            f"{of - count} 个让 TP 跨了节点"
+        )
+    if name == "pp_across_nodes":
+        if count:
+            return f"最快的 {top} 个布局里有 {count} 个用了流水线并行（PP > 1）"
+        return f"最快的 {top} 个布局都没有用流水线并行（PP = 1）"
+    if name == "cp_at_seq_len":
+        if count:
+            return f"序列长度 {seq_len:,} 时，最快的 {top} 个布局里有 {count} 个用了 CP"
+        return f"序列长度 {seq_len:,} 时，最快的 {top} 个布局都没有用 CP"
+    if name == "ep_within_node":
+        near = "都" if count == of else f"里有 {count} 个"
+        return f"EP 都在 DP 之内；最快的 {top} 个布局{near}把 EP 放在一个节点之内（EP ≤ {node}）"
+    if name == "recompute_forced":
+        if not of:
+            return f"最快的 {top} 个布局都不重算"
+        if count == of:
+            return f"最快的 {top} 个布局里有 {of} 个重算，都是显存逼的：去掉重算就放不下"
+        return f"最快的 {top} 个布局里有 {of} 个重算，其中 {of - count} 个去掉重算也放得下"
+    return f["statement"]
 
 
 def render(plan: search.Plan, fmt: str, top: int) -> str:

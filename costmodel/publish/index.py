@@ -62,7 +62,7 @@ def _input_rows(sc: scenario.Scenario) -> str:
     changed = set(sc.changed)
     return "".join(
         f'<tr class="{"changed" if key in changed else ""}"><td><code>{key}</code></td>'
-        f"<td>{html.escape(printable(table_value(sc.values[key])))}</td>"
+        f"<td><code>{html.escape(printable(table_value(sc.values[key])))}</code></td>"
         f"<td>{'已改动' if key in changed else ''}</td></tr>"
         for key in _fields()
         if key != "name"
@@ -127,12 +127,12 @@ def _items(sections: list[Section]) -> str:
 
 def _editions(edition: str, others: dict[str, str] | None) -> str:
     """The line that names the edition and links the other one."""
-    solutions = "含解答" if edition == "teacher" else "去掉了解答，留出作答区"
+    solutions = "" if edition == "teacher" else "：解答的位置留出了作答区"
     links = "".join(
-        f' 另一版本：<a href="{link}index.html">{EDITION_NAMES[e]}</a>。'
+        f'另一版本：<a href="{link}index.html">{EDITION_NAMES[e]}</a>。'
         for e, link in (others or {}).items()
     )
-    return f"版本：<strong>{EDITION_NAMES[edition]}</strong>（{solutions}）。{links}"
+    return f"版本：<strong>{EDITION_NAMES[edition]}</strong>{solutions}。{links}"
 
 
 def plan_section(plan: dict[str, Any] | str | None) -> str:
@@ -144,15 +144,23 @@ def plan_section(plan: dict[str, Any] | str | None) -> str:
     head = (
         "<h2>放得下的并行布局，按预测的一步排序（<code>costmodel plan</code>）</h2>"
         "<p>本场景的模型、全局 batch 和序列长度在它的 GPU 上所有可行的并行布局，按步长模型预测的"
-        "一步排序；放不放得下由显存模型判断。布局的键和结论的句子照录命令行 <code>costmodel plan</code> "
-        "的输出（英文）。</p>"
+        "一步排序；放不放得下由显存模型判断。布局一列是它的场景键，照录命令行 <code>costmodel plan</code> "
+        "的写法。</p>"
     )
-    if isinstance(plan, str):
-        return f'{head}<p class="failed">没有放得下的布局：{html.escape(plan)}</p>'
+    if isinstance(plan, str):  # the command line's one line, as it writes it
+        return (
+            f'{head}<p class="failed">没有放得下的布局，<code>costmodel plan</code> 的原因：'
+            f"<code>{html.escape(plan)}</code></p>"
+        )
     columns = "".join(f"<th>{html.escape(c)}</th>" for c in plan["columns"])
     rows = "".join(
         f'<tr class="{"changed" if own else ""}">'
-        + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells)
+        + "".join(
+            f"<td><code>{html.escape(cell)}</code></td>"
+            if i == 1
+            else f"<td>{html.escape(cell)}</td>"
+            for i, cell in enumerate(cells)
+        )  # the layout's keys (the second column) as code
         + "</tr>"
         for cells, own in plan["rows"]
     )

@@ -1,0 +1,100 @@
+"""The pages' Chinese names for what the library names in English (present/words.py) and the
+levers' notes in Chinese (present/advice_zh.py): every value the library can hand a page has
+its Chinese, so no English reaches a page through them (issue 23, item 8)."""
+
+import csv
+import glob
+import re
+from importlib import resources
+
+import pytest
+from page_language import english
+
+from costmodel.derive import numeric
+from costmodel.evaluate import gemms, step_time
+from costmodel.evaluate.account import account
+from costmodel.inputs import hardware, scenario
+from costmodel.present import advice, advice_zh, words
+from costmodel.present import plan as plan_text
+
+SCENARIOS = [None, *sorted(glob.glob("scenarios/*.yaml"))]
+
+
+def _english(text: str) -> list[str]:
+    """The English words of a Markdown text outside its code spans, by the pages' rule."""
+    return english(re.sub(r"`[^`]*`", " ", text))
+
+
+def test_every_reason_has_a_chinese_note():
+    assert set(advice_zh.NOTES) == set(advice.NOTES)
+
+
+@pytest.mark.parametrize("path", SCENARIOS)
+def test_the_levers_notes_are_chinese(path):
+    acc = account(scenario.resolve(path))
+    for lever in acc["advice"]:
+        text = advice_zh.note(lever)
+        assert not _english(text), (lever.lever, text)
+
+
+def test_every_convention_gemm_part_and_gpu_has_its_chinese():
+    assert set(words.CONVENTIONS) == set(numeric.CONVENTION_NAMES)
+    for key, name in numeric.CONVENTION_NAMES.items():
+        assert words.convention(name) == words.convention(key) == words.CONVENTIONS[key]
+    assert set(words.STEP_PARTS) == set(step_time.PARTS)
+    for gpu in hardware.GPUS.values():
+        assert not _english(words.gpu_source(gpu.source)), gpu.source
+
+
+@pytest.mark.parametrize("path", SCENARIOS)
+def test_every_gemm_and_shape_source_has_its_chinese(path):
+    sc = scenario.resolve(path)
+    for row in gemms.model_gemms(sc, sc.micro_batch):
+        assert row["key"] in words.GEMMS, row["key"]
+        assert not _english(words.shape_source(row["source"])), row["source"]
+        assert row["bound"] in words.BOUND
+
+
+def test_a_shape_built_from_keys_says_its_assumptions_in_chinese():
+    sc = scenario.resolve(None, {"hidden_size": 3072, "attention_dim": 3072})  # no config
+    sources = {row["source"] for row in gemms.model_gemms(sc, 1)}
+    assert any("assumed: " in s for s in sources), sources
+    for source in sources:
+        text = words.shape_source(source)
+        assert "假设：" in text or "config" in text, text
+        assert not _english(text), text
+
+
+def test_every_row_of_the_flop_counter_has_a_chinese_note():
+    path = resources.files("costmodel.course") / "flop_counter.csv"
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows
+    for r in rows:
+        text = words.counter_note(r["model"], r["term"], r["note"])
+        assert text != r["note"] and not _english(text), (r["model"], r["term"])
+
+
+def test_an_unknown_name_stays_as_given():
+    """What the module does not know reaches the page as the library wrote it, where the pages'
+    test finds it."""
+    assert words.gpu_source("Some vendor whitepaper") == "Some vendor whitepaper"
+    assert words.shape_source("a new note") == "a new note"
+    assert words.counter_note("m", "new_term", "a note") == "a note"
+
+
+def test_the_plans_findings_are_chinese_on_the_index():
+    from costmodel.evaluate import plan
+
+    found = plan.search(scenario.resolve())
+    table = plan_text.as_table(found, plan.TOP)
+    assert table["findings"] and all(
+        f.startswith(("[成立]", "[不成立]")) for f in table["findings"]
+    )
+    for line in table["findings"] + table["summary"]:
+        assert not _english(line), line
+    assert {row[0][-1] for row in table["rows"]} <= {
+        words.LIMITS[k] + tail for k in words.LIMITS for tail in ("", "（显存紧张）")
+    }
+    # the command line keeps its English statements
+    assert all(f["statement"] for f in plan_text.as_json(found, plan.TOP)["findings"])
