@@ -49,10 +49,11 @@ def test_the_check_passes_terms_identifiers_code_and_names():
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """{label: (folder, the scenario's name)}: the course and a team's, both editions each."""
+def built(tmp_path_factory, course_handouts):
+    """{label: (folder, the scenario's name)}: the course (the run's shared build,
+    tests/conftest.py) and a team's, both editions each."""
     root = tmp_path_factory.mktemp("chinese")
-    _, course = handouts.build(out=root / "course", progress=False, edition="both")
+    _, course, _ = course_handouts
     _, team = handouts.build(
         scenario_file=str(TEAM), out=root / "team", progress=False, edition="both"
     )
