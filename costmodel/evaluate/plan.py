@@ -33,6 +33,7 @@ from costmodel.errors import CostModelError
 from costmodel.evaluate import account, plan_comm, step_time
 from costmodel.evaluate.linear import linear_attention
 from costmodel.evaluate.plan_base import _inputs, rebase  # noqa: F401 (plan.rebase)
+from costmodel.evaluate.plan_batch import Batch
 from costmodel.evaluate.plan_eval import ZERO_STAGES, Evaluator, least_bubble
 from costmodel.evaluate.plan_space import (
     Core,
@@ -118,16 +119,11 @@ class Plan:
 
 def _screen(ev: Evaluator, all_cores: list[Core], saving: list[Recompute]):
     """The cores that fit under their most memory-saving settings (the recompute options of
-    `saving` at ZeRO 3 and the schedule that holds the fewest micro batches), and the least
-    peak over them all."""
-    fitting, least = [], math.inf
-    for core in all_cores:
-        schedules = schedule_options(ev.base, core.pp)
-        peak = ev.least_peak(core, saving, schedules)
-        least = min(least, peak)
-        if peak <= ev.usable:
-            fitting.append(core)
-    return fitting, least
+    `saving` at ZeRO 3 and the schedule that holds the fewest micro batches: Evaluator's
+    least_peak, of every core at once), and the least peak over them all."""
+    peaks = ev.batch.least_peaks(saving).tolist()
+    fitting = [core for core, peak in zip(all_cores, peaks) if peak <= ev.usable]
+    return fitting, min(peaks)
 
 
 def _row(ev: Evaluator, core: Core, rc: Recompute, zero: int, schedule: Schedule, peak) -> Row:
@@ -311,6 +307,7 @@ def search(
             f"this model and batch divides (TP x PP x CP x DP with at least one micro batch of "
             f"{base.samples_per_step:,} samples on each pipeline)"
         )
+    ev.batch = Batch(ev, all_cores)
     fitting, least = _screen(ev, all_cores, _saving(options))
     if not fitting:
         raise CostModelError(
@@ -322,7 +319,8 @@ def search(
     own, note = _own(ev)
     ranked = own is not None and not note and count_own
     own_seconds = own.seconds if ranked else 0.0
-    bounds = {core: _bound(ev, core) for core in fitting}
+    every_bound = dict(zip(all_cores, ev.batch.bounds()))  # _bound of each core
+    bounds = {core: every_bound[core] for core in fitting}
     fitting = sorted(fitting, key=bounds.get)
     rows, passed = _ranked(ev, fitting, bounds, options, top, own_seconds)
     rank = None
