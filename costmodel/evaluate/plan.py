@@ -401,11 +401,15 @@ def _passed_over(ev: Evaluator, core: Core, options, schedules, bubble: float, l
     # the ZeRO stages at which some policy of `options` fits with some schedule
     peaks = ev.peaks_of(core, [ev.options.index(rc) for rc in options])
     fits = (peaks <= ev.usable).any(axis=(0, 2))
-    least = min(
-        ev.floor(core, none, bubble, z) + plan_comm.exposed_floor(ev, core, z, options)
-        for i, z in enumerate(ZERO_STAGES)
-        if z in ev.zero_stages and fits[i]
-    )
+    stages = [z for i, z in enumerate(ZERO_STAGES) if z in ev.zero_stages and fits[i]]
+    floors = [(ev.floor(core, none, bubble, z), z) for z in stages]
+    # first without the DP rows (plan_comm.others_floor: no more than exposed_floor)
+    if (
+        min(f + plan_comm.others_floor(ev, core, z, options) for f, z in floors) * (1 - 1e-9)
+        >= limit
+    ):
+        return True
+    least = min(f + plan_comm.exposed_floor(ev, core, z, options) for f, z in floors)
     return least * (1 - 1e-9) >= limit
 
 
