@@ -32,7 +32,7 @@ from costmodel.derive import plain
 from costmodel.errors import CostModelError
 from costmodel.evaluate import account, plan_comm, step_time
 from costmodel.evaluate.linear import linear_attention
-from costmodel.evaluate.plan_base import _inputs, rebase  # noqa: F401 (plan.rebase)
+from costmodel.evaluate.plan_base import _inputs, paused_gc, rebase  # noqa: F401 (plan.rebase)
 from costmodel.evaluate.plan_batch import Batch
 from costmodel.evaluate.plan_eval import ZERO_STAGES, Evaluator, least_bubble
 from costmodel.evaluate.plan_space import (
@@ -285,6 +285,7 @@ def _space(base: Scenario, fp8: bool, constraints: dict[str, tuple]):
     return ev, options, allowed
 
 
+@paused_gc
 def search(
     sc: Scenario,
     gpus: int | None = None,

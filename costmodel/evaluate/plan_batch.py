@@ -15,6 +15,7 @@ every value with the one-core path for every core of several searches.
 
 from __future__ import annotations
 
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
@@ -36,7 +37,7 @@ class Batch:
     """The pieces of the cores of a search (an Evaluator `ev`'s), as arrays over them."""
 
     def __init__(self, ev, cores: list[Core]):
-        self.ev = ev
+        self.ev = weakref.proxy(ev)  # the Evaluator holds the batch (no cycle: freed at once)
         self.cores = cores
         self.index = {core: i for i, core in enumerate(cores)}
         a = self.a = SimpleNamespace(
