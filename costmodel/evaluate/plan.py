@@ -23,6 +23,7 @@ Ties (the same predicted step) keep the order of the lesser peak memory.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -234,8 +235,8 @@ def _own(ev: Evaluator) -> tuple[Row | None, str]:
     base = ev.base
     core, rc, schedule = own_core(base), own_recompute(base), own_schedule(base)
     if core.tp == 1:
-        core = Core(**{**core.__dict__, "sp": False})
-    if core not in set(cores(base, base.num_gpus)):
+        core = dataclasses.replace(core, sp=False)
+    if core not in ev.batch.index and core not in set(cores(base, base.num_gpus)):
         return None, f"the scenario's own layout is outside the search: {outside(base)}"
     schedules = schedule_options(base, core.pp)
     if schedule not in schedules:

@@ -40,6 +40,7 @@ class Batch:
         self.ev = weakref.proxy(ev)  # the Evaluator holds the batch (no cycle: freed at once)
         self.cores = cores
         self.index = {core: i for i, core in enumerate(cores)}
+        self.option_index = ev.option_index
         a = self.a = SimpleNamespace(
             **{
                 name: np.array([getattr(c, attr) for c in cores], dtype=np.int64)
@@ -79,12 +80,15 @@ class Batch:
         bubble = np.array([bubbles[pp, m] for pp, m in zip(self.a.pp.tolist(), self.a.m.tolist())])
         return (self.lower * (1 + bubble)).tolist()
 
-    def _row(self, core: Core) -> tuple:
-        """The core's figures as floats: the compute's (parts, phases, optimizer) at ZeRO 0 and
-        1, its stage sums, the recompute part of each policy, the floors' parts."""
+    def row(self, core: Core) -> tuple | None:
+        """The core's figures as floats (None for a core outside the batch): the compute's
+        (parts, phases, optimizer) at ZeRO 0 and 1, its stage sums, the recompute part of each
+        policy, the floors' parts."""
         got = self._rows.get(core)
         if got is None:
-            i = self.index[core]
+            i = self.index.get(core)
+            if i is None:
+                return None
             computed = [
                 (
                     {name: float(parts[name][i]) for name in PARTS},
@@ -99,23 +103,21 @@ class Batch:
             got = self._rows[core] = (computed, sums, recompute, floors)
         return got
 
-    def compute(self, core: Core, zero: int) -> dict:
-        """Evaluator.compute of the core without recompute at ZeRO 0 or 1 (and more): its parts,
-        phases and optimizer seconds."""
-        parts, phases, optimizer = self._row(core)[0][zero]
+    @staticmethod
+    def compute(row: tuple, zero: int) -> dict:
+        """Evaluator.compute of a core (its `row`) without recompute at ZeRO 0 or 1 (and more):
+        its parts, phases and optimizer seconds."""
+        parts, phases, optimizer = row[0][zero]
         return {"parts": dict(parts), "phases": dict(phases), "optimizer_seconds": optimizer}
 
-    def sums(self, core: Core) -> dict[str, float]:
-        return self._row(core)[1]
+    def recompute_part(self, row: tuple, rc: Recompute) -> float:
+        return row[2][self.option_index[rc]]
 
-    def recompute_part(self, core: Core, rc: Recompute) -> float:
-        return self._row(core)[2][self.ev.option_index[rc]]
-
-    def floor_parts(self, core: Core, rc: Recompute, zero: int) -> tuple[float, float]:
-        """Evaluator._floor_parts: (the step's compute, that without the optimizer)."""
-        _, _, recompute, floors = self._row(core)
-        compute, optimizer = floors[min(zero, 1)]
-        stage = compute + recompute[self.ev.option_index[rc]]
+    def floor_parts(self, row: tuple, rc: Recompute, zero: int) -> tuple[float, float]:
+        """Evaluator._floor_parts of a core (its `row`): (the step's compute, that without the
+        optimizer)."""
+        compute, optimizer = row[3][min(zero, 1)]
+        stage = compute + row[2][self.option_index[rc]]
         return stage, stage - optimizer
 
     # memory -------------------------------------------------------------------------------

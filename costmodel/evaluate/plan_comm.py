@@ -83,7 +83,10 @@ def _others(ev, core: Core, options, phases: dict, floor: float) -> float:
     floor = floor + other[0]
     if other[1] > 0:  # the CP ring: behind at most the attention core, recompute's too
         core_forward = ev._sums(core).get("core_forward", 0.0)
-        fraction = max(ev._fractions(core.pp, rc).recompute_core_fraction for rc in options)
+        key = ("most core recomputed", core.pp, tuple(options))
+        fraction = ev._cached(
+            key, lambda: max(ev._fractions(core.pp, rc).recompute_core_fraction for rc in options)
+        )
         floor += max(0.0, other[1] - phases["attention"] - fraction * core_forward)
     return floor
 

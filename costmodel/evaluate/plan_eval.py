@@ -70,6 +70,10 @@ class Evaluator(Memory):
             got = self._cache[key] = build()
         return got
 
+    def _batched(self, core: Core) -> tuple | None:
+        """The core's figures in the batch (plan_batch.Batch.row), or None."""
+        return None if self.batch is None else self.batch.row(core)
+
     # the layout's scenario --------------------------------------------------------------
     def scenario(
         self, core: Core, rc: Recompute, zero: int = 1, schedule: Schedule | None = None
@@ -147,8 +151,9 @@ class Evaluator(Memory):
         shard: 0 or more)."""
 
         def build():
-            if self.batch is not None and core in self.batch.index:
-                return self.batch.compute(core, min(zero, 1))
+            row = self._batched(core)
+            if row is not None:
+                return self.batch.compute(row, min(zero, 1))
             if zero == 0:
                 return self._zero0(core)
             sc = self.scenario(core, rc, zero)
@@ -207,8 +212,9 @@ class Evaluator(Memory):
 
         if rc.policy == "none":
             return 0.0
-        if self.batch is not None and core in self.batch.index:
-            return self.batch.recompute_part(core, rc)
+        row = self._batched(core)
+        if row is not None:
+            return self.batch.recompute_part(row, rc)
         return compute_time.recompute_seconds(self._fractions(core.pp, rc), self._sums(core))
 
     def _staged(self, core: Core) -> tuple:
@@ -221,8 +227,9 @@ class Evaluator(Memory):
         return self._cached(("staged", core), build)
 
     def _sums(self, core: Core) -> dict[str, float]:
-        if self.batch is not None and core in self.batch.index:
-            return self._cached(("sums", core), lambda: self.batch.sums(core))
+        row = self._batched(core)
+        if row is not None:
+            return row[1]
         return self._staged(core)[0]
 
     def _zero0(self, core: Core) -> dict:
@@ -250,8 +257,9 @@ class Evaluator(Memory):
 
     def _floor_parts(self, core: Core, rc: Recompute, zero: int) -> tuple[float, float]:
         """(the step's compute, that without the optimizer) of `floor`, cached."""
-        if self.batch is not None and core in self.batch.index:
-            return self.batch.floor_parts(core, rc, zero)
+        row = self._batched(core)
+        if row is not None:
+            return self.batch.floor_parts(row, rc, zero)
         key = ("floor", core, rc, min(zero, 1))
         got = self._cache.get(key)
         if got is None:

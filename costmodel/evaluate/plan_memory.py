@@ -12,6 +12,7 @@ layouts in evaluate.plan_batch (NumPy's `maximum` and `where`), the same floats 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from types import SimpleNamespace
 
@@ -70,7 +71,7 @@ class Memory:
         micro batch of one (cached by TP, SP, CP, PP, the policy and FP8 storage)."""
 
         def layer_sets():
-            one = Core(**{**core.__dict__, "micro_batch": 1, "pp": 1})
+            one = dataclasses.replace(core, micro_batch=1, pp=1)
             sc = self.scenario(one, rc)
             outside, logits = gpu_memory._outside(self.shape, sc)
             return gpu_memory._layer_sets(self.shape, sc), sum(outside.values()), logits
@@ -116,7 +117,7 @@ class Memory:
         got = self._cache.get(("peaks", core))
         if got is None:
             if self.batch is not None and core in self.batch.index:
-                got = self.batch.peaks(core)
+                got = self.batch.peaks(core)  # a view of the batch's array
             else:
                 got = self._peaks(core, schedules)
             self._cache[("peaks", core)] = got
