@@ -137,22 +137,19 @@ def layer_saved(kind: str = "attention", mlp: str = "dense", **options) -> list[
     parallelism (see ``layer_activation_bytes`` for the arguments, ``_Layer`` for their
     defaults). Kept for the arguments last seen (`_remembered`): the plan's search asks for the
     same layer under many tensor-parallel sizes, which it does not depend on."""
+    values = tuple(tuple(v) if type(v) is list else v for v in options.values())
+    key = (kind, mlp, tuple(options), values, tuple(map(type, options.values())))
     try:
-        key = (kind, mlp, *sorted((k, type(v), _hashable(v)) for k, v in options.items()))
         hash(key)
     except TypeError:  # an argument that is not hashable: computed each time
         return _layer_saved(kind, mlp, options)
     return list(_remembered(key))
 
 
-def _hashable(value):
-    return tuple(value) if isinstance(value, list) else value
-
-
 @functools.lru_cache(maxsize=1024)
 def _remembered(key: tuple) -> tuple[Saved, ...]:
-    kind, mlp, *items = key
-    return tuple(_layer_saved(kind, mlp, {k: v for k, _, v in items}))
+    kind, mlp, names, values, _ = key
+    return tuple(_layer_saved(kind, mlp, dict(zip(names, values))))
 
 
 def _layer_saved(kind: str, mlp: str, options: dict) -> list[Saved]:
