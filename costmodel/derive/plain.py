@@ -52,13 +52,21 @@ def attainable_flops(ai, peak, bandwidth) -> float:
 
 
 def gemm_seconds(
-    m_: float, n_: float, k_: float, peak: float, bandwidth: float, e: float, e_m: float, beta=2
+    m_: float,
+    n_: float,
+    k_: float,
+    peak: float,
+    bandwidth: float,
+    e: float,
+    e_m: float,
+    beta=2,
+    maximum=max,
 ) -> float:
     """gemm_time for numbers (a step has thousands of GEMMs: no SymPy per call; the tests
-    check it against the form)."""
+    check it against the form); `maximum`: NumPy's for arrays of GEMMs (the plan's search)."""
     compute = 2 * m_ * n_ * k_ / (e * peak)
     memory = beta * (m_ * k_ + k_ * n_ + m_ * n_) / (e_m * bandwidth)
-    return max(compute, memory)
+    return maximum(compute, memory)
 
 
 def divisors(n: int) -> list[int]:

@@ -80,9 +80,22 @@ _HIDE = {
 
 
 def _expose(rows: list, hides: list, compute: Compute | None, micro_batches: int):
-    """The rows (comm_rows.Collective) with their exposed seconds: each collective that may hide takes what is left of
-    its compute windows (the narrowest rules first, the CP ring at most the attention core's
-    compute), so collectives behind the same compute share it."""
+    """The rows (comm_rows.Collective) with their exposed seconds (`exposed_seconds`) and the
+    compute each may hide behind."""
+    exposed = exposed_seconds([row.seconds for row in rows], hides, compute, micro_batches)
+    return [
+        replace(row, exposed_seconds=seconds, hidden_behind=hide[0] if hide else None)
+        for row, seconds, hide in zip(rows, exposed, hides)
+    ]
+
+
+def exposed_seconds(
+    seconds: list[float], hides: list, compute: Compute | None, micro_batches: int
+) -> list[float]:
+    """The exposed seconds of each row (`seconds`, what each may hide behind `hides`): each
+    collective that may hide takes what is left of its compute windows (the narrowest rules
+    first, the CP ring at most the attention core's compute), so collectives behind the same
+    compute share it."""
     n = micro_batches
     forward, backward, attention = (
         (compute.forward, compute.backward, compute.attention) if compute else (0.0, 0.0, 0.0)
@@ -93,7 +106,7 @@ def _expose(rows: list, hides: list, compute: Compute | None, micro_batches: int
         "last backward": backward / n,
         "other backwards": backward * (n - 1) / n,
     }
-    exposed = [row.seconds for row in rows]
+    exposed = list(seconds)
     order = sorted(
         (i for i, hide in enumerate(hides) if hide),
         key=lambda i: (len(hides[i][1]), not hides[i][2]),
@@ -103,13 +116,10 @@ def _expose(rows: list, hides: list, compute: Compute | None, micro_batches: int
         limit = attention if capped else math.inf
         hidden = 0.0
         for window in windows:
-            take = max(0.0, min(rows[i].seconds - hidden, left[window], limit - hidden))
+            take = max(0.0, min(seconds[i] - hidden, left[window], limit - hidden))
             left[window] -= take
             hidden += take
         if capped:
             attention -= hidden
-        exposed[i] = max(0.0, rows[i].seconds - hidden)
-    return [
-        replace(row, exposed_seconds=seconds, hidden_behind=hide[0] if hide else None)
-        for row, seconds, hide in zip(rows, exposed, hides)
-    ]
+        exposed[i] = max(0.0, seconds[i] - hidden)
+    return exposed

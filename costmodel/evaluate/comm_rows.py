@@ -65,6 +65,7 @@ class _Table:
     rows: list[Collective] = field(default_factory=list)
     hides: list = field(default_factory=list)
     seconds_only: bool = False  # each row its seconds alone (a float), no Collective
+    parallelisms: list = field(default_factory=list)  # with seconds_only: each row's
 
     def add(self, name, parallelism, group, kind, buffer, calls, step_bytes, hide=None, parts=None):
         """One row: `calls` collectives of `buffer`, `step_bytes` in all; `parts` (EP): the
@@ -93,6 +94,7 @@ class _Table:
         if self.seconds_only:
             self.rows.append(seconds)
             self.hides.append(_HIDE[hide] if hide else None)
+            self.parallelisms.append(parallelism)
             return
         self.rows.append(
             Collective(

@@ -35,6 +35,7 @@ from costmodel.evaluate.comm_overlap import (  # noqa: F401 (re-exported: the ov
     WINDOWS,
     Compute,
     _expose,
+    exposed_seconds,
 )
 from costmodel.evaluate.comm_placement import (  # noqa: F401 (re-exported: the placement)
     _DIMS,
@@ -175,17 +176,42 @@ def communication(
     layout = _checked_layout(given)
     values = _symbol_values(given)
     table = _table(given, values, layout)
-    recompute = 1 if full_recompute else 0
-    add = table.add
-    _data_parallel(add, zero_stage, overlap_grad_reduce, overlap_param_gather)
-    _tensor_parallel(add, sp, recompute, tp_comm_overlap)
-    _context_parallel(add, cp_comm_type, recompute)
-    _expert_parallel(add, fp8_dispatch, recompute, ep_overlap)
-    _pipeline_parallel(add, sp, ep_overlap)
+    _rows(table.add, given)
     n_mb = int(values["n_mb"])
     rows = _expose(table.rows, table.hides, compute, n_mb)
     settings = {key: given[key] for key in SETTINGS}
     return _result(rows, _num("bubble_fraction", values), table.step_time, n_mb, compute, settings)
+
+
+def _rows(add, given: dict) -> None:
+    """Every collective of `communication`'s arguments, DP, TP, CP, EP and PP, into `add`."""
+    recompute = 1 if given["full_recompute"] else 0
+    _data_parallel(
+        add, given["zero_stage"], given["overlap_grad_reduce"], given["overlap_param_gather"]
+    )
+    _tensor_parallel(add, given["sp"], recompute, given["tp_comm_overlap"])
+    _context_parallel(add, given["cp_comm_type"], recompute)
+    _expert_parallel(add, given["fp8_dispatch"], recompute, given["ep_overlap"])
+    _pipeline_parallel(add, given["sp"], given["ep_overlap"])
+
+
+def exposed(compute: Compute, **kwargs) -> tuple[float, float]:
+    """`communication(**kwargs, compute=compute)`'s exposed_seconds, and the exposed seconds of
+    its collectives outside DP that nothing may hide, without row objects (the plan's search
+    times thousands of layouts): the same rows, in the same order, the same floats."""
+    given = {**_DEFAULTS, **kwargs, "compute": compute}
+    layout = _checked_layout(given)
+    table = _table(given, _symbol_values(given), layout)
+    table.seconds_only = True
+    _rows(table.add, given)
+    n_mb = int(table.values["n_mb"])
+    seconds = exposed_seconds(table.rows, table.hides, compute, n_mb)
+    fixed = sum(
+        row
+        for row, hide, parallelism in zip(seconds, table.hides, table.parallelisms)
+        if not hide and parallelism != "DP"
+    )
+    return sum(seconds), fixed
 
 
 def floor_rows(zero_stages: tuple[int, ...], others: bool, **kwargs) -> dict:

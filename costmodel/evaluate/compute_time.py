@@ -47,7 +47,7 @@ import sys
 from typing import Any
 
 from costmodel.derive import numeric, plain
-from costmodel.evaluate.gemms import model_gemms
+from costmodel.evaluate.gemms import weight_shapes
 from costmodel.evaluate.linear import linear_attention
 from costmodel.inputs import efficiency, hardware
 from costmodel.inputs.scenario import Scenario, as_scenario
@@ -90,29 +90,36 @@ def _gemm_rows(
 ) -> dict[str, float]:
     """Forward seconds per micro batch and layer of each GEMM row key (per GPU), at
     `micro_batch` sequences per micro batch (default the scenario's)."""
-    gpu = hardware.GPUS[sc.gpu]
-    fp8 = sc.fp8 == "hybrid" and gpu.fp8_flops
-    peak, bandwidth = sc.peak_flops, sc.hbm_bandwidth
-    e_m = eff["hbm"].value
-    experts_here = shape.num_experts / sc.expert_parallel if shape.is_moe else 1
     out: dict[str, float] = {}
-    for row in model_gemms(sc, micro_batch):
-        if not row["weights"]:
-            continue
-        in_fp8 = fp8 and row["key"] != "lm_head"
-        seconds = plain.gemm_seconds(
-            row["m"],
-            row["n"],
-            row["k"],
-            peak * (gpu.fp8_flops / gpu.bf16_flops if in_fp8 else 1),
-            bandwidth,
-            eff["gemm_fp8" if in_fp8 else "gemm"].value,
-            e_m,
-            beta=1 if in_fp8 else 2,
+    for key, m, n, k in weight_shapes(sc, micro_batch):
+        peak, bandwidth, e, e_m, beta = gemm_rates(sc, eff, key)
+        out[key] = plain.gemm_seconds(m, n, k, peak, bandwidth, e, e_m, beta) * gemm_count(
+            sc, shape, key
         )
-        count = experts_here if row["key"].startswith("expert_") else 1
-        out[row["key"]] = seconds * count
     return out
+
+
+def gemm_rates(sc: Scenario, eff: dict, key: str) -> tuple[float, float, float, float, int]:
+    """(peak, bandwidth, efficiency, memory efficiency, bytes per element) a weight GEMM row
+    runs at: the layers' at the FP8 peak with 1-byte inputs under `fp8: hybrid` on a GPU with
+    one (the lm_head stays BF16)."""
+    gpu = hardware.GPUS[sc.gpu]
+    in_fp8 = bool(sc.fp8 == "hybrid" and gpu.fp8_flops) and key != "lm_head"
+    return (
+        sc.peak_flops * (gpu.fp8_flops / gpu.bf16_flops if in_fp8 else 1),
+        sc.hbm_bandwidth,
+        eff["gemm_fp8" if in_fp8 else "gemm"].value,
+        eff["hbm"].value,
+        1 if in_fp8 else 2,
+    )
+
+
+def gemm_count(sc, shape: ModelShape, key: str):
+    """How many times a GPU runs a row per layer: a routed expert's once per expert it holds
+    (E / EP), any other once."""
+    if key.startswith("expert_"):
+        return shape.num_experts / sc.expert_parallel if shape.is_moe else 1
+    return 1
 
 
 #: The share of the s x s square each kernel computes under a causal mask, whatever
@@ -258,8 +265,9 @@ def _recompute_weights(sc: Scenario, sums: dict[str, float]) -> float:
     return pieces + sum(sums.get(f"{m}_gemm_forward", 0.0) for m in weights)
 
 
-def _optimizer_bytes(sc: Scenario, shape: ModelShape) -> float:
-    """Adam's bytes on one GPU per step: its shard of the stage's parameters."""
+def _optimizer_bytes(sc: Scenario, shape: ModelShape, maximum=max) -> float:
+    """Adam's bytes on one GPU per step: its shard of the stage's parameters (`maximum`:
+    NumPy's for the plan's arrays of layouts)."""
     tp, pp, ep = sc.tensor_parallel, sc.pipeline_parallel, sc.expert_parallel
     dp, cp = sc.data_parallel, sc.context_parallel
     experts = float(shape.breakdown["routed_experts_total"])
@@ -267,7 +275,7 @@ def _optimizer_bytes(sc: Scenario, shape: ModelShape) -> float:
     dense_gpu, experts_gpu = dense / (tp * pp), experts / (tp * pp * ep)
     if sc.zero_stage >= 1:
         dense_gpu /= dp * cp
-        experts_gpu /= max(dp * cp // ep, 1)
+        experts_gpu /= maximum(dp * cp // ep, 1)
     return ADAM_BYTES_PER_PARAM * (dense_gpu + experts_gpu)
 
 
@@ -332,13 +340,31 @@ def compute(
     eff = efficiency.efficiencies(sc.values)
     gemm = _gemm_rows(sc, eff, shape) if gemm is None else gemm
     sums, stage, core_fwd, linear_fwd = staged or stage_sums(sc, shape, eff, gemm)
-    mb = sc.micro_batches_per_step
     bandwidth = sc.hbm_bandwidth * eff["hbm"].value
+    out, loss = assemble(sc, shape, gemm, sums, bandwidth, _optimizer_bytes(sc, shape) / bandwidth)
+    out["detail"] = {
+        "gemm_forward_seconds_per_micro_batch": gemm,
+        "stage_layers": len(stage),
+        "micro_batches": sc.micro_batches_per_step,
+        "loss_seconds": sum(loss),
+        "optimizer_seconds": out["optimizer_seconds"],
+        "attentioncore_forward_flops_per_layer": core_fwd,
+        "linear_attention_forward_flops_per_layer": linear_fwd,
+    }
+    out["efficiencies"] = {name: {"value": e.value, "source": e.source} for name, e in eff.items()}
+    out["generation"] = efficiency.generation(sc.gpu)
+    return out
+
+
+def assemble(sc, shape: ModelShape, gemm, sums, bandwidth: float, optimizer) -> tuple[dict, list]:
+    """`compute`'s parts, phases and optimizer seconds from the GEMM rows, the stage's sums and
+    the optimizer's seconds, and the loss's forward and backward seconds. Elementwise: the plan's
+    search passes arrays over many layouts (evaluate.plan_batch) for the same floats."""
+    mb = sc.micro_batches_per_step
     outside_fwd = mb * sum(gemm.get(key, 0.0) for key in OUTSIDE_ROWS)
     tokens = sc.micro_batch * sc.seq_len / sc.context_parallel
     logits = tokens * shape.vocab_size / sc.tensor_parallel
     loss = [mb * x * logits / bandwidth for x in LOSS_BYTES]
-    optimizer = _optimizer_bytes(sc, shape) / bandwidth
     gemm_fwd = sums.get("gemm_forward", 0.0) + outside_fwd
     r_core = sc.recompute_core_fraction
     recompute = recompute_seconds(sc, sums)
@@ -359,23 +385,9 @@ def compute(
         + sums.get("memory_forward", 0.0)
         + loss[0]
     )
-    return {
-        "parts": parts,
-        "phases": {
-            "forward": forward,
-            "backward": sum(parts.values()) - optimizer - forward,
-            "attention": parts["attention"] + r_core * sums.get("core_forward", 0.0),
-        },
-        "optimizer_seconds": optimizer,
-        "detail": {
-            "gemm_forward_seconds_per_micro_batch": gemm,
-            "stage_layers": len(stage),
-            "micro_batches": mb,
-            "loss_seconds": sum(loss),
-            "optimizer_seconds": optimizer,
-            "attentioncore_forward_flops_per_layer": core_fwd,
-            "linear_attention_forward_flops_per_layer": linear_fwd,
-        },
-        "efficiencies": {name: {"value": e.value, "source": e.source} for name, e in eff.items()},
-        "generation": efficiency.generation(sc.gpu),
+    phases = {
+        "forward": forward,
+        "backward": sum(parts.values()) - optimizer - forward,
+        "attention": parts["attention"] + r_core * sums.get("core_forward", 0.0),
     }
+    return {"parts": parts, "phases": phases, "optimizer_seconds": optimizer}, loss

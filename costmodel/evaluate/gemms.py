@@ -336,11 +336,34 @@ def model_gemms(
     `tokens_per_sequence` token slots (default seq_len), with intensity at `beta` bytes per
     element and `bound` against the scenario's machine balance."""
     sc = as_scenario(sc)
-    shape, source = sc.shape, sc.shape_source
     layout = gemm_layout(sc)
-    tp, cp = layout["tensor_parallel"], layout["context_parallel"]
-    batch = micro_batch or sc.micro_batch
     seq = float(tokens_per_sequence or sc.seq_len)
+    rows = _model_rows(sc, layout, micro_batch or sc.micro_batch, seq)
+    _complete(rows, sc, layout, seq, sc.shape_source, beta)
+    return [GemmRow(**row) for row in rows]
+
+
+def weight_shapes(
+    sc: Scenario, micro_batch: int | None = None
+) -> list[tuple[str, float, Any, Any]]:
+    """(key, m, n, k) of the weight rows of `model_gemms` (same sizes, one GPU's), without
+    their FLOPs, intensity or source: what the step time reads (compute_time._gemm_rows, the
+    plan's search for thousands of layouts)."""
+    sc = as_scenario(sc)
+    layout = gemm_layout(sc)
+    tp, sequence_parallel = layout["tensor_parallel"], layout["sequence_parallel"]
+    out = []
+    for row in _model_rows(sc, layout, micro_batch or sc.micro_batch, float(sc.seq_len)):
+        if row["weights"]:
+            _split(row, tp, sequence_parallel)
+            out.append((row["key"], row["m"], row["n"], row["k"]))
+    return out
+
+
+def _model_rows(sc: Scenario, layout: dict, batch: int, seq: float) -> list[dict]:
+    """The rows of `model_gemms` at the model's widths, before TP cuts them (`_complete`)."""
+    shape, source = sc.shape, sc.shape_source
+    tp, cp = layout["tensor_parallel"], layout["context_parallel"]
     tokens = batch * seq / cp  # one GPU's rows: its 1/c of each sequence
     h = shape.hidden_size
     mtp = sc.num_mtp_layers
@@ -355,8 +378,7 @@ def model_gemms(
     rows += _head_rows(shape, tokens, mtp, tp)
     square = float(numeric.SQUARE_FRACTION[sc.attention_flops])
     rows += _core_rows(shape, seq, cp, n_full, square, source)
-    _complete(rows, sc, layout, seq, source, beta)
-    return [GemmRow(**row) for row in rows]
+    return rows
 
 
 def weight_flops_per_token(rows: list[GemmRow]) -> float:

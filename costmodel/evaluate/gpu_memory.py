@@ -9,6 +9,7 @@ costmodel.validate_memory); the phases and their peak (costmodel.derive.memory).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from typing import Any
@@ -60,6 +61,13 @@ def _params(shape: ModelShape, sc: Scenario) -> dict[str, float]:
 
 def _layer_kinds(shape: ModelShape, sc: Scenario) -> list[tuple[str, str, int]]:
     """(mixer, mlp, count) of the model's layer kinds, MTP layers counted when they are."""
+    return list(_kinds_of(shape, sc.num_mtp_layers))
+
+
+@functools.lru_cache(maxsize=64)
+def _kinds_of(shape: ModelShape, mtp: int) -> tuple[tuple[str, str, int], ...]:
+    """`_layer_kinds` of a shape and its trained MTP layers (built once: the plan's search asks
+    for hundreds of layouts of one model)."""
     counts: dict[tuple[str, str], int] = {}
     mixer_full = "mla" if shape.mla else "attention"
     # counted in C (a model may have 100,000 layers), in the order the kinds first appear
@@ -67,11 +75,10 @@ def _layer_kinds(shape: ModelShape, sc: Scenario) -> list[tuple[str, str, int]]:
         mixer = mixer_full if layer_type == FULL_ATTENTION else "gated_deltanet"
         key = (mixer, "moe" if moe else "dense")
         counts[key] = counts.get(key, 0) + n
-    mtp = sc.num_mtp_layers
     if mtp:
         key = (mixer_full, "moe" if shape.is_moe else "dense")
         counts[key] = counts.get(key, 0) + mtp
-    return [(mixer, mlp, n) for (mixer, mlp), n in counts.items()]
+    return tuple((mixer, mlp, n) for (mixer, mlp), n in counts.items())
 
 
 def _layer_kwargs(shape: ModelShape, sc: Scenario, b: int) -> dict[str, Any]:

@@ -23,6 +23,7 @@ Ties (the same predicted step) keep the order of the lesser peak memory.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -32,7 +33,8 @@ from costmodel.derive import plain
 from costmodel.errors import CostModelError
 from costmodel.evaluate import account, plan_comm, step_time
 from costmodel.evaluate.linear import linear_attention
-from costmodel.evaluate.plan_base import _inputs, rebase  # noqa: F401 (plan.rebase)
+from costmodel.evaluate.plan_base import _inputs, paused_gc, rebase  # noqa: F401 (plan.rebase)
+from costmodel.evaluate.plan_batch import Batch
 from costmodel.evaluate.plan_eval import ZERO_STAGES, Evaluator, least_bubble
 from costmodel.evaluate.plan_space import (
     Core,
@@ -118,16 +120,11 @@ class Plan:
 
 def _screen(ev: Evaluator, all_cores: list[Core], saving: list[Recompute]):
     """The cores that fit under their most memory-saving settings (the recompute options of
-    `saving` at ZeRO 3 and the schedule that holds the fewest micro batches), and the least
-    peak over them all."""
-    fitting, least = [], math.inf
-    for core in all_cores:
-        schedules = schedule_options(ev.base, core.pp)
-        peak = ev.least_peak(core, saving, schedules)
-        least = min(least, peak)
-        if peak <= ev.usable:
-            fitting.append(core)
-    return fitting, least
+    `saving` at ZeRO 3 and the schedule that holds the fewest micro batches: Evaluator's
+    least_peak, of every core at once), and the least peak over them all."""
+    peaks = ev.batch.least_peaks(saving).tolist()
+    fitting = [core for core, peak in zip(all_cores, peaks) if peak <= ev.usable]
+    return fitting, min(peaks)
 
 
 def _row(ev: Evaluator, core: Core, rc: Recompute, zero: int, schedule: Schedule, peak) -> Row:
@@ -238,8 +235,8 @@ def _own(ev: Evaluator) -> tuple[Row | None, str]:
     base = ev.base
     core, rc, schedule = own_core(base), own_recompute(base), own_schedule(base)
     if core.tp == 1:
-        core = Core(**{**core.__dict__, "sp": False})
-    if core not in set(cores(base, base.num_gpus)):
+        core = dataclasses.replace(core, sp=False)
+    if core not in ev.batch.index and core not in set(cores(base, base.num_gpus)):
         return None, f"the scenario's own layout is outside the search: {outside(base)}"
     schedules = schedule_options(base, core.pp)
     if schedule not in schedules:
@@ -289,6 +286,7 @@ def _space(base: Scenario, fp8: bool, constraints: dict[str, tuple]):
     return ev, options, allowed
 
 
+@paused_gc
 def search(
     sc: Scenario,
     gpus: int | None = None,
@@ -311,6 +309,7 @@ def search(
             f"this model and batch divides (TP x PP x CP x DP with at least one micro batch of "
             f"{base.samples_per_step:,} samples on each pipeline)"
         )
+    ev.batch = Batch(ev, all_cores)
     fitting, least = _screen(ev, all_cores, _saving(options))
     if not fitting:
         raise CostModelError(
@@ -322,7 +321,8 @@ def search(
     own, note = _own(ev)
     ranked = own is not None and not note and count_own
     own_seconds = own.seconds if ranked else 0.0
-    bounds = {core: _bound(ev, core) for core in fitting}
+    every_bound = dict(zip(all_cores, ev.batch.bounds()))  # _bound of each core
+    bounds = {core: every_bound[core] for core in fitting}
     fitting = sorted(fitting, key=bounds.get)
     rows, passed = _ranked(ev, fitting, bounds, options, top, own_seconds)
     rank = None
@@ -403,11 +403,15 @@ def _passed_over(ev: Evaluator, core: Core, options, schedules, bubble: float, l
     # the ZeRO stages at which some policy of `options` fits with some schedule
     peaks = ev.peaks_of(core, [ev.options.index(rc) for rc in options])
     fits = (peaks <= ev.usable).any(axis=(0, 2))
-    least = min(
-        ev.floor(core, none, bubble, z) + plan_comm.exposed_floor(ev, core, z, options)
-        for i, z in enumerate(ZERO_STAGES)
-        if z in ev.zero_stages and fits[i]
-    )
+    stages = [z for i, z in enumerate(ZERO_STAGES) if z in ev.zero_stages and fits[i]]
+    floors = [(ev.floor(core, none, bubble, z), z) for z in stages]
+    # first without the DP rows (plan_comm.others_floor: no more than exposed_floor)
+    if (
+        min(f + plan_comm.others_floor(ev, core, z, options) for f, z in floors) * (1 - 1e-9)
+        >= limit
+    ):
+        return True
+    least = min(f + plan_comm.exposed_floor(ev, core, z, options) for f, z in floors)
     return least * (1 - 1e-9) >= limit
 
 

@@ -25,8 +25,12 @@ Why it is a floor on every layout of the core at a ZeRO stage, whatever its reco
 
 from __future__ import annotations
 
-from costmodel.evaluate import communication, run
+import math
+
+from costmodel.evaluate import communication
 from costmodel.evaluate.plan_space import Core, Recompute
+
+NONE = Recompute("none")
 
 
 def dp_exposed(rows: list[tuple[float, tuple]], n: int, forward: float, backward: float) -> float:
@@ -53,29 +57,57 @@ def exposed_floor(ev, core: Core, zero: int, options: list[Recompute]) -> float:
     """A floor on the exposed communication of the core's layouts at a ZeRO stage with a
     recompute policy of `options` (module docstring), to add to the core's floor without
     recompute (`ev`: plan_eval.Evaluator)."""
-    none = Recompute("none")
-    # the DP rows read the sizes and the micro batches alone; TP and CP rows need TP or CP
+    # the DP rows read the sizes and the micro batches alone (plan_comm's cache keys)
     dp_key = ("dp rows", core.tp, core.pp, core.cp, core.ep, core.dp, core.micro_batch)
     dp_key += (core.micro_batches,)
-    other_key = ("tp cp rows", core)
     dp_rows = ev._cache.get(dp_key)
-    other = ev._cache.get(other_key)
-    if other is None and core.tp == 1 and core.cp == 1:
-        other = ev._cache[other_key] = (0.0, 0.0)
-    if dp_rows is None or other is None:
-        sc = ev.scenario(core, none, 1)
-        args = run.communication_args(sc, ev.shape)
-        zeros = ev.zero_stages if dp_rows is None else ()
-        got = communication.floor_rows(zeros, other is None, **args)
-        if dp_rows is None:
-            dp_rows = ev._cache[dp_key] = (got["dp"], got["n"])
-        if other is None:
-            other = ev._cache[other_key] = (got["exposed"], got["capped"])
-    phases = ev.compute(core, none, zero)["phases"]
+    if dp_rows is None:
+        got = communication.floor_rows(ev.zero_stages, False, **ev.comm_args(core, NONE, 1))
+        dp_rows = ev._cache[dp_key] = (got["dp"], got["n"])
+    phases = ev.compute(core, NONE, zero)["phases"]
     rows, n = dp_rows
-    floor = dp_exposed(rows[zero], n, phases["forward"], phases["backward"]) + other[0]
+    floor = dp_exposed(rows[zero], n, phases["forward"], phases["backward"])
+    return _others(ev, core, options, phases, floor)
+
+
+def others_floor(ev, core: Core, zero: int, options: list[Recompute]) -> float:
+    """`exposed_floor` without its DP rows' exposed seconds (each >= 0): no more than it (the
+    same additions, from 0 where it adds the DP rows' seconds; floats add monotonically)."""
+    return _others(ev, core, options, ev.compute(core, NONE, zero)["phases"], 0.0)
+
+
+def _others(ev, core: Core, options, phases: dict, floor: float) -> float:
+    """`floor` (the DP rows' exposed seconds) with the TP and CP rows that may not hide, and the
+    CP ring past the attention core (recompute's share of it included)."""
+    other = _tp_cp_rows(ev, core)
+    floor = floor + other[0]
     if other[1] > 0:  # the CP ring: behind at most the attention core, recompute's too
         core_forward = ev._sums(core).get("core_forward", 0.0)
-        fraction = max(ev._fractions(core.pp, rc).recompute_core_fraction for rc in options)
+        key = ("most core recomputed", core.pp, tuple(options))
+        fraction = ev._cached(
+            key, lambda: max(ev._fractions(core.pp, rc).recompute_core_fraction for rc in options)
+        )
         floor += max(0.0, other[1] - phases["attention"] - fraction * core_forward)
     return floor
+
+
+def _tp_cp_rows(ev, core: Core) -> tuple[float, float]:
+    """(the seconds of the TP and CP rows that may not hide, those of the CP ring) of the core:
+    none without TP or CP. They read TP, CP, PP, the micro batch, the micro batches per step
+    (derive.communication's forms: t_p, c_p, p_p, b_micro, n_mb and the model's sizes) and
+    sequence parallelism, and their groups' placement reads TP and CP alone on a cluster of a
+    given size: cached by those (tests/evaluate/test_plan_comm.py checks the key)."""
+    if core.tp == 1 and core.cp == 1:
+        return 0.0, 0.0
+    key = ("tp cp rows", *tp_cp_key(core))
+    got = ev._cache.get(key)
+    if got is None:
+        rows = communication.floor_rows((), True, **ev.comm_args(core, NONE, 1))
+        got = ev._cache[key] = (rows["exposed"], rows["capped"])
+    return got
+
+
+def tp_cp_key(core: Core) -> tuple:
+    """What the TP and CP rows of a core read of it (`_tp_cp_rows`)."""
+    n_mb = max(1, math.ceil(core.micro_batches - 1e-9))
+    return core.tp, core.cp, core.pp, core.sp, core.micro_batch, n_mb

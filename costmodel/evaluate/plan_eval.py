@@ -1,17 +1,14 @@
-"""The figures of a searched layout, fast: the memory model's peak (evaluate.gpu_memory) and the
-step-time model's parts (evaluate.step_time), from pieces each computed once for the sizes they
-depend on.
+"""The figures of a searched layout, fast: the memory model's peak (evaluate.plan_memory) and
+the step-time model's parts (evaluate.step_time), from pieces each computed once for the sizes
+they depend on.
 
-- Memory: a layer's saved tensors grow with the micro batch (derive.activations: every tensor
-  is b x s / CP tokens wide), so they are built once per (TP, SP, CP, recompute, FP8 storage) at
-  a micro batch of one and scaled; the model states are linear in the parameters a GPU holds
-  (derive.model_states), so one GPU's states are the parameters times the bytes per parameter
-  of the ZeRO stage over DP x CP. The peak then follows gpu_memory.most_loaded's phases for the
-  first and the last pipeline stage, for every layout of a batch at once (NumPy).
 - Step time: compute_time.compute and the communication model on the layout's scenario, as
   step_time.predict adds them (one compute per layout's compute, one communication per ZeRO
   stage), and a lower bound (the weight GEMMs and the attention core of the most loaded stage,
   and the schedule's least bubble) that lets the search skip layouts that cannot rank.
+- Many layouts at once: where the search set `batch` (evaluate.plan_batch), the compute without
+  recompute, the recompute parts, the floors and the peaks of its cores are read from it (the
+  same floats, computed over arrays of cores); other layouts are computed one by one here.
 """
 
 from __future__ import annotations
@@ -21,18 +18,17 @@ import math
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
-
-from costmodel.derive import activations as act
 from costmodel.derive import numeric, plain
-from costmodel.evaluate import compute_time, gpu_memory, run
+from costmodel.evaluate import communication, compute_time, gpu_memory, run
 from costmodel.evaluate.communication import Compute
+from costmodel.evaluate.linear import linear_attention
+from costmodel.evaluate.plan_memory import ZERO_STAGES, Memory
 from costmodel.evaluate.plan_space import Core, Recompute, Schedule, recompute_options
 from costmodel.inputs import efficiency
 from costmodel.inputs.layout import recompute_fractions
 from costmodel.inputs.scenario import Scenario
 
-ZERO_STAGES = (0, 1, 2, 3)
+__all__ = ["ZERO_STAGES", "Evaluator", "least_bubble", "stage_bound"]
 #: What compute_time._optimizer_bytes reads of a scenario (its ZeRO stage apart).
 _OPTIMIZER_KEYS = (
     "tensor_parallel",
@@ -44,7 +40,7 @@ _OPTIMIZER_KEYS = (
 )
 
 
-class Evaluator:
+class Evaluator(Memory):
     """The pieces of one base scenario's layouts, cached by what each depends on."""
 
     def __init__(self, base: Scenario, zero_stages: tuple[int, ...] = ZERO_STAGES):
@@ -58,14 +54,25 @@ class Evaluator:
         self.layers = sum(n for _, _, n in self.kinds)
         core = compute_time.core_forward_flops(base, counted=False)
         self.core_flops_per_layer = core / max(base.num_full_attention_layers, 1)
+        lin = linear_attention(base)  # the layout does not enter it
+        self.linear_flops_per_layer = (
+            lin["flops_per_step"] / 3 / lin["layers"] if lin and lin["flops_per_step"] else None
+        )
         self._cache: dict[tuple, Any] = {}
         self.options = recompute_options(base)
+        self.option_index = {rc: i for i, rc in enumerate(self.options)}
+        self.batch = None  # an evaluate.plan_batch.Batch of many cores, where the search set one
+        self._comm_base = run.communication_args(base, self.shape)
 
     def _cached(self, key: tuple, build):
         got = self._cache.get(key)
         if got is None:
             got = self._cache[key] = build()
         return got
+
+    def _batched(self, core: Core) -> tuple | None:
+        """The core's figures in the batch (plan_batch.Batch.row), or None."""
+        return None if self.batch is None else self.batch.row(core)
 
     # the layout's scenario --------------------------------------------------------------
     def scenario(
@@ -109,188 +116,44 @@ class Evaluator:
         }
         return keys
 
-    # memory -------------------------------------------------------------------------------
-    def _activations(self, core: Core, rc: Recompute) -> tuple[float, float, float, float]:
-        """(saved, working set, outside the layers, logits) bytes of the most loaded stage at
-        the core's micro batch: built at a micro batch of one, scaled."""
-
-        def layer_sets():
-            one = Core(**{**core.__dict__, "micro_batch": 1, "pp": 1})
-            sc = self.scenario(one, rc)
-            outside, logits = gpu_memory._outside(self.shape, sc)
-            return gpu_memory._layer_sets(self.shape, sc), sum(outside.values()), logits
-
-        def build():
-            key = ("layers", core.tp, core.sp, core.cp, rc, core.fp8_activations)
-            kinds, outside, logits = self._cached(key, layer_sets)
-            stage = SimpleNamespace(  # what _stage_activations reads of a scenario
-                pipeline_parallel=core.pp,
-                recompute=rc.policy,
-                recompute_num_layers=rc.num_layers,
-                recompute_method=rc.method or "uniform",
-            )
-            saved, working = gpu_memory._stage_activations(kinds, stage)
-            return saved, working, outside, logits
-
-        key = ("act", core.tp, core.sp, core.cp, core.pp, rc, core.fp8_activations)
-        return tuple(x * core.micro_batch for x in self._cached(key, build))
-
-    def _state_bytes(self, zero: int, ranks: int) -> float:
-        """Bytes per parameter of the model states at a ZeRO stage over `ranks` ranks."""
-        key = ("states", zero, ranks)
+    # step time ------------------------------------------------------------------------------
+    def gemm_scenario(self, tp: int, cp: int, ep: int, sp: bool, fp8: str) -> Scenario:
+        """The base scenario at the sizes a GEMM table reads (TP, CP, EP, SP, FP8)."""
         return self._cached(
-            key,
-            lambda: sum(
-                plain.model_state_bytes(1.0, zero, ranks, grad_bytes=self.base.grad_bytes).values()
+            ("gemm scenario", tp, cp, ep, sp, fp8),
+            lambda: self.base.relaid(
+                tensor_parallel=tp,
+                context_parallel=cp,
+                expert_parallel=ep,
+                sequence_parallel=sp,
+                fp8=fp8,
             ),
         )
 
-    def peaks(self, core: Core, rc: Recompute, schedules: list[Schedule]) -> np.ndarray:
-        """Peak bytes on the most loaded GPU, [ZeRO stage, schedule], of a recompute policy
-        among `options` (all of them built at once for the core, once)."""
-        key = ("peaks", core)
-        got = self._cache.get(key)
-        if got is None:
-            got = self._cache[key] = self._peaks(core, schedules)
-        return got[self.options.index(rc)]
-
-    def peaks_of(self, core: Core, policies: list[int]) -> np.ndarray:
-        """[policy, ZeRO stage, schedule] peaks of the policies (indices into `options`), as
-        built by `settings` or `peaks` (one of which ran for the core)."""
-        return self._cache[("peaks", core)][policies]
-
-    def settings(self, core: Core, rc: Recompute, schedules: list[Schedule], shares) -> tuple:
-        """(peaks [ZeRO stage][schedule], the schedule chosen per ZeRO stage or -1) of a
-        recompute policy: per ZeRO stage, of the schedules that fit, the least bubble share
-        (`shares`), then the least peak (the first of equals); every policy at once, once."""
-        key = ("settings", core)
-        got = self._cache.get(key)
-        if got is None:
-            every = self._cache.get(("peaks", core))
-            if every is None:
-                every = self._cache[("peaks", core)] = self._peaks(core, schedules)
-            fit = every <= self.usable
-            fit[:, [z not in self.zero_stages for z in ZERO_STAGES], :] = False
-            bubble = np.asarray(shares, dtype=float)
-            least = np.where(fit, bubble, np.inf).min(axis=2)
-            pick = np.where(fit & (bubble == least[..., None]), every, np.inf).argmin(axis=2)
-            choice = np.where(fit.any(axis=2), pick, -1)
-            got = self._cache[key] = (every.tolist(), choice.tolist())
-        peaks, choice = got
-        index = self.options.index(rc)
-        return peaks[index], choice[index]
-
-    def least_peak(self, core: Core, policies: list[Recompute], schedules) -> float:
-        """The least peak of the core over `policies`, every ZeRO stage and schedule: at ZeRO
-        3 and the schedule that holds the fewest micro batches (the peak grows with the states
-        and the micro batches in flight), as `_peaks` computes it, for one point."""
-        pp, ep = core.pp, core.ep
-        gradients, experts, first, last = self._stage_params(core)
-        per_step = max(1, int(core.micro_batches))
-        flight = min(act.in_flight_micro_batches(pp, per_step, s.virtual or 1) for s in schedules)
-        ranks = core.dp * core.cp
-        most = max(self.zero_stages)  # the most sharding searched
-        dense, expert = self._state_bytes(most, ranks), self._state_bytes(most, max(ranks // ep, 1))
-        least = math.inf
-        for rc in policies:
-            saved, working, outside, logits = self._activations(core, rc)
-            peak = 0.0
-            for on_gpu, in_flight, has_head in ((first, flight, pp == 1), (last, 1.0, True)):
-                states = (on_gpu - experts) * dense + experts * expert
-                forward = states + (saved + (outside if has_head else 0.0)) * in_flight
-                top = max(forward + working + gradients, states)
-                peak = max(peak, max(top, forward + logits) if has_head else top)
-            least = min(least, peak)
-        return least
-
-    def _stage_params(self, core: Core) -> tuple[float, float, float, float]:
-        """The pieces of a stage's peak both `_least_peak` and `_peaks` use: the bytes of one
-        layer's activation gradient in flight, the expert parameters per GPU, and the
-        parameters on the first and the last pipeline stage's GPU."""
-        shape, params = self.shape, self.params
-        tp, pp, ep = core.tp, core.pp, core.ep
-        tokens = core.micro_batch * self.base.seq_len / core.cp / (tp if core.sp else 1)
-        gradients = 2 * 2 * tokens * shape.hidden_size
-        head = 0 if shape.tie_word_embeddings and pp == 1 else params["lm_head"]
-        experts = params["experts"] / (tp * pp * ep)
-        layer_params = params["layers"] / (tp * pp) + experts
-        first = layer_params + params["embedding"] / tp + (head / tp if pp == 1 else 0)
-        last = layer_params + head / tp
-        return gradients, experts, first, last
-
-    def _peaks(self, core: Core, schedules: list[Schedule]) -> np.ndarray:
-        """[recompute policy, ZeRO stage, schedule]: the phases of gpu_memory.most_loaded."""
-        pp, ep = core.pp, core.ep
-        pieces = np.array([self._activations(core, rc) for rc in self.options])
-        saved, working, outside, logits = (pieces[:, i, None, None] for i in range(4))
-        gradients, experts, first, last = self._stage_params(core)
-        per_step = max(1, int(core.micro_batches))
-        flight = np.array(
-            [act.in_flight_micro_batches(pp, per_step, s.virtual or 1) for s in schedules]
-        )
-        ranks = core.dp * core.cp
-        dense_bytes = np.array([self._state_bytes(z, ranks) for z in ZERO_STAGES])[:, None]
-        expert_bytes = np.array([self._state_bytes(z, max(ranks // ep, 1)) for z in ZERO_STAGES])[
-            :, None
-        ]
-
-        def stage(on_gpu: float, in_flight, has_head: bool) -> np.ndarray:
-            states = (on_gpu - experts) * dense_bytes + experts * expert_bytes
-            forward = states + (saved + (outside if has_head else 0.0)) * in_flight
-            top = np.maximum(forward + working + gradients, states)
-            return np.maximum(top, forward + logits) if has_head else top
-
-        return np.maximum(stage(first, flight, pp == 1), stage(last, 1.0, True))
-
-    # step time ------------------------------------------------------------------------------
     def gemm_rows(self, core: Core) -> dict[str, float]:
         """compute_time._gemm_rows of the core (what they read of a layout: TP, CP, EP, SP,
         FP8 and the micro batch)."""
         split = (core.tp, core.cp, core.ep, core.sp, core.fp8)
-
-        def build():
-            sc = self._cached(
-                ("gemm scenario", *split),
-                lambda: self.base.relaid(
-                    tensor_parallel=core.tp,
-                    context_parallel=core.cp,
-                    expert_parallel=core.ep,
-                    sequence_parallel=core.sp,
-                    fp8=core.fp8,
-                ),
-            )
-            return compute_time._gemm_rows(sc, self.eff, self.shape, core.micro_batch)
-
-        return self._cached(("gemm", *split, core.micro_batch), build)
+        return self._cached(
+            ("gemm", *split, core.micro_batch),
+            lambda: compute_time._gemm_rows(
+                self.gemm_scenario(*split), self.eff, self.shape, core.micro_batch
+            ),
+        )
 
     def lower_bound(self, core: Core) -> float:
-        """Seconds no layout of this core can beat: the most loaded stage holds ceil(L / PP)
-        layers, at least their share of every layer's weight GEMMs (3 x the forward) and
-        attention core, the lm_head's GEMMs, and the least bubble of the schedules."""
-        gemm = self.gemm_rows(core)
-        m = core.micro_batches
-        kinds = self.kinds
-        peak = self.base.peak_flops
-        kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[self.base.attention_kernel])
-        flash = self.base.attention_kernel == "flash"
-        e_f = self.eff["attention_flash_forward" if flash else "attention_eager"].value
-        e_b = self.eff["attention_flash_backward" if flash else "attention_eager"].value
-        core_seconds = self.core_flops_per_layer / (core.dp * core.cp * core.tp) / peak
-        core_seconds *= 1 / e_f + kappa / e_b
-        total = 0.0
-        for mixer, mlp, count in kinds:
-            rows = compute_time.MIXER_ROWS[mixer] + compute_time.MLP_ROWS[mlp]
-            layer = 3 * m * sum(gemm.get(key, 0.0) for key in rows)
-            total += count * (layer + (core_seconds if mixer == "attention" else 0.0))
-        stage = math.ceil(self.layers / core.pp) / self.layers * total
-        stage += 3 * m * sum(gemm.get(key, 0.0) for key in compute_time.OUTSIDE_ROWS)
-        return stage
+        """Seconds no layout of this core can beat (`stage_bound`)."""
+        share = core.dp * core.cp * core.tp
+        return stage_bound(self, self.gemm_rows(core), core.micro_batches, share, core.pp)
 
     def compute(self, core: Core, rc: Recompute, zero: int) -> dict:
         """compute_time.compute of the layout (the ZeRO stage only moves the optimizer's
         shard: 0 or more)."""
 
         def build():
+            row = self._batched(core)
+            if row is not None:
+                return self.batch.compute(row, min(zero, 1))
             if zero == 0:
                 return self._zero0(core)
             sc = self.scenario(core, rc, zero)
@@ -349,6 +212,9 @@ class Evaluator:
 
         if rc.policy == "none":
             return 0.0
+        row = self._batched(core)
+        if row is not None:
+            return self.batch.recompute_part(row, rc)
         return compute_time.recompute_seconds(self._fractions(core.pp, rc), self._sums(core))
 
     def _staged(self, core: Core) -> tuple:
@@ -361,6 +227,9 @@ class Evaluator:
         return self._cached(("staged", core), build)
 
     def _sums(self, core: Core) -> dict[str, float]:
+        row = self._batched(core)
+        if row is not None:
+            return row[1]
         return self._staged(core)[0]
 
     def _zero0(self, core: Core) -> dict:
@@ -388,6 +257,9 @@ class Evaluator:
 
     def _floor_parts(self, core: Core, rc: Recompute, zero: int) -> tuple[float, float]:
         """(the step's compute, that without the optimizer) of `floor`, cached."""
+        row = self._batched(core)
+        if row is not None:
+            return self.batch.floor_parts(row, rc, zero)
         key = ("floor", core, rc, min(zero, 1))
         got = self._cache.get(key)
         if got is None:
@@ -401,20 +273,32 @@ class Evaluator:
 
         def build():
             computed = self.compute(core, rc, zero)
-            sc = self.scenario(core, rc, zero)
             phases = Compute(**computed["phases"], basis=run.COMPUTE_BASIS)
-            got = run.communication_of(sc, self.shape, phases)
-            # what no compute hides and no ZeRO stage changes: a floor for the core's others
-            fixed = sum(
-                c.exposed_seconds
-                for c in got.collectives
-                if c.hidden_behind is None and c.parallelism != "DP"
-            )
+            got, fixed = communication.exposed(phases, **self.comm_args(core, rc, zero))
+            # what no compute hides and no ZeRO stage changes (`fixed`, the collectives outside
+            # DP that may not hide): a floor for the core's others
             floor_key = ("unhidden", core, rc.policy == "full")
             self._cache[floor_key] = max(self._cache.get(floor_key, 0.0), fixed)
-            return got.exposed_seconds
+            return got
 
         return self._cached(("exposed", core, rc, zero), build)
+
+    def comm_args(self, core: Core, rc: Recompute, zero: int) -> dict[str, Any]:
+        """run.communication_args of the layout's scenario (at any schedule: it reads none),
+        from the base scenario's with the layout's keys."""
+        return {
+            **self._comm_base,
+            "dp": core.dp,
+            "tp": core.tp,
+            "pp": core.pp,
+            "cp": core.cp,
+            "ep": core.ep,
+            "sp": core.sp,
+            "zero_stage": zero,
+            "micro_batch": core.micro_batch,
+            "micro_batches": max(1, math.ceil(core.micro_batches - 1e-9)),
+            "full_recompute": rc.policy == "full",
+        }
 
     def unhidden(self, core: Core, rc: Recompute) -> float:
         """The exposed seconds of the collectives outside DP that nothing may hide, as far as
@@ -437,6 +321,27 @@ class Evaluator:
         )
         parts["pipeline_bubble"] = share * stage
         return parts
+
+
+def stage_bound(ev: Evaluator, gemm, micro_batches, share, pp):
+    """Seconds no layout of a core can beat: the most loaded stage holds ceil(L / PP) layers, at
+    least their share of every layer's weight GEMMs (3 x the forward) and attention core, the
+    lm_head's GEMMs (`gemm`: the core's GEMM rows; `share`: DP x CP x TP). Elementwise: one
+    core's floats, or arrays over cores (evaluate.plan_batch), the same floats."""
+    peak = ev.base.peak_flops
+    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[ev.base.attention_kernel])
+    flash = ev.base.attention_kernel == "flash"
+    e_f = ev.eff["attention_flash_forward" if flash else "attention_eager"].value
+    e_b = ev.eff["attention_flash_backward" if flash else "attention_eager"].value
+    core_seconds = ev.core_flops_per_layer / share / peak
+    core_seconds = core_seconds * (1 / e_f + kappa / e_b)
+    total = 0.0
+    for mixer, mlp, count in ev.kinds:
+        rows = compute_time.MIXER_ROWS[mixer] + compute_time.MLP_ROWS[mlp]
+        layer = 3 * micro_batches * sum(gemm.get(key, 0.0) for key in rows)
+        total += count * (layer + (core_seconds if mixer == "attention" else 0.0))
+    stage = -(-ev.layers // pp) / ev.layers * total
+    return stage + 3 * micro_batches * sum(gemm.get(key, 0.0) for key in compute_time.OUTSIDE_ROWS)
 
 
 @functools.cache

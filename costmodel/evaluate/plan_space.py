@@ -12,7 +12,7 @@ batch (at most MAX_MICRO_BATCH, or the scenario's own).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from costmodel.derive import activations as act
 from costmodel.derive import plain
@@ -43,6 +43,24 @@ class Core:
     sp: bool
     fp8: str  # none | hybrid
     fp8_activations: str
+
+    def __hash__(self) -> int:
+        """The fields' hash, as the dataclass's, computed once: a core keys many of the
+        search's caches, thousands of lookups each."""
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            value = hash(tuple(getattr(self, name) for name in CORE_FIELDS))
+            object.__setattr__(self, "_hash", value)
+            return value
+
+    def __getstate__(self) -> dict:
+        """Pickled without the kept hash (a string's differs from one process to another)."""
+        return {name: getattr(self, name) for name in CORE_FIELDS}
+
+
+#: The fields of a Core, in order.
+CORE_FIELDS = tuple(f.name for f in fields(Core))
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ the ranking is the step-time model's; the scenario's own layout is found and ran
 that fits nowhere is one line; the findings are computed from the ranked layouts."""
 
 import dataclasses
+import gc
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,16 @@ def test_every_evaluates_each_layout_that_fits_at_its_best(small):
     assert [r.key for r in every[:5]] == [r.key for r in free.rows[:5]]
     assert all(r.peak_bytes <= r.capacity for r in every)
     assert 1 + sum(1 for r in every if r.seconds < free.own.seconds * (1 - 1e-12)) == free.own_rank
+
+
+def test_search_pauses_the_collector_and_leaves_no_cycles():
+    """plan.search pauses the cyclic garbage collector (plan_base.paused_gc): so it must leave
+    nothing that only the collector frees. Its caches go with the plan, by reference counting."""
+    sc = scenario.resolve(LLAMA, dict(SMALL))
+    plan.search(sc, top=5)  # first uses (inspect's signatures of builtins leave cycles)
+    gc.collect()
+    found = plan.search(sc, top=5)
+    assert gc.isenabled()
+    assert found.rows
+    del found
+    assert gc.collect() == 0

@@ -56,7 +56,7 @@ def test_floor_rows_are_the_models_rows(case):
 def test_floor_is_under_every_layouts_step(case):
     ev, sample = case
     options = recompute_options(ev.base)
-    none, above = Recompute("none"), 0
+    none, above, others = Recompute("none"), 0, 0
     for core in sample:
         schedules = schedule_options(ev.base, core.pp)
         bubble = least_bubble(core.pp, core.micro_batches, tuple(schedules))
@@ -64,8 +64,33 @@ def test_floor_is_under_every_layouts_step(case):
             extra = plan_comm.exposed_floor(ev, core, zero, options)
             floor = ev.floor(core, none, bubble, zero) + extra
             above += extra > 0
+            # the search's first check, without the DP rows, is no more than the floor
+            without_dp = plan_comm.others_floor(ev, core, zero, options)
+            assert ev.floor(core, none, bubble, zero) + without_dp <= floor, (core, zero)
+            others += without_dp > 0
             for rc in options:
                 for schedule in schedules:
                     step = sum(ev.parts(core, rc, zero, schedule).values())
                     assert floor <= step * (1 + 1e-12), (core, rc, zero, schedule)
     assert above > len(sample)  # the floor is not the compute alone
+    assert others > 0  # nor is the floor without the DP rows
+
+
+def test_tp_cp_rows_are_cached_by_what_they_read(case):
+    """plan_comm caches the TP and CP rows by tp_cp_key: every core of a key has the same rows
+    (the communication model's, from the core's own scenario)."""
+    ev, _ = case
+    groups: dict[tuple, list] = {}
+    for core in cores(ev.base, ev.base.num_gpus):
+        if core.tp > 1 or core.cp > 1:
+            groups.setdefault(plan_comm.tp_cp_key(core), []).append(core)
+    shared = [members for members in groups.values() if len(members) > 1]
+    # a dense model's key is its core (EP 1); an MoE's cores differ in EP and DP within a key
+    assert len(shared) > 10 or not ev.shape.is_moe
+    for members in shared[:: max(1, len(shared) // 40)]:
+        got = set()
+        for core in members[:: max(1, len(members) // 4)]:
+            args = run.communication_args(ev.scenario(core, Recompute("none"), 1), ev.shape)
+            rows = plan_comm.communication.floor_rows((), True, **args)
+            got.add((rows["exposed"], rows["capped"]))
+        assert len(got) == 1, members

@@ -3,6 +3,7 @@ storage, and their bytes per GPU (``per_gpu``, ``layer_activation_bytes``)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from costmodel.derive.activations.mixers import _mixer
@@ -134,7 +135,24 @@ def _checked(kind: str, mlp: str, options: dict) -> _Layer:
 def layer_saved(kind: str = "attention", mlp: str = "dense", **options) -> list[Saved]:
     """The ``Saved`` tensors of one decoder layer on one context-parallel rank, before tensor
     parallelism (see ``layer_activation_bytes`` for the arguments, ``_Layer`` for their
-    defaults)."""
+    defaults). Kept for the arguments last seen (`_remembered`): the plan's search asks for the
+    same layer under many tensor-parallel sizes, which it does not depend on."""
+    values = tuple(tuple(v) if type(v) is list else v for v in options.values())
+    key = (kind, mlp, tuple(options), values, tuple(map(type, options.values())))
+    try:
+        hash(key)
+    except TypeError:  # an argument that is not hashable: computed each time
+        return _layer_saved(kind, mlp, options)
+    return list(_remembered(key))
+
+
+@functools.lru_cache(maxsize=1024)
+def _remembered(key: tuple) -> tuple[Saved, ...]:
+    kind, mlp, names, values, _ = key
+    return tuple(_layer_saved(kind, mlp, dict(zip(names, values))))
+
+
+def _layer_saved(kind: str, mlp: str, options: dict) -> list[Saved]:
     x = _checked(kind, mlp, options)
     beta = x.bytes_per_element
     local = x.s / x.cp if x.cp != 1 else x.s
