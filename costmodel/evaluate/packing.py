@@ -200,18 +200,34 @@ def greedy_pack(lengths, capacity):
     """First-fit decreasing: pack sample lengths into bins of `capacity` tokens.
 
     Returns a list of bins, each a list of lengths. A sample longer than the capacity is an
-    error (it would be truncated, which changes D)."""
+    error (it would be truncated, which changes D).
+
+    Each sample goes to the first bin (lowest index) with room for it, found in a tree of the
+    bins' largest free room (log n a sample, not a scan of every bin: 4,000 samples of a step
+    filled some 2,000 rows one at a time)."""
+    ordered = sorted(lengths, reverse=True)
+    if ordered and ordered[0] > capacity:
+        raise ValueError(f"sample of {ordered[0]} tokens exceeds the bin capacity {capacity}")
+    size = 1
+    while size < max(len(ordered), 1):
+        size *= 2
+    most = [-1] * (2 * size)  # most[node]: the largest free room under it (-1: no bin yet)
     bins: list[list[int]] = []
-    room: list[int] = []
-    for length in sorted(lengths, reverse=True):
-        if length > capacity:
-            raise ValueError(f"sample of {length} tokens exceeds the bin capacity {capacity}")
-        for index, free in enumerate(room):
-            if length <= free:
-                bins[index].append(length)
-                room[index] -= length
-                break
-        else:
+    for length in ordered:
+        if most[1] >= length:  # the leftmost bin with room for it
+            node = 1
+            while node < size:
+                node = 2 * node if most[2 * node] >= length else 2 * node + 1
+            index = node - size
+            bins[index].append(length)
+        else:  # a new bin
+            index = len(bins)
             bins.append([length])
-            room.append(capacity - length)
+            node = index + size
+            most[node] = capacity
+        most[node] -= length
+        node //= 2
+        while node:
+            most[node] = max(most[2 * node], most[2 * node + 1])
+            node //= 2
     return bins

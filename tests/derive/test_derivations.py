@@ -1,6 +1,8 @@
 """The formulas come out of SymPy algebra, and agree with the course."""
 
 import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel.derive import attention, flops, padding, recompute, roofline, utilization
 from costmodel.derive.symbols import BW, B, D, N, P, S, T, d_attn, n_gpu, r, s, s_mean, tau
@@ -79,3 +81,27 @@ def test_roofline_intensity_of_square_gemm():
 def test_greedy_pack():
     bins = packing.greedy_pack([5, 4, 3, 3, 1], capacity=8)
     assert sorted(map(sorted, bins)) == [[1, 3, 4], [3, 5]]
+
+
+def _first_fit_decreasing(lengths, capacity):
+    """First-fit decreasing as written down: each sample, longest first, into the first bin
+    with room, scanning the bins in order."""
+    bins, room = [], []
+    for length in sorted(lengths, reverse=True):
+        for index, free in enumerate(room):
+            if length <= free:
+                bins[index].append(length)
+                room[index] -= length
+                break
+        else:
+            bins.append([length])
+            room.append(capacity - length)
+    return bins
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 64).flatmap(lambda c: st.tuples(st.just(c), st.lists(st.integers(0, c)))))
+def test_greedy_pack_is_first_fit_decreasing(case):
+    """The tree that finds the first bin with room gives the bins of the scan, in order."""
+    capacity, lengths = case
+    assert packing.greedy_pack(lengths, capacity) == _first_fit_decreasing(lengths, capacity)

@@ -4,6 +4,7 @@ family's blocks into a ``ModelShape`` (see ``costmodel.inputs.models`` for what 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import field
 
 from costmodel.errors import CostModelError
@@ -51,8 +52,9 @@ class Base:
     #: the top-k routing weights renormalised (``family_flags.norm_topk``)
     norm_topk: bool = True
 
-    @property
+    @functools.cached_property
     def n_full(self) -> int:
+        """Counted once per shape (read thousands of times by a scenario's levers)."""
         return self.layer_types.count(FULL_ATTENTION)
 
     @property
