@@ -167,7 +167,8 @@ def plan_section(plan: dict[str, Any] | str | None) -> str:
     summary = "".join(f"<p>{html.escape(line)}</p>" for line in plan["summary"])
     findings = "".join(f"<li>{html.escape(line)}</li>" for line in plan["findings"])
     return (
-        f"{head}{summary}<table><thead><tr>{columns}</tr></thead><tbody>{rows}</tbody></table>"
+        f'{head}{summary}<table class="plan"><thead><tr>{columns}</tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
         f"<h3>这次搜索得出的规律</h3><ul>{findings}</ul>"
     )
 
@@ -192,6 +193,8 @@ body {{ font-family: {FONT_STACK}; max-width: 60rem; margin: 2rem auto; padding:
 table {{ border-collapse: collapse; }} td, th {{ border-bottom: 1px solid #d0d7de;
   padding: 2px 10px; text-align: left; }}
 tr.changed td {{ background: #fff8c5; font-weight: 600; }}
+table.plan th, table.plan td {{ white-space: nowrap; }} table.plan td:nth-child(2) {{
+  white-space: normal; }}
 .cards {{ display: flex; flex-wrap: wrap; gap: 12px; margin: 1rem 0; }}
 .card {{ border: 1px solid #d0d7de; border-radius: 6px; padding: 8px 14px; min-width: 9rem; }}
 .card .v {{ font-size: 1.6rem; font-weight: 700; }}

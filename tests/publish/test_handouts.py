@@ -307,6 +307,20 @@ def _browser():
     return sync_playwright
 
 
+#: The lines each cell of the index's plan table takes, but the layout's (which may wrap):
+#: the distinct tops of its text's line boxes ("计算" once took two lines, a character each).
+PLAN_CELL_LINES = """() => {
+  const table = document.querySelector('table.plan');
+  if (!table) return null;
+  return Array.from(table.querySelectorAll('tr')).flatMap(row =>
+    Array.from(row.cells).filter((cell, i) => i !== 1).map(cell => {
+      const range = document.createRange();
+      range.selectNodeContents(cell);
+      return new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top))).size;
+    }));
+}"""
+
+
 def test_handouts_in_headless_chromium(built):
     sync_playwright = _browser()
     sections, folder = built
@@ -350,6 +364,11 @@ def test_handouts_in_headless_chromium(built):
                 " return c.innerText; }"
             )
             assert headlines[key] in main_text, f"{page_file.name}: {headlines[key]} not shown"
+            if page_file.name == "index.html":  # the plan's figures each on one line
+                page.set_viewport_size({"width": 700, "height": 1400})  # a narrow window
+                lines = page.evaluate(PLAN_CELL_LINES)
+                page.set_viewport_size({"width": 1000, "height": 1400})
+                assert lines and max(lines) == 1, f"index: plan cells over lines {lines}"
             if page_file.name.startswith("03"):
                 page.screenshot(path=str(SCREENSHOT_DIR / "handout.png"), full_page=False)
             page.close()
