@@ -1,7 +1,22 @@
-"""What an executed notebook shows, as text: shared by the tests that read pages."""
+"""What an executed notebook shows, as text: shared by the tests that read pages; and a new
+notebook for the tests that execute one."""
 
 import html
 import re
+
+
+def python_notebook(cells=()):
+    """A new notebook for the python3 kernel (the kernelspec nbclient starts) holding `cells`."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = list(cells)
+    return nb
 
 
 def shown(nb) -> str:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import sympy as sp
+from generated import check_written_only_over_its_own_file
 
 from costmodel.derive import numeric, numeric_forms
-from costmodel.errors import CostModelError
 
 NAMES = numeric_forms.symbol_names()
 
@@ -137,12 +137,6 @@ def test_make_numeric_writes_only_its_own_file(tmp_path):
     overwrite a file it did not write (the file stays as it was)."""
     from costmodel import numeric_build
 
-    target = tmp_path / "numeric.py"
-    assert numeric_build.write(target) is True
-    assert target.read_text(encoding="utf-8") == numeric_forms.source()
-    assert numeric_build.write(target) is False
-    foreign = tmp_path / "mine.py"
-    foreign.write_text("x = 1\n", encoding="utf-8")
-    with pytest.raises(CostModelError, match="is not allowed"):
-        numeric_build.write(foreign)
-    assert foreign.read_text(encoding="utf-8") == "x = 1\n"
+    check_written_only_over_its_own_file(
+        numeric_build.write, tmp_path / "numeric.py", numeric_forms.source()
+    )

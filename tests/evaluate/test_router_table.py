@@ -5,10 +5,9 @@ lacks is simulated."""
 import statistics
 from pathlib import Path
 
-import pytest
+from generated import check_written_only_over_its_own_file
 
 from costmodel import numeric_build
-from costmodel.errors import CostModelError
 from costmodel.evaluate import levers, router, router_table
 
 
@@ -71,12 +70,8 @@ def test_a_combination_the_table_lacks_is_simulated(monkeypatch):
 
 def test_the_router_table_is_written_only_over_its_own_file(tmp_path):
     """It writes the table, says when nothing changed, and refuses a file it did not write."""
-    target = tmp_path / "router_table.py"
-    assert numeric_build.write_router_table(target) is True
-    assert target.read_text(encoding="utf-8") == numeric_build.router_source()
-    assert numeric_build.write_router_table(target) is False
-    foreign = tmp_path / "mine.py"
-    foreign.write_text("x = 1\n", encoding="utf-8")
-    with pytest.raises(CostModelError, match="is not allowed"):
-        numeric_build.write_router_table(foreign)
-    assert foreign.read_text(encoding="utf-8") == "x = 1\n"
+    check_written_only_over_its_own_file(
+        numeric_build.write_router_table,
+        tmp_path / "router_table.py",
+        numeric_build.router_source(),
+    )

@@ -3,10 +3,9 @@ current, the file's values with their types, a new mapping at each call."""
 
 from pathlib import Path
 
-import pytest
+from generated import check_written_only_over_its_own_file
 
 from costmodel import numeric_build
-from costmodel.errors import CostModelError
 from costmodel.inputs import course_scenario, scenario, scenario_yaml
 
 
@@ -44,11 +43,8 @@ def test_each_call_gets_its_own_values():
 
 
 def test_the_course_scenario_is_written_only_over_its_own_file(tmp_path):
-    target = tmp_path / "course_scenario.py"
-    assert numeric_build.write_course_scenario(target) is True
-    assert numeric_build.write_course_scenario(target) is False
-    foreign = tmp_path / "mine.py"
-    foreign.write_text("x = 1\n", encoding="utf-8")
-    with pytest.raises(CostModelError, match="is not allowed"):
-        numeric_build.write_course_scenario(foreign)
-    assert foreign.read_text(encoding="utf-8") == "x = 1\n"
+    check_written_only_over_its_own_file(
+        numeric_build.write_course_scenario,
+        tmp_path / "course_scenario.py",
+        numeric_build.course_source(),
+    )

@@ -9,7 +9,7 @@ import answer_leaks
 import jupytext
 import nbformat
 import pytest
-from notebook_text import shown
+from notebook_text import python_notebook, shown
 
 from costmodel.present.prose import ProseError, render
 from costmodel.publish import markdown_cells, pages, runner, suite
@@ -54,17 +54,10 @@ def test_a_float_needs_a_format_and_a_missing_name_is_an_error_with_its_line():
 
 
 def _notebook(*cells):
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [
+    return python_notebook(
         nbformat.v4.new_code_cell(c) if kind == "code" else nbformat.v4.new_markdown_cell(c)
         for kind, c in cells
-    ]
-    return nb
+    )
 
 
 TEMPLATE = "MFU 是 **{{ mfu|pct }}**{% if mfu > 0.5 %}，很高{% endif %}；场景 {{ name }}。"

@@ -12,6 +12,7 @@ import nbformat
 import pdf_text
 import pytest
 from conftest import missing
+from notebook_text import python_notebook
 
 from costmodel.publish import booklet, fonts, pages, runner, suite
 
@@ -189,18 +190,14 @@ def test_handout_kernels_draw_plots_as_svg_with_the_same_bytes(tmp_path):
     100-dpi PNG), with their text as paths (no plot font in the PDF) and the same bytes on a
     second run; the page embeds the SVG as an image."""
     suite.inline_figures()
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [
-        nbformat.v4.new_code_cell(
-            "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.plot([1, 2], [3, 4])\n"
-            "ax.set_xlabel('tokens')\nplt.show()"
-        )
-    ]
+    nb = python_notebook(
+        [
+            nbformat.v4.new_code_cell(
+                "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\n"
+                "ax.plot([1, 2], [3, 4])\nax.set_xlabel('tokens')\nplt.show()"
+            )
+        ]
+    )
     nbformat.write(nb, tmp_path / "plot.ipynb")
     kernel = runner.Kernel(tmp_path)
     try:

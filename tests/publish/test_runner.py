@@ -12,17 +12,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_text import python_notebook
 
 from costmodel.publish import runner, suite
 
 
 def _notebook(*sources: str, parameters: str | None = None):
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
+    nb = python_notebook()
     if parameters is not None:
         cell = nbformat.v4.new_code_cell(parameters)
         cell.metadata["tags"] = ["parameters"]
