@@ -1,6 +1,5 @@
 import sys
 
-from costmodel.cli import catch_signals, main
+from costmodel.cli import module_main
 
-catch_signals()  # at once (main installs them again, as when called as the console script)
-sys.exit(main())
+sys.exit(module_main())

@@ -354,16 +354,36 @@ def main(argv: list[str] | None = None) -> int:
         stopped = True
         if main_thread:
             _ignore_signals()
-        signum = getattr(stop, "signum", signal.SIGINT)
-        built = "; no handouts written, the output folder is as it was"
-        print(
-            f"costmodel: {STOPPED[signum]}{built if getattr(stop, 'during_build', False) else ''}",
-            file=sys.stderr,
-        )
-        return 128 + signum
+        return _stopped_line(stop)
     finally:
         for signum, handler in previous.items():  # once stopped, the process ends: ignored
             signal.signal(signum, signal.SIG_IGN if stopped else handler)
+
+
+def _stopped_line(stop: BaseException) -> int:
+    """Print the line of the signal that stopped the command; its exit status."""
+    signum = getattr(stop, "signum", signal.SIGINT)
+    built = "; no handouts written, the output folder is as it was"
+    print(
+        f"costmodel: {STOPPED[signum]}{built if getattr(stop, 'during_build', False) else ''}",
+        file=sys.stderr,
+    )
+    return 128 + signum
+
+
+def module_main() -> int:
+    """`python -m costmodel`: the handlers installed at once, before the command imports what it
+    needs (main installs them again). A signal that lands between the two, before main's own
+    `try`, or after main has returned, still ends in its one line and status, not a traceback;
+    from main's return to the process's end the signals are ignored (it is ending)."""
+    try:
+        try:
+            catch_signals()
+            return main()
+        finally:
+            _ignore_signals()
+    except (KeyboardInterrupt, Terminated) as stop:
+        return _stopped_line(stop)
 
 
 if __name__ == "__main__":

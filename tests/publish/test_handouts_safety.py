@@ -980,6 +980,45 @@ def test_signal_while_the_command_imports_gets_its_line(tmp_path, name, line, co
     assert (proc.returncode, stderr, stdout) == (code, f"costmodel: {line}\n", "")
 
 
+BETWEEN = """
+import os, runpy, signal, sys
+from costmodel import cli
+when, signum = sys.argv[1], getattr(signal, sys.argv[2])
+sys.argv[1:] = ["report"]
+real = cli.main
+def main(argv=None):
+    if when == "before":  # lands after __main__ installed the handlers, before main's try
+        os.kill(os.getpid(), signum)
+        return real(argv)
+    code = real(argv)
+    os.kill(os.getpid(), signum)  # lands after main returned
+    return code
+cli.main = main
+runpy.run_module("costmodel", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+@pytest.mark.parametrize(
+    "name,line,code", [("SIGTERM", "terminated", 143), ("SIGINT", "interrupted", 130)]
+)
+def test_signal_between_the_handlers_and_main_is_one_line(tmp_path, when, name, line, code):
+    """`python -m costmodel` installs the handlers before it imports the command, and main
+    installs them again inside its `try`: a signal that lands between the two (CI saw a
+    traceback and status 1 there), or once main has returned and restored the handlers it
+    found, still ends in the one line and 128 + the signal's number."""
+    result = subprocess.run(
+        [sys.executable, "-c", BETWEEN, when, name],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        preexec_fn=_interruptible,
+    )
+    assert (result.returncode, result.stderr) == (code, f"costmodel: {line}\n")
+    assert ("MFU" in result.stdout) == (when == "after")  # after: the report was printed
+
+
 SECOND = """
 import os, signal, sys
 from costmodel import cli
