@@ -9,21 +9,31 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export SCENARIO
 
-.PHONY: venv browser lint format test handouts report notebooks numeric validate validate-deps benchmark calibrate lab clean docs
+.PHONY: venv bytecode browser lint format test handouts report notebooks numeric validate validate-deps benchmark calibrate lab clean docs
 
 venv: $(STAMP)
 
+# pip installs without compiling (it compiles one file at a time); compileall then writes the
+# same bytecode on every core, and as pip does, leaves a file that does not compile under 3.11
+# to the import that needs it (torch ships Python 3.12 test files): -qq and `|| true`.
 $(STAMP): requirements.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -e .
+	$(PY) -m compileall -qq -j 0 $(VENV)/lib || true
 	touch $@
+
+# The package's own bytecode, written where it is missing or stale (a process that imports
+# costmodel then reads it, as from an installed package, even where PYTHONDONTWRITEBYTECODE is
+# set: the test suite starts hundreds of kernels and commands).
+bytecode: venv
+	@$(PY) -m compileall -q costmodel
 
 # pytest-xdist, a worker per core; --dist loadscope keeps a test module (its module-scoped
 # fixtures run once) and a notebook's nbval cells (one kernel, in order) on one worker, and
 # tests/conftest.py hands out the longest modules first (--no-loadscope-reorder keeps its order).
-test: venv
+test: bytecode
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -n auto --dist loadscope --no-loadscope-reorder
@@ -35,7 +45,7 @@ notebooks: venv
 # The main job: the suite re-executed for a scenario, as offline HTML in handouts/<name>/ (the
 # teacher's edition; the student's in handouts/<name>/student/), each with an A4 booklet.pdf.
 # SCENARIO reaches the command through the environment, quoted: a name with spaces is one name.
-handouts: venv browser
+handouts: bytecode browser
 	$(VENV)/bin/costmodel handouts --edition both --pdf $(if $(SCENARIO),--scenario "$$SCENARIO")
 
 # Headless Chromium and CJK fonts (Debian packages) for the booklet and the browser tests.
@@ -59,7 +69,8 @@ numeric: venv
 # FLOP counts against torch.utils.flop_counter.FlopCounterMode.
 validate-deps: $(VENV)/.validate
 $(VENV)/.validate: $(STAMP) validate-requirements.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check -r validate-requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -r validate-requirements.txt
+	$(PY) -m compileall -qq -j 0 $(VENV)/lib || true
 	touch $@
 
 # Rewrite costmodel/course/flop_counter.csv (the notebooks show it) and

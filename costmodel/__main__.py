@@ -1,5 +1,5 @@
 import sys
 
-from costmodel.cli import module_main
+from costmodel.cli import process_main
 
-sys.exit(module_main())
+sys.exit(process_main())

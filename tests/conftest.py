@@ -173,10 +173,28 @@ LONGEST_FIRST = (
 )
 
 
+def handed_out(modules: list[str]) -> list[str]:
+    """The order the modules are handed out in: LONGEST_FIRST, then the rest in their own
+    order with the stored notebooks' nbval spread evenly among them. A stored notebook waits on
+    a kernel of its own more than it computes (at the end of the run, the two workers on
+    notebooks kept the machine 60% busy): spread, a worker waiting on one has the other
+    computing."""
+    stored = [m for m in modules if m.endswith(".ipynb")]
+    rest = [m for m in modules if m not in LONGEST_FIRST and m not in stored]
+    every = max(1, len(rest) // max(1, len(stored)))
+    spread = []
+    for i, module in enumerate(rest):
+        if i % every == 0 and stored:
+            spread.append(stored.pop(0))
+        spread.append(module)
+    return [m for m in LONGEST_FIRST if m in modules] + spread + stored
+
+
 def pytest_collection_modifyitems(config, items):
-    """In a pytest-xdist worker: the modules of LONGEST_FIRST first, in that order; the rest,
-    and the tests inside each module, in their own order (a stable sort)."""
+    """In a pytest-xdist worker: the modules in the order of `handed_out`, the tests inside
+    each module in their own order (a stable sort)."""
     if not hasattr(config, "workerinput"):
         return
-    rank = {module: i for i, module in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+    module = {id(item): item.nodeid.split("::")[0] for item in items}
+    order = {m: i for i, m in enumerate(handed_out(list(dict.fromkeys(module.values()))))}
+    items.sort(key=lambda item: order[module[id(item)]])

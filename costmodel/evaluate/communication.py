@@ -25,7 +25,6 @@ upper bound too. Collectives behind the same compute share it, as if one after a
 from __future__ import annotations
 
 import copy
-import inspect
 
 from costmodel.derive import numeric
 from costmodel.errors import CostModelError
@@ -267,11 +266,7 @@ def _table(given: dict, values: dict[str, float], layout: tuple[int, ...]) -> _T
 
 
 #: `communication`'s defaults (data_parallel_rows).
-_DEFAULTS = {
-    name: p.default
-    for name, p in inspect.signature(communication).parameters.items()
-    if p.default is not inspect.Parameter.empty
-}
+_DEFAULTS = dict(communication.__kwdefaults__)  # its parameters are all keyword-only
 #: The overlap and routing settings a result states (Communication.settings).
 SETTINGS = (
     "cp_comm_type",

@@ -203,22 +203,86 @@ def test_the_help_width_is_shutils(columns, monkeypatch):
     assert command_line._terminal_columns() == shutil.get_terminal_size().columns
 
 
-def test_a_cold_report_imports_no_shutil_and_keeps_the_collector_in_process():
-    """A report run as the process's command imports no shutil (argparse's formatter would) and
-    runs without the cyclic garbage collector; called with its arguments (a test, a notebook)
-    it leaves the collector on."""
+@pytest.mark.parametrize("command", ["report", "gemms", "params"])
+def test_a_cold_report_imports_no_shutil_nor_inspect_and_keeps_the_collector_in_process(command):
+    """A quick command run as the process's command imports no shutil (argparse's formatter
+    would) and no inspect (dataclasses would), and runs without the cyclic garbage collector;
+    called with its arguments (a test, a notebook) it leaves the collector on."""
+    args = [command] + (["qwen3.6-35b-a3b"] if command == "params" else [])
     probe = (
         "import contextlib, gc, io, sys\n"
         "from costmodel import cli\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    cli.main(['report'])\n"
-        "on = gc.isenabled()\n"
-        "sys.argv = ['costmodel', 'report']\n"
+        f"sys.argv = ['costmodel', *{args!r}]\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    cli.main()\n"
-        "print('shutil' in sys.modules, on, gc.isenabled())\n"
+        "seen = ['shutil' in sys.modules, 'inspect' in sys.modules, gc.isenabled()]\n"
+        "gc.enable()\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    cli.main(sys.argv[1:])\n"
+        "print(*seen, gc.isenabled())\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
     )
-    assert out.stdout.split() == ["False", "True", "False"]
+    assert out.stdout.split() == ["False", "False", "False", "True"]
+
+
+def test_dataclasses_without_inspect_behave_as_with_it():
+    """dataclasses imported with the stand-in for inspect: inspect is imported at its first use
+    (a class without a docstring gets the `__doc__` dataclasses gives it), and the name then
+    gives inspect's own functions; an `import inspect` elsewhere gets the module itself."""
+    probe = (
+        "import sys\n"
+        "from costmodel import cli\n"
+        "cli._dataclasses_without_inspect()\n"
+        "import dataclasses\n"
+        "before = 'inspect' in sys.modules\n"
+        "@dataclasses.dataclass(frozen=True)\n"
+        "class Point:\n"
+        "    x: int\n"
+        "    y: float = 0.5\n"
+        "import inspect\n"
+        "print(before, type(inspect).__name__, Point.__doc__,"
+        " dataclasses.inspect.signature is inspect.signature)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.split(" ", 2) == ["False", "module", "Point(x: int, y: float = 0.5) True\n"]
+
+
+#: A quick command as the process's command, with something that needs the interpreter's own
+#: ending (or nothing); "returned" is printed only if process_main returns.
+ENDING = """
+import atexit, sys, threading
+from costmodel import cli
+sys.argv = ["costmodel", "report"]
+if sys.argv_extra == "atexit":
+    atexit.register(lambda: print("atexit ran"))
+if sys.argv_extra == "thread":
+    threading.Thread(target=threading.Event().wait, args=(0.5,)).start()
+code = cli.process_main()
+print("returned", code)
+"""
+
+
+@pytest.mark.parametrize(
+    "needs,after",
+    [("nothing", ""), ("atexit", "returned 0\natexit ran\n"), ("thread", "returned 0\n")],
+)
+def test_a_quick_command_ends_at_once_unless_something_needs_the_ending(needs, after):
+    """Once a quick command has flushed its output, its process ends (no teardown): the report
+    is complete and process_main does not return. With a handler registered with atexit, or a
+    thread still running, process_main returns and the interpreter ends as usual."""
+    script = ENDING.replace("sys.argv_extra", repr(needs))
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    report = subprocess.run(
+        [sys.executable, "-c", "from costmodel import cli; cli.main(['report'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    assert (out.returncode, out.stderr, out.stdout) == (0, "", report + after)

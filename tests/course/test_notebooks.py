@@ -218,6 +218,24 @@ def test_the_modules_handed_out_first_exist():
     assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
 
 
+def test_the_stored_notebooks_are_spread_among_the_rest():
+    """conftest.handed_out: every module once, LONGEST_FIRST first, and no two stored notebooks
+    handed out one after the other while other modules are left to put between them."""
+    from conftest import LONGEST_FIRST, handed_out
+
+    stored = [f"notebooks/{i:02d}.ipynb" for i in range(10)]
+    rest = [f"tests/test_{i}.py" for i in range(25)]
+    modules = rest[:3] + list(reversed(LONGEST_FIRST)) + stored + rest[3:]
+    order = handed_out(modules)
+    assert sorted(order) == sorted(modules)
+    assert order[: len(LONGEST_FIRST)] == list(LONGEST_FIRST)
+    assert [m for m in order if m in stored] == stored
+    assert [m for m in order if m in rest] == rest
+    positions = [order.index(m) for m in stored]
+    assert min(b - a for a, b in zip(positions, positions[1:])) >= 2
+    assert handed_out(stored[:2]) == stored[:2]
+
+
 def test_nbval_fails_when_the_library_changes(tmp_path):
     """Mutation check: change one figure in the library (H20 peak 148 -> 150 TFLOP/s) in a copy
     of the package; nbval on the stored notebook must then fail."""
