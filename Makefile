@@ -13,14 +13,17 @@ export SCENARIO
 
 venv: $(STAMP)
 
-# pip installs without compiling (it compiles one file at a time); compileall then writes the
+# The lock names every package, so pip installs it as it is (--no-deps: no resolver), and
+# `pip check` fails if one is missing or at a version another (costmodel too) does not accept. pip installs
+# without compiling (it compiles one file at a time); compileall then writes the
 # same bytecode on every core, and as pip does, leaves a file that does not compile under 3.11
 # to the import that needs it (torch ships Python 3.12 test files): -qq and `|| true`.
 $(STAMP): requirements.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -r requirements.lock
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -e .
+	$(PY) -m pip check
 	$(PY) -m compileall -qq -j 0 $(VENV)/lib || true
 	touch $@
 

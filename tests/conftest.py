@@ -105,7 +105,7 @@ def notebook_kernel():
 
 
 @pytest.fixture(scope="session")
-def course_handouts(tmp_path_factory, worker_id):
+def course_handouts(request, tmp_path_factory):
     """The course's handouts, both editions with their booklets: (sections, folder, timings),
     built once per test run. Under pytest-xdist the first worker that asks builds them, holding
     a lock, in the run's temporary folder that every worker sees; the others wait for it and
@@ -133,7 +133,7 @@ def course_handouts(tmp_path_factory, worker_id):
         assert digest() == before, "the stored notebooks were modified"
         return sections, folder, timings
 
-    if worker_id == "master":  # no pytest-xdist: this process is the only one
+    if not hasattr(request.config, "workerinput"):  # no pytest-xdist worker: the only process
         return build(tmp_path_factory.mktemp("course-handouts"))
     top = tmp_path_factory.getbasetemp().parent / "course-handouts"  # the run's, every worker's
     top.mkdir(exist_ok=True)
@@ -148,20 +148,22 @@ def course_handouts(tmp_path_factory, worker_id):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-#: The test modules that take longest, longest first (measured under pytest-xdist on this 2-core
-#: machine, December 2026: these took about 590 of the 680 s the tests took on the two workers
-#: together).
+#: The test modules that take longest (measured under pytest-xdist on this 2-core machine,
+#: December 2026: these took about 430 of the 500 s the tests took on the two workers together).
 #: Under pytest-xdist (`make test`: `--dist loadscope --no-loadscope-reorder`, a module and a
-#: notebook's cells stay on one worker, handed out in collection order) they are handed out first:
-#: a worker that starts a long module last finishes alone. tests/course/test_notebooks.py checks that each
-#: still exists.
+#: notebook's cells stay on one worker, handed out in collection order) they are handed out
+#: first: a worker that starts a long module last finishes alone. The first is the one that
+#: computes most (two kernels of its own, about 130 s of CPU); the next three wait more than
+#: they compute (signals and builds, JupyterLab, the printer: about 180 s on a worker for 100 s
+#: of CPU), so the other worker takes them while the first keeps both cores busy.
+#: tests/course/test_notebooks.py checks that each still exists.
 LONGEST_FIRST = (
     "tests/course/test_valid_space.py",
     "tests/publish/test_handouts_safety.py",
+    "tests/publish/test_lab.py",
+    "tests/publish/test_booklet.py",
     "tests/publish/test_handouts.py",
     "tests/course/test_notebooks.py",
-    "tests/publish/test_booklet.py",
-    "tests/publish/test_lab.py",
     "tests/present/test_escaping.py",
     "tests/derive/test_activations.py",
     "tests/project/test_install.py",
