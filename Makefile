@@ -14,8 +14,8 @@ export SCENARIO
 venv: $(STAMP)
 
 # The lock names every package, so pip installs it as it is (--no-deps: no resolver), and
-# `pip check` fails if one is missing or at a version another (costmodel too) does not accept. pip installs
-# without compiling (it compiles one file at a time); compileall then writes the
+# `pip check` fails if one is missing or at a version another (costmodel too) does not accept.
+# pip installs without compiling (it compiles one file at a time); compileall then writes the
 # same bytecode on every core, and as pip does, leaves a file that does not compile under 3.11
 # to the import that needs it (torch ships Python 3.12 test files): -qq and `|| true`.
 $(STAMP): requirements.lock pyproject.toml

@@ -149,13 +149,13 @@ def course_handouts(request, tmp_path_factory):
 
 
 #: The test modules that take longest (measured under pytest-xdist on this 2-core machine,
-#: December 2026: these took about 430 of the 500 s the tests took on the two workers together).
+#: December 2026: these took 421 of the 497 s the tests took on the two workers together).
 #: Under pytest-xdist (`make test`: `--dist loadscope --no-loadscope-reorder`, a module and a
 #: notebook's cells stay on one worker, handed out in collection order) they are handed out
 #: first: a worker that starts a long module last finishes alone. The first is the one that
 #: computes most (two kernels of its own, about 130 s of CPU); the next three wait more than
-#: they compute (signals and builds, JupyterLab, the printer: about 180 s on a worker for 100 s
-#: of CPU), so the other worker takes them while the first keeps both cores busy.
+#: they compute (signals and builds, JupyterLab, the printer: run alone, 146 s for 99 s of CPU),
+#: so the other worker takes them while the first keeps both cores busy.
 #: tests/course/test_notebooks.py checks that each still exists.
 LONGEST_FIRST = (
     "tests/course/test_valid_space.py",
