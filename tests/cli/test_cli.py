@@ -203,6 +203,17 @@ def test_the_help_width_is_shutils(columns, monkeypatch):
     assert command_line._terminal_columns() == shutil.get_terminal_size().columns
 
 
+def _python(code: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`code` run by a fresh interpreter (with `args`), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=120,
+    )
+
+
 @pytest.mark.parametrize("command", ["report", "gemms", "params"])
 def test_a_cold_report_imports_no_shutil_nor_inspect_and_keeps_the_collector_in_process(command):
     """A quick command run as the process's command imports no shutil (argparse's formatter
@@ -221,9 +232,7 @@ def test_a_cold_report_imports_no_shutil_nor_inspect_and_keeps_the_collector_in_
         "    cli.main(sys.argv[1:])\n"
         "print(*seen, gc.isenabled())\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
-    )
+    out = _python(probe)
     assert out.stdout.split() == ["False", "False", "False", "True"]
 
 
@@ -245,9 +254,7 @@ def test_dataclasses_without_inspect_behave_as_with_it():
         "print(before, type(inspect).__name__, Point.__doc__,"
         " dataclasses.inspect.signature is inspect.signature)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
-    )
+    out = _python(probe)
     assert out.stdout.split(" ", 2) == ["False", "module", "Point(x: int, y: float = 0.5) True\n"]
 
 
@@ -271,18 +278,11 @@ print("returned", code)
     "needs,after",
     [("nothing", ""), ("atexit", "returned 0\natexit ran\n"), ("thread", "returned 0\n")],
 )
-def test_a_quick_command_ends_at_once_unless_something_needs_the_ending(needs, after):
+def test_a_quick_command_ends_at_once_unless_something_needs_the_ending(needs, after, capsys):
     """Once a quick command has flushed its output, its process ends (no teardown): the report
     is complete and process_main does not return. With a handler registered with atexit, or a
     thread still running, process_main returns and the interpreter ends as usual."""
-    out = subprocess.run(
-        [sys.executable, "-c", ENDING, needs], capture_output=True, text=True, timeout=120
-    )
-    report = subprocess.run(
-        [sys.executable, "-c", "from costmodel import cli; cli.main(['report'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
+    out = _python(ENDING, needs, check=False)
+    main(["report"])
+    report = capsys.readouterr().out
     assert (out.returncode, out.stderr, out.stdout) == (0, "", report + after)
