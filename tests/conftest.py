@@ -6,9 +6,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from costmodel.evaluate.account import account
 from costmodel.inputs import scenario
+
+#: Hypothesis without its per-example deadline (200 ms): a time limit in the tests only detects a
+#: hang (tests/hang.py), and a draw that resolves scenarios takes longer on a busy machine.
+settings.register_profile("hangs-only", deadline=None)
+settings.load_profile("hangs-only")
 
 #: The one CI detector: CI set, and not to false, 0 or no. In CI no test may skip for a missing
 #: tool (.ci/run installs them all).

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from commands import cli
+from hang import hang_limit
 
 from costmodel.errors import CostModelError
 from costmodel.evaluate.account import account as evaluate_account
@@ -495,12 +496,12 @@ def test_many_layers_are_quick():
 
 
 def quick(args, tmp_path, stdin=subprocess.DEVNULL, env=None):
-    """The command line with a short timeout (a hang fails the test, not the suite)."""
+    """The command line with a time limit (a hang fails the test, not the suite)."""
     return subprocess.run(
         [sys.executable, "-m", "costmodel", *map(str, args)],
         capture_output=True,
         text=True,
-        timeout=20,
+        timeout=hang_limit(1),
         cwd=tmp_path,
         stdin=stdin,
         env=env,

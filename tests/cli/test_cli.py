@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from hang import hang_limit
 
 from costmodel.cli import main
 
@@ -210,7 +211,7 @@ def _python(code: str, *args: str, check: bool = True) -> subprocess.CompletedPr
         capture_output=True,
         text=True,
         check=check,
-        timeout=120,
+        timeout=hang_limit(12),
     )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import sympy as sp
 from generated import check_written_only_over_its_own_file
+from hang import hang_limit
 
 from costmodel.derive import numeric, numeric_forms
 
@@ -125,7 +126,7 @@ def test_commands_do_not_import_sympy(command):
         [sys.executable, "-c", probe],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=hang_limit(12),
         check=True,
         cwd=Path(__file__).resolve().parents[2],
     )

@@ -13,6 +13,7 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 import sympy as sp
+from hang import hang_limit
 
 from costmodel.cli import main
 from costmodel.derive import linear_attention as la
@@ -131,7 +132,7 @@ def test_sweep_does_not_import_sympy(args, tmp_path):
         [sys.executable, "-c", PROBE.format(args=args)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=hang_limit(12),
         cwd=tmp_path,
         check=True,
     )

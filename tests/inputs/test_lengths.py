@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hang import hang_limit
 
 from costmodel.errors import CostModelError
 from costmodel.inputs import lengths, scenario
@@ -24,7 +25,7 @@ def report(tmp_path: Path, path, env=None):
         [sys.executable, "-m", "costmodel", "report", "--set", f"sequence_lengths={path}"],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=hang_limit(1),
         cwd=tmp_path,
         env=env,
     )

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hang import hang_limit
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -26,7 +28,7 @@ def test_installed_package_builds_handouts_from_an_unrelated_folder(tmp_path):
         ],
         check=True,
         capture_output=True,
-        timeout=600,
+        timeout=hang_limit(60),  # pip builds the package: up to a minute idle
     )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -49,7 +51,7 @@ def test_installed_package_builds_handouts_from_an_unrelated_folder(tmp_path):
         text=True,
         env=env,
         cwd=elsewhere,
-        timeout=600,
+        timeout=hang_limit(60),  # the whole course, one edition: about a minute idle
     )
     assert result.returncode == 0, result.stderr
     pages = sorted(p.name for p in (elsewhere / "out").glob("*.html"))

@@ -19,6 +19,7 @@ import pdf_text
 import psutil
 import pytest
 from conftest import missing
+from hang import hang_limit
 
 from costmodel.publish import booklet
 
@@ -234,10 +235,10 @@ def test_a_chromium_that_does_not_start_is_one_line_before_any_notebook(tmp_path
             capture_output=True,
             text=True,
             env=env,
-            timeout=120,
+            timeout=hang_limit(12),  # refused at the browser's start: seconds
         )
         left_in_tmp = sorted(p.name for p in tmp.iterdir())
-        alive = [p.name() for p in psutil.wait_procs(_marked(mark), timeout=5)[1]]
+        alive = [p.name() for p in psutil.wait_procs(_marked(mark), timeout=hang_limit(1))[1]]
     finally:
         for process in _marked(mark):  # what a failed run left: not for the next test
             with contextlib.suppress(psutil.Error):

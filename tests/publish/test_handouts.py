@@ -16,6 +16,7 @@ import pdf_text
 import psutil
 import pytest
 from conftest import missing
+from hang import hang_limit
 from headlines import section_headlines
 
 from costmodel.evaluate.account import account as evaluate_account
@@ -528,7 +529,7 @@ def test_printer_leaves_no_browser_behind(tmp_path):
     page = tmp_path / "p.html"
     page.write_text("<html><body><main><h1>一页</h1><p>1 / 1</p></main></body></html>")
     with booklet.Printer() as printer:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + hang_limit(2)
         while not _browsers() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _browsers() != []  # started at once, before anything is printed
