@@ -1,46 +1,24 @@
 """The command line: `costmodel report`, `gemms`, `params`, `sweep`, `plan` and `handouts`.
 
-Bad input prints one line on stderr and exits with status 2; no traceback. Ctrl-C, SIGTERM and
-SIGHUP print one line each and exit with status 130, 143 and 129 (a second one while the command
-stops is ignored); the handlers are installed first, before a command imports what it needs.
+Bad input, or an output that cannot be written (a full disk), prints one line on stderr and exits
+with status 2; no traceback (a closed pipe ends the command quietly, status 1). Ctrl-C, SIGTERM
+and SIGHUP print one line each and exit with status 130, 143 and 129 (a second one while the
+command stops is ignored); the handlers are installed first: this module imports only `signal`
+and `costmodel.errors` at its top, argparse and the rest once they are installed.
 """
 
 from __future__ import annotations
 
-import argparse
-import gc
 import os
 import signal
 import sys
-import threading
 
-from costmodel.errors import CostModelError, Interrupted, Terminated, stopping
-from costmodel.formats import printable
+from costmodel.errors import STOPPED, CostModelError, Terminated, catch_signals
 
-#: What a command says when a signal stops it (its exit status is 128 + the signal's number).
-STOPPED = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
-
-
-def _on_signal(signum, frame):
-    """Ctrl-C raises Interrupted (a KeyboardInterrupt), SIGTERM and SIGHUP Terminated; not
-    again while one of them is being handled (the command is printing its line or cleaning
-    up)."""
-    if stopping():
-        return
-    if signum == signal.SIGINT:
-        raise Interrupted
-    raise Terminated(signum)
-
-
-def catch_signals() -> dict[int, object]:
-    """Install the handlers (a signal ignored when the command started, as under nohup, stays
-    ignored); returns the ones they replace."""
-    previous = {signum: signal.getsignal(signum) for signum in STOPPED}
-    for signum, handler in previous.items():
-        if handler is not signal.SIG_IGN:
-            signal.signal(signum, _on_signal)
-    return previous
-
+TYPE_CHECKING = False  # typing is not imported before the handlers either
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Iterable
 
 FORMATS = ("text", "markdown", "json")
 
@@ -61,23 +39,33 @@ def _terminal_columns() -> int:
     return size.columns or 80
 
 
-class _Formatter(argparse.HelpFormatter):
-    """argparse's help, at the width argparse finds, without its `import shutil` (with zlib,
-    bz2 and lzma: 2% of a cold report; argparse makes a formatter for every argument)."""
-
-    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
-        if width is None:
-            width = _terminal_columns() - 2
-        super().__init__(prog, indent_increment, max_help_position, width)
+_PARSER: type | None = None
 
 
-class _Parser(argparse.ArgumentParser):
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", _Formatter)
-        super().__init__(*args, **kwargs)
+def _parser_class() -> type:
+    """The command line's ArgumentParser, made at the first call (after the handlers): an error
+    is one line, exit 2 (argparse prints the usage too); the help at the width argparse finds,
+    without its `import shutil` (with zlib, bz2 and lzma: 2% of a cold report)."""
+    global _PARSER
+    if _PARSER is None:
+        import argparse
 
-    def error(self, message: str):  # one line, exit 2 (argparse prints usage too)
-        raise CostModelError(message)
+        class Formatter(argparse.HelpFormatter):
+            def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+                if width is None:
+                    width = _terminal_columns() - 2
+                super().__init__(prog, indent_increment, max_help_position, width)
+
+        class Parser(argparse.ArgumentParser):
+            def __init__(self, *args, **kwargs):
+                kwargs.setdefault("formatter_class", Formatter)
+                super().__init__(*args, **kwargs)
+
+            def error(self, message: str):
+                raise CostModelError(message)
+
+        _PARSER = Parser
+    return _PARSER
 
 
 def _scenario_args(parser: argparse.ArgumentParser) -> None:
@@ -95,8 +83,9 @@ def _scenario_args(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="costmodel", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser_class = _parser_class()
+    parser = parser_class(prog="costmodel", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=parser_class)
 
     report = sub.add_parser("report", help="print the cost account of a training step")
     _scenario_args(report)
@@ -179,22 +168,12 @@ def _plan(args) -> None:
     from costmodel.present.plan import render
 
     found = search(_scenario(args), args.gpus, args.gpu, args.top, fp8=args.fp8)
-    sys.stdout.write(render(found, args.format, args.top))
-
-
-def _count(text: str) -> int:
-    """--gpus N, --top K: ASCII digits only, 1 to 10,000,000."""
-    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 8 else 0
-    if not 1 <= value <= 10_000_000:
-        shown = repr(text) if len(text) <= 40 else repr(text[:40]) + "…"
-        raise argparse.ArgumentTypeError(
-            f"{shown} is not allowed; expected a positive integer up to 10,000,000"
-        )
-    return value
+    _output([render(found, args.format, args.top)])
 
 
 def _sweep(args) -> None:
-    """costmodel sweep: check everything, compute the CSV and the plot, then write them."""
+    """costmodel sweep: check everything, compute the CSV and the plot, then write them (each
+    file checked again as it is put in place: present.sweep.write_atomically)."""
     from costmodel.evaluate import sweep
     from costmodel.inputs import scenario
     from costmodel.present import sweep as out
@@ -204,12 +183,10 @@ def _sweep(args) -> None:
     resolved = scenario.resolve(args.scenario, overrides)
     sweep.check_axes(resolved, axes, overrides)
     kind = out.plot_kind(args.plot) if args.plot else None
-    if args.out and args.plot and os.path.abspath(args.out) == os.path.abspath(args.plot):
-        raise CostModelError(
-            f"--plot: {printable(repr(args.plot))} is not allowed; expected another file than --out"
-        )
+    if args.out and args.plot:
+        out.check_distinct(args.out, args.plot)
     targets = [
-        (out.check_target(path, what, option), what)
+        out.check_target(path, what, option)
         for path, what, option in ((args.out, "csv", "--out"), (args.plot, kind, "--plot"))
         if path
     ]
@@ -217,28 +194,39 @@ def _sweep(args) -> None:
     plot = out.plot_bytes(grid, kind) if kind else None
     chunks = out.csv_chunks(grid, resolved["name"], sweep.conventions(resolved))
     if not args.out:
-        sys.stdout.writelines(chunks)
-    # after the CSV on stdout, say what was written where it does not mix with it
-    said = sys.stderr if not args.out else sys.stdout
-    for target, what in targets:
-        data = [plot] if what != "csv" else (chunk.encode("utf-8") for chunk in chunks)
-        out.write_atomically(target, data)
-        rows = f"{len(grid):,} rows" if what == "csv" else f"the plot ({what.upper()})"
-        print(f"wrote {rows} to {target}", file=said)
+        _output(chunks)
+    for target in targets:
+        csv = target.kind == "csv"
+        out.write_atomically(target, (c.encode("utf-8") for c in chunks) if csv else [plot])
+        rows = f"{len(grid):,} rows" if csv else f"the plot ({target.kind.upper()})"
+        line = f"wrote {rows} to {_one_line(target.path)}"
+        if args.out:
+            _output([line + "\n"])
+        else:  # after the CSV on stdout: said where it does not mix with it
+            print(line, file=sys.stderr)
+
+
+def _bounded_int(top: int, digits: int):
+    """An argparse type: ASCII digits only ('²'.isdigit() is true, but int('²') fails), at
+    most `digits` of them, 1 to `top`."""
+
+    def parse(text: str) -> int:
+        import argparse
+
+        value = int(text) if text.isascii() and text.isdigit() and len(text) <= digits else 0
+        if not 1 <= value <= top:
+            shown = repr(text) if len(text) <= 40 else repr(text[:40]) + "…"
+            raise argparse.ArgumentTypeError(
+                f"{shown} is not allowed; expected a positive integer up to {top:,}"
+            )
+        return value
+
+    return parse
 
 
 MAX_JOBS = 1024
-
-
-def _positive_int(text: str) -> int:
-    """--jobs N: ASCII digits only ('²'.isdigit() is true, but int('²') fails), 1 to MAX_JOBS."""
-    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 6 else 0
-    if not 1 <= value <= MAX_JOBS:
-        shown = repr(text) if len(text) <= 40 else repr(text[:40]) + "…"
-        raise argparse.ArgumentTypeError(
-            f"{shown} is not allowed; expected a positive integer up to {MAX_JOBS:,}"
-        )
-    return value
+#: --jobs N; --gpus N and --top K.
+_positive_int, _count = _bounded_int(MAX_JOBS, 6), _bounded_int(10_000_000, 8)
 
 
 def _scenario(args):
@@ -283,9 +271,41 @@ def _dataclasses_without_inspect() -> None:
             del sys.modules["inspect"]
 
 
+#: Set once a write to standard output has failed (`process_main` reads it).
+_output_failed = False
+
+
+def _output(texts: Iterable[str]) -> None:
+    """The command's output on standard output, flushed: a write that fails (a full disk,
+    /dev/full) is one line naming standard output (CostModelError, status 2); a closed pipe
+    stays a BrokenPipeError, which main ends quietly (status 1)."""
+    global _output_failed
+    try:
+        for text in texts:
+            sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as error:
+        _output_failed = True
+        if isinstance(error, BrokenPipeError):
+            raise
+        raise CostModelError(f"cannot write standard output: {error.strerror or error}") from None
+
+
+def _discard_output() -> None:
+    """Standard output pointed at /dev/null once a write to it failed: what its buffer holds
+    goes nowhere, and the interpreter's last flush does not fail ('Exception ignored')."""
+    try:
+        os.dup2(null := os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def run(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if argv is None and args.command in QUICK_COMMANDS:
+        import gc
+
         global _quick_process
         _quick_process = True
         gc.disable()
@@ -299,7 +319,7 @@ def run(argv: list[str] | None = None) -> int:
         from costmodel.present import report
 
         # one account per process: not kept (nor copied) for another call
-        sys.stdout.write(report.render(account(_scenario(args), kept=False), args.format))
+        _output([report.render(account(_scenario(args), kept=False), args.format)])
     elif args.command == "handouts":
         from costmodel.inputs import scenario
         from costmodel.publish import handouts, output
@@ -324,19 +344,22 @@ def run(argv: list[str] | None = None) -> int:
             print(f"costmodel: error: {_one_line(section.error)}{kept}", file=sys.stderr)
         editions = ("teacher", "student") if args.edition == "both" else (args.edition,)
         extra = " and booklet.pdf" if args.pdf else ""
-        where = f"{folder}" + (
-            f" (student edition in {folder / 'student'})" if len(editions) > 1 else ""
+        where = _one_line(folder) + (
+            f" (student edition in {_one_line(folder / 'student')})" if len(editions) > 1 else ""
         )
-        print(
-            f"wrote {len(sections) - len(failed)} of {len(sections)} handouts, index.html{extra} "
-            f"({' and '.join(editions)} edition{'s' if len(editions) > 1 else ''}) to {where}"
+        _output(
+            [
+                f"wrote {len(sections) - len(failed)} of {len(sections)} handouts, "
+                f"index.html{extra} ({' and '.join(editions)} "
+                f"edition{'s' if len(editions) > 1 else ''}) to {where}\n"
+            ]
         )
         return 1 if failed else 0
     elif args.command == "gemms":
         from costmodel.evaluate.gemms import gemm_table
         from costmodel.present.gemms import render_gemms
 
-        sys.stdout.write(render_gemms(gemm_table(_scenario(args)), args.format))
+        _output([render_gemms(gemm_table(_scenario(args)), args.format)])
     elif args.command == "sweep":
         _sweep(args)
     elif args.command == "plan":
@@ -349,15 +372,17 @@ def run(argv: list[str] | None = None) -> int:
 
         shape = models.load_shape(args.config)
         if args.format == "json":
-            sys.stdout.write(json.dumps(models.params_json(shape), indent=2) + "\n")
+            _output([json.dumps(models.params_json(shape), indent=2) + "\n"])
         else:
-            sys.stdout.write(params_text(shape))
+            _output([params_text(shape)])
     return 0
 
 
-def _one_line(message: str) -> str:
-    """A message as one line, safe for a terminal: a line break or any other control character
-    inside a user's key, value or path is shown escaped (formats.printable)."""
+def _one_line(message) -> str:
+    """A message (or a path) as one line, safe for a terminal: a line break or any other control
+    character inside a user's key, value or path is shown escaped (formats.printable)."""
+    from costmodel.formats import printable
+
     return printable(message)
 
 
@@ -368,6 +393,8 @@ def _ignore_signals() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import threading
+
     main_thread = threading.current_thread() is threading.main_thread()
     previous: dict[int, object] = {}
     stopped = False
@@ -416,6 +443,8 @@ def process_main() -> int:
             code = main()
         finally:
             _ignore_signals()
+            if _output_failed:
+                _discard_output()
     except (KeyboardInterrupt, Terminated) as stop:
         return _stopped_line(stop)
     if _quick_process:
@@ -430,6 +459,7 @@ def _end_at_once(code: int) -> None:
     with atexit, a thread still running) or a flush fails (a closed pipe), this returns and the
     interpreter ends the process as usual."""
     import atexit
+    import threading
 
     if atexit._ncallbacks() or threading.active_count() > 1:
         return

@@ -1,5 +1,7 @@
 """The one exception type that bad input raises, everywhere in costmodel; and the ones a signal
-that stops a command raises (Interrupted, a KeyboardInterrupt, for Ctrl-C; Terminated)."""
+that stops a command raises (Interrupted, a KeyboardInterrupt, for Ctrl-C; Terminated), with the
+handlers that raise them (`catch_signals`: the command line's, and `make lab`'s, which the
+layers keep from importing the command line)."""
 
 import signal
 import sys
@@ -34,3 +36,28 @@ def stopping() -> bool:
     on its way up): a signal handler that sees it does not raise again, so a second Ctrl-C
     during the clean-up, or while the last line is printed, ends in no traceback."""
     return isinstance(sys.exc_info()[1], (KeyboardInterrupt, Terminated))
+
+
+#: What a command says when a signal stops it (its exit status is 128 + the signal's number).
+STOPPED = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
+
+
+def _on_signal(signum, frame):
+    """Ctrl-C raises Interrupted (a KeyboardInterrupt), SIGTERM and SIGHUP Terminated; not
+    again while one of them is being handled (the command is printing its line or cleaning
+    up)."""
+    if stopping():
+        return
+    if signum == signal.SIGINT:
+        raise Interrupted
+    raise Terminated(signum)
+
+
+def catch_signals() -> dict[int, object]:
+    """Install the handlers (a signal ignored when the command started, as under nohup, stays
+    ignored); returns the ones they replace."""
+    previous = {signum: signal.getsignal(signum) for signum in STOPPED}
+    for signum, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(signum, _on_signal)
+    return previous

@@ -165,6 +165,21 @@ def csv_cell(text: str) -> str:
 
 # ------------------------------------------------------------------ text from a scenario or a file
 
+#: What a spreadsheet reads at the start of a cell as a formula (OWASP's list for CSV injection:
+#: =, +, - and @ start one, DDE's `=cmd|...` among them; a tab or a carriage return before one).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_text(value: Any) -> str:
+    """Text for a CSV cell (a scenario's name, a reason, a setting) that a spreadsheet shows as
+    text and never runs as a formula: a cell that starts with one of FORMULA_START (after any
+    spaces) gets a ' before it, as OWASP recommends. The csv writer quotes it where it has to
+    (a comma, a quote, a line break). For text cells only: a number written by the program (a
+    negative headroom) stays a number."""
+    text = str(value)
+    return "'" + text if text.lstrip(" ").startswith(FORMULA_START) else text
+
+
 #: Characters a terminal or a page acts on instead of showing them: the C0 and C1 controls (ESC
 #: starts the CSI and OSC sequences that clear a screen or add a hyperlink; BEL, backspace and
 #: carriage return move or sound), DEL, lone surrogates (which no encoder writes), the line and

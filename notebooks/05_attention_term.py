@@ -39,6 +39,7 @@ from costmodel.derive.flops import model_flops
 from costmodel.derive.recompute import recompute_factor
 from costmodel.derive.symbols import (B, D, F_lin, L_full, N, S, a_sq, d_attn, kappa, r, r_core, s,
                                       sum_sq)
+from costmodel.errors import CostModelError
 from costmodel.evaluate import claims
 from costmodel.evaluate.account import account
 from costmodel.inputs import models, scenario
@@ -55,13 +56,29 @@ is_course = not sc.changed  # the course's own run: its figures can be checked o
 
 
 #: The attention figures do not depend on the parallel layout, and another shape's layers or
-#: heads may not allow this run's: the shapes below are resolved without TP, PP or CP.
+#: heads may not allow this run's: the shapes below are resolved without TP or PP, and with the
+#: least CP that leaves each pipeline a micro batch (CP 1 unless the run has more GPUs than
+#: samples).
 NO_SPLIT = {"tensor_parallel": 1, "pipeline_parallel": 1, "context_parallel": 1,
-            "sequence_parallel": False}
+            "sequence_parallel": False, "cp_comm_type": "p2p", "virtual_pipeline": None,
+            "pipeline_schedule": "1f1b"}
+
+
+def resolve_unsplit(keys):
+    """The scenario in force with `keys`, resolved with NO_SPLIT at the least CP (a divisor of
+    the GPUs) that the rules accept; the refusal at CP 1 if none does."""
+    refused = None
+    for cp in sp.divisors(sc.num_gpus):
+        try:
+            return scenario.resolve(scenario_file, {**overrides, **NO_SPLIT,
+                                                    "context_parallel": int(cp), **keys})
+        except CostModelError as error:
+            refused = refused or error
+    raise refused
 
 
 def resolve_with(**keys):
-    """The scenario in force with some keys replaced (and no TP, PP or CP), and its account; a
+    """The scenario in force with some keys replaced (NO_SPLIT: no TP or PP), and its account; a
     predicted step (step_time null) is kept as the scenario's, so the variants compare at one T.
     A shape given with its own heads (`num_heads` set or reset here) drops a `num_kv_heads` the
     scenario sets: that count was for the scenario's heads, not these. Fewer layers than the
@@ -71,7 +88,7 @@ def resolve_with(**keys):
     dense_first = sc.first_dense_layers
     if "num_layers" in keys and dense_first is not None and dense_first >= keys["num_layers"]:
         keys = {"first_dense_layers": keys["num_layers"] - 1, **keys}
-    hsc = scenario.resolve(scenario_file, {**overrides, **NO_SPLIT, **keys})
+    hsc = resolve_unsplit(keys)
     if sc.step_time_from == "predicted":
         hsc = hsc.replace(step_time=sc.step_time, sources={"step_time": "predicted"})
     return hsc, account(hsc)

@@ -967,7 +967,7 @@ if searched is not None:
 # {% endif %}
 # - 这些是规则，还是搜索的结果？上面每一条都由排好的布局数出来，不是搜索的前提；换一个场景，结论可能相反。
 # {% else %}
-# 本场景的模型在 {{ "{:,}".format(sc.num_gpus) }} 张 {{ sc.gpu }} 上找不到放得下的布局，`costmodel plan` 的原因：{{ no_layout|code }}。所以这一节的图、表、结论和练习 3 都没有内容。
+# `costmodel plan` 没有为本场景（{{ "{:,}".format(sc.num_gpus) }} 张 {{ sc.gpu }}）给出布局排名，它给出的原因：{{ no_layout|code }}。所以这一节的图、表、结论和练习 3 都没有内容。
 # {% endif %}
 
 # %% tags=["remove-input"]

@@ -96,22 +96,63 @@ PADDED_UTILIZATION = (
 def check_possible(scenario: Scenario, figures: dict[str, float | None]) -> None:
     """Raise CostModelError if a utilization in UTILIZATIONS (and, with padded batching,
     PADDED_UTILIZATION) exceeds 100%: one line naming the figure and the inputs it comes from.
-    A predicted step time (step_time null) is not checked: it is no measured input."""
+    A predicted step (step_time null) is checked against the peak its GEMMs run at
+    (`gemm_peak`: the FP8 one under fp8: hybrid, where MFU against the BF16 peak may pass 100%
+    as a named convention): the step-time model times at least the GEMMs' FLOPs at that peak,
+    so a predicted step below it is no input contradiction but an error of the model, or of an
+    N that is not the shape's (`predicted_over_peak`)."""
     checks = UTILIZATIONS
     if scenario.batching == "padded":
         checks = (*UTILIZATIONS, PADDED_UTILIZATION)
-    if scenario.step_time_from == "predicted":
-        # a predicted step is no input that could contradict the others (with fp8: hybrid its
-        # GEMMs run at the FP8 peak, and MFU against the BF16 peak may pass 100%)
-        checks = tuple(c for c in checks if "step_time" not in c[2])
+    predicted = scenario.step_time_from == "predicted"
+    bound = gemm_peak(scenario) / scenario.peak_flops if predicted else 1.0
     for key, label, inputs in checks:
         value = figures.get(key)
-        if value is not None and value > 1 + 1e-9:  # not float rounding at exactly 100%
-            checks = ", ".join(_input_text(scenario, name) for name in inputs)
-            raise CostModelError(
-                f"impossible result: {label} = {pct(value)} is not allowed; expected at most "
-                f"100% (the inputs contradict each other; check {checks})"
-            )
+        if value is None or value <= bound * (1 + 1e-9):  # not float rounding at exactly 100%
+            continue
+        if predicted and "step_time" in inputs:
+            raise CostModelError(predicted_over_peak(scenario, label, value / bound))
+        checks = ", ".join(_input_text(scenario, name) for name in inputs)
+        raise CostModelError(
+            f"impossible result: {label} = {pct(value)} is not allowed; expected at most "
+            f"100% (the inputs contradict each other; check {checks})"
+        )
+
+
+def gemm_peak(scenario: Scenario) -> float:
+    """The peak the layers' GEMMs run at in the step-time model (`compute_time.gemm_rates`):
+    `peak_flops`, or its FP8 counterpart under fp8: hybrid on a GPU with one."""
+    from costmodel.evaluate import compute_time
+    from costmodel.inputs import efficiency
+
+    rates = compute_time.gemm_rates(scenario, efficiency.efficiencies(scenario.values), "layers")
+    return rates[0]
+
+
+def predicted_over_peak(scenario: Scenario, label: str, value: float) -> str:
+    """The one line for a figure of a predicted step above the peak its GEMMs run at: the N 6ND
+    counts and the one the step-time model times when they differ, else the model's error."""
+    from costmodel.inputs.resolution import shape_params
+
+    n, origin = shape_params(scenario.values)
+    peak = "the FP8 peak" if gemm_peak(scenario) != scenario.peak_flops else "the peak"
+    head = (
+        f"impossible result: {label} = {pct(value)} of {peak} from the predicted step "
+        "(step_time null) is not allowed; expected at most 100%"
+    )
+    if n != scenario.activated_params:
+        return (
+            f"{head} (6ND counts activated_params = {input_value(scenario.activated_params)}, "
+            f"the step-time model times the GEMMs of N = {input_value(n)} ({origin}): set "
+            "activated_params to it, or give the measured step_time)"
+        )
+    if "HFU" in label:  # 6ND x (1 + r/3) counts the lm_head again under full recompute
+        return (
+            f"{head} (the recompute factor counts work the step-time model does not time, as "
+            "the lm_head's forward again under full recompute; lower gemm_efficiency, or give "
+            "the measured step_time)"
+        )
+    return f"{head} (an error of the step-time model: please report the scenario)"
 
 
 def check_finite(a: dict[str, Any], where: str = "") -> None:
@@ -166,10 +207,17 @@ def fill_step_time(scenario: Scenario) -> Scenario:
     """A scenario without a measured step (`step_time: null`) as a new Scenario with the
     step-time model's prediction as its step, source `predicted` (`step_time_from` says which it
     is), so that every figure that divides by the step time is the predicted one; a scenario with
-    a measured step as it is."""
+    a measured step as it is. The prediction times the GEMMs of the model shape: an
+    activated_params off its N by more than `resolution.PARAMS_TOLERANCE` is refused
+    (`resolution.params_contradiction`), as 6ND / the predicted step would mix two models."""
     if scenario.step_time is not None:
         return scenario
     from costmodel.evaluate import step_time
+    from costmodel.inputs.resolution import params_contradiction
+
+    contradiction = params_contradiction(scenario.values)
+    if contradiction:
+        raise CostModelError(contradiction)
 
     key = repr(sorted(scenario.values.items()))
     if key not in _PREDICTED:

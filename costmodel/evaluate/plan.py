@@ -33,7 +33,14 @@ from costmodel.derive import plain
 from costmodel.errors import CostModelError
 from costmodel.evaluate import account, plan_comm, step_time
 from costmodel.evaluate.linear import linear_attention
-from costmodel.evaluate.plan_base import _inputs, paused_gc, rebase  # noqa: F401 (plan.rebase)
+from costmodel.evaluate.plan_base import (  # noqa: F401 (plan.rebase, plan.MAX_TOP)
+    MAX_TOP,
+    _inputs,
+    check_top,
+    memory_bounded,
+    paused_gc,
+    rebase,
+)
 from costmodel.evaluate.plan_batch import Batch
 from costmodel.evaluate.plan_eval import ZERO_STAGES, Evaluator, least_bubble
 from costmodel.evaluate.plan_space import (
@@ -50,6 +57,7 @@ from costmodel.evaluate.plan_space import (
     selective_chain,
 )
 from costmodel.inputs import scenario
+from costmodel.inputs.resolution import params_contradiction
 from costmodel.inputs.scenario import Scenario
 
 #: The keys `search` may be constrained on, and the Core attribute of each (None: a setting).
@@ -286,6 +294,7 @@ def _space(base: Scenario, fp8: bool, constraints: dict[str, tuple]):
     return ev, options, allowed
 
 
+@memory_bounded
 @paused_gc
 def search(
     sc: Scenario,
@@ -300,7 +309,11 @@ def search(
     `count_own` False: the own layout is evaluated but not ranked (own_rank None): only the top
     K are searched for, much faster where the own layout ranks far down (the notebooks).
     `constraints`: the values allowed of some keys (CONSTRAINED), what a framework lacks or a
-    run fixed; the others are searched as usual."""
+    run fixed; the others are searched as usual. `top`: at most MAX_TOP."""
+    check_top(top)
+    contradiction = params_contradiction(sc.values, "a plan's search", "")
+    if contradiction:  # every layout's step is predicted from the shape's GEMMs
+        raise CostModelError(contradiction)
     base = rebase(sc, gpus, gpu)
     ev, options, all_cores = _space(base, fp8, dict(constraints or {}))
     if not all_cores:

@@ -8,8 +8,8 @@ import gc
 from typing import Any
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate import run
-from costmodel.inputs import hardware, scenario
+from costmodel.evaluate import plan_space, run
+from costmodel.inputs import hardware, layout, scenario
 from costmodel.inputs.scenario import Scenario
 
 
@@ -40,7 +40,9 @@ def rebase(sc: Scenario, gpus: int | None = None, gpu: str | None = None) -> Sce
     the table unless the scenario gave them), its own layout kept where it still divides, else
     TP = PP = CP = EP = 1. A null step_time is 1 s (the exposed communication does not depend on
     it), and so is a predicted one (account.fill_step_time's, which may lie outside the bounds of
-    a measured step: 5e-9 s for a tiny model)."""
+    a measured step: 5e-9 s for a tiny model). Where TP = PP = CP = 1 leaves a pipeline without
+    a micro batch (more GPUs than samples), the first split of the search that gives each one
+    (`_fewer_pipelines`)."""
     data = {**_inputs(sc), "name": sc.name}
     if gpus is not None:
         data["num_gpus"] = gpus
@@ -59,15 +61,70 @@ def rebase(sc: Scenario, gpus: int | None = None, gpu: str | None = None) -> Sce
     try:
         return scenario.resolve(data=data)
     except CostModelError:
-        plain = {
-            "tensor_parallel": 1,
-            "pipeline_parallel": 1,
-            "context_parallel": 1,
-            "expert_parallel": 1,
-            "sequence_parallel": False,
-            "pipeline_schedule": "1f1b",
-        }
+        pass
+    plain = {
+        "tensor_parallel": 1,
+        "pipeline_parallel": 1,
+        "context_parallel": 1,
+        "expert_parallel": 1,
+        "sequence_parallel": False,
+        "pipeline_schedule": "1f1b",
+    }
+    try:
         return scenario.resolve(data=_inputs(sc, {**data, **plain}))
+    except CostModelError:
+        split = _fewer_pipelines(sc, data["num_gpus"])
+        if split is None:
+            raise
+        return scenario.resolve(data=_inputs(sc, {**data, **plain, **split}))
+
+
+def _fewer_pipelines(sc: Scenario, gpus: int) -> dict[str, int] | None:
+    """The first split of the search's (plan_space._splits) with at least one micro batch per
+    pipeline at the scenario's micro batch (inputs.layout's rule, as resolve applies it), as
+    keys: the base of a cluster on which every GPU a pipeline of its own (TP = PP = CP = 1)
+    leaves some pipelines without a sample; None where there is none."""
+    b = sc.micro_batch
+    for tp, pp, cp, dp in plan_space._splits(sc, gpus):
+        m = plan_space._micro_batches(sc, dp, b)
+        if layout.enough_micro_batches(m, sc.batching, sc.samples_per_step, dp):
+            return {"tensor_parallel": tp, "pipeline_parallel": pp, "context_parallel": cp}
+    return None
+
+
+#: The most layouts a search ranks (`--top`): each of them is timed and kept with its parts (a
+#: search asked for ten million took two minutes and 2 GB), and a ranking of more is not read.
+MAX_TOP = 1000
+
+
+def check_top(top: int) -> None:
+    """`top` of a search: 1 to MAX_TOP, else one line."""
+    if not 1 <= top <= MAX_TOP:
+        raise CostModelError(
+            f"--top: {top} is not allowed; expected a positive integer up to {MAX_TOP:,} (the "
+            "layouts ranked)"
+        )
+
+
+def memory_bounded(function):
+    """`function` (a search of `gpus` GPUs, its second argument, default the scenario's), with a
+    MemoryError turned into one line: the layout space is bounded before it is built
+    (plan_space.SEARCH_BYTES), yet a machine may have less memory than the bound. Raised
+    outside the handler, so the line holds nothing of the failed search."""
+
+    @functools.wraps(function)
+    def bounded(sc, gpus=None, *args, **kwargs):
+        try:
+            return function(sc, gpus, *args, **kwargs)
+        except MemoryError:
+            pass
+        gpus = gpus or sc.num_gpus
+        raise CostModelError(
+            f"num_gpus: {gpus} is not allowed; expected a layout space the search holds in this "
+            f"machine's memory: the search of {gpus:,} GPUs ran out of memory"
+        )
+
+    return bounded
 
 
 def paused_gc(function):

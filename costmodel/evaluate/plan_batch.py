@@ -31,6 +31,10 @@ from costmodel.evaluate.plan_space import Core, Recompute, schedule_options
 #: The compute's figures, in the order of compute_time.assemble's dicts.
 PARTS = ("gemms", "attention", "linear_attention", "memory_bound", "recompute")
 PHASES = ("forward", "backward", "attention")
+#: The most bytes one array over many cores holds where its size grows with more than the cores
+#: (a stage's layers in `_added`, the schedules in `_group`; a few such arrays are alive at
+#: once): the search's memory stays bounded for a model of any number of layers.
+CHUNK_BYTES = 32 * 2**20
 
 
 class Batch:
@@ -68,7 +72,9 @@ class Batch:
         ]
         self._pieces = _pieces(ev, cores, a)
         self._rows: dict = {}
-        self._groups: dict = {}
+        self._groups: dict = {}  # (PP, block): _group's figures of a block of cores
+        self._pp_rows: dict = {}  # PP: its cores' rows, the cores of a block
+        self._zero_states = None  # _states of every core at each ZeRO stage, once asked for
 
     # the step's compute -------------------------------------------------------------------
     def bounds(self) -> list[float]:
@@ -146,51 +152,70 @@ class Batch:
             least = np.minimum(least, np.maximum(np.maximum(0.0, first_peak), last_peak))
         return least
 
-    def _group(self, pp: int) -> tuple:
-        """The cores of a pipeline size: their rows, [core, policy, ZeRO stage, schedule] peaks
-        (Evaluator._peaks) and [core, policy, ZeRO stage] settings (Evaluator.settings)."""
-        got = self._groups.get(pp)
+    def _group(self, core: Core) -> tuple:
+        """The block of cores of the core's pipeline size that holds it: (their [core, policy,
+        ZeRO stage, schedule] peaks (Evaluator._peaks), their [core, policy, ZeRO stage]
+        settings (Evaluator.settings)), and the core's row in it. A pipeline size's cores are
+        taken in blocks of at most CHUNK_BYTES of peaks (each core's figures its own: the same
+        floats in any block), each computed when one of its cores is first asked for."""
+        pp = core.pp
+        rows, size = self._pp_rows.get(pp) or self._pipeline_rows(pp)
+        block, row = divmod(int(np.searchsorted(rows, self.index[core])), size)
+        got = self._groups.get((pp, block))
         if got is None:
-            ev, a = self.ev, self.a
-            rows = np.flatnonzero(a.pp == pp)
-            schedules = schedule_options(ev.base, pp)
-            sizes = (a.tp[rows], pp, a.cp[rows], a.ep[rows], a.mb[rows], a.sp[rows])
-            params = [x[:, None, None, None] for x in stage_params(ev, *sizes, where=np.where)]
-            gradients, experts, first, last = params
-            pieces = tuple(self._pieces[rows, :, i, None, None] for i in range(4))
-            cores = [self.cores[i] for i in rows.tolist()]
-            flight = np.array([_flight(core, schedules) for core in cores], dtype=float)
-            per_zero = [_states(ev, a, z) for z in ZERO_STAGES]
-            states = tuple(
-                np.stack([got[j][rows] for got in per_zero], axis=1)[:, None, :, None]
-                for j in (0, 1)
+            got = self._groups[pp, block] = self._peaks_of(
+                pp, rows[block * size : (block + 1) * size]
             )
-            every = np.maximum(
-                stage_peak(
-                    first, pieces, (gradients, experts), states, flight[:, None, None, :],
-                    pp == 1, np.maximum,
-                ),
-                stage_peak(last, pieces, (gradients, experts), states, 1.0, True, np.maximum),
-            )  # fmt: skip
-            bubbles: dict[float, list[float]] = {}
-            for core in cores:
-                if core.micro_batches not in bubbles:
-                    bubbles[core.micro_batches] = [
-                        plain.bubble_over_compute(s.name, pp, core.micro_batches, s.virtual or 1)
-                        for s in schedules
-                    ]
-            shares = np.array([bubbles[core.micro_batches] for core in cores], dtype=float)
-            where = dict(zip(cores, range(len(cores))))
-            got = self._groups[pp] = (where, every, ev.choice(every, shares))
+        return got, row
+
+    def _pipeline_rows(self, pp: int) -> tuple[np.ndarray, int]:
+        """The rows of the cores of a pipeline size, and the cores a block of `_group` holds."""
+        cells = len(self.ev.options) * len(ZERO_STAGES) * len(schedule_options(self.ev.base, pp))
+        got = self._pp_rows[pp] = (
+            np.flatnonzero(self.a.pp == pp),
+            max(1, CHUNK_BYTES // (8 * cells)),
+        )
         return got
 
+    def _peaks_of(self, pp: int, rows: np.ndarray) -> tuple:
+        """`_group`'s peaks and settings of the cores of `rows` (of one pipeline size)."""
+        ev, a = self.ev, self.a
+        schedules = schedule_options(ev.base, pp)
+        sizes = (a.tp[rows], pp, a.cp[rows], a.ep[rows], a.mb[rows], a.sp[rows])
+        params = [x[:, None, None, None] for x in stage_params(ev, *sizes, where=np.where)]
+        gradients, experts, first, last = params
+        pieces = tuple(self._pieces[rows, :, i, None, None] for i in range(4))
+        cores = [self.cores[i] for i in rows.tolist()]
+        flight = np.array([_flight(core, schedules) for core in cores], dtype=float)
+        if self._zero_states is None:
+            self._zero_states = [_states(ev, a, z) for z in ZERO_STAGES]
+        states = tuple(
+            np.stack([got[j][rows] for got in self._zero_states], axis=1)[:, None, :, None]
+            for j in (0, 1)
+        )
+        every = np.maximum(
+            stage_peak(
+                first, pieces, (gradients, experts), states, flight[:, None, None, :],
+                pp == 1, np.maximum,
+            ),
+            stage_peak(last, pieces, (gradients, experts), states, 1.0, True, np.maximum),
+        )  # fmt: skip
+        bubbles: dict[float, list[float]] = {}
+        for core in cores:
+            if core.micro_batches not in bubbles:
+                bubbles[core.micro_batches] = [
+                    plain.bubble_over_compute(s.name, pp, core.micro_batches, s.virtual or 1)
+                    for s in schedules
+                ]
+        shares = np.array([bubbles[core.micro_batches] for core in cores], dtype=float)
+        return every, ev.choice(every, shares)
+
     def peaks(self, core: Core) -> np.ndarray:
-        where, every, _ = self._group(core.pp)
-        return every[where[core]]
+        (every, _), row = self._group(core)
+        return every[row]
 
     def settings(self, core: Core) -> tuple[list, list]:
-        where, every, choice = self._group(core.pp)
-        row = where[core]
+        (every, choice), row = self._group(core)
         return every[row].tolist(), choice[row].tolist()
 
 
@@ -279,13 +304,31 @@ def _stage_sums(ev, a, gemm: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         groups.setdefault((pp, tuple(order)), []).append(i)
     table = np.array([[kind[key] for key in keys] for kind in kinds])  # [kind, key, core]
     out = np.empty((len(keys), n))
+    width = max(1, CHUNK_BYTES // (2 * table.itemsize * len(keys)))  # cores a layer's block holds
     for (pp, order), members in groups.items():
         room, runs = -(-ev.layers // pp), []
         for k in order:
             runs.append(min(ev.kinds[k][2], room - sum(runs)))
-        layers = np.repeat(table[list(order)][:, :, members], runs, axis=0)
-        out[:, members] = np.add.accumulate(layers, axis=0)[-1]
+        layers = [k for k, run in zip(order, runs) for _ in range(run)]  # the stage's, in order
+        for start in range(0, len(members), width):
+            some = members[start : start + width]
+            out[:, some] = _added(table[:, :, some], layers)
     return dict(zip(keys, out))
+
+
+def _added(table: np.ndarray, layers: list[int]) -> np.ndarray:
+    """table[k] ([key, core]) of each kind k of `layers` added one after another (NumPy's
+    accumulate), in blocks of layers of at most CHUNK_BYTES (a stage of 55,440 layers over
+    thousands of cores would be gigabytes at once): each block's accumulate starts from the sum
+    so far, so the additions, and the floats, are those of one accumulate over every layer."""
+    block = max(1, CHUNK_BYTES // table[0].nbytes - 1)  # layers besides the sum so far
+    total = None
+    for start in range(0, len(layers), block):
+        rows = table[layers[start : start + block]]
+        if total is not None:
+            rows = np.concatenate([total[None], rows])
+        total = np.add.accumulate(rows, axis=0)[-1]
+    return total
 
 
 def _compute(ev, a, gemm, sums) -> list[tuple]:

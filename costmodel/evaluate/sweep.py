@@ -31,6 +31,7 @@ from costmodel.errors import CostModelError
 from costmodel.evaluate.account import EXPRESSIONS, PADDED_UTILIZATION, UTILIZATIONS
 from costmodel.evaluate.linear import linear_attention
 from costmodel.formats import shown
+from costmodel.inputs import layout as layout_rules
 from costmodel.inputs.scenario import FIELDS, SYMBOL_OF_KEY, Scenario, check_value, parse_set
 
 #: Keys a sweep can vary: each gives a symbol of the closed forms its value (tokens_per_step and
@@ -131,6 +132,8 @@ def parse_axis(text: str) -> Axis:
     start, stop = (
         check_value(key, parse_set([f"{key}={value}"])[key]) for value in (start_text, stop_text)
     )
+    if start is None or stop is None:  # a key that may be null (step_time): no point of a grid
+        raise _vary_error(text, f"START and STOP numbers (null is no value of {key} to vary)")
     if start > stop or (start == stop) != (count == 1):
         raise _vary_error(text, "START < STOP with N > 1, or START = STOP with N = 1")
     integer = FIELDS[key].kind in ("count", "count0")
@@ -252,7 +255,29 @@ def _refusals(scenario: Scenario, at: dict[str, np.ndarray], size: int) -> np.nd
     refuse(seq % cp != 0, f"seq_len not a multiple of context_parallel ({cp})")
     if scenario.sequence_parallel:
         refuse((seq // cp) % tp != 0, f"seq_len / CP not a multiple of tensor_parallel ({tp})")
+    refuse(~_enough_micro_batches(scenario, get, gpus // (tp * pp * cp)), _FEW[scenario.batching])
+    if scenario.sources.get("ce_chunks") in ("file", "--set"):
+        most = layout_rules.ce_chunks_most(scenario.micro_batch, seq, cp)
+        refuse(scenario.ce_chunks > most, "ce_chunks > micro_batch x seq_len / context_parallel")
     return reasons
+
+
+#: Why a point has fewer micro batches than pipelines, by batching.
+_FEW = {
+    "padded": "data_parallel x micro_batch > samples_per_step",
+    "packed": "data_parallel > samples_per_step",
+}
+
+
+def _enough_micro_batches(scenario: Scenario, get, dp) -> np.ndarray:
+    """At least one micro batch per pipeline and step at each point (inputs.layout's rule as
+    `resolve` applies it: padded, the samples over DP pipelines of micro_batch samples; packed,
+    a document per pipeline). `get(key)` is a point's value of a key."""
+    samples = np.asarray(get("samples_per_step"), dtype=np.float64)
+    if scenario.batching == "padded":
+        micro = samples / (dp * scenario.micro_batch)
+        return np.asarray(layout_rules.enough_micro_batches(micro))
+    return np.asarray(layout_rules.enough_micro_batches(None, "packed", samples, dp))
 
 
 def evaluate_grid(scenario: Scenario, axes: list[Axis]) -> Grid:

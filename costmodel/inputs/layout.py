@@ -1,6 +1,8 @@
 """The parallel layout and the memory settings of a resolved scenario: the checks that it
 divides (one line naming the keys when it does not), data_parallel, the effective
-expert_parallel and the micro batches per step; the recompute fractions."""
+expert_parallel and the micro batches per step; the recompute fractions. The rules beyond a
+divisor (a micro batch per pipeline, Ulysses CP and the heads, the virtual stages, DualPipe's
+pipeline, the cross-entropy's pieces) are functions that `costmodel plan`'s search calls too."""
 
 from __future__ import annotations
 
@@ -42,6 +44,67 @@ LAYOUT_KEYS = tuple(Layout.__dataclass_fields__)
 
 def _layout_error(key: str, value: Any, allowed: str) -> CostModelError:
     return CostModelError(f"{key}: {shown(value)} is not allowed; expected {allowed}")
+
+
+# ---------------------------------------------------------------- rules `costmodel plan` shares
+# Each rule is one function that resolution (below) and the plan's search
+# (costmodel.evaluate.plan_space) both call, so a layout the search proposes resolves, and one
+# the report accepts is one the search can rank.
+
+
+def enough_micro_batches(micro_batches, batching: str = "padded", samples=None, dp=None):
+    """Whether each pipeline has at least one micro batch of the step: padded, at least one
+    (`plain.micro_batches`, samples over DP pipelines of micro_batch samples: Megatron-LM's
+    global batch is micro batches x micro_batch x DP); packed, at least one document (`samples`
+    at least `dp`), its rows of seq_len slots possibly part-filled (fewer micro batches than
+    one, the real tokens counted). With fewer, some pipelines have nothing to run while the
+    others run a whole micro batch, and the step's figures, which take the micro batches per
+    pipeline as a number, would count the fraction as if the step were shorter. Elementwise on
+    NumPy arrays (costmodel sweep's points)."""
+    if batching == "padded":
+        return micro_batches >= 1
+    return samples >= dp
+
+
+def ulysses_heads(shape, tp: int) -> tuple[int, int]:
+    """(query heads, K/V heads) of one TP rank, which Ulysses context parallelism
+    (cp_comm_type a2a) splits over the CP ranks: K/V heads fewer than TP are replicated, one a
+    rank (as the GEMM list and the communication model count them)."""
+    return shape.num_heads // tp, max(shape.num_kv_heads // tp, 1)
+
+
+def ulysses_divides(shape, tp: int, cp: int) -> bool:
+    """Ulysses CP (cp_comm_type a2a) turns each rank's share of the sequence into a share of
+    its heads with an all-to-all: TransformerEngine's AttnFuncWithCPAndQKVOA2A asserts that CP
+    divides both the query and the K/V heads of the rank (`ulysses_heads`)."""
+    return all(heads % cp == 0 for heads in ulysses_heads(shape, tp))
+
+
+def virtual_splits_stage(num_layers: int, pp: int, virtual: int) -> bool:
+    """Interleaved 1F1B's `virtual` model chunks split the most loaded stage's layers
+    (ceil(num_layers / pp), the stage every figure counts) into chunks of equal size. Where PP
+    divides the layers this is Megatron-LM's num_layers % (PP x V) = 0; where it does not, the
+    uneven first or last stage (Megatron-LM's --decoder-first/last-pipeline-num-layers, its
+    embedding and loss counted as layers) leaves the other stages even."""
+    return -(-num_layers // pp) % virtual == 0
+
+
+def dualpipe_allows(pp: int) -> bool:
+    """DualPipe (DeepSeek-V3; deepseek-ai/DualPipe's DualPipe.step asserts num_ranks % 2 == 0)
+    feeds micro batches from both ends of the pipeline, each rank holding a stage of either
+    half: an even number of ranks, as its bubble (PP/2 - 1)(F&B + B - 3W), which
+    derive.step_time counts, supposes; without a pipeline (PP 1) the schedule is moot, as any
+    schedule is. (DualPipe.step also asserts an even number of micro batches, at least 2 x PP;
+    the step-time model takes the micro batches as a number, as it does 1F1B's, which are at
+    least PP, and does not require them.)"""
+    return pp == 1 or pp % 2 == 0
+
+
+def ce_chunks_most(micro_batch: int, seq_len: int, cp: int) -> int:
+    """The most pieces a chunked cross-entropy can split a micro batch's logits into on one
+    GPU: one token's logits a piece (micro_batch x seq_len / CP tokens; TP splits the
+    vocabulary, not the tokens)."""
+    return micro_batch * seq_len // cp
 
 
 def _check_tensor_parallel(values: dict[str, Any], tp: int) -> None:
@@ -99,6 +162,8 @@ def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
         raise _layout_error("pipeline_parallel", pp, f"at most num_layers ({values['num_layers']})")
     if values["seq_len"] % cp:
         raise _layout_error("context_parallel", cp, f"a divisor of seq_len ({values['seq_len']})")
+    if values["cp_comm_type"] == "a2a":
+        _check_ulysses(values, tp, cp)
     if values["sequence_parallel"] and tp == 1 and sources.get("sequence_parallel") != "course":
         raise _layout_error("sequence_parallel", True, "false when tensor_parallel is 1")
     if values["sequence_parallel"] and (values["seq_len"] // cp) % tp:
@@ -135,6 +200,50 @@ def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
         micro_batch=values["micro_batch"],
     )
     sources["micro_batches_per_step"] = "derived"
+    _check_micro_batches(values)
+
+
+def _check_ulysses(values: dict[str, Any], tp: int, cp: int) -> None:
+    """Ulysses CP splits the heads of a TP rank (`ulysses_divides`)."""
+    shape, source = scenario_shape(values)
+    if not ulysses_divides(shape, tp, cp):
+        query, kv = ulysses_heads(shape, tp)
+        raise _layout_error(
+            "context_parallel",
+            cp,
+            f"a divisor of the query heads ({query}) and the K/V heads ({kv}) of a TP rank "
+            f"with cp_comm_type a2a (Ulysses splits each rank's heads over CP; shape from "
+            f"{source}, tensor_parallel {tp})",
+        )
+
+
+def _check_micro_batches(values: dict[str, Any]) -> None:
+    """At least one micro batch per pipeline (`enough_micro_batches`): padded, a micro batch
+    too large where one of a sample would do is named, else the GPUs (too many pipelines)."""
+    dp, b, samples = values["data_parallel"], values["micro_batch"], values["samples_per_step"]
+    batching = values["batching"]
+    if enough_micro_batches(values["micro_batches_per_step"], batching, samples, dp):
+        return
+    if batching == "padded" and b > 1 and samples >= dp:
+        raise _layout_error(
+            "micro_batch",
+            b,
+            f"at most samples_per_step ({samples:,}) / data_parallel ({dp:,}): at least one "
+            "micro batch per pipeline and step",
+        )
+    tp, pp, cp = (values[k] for k in ("tensor_parallel", "pipeline_parallel", "context_parallel"))
+    pipelines = f"data_parallel = num_gpus / (TP {tp} x PP {pp} x CP {cp})"
+    if batching == "padded":
+        allowed = (
+            f"at least one micro batch per pipeline and step: data_parallel x micro_batch "
+            f"({dp:,} x {b:,} = {dp * b:,}; {pipelines}) at most samples_per_step ({samples:,})"
+        )
+    else:
+        allowed = (
+            f"at least one sample per pipeline and step (packed batching): data_parallel "
+            f"({dp:,}; {pipelines}) at most samples_per_step ({samples:,})"
+        )
+    raise _layout_error("num_gpus", values["num_gpus"], allowed)
 
 
 def _module_params(values: dict[str, Any]) -> tuple[dict[str, float], float]:
@@ -187,8 +296,9 @@ def recompute_fractions(
 
 
 def _schedule(values: dict[str, Any]) -> None:
-    """virtual_pipeline goes with the interleaved schedule (at least 2 chunks, at most the
-    stage's layers: chunks of unequal size are counted as equal)."""
+    """virtual_pipeline goes with the interleaved schedule: at least 2 chunks that split the
+    most loaded stage's layers evenly (`virtual_splits_stage`); DualPipe with an even pipeline
+    (`dualpipe_allows`)."""
     schedule, chunks = values["pipeline_schedule"], values.get("virtual_pipeline")
     if schedule == "interleaved" and chunks is None:
         raise _layout_error(
@@ -200,14 +310,46 @@ def _schedule(values: dict[str, Any]) -> None:
         raise _layout_error(
             "virtual_pipeline", chunks, "null unless pipeline_schedule is interleaved"
         )
-    stage_layers = math.ceil(values["num_layers"] / values["pipeline_parallel"])
-    if chunks is not None and chunks > stage_layers:
+    layers, pp = values["num_layers"], values["pipeline_parallel"]
+    if chunks is not None and not virtual_splits_stage(layers, pp, chunks):
         raise _layout_error(
             "virtual_pipeline",
             chunks,
-            f"at most the layers of a pipeline stage ({stage_layers}: num_layers / "
-            "pipeline_parallel, rounded up)",
+            f"a divisor of the layers of a pipeline stage ({-(-layers // pp)}: num_layers / "
+            "pipeline_parallel, rounded up): chunks of equal size",
         )
+    if schedule == "dualpipe":
+        _check_dualpipe(values)
+
+
+def _check_dualpipe(values: dict[str, Any]) -> None:
+    """DualPipe's even pipeline (`dualpipe_allows`)."""
+    pp = values["pipeline_parallel"]
+    if not dualpipe_allows(pp):
+        raise _layout_error(
+            "pipeline_parallel",
+            pp,
+            "an even number (or 1) with pipeline_schedule dualpipe (DualPipe feeds the "
+            "pipeline from both ends, pairing its ranks)",
+        )
+
+
+def _check_ce_chunks(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """ce_chunks at most the tokens of a micro batch on one GPU (`ce_chunks_most`): the
+    course's 8 is brought down to them (source `derived`), a team's is refused beyond them."""
+    most = ce_chunks_most(values["micro_batch"], values["seq_len"], values["context_parallel"])
+    chunks = values["ce_chunks"]
+    if chunks <= most:
+        return
+    if sources.get("ce_chunks") == "course":
+        values["ce_chunks"], sources["ce_chunks"] = most, "derived"
+        return
+    raise _layout_error(
+        "ce_chunks",
+        chunks,
+        f"at most the tokens of a micro batch on one GPU (micro_batch x seq_len / "
+        f"context_parallel = {most:,}): a piece of the logits holds at least one token's",
+    )
 
 
 def _memory_settings(values: dict[str, Any], sources: dict[str, str]) -> None:
@@ -229,6 +371,13 @@ def _memory_settings(values: dict[str, Any], sources: dict[str, str]) -> None:
         raise _layout_error(
             "fp8_activations", values["fp8_activations"], "none unless fp8 is hybrid"
         )
+    if values["fp8_activations"] == "moe_inputs" and not values["num_experts"]:
+        raise _layout_error(
+            "fp8_activations",
+            "moe_inputs",
+            "none or linear_inputs for a dense model (num_experts = 0: no MoE inputs to store)",
+        )
+    _check_ce_chunks(values, sources)
     if values.get("cross_entropy") is None:
         values["cross_entropy"] = act.FRAMEWORKS[values["framework"]].cross_entropy
         sources["cross_entropy"] = "derived"

@@ -222,8 +222,11 @@ def _from_npy(path: Path, data: bytes) -> list[int]:
 def _checked_array(path: Path, array: np.ndarray) -> list[int]:
     """The values of a 1-D integer or float array, each a positive integer up to MAX_LENGTH;
     floats are checked before they are cast (1e300 is refused, not wrapped round to a negative
-    integer, and nothing warns)."""
+    integer, and nothing warns). Narrower floats are compared as float64, exactly: MAX_LENGTH
+    cast to float16 would overflow (NumPy warned twice)."""
     np = _numpy()
+    if array.dtype.kind == "f" and array.dtype.itemsize < 8:
+        array = array.astype(np.float64)
     whole = np.isfinite(array) & (array == np.floor(array)) if array.dtype.kind == "f" else True
     ok = whole & (array >= 1) & (array <= MAX_LENGTH)
     bad = np.flatnonzero(~ok)

@@ -5,10 +5,13 @@ on the mutable mapping `costmodel.inputs.scenario.resolve` fills before it makes
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import math
+from typing import Any, Callable, Mapping
 
 from costmodel.derive import plain
 from costmodel.errors import CostModelError
+from costmodel.formats import input_value
+from costmodel.inputs import hardware
 from costmodel.inputs.fields import check_value
 from costmodel.inputs.layout import _layout_error
 from costmodel.inputs.lengths import Lengths, summarize
@@ -17,6 +20,7 @@ from costmodel.inputs.model_shape import (
     SHAPE_KEYS,
     matching_shape,
     query_heads,
+    scenario_shape,
     shape_from_keys,
 )
 
@@ -85,10 +89,24 @@ def _cross_check(values: dict[str, Any]) -> None:
             raise CostModelError(
                 f"{key}: {values[key]!r} is not allowed; expected {allowed} ({values[other]!r})"
             )
+    _check_memory_reserve(values)
     if (values["num_experts"] == 0) != (values["experts_per_token"] == 0):
         raise CostModelError(
             f"experts_per_token: {values['experts_per_token']!r} is not allowed; expected 0 "
             f"exactly when num_experts is 0 (num_experts = {values['num_experts']!r})"
+        )
+
+
+def _check_memory_reserve(values: dict[str, Any]) -> None:
+    """memory_reserve is taken from the card's memory as the CUDA runtime reports it: a reserve
+    of all of it or more leaves no capacity (a negative one, printed as such, before)."""
+    gpu = hardware.GPUS[values["gpu"]]
+    if values["memory_reserve"] >= gpu.cuda_memory_bytes:
+        raise CostModelError(
+            f"memory_reserve: {input_value(values['memory_reserve'])} is not allowed; expected "
+            f"less than {input_value(int(gpu.cuda_memory_bytes))}, the memory of one "
+            f"{gpu.name} (gpu; its total as {gpu.cuda_memory_kind} gives it) the reserve is "
+            "taken from"
         )
 
 
@@ -144,3 +162,49 @@ def _params_from_shape_keys(values: dict[str, Any], sources: dict[str, str]) -> 
         except CostModelError as error:
             raise CostModelError(f"{error} (derived from the shape keys)") from None
         sources[key] = "derived"
+
+
+#: How far `activated_params` may lie from the N of the model shape whose GEMMs the step-time
+#: model times (`scenario_shape`) when the predicted step stands for the step (step_time null):
+#: the course rounds its N to 3.0e9, 1.8% above its shape's 2,945,269,760; a paper's table
+#: rounds to two figures (at most 5% off); the published runs and the shipped scenarios take the
+#: shape's own count (0%). A shape that is not the run's model is further off: the README's
+#: dense 8B without its vocabulary and GQA keys, on the course's 248,320 tokens and no GQA, is
+#: 22% off its N. Beyond it the predicted step times other GEMMs than 6ND counts, and MFU may
+#: pass 100% (a one-layer shape under the course's N: 120.72%).
+PARAMS_TOLERANCE = 0.10
+
+
+def shape_params(values: Mapping[str, Any]) -> tuple[int, str]:
+    """The N of the scenario's model shape (`scenario_shape`), with the MTP layers when they are
+    counted, as a model config fills activated_params in (`models.scenario_keys`), and where
+    the shape comes from."""
+    shape, origin = scenario_shape(values)
+    mtp = values["num_mtp_layers"] > 0
+    return shape.activated_params + (shape.mtp_activated_params if mtp else 0), origin
+
+
+def params_contradiction(
+    values: Mapping[str, Any],
+    use: str = "a predicted step",
+    remedy: str = "give the measured step_time",
+) -> str | None:
+    """The one-line refusal of a predicted step (step_time null; `use`, a plan's search, whose
+    every layout's step is predicted) whose activated_params lies more than PARAMS_TOLERANCE
+    from the N of the model shape the step-time model times (`shape_params`), else None: MFU
+    would divide 6ND by the time of other GEMMs."""
+    expected, origin = shape_params(values)
+    given = values["activated_params"]
+    off = abs(given / expected - 1) if expected > 0 else math.inf
+    if off <= PARAMS_TOLERANCE:
+        return None
+    if origin.startswith("config of "):
+        where = f"{origin.removeprefix('config of ')}'s config"
+    else:
+        where = f"built from the {origin}"
+    return (
+        f"activated_params: {input_value(given)} is not allowed for {use}; expected "
+        f"within {PARAMS_TOLERANCE:.0%} of {input_value(expected)} ({off:.1%} off), the N of "
+        f"the model shape whose GEMMs the step-time model times ({where}): set activated_params "
+        f"to it, set the shape keys or model: to the run's model{', or ' + remedy if remedy else ''}"
+    )

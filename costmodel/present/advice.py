@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from costmodel.evaluate.advice import JSON_FIELDS, Lever, MemoryFigure, Repredicted
-from costmodel.formats import decimals, gb, num, pct, short, sig4
+from costmodel.formats import decimals, gb, num, pct, ratio, short, sig4
 
 
 def fitting(mem: MemoryFigure | dict[str, Any]) -> str:
@@ -41,8 +41,8 @@ def _fewest_modules(f: dict[str, Any]) -> str:
 
 def _estimate_exceeds_step(f: dict[str, Any]) -> str:
     return (
-        f"no lever: the estimate ({sig4(f['seconds'])} s, {pct(f['share'], 0, grouped=True)} of "
-        "the step) is longer than the measured step, which contradicts it; set the measured "
+        f"no lever: the estimate ({sig4(f['seconds'])} s) is longer than the measured step "
+        f"({sig4(f['seconds'] / f['share'])} s), which contradicts it; set the measured "
         "communication_share"
     )
 
@@ -67,9 +67,9 @@ def _measured_share(f: dict[str, Any]) -> str:
 
 def _attention_exceeds_peak(f: dict[str, Any]) -> str:
     return (
-        f"no lever: the attention count needs {pct(f['hfu'], 0, grouped=True)} of the GPUs' "
-        "peak for this step, more than they have, which contradicts the measured step; its "
-        "share of the time is not known"
+        f"no lever: the attention count needs {ratio(f['hfu'], 1)} the GPUs' peak for this "
+        "step, more than they have, which contradicts the measured step; its share of the time "
+        "is not known"
     )
 
 

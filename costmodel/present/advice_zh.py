@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from costmodel.evaluate.advice import Lever, MemoryFigure, Repredicted
-from costmodel.formats import decimals, gb, num, pct, short, sig4
+from costmodel.formats import decimals, gb, num, pct, short, sig4, times
 from costmodel.present.words import PHASES
 
 
@@ -57,8 +57,8 @@ def _fewest_modules(f: dict[str, Any]) -> str:
 
 def _estimate_exceeds_step(f: dict[str, Any]) -> str:
     return (
-        f"没有杠杆：估出的通信（{sig4(f['seconds'])} 秒，一步的 {pct(f['share'], 0, grouped=True)}）"
-        "比实测的一步还长，与实测矛盾；请写入实测的 `communication_share`"
+        f"没有杠杆：估出的通信（{sig4(f['seconds'])} 秒）比实测的一步"
+        f"（{sig4(f['seconds'] / f['share'])} 秒）还长，与实测矛盾；请写入实测的 `communication_share`"
     )
 
 
@@ -81,7 +81,7 @@ def _measured_share(f: dict[str, Any]) -> str:
 
 def _attention_exceeds_peak(f: dict[str, Any]) -> str:
     return (
-        f"没有杠杆：按注意力的计数，这一步要 GPU 峰值的 {pct(f['hfu'], 0, grouped=True)}，"
+        f"没有杠杆：按注意力的计数，这一步要 GPU 峰值的 {times(f['hfu'], 1)}，"
         "超过 GPU 的能力，与实测的步长矛盾；注意力占时间的份额无从知道"
     )
 

@@ -9,7 +9,8 @@ layout is {"rank", "own", "layout": its scenario keys, "step_seconds", "tokens_p
 {"compute", "communication", "bubble"}}.
 
 CSV: one row per layout (the top K, then the scenario's own where it is not among them), the
-columns CSV_COLUMNS.
+columns CSV_COLUMNS; every field through the csv writer, and each text cell through
+`formats.spreadsheet_text` (never a formula in a spreadsheet); the numbers as they are.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from costmodel.evaluate import plan as search
 from costmodel.evaluate.plan_findings import findings
-from costmodel.formats import printable
+from costmodel.formats import printable, spreadsheet_text
 from costmodel.present.words import LIMITS
 
 #: The CSV's columns, in order.
@@ -93,24 +94,30 @@ def as_json(plan: search.Plan, top: int) -> dict[str, Any]:
     }
 
 
+def _text(value: Any) -> Any:
+    """A text cell as a spreadsheet shows it (formats.spreadsheet_text); anything else as it is."""
+    return spreadsheet_text(value) if isinstance(value, str) else value
+
+
 def _cells(item: dict[str, Any]) -> list[Any]:
     keys = item["layout"]
     modules = keys["recompute_modules"]
+    text = _text
     return [
         item["rank"] if item["rank"] is not None else "",
         item["own"],
         keys["tensor_parallel"],
         keys["pipeline_parallel"],
-        keys["pipeline_schedule"],
+        text(keys["pipeline_schedule"]),
         keys["virtual_pipeline"] or "",
         keys["context_parallel"],
         keys["expert_parallel"],
         keys["data_parallel"],
         keys["micro_batch"],
         keys["sequence_parallel"],
-        keys["fp8"],
-        keys["recompute"],
-        "+".join(modules) if modules else "",
+        text(keys["fp8"]),
+        text(keys["recompute"]),
+        text("+".join(modules)) if modules else "",
         keys["zero_stage"],
         repr(item["step_seconds"]),
         repr(item["tokens_per_s"]),
@@ -120,7 +127,7 @@ def _cells(item: dict[str, Any]) -> list[Any]:
         repr(item["shares"]["compute"]),
         repr(item["shares"]["communication"]),
         repr(item["shares"]["bubble"]),
-        item["limit"],
+        text(item["limit"]),
     ]
 
 

@@ -80,7 +80,8 @@ def _memory_rows(mem: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 def _communication_rows(a: dict[str, Any]) -> list[tuple[str, str, str]]:
     """Each collective with its seconds (nothing overlapped) and what the overlap rules leave
-    exposed; both totals, named; the settings the figures rest on."""
+    exposed; both totals, named; the settings the figures rest on. An estimate longer than the
+    step is said once, in its own row, and no share of the step is given for it."""
     comm = a["communication"]
     rows = [
         (
@@ -92,6 +93,7 @@ def _communication_rows(a: dict[str, Any]) -> list[tuple[str, str, str]]:
         )
         for c in comm["collectives"]
     ]
+    longer = "longer than the step (below)"
     rows.append(
         (
             "total (upper bound: nothing overlapped)",
@@ -100,13 +102,19 @@ def _communication_rows(a: dict[str, Any]) -> list[tuple[str, str, str]]:
             f"({comm['basis']})",
         )
     )
-    if comm["exceeds_step"] and comm["basis"] == "estimated":  # nothing uses the estimate
-        rows[-1] = (*rows[-1][:2], f"estimated share {_pct(comm['share'])}")
+    if comm["exceeds_step"]:  # nothing uses the estimate; a share of the step it is not
+        note = longer if comm["basis"] == "estimated" else f"{longer}; used "
+        if comm["basis"] == "measured":
+            note += f"{_pct(comm['share_used'])} (measured)"
+        rows[-1] = (*rows[-1][:2], note)
+    exposed = comm["exposed_share"]
     rows.append(
         (
             "exposed (overlap rules)",
             _seconds(comm["exposed_seconds"]),
-            f"share {_pct(comm['exposed_share'])}: the step-time model's compute hides the rest",
+            f"share {_pct(exposed)}: the step-time model's compute hides the rest"
+            if exposed <= 1
+            else longer,
         )
     )
     settings = comm["settings"]
@@ -121,11 +129,12 @@ def _communication_rows(a: dict[str, Any]) -> list[tuple[str, str, str]]:
         )
     )
     if comm["exceeds_step"]:  # longer than the step: the estimate contradicts the measured step
+        said = "predicted" if a["scenario"].get("step_time_from") == "predicted" else "measured"
         rows.append(
             (
                 "estimate > step time",
                 "",
-                "the estimate is longer than the measured step "
+                f"the estimate is longer than the {said} step "
                 f"({_seconds(a['scenario']['step_time'])}): they contradict each other (check "
                 "the bandwidths and the layout); no lever is derived from it",
             )
@@ -147,10 +156,19 @@ TIME_PARTS = {
 
 def _time_rows(t: dict[str, Any]) -> list[tuple[str, str, str]]:
     """The step-time model: each part's seconds and share, the prediction, and against a
-    measured step the unexplained remainder (a negative one said plainly)."""
+    measured step the unexplained remainder (a negative one said plainly). Where the measured
+    step is so much shorter than the model's work that a share would pass 100% (a part longer
+    than the step, or the remainder below minus the step), no share is given: the
+    contradiction is said once, in its own row."""
     of = "of the measured step" if t["basis"] == "measured" else "of the prediction"
+    shares = [part["share"] for part in t["parts"].values()] + [t["unexplained_share"] or 0.0]
+    given = all(abs(share) <= 1 for share in shares)
     rows = [
-        (name, _seconds(part["seconds"]), f"{_pct(part['share'])} {of}; {TIME_PARTS[name]}")
+        (
+            name,
+            _seconds(part["seconds"]),
+            (f"{_pct(part['share'])} {of}; " if given else "") + TIME_PARTS[name],
+        )
         for name, part in t["parts"].items()
     ]
     rows.append(
@@ -168,12 +186,13 @@ def _time_rows(t: dict[str, Any]) -> list[tuple[str, str, str]]:
             (
                 "unexplained",
                 _seconds(t["unexplained_seconds"]),
-                f"{_pct(t['unexplained_share'])} of the measured step: measured - predicted, "
-                "what the model does not account for",
+                (f"{_pct(t['unexplained_share'])} of the measured step: " if given else "")
+                + "measured - predicted, what the model does not account for",
             )
         )
     if t["contradiction"]:
-        rows.append(("model > measured", "", t["contradiction"]))
+        shown = t["contradiction"] + ("" if given else "; so no share of the step is given")
+        rows.append(("model > measured", "", shown))
     return rows
 
 

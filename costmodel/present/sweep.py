@@ -1,24 +1,35 @@
 """A sweep's grid (evaluate.sweep) as CSV and as a plot, and the rule for the files they go to.
 
-The CSV's first line is a comment that names the scenario and the conventions; then a header
-row and one row per point: the varied keys, tokens_per_step, the figures (their paths in
-`costmodel report --format json`; fractions, full precision) and `refused`. An empty figure is
-undefined (no measured throughput, a dense model) or refused: `refused` then says why `costmodel
-report` would refuse the point, and none of its figures is written.
+The CSV's first line is a comment (it starts with `# costmodel sweep`) whose cells name the
+scenario and the conventions; then a header row and one row per point: the varied keys,
+tokens_per_step, the figures (their paths in `costmodel report --format json`; fractions, full
+precision) and `refused`. An empty figure is undefined (no measured throughput, a dense model) or
+refused: `refused` then says why `costmodel report` would refuse the point, and none of its
+figures is written. Every text cell goes through the csv writer (quoted where it has to be) and
+`formats.spreadsheet_text` (a name such as `=HYPERLINK(...)` is shown, not run); the numbers are
+written as they are.
 
 A file is written atomically (a temporary file beside it, then a rename) and only where nothing
 is, or over a file a sweep wrote: a CSV that starts with the comment line, a PNG or SVG that
 carries `costmodel sweep` in its metadata. Anything else at the path (another file, a link, a
-folder) is refused, never replaced.
+folder) is refused, never replaced. The path is checked again at the rename: a file that
+appeared there while the grid was computed is never replaced (a hard link, which fails where a
+name exists), and the sweep's own earlier file is replaced only if it is still the one checked.
+The temporary file's name says whose it is (`.NAME.costmodel-sweep.HOST.PID.RANDOM.tmp`): one
+that a killed sweep left is removed by the next sweep to the same path, once its process is gone.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import os
+import re
+import secrets
 import stat
-import tempfile
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -26,7 +37,7 @@ import numpy as np
 
 from costmodel.errors import CostModelError
 from costmodel.evaluate.sweep import Grid
-from costmodel.formats import input_value, printable, shown
+from costmodel.formats import input_value, printable, shown, spreadsheet_text
 
 MARKER = "costmodel sweep"
 #: The first bytes of a CSV a sweep wrote.
@@ -57,8 +68,11 @@ CHUNK_ROWS = 50_000
 def csv_chunks(grid: Grid, name: str, conventions: str) -> Iterator[str]:
     """The grid as CSV text (see the module docstring), a few thousand rows at a time."""
     head = io.StringIO()
-    head.write(f"# {MARKER}: {printable(name)}; {conventions}; empty: undefined, or refused\n")
-    csv.writer(head, lineterminator="\n").writerow([*grid.columns, "refused"])
+    writer = csv.writer(head, lineterminator="\n")
+    # one line (a line break in the name is shown escaped); the name a cell of its own
+    comment = f"{conventions}; empty: undefined, or refused"
+    writer.writerow([f"# {MARKER}", spreadsheet_text(printable(name)), comment])
+    writer.writerow([*grid.columns, "refused"])
     yield head.getvalue()
     reasons = grid.refused.tolist()
     quoted = {reason: _text_field(reason) for reason in set(reasons)}  # a few distinct ones
@@ -76,11 +90,11 @@ def csv_text(grid: Grid, name: str, conventions: str) -> str:
 
 
 def _text_field(text: str) -> str:
-    """A text as a CSV field (quoted where it has to be; an empty one empty)."""
+    """A text as a CSV field (quoted where it has to be, never a formula; an empty one empty)."""
     if not text:
         return ""
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="").writerow([text])
+    csv.writer(buffer, lineterminator="").writerow([spreadsheet_text(text)])
     return buffer.getvalue()
 
 
@@ -163,7 +177,40 @@ def plot_kind(path: str) -> str:
     return kind
 
 
-def check_target(path: str, kind: str, option: str) -> Path:
+@dataclass(frozen=True)
+class Target:
+    """A file a sweep may write: its path, the option that named it, what it holds (csv, png,
+    svg), and the sweep's own file found there when it was checked (its identity: device,
+    inode, size, modification time), or None where nothing was."""
+
+    path: Path
+    option: str
+    kind: str
+    found: tuple[int, ...] | None
+
+
+def _identity(status: os.stat_result) -> tuple[int, ...]:
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+
+
+def _ours(path: Path, kind: str) -> tuple[int, ...] | None:
+    """The identity of the regular file at `path` if a sweep wrote it (its signature), else
+    None. Opened without following a link or waiting on a FIFO that replaced the file."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        status = os.fstat(handle)
+        head = os.read(handle, 4096) if stat.S_ISREG(status.st_mode) else b""
+    except OSError:
+        return None
+    finally:
+        os.close(handle)
+    return _identity(status) if head and _SIGNATURE[kind](head) else None
+
+
+def check_target(path: str, kind: str, option: str) -> Target:
     """Refuse a path a sweep may not write: its folder missing, or something there that a
     sweep did not write (see the module docstring)."""
     target = Path(path)
@@ -172,41 +219,164 @@ def check_target(path: str, kind: str, option: str) -> Path:
             f"{option}: {shown(path)} is not allowed; expected a file in an existing folder"
         )
     try:
-        status = os.lstat(target)
+        os.lstat(target)
     except FileNotFoundError:
-        return target
+        return Target(target, option, kind, None)
     except OSError as error:
         raise CostModelError(
             f"{option}: {shown(path)} is not allowed; expected a path that can be read "
             f"({error.strerror})"
         ) from None
-    ours = False
-    if stat.S_ISREG(status.st_mode):
-        with open(target, "rb") as handle:
-            ours = _SIGNATURE[kind](handle.read(4096))
-    if not ours:
+    found = _ours(target, kind)
+    if found is None:
         raise CostModelError(
             f"{option}: {shown(path)} is not allowed; expected a new file or a {kind.upper()} "
             "a sweep wrote (it is there and costmodel sweep did not write it)"
         )
-    return target
+    return Target(target, option, kind, found)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def check_distinct(out: str, plot: str) -> None:
+    """Refuse --out and --plot naming one file: the same path, the same file through a link
+    in a folder (`y.svg` and `link/y.svg`), or two names of one file."""
+    same = os.path.realpath(out) == os.path.realpath(plot)
+    if not same:
+        try:
+            same = os.path.samefile(out, plot)
+        except OSError:  # one is not there yet
+            pass
+    if same:
+        raise CostModelError(
+            f"--plot: {shown(plot)} is not allowed; expected another file than --out "
+            f"({shown(out)} is the same file)"
+        )
 
 
-def write_atomically(target: Path, data: Iterable[bytes]) -> None:
-    """`data` (its pieces in order) to a temporary file beside `target`, then a rename over it."""
-    handle, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+# ------------------------------------------------------------------ writing
+
+#: The mark in a sweep's temporary file name, after the target's name.
+TEMP_MARK = "costmodel-sweep"
+#: The longest file name most file systems take, in bytes.
+NAME_MAX = 255
+
+
+def _temp_prefix(target: Path) -> str:
+    """`.NAME.costmodel-sweep.HOST.` for `target` (HOST a checksum of this machine's name:
+    a folder shared by several machines holds others' temporary files too); NAME cut to leave
+    room for the rest within NAME_MAX bytes."""
+    host = f"{zlib.crc32(os.uname().nodename.encode()):08x}"
+    tail = f".{TEMP_MARK}.{host}."
+    room = NAME_MAX - len(tail) - len(".4194304.0123456789ab.tmp") - 1
+    name = os.fsdecode(os.fsencode(target.name)[:room])
+    return f".{name}{tail}"
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process `pid` exists on this machine (another user's too)."""
     try:
-        os.fchmod(handle, 0o666 & ~_umask())  # as open() would create it (mkstemp: 0600)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, and is another user's
+        return True
+    return True
+
+
+def remove_stale(target: Path) -> list[str]:
+    """Remove the temporary files that a sweep to `target`, killed before its rename, left
+    beside it: only names of the sweep's pattern for this target and this machine, regular
+    files of this user, whose process is gone. Anything else is left. Their names."""
+    prefix = _temp_prefix(target)
+    pattern = re.compile(r"([1-9][0-9]{0,6})\.[0-9a-f]{12}\.tmp")
+    removed = []
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = entry.name.startswith(prefix) and pattern.fullmatch(entry.name[len(prefix) :])
+        if not match or _alive(int(match[1])):
+            continue
+        try:
+            status = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(status.st_mode) and status.st_uid == os.getuid():
+                os.unlink(entry.path)
+                removed.append(entry.name)
+        except OSError:  # gone already (another sweep removed it), or not ours to remove
+            continue
+    return removed
+
+
+def _new_temp(target: Path) -> tuple[int, Path]:
+    """A new temporary file beside `target`, open for writing, with the mode open() would
+    give it (0666 less the umask)."""
+    prefix = _temp_prefix(target)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    while True:
+        tmp = target.parent / f"{prefix}{os.getpid()}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
+#: Errors of a file system without hard links (FAT, some FUSE and network file systems).
+_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK, errno.EXDEV}
+
+
+def _left(target: Target, what: str) -> CostModelError:
+    return CostModelError(
+        f"{target.option}: {str(target.path)!r} {what} while the sweep ran; it is left as "
+        "it is, and nothing was written there"
+    )
+
+
+def _put_in_place(tmp: Path, target: Target) -> None:
+    """The rename, with the target checked again: nothing there (a hard link, which never
+    replaces a name), or still the sweep's own file found at the check."""
+    path = target.path
+    if target.found is None:
+        try:
+            os.link(tmp, path, follow_symlinks=False)
+            return
+        except FileExistsError:
+            raise _left(target, "appeared") from None
+        except OSError as error:
+            if error.errno not in _NO_LINKS:
+                raise
+        if os.path.lexists(path):  # no hard links here: a check, then the rename
+            raise _left(target, "appeared")
+        os.rename(tmp, path)
+        return
+    try:
+        now = os.lstat(path)
+    except FileNotFoundError:
+        now = None
+    if now is None or not stat.S_ISREG(now.st_mode) or _identity(now) != target.found:
+        raise _left(target, "changed (it is no longer the file a sweep wrote, checked before)")
+    os.replace(tmp, path)
+
+
+def write_atomically(target: Target, data: Iterable[bytes]) -> None:
+    """`data` (its pieces in order) to a temporary file beside the target, then put in place
+    (`_put_in_place`). A write that fails (a full disk, a read-only folder) is one line
+    (CostModelError); the temporary file is removed however the write ends."""
+    remove_stale(target.path)
+    tmp = None
+    try:
+        handle, tmp = _new_temp(target.path)
         with os.fdopen(handle, "wb") as out:
             for piece in data:
                 out.write(piece)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        _put_in_place(tmp, target)
+    except OSError as error:
+        raise CostModelError(
+            f"{target.option}: {str(target.path)!r} cannot be written: "
+            f"{error.strerror or error}; it is as it was"
+        ) from None
+    finally:
+        if tmp is not None:
+            try:  # after a hard link, the second name; after a failure, the file
+                os.unlink(tmp)
+            except OSError:  # renamed into place; or left, and the next sweep removes it
+                pass

@@ -10,8 +10,10 @@ face prints as two embedded CID TrueType fonts (regular and bold), whatever the 
 
 The conversion (fontTools, which matplotlib brings) takes a few seconds a weight; its result is
 kept in the user's cache folder, named by the font file and the characters, so a build of the
-same pages does not convert again. Where the font is not installed the booklet keeps the pages'
-own font stack (and Chromium's Type 3 fonts).
+same pages does not convert again. The converted face keeps the dates of the installed one (its
+'head' table's), not the time of the conversion: a booklet printed with an empty cache (a fresh
+HOME, CI) has the same bytes as one printed with the cache a build before filled. Where the font
+is not installed the booklet keeps the pages' own font stack (and Chromium's Type 3 fonts).
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ MONO_STACK = f'"DejaVu Sans Mono", "{FAMILY}", "DejaVu Sans", monospace'
 FONT_DIR = Path("/usr/share/fonts/opentype/noto")
 WEIGHTS = {400: "NotoSansCJK-Regular.ttc", 700: "NotoSansCJK-Bold.ttc"}
 SC_FACE = "Noto Sans CJK SC"
-#: The conversion's version: a change to how fonts are converted makes new cache entries.
-VERSION = "1"
+#: The conversion's version: a change to how fonts are converted makes new cache entries (2: the
+#: subset keeps the face's own dates; a version 1 entry holds the time it was made).
+VERSION = "2"
 #: Always in the subset: what Chromium may print beyond the pages' text (page numbers, the
 #: footer's slash, list bullets, ellipses).
 ALWAYS = "".join(chr(c) for c in range(0x20, 0x7F)) + "•◦▪…–—·✍"
@@ -106,7 +109,10 @@ def truetype_subset(path: Path, index: int, chars: str) -> bytes:
     from fontTools import subset
     from fontTools.ttLib import TTFont
 
-    font = TTFont(str(path), fontNumber=index, lazy=True)
+    # the face's own dates kept: saved with the time of the conversion ('head' modified, and so
+    # its checksum), a booklet printed with an empty font cache (a fresh HOME, CI) differed from
+    # one printed with the subset a build before had kept
+    font = TTFont(str(path), fontNumber=index, lazy=True, recalcTimestamp=False)
     options = subset.Options()
     options.notdef_outline = True
     options.name_IDs = ["*"]

@@ -138,7 +138,7 @@ def _editions(edition: str, others: dict[str, str] | None) -> str:
 def plan_section(plan: dict[str, Any] | str | None) -> str:
     """The index's section of `costmodel plan` for the scenario: the table of
     present.plan.as_table (the own layout's row marked), or the one line that says why there is
-    none (a model that fits nowhere)."""
+    none (a model that fits nowhere, a search too large, an N its shape contradicts)."""
     if plan is None:
         return ""
     head = (
@@ -149,7 +149,7 @@ def plan_section(plan: dict[str, Any] | str | None) -> str:
     )
     if isinstance(plan, str):  # the command line's one line, as it writes it
         return (
-            f'{head}<p class="failed">没有放得下的布局，<code>costmodel plan</code> 的原因：'
+            f'{head}<p class="failed">没有布局排名，<code>costmodel plan</code> 拒绝了这次搜索，原因：'
             f"<code>{html.escape(plan)}</code></p>"
         )
     columns = "".join(f"<th>{html.escape(c)}</th>" for c in plan["columns"])

@@ -9,7 +9,12 @@ and Lab opens there, 01 first:
 - the reader's work is kept: a copy is written only where none is, or where the one there is
   still what the lab wrote (its sha256 is recorded in the folder's `.costmodel-lab.json`); a
   notebook the reader changed, or one the lab did not write, is never overwritten, and nothing
-  in the folder is ever deleted;
+  in the folder is ever deleted; nothing is written through a symbolic link, and a record the
+  lab did not write (read by costmodel.publish.state: bounded, never a RecursionError) is
+  refused in one line and left as it is;
+- the folder is refused where `handouts --out` would be (output.check_place: the project's
+  sources, `tests/` among them, the working directory, a symbolic link), and where Lab would
+  write its settings through a symbolic link (`.settings/`);
 - a Markdown cell filled at execution (a template, costmodel/present/prose.py) becomes a code
   cell that fills it again (`markdown_cells.live`), tagged `remove-input`: a reader's own
   numbers reach the prose too;
@@ -18,7 +23,9 @@ and Lab opens there, 01 first:
   one click away on the cell's left bar; every other cell stays as it is;
 - run as root (a container), Lab needs --allow-root: it is added;
 - Lab runs as a child with a runtime folder of its own (JUPYTER_RUNTIME_DIR: the server's token
-  files and the kernels' connection keys), removed when Lab ends, however it ends.
+  files and the kernels' connection keys), removed when Lab ends, however it ends;
+- run as `make lab` (`process_main`), the command line's signal handlers come first, before
+  the imports: a Ctrl-C in its first moments is one line, not a traceback.
 
 A reader tries their own numbers in the parameters cell (the Markdown cell above it says which
 keys), then restarts the kernel and runs all.
@@ -27,11 +34,14 @@ keys), then restarts the kernel and runs all.
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -39,14 +49,18 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote
 
-from costmodel.errors import CostModelError
-from costmodel.formats import shown
+from costmodel.errors import STOPPED, CostModelError, Terminated, catch_signals
+from costmodel.formats import printable, shown
 from costmodel.publish import suite
-from costmodel.publish.markdown_cells import live, template_of
+from costmodel.publish.state import Foreign, read_json
 
 HIDDEN_INPUT = "remove-input"
 #: What the lab wrote in the scratch folder: each file's path (relative) and sha256.
 MANIFEST = ".costmodel-lab.json"
+#: The most of MANIFEST that is read (one is about 2 KB): a larger file is not the lab's.
+MAX_RECORD_BYTES = 1 << 20
+#: Where Lab keeps its settings, in the scratch folder (see `lab_command`).
+SETTINGS_DIR = ".settings"
 #: The signals that stop Lab (each forwarded to it as SIGTERM, its clean stop).
 STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -69,46 +83,113 @@ def _sha256(data: bytes) -> str:
 
 
 def _written(folder: Path) -> dict[str, str]:
-    """What the lab wrote in `folder` earlier (path -> sha256); nothing if the record is
-    missing or unreadable (then every file there counts as the reader's)."""
+    """What the lab wrote in `folder` earlier (path -> sha256), from its record; nothing if
+    there is no record (then every file there counts as the reader's). A record the lab did not
+    write (a link, too large, not JSON, nested, another shape) is CostModelError, one line: it
+    is left as it is, and the lab does not write over it."""
+    path = folder / MANIFEST
     try:
-        record = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-        written = record["written"]
-    except (OSError, ValueError, TypeError, KeyError):
+        record = read_json(path, MAX_RECORD_BYTES)
+    except FileNotFoundError:
         return {}
-    if not isinstance(written, dict):
-        return {}
-    return {k: v for k, v in written.items() if isinstance(k, str) and isinstance(v, str)}
+    except Foreign as why:
+        record, reason = None, str(why)
+    else:
+        reason = "not the lab's format"
+    written = record.get("written") if isinstance(record, dict) else None
+    if (
+        not isinstance(record, dict)
+        or set(record) != {"written"}
+        or not isinstance(written, dict)
+        or not all(isinstance(v, str) for v in written.values())
+    ):
+        raise CostModelError(
+            f"--dir: {shown(str(path), 200)} is not the record the lab writes ({reason}); "
+            "expected the lab's own: remove it, or choose another folder"
+        )
+    return dict(written)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_folder(folder: Path, parts: list[str]) -> int | None:
+    """A descriptor of folder/parts[0]/parts[1]/..., each made where missing; None where one of
+    them is a symbolic link or not a folder (never followed: nothing is written through it)."""
+    fd = os.open(folder, _FOLDER)
+    for part in parts:
+        try:
+            try:
+                os.mkdir(part, dir_fd=fd)
+            except FileExistsError:
+                pass
+            inner = os.open(part, _FOLDER, dir_fd=fd)
+        except OSError as error:
+            if error.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            inner = None
+        finally:
+            os.close(fd)
+        if inner is None:
+            return None
+        fd = inner
+    return fd
+
+
+def _digest_at(fd: int, name: str) -> str | None:
+    """The sha256 of the regular file `name` in the folder `fd`; "" where there is nothing;
+    None for anything else (a symbolic link, a folder, a FIFO: the reader's)."""
     try:
-        with os.fdopen(handle, "wb") as out:
+        file = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+    except FileNotFoundError:
+        return ""
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return None
+        raise
+    with os.fdopen(file, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(file).st_mode):
+            return None
+        digest = hashlib.sha256()
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _replace_at(fd: int, name: str, data: bytes) -> None:
+    """Write `data` to `name` in the folder `fd` atomically (a temporary file beside it, then a
+    rename over it), never through a symbolic link."""
+    tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        with os.fdopen(os.open(tmp, flags, 0o600, dir_fd=fd), "wb") as out:
             out.write(data)
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        try:
+            os.unlink(tmp, dir_fd=fd)
+        except OSError:
+            pass
         raise
 
 
 def _write_ours(folder: Path, name: str, data: bytes, written: dict[str, str]) -> bool:
     """Write `data` to folder/name unless the file there is the reader's: anything but a
-    regular file, or a file whose content is neither `data` nor what the lab wrote there last.
+    regular file, a file whose content is neither `data` nor what the lab wrote there last, or
+    a file under a symbolic link (the lab writes nothing outside the folder through one).
     Returns whether the file now holds `data`."""
-    path = folder / name
-    digest = _sha256(data)
-    if path.is_symlink() or path.exists():
-        if path.is_symlink() or not path.is_file():
+    *parents, base = name.split("/")
+    fd = _open_folder(folder, parents)
+    if fd is None:
+        return False
+    try:
+        digest, current = _sha256(data), _digest_at(fd, base)
+        if current is None or current not in ("", digest, written.get(name)):
             return False
-        current = _sha256(path.read_bytes())
-        if current != digest and current != written.get(name):
-            return False
-        if current == digest:
-            written[name] = digest
-            return True
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(path, data)
+        if current != digest:
+            _replace_at(fd, base, data)
+    finally:
+        os.close(fd)
     written[name] = digest
     return True
 
@@ -116,6 +197,8 @@ def _write_ours(folder: Path, name: str, data: bytes, written: dict[str, str]) -
 def _notebook_copy(source: Path) -> bytes:
     """The executed notebook of `source`, unpaired, its rendering-only cells collapsed."""
     import nbformat
+
+    from costmodel.publish.markdown_cells import live, template_of
 
     nb = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
     nb.metadata.pop("jupytext", None)  # no pairing: Lab saves the .ipynb alone
@@ -131,10 +214,13 @@ def _notebook_copy(source: Path) -> bytes:
 def scratch_copy(target: Path) -> Scratch:
     """Copy the executed notebooks into `target`, unpaired, with the rendering-only cells
     collapsed, and Lab's settings into target/.settings/. A file already there is replaced
-    only if it is what the lab wrote there before (by content); the others are kept."""
+    only if it is what the lab wrote there before (by content); the others are kept. Nothing is
+    written through a symbolic link, and a record (MANIFEST) the lab did not write is left as
+    it is (CostModelError)."""
     target.mkdir(parents=True, exist_ok=True)
+    _check_settings(target)
     written = _written(target)
-    files = {".settings/" + name: (text + "\n").encode() for name, text in SETTINGS.items()}
+    files = {f"{SETTINGS_DIR}/{name}": (text + "\n").encode() for name, text in SETTINGS.items()}
     notebooks = []
     for source in suite.sources():
         name = source.with_suffix(".ipynb").name
@@ -142,8 +228,38 @@ def scratch_copy(target: Path) -> Scratch:
         notebooks.append(target / name)
     kept = [name for name, data in files.items() if not _write_ours(target, name, data, written)]
     record = {"written": dict(sorted(written.items()))}
-    _write_atomically(target / MANIFEST, (json.dumps(record, indent=1) + "\n").encode())
+    fd = _open_folder(target, [])
+    assert fd is not None  # the folder itself, resolved: not a link
+    try:
+        _replace_at(fd, MANIFEST, (json.dumps(record, indent=1) + "\n").encode())
+    finally:
+        os.close(fd)
     return Scratch(notebooks, kept)
+
+
+def _check_settings(target: Path) -> None:
+    """CostModelError (one line) if Lab would write its settings outside `target`: its settings
+    folder is a symbolic link, or not a folder, or holds one (Lab writes through them)."""
+    settings = target / SETTINGS_DIR
+    found, pending = None, [settings]
+    while pending and found is None:  # without recursion: the reader's folders may nest deep
+        folder = pending.pop()
+        if folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir()):
+            found = folder
+        elif folder.is_dir():
+            with os.scandir(folder) as entries:
+                for entry in sorted(entries, key=lambda e: e.name, reverse=True):
+                    if entry.is_symlink():
+                        found = Path(entry.path)
+                    elif entry.is_dir(follow_symlinks=False):
+                        pending.append(Path(entry.path))
+    if found is not None:
+        what = "a symbolic link" if found.is_symlink() else "not a folder"
+        raise CostModelError(
+            f"--dir: {shown(str(found), 200)} is {what}; expected {SETTINGS_DIR}/ to be a "
+            "folder without symbolic links (Lab writes its settings there): remove it, or "
+            "choose another folder"
+        )
 
 
 def lab_command(folder: Path, first: Path, extra: list[str]) -> list[str]:
@@ -156,7 +272,7 @@ def lab_command(folder: Path, first: Path, extra: list[str]) -> list[str]:
         "-m",
         "jupyterlab",
         f"--ServerApp.root_dir={folder}",
-        f"--LabApp.user_settings_dir={folder / '.settings'}",
+        f"--LabApp.user_settings_dir={folder / SETTINGS_DIR}",
         f"--LabApp.default_url=/lab/tree/{quote(opened)}",
         *extra,
     ]
@@ -175,24 +291,26 @@ def default_folder() -> Path:
 
 def scratch_folder(given: Path) -> Path:
     """The scratch folder, made absolute, or CostModelError (one line) if it cannot be one:
-    a symbolic link loop, a file, a path under a file, the notebooks' sources."""
+    what `handouts --out` refuses (output.check_place: a symbolic link or a loop of them, the
+    working directory or a folder around it, the project's sources: the notebooks, the
+    package, tests/ ...), a file, a path under a file."""
+    from costmodel.publish.output import check_place
+
     try:
-        folder = given.resolve()
-    except (RuntimeError, OSError):
+        folder = check_place(given, "--dir")
+        if folder.exists() and not folder.is_dir():
+            raise CostModelError(f"--dir: {shown(str(folder), 200)} is a file; expected a folder")
+        above = next(p for p in folder.parents if p.exists())
+    except OSError as error:  # a name too long, a folder that cannot be read
         raise CostModelError(
-            f"--dir: {shown(str(given), 200)} is a symbolic link loop; expected a folder"
+            f"--dir: {shown(str(given), 200)} cannot be used ({error.strerror or error}); "
+            "expected a folder path"
         ) from None
-    if folder.exists() and not folder.is_dir():
-        raise CostModelError(f"--dir: {shown(str(folder), 200)} is a file; expected a folder")
-    above = next(p for p in folder.parents if p.exists())
     if not above.is_dir():
         raise CostModelError(
             f"--dir: {shown(str(folder), 200)} cannot be made: {shown(str(above), 200)} is a "
             "file; expected a folder"
         )
-    notebooks = suite.NOTEBOOKS.resolve()
-    if folder in (notebooks, *notebooks.parents) or notebooks in folder.parents:
-        raise CostModelError(f"--dir: '{folder}' holds the notebooks' sources")
     return folder
 
 
@@ -292,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"({error.strerror or type(error).__name__}); expected a folder you can write"
             ) from None
     except CostModelError as error:
-        print(f"costmodel: error: {error}", file=sys.stderr)
+        print(f"costmodel: error: {printable(error)}", file=sys.stderr)
         return 2
     command = lab_command(folder, scratch.notebooks[0], extra)
     print(f"notebooks copied to {folder} (the sources are not touched)")
@@ -310,5 +428,24 @@ def main(argv: list[str] | None = None) -> int:
     return run_lab(command)
 
 
+def process_main(argv: list[str] | None = None) -> int:
+    """`make lab` (`python -m costmodel.publish.lab`): the command line's signal handlers
+    (costmodel.errors.catch_signals) installed first, before the lab imports what it needs
+    (nbformat and nbclient: about a second), so that Ctrl-C, SIGTERM or SIGHUP at any moment
+    ends in one line and 128 + the signal's number, not a traceback; once main has returned
+    they are ignored (the process is ending)."""
+    try:
+        try:
+            catch_signals()
+            return main(argv)
+        finally:
+            for signum in STOPPED:
+                signal.signal(signum, signal.SIG_IGN)
+    except (KeyboardInterrupt, Terminated) as stop:
+        signum = getattr(stop, "signum", signal.SIGINT)
+        print(f"costmodel: {STOPPED[signum]}", file=sys.stderr)
+        return 128 + signum
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(process_main())

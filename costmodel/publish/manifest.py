@@ -6,7 +6,10 @@ course's), the nested builds (DIR/student/ of `--edition both`, a complete build
 of its own) and a digest of itself. A build replaces a folder only if it is empty or holds
 exactly what its manifest lists (no file or folder more, none missing, none changed; nested
 builds checked through their own manifests), names the same scenario, and is neither a mount
-point nor immutable.
+point nor immutable. A manifest is read by the state reader (costmodel.publish.state: bounded in
+size and depth), and its paths and nested builds are bounded in depth too, as deep as a build
+writes them and no deeper: a crafted folder (a manifest of nested brackets, builds nested 700
+deep) is refused in one line, not a RecursionError.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from costmodel.publish.state import Foreign, read_json
+
 #: In every folder a build writes: its manifest, the proof that the build wrote the folder
 #: (every file with its size and sha256, the scenario, the nested builds; JSON, with a digest).
 MARKER = ".costmodel-handouts"
@@ -26,6 +31,10 @@ WRITTEN_BY = "costmodel handouts"
 MANIFEST_FORMAT = 2
 MANIFEST_KEYS = {"written_by", "format", "scenario", "scenario_file", "files", "builds", "digest"}
 MAX_MANIFEST_BYTES = 16 << 20
+#: The deepest path a manifest may list (a build writes its files at the top of its folder: room
+#: to spare), and how deep nested builds may nest (a build writes one, DIR/student/, in a folder
+#: that may be nested itself); deeper is not a build's.
+MAX_PATH_PARTS, MAX_NESTED = 16, 4
 #: The inode flags (FS_IOC_GETFLAGS) that forbid replacing a folder or removing a file:
 #: immutable (chattr +i) and append-only (chattr +a).
 FS_IOC_GETFLAGS, PINNED_FLAGS = 0x80086601, 0x10 | 0x20
@@ -95,7 +104,11 @@ def write_manifest(
 
 def _safe_relative(path: Any) -> bool:
     parts = path.split("/") if isinstance(path, str) else [""]
-    return path != MARKER and all(part not in ("", ".", "..") for part in parts)
+    return (
+        path != MARKER
+        and len(parts) <= MAX_PATH_PARTS
+        and all(part not in ("", ".", "..") for part in parts)
+    )
 
 
 def _valid_manifest(body: Any) -> bool:
@@ -136,10 +149,8 @@ def read_manifest(folder: Path, shown: str = "") -> tuple[dict[str, Any] | None,
         f"unreadable or altered)"
     )
     try:
-        if marker.stat().st_size > MAX_MANIFEST_BYTES:
-            return None, altered
-        body = json.loads(marker.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        body = read_json(marker, MAX_MANIFEST_BYTES)
+    except (OSError, Foreign):
         return None, altered
     if isinstance(body, dict) and body.get("written_by") == WRITTEN_BY and "files" not in body:
         return None, (
@@ -185,11 +196,19 @@ def _is_mount(path: Path, mounts: set[str]) -> bool:
     return os.path.ismount(path) or str(path) in mounts
 
 
-def ownership_problem(folder: Path, shown: str = "", mounts: set[str] | None = None) -> str | None:
+def ownership_problem(
+    folder: Path, shown: str = "", mounts: set[str] | None = None, nested: int = 0
+) -> str | None:
     """None if `folder` holds exactly what its manifest lists (no file or folder more, none
-    missing, none changed; a nested build checked through its own manifest, recursively), and
-    nothing in it stops a rebuild from replacing it; otherwise the first problem, as a phrase
-    naming the file ("holds my_notes.txt, which costmodel handouts did not write")."""
+    missing, none changed; a nested build checked through its own manifest, recursively, at
+    most MAX_NESTED deep), and nothing in it stops a rebuild from replacing it; otherwise the
+    first problem, as a phrase naming the file ("holds my_notes.txt, which costmodel handouts
+    did not write"). `nested`: how deep `folder` is in the build checked first."""
+    if nested > MAX_NESTED:
+        return (
+            f"holds {shown}, a build nested {nested} deep in another, deeper than costmodel "
+            f"handouts writes one"
+        )
     manifest, problem = read_manifest(folder, shown)
     if problem:
         return problem
@@ -216,7 +235,7 @@ def ownership_problem(folder: Path, shown: str = "", mounts: set[str] | None = N
                     return f"holds {name}/, which is immutable or append-only (chattr)"
                 if path in builds:
                     seen.add(path)
-                    found = ownership_problem(Path(entry.path), f"{name}/", mounts)
+                    found = ownership_problem(Path(entry.path), f"{name}/", mounts, nested + 1)
                 elif path in holding:
                     found = visit(Path(entry.path), f"{path}/")
                 else:

@@ -6,7 +6,8 @@ holds another scenario's build; a path that is not a folder, a mount point, an i
 the working directory or a folder that contains it, the project's own sources, and a place where
 a folder cannot be made and renamed (a probe: read-only, a name too long, a full disk). The
 temporary folders that dead builds left beside it are removed first (only those whose owner is
-gone, costmodel.publish.tempdirs).
+gone, costmodel.publish.tempdirs). `check_place`, the places no command writes a folder of its
+own, is `lab --dir`'s check too.
 """
 
 from __future__ import annotations
@@ -97,18 +98,27 @@ def check_output(out: str | Path, scenario_file: str | Path | None = None) -> Pa
         ) from None
 
 
-def _check_output(given: Path, scenario_file: str | Path | None) -> Path:
+def check_place(given: Path, option: str = "--out") -> Path:
+    """`given` made absolute, or CostModelError (one line, naming `option`) if it is a place no
+    command writes a folder of its own: a symbolic link (or a loop of them), the working
+    directory or a folder that contains it, the project's own sources (or a folder inside or
+    around them). `handouts --out` and `lab --dir` refuse the same places."""
     if given.is_symlink():
-        raise CostModelError(f"--out: '{given}' is a symbolic link; expected a folder path")
-    target = given.resolve()
+        raise CostModelError(f"{option}: '{given}' is a symbolic link; expected a folder path")
+    try:
+        target = given.resolve()
+    except RuntimeError:  # Python 3.11's resolve() on a loop of symbolic links
+        raise CostModelError(
+            f"{option}: '{given}' is a symbolic link loop; expected a folder path"
+        ) from None
     cwd = Path.cwd().resolve()
     if _is_within(cwd, target):
         what = "is the working directory" if target == cwd else "contains the working directory"
-        raise CostModelError(f"--out: '{target}' {what}; expected a folder of its own")
+        raise CostModelError(f"{option}: '{target}' {what}; expected a folder of its own")
     root = suite.ROOT.resolve()
     if (root / "pyproject.toml").is_file() and _is_within(root, target):
         raise CostModelError(
-            f"--out: '{target}' contains the project's sources ({root}); "
+            f"{option}: '{target}' contains the project's sources ({root}); "
             f"expected a folder of its own"
         )
     for folder, what in _protected():
@@ -121,8 +131,13 @@ def _check_output(given: Path, scenario_file: str | Path | None) -> Path:
                 else "contains"
             )
             raise CostModelError(
-                f"--out: '{target}' {where} {what} ({folder}); expected a folder of its own"
+                f"{option}: '{target}' {where} {what} ({folder}); expected a folder of its own"
             )
+    return target
+
+
+def _check_output(given: Path, scenario_file: str | Path | None) -> Path:
+    target = check_place(given)
     if target.exists() and not target.is_dir():
         raise CostModelError(
             f"--out: '{target}' exists and is not a folder; expected a new "

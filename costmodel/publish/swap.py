@@ -6,7 +6,9 @@ and a folder left aside by a crash, once its manifest checks, is put back by the
 is checked again just before: a folder that appeared meanwhile, or that no longer matches its
 manifest, is left as it is, and the new build is put beside it (DIR.new) and named in the
 one-line error; the new build never replaces what appeared (RENAME_NOREPLACE), and the previous
-one is removed only once its manifest checks again.
+one is removed only once its manifest checks again. The new folder takes the mode, owner and
+group of the folder it replaces (an empty folder made for the handouts, shared with a group:
+0o2770, setgid), where there is one.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import errno
 import os
 import shutil
 import signal
+import stat
 from pathlib import Path
 
 from costmodel.errors import CostModelError
@@ -133,6 +136,26 @@ def _discard_old(old: Path, out: Path, built: Path, scenario_file) -> None:
     _keep_beside(built, out, f"changed while the build ran (it {problem[0]})")
 
 
+def _keep_attributes(built: Path, out: Path) -> None:
+    """`built` gets the mode, owner and group of the folder at `out` that it is about to
+    replace (an empty folder someone made for the handouts keeps what they gave it: a group,
+    setgid, no access for others); nothing where `out` is not a folder. The owner as far as
+    this user may give it (root: any; another user: a group of theirs, not an owner)."""
+    try:
+        found = os.stat(out, follow_symlinks=False)
+    except OSError:
+        return
+    if not stat.S_ISDIR(found.st_mode):
+        return
+    for uid in (found.st_uid, -1):
+        try:
+            os.chown(built, uid, found.st_gid, follow_symlinks=False)
+            break
+        except OSError:
+            continue
+    os.chmod(built, stat.S_IMODE(found.st_mode))  # after chown, which may clear setgid
+
+
 def replace_dir(
     built: Path, out: Path, scenario_file: str | Path | None = None, existed: bool | None = None
 ) -> None:
@@ -151,6 +174,7 @@ def replace_dir(
     problem = replaceable(out, scenario_file)
     if problem:
         _keep_beside(built, out, f"changed while the build ran (it {problem})")
+    _keep_attributes(built, out)
     fault("before-swap")
     if not os.path.lexists(out):
         try:

@@ -244,7 +244,55 @@ CASES = [
         lambda t: ["handouts", "--jobs", "0"],
         "argument --jobs: '0' is not allowed; expected a positive integer",
     ),
-]
+    # issue 32 (2), (4): contradictions the report evaluated (half a micro batch per pipeline
+    # halved the predicted step), refused as the plan refuses them; (11) a search too large
+    (
+        "fewer-samples-than-pipelines",
+        lambda t: ["report", "--set", "num_gpus=160"],
+        "num_gpus: 160 is not allowed; expected at least one micro batch per pipeline and step",
+    ),
+    (
+        "ulysses-cp-beyond-the-heads",
+        lambda t: ["report", "--set", "cp_comm_type=a2a", "--set", "context_parallel=8"],
+        "context_parallel: 8 is not allowed; expected a divisor of the query heads (16) and the "
+        "K/V heads (2) of a TP rank with cp_comm_type a2a",
+    ),
+    (
+        "virtual-stages-that-do-not-split-a-stage",
+        lambda t: [
+            "report", "--set", "pipeline_parallel=2", "--set", "pipeline_schedule=interleaved",
+            "--set", "virtual_pipeline=3",
+        ],
+        "virtual_pipeline: 3 is not allowed; expected a divisor of the layers of a pipeline "
+        "stage (20",
+    ),
+    (
+        "dualpipe-on-an-odd-pipeline",
+        lambda t: ["gemms", "--set", "pipeline_parallel=5", "--set", "pipeline_schedule=dualpipe"],
+        "pipeline_parallel: 5 is not allowed; expected an even number (or 1) with "
+        "pipeline_schedule dualpipe",
+    ),
+    (
+        "ce-chunks-beyond-a-micro-batch",
+        lambda t: ["report", "--set", "ce_chunks=1000000"],
+        "ce_chunks: 1000000 is not allowed; expected at most the tokens of a micro batch on one "
+        "GPU (micro_batch x seq_len / context_parallel = 49,152)",
+    ),
+    (
+        "fp8-moe-inputs-on-a-dense-model",
+        lambda t: [
+            "report", "--set", "num_experts=0", "--set", "experts_per_token=0", "--set",
+            "fp8=hybrid", "--set", "fp8_activations=moe_inputs",
+        ],
+        "fp8_activations: 'moe_inputs' is not allowed; expected none or linear_inputs for a "
+        "dense model",
+    ),
+    (
+        "plan-top-beyond-its-bound",
+        lambda t: ["plan", "--top", "10000000"],
+        "--top: 10000000 is not allowed; expected a positive integer up to 1,000",
+    ),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("make_args,message", [c[1:] for c in CASES], ids=[c[0] for c in CASES])

@@ -1,8 +1,11 @@
 """The command line: formats, overrides, and one-line errors (exit 2) for bad input."""
 
+import errno
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hang import hang_limit
@@ -287,3 +290,139 @@ def test_a_quick_command_ends_at_once_unless_something_needs_the_ending(needs, a
     main(["report"])
     report = capsys.readouterr().out
     assert (out.returncode, out.stderr, out.stdout) == (0, "", report + after)
+
+
+#: A sitecustomize for a fresh interpreter: the first import of the module COSTMODEL_TEST_AT
+#: sends the process the signal COSTMODEL_TEST_SIGNAL, and the signal's handler runs there,
+#: inside that import (as a Ctrl-C in the first milliseconds lands inside `import argparse`).
+SIGNAL_INSIDE_IMPORT = """
+import os, signal, sys
+AT, SIGNUM = os.environ["COSTMODEL_TEST_AT"], getattr(signal, os.environ["COSTMODEL_TEST_SIGNAL"])
+class SignalInside:
+    def find_spec(self, name, path=None, target=None):
+        if name == AT:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), SIGNUM)
+            for _ in range(1000):  # the handler runs here, as if the signal landed now
+                pass
+        return None
+sys.meta_path.insert(0, SignalInside())
+"""
+
+
+def _entry_points():
+    """`python -m costmodel`, and the `costmodel` script where it is installed."""
+    script = Path(sys.executable).with_name("costmodel")
+    return [[sys.executable, "-m", "costmodel"]] + ([[str(script)]] if script.is_file() else [])
+
+
+@pytest.mark.parametrize(
+    "entry", _entry_points(), ids=lambda entry: " ".join(entry[1:]) or "script"
+)
+@pytest.mark.parametrize(
+    "module,name,line,code",
+    [
+        ("argparse", "SIGINT", "interrupted", 130),
+        ("argparse", "SIGTERM", "terminated", 143),
+        ("threading", "SIGINT", "interrupted", 130),
+        ("costmodel.formats", "SIGHUP", "hung up", 129),
+    ],
+)
+def test_a_signal_inside_the_first_imports_gets_its_line(tmp_path, entry, module, name, line, code):
+    """Ctrl-C (or SIGTERM, SIGHUP) while the command line imports argparse and what it needs
+    at its start, the first 20 ms of `costmodel`: its one line and 128 + the signal's number,
+    not a traceback (nor a silent death). The handlers are installed before those imports."""
+    (tmp_path / "sitecustomize.py").write_text(SIGNAL_INSIDE_IMPORT)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tmp_path),
+        "COSTMODEL_TEST_AT": module,
+        "COSTMODEL_TEST_SIGNAL": name,
+    }
+    result = subprocess.run(
+        [*entry, "report"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=hang_limit(2),
+    )
+    assert (result.returncode, result.stderr, result.stdout) == (code, f"costmodel: {line}\n", "")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report"],
+        ["report", "--format", "json"],
+        ["gemms"],
+        ["params", "qwen3.6-35b-a3b"],
+        ["sweep", "--vary", "step_time=60:240:4"],
+        ["plan", "--top", "2", "--format", "csv"],
+    ],
+)
+def test_output_that_cannot_be_written_is_one_line(args, tmp_path):
+    """Standard output on a full disk (/dev/full: every write fails with ENOSPC): one line
+    naming standard output, status 2, no traceback and no 'Exception ignored' at the exit."""
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "costmodel", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONUNBUFFERED": ""},
+            timeout=hang_limit(6),
+        )
+    assert (result.returncode, result.stderr) == (
+        2,
+        "costmodel: error: cannot write standard output: No space left on device\n",
+    )
+
+
+def test_a_closed_pipe_still_ends_quietly(tmp_path):
+    """Standard output a pipe whose reader has gone: status 1, nothing on stderr (as before)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "costmodel", "report"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    proc.stdout.close()
+    _, stderr = proc.communicate(timeout=hang_limit(2))
+    assert (proc.returncode, stderr) == (1, b"")
+
+
+def test_a_failed_write_in_process_is_one_line(capsys, monkeypatch):
+    """main() (a test, a notebook): a write to standard output that fails is the same line."""
+
+    class Full:
+        def write(self, text):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(sys, "stdout", Full())
+    assert main(["report"]) == 2
+    assert capsys.readouterr().err == (
+        "costmodel: error: cannot write standard output: No space left on device\n"
+    )
+
+
+@pytest.mark.parametrize("edition", ["teacher", "both"])
+def test_the_handouts_line_shows_the_folder_escaped(edition, capsys, monkeypatch):
+    """The line saying where the handouts went shows the folder with its control characters
+    escaped (a folder named with ESC sequences clears no screen). The build itself is a stand-in
+    here: the line is the command line's."""
+    from costmodel.publish import handouts
+
+    folder = Path("site\x1b[2J\x1b]8;;x\x07")
+    monkeypatch.setattr(handouts, "build", lambda *args, **kwargs: ([], folder))
+    assert main(["handouts", "--out", str(folder), "--edition", edition]) == 0
+    out = capsys.readouterr().out
+    shown = "site\\x1b[2J\\x1b]8;;x\\x07"
+    assert "\x1b" not in out and "\x07" not in out
+    assert out.rstrip("\n").endswith(
+        f"to {shown} (student edition in {shown}/student)" if edition == "both" else f"to {shown}"
+    )

@@ -50,7 +50,7 @@ def test_csv_shape():
     [
         (["--gpus", "0"], "costmodel: error: argument --gpus: '0' is not allowed"),
         (["--gpu", "Foo"], "costmodel: error: --gpu: 'Foo' is not allowed"),
-        (["--gpus", "8", "--set", "samples_per_step=8"], "costmodel: error: num_gpus: 8 is not"),
+        (["--gpus", "8", "--set", "samples_per_step=16"], "costmodel: error: num_gpus: 8 is not"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, start):
@@ -73,3 +73,54 @@ def test_readme_documents_every_json_field_and_csv_column(data):
     names += [*data["findings"][0], *(f["name"] for f in data["findings"]), *CSV_COLUMNS]
     missing = sorted({name for name in names if f"`{name}`" not in section})
     assert not missing, f"README's costmodel plan section does not name: {missing}"
+
+
+def _main(capsys, *args) -> tuple[int, str, str]:
+    from costmodel.cli import main
+
+    code = main(["plan", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_top_beyond_the_bound_is_one_line(capsys):
+    """Issue 32 (11): `--top 10000000` ranked every layout (1 min 53 s, 2.1 GB on 720,720 GPUs):
+    refused above MAX_TOP, before any search."""
+    code, out, err = _main(capsys, "--top", "1001")
+    assert (code, out) == (2, "")
+    assert err == (
+        "costmodel: error: --top: 1001 is not allowed; expected a positive integer up to 1,000 "
+        "(the layouts ranked)\n"
+    )
+
+
+def test_a_memory_error_is_one_line(capsys, monkeypatch):
+    """Issue 32 (11): a search that runs out of memory (here the batch's arrays) ends in one
+    line and status 2, not NumPy's _ArrayMemoryError traceback."""
+    from costmodel.evaluate import plan
+
+    def exhausted(*args):
+        raise MemoryError("Unable to allocate 40.0 GiB")
+
+    monkeypatch.setattr(plan, "Batch", exhausted)
+    code, out, err = _main(capsys, *SMALL)
+    assert (code, out) == (2, "")
+    assert err == (
+        "costmodel: error: num_gpus: 32 is not allowed; expected a layout space the search holds "
+        "in this machine's memory: the search of 32 GPUs ran out of memory\n"
+    )
+
+
+def test_more_gpus_than_samples_is_the_reports_line(capsys):
+    """Issue 32 (2): the scenario with fewer samples than pipelines is refused by plan as by
+    report (one rule); `--gpus` of the same count searches the layouts that divide them."""
+    code, out, err = _main(capsys, "--set", "num_gpus=160")
+    assert (code, out) == (2, "")
+    assert err.startswith("costmodel: error: num_gpus: 160 is not allowed; expected at least one")
+    code, out, err = _main(capsys, "--gpus", "160", "--top", "2", "--format", "json")
+    assert code == 0, err
+    layouts = json.loads(out)["layouts"]
+    assert [item["rank"] for item in layouts] == [1, 2]
+    for item in layouts:
+        layout = item["layout"]
+        assert layout["data_parallel"] * layout["micro_batch"] <= 80

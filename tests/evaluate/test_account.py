@@ -124,6 +124,7 @@ def test_one_exact_step(tmp_path, name):
     write_lengths(tmp_path, name, [100, 300, 600, 1500])
     (tmp_path / "team.yaml").write_text(
         f"sequence_lengths: {name}\nsamples_per_step: 4\nseq_len: 1000\n"
+        "num_gpus: 4\n"  # a sample for each data-parallel pipeline
     )
     sc = scenario.resolve(tmp_path / "team.yaml")
     assert sc["tokens_per_step"] == 100 + 300 + 600 + 1000 == 2000

@@ -98,6 +98,8 @@ def test_report_for_ten_million_gpus_is_quick(tmp_path):
             "report",
             "--set",
             "num_gpus=1e7",
+            "--set",
+            "samples_per_step=1e7",  # a sample for each of the ten million pipelines
             "--format",
             "json",
         ],

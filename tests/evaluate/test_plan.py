@@ -196,3 +196,111 @@ def test_search_pauses_the_collector_and_leaves_no_cycles():
     assert found.rows
     del found
     assert gc.collect() == 0
+
+
+# ------------------------------------------------------------------ issue 32 (2), (4): one rule
+def test_more_gpus_than_samples_searches_layouts_with_a_micro_batch_per_pipeline():
+    """Issue 32 (2): `report --set num_gpus=160` (80 samples) is refused; the plan of the course
+    on 160 GPUs searches from the first split that gives each pipeline a sample (CP 2: TP = PP =
+    CP = 1 would not), and every layout it ranks resolves, with a micro batch per pipeline."""
+    course = scenario.resolve()
+    with pytest.raises(CostModelError, match="at least one micro batch per pipeline"):
+        scenario.resolve(overrides={"num_gpus": 160})
+    found = plan.search(course, 160, top=3)
+    assert (found.own.core.tp, found.own.core.pp, found.own.core.cp) == (1, 1, 2)
+    for row in found.rows[:3]:
+        assert row.core.micro_batches >= 1
+        assert plan.as_scenario(found, row)["micro_batches_per_step"] == row.core.micro_batches
+
+
+def test_the_search_keeps_the_validators_rules():
+    """Issue 32 (4): what the validator now refuses the search does not propose: Ulysses CP
+    beyond a TP rank's heads, virtual stages that do not split a stage, DualPipe on an odd
+    pipeline, more cross-entropy pieces than a micro batch's tokens."""
+    ulysses = plan.rebase(scenario.resolve(overrides={"cp_comm_type": "a2a"}), 160)
+    found = cores(ulysses, 160)
+    assert found and {core.cp for core in found if core.tp == 1} == {1, 2}  # 2 K/V heads
+    assert {core.cp for core in found if core.tp == 2} == {1}  # one K/V head a TP rank
+    course = scenario.resolve()
+    virtual = {s.virtual for s in schedule_options(course, 2) if s.name == "interleaved"}
+    assert virtual == {2, 4, 5, 10, 20}  # the divisors of a stage's 20 layers
+    deepseek = scenario.resolve(LLAMA.parent / "deepseek-v3-2048xH800.yaml")
+    assert "dualpipe" in {s.name for s in schedule_options(deepseek, 4)}
+    assert "dualpipe" not in {s.name for s in schedule_options(deepseek, 3)}
+    chunked = plan.rebase(
+        scenario.resolve(overrides={"seq_len": 64, "mean_tokens_per_sample": 64, "ce_chunks": 40})
+    )
+    kept = cores(chunked, chunked.num_gpus)
+    assert kept and all(core.micro_batch * 64 // core.cp >= 40 for core in kept)
+    assert any(core.cp == 2 for core in kept)  # two-sample micro batches on CP 2: 64 tokens
+    searched = plan.search(chunked, top=3)
+    for row in searched.rows[:3]:  # each resolves with the team's 40 pieces
+        assert plan.as_scenario(searched, row)["ce_chunks"] == 40
+
+
+# ------------------------------------------------------------------ issue 32 (11): bounded
+#: A layout space of 253,542 cores (a model of 55,440 experts and 720-wide layers on 40,320
+#: GPUs): its search would hold gigabytes.
+HUGE = {
+    "num_gpus": 40320,
+    "samples_per_step": 4_032_000,
+    "num_experts": 55440,
+    "experts_per_token": 1,
+    "num_layers": 100,
+    "full_attention_every": 1,
+    "gpu": "H100-SXM",
+    "num_heads": 720,
+    "head_dim": 1,
+    "hidden_size": 720,
+    "moe_ffn_hidden_size": 720,
+    "ffn_hidden_size": 720,
+    "first_dense_layers": 0,
+    "seq_len": 4096,
+    "mean_tokens_per_sample": 4096,
+}
+
+
+def test_a_layout_space_too_large_is_refused_before_it_is_built():
+    """Issue 32 (11): the search of a valid scenario died in NumPy's _ArrayMemoryError (40 GiB
+    at once). A space whose search would take more than SEARCH_BYTES is one line naming its
+    size, counted without building its cores."""
+    with pytest.raises(CostModelError) as error:
+        plan.search(scenario.resolve(overrides=HUGE))
+    assert str(error.value) == (
+        "num_gpus: 40320 is not allowed; expected a layout space the search holds in 2 GiB: "
+        "this model and batch on 40,320 GPUs have 253,542 layouts to search (TP x PP x CP x DP "
+        "splits with EP, micro batch, sequence parallel), about 3.9 GiB"
+    )
+
+
+def test_top_and_memory_are_bounded_by_one_line(monkeypatch):
+    """Issue 32 (11): `--top 10000000` on 720,720 GPUs took 1 min 53 s and 2.1 GB; a MemoryError
+    the estimate did not foresee (a machine with less memory) ends in one line too."""
+    sc = scenario.resolve(LLAMA, dict(SMALL))
+    with pytest.raises(CostModelError) as error:
+        plan.search(sc, top=plan.MAX_TOP + 1)
+    assert str(error.value) == (
+        "--top: 1001 is not allowed; expected a positive integer up to 1,000 (the layouts ranked)"
+    )
+    assert len(plan.search(sc, top=plan.MAX_TOP).rows) <= plan.MAX_TOP
+
+    def exhausted(*args):
+        raise MemoryError
+
+    monkeypatch.setattr(plan, "Batch", exhausted)
+    with pytest.raises(CostModelError) as error:
+        plan.search(sc, 64)
+    assert str(error.value) == (
+        "num_gpus: 64 is not allowed; expected a layout space the search holds in this "
+        "machine's memory: the search of 64 GPUs ran out of memory"
+    )
+    assert error.value.__context__ is None  # nothing of the failed search kept
+
+
+def test_the_handouts_index_shows_the_refusal():
+    """`handouts` ran every notebook, then died in the index's plan table: the table is the
+    one line instead."""
+    from costmodel.publish import handouts
+
+    line = handouts.plan_table(scenario.resolve(overrides=HUGE))
+    assert line.startswith("num_gpus: 40320 is not allowed; expected a layout space the search")

@@ -5,11 +5,12 @@ sums, the recompute parts, the floors, the least peaks, the peaks and the settin
 the plan's shortcuts to the communication model (Evaluator.comm_args, communication.exposed)
 are the model's own figures."""
 
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
-from costmodel.evaluate import communication, plan, run
+from costmodel.evaluate import communication, plan, plan_batch, run
 from costmodel.evaluate.communication import Compute
 from costmodel.evaluate.plan_batch import Batch
 from costmodel.evaluate.plan_eval import ZERO_STAGES, Evaluator
@@ -25,17 +26,48 @@ CASES = {
     "qwen3-next": (SCENARIOS / "qwen3-next-80b-256xB200.yaml", None, False, 3),
     "llama8-packed": (SCENARIOS / "llama-3.1-8b-packed-64xH100.yaml", None, False, 1),
     "course": (None, None, False, 1),
+    # the stage sums and the peaks taken in blocks of a few KB (plan_batch.CHUNK_BYTES): many
+    # blocks of layers and of cores, each carrying the sums so far
+    "llama70-chunked": (SCENARIOS / "llama-3.1-70b-512xH100.yaml", 64, False, 1),
 }
+#: The cases' CHUNK_BYTES where it is not the module's.
+CHUNKED = {"llama70-chunked": 4096}
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
 def case(request):
     path, gpus, fp8, stride = CASES[request.param]
-    base = plan.rebase(scenario.resolve(path), gpus)
-    batched, options, cores = plan._space(base, fp8, {})
-    batched.batch = Batch(batched, cores)
-    one = Evaluator(base)  # the one-core path: no batch
-    return batched, one, cores, stride
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param in CHUNKED:
+            patch.setattr(plan_batch, "CHUNK_BYTES", CHUNKED[request.param], raising=False)
+        base = plan.rebase(scenario.resolve(path), gpus)
+        batched, options, cores = plan._space(base, fp8, {})
+        batched.batch = Batch(batched, cores)
+        one = Evaluator(base)  # the one-core path: no batch
+        yield batched, one, cores, stride
+
+
+def test_a_stage_of_many_layers_is_summed_in_bounded_blocks(monkeypatch):
+    """Issue 32 (11): 55,440 layers on 40,320 GPUs asked NumPy for 40 GiB at once: every layer
+    of a stage, for thousands of cores, before adding them. Added in blocks of CHUNK_BYTES, each
+    starting from the sum so far: a 5,544-layer model's batch holds a few MB at a time with a
+    1 MiB block (146 MB before), and its sums are the floats of one accumulate over every
+    layer (the same as with blocks of 1 GiB)."""
+    sc = scenario.resolve(overrides={"num_layers": 5544, "num_gpus": 8})
+    ev, _, cores = plan._space(plan.rebase(sc), False, {})
+    monkeypatch.setattr(plan_batch, "CHUNK_BYTES", 2**20, raising=False)
+    tracemalloc.start()
+    try:
+        small = Batch(ev, cores)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20
+    monkeypatch.setattr(plan_batch, "CHUNK_BYTES", 2**30)
+    whole = Batch(ev, cores)
+    assert len({core.pp for core in cores}) > 1
+    for key, sums in whole._sums.items():
+        assert sums.tobytes() == small._sums[key].tobytes(), key
 
 
 def _same(got, want, what):

@@ -16,7 +16,8 @@ def scenarios(draw):
     total = draw(st.integers(10**8, 10**12))
     experts = draw(st.sampled_from([0, 8, 64, 256]))
     mean, samples = draw(st.floats(1, seq_len, allow_nan=False)), draw(st.integers(1, 4096))
-    activated, gpus = draw(st.integers(10**7, total)), draw(st.integers(1, 4096))
+    # at least a sample for each GPU's pipeline (micro batch 1, TP = PP = CP = 1)
+    activated, gpus = draw(st.integers(10**7, total)), draw(st.integers(1, samples))
     gpu = draw(st.sampled_from(["H20", "H100-SXM", "B200", "MI300X"]))
     batching = draw(st.sampled_from(["padded", "packed"]))
     # a possible scenario: HFU (at most 4/3 x MFU) between 1% and 100%, over every slot the

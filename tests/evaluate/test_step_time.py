@@ -338,8 +338,8 @@ def test_report_text_markdown_and_json_show_the_time_section():
         ),
         (
             ["--set", "pipeline_schedule=interleaved", "--set", "virtual_pipeline=41"],
-            "virtual_pipeline: 41 is not allowed; expected at most the layers of a pipeline "
-            "stage (40: num_layers / pipeline_parallel, rounded up)",
+            "virtual_pipeline: 41 is not allowed; expected a divisor of the layers of a "
+            "pipeline stage (40: num_layers / pipeline_parallel, rounded up): chunks of equal size",
         ),
         (
             ["--set", "gemm_efficiency=0"],

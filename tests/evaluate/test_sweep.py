@@ -2,9 +2,12 @@
 the one-line refusals, and the files it may not replace."""
 
 import csv
+import errno
 import io
+import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +25,7 @@ from costmodel.errors import CostModelError
 from costmodel.evaluate import sweep
 from costmodel.evaluate.account import account
 from costmodel.inputs.scenario import resolve
+from costmodel.present import sweep as present
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios"
@@ -29,6 +33,10 @@ SCENARIOS = ROOT / "scenarios"
 #: (scenario file, --set, --vary): every varied key, a refusal of each kind among the points.
 CASES = [
     (None, {}, ["step_time=2:242:4", "samples_per_step=20:160:3"]),
+    (None, {}, ["step_time=1:29:15"]),  # MFU, then HFU, then HFU of the padded slots above 100%
+    ("llama-3.1-8b-packed-64xH100.yaml", {}, ["num_gpus=1024:3072:5", "seq_len=8192:16384:2"]),
+    # packed: a document per pipeline (2,048 documents, CP 2: 8,192 GPUs leave some without)
+    ("llama-3.1-8b-packed-64xH100.yaml", {}, ["num_gpus=2048:8192:4"]),
     (None, {}, ["mean_tokens_per_sample=1000:31000:3", "num_gpus=8:44:4", "seq_len=4096:32768:2"]),
     (
         None,
@@ -159,6 +167,8 @@ def test_each_refusal_is_met():
         "expert_parallel",
         "seq_len not a multiple of context_parallel",
         "seq_len / CP not a multiple of tensor_parallel",
+        "data_parallel x micro_batch > samples_per_step",
+        "data_parallel > samples_per_step",
     }, reasons
 
 
@@ -169,7 +179,7 @@ def test_linear_attention_core_is_proportional_to_the_tokens():
 
 def _csv(text):
     lines = text.splitlines()
-    assert lines[0].startswith("# costmodel sweep: ")
+    assert lines[0].startswith("# costmodel sweep,")
     return list(csv.reader(io.StringIO("\n".join(lines[1:]))))
 
 
@@ -247,6 +257,8 @@ BAD = [
     (["--vary", "step_time=1:2:2", "--out", "no/such/x.csv"], "expected a file in an existing"),
     (["--vary", "step_time=1:2:2", "--out", "a.png", "--plot", "a.png"], "another file than"),
     (["--set", "seqlen=5", "--vary", "step_time=1:2:2"], "unknown scenario key 'seqlen'"),
+    (["--vary", "step_time=null:120:3"], "expected START and STOP numbers (null is no value"),
+    (["--vary", "measured_tokens_per_s=1e4:~:3"], "expected START and STOP numbers"),
 ]
 
 
@@ -298,3 +310,298 @@ def test_csv_in_chunks_is_the_same_text(monkeypatch):
     whole = present.csv_text(grid, "x", "y")
     monkeypatch.setattr(present, "CHUNK_ROWS", 7)
     assert present.csv_text(grid, "x", "y") == whole and len(whole.splitlines()) == 122
+
+
+# ------------------------------------------------------------------ the CSV's text cells
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "=1+1",
+        'x,=HYPERLINK("http://example.com/?leak","click")',
+        "=cmd|' /C calc'!A0",
+        "+1+1",
+        "-2+3",
+        "@SUM(A1)",
+        "\t=1+1",
+        "  =1+1",
+        'a "quoted", name\nwith a break',
+    ],
+)
+def test_the_name_is_one_inert_cell(name, tmp_path, capsys):
+    """The scenario's name is one cell of the first line, quoted by the csv writer where it has
+    to be, and never a formula: a leading = + - @ (a tab, spaces before one) gets a ' before it
+    (OWASP's advice for CSV injection). The line stays one comment line that starts with
+    `# costmodel sweep`, and the numbers below are numbers."""
+    from costmodel.formats import printable
+
+    team = tmp_path / "team.yaml"
+    team.write_text(json.dumps({"name": name}))  # JSON is YAML: any text as the name
+    assert main(["sweep", "--scenario", str(team), "--vary", "step_time=60:240:3"]) == 0
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert first.startswith("# costmodel sweep,")
+    rows = list(csv.reader(io.StringIO(out)))
+    assert len(rows[0]) == 3 and rows[0][0] == "# costmodel sweep"
+    shown = printable(name)
+    expected = "'" + shown if shown.lstrip(" ")[:1] in ("=", "+", "-", "@") else shown
+    assert rows[0][1] == expected
+    assert rows[0][2].startswith("fractions, not percent;")
+    for row in rows[1:]:
+        for cell in row:
+            assert not cell.startswith(("=", "+", "@", "\t", "\r")), cell
+    assert float(rows[2][0]) == 60.0 and len(rows) == 2 + 3
+
+
+def test_a_text_cell_of_a_row_is_quoted_and_inert():
+    """`refused` is text: through the csv writer (a comma stays in its cell) and never a
+    formula; the numbers of a row, a negative one too, are written as they are."""
+    import dataclasses
+
+    grid = sweep.evaluate_grid(resolve(), [sweep.parse_axis("step_time=60:240:3")])
+    reasons = np.array(["a, b", "=1+1", ""], dtype=object)
+    grid = dataclasses.replace(grid, refused=reasons)
+    grid.columns["tokens_per_step"] = np.array([-1.5, 2.0, 3.0])
+    rows = list(csv.reader(io.StringIO(present.csv_text(grid, "x", "y"))))
+    assert [row[-1] for row in rows[2:]] == ["a, b", "'=1+1", ""]
+    assert [row[1] for row in rows[2:]] == ["-1.5", "2.0", "3.0"]
+    assert all(len(row) == len(rows[1]) for row in rows[1:])
+
+
+# ------------------------------------------------------------------ the files it writes
+
+VARY = ["--vary", "step_time=60:240:3"]
+
+
+def _appear(monkeypatch, path: Path, data: bytes) -> None:
+    """`data` written at `path` while the grid is computed (someone's file appearing there, or
+    the sweep's own earlier file edited, after the path was checked)."""
+    real = sweep.evaluate_grid
+
+    def evaluate_grid(*args):
+        grid = real(*args)
+        path.write_bytes(data)
+        return grid
+
+    monkeypatch.setattr(sweep, "evaluate_grid", evaluate_grid)
+
+
+@pytest.mark.parametrize("option,name", [("--out", "grid.csv"), ("--plot", "mfu.svg")])
+def test_a_file_that_appears_while_the_grid_is_computed_is_kept(
+    option, name, tmp_path, capsys, monkeypatch
+):
+    """Nothing at the path when it was checked, a file of someone else's there at the rename:
+    kept byte for byte (the rename is a hard link, which never replaces a name), one line,
+    status 2, no temporary file left."""
+    theirs = b"the team's own file, written while the sweep ran\n"
+    target = tmp_path / name
+    _appear(monkeypatch, target, theirs)
+    assert main(["sweep", *VARY, option, str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"costmodel: error: {option}: ") and err.count("\n") == 1, err
+    assert "appeared while the sweep ran; it is left as it is" in err
+    assert target.read_bytes() == theirs
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_an_own_file_changed_while_the_grid_is_computed_is_kept(tmp_path, capsys, monkeypatch):
+    """The sweep's own earlier CSV at the check, edited before the rename: kept byte for byte,
+    one line, status 2."""
+    target = tmp_path / "grid.csv"
+    assert main(["sweep", *VARY, "--out", str(target)]) == 0
+    edited = target.read_bytes() + b"a note the team added\n"
+    _appear(monkeypatch, target, edited)
+    assert main(["sweep", "--vary", "step_time=60:120:2", "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert "changed (it is no longer the file a sweep wrote" in err and err.count("\n") == 1
+    assert target.read_bytes() == edited
+    assert [p.name for p in tmp_path.iterdir()] == ["grid.csv"]
+
+
+def test_out_and_plot_through_a_link_are_one_file(tmp_path, capsys, monkeypatch):
+    """`--out y.svg --plot link/y.svg` (a link to the same folder), or two names of one file:
+    refused before any work, nothing written (the CSV was written over by the plot before)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "link").symlink_to(tmp_path)
+    assert main(["sweep", *VARY, "--out", "y.svg", "--plot", "link/y.svg"]) == 2
+    err = capsys.readouterr().err
+    assert "--plot: 'link/y.svg' is not allowed; expected another file than --out" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link"]
+    # a sweep's own SVG and a hard link to it under a CSV name
+    assert main(["sweep", *VARY, "--plot", "y.svg"]) == 0
+    kept = (tmp_path / "y.svg").read_bytes()
+    os.link("y.svg", "x.csv")
+    assert main(["sweep", *VARY, "--out", "x.csv", "--plot", "y.svg"]) == 2
+    assert "expected another file than --out" in capsys.readouterr().err
+    assert (tmp_path / "y.svg").read_bytes() == kept
+
+
+_FDOPEN = os.fdopen
+
+
+def _full(handle, mode):
+    """os.fdopen whose file fails every write with ENOSPC (a full disk)."""
+
+    class Full:
+        def __init__(self, file):
+            self.file = file
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+    return Full(_FDOPEN(handle, mode))
+
+
+@pytest.mark.parametrize("fault", ["write", "create", "rename"])
+def test_a_write_that_fails_is_one_line_and_leaves_nothing(fault, tmp_path, capsys, monkeypatch):
+    """A full disk while the CSV is written, a folder where no file can be made (read-only), a
+    rename that fails: one line naming --out and the error, status 2, the earlier CSV byte for
+    byte (or no file), and no temporary file left."""
+    target = tmp_path / "grid.csv"
+    assert main(["sweep", *VARY, "--out", str(target)]) == 0
+    earlier = target.read_bytes()
+    capsys.readouterr()
+    if fault == "write":
+        monkeypatch.setattr(os, "fdopen", _full)
+        target.unlink()  # a new file this time
+        earlier = None
+    elif fault == "create":
+        real_open = os.open
+
+        def read_only(path, flags, *args, **kwargs):
+            if flags & os.O_CREAT and Path(path).parent == tmp_path:
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+            return real_open(path, flags, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", read_only)
+    else:
+
+        def no_space(src, dst):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        monkeypatch.setattr(os, "replace", no_space)
+    assert main(["sweep", "--vary", "step_time=60:120:2", "--out", str(target)]) == 2
+    out = capsys.readouterr()
+    assert out.err.startswith(f"costmodel: error: --out: '{target}' cannot be written: ")
+    assert out.err.count("\n") == 1 and out.out == ""
+    strerror = "Read-only file system" if fault == "create" else "No space left on device"
+    assert f"cannot be written: {strerror}; it is as it was" in out.err
+    if earlier is None:
+        assert list(tmp_path.iterdir()) == []
+    else:
+        assert target.read_bytes() == earlier
+        assert [p.name for p in tmp_path.iterdir()] == ["grid.csv"]
+
+
+def _mount(path: Path, options: str) -> None:
+    """A tmpfs at `path` (root, and a container that lets it mount), else the test skips."""
+    path.mkdir()
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if made.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {made.stderr.strip()}")
+
+
+@pytest.mark.parametrize("options", ["ro,size=1m", "size=64k"])
+def test_a_read_only_or_full_file_system_is_one_line(options, tmp_path, capsys):
+    """--out on a real read-only file system (root writes through a read-only folder's mode,
+    not through a read-only mount), and on one too small for the CSV: one line, status 2,
+    nothing left on it."""
+    disk = tmp_path / "disk"
+    _mount(disk, options)
+    try:
+        args = ["sweep", "--vary", "step_time=60:240:4000", "--out", str(disk / "grid.csv")]
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        strerror = "Read-only file system" if options.startswith("ro") else "No space left"
+        assert err.startswith("costmodel: error: --out: ") and strerror in err, err
+        assert err.count("\n") == 1
+        assert list(disk.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def test_success_lines_show_the_path_escaped(tmp_path, capsys, monkeypatch):
+    """A path with control characters is written as it is, and said escaped: no escape
+    sequence reaches the terminal from the success line."""
+    monkeypatch.chdir(tmp_path)
+    name = "grid\x1b[2J\x07.csv"
+    assert main(["sweep", *VARY, "--out", name, "--plot", "m\x1b]8;;x\x07.svg"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        out
+        == "wrote 3 rows to grid\\x1b[2J\\x07.csv\nwrote the plot (SVG) to m\\x1b]8;;x\\x07.svg\n"
+    )
+    assert (tmp_path / name).is_file()
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait(timeout=hang_limit(1))
+    return proc.pid
+
+
+def test_a_temporary_file_of_a_killed_sweep_is_removed_by_the_next(tmp_path, capsys):
+    """A temporary file of the sweep's pattern, for this target and machine, whose process is
+    gone (a sweep killed before its rename) is removed by the next sweep to that path; one whose
+    process runs (another sweep writing now), or of another target, another machine, or not a
+    regular file, or any other name, is left."""
+    target = tmp_path / "grid.csv"
+    prefix = present._temp_prefix(target)
+    dead, alive = _dead_pid(), os.getpid()
+    stale = tmp_path / f"{prefix}{dead}.0123456789ab.tmp"
+    kept = [
+        tmp_path / f"{prefix}{alive}.0123456789ab.tmp",  # a process that runs
+        tmp_path / f"{present._temp_prefix(tmp_path / 'other.csv')}{dead}.0123456789ab.tmp",
+        tmp_path / f"{prefix.replace(prefix.split('.')[-2], '00000000')}{dead}.0123456789ab.tmp",
+        tmp_path / f"{prefix}{dead}.0123456789ab.tmp.keep",
+        tmp_path / f".grid.csv.{dead}.tmp",
+        tmp_path / "grid.csv.bak",
+    ]
+    for path in [stale, *kept]:
+        path.write_bytes(b"# costmodel sweep, half written")
+    link = tmp_path / f"{prefix}{dead}.ba9876543210.tmp"
+    link.symlink_to(tmp_path / "grid.csv.bak")
+    assert main(["sweep", *VARY, "--out", str(target)]) == 0
+    assert not stale.exists()
+    assert all(path.read_bytes() == b"# costmodel sweep, half written" for path in kept)
+    assert link.is_symlink()
+    assert sorted(tmp_path.iterdir()) == sorted([target, link, *kept])
+
+
+#: A sweep killed (SIGKILL: nothing of its own runs) as it puts its file in place.
+KILLED = """
+import os, signal, sys
+from costmodel.cli import main
+def killed(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+os.link = os.replace = os.rename = killed
+main(sys.argv[1:])
+"""
+
+
+def test_a_killed_sweep_leaves_a_temporary_file_that_the_next_removes(tmp_path):
+    """A sweep killed once its CSV is written, before the rename, leaves its temporary file
+    (191 MB for a million points); the next sweep to the same path removes it."""
+    target = tmp_path / "grid.csv"
+    args = ["sweep", "--vary", "step_time=60:240:1000", "--out", str(target)]
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED, *args], capture_output=True, timeout=hang_limit(6)
+    )
+    assert killed.returncode == -signal.SIGKILL
+    [left] = tmp_path.iterdir()
+    written = left.read_bytes()
+    assert written.startswith(b"# costmodel sweep") and written.count(b"\n") == 1002
+    assert main(args) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["grid.csv"]
+    assert target.read_bytes() == written

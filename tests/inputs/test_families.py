@@ -474,6 +474,7 @@ GPT_175B = {
     "seq_len": 2048,
     "mean_tokens_per_sample": 2048,
     "num_gpus": 1024,
+    "samples_per_step": 1536,  # GPT-3's 3.2M tokens: a sample for each of the 1,024 pipelines
     "step_time": 100,
 }
 

@@ -162,3 +162,28 @@ def test_npy_integers_of_any_width_and_byte_order(tmp_path):
     np.save(path, np.array([10**8 + 1], dtype="<u8"))
     with pytest.raises(CostModelError, match=r"sample 1 \(a length above 100,000,000\)"):
         lengths.read_lengths(path)
+
+
+@pytest.mark.parametrize("dtype", ["<f2", ">f2", "<f4"])
+def test_npy_half_floats_read_without_a_warning(tmp_path, dtype, capsys):
+    """A float16 (or float32) lengths file: read, checked and refused as float64 would be, with
+    no NumPy RuntimeWarning (MAX_LENGTH cast to float16 overflowed: two warning lines on every
+    `costmodel report`)."""
+    import warnings
+
+    from costmodel.cli import main
+
+    path = tmp_path / "l.npy"
+    np.save(path, np.array([1000, 2048, 65504], dtype=dtype))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert lengths.read_lengths(path) == [1000, 2048, 65504]
+        for bad, message in (([1000, np.inf], "sample 2 (not a whole number)"), ([0.5], "whole")):
+            np.save(path, np.array(bad, dtype=dtype))
+            with pytest.raises(
+                CostModelError, match=message.replace("(", r"\(").replace(")", r"\)")
+            ):
+                lengths.read_lengths(path)
+    np.save(path, np.array([1000, 2048], dtype=dtype))
+    assert main(["report", "--set", f"sequence_lengths={path}"]) == 0
+    assert capsys.readouterr().err == ""

@@ -34,7 +34,7 @@ from costmodel.publish import booklet, handouts
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA = ROOT / "scenarios" / "configs" / "llama-3.1-70b.json"
 #: A layout on which the Llama config is a possible run (the course's 40 x H20 is too slow).
-LLAMA_RUN = {"num_gpus": 512, "gpu": "H100"}
+LLAMA_RUN = {"num_gpus": 512, "samples_per_step": 512, "gpu": "H100"}
 
 #: What a terminal or a page acts on instead of showing it (this test's own list): C0 and C1
 #: controls but the line break that ends a line of output, DEL, the line and paragraph

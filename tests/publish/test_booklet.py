@@ -117,26 +117,48 @@ def test_booklet_links_go_to_sections_and_never_to_the_build_folder(tmp_path):
     assert '<a href="#top">' in document and '<a href="https://example.org/">' in document
 
 
-def test_the_same_pages_print_to_the_same_bytes(tmp_path):
-    """The same pages printed seconds apart from two folders (two builds, two --out folders)
-    give byte-identical PDFs (their dates fixed, no link to the folder), which still read
-    (pypdf, strict)."""
+def test_the_same_pages_print_to_the_same_bytes(tmp_path, monkeypatch):
+    """The same pages printed seconds apart from two folders (two builds, two --out folders),
+    each by a build with a fresh HOME (an empty font cache, as in CI: the font is converted
+    again), give byte-identical PDFs (their dates fixed, the font's own too, no link to the
+    folder), which still read (pypdf, strict)."""
     from pypdf import PdfReader
 
     _need_chromium()
     pdfs = []
-    with booklet.Printer() as printer:
-        for build in ("one", "two"):
-            (tmp_path / build).mkdir()
-            page = _page(tmp_path / build, "<p>中文段落 text</p>" + LINKS)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    for build in ("one", "two"):
+        (tmp_path / build / "home").mkdir(parents=True)
+        monkeypatch.setenv("HOME", str(tmp_path / build / "home"))
+        page = _page(tmp_path / build, "<p>中文段落 text</p>" + LINKS)
+        with booklet.Printer() as printer:
             pdfs += printer.print([([page], tmp_path / build / "booklet.pdf", "同一本")])
-            time.sleep(1.1)  # Chromium dates a PDF to the second
+        assert list((tmp_path / build / "home").rglob("*.ttf")), "the font was not converted"
+        time.sleep(1.1)  # Chromium dates a PDF to the second, the font tool a font
     first, second = pdfs
     assert first.read_bytes() == second.read_bytes()
     assert b"file:" not in first.read_bytes()
     reader = PdfReader(first, strict=True)
     assert reader.metadata.creation_date.year == 2000 and reader.metadata.title == "同一本"
     assert "中文段落" in unicodedata.normalize("NFKC", _printed_text(first))
+
+
+def test_the_converted_font_keeps_the_faces_dates(monkeypatch):
+    """The booklet's font, converted at two different times (the font tool's clock:
+    SOURCE_DATE_EPOCH), has the same bytes: it was saved with the time of its conversion, so a
+    booklet printed with an empty font cache (a fresh HOME, CI) differed from one printed with
+    the cache warm."""
+    from costmodel.publish import fonts
+
+    path = fonts.FONT_DIR / fonts.WEIGHTS[400]
+    if not path.is_file():
+        missing("the font Noto Sans CJK (Debian package fonts-noto-cjk) is needed")
+    index = fonts._face_index(path)
+    made = []
+    for epoch in ("1000000000", "2000000000"):
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
+        made.append(fonts.truetype_subset(path, index, "MFU 中文"))
+    assert made[0] == made[1]
 
 
 def _minimal_pdf(title: str, created: str, pdf_id: str) -> bytes:

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -147,6 +148,20 @@ def test_symbolic_link_is_refused(tmp_path):
     target.mkdir()
     (tmp_path / "link").symlink_to(target)
     assert_refused(run("--out", "link", cwd=tmp_path), "is a symbolic link")
+
+
+def test_symbolic_link_loop_is_one_line(tmp_path, monkeypatch, capsys):
+    """`--out loop/x` where `loop` links to itself: Path.resolve raised RuntimeError (a
+    traceback); one line now, the check `lab --dir` shares (output.check_place)."""
+    from costmodel import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop").symlink_to("loop")
+    assert cli.main(["handouts", "--out", "loop/x"]) == 2
+    assert capsys.readouterr().err == (
+        "costmodel: error: --out: 'loop/x' is a symbolic link loop; expected a folder path\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop"]
 
 
 def test_default_output_name_is_a_safe_folder_name():
@@ -374,6 +389,29 @@ def test_unchanged_folder_and_its_student_folder_are_rebuilt(previous):
     _rebuild(previous)
     assert output.check_output(previous) == previous
     assert sorted(p.name for p in previous.parent.iterdir()) == ["handouts"]
+
+
+def _attributes(path: Path) -> tuple[str, int, int]:
+    found = path.stat()
+    return oct(stat.S_IMODE(found.st_mode)), found.st_uid, found.st_gid
+
+
+def test_an_empty_folder_made_for_the_handouts_keeps_its_mode_owner_and_group(previous):
+    """An empty folder someone made for the handouts, shared with a group (setgid, nothing for
+    others, another owner as root can make it): the swap put a new folder in its place with
+    the builder's owner and mode 0o755. The build takes its mode, owner and group, and so does
+    the next rebuild."""
+    shared = previous.parent / "shared"
+    shared.mkdir()
+    ids = (4321, 5432) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
+    os.chown(shared, *ids)
+    shared.chmod(0o2770)
+    made = _attributes(shared)
+    assert made == ("0o2770", *ids)
+    for _ in range(2):  # the empty folder, then the build that replaced it
+        sections, _ = _rebuild(shared)
+        assert [s.error for s in sections] == [None]
+        assert (shared / "index.html").is_file() and _attributes(shared) == made
 
 
 def test_folder_left_aside_mid_swap_is_checked_before_anything_is_deleted(previous):

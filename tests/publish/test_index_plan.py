@@ -53,7 +53,7 @@ def test_index_says_why_no_layout_fits():
     assert table == str(raised.value) and "least peak" in table
     course = scenario.resolve()  # the page around the section: any scenario's
     page = index_page.index_html(course, evaluate_account(course), [], plan=table)
-    assert f"<code>{html.escape(table)}</code>" in page and "没有放得下的布局" in page
+    assert f"<code>{html.escape(table)}</code>" in page and "没有布局排名" in page
 
 
 def test_index_without_a_plan_has_no_plan_section():

@@ -68,9 +68,155 @@ def test_scratch_copy_is_unpaired_and_collapses_the_rendering_cells(tmp_path):
     assert hidden > 0
 
 
-def test_lab_refuses_the_sources_folder(capsys):
-    assert lab.main(["--dir", str(suite.NOTEBOOKS), "--print-command"]) == 2
-    assert "holds the notebooks' sources" in capsys.readouterr().err
+def _listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+@pytest.mark.parametrize(
+    "given,said",
+    [
+        (suite.NOTEBOOKS, "is the notebooks folder"),
+        (ROOT / "tests", "is one of the project's sources"),  # make test collected them
+        (ROOT / "tests" / "lab", "is inside one of the project's sources"),
+        (ROOT / "costmodel" / "lab", "is inside the costmodel package"),
+        (ROOT, "contains the project's sources"),
+        ("link", "is a symbolic link"),
+        (".", "is the working directory"),
+    ],
+)
+def test_lab_refuses_what_handouts_out_refuses(tmp_path, monkeypatch, capsys, given, said):
+    """`lab --dir` refuses the places `handouts --out` refuses (output.check_place): `--dir
+    tests` wrote the notebooks into the project's tests, which `make test` then collected."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    watched = [ROOT, ROOT / "tests", ROOT / "costmodel", suite.NOTEBOOKS, tmp_path / "real"]
+    before = [_listing(folder) for folder in watched]
+    assert lab.main(["--dir", str(given), "--print-command"]) == 2
+    captured = capsys.readouterr()
+    [line] = captured.err.splitlines()
+    assert line.startswith("costmodel: error: --dir: ") and said in line, line
+    assert captured.out == ""
+    assert [_listing(folder) for folder in watched] == before
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"<dir>"
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize("link", [".settings", ".settings/@jupyterlab"])
+def test_lab_writes_nothing_through_a_symbolic_link(tmp_path, capsys, link):
+    """A symbolic link where Lab's settings go (`--dir D` with D/.settings a link elsewhere):
+    the lab wrote its settings through it, outside D, and Lab would write there too. One
+    line, nothing written; and the lab's own writer never follows a link in D."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "mine.txt").write_bytes(b"keep me\n")
+    folder = tmp_path / "lab"
+    (folder / link).parent.mkdir(parents=True)
+    (folder / link).symlink_to(outside)
+    assert lab.main(["--dir", str(folder), "--print-command"]) == 2
+    captured = capsys.readouterr()
+    [line] = captured.err.splitlines()
+    assert line.startswith(f"costmodel: error: --dir: '{folder / link}' is a symbolic link"), line
+    assert captured.out == ""
+    assert _tree(outside) == {"mine.txt": b"keep me\n"}
+    assert not list(folder.glob("*.ipynb"))
+    name = f"{link}/apputils-extension/notification.jupyterlab-settings"
+    assert lab._write_ours(folder, name, b"{}\n", {}) is False  # kept: not written
+    assert _tree(outside) == {"mine.txt": b"keep me\n"}
+
+
+@pytest.mark.parametrize("case", ["nested", "a link", "another shape", "too large", "not UTF-8"])
+def test_a_record_the_lab_did_not_write_is_one_line_and_kept(tmp_path, capsys, case):
+    """A `.costmodel-lab.json` the lab did not write (a nested one raised RecursionError; one
+    of another shape was silently replaced): one line, and it is left byte for byte (a link
+    stays a link to what it names), with nothing written beside it."""
+    folder = tmp_path / "lab"
+    folder.mkdir()
+    record = folder / lab.MANIFEST
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(b'{"written": {}}\n')
+    if case == "a link":
+        record.symlink_to(elsewhere)
+    else:
+        record.write_bytes(
+            {
+                "nested": b"[" * 200_000 + b"]" * 200_000,
+                "another shape": b'{"written": ["01_mfu_hfu.ipynb"]}\n',
+                "too large": b'{"written": {}}' + b" " * lab.MAX_RECORD_BYTES,
+                "not UTF-8": b'{"written": {"\xff": "x"}}',
+            }[case]
+        )
+    data = record.read_bytes()
+    assert lab.main(["--dir", str(folder), "--print-command"]) == 2
+    captured = capsys.readouterr()
+    [line] = captured.err.splitlines()
+    assert line.startswith(f"costmodel: error: --dir: '{record}' is not the record"), line
+    assert "remove it" in line and captured.out == ""
+    assert record.is_symlink() == (case == "a link") and record.read_bytes() == data
+    assert elsewhere.read_bytes() == b'{"written": {}}\n'
+    assert _listing(folder) == [lab.MANIFEST]
+
+
+#: A sitecustomize that sends the process a signal in its first moments: while `nbformat` is
+#: imported (the lab's imports take about a second), or at the first line of main.
+SIGNAL_AT = """
+import os, signal, sys
+
+AT, SIGNUM = os.environ["LAB_SIGNAL_AT"], getattr(signal, os.environ["LAB_SIGNAL"])
+
+
+class Hook:
+    def find_spec(self, name, path=None, target=None):
+        if name == "nbformat":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), SIGNUM)
+        return None
+
+
+def profile(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "main":
+        if frame.f_globals.get("__name__") == "__main__":
+            sys.setprofile(None)
+            os.kill(os.getpid(), SIGNUM)
+
+
+if AT == "import":
+    sys.meta_path.insert(0, Hook())
+else:
+    sys.setprofile(profile)
+"""
+
+
+@pytest.mark.parametrize("at", ["import", "main"])
+@pytest.mark.parametrize(
+    "name,said,code", [("SIGINT", "interrupted", 130), ("SIGTERM", "terminated", 143)]
+)
+def test_a_signal_in_the_first_moments_of_make_lab_is_one_line(tmp_path, at, name, said, code):
+    """Ctrl-C (or SIGTERM) while `make lab` imports what it needs, or as its main begins: one
+    line and 128 + the signal's number (the command line's handlers, installed first), not a
+    traceback; no notebook is written."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SIGNAL_AT, encoding="utf-8")
+    paths = [str(site), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+    result = subprocess.run(
+        [sys.executable, "-m", "costmodel.publish.lab", "--dir", str(tmp_path / "lab")]
+        + ["--print-command"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**env, "LAB_SIGNAL_AT": at, "LAB_SIGNAL": name},
+        timeout=hang_limit(2),  # the lab's imports and its copy: about 2 s idle
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert (result.returncode, result.stderr, result.stdout) == (code, f"costmodel: {said}\n", "")
+    assert not list(tmp_path.glob("lab/*"))
 
 
 def _saved_by_lab(path: Path, text: str) -> bytes:
