@@ -23,9 +23,9 @@ from costmodel.inputs import hardware, scenario
 from costmodel.inputs.model_shape import tensor_parallel_widths
 from costmodel.present.report import render
 
-#: A fixed budget: the same examples on every run (CI); about 7 s idle on one core.
+#: A fixed budget: the same examples on every run (CI); about 4 s idle on one core.
 SETTINGS = settings(
-    max_examples=200,
+    max_examples=120,
     deadline=None,
     derandomize=True,
     database=None,
