@@ -128,9 +128,7 @@ def busy_share(acc: dict[str, Any]) -> dict[str, Any]:
 
 def fp8_over_bf16(sc: Scenario) -> float:
     """The GPU's dense FP8 peak over its BF16 peak (1 without FP8 tensor cores)."""
-    sc = as_scenario(sc)
-    gpu = hardware.GPUS[sc.gpu]
-    return gpu.fp8_flops / gpu.bf16_flops if gpu.fp8_flops else 1.0
+    return hardware.fp8_gemm_ratio(as_scenario(sc).gpu, "hybrid") or 1.0
 
 
 def _chosen(levers_list: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -103,10 +103,10 @@ def gemm_rates(sc: Scenario, eff: dict, key: str) -> tuple[float, float, float, 
     """(peak, bandwidth, efficiency, memory efficiency, bytes per element) a weight GEMM row
     runs at: the layers' at the FP8 peak with 1-byte inputs under `fp8: hybrid` on a GPU with
     one (the lm_head stays BF16)."""
-    gpu = hardware.GPUS[sc.gpu]
-    in_fp8 = bool(sc.fp8 == "hybrid" and gpu.fp8_flops) and key != "lm_head"
+    ratio = hardware.fp8_gemm_ratio(sc.gpu, sc.fp8) if key != "lm_head" else None
+    in_fp8 = ratio is not None
     return (
-        sc.peak_flops * (gpu.fp8_flops / gpu.bf16_flops if in_fp8 else 1),
+        sc.peak_flops * (ratio or 1),
         sc.hbm_bandwidth,
         eff["gemm_fp8" if in_fp8 else "gemm"].value,
         eff["hbm"].value,

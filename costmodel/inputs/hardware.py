@@ -266,3 +266,13 @@ def lookup(name: str) -> GPU | None:
     """The GPU for a name, forgiving case, spaces, '-' and '_'; None if unknown."""
     key = _ALIASES.get(_norm(str(name)))
     return GPUS[key] if key else None
+
+
+def fp8_gemm_ratio(gpu: str, fp8: str) -> float | None:
+    """How much faster than `peak_flops` the layers' GEMMs run: under fp8: hybrid on a GPU with
+    an FP8 peak, its FP8 over its BF16 peak (the step-time model times them so, and a predicted
+    step's MFU against the BF16 peak may reach it); None where they run in BF16."""
+    card = GPUS[gpu]
+    if fp8 != "hybrid" or not card.fp8_flops:
+        return None
+    return card.fp8_flops / card.bf16_flops

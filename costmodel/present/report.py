@@ -70,11 +70,9 @@ def peak_bound(a: dict[str, Any]) -> float:
     """What a utilization against `peak_flops` may reach: 1, or, for a predicted step of an FP8
     run, the FP8 over the BF16 peak (its GEMMs timed at the FP8 peak: the account checks its
     MFU against that, `account.gemm_peak`)."""
-    given, fp8 = a["scenario"], a["fp8"]
-    gpu = hardware.GPUS[given["gpu"]]
-    if given.get("step_time_from") != "predicted" or fp8["fp8"] == "none" or not gpu.fp8_flops:
-        return 1.0
-    return gpu.fp8_flops / gpu.bf16_flops
+    given = a["scenario"]
+    ratio = hardware.fp8_gemm_ratio(given["gpu"], a["fp8"]["fp8"])
+    return ratio if ratio and given.get("step_time_from") == "predicted" else 1.0
 
 
 def hypothetical_reading(a: dict[str, Any]) -> str | None:
