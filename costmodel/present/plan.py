@@ -102,22 +102,21 @@ def _text(value: Any) -> Any:
 def _cells(item: dict[str, Any]) -> list[Any]:
     keys = item["layout"]
     modules = keys["recompute_modules"]
-    text = _text
     return [
         item["rank"] if item["rank"] is not None else "",
         item["own"],
         keys["tensor_parallel"],
         keys["pipeline_parallel"],
-        text(keys["pipeline_schedule"]),
+        _text(keys["pipeline_schedule"]),
         keys["virtual_pipeline"] or "",
         keys["context_parallel"],
         keys["expert_parallel"],
         keys["data_parallel"],
         keys["micro_batch"],
         keys["sequence_parallel"],
-        text(keys["fp8"]),
-        text(keys["recompute"]),
-        text("+".join(modules)) if modules else "",
+        _text(keys["fp8"]),
+        _text(keys["recompute"]),
+        _text("+".join(modules)) if modules else "",
         keys["zero_stage"],
         repr(item["step_seconds"]),
         repr(item["tokens_per_s"]),
@@ -127,7 +126,7 @@ def _cells(item: dict[str, Any]) -> list[Any]:
         repr(item["shares"]["compute"]),
         repr(item["shares"]["communication"]),
         repr(item["shares"]["bubble"]),
-        text(item["limit"]),
+        _text(item["limit"]),
     ]
 
 
