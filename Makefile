@@ -93,9 +93,10 @@ benchmark: venv
 	$(PY) benchmarks/megatron_memory.py
 	$(PY) benchmarks/published_runs.py
 
-# Fit the step-time model's efficiencies on the published runs (the values FITTED records).
+# Fit the step-time model's efficiencies on the published runs and write them into the
+# generated costmodel/inputs/fitted.py, whose values replace the stated ones where a fit exists.
 calibrate: venv
-	$(PY) benchmarks/calibrate.py --library
+	$(PY) benchmarks/calibrate.py --library --write
 
 # Read the notebooks in JupyterLab: a scratch copy in build/lab/ (the sources are never
 # written), 01 first, the rendering-only code collapsed.

@@ -20,10 +20,14 @@ Two predictors:
 
     python benchmarks/calibrate.py            # the baseline's efficiencies and their rows
     python benchmarks/calibrate.py --model    # the step-time model's (where it exists)
-    python benchmarks/calibrate.py --library  # the values costmodel.inputs.efficiency.FITTED
-                                              # records (LIBRARY_PARAMETERS)
+    python benchmarks/calibrate.py --library  # the values costmodel.inputs.fitted records
+                                              # (LIBRARY_PARAMETERS)
+    python benchmarks/calibrate.py --library --write   # and writes them there (make calibrate)
 
-The printed values and row lists are what the library's efficiency table cites.
+The printed values and row lists are what the library's efficiency table cites. ``--write``
+writes the generated module costmodel/inputs/fitted.py (``render_fitted``): the fitted values
+as the numbers the model uses, each with its source; they replace the stated values of
+costmodel.inputs.efficiency where a fit exists.
 """
 
 from __future__ import annotations
@@ -31,8 +35,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import itertools
+import json
 import math
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,15 +47,18 @@ from typing import Any
 
 import numpy as np
 
-#: Step-time model parameters (scenario keys; null = the generation's value).
-MODEL_PARAMETERS = ("gemm_efficiency", "attention_efficiency", "hbm_efficiency")
-#: The step-time model's parameters the library records as fitted (costmodel.inputs.efficiency
-#: FITTED): `gemm` (BF16), `gemm_fp8`, and `attention`: the flash kernel's forward, its backward
-#: and the eager kernel kept at their stated ratios to it (efficiency.fitted_values). A parameter is fitted for a generation only on
-#: at least MIN_ROWS fitted rows that use it (FP8 rows for gemm_fp8, BF16 rows for gemm); `hbm`
-#: keeps its stated value (a fit moves hbm to unphysical values: it
+REPO = Path(__file__).resolve().parents[1]
+#: The generated module of the fitted values (``--write``).
+FITTED_MODULE = REPO / "costmodel" / "inputs" / "fitted.py"
+#: The step-time model's parameters the library records as fitted (costmodel.inputs.fitted):
+#: `gemm` (BF16), `gemm_fp8`, and `attention`: the flash kernel's forward, its backward and the
+#: eager kernel kept at their stated ratios to it (`fitted_values`). A parameter is fitted for a
+#: generation only on at least MIN_ROWS fitted rows that use it (FP8 rows for gemm_fp8, BF16
+#: rows for gemm); `hbm` keeps its stated value (a fit moves hbm to unphysical values: it
 #: absorbs time the model does not account for).
 LIBRARY_PARAMETERS = ("gemm", "gemm_fp8", "attention")
+#: The decimals a fitted parameter is written with (the fit stops at a step of TOLERANCE).
+DECIMALS = 4
 MIN_ROWS = 5
 BASELINE_PARAMETERS = ("hardware_flop_efficiency",)
 #: The range an efficiency is searched in (a fraction of the peak; the keys allow (0, 1]).
@@ -75,15 +85,13 @@ def _published():
 
 # ------------------------------------------------------------------------------ split
 def generation(gpu: str) -> str:
-    """The GPU generation of a card of costmodel's GPU table: ``ampere`` (A100, A800),
-    ``hopper`` (H100, H800, H200, H20), ``blackwell`` (B200, B100, GB200), else the card's
-    name in lower case (a generation of its own)."""
-    name = gpu.upper()
-    for prefix, gen in (("A1", "ampere"), ("A8", "ampere"), ("H", "hopper"), ("B", "blackwell"),
-                        ("GB", "blackwell")):  # fmt: skip
-        if name.startswith(prefix):
-            return gen
-    return gpu.lower()
+    """The GPU generation of a card (costmodel.inputs.hardware's table: the one rule the
+    step-time model's efficiencies follow), else the card's name in lower case (a generation
+    of its own)."""
+    from costmodel.inputs import hardware
+
+    card = hardware.lookup(gpu)
+    return card.generation if card is not None else gpu.lower()
 
 
 def is_fitted(row_id: str) -> bool:
@@ -218,6 +226,14 @@ def baseline() -> Predictor:
     return predict
 
 
+def model_parameters() -> tuple[str, ...]:
+    """The step-time model's parameters: the scenario keys that override an efficiency
+    (costmodel.inputs.efficiency.OVERRIDES; null = the generation's value)."""
+    from costmodel.inputs import efficiency
+
+    return tuple(efficiency.OVERRIDES)
+
+
 def model_available() -> bool:
     """Whether costmodel's step-time model (issue 20) is installed."""
     return importlib.util.find_spec("costmodel.evaluate.step_time") is not None
@@ -243,10 +259,58 @@ def model() -> Predictor:
     return predict
 
 
+def fitted_source(gen: str, rows: int, params: dict[str, float]) -> str:
+    """Where a generation's fitted values come from (the rows and the fit's parameters)."""
+    what = "; ".join(f"{name} {value}" for name, value in params.items())
+    return (
+        f"fitted on the {rows} {gen} rows of benchmarks/published_runs.csv that "
+        f"benchmarks/calibrate.py keeps for fitting and costmodel evaluates ({what}; least squares on ln(step), "
+        "the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows "
+        "and fits again)"
+    )
+
+
+def fitted_values(gen: str, params: dict[str, float], source: str) -> dict[str, tuple[float, str]]:
+    """The efficiencies a generation's fitted parameters (LIBRARY_PARAMETERS) give, as
+    costmodel.inputs.fitted records them (name -> (value, source)): `gemm`, `gemm_fp8`, and
+    `attention`, the flash forward, with the backward and the eager kernel kept at their stated
+    ratios to it for that generation (the fit's rule: applied here, once, when the values are
+    fitted and written; the library derives nothing from the stated values)."""
+    from costmodel.inputs import efficiency
+
+    stated = efficiency.EFFICIENCIES[gen]
+    out = {name: (params[name], source) for name in ("gemm", "gemm_fp8") if name in params}
+    if "attention" in params:
+        forward, backward = (stated[f"attention_flash_{p}"].stated for p in ("forward", "backward"))
+        out["attention_flash_forward"] = (params["attention"], source)
+        out["attention_flash_backward"] = (
+            params["attention"] * backward / forward,
+            f"{source}; the backward at the stated backward/forward ratio {backward}/{forward}",
+        )
+        eager = stated["attention_eager"].stated
+        out["attention_eager"] = (
+            eager * params["attention"] / forward,
+            f"{source}; eager attention at its stated share of the flash forward ({eager}/{forward})",
+        )
+    return out
+
+
+def with_fitted(gen: str, values: dict[str, tuple[float, str]]) -> dict[str, Any]:
+    """The library's table of a generation with `values` (name -> (value, source)) as its
+    fitted ones, every other parameter at its stated value."""
+    from costmodel.inputs import efficiency
+
+    return {
+        name: efficiency.Efficiency(e.stated, e.stated_source, *values.get(name, (None, "")))
+        for name, e in efficiency.EFFICIENCIES[gen].items()
+    }
+
+
 def library_model() -> Predictor:
-    """The step-time model with LIBRARY_PARAMETERS set as the library's fitted values of the
-    row's generation (costmodel.inputs.efficiency.FITTED, patched for the call and restored);
-    a parameter absent from ``params`` keeps its stated (unfitted) value."""
+    """The step-time model with LIBRARY_PARAMETERS set as the fitted values of the row's
+    generation (costmodel.inputs.efficiency.EFFICIENCIES, that generation's table replaced for
+    the call and restored); a parameter absent from ``params`` keeps its stated (unfitted)
+    value."""
     from costmodel.inputs import efficiency, scenario
 
     step_time = importlib.import_module("costmodel.evaluate.step_time")
@@ -257,15 +321,12 @@ def library_model() -> Predictor:
             kept[row["id"]] = scenario.resolve(overrides=_published().overrides(row))
         values = kept[row["id"]]
         gen = efficiency.generation(values.gpu)
-        saved = efficiency.FITTED.get(gen)
-        efficiency.FITTED[gen] = efficiency.fitted_values(gen, params, "calibrate.py")
+        saved = efficiency.EFFICIENCIES[gen]
+        efficiency.EFFICIENCIES[gen] = with_fitted(gen, fitted_values(gen, params, "calibrate.py"))
         try:
             return float(step_time.predict(values)["seconds"])
         finally:
-            if saved is None:
-                del efficiency.FITTED[gen]
-            else:
-                efficiency.FITTED[gen] = saved
+            efficiency.EFFICIENCIES[gen] = saved
 
     return predict
 
@@ -284,6 +345,70 @@ def library_fit(rows: Iterable[dict[str, Any]]) -> dict[str, Fit]:
         if names:
             fits.update(fit(predict, group, names))
     return fits
+
+
+# ------------------------------------------------------------------------------ the module
+FITTED_HEADER = '''"""GENERATED by benchmarks/calibrate.py --library --write (`make calibrate`): do not edit.
+
+The step-time model's efficiencies fitted on the published runs, per GPU generation: the numbers
+the model uses, each with its source. costmodel.inputs.efficiency puts each beside the stated
+value of its generation and parameter, which it replaces (derived from nothing at import).
+tests/benchmarks/test_published_step.py fails when this file is not what calibrate writes from
+the fitted parameters (PARAMETERS) and the stated values.
+"""
+
+# ruff: noqa: E501
+'''
+
+
+def _py(value: Any) -> str:
+    """A str, number or dict of them as Python source, as `ruff format` writes it (double
+    quotes)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_py(k)}: {_py(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return repr(value)
+
+
+def render_fitted(fits: dict[str, tuple[dict[str, float], int]]) -> str:
+    """The text of costmodel/inputs/fitted.py for generation -> (fitted parameters, fitted
+    rows): ROWS, PARAMETERS (each rounded to DECIMALS) and FITTED (`fitted_values`)."""
+    params = {
+        gen: {name: round(value, DECIMALS) for name, value in values.items()}
+        for gen, (values, _) in sorted(fits.items())
+    }
+    rows = {gen: count for gen, (_, count) in sorted(fits.items())}
+    fitted = {
+        gen: fitted_values(gen, params[gen], fitted_source(gen, rows[gen], params[gen]))
+        for gen in params
+    }
+    lines = [FITTED_HEADER, "#: The fitted rows per generation (the split's; a test counts them).",
+             f"ROWS: dict[str, int] = {_py(rows)}", "#: The fitted parameters per generation.",
+             "PARAMETERS: dict[str, dict[str, float]] = {"]  # fmt: skip
+    lines += [f"    {_py(gen)}: {_py(values)}," for gen, values in params.items()]
+    lines += ["}", "#: generation -> parameter -> (fitted value, its source)",
+              "FITTED: dict[str, dict[str, tuple[float, str]]] = {"]  # fmt: skip
+    for gen, values in fitted.items():
+        lines.append(f"    {_py(gen)}: {{")
+        for name, (value, source) in values.items():  # as `ruff format` writes them
+            lines += [f"        {_py(name)}: (", f"            {value!r},", f"            {_py(source)},",
+                      "        ),"]  # fmt: skip
+        lines.append("    },")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_fitted(text: str, path: Path = FITTED_MODULE) -> None:
+    """Write the generated module atomically (a temporary file beside it, then a rename)."""
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fitted-", suffix=".py")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 # ------------------------------------------------------------------------------ printing
@@ -307,12 +432,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     if "--library" in argv:
         fits = library_fit(fitted)
-        title = "Step-time model: the efficiencies costmodel.inputs.efficiency records as fitted:"
+        title = "Step-time model: the efficiencies costmodel.inputs.fitted records:"
+        if "--write" in argv:
+            write_fitted(render_fitted({g: (f.values, len(f.rows)) for g, f in fits.items()}))
+            title += f" (written to {FITTED_MODULE.relative_to(REPO)})"
     elif "--model" in argv:
         if not model_available():
             print("costmodel.evaluate.step_time is not there yet: no model to fit")
             return 1
-        fits = fit(model(), fitted, MODEL_PARAMETERS)
+        fits = fit(model(), fitted, model_parameters())
         title = "Step-time model efficiencies per generation, least squares on ln(step):"
     else:
         fits = fit(baseline(), fitted, BASELINE_PARAMETERS)

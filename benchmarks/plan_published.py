@@ -25,6 +25,7 @@ from typing import Any
 from costmodel.errors import CostModelError
 from costmodel.evaluate import plan
 from costmodel.inputs import scenario
+from costmodel.inputs.layout import SPLIT_KEYS
 
 #: A published step the model misses by more than this share: the examination says model error.
 MODEL_ERROR = 0.25
@@ -124,11 +125,9 @@ def framework_limits(row: dict[str, Any]) -> tuple[str, dict[str, tuple]]:
     named, as plan.search constraints; ("", {}) where nothing is known to be lacking."""
     framework, date = row["framework"], row["date"]
     if "Composer FSDP" in framework:
-        return "llm-foundry/Composer trains with FSDP alone (no TP, PP or CP)", {
-            "tensor_parallel": (1,),
-            "pipeline_parallel": (1,),
-            "context_parallel": (1,),
-        }
+        return "llm-foundry/Composer trains with FSDP alone (no TP, PP or CP)", dict.fromkeys(
+            SPLIT_KEYS, (1,)
+        )
     if framework.startswith("Megatron-LM") and date < "2022":
         return (
             f"Megatron-LM of {date[:7]}: no CP (it came with Megatron-Core), no sequence "

@@ -22,6 +22,9 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from costmodel.derive import activations as act
+from costmodel.inputs.fields import FIELDS
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 CSV_PATH = HERE / "published_runs.csv"
@@ -64,21 +67,19 @@ CHOICES = {
     "source_kind": {"paper", "repository", "docs"},
     "run_kind": {"benchmark", "production"},
     "mlp_activation": {"swiglu", "gelu", "squared_relu"},
-    "recompute": {"none", "selective", "full"},
+    "recompute": set(act.RECOMPUTE),
     "attention_flops": {"full", "causal"},
     "attention_kernel": {"eager", "flash"},
     "tokens_per_s_scope": {"gpu", "cluster"},
-    "cp_comm_type": {"p2p", "all_gather", "a2a"},
-    "fp8_activations": {"none", "moe_inputs", "linear_inputs"},
+    "cp_comm_type": set(FIELDS["cp_comm_type"].choices),
+    "fp8_activations": set(act.FP8_ACTIVATIONS),
     "flop_formula": {
         "megatron_gpt_72", "megatron_gpt_96", "megatron_deepspeed_hfu", "palm", "nemo_llama",
         "nemo_gpt", "torchtitan", "mosaic", "megatron_bridge", "none",
     },
 }  # fmt: skip
 #: Megatron-LM's module names (recompute_modules).
-RECOMPUTE_MODULES = frozenset(
-    {"core_attn", "mlp", "moe_act", "layernorm", "mla_up_proj", "moe", "shared_experts"}
-)
+RECOMPUTE_MODULES = frozenset(act.RECOMPUTE_MODULES)
 #: The FLOP formulas flops_per_token() evaluates from the shape columns.
 FORMULAS = ("megatron_gpt_72", "megatron_gpt_96", "megatron_deepspeed_hfu", "palm",
             "nemo_llama", "nemo_gpt", "torchtitan")  # fmt: skip

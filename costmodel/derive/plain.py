@@ -38,6 +38,8 @@ WEIGHT_MODULES = ("mlp", "moe", "shared_experts", "mla_up_proj")
 CORE_MODULES = ("core_attn",)
 #: ZeRO stages.
 STAGES = (0, 1, 2, 3)
+#: The model states, in the order the memory is shown.
+MODEL_STATES = ("weights", "gradients", "optimizer")
 
 
 def intensity(m_, n_, k_, beta=2):
@@ -123,7 +125,7 @@ def model_state_bytes(
     }
     return {
         part: float(getattr(_numeric(), f"model_state_{part}_{zero_stage}")(v))
-        for part in ("weights", "gradients", "optimizer")
+        for part in MODEL_STATES
     }
 
 

@@ -89,6 +89,17 @@ def _expose(rows: list, hides: list, compute: Compute | None, micro_batches: int
     ]
 
 
+def window_seconds(forward: float, backward: float, n: int) -> dict[str, float]:
+    """The compute seconds of each window (WINDOWS) of a step of `n` micro batches with
+    `forward` and `backward` seconds of compute: the first micro batch's and the others'."""
+    return {
+        "first forward": forward / n,
+        "other forwards": forward * (n - 1) / n,
+        "last backward": backward / n,
+        "other backwards": backward * (n - 1) / n,
+    }
+
+
 def exposed_seconds(
     seconds: list[float], hides: list, compute: Compute | None, micro_batches: int
 ) -> list[float]:
@@ -100,12 +111,7 @@ def exposed_seconds(
     forward, backward, attention = (
         (compute.forward, compute.backward, compute.attention) if compute else (0.0, 0.0, 0.0)
     )
-    left = {
-        "first forward": forward / n,
-        "other forwards": forward * (n - 1) / n,
-        "last backward": backward / n,
-        "other backwards": backward * (n - 1) / n,
-    }
+    left = window_seconds(forward, backward, n)
     exposed = list(seconds)
     order = sorted(
         (i for i, hide in enumerate(hides) if hide),

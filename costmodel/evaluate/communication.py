@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import copy
 
-from costmodel.derive import numeric
+from costmodel.derive import numeric, plain
 from costmodel.errors import CostModelError
 from costmodel.evaluate.comm_overlap import (  # noqa: F401 (re-exported: the overlap rules)
     OVERLAP,
@@ -120,7 +120,7 @@ def links(gpu: str, gpus_per_node: int = 8) -> tuple[float, float]:
     found = hardware.lookup(gpu)
     if found is None:
         raise CostModelError(f"gpu: {gpu!r}; expected one of {', '.join(hardware.GPUS)}")
-    return found.intra_node_bandwidth(gpus_per_node), found.network_bandwidth
+    return hardware.link_bandwidths(found, gpus_per_node)
 
 
 def communication(
@@ -290,7 +290,7 @@ def _checked_layout(given: dict) -> tuple[int, int, int, int, int, int]:
         given["cp_comm_type"],
         given["ep_overlap"],
     )
-    if zero_stage not in (0, 1, 2, 3) or isinstance(zero_stage, bool):
+    if zero_stage not in plain.STAGES or isinstance(zero_stage, bool):
         raise CostModelError(f"zero_stage: {zero_stage!r}; expected 0, 1, 2 or 3")
     if cp_comm_type not in CP_COMM_TYPES:
         raise CostModelError(f"cp_comm_type: {cp_comm_type!r}; expected one of {CP_COMM_TYPES}")

@@ -18,6 +18,7 @@ from costmodel.derive import activations as act
 from costmodel.derive.memory import peak, phases
 from costmodel.derive.plain import model_state_bytes
 from costmodel.inputs import hardware
+from costmodel.inputs.assumptions import assumed
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
 
@@ -110,6 +111,7 @@ def _layer_kwargs(shape: ModelShape, sc: Scenario, b: int) -> dict[str, Any]:
         "linear_key_head_dim": shape.linear_key_head_dim,
         "linear_value_head_dim": shape.linear_value_head_dim,
         "conv_kernel": shape.linear_conv_kernel_dim,
+        "chunk": assumed("linear_attention_chunk"),  # the FLOPs' chunk (evaluate.linear)
         "attention_kernel": sc.attention_kernel,
         "framework": sc.framework,
         "fp8_activations": sc.fp8_activations,

@@ -16,6 +16,7 @@ from dataclasses import field, fields, replace
 from typing import Any
 
 from costmodel.evaluate import run, step_time
+from costmodel.inputs import efficiency
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
 from costmodel.records import frozen_dataclass
@@ -34,7 +35,7 @@ EFFICIENCIES = {
     "recompute_off": COMPUTE,
     "communication_overlap": COMPUTE,
     "micro_batch": ("gemm", "hbm"),
-    "attention_kernel": ("attention_flash_forward", "attention_flash_backward", "attention_eager"),
+    "attention_kernel": efficiency.ATTENTION,
     "load_balance": ("gemm", "hbm"),
     "pipeline_bubble": COMPUTE,
     "tensor_parallel": COMPUTE,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from costmodel.evaluate import communication
+from costmodel.evaluate import comm_overlap, communication
 from costmodel.evaluate.plan_space import Core, Recompute
 
 NONE = Recompute("none")
@@ -36,12 +36,7 @@ NONE = Recompute("none")
 def dp_exposed(rows: list[tuple[float, tuple]], n: int, forward: float, backward: float) -> float:
     """The exposed seconds of the DP rows (seconds, windows) alone under _expose's rules, with
     the compute of a step of `n` micro batches (forward and backward seconds)."""
-    left = {
-        "first forward": forward / n,
-        "other forwards": forward * (n - 1) / n,
-        "last backward": backward / n,
-        "other backwards": backward * (n - 1) / n,
-    }
+    left = comm_overlap.window_seconds(forward, backward, n)
     exposed = 0.0
     for seconds, windows in sorted(rows, key=lambda row: len(row[1])):
         hidden = 0.0

@@ -23,7 +23,7 @@ from costmodel.derive import plain
 from costmodel.evaluate import gpu_memory
 from costmodel.evaluate.plan_space import Core, Recompute, Schedule
 
-ZERO_STAGES = (0, 1, 2, 3)
+ZERO_STAGES = plain.STAGES
 
 
 def choose(condition, yes, no):

@@ -45,9 +45,6 @@ MAX_MICRO_BATCH = 8
 SEARCH_BYTES = 2 * 2**30
 CORE_BYTES = 16_000
 PEAK_BYTES = 8
-#: Recompute modules, cheapest first (no GEMMs, the attention core, then the weight modules):
-#: the selective policies searched are the growing sets of these (run._candidates' order).
-MODULE_ORDER = ("layernorm", "moe_act", "core_attn", "mla_up_proj", "shared_experts", "mlp", "moe")
 
 
 @dataclass(frozen=True)
@@ -115,21 +112,13 @@ class Schedule:
 
 
 def selective_chain(sc: Scenario) -> list[Recompute]:
-    """The growing selective module sets of the modules the model has (MODULE_ORDER)."""
-    shape = sc.shape
-    present = {
-        "moe_act": shape.is_moe,
-        "moe": shape.is_moe,
-        "shared_experts": bool(shape.shared_expert_intermediate_size),
-        "mlp": bool(shape.num_dense_layers and shape.intermediate_size),
-        "mla_up_proj": shape.mla,
-    }
+    """The growing selective module sets of the modules the model has (act.recompute_modules_of,
+    cheapest first: run._candidates' order)."""
     out, modules = [], []
-    for module in MODULE_ORDER:
-        if present.get(module, True):
-            modules.append(module)
-            ordered = tuple(m for m in act.RECOMPUTE_MODULES if m in modules)
-            out.append(Recompute("selective", ordered))
+    for module in act.recompute_modules_of(sc.shape):
+        modules.append(module)
+        ordered = tuple(m for m in act.RECOMPUTE_MODULES if m in modules)
+        out.append(Recompute("selective", ordered))
     return out
 
 

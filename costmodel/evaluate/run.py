@@ -192,25 +192,9 @@ def _candidates(sc: Scenario, shape: ModelShape) -> list[tuple[str, dict, str]]:
     policy = sc.recompute
     if policy != "full":
         have = list(sc.recompute_modules or []) if policy == "selective" else []
-        useful = [
-            "layernorm",
-            "moe_act",
-            "core_attn",
-            "mla_up_proj",
-            "shared_experts",
-            "mlp",
-            "moe",
-        ]
-        present = {
-            "moe_act": shape.is_moe,
-            "moe": shape.is_moe,
-            "shared_experts": bool(shape.shared_expert_intermediate_size),
-            "mlp": bool(shape.num_dense_layers and shape.intermediate_size),
-            "mla_up_proj": shape.mla,
-        }
         modules = list(have)
-        for module in useful:  # cheapest first: no GEMMs, the core, then the weight modules
-            if module in modules or not present.get(module, True):
+        for module in act.recompute_modules_of(shape):  # cheapest first (the model's modules)
+            if module in modules:
                 continue
             modules = modules + [module]
             ordered = [m for m in act.RECOMPUTE_MODULES if m in modules]
@@ -369,8 +353,9 @@ def communication_of(
 def communication_args(sc: Scenario, shape: ModelShape) -> dict[str, Any]:
     """evaluate.communication's arguments for the scenario's layout, all but the compute."""
     gpu = hardware.GPUS[sc.gpu]
-    intra = sc.intra_node_bandwidth or gpu.intra_node_bandwidth(sc.gpus_per_node)
-    inter = sc.inter_node_bandwidth or gpu.network_bandwidth
+    intra, inter = hardware.link_bandwidths(
+        gpu, sc.gpus_per_node, sc.intra_node_bandwidth, sc.inter_node_bandwidth
+    )
     experts = float(shape.breakdown["routed_experts_total"])
     mtp = sc.num_mtp_layers  # counted (count_mtp): each a full layer
     return dict(

@@ -12,26 +12,47 @@ named parameters per GPU generation (costmodel.evaluate.step_time uses them).
 - `hbm`: achieved HBM bandwidth over the datasheet's, for memory-bound work (norms,
   activations, the optimizer step, MoE permutes, the loss).
 
-Each value says where it comes from: a published measurement, printed as its source prints it
-(the value is the source's figure over the peak it names), or "fitted on rows ..." once the
-published-runs benchmark (benchmarks/calibrate.py) has fitted it; `FITTED` is the place for the
-fitted values, which then replace the published ones. A scenario overrides them with
-`gemm_efficiency`, `attention_efficiency` (the scenario's kernel, forward and backward) and
-`hbm_efficiency`.
+One table, `EFFICIENCIES`, holds for each generation and parameter both values: the stated one,
+a published measurement printed as its source prints it (the value is the source's figure over
+the peak it names) or an assumption said to be one, and the fitted one, where the published-runs
+benchmark has fitted it. The fitted values are written by `make calibrate`
+(benchmarks/calibrate.py --library --write) into the generated module costmodel.inputs.fitted,
+as the numbers the model uses: where a fit exists it replaces the stated value (`value`), which
+stays as the starting point and the source. Nothing is derived from the stated values at import:
+a stated value changed by hand moves nothing that was fitted (before, the fitted backward and
+eager kernels were worked out at import as the fitted forward times the stated backward/forward
+ratio, so raising the stated Hopper flash forward from 0.70 to 0.90 lowered the fitted backward
+from 0.19 to 0.15 and the course's predicted step went from 47.14 s to 50.79 s; that ratio is the
+fit's rule, applied by calibrate when it writes the fitted module). A scenario overrides any of
+them with `gemm_efficiency`, `attention_efficiency` (the scenario's kernel, forward and backward)
+and `hbm_efficiency`: its own value always wins.
 """
 
 from __future__ import annotations
 
-from costmodel.inputs import hardware
+from costmodel.inputs import fitted, hardware
 from costmodel.records import frozen_dataclass
 
 
 @frozen_dataclass
 class Efficiency:
-    """One efficiency of the step-time model: a fraction of the peak, and its source."""
+    """One efficiency of the step-time model (a fraction of the peak, in (0, 1]): the stated
+    value and its source, and the fitted one and its source where a fit exists (or a scenario's
+    value, stated by the scenario). `value` is the one the model uses: the fitted where there is
+    one, else the stated."""
 
-    value: float  # a fraction of the peak, in (0, 1]
-    source: str
+    stated: float
+    stated_source: str
+    fitted: float | None = None
+    fitted_source: str = ""
+
+    @property
+    def value(self) -> float:
+        return self.stated if self.fitted is None else self.fitted
+
+    @property
+    def source(self) -> str:
+        return self.stated_source if self.fitted is None else self.fitted_source
 
 
 #: The parameters, in the order the report shows them.
@@ -43,8 +64,6 @@ NAMES = (
     "attention_eager",
     "hbm",
 )
-#: The generations the project has values for (GPU.generation); the first three are fitted.
-GENERATIONS = ("ampere", "hopper", "blackwell", "ada", "cdna3")
 
 _MAMF = (
     "Maximum Achievable Matmul FLOPS, BF16, stas00/ml-engineering "
@@ -73,126 +92,86 @@ _HBM = (
     "to be fitted"
 )
 
-EFFICIENCIES: dict[str, dict[str, Efficiency]] = {
+#: The stated values: generation -> parameter -> (value, source).
+STATED: dict[str, dict[str, tuple[float, str]]] = {
     "ampere": {
-        "gemm": Efficiency(0.869, _MAMF.format("NVIDIA A100 SXM 271.2 of 312 TFLOPS, 86.9%")),
-        "gemm_fp8": Efficiency(0.869, "unused: Ampere has no FP8 tensor cores (the BF16 value)"),
-        "attention_flash_forward": Efficiency(
-            0.70, _FA2.format("forward taken at 0.70, near the top of that range")
+        "gemm": (0.869, _MAMF.format("NVIDIA A100 SXM 271.2 of 312 TFLOPS, 86.9%")),
+        "gemm_fp8": (0.869, "unused: Ampere has no FP8 tensor cores (the BF16 value)"),
+        "attention_flash_forward": (
+            0.70,
+            _FA2.format("forward taken at 0.70, near the top of that range"),
         ),
-        "attention_flash_backward": Efficiency(
-            0.55, _FA2.format("backward taken at 0.55 (the backward is the slower pass)")
+        "attention_flash_backward": (
+            0.55,
+            _FA2.format("backward taken at 0.55 (the backward is the slower pass)"),
         ),
-        "attention_eager": Efficiency(0.15, _EAGER.format("about 1/5")),
-        "hbm": Efficiency(0.8, _HBM),
+        "attention_eager": (0.15, _EAGER.format("about 1/5")),
+        "hbm": (0.8, _HBM),
     },
     "hopper": {
-        "gemm": Efficiency(0.803, _MAMF.format("NVIDIA H100 SXM 794.5 of 989 TFLOPS, 80.3%")),
-        "gemm_fp8": Efficiency(
-            0.709, _MAMF8.format("NVIDIA H100 SXM 1402.6 of 1979 TFLOPS, 70.9%")
+        "gemm": (0.803, _MAMF.format("NVIDIA H100 SXM 794.5 of 989 TFLOPS, 80.3%")),
+        "gemm_fp8": (0.709, _MAMF8.format("NVIDIA H100 SXM 1402.6 of 1979 TFLOPS, 70.9%")),
+        "attention_flash_forward": (
+            0.70,
+            _FA3.format("forward taken at 0.70, below that peak shape's 75%"),
         ),
-        "attention_flash_forward": Efficiency(
-            0.70, _FA3.format("forward taken at 0.70, below that peak shape's 75%")
+        "attention_flash_backward": (
+            0.55,
+            _FA3.format("backward taken at 0.55 (the paper's backward is slower)"),
         ),
-        "attention_flash_backward": Efficiency(
-            0.55, _FA3.format("backward taken at 0.55 (the paper's backward is slower)")
-        ),
-        "attention_eager": Efficiency(0.15, _EAGER.format("about 1/5")),
-        "hbm": Efficiency(0.8, _HBM),
+        "attention_eager": (0.15, _EAGER.format("about 1/5")),
+        "hbm": (0.8, _HBM),
     },
     "blackwell": {
-        "gemm": Efficiency(0.776, _MAMF.format("NVIDIA B200 SXM 1745.0 of 2250 TFLOPS, 77.6%")),
-        "gemm_fp8": Efficiency(
-            0.763, _MAMF8.format("NVIDIA B200 SXM 3432.5 of 4500 TFLOPS, 76.3%")
+        "gemm": (0.776, _MAMF.format("NVIDIA B200 SXM 1745.0 of 2250 TFLOPS, 77.6%")),
+        "gemm_fp8": (0.763, _MAMF8.format("NVIDIA B200 SXM 3432.5 of 4500 TFLOPS, 76.3%")),
+        "attention_flash_forward": (
+            0.70,
+            "assumed: Hopper's (FlashAttention-3); no Blackwell figure recorded yet",
         ),
-        "attention_flash_forward": Efficiency(
-            0.70, "assumed: Hopper's (FlashAttention-3); no Blackwell figure recorded yet"
+        "attention_flash_backward": (
+            0.55,
+            "assumed: Hopper's (FlashAttention-3); no Blackwell figure recorded yet",
         ),
-        "attention_flash_backward": Efficiency(
-            0.55, "assumed: Hopper's (FlashAttention-3); no Blackwell figure recorded yet"
-        ),
-        "attention_eager": Efficiency(0.15, _EAGER.format("about 1/5")),
-        "hbm": Efficiency(0.8, _HBM),
+        "attention_eager": (0.15, _EAGER.format("about 1/5")),
+        "hbm": (0.8, _HBM),
     },
     "ada": {
-        "gemm": Efficiency(0.803, "assumed: Hopper's (no L40S figure recorded)"),
-        "gemm_fp8": Efficiency(0.709, "assumed: Hopper's (no L40S figure recorded)"),
-        "attention_flash_forward": Efficiency(0.70, _FA2.format("assumed as on A100")),
-        "attention_flash_backward": Efficiency(0.55, _FA2.format("assumed as on A100")),
-        "attention_eager": Efficiency(0.15, _EAGER.format("about 1/5")),
-        "hbm": Efficiency(0.8, _HBM),
+        "gemm": (0.803, "assumed: Hopper's (no L40S figure recorded)"),
+        "gemm_fp8": (0.709, "assumed: Hopper's (no L40S figure recorded)"),
+        "attention_flash_forward": (0.70, _FA2.format("assumed as on A100")),
+        "attention_flash_backward": (0.55, _FA2.format("assumed as on A100")),
+        "attention_eager": (0.15, _EAGER.format("about 1/5")),
+        "hbm": (0.8, _HBM),
     },
     "cdna3": {
-        "gemm": Efficiency(0.514, _MAMF.format("AMD MI300X 668.4 of 1300 TFLOPS, 51.4%")),
-        "gemm_fp8": Efficiency(
-            0.514, "assumed: the BF16 value (the FP8 table has no MI300X figure)"
-        ),
-        "attention_flash_forward": Efficiency(0.50, "assumed: no MI300X figure recorded"),
-        "attention_flash_backward": Efficiency(0.40, "assumed: no MI300X figure recorded"),
-        "attention_eager": Efficiency(0.10, "assumed: no MI300X figure recorded"),
-        "hbm": Efficiency(0.8, _HBM),
+        "gemm": (0.514, _MAMF.format("AMD MI300X 668.4 of 1300 TFLOPS, 51.4%")),
+        "gemm_fp8": (0.514, "assumed: the BF16 value (the FP8 table has no MI300X figure)"),
+        "attention_flash_forward": (0.50, "assumed: no MI300X figure recorded"),
+        "attention_flash_backward": (0.40, "assumed: no MI300X figure recorded"),
+        "attention_eager": (0.10, "assumed: no MI300X figure recorded"),
+        "hbm": (0.8, _HBM),
     },
 }
 
 
-def fitted_values(gen: str, params: dict[str, float], source: str) -> dict[str, Efficiency]:
-    """FITTED's entries for a generation from the fitted parameters (benchmarks/calibrate.py
-    LIBRARY_PARAMETERS): `gemm`, `gemm_fp8`, and `attention`, the flash forward, with the
-    backward and the eager kernel kept at their stated ratios to it for that generation."""
-    stated = EFFICIENCIES[gen]
-    out = {
-        name: Efficiency(params[name], source) for name in ("gemm", "gemm_fp8") if name in params
+#: The one table: per generation and parameter, the stated value and, where `make calibrate`
+#: has fitted one (costmodel.inputs.fitted), the fitted value that replaces it.
+EFFICIENCIES: dict[str, dict[str, Efficiency]] = {
+    gen: {
+        name: Efficiency(value, source, *fitted.FITTED.get(gen, {}).get(name, (None, "")))
+        for name, (value, source) in stated.items()
     }
-    if "attention" in params:
-        forward, backward = (stated[f"attention_flash_{p}"].value for p in ("forward", "backward"))
-        out["attention_flash_forward"] = Efficiency(params["attention"], source)
-        out["attention_flash_backward"] = Efficiency(
-            params["attention"] * backward / forward,
-            f"{source}; the backward at the stated backward/forward ratio {backward}/{forward}",
-        )
-        eager = stated["attention_eager"].value
-        out["attention_eager"] = Efficiency(
-            eager * params["attention"] / forward,
-            f"{source}; eager attention at its stated share of the flash forward ({eager}/{forward})",
-        )
-    return out
+    for gen, stated in STATED.items()
+}
 
 
-def _fitted(gen: str, rows: int, what: str) -> str:
-    return (
-        f"fitted on the {rows} {gen} rows of benchmarks/published_runs.csv that "
-        f"benchmarks/calibrate.py keeps for fitting and costmodel evaluates ({what}; least squares on ln(step), "
-        "the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows "
-        "and fits again)"
-    )
-
-
-#: The fitted rows per generation (benchmarks/calibrate.py's split; a test counts them).
-FITTED_ROWS = {"ampere": 26, "hopper": 69}
-
-#: Values fitted on published runs (benchmarks/calibrate.py --library), by generation; they take
-#: the place of the published figures above, which stay as the starting point and the sources.
-#: A parameter is fitted only where at least 5 fitted rows use it: Blackwell (2 rows) keeps the
-#: stated values, Ampere (no FP8 rows) its FP8 one. The fitted values sit below the published
-#: kernel figures: they also absorb what the model leaves out (launch gaps, framework overheads;
-#: Hopper's attention also the frameworks' FlashAttention-2-class kernels rather than FA3's).
-FITTED: dict[str, dict[str, Efficiency]] = {
-    gen: fitted_values(gen, params, _fitted(gen, FITTED_ROWS[gen], "; ".join(
-        f"{name} {value}" for name, value in params.items())))
-    for gen, params in {
-        "ampere": {"gemm": 0.7095, "attention": 0.5150},
-        "hopper": {"gemm": 0.6281, "gemm_fp8": 0.5372, "attention": 0.2416},
-    }.items()
-}  # fmt: skip
-
+#: The attention kernels' parameters (the scenario's `attention_efficiency` sets them all).
+ATTENTION = ("attention_flash_forward", "attention_flash_backward", "attention_eager")
 #: Scenario keys that override a parameter (null: the generation's value).
 OVERRIDES = {
     "gemm_efficiency": ("gemm", "gemm_fp8"),
-    "attention_efficiency": (
-        "attention_flash_forward",
-        "attention_flash_backward",
-        "attention_eager",
-    ),
+    "attention_efficiency": ATTENTION,
     "hbm_efficiency": ("hbm",),
 }
 
@@ -205,8 +184,7 @@ def generation(gpu: str) -> str:
 def efficiencies(values: dict) -> dict[str, Efficiency]:
     """The parameters for a scenario's values: its GPU generation's (fitted where recorded),
     each overridden by the scenario's key when that is not null."""
-    gen = generation(values["gpu"])
-    out = {**EFFICIENCIES[gen], **FITTED.get(gen, {})}
+    out = dict(EFFICIENCIES[generation(values["gpu"])])
     for key, names in OVERRIDES.items():
         if values.get(key) is not None:
             for name in names:

@@ -268,6 +268,16 @@ def lookup(name: str) -> GPU | None:
     return GPUS[key] if key else None
 
 
+def link_bandwidths(
+    gpu: GPU, gpus_per_node: int, intra: float | None = None, inter: float | None = None
+) -> tuple[float | None, float | None]:
+    """(intra-node, network) one-direction bandwidth per GPU of a run on `gpus_per_node` GPUs
+    of a node: the scenario's `intra` and `inter` (intra_node_bandwidth, inter_node_bandwidth)
+    where it gives them, else the table's (`GPU.intra_node_bandwidth`, `network_bandwidth`).
+    The one place a link is filled in: the report, the plan and the communication account."""
+    return intra or gpu.intra_node_bandwidth(gpus_per_node), inter or gpu.network_bandwidth
+
+
 def fp8_gemm_ratio(gpu: str, fp8: str) -> float | None:
     """How much faster than `peak_flops` the layers' GEMMs run: under fp8: hybrid on a GPU with
     an FP8 peak, its FP8 over its BF16 peak (the step-time model times them so, and a predicted

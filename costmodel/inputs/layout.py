@@ -40,6 +40,8 @@ class Layout:
 
 #: The scenario keys of Layout (each its attribute of the same name).
 LAYOUT_KEYS = tuple(Layout.__dataclass_fields__)
+#: The splits of the model whose product divides the GPUs (data parallelism takes the rest).
+SPLIT_KEYS = ("tensor_parallel", "pipeline_parallel", "context_parallel")
 
 
 def _layout_error(key: str, value: Any, allowed: str) -> CostModelError:
@@ -140,7 +142,7 @@ def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
     expert_parallel the team did not set is the course's 8, brought down to the largest size
     that divides the experts and DP (source `derived`); one the team set must divide them.
     A dense model has EP = 1."""
-    tp, pp, cp = (values[k] for k in ("tensor_parallel", "pipeline_parallel", "context_parallel"))
+    tp, pp, cp = (values[k] for k in SPLIT_KEYS)
     gpus = values["num_gpus"]
     if gpus % (tp * pp * cp):
         raise _layout_error(
@@ -231,7 +233,7 @@ def _check_micro_batches(values: dict[str, Any]) -> None:
             f"at most samples_per_step ({samples:,}) / data_parallel ({dp:,}): at least one "
             "micro batch per pipeline and step",
         )
-    tp, pp, cp = (values[k] for k in ("tensor_parallel", "pipeline_parallel", "context_parallel"))
+    tp, pp, cp = (values[k] for k in SPLIT_KEYS)
     pipelines = f"data_parallel = num_gpus / (TP {tp} x PP {pp} x CP {cp})"
     if batching == "padded":
         allowed = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from costmodel.derive.plain import MODEL_STATES
 from costmodel.formats import (
     gb,
     ratio,
@@ -28,7 +29,7 @@ def _memory_rows(mem: dict[str, Any]) -> list[tuple[str, str, str]]:
     """Model states, each phase with what it holds, the peak against the usable capacity, the
     settings the figures rest on and, for a run that does not fit, the changes that make it."""
     s, room = mem["settings"], mem["capacity_detail"]
-    rows = [(key, gb(mem[key]), "") for key in ("weights", "gradients", "optimizer")]
+    rows = [(key, gb(mem[key]), "") for key in MODEL_STATES]
     for name, phase in mem["phases"].items():
         parts = ", ".join(
             f"{part.replace('_', ' ')} {gb(value)}"

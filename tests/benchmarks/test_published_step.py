@@ -5,6 +5,7 @@ The error targets themselves are benchmark figures (make benchmark), not tests."
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from benchmarks_loader import load
@@ -266,10 +267,12 @@ def test_schedule_keys_where_the_scenario_has_them():
 
 
 def test_the_fitted_efficiencies_cite_the_rows_they_were_fitted_on():
-    """costmodel.inputs.efficiency.FITTED names, per generation, how many fitted rows of the
-    split it was fitted on; the count is the split's, and the library predictor the fit used
-    reads the values it is given (a generation with fewer than MIN_ROWS rows is not fitted)."""
+    """costmodel.inputs.fitted names, per generation, how many fitted rows of the split it was
+    fitted on; the count is the split's, and the library predictor the fit used reads the values
+    it is given (a generation with fewer than MIN_ROWS rows is not fitted). The module is what
+    `make calibrate` writes from its parameters and the stated values (not stale)."""
     from costmodel.inputs import efficiency
+    from costmodel.inputs import fitted as generated
 
     fitted, _ = cal.split(ROWS)
     predict = cal.library_model()
@@ -277,12 +280,14 @@ def test_the_fitted_efficiencies_cite_the_rows_they_were_fitted_on():
     for row in fitted:
         if cal._evaluable(predict, row, {}):  # the fit leaves out what costmodel refuses
             counts[cal.generation(row["gpu"])] = counts.get(cal.generation(row["gpu"]), 0) + 1
-    assert efficiency.FITTED_ROWS == {g: n for g, n in counts.items() if g in efficiency.FITTED}
-    assert all(n < cal.MIN_ROWS for g, n in counts.items() if g not in efficiency.FITTED)
-    for gen, values in efficiency.FITTED.items():
-        for name, got in values.items():
-            assert f"the {counts[gen]} {gen} rows" in got.source and 0 < got.value <= 1, name
+    assert generated.ROWS == {g: n for g, n in counts.items() if g in generated.FITTED}
+    assert all(n < cal.MIN_ROWS for g, n in counts.items() if g not in generated.FITTED)
+    for gen, values in generated.FITTED.items():
+        for name, (value, source) in values.items():
+            assert f"the {counts[gen]} {gen} rows" in source and 0 < value <= 1, name
+    params = {g: (generated.PARAMETERS[g], generated.ROWS[g]) for g in generated.ROWS}
+    assert cal.render_fitted(params) == Path(generated.__file__).read_text(encoding="utf-8")
     row = next(r for r in fitted if cal.generation(r["gpu"]) == "hopper")
     slow, fast = predict(row, {"gemm": 0.3}), predict(row, {"gemm": 0.9})
     assert slow > fast > 0
-    assert efficiency.FITTED["hopper"]["gemm"].value == 0.6281  # restored after the calls
+    assert efficiency.EFFICIENCIES["hopper"]["gemm"].value == 0.6281  # restored after the calls

@@ -15,7 +15,7 @@ from costmodel.derive import symbols as sym
 from costmodel.evaluate import compute_time, run, step_time
 from costmodel.evaluate.account import account, fill_step_time
 from costmodel.evaluate.gemms import model_gemms
-from costmodel.inputs import efficiency, hardware, scenario
+from costmodel.inputs import efficiency, fitted, hardware, scenario
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
@@ -450,8 +450,8 @@ def test_the_conventions_page_prints_the_fitted_efficiencies():
     """docs/conventions.md's table of fitted values is the library's (no drift)."""
     text = (REPO / "docs" / "conventions.md").read_text(encoding="utf-8")
     names = ("gemm", "gemm_fp8", "attention_flash_forward", "attention_flash_backward")
-    for gen, values in efficiency.FITTED.items():
-        cells = [f"{values[n].value:.4f}" if n in values else "(no FP8)" for n in names]
-        cells.append(f"{values['attention_eager'].value:.4f}")
-        row = f"| {gen} | {efficiency.FITTED_ROWS[gen]} | " + " | ".join(cells) + " |"
+    for gen, values in fitted.FITTED.items():
+        cells = [f"{values[n][0]:.4f}" if n in values else "(no FP8)" for n in names]
+        cells.append(f"{values['attention_eager'][0]:.4f}")
+        row = f"| {gen} | {fitted.ROWS[gen]} | " + " | ".join(cells) + " |"
         assert row in text, row

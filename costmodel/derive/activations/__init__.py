@@ -178,9 +178,11 @@ from costmodel.derive.activations.tables import (
     MOE_GEMM,
     MOE_IMPLEMENTATIONS,
     RECOMPUTE,
+    RECOMPUTE_CHEAPEST_FIRST,
     RECOMPUTE_MODULES,
     Framework,
     Saved,
+    recompute_modules_of,
 )
 
 __all__ = [
@@ -202,6 +204,7 @@ __all__ = [
     "MOE_GEMM",
     "MOE_IMPLEMENTATIONS",
     "RECOMPUTE",
+    "RECOMPUTE_CHEAPEST_FIRST",
     "RECOMPUTE_MODULES",
     "Framework",
     "Saved",
@@ -214,6 +217,7 @@ __all__ = [
     "loss_saved",
     "model_activation_bytes",
     "per_gpu",
+    "recompute_modules_of",
     "rmsnorm_saved",
     "stage_activation_bytes",
     "swiglu_saved",

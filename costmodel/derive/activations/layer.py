@@ -62,7 +62,7 @@ class _Layer:
     linear_value_heads: object = 0
     linear_key_head_dim: object = 0
     linear_value_head_dim: object = 0
-    chunk: object = 64
+    chunk: object = None  # the gated DeltaNet's: the caller's (no default: one home)
     conv_kernel: object = 4
     linear_attention_kernel: str = "fla"
     attention_kernel: str = "flash"
@@ -210,7 +210,8 @@ def layer_activation_bytes(
       fused_qkv, attention_output_copy: two layouts of transformers' code under CPU SDPA (see
       ``attention_core_saved``);
     - gated DeltaNet: linear_key_heads, linear_value_heads, linear_key_head_dim,
-      linear_value_head_dim, chunk (the kernel's chunk size, 64), conv_kernel (the causal
+      linear_value_head_dim, chunk (the kernel's chunk size: required, the caller's; the
+      assumption ``linear_attention_chunk`` in the report), conv_kernel (the causal
       conv1d's width), linear_attention_kernel ``fla`` (flash-linear-attention's chunked kernel
       and the causal-conv1d kernel) or ``torch`` (transformers' PyTorch fallbacks);
     - attention_kernel ``eager``/``flash``/``math``, elementwise ``fused``/``eager`` (how

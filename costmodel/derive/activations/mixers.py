@@ -241,6 +241,8 @@ def _mixer(kind: str, x, tokens, squares) -> tuple[list[Saved], list[Saved]]:
     if kind == "mla":
         ranks = (x.q_lora_rank, x.kv_lora_rank)
         return _mla(o, tokens, squares, x.hidden, x.heads, x.head_dim, x.v_head_dim, *ranks)
+    if x.chunk is None:  # the FLOP count's chunk, given by the caller: no second default here
+        raise ValueError("chunk: the gated DeltaNet's chunk size is required")
     mixer = _gated_deltanet(
         tokens,
         x.hidden,

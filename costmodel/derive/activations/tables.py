@@ -26,6 +26,25 @@ RECOMPUTE_MODULES = (
     "moe",
     "shared_experts",
 )
+#: The modules cheapest to recompute first (no GEMMs, the attention core, then the weight
+#: modules): the growing selective sets a search or the memory advice tries, in this order.
+RECOMPUTE_CHEAPEST_FIRST = ("layernorm", "moe_act", "core_attn", "mla_up_proj", "shared_experts", "mlp", "moe")  # fmt: skip
+
+
+def recompute_modules_of(shape) -> tuple[str, ...]:
+    """The modules of RECOMPUTE_CHEAPEST_FIRST a model has (`shape`: a ModelShape): the MoE
+    modules with experts, shared_experts with a shared expert, mlp with dense MLP layers,
+    mla_up_proj with MLA; layernorm and core_attn always."""
+    has = {
+        "moe_act": shape.is_moe,
+        "moe": shape.is_moe,
+        "shared_experts": bool(shape.shared_expert_intermediate_size),
+        "mlp": bool(shape.num_dense_layers and shape.intermediate_size),
+        "mla_up_proj": shape.mla,
+    }
+    return tuple(m for m in RECOMPUTE_CHEAPEST_FIRST if has.get(m, True))
+
+
 #: Megatron-LM's default selective set (``recompute_modules`` unset: ``["core_attn"]``).
 DEFAULT_RECOMPUTE_MODULES = ("core_attn",)
 #: Which saved activations are kept in FP8 (``fp8_activations``).
