@@ -3,7 +3,7 @@
 A lever sets scenario keys (`changes`: packed batching, another recompute policy or module set,
 a doubled or halved micro batch, a faster attention kernel, the overlap flags, an interleaved
 pipeline schedule, another TP, PP or CP, FP8 GEMMs). The changed scenario is resolved again
-(evaluate.run.variant: the layout checked, DP and EP derived) and
+(evaluate.run.variant: the what-if path, the layout checked, DP and EP derived) and
 
 - its step is predicted by the step-time model (evaluate.step_time.predict), as is the
   scenario's own: the gain is predicted step before / predicted step after (`step_before`,

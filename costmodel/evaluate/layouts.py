@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from costmodel.derive.plain import divisors
 from costmodel.inputs.assumptions import fitted_expert_parallel
+from costmodel.inputs.layout import cp_divides
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class Layout:
     dp: int
     samples_per_rank: float  # global batch / DP
     batch_divides: bool  # each DP rank gets a whole number of samples
-    seq_divides: bool  # seq_len splits into 2 * CP equal chunks (load-balanced CP)
+    seq_divides: bool  # seq_len splits into 2 * CP equal chunks (inputs.layout.cp_divides)
     expert_parallel: tuple[int, ...]  # EP sizes that divide DP (and the experts)
 
     @property
@@ -45,7 +46,7 @@ def layouts(
         dp = num_gpus // cp
         eps = tuple(e for e in divisors(dp) if num_experts and num_experts % e == 0) or (1,)
         rows.append(
-            Layout(cp, dp, global_batch / dp, global_batch % dp == 0, seq_len % (2 * cp) == 0, eps)
+            Layout(cp, dp, global_batch / dp, global_batch % dp == 0, cp_divides(seq_len, cp), eps)
         )
     return rows
 

@@ -1,7 +1,8 @@
 """A lever as data, and the scenario changed and predicted again (costmodel.evaluate.advice's
 levers rest on it; costmodel.evaluate.levers holds each lever).
 
-`changed_scenario` resolves the scenario with a lever's keys again (evaluate.run.variant);
+`changed_scenario` derives the scenario with a lever's keys again (evaluate.run.variant: the
+what-if path, costmodel.inputs.what_if);
 `changed` predicts it again (the step-time model, the memory model, once per process) and says
 whether it is feasible: it resolves, fits in memory and is faster. `project` counts a lever's
 step from a measured one. `Lever` is one lever's figures and reason (a `Reason`, rendered by
@@ -47,32 +48,20 @@ EFFICIENCIES = {
 #: A lever gains when the model's step after is at least this much shorter (a gain that
 #: rounds to 1.000x is none).
 MIN_GAIN = 5e-4
-#: Scenario keys a changed scenario takes from the scenario as it is (run.variant re-resolves
-#: from the course's defaults: the lengths file is not read again, and a null the course fills).
-_KEPT = (
-    "name",
-    "sequence_lengths",
-    "sum_squared_lengths",
-    "sum_squared_lengths_from",
-    "measured_tokens_per_s",
-    "communication_share",
-)
-
-
 _PREDICTIONS: collections.OrderedDict[str, Any] = collections.OrderedDict()
 _CACHED = 512
 
 
 def changed_scenario(sc: Scenario, changes: dict[str, Any]) -> Scenario | None:
-    """The scenario with a lever's `changes`, resolved again (run.variant), or None where the
-    layout does not divide; the lengths and the keys of _KEPT stay the scenario's."""
+    """The scenario with a lever's `changes`, derived again from it (run.variant: the what-if
+    path), or None where the layout does not divide; its step stays the scenario's (the share a
+    collective takes is not what is exposed)."""
     sc = as_scenario(sc)
     out = run.variant(sc, changes)
-    if out is None:
-        return None
-    kept = {key: sc.values[key] for key in _KEPT if key not in changes}
-    # the step: the share a collective takes is not what is exposed
-    return out.replace(**kept, step_time=sc.step_time, step_time_from=sc.step_time_from)
+    if out is None or "step_time" in changes:
+        return out
+    step = {"step_time": sc.sources.get("step_time", "derived")}
+    return out.replace(step, step_time=sc.step_time, step_time_from=sc.step_time_from)
 
 
 def _cached(kind: str, changed: Scenario, work) -> Any:

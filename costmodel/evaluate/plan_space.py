@@ -25,6 +25,7 @@ from costmodel.derive.plain import divisors
 from costmodel.errors import CostModelError
 from costmodel.inputs.layout import (
     ce_chunks_most,
+    cp_divides,
     dualpipe_allows,
     enough_micro_batches,
     ulysses_divides,
@@ -198,8 +199,8 @@ def _micro_batches(sc: Scenario, dp: int, micro_batch: int) -> float:
 
 
 def _splits(sc: Scenario, gpus: int):
-    """(tp, pp, cp, dp) that divide the GPUs, with PP at most the layers and CP dividing the
-    sequence (and, with Ulysses CP, each TP rank's heads: inputs.layout's `ulysses_divides`)."""
+    """(tp, pp, cp, dp) that divide the GPUs, with PP at most the layers and CP splitting the
+    sequence (inputs.layout's `cp_divides`; and, with Ulysses CP, each TP rank's heads: inputs.layout's `ulysses_divides`)."""
     ulysses = sc.cp_comm_type == "a2a"
     for tp in tensor_parallel_sizes(sc, gpus):
         for pp in divisors(gpus // tp):
@@ -208,7 +209,9 @@ def _splits(sc: Scenario, gpus: int):
             for cp in divisors(gpus // (tp * pp)):
                 if cp > MAX_CP:
                     break
-                if sc.seq_len % cp or (ulysses and not ulysses_divides(sc.shape, tp, cp)):
+                if not cp_divides(sc.seq_len, cp) or (
+                    ulysses and not ulysses_divides(sc.shape, tp, cp)
+                ):
                     continue
                 yield tp, pp, cp, gpus // (tp * pp * cp)
 

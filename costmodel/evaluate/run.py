@@ -17,7 +17,6 @@ from typing import Any
 
 from costmodel.derive import activations as act
 from costmodel.derive import numeric, plain
-from costmodel.errors import CostModelError
 from costmodel.evaluate import compute_time
 from costmodel.evaluate.communication import Communication, Compute, communication
 from costmodel.evaluate.gpu_memory import (  # noqa: F401 (re-exported: the memory model)
@@ -34,7 +33,7 @@ from costmodel.evaluate.gpu_memory import (  # noqa: F401 (re-exported: the memo
     capacity,
     most_loaded,
 )
-from costmodel.inputs import hardware, scenario
+from costmodel.inputs import hardware, what_if
 from costmodel.inputs.scenario import Scenario, as_scenario, recompute_fractions
 from costmodel.inputs.shape import ModelShape
 
@@ -231,15 +230,15 @@ def _candidates(sc: Scenario, shape: ModelShape) -> list[tuple[str, dict, str]]:
     return out
 
 
-#: Scenario keys that a re-resolved variant does not take from the values: the name, and the
-#: lengths file (its mean stands for it: the memory does not depend on the lengths, and the file
-#: is not read again for each change).
+#: Scenario keys a scenario's inputs leave out when the plan resolves it again
+#: (evaluate.plan_base._inputs): the name, and the lengths file (its path given again apart).
 _NOT_INPUTS = ("name", "sequence_lengths")
 
 
 def drop_unused_inputs(data: dict[str, Any]) -> None:
     """In place, the input keys a scenario resolved again must not carry: those the recompute
-    policy does not take, and sequence parallelism without TP (variant's and the plan's rule)."""
+    policy does not take, and sequence parallelism without TP (the plan's inputs; the what-if
+    path clears the same keys: costmodel.inputs.what_if)."""
     policy = data["recompute"]
     if policy != "selective":
         data.pop("recompute_modules", None)
@@ -251,31 +250,15 @@ def drop_unused_inputs(data: dict[str, Any]) -> None:
 
 
 def variant(sc: Scenario, changes: dict[str, Any]) -> Scenario | None:
-    """The scenario with ``changes`` resolved again (the layout checked and DP, EP derived), or
-    None where the validator refuses it (a layout that does not divide)."""
-    sc = as_scenario(sc)
-    data = {
-        key: sc.values[key]
-        for key in scenario.FIELDS
-        if sc.values[key] is not None and key not in _NOT_INPUTS
-    }
-    if sc.step_time_from == "predicted":
-        data["step_time"] = None  # predicted again for the variant, never a bound's refusal
-    data.update(changes)
-    if "recompute_modules" in changes or "recompute" in changes:
-        data.pop("selective_recompute_fraction", None)  # a stated r was for the old modules
-    drop_unused_inputs(data)
-    if "expert_parallel" in data and sc.num_experts:  # refit EP to the new DP
-        gpus = data["num_gpus"]
-        dp = gpus // (
-            data["tensor_parallel"] * data["pipeline_parallel"] * data["context_parallel"]
-        )
-        ep = math.gcd(sc.expert_parallel, sc.num_experts, max(dp, 1))
-        data["expert_parallel"] = ep
-    try:
-        return scenario.resolve(data=data)
-    except CostModelError:
-        return None
+    """The scenario with ``changes``, derived again from it (`Scenario.what_if`: the layout
+    checked, DP derived, an EP nobody set fitted to it), or None where the validator refuses
+    it (a layout that does not divide; `variant_or_reason` says why)."""
+    return variant_or_reason(sc, changes)[0]
+
+
+def variant_or_reason(sc: Scenario, changes: dict[str, Any]) -> tuple[Scenario | None, str | None]:
+    """(`variant`, None), or (None, the validator's one-line reason) where it is refused."""
+    return what_if.refusal(as_scenario(sc), changes)
 
 
 def fit_changes(sc: Scenario, shape: ModelShape) -> list[dict[str, Any]]:
@@ -291,7 +274,11 @@ def fit_changes(sc: Scenario, shape: ModelShape) -> list[dict[str, Any]]:
         if changed is None:
             continue
         got = memory(changed)
-        work = _step_work(changed, recompute_fractions(changed.values), core_forward)
+        fractions = {  # as resolution derived them for the changed policy
+            "weights": changed.recompute_weights_fraction,
+            "core": changed.recompute_core_fraction,
+        }
+        work = _step_work(changed, fractions, core_forward)
         found.append(
             {
                 "change": label,

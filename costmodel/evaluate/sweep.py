@@ -252,7 +252,10 @@ def _refusals(scenario: Scenario, at: dict[str, np.ndarray], size: int) -> np.nd
     ep = scenario.expert_parallel
     if scenario.num_experts and scenario.sources.get("expert_parallel") in ("file", "--set"):
         refuse((gpus // (tp * pp * cp)) % ep != 0, f"expert_parallel ({ep}) not a divisor of DP")
-    refuse(seq % cp != 0, f"seq_len not a multiple of context_parallel ({cp})")
+    refuse(
+        np.logical_not(layout_rules.cp_divides(seq, cp)),
+        f"seq_len not a multiple of context_parallel (x 2 with CP: {2 * cp if cp > 1 else 1})",
+    )
     if scenario.sequence_parallel:
         refuse((seq // cp) % tp != 0, f"seq_len / CP not a multiple of tensor_parallel ({tp})")
     refuse(~_enough_micro_batches(scenario, get, gpus // (tp * pp * cp)), _FEW[scenario.batching])

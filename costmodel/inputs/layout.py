@@ -16,7 +16,30 @@ from costmodel.formats import shown
 from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import fitted_expert_parallel
 from costmodel.inputs.model_shape import scenario_shape, tensor_parallel_widths
+from costmodel.inputs.shape import ModelShape
 from costmodel.records import frozen_dataclass
+
+
+class ShapeOf:
+    """What the layout's rules ask for the model shape, called with no argument:
+    `model_shape.scenario_shape(values)`, built at the first call and kept (the rules ask it up
+    to three times: TP's widths, Ulysses' heads, selective recompute's modules), or the shape
+    given (`known`: the what-if path's, where no key of the shape changed, so none is built
+    again)."""
+
+    def __init__(self, values: dict[str, Any], known: tuple[ModelShape, str] | None = None):
+        self.values = values
+        self.built = known
+
+    def __call__(self) -> tuple[ModelShape, str]:
+        if self.built is None:
+            self.built = scenario_shape(self.values)
+        return self.built
+
+
+def shape_of(values: dict[str, Any]) -> ShapeOf:
+    """The values' model shape, built when a rule first asks (`ShapeOf`)."""
+    return ShapeOf(values)
 
 
 @frozen_dataclass
@@ -68,6 +91,16 @@ def enough_micro_batches(micro_batches, batching: str = "padded", samples=None, 
     return samples >= dp
 
 
+def cp_divides(seq_len, cp: int):
+    """Whether context parallelism of `cp` ranks splits the sequence: Megatron-LM's
+    load-balanced CP (get_batch_on_this_cp_rank) cuts each sequence into 2 x CP chunks of equal
+    length, each rank taking one from either end (the causal mask's work balanced), so 2 x CP
+    divides seq_len; without CP (1) nothing is cut. The one CP rule of resolution, the plan's
+    search, the sweep and the layouts table (evaluate.layouts). Elementwise on NumPy arrays of
+    seq_len."""
+    return True if cp == 1 else seq_len % (2 * cp) == 0
+
+
 def ulysses_heads(shape, tp: int) -> tuple[int, int]:
     """(query heads, K/V heads) of one TP rank, which Ulysses context parallelism
     (cp_comm_type a2a) splits over the CP ranks: K/V heads fewer than TP are replicated, one a
@@ -109,13 +142,13 @@ def ce_chunks_most(micro_batch: int, seq_len: int, cp: int) -> int:
     return micro_batch * seq_len // cp
 
 
-def _check_tensor_parallel(values: dict[str, Any], tp: int) -> None:
+def _check_tensor_parallel(values: dict[str, Any], tp: int, shape: ShapeOf) -> None:
     """TP divides every width of the model that the GEMM list splits (the heads, the MLP and
     expert widths, the vocabulary, ...), of the shape the list uses: the model config, or the
     shape built from the keys (whose heads, with num_heads unset, are attention_dim / head_dim).
     So no GEMM of `costmodel gemms` has a fraction of a column or a head."""
-    shape, source = scenario_shape(values)
-    for what, width in tensor_parallel_widths(shape, values["num_mtp_layers"]):
+    model, source = shape()
+    for what, width in tensor_parallel_widths(model, values["num_mtp_layers"]):
         if width % tp:
             raise _layout_error(
                 "tensor_parallel", tp, f"a divisor of {what} ({width:,}; shape from {source})"
@@ -135,13 +168,14 @@ def _check_node_links(values: dict[str, Any]) -> None:
         )
 
 
-def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
+def _layout(values: dict[str, Any], sources: dict[str, str], shape: ShapeOf | None = None) -> None:
     """Check the parallel layout and derive data_parallel, the effective expert_parallel and
     the micro batches per step: one line naming the keys when it does not divide.
 
     expert_parallel the team did not set is the course's 8, brought down to the largest size
     that divides the experts and DP (source `derived`); one the team set must divide them.
-    A dense model has EP = 1."""
+    A dense model has EP = 1. `shape`: the model shape of the values (`shape_of`)."""
+    shape = shape or shape_of(values)
     tp, pp, cp = (values[k] for k in SPLIT_KEYS)
     gpus = values["num_gpus"]
     if gpus % (tp * pp * cp):
@@ -159,13 +193,18 @@ def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
     if heads is not None and heads % tp:
         raise _layout_error("tensor_parallel", tp, f"a divisor of num_heads ({heads})")
     if tp > 1:
-        _check_tensor_parallel(values, tp)
+        _check_tensor_parallel(values, tp, shape)
     if pp > values["num_layers"]:  # an uneven split is allowed (as Megatron-LM's layouts)
         raise _layout_error("pipeline_parallel", pp, f"at most num_layers ({values['num_layers']})")
-    if values["seq_len"] % cp:
-        raise _layout_error("context_parallel", cp, f"a divisor of seq_len ({values['seq_len']})")
+    if not cp_divides(values["seq_len"], cp):
+        raise _layout_error(
+            "context_parallel",
+            cp,
+            f"1, or a size whose 2 x context_parallel divides seq_len ({values['seq_len']:,}): "
+            "load-balanced CP cuts each sequence into 2 x CP chunks",
+        )
     if values["cp_comm_type"] == "a2a":
-        _check_ulysses(values, tp, cp)
+        _check_ulysses(values, tp, cp, shape)
     if values["sequence_parallel"] and tp == 1 and sources.get("sequence_parallel") != "course":
         raise _layout_error("sequence_parallel", True, "false when tensor_parallel is 1")
     if values["sequence_parallel"] and (values["seq_len"] // cp) % tp:
@@ -205,11 +244,11 @@ def _layout(values: dict[str, Any], sources: dict[str, str]) -> None:
     _check_micro_batches(values)
 
 
-def _check_ulysses(values: dict[str, Any], tp: int, cp: int) -> None:
+def _check_ulysses(values: dict[str, Any], tp: int, cp: int, shape: ShapeOf) -> None:
     """Ulysses CP splits the heads of a TP rank (`ulysses_divides`)."""
-    shape, source = scenario_shape(values)
-    if not ulysses_divides(shape, tp, cp):
-        query, kv = ulysses_heads(shape, tp)
+    model, source = shape()
+    if not ulysses_divides(model, tp, cp):
+        query, kv = ulysses_heads(model, tp)
         raise _layout_error(
             "context_parallel",
             cp,
@@ -248,10 +287,11 @@ def _check_micro_batches(values: dict[str, Any]) -> None:
     raise _layout_error("num_gpus", values["num_gpus"], allowed)
 
 
-def _module_params(values: dict[str, Any]) -> tuple[dict[str, float], float]:
+def _module_params(values: dict[str, Any], model: ModelShape) -> tuple[dict[str, float], float]:
     """Matmul parameters per token of each module whose recompute redoes weight GEMMs
-    (`recompute.WEIGHT_MODULES`), from the scenario's shape, and the N they are a share of."""
-    shape, _ = scenario_shape(values)
+    (`recompute.WEIGHT_MODULES`), from the scenario's shape `model`, and the N they are a share
+    of."""
+    shape = model
     parts = {key: float(value) for key, value in shape.breakdown.items()}
     up = 0.0
     if shape.mla:  # MLA's up-projections: q_b (from the query latent) and kv_b, per MLA layer
@@ -272,16 +312,20 @@ def _module_params(values: dict[str, Any]) -> tuple[dict[str, float], float]:
 
 
 def recompute_fractions(
-    values: dict[str, Any], policy: str | None = None, modules=None
+    values: dict[str, Any], policy: str | None = None, modules=None, shape: ShapeOf | None = None
 ) -> dict[str, Any]:
     """The weights and attention-core fractions recompute redoes (`recompute.fractions`) for the
     scenario's policy, or another (`policy`, with `modules` for selective: the scenario's, else
-    Megatron-LM's default set), and where r comes from."""
+    Megatron-LM's default set), and where r comes from. `shape`: the values' model shape
+    (`shape_of`; built from the values when not given)."""
     policy = policy or values["recompute"]
     if policy == "selective" and modules is None:
         modules = values.get("recompute_modules") or list(act.DEFAULT_RECOMPUTE_MODULES)
     stage_layers = math.ceil(values["num_layers"] / values["pipeline_parallel"])
-    params, n = _module_params(values) if policy == "selective" else ({}, 1.0)
+    if policy == "selective":
+        params, n = _module_params(values, (shape or shape_of(values))()[0])
+    else:
+        params, n = {}, 1.0
     full = policy == "full" and values["recompute"] == "full"
     return plain.fractions(
         policy,
@@ -354,7 +398,9 @@ def _check_ce_chunks(values: dict[str, Any], sources: dict[str, str]) -> None:
     )
 
 
-def _memory_settings(values: dict[str, Any], sources: dict[str, str]) -> None:
+def _memory_settings(
+    values: dict[str, Any], sources: dict[str, str], shape: ShapeOf | None = None
+) -> None:
     """The memory and recompute keys that go together: recompute_modules only with selective
     recompute (null: Megatron-LM's default set), recompute_num_layers (more than a stage's layers:
     all of them) and a team's recompute_method only with full, FP8 storage only with FP8 training, cross_entropy null
@@ -387,7 +433,7 @@ def _memory_settings(values: dict[str, Any], sources: dict[str, str]) -> None:
         values["recompute_modules"] = list(act.DEFAULT_RECOMPUTE_MODULES)
         sources["recompute_modules"] = "derived"
     _schedule(values)
-    got = recompute_fractions(values)
+    got = recompute_fractions(values, shape=shape)
     values["recompute_weights_fraction"] = got["weights"]
     values["recompute_core_fraction"] = got["core"]
     values["recompute_fraction_from"] = got["from"]

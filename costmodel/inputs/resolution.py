@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 
 from costmodel.derive import plain
 from costmodel.errors import CostModelError
-from costmodel.formats import input_value
+from costmodel.formats import input_value, shown
 from costmodel.inputs import hardware
 from costmodel.inputs.fields import check_value
 from costmodel.inputs.layout import _layout_error
@@ -33,6 +33,26 @@ def _lengths(values: dict[str, Any], sources: dict[str, str]) -> Lengths | None:
     values["mean_tokens_per_sample"] = lengths.mean
     sources["mean_tokens_per_sample"] = "sequence_lengths"
     return lengths
+
+
+def _gpu_figures(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """`peak_flops` and `hbm_bandwidth` the scenario leaves null: the GPU table's figures of
+    `gpu` (source `gpu table` for the course's GPU, else where the GPU came from)."""
+    gpu = hardware.GPUS[values["gpu"]]
+    for key, figure in (("peak_flops", gpu.bf16_flops), ("hbm_bandwidth", gpu.hbm_bandwidth)):
+        if values.get(key) is None:
+            values[key] = figure
+            sources[key] = "gpu table" if sources.get("gpu") == "course" else sources["gpu"]
+
+
+def _check_mean_with_lengths(values: dict[str, Any], given: Any) -> None:
+    """A lengths file gives the mean: a mean_tokens_per_sample the team gives beside one is
+    refused (`given`: the keys the team gave)."""
+    if values.get("sequence_lengths") is not None and "mean_tokens_per_sample" in given:
+        raise CostModelError(
+            f"mean_tokens_per_sample: {shown(values['mean_tokens_per_sample'])} is not allowed "
+            "with sequence_lengths; expected one of the two (the lengths file gives the mean)"
+        )
 
 
 def _derive(values: dict[str, Any], sources: dict[str, str], lengths: Lengths | None) -> None:

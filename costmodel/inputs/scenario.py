@@ -23,9 +23,8 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from costmodel.derive import numeric
-from costmodel.errors import CostModelError
-from costmodel.formats import shown
-from costmodel.inputs import hardware
+from costmodel.errors import CostModelError  # noqa: F401 (re-exported: callers catch it here)
+from costmodel.inputs import hardware, what_if
 from costmodel.inputs.fields import (  # noqa: F401 (the scenario's names, imported from here)
     ALLOWED,
     FIELDS,
@@ -43,15 +42,18 @@ from costmodel.inputs.layout import (  # noqa: F401
     _layout_error,
     _memory_settings,
     recompute_fractions,
+    shape_of,
 )
 from costmodel.inputs.lengths import Lengths
 from costmodel.inputs.model_shape import (
     scenario_shape,
 )
 from costmodel.inputs.resolution import (  # noqa: F401
+    _check_mean_with_lengths,
     _check_shape_keys,
     _cross_check,
     _derive,
+    _gpu_figures,
     _lengths,
     _params_from_shape_keys,
 )
@@ -275,6 +277,10 @@ class Scenario:
     lengths: Lengths | None = field(default=None, repr=False)
     #: The order of the keys in `values` (the order resolution set them).
     key_order: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    #: The keys the team gave (a scenario file, `data`, --set, a what-if's changes), as resolve
+    #: read them: what `what_if` takes as the scenario's inputs where a source alone cannot say
+    #: (a GPU's figures filled under the team's GPU; a dense model's EP 1, derived either way).
+    given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
     values: Mapping[str, Any] = field(init=False, repr=False, compare=False)
     layout: Layout = field(init=False, repr=False, compare=False)
     conventions: Conventions = field(init=False, repr=False, compare=False)
@@ -286,6 +292,7 @@ class Scenario:
         setattr_ = object.__setattr__
         setattr_(self, "values", MappingProxyType(values))
         setattr_(self, "sources", MappingProxyType(dict(self.sources)))
+        setattr_(self, "given", frozenset(self.given))
         setattr_(self, "layout", Layout(**{key: values[key] for key in LAYOUT_KEYS}))
         conventions = {key: values[key] for key in CONVENTION_KEYS}
         setattr_(self, "conventions", Conventions(**conventions))
@@ -297,19 +304,37 @@ class Scenario:
         values: Mapping[str, Any],
         sources: Mapping[str, str] | None = None,
         lengths: Lengths | None = None,
+        given: Any = (),
     ) -> Scenario:
-        """The Scenario of resolved `values` (every key of KEYS), keeping their order."""
-        return cls(**values, sources=dict(sources or {}), lengths=lengths, key_order=tuple(values))
+        """The Scenario of resolved `values` (every key of KEYS), keeping their order; `given`:
+        the keys the team gave."""
+        return cls(
+            **values,
+            sources=dict(sources or {}),
+            lengths=lengths,
+            key_order=tuple(values),
+            given=frozenset(given),
+        )
 
     def replace(self, sources: Mapping[str, str] | None = None, **changes: Any) -> Scenario:
         """A copy with some keys changed (and `sources` updated by the given ones), as a lever or
         a predicted step sets them; not resolved again (`resolve` validates)."""
         return dataclasses.replace(self, **changes, sources={**self.sources, **(sources or {})})
 
+    def what_if(self, **changes: Any) -> Scenario:
+        """The scenario with `changes` (scenario keys), derived again from this one: equal to
+        `resolve` of its inputs with the changes set, re-running only what they touch
+        (costmodel.inputs.what_if.changed: the validator's one line where a key or the layout
+        is refused)."""
+        return what_if.changed(self, changes)
+
     def relaid(self, **changes: Any) -> Scenario:
         """`replace` of layout and recompute keys only (RELAID_KEYS), fast: the fields copied,
         the values, layout and conventions rebuilt, the model shape kept (it rests on the
-        structure keys alone). The plan's search builds thousands of layouts this way."""
+        structure keys alone). The plan's search builds thousands of layouts this way: those
+        its space proposes pass the layout's rules (evaluate.plan_space asks inputs.layout's),
+        and it times the scenario's own layout even where they refuse it (its `own` row), so
+        nothing is refused here; `what_if` is the checked path."""
         unknown = changes.keys() - RELAID_KEYS
         if unknown:
             raise ValueError(f"relaid: {sorted(unknown)} are not layout keys")
@@ -324,12 +349,21 @@ class Scenario:
         new.__dict__.update(fields)
         return new
 
+    def with_shape(self, shape: tuple[ModelShape, str] | None) -> Scenario:
+        """This scenario, its model shape (`scenario_shape` of its values, where it is known
+        already: the layout's rules built it, or a what-if kept it) kept as `shape`."""
+        if shape is not None:
+            self.__dict__["_shape"] = shape
+        return self
+
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
     def __reduce__(self):
-        """Pickled and copied as its values, sources and lengths (a read-only mapping is not)."""
-        return (Scenario.from_values, (dict(self.values), dict(self.sources), self.lengths))
+        """Pickled and copied as its values, sources, lengths and given keys (a read-only mapping
+        is not)."""
+        state = (dict(self.values), dict(self.sources), self.lengths, self.given)
+        return (Scenario.from_values, state)
 
     @functools.cached_property
     def _shape(self) -> tuple[ModelShape, str]:
@@ -411,17 +445,8 @@ def resolve(
     set_only = overrides if file is None and not data else None  # the course's, a few keys set
     values = _merged(user, model_layer, sources, named_after=set_only)
 
-    gpu = hardware.GPUS[values["gpu"]]
-    for key, figure in (("peak_flops", gpu.bf16_flops), ("hbm_bandwidth", gpu.hbm_bandwidth)):
-        if values.get(key) is None:
-            values[key] = figure
-            sources[key] = "gpu table" if sources.get("gpu") == "course" else sources["gpu"]
-
-    if values.get("sequence_lengths") is not None and "mean_tokens_per_sample" in user:
-        raise CostModelError(
-            f"mean_tokens_per_sample: {shown(user['mean_tokens_per_sample'])} is not allowed "
-            "with sequence_lengths; expected one of the two (the lengths file gives the mean)"
-        )
+    _gpu_figures(values, sources)
+    _check_mean_with_lengths(values, user)
     values["num_mtp_layers"] = mtp_layers
     sources["num_mtp_layers"] = "derived"
     lengths = _lengths(values, sources)
@@ -429,6 +454,7 @@ def resolve(
     _check_shape_keys(values, sources)
     _params_from_shape_keys(values, sources)
     _cross_check(values)
-    _layout(values, sources)
-    _memory_settings(values, sources)
-    return Scenario.from_values(values, sources, lengths)
+    shape = shape_of(values)  # built once, for the layout's rules and the Scenario
+    _layout(values, sources, shape)
+    _memory_settings(values, sources, shape)
+    return Scenario.from_values(values, sources, lengths, given=user).with_shape(shape.built)

@@ -145,7 +145,8 @@ def _merged(
             values["name"] = "Team scenario"
     for key, value in model_layer.items():
         values[key] = value
-        sources[key] = "model"
+        if key not in user:  # a key the team sets is the team's (its source said "model")
+            sources[key] = "model"
     values.update(user)
     return values
 

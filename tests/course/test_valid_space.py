@@ -226,16 +226,16 @@ def valid_scenarios(draw) -> dict:
     for key in ("attention_flops", "attention_kernel", "batching"):
         data[key] = draw(st.sampled_from(FIELDS[key].choices))
     # The layout: TP divides every width the GEMM list splits (the validator's own list, of the
-    # shape it builds), PP at most the layers, CP divides seq_len, GPUs = TP PP CP DP.
+    # shape it builds), PP at most the layers, CP 1 or 2 x CP divides seq_len (load-balanced
+    # CP: inputs.layout.cp_divides), GPUs = TP PP CP DP.
     most = bounds("num_gpus")[1]
     widths = tensor_parallel_gcd(data)
     tp = data["tensor_parallel"] = draw(
         one_divisor(widths, min(bounds("tensor_parallel")[1], most))
     )
     pp = data["pipeline_parallel"] = draw(field("pipeline_parallel", high=min(layers, most // tp)))
-    cp = data["context_parallel"] = draw(
-        one_divisor(seq, min(bounds("context_parallel")[1], most // (tp * pp)))
-    )
+    cp_most = min(bounds("context_parallel")[1], most // (tp * pp))
+    cp = data["context_parallel"] = draw(one_divisor(seq // 2, cp_most)) if seq % 2 == 0 else 1
     # at least one micro batch per pipeline (padded: micro_batch samples; packed: one sample)
     per_pipeline = data["micro_batch"] if data["batching"] == "padded" else 1
     room = min(most // (tp * pp * cp), data["samples_per_step"] // per_pipeline)

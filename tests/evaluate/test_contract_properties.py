@@ -99,7 +99,8 @@ def scenarios(draw) -> dict:
     widths = math.gcd(*(w for _, w in tensor_parallel_widths(alone.shape, alone.num_mtp_layers)))
     tp = data["tensor_parallel"] = divisor(draw, widths, 8)
     pp = data["pipeline_parallel"] = draw(st.integers(1, min(4, alone.num_layers)))
-    cp = data["context_parallel"] = divisor(draw, seq, 4)
+    # load-balanced CP: 1, or 2 x CP divides seq_len (inputs.layout.cp_divides)
+    cp = data["context_parallel"] = divisor(draw, seq // 2, 4) if seq % 2 == 0 else 1
     dp = draw(st.sampled_from([1, 2, 4, 8, 32]))
     data["num_gpus"] = tp * pp * cp * dp
     data["sequence_parallel"] = tp > 1 and (seq // cp) % tp == 0 and draw(st.booleans())
