@@ -13,7 +13,7 @@ from typing import Any
 from costmodel.errors import CostModelError
 from costmodel.formats import shown
 from costmodel.inputs import course_scenario
-from costmodel.inputs.fields import WIDTH_KEYS, check_value
+from costmodel.inputs.fields import COURSE_WIDTH_KEYS, WIDTH_KEYS, check_value
 
 
 def model_reference(reference: str, base: str | Path) -> str:
@@ -133,7 +133,7 @@ def _merged(
     # A team that sets any width key gets none of the course's other width keys.
     team_width = set(WIDTH_KEYS) & (set(user) | set(model_layer))
     if team_width:
-        for key in ("attention_dim", "num_heads", "head_dim"):
+        for key in COURSE_WIDTH_KEYS:
             values[key] = None
     if "name" not in user and (user or model_layer):
         # the course's scenario with a few keys set (--set, a notebook's overrides) is named

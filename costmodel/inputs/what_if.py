@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 from costmodel.errors import CostModelError
 from costmodel.inputs import model_shape, models
-from costmodel.inputs.fields import WIDTH_KEYS, check_value
+from costmodel.inputs.fields import COURSE_WIDTH_KEYS, WIDTH_KEYS, check_value
 from costmodel.inputs.layout import ShapeOf, _layout, _memory_settings
 from costmodel.inputs.lengths import Lengths
 from costmodel.inputs.model_shape import SHAPE_KEYS
@@ -130,7 +130,7 @@ def _inputs_again(values, sources, given, course, checked) -> None:
             if key not in given:
                 values[key] = None
     if checked.keys() & set(WIDTH_KEYS):  # the course's width keys go with a team's width
-        for key in ("attention_dim", "num_heads", "head_dim"):
+        for key in COURSE_WIDTH_KEYS:
             if sources.get(key) == "course":
                 values[key] = None
 
