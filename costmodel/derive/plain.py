@@ -113,19 +113,19 @@ def model_state_bytes(
 ) -> dict[str, float]:
     """Bytes of weights, gradients and optimizer states on one GPU holding ``params`` parameters,
     ZeRO stage ``zero_stage`` over ``dp`` data-parallel ranks. grad_bytes: 4 (fp32 main grads,
-    Megatron-LM) or 2 (the ZeRO paper); optimizer_bytes: 12 for mixed-precision Adam."""
+    Megatron-LM) or 2 (the ZeRO paper); optimizer_bytes: 12 for mixed-precision Adam.
+    ``params`` may be NumPy's array (the plan's layouts; ``dp`` one number): the same floats."""
     if zero_stage not in STAGES:
         raise ValueError(f"zero_stage: {zero_stage!r} is not one of 0, 1, 2, 3")
     v = {
         "bytes_per_element": float(weight_bytes),
         "beta_g": float(grad_bytes),
         "K_opt": float(optimizer_bytes),
-        "Psi": float(params),
+        "Psi": params * 1.0,
         "N_d": float(dp),
     }
     return {
-        part: float(getattr(_numeric(), f"model_state_{part}_{zero_stage}")(v))
-        for part in MODEL_STATES
+        part: getattr(_numeric(), f"model_state_{part}_{zero_stage}")(v) for part in MODEL_STATES
     }
 
 

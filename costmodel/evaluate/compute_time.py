@@ -3,8 +3,8 @@
 
 Per GPU. The GEMM list (evaluate.gemms.model_gemms) is already one GPU's under TP, CP and EP,
 per micro batch, with each row's `layers` the whole model's; the pipeline stage is applied here:
-the most loaded stage holds ceil(L / PP) layers, taken from the heaviest layer kinds first (the
-rule of the memory and communication models: an upper bound whatever the placement), plus the
+the most loaded stage holds ceil(L / PP) layers, taken from the heaviest layer kinds first
+(evaluate.stage: the memory model's rule too, an upper bound whatever the placement), plus the
 lm_head (and the MTP projection), which the last stage runs. A step runs the scenario's micro
 batches per pipeline (`micro_batches_per_step`: padded rows of seq_len slots, so the weight
 GEMMs pay for the pad slots; packed rows of documents).
@@ -40,18 +40,15 @@ Megatron-LM's gradient_accumulation_fusion does).
 
 from __future__ import annotations
 
-import functools
-import itertools
-import math
-import sys
 from typing import Any
 
 from costmodel.derive import numeric, plain
+from costmodel.evaluate import stage
 from costmodel.evaluate.gemms import weight_shapes
 from costmodel.evaluate.linear import linear_attention
 from costmodel.inputs import efficiency, hardware
 from costmodel.inputs.scenario import Scenario, as_scenario
-from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
+from costmodel.inputs.shape import ModelShape
 
 #: Which GEMM rows belong to which block of a layer (keys of evaluate.gemms).
 MIXER_ROWS = {
@@ -154,7 +151,7 @@ def _elementwise(sc, shape: ModelShape, mlp: str) -> tuple[float, float, dict[st
     recomputable pieces' forward bytes (`layernorm`, `moe_act`)."""
     tp, cp = sc.tensor_parallel, sc.context_parallel
     tokens = sc.micro_batch * sc.seq_len / cp
-    rows = tokens / tp if sc.sequence_parallel else tokens
+    rows = stage.where(sc.sequence_parallel, tokens / tp, tokens)
     h = shape.hidden_size
     norm = [x * shape.norms_per_layer * rows * h for x in NORM_BYTES]
     residual = [x * 2 * rows * h for x in RESIDUAL_BYTES]
@@ -172,23 +169,21 @@ def _elementwise(sc, shape: ModelShape, mlp: str) -> tuple[float, float, dict[st
 
 
 def _layer_kinds(shape: ModelShape, sc: Scenario) -> list[tuple[str, str, int]]:
-    """(mixer, mlp, count) of the model's layers, MTP layers (full attention) counted."""
-    return list(_kinds_of(shape, sc.num_mtp_layers))
+    """(mixer, mlp, count) of the model's layers (evaluate.stage.layer_kinds, MTP layers
+    counted), MLA's full attention an `attention` mixer (its GEMM rows are MIXER_ROWS')."""
+    return [
+        ("attention" if mixer == "mla" else mixer, mlp, count)
+        for mixer, mlp, count in stage.layer_kinds(shape, sc.num_mtp_layers)
+    ]
 
 
-@functools.lru_cache(maxsize=64)
-def _kinds_of(shape: ModelShape, mtp_layers: int) -> tuple[tuple[str, str, int], ...]:
-    """`_layer_kinds` of a shape and its trained MTP layers (built once: the plan's search asks
-    for thousands of layouts of one model)."""
-    counts: dict[tuple[str, str], int] = {}
-    for layer_type, moe in zip(shape.layer_types, shape.moe_layer_flags):
-        mixer = "attention" if layer_type == FULL_ATTENTION else "gated_deltanet"
-        key = (mixer, "moe" if moe else "dense")
-        counts[key] = counts.get(key, 0) + 1
-    if mtp_layers:
-        key = ("attention", "moe" if shape.is_moe else "dense")
-        counts[key] = counts.get(key, 0) + mtp_layers
-    return tuple((mixer, mlp, count) for (mixer, mlp), count in counts.items())
+def layer_flops(sc: Scenario) -> tuple[float, float]:
+    """The attention core's and the linear-attention core's forward FLOPs of the step per layer
+    of its kind, at the kernel's square (`core_forward_flops`), before the GPUs share them."""
+    core = core_forward_flops(sc, counted=False) / max(sc.num_full_attention_layers, 1)
+    lin = linear_attention(sc)
+    linear = lin["flops_per_step"] / 3 / lin["layers"] if lin and lin["flops_per_step"] else 0.0
+    return core, linear
 
 
 def _layer(sc, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dict[str, float]:
@@ -235,13 +230,10 @@ def _total(layer: dict[str, float]) -> float:
     )
 
 
-def _stage(kinds: list[tuple[dict[str, float], int]], pp: int) -> list[dict[str, float]]:
-    """The most loaded stage's layers: ceil(L / p), the heaviest kinds first."""
-    room = math.ceil(sum(count for _, count in kinds) / pp)
-    layers: list[dict[str, float]] = []
-    for layer, count in sorted(kinds, key=lambda kind: -_total(kind[0])):
-        layers += [layer] * min(count, room - len(layers))
-    return layers
+def stage_runs(kinds: list[tuple[dict, int]], pp: int) -> list[tuple[int, int]]:
+    """The most loaded stage's layers (evaluate.stage.heaviest_stage) of the kinds (a layer's
+    seconds, `_layer`, and its count), the heaviest by their step's seconds (`_total`)."""
+    return stage.heaviest_stage([_total(layer) for layer, _ in kinds], [n for _, n in kinds], pp)
 
 
 def _recompute_weights(sc: Scenario, sums: dict[str, float]) -> float:
@@ -265,9 +257,9 @@ def _recompute_weights(sc: Scenario, sums: dict[str, float]) -> float:
     return pieces + sum(sums.get(f"{m}_gemm_forward", 0.0) for m in weights)
 
 
-def _optimizer_bytes(sc: Scenario, shape: ModelShape, maximum=max) -> float:
-    """Adam's bytes on one GPU per step: its shard of the stage's parameters (`maximum`:
-    NumPy's for the plan's arrays of layouts)."""
+def _optimizer_bytes(sc: Scenario, shape: ModelShape) -> float:
+    """Adam's bytes on one GPU per step: its shard of the stage's parameters (elementwise: the
+    plan's sizes may be arrays over its layouts)."""
     tp, pp, ep = sc.tensor_parallel, sc.pipeline_parallel, sc.expert_parallel
     dp, cp = sc.data_parallel, sc.context_parallel
     experts = float(shape.breakdown["routed_experts_total"])
@@ -275,46 +267,24 @@ def _optimizer_bytes(sc: Scenario, shape: ModelShape, maximum=max) -> float:
     dense_gpu, experts_gpu = dense / (tp * pp), experts / (tp * pp * ep)
     if sc.zero_stage >= 1:
         dense_gpu /= dp * cp
-        experts_gpu /= maximum(dp * cp // ep, 1)
+        experts_gpu /= stage.maximum(dp * cp // ep, 1)
     return ADAM_BYTES_PER_PARAM * (dense_gpu + experts_gpu)
 
 
 def stage_sums(sc: Scenario, shape: ModelShape, eff: dict, gemm: dict[str, float]):
-    """The most loaded stage's per-step seconds summed over its layers (each `_layer` key),
-    its layers, and the attention and linear-attention cores' forward FLOPs per layer."""
+    """The most loaded stage's per-step seconds summed over its layers (each `_layer` key, added
+    one layer after another: evaluate.stage.stage_sum), its number of layers, and the attention
+    and linear-attention cores' forward FLOPs per layer on one GPU."""
     share = _sharing(sc)
-    full_layers = max(sc.num_full_attention_layers, 1)
-    core_fwd = core_forward_flops(sc, counted=False) / full_layers / share
-    lin = linear_attention(sc)
-    linear_fwd = 0.0
-    if lin and lin["flops_per_step"]:
-        linear_fwd = lin["flops_per_step"] / 3 / lin["layers"] / share
+    core, linear = layer_flops(sc)
+    core_fwd, linear_fwd = core / share, linear / share
     kinds = [
         (_layer(sc, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp), count)
         for mixer, mlp, count in _layer_kinds(shape, sc)
     ]
-    stage = _stage(kinds, sc.pipeline_parallel)
-    return _sums(stage, list(kinds[0][0])), stage, core_fwd, linear_fwd
-
-
-def _sums(stage: list[dict[str, float]], keys: list[str]) -> dict[str, float]:
-    """Each key summed over the stage's layers, first to last, one addition after another. Where NumPy
-    is already loaded (the plan's search) its accumulate adds them one after another too (the
-    same floats, faster for thousands of layouts); the report's path does not import NumPy
-    (tests/derive/test_numeric.py: a cold report stays cheap)."""
-    if not stage:
-        return {}
-    np = sys.modules.get("numpy")
-    if np is None:
-        totals = dict.fromkeys(keys, 0.0)
-        for layer in stage:  # one addition after another (not sum: Python 3.12's compensates)
-            for key in keys:
-                totals[key] += layer[key]
-        return totals
-    runs = [list(group) for _, group in itertools.groupby(stage, key=id)]
-    table = np.array([[run[0][key] for key in keys] for run in runs], dtype=float)
-    rows = np.repeat(table, [len(run) for run in runs], axis=0)
-    return dict(zip(keys, np.add.accumulate(rows, axis=0)[-1].tolist()))
+    runs = stage_runs(kinds, sc.pipeline_parallel)
+    sums = stage.stage_sum([layer for layer, _ in kinds], runs)
+    return sums, sum(n for _, n in runs), core_fwd, linear_fwd
 
 
 def recompute_seconds(sc, sums: dict[str, float]) -> float:
@@ -339,12 +309,12 @@ def compute(
     shape = shape or sc.shape
     eff = efficiency.efficiencies(sc.values)
     gemm = _gemm_rows(sc, eff, shape) if gemm is None else gemm
-    sums, stage, core_fwd, linear_fwd = staged or stage_sums(sc, shape, eff, gemm)
+    sums, layers, core_fwd, linear_fwd = staged or stage_sums(sc, shape, eff, gemm)
     bandwidth = sc.hbm_bandwidth * eff["hbm"].value
     out, loss = assemble(sc, shape, gemm, sums, bandwidth, _optimizer_bytes(sc, shape) / bandwidth)
     out["detail"] = {
         "gemm_forward_seconds_per_micro_batch": gemm,
-        "stage_layers": len(stage),
+        "stage_layers": layers,
         "micro_batches": sc.micro_batches_per_step,
         "loss_seconds": sum(loss),
         "optimizer_seconds": out["optimizer_seconds"],
@@ -358,16 +328,25 @@ def compute(
 
 def assemble(sc, shape: ModelShape, gemm, sums, bandwidth: float, optimizer) -> tuple[dict, list]:
     """`compute`'s parts, phases and optimizer seconds from the GEMM rows, the stage's sums and
-    the optimizer's seconds, and the loss's forward and backward seconds. Elementwise: the plan's
-    search passes arrays over many layouts (evaluate.plan_batch) for the same floats."""
+    the optimizer's seconds (`compute_parts` and `with_recompute`), and the loss's forward and
+    backward seconds."""
+    computed, loss = compute_parts(sc, shape, gemm, sums, bandwidth, optimizer)
+    recompute = recompute_seconds(sc, sums)
+    core_forward = sums.get("core_forward", 0.0)
+    return with_recompute(computed, recompute, sc.recompute_core_fraction, core_forward), loss
+
+
+def compute_parts(sc, shape: ModelShape, gemm, sums, bandwidth, optimizer) -> tuple[dict, list]:
+    """The compute parts but the recompute, the forward's seconds and the optimizer's (the
+    recompute policy apart: `with_recompute` adds it), and the loss's forward and backward
+    seconds. Elementwise: the plan's search passes arrays over many layouts
+    (evaluate.plan_batch)."""
     mb = sc.micro_batches_per_step
     outside_fwd = mb * sum(gemm.get(key, 0.0) for key in OUTSIDE_ROWS)
     tokens = sc.micro_batch * sc.seq_len / sc.context_parallel
     logits = tokens * shape.vocab_size / sc.tensor_parallel
     loss = [mb * x * logits / bandwidth for x in LOSS_BYTES]
     gemm_fwd = sums.get("gemm_forward", 0.0) + outside_fwd
-    r_core = sc.recompute_core_fraction
-    recompute = recompute_seconds(sc, sums)
     parts = {
         "gemms": 3 * gemm_fwd,
         "attention": sums.get("core_forward", 0.0) + sums.get("core_backward", 0.0),
@@ -376,7 +355,6 @@ def assemble(sc, shape: ModelShape, gemm, sums, bandwidth: float, optimizer) -> 
         + sums.get("memory_backward", 0.0)
         + sum(loss)
         + optimizer,
-        "recompute": recompute,
     }
     forward = (
         gemm_fwd
@@ -385,9 +363,18 @@ def assemble(sc, shape: ModelShape, gemm, sums, bandwidth: float, optimizer) -> 
         + sums.get("memory_forward", 0.0)
         + loss[0]
     )
+    return {"parts": parts, "forward": forward, "optimizer_seconds": optimizer}, loss
+
+
+def with_recompute(computed: dict, recompute, core_fraction, core_forward) -> dict:
+    """The parts, phases and optimizer seconds of a step from `compute_parts` and its recompute
+    policy: the recompute part (`recompute_seconds`) in the parts and the backward, the share
+    `core_fraction` of the attention core's forward (`core_forward`) in the attention phase."""
+    parts = {**computed["parts"], "recompute": recompute}
+    optimizer, forward = computed["optimizer_seconds"], computed["forward"]
     phases = {
         "forward": forward,
         "backward": sum(parts.values()) - optimizer - forward,
-        "attention": parts["attention"] + r_core * sums.get("core_forward", 0.0),
+        "attention": parts["attention"] + core_fraction * core_forward,
     }
-    return {"parts": parts, "phases": phases, "optimizer_seconds": optimizer}, loss
+    return {"parts": parts, "phases": phases, "optimizer_seconds": optimizer}

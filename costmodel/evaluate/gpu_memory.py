@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import Counter
 from typing import Any
 
 from costmodel.derive import activations as act
 from costmodel.derive.memory import peak, phases
 from costmodel.derive.plain import model_state_bytes
+from costmodel.evaluate import stage
 from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import assumed
 from costmodel.inputs.scenario import Scenario, as_scenario
-from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
+from costmodel.inputs.shape import ModelShape
 
 #: What the memory model counts, and what it leaves out (in the JSON as memory.convention).
 MEMORY_CONVENTION = (
@@ -61,25 +61,9 @@ def _params(shape: ModelShape, sc: Scenario) -> dict[str, float]:
 
 
 def _layer_kinds(shape: ModelShape, sc: Scenario) -> list[tuple[str, str, int]]:
-    """(mixer, mlp, count) of the model's layer kinds, MTP layers counted when they are."""
-    return list(_kinds_of(shape, sc.num_mtp_layers))
-
-
-@functools.lru_cache(maxsize=64)
-def _kinds_of(shape: ModelShape, mtp: int) -> tuple[tuple[str, str, int], ...]:
-    """`_layer_kinds` of a shape and its trained MTP layers (built once: the plan's search asks
-    for hundreds of layouts of one model)."""
-    counts: dict[tuple[str, str], int] = {}
-    mixer_full = "mla" if shape.mla else "attention"
-    # counted in C (a model may have 100,000 layers), in the order the kinds first appear
-    for (layer_type, moe), n in Counter(zip(shape.layer_types, shape.moe_layer_flags)).items():
-        mixer = mixer_full if layer_type == FULL_ATTENTION else "gated_deltanet"
-        key = (mixer, "moe" if moe else "dense")
-        counts[key] = counts.get(key, 0) + n
-    if mtp:
-        key = (mixer_full, "moe" if shape.is_moe else "dense")
-        counts[key] = counts.get(key, 0) + mtp
-    return tuple((mixer, mlp, n) for (mixer, mlp), n in counts.items())
+    """(mixer, mlp, count) of the model's layer kinds, MTP layers counted when they are
+    (evaluate.stage.layer_kinds)."""
+    return list(stage.layer_kinds(shape, sc.num_mtp_layers))
 
 
 def _layer_kwargs(shape: ModelShape, sc: Scenario, b: int) -> dict[str, Any]:
@@ -120,14 +104,11 @@ def _layer_kwargs(shape: ModelShape, sc: Scenario, b: int) -> dict[str, Any]:
 
 
 def _heaviest_stage(kinds: list[tuple[dict[str, float], int]], pp: int) -> list[dict]:
-    """The layers of the most loaded stage, as an upper bound whatever the placement: the
-    largest stage holds ceil(L / p) layers, taken here from the heaviest kinds first."""
-    room = math.ceil(sum(count for _, count in kinds) / pp)
-    layers: list[dict[str, float]] = []
-    for per_layer, count in sorted(kinds, key=lambda kind: -sum(kind[0].values())):
-        take = min(count, room - len(layers))
-        layers += [per_layer] * take
-    return layers
+    """The layers of the most loaded stage (evaluate.stage.heaviest_stage), each kind's bytes
+    per layer (a dict) weighed by their sum."""
+    weights = [sum(per_layer.values()) for per_layer, _ in kinds]
+    runs = stage.heaviest_stage(weights, [count for _, count in kinds], pp)
+    return [kinds[kind][0] for kind, n in runs for _ in range(n)]
 
 
 def _layer_sets(shape: ModelShape, sc: Scenario):
@@ -163,23 +144,23 @@ def _stage_activations(kinds, sc: Scenario) -> tuple[float, float]:
     sized = [({"whole": sum(whole.values())}, sum(kept.values()), n) for kept, whole, n in kinds]
     chosen = _heaviest_stage([(size, n) for size, _, n in sized], sc.pipeline_parallel)
     kept_of = {id(size): kept for size, kept, _ in sized}
-    stage = [(kept_of[id(size)], size["whole"]) for size in chosen]  # heaviest first
+    layers = [(kept_of[id(size)], size["whole"]) for size in chosen]  # heaviest first
     policy, group = sc.recompute, sc.recompute_num_layers
-    largest = max((whole for _, whole in stage), default=0.0)
+    largest = max((whole for _, whole in layers), default=0.0)
     if policy == "full" and sc.recompute_method == "block" and group is not None:
-        recomputed = min(group, len(stage))  # the lightest layers: the heaviest stay whole
-        saved = sum(kept for kept, _ in stage[len(stage) - recomputed :])
-        saved += sum(whole for _, whole in stage[: len(stage) - recomputed])
-        working = max((whole for _, whole in stage[len(stage) - recomputed :]), default=0.0)
+        recomputed = min(group, len(layers))  # the lightest layers: the heaviest stay whole
+        saved = sum(kept for kept, _ in layers[len(layers) - recomputed :])
+        saved += sum(whole for _, whole in layers[: len(layers) - recomputed])
+        working = max((whole for _, whole in layers[len(layers) - recomputed :]), default=0.0)
         return saved, working
     if policy == "full":
         group = group or 1
-        inputs = math.ceil(len(stage) / group)
-        saved = sum(kept for kept, _ in stage[:inputs])
-        return saved, largest * min(group, len(stage))
-    saved = sum(kept for kept, _ in stage)
+        inputs = math.ceil(len(layers) / group)
+        saved = sum(kept for kept, _ in layers[:inputs])
+        return saved, largest * min(group, len(layers))
+    saved = sum(kept for kept, _ in layers)
     if policy == "selective":
-        return saved, max((whole - kept for kept, whole in stage), default=0.0)
+        return saved, max((whole - kept for kept, whole in layers), default=0.0)
     return saved, 0.0
 
 
@@ -225,6 +206,56 @@ def capacity(sc: Scenario) -> dict[str, Any]:
     }
 
 
+def stage_params(params: dict, shape: ModelShape, seq_len, tp, pp, cp, ep, micro_batch, sp):
+    """The parameters a pipeline stage's GPU holds and its activation gradient: (the bytes of
+    the gradients at a layer's boundary in the backward, dL/d(output) and dL/d(input) in BF16;
+    the routed experts' parameters per GPU; the parameters on the first and on the last stage's
+    GPU). `params`: `_params`; the sizes one layout's, or arrays over the plan's layouts."""
+    tokens = micro_batch * seq_len / cp / stage.where(sp, tp, 1)
+    gradients = 2 * 2 * tokens * shape.hidden_size
+    head = stage.where(shape.tie_word_embeddings and pp == 1, 0, params["lm_head"])
+    experts = params["experts"] / (tp * pp * ep)
+    layer_params = params["layers"] / (tp * pp) + experts
+    # the first stage holds the embedding, the last the lm_head (one stage all of it at p = 1)
+    first = layer_params + params["embedding"] / tp + stage.where(pp == 1, head / tp, 0)
+    last = layer_params + head / tp
+    return gradients, experts, first, last
+
+
+def model_states(dense, experts, zero: int, ranks, expert_ranks, grad_bytes) -> dict:
+    """Weights, gradients and optimizer states of one GPU (derive.model_states) at a ZeRO
+    stage: the dense share sharded over `ranks` (DP x CP), the experts' over `expert_ranks`
+    (their data-parallel group, DP x CP / EP). The parameters may be arrays over the plan's
+    layouts (the ranks one number)."""
+    states = model_state_bytes(dense, zero, ranks, grad_bytes=grad_bytes)
+    expert_states = model_state_bytes(experts, zero, expert_ranks, grad_bytes=grad_bytes)
+    return {key: states[key] + expert_states[key] for key in states}
+
+
+def stage_phases(states, activations, in_flight, has_head) -> dict[str, dict]:
+    """The phases of a pipeline stage's GPU and their bytes (derive.memory.phases): its model
+    states' bytes, `activations` (saved per micro batch, the backward's working set, the
+    layers' outside per micro batch, the logits, the layer gradients: `_stage_activations`,
+    `_outside`, `stage_params`), the micro batches `in_flight`; the embedding's input and the
+    loss where it holds the head (`has_head`: a bool, or an array over the plan's layouts, whose
+    loss phase is then the forward's end where it holds none)."""
+    saved, working, outside, logits, gradients = activations
+    return phases(
+        states,
+        saved,
+        stage.where(has_head, outside, 0.0),
+        in_flight,
+        logits=None if has_head is False else stage.where(has_head, logits, 0.0),
+        working_set=working,
+        layer_gradients=gradients,
+    )
+
+
+def peak_bytes(phase: dict[str, dict]):
+    """The bytes of the largest phase (elementwise over the plan's layouts)."""
+    return functools.reduce(stage.maximum, (p["bytes"] for p in phase.values()))
+
+
 def most_loaded(
     sc: Scenario, shape: ModelShape, per_step: float, virtual_stages: int | None = None
 ) -> dict[str, Any]:
@@ -232,42 +263,23 @@ def most_loaded(
     (costmodel.evaluate.run.memory applies a lever's changes first), `per_step` its micro
     batches per step on one pipeline, `virtual_stages` a lever's model chunks per stage; `fit`
     is None (run.memory fills it)."""
-    tp, pp, ep = sc.tensor_parallel, sc.pipeline_parallel, sc.expert_parallel
-    cp, b = sc.context_parallel, sc.micro_batch
+    tp, pp, cp, b = sc.tensor_parallel, sc.pipeline_parallel, sc.context_parallel, sc.micro_batch
     params = _params(shape, sc)
-    experts_on_gpu = params["experts"] / (tp * pp * ep)
     saved, working = _stage_activations(_layer_sets(shape, sc), sc)
     outside, logits = _outside(shape, sc)
-    tokens = b * sc.seq_len / cp / (tp if sc.sequence_parallel else 1)
-    gradients = 2 * 2 * tokens * shape.hidden_size  # dL/d(output) and dL/d(input), BF16
-    head = 0 if shape.tie_word_embeddings and pp == 1 else params["lm_head"]
-    layer_params = params["layers"] / (tp * pp) + experts_on_gpu
+    sizes = (sc.seq_len, tp, pp, cp, sc.expert_parallel, b, sc.sequence_parallel)
+    gradients, experts_on_gpu, first, last = stage_params(params, shape, *sizes)
+    activations = (saved, working, sum(outside.values()), logits, gradients)
     # 1F1B: the first stage holds min(m, p) micro batches and the embedding; the last stage
     # one micro batch, the logits and the lm_head (one stage holds all of it when p = 1)
     # interleaved 1F1B keeps more micro batches in flight: the lever's chunks, else the scenario's
     chunks = virtual_stages or sc.virtual_pipeline or 1
     in_flight = act.in_flight_micro_batches(pp, max(1, int(per_step)), chunks)
-    stages = {
-        "first": (
-            layer_params + params["embedding"] / tp + (head / tp if pp == 1 else 0),
-            in_flight,
-            pp == 1,
-        ),
-        "last": (layer_params + head / tp, 1, True),
-    }
+    stages = {"first": (first, in_flight, pp == 1), "last": (last, 1, True)}
     best = None
     for name, (on_gpu, flight, has_head) in stages.items():
         states = _model_states(sc, on_gpu - experts_on_gpu, experts_on_gpu)
-        outside_bytes = sum(outside.values()) if has_head else 0.0
-        phase = phases(
-            sum(states.values()),
-            saved,
-            outside_bytes,
-            flight,
-            logits=logits if has_head else None,
-            working_set=working,
-            layer_gradients=gradients,
-        )
+        phase = stage_phases(sum(states.values()), activations, flight, has_head)
         top = peak(phase)
         if best is None or phase[top]["bytes"] > best["total"]:
             held_logits = phase[top]["contents"].get("logits", 0.0)
@@ -300,11 +312,7 @@ def most_loaded(
 
 
 def _model_states(sc: Scenario, dense: float, experts: float) -> dict[str, float]:
-    """Weights, gradients and optimizer states of one GPU: the dense share sharded over DP x CP,
-    the experts' over their data-parallel group (DP x CP / EP)."""
-    dp, cp, ep = sc.data_parallel, sc.context_parallel, sc.expert_parallel
-    states = model_state_bytes(dense, sc.zero_stage, dp * cp, grad_bytes=sc.grad_bytes)
-    expert_states = model_state_bytes(
-        experts, sc.zero_stage, max(dp * cp // ep, 1), grad_bytes=sc.grad_bytes
-    )
-    return {key: states[key] + expert_states[key] for key in states}
+    """`model_states` of the scenario's ZeRO stage and sizes."""
+    ranks = sc.data_parallel * sc.context_parallel
+    expert_ranks = max(ranks // sc.expert_parallel, 1)
+    return model_states(dense, experts, sc.zero_stage, ranks, expert_ranks, sc.grad_bytes)

@@ -1,27 +1,27 @@
-"""The figures of a searched layout, fast: the memory model's peak (evaluate.plan_memory) and
-the step-time model's parts (evaluate.step_time), from pieces each computed once for the sizes
+"""The figures of a searched layout, fast: the step-time model's parts (evaluate.step_time) and
+the memory model's peak (evaluate.plan_memory), from pieces each computed once for the sizes
 they depend on.
 
-- Step time: compute_time.compute and the communication model on the layout's scenario, as
-  step_time.predict adds them (one compute per layout's compute, one communication per ZeRO
-  stage), and a lower bound (the weight GEMMs and the attention core of the most loaded stage,
-  and the schedule's least bubble) that lets the search skip layouts that cannot rank.
-- Many layouts at once: where the search set `batch` (evaluate.plan_batch), the compute without
-  recompute, the recompute parts, the floors and the peaks of its cores are read from it (the
-  same floats, computed over arrays of cores); other layouts are computed one by one here.
+- Every core's compute and peaks are the models' formulas on arrays over the cores of the
+  search (evaluate.plan_batch: `batch`, which the search sets), or of a batch of the one core
+  for a core outside it; the recompute policy is added to the compute without recompute
+  (compute_time.with_recompute), as compute_time.compute adds it.
+- The communication: the model on the layout's sizes (one per ZeRO stage and the full
+  recompute or not), and a lower bound on the step (the weight GEMMs and the attention core of
+  the most loaded stage, and the schedule's least bubble) that lets the search skip layouts
+  that cannot rank.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from types import SimpleNamespace
 from typing import Any
 
-from costmodel.derive import numeric, plain
-from costmodel.evaluate import communication, compute_time, gpu_memory, run
+from costmodel.derive import plain
+from costmodel.evaluate import communication, compute_time, gpu_memory, run, step_time
 from costmodel.evaluate.communication import Compute
-from costmodel.evaluate.linear import linear_attention
+from costmodel.evaluate.plan_batch import Batch, least_bubble, stage_bound
 from costmodel.evaluate.plan_memory import ZERO_STAGES, Memory
 from costmodel.evaluate.plan_space import Core, Recompute, Schedule, recompute_options
 from costmodel.inputs import efficiency
@@ -29,15 +29,6 @@ from costmodel.inputs.layout import recompute_fractions
 from costmodel.inputs.scenario import Scenario
 
 __all__ = ["ZERO_STAGES", "Evaluator", "least_bubble", "stage_bound"]
-#: What compute_time._optimizer_bytes reads of a scenario (its ZeRO stage apart).
-_OPTIMIZER_KEYS = (
-    "tensor_parallel",
-    "pipeline_parallel",
-    "expert_parallel",
-    "data_parallel",
-    "context_parallel",
-    "total_params",
-)
 
 
 class Evaluator(Memory):
@@ -52,12 +43,7 @@ class Evaluator(Memory):
         self.eff = efficiency.efficiencies(base.values)
         self.kinds = compute_time._layer_kinds(self.shape, base)
         self.layers = sum(n for _, _, n in self.kinds)
-        core = compute_time.core_forward_flops(base, counted=False)
-        self.core_flops_per_layer = core / max(base.num_full_attention_layers, 1)
-        lin = linear_attention(base)  # the layout does not enter it
-        self.linear_flops_per_layer = (
-            lin["flops_per_step"] / 3 / lin["layers"] if lin and lin["flops_per_step"] else None
-        )
+        self.layer_flops = compute_time.layer_flops(base)  # the layout does not enter them
         self._cache: dict[tuple, Any] = {}
         self.options = recompute_options(base)
         self.option_index = {rc: i for i, rc in enumerate(self.options)}
@@ -70,9 +56,20 @@ class Evaluator(Memory):
             got = self._cache[key] = build()
         return got
 
-    def _batched(self, core: Core) -> tuple | None:
-        """The core's figures in the batch (plan_batch.Batch.row), or None."""
-        return None if self.batch is None else self.batch.row(core)
+    def _batch_of(self, core: Core) -> Batch:
+        """The search's batch where it holds the core, else a batch of the core alone (the
+        same formulas and floats: each core's figures are its own)."""
+        return self._row(core)[0]
+
+    def _row(self, core: Core) -> tuple[Batch, tuple]:
+        """The batch that holds the core (`_batch_of`) and the core's figures in it
+        (plan_batch.Batch.row)."""
+        batch = self.batch
+        row = None if batch is None else batch.row(core)
+        if row is None:
+            batch = self._cached(("alone", core), lambda: Batch(self, [core]))
+            row = batch.row(core)
+        return batch, row
 
     # the layout's scenario --------------------------------------------------------------
     def scenario(
@@ -130,49 +127,26 @@ class Evaluator(Memory):
             ),
         )
 
-    def gemm_rows(self, core: Core) -> dict[str, float]:
-        """compute_time._gemm_rows of the core (what they read of a layout: TP, CP, EP, SP,
-        FP8 and the micro batch)."""
-        split = (core.tp, core.cp, core.ep, core.sp, core.fp8)
-        return self._cached(
-            ("gemm", *split, core.micro_batch),
-            lambda: compute_time._gemm_rows(
-                self.gemm_scenario(*split), self.eff, self.shape, core.micro_batch
-            ),
-        )
-
     def lower_bound(self, core: Core) -> float:
-        """Seconds no layout of this core can beat (`stage_bound`)."""
-        share = core.dp * core.cp * core.tp
-        return stage_bound(self, self.gemm_rows(core), core.micro_batches, share, core.pp)
+        """Seconds no layout of this core can beat (plan_batch.stage_bound)."""
+        return self._row(core)[1][4]
 
     def compute(self, core: Core, rc: Recompute, zero: int) -> dict:
-        """compute_time.compute of the layout (the ZeRO stage only moves the optimizer's
-        shard: 0 or more)."""
+        """compute_time.compute's parts, phases and optimizer seconds of the layout: its
+        compute without recompute (the ZeRO stage only moves the optimizer's shard: 0 or more)
+        and its recompute policy (compute_time.with_recompute)."""
 
         def build():
-            row = self._batched(core)
-            if row is not None:
-                return self.batch.compute(row, min(zero, 1))
-            if zero == 0:
-                return self._zero0(core)
-            sc = self.scenario(core, rc, zero)
-            return compute_time.compute(sc, self.shape, self.gemm_rows(core), self._staged(core))
-
-        def derived():  # the compute without recompute, its recompute part added
-            computed = self.compute(core, Recompute("none"), zero)
-            part = self.recompute_part(core, rc)
-            parts = {**computed["parts"], "recompute": part}
-            phases = dict(computed["phases"])
-            phases["backward"] = (
-                sum(parts.values()) - computed["optimizer_seconds"] - phases["forward"]
+            _, row = self._row(core)
+            fractions = self._fractions(core.pp, rc)
+            return compute_time.with_recompute(
+                Batch.compute(row, zero),
+                self.recompute_part(core, rc),
+                fractions.recompute_core_fraction,
+                row[1].get("core_forward", 0.0),
             )
-            r_core = self._fractions(core.pp, rc).recompute_core_fraction
-            phases["attention"] += r_core * self._sums(core).get("core_forward", 0.0)
-            return {**computed, "parts": parts, "phases": phases}
 
-        key = ("compute", core, rc, min(zero, 1))
-        return self._cached(key, build if rc.policy == "none" else derived)
+        return self._cached(("compute", core, rc, min(zero, 1)), build)
 
     def compute_seconds(self, core: Core, rc: Recompute) -> float:
         """The compute parts' sum at ZeRO 1 or more (ZeRO 0's optimizer is longer)."""
@@ -207,46 +181,16 @@ class Evaluator(Memory):
         return self.base.selective_recompute_fraction if own else None
 
     def recompute_part(self, core: Core, rc: Recompute) -> float:
-        """The recompute part of the step (compute_time.recompute_seconds) from the core's
-        stage sums, without a compute of its own."""
-
+        """The recompute part of the step (compute_time.recompute_seconds of the core's stage
+        sums)."""
         if rc.policy == "none":
             return 0.0
-        row = self._batched(core)
-        if row is not None:
-            return self.batch.recompute_part(row, rc)
-        return compute_time.recompute_seconds(self._fractions(core.pp, rc), self._sums(core))
-
-    def _staged(self, core: Core) -> tuple:
-        """The core's compute_time.stage_sums (the recompute policy does not enter them)."""
-
-        def build():
-            sc = self.scenario(core, Recompute("none"))
-            return compute_time.stage_sums(sc, self.shape, self.eff, self.gemm_rows(core))
-
-        return self._cached(("staged", core), build)
+        batch, row = self._row(core)
+        return batch.recompute_part(row, rc)
 
     def _sums(self, core: Core) -> dict[str, float]:
-        row = self._batched(core)
-        if row is not None:
-            return row[1]
-        return self._staged(core)[0]
-
-    def _zero0(self, core: Core) -> dict:
-        """compute_time.compute without recompute at ZeRO 0: ZeRO 1's with the optimizer on the
-        whole copy of the stage's parameters (compute_time._optimizer_bytes)."""
-        computed = self.compute(core, Recompute("none"), 1)
-        sc = self.scenario(core, Recompute("none"))
-        bandwidth = sc.hbm_bandwidth * self.eff["hbm"].value
-        zero0 = SimpleNamespace(**{key: getattr(sc, key) for key in _OPTIMIZER_KEYS}, zero_stage=0)
-        extra = compute_time._optimizer_bytes(zero0, self.shape) / bandwidth
-        extra -= computed["optimizer_seconds"]
-        parts = {**computed["parts"], "memory_bound": computed["parts"]["memory_bound"] + extra}
-        return {
-            **computed,
-            "parts": parts,
-            "optimizer_seconds": computed["optimizer_seconds"] + extra,
-        }
+        """The core's compute_time.stage_sums (the recompute policy does not enter them)."""
+        return self._row(core)[1][1]
 
     def floor(self, core: Core, rc: Recompute, share: float, zero: int = 1) -> float:
         """The step without communication at a bubble share (of the compute but the
@@ -256,17 +200,9 @@ class Evaluator(Memory):
         return stage + share * busy
 
     def _floor_parts(self, core: Core, rc: Recompute, zero: int) -> tuple[float, float]:
-        """(the step's compute, that without the optimizer) of `floor`, cached."""
-        row = self._batched(core)
-        if row is not None:
-            return self.batch.floor_parts(row, rc, zero)
-        key = ("floor", core, rc, min(zero, 1))
-        got = self._cache.get(key)
-        if got is None:
-            computed = self.compute(core, Recompute("none"), zero)
-            stage = sum(computed["parts"].values()) + self.recompute_part(core, rc)
-            got = self._cache[key] = (stage, stage - computed["optimizer_seconds"])
-        return got
+        """(the step's compute, that without the optimizer) of `floor`."""
+        batch, row = self._row(core)
+        return batch.floor_parts(row, rc, zero)
 
     def exposed(self, core: Core, rc: Recompute, zero: int) -> float:
         """The communication the overlap rules leave exposed (run.comm's exposed_seconds)."""
@@ -311,42 +247,10 @@ class Evaluator(Memory):
         return got
 
     def parts(self, core: Core, rc: Recompute, zero: int, schedule: Schedule) -> dict:
-        """step_time.predict's parts of the layout (seconds)."""
-        computed = self.compute(core, rc, zero)
-        parts = dict(computed["parts"])
-        parts["communication_exposed"] = self.exposed(core, rc, zero)
-        stage = sum(computed["parts"].values()) - computed["optimizer_seconds"]
+        """step_time.predict's parts of the layout (seconds: step_time.step_parts)."""
         share = plain.bubble_over_compute(
             schedule.name, core.pp, core.micro_batches, schedule.virtual or 1
         )
-        parts["pipeline_bubble"] = share * stage
-        return parts
-
-
-def stage_bound(ev: Evaluator, gemm, micro_batches, share, pp):
-    """Seconds no layout of a core can beat: the most loaded stage holds ceil(L / PP) layers, at
-    least their share of every layer's weight GEMMs (3 x the forward) and attention core, the
-    lm_head's GEMMs (`gemm`: the core's GEMM rows; `share`: DP x CP x TP). Elementwise: one
-    core's floats, or arrays over cores (evaluate.plan_batch), the same floats."""
-    peak = ev.base.peak_flops
-    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[ev.base.attention_kernel])
-    flash = ev.base.attention_kernel == "flash"
-    e_f = ev.eff["attention_flash_forward" if flash else "attention_eager"].value
-    e_b = ev.eff["attention_flash_backward" if flash else "attention_eager"].value
-    core_seconds = ev.core_flops_per_layer / share / peak
-    core_seconds = core_seconds * (1 / e_f + kappa / e_b)
-    total = 0.0
-    for mixer, mlp, count in ev.kinds:
-        rows = compute_time.MIXER_ROWS[mixer] + compute_time.MLP_ROWS[mlp]
-        layer = 3 * micro_batches * sum(gemm.get(key, 0.0) for key in rows)
-        total += count * (layer + (core_seconds if mixer == "attention" else 0.0))
-    stage = -(-ev.layers // pp) / ev.layers * total
-    return stage + 3 * micro_batches * sum(gemm.get(key, 0.0) for key in compute_time.OUTSIDE_ROWS)
-
-
-@functools.cache
-def least_bubble(pp: int, micro_batches: float, schedules: tuple[Schedule, ...]) -> float:
-    """The least bubble share over the schedules searched for a pipeline."""
-    return min(
-        plain.bubble_over_compute(s.name, pp, micro_batches, s.virtual or 1) for s in schedules
-    )
+        return step_time.step_parts(
+            self.compute(core, rc, zero), self.exposed(core, rc, zero), share
+        )

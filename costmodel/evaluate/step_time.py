@@ -74,6 +74,18 @@ def bubble_share(sc: Scenario) -> float:
     )
 
 
+def step_parts(computed: dict, exposed: float, share: float) -> dict[str, float]:
+    """The parts of a step from its compute (compute_time.compute's parts and optimizer
+    seconds), the exposed communication and the schedule's bubble `share` of the stage's compute
+    (the optimizer step apart: it runs after the pipeline drains). The report's prediction and
+    each layout of the plan's search."""
+    parts = dict(computed["parts"])
+    parts["communication_exposed"] = exposed
+    stage = sum(computed["parts"].values()) - computed["optimizer_seconds"]
+    parts["pipeline_bubble"] = share * stage
+    return parts
+
+
 def predict(
     sc: Scenario, shape: ModelShape | None = None, comm: dict | None = None
 ) -> dict[str, Any]:
@@ -82,14 +94,11 @@ def predict(
     sc = as_scenario(sc)
     shape = shape or sc.shape
     computed = compute_time.compute(sc, shape)
-    parts = dict(computed["parts"])
     if comm is None:
         phases = computed["phases"]
         comm = run.comm(sc, shape, Compute(**phases, basis=run.COMPUTE_BASIS))
-    parts["communication_exposed"] = comm["exposed_seconds"]
-    stage = sum(computed["parts"].values()) - computed["optimizer_seconds"]
     share = bubble_share(sc)
-    parts["pipeline_bubble"] = share * stage
+    parts = step_parts(computed, comm["exposed_seconds"], share)
     parts = {name: float(parts.get(name, 0.0)) for name in PARTS}
     return {
         "seconds": sum(parts.values()),

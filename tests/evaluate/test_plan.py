@@ -10,6 +10,7 @@ import pytest
 
 from costmodel.errors import CostModelError
 from costmodel.evaluate import compute_time, plan, plan_space, run, step_time
+from costmodel.evaluate.plan_batch import Batch
 from costmodel.evaluate.plan_eval import Evaluator
 from costmodel.evaluate.plan_findings import findings
 from costmodel.evaluate.plan_space import (
@@ -98,26 +99,34 @@ def test_findings_are_computed_true_and_false(small):
     assert _by_name(changed, 5)["recompute_forced"]["holds"] is False
 
 
-def test_cached_pieces_equal_the_models(small):
-    """The search's compute (derived from the layout without recompute, ZeRO 0 from ZeRO 1)
-    and memory (built from pieces) equal compute_time.compute and run.memory on the layout's
-    scenario, for every recompute policy, ZeRO stage and schedule of sampled cores."""
-    sc, _ = small
-    base = plan.rebase(sc)
-    ev = Evaluator(base)
-    for core in cores(base, base.num_gpus)[::29]:
+@pytest.mark.parametrize("which", ["small", "course"])
+def test_a_layouts_figures_are_the_reports_for_its_scenario(small, which):
+    """The one agreement test between the plan and the report (the same formulas called twice:
+    on arrays over the search's cores, on the numbers of the layout's scenario): the search's
+    compute, step parts and memory peak of a layout are, to the last bit, compute_time.compute,
+    step_time.predict and run.memory of its scenario, for every recompute policy, ZeRO stage
+    and schedule of sampled cores (Llama-3.1-70B: PP and TP; the course: MoE, EP, linear
+    attention), read from the search's batch and from a batch of one core alone. It guards the
+    orchestration: the layout's keys, the groups of cores, the per-policy recompute."""
+    base = plan.rebase(small[0] if which == "small" else scenario.resolve())
+    ev, _, every = plan._space(base, False, {})
+    ev.batch = Batch(ev, every)
+    alone = Evaluator(base)
+    for core in every[::29]:
         schedules = schedule_options(base, core.pp)
         for rc in recompute_options(base):
             for zero in (0, 1, 3):
-                got = ev.compute(core, rc, zero)
                 want = compute_time.compute(ev.scenario(core, rc, zero))
-                for key in ("parts", "phases"):
-                    assert got[key] == pytest.approx(want[key], rel=1e-12)
+                for got in (ev.compute(core, rc, zero), alone.compute(core, rc, zero)):
+                    assert got["parts"] == want["parts"], (core, rc, zero)
+                    assert got["phases"] == want["phases"], (core, rc, zero)
                 for i, schedule in enumerate(schedules):
-                    memory = run.memory(ev.scenario(core, rc, zero, schedule))["total"]
-                    assert ev.peaks(core, rc, schedules)[zero, i] == pytest.approx(
-                        memory, rel=1e-12
-                    )
+                    sc = ev.scenario(core, rc, zero, schedule)
+                    assert ev.peaks(core, rc, schedules)[zero, i] == run.memory(sc)["total"]
+                    assert alone.peaks(core, rc, schedules)[zero, i] == run.memory(sc)["total"]
+                    if i == 0:
+                        parts = ev.parts(core, rc, zero, schedule)
+                        assert parts == step_time.predict(sc)["parts"], (core, rc, zero)
 
 
 def test_fp8_searched_only_where_the_gpu_has_it(small):

@@ -24,7 +24,16 @@ from costmodel.inputs.scenario import DERIVED_KEYS, KIND_TYPES, Scenario
 REPO = Path(__file__).resolve().parents[2]
 
 #: The views and bookkeeping of Scenario that are not scenario keys.
-NOT_KEYS = {"sources", "lengths", "key_order", "given", "values", "layout", "conventions", "gpu_spec"}
+NOT_KEYS = {
+    "sources",
+    "lengths",
+    "key_order",
+    "given",
+    "values",
+    "layout",
+    "conventions",
+    "gpu_spec",
+}
 
 
 def test_the_fields_are_the_keys_of_fields_and_the_derived_ones():
