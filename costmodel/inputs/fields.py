@@ -16,8 +16,7 @@ from costmodel.records import frozen_dataclass
 
 RECOMPUTE_POLICIES = tuple(numeric.RECOMPUTE_POLICIES)
 WIDTH_KEYS = ("attention_dim", "num_heads", "head_dim", "hidden_size")
-#: The course's width keys a team's own width drops (all but hidden_size).
-COURSE_WIDTH_KEYS = WIDTH_KEYS[:3]
+COURSE_WIDTH_KEYS = WIDTH_KEYS[:3]  # the course's, which a team's own width drops
 #: The longest scenario name: it heads every page, index entry and report.
 MAX_NAME_CHARACTERS = 200
 
