@@ -31,7 +31,7 @@ from typing import Any
 
 from costmodel.derive import plain
 from costmodel.errors import CostModelError
-from costmodel.evaluate import account, plan_batch, plan_comm, step_time
+from costmodel.evaluate import account, plan_comm, step_time
 from costmodel.evaluate.linear import linear_attention
 from costmodel.evaluate.plan_base import (  # noqa: F401 (plan.rebase, plan.MAX_TOP)
     MAX_TOP,
@@ -73,8 +73,8 @@ CONSTRAINED = {
 TOP = 10
 #: Memory headroom under this share of the usable bytes is named as a limit.
 TIGHT_MEMORY = 0.05
-#: What the compute part is made of (step_time.PARTS).
-COMPUTE_PARTS = plan_batch.PARTS
+#: What the compute part is made of: step_time.PARTS but the exposed communication and bubble.
+COMPUTE_PARTS = step_time.PARTS[:5]
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,18 @@ def test_proposed_layouts_validate_fit_and_rank_by_predicted_step(small):
         assert step_time.predict(resolved)["seconds"] == pytest.approx(row.seconds, rel=1e-9)
 
 
+def test_the_limit_shares_add_up_to_the_step(small):
+    """A layout's compute, exposed communication and bubble shares are the whole step (the
+    compute share has every compute part, recompute with it)."""
+    _, found = small
+    for row in found.rows:
+        shares = plan.limits(found, row)["shares"]
+        assert sum(shares.values()) == pytest.approx(1.0, rel=1e-12)
+        assert shares["compute"] * row.seconds == pytest.approx(
+            sum(row.parts[name] for name in step_time.PARTS[:5]), rel=1e-12
+        )
+
+
 def test_own_layout_is_found_and_ranked(small):
     sc, found = small
     assert found.own is not None and found.own_note == ""
