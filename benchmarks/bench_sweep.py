@@ -1,40 +1,66 @@
 """Benchmark of `costmodel sweep` (figures for the closing note; not a test).
 
-10,000 points (100 step times x 100 GPU counts on the course's scenario), target <= 1 s:
-1. in-process: the grid evaluated (`evaluate_grid`: the first call timed apart, then the
-   median of the others), and the CSV text;
-2. the whole command from a cold process, CSV to a file (and once more with a PNG plot):
-   wall time and the CPU time of the process, best and median of several runs.
+10,000 points each:
+1. the closed forms' keys (100 step times x 100 GPU counts on the course's scenario), target
+   <= 1 s: in-process, the grid evaluated (the first call timed apart, then the median of the
+   others) with the models' columns (100 distinct GPU counts: the step time is no key of the
+   models) and with --closed-forms, and the CSV text; then the whole command from a cold
+   process, CSV to a file (and once more with a PNG plot): wall time and the CPU time of the
+   process, best and median of several runs;
+2. a layout grid (TP x PP x CP x micro batch of Llama 3.1 70B on 512 H100) and a shape grid
+   (hidden_size x num_layers of the course), target <= 2 s: each point resolved and evaluated
+   by the step-time and memory models (evaluate.sweep_points), once in-process; the time per
+   point, of a point kept and of a point the validator refuses, and where it goes (resolve,
+   the model shape, the prediction, the memory).
 """
 
 from __future__ import annotations
 
+import cProfile
 import os
+import pstats
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-from costmodel.evaluate import sweep
+from costmodel.evaluate import sweep, sweep_points
 from costmodel.inputs.scenario import resolve
 from costmodel.present.sweep import csv_text
 
+ROOT = Path(__file__).resolve().parents[1]
 VARY = ["step_time=10:208:100", "num_gpus=8:800:100"]
+LAYOUT = (
+    ROOT / "scenarios" / "llama-3.1-70b-512xH100.yaml",
+    ["tensor_parallel=1:10:10", "pipeline_parallel=1:10:10", "context_parallel=1,2,4,8,16"]
+    + ["micro_batch=1:20:20"],
+)
+SHAPE = (None, ["hidden_size=1024:8192:100", "num_layers=1:100:100"])
 TARGET_S = 1.0
+MODEL_TARGET_S = 2.0
+#: Where a model point's time goes: the functions timed (cumulative, from a profile).
+PARTS = {
+    "resolve": ("inputs/scenario.py", "resolve"),
+    "of which the model config read again": ("inputs/scenario_layers.py", "_model_keys"),
+    "model shape": ("inputs/model_shape.py", "scenario_shape"),
+    "prediction": ("evaluate/step_time.py", "predict"),
+    "memory": ("evaluate/run.py", "memory"),
+}
 
 
-def in_process(runs: int = 7) -> dict[str, float]:
+def in_process(runs: int = 7, model: bool = True) -> dict[str, float]:
     scenario = resolve()
     axes = [sweep.parse_axis(text) for text in VARY]
     start = time.perf_counter()
-    grid = sweep.evaluate_grid(scenario, axes)  # the first call
+    grid = sweep.evaluate_grid(scenario, axes, model)  # the first call
     first = time.perf_counter() - start
     times, texts = [], []
     for _ in range(runs):
         start = time.perf_counter()
-        grid = sweep.evaluate_grid(scenario, axes)
+        grid = sweep.evaluate_grid(scenario, axes, model)
         times.append(time.perf_counter() - start)
         start = time.perf_counter()
         csv_text(grid, scenario["name"], sweep.conventions(scenario))
@@ -68,6 +94,54 @@ def cold(extra: list[str], runs: int = 5) -> tuple[list[float], list[float]]:
     return walls, cpus
 
 
+def model_grid(file, vary: list[str]) -> str:
+    """One model grid of 10,000 points, in-process: its time, per point, and where it goes."""
+    scenario = resolve(file)
+    axes = [sweep.parse_axis(text) for text in vary]
+    sweep.evaluate_grid(scenario, [axes[0]])  # the imports and the first scenario's caches
+    start, cpu = time.perf_counter(), time.process_time()
+    grid = sweep.evaluate_grid(scenario, axes)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    assert len(grid) == 10_000
+    # where the time goes: a profile of a tenth of the grid (the last key's first tenth)
+    tenth = sweep.Axis(axes[-1].key, axes[-1].points[: max(1, len(axes[-1].points) // 10)])
+    profile = cProfile.Profile()
+    profile.enable()
+    sweep.evaluate_grid(scenario, [*axes[:-1], tenth])
+    profile.disable()
+    stats = pstats.Stats(profile).stats
+    total = sum(row[2] for row in stats.values())  # the profile's own seconds (slower)
+    share = {
+        label: sum(
+            row[3] for key, row in stats.items() if key[0].endswith(where) and key[2] == name
+        )
+        / total
+        for label, (where, name) in PARTS.items()
+    }
+    kept = int((grid.refused == "").sum())
+    # each kind of point alone, without the profiler
+    kinds = []
+    for refused in (False, True):
+        keys = [(i, a.key) for i, a in enumerate(axes)]
+        points = [
+            {key: grid.columns[key][i].item() for _, key in keys}
+            for i in range(len(grid))
+            if (grid.refused[i] != "") == refused
+        ][:300]
+        start = time.perf_counter()
+        for changes in points:
+            got = sweep_points.point(scenario, changes)
+            if not isinstance(got, str):
+                sweep_points.evaluate_point(got)
+        kinds.append((time.perf_counter() - start) / max(len(points), 1))
+    parts = ", ".join(f"{label} {value:.0%}" for label, value in share.items())
+    return (
+        f"{wall:.2f} s wall, {cpu:.2f} s CPU for 10,000 points ({kept:,} kept, {10_000 - kept:,} refused; target <= "
+        f"{MODEL_TARGET_S} s: {cpu / MODEL_TARGET_S:.1f}x in CPU time); a kept point {kinds[0] * 1e3:.2f} "
+        f"ms, a refused one {kinds[1] * 1e3:.2f} ms; of the time (a tenth profiled): {parts}"
+    )
+
+
 def _line(label: str, walls: list[float], cpus: list[float]) -> str:
     return (
         f"{label}: wall best {min(walls):.3f} s, median {statistics.median(walls):.3f} s; CPU "
@@ -76,11 +150,18 @@ def _line(label: str, walls: list[float], cpus: list[float]) -> str:
 
 
 if __name__ == "__main__":
-    got = in_process()
-    print(
-        f"costmodel sweep, 10,000 points in-process: evaluation {got['evaluate_s'] * 1e3:.1f} ms "
-        f"(median; the first call {got['first_s'] * 1e3:.0f} ms), CSV text "
-        f"{got['csv_s'] * 1e3:.0f} ms (target <= {TARGET_S} s)"
-    )
+    for model, label in ((True, "with the models' columns"), (False, "--closed-forms")):
+        got = in_process(model=model)
+        print(
+            f"costmodel sweep, 10,000 points of the closed forms' keys in-process, {label}: "
+            f"evaluation {got['evaluate_s'] * 1e3:.1f} ms (median; the first call "
+            f"{got['first_s'] * 1e3:.0f} ms), CSV text {got['csv_s'] * 1e3:.0f} ms (target <= "
+            f"{TARGET_S} s)"
+        )
     print(_line("costmodel sweep, 10,000 points, cold process, CSV to a file", *cold([])))
+    print(_line("  the same with --closed-forms", *cold(["--closed-forms"])))
     print(_line("  the same with --plot grid.png", *cold(["--plot", "grid.png"], runs=3)))
+    print("costmodel sweep, a layout grid (Llama 3.1 70B, TP x PP x CP x micro batch):")
+    print("  " + model_grid(*LAYOUT))
+    print("costmodel sweep, a shape grid (the course, hidden_size x num_layers):")
+    print("  " + model_grid(*SHAPE))

@@ -137,18 +137,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _sweep_args(sub) -> None:
     sweep = sub.add_parser(
-        "sweep", help="evaluate the account's closed forms over a grid of keys, as CSV"
+        "sweep", help="the account, the predicted step and the memory over a grid of keys (CSV)"
     )
     _scenario_args(sweep)
     sweep.add_argument(
         "--vary",
         action="append",
-        metavar="KEY=START:STOP:N",
+        metavar="KEY=START:STOP:N|KEY=V1,V2,...",
         required=True,
-        help="N points from START to STOP, both included (repeatable: the grid is the product)",
+        help="N points from START to STOP, both included, or a list of values, of any numeric "
+        "scenario key (repeatable: the grid is the product)",
     )
     sweep.add_argument("--out", metavar="FILE", help="write the CSV here (default: stdout)")
-    sweep.add_argument("--plot", metavar="FILE", help="plot MFU against the first key (.png, .svg)")
+    sweep.add_argument(
+        "--plot", metavar="FILE", help="plot against the first key (.svg or no suffix: SVG; .png)"
+    )
+    y = ("mfu", "predicted_mfu", "predicted_step")  # present.sweep.PLOT_Y
+    sweep.add_argument("--plot-y", choices=y, default="mfu", help="what --plot draws")
+    sweep.add_argument(
+        "--closed-forms", action="store_true", help="the closed forms' columns and keys alone"
+    )
 
 
 def _plan_args(sub) -> None:
@@ -181,8 +189,13 @@ def _sweep(args) -> None:
     overrides = scenario.parse_set(args.overrides)
     axes = [sweep.parse_axis(text) for text in args.vary]
     resolved = scenario.resolve(args.scenario, overrides)
-    sweep.check_axes(resolved, axes, overrides)
+    sweep.check_axes(resolved, axes, overrides, args.closed_forms)
     kind = out.plot_kind(args.plot) if args.plot else None
+    if args.closed_forms and args.plot_y != "mfu":
+        raise CostModelError(
+            f"--plot-y: {args.plot_y} is not allowed with --closed-forms; expected mfu (the "
+            "closed forms predict no step)"
+        )
     if args.out and args.plot:
         out.check_distinct(args.out, args.plot)
     targets = [
@@ -190,8 +203,11 @@ def _sweep(args) -> None:
         for path, what, option in ((args.out, "csv", "--out"), (args.plot, kind, "--plot"))
         if path
     ]
-    grid = sweep.evaluate_grid(resolved, axes)
-    plot = out.plot_bytes(grid, kind) if kind else None
+    for axis in axes:
+        if axis.note:
+            print(axis.note, file=sys.stderr)
+    grid = sweep.evaluate_grid(resolved, axes, model=not args.closed_forms)
+    plot = out.plot_bytes(grid, kind, args.plot_y) if kind else None
     chunks = out.csv_chunks(grid, resolved["name"], sweep.conventions(resolved))
     if not args.out:
         _output(chunks)

@@ -1,57 +1,56 @@
-"""A grid of scenarios evaluated at once: the account's closed forms over the Cartesian product
-of a few varied keys (`costmodel sweep`), with NumPy.
+"""A grid of scenarios (`costmodel sweep`): the account's closed forms over the Cartesian product
+of a few varied keys, with NumPy, and beside them the step-time and memory models' figures.
 
 The figures are the account's own: its generated numeric forms
 (`costmodel.derive.numeric.account_figures`, the source lambdify prints for
 `account.EXPRESSIONS`: plain arithmetic, so it takes NumPy arrays as well as numbers), called on
-the grid in chunks of CHUNK points, with no SymPy at run time. A varied key gives its symbol an
-array, the others keep the scenario's value (as float64: a division by zero gives inf or NaN, as
-on an array). `tokens_per_step` (B x mean tokens) and the sum of squared lengths (B x mean^2)
-follow the varied keys as `resolve` derives them; the linear-attention core (F_lin, proportional
-to the tokens of the step) with them.
+the grid in chunks of CHUNK points, with no SymPy at run time.
 
-Only keys that enter the closed forms as numbers can be varied (VARIABLE_KEYS); the others change
-the model, the GPU or the layout, which the closed forms take as fixed. A point `costmodel
-report` would refuse keeps its row: its figures are left empty (NaN here) and `refused` says
-why, in the order `report` checks (the inputs, then an impossible result: MFU, HFU, the MFU of
-the measured throughput or, padded, the HFU of the slots above 100%).
+- A grid of the closed forms' keys alone (VARIABLE_KEYS) on a scenario with a measured step: a
+  varied key gives its symbol an array, the others keep the scenario's value (as float64: a
+  division by zero gives inf or NaN, as on an array). `tokens_per_step` (B x mean tokens) and the
+  sum of squared lengths (B x mean^2) follow the varied keys as `resolve` derives them; the
+  linear-attention core (F_lin, proportional to the tokens of the step) with them.
+- Any other grid: each distinct point is resolved and evaluated by evaluate.sweep_points (the
+  report's scenario with the point's values as --set; its predicted step where step_time is
+  null), and the closed forms are called on the points' own arguments.
+
+Either way the models' columns (sweep_points.MODEL_COLUMNS) follow, unless `model` is False
+(--closed-forms). A point `costmodel report` would refuse keeps its row: its figures are left
+empty (NaN here) and `refused` says why, in the order `report` checks (the inputs, then an
+impossible result: MFU, HFU, the MFU of the measured throughput or, padded, the HFU of the slots
+above 100%).
 """
 
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from costmodel.derive import numeric, plain
-from costmodel.errors import CostModelError
-from costmodel.evaluate.account import EXPRESSIONS, PADDED_UTILIZATION, UTILIZATIONS
-from costmodel.evaluate.linear import linear_attention
-from costmodel.formats import shown
-from costmodel.inputs import layout as layout_rules
-from costmodel.inputs.scenario import FIELDS, SYMBOL_OF_KEY, Scenario, check_value, parse_set
-
-#: Keys a sweep can vary: each gives a symbol of the closed forms its value (tokens_per_step and
-#: the sum of squared lengths follow samples_per_step and mean_tokens_per_sample).
-VARIABLE_KEYS = (
-    "step_time",
-    "num_gpus",
-    "peak_flops",
-    "hbm_bandwidth",
-    "samples_per_step",
-    "mean_tokens_per_sample",
-    "seq_len",
-    "measured_tokens_per_s",
-    "activated_params",
-    "total_params",
+from costmodel.evaluate import sweep_points
+from costmodel.evaluate.account import (
+    EXPRESSIONS,
+    PADDED_UTILIZATION,
+    UTILIZATIONS,
+    predicted_over_peak,
 )
-#: Keys whose value a lengths file (`sequence_lengths`) fixes together with the tokens of a step.
-LENGTH_KEYS = ("samples_per_step", "mean_tokens_per_sample", "seq_len")
-#: The most points of one grid (the product of every --vary's N).
-MAX_POINTS = 1_000_000
+from costmodel.evaluate.linear import linear_attention
+from costmodel.evaluate.sweep_axes import (  # noqa: F401 (the sweep's public names)
+    LENGTH_KEYS,
+    MAX_MODEL_POINTS,
+    MAX_POINTS,
+    NUMERIC_KEYS,
+    VARIABLE_KEYS,
+    Axis,
+    check_axes,
+    parse_axis,
+)
+from costmodel.inputs import layout as layout_rules
+from costmodel.inputs.scenario import SYMBOL_OF_KEY, Scenario
 
 #: The figures of a grid: column name (its path in `costmodel report --format json`) -> the
 #: EXPRESSIONS key it comes from ("{batching}." is the scenario's batching).
@@ -77,19 +76,6 @@ _LIMITS = [(key, label) for key, label, _ in UTILIZATIONS]
 
 
 @dataclass(frozen=True)
-class Axis:
-    """One --vary: `count` points from `start` to `stop`, both included (integers for a key
-    that takes integers)."""
-
-    key: str
-    points: np.ndarray
-
-    @property
-    def integer(self) -> bool:
-        return self.points.dtype.kind == "i"
-
-
-@dataclass(frozen=True)
 class Grid:
     """The points (row-major over the axes: the last varies fastest) and their figures."""
 
@@ -99,85 +85,12 @@ class Grid:
     columns: dict[str, np.ndarray]
     #: why `costmodel report` would refuse each point ("" where it would not)
     refused: np.ndarray
+    #: column -> values, one per point, after `refused`: the step-time and memory models'
+    #: (evaluate.sweep_points.MODEL_COLUMNS; NaN or "" where refused), none with --closed-forms
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.refused)
-
-
-_VARY = re.compile(r"^([A-Za-z_]+)=([^:]+):([^:]+):([^:]+)$")
-
-
-def _vary_error(text: str, allowed: str) -> CostModelError:
-    return CostModelError(f"--vary: {shown(text)} is not allowed; expected {allowed}")
-
-
-def parse_axis(text: str) -> Axis:
-    """`KEY=START:STOP:N` -> Axis, the points checked as a scenario value would be (START and
-    STOP within the key's bounds: every point between is too); one-line CostModelError."""
-    match = _VARY.match(text.strip())
-    if match is None:
-        raise _vary_error(text, "KEY=START:STOP:N (e.g. step_time=60:240:50)")
-    key, start_text, stop_text, count_text = match.groups()
-    if key not in VARIABLE_KEYS:
-        raise _vary_error(
-            text,
-            f"a key among {', '.join(VARIABLE_KEYS)} (the others change the model, the GPU or "
-            "the layout, which the closed forms take as fixed)",
-        )
-    count_text = count_text.strip()
-    count = int(count_text) if count_text.isascii() and count_text.isdigit() else 0
-    if not 1 <= count <= MAX_POINTS or len(count_text) > 7:
-        raise _vary_error(text, f"N a whole number from 1 to {MAX_POINTS:,}")
-    # each read as --set reads a value (a YAML scalar), then checked as a scenario value is
-    start, stop = (
-        check_value(key, parse_set([f"{key}={value}"])[key]) for value in (start_text, stop_text)
-    )
-    if start is None or stop is None:  # a key that may be null (step_time): no point of a grid
-        raise _vary_error(text, f"START and STOP numbers (null is no value of {key} to vary)")
-    if start > stop or (start == stop) != (count == 1):
-        raise _vary_error(text, "START < STOP with N > 1, or START = STOP with N = 1")
-    integer = FIELDS[key].kind in ("count", "count0")
-    if not integer:
-        return Axis(key, np.linspace(float(start), float(stop), count))
-    if count > 1 and (stop - start) % (count - 1):
-        step = (stop - start) / (count - 1)
-        raise _vary_error(
-            text,
-            f"whole-number points for the integer key {key}: (STOP - START) / (N - 1) a whole "
-            f"number (here {step:g})",
-        )
-    step = (stop - start) // (count - 1) if count > 1 else 0
-    return Axis(key, start + step * np.arange(count, dtype=np.int64))
-
-
-def check_axes(scenario: Scenario, axes: list[Axis], overrides: dict[str, Any]) -> None:
-    """Refuse what cannot be swept: a key varied twice or also given by --set, more than
-    MAX_POINTS points, a null step_time not varied, a length key with a lengths file."""
-    seen: set[str] = set()
-    for axis in axes:
-        if axis.key in seen or axis.key in overrides:
-            also = "varied twice" if axis.key in seen else "also given by --set"
-            raise CostModelError(
-                f"--vary: {axis.key} ({also}) is not allowed; expected each key once"
-            )
-        seen.add(axis.key)
-    points = math.prod(len(axis.points) for axis in axes)
-    if points > MAX_POINTS:
-        raise CostModelError(
-            f"--vary: {points:,} points is not allowed; expected at most {MAX_POINTS:,} (the "
-            "product of the N's)"
-        )
-    if scenario.step_time is None and "step_time" not in seen:
-        raise CostModelError(
-            "step_time: null is not allowed; expected a measured step for a sweep (the closed "
-            "forms divide by it): --set step_time=SECONDS or --vary step_time=START:STOP:N"
-        )
-    if scenario.sequence_lengths is not None:
-        for key in seen & set(LENGTH_KEYS):
-            raise CostModelError(
-                f"--vary: {key} is not allowed with sequence_lengths; expected a key the "
-                "lengths file does not fix (it gives the tokens of a step)"
-            )
 
 
 #: Points evaluated at once: the generated forms give every figure of the account, so a chunk
@@ -283,29 +196,44 @@ def _enough_micro_batches(scenario: Scenario, get, dp) -> np.ndarray:
     return np.asarray(layout_rules.enough_micro_batches(None, "packed", samples, dp))
 
 
-def evaluate_grid(scenario: Scenario, axes: list[Axis]) -> Grid:
-    """Every point of the axes' Cartesian product on top of `scenario` (resolved, with its
-    --set), evaluated at once; see the module docstring. Call `check_axes` first."""
-    axes = tuple(axes)
-    varied = _mesh(axes)
-    size = math.prod(len(axis.points) for axis in axes)
-    batching = scenario.batching
+def _wanted(batching: str) -> tuple[dict[str, str], list[tuple[str, str]], tuple[str, ...]]:
+    """(column -> EXPRESSIONS key, the limits checked as (key, label), every key evaluated)."""
     wanted = {column: key.format(batching=batching) for column, key in FIGURES.items()}
     limits = list(_LIMITS)
     if batching == "padded":
         limits.append(PADDED_UTILIZATION[:2])
     keys = tuple(dict.fromkeys([*wanted.values(), *(key for key, _ in limits)]))
+    return wanted, limits, keys
+
+
+def evaluate_grid(scenario: Scenario, axes: list[Axis], model: bool = True) -> Grid:
+    """Every point of the axes' Cartesian product on top of `scenario` (resolved, with its
+    --set); see the module docstring. A grid of the closed forms' keys alone, with a measured
+    step, is evaluated on `scenario` at once; any other point is resolved and evaluated by
+    evaluate.sweep_points, and so are the models' columns (`model`: False, --closed-forms, for
+    none). Call `check_axes` first."""
+    axes = tuple(axes)
+    varied = _mesh(axes)
+    size = math.prod(len(axis.points) for axis in axes)
+    measured = scenario.step_time_from == "measured"
+    closed = measured and all(a.key in VARIABLE_KEYS for a in axes)
+    if not model:
+        return _closed_grid(scenario, axes, varied, size)
+    keys = [a.key for a in axes if a.key not in sweep_points.CLOSED_FORM_ONLY]
+    points = sweep_points.distinct_points(scenario, varied, size, keys)
+    if closed:
+        return _with_model(_closed_grid(scenario, axes, varied, size), scenario, varied, points)
+    return _model_grid(scenario, axes, varied, size, points)
+
+
+def _closed_grid(scenario: Scenario, axes: tuple[Axis, ...], varied, size: int) -> Grid:
+    """The closed forms over arrays on `scenario` (a measured step), the refusals as `resolve`
+    and `account` give them (`_refusals`, the limits)."""
+    wanted, limits, keys = _wanted(scenario.batching)
     arguments = _arguments(scenario, varied)
     figures = _figures(arguments, keys, size)
     refused = _refusals(scenario, varied, size)
-    for key, label in limits:
-        with np.errstate(invalid="ignore"):
-            above = figures[key] > 1 + 1e-9  # not float rounding at exactly 100%
-        refused[above & (refused == "")] = f"{label} > 100%"
-    for key in keys:
-        refused[~np.isfinite(figures[key]) & ~np.isnan(figures[key]) & (refused == "")] = (
-            f"{key} not finite"
-        )
+    _judge(figures, keys, limits, refused)
     keep = refused == ""
     columns: dict[str, np.ndarray] = dict(varied)
     tokens = arguments["D"]
@@ -313,6 +241,129 @@ def evaluate_grid(scenario: Scenario, axes: list[Axis]) -> Grid:
     for column, key in wanted.items():
         columns[column] = np.where(keep, figures[key], np.nan)
     return Grid(axes, columns, refused)
+
+
+def _judge(figures, keys, limits, refused: np.ndarray, bound=1.0, over_peak=None) -> None:
+    """Refuse, in place, an impossible result: a utilization above `bound` (1; a predicted
+    step's, the peak its GEMMs run at: account.check_possible), then a figure not finite.
+    `over_peak(mask, key, label)`: the account's line for a predicted step's, else
+    `LABEL > 100%`."""
+    for key, label in limits:
+        with np.errstate(invalid="ignore"):
+            above = figures[key] > bound * (1 + 1e-9)  # not float rounding at exactly 100%
+        mask = above & (refused == "")
+        if over_peak is not None:
+            over_peak(mask, key, label)
+        refused[mask & (refused == "")] = f"{label} > 100%"
+    for key in keys:
+        refused[~np.isfinite(figures[key]) & ~np.isnan(figures[key]) & (refused == "")] = (
+            f"{key} not finite"
+        )
+
+
+def _with_model(grid: Grid, scenario: Scenario, varied, points) -> Grid:
+    """A closed forms' grid with the models' columns; a point their scenario refuses (and the
+    closed forms' checks do not) refused too, its figures emptied."""
+    reasons = np.array(points.reasons, dtype=object)[points.inverse]
+    refused = grid.refused
+    newly = (refused == "") & (reasons != "")
+    refused[newly] = reasons[newly]
+    keep = refused == ""
+    for column in FIGURES:
+        grid.columns[column] = np.where(keep, grid.columns[column], np.nan)
+    arguments = _arguments(scenario, varied)
+    extra = _model_columns(points, keep, arguments, len(refused))
+    return Grid(grid.axes, grid.columns, refused, extra)
+
+
+def _model_grid(scenario: Scenario, axes, varied, size: int, points) -> Grid:
+    """Every point resolved (sweep_points.point) and evaluated: the closed forms on each point's
+    arguments, its step the measured one or, where step_time is null, the predicted one (as the
+    report fills it, with its refusals: an N not the shape's, a result above the GEMMs' peak)."""
+    wanted, limits, keys = _wanted(scenario.batching)
+    inverse, evaluated = points.inverse, points.evaluated
+    table = np.full((len(evaluated), len(numeric.ACCOUNT_ARGS)), np.nan)
+    bound_u = np.ones(len(evaluated))
+    for u, ev in enumerate(evaluated):
+        if ev is not None:
+            table[u], bound_u[u] = ev.arguments, ev.bound
+    step = numeric.ACCOUNT_ARGS.index(SYMBOL_OF_KEY["step_time"])
+    null_u = np.isnan(table[:, step]) & np.array([ev is not None for ev in evaluated])
+    table[null_u, step] = _predicted(points)[null_u]
+    arguments = {name: _spread(table[:, j], inverse) for j, name in enumerate(numeric.ACCOUNT_ARGS)}
+    for key in sweep_points.CLOSED_FORM_ONLY:
+        if key in varied:
+            arguments[SYMBOL_OF_KEY[key]] = varied[key].astype(np.float64)
+    figures = _figures(arguments, keys, size)
+    refused = np.array(points.reasons, dtype=object)[inverse]
+    predicted = null_u[inverse] & ("step_time" not in varied)
+    contradictions = np.array([ev.contradiction if ev else "" for ev in evaluated], dtype=object)
+    mask = predicted & (refused == "")
+    refused[mask] = contradictions[inverse][mask]
+    bound = np.where(predicted, bound_u[inverse], 1.0)
+    over_peak = _over_peak(points, predicted, figures, bound, refused)
+    _judge(figures, keys, limits, refused, bound, over_peak)
+    keep = refused == ""
+    columns: dict[str, np.ndarray] = dict(varied)
+    tokens = np.broadcast_to(np.asarray(arguments["D"], dtype=np.float64), (size,))
+    columns["tokens_per_step"] = np.where(keep, tokens, np.nan)
+    for column, key in wanted.items():
+        columns[column] = np.where(keep, figures[key], np.nan)
+    return Grid(axes, columns, refused, _model_columns(points, keep, arguments, size))
+
+
+def _over_peak(points, predicted, figures, bound, refused):
+    """The `over_peak` of `_judge` for a grid of predicted steps: the account's line
+    (account.predicted_over_peak) for a figure that rests on the step, one per distinct point."""
+    by_key = {key: inputs for key, _, inputs in (*UTILIZATIONS, PADDED_UTILIZATION)}
+    lines: dict[tuple[int, str], str] = {}
+
+    def over_peak(mask, key, label) -> None:
+        if "step_time" not in by_key[key]:
+            return
+        for i in np.flatnonzero(mask & predicted).tolist():
+            u = int(points.inverse[i])
+            if (u, key) not in lines:
+                value = float(figures[key][i] / bound[i])
+                sc = points.evaluated[u].scenario
+                lines[u, key] = predicted_over_peak(sc, label, value)
+            refused[i] = lines[u, key]
+
+    return over_peak
+
+
+def _predicted(points) -> np.ndarray:
+    """The predicted step of each distinct point (NaN where refused)."""
+    return np.array(
+        [ev.figures["time.predicted_seconds"] if ev else np.nan for ev in points.evaluated]
+    )
+
+
+def _spread(values: np.ndarray, inverse: np.ndarray):
+    """A distinct points' column at each point: one float64 where they all agree."""
+    if len(values) and np.all(values == values[0]):
+        return np.float64(values[0])
+    return values[inverse]
+
+
+def _model_columns(points, keep: np.ndarray, arguments: dict[str, Any], size: int) -> dict:
+    """sweep_points.MODEL_COLUMNS at each point (NaN or "" where refused); MFU on the
+    predicted step is the account's MFU with the predicted step as its step."""
+    inverse, evaluated = points.inverse, points.evaluated
+    step = SYMBOL_OF_KEY["step_time"]
+    on_predicted = {**arguments, step: _predicted(points)[inverse]}
+    extra: dict[str, np.ndarray] = {}
+    for column in sweep_points.MODEL_COLUMNS:
+        if column == "mfu_on_predicted_step":
+            values = _figures(on_predicted, ("mfu",), size)["mfu"]
+        elif column in sweep_points.TEXT_COLUMNS:
+            values = np.array([ev.figures[column] if ev else "" for ev in evaluated], dtype=object)
+            extra[column] = np.where(keep, values[inverse], "")
+            continue
+        else:
+            values = np.array([ev.figures[column] if ev else np.nan for ev in evaluated])[inverse]
+        extra[column] = np.where(keep, values, np.nan)
+    return extra
 
 
 def conventions(scenario: Scenario) -> str:

@@ -55,7 +55,12 @@ _SIGNATURE = {
 
 
 def _cell(values: np.ndarray) -> list[str]:
-    """A column as CSV fields: integers as they are, floats in full (repr), NaN empty."""
+    """A column as CSV fields: integers as they are, floats in full (repr), NaN empty; text
+    through `_text_field` (a few distinct values: each quoted once)."""
+    if values.dtype.kind == "O":
+        texts = values.tolist()
+        quoted = {text: _text_field(text) for text in set(texts)}
+        return [quoted[text] for text in texts]
     if values.dtype.kind == "i":
         return [str(v) for v in values.tolist()]
     return ["" if v != v else repr(v) for v in values.tolist()]
@@ -72,7 +77,7 @@ def csv_chunks(grid: Grid, name: str, conventions: str) -> Iterator[str]:
     # one line (a line break in the name is shown escaped); the name a cell of its own
     comment = f"{conventions}; empty: undefined, or refused"
     writer.writerow([f"# {MARKER}", spreadsheet_text(printable(name)), comment])
-    writer.writerow([*grid.columns, "refused"])
+    writer.writerow([*grid.columns, "refused", *grid.extra])
     yield head.getvalue()
     reasons = grid.refused.tolist()
     quoted = {reason: _text_field(reason) for reason in set(reasons)}  # a few distinct ones
@@ -80,6 +85,7 @@ def csv_chunks(grid: Grid, name: str, conventions: str) -> Iterator[str]:
         part = slice(start, start + CHUNK_ROWS)
         fields = [_cell(values[part]) for values in grid.columns.values()]
         fields.append([quoted[reason] for reason in reasons[part]])
+        fields += [_cell(values[part]) for values in grid.extra.values()]
         # numbers need no quoting: joined, not through csv.writer (5 times faster)
         yield "".join(",".join(line) + "\n" for line in zip(*fields))
 
@@ -113,43 +119,68 @@ def _lines_of(values: np.ndarray) -> np.ndarray:
     return values[(slice(None), slice(None)) + (0,) * (values.ndim - 2)]
 
 
-def plot_bytes(grid: Grid, kind: str) -> bytes:
-    """MFU (and HFU, dashed, where recompute makes it differ) in percent against the first
-    varied key; one line per value of the second (MAX_LINES at most); the other keys at their
-    first point. Refused points are gaps."""
+#: What a plot draws (--plot-y): the column, the one drawn dashed beside it where it differs, the
+#: axis label, the title's name, and the scale (percent of a fraction, or as it is).
+PLOT_Y = {
+    "mfu": ("mfu", "hfu", "MFU, % of peak_flops", "MFU", 100),
+    "predicted_mfu": (
+        "mfu_on_predicted_step",
+        None,
+        "MFU on the predicted step, % of peak_flops",
+        "MFU on the predicted step",
+        100,
+    ),
+    "predicted_step": ("time.predicted_seconds", None, "predicted step, s", "predicted step", 1),
+}
+
+
+def _series(grid: Grid, column: str | None, order: np.ndarray) -> np.ndarray | None:
+    """A column (of the figures or the models') as (first key, second key), the first key's
+    points in increasing order."""
+    if column is None:
+        return None
+    values = grid.columns[column] if column in grid.columns else grid.extra[column]
+    return _lines_of(values.reshape(tuple(len(axis.points) for axis in grid.axes)))[order]
+
+
+def plot_bytes(grid: Grid, kind: str, y: str = "mfu") -> bytes:
+    """`y` (PLOT_Y: MFU with HFU dashed where recompute makes it differ, MFU on the predicted
+    step, or the predicted step) against the first varied key; one line per value of the
+    second (MAX_LINES at most); the other keys at their first point. Refused points are gaps."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
+    column, dashed, ylabel, name, scale = PLOT_Y[y]
     axes = grid.axes
-    shape = tuple(len(axis.points) for axis in axes)
-    mfu, hfu = (_lines_of(grid.columns[key].reshape(shape)) for key in ("mfu", "hfu"))
-    x = axes[0].points
+    order = np.argsort(axes[0].points, kind="stable")  # a list may be in any order
+    main, other = _series(grid, column, order), _series(grid, dashed, order)
+    x = axes[0].points[order]
     figure = Figure(figsize=(7, 4.5))
     ax = figure.add_subplot()
-    with_hfu = not np.allclose(mfu, hfu, equal_nan=True)
-    rows = _lines(mfu.shape[1])
+    with_other = other is not None and not np.allclose(main, other, equal_nan=True)
+    rows = _lines(main.shape[1])
     for number, j in enumerate(rows):
         colour = f"C{number % 10}"
         label = (
             f"{axes[1].key} = {input_value(axes[1].points[j].item())}" if len(axes) > 1 else None
         )
         marker = "o" if len(x) <= 20 else None
-        ax.plot(x, 100 * mfu[:, j], color=colour, marker=marker, label=label)
-        if with_hfu:
-            ax.plot(x, 100 * hfu[:, j], color=colour, marker=marker, linestyle="--")
+        ax.plot(x, scale * main[:, j], color=colour, marker=marker, label=label)
+        if with_other:
+            ax.plot(x, scale * other[:, j], color=colour, marker=marker, linestyle="--")
     ax.set_xlabel(axes[0].key)
-    ax.set_ylabel("MFU, % of peak_flops" + (" (HFU dashed)" if with_hfu else ""))
+    ax.set_ylabel(ylabel + (" (HFU dashed)" if with_other else ""))
     if x[0] > 0 and x[-1] / x[0] >= 100:
         ax.set_xscale("log")
     fixed = [f"{a.key} = {input_value(a.points[0].item())}" for a in axes[2:]]
-    title = f"costmodel sweep: MFU against {axes[0].key}"
+    title = f"costmodel sweep: {name} against {axes[0].key}"
     if len(axes) > 1 and len(rows) < len(axes[1].points):
         title += f"\n{len(rows)} of {len(axes[1].points)} values of {axes[1].key}"
     if fixed:
         title += "\n" + ", ".join(fixed)
-    shown_points = mfu[:, rows]
+    shown_points = main[:, rows]
     if np.isnan(shown_points).all():
         title += (
             "\nno point drawn: costmodel report refuses each (the CSV's column refused says why)"
@@ -170,10 +201,14 @@ def plot_bytes(grid: Grid, kind: str) -> bytes:
 
 
 def plot_kind(path: str) -> str:
-    """png or svg, by the suffix of --plot's FILE."""
-    kind = PLOT_FORMATS.get(Path(path).suffix.lower())
+    """png or svg, by the suffix of --plot's FILE (svg where it has none)."""
+    suffix = Path(path).suffix.lower()
+    kind = PLOT_FORMATS.get(suffix) if suffix else "svg"
     if kind is None:
-        raise CostModelError(f"--plot: {shown(path)} is not allowed; expected a .png or .svg file")
+        raise CostModelError(
+            f"--plot: {shown(path)} is not allowed; expected a .svg or .png file, or a name "
+            "without a suffix (SVG)"
+        )
     return kind
 
 
