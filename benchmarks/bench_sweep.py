@@ -9,9 +9,9 @@
    process, best and median of several runs;
 2. a layout grid (TP x PP x CP x micro batch of Llama 3.1 70B on 512 H100) and a shape grid
    (hidden_size x num_layers of the course), target <= 2 s: each point resolved and evaluated
-   by the step-time and memory models (evaluate.sweep_points), once in-process; the time per
-   point, of a point kept and of a point the validator refuses, and where it goes (resolve,
-   the model shape, the prediction, the memory).
+   by the step-time and memory models (evaluate.sweep_points) from the one what-if path, once in-process; the time per
+   point, of a point kept and of a point the validator refuses, and where it goes (the what-if
+   path, the model shape, the prediction, the memory).
 """
 
 from __future__ import annotations
@@ -43,8 +43,7 @@ TARGET_S = 1.0
 MODEL_TARGET_S = 2.0
 #: Where a model point's time goes: the functions timed (cumulative, from a profile).
 PARTS = {
-    "resolve": ("inputs/scenario.py", "resolve"),
-    "of which the model config read again": ("inputs/scenario_layers.py", "_model_keys"),
+    "the what-if path": ("inputs/what_if.py", "changed"),
     "model shape": ("inputs/model_shape.py", "scenario_shape"),
     "prediction": ("evaluate/step_time.py", "predict"),
     "memory": ("evaluate/run.py", "memory"),

@@ -27,12 +27,11 @@ from typing import Any
 import numpy as np
 
 from costmodel.derive import numeric
-from costmodel.errors import CostModelError
 from costmodel.evaluate import account, run, step_time
 from costmodel.evaluate.linear import linear_attention
-from costmodel.inputs import models
+from costmodel.inputs import models, what_if
 from costmodel.inputs.resolution import params_contradiction
-from costmodel.inputs.scenario import FIELDS, RELAID_KEYS, Scenario, resolve
+from costmodel.inputs.scenario import RELAID_KEYS, Scenario
 
 #: Keys that only the closed forms read (the measured step and throughput): points that differ
 #: in them alone share the step-time and memory models' evaluation (the exposed communication
@@ -40,7 +39,7 @@ from costmodel.inputs.scenario import FIELDS, RELAID_KEYS, Scenario, resolve
 CLOSED_FORM_ONLY = ("step_time", "measured_tokens_per_s")
 #: The parameter counts that follow the model's shape (`_params_of_shape`).
 PARAM_KEYS = ("activated_params", "total_params")
-#: Where a key is the team's own (a scenario file or --set): what a point resolves again from.
+#: Where a key is the team's own (a scenario file or --set): its parameter counts never follow.
 TEAM = ("file", "--set")
 #: The columns the models add to a sweep's CSV (after `refused`), each named by its path in
 #: `costmodel report --format json` but `mfu_on_predicted_step` (the report's `mfu` when
@@ -61,17 +60,14 @@ TEXT_COLUMNS = ("memory.peak_phase", "memory.fits")
 
 def point(base: Scenario, changes: dict[str, Any]) -> Scenario | str:
     """The scenario of one sweep point (module docstring), or why the validator refuses it (its
-    one-line message). The one place a sweep point is made."""
-    data = {key: base.values[key] for key in FIELDS if base.sources.get(key) in TEAM}
-    data["name"] = base.name
-    if base.step_time_from == "predicted":  # filled in by account.fill_step_time: predict again
-        data["step_time"] = None
-    try:
-        sc = resolve(data=data, overrides=changes)
+    one-line message). The one place a sweep point is made: the one what-if path
+    (costmodel.inputs.what_if), asked again with the shape's parameter counts where they follow."""
+    sc, why = what_if.refusal(base, changes)
+    if sc is not None:
         follow = _params_of_shape(base, sc, changes)
-        return resolve(data=data, overrides={**changes, **follow}) if follow else sc
-    except CostModelError as error:
-        return str(error)
+        if follow:
+            sc, why = what_if.refusal(base, {**changes, **follow})
+    return sc if sc is not None else why
 
 
 def _params_of_shape(base: Scenario, sc: Scenario, changes: dict[str, Any]) -> dict[str, int]:

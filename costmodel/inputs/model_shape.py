@@ -158,7 +158,7 @@ def _mlp_from_keys(values: Mapping[str, Any], notes: list[str]) -> Mlp:
         return Mlp(flags, ffn or 0, gated=gated, activation=act)
     expert = values.get("moe_ffn_hidden_size")
     if expert is None:
-        expert = models.load_shape(COURSE_MODEL).moe_intermediate_size
+        expert = loaded_shape(COURSE_MODEL)[0].moe_intermediate_size
         notes.append(f"expert width {expert} of {COURSE_MODEL}")
     shared = values.get("shared_experts")
     if shared is None:

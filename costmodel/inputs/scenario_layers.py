@@ -53,8 +53,9 @@ def _course_checked() -> tuple[tuple[str, Any], ...]:
 def _model_keys(reference: str, count_mtp: bool) -> tuple[dict[str, Any], int]:
     """The scenario keys a model fills in, and its MTP layers counted (count_mtp)."""
     from costmodel.inputs import models  # only when a scenario names a model
+    from costmodel.inputs.model_shape import loaded_shape
 
-    shape = models.load_shape(reference)
+    shape, _ = loaded_shape(reference)  # parsed once per file contents
     if count_mtp and not shape.num_mtp_layers:
         raise CostModelError(
             f"count_mtp: true is not allowed; model {shown(shape.name or reference, 200)} has no "
