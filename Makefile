@@ -62,11 +62,16 @@ report: venv
 	$(VENV)/bin/costmodel report $(if $(SCENARIO),--scenario "$$SCENARIO")
 
 # Regenerate costmodel/derive/numeric.py, the numeric forms of the SymPy derivations that the
-# commands evaluate (tests/derive/test_numeric.py fails when it is stale), and
-# costmodel/evaluate/router_table.py, the router simulation's results for the scenarios' experts
-# (tests/evaluate/test_router_table.py).
+# commands evaluate (tests/derive/test_numeric.py fails when it is stale),
+# costmodel/inputs/course_scenario.py, the course's scenario file as its YAML loader reads it
+# (tests/inputs/test_course_scenario.py), and costmodel/evaluate/router_table.py, the router
+# simulation's results for the scenarios' experts (tests/evaluate/test_router_table.py), in that
+# order (the router table resolves the scenarios on the course's values). The generators live in
+# costmodel/generate/, which no runtime module imports.
 numeric: venv
-	$(PY) -m costmodel.numeric_build
+	$(PY) -m costmodel.generate.numeric
+	$(PY) -m costmodel.generate.course
+	$(PY) -m costmodel.generate.router
 
 # The optional [validate] extra: torch (CPU build) and transformers, for the cross-check of the
 # FLOP counts against torch.utils.flop_counter.FlopCounterMode.
@@ -105,7 +110,7 @@ lab: venv
 
 # The reference tables of docs/ (scenario keys, the report's JSON fields), from the schema.
 docs: venv
-	$(PY) -m costmodel.present.docs_tables
+	$(PY) -m costmodel.generate.docs
 
 clean:
 	rm -rf $(VENV) build handouts *.egg-info

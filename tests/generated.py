@@ -1,5 +1,5 @@
-"""The rule every generated module's writer keeps (`make numeric`: costmodel/numeric_build.py),
-shared by the tests of the three modules it writes."""
+"""The rule every generated module's writer keeps (`make numeric`: costmodel/generate/,
+`costmodel.generate.write_generated`), shared by the tests of the three modules it writes."""
 
 import pytest
 

@@ -1,7 +1,7 @@
 """The derive layer for numbers, without SymPy: what `costmodel report`, `params`, `gemms` and
-the step-time model need at run time. The generated forms (`costmodel.derive.numeric`, printed
-from the SymPy derivations by `costmodel.derive.numeric_forms`) and the few helpers written for
-numbers by hand; the SymPy modules re-export these (roofline.intensity, step_time.gemm_seconds,
+the step-time model need at run time. The generated forms (`costmodel.derive.numeric`: the
+registry `costmodel.derive.numeric_forms` printed, each named by its key) and the few helpers
+written for numbers by hand; the SymPy modules re-export these (roofline.intensity, step_time.gemm_seconds,
 recompute.fractions, ...), so both read the same code.
 """
 
@@ -9,27 +9,13 @@ from __future__ import annotations
 
 import math
 
-#: Read from the generated module on first use (so that the derivations, and `make numeric`,
-#: import without it): SQUARE_FRACTION, KERNEL_BACKWARD_OVER_FORWARD, CONVENTION_NAMES,
-#: RECOMPUTE_POLICIES (names and fractions, exact: ints and Fractions).
-_GENERATED = (
-    "SQUARE_FRACTION",
-    "KERNEL_BACKWARD_OVER_FORWARD",
-    "CONVENTION_NAMES",
-    "RECOMPUTE_POLICIES",
-)
-
 
 def _numeric():
+    """The generated module, read on first use (so that the derivations, and `make numeric`,
+    import without it)."""
     from costmodel.derive import numeric
 
     return numeric
-
-
-def __getattr__(name: str):
-    if name in _GENERATED:
-        return getattr(_numeric(), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: Modules whose recompute redoes weight GEMMs (their parameters per token, N_m, make r).
@@ -71,6 +57,15 @@ def gemm_seconds(
     return maximum(compute, memory)
 
 
+def head_width(width, heads):
+    """The width of one attention head where the model's config or the scenario gives none: the
+    attention's width over its query heads (hidden / heads: transformers' default head_dim,
+    Megatron-LM's default kv_channels), as a true quotient. Where the heads do not divide the
+    width, a config must say its head_dim (inputs.families.common) and the memory model takes
+    the whole part (derive.activations.mixers)."""
+    return width / heads
+
+
 def divisors(n: int) -> list[int]:
     """The divisors of n, ascending (in about sqrt(n) steps)."""
     n = int(n)
@@ -89,16 +84,15 @@ def convention_of(attention_flops: str = "full", attention_kernel: str = "eager"
 
 def micro_batches(batching: str, *, samples, tokens, seq_len, dp, micro_batch) -> float:
     """MICRO_BATCHES[batching] for numbers (exact for integers: a whole number stays whole)."""
-    form = {"padded": _numeric().micro_batches_padded, "packed": _numeric().micro_batches_packed}
     v = {"B": samples, "D": tokens, "S": seq_len, "d_p": dp, "b_micro": micro_batch}
-    return float(form[batching](v))
+    return float(_numeric().MICRO_BATCHES[batching](v))
 
 
 def bubble_over_compute(schedule: str, p: int, micro_batches: float, virtual: int = 1) -> float:
     """The bubble as a share of the stage's compute for numbers (0 without a pipeline)."""
     if p <= 1:
         return 0.0
-    form = getattr(_numeric(), f"bubble_{schedule}")
+    form = _numeric().BUBBLE[schedule]
     return max(0.0, float(form({"p_p": p, "n_mb": micro_batches, "v_pp": virtual})))
 
 
@@ -124,8 +118,11 @@ def model_state_bytes(
         "Psi": params * 1.0,
         "N_d": float(dp),
     }
+    forms = _numeric().MODEL_STATE_BYTES[zero_stage]
     return {
-        part: getattr(_numeric(), f"model_state_{part}_{zero_stage}")(v) for part in MODEL_STATES
+        "weights": forms["weights"](v),
+        "gradients": forms["gradients"](v),
+        "optimizer": forms["optimizer"](v),
     }
 
 
@@ -164,7 +161,11 @@ def fractions(
     if "moe" in modules and "shared_experts" in modules:  # moe already redoes the shared experts
         recomputed -= module_params.get("shared_experts", 0.0)
     weights = (
-        float(_numeric().modules_fraction({"N_m": _number(recomputed), "N": _number(params)}))
+        float(
+            _numeric().MONOMIALS["modules_fraction"](
+                {"N_m": _number(recomputed), "N": _number(params)}
+            )
+        )
         if recomputed
         else 0.0
     )
@@ -182,14 +183,16 @@ def _number(x):
 
 def sum_sq_of_mean(samples, mean) -> int | float:
     """B s_mean^2 for numbers: exact (an int) for integer inputs, else a float."""
-    square = _numeric().sum_sq_of_mean({"B": _number(samples), "s_mean": _number(mean)})
+    square = _numeric().MONOMIALS["sum_sq_of_mean"](
+        {"B": _number(samples), "s_mean": _number(mean)}
+    )
     return int(square) if isinstance(square, int) else float(square)
 
 
 def expert_rows(ep, micro_batch, seq, top_k, experts) -> float:
     """Rows of one expert's GEMM per micro batch and layer (derive.moe.expert_rows)."""
     v = {"ep": ep, "b_micro": micro_batch, "S": seq, "k_top": top_k, "E": experts}
-    return float(_numeric().expert_rows({k: _number(x) for k, x in v.items()}))
+    return float(_numeric().MONOMIALS["expert_rows"]({k: _number(x) for k, x in v.items()}))
 
 
 def attention_actual(square, attention_dim, full_layers, sum_squared_lengths) -> float:
@@ -201,14 +204,15 @@ def attention_actual(square, attention_dim, full_layers, sum_squared_lengths) ->
         "L_full": _number(full_layers),
         "sum_sq": _number(sum_squared_lengths),
     }
-    return float(_numeric().attention_actual(v))
+    return float(_numeric().FORMS["attention_actual"](v))
 
 
-def exact_integer(form: str, values: dict[str, int]) -> int:
-    """A linear-attention form (numeric.linear_*) as an exact integer for integer values."""
-    result = getattr(_numeric(), form)({k: _number(x) for k, x in values.items()})
+def exact_integer(form, values: dict[str, int]) -> int:
+    """A linear-attention form (numeric.LINEAR["core_training"]) as an exact integer for
+    integer values."""
+    result = form({k: _number(x) for k, x in values.items()})
     if result != int(result):
-        raise ValueError(f"{form} is not an integer at {values}: {result}")
+        raise ValueError(f"a linear-attention form is not an integer at {values}: {result}")
     return int(result)
 
 
@@ -217,4 +221,5 @@ def linear_core_training(values: dict[str, float]) -> float:
     n_k, d_k, d_v, C, L_linear, D), exact for integers. With a non-integer D (tokens_per_step) it
     rounds as xreplace would, not as the .subs it replaced (one symbol at a time): the last bit
     may differ from that (about one case in five; none among the presets and examples)."""
-    return float(_numeric().linear_core_training({k: _number(x) for k, x in values.items()}))
+    form = _numeric().LINEAR["core_training"]
+    return float(form({k: _number(x) for k, x in values.items()}))

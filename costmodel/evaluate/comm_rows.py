@@ -1,7 +1,7 @@
 """The table of one step's collectives (costmodel.evaluate.communication): one row per
 collective (`Collective`), added one kind of parallelism at a time (DP, TP, CP, EP, PP), each
 placed on nodes (costmodel.evaluate.comm_placement) and timed on its links through the generated
-forms (`costmodel.derive.numeric`, `comm_*`).
+forms (`costmodel.derive.numeric`: COMM, COLLECTIVES, DP, TP, CP and EP, each named by its key).
 """
 
 from __future__ import annotations
@@ -37,17 +37,12 @@ class Collective:
 
 
 def _num(form, values: dict[str, float]) -> float:
-    """A form's value: `form` names a generated form (`numeric.comm_<form>`), evaluated at the
+    """A form's value: `form` a generated form (`numeric.COMM["n_mb"]`), evaluated at the
     float `values` of its symbols (by name) as SymPy evaluates it with Floats; a number is
     itself."""
-    if isinstance(form, str):
-        return float(getattr(numeric, f"comm_{form}")(values))
+    if callable(form):
+        return float(form(values))
     return float(form)
-
-
-def _kind(kind: str) -> str:
-    """A collective's kind as the generated forms name it (all-reduce: all_reduce)."""
-    return kind.replace("-", "_")
 
 
 @dataclass
@@ -82,11 +77,11 @@ class _Table:
             intra_part, inter_part = (_num(part, routed) for part in parts)
             step_bytes = calls * (intra_part + inter_part)
         elif spans:
-            intra_part = _num(f"intra_{_kind(kind)}", call)
-            inter_part = _num(f"inter_{_kind(kind)}", call)
+            split = numeric.COLLECTIVES[kind]
+            intra_part, inter_part = _num(split["intra"], call), _num(split["inter"], call)
             step_bytes = _num(step_bytes, values)
         else:
-            intra_part, inter_part = _num(f"sent_{_kind(kind)}", call), 0.0
+            intra_part, inter_part = _num(numeric.COLLECTIVES[kind]["sent"], call), 0.0
             step_bytes = _num(step_bytes, values)
         if step_bytes <= 0:
             return
@@ -125,7 +120,8 @@ def _data_parallel(add, zero_stage: int, overlap_grad_reduce: bool, overlap_para
     reduce = ("reduce each" if per_mb else "reduce") if overlap_grad_reduce else None
     gather = ("gather each" if zero_stage == 3 else "gather") if overlap_param_gather else None
     for group, label in (("DP", "dense"), ("DP experts", "experts")):
-        grads, weights = f"dp_{label}_grads", f"dp_{label}_weights"
+        forms = numeric.DP[label]
+        grads, weights = forms["grads"], forms["weights"]
         if zero_stage == 0:
             add(
                 f"DP gradient all-reduce ({label})",
@@ -134,7 +130,7 @@ def _data_parallel(add, zero_stage: int, overlap_grad_reduce: bool, overlap_para
                 "all-reduce",
                 grads,
                 1,
-                f"dp_{label}_zero0",
+                forms["zero0"],
                 reduce,
             )
             continue
@@ -147,8 +143,8 @@ def _data_parallel(add, zero_stage: int, overlap_grad_reduce: bool, overlap_para
             group,
             "reduce-scatter",
             grads,
-            "n_mb" if per_mb else 1,
-            f"dp_{label}_reduce_scatter_each" if per_mb else f"dp_{label}_reduce_scatter",
+            numeric.COMM["n_mb"] if per_mb else 1,
+            forms["reduce_scatter_each"] if per_mb else forms["reduce_scatter"],
             reduce,
         )
         add(
@@ -159,8 +155,8 @@ def _data_parallel(add, zero_stage: int, overlap_grad_reduce: bool, overlap_para
             group,
             "all-gather",
             weights,
-            "two_n_mb" if zero_stage == 3 else 1,
-            f"dp_{label}_all_gathers_zero3" if zero_stage == 3 else f"dp_{label}_all_gather",
+            numeric.COMM["two_n_mb"] if zero_stage == 3 else 1,
+            forms["all_gathers_zero3"] if zero_stage == 3 else forms["all_gather"],
             gather,
         )
 
@@ -169,16 +165,15 @@ def _tensor_parallel(add, sequence_parallel: bool, recompute: int, overlap: bool
     """TP rows: per layer of the most loaded stage and micro batch, the forward's collectives
     (again under full recompute) and the backward's."""
     hide = "tp" if overlap and sequence_parallel else None
-    for kind, _, _ in numeric.TP_COLLECTIVES[sequence_parallel]:
-        form = f"tp_{int(sequence_parallel)}_{recompute}_{_kind(kind)}"
+    for kind, forms in numeric.TP[sequence_parallel, recompute].items():
         add(
             f"TP {kind}" + (" (sequence parallel)" if sequence_parallel else ""),
             "TP",
             "TP",
             kind,
-            "tp_buffer",
-            f"{form}_calls",
-            f"{form}_bytes",
+            numeric.COMM["tp_buffer"],
+            forms["calls"],
+            forms["bytes"],
             hide,
         )
 
@@ -190,17 +185,16 @@ def _context_parallel(add, cp_comm_type: str, recompute: int):
         "all_gather": "CP all-gather of K/V (forward, again in backward)",
         "a2a": "CP all-to-all of Q, K, V and O (Ulysses; four a layer, as one buffer)",
     }
-    for i, kind in enumerate(numeric.CP_COLLECTIVES[cp_comm_type]):
+    for kind, forms in numeric.CP[cp_comm_type, recompute].items():
         name = names[cp_comm_type] if kind != "reduce-scatter" else "CP reduce-scatter of dK/dV"
-        form = f"cp_{cp_comm_type}_{recompute}_{i}"
         add(
             name,
             "CP",
             "CP",
             kind,
-            f"{form}_buffer",
-            f"{form}_calls",
-            f"{form}_bytes",
+            forms["buffer"],
+            forms["calls"],
+            forms["bytes"],
             "cp" if kind == "point-to-point" else None,
         )
 
@@ -209,30 +203,36 @@ def _expert_parallel(add, fp8_dispatch: bool, recompute: int, ep_overlap: str):
     """EP rows: the dispatch direction (FP8 with fp8_dispatch) and the combine direction, each
     once forward (again under full recompute) and once backward per MoE layer of the stage and
     micro batch, split over NVLink and the network per derive.communication."""
-    for direction in numeric.EP_DIRECTIONS:
+    calls = numeric.COMM["ep_calls_full_recompute"] if recompute else numeric.COMM["ep_calls"]
+    for direction, forms in numeric.EP.items():
         fp8 = " (FP8)" if direction == "dispatch" and fp8_dispatch else ""
         add(
             f"EP all-to-all, {direction}{fp8}",
             "EP",
             "EP",
             "all-to-all",
-            f"ep_{direction}_buffer",
-            f"ep_{recompute}_calls",
+            forms["buffer"],
+            calls,
             None,
             "dualpipe" if ep_overlap == "dualpipe" else None,
-            parts=(f"ep_{direction}_nvlink", f"ep_{direction}_network"),
+            parts=(forms["nvlink"], forms["network"]),
         )
 
 
 def _pipeline_parallel(add, sequence_parallel: bool, ep_overlap: str):
     """The PP row: the activations and their gradients between stages, every micro batch."""
+    forms = numeric.COMM
+    if sequence_parallel:
+        buffer, step = forms["pp_buffer_sequence_parallel"], forms["pp_step_sequence_parallel"]
+    else:
+        buffer, step = forms["pp_buffer"], forms["pp_step"]
     add(
         "PP activations and gradients",
         "PP",
         "PP",
         "point-to-point",
-        "pp_buffer_sequence_parallel" if sequence_parallel else "pp_buffer",
-        "two_n_mb",
-        "pp_step_sequence_parallel" if sequence_parallel else "pp_step",
+        buffer,
+        forms["two_n_mb"],
+        step,
         "dualpipe" if ep_overlap == "dualpipe" else None,
     )

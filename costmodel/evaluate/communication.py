@@ -5,7 +5,7 @@ totals; the pipeline bubble.
 
 The closed forms are in `costmodel.derive.communication` (sources there); this module puts the
 ranks on nodes and evaluates them, through their generated numeric forms (`costmodel.derive.
-numeric`, `comm_*`: the forms of `costmodel.derive.numeric_forms.communication_forms`).
+numeric`: the tables of `costmodel.derive.numeric_forms.communication_tables`).
 
 Where a group runs. Ranks are numbered TP fastest, then CP, then EP, then the rest of DP, then
 PP outermost (Megatron-LM's order; the EP ranks are DP ranks, the innermost e_p of them); rank
@@ -179,7 +179,8 @@ def communication(
     n_mb = int(values["n_mb"])
     rows = _expose(table.rows, table.hides, compute, n_mb)
     settings = {key: given[key] for key in SETTINGS}
-    return _result(rows, _num("bubble_fraction", values), table.step_time, n_mb, compute, settings)
+    bubble = _num(numeric.COMM["bubble_fraction"], values)
+    return _result(rows, bubble, table.step_time, n_mb, compute, settings)
 
 
 def _rows(add, given: dict) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from costmodel.derive import plain
+from costmodel.derive import numeric, plain
 from costmodel.derive.plain import exact_integer
 from costmodel.errors import CostModelError
 from costmodel.inputs.assumptions import assumed
@@ -124,7 +124,7 @@ def linear_attention_flops_per_token(shape: ModelShape, chunk_size: int | None =
     c = int(chunk_size)
     if c < 1:
         raise CostModelError(f"chunk_size has value {chunk_size!r}; expected an integer >= 1")
-    return exact_integer("linear_core_forward_per_token", widths(shape, c))
+    return exact_integer(numeric.LINEAR["core_forward_per_token"], widths(shape, c))
 
 
 def linear_attention_conv_flops_per_token(shape: ModelShape) -> int:
@@ -137,7 +137,7 @@ def linear_attention_conv_flops_per_token(shape: ModelShape) -> int:
     """
     if shape.num_linear_attention_layers == 0:
         return 0
-    return exact_integer("linear_conv_forward_per_token", widths(shape))
+    return exact_integer(numeric.LINEAR["conv_forward_per_token"], widths(shape))
 
 
 def linear_attention_training_flops(
@@ -152,4 +152,4 @@ def linear_attention_training_flops(
         chunk_size = assumed("linear_attention_chunk")
     linear_attention_flops_per_token(shape, chunk_size)  # the same checks
     values = widths(shape, int(chunk_size)) | {"D": int(tokens)}
-    return exact_integer("linear_core_training", values)
+    return exact_integer(numeric.LINEAR["core_training"], values)

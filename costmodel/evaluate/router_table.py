@@ -1,5 +1,5 @@
-"""GENERATED from the router simulation (costmodel.evaluate.router) by costmodel.numeric_build:
-do not edit. Regenerate with `make numeric` (`python -m costmodel.numeric_build`);
+"""GENERATED from the router simulation (costmodel.evaluate.router) by costmodel.generate.router:
+do not edit. Regenerate with `make numeric` (`python -m costmodel.generate.router`);
 tests/evaluate/test_router_table.py fails when this file is stale."""
 
 #: The simulation's parameters (costmodel.evaluate.levers) and its expert limit

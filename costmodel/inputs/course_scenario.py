@@ -1,5 +1,5 @@
-"""GENERATED from costmodel/inputs/scenarios/course.yaml by costmodel.numeric_build: do not
-edit. Regenerate with `make numeric` (`python -m costmodel.numeric_build`);
+"""GENERATED from costmodel/inputs/scenarios/course.yaml by costmodel.generate.course: do
+not edit. Regenerate with `make numeric` (`python -m costmodel.generate.course`);
 tests/inputs/test_course_scenario.py fails when this file is stale."""
 
 # ruff: noqa: E501

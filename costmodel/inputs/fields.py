@@ -238,7 +238,7 @@ FIELDS: dict[str, Field] = {
         "choice",
         "context-parallel communication (Megatron-LM --cp-comm-type): p2p (K/V ring) | "
         "all_gather (K/V gathered) | a2a (Ulysses all-to-all of Q, K, V, O)",
-        choices=("p2p", "all_gather", "a2a"),
+        choices=tuple(numeric.CP_COLLECTIVES),  # derive.communication's, generated
     ),
     "moe_router_max_nodes": Field(
         "count",
@@ -268,7 +268,7 @@ FIELDS: dict[str, Field] = {
     "pipeline_schedule": Field(
         "choice",
         "pipeline schedule: 1f1b | interleaved (with virtual_pipeline) | zero_bubble | dualpipe",
-        choices=("1f1b", "interleaved", "zero_bubble", "dualpipe"),
+        choices=numeric.SCHEDULES,  # the schedules the step-time model derives a bubble for
     ),
     "virtual_pipeline": Field(
         "count",

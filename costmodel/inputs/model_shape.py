@@ -10,6 +10,7 @@ import functools
 import os
 from typing import Any, Mapping
 
+from costmodel.derive.plain import head_width
 from costmodel.inputs import models
 from costmodel.inputs.assumptions import COURSE_MODEL, assumed
 from costmodel.inputs.families.common import Attention, Base, Mlp, Parts, build_shape
@@ -77,7 +78,7 @@ def query_heads(values: Mapping[str, Any]) -> tuple[int, float, bool]:
     width = values["attention_dim"]
     head_dim, heads = values.get("head_dim"), values.get("num_heads")
     if head_dim is None and heads:
-        head_dim = width / heads
+        head_dim = head_width(width, heads)
     course_head_dim = head_dim is None
     if course_head_dim:
         head_dim = assumed("head_dim")

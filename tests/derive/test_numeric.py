@@ -1,5 +1,6 @@
 """The one numeric path: costmodel/derive/numeric.py is generated from the SymPy derivations
-(costmodel.derive.numeric_forms), agrees with them, and the commands never import SymPy."""
+(the registry costmodel.derive.numeric_forms, printed by costmodel.generate.numeric), agrees with
+them, and the commands never import SymPy."""
 
 import random
 import subprocess
@@ -12,14 +13,17 @@ from generated import check_written_only_over_its_own_file
 from hang import hang_limit
 
 from costmodel.derive import numeric, numeric_forms
+from costmodel.generate import numeric as generate
 
-NAMES = numeric_forms.symbol_names()
+NAMES = generate.symbol_names()
+XREPLACE = numeric_forms.leaves(numeric_forms.xreplace_tables())
+SUBS = numeric_forms.leaves(numeric_forms.subs_tables())
 
 
 def test_generated_module_is_current():
     """Regenerating the source gives the committed file, byte for byte (else: make numeric)."""
     written = Path(numeric.__file__).read_bytes()
-    assert numeric_forms.source().encode("utf-8") == written, (
+    assert generate.source().encode("utf-8") == written, (
         "costmodel/derive/numeric.py is stale: run `make numeric`"
     )
 
@@ -33,21 +37,25 @@ def _points(expr, rng, exact):
             yield {s: rng.uniform(1.0, 1e4) for s in expr.free_symbols}
 
 
-def _generated(name, point):
-    return getattr(numeric, name)({NAMES[s]: value for s, value in point.items()})
+def _generated(path, point):
+    """The generated form at `path` (its table's name, then its keys) evaluated at `point`."""
+    form = vars(numeric)[path[0]]
+    for key in path[1:]:
+        form = form[key]
+    return form({NAMES[s]: value for s, value in point.items()})
 
 
-@pytest.mark.parametrize("name", sorted(numeric_forms.xreplace_forms()))
-def test_xreplace_forms_are_sympys_numbers(name):
+@pytest.mark.parametrize("path", list(XREPLACE), ids=map(repr, XREPLACE))
+def test_xreplace_forms_are_sympys_numbers(path):
     """Each form equals SymPy's xreplace at random points: bit for bit with floats (SymPy's
     Floats), exactly with whole numbers."""
-    expr = numeric_forms.xreplace_forms()[name]
+    expr, name = XREPLACE[path], repr(path)
     rng = random.Random(name)
     for exact in (False, True):
         for point in _points(expr, rng, exact):
             numbers = {s: (sp.Integer(v) if exact else sp.Float(v)) for s, v in point.items()}
             want = expr.xreplace(numbers)
-            got = _generated(name, point)
+            got = _generated(path, point)
             if exact:
                 assert sp.Rational(got) == want, (name, point)
             else:
@@ -55,17 +63,17 @@ def test_xreplace_forms_are_sympys_numbers(name):
             assert float(got) == pytest.approx(float(expr.evalf(subs=numbers)), rel=1e-12)
 
 
-@pytest.mark.parametrize("name", sorted(numeric_forms.subs_forms()))
-def test_subs_forms_are_sympys_numbers(name):
-    expr = numeric_forms.subs_forms()[name]
-    rng = random.Random(name)
+@pytest.mark.parametrize("path", list(SUBS), ids=map(repr, SUBS))
+def test_subs_forms_are_sympys_numbers(path):
+    expr = SUBS[path]
+    rng = random.Random(repr(path))
     for exact in (False, True):
         for point in _points(expr, rng, exact):
             want = expr.subs(point)
-            got = _generated(name, point)
+            got = _generated(path, point)
             assert (sp.Rational(got) if exact else float(got)) == (
                 want if exact else float(want)
-            ), (name, point)
+            ), (path, point)
 
 
 def test_account_figures_are_the_expressions():
@@ -136,8 +144,4 @@ def test_commands_do_not_import_sympy(command):
 def test_make_numeric_writes_only_its_own_file(tmp_path):
     """`make numeric` writes the generated module, says when nothing changed, and refuses to
     overwrite a file it did not write (the file stays as it was)."""
-    from costmodel import numeric_build
-
-    check_written_only_over_its_own_file(
-        numeric_build.write, tmp_path / "numeric.py", numeric_forms.source()
-    )
+    check_written_only_over_its_own_file(generate.write, tmp_path / "numeric.py", generate.source())

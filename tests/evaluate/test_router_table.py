@@ -7,15 +7,15 @@ from pathlib import Path
 
 from generated import check_written_only_over_its_own_file
 
-from costmodel import numeric_build
 from costmodel.evaluate import levers, router, router_table
+from costmodel.generate import router as generate
 
 
 def test_generated_table_is_current():
     """Regenerating the source gives the committed file, byte for byte (else: make numeric);
     the rows are the simulation's numbers (the source runs it)."""
     written = Path(router_table.__file__).read_bytes()
-    assert numeric_build.router_source().encode("utf-8") == written, (
+    assert generate.source().encode("utf-8") == written, (
         "costmodel/evaluate/router_table.py is stale: run `make numeric`"
     )
 
@@ -23,7 +23,7 @@ def test_generated_table_is_current():
 def test_the_table_holds_the_course_and_every_scenario_with_experts():
     """The course (256 experts, top-8, EP 8, skew 1) and the example scenarios' MoE models, each
     once; a dense model (Llama) has no row."""
-    keys = numeric_build.router_keys()
+    keys = generate.keys()
     assert keys == sorted(router_table.IMBALANCE)
     assert (256, 8, 8, 1.0) in keys
     assert len(keys) == len(set(keys)) >= 4
@@ -71,7 +71,7 @@ def test_a_combination_the_table_lacks_is_simulated(monkeypatch):
 def test_the_router_table_is_written_only_over_its_own_file(tmp_path):
     """It writes the table, says when nothing changed, and refuses a file it did not write."""
     check_written_only_over_its_own_file(
-        numeric_build.write_router_table,
+        generate.write,
         tmp_path / "router_table.py",
-        numeric_build.router_source(),
+        generate.source(),
     )

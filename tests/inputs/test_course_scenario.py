@@ -5,7 +5,7 @@ from pathlib import Path
 
 from generated import check_written_only_over_its_own_file
 
-from costmodel import numeric_build
+from costmodel.generate import course as generate
 from costmodel.inputs import course_scenario, scenario, scenario_yaml
 
 
@@ -13,7 +13,7 @@ def test_generated_course_scenario_is_current():
     """Regenerating it from course.yaml gives the committed file, byte for byte (else: make
     numeric)."""
     written = Path(course_scenario.__file__).read_bytes()
-    assert numeric_build.course_source().encode("utf-8") == written, (
+    assert generate.source().encode("utf-8") == written, (
         "costmodel/inputs/course_scenario.py is stale: run `make numeric`"
     )
 
@@ -44,7 +44,7 @@ def test_each_call_gets_its_own_values():
 
 def test_the_course_scenario_is_written_only_over_its_own_file(tmp_path):
     check_written_only_over_its_own_file(
-        numeric_build.write_course_scenario,
+        generate.write,
         tmp_path / "course_scenario.py",
-        numeric_build.course_source(),
+        generate.source(),
     )

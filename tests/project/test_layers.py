@@ -1,7 +1,8 @@
 """The package's layers, read from its imports (AST, every import statement, also those inside
 functions): derive -> inputs -> evaluate -> present -> publish, each importing only the layers
 before it, nothing outside the layers importing publish but the command line, derive doing no
-I/O, the leaves importing nothing of the package, and no import cycle anywhere.
+I/O, the leaves importing nothing of the package, no runtime module importing the generators
+(costmodel.generate: they run at development time), and no import cycle anywhere.
 
 Each rule is a function over a map {module name: path}, so that the tests can run it on the
 package and on a small package written to make it fail (every rule proves it can fail)."""
@@ -24,6 +25,8 @@ LEAVES = {"costmodel.errors", "costmodel.formats", "costmodel.course", "costmode
 IO_CALLS = {"open", "read_text", "write_text", "read_bytes", "write_bytes"}
 #: Third-party packages the derive layer may import (besides the standard library).
 DERIVE_THIRD_PARTY = {"sympy", "numpy"}
+#: The generators (`make numeric`, `make docs`): they import the runtime, never the reverse.
+GENERATORS = "costmodel.generate"
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -143,6 +146,20 @@ def leaf_violations(known: dict[str, Path], package: Path = PACKAGE) -> list[str
     return wrong
 
 
+def generator_violations(known: dict[str, Path], package: Path = PACKAGE) -> list[str]:
+    """No module outside the generators (the layers, the command line, the tools, the leaves)
+    imports them: what costmodel runs for a user never needs the code that writes its
+    generated modules."""
+    wrong = []
+    for name, path in known.items():
+        if name == GENERATORS or name.startswith(GENERATORS + "."):
+            continue
+        for target in internal(imports(path, package), known):
+            if target == GENERATORS or target.startswith(GENERATORS + "."):
+                wrong.append(f"{name} imports {target} (a generator)")
+    return wrong
+
+
 def cycles(known: dict[str, Path], package: Path = PACKAGE) -> list[list[str]]:
     graph = {
         name: {t for t in internal(imports(path, package), known) if t != name}
@@ -182,7 +199,7 @@ def test_the_five_layers_exist_and_hold_the_package():
             "costmodel.course",
             "costmodel.errors",
             "costmodel.formats",
-            "costmodel.numeric_build",
+            "costmodel.generate",
             "costmodel.records",
             "costmodel.validate",
             "costmodel.validate_memory",
@@ -208,6 +225,18 @@ def test_derive_is_sympy_and_numpy_only_and_does_no_io():
 def test_leaves_import_nothing_of_the_package():
     wrong = leaf_violations(modules())
     assert not wrong, "\n".join(wrong)
+
+
+def test_no_runtime_module_imports_the_generators():
+    wrong = generator_violations(modules())
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_generators_are_in_their_package():
+    """`make numeric` and `make docs` run costmodel.generate's modules, none of a layer."""
+    known = modules()
+    assert {f"{GENERATORS}.{m}" for m in ("numeric", "course", "router", "docs")} <= set(known)
+    assert not any(n.endswith(("numeric_build", "docs_tables")) for n in known)
 
 
 def test_no_import_cycle():
@@ -327,6 +356,25 @@ def test_io_in_derive_fails_whether_imported_or_builtin(tmp_path):
         "costmodel.derive.d imports yaml",
         "costmodel.derive.e imports costmodel.inputs",
         "costmodel.derive.e imports costmodel.inputs.a",
+    ]
+
+
+def test_a_runtime_module_importing_a_generator_fails(tmp_path):
+    """The command line and a layer (even inside a function) importing a generator fail; a
+    generator importing the layers passes."""
+    known, root = _package(
+        tmp_path,
+        {
+            "generate/__init__.py": "",
+            "generate/numeric.py": "from costmodel.derive import a\n",
+            "cli.py": "from costmodel.generate import numeric\n",
+            "present/a.py": "def f():\n    import costmodel.generate.numeric\n",
+        },
+    )
+    assert sorted(generator_violations(known, root)) == [
+        "costmodel.cli imports costmodel.generate (a generator)",
+        "costmodel.cli imports costmodel.generate.numeric (a generator)",
+        "costmodel.present.a imports costmodel.generate.numeric (a generator)",
     ]
 
 

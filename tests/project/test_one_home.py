@@ -9,12 +9,17 @@ Three kinds of copy are found:
   writes again (or writes as the keys of a dict of literals), or a dict literal with three or
   more literal keys that another module writes again, keys and values (a dict keyed by a
   table's names that maps each to something else, words or what code computes, holds facts of
-  its own about each name: not a copy);
+  its own about each name: not a copy); and a scenario key's choices (`choices=` of two or
+  more literals) that another module writes again, as names, data or the keys of a dict of
+  formulas (the pipeline schedules are the keys of derive.step_time.BUBBLE_IDLE: the schema
+  reads them, generated, as derive.numeric.SCHEDULES);
 - a distinctive number: a literal that is not a unit factor, a small count or a tolerance
   (ALLOWED_NUMBERS, each said why) written in two modules;
 - a named value: the same number bound to a name with the same last word in two modules (a
   constant, a field's or a parameter's default, a keyword argument, a dict entry: the
-  memory model's `chunk = 64` beside the assumption `"linear_attention_chunk": 64`).
+  memory model's `chunk = 64` beside the assumption `"linear_attention_chunk": 64`);
+- a rule (`rules`): a link's bandwidth filled in, a GPU generation spelled, or the head-width
+  rule (a width over the heads) written outside its home.
 
 Generated modules (GENERATED) are copies by design, of a home that a test keeps them true to.
 """
@@ -185,6 +190,10 @@ def tables(tree: ast.Module) -> list[tuple[frozenset, str, int, str | None]]:
     """(elements, kind, line, the dict's values dumped or None) of each table of the module."""
     out = []
     for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "choices":
+            elts = getattr(node.value, "elts", [])
+            if len(elts) >= 2 and all(_literal(e) for e in elts):
+                out.append((frozenset(e.value for e in elts), "choices", node.value.lineno, None))
         if isinstance(node, ast.Tuple | ast.List | ast.Set) and len(node.elts) >= 3:
             if all(_literal(e) for e in node.elts):
                 out.append((frozenset(e.value for e in node.elts), "seq", node.lineno, None))
@@ -261,6 +270,8 @@ def _copy(one: tuple, other: tuple) -> bool:
     sequence and the keys of a dict of data (literals); two dicts with the same values. A dict
     that maps each name to words, or to what code computes, holds facts of its own."""
     kinds = {one[1], other[1]}
+    if "choices" in kinds:  # a key's choices written again: as names, data or formulas' keys
+        return "words" not in kinds
     if kinds == {"seq"}:
         return True
     if len(kinds) == 1:
@@ -312,14 +323,41 @@ def copies() -> list[str]:
     return sorted(found)
 
 
+#: The head-width rule (derive.plain.head_width): a width over the query heads.
+WIDTH_NAMES = {"hidden", "hidden_size", "width", "attention_dim"}
+HEADS_NAMES = {"heads", "num_heads", "num_attention_heads"}
+HEAD_WIDTH_HOME = "costmodel/derive/plain.py"
+
+
+def _name(node: ast.AST) -> str:
+    """The last name of `x` or `a.b.x`, else ''."""
+    return getattr(node, "id", None) or getattr(node, "attr", "")
+
+
+def head_widths(path: str, tree: ast.Module) -> list[str]:
+    """Each `width / heads` or `hidden // heads` of `tree` (outside the rule's home)."""
+    if path == HEAD_WIDTH_HOME:
+        return []
+    return [
+        f"head width rule: {path}:{node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Div | ast.FloorDiv)
+        and _name(node.left) in WIDTH_NAMES
+        and _name(node.right) in HEADS_NAMES
+    ]
+
+
 def rules() -> list[str]:
     """The facts that are rules rather than literals, each written outside its home: a link's
     bandwidth filled in from the GPU table (`x or gpu.network_bandwidth`: hardware.
-    link_bandwidths), and a GPU's generation spelled outside the GPU table and the
-    efficiencies (hardware's GPU.generation)."""
+    link_bandwidths), a GPU's generation spelled outside the GPU table and the efficiencies
+    (hardware's GPU.generation), and a head's width worked out as a width over the heads
+    (derive.plain.head_width)."""
     homes = {"costmodel/inputs/hardware.py", "costmodel/inputs/efficiency.py"}
     found = []
     for path, tree in modules().items():
+        found += head_widths(path, tree)
         if path in homes:
             continue
         for node in ast.walk(tree):
@@ -336,6 +374,26 @@ def rules() -> list[str]:
 def test_each_fact_has_one_home():
     found = copies() + rules()
     assert not found, "facts in more than one place:\n" + "\n".join(found)
+
+
+def test_a_key_s_choices_written_again_as_a_dict_s_keys_are_a_copy():
+    """The pipeline schedules as a field's choices and as the keys of the bubble's formulas
+    (issue 33: fields.py and derive/step_time.py each wrote the four names)."""
+    fields = ast.parse('F = Field("choice", "x", choices=("1f1b", "interleaved", "dualpipe"))')
+    formulas = ast.parse('IDLE = {"1f1b": p - 1, "interleaved": (p - 1) / v, "dualpipe": p}')
+    one = next(table for table in tables(fields) if table[1] == "choices")
+    (other,) = tables(formulas)
+    assert other[1] == "code" and one[0] == other[0] and _copy(one, other)
+
+
+def test_the_head_width_rule_outside_its_home_is_found():
+    """`hidden // heads` (the families' default), `x.hidden // x.heads` (the memory model's) and
+    `width / heads` (the shape from keys) were three forms of one rule (issue 33)."""
+    tree = ast.parse("a = hidden // num_heads\nb = x.hidden // x.heads\nc = width / heads\n")
+    assert len(head_widths("costmodel/inputs/x.py", tree)) == 3
+    assert head_widths(HEAD_WIDTH_HOME, tree) == []
+    kv = ast.parse("kv_width = width * kv_heads / heads\n")  # kv heads' share: not the rule
+    assert head_widths("costmodel/inputs/x.py", kv) == []
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from costmodel.derive.activations.tables import (
     _check,
     _sympy,
 )
+from costmodel.derive.plain import head_width
 
 
 @dataclass(frozen=True)
@@ -235,7 +236,7 @@ def _mixer(kind: str, x, tokens, squares) -> tuple[list[Saved], list[Saved]]:
     )
     if kind == "attention":
         kv = x.heads if x.kv_heads is None else x.kv_heads
-        hd = x.hidden // x.heads if x.head_dim is None else x.head_dim
+        hd = math.floor(head_width(x.hidden, x.heads)) if x.head_dim is None else x.head_dim
         vd = hd if x.v_head_dim is None else x.v_head_dim
         return _attention(o, tokens, squares, x.hidden, x.heads, kv, hd, vd, x.qk_norm)
     if kind == "mla":

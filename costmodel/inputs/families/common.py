@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 from dataclasses import field
 
+from costmodel.derive.plain import head_width
 from costmodel.errors import CostModelError
 from costmodel.inputs import family_flags
 from costmodel.inputs.config import Fields
@@ -268,8 +269,9 @@ def standard_attention(
     ``family_flags.qk_norm`` (the one mapping the memory model reads too); ``head_dim_default``
     is the family's head width when the config gives none (else hidden / heads)."""
     hidden, num_heads = b.hidden, b.num_heads
-    if head_dim_default is None and hidden % num_heads == 0:
-        head_dim_default = hidden // num_heads
+    width = head_width(hidden, num_heads)
+    if head_dim_default is None and width.is_integer():
+        head_dim_default = int(width)
     head_dim = f.int("head_dim", head_dim_default)
     if gate_field is not None:
         gate = f.bool(gate_field, gate)

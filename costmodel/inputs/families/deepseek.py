@@ -6,6 +6,9 @@ none when it is null (DeepSeek-V2-Lite: a plain q projection). DeepSeek-V3's MTP
 
 from __future__ import annotations
 
+import math
+
+from costmodel.derive.plain import head_width
 from costmodel.errors import CostModelError
 from costmodel.inputs.config import Fields
 from costmodel.inputs.families.common import (
@@ -62,7 +65,10 @@ def _mla(f: Fields, b: Base) -> Attention:
             f"'v_head_dim') = {num_heads * (qk_dim + v_dim)} is odd; expected an even MLA width"
         )
     attention_dim = num_heads * (qk_dim + v_dim) // 2
-    head_dim = (qk_dim + v_dim) // 2 if (qk_dim + v_dim) % 2 == 0 else attention_dim // num_heads
+    if (qk_dim + v_dim) % 2 == 0:
+        head_dim = (qk_dim + v_dim) // 2
+    else:
+        head_dim = math.floor(head_width(attention_dim, num_heads))
     return Attention(
         num_heads=num_heads,
         num_kv_heads=num_heads,
