@@ -64,7 +64,7 @@ report: venv
 # Regenerate costmodel/derive/numeric.py, the numeric forms of the SymPy derivations that the
 # commands evaluate (tests/derive/test_numeric.py fails when it is stale),
 # costmodel/inputs/course_scenario.py, the course's scenario file as its YAML loader reads it
-# (tests/inputs/test_course_scenario.py), and costmodel/evaluate/router_table.py, the router
+# (tests/inputs/test_course_scenario.py), and costmodel/evaluate/levers/router_table.py, the router
 # simulation's results for the scenarios' experts (tests/evaluate/test_router_table.py), in that
 # order (the router table resolves the scenarios on the course's values). The generators live in
 # costmodel/generate/, which no runtime module imports.

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from costmodel.evaluate import plan
+from costmodel.evaluate.plan import plan
 from costmodel.inputs.scenario import resolve
 
 ROOT = Path(__file__).resolve().parents[1]

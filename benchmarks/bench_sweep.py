@@ -9,7 +9,7 @@
    process, best and median of several runs;
 2. a layout grid (TP x PP x CP x micro batch of Llama 3.1 70B on 512 H100) and a shape grid
    (hidden_size x num_layers of the course), target <= 2 s: each point resolved and evaluated
-   by the step-time and memory models (evaluate.sweep_points) from the one what-if path, once in-process; the time per
+   by the step-time and memory models (evaluate.sweep.sweep_points) from the one what-if path, once in-process; the time per
    point, of a point kept and of a point the validator refuses, and where it goes (the what-if
    path, the model shape, the prediction, the memory).
 """
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from costmodel.evaluate import sweep, sweep_points
+from costmodel.evaluate.sweep import sweep, sweep_points
 from costmodel.inputs.scenario import resolve
 from costmodel.present.sweep import csv_text
 
@@ -45,8 +45,8 @@ MODEL_TARGET_S = 2.0
 PARTS = {
     "the what-if path": ("inputs/what_if.py", "changed"),
     "model shape": ("inputs/model_shape.py", "scenario_shape"),
-    "prediction": ("evaluate/step_time.py", "predict"),
-    "memory": ("evaluate/run.py", "memory"),
+    "prediction": ("evaluate/simulate/step_time.py", "predict"),
+    "memory": ("evaluate/simulate/run.py", "memory"),
 }
 
 

@@ -14,7 +14,7 @@ Two predictors:
   efficiency), the hardware FLOPs as costmodel's account counts them (matmuls with the
   recomputed forward, the attention core by kernel, linear attention: ``hfu_with_attention``
   of the account's attention block times the step, the GPUs and the peak);
-- ``model``: ``costmodel.evaluate.step_time.predict(values)["seconds"]`` with the parameters
+- ``model``: ``costmodel.evaluate.simulate.step_time.predict(values)["seconds"]`` with the parameters
   ``gemm_efficiency``, ``attention_efficiency``, ``hbm_efficiency`` passed as scenario overrides
   (only where that module exists).
 
@@ -201,7 +201,7 @@ def hardware_flops(row: dict[str, Any]) -> tuple[float, float]:
     """(hardware FLOPs of one step, the cluster's BF16 peak FLOP/s) for a row, as costmodel's
     account counts them: ``attention.actual.hfu_with_attention`` x step x GPUs x peak.
     Raises CostModelError where costmodel cannot evaluate the row."""
-    from costmodel.evaluate.account import account
+    from costmodel.evaluate.account.account import account
     from costmodel.inputs import scenario
 
     resolved = scenario.resolve(overrides=_published().overrides(row))
@@ -236,7 +236,7 @@ def model_parameters() -> tuple[str, ...]:
 
 def model_available() -> bool:
     """Whether costmodel's step-time model (issue 20) is installed."""
-    return importlib.util.find_spec("costmodel.evaluate.step_time") is not None
+    return importlib.util.find_spec("costmodel.evaluate.simulate.step_time") is not None
 
 
 def model() -> Predictor:
@@ -247,7 +247,7 @@ def model() -> Predictor:
     hundreds of times. ``params`` are not checked here: the fitter keeps them in (0, 1]."""
     from costmodel.inputs import scenario
 
-    step_time = importlib.import_module("costmodel.evaluate.step_time")
+    step_time = importlib.import_module("costmodel.evaluate.simulate.step_time")
     kept: dict[str, Any] = {}
 
     def predict(row: dict[str, Any], params: dict[str, float]) -> float:
@@ -313,7 +313,7 @@ def library_model() -> Predictor:
     value."""
     from costmodel.inputs import efficiency, scenario
 
-    step_time = importlib.import_module("costmodel.evaluate.step_time")
+    step_time = importlib.import_module("costmodel.evaluate.simulate.step_time")
     kept: dict[str, Any] = {}
 
     def predict(row: dict[str, Any], params: dict[str, float]) -> float:
@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
             title += f" (written to {FITTED_MODULE.relative_to(REPO)})"
     elif "--model" in argv:
         if not model_available():
-            print("costmodel.evaluate.step_time is not there yet: no model to fit")
+            print("costmodel.evaluate.simulate.step_time is not there yet: no model to fit")
             return 1
         fits = fit(model(), fitted, model_parameters())
         title = "Step-time model efficiencies per generation, least squares on ln(step):"

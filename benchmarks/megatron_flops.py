@@ -435,8 +435,8 @@ def _e(x: float) -> str:
 
 def _report_model(preset: str) -> None:
     from costmodel.derive.attention import attention_training_flops
-    from costmodel.evaluate import linear
-    from costmodel.evaluate.account import account
+    from costmodel.evaluate.account.account import account
+    from costmodel.evaluate.simulate import linear
     from costmodel.inputs import models
     from costmodel.inputs.scenario import resolve
 

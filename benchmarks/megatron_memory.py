@@ -3,7 +3,7 @@
 Megatron-LM prints "Theoretical memory footprints: weight and optimizer=... MB, activation=...
 MB" at start-up (``report_theoretical_memory``). This module re-derives those two numbers (our
 own code, written from the formulas) for three published runs and prints them beside
-``costmodel.evaluate.run.memory`` of the same layout, weights + gradients + optimizer and
+``costmodel.evaluate.simulate.run.memory`` of the same layout, weights + gradients + optimizer and
 activations apart, and names every difference between the two counts.
 
 Source read
@@ -494,9 +494,9 @@ LAYOUTS = (
 
 
 def costmodel_memory(layout: Layout) -> dict:
-    """``costmodel.evaluate.run.memory`` of the layout: a scenario resolved from the layout's
+    """``costmodel.evaluate.simulate.run.memory`` of the layout: a scenario resolved from the layout's
     keys, with the model read from its config (written to a temporary config.json)."""
-    from costmodel.evaluate import run
+    from costmodel.evaluate.simulate import run
     from costmodel.inputs import scenario
 
     with tempfile.TemporaryDirectory() as tmp:

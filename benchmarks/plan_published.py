@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate import plan
+from costmodel.evaluate.plan import plan
 from costmodel.inputs import scenario
 from costmodel.inputs.layout import SPLIT_KEYS
 

@@ -1,7 +1,7 @@
 """Memory verdicts and step times on the published runs of ``benchmarks/published_runs.csv``.
 
 Memory. Every run in the table trained, so each must fit under the settings its row states. For
-each row this prints the peak of the most loaded GPU (``costmodel.evaluate.run.memory``), the
+each row this prints the peak of the most loaded GPU (``costmodel.evaluate.simulate.run.memory``), the
 phase that sets it, the usable capacity and the verdict; where the source prints the memory it
 measured, the prediction beside it and their ratio. A row that does not fit, or that costmodel
 cannot evaluate, must be named in ``EXPLAINED``: the convention that explains the difference and
@@ -16,7 +16,7 @@ predicted step. Then, for the rows the efficiencies are fitted on and for the he
 
 - ``baseline``: one hardware-FLOP efficiency per GPU generation, fitted here on the fitted rows
   (``calibrate.fit``);
-- ``model``: ``costmodel.evaluate.step_time.predict`` with the library's efficiencies, where
+- ``model``: ``costmodel.evaluate.simulate.step_time.predict`` with the library's efficiencies, where
   that module exists (otherwise a line says it is not there yet).
 
 Last, Korthikanti et al.'s Table 5 rows against what the Calculon simulator's own validation
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate.run import memory
+from costmodel.evaluate.simulate.run import memory
 from costmodel.inputs import scenario
 
 GIB = 2**30
@@ -457,7 +457,7 @@ def step_summary(found: list[Step], fits: dict[str, Any]) -> list[str]:
         lines.append(_worst(found, name))
     lines += cal.describe(fits["baseline"], "baseline efficiency per generation (fitted rows):")
     if not cal.model_available():
-        lines.append("model: costmodel.evaluate.step_time is not there yet; only the baseline "
+        lines.append("model: costmodel.evaluate.simulate.step_time is not there yet; only the baseline "
                      "is printed")  # fmt: skip
     return lines + calculon_lines(found)
 
@@ -481,7 +481,9 @@ def main(argv: list[str] | None = None) -> int:
         words = {v.id: _memory_words(v) for v in found}
         csv.writer(sys.stdout, lineterminator="\n").writerows(step_table(steps()[0], words))
         return 0
-    print("Memory verdicts on benchmarks/published_runs.csv (costmodel.evaluate.run.memory)")
+    print(
+        "Memory verdicts on benchmarks/published_runs.csv (costmodel.evaluate.simulate.run.memory)"
+    )
     for row in rows:
         print(" | ".join(row))
     print()

@@ -172,7 +172,7 @@ def _plan_args(sub) -> None:
 
 
 def _plan(args) -> None:
-    from costmodel.evaluate.plan import search
+    from costmodel.evaluate.plan.plan import search
     from costmodel.present.plan import render
 
     found = search(_scenario(args), args.gpus, args.gpu, args.top, fp8=args.fp8)
@@ -182,7 +182,7 @@ def _plan(args) -> None:
 def _sweep(args) -> None:
     """costmodel sweep: check everything, compute the CSV and the plot, then write them (each
     file checked again as it is put in place: present.sweep.write_atomically)."""
-    from costmodel.evaluate import sweep
+    from costmodel.evaluate.sweep import sweep
     from costmodel.inputs import scenario
     from costmodel.present import sweep as out
 
@@ -331,7 +331,7 @@ def run(argv: list[str] | None = None) -> int:
         # no BLAS: without this, OpenBLAS starts a thread per core at import, about 60 ms of CPU
         # (the user's own setting is kept; the command starts no other process).
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-        from costmodel.evaluate.account import account
+        from costmodel.evaluate.account.account import account
         from costmodel.present import report
 
         # one account per process: not kept (nor copied) for another call
@@ -372,7 +372,7 @@ def run(argv: list[str] | None = None) -> int:
         )
         return 1 if failed else 0
     elif args.command == "gemms":
-        from costmodel.evaluate.gemms import gemm_table
+        from costmodel.evaluate.simulate.gemms import gemm_table
         from costmodel.present.gemms import render_gemms
 
         _output([render_gemms(gemm_table(_scenario(args)), args.format)])

@@ -90,11 +90,11 @@ from costmodel.inputs import family_flags
 from costmodel.inputs.assumptions import assumed
 from costmodel.inputs.models import shape_from_config
 from costmodel.inputs.shape import LINEAR_ATTENTION
-from costmodel.validate import _COMMON, TINY_MODELS, command, csv_text
+from costmodel.validate import COMMON, TINY_MODELS, command, csv_text
 from costmodel.validate.saved_storages import (
     OUTSIDE,
-    _import_torch,
     checkpointed_bytes,
+    import_torch,
     saved_bytes,
 )
 
@@ -117,7 +117,7 @@ CONFIGS: dict[str, dict] = {
         "model_type": "qwen2",
         "num_hidden_layers": 2,
         "intermediate_size": 128,
-        **_COMMON,
+        **COMMON,
     },
     "qwen3-moe": TINY_MODELS["qwen3-moe"][0],
     "mixtral": {
@@ -126,7 +126,7 @@ CONFIGS: dict[str, dict] = {
         "intermediate_size": 32,
         "num_local_experts": 8,
         "num_experts_per_tok": 2,
-        **_COMMON,
+        **COMMON,
     },
     "deepseek-v3-mla": TINY_MODELS["deepseek-v3-mla"][0],
     "qwen3-next-hybrid": {
@@ -145,14 +145,14 @@ CONFIGS: dict[str, dict] = {
         "linear_key_head_dim": 16,
         "linear_value_head_dim": 16,
         "linear_conv_kernel_dim": 4,
-        **_COMMON,
+        **COMMON,
     },
     "phi3": {
         "model_type": "phi3",
         "num_hidden_layers": 2,
         "intermediate_size": 128,
         "pad_token_id": 0,  # Phi-3's default (32000) is outside the tiny vocabulary
-        **_COMMON,
+        **COMMON,
     },
 }
 #: Model types costmodel reads no config of, read as the type whose layers save the same tensors.
@@ -249,7 +249,7 @@ def model_shape(name: str):
 def build(cfg: dict, attn_implementation: str):
     """The tiny model in BF16 (``dtype``: modules that transformers keeps in fp32, such as
     DeepSeek-V3's router weight, stay fp32), in training mode."""
-    torch, transformers = _import_torch()
+    torch, transformers = import_torch()
     model_type = cfg["model_type"]
     config = transformers.CONFIG_MAPPING[model_type](
         **{k: v for k, v in cfg.items() if k != "model_type"}
@@ -367,7 +367,7 @@ def _layer_note(shape, kernel: str, layers: list[int]) -> str:
 
 
 def _ids(shape, seq_len: int):
-    torch, _ = _import_torch()
+    torch, _ = import_torch()
     generator = torch.Generator().manual_seed(1)
     return torch.randint(0, shape.vocab_size, (BATCH, seq_len), generator=generator)
 

@@ -267,7 +267,7 @@ d.claims(rows, sc)
 
 # %% tags=["remove-input"]
 from costmodel.errors import CostModelError
-from costmodel.evaluate import sweep as grid_sweep
+from costmodel.evaluate.sweep import sweep as grid_sweep
 
 measured_only = {"step_time": None, "measured_tokens_per_s": None}  # the measured model's
 try:  # each point's own predicted step

@@ -35,7 +35,7 @@ from costmodel.derive import recompute, utilization
 from costmodel.derive.symbols import N, N_total, P, T, r
 from costmodel.present import display as d
 from costmodel.present.claims import reported_convention_row
-from costmodel.evaluate.claims import throughput_rounding
+from costmodel.evaluate.account.claims import throughput_rounding
 
 sc, acc = d.load(scenario_file, overrides)
 subs = sc.substitutions()
@@ -148,7 +148,7 @@ def agrees(rel):
 # %% tags=["remove-input"]
 def rounding_note():
     """Whether a gap beyond the tolerance is still within what the inputs' rounding explains
-    (costmodel.evaluate.claims.throughput_rounding): only beyond it are the inputs inconsistent."""
+    (costmodel.evaluate.account.claims.throughput_rounding): only beyond it are the inputs inconsistent."""
     rounding = throughput_rounding(sc)
     bound = sum(rounding.values())
     parts = "、".join(f"`{key}` ±{100 * r:.2g}%" for key, r in rounding.items())

@@ -38,7 +38,7 @@ from costmodel import course
 from costmodel.derive import attention, padding
 from costmodel.derive.attention import attention_training_flops, sum_of_squares_flops
 from costmodel.derive.symbols import D, s_mean
-from costmodel.evaluate import packing
+from costmodel.evaluate.account import packing
 from costmodel.present import display as d
 from costmodel.present import words
 

@@ -40,8 +40,8 @@ from costmodel.derive.recompute import recompute_factor
 from costmodel.derive.symbols import (B, D, F_lin, L_full, N, S, a_sq, d_attn, kappa, r, r_core, s,
                                       sum_sq)
 from costmodel.errors import CostModelError
-from costmodel.evaluate import claims
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account import claims
+from costmodel.evaluate.account.account import account
 from costmodel.inputs import models, scenario
 from costmodel.inputs.assumptions import COURSE_MODEL
 from costmodel.inputs.model_shape import matching_shape
@@ -733,7 +733,7 @@ rows.append(utilization_row("true_utilization", "结论：把注意力算进去�
 rows.append(utilization_row("nb05_true_utilization_intro", "开头：真实的硬件利用率大概在 "))
 
 # The headline: the reported 8–10% understates the real utilization. The course calls its 8–10%
-# HFU (06.3): set against HFU with the attention core counted (evaluate/claims.py), like with like.
+# HFU (06.3): set against HFU with the attention core counted (evaluate/account/claims.py), like with like.
 hfu_full = combo[("full", "eager")]["actual"]["hfu_with_attention"]
 hfu_causal = combo[("causal", "eager")]["actual"]["hfu_with_attention"]
 holds, top = (claims.headline_understated(hfu_full, hfu_causal, acc["mfu"], True) if is_course

@@ -35,8 +35,9 @@ import sympy as sp
 from costmodel import course
 from costmodel.derive import moe, roofline
 from costmodel.derive.symbols import S, bytes_per_element, h, k_dim, k_top, m, n
-from costmodel.evaluate import gemms, router
-from costmodel.evaluate.claims import communication_share_quoted
+from costmodel.evaluate.simulate import gemms
+from costmodel.evaluate.levers import router
+from costmodel.evaluate.account.claims import communication_share_quoted
 from costmodel.inputs import hardware
 from costmodel.present import display as d
 from costmodel.present import words
@@ -140,7 +141,7 @@ if is_moe:
 # 场景：**{{ sc.name }}**（{{ sc.num_gpus }} × {{ sc.gpu }}，机器平衡点 {{ balance|num(1) }} FLOP/byte，micro batch = {{ sc.micro_batch }}，配置长度 S = {{ sc.seq_len|num }}）。{% if is_moe %}这是一个 MoE 模型：每层 {{ sc.num_experts }} 个路由专家，每个 token 选 {{ sc.experts_per_token }} 个。{% else %}这是一个**稠密模型**（num_experts = 0）：没有路由、没有专家，MoE 的三项损耗都不存在，下面只给出稠密 FFN 的形状，以及长序列那两项。{% endif %}
 
 # %% [markdown]
-# 本节用到的形状全部取自模型的 GEMM 表 `costmodel.evaluate.gemms.model_gemms`，与 07、08、10 是同一份：场景指定了模型 config（或场景的结构键与课程模型 Qwen3.6-35B-A3B 一致）时，宽度来自真实的 config；否则 GEMM 表由场景的键构造，缺的宽度按有名字的假设补上。下表的“形状来源”一列写明是哪一种。
+# 本节用到的形状全部取自模型的 GEMM 表 `costmodel.evaluate.simulate.gemms.model_gemms`，与 07、08、10 是同一份：场景指定了模型 config（或场景的结构键与课程模型 Qwen3.6-35B-A3B 一致）时，宽度来自真实的 config；否则 GEMM 表由场景的键构造，缺的宽度按有名字的假设补上。下表的“形状来源”一列写明是哪一种。
 #
 # - **专家宽度**（每个路由专家 FFN 的中间维，`moe_intermediate_size`）：`expert_down` 一行的 k；
 # - **稠密 FFN 宽度**（`intermediate_size`）：`dense_down` 一行的 k，只有模型含稠密 FFN 层时才有；

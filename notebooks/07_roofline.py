@@ -33,7 +33,7 @@ import sympy as sp
 from costmodel import course
 from costmodel.derive import roofline
 from costmodel.derive.symbols import k_dim, m, n
-from costmodel.evaluate import gemms
+from costmodel.evaluate.simulate import gemms
 from costmodel.inputs import hardware
 from costmodel.present import display as d
 from costmodel.present import words
@@ -93,7 +93,7 @@ table_balance = hardware.GPUS[sc.gpu].balance
 # %% [markdown]
 # ## 3. 把模型的真实算子放到 roofline 上
 #
-# 取本场景模型（课程场景下即 Qwen3.6-35B-A3B）的**全部**矩阵乘，在 micro batch 1 和 4 下各算一次运算强度（这两个取值是本页固定的对照，与场景的 `micro_batch` 无关；第 4 节的 MFU 用的才是场景自己的运行）。这张 GEMM 表与 06、08、10 用的是同一份（`costmodel.evaluate.gemms.model_gemms`，命令行 `costmodel gemms`），宽度来自模型的真实 config（场景没有 config、结构键也不是课程模型时，由场景的键构造，假设写在来源里）：
+# 取本场景模型（课程场景下即 Qwen3.6-35B-A3B）的**全部**矩阵乘，在 micro batch 1 和 4 下各算一次运算强度（这两个取值是本页固定的对照，与场景的 `micro_batch` 无关；第 4 节的 MFU 用的才是场景自己的运行）。这张 GEMM 表与 06、08、10 用的是同一份（`costmodel.evaluate.simulate.gemms.model_gemms`，命令行 `costmodel gemms`），宽度来自模型的真实 config（场景没有 config、结构键也不是课程模型时，由场景的键构造，假设写在来源里）：
 #
 # - **注意力投影**：标准注意力把 Q、K、V 融合成一个 GEMM，n = (query 头数，有输出门时 × 2 + 2 × KV 头数) × head_dim；GQA 的 KV 头比 query 头少，n 也就比 3 × hidden 小。MLA（如 DeepSeek-V3）换成 q_a / q_b、kv_a / kv_b 几个低秩投影。然后是注意力输出投影。
 # - **gated DeltaNet 线性注意力层**的输入、输出投影（模型有这种层时；层内的递推本身不是 GEMM，不在表里，见 05）。

@@ -35,7 +35,10 @@ import sympy as sp
 from costmodel import course
 from costmodel.derive import attention, levers, memory, recompute, roofline
 from costmodel.derive.symbols import S, V, b_micro, bytes_per_element, m, share, x
-from costmodel.evaluate import account, advice, gemms, layouts, run, step_time
+from costmodel.evaluate.account import account
+from costmodel.evaluate.levers import advice
+from costmodel.evaluate.simulate import gemms, run, step_time
+from costmodel.evaluate.plan import layouts
 from costmodel.formats import decimals, sig
 from costmodel.inputs import assumptions, hardware, models, scenario
 from costmodel.present import display as d
@@ -205,7 +208,7 @@ rc_modules = "、".join(f"`{m}`" for m in rc_sel["modules"])
 # %% [markdown]
 # ## ③ 加大 micro batch
 #
-# 同一份权重读一次、算更多行，GEMM 的运算强度（FLOP/byte）就提高；低于机器平衡点（峰值 ÷ 带宽）的运算受带宽限制。下表是模型每一种带权重的 GEMM 在 micro batch 为 $b$、$2b$、$4b$ 时的运算强度（BF16）。清单来自 `costmodel.evaluate.gemms.model_gemms`，与第 06、07、10 节是同一份；形状的来源写在表下。注意力核（QKᵀ、AV）不带权重，它的强度只由每条序列的长度和 head_dim 决定，与 micro batch 无关，不列在这里。
+# 同一份权重读一次、算更多行，GEMM 的运算强度（FLOP/byte）就提高；低于机器平衡点（峰值 ÷ 带宽）的运算受带宽限制。下表是模型每一种带权重的 GEMM 在 micro batch 为 $b$、$2b$、$4b$ 时的运算强度（BF16）。清单来自 `costmodel.evaluate.simulate.gemms.model_gemms`，与第 06、07、10 节是同一份；形状的来源写在表下。注意力核（QKᵀ、AV）不带权重，它的强度只由每条序列的长度和 head_dim 决定，与 micro batch 无关，不列在这里。
 #
 # $m$ 变大时强度也不会无限增长：它趋向一个只由 $k$、$n$ 决定的上限。很窄的 GEMM（$n$ 或 $k$ 很小）即使 $m$ 再大也到不了平衡点，加大 micro batch 对它无能为力。
 
@@ -394,7 +397,7 @@ if after is not None:
 # - **反向**：logits 已经释放，换成重算正在重建的那一层（或那几个模块）和层边界上的梯度；
 # - **优化器更新**：激活全部释放，只剩模型状态。
 #
-# 每层保存哪些张量，取决于场景键 `framework`（Megatron-LM 加 Transformer Engine 的融合算子，或 transformers 的写法）、`recompute` 与 `recompute_modules`、`fp8_activations` 和注意力 kernel：eager 注意力要把每个头的 $s \times s$ 分数矩阵存下来，flash 不存。可用显存是 CUDA 运行时报告的显卡总量减去场景键 `memory_reserve`（CUDA 上下文、NCCL 缓冲、分配器碎片）。下图把本场景和几个杠杆需要的设置并排画出，每根柱子是它峰值所在阶段的构成，虚线是可用显存；其他设置都按 `costmodel.evaluate.run.memory` 重算。
+# 每层保存哪些张量，取决于场景键 `framework`（Megatron-LM 加 Transformer Engine 的融合算子，或 transformers 的写法）、`recompute` 与 `recompute_modules`、`fp8_activations` 和注意力 kernel：eager 注意力要把每个头的 $s \times s$ 分数矩阵存下来，flash 不存。可用显存是 CUDA 运行时报告的显卡总量减去场景键 `memory_reserve`（CUDA 上下文、NCCL 缓冲、分配器碎片）。下图把本场景和几个杠杆需要的设置并排画出，每根柱子是它峰值所在阶段的构成，虚线是可用显存；其他设置都按 `costmodel.evaluate.simulate.run.memory` 重算。
 
 # %% tags=["remove-input"]
 import matplotlib.pyplot as plt
@@ -536,7 +539,7 @@ schedule = acc["time"]["detail"]["pipeline_schedule"]
 # %% [markdown]
 # ### 一步的时间去了哪里：模型预测，对照实测
 #
-# 显存和通信各管一件事；步长模型（`costmodel.evaluate.step_time`，口径见 docs/conventions.md）把计算、通信和空等放进同一本账，算的是负载最重的那张卡上一步的时间，由这几部分相加：带权重的 GEMM（每个按屋顶线，取算力和带宽两个上限中慢的那个）、注意力核心、线性注意力、受带宽限制的逐元素工作（归一化、激活函数{% if sc.num_experts %}、MoE 的 permute{% endif %}、loss、优化器更新）、重算、按重叠规则暴露在外的通信、流水线气泡。kernel 的效率是按 GPU 代际给定的几个命名参数，各带出处；场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成你量到的值。账在 `acc["time"]` 里。
+# 显存和通信各管一件事；步长模型（`costmodel.evaluate.simulate.step_time`，口径见 docs/conventions.md）把计算、通信和空等放进同一本账，算的是负载最重的那张卡上一步的时间，由这几部分相加：带权重的 GEMM（每个按屋顶线，取算力和带宽两个上限中慢的那个）、注意力核心、线性注意力、受带宽限制的逐元素工作（归一化、激活函数{% if sc.num_experts %}、MoE 的 permute{% endif %}、loss、优化器更新）、重算、按重叠规则暴露在外的通信、流水线气泡。kernel 的效率是按 GPU 代际给定的几个命名参数，各带出处；场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成你量到的值。账在 `acc["time"]` 里。
 #
 # 下图从计算开始逐项累加，到模型预测的一步为止。场景给了实测的 `step_time` 时，再往右是实测的一步，两者之差是**模型没有解释的部分**（图上标作 `unexplained`：实测 − 预测），单独画出、单独命名，不摊进任何一项；场景的 `step_time` 为 null 时，图停在预测的一步，并标明它是预测。
 
@@ -871,8 +874,8 @@ act = mem_double["activations"] / mem["activations"] if mem["activations"] else 
 from matplotlib.ticker import FuncFormatter, LogLocator
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate import plan
-from costmodel.evaluate.plan_findings import findings as plan_findings
+from costmodel.evaluate.plan import plan
+from costmodel.evaluate.plan.plan_findings import findings as plan_findings
 from costmodel.present import plan as plan_text
 
 try:  # the top 10 exact; the own layout not ranked

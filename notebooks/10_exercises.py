@@ -40,8 +40,8 @@ from costmodel.derive import exercises as x
 from costmodel.derive import levers, padding, roofline
 from costmodel.derive.symbols import D, T, m
 from costmodel.errors import CostModelError
-from costmodel.evaluate import gemms
-from costmodel.evaluate.run import memory as gpu_memory
+from costmodel.evaluate.simulate import gemms
+from costmodel.evaluate.simulate.run import memory as gpu_memory
 from costmodel.formats import decimals, short, sig
 from costmodel.present import display as d
 from costmodel.present import words
@@ -353,7 +353,7 @@ ax.legend(loc="upper left")
 plt.show()
 
 # %% [markdown] tags=["solution"]
-# 第二条线索：屋顶线。一个 (m×k)(k×n) 的矩阵乘读两个输入、写一个输出，运算强度是 FLOPs 除以搬运的字节数；低于 GPU 的平衡点（峰值 ÷ 显存带宽）就受带宽限制，高于它才有机会跑满算力。下表是模型在当前 micro batch 下的全部矩阵乘，与第 06、07、08 节是同一份清单（`costmodel.evaluate.gemms.model_gemms`）：带权重的每种一行，$m$ 是矩阵乘的行数（稠密层是每个 micro batch 的 token 数，即 micro batch × 序列长度；packing 之后每条序列仍是这么多槽位，只是都装满了真实 token）。最后两行是注意力核 QKᵀ 和 AV（一个头、一条序列，不带权重），它们的强度与 micro batch 无关。
+# 第二条线索：屋顶线。一个 (m×k)(k×n) 的矩阵乘读两个输入、写一个输出，运算强度是 FLOPs 除以搬运的字节数；低于 GPU 的平衡点（峰值 ÷ 显存带宽）就受带宽限制，高于它才有机会跑满算力。下表是模型在当前 micro batch 下的全部矩阵乘，与第 06、07、08 节是同一份清单（`costmodel.evaluate.simulate.gemms.model_gemms`）：带权重的每种一行，$m$ 是矩阵乘的行数（稠密层是每个 micro batch 的 token 数，即 micro batch × 序列长度；packing 之后每条序列仍是这么多槽位，只是都装满了真实 token）。最后两行是注意力核 QKᵀ 和 AV（一个头、一条序列，不带权重），它们的强度与 micro batch 无关。
 #
 # $m$ 变大，强度也只趋向一个由 $k$、$n$ 决定的上限：很窄的 GEMM 加大 micro batch 也跨不过拐点。
 

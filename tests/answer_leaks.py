@@ -54,7 +54,7 @@ _NUMBER = re.compile(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?(?:e[+-]?\d+)?(?:[%×]|
 #: A figure quoted from the course, "1.70×（课程 06.4）" or "5–10%（课程 06.8）".
 _QUOTED = re.compile(r"[\d.,]+[%×]?(?:[–-][\d.,]+[%×]?)?（课程[^）]*）")
 
-#: The what-ifs of the account (evaluate/account.py) and of the GEMM list (evaluate/gemms.py): a
+#: The what-ifs of the account (evaluate/account/account.py) and of the GEMM list (evaluate/simulate/gemms.py): a
 #: changed run's figures (`mfu_if_total_params`, `padding.step_time_after_packing`, `projections`,
 #: `advice`, a GEMM's `intensity_limit` for m → ∞), which exercises ask for; every other number
 #: of the two describes the run as it stands (rule 3).
@@ -200,7 +200,7 @@ def _formatted_all(values) -> set[str]:
 
 def run_givens(sc, acc) -> Run:
     """Rule 3: the figures of the run as it stands."""
-    from costmodel.evaluate.gemms import model_gemms
+    from costmodel.evaluate.simulate.gemms import model_gemms
 
     rows = [dataclasses.asdict(row) for row in model_gemms(sc)]
     return Run(

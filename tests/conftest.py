@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
 from costmodel.inputs import scenario
 
 #: Hypothesis without its per-example deadline (200 ms): a time limit in the tests only detects a

@@ -18,7 +18,7 @@ The run. With the same number of steps, the wall time of a run scales like the s
 hours' = hours / speedup. The run's size implied by an assumed wall time is
 steps = hours x 3600 / T and tokens = steps x D.
 
-The next bottleneck: the model's GEMMs on the roofline are costmodel.evaluate.gemms.model_gemms.
+The next bottleneck: the model's GEMMs on the roofline are costmodel.evaluate.simulate.gemms.model_gemms.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from costmodel.derive.memory import logits_bytes
 
 BF16_BYTES = 2
 
-#: Every quantity of the account (evaluate.account), as an expression of the scenario's symbols.
+#: Every quantity of the account (evaluate.account.account), as an expression of the scenario's symbols.
 ACCOUNT_EXPRESSIONS: dict[str, sp.Expr] = {
     "model_flops_per_step": model_flops,
     "hardware_flops_per_step": utilization.hardware_flops,
@@ -81,7 +81,7 @@ ACCOUNT_EXPRESSIONS: dict[str, sp.Expr] = {
 
 
 def communication_tables() -> dict[str, dict]:
-    """The forms evaluate.comm_rows evaluates, built as it built them (the DP, TP, CP, EP and PP
+    """The forms evaluate.communication.comm_rows evaluates, built as it built them (the DP, TP, CP, EP and PP
     rows of derive.communication, each collective's bytes and split), as tables: COMM by name;
     COLLECTIVES by kind, then sent / intra / inter; DP by the weights (dense, experts), then by
     name; TP by (sequence_parallel, recompute) and CP by (cp_comm_type, recompute), then by the

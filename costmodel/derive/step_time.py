@@ -16,7 +16,7 @@ and does next to no arithmetic: t = Q / (eta_m BW).
 
 Recompute runs again the forward of what it recomputes: r of the weight GEMMs' forward time
 and r_core of the attention core's (the fractions of derive.recompute), before the backward.
-(evaluate.compute_time takes the recomputed modules' own GEMM rows, each at its roofline, where
+(evaluate.simulate.compute_time takes the recomputed modules' own GEMM rows, each at its roofline, where
 r is their share of the FLOPs, and leaves the lm_head out of full recompute.)
 
 The pipeline bubble. A stage's compute per step T_c is n_mb micro batches of a forward F and a

@@ -6,7 +6,7 @@ home elsewhere, and a test fails when that file is stale:
   derivations (their registry: costmodel.derive.numeric_forms);
 - `costmodel.generate.course`: costmodel/inputs/course_scenario.py, the course's scenario file as
   its safe YAML loader reads it;
-- `costmodel.generate.router`: costmodel/evaluate/router_table.py, the router simulation's
+- `costmodel.generate.router`: costmodel/evaluate/levers/router_table.py, the router simulation's
   results for the scenarios' experts;
 - `costmodel.generate.docs`: docs/scenario-keys.md and docs/json-fields.md.
 

@@ -20,7 +20,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 SCENARIO_KEYS = "scenario-keys.md"
 JSON_FIELDS = "json-fields.md"
 
-#: What each top-level part of the report's JSON holds (the account, costmodel.evaluate.account).
+#: What each top-level part of the report's JSON holds (the account, costmodel.evaluate.account.account).
 SECTIONS = {
     "padding": "padding slots: real tokens against the configured seq_len",
     "attention": "the attention term, at the padded and the actual lengths",
@@ -33,10 +33,10 @@ SECTIONS = {
     "(costmodel.inputs.assumptions.SCENARIO_ASSUMPTION_KEYS)",
     "scenario": "the resolved scenario: every key, derived keys included",
     "parallel": "the parallel layout",
-    "memory": "the memory model of the most loaded GPU (costmodel.evaluate.run)",
-    "communication": "the collectives of one step (costmodel.evaluate.communication)",
-    "time": "the step-time model (costmodel.evaluate.step_time)",
-    "advice": "the levers ranked for this run (costmodel.evaluate.advice), one object each",
+    "memory": "the memory model of the most loaded GPU (costmodel.evaluate.simulate.run)",
+    "communication": "the collectives of one step (costmodel.evaluate.communication.communication)",
+    "time": "the step-time model (costmodel.evaluate.simulate.step_time)",
+    "advice": "the levers ranked for this run (costmodel.evaluate.levers.advice), one object each",
     "advice_combined": "the feasible levers applied together, in order",
 }
 
@@ -120,7 +120,7 @@ def _description(path: str, fields: dict[str, Any]) -> str:
 
 def report_json(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON of ``costmodel report`` for the course's scenario with ``overrides``."""
-    from costmodel.evaluate.account import account
+    from costmodel.evaluate.account.account import account
     from costmodel.inputs import scenario
     from costmodel.present import report
 

@@ -1,6 +1,6 @@
-"""Write costmodel/evaluate/router_table.py, the router simulation's results
-(costmodel.evaluate.router) that the report's load-balance lever needs
-(costmodel.evaluate.levers), for the experts of the course and of every scenario in scenarios/,
+"""Write costmodel/evaluate/levers/router_table.py, the router simulation's results
+(costmodel.evaluate.levers.router) that the report's load-balance lever needs
+(costmodel.evaluate.levers.levers), for the experts of the course and of every scenario in scenarios/,
 so that `costmodel report` of a MoE scenario imports no NumPy (a combination not in the table is
 simulated at run time, the same numbers): `make numeric`, or `python -m
 costmodel.generate.router` (after costmodel.generate.course: it resolves the scenarios on the
@@ -22,7 +22,7 @@ def keys(scenarios: Path = SCENARIOS) -> list[tuple[int, int, int, float]]:
     """(num_experts, experts_per_token, expert_parallel, router_skew) of the course and of each
     scenarios/*.yaml that the load-balance lever simulates (experts on more than one EP rank, a
     skew, at most MAX_SIMULATED_EXPERTS experts), sorted."""
-    from costmodel.evaluate.router import MAX_SIMULATED_EXPERTS
+    from costmodel.evaluate.levers.router import MAX_SIMULATED_EXPERTS
     from costmodel.inputs.scenario import resolve
 
     found = set()
@@ -36,18 +36,18 @@ def keys(scenarios: Path = SCENARIOS) -> list[tuple[int, int, int, float]]:
 
 def source(scenarios: Path = SCENARIOS) -> str:
     """The generated table: the simulation's parameters and one row per key of `keys()`."""
-    from costmodel.evaluate import levers, router
+    from costmodel.evaluate.levers import levers, router
 
     rows = []
     for key in keys(scenarios):
         median, greedy = levers.simulated_imbalance(*key)
         rows.append(f"    {key!r}: ({median!r}, {greedy!r}),\n")
     return (
-        f"{HEADER} (costmodel.evaluate.router) by costmodel.generate.router:\n"
+        f"{HEADER} (costmodel.evaluate.levers.router) by costmodel.generate.router:\n"
         "do not edit. Regenerate with `make numeric` (`python -m costmodel.generate.router`);\n"
         'tests/evaluate/test_router_table.py fails when this file is stale."""\n\n'
-        "#: The simulation's parameters (costmodel.evaluate.levers) and its expert limit\n"
-        "#: (costmodel.evaluate.router).\n"
+        "#: The simulation's parameters (costmodel.evaluate.levers.levers) and its expert limit\n"
+        "#: (costmodel.evaluate.levers.router).\n"
         f"TOKENS = {levers.ROUTER_TOKENS!r}\n"
         f"PLACEMENTS = {levers.ROUTER_PLACEMENTS!r}\n"
         f"SEED = {levers.ROUTER_SEED!r}\n"

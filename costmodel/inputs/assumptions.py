@@ -84,7 +84,7 @@ def fitted_expert_parallel(num_experts: int, ranks: int, preferred: int | None =
 
 #: Scenario keys whose course value (inputs/scenarios/course.yaml, with its comment as the
 #: source) is an assumption a team should replace with its own: the account lists each with
-#: where its value came from (costmodel.evaluate.account.assumption_sources).
+#: where its value came from (costmodel.evaluate.account.account.assumption_sources).
 SCENARIO_ASSUMPTION_KEYS: tuple[str, ...] = (
     "expert_parallel",
     "communication_share",
@@ -100,7 +100,7 @@ SCENARIO_ASSUMPTION_KEYS: tuple[str, ...] = (
     "memory_reserve",
 )
 
-#: The communication account's model (costmodel.evaluate.communication): statements, each
+#: The communication account's model (costmodel.evaluate.communication.communication): statements, each
 #: naming where it comes from; the report prints them with the traffic.
 COMMUNICATION_ASSUMPTIONS: tuple[str, ...] = (
     "one network card per GPU; its bandwidth and NVLink's are one-direction peaks",

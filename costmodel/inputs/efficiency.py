@@ -1,5 +1,5 @@
 """How close a kernel runs to the hardware's peak: the efficiencies of the step-time model, a few
-named parameters per GPU generation (costmodel.evaluate.step_time uses them).
+named parameters per GPU generation (costmodel.evaluate.simulate.step_time uses them).
 
 - `gemm`: a large BF16 GEMM's achieved FLOP/s over the GPU's dense BF16 peak (the compute roof
   of every weight GEMM; a small GEMM falls under the memory roof instead, at `hbm`);

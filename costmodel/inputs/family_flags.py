@@ -4,7 +4,7 @@ RMSNorm by 1 + weight; and the two code
 layouts of transformers that only the memory check (``costmodel.validate_memory``) meets.
 
 The parameter counts (``costmodel.inputs.families``), the shape's flags (``ModelShape.qk_norm``
-and its neighbours), the memory model of the report (``costmodel.evaluate.run``) and its check
+and its neighbours), the memory model of the report (``costmodel.evaluate.simulate.run``) and its check
 (``costmodel.validate_memory``) all ask the functions here. No imports: any module of ``inputs``
 may read it."""
 

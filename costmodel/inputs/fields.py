@@ -233,7 +233,7 @@ FIELDS: dict[str, Field] = {
         "card's CUDA total)",
         maximum=10**12,
     ),
-    # Communication: how the collectives run and what hides them (evaluate.communication)
+    # Communication: how the collectives run and what hides them (evaluate.communication.communication)
     "cp_comm_type": Field(
         "choice",
         "context-parallel communication (Megatron-LM --cp-comm-type): p2p (K/V ring) | "
@@ -264,7 +264,7 @@ FIELDS: dict[str, Field] = {
         "EP all-to-all overlap: none | dualpipe (behind the other micro batch's compute)",
         choices=("none", "dualpipe"),
     ),
-    # The step-time model (costmodel.evaluate.step_time)
+    # The step-time model (costmodel.evaluate.simulate.step_time)
     "pipeline_schedule": Field(
         "choice",
         "pipeline schedule: 1f1b | interleaved (with virtual_pipeline) | zero_bubble | dualpipe",

@@ -67,13 +67,13 @@ LAYOUT_KEYS = tuple(Layout.__dataclass_fields__)
 SPLIT_KEYS = ("tensor_parallel", "pipeline_parallel", "context_parallel")
 
 
-def _layout_error(key: str, value: Any, allowed: str) -> CostModelError:
+def layout_error(key: str, value: Any, allowed: str) -> CostModelError:
     return CostModelError(f"{key}: {shown(value)} is not allowed; expected {allowed}")
 
 
 # ---------------------------------------------------------------- rules `costmodel plan` shares
 # Each rule is one function that resolution (below) and the plan's search
-# (costmodel.evaluate.plan_space) both call, so a layout the search proposes resolves, and one
+# (costmodel.evaluate.plan.plan_space) both call, so a layout the search proposes resolves, and one
 # the report accepts is one the search can rank.
 
 
@@ -96,7 +96,7 @@ def cp_divides(seq_len, cp: int):
     load-balanced CP (get_batch_on_this_cp_rank) cuts each sequence into 2 x CP chunks of equal
     length, each rank taking one from either end (the causal mask's work balanced), so 2 x CP
     divides seq_len; without CP (1) nothing is cut. The one CP rule of resolution, the plan's
-    search, the sweep and the layouts table (evaluate.layouts). Elementwise on NumPy arrays of
+    search, the sweep and the layouts table (evaluate.plan.layouts). Elementwise on NumPy arrays of
     seq_len."""
     return True if cp == 1 else seq_len % (2 * cp) == 0
 
@@ -150,7 +150,7 @@ def _check_tensor_parallel(values: dict[str, Any], tp: int, shape: ShapeOf) -> N
     model, source = shape()
     for what, width in tensor_parallel_widths(model, values["num_mtp_layers"]):
         if width % tp:
-            raise _layout_error(
+            raise layout_error(
                 "tensor_parallel", tp, f"a divisor of {what} ({width:,}; shape from {source})"
             )
 
@@ -160,7 +160,7 @@ def _check_node_links(values: dict[str, Any]) -> None:
     table's PCIe figure where it has one, else the scenario's intra_node_bandwidth."""
     gpu, per_node = hardware.GPUS[values["gpu"]], values["gpus_per_node"]
     if values.get("intra_node_bandwidth") is None and gpu.intra_node_bandwidth(per_node) is None:
-        raise _layout_error(
+        raise layout_error(
             "gpus_per_node",
             per_node,
             f"at most {gpu.nvlink_gpus} for {gpu.name} (its NVLink domain; the GPU table has no "
@@ -168,7 +168,9 @@ def _check_node_links(values: dict[str, Any]) -> None:
         )
 
 
-def _layout(values: dict[str, Any], sources: dict[str, str], shape: ShapeOf | None = None) -> None:
+def check_layout(
+    values: dict[str, Any], sources: dict[str, str], shape: ShapeOf | None = None
+) -> None:
     """Check the parallel layout and derive data_parallel, the effective expert_parallel and
     the micro batches per step: one line naming the keys when it does not divide.
 
@@ -179,7 +181,7 @@ def _layout(values: dict[str, Any], sources: dict[str, str], shape: ShapeOf | No
     tp, pp, cp = (values[k] for k in SPLIT_KEYS)
     gpus = values["num_gpus"]
     if gpus % (tp * pp * cp):
-        raise _layout_error(
+        raise layout_error(
             "num_gpus",
             gpus,
             f"a multiple of tensor_parallel x pipeline_parallel x context_parallel "
@@ -191,13 +193,13 @@ def _layout(values: dict[str, Any], sources: dict[str, str], shape: ShapeOf | No
     _check_node_links(values)
     heads = values.get("num_heads")
     if heads is not None and heads % tp:
-        raise _layout_error("tensor_parallel", tp, f"a divisor of num_heads ({heads})")
+        raise layout_error("tensor_parallel", tp, f"a divisor of num_heads ({heads})")
     if tp > 1:
         _check_tensor_parallel(values, tp, shape)
     if pp > values["num_layers"]:  # an uneven split is allowed (as Megatron-LM's layouts)
-        raise _layout_error("pipeline_parallel", pp, f"at most num_layers ({values['num_layers']})")
+        raise layout_error("pipeline_parallel", pp, f"at most num_layers ({values['num_layers']})")
     if not cp_divides(values["seq_len"], cp):
-        raise _layout_error(
+        raise layout_error(
             "context_parallel",
             cp,
             f"1, or a size whose 2 x context_parallel divides seq_len ({values['seq_len']:,}): "
@@ -206,9 +208,9 @@ def _layout(values: dict[str, Any], sources: dict[str, str], shape: ShapeOf | No
     if values["cp_comm_type"] == "a2a":
         _check_ulysses(values, tp, cp, shape)
     if values["sequence_parallel"] and tp == 1 and sources.get("sequence_parallel") != "course":
-        raise _layout_error("sequence_parallel", True, "false when tensor_parallel is 1")
+        raise layout_error("sequence_parallel", True, "false when tensor_parallel is 1")
     if values["sequence_parallel"] and (values["seq_len"] // cp) % tp:
-        raise _layout_error(
+        raise layout_error(
             "tensor_parallel",
             tp,
             f"a divisor of seq_len / context_parallel ({values['seq_len'] // cp:,}) with "
@@ -218,11 +220,11 @@ def _layout(values: dict[str, Any], sources: dict[str, str], shape: ShapeOf | No
     team_ep = sources.get("expert_parallel") != "course"
     if experts == 0:
         if team_ep and ep != 1:
-            raise _layout_error("expert_parallel", ep, "1 for a dense model (num_experts = 0)")
+            raise layout_error("expert_parallel", ep, "1 for a dense model (num_experts = 0)")
         values["expert_parallel"], sources["expert_parallel"] = 1, "derived"
     elif team_ep:
         if experts % ep or dp % ep:  # the EP ranks are data-parallel ranks
-            raise _layout_error(
+            raise layout_error(
                 "expert_parallel",
                 ep,
                 f"a divisor of num_experts ({experts}) and of data_parallel ({dp})",
@@ -249,7 +251,7 @@ def _check_ulysses(values: dict[str, Any], tp: int, cp: int, shape: ShapeOf) -> 
     model, source = shape()
     if not ulysses_divides(model, tp, cp):
         query, kv = ulysses_heads(model, tp)
-        raise _layout_error(
+        raise layout_error(
             "context_parallel",
             cp,
             f"a divisor of the query heads ({query}) and the K/V heads ({kv}) of a TP rank "
@@ -266,7 +268,7 @@ def _check_micro_batches(values: dict[str, Any]) -> None:
     if enough_micro_batches(values["micro_batches_per_step"], batching, samples, dp):
         return
     if batching == "padded" and b > 1 and samples >= dp:
-        raise _layout_error(
+        raise layout_error(
             "micro_batch",
             b,
             f"at most samples_per_step ({samples:,}) / data_parallel ({dp:,}): at least one "
@@ -284,7 +286,7 @@ def _check_micro_batches(values: dict[str, Any]) -> None:
             f"at least one sample per pipeline and step (packed batching): data_parallel "
             f"({dp:,}; {pipelines}) at most samples_per_step ({samples:,})"
         )
-    raise _layout_error("num_gpus", values["num_gpus"], allowed)
+    raise layout_error("num_gpus", values["num_gpus"], allowed)
 
 
 def _module_params(values: dict[str, Any], model: ModelShape) -> tuple[dict[str, float], float]:
@@ -347,18 +349,18 @@ def _schedule(values: dict[str, Any]) -> None:
     (`dualpipe_allows`)."""
     schedule, chunks = values["pipeline_schedule"], values.get("virtual_pipeline")
     if schedule == "interleaved" and chunks is None:
-        raise _layout_error(
+        raise layout_error(
             "virtual_pipeline",
             chunks,
             "an integer of at least 2 with pipeline_schedule interleaved",
         )
     if schedule != "interleaved" and chunks is not None:
-        raise _layout_error(
+        raise layout_error(
             "virtual_pipeline", chunks, "null unless pipeline_schedule is interleaved"
         )
     layers, pp = values["num_layers"], values["pipeline_parallel"]
     if chunks is not None and not virtual_splits_stage(layers, pp, chunks):
-        raise _layout_error(
+        raise layout_error(
             "virtual_pipeline",
             chunks,
             f"a divisor of the layers of a pipeline stage ({-(-layers // pp)}: num_layers / "
@@ -372,7 +374,7 @@ def _check_dualpipe(values: dict[str, Any]) -> None:
     """DualPipe's even pipeline (`dualpipe_allows`)."""
     pp = values["pipeline_parallel"]
     if not dualpipe_allows(pp):
-        raise _layout_error(
+        raise layout_error(
             "pipeline_parallel",
             pp,
             "an even number (or 1) with pipeline_schedule dualpipe (DualPipe feeds the "
@@ -390,7 +392,7 @@ def _check_ce_chunks(values: dict[str, Any], sources: dict[str, str]) -> None:
     if sources.get("ce_chunks") == "course":
         values["ce_chunks"], sources["ce_chunks"] = most, "derived"
         return
-    raise _layout_error(
+    raise layout_error(
         "ce_chunks",
         chunks,
         f"at most the tokens of a micro batch on one GPU (micro_batch x seq_len / "
@@ -398,7 +400,7 @@ def _check_ce_chunks(values: dict[str, Any], sources: dict[str, str]) -> None:
     )
 
 
-def _memory_settings(
+def memory_settings(
     values: dict[str, Any], sources: dict[str, str], shape: ShapeOf | None = None
 ) -> None:
     """The memory and recompute keys that go together: recompute_modules only with selective
@@ -408,19 +410,19 @@ def _memory_settings(
     (`recompute.fractions`), derived."""
     policy = values["recompute"]
     if values.get("recompute_modules") is not None and policy != "selective":
-        raise _layout_error(
+        raise layout_error(
             "recompute_modules", values["recompute_modules"], "null unless recompute is selective"
         )
     for key in ("recompute_num_layers", "recompute_method"):
         given = values.get(key) is not None and sources.get(key) != "course"
         if given and policy != "full":
-            raise _layout_error(key, values[key], "unset unless recompute is full")
+            raise layout_error(key, values[key], "unset unless recompute is full")
     if values["fp8_activations"] != "none" and values["fp8"] == "none":
-        raise _layout_error(
+        raise layout_error(
             "fp8_activations", values["fp8_activations"], "none unless fp8 is hybrid"
         )
     if values["fp8_activations"] == "moe_inputs" and not values["num_experts"]:
-        raise _layout_error(
+        raise layout_error(
             "fp8_activations",
             "moe_inputs",
             "none or linear_inputs for a dense model (num_experts = 0: no MoE inputs to store)",

@@ -2,7 +2,7 @@
 structure keys agree with it, else a shape built from the keys; and the widths of that shape that
 tensor parallelism splits (`tensor_parallel_widths`), which the scenario's validation checks
 against `tensor_parallel` (inputs layer: the scenario is checked against the same shape that
-`costmodel.evaluate.gemms` lists)."""
+`costmodel.evaluate.simulate.gemms` lists)."""
 
 from __future__ import annotations
 
@@ -187,7 +187,7 @@ def scenario_shape(values: Mapping[str, Any]) -> tuple[ModelShape, str]:
 
 
 def tensor_parallel_widths(shape: ModelShape, mtp_layers: int = 0) -> list[tuple[str, int]]:
-    """Every width of `shape` that the GEMM list (`costmodel.evaluate.gemms.model_gemms`) cuts
+    """Every width of `shape` that the GEMM list (`costmodel.evaluate.simulate.gemms.model_gemms`) cuts
     by TP, named, in the order of the list: the attention heads (the fused QKV and MLA's q/kv_b
     columns, the attention output's rows and the core's heads per GPU are heads x a head width;
     KV heads fewer than TP are replicated, not split), the gated-DeltaNet in- and

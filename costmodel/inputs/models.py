@@ -2,7 +2,7 @@
 
 This module is pure Python (``json`` and the standard library only) so that ``costmodel params``
 starts fast; it imports neither sympy, numpy nor torch. The FLOPs of the gated-DeltaNet core
-are evaluated in ``costmodel.evaluate.linear``.
+are evaluated in ``costmodel.evaluate.simulate.linear``.
 
 Where things are: ``costmodel.inputs.config`` reads a config and its fields (``load_config``,
 ``PRESETS``, ``read_input``, ``MAX_INPUT_BYTES``), ``costmodel.inputs.shape`` holds

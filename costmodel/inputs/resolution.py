@@ -13,7 +13,7 @@ from costmodel.errors import CostModelError
 from costmodel.formats import input_value, shown
 from costmodel.inputs import hardware
 from costmodel.inputs.fields import check_value
-from costmodel.inputs.layout import _layout_error
+from costmodel.inputs.layout import layout_error
 from costmodel.inputs.lengths import Lengths, summarize
 from costmodel.inputs.model_shape import (
     MOE_SHAPE_KEYS,
@@ -25,7 +25,7 @@ from costmodel.inputs.model_shape import (
 )
 
 
-def _lengths(values: dict[str, Any], sources: dict[str, str]) -> Lengths | None:
+def read_lengths(values: dict[str, Any], sources: dict[str, str]) -> Lengths | None:
     """Read and summarize the lengths file; its mean becomes mean_tokens_per_sample."""
     if values.get("sequence_lengths") is None:
         return None
@@ -35,7 +35,7 @@ def _lengths(values: dict[str, Any], sources: dict[str, str]) -> Lengths | None:
     return lengths
 
 
-def _gpu_figures(values: dict[str, Any], sources: dict[str, str]) -> None:
+def gpu_figures(values: dict[str, Any], sources: dict[str, str]) -> None:
     """`peak_flops` and `hbm_bandwidth` the scenario leaves null: the GPU table's figures of
     `gpu` (source `gpu table` for the course's GPU, else where the GPU came from)."""
     gpu = hardware.GPUS[values["gpu"]]
@@ -45,7 +45,7 @@ def _gpu_figures(values: dict[str, Any], sources: dict[str, str]) -> None:
             sources[key] = "gpu table" if sources.get("gpu") == "course" else sources["gpu"]
 
 
-def _check_mean_with_lengths(values: dict[str, Any], given: Any) -> None:
+def check_mean_with_lengths(values: dict[str, Any], given: Any) -> None:
     """A lengths file gives the mean: a mean_tokens_per_sample the team gives beside one is
     refused (`given`: the keys the team gave)."""
     if values.get("sequence_lengths") is not None and "mean_tokens_per_sample" in given:
@@ -55,7 +55,7 @@ def _check_mean_with_lengths(values: dict[str, Any], given: Any) -> None:
         )
 
 
-def _derive(values: dict[str, Any], sources: dict[str, str], lengths: Lengths | None) -> None:
+def derive(values: dict[str, Any], sources: dict[str, str], lengths: Lengths | None) -> None:
     if values.get("attention_dim") is not None:
         origin = "attention_dim"
     elif values.get("num_heads") is not None and values.get("head_dim") is not None:
@@ -103,7 +103,7 @@ _RELATIONS: list[tuple[str, str, Callable[[Any, Any], bool], str]] = [
 ]
 
 
-def _cross_check(values: dict[str, Any]) -> None:
+def cross_check(values: dict[str, Any]) -> None:
     for key, other, ok, allowed in _RELATIONS:
         if not ok(values[key], values[other]):
             raise CostModelError(
@@ -135,7 +135,7 @@ def _team(sources: dict[str, str], key: str) -> bool:
     return sources.get(key) in ("file", "--set")
 
 
-def _check_shape_keys(values: dict[str, Any], sources: dict[str, str]) -> None:
+def check_shape_keys(values: dict[str, Any], sources: dict[str, str]) -> None:
     """The keys of a model given by numbers agree with the rest: K/V heads divide the query
     heads; the MoE keys only with experts; at least one MoE layer after the dense ones. A value
     the team gave and that does not agree is refused; one a model config filled, made stale by a
@@ -143,7 +143,7 @@ def _check_shape_keys(values: dict[str, Any], sources: dict[str, str]) -> None:
     course's null, so the shape built from the keys assumes it instead."""
     for key, allowed in _shape_key_conflicts(values):
         if _team(sources, key):
-            raise _layout_error(key, values[key], allowed)
+            raise layout_error(key, values[key], allowed)
         values[key], sources[key] = None, "course"
 
 
@@ -165,7 +165,7 @@ def _shape_key_conflicts(values: dict[str, Any]) -> list[tuple[str, str]]:
     return found
 
 
-def _params_from_shape_keys(values: dict[str, Any], sources: dict[str, str]) -> None:
+def params_from_shape_keys(values: dict[str, Any], sources: dict[str, str]) -> None:
     """A model given by numbers: when the team sets any key of SHAPE_KEYS and its shape is built
     from the keys (no model config describes it), activated_params and total_params the team
     did not give are that shape's (source `derived`), not the course's or another model's."""

@@ -38,9 +38,9 @@ from costmodel.inputs.fields import (  # noqa: F401 (the scenario's names, impor
 from costmodel.inputs.layout import (  # noqa: F401
     LAYOUT_KEYS,
     Layout,
-    _layout,
-    _layout_error,
-    _memory_settings,
+    check_layout,
+    layout_error,
+    memory_settings,
     recompute_fractions,
     shape_of,
 )
@@ -49,24 +49,24 @@ from costmodel.inputs.model_shape import (
     scenario_shape,
 )
 from costmodel.inputs.resolution import (  # noqa: F401
-    _check_mean_with_lengths,
-    _check_shape_keys,
-    _cross_check,
-    _derive,
-    _gpu_figures,
-    _lengths,
-    _params_from_shape_keys,
+    check_mean_with_lengths,
+    check_shape_keys,
+    cross_check,
+    derive,
+    gpu_figures,
+    params_from_shape_keys,
+    read_lengths,
 )
 from costmodel.inputs.scenario_layers import (  # noqa: F401 (re-exported)
-    _checked,
-    _merged,
-    _model_keys,
-    _model_layer,
-    _user_layers,
+    checked_layer,
     course_values,
+    merged_layers,
+    model_keys,
+    model_keys_layer,
     model_reference,
     relative_to_file,
     shown_name,
+    user_layers,
 )
 from costmodel.inputs.shape import ModelShape
 from costmodel.records import frozen_dataclass
@@ -332,7 +332,7 @@ class Scenario:
         """`replace` of layout and recompute keys only (RELAID_KEYS), fast: the fields copied,
         the values, layout and conventions rebuilt, the model shape kept (it rests on the
         structure keys alone). The plan's search builds thousands of layouts this way: those
-        its space proposes pass the layout's rules (evaluate.plan_space asks inputs.layout's),
+        its space proposes pass the layout's rules (evaluate.plan.plan_space asks inputs.layout's),
         and it times the scenario's own layout even where they refuse it (its `own` row), so
         nothing is refused here; `what_if` is the checked path."""
         unknown = changes.keys() - RELAID_KEYS
@@ -440,21 +440,21 @@ def resolve(
     data: dict[str, Any] | None = None,
 ) -> Scenario:
     """Course defaults, then the model named by `model:`, then `data`/the file, then overrides."""
-    user, sources = _user_layers(file, overrides, data)
-    model_layer, mtp_layers = _model_layer(user)
+    user, sources = user_layers(file, overrides, data)
+    model_layer, mtp_layers = model_keys_layer(user)
     set_only = overrides if file is None and not data else None  # the course's, a few keys set
-    values = _merged(user, model_layer, sources, named_after=set_only)
+    values = merged_layers(user, model_layer, sources, named_after=set_only)
 
-    _gpu_figures(values, sources)
-    _check_mean_with_lengths(values, user)
+    gpu_figures(values, sources)
+    check_mean_with_lengths(values, user)
     values["num_mtp_layers"] = mtp_layers
     sources["num_mtp_layers"] = "derived"
-    lengths = _lengths(values, sources)
-    _derive(values, sources, lengths)
-    _check_shape_keys(values, sources)
-    _params_from_shape_keys(values, sources)
-    _cross_check(values)
+    lengths = read_lengths(values, sources)
+    derive(values, sources, lengths)
+    check_shape_keys(values, sources)
+    params_from_shape_keys(values, sources)
+    cross_check(values)
     shape = shape_of(values)  # built once, for the layout's rules and the Scenario
-    _layout(values, sources, shape)
-    _memory_settings(values, sources, shape)
+    check_layout(values, sources, shape)
+    memory_settings(values, sources, shape)
     return Scenario.from_values(values, sources, lengths, given=user).with_shape(shape.built)

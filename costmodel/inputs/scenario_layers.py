@@ -45,12 +45,12 @@ def course_values() -> dict[str, Any]:
 
 
 @functools.cache
-def _course_checked() -> tuple[tuple[str, Any], ...]:
+def course_checked() -> tuple[tuple[str, Any], ...]:
     """The course's values, each checked (check_value), once per process."""
     return tuple((key, check_value(key, value)) for key, value in course_values().items())
 
 
-def _model_keys(reference: str, count_mtp: bool) -> tuple[dict[str, Any], int]:
+def model_keys(reference: str, count_mtp: bool) -> tuple[dict[str, Any], int]:
     """The scenario keys a model fills in, and its MTP layers counted (count_mtp)."""
     from costmodel.inputs import models  # only when a scenario names a model
     from costmodel.inputs.model_shape import loaded_shape
@@ -69,7 +69,7 @@ def shown_name(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _user_layers(file, overrides, data) -> tuple[dict[str, Any], dict[str, str]]:
+def user_layers(file, overrides, data) -> tuple[dict[str, Any], dict[str, str]]:
     """The team's keys, each checked, the file (or `data`) then the overrides, and where each
     came from."""
     layers: list[tuple[str, dict[str, Any]]] = []
@@ -92,7 +92,7 @@ def _user_layers(file, overrides, data) -> tuple[dict[str, Any], dict[str, str]]
     return user, sources
 
 
-def _model_layer(user: dict[str, Any]) -> tuple[dict[str, Any], int]:
+def model_keys_layer(user: dict[str, Any]) -> tuple[dict[str, Any], int]:
     """The keys of the model named by `model:` (each checked) and its MTP layers counted."""
     model_ref = user.get("model")
     count_mtp = bool(user.get("count_mtp"))
@@ -104,8 +104,8 @@ def _model_layer(user: dict[str, Any]) -> tuple[dict[str, Any], int]:
     mtp_layers = 0
     try:
         if model_ref:
-            model_layer, mtp_layers = _model_keys(model_ref, count_mtp)
-            model_layer = _checked(model_layer)
+            model_layer, mtp_layers = model_keys(model_ref, count_mtp)
+            model_layer = checked_layer(model_layer)
         else:
             model_layer = {}
     except CostModelError as error:  # say which model a refused shape key comes from
@@ -118,7 +118,7 @@ def _model_layer(user: dict[str, Any]) -> tuple[dict[str, Any], int]:
     return model_layer, mtp_layers
 
 
-def _merged(
+def merged_layers(
     user: dict[str, Any],
     model_layer: dict[str, Any],
     sources: dict[str, str],
@@ -127,7 +127,7 @@ def _merged(
     """The course's values, the model's keys over them, the team's over those (`sources` filled
     in); a width key the team or model sets drops the course's other width keys. `named_after`:
     the overrides when they are all the team set (the name says what changed)."""
-    values = {key: list(v) if isinstance(v, list) else v for key, v in _course_checked()}
+    values = {key: list(v) if isinstance(v, list) else v for key, v in course_checked()}
     values.setdefault("model", None)
     for key in values:
         sources.setdefault(key, "course")
@@ -152,5 +152,5 @@ def _merged(
     return values
 
 
-def _checked(layer: dict[str, Any]) -> dict[str, Any]:
+def checked_layer(layer: dict[str, Any]) -> dict[str, Any]:
     return {key: check_value(key, value) for key, value in layer.items()}

@@ -26,23 +26,23 @@ from typing import Any, Mapping
 from costmodel.errors import CostModelError
 from costmodel.inputs import model_shape, models
 from costmodel.inputs.fields import COURSE_WIDTH_KEYS, WIDTH_KEYS, check_value
-from costmodel.inputs.layout import ShapeOf, _layout, _memory_settings
+from costmodel.inputs.layout import ShapeOf, check_layout, memory_settings
 from costmodel.inputs.lengths import Lengths
 from costmodel.inputs.model_shape import SHAPE_KEYS
 from costmodel.inputs.resolution import (
-    _check_mean_with_lengths,
-    _check_shape_keys,
-    _cross_check,
-    _derive,
-    _gpu_figures,
-    _lengths,
-    _params_from_shape_keys,
+    check_mean_with_lengths,
+    check_shape_keys,
+    cross_check,
+    derive,
+    gpu_figures,
+    params_from_shape_keys,
+    read_lengths,
 )
 from costmodel.inputs.scenario_layers import (
-    _checked,
-    _course_checked,
-    _merged,
-    _model_layer,
+    checked_layer,
+    course_checked,
+    merged_layers,
+    model_keys_layer,
 )
 
 #: A costmodel.inputs.scenario.Scenario (that module imports this one: Scenario.what_if).
@@ -81,7 +81,7 @@ def changed(sc: Scenario, changes: Mapping[str, Any]) -> Scenario:
         return sc
     if checked.keys() & {"model", "count_mtp"}:
         return _new_model(sc, checked)
-    course = dict(_course_checked())
+    course = dict(course_checked())
     values, sources = dict(sc.values), dict(sc.sources)
     given = set(_given(sc))
     _inputs_again(values, sources, given, course, checked)
@@ -165,7 +165,7 @@ def _model_keys_again(values, sources, given, course, checked) -> None:
     if values.get("model") is None:
         return
     shape, _ = model_shape.loaded_shape(values["model"])  # parsed once per file contents
-    layer = _checked(models.scenario_keys(shape, bool(values["count_mtp"])))
+    layer = checked_layer(models.scenario_keys(shape, bool(values["count_mtp"])))
     for key, value in layer.items():
         if key not in given and sources.get(key) in ("course", "derived"):
             values[key], sources[key] = value, "model"
@@ -184,7 +184,7 @@ def _lengths_again(sc, values, sources, course, keys) -> Lengths | None:
             sources["mean_tokens_per_sample"] = "course"
         return None
     if lengths is None or lengths.path != str(values["sequence_lengths"]):
-        return _lengths(values, sources)
+        return read_lengths(values, sources)
     again = Lengths(lengths.path, lengths.raw, int(values["seq_len"]), values["samples_per_step"])
     values["mean_tokens_per_sample"] = again.mean
     sources["mean_tokens_per_sample"] = "sequence_lengths"
@@ -195,16 +195,16 @@ def _derived(sc, values, sources, given, lengths, shape) -> Scenario:
     """Resolution's steps on the changed inputs (scenario.resolve's order), the shape checks
     only where the shape may have changed (`shape` None) and the model shape built at most
     once."""
-    _gpu_figures(values, sources)
-    _check_mean_with_lengths(values, given)
-    _derive(values, sources, lengths)
+    gpu_figures(values, sources)
+    check_mean_with_lengths(values, given)
+    derive(values, sources, lengths)
     if shape is None:
-        _check_shape_keys(values, sources)
-        _params_from_shape_keys(values, sources)
-    _cross_check(values)
+        check_shape_keys(values, sources)
+        params_from_shape_keys(values, sources)
+    cross_check(values)
     rules = ShapeOf(values, shape)
-    _layout(values, sources, rules)
-    _memory_settings(values, sources, rules)
+    check_layout(values, sources, rules)
+    memory_settings(values, sources, rules)
     return type(sc).from_values(values, sources, lengths, given).with_shape(rules.built)
 
 
@@ -220,12 +220,12 @@ def _new_model(sc: Scenario, checked: dict[str, Any]) -> Scenario:
     user.setdefault("name", sc.name)
     sources = {key: sc.sources.get(key, "--set") for key in user}
     sources.update(dict.fromkeys(checked, "--set"))
-    model_layer, mtp_layers = _model_layer(user)
-    values = _merged(user, model_layer, sources, named_after=None)
+    model_layer, mtp_layers = model_keys_layer(user)
+    values = merged_layers(user, model_layer, sources, named_after=None)
     if sc.sequence_lengths is not None and "sequence_lengths" not in checked:
         values["sequence_lengths"] = sc.sequence_lengths
     values["num_mtp_layers"], sources["num_mtp_layers"] = mtp_layers, "derived"
-    course = dict(_course_checked())
+    course = dict(course_checked())
     keys = {*checked, "seq_len"}  # the lengths summarized again against the merged keys
     lengths = _lengths_again(sc, values, sources, course, keys)
     return _derived(sc, values, sources, set(user), lengths, None)

@@ -1,4 +1,4 @@
-"""The levers of costmodel.evaluate.advice in words: each `Lever`'s reason (a code and its
+"""The levers of costmodel.evaluate.levers.advice in words: each `Lever`'s reason (a code and its
 figures) written as the sentence the report and its JSON call the lever's `note`, and a lever as
 the JSON object of `costmodel report --format json`. Numbers through costmodel.formats."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from costmodel.evaluate.advice import JSON_FIELDS, Lever, MemoryFigure, Repredicted
+from costmodel.evaluate.levers.advice import JSON_FIELDS, Lever, MemoryFigure, Repredicted
 from costmodel.formats import decimals, gb, num, pct, ratio, short, sig4
 
 
@@ -121,7 +121,7 @@ def _chunked_logits(f: dict[str, Any]) -> str:
     )
 
 
-#: reason code -> the sentence of its figures (costmodel.evaluate.advice.Reason)
+#: reason code -> the sentence of its figures (costmodel.evaluate.levers.advice.Reason)
 NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
     "refused": lambda f: (
         f"{_keys(f['changes'])}: refused when resolved again (the layout does not divide)"

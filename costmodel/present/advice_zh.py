@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from costmodel.evaluate.advice import Lever, MemoryFigure, Repredicted
+from costmodel.evaluate.levers.advice import Lever, MemoryFigure, Repredicted
 from costmodel.formats import decimals, gb, num, pct, short, sig4, times
 from costmodel.present.words import PHASES
 

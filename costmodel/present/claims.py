@@ -1,5 +1,5 @@
 """Claims-table rows for the course's claims that several pages judge: one row, worded once, from
-the one verdict costmodel.evaluate.claims computes (issue 23: the same claim was "有出入" on 01
+the one verdict costmodel.evaluate.account.claims computes (issue 23: the same claim was "有出入" on 01
 and "成立" on 03)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from costmodel import course
-from costmodel.evaluate import claims
+from costmodel.evaluate.account import claims
 from costmodel.formats import pct
 
 #: How each candidate of reported_convention is named on a page.
@@ -26,7 +26,7 @@ def _verdict(holds: bool | None, why: str) -> str:
 
 def reported_convention_row(acc: dict[str, Any], sc: Any) -> tuple[str, str, str]:
     """The row of "the project's reported 8-10% is HFU (a little optimistic, or N a little
-    larger)": the claim, what this scenario computes, the verdict (evaluate.claims)."""
+    larger)": the claim, what this scenario computes, the verdict (evaluate.account.claims)."""
     r = claims.reported_convention(acc, sc)
     claim = (
         "项目自报的 "

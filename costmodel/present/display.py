@@ -16,7 +16,7 @@ import sympy as sp
 from IPython.display import display
 
 from costmodel import course
-from costmodel.evaluate.account import account, fill_step_time
+from costmodel.evaluate.account.account import account, fill_step_time
 from costmodel.formats import (  # noqa: F401 (the notebooks' formats, through display)
     count,
     csv_cell,
@@ -71,7 +71,7 @@ def _cell(value: str) -> str:
     return _NO_MATH.format(escaped) if math_delimiter(value) else escaped
 
 
-#: The memory model's phases (evaluate.run.memory's `phases`), as the notebooks name them.
+#: The memory model's phases (evaluate.simulate.run.memory's `phases`), as the notebooks name them.
 PHASES = words.PHASES
 
 

@@ -19,7 +19,7 @@ def _whole(value: Any) -> Any:
 
 
 def render_gemms(table: dict[str, Any], fmt: str = "text") -> str:
-    """The table of `costmodel.evaluate.gemms.gemm_table` (its rows `GemmRow`) as text or JSON."""
+    """The table of `costmodel.evaluate.simulate.gemms.gemm_table` (its rows `GemmRow`) as text or JSON."""
     if fmt == "json":
         rows = [
             {key: _whole(value) if key in COUNTS else value for key, value in row.as_dict().items()}

@@ -1,4 +1,4 @@
-"""`costmodel plan` as text, JSON or CSV: the top layouts of a search (evaluate.plan), the
+"""`costmodel plan` as text, JSON or CSV: the top layouts of a search (evaluate.plan.plan), the
 scenario's own layout and its rank, what limits each layout, and the findings.
 
 JSON: {"scenario", "gpus", "gpu", "global_batch", "seq_len", "searched", "fitting", "timed",
@@ -20,8 +20,8 @@ import io
 import json
 from typing import Any
 
-from costmodel.evaluate import plan as search
-from costmodel.evaluate.plan_findings import findings
+from costmodel.evaluate.plan import plan as search
+from costmodel.evaluate.plan.plan_findings import findings
 from costmodel.formats import printable, spreadsheet_text
 from costmodel.present.words import LIMITS
 
@@ -265,14 +265,14 @@ def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
 
 
 def limit_words(limit: str) -> str:
-    """What limits a layout (evaluate.plan.limits: "compute", "communication+memory", ...) in
+    """What limits a layout (evaluate.plan.plan.limits: "compute", "communication+memory", ...) in
     Chinese."""
     what, _, memory = limit.partition("+")
     return LIMITS.get(what, what) + ("（显存紧张）" if memory else "")
 
 
 def own_note_words(note: str) -> str:
-    """Why the scenario's own layout is not ranked (evaluate.plan's `own_note`), in Chinese; the
+    """Why the scenario's own layout is not ranked (evaluate.plan.plan's `own_note`), in Chinese; the
     search's own reason, where it gives one, as the command line writes it (a code span's text)."""
     reason = note.partition(": ")[2]
     if note.startswith("the scenario's own layout is outside the search"):
@@ -285,7 +285,7 @@ def own_note_words(note: str) -> str:
 
 
 def finding_words(f: dict[str, Any], top: int, node: int, seq_len: int) -> str:
-    """A finding of evaluate.plan_findings in Chinese, from its data (the command line writes
+    """A finding of evaluate.plan.plan_findings in Chinese, from its data (the command line writes
     its `statement`): `top` the layouts it is over, `node` the GPUs per node."""
     name, count, of = f["name"], f["count"], f["of"]
     if name == "tp_within_node":

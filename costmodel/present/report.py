@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from costmodel.evaluate.account import check_finite
+from costmodel.evaluate.account.account import check_finite
 from costmodel.formats import (
     decimals,
     gb,

@@ -1,4 +1,4 @@
-"""A sweep's grid (evaluate.sweep) as CSV and as a plot, and the rule for the files they go to.
+"""A sweep's grid (evaluate.sweep.sweep) as CSV and as a plot, and the rule for the files they go to.
 
 The CSV's first line is a comment (it starts with `# costmodel sweep`) whose cells name the
 scenario and the conventions; then a header row and one row per point: the varied keys,
@@ -36,7 +36,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate.sweep import Grid
+from costmodel.evaluate.sweep.sweep import Grid
 from costmodel.formats import input_value, printable, shown, spreadsheet_text
 
 MARKER = "costmodel sweep"

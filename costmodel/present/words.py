@@ -11,7 +11,7 @@ from typing import Any
 
 from costmodel.derive import numeric
 
-#: The GEMMs of costmodel.evaluate.gemms.model_gemms, by key.
+#: The GEMMs of costmodel.evaluate.simulate.gemms.model_gemms, by key.
 GEMMS = {
     "qkv": "Q/K/V 融合投影",
     "q_a": "MLA q_a",
@@ -39,7 +39,7 @@ GEMMS = {
 #: What bounds a GEMM on the roofline (a row's `bound`).
 BOUND = {"compute": "算力", "memory": "带宽"}
 
-#: The parts of costmodel.evaluate.step_time's step.
+#: The parts of costmodel.evaluate.simulate.step_time's step.
 STEP_PARTS = {
     "gemms": "带权重的 GEMM",
     "attention": "注意力核心",
@@ -50,7 +50,7 @@ STEP_PARTS = {
     "pipeline_bubble": "流水线气泡",
 }
 
-#: The memory model's parts: the totals of evaluate.run.memory and a phase's contents.
+#: The memory model's parts: the totals of evaluate.simulate.run.memory and a phase's contents.
 MEMORY_PARTS = {
     "weights": "权重",
     "gradients": "梯度",
@@ -64,7 +64,7 @@ MEMORY_PARTS = {
     "layer_gradients": "层边界的梯度",
 }
 
-#: The memory model's phases (evaluate.run.memory's `phases`).
+#: The memory model's phases (evaluate.simulate.run.memory's `phases`).
 PHASES = {
     "forward_end": "前向结束",
     "loss": "算 loss",
@@ -72,10 +72,10 @@ PHASES = {
     "optimizer_step": "优化器更新",
 }
 
-#: The pipeline stage the memory figure is of (evaluate.run.memory's `stage`).
+#: The pipeline stage the memory figure is of (evaluate.simulate.run.memory's `stage`).
 STAGES = {"only": "只有一段", "first": "第一段", "last": "最后一段"}
 
-#: What limits a layout of `costmodel plan` (evaluate.plan.limits).
+#: What limits a layout of `costmodel plan` (evaluate.plan.plan.limits).
 LIMITS = {"compute": "计算", "communication": "通信", "bubble": "流水线气泡"}
 
 #: Where an assumption's value comes from (the account's `assumptions`).
@@ -104,7 +104,7 @@ def convention(name: str) -> str:
     return CONVENTIONS.get(_CONVENTION_KEYS.get(name, name), name)
 
 
-#: The notes of a shape's source (inputs.model_shape, evaluate.gemm_rows), as patterns.
+#: The notes of a shape's source (inputs.model_shape, evaluate.simulate.gemm_rows), as patterns.
 _SHAPE_NOTES = (
     (r"config of ([^,;]+)", r"\1 的 config"),
     (r"scenario keys", "由场景的键构造"),

@@ -177,8 +177,8 @@ def _start(
         from costmodel.publish import booklet
 
         held.printer = booklet.Printer()
-    from costmodel.evaluate.account import account as evaluate_account
-    from costmodel.evaluate.account import fill_step_time
+    from costmodel.evaluate.account.account import account as evaluate_account
+    from costmodel.evaluate.account.account import fill_step_time
     from costmodel.inputs import scenario
 
     # the scenario with its step: measured, or the step-time model's prediction
@@ -296,7 +296,7 @@ def _place_pages(
 def plan_table(sc: Any) -> dict[str, Any] | str:
     """The scenario's `costmodel plan` (its GPUs, the default top K) as the index shows it
     (present.plan.as_table), or the one line of a model that fits nowhere."""
-    from costmodel.evaluate import plan
+    from costmodel.evaluate.plan import plan
     from costmodel.present import plan as plan_text
 
     try:

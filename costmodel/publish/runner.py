@@ -41,7 +41,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SETUP = """\
 import matplotlib, matplotlib.pyplot, numpy, sympy
 from matplotlib_inline.backend_inline import set_matplotlib_formats
-import costmodel.course, costmodel.evaluate.account, costmodel.present.display
+import costmodel.course, costmodel.evaluate.account.account, costmodel.present.display
 matplotlib.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "costmodel"})
 set_matplotlib_formats("svg", metadata={"Date": None})
 get_ipython()._costmodel_rc = matplotlib.rcParams.copy()

@@ -21,7 +21,7 @@ The counted FLOPs are split by operator and by layer:
   L_full·B (full square: the eager path multiplies the whole s×s matrix and masks it, so there
   is no causal halving to undo).
 - ``aten.bmm`` inside the gated-DeltaNet layers is the linear-attention core (chunked delta rule),
-  compared with ``costmodel.evaluate.linear.linear_attention_flops_per_token``; ``aten.convolution`` and
+  compared with ``costmodel.evaluate.simulate.linear.linear_attention_flops_per_token``; ``aten.convolution`` and
   ``aten.convolution_backward`` are the depthwise causal conv1d of those layers. These rows are
   reported with their difference explained, not asserted equal (see the notes in the CSV).
 
@@ -75,8 +75,8 @@ from __future__ import annotations
 
 from costmodel.validate.command import command, csv_text
 from costmodel.validate.flop_models import (
-    _COMMON,
     CHUNK_SIZE,
+    COMMON,
     CSV_FIELDS,
     MTP_LOSS_WEIGHT,
     MTP_MODELS,
@@ -108,12 +108,12 @@ from costmodel.validate.flop_models import (
     varlen_attention_training_flops,
 )
 from costmodel.validate.flop_runs import run_model, run_mtp, run_packed, run_sdpa
-from costmodel.validate.flop_torch import _build, cpu_flash_mapping, packed_logits
+from costmodel.validate.flop_torch import build_model, cpu_flash_mapping, packed_logits
 
-#: The names the cross-checks and their tests read here (``_COMMON`` and ``_build`` too).
+#: The names the cross-checks and their tests read here (``COMMON`` and ``build_model`` too).
 __all__ = [
-    "_COMMON",
-    "_build",
+    "COMMON",
+    "build_model",
     "CSV_FIELDS",
     "TINY_MODELS",
     "CHUNK_SIZE",

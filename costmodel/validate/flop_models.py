@@ -9,7 +9,7 @@ from costmodel.inputs.assumptions import assumed
 
 CSV_FIELDS = ("model", "term", "batch", "seq_len", "predicted", "counted", "difference", "note")
 
-_COMMON = {
+COMMON = {
     "hidden_size": 64,
     "vocab_size": 256,
     "num_attention_heads": 4,
@@ -21,7 +21,7 @@ _COMMON = {
 # name -> (config dict as in a config.json, batch size, sequence length)
 TINY_MODELS: dict[str, tuple[dict, int, int]] = {
     "llama-gqa": (
-        {"model_type": "llama", "num_hidden_layers": 2, "intermediate_size": 128, **_COMMON},
+        {"model_type": "llama", "num_hidden_layers": 2, "intermediate_size": 128, **COMMON},
         2,
         32,
     ),
@@ -35,7 +35,7 @@ TINY_MODELS: dict[str, tuple[dict, int, int]] = {
             "num_experts": 8,
             "num_experts_per_tok": 2,
             "mlp_only_layers": [0],
-            **_COMMON,
+            **COMMON,
         },
         2,
         32,
@@ -57,7 +57,7 @@ TINY_MODELS: dict[str, tuple[dict, int, int]] = {
             "qk_nope_head_dim": 16,
             "qk_rope_head_dim": 8,
             "v_head_dim": 16,
-            **{**_COMMON, "num_key_value_heads": 4},
+            **{**COMMON, "num_key_value_heads": 4},
         },
         2,
         32,
@@ -81,7 +81,7 @@ TINY_MODELS: dict[str, tuple[dict, int, int]] = {
                 "linear_key_head_dim": 16,
                 "linear_value_head_dim": 16,
                 "linear_conv_kernel_dim": 4,
-                **_COMMON,
+                **COMMON,
             },
         },
         2,

@@ -4,7 +4,7 @@ CPU, MTP."""
 
 from __future__ import annotations
 
-from costmodel.evaluate.linear import (
+from costmodel.evaluate.simulate.linear import (
     linear_attention_conv_flops_per_token,
     linear_attention_flops_per_token,
 )
@@ -41,13 +41,13 @@ from costmodel.validate.flop_models import (
     varlen_attention_training_flops,
 )
 from costmodel.validate.flop_torch import (
-    _build,
-    _import_torch,
-    _layer_counts,
-    _op_counts,
-    _packed_inputs,
-    _step_counts,
+    build_model,
     cpu_flash_mapping,
+    import_torch,
+    layer_counts,
+    op_counts,
+    packed_inputs,
+    step_counts,
 )
 
 
@@ -55,7 +55,7 @@ def _linear_rows(name: str, model, ids, shape, layers, linear: list[int]) -> tup
     """The gated-DeltaNet rows of ``run_model`` (the core forward, the core's training step, the
     conv1d) and their predicted FLOPs; ``layers``: the training step's counts per layer, ``linear``:
     the linear-attention layers."""
-    torch, _, FlopCounterMode = _import_torch()
+    torch, _, FlopCounterMode = import_torch()
     batch, seq_len = ids.shape
     tokens = batch * seq_len
     rows = []
@@ -63,7 +63,7 @@ def _linear_rows(name: str, model, ids, shape, layers, linear: list[int]) -> tup
     fwd_counter = FlopCounterMode(display=False, depth=None)
     with torch.no_grad(), fwd_counter:
         model(input_ids=ids)
-    fwd_layers = _layer_counts(fwd_counter.get_flop_counts(), model, shape.num_layers)
+    fwd_layers = layer_counts(fwd_counter.get_flop_counts(), model, shape.num_layers)
     rows.append(
         Row(
             name,
@@ -107,10 +107,10 @@ def _linear_rows(name: str, model, ids, shape, layers, linear: list[int]) -> tup
 
 def run_model(name: str) -> list[Row]:
     """One training step of tiny model ``name`` under FlopCounterMode; the rows for the CSV."""
-    torch, _, FlopCounterMode = _import_torch()
+    torch, _, FlopCounterMode = import_torch()
     cfg, batch, seq_len = TINY_MODELS[name]
     shape = shape_from_config(cfg, name=name)
-    model = _build(cfg)
+    model = build_model(cfg)
     vocab = shape.vocab_size
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, vocab, (batch, seq_len), generator=generator)
@@ -124,8 +124,8 @@ def run_model(name: str) -> list[Row]:
         loss = loss_of(model(input_ids=ids).logits)
         loss.backward()
     flops = counter.get_flop_counts()
-    total = _op_counts(flops["Global"])
-    layers = _layer_counts(flops, model, shape.num_layers)
+    total = op_counts(flops["Global"])
+    layers = layer_counts(flops, model, shape.num_layers)
     full = [i for i, t in enumerate(shape.layer_types) if t == "full_attention"]
     linear = [i for i, t in enumerate(shape.layer_types) if t == "linear_attention"]
 
@@ -171,18 +171,18 @@ def run_packed() -> list[Row]:
     cfg, _, _ = TINY_MODELS[PACKED_MODEL]
     name = f"{PACKED_MODEL}-packed"
     shape = shape_from_config(cfg, name=name)
-    ids, position_ids = _packed_inputs(shape.vocab_size)
+    ids, position_ids = packed_inputs(shape.vocab_size)
     tokens = sum(PACKED_DOCUMENTS)
     full = [i for i, t in enumerate(shape.layer_types) if t == "full_attention"]
     counted = {}
     for implementation in (VARLEN_ATTENTION, "eager"):
-        model = _build(cfg, implementation)
-        flops = _step_counts(
+        model = build_model(cfg, implementation)
+        flops = step_counts(
             model, ids, shape.vocab_size, position_ids=position_ids, use_cache=False
         )
-        layers = _layer_counts(flops, model, shape.num_layers)
+        layers = layer_counts(flops, model, shape.num_layers)
         counted[implementation] = (
-            _op_counts(flops["Global"]),
+            op_counts(flops["Global"]),
             sum(layers[i].get("bmm", 0) for i in full),
         )
     total, varlen_bmm = counted[VARLEN_ATTENTION]
@@ -224,13 +224,13 @@ def run_packed() -> list[Row]:
 def run_sdpa() -> list[Row]:
     """``attn_implementation="sdpa"`` on CPU: stock counter (blind to the CPU flash ops), the
     counter with torch's SDPA formulas bound to them (flash convention), and the math backend."""
-    torch, _, _ = _import_torch()
+    torch, _, _ = import_torch()
     from torch.nn.attention import SDPBackend
 
     cfg, batch, seq_len = TINY_MODELS[SDPA_MODEL]
     name = f"{SDPA_MODEL}-sdpa"
     shape = shape_from_config(cfg, name=name)
-    model = _build(cfg, "sdpa")
+    model = build_model(cfg, "sdpa")
     ids = torch.randint(
         0, shape.vocab_size, (batch, seq_len), generator=torch.Generator().manual_seed(1)
     )
@@ -239,14 +239,14 @@ def run_sdpa() -> list[Row]:
 
     def attention_ops(flops) -> int:
         """Everything counted in the full-attention layers except the weight matmuls."""
-        layers = _layer_counts(flops, model, shape.num_layers)
+        layers = layer_counts(flops, model, shape.num_layers)
         return sum(n for i in full for op, n in layers[i].items() if op not in ("mm", "addmm"))
 
-    stock = _step_counts(model, ids, shape.vocab_size)
-    mapped = _step_counts(model, ids, shape.vocab_size, custom_mapping=cpu_flash_mapping())
-    math = _step_counts(model, ids, shape.vocab_size, backend=SDPBackend.MATH)
-    total = _op_counts(mapped["Global"])
-    stock_total = _op_counts(stock.get("Global", {}))
+    stock = step_counts(model, ids, shape.vocab_size)
+    mapped = step_counts(model, ids, shape.vocab_size, custom_mapping=cpu_flash_mapping())
+    math = step_counts(model, ids, shape.vocab_size, backend=SDPBackend.MATH)
+    total = op_counts(mapped["Global"])
+    stock_total = op_counts(stock.get("Global", {}))
     pred_matmul = matmul_training_flops(shape.activated_params, tokens)
     pred_flash = attention_training_flops(
         seq_len, shape.attention_dim, len(full), batch, convention="flash"
@@ -303,12 +303,12 @@ def run_sdpa() -> list[Row]:
 
 def run_mtp(name: str) -> list[Row]:
     """One training step of the main model and its MTP depths (transformers' ``MtpModel``)."""
-    torch, _, FlopCounterMode = _import_torch()
+    torch, _, FlopCounterMode = import_torch()
     from transformers.modeling_layers import MtpModel
 
     cfg, batch, seq_len = MTP_MODELS[name]
     shape = shape_from_config(cfg, name=name)
-    model = _build(cfg)
+    model = build_model(cfg)
     torch.manual_seed(2)
     mtp = MtpModel(model, shape.num_mtp_layers)
     mtp.train()
@@ -345,7 +345,7 @@ def run_mtp(name: str) -> list[Row]:
             targets = stream[:, 2 + depth : 2 + depth + seq_len]
             loss = loss + MTP_LOSS_WEIGHT * cross_entropy(mtp._project_to_logits(hidden), targets)
         loss.backward()
-    total = _op_counts(counter.get_flop_counts()["Global"])
+    total = op_counts(counter.get_flop_counts()["Global"])
     n_full = shape.num_full_attention_layers + shape.num_mtp_layers
     pred_matmul = matmul_training_flops(shape.activated_params + shape.mtp_activated_params, tokens)
     pred_attention = attention_training_flops(seq_len, shape.attention_dim, n_full, batch)

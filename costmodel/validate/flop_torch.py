@@ -15,7 +15,7 @@ from costmodel.validate.flop_models import (
 )
 
 
-def _import_torch():
+def import_torch():
     try:
         import torch
         import transformers
@@ -39,7 +39,7 @@ def _varlen_eager_attention(
     ``prepare_fa_kwargs_from_position_ids``, the ``cu_seqlens`` of its flash varlen path); each
     runs through the model's own ``eager_attention_forward`` with a causal mask of its own
     length, so the attention GEMMs are sᵢ x sᵢ, never the (Σ sᵢ)² square."""
-    torch, _, _ = _import_torch()
+    torch, _, _ = import_torch()
     from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
 
     position_ids = kwargs.get("position_ids")
@@ -67,8 +67,8 @@ def _varlen_eager_attention(
     return torch.cat(outputs, dim=1), None
 
 
-def _build(cfg: dict, attn_implementation: str = "eager"):
-    torch, transformers, _ = _import_torch()
+def build_model(cfg: dict, attn_implementation: str = "eager"):
+    torch, transformers, _ = import_torch()
     if attn_implementation == VARLEN_ATTENTION:
         transformers.AttentionInterface.register(VARLEN_ATTENTION, _varlen_eager_attention)
     model_type = cfg["model_type"]
@@ -89,19 +89,19 @@ def _build(cfg: dict, attn_implementation: str = "eager"):
     return model
 
 
-def _op_counts(counts: dict) -> dict[str, int]:
+def op_counts(counts: dict) -> dict[str, int]:
     return {str(op).removeprefix("aten.").split(".")[0]: int(n) for op, n in counts.items()}
 
 
-def _layer_counts(all_counts: dict, model, num_layers: int) -> list[dict[str, int]]:
+def layer_counts(all_counts: dict, model, num_layers: int) -> list[dict[str, int]]:
     prefix = f"{type(model).__name__}.model.layers."
-    return [_op_counts(all_counts.get(f"{prefix}{i}", {})) for i in range(num_layers)]
+    return [op_counts(all_counts.get(f"{prefix}{i}", {})) for i in range(num_layers)]
 
 
-def _step_counts(model, ids, vocab: int, custom_mapping=None, backend=None, **forward_kwargs):
+def step_counts(model, ids, vocab: int, custom_mapping=None, backend=None, **forward_kwargs):
     """One training step (forward, cross-entropy on the logits, backward) under FlopCounterMode,
     optionally with extra FLOP formulas (``custom_mapping``) and an SDPA backend forced."""
-    torch, _, FlopCounterMode = _import_torch()
+    torch, _, FlopCounterMode = import_torch()
     from contextlib import nullcontext
 
     if backend is None:
@@ -118,10 +118,10 @@ def _step_counts(model, ids, vocab: int, custom_mapping=None, backend=None, **fo
     return counter.get_flop_counts()
 
 
-def _packed_inputs(vocab: int):
+def packed_inputs(vocab: int):
     """One row of the documents of ``PACKED_DOCUMENTS``: token ids and position ids that restart
     at 0 for each document."""
-    torch, _, _ = _import_torch()
+    torch, _, _ = import_torch()
     tokens = sum(PACKED_DOCUMENTS)
     ids = torch.randint(0, vocab, (1, tokens), generator=torch.Generator().manual_seed(1))
     position_ids = torch.cat([torch.arange(n) for n in PACKED_DOCUMENTS])[None]
@@ -132,10 +132,10 @@ def packed_logits(attn_implementation: str, packed: bool = True):
     """Logits of the packed row (forward only) under ``attn_implementation``; ``packed=False``
     drops the position ids, so the row is one causal sequence (for the tests: the per-document
     attention must give the block-diagonal eager result, and that must differ from this)."""
-    torch, _, _ = _import_torch()
+    torch, _, _ = import_torch()
     cfg, _, _ = TINY_MODELS[PACKED_MODEL]
-    model = _build(cfg, attn_implementation)
-    ids, position_ids = _packed_inputs(shape_from_config(cfg).vocab_size)
+    model = build_model(cfg, attn_implementation)
+    ids, position_ids = packed_inputs(shape_from_config(cfg).vocab_size)
     extra = {"position_ids": position_ids} if packed else {}
     with torch.no_grad():
         return model(input_ids=ids, use_cache=False, **extra).logits
@@ -158,7 +158,7 @@ def _cpu_flash_backward_flops(grad_out, query, key, value, *args, out_shape=None
 def cpu_flash_mapping() -> dict:
     """``custom_mapping`` for FlopCounterMode: the CPU flash-attention ops -> torch's SDPA
     formulas (the counter applies its shape wrapper: the functions receive shapes)."""
-    torch, _, _ = _import_torch()
+    torch, _, _ = import_torch()
     aten = torch.ops.aten
     return {
         aten._scaled_dot_product_flash_attention_for_cpu: _cpu_flash_forward_flops,

@@ -14,7 +14,7 @@ from functools import partial
 OUTSIDE = "outside layers"
 
 
-def _import_torch():
+def import_torch():
     try:
         import torch
         import transformers
@@ -52,7 +52,7 @@ class _Layers:
             self.handles.append(layer.register_forward_hook(self._leave, with_kwargs=True))
 
     def _enter(self, i, module, args, kwargs):
-        torch, _ = _import_torch()
+        torch, _ = import_torch()
         from torch.multiprocessing.reductions import StorageWeakRef
         from torch.utils._pytree import tree_flatten
 
@@ -82,7 +82,7 @@ def _forward_and_loss(model, ids, layers: _Layers):
     """One forward and the loss under ``saved_tensors_hooks``: the loss and the holders."""
     import weakref
 
-    torch, _ = _import_torch()
+    torch, _ = import_torch()
     held: weakref.WeakSet = weakref.WeakSet()
 
     def pack(tensor):
@@ -170,7 +170,7 @@ def _checkpoint_layers(model) -> list:
 def _tracker(recomputing, held, layers: _Layers, excluded: set[int]):
     """A TorchDispatchMode for the backward: the working set of each recomputed layer and the
     peak of every live saved storage after a recompute (see the module docstring)."""
-    torch, _ = _import_torch()
+    torch, _ = import_torch()
     from torch.multiprocessing.reductions import StorageWeakRef
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten

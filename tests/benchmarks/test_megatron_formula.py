@@ -12,7 +12,7 @@ import pytest
 from benchmarks_loader import load
 
 from costmodel.derive.attention import attention_training_flops, sum_of_squares_flops
-from costmodel.evaluate import linear
+from costmodel.evaluate.simulate import linear
 from costmodel.inputs import models
 
 REPO = Path(__file__).resolve().parents[2]

@@ -72,7 +72,9 @@ def test_every_row_predicts_a_finite_positive_step_or_is_explained(found):
     assert unplaceable <= set(steps)
 
 
-@pytest.mark.skipif(not cal.model_available(), reason="costmodel.evaluate.step_time not there yet")
+@pytest.mark.skipif(
+    not cal.model_available(), reason="costmodel.evaluate.simulate.step_time not there yet"
+)
 def test_the_model_predicts_every_placeable_row(found):
     steps, _ = found
     assert all(s.predicted["model"] for s in steps.values() if s.error is None)
@@ -202,19 +204,19 @@ def test_summary_gives_both_splits_for_every_predictor(found):
 
 
 def _fake_step_time(monkeypatch):
-    """A stand-in for costmodel.evaluate.step_time (the real one is issue 20's other half):
+    """A stand-in for costmodel.evaluate.simulate.step_time (the real one is issue 20's other half):
     tokens x 1e-6 s over gemm_efficiency (0.5 where the values leave it null)."""
     import sys
     import types
 
-    fake = types.ModuleType("costmodel.evaluate.step_time")
+    fake = types.ModuleType("costmodel.evaluate.simulate.step_time")
 
     def predict(sc):
         efficiency = sc.gemm_efficiency or 0.5
         return {"seconds": sc.samples_per_step * sc.seq_len * 1e-6 / efficiency}
 
     fake.predict = predict
-    monkeypatch.setitem(sys.modules, "costmodel.evaluate.step_time", fake)
+    monkeypatch.setitem(sys.modules, "costmodel.evaluate.simulate.step_time", fake)
     monkeypatch.setattr(cal, "model_available", lambda: True)
 
 

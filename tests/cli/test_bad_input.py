@@ -18,8 +18,8 @@ from commands import cli
 from hang import hang_limit
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate.account import account as evaluate_account
-from costmodel.evaluate.account import check_finite
+from costmodel.evaluate.account.account import account as evaluate_account
+from costmodel.evaluate.account.account import check_finite
 from costmodel.inputs import models, scenario, scenario_yaml
 from costmodel.present import report
 

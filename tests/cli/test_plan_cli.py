@@ -97,7 +97,7 @@ def test_top_beyond_the_bound_is_one_line(capsys):
 def test_a_memory_error_is_one_line(capsys, monkeypatch):
     """Issue 32 (11): a search that runs out of memory (here the batch's arrays) ends in one
     line and status 2, not NumPy's _ArrayMemoryError traceback."""
-    from costmodel.evaluate import plan
+    from costmodel.evaluate.plan import plan
 
     def exhausted(*args):
         raise MemoryError("Unable to allocate 40.0 GiB")

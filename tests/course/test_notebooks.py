@@ -19,7 +19,7 @@ from hang import hang_limit
 from headlines import section_headlines
 from notebook_text import shown as _shown
 
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
 from costmodel.publish import runner, suite
 from costmodel.publish.markdown_cells import restore, template_of
 

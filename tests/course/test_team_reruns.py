@@ -11,8 +11,8 @@ import nbformat
 import pytest
 from notebook_text import claim_rows, shown, tables
 
-from costmodel.evaluate.account import account
-from costmodel.evaluate.claims import throughput_rounding
+from costmodel.evaluate.account.account import account
+from costmodel.evaluate.account.claims import throughput_rounding
 from costmodel.inputs import scenario
 from costmodel.inputs.model_shape import matching_shape
 from costmodel.publish import suite
@@ -186,7 +186,7 @@ def test_no_table_of_identical_rows(runs):
 
 def test_inputs_within_their_rounding_are_not_called_inconsistent(runs):
     """03 calls a team's inputs "不自洽" only where D / T and the measured tokens/s differ by
-    more than the inputs' own rounding explains (evaluate.claims.throughput_rounding): the
+    more than the inputs' own rounding explains (evaluate.account.claims.throughput_rounding): the
     example team's +1.14% is within the ±5% of its 7.5 s and 12,000 tokens."""
     for name in ("team", "deepseek", "qwen3next"):
         sc = _resolved(name)

@@ -32,8 +32,11 @@ from notebook_text import shown as _shown
 
 from costmodel.derive import attention, exercises, levers, moe, roofline
 from costmodel.errors import CostModelError
-from costmodel.evaluate import gemms, layouts, packing, router
-from costmodel.evaluate.account import account, fill_step_time, gemm_peak
+from costmodel.evaluate.account import packing
+from costmodel.evaluate.account.account import account, fill_step_time, gemm_peak
+from costmodel.evaluate.levers import router
+from costmodel.evaluate.plan import layouts
+from costmodel.evaluate.simulate import gemms
 from costmodel.inputs import assumptions, hardware, scenario
 from costmodel.inputs import model_shape as shapes
 from costmodel.inputs.layout import ulysses_divides

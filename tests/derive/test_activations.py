@@ -583,11 +583,11 @@ def test_stored_csv_is_current(fresh_rows):
 
 
 def test_most_loaded_stage_takes_the_heaviest_layers_up_to_its_share():
-    from costmodel.evaluate.run import _heaviest_stage
+    from costmodel.evaluate.simulate.run import heaviest_stage
 
     heavy, light = {"x": 3.0}, {"x": 1.0}
-    assert _heaviest_stage([(light, 6), (heavy, 2)], 4) == [heavy, heavy]
-    assert _heaviest_stage([(light, 6), (heavy, 2)], 2) == [heavy, heavy, light, light]
+    assert heaviest_stage([(light, 6), (heavy, 2)], 4) == [heavy, heavy]
+    assert heaviest_stage([(light, 6), (heavy, 2)], 2) == [heavy, heavy, light, light]
     # uneven: 61 layers on 16 stages, the largest stage holds 4 (not one of each kind)
-    assert len(_heaviest_stage([(light, 3), (heavy, 58)], 16)) == 4
-    assert _heaviest_stage([(light, 3), (heavy, 58)], 1).count(light) == 3
+    assert len(heaviest_stage([(light, 3), (heavy, 58)], 16)) == 4
+    assert heaviest_stage([(light, 3), (heavy, 58)], 1).count(light) == 3

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from costmodel.derive import attention, flops, padding, recompute, roofline, utilization
 from costmodel.derive.symbols import BW, B, D, N, P, S, T, d_attn, n_gpu, r, s, s_mean, tau
-from costmodel.evaluate import packing
+from costmodel.evaluate.account import packing
 
 
 def test_gemm_is_two_mnk():

@@ -5,7 +5,7 @@ import sympy as sp
 
 from costmodel.derive import linear_attention as la
 from costmodel.derive.symbols import D
-from costmodel.evaluate import linear
+from costmodel.evaluate.simulate import linear
 from costmodel.inputs import models
 
 

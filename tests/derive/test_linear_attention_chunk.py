@@ -1,6 +1,6 @@
 """The gated-DeltaNet chunk C lives once, in the assumption `linear_attention_chunk` (issue 33):
-the FLOP count (evaluate.linear) and the memory model (derive.activations through
-evaluate.gpu_memory) both read it. The memory model used to keep a chunk of its own (64), so a
+the FLOP count (evaluate.simulate.linear) and the memory model (derive.activations through
+evaluate.memory.gpu_memory) both read it. The memory model used to keep a chunk of its own (64), so a
 chunk of 128 changed the FLOPs and left the memory where it was."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from costmodel.derive import activations as act
-from costmodel.evaluate import gpu_memory, linear, run
+from costmodel.evaluate.memory import gpu_memory
+from costmodel.evaluate.simulate import linear, run
 from costmodel.inputs import assumptions, scenario
 
 
@@ -24,7 +25,7 @@ def _chunk(monkeypatch, size: int) -> None:
 def _gdn(sc) -> dict[str, float]:
     """The whole saved set of one gated-DeltaNet layer of the scenario, as the memory model
     counts it (no recompute)."""
-    kwargs = gpu_memory._layer_kwargs(sc.shape, sc, sc.micro_batch)
+    kwargs = gpu_memory.layer_kwargs(sc.shape, sc, sc.micro_batch)
     tp, sp = sc.tensor_parallel, sc.sequence_parallel
     return act.layer_activation_bytes(
         "gated_deltanet", "moe", tp=tp, sp=sp, recompute="none", **kwargs

@@ -6,8 +6,10 @@ import sympy as sp
 
 from costmodel.derive import moe, roofline
 from costmodel.derive.symbols import E, S, b_micro, bytes_per_element, h, k_dim, k_top, n
-from costmodel.evaluate import gemms, layouts, router
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
+from costmodel.evaluate.levers import router
+from costmodel.evaluate.plan import layouts
+from costmodel.evaluate.simulate import gemms
 from costmodel.inputs import scenario
 
 

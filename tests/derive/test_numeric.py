@@ -106,13 +106,13 @@ COMMANDS = {
     "report-dense": "cli.main(['report', '--scenario', 'scenarios/llama-3.1-70b-512xH100.yaml'])",
     "gemms": "cli.main(['gemms'])",
     "params": "cli.main(['params', 'qwen3.6-35b-a3b'])",
-    "predict": "__import__('costmodel.evaluate.step_time', fromlist=['x']).predict("
+    "predict": "__import__('costmodel.evaluate.simulate.step_time', fromlist=['x']).predict("
     "__import__('costmodel.inputs.scenario', fromlist=['x']).resolve()) and 0",
 }
 
 
 #: What each command may import of the three: neither NumPy nor SymPy (the MoE report's router
-#: simulation comes from its generated table, costmodel/evaluate/router_table.py); PyYAML only to
+#: simulation comes from its generated table, costmodel/evaluate/levers/router_table.py); PyYAML only to
 #: read a scenario file (the course's values are generated: costmodel/inputs/course_scenario.py).
 ALLOWED = {
     "report": "[]",

@@ -1,4 +1,4 @@
-"""evaluate.account: the account counts what a team's run really does.
+"""evaluate.account.account: the account counts what a team's run really does.
 
 The keys attention_flops, attention_kernel, batching, sequence_lengths and count_mtp; the report's
 additions (hardware FLOPs of attention, linear attention, lengths); the JSON staying backward
@@ -14,8 +14,8 @@ from commands import cli
 
 from costmodel.derive import attention
 from costmodel.errors import CostModelError
-from costmodel.evaluate.account import account
-from costmodel.evaluate.linear import linear_attention_training_flops
+from costmodel.evaluate.account.account import account
+from costmodel.evaluate.simulate.linear import linear_attention_training_flops
 from costmodel.inputs import models, scenario
 from costmodel.present import report
 

@@ -7,7 +7,7 @@ from costmodel import course
 from costmodel.derive import attention, recompute
 from costmodel.derive.memory import logits_bytes
 from costmodel.derive.symbols import S, V, b_micro, bytes_per_element, r
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
 from costmodel.inputs import hardware, scenario
 
 

@@ -1,5 +1,5 @@
 """costmodel.derive.levers: Amdahl vs multiplicative gains, the waterfall, the CP/EP constraint;
-the levers of a run (evaluate.advice) are gains, and so is their combination."""
+the levers of a run (evaluate.levers.advice) are gains, and so is their combination."""
 
 import json
 import re
@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from test_valid_space import LONG_SAMPLE, N_TOO_SMALL, SLOW_LINKS, valid_scenarios
 
 from costmodel.derive import levers
-from costmodel.evaluate import advice, layouts
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
+from costmodel.evaluate.levers import advice
+from costmodel.evaluate.plan import layouts
 from costmodel.inputs import assumptions, scenario
 from costmodel.present.advice import note
 from costmodel.present.report import render

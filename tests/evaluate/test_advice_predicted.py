@@ -1,4 +1,4 @@
-"""evaluate.advice: levers from the model, not from constants. Each lever is the scenario changed
+"""evaluate.levers.advice: levers from the model, not from constants. Each lever is the scenario changed
 and predicted again by the step-time model (gain = predicted before / predicted after), with
 the memory after; it is feasible only when the changed scenario resolves, fits and gains. The
 combination applies the chosen levers together and predicts again."""
@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from benchmarks_loader import load
 
-from costmodel.evaluate import advice, run, step_time
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
+from costmodel.evaluate.levers import advice
+from costmodel.evaluate.simulate import run, step_time
 from costmodel.inputs import scenario
 from costmodel.present.report import render
 

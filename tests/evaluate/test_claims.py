@@ -1,13 +1,13 @@
 """Issue 23 (4): a course claim that several pages judge has one verdict, computed once
-(costmodel/evaluate/claims.py), compared like with like, and "无从判断" where the data cannot
+(costmodel/evaluate/account/claims.py), compared like with like, and "无从判断" where the data cannot
 judge; the course's seq² and 0.6% are computed where the course states them."""
 
 import nbformat
 from notebook_text import claim_rows
 
 from costmodel import course
-from costmodel.evaluate import claims
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account import claims
+from costmodel.evaluate.account.account import account
 from costmodel.inputs import scenario
 from costmodel.publish import suite
 

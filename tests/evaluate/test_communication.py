@@ -1,4 +1,4 @@
-"""Communication per step (derive.communication, evaluate.communication) and the GPU links
+"""Communication per step (derive.communication, evaluate.communication.communication) and the GPU links
 (inputs.hardware), checked against figures worked out by hand on small numbers."""
 
 import dataclasses
@@ -10,7 +10,7 @@ import sympy as sp
 from costmodel.derive import communication as comm
 from costmodel.derive import symbols as sym
 from costmodel.errors import CostModelError
-from costmodel.evaluate.communication import Compute, communication, links, placement
+from costmodel.evaluate.communication.communication import Compute, communication, links, placement
 from costmodel.inputs import assumptions, hardware
 from costmodel.inputs.models import load_shape
 
@@ -608,7 +608,7 @@ def test_course_case():
 def test_as_dict_is_dataclasses_asdict(file, monkeypatch):
     """Communication.as_dict, written out for speed, is `dataclasses.asdict`: equal, the same
     types all the way down (tuples stay tuples), and nothing shared with the result."""
-    from costmodel.evaluate import run
+    from costmodel.evaluate.simulate import run
     from costmodel.inputs.scenario import resolve
 
     results = []

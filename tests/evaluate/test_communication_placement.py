@@ -11,7 +11,7 @@ from hang import hang_limit
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.evaluate.communication import _DIMS, _GROUPS, placement
+from costmodel.evaluate.communication.communication import DIMS, GROUPS, placement
 
 
 def placement_by_ranks(sizes, varies, gpus_per_node):
@@ -22,7 +22,7 @@ def placement_by_ranks(sizes, varies, gpus_per_node):
     nodes: dict[tuple, dict[int, int]] = {}
     for rank in range(world):
         rest, key = rank, []
-        for dim, size in zip(_DIMS, sizes):
+        for dim, size in zip(DIMS, sizes):
             rest, coord = divmod(rest, size)
             if dim not in varies:
                 key.append(coord)
@@ -47,11 +47,11 @@ size = st.one_of(st.integers(1, 9), st.sampled_from([1, 2, 4, 8, 16, 3, 6, 12, 5
     sizes=st.tuples(size, size, size, size, size).filter(
         lambda s: s[0] * s[1] * s[2] * s[3] * s[4] <= 6000
     ),
-    group=st.sampled_from(sorted(_GROUPS)),
+    group=st.sampled_from(sorted(GROUPS)),
     gpus_per_node=st.one_of(st.integers(1, 20), st.sampled_from([8, 16, 24, 32, 72, 100])),
 )
 def test_closed_form_equals_the_rank_by_rank_count(sizes, group, gpus_per_node):
-    varies = _GROUPS[group]
+    varies = GROUPS[group]
     assert uncached(sizes, varies, gpus_per_node) == placement_by_ranks(
         sizes, varies, gpus_per_node
     )
@@ -71,7 +71,7 @@ def test_closed_form_equals_the_rank_by_rank_count(sizes, group, gpus_per_node):
     ],
 )
 def test_every_group_of_chosen_layouts(sizes, gpus_per_node):
-    for varies in _GROUPS.values():
+    for varies in GROUPS.values():
         assert uncached(sizes, varies, gpus_per_node) == placement_by_ranks(
             sizes, varies, gpus_per_node
         ), varies
@@ -80,12 +80,12 @@ def test_every_group_of_chosen_layouts(sizes, gpus_per_node):
 def test_ten_million_gpus_are_placed_at_once():
     # DP 1,250,000 x EP 8 on 8-GPU nodes, and 9,999,936 GPUs on NVL72 nodes: nothing divides
     for sizes, per_node in (((1, 1, 8, 1_250_000, 1), 8), ((2, 1, 4, 1_249_992, 1), 72)):
-        for varies in _GROUPS.values():
+        for varies in GROUPS.values():
             spans, fewest = uncached(sizes, varies, per_node)
             assert 1 <= fewest <= per_node
-    assert uncached((1, 1, 8, 1_250_000, 1), _GROUPS["EP"], 8) == (False, 8)
-    assert uncached((1, 1, 8, 1_250_000, 1), _GROUPS["DP"], 8) == (True, 8)
-    assert uncached((1, 1, 8, 1_250_000, 1), _GROUPS["DP experts"], 8) == (True, 1)
+    assert uncached((1, 1, 8, 1_250_000, 1), GROUPS["EP"], 8) == (False, 8)
+    assert uncached((1, 1, 8, 1_250_000, 1), GROUPS["DP"], 8) == (True, 8)
+    assert uncached((1, 1, 8, 1_250_000, 1), GROUPS["DP experts"], 8) == (True, 1)
 
 
 def test_report_for_ten_million_gpus_is_quick(tmp_path):

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from commands import cli
 
-from costmodel.evaluate import run
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
+from costmodel.evaluate.simulate import run
 from costmodel.inputs import scenario
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

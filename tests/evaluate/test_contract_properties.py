@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from costmodel.derive import plain
 from costmodel.errors import CostModelError
-from costmodel.evaluate.account import account, gemm_peak
+from costmodel.evaluate.account.account import account, gemm_peak
 from costmodel.inputs import hardware, scenario
 from costmodel.inputs.model_shape import tensor_parallel_widths
 from costmodel.present.report import render

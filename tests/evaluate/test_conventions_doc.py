@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
 from costmodel.inputs import scenario
 from costmodel.inputs.fields import FIELDS
 

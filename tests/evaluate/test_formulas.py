@@ -1,5 +1,5 @@
 """The step-time and memory formulas the report and the plan share, each written once in plain
-arithmetic (evaluate.stage, compute_time, gpu_memory): a value checked by hand, a property, and
+arithmetic (evaluate.simulate.stage, compute_time, gpu_memory): a value checked by hand, a property, and
 the same floats on one layout's numbers and on NumPy's arrays over layouts."""
 
 from types import SimpleNamespace
@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from costmodel.evaluate import compute_time, gpu_memory, stage
+from costmodel.evaluate.memory import gpu_memory
+from costmodel.evaluate.simulate import compute_time, stage
 
 
 def test_the_dispatch_keeps_numbers_numbers_and_arrays_arrays():
@@ -68,11 +69,11 @@ def test_the_optimizer_reads_its_shard_of_the_stage():
     sizes = dict(tensor_parallel=2, pipeline_parallel=2, expert_parallel=4, context_parallel=1)
     shape = _shape(experts=1600.0)
     sc = SimpleNamespace(**sizes, data_parallel=8, total_params=2000.0, zero_stage=0)
-    assert compute_time._optimizer_bytes(sc, shape) == 30 * (400 / 4 + 1600 / 16)
+    assert compute_time.optimizer_bytes(sc, shape) == 30 * (400 / 4 + 1600 / 16)
     sc.zero_stage = 1
-    assert compute_time._optimizer_bytes(sc, shape) == 30 * (400 / 4 / 8 + 1600 / 16 / 2)
+    assert compute_time.optimizer_bytes(sc, shape) == 30 * (400 / 4 / 8 + 1600 / 16 / 2)
     sc.data_parallel = np.array([8, 16])  # the plan's layouts
-    assert compute_time._optimizer_bytes(sc, shape).tolist() == [
+    assert compute_time.optimizer_bytes(sc, shape).tolist() == [
         30 * (400 / 4 / 8 + 1600 / 16 / 2),
         30 * (400 / 4 / 16 + 1600 / 16 / 4),
     ]
@@ -134,7 +135,7 @@ def test_the_peak_is_the_largest_phase_never_a_sum():
 
 @pytest.mark.parametrize("sp", [False, True])
 def test_a_layers_seconds_are_the_same_floats_on_numbers_and_arrays(sp):
-    """compute_time._layer of the course at two tensor-parallel sizes, one by one and as an
+    """compute_time.layer_seconds of the course at two tensor-parallel sizes, one by one and as an
     array over both (the plan's search): the same floats."""
     from costmodel.inputs import efficiency, scenario
 
@@ -143,7 +144,7 @@ def test_a_layers_seconds_are_the_same_floats_on_numbers_and_arrays(sp):
     one = []
     for tp in (1, 2):
         sc = base.relaid(tensor_parallel=tp, sequence_parallel=sp)
-        gemm = compute_time._gemm_rows(sc, eff, sc.shape)
+        gemm = compute_time.gemm_rows(sc, eff, sc.shape)
         sums, _, core, linear = compute_time.stage_sums(sc, sc.shape, eff, gemm)
         one.append((sc, gemm, core, linear))
     sc = SimpleNamespace(
@@ -164,8 +165,10 @@ def test_a_layers_seconds_are_the_same_floats_on_numbers_and_arrays(sp):
     gemm = {key: np.array([one[0][1].get(key, 0.0), one[1][1].get(key, 0.0)]) for key in one[1][1]}
     core = np.array([one[0][2], one[1][2]])
     linear = np.array([one[0][3], one[1][3]])
-    for mixer, mlp, _ in compute_time._layer_kinds(base.shape, base):
-        arrays = compute_time._layer(sc, base.shape, eff, gemm, core, linear, mixer, mlp)
+    for mixer, mlp, _ in compute_time.layer_kinds(base.shape, base):
+        arrays = compute_time.layer_seconds(sc, base.shape, eff, gemm, core, linear, mixer, mlp)
         for i, (sc_i, gemm_i, core_i, linear_i) in enumerate(one):
-            layer = compute_time._layer(sc_i, base.shape, eff, gemm_i, core_i, linear_i, mixer, mlp)
+            layer = compute_time.layer_seconds(
+                sc_i, base.shape, eff, gemm_i, core_i, linear_i, mixer, mlp
+            )
             assert {key: float(np.broadcast_to(v, 2)[i]) for key, v in arrays.items()} == layer

@@ -1,4 +1,4 @@
-"""The model's GEMMs from the real shapes (costmodel.evaluate.gemms.model_gemms, `costmodel gemms`)."""
+"""The model's GEMMs from the real shapes (costmodel.evaluate.simulate.gemms.model_gemms, `costmodel gemms`)."""
 
 import json
 from pathlib import Path
@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from commands import cli
 
-from costmodel.evaluate import gemms, layouts
+from costmodel.evaluate.plan import layouts
+from costmodel.evaluate.simulate import gemms
 from costmodel.inputs import models, scenario
 from costmodel.inputs.config import PRESETS
 from costmodel.present.gemms import render_gemms
@@ -365,15 +366,15 @@ def test_text_header_names_the_layout(course):
 
 
 def test_numeric_intensity_forms_are_the_derived_ones():
-    """The numeric intensity (derive.roofline.intensity, the one evaluate.gemms uses) equals
-    derive.roofline.gemm_intensity, and evaluate.gemms' limit derive.moe.intensity_limit
+    """The numeric intensity (derive.roofline.intensity, the one evaluate.simulate.gemms uses) equals
+    derive.roofline.gemm_intensity, and evaluate.simulate.gemms' limit derive.moe.intensity_limit
     (SymPy's limit m -> oo)."""
     import random
 
     from costmodel.derive import moe
     from costmodel.derive.roofline import gemm_intensity, intensity
     from costmodel.derive.symbols import bytes_per_element, k_dim, m, n
-    from costmodel.evaluate import gemms as g
+    from costmodel.evaluate.simulate import gemms as g
 
     rng = random.Random(0)
     for _ in range(20):

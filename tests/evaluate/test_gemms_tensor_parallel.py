@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate import gemms
+from costmodel.evaluate.simulate import gemms
 from costmodel.inputs import scenario
 
 

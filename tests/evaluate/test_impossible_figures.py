@@ -10,7 +10,7 @@ import pytest
 
 from costmodel.cli import main
 from costmodel.errors import CostModelError
-from costmodel.evaluate.account import account, check_possible
+from costmodel.evaluate.account.account import account, check_possible
 from costmodel.inputs import resolution, scenario
 from costmodel.present.report import render
 

@@ -1,10 +1,10 @@
-"""costmodel.evaluate.linear: the gated-DeltaNet core's FLOPs per token, per model and in the
+"""costmodel.evaluate.simulate.linear: the gated-DeltaNet core's FLOPs per token, per model and in the
 account, all read through one widths mapping."""
 
 import pytest
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate.linear import (
+from costmodel.evaluate.simulate.linear import (
     linear_attention_conv_flops_per_token,
     linear_attention_flops_per_token,
     linear_attention_training_flops,

@@ -1,11 +1,11 @@
-"""costmodel.evaluate.packing: the synthetic lengths, the three layouts, and a packed row's masks."""
+"""costmodel.evaluate.account.packing: the synthetic lengths, the three layouts, and a packed row's masks."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.evaluate import packing
+from costmodel.evaluate.account import packing
 
 
 def test_synthetic_step_holds_exactly_the_scenarios_tokens(course):

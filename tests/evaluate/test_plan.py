@@ -1,4 +1,4 @@
-"""`costmodel plan`'s search (evaluate.plan): the layouts divide, validate as scenarios and fit;
+"""`costmodel plan`'s search (evaluate.plan.plan): the layouts divide, validate as scenarios and fit;
 the ranking is the step-time model's; the scenario's own layout is found and ranked; a model
 that fits nowhere is one line; the findings are computed from the ranked layouts."""
 
@@ -9,17 +9,18 @@ from pathlib import Path
 import pytest
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate import compute_time, plan, plan_space, run, step_time
-from costmodel.evaluate.plan_batch import Batch
-from costmodel.evaluate.plan_eval import Evaluator
-from costmodel.evaluate.plan_findings import findings
-from costmodel.evaluate.plan_space import (
+from costmodel.evaluate.plan import plan, plan_space
+from costmodel.evaluate.plan.plan_batch import Batch
+from costmodel.evaluate.plan.plan_eval import Evaluator
+from costmodel.evaluate.plan.plan_findings import findings
+from costmodel.evaluate.plan.plan_space import (
     Recompute,
     cores,
     fp8_options,
     recompute_options,
     schedule_options,
 )
+from costmodel.evaluate.simulate import compute_time, run, step_time
 from costmodel.inputs import scenario
 
 LLAMA = Path(__file__).parents[2] / "scenarios" / "llama-3.1-70b-512xH100.yaml"

@@ -1,4 +1,4 @@
-"""evaluate.plan_batch evaluates the models' formulas (each written once) on arrays over the
+"""evaluate.plan.plan_batch evaluates the models' formulas (each written once) on arrays over the
 cores of a search, in blocks that bound its memory: the blocks change no float (each core's
 figures are its own). That the figures are the report's for a layout's scenario is
 tests/evaluate/test_plan.py's agreement test; the formulas themselves are
@@ -7,8 +7,9 @@ tests/evaluate/test_formulas.py's."""
 import tracemalloc
 from pathlib import Path
 
-from costmodel.evaluate import plan, stage
-from costmodel.evaluate.plan_batch import Batch
+from costmodel.evaluate.plan import plan
+from costmodel.evaluate.plan.plan_batch import Batch
+from costmodel.evaluate.simulate import stage
 from costmodel.inputs import scenario
 
 LLAMA = Path(__file__).parents[2] / "scenarios" / "llama-3.1-70b-512xH100.yaml"

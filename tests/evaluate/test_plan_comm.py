@@ -1,4 +1,4 @@
-"""evaluate.plan_comm's floor on the exposed communication: its rows are the communication
+"""evaluate.plan.plan_comm's floor on the exposed communication: its rows are the communication
 model's, and with the core's floor without recompute it is no more than the predicted step of
 any layout of the core (every recompute policy, ZeRO stage and schedule), and above the compute
 floor where communication is exposed (it rules cores out)."""
@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from costmodel.evaluate import plan, plan_comm, run
-from costmodel.evaluate.communication import Compute
-from costmodel.evaluate.plan_eval import ZERO_STAGES, Evaluator, least_bubble
-from costmodel.evaluate.plan_space import Recompute, cores, recompute_options, schedule_options
+from costmodel.evaluate.communication.communication import Compute
+from costmodel.evaluate.plan import plan, plan_comm
+from costmodel.evaluate.plan.plan_eval import ZERO_STAGES, Evaluator, least_bubble
+from costmodel.evaluate.plan.plan_space import Recompute, cores, recompute_options, schedule_options
+from costmodel.evaluate.simulate import run
 from costmodel.inputs import scenario
 
 SCENARIOS = Path(__file__).parents[2] / "scenarios"

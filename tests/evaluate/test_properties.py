@@ -4,7 +4,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from costmodel.evaluate.account import account as evaluate_account
+from costmodel.evaluate.account.account import account as evaluate_account
 from costmodel.inputs import hardware, scenario
 
 SETTINGS = settings(max_examples=60, deadline=None)

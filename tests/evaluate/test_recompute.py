@@ -12,8 +12,8 @@ from costmodel.derive import activations as act
 from costmodel.derive import recompute
 from costmodel.derive.flops import backward_flops, forward_flops, model_flops
 from costmodel.derive.symbols import N, N_m, r
-from costmodel.evaluate import run
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
+from costmodel.evaluate.simulate import run
 from costmodel.inputs import models, scenario
 
 DEEPSEEK = Path(__file__).resolve().parents[2] / "scenarios" / "deepseek-v3-2048xH800.yaml"
@@ -158,16 +158,16 @@ def test_full_recompute_groups_and_blocks():
     """Uniform groups of n layers keep one input per group and rebuild n layers at once; block
     recomputes the first n layers of the stage and keeps the others whole."""
     kinds = [({"layer.input": 1.0}, {"x": 10.0}, 8)]  # kept, whole, count: 8 layers
-    # the keys run._stage_activations reads, as a Scenario's attributes
+    # the keys run.stage_activations reads, as a Scenario's attributes
     values = {"pipeline_parallel": 1, "recompute": "full", "recompute_method": "uniform"}
     uniform = SimpleNamespace(**values, recompute_num_layers=None)
-    assert run._stage_activations(kinds, uniform) == (8.0, 10.0)
+    assert run.stage_activations(kinds, uniform) == (8.0, 10.0)
     groups = SimpleNamespace(**values, recompute_num_layers=4)
-    assert run._stage_activations(kinds, groups) == (2.0, 40.0)
+    assert run.stage_activations(kinds, groups) == (2.0, 40.0)
     block = SimpleNamespace(**{**values, "recompute_method": "block", "recompute_num_layers": 3})
-    assert run._stage_activations(kinds, block) == (3 * 1.0 + 5 * 10.0, 10.0)
+    assert run.stage_activations(kinds, block) == (3 * 1.0 + 5 * 10.0, 10.0)
     sel = SimpleNamespace(pipeline_parallel=2, recompute="selective", recompute_num_layers=None)
-    assert run._stage_activations([({"a": 4.0}, {"a": 4.0, "b": 6.0}, 8)], sel) == (16.0, 6.0)
+    assert run.stage_activations([({"a": 4.0}, {"a": 4.0, "b": 6.0}, 8)], sel) == (16.0, 6.0)
 
 
 def test_block_recompute_redoes_its_share_of_the_layers():

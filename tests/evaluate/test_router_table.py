@@ -1,4 +1,4 @@
-"""The router simulation's generated table (costmodel/evaluate/router_table.py): current, the
+"""The router simulation's generated table (costmodel/evaluate/levers/router_table.py): current, the
 simulation's own numbers, used by the load-balance lever without NumPy, and a combination it
 lacks is simulated."""
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from generated import check_written_only_over_its_own_file
 
-from costmodel.evaluate import levers, router, router_table
+from costmodel.evaluate.levers import levers, router, router_table
 from costmodel.generate import router as generate
 
 
@@ -16,7 +16,7 @@ def test_generated_table_is_current():
     the rows are the simulation's numbers (the source runs it)."""
     written = Path(router_table.__file__).read_bytes()
     assert generate.source().encode("utf-8") == written, (
-        "costmodel/evaluate/router_table.py is stale: run `make numeric`"
+        "costmodel/evaluate/levers/router_table.py is stale: run `make numeric`"
     )
 
 

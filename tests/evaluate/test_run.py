@@ -1,10 +1,10 @@
-"""evaluate.run: the memory of the most loaded GPU, the communication of a step and the levers
+"""evaluate.simulate.run: the memory of the most loaded GPU, the communication of a step and the levers
 ranked for the run, checked by hand on the course's run and small layouts."""
 
 import pytest
 
-from costmodel.evaluate import run
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
+from costmodel.evaluate.simulate import run
 from costmodel.inputs import models, scenario
 from costmodel.present.advice import note
 

@@ -1,4 +1,4 @@
-"""evaluate.run: the memory of a step by phase, the framework rules behind it (checked against
+"""evaluate.simulate.run: the memory of a step by phase, the framework rules behind it (checked against
 Korthikanti et al. 2022 and Megatron-LM's theoretical memory), the usable capacity, FP8 storage,
 and the changes that make a run fit."""
 
@@ -11,8 +11,8 @@ import sympy as sp
 from costmodel.derive import activations as act
 from costmodel.derive import memory as mem_rules
 from costmodel.derive.symbols import b_micro, s, t_p
-from costmodel.evaluate import run
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
+from costmodel.evaluate.simulate import run
 from costmodel.inputs import hardware, scenario
 from costmodel.present import report
 from costmodel.present.advice import fitting, note

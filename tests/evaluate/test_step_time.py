@@ -1,4 +1,4 @@
-"""evaluate.step_time: a GEMM's time at its roofline and the pipeline bubbles worked
+"""evaluate.simulate.step_time: a GEMM's time at its roofline and the pipeline bubbles worked
 out by hand, the derivations checked, the parts summing to the prediction, and the course's and
 the example runs' parts against their measured steps."""
 
@@ -12,9 +12,9 @@ from commands import cli
 
 from costmodel.derive import step_time as forms
 from costmodel.derive import symbols as sym
-from costmodel.evaluate import compute_time, run, step_time
-from costmodel.evaluate.account import account, fill_step_time
-from costmodel.evaluate.gemms import model_gemms
+from costmodel.evaluate.account.account import account, fill_step_time
+from costmodel.evaluate.simulate import compute_time, run, step_time
+from costmodel.evaluate.simulate.gemms import model_gemms
 from costmodel.inputs import efficiency, fitted, hardware, scenario
 
 REPO = Path(__file__).resolve().parents[2]

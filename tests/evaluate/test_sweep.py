@@ -22,9 +22,9 @@ from costmodel.cli import main
 from costmodel.derive import linear_attention as la
 from costmodel.derive.symbols import D
 from costmodel.errors import CostModelError
-from costmodel.evaluate import sweep
-from costmodel.evaluate.account import account
-from costmodel.evaluate.sweep_points import MODEL_COLUMNS
+from costmodel.evaluate.account.account import account
+from costmodel.evaluate.sweep import sweep
+from costmodel.evaluate.sweep.sweep_points import MODEL_COLUMNS
 from costmodel.inputs.scenario import resolve
 from costmodel.present import sweep as present
 

@@ -14,8 +14,8 @@ import pytest
 
 from costmodel.cli import main
 from costmodel.errors import CostModelError
-from costmodel.evaluate import sweep, sweep_points
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
+from costmodel.evaluate.sweep import sweep, sweep_points
 from costmodel.inputs import models
 from costmodel.inputs.scenario import resolve
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from costmodel.evaluate import step_time
+from costmodel.evaluate.simulate import step_time
 from costmodel.inputs import efficiency, fitted, scenario
 
 SOURCE = Path(efficiency.__file__).read_text(encoding="utf-8")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from commands import cli
 
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
 from costmodel.inputs import scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -227,7 +227,7 @@ def test_deepseek_states_its_recompute_and_fp8_storage():
 def test_readme_prose_on_selective_recompute_is_the_memory_model():
     """The README's 'selective recompute would need X GB' figures (the course's run with
     Megatron-LM's default set; DeepSeek-V3 with the attention core alone) are the model's."""
-    from costmodel.evaluate.run import memory
+    from costmodel.evaluate.simulate.run import memory
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     course = memory(scenario.resolve(overrides={"recompute": "selective"}), fit=False)

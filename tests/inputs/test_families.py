@@ -18,7 +18,7 @@ from conftest import missing
 from costmodel.derive import activations as act
 from costmodel.derive.symbols import b_micro, h, s, t_p
 from costmodel.errors import CostModelError
-from costmodel.evaluate import gemms
+from costmodel.evaluate.simulate import gemms
 from costmodel.inputs import models, scenario
 from costmodel.inputs.models import SUPPORTED_MODEL_TYPES, load_shape, shape_from_config
 

@@ -3,7 +3,7 @@
 import pytest
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
 from costmodel.inputs import layout, scenario
 
 
@@ -142,12 +142,12 @@ def test_the_rule_is_the_plans():
     """One rule: each split and micro batch of 160 GPUs the plan's search keeps resolves as a
     scenario, and each it leaves out for its micro batches is refused (padded batching: the
     search also keeps only whole numbers of micro batches, which the report does not need)."""
-    from costmodel.evaluate import plan, plan_space
+    from costmodel.evaluate.plan import plan, plan_space
 
     base = plan.rebase(resolve(), 160)
-    for tp, pp, cp, dp in plan_space._splits(base, 160):
+    for tp, pp, cp, dp in plan_space.gpu_splits(base, 160):
         for micro_batch in (1, 2, 3):
-            m = plan_space._micro_batches(base, dp, micro_batch)
+            m = plan_space.micro_batches_of(base, dp, micro_batch)
             keys = dict(tensor_parallel=tp, pipeline_parallel=pp, context_parallel=cp)
             keys.update(num_gpus=160, micro_batch=micro_batch, expert_parallel=1)
             try:

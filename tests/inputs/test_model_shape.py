@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from costmodel.evaluate import account as account_module
+from costmodel.evaluate.account import account as account_module
 from costmodel.inputs import model_shape, models
 from costmodel.inputs.scenario import resolve
 

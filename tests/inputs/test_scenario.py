@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
 from costmodel.inputs import models, scenario
 
 QWEN36_N = 2_945_269_760  # matmul parameters per token (lm_head in, input embedding out)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from costmodel.evaluate import account, run
+from costmodel.evaluate.account import account
+from costmodel.evaluate.simulate import run
 from costmodel.inputs import hardware, scenario
 from costmodel.inputs.fields import FIELDS
 from costmodel.inputs.layout import LAYOUT_KEYS, Layout

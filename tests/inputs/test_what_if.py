@@ -8,8 +8,9 @@ import pytest
 
 from costmodel import cli
 from costmodel.errors import CostModelError
-from costmodel.evaluate import account as account_module
-from costmodel.evaluate import layouts, run
+from costmodel.evaluate.account import account as account_module
+from costmodel.evaluate.plan import layouts
+from costmodel.evaluate.simulate import run
 from costmodel.inputs import lengths, model_shape, scenario, what_if
 from costmodel.inputs.layout import cp_divides
 

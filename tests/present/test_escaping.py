@@ -23,8 +23,8 @@ from conftest import missing
 from markdown_pages import handout_html
 
 from costmodel.cli import main
-from costmodel.evaluate.account import account
-from costmodel.evaluate.gemms import gemm_table
+from costmodel.evaluate.account.account import account
+from costmodel.evaluate.simulate.gemms import gemm_table
 from costmodel.inputs import models, scenario
 from costmodel.present import display, report
 from costmodel.present.gemms import render_gemms

@@ -11,8 +11,8 @@ import pytest
 from page_language import english
 
 from costmodel.derive import numeric
-from costmodel.evaluate import gemms, step_time
-from costmodel.evaluate.account import account
+from costmodel.evaluate.account.account import account
+from costmodel.evaluate.simulate import gemms, step_time
 from costmodel.inputs import hardware, scenario
 from costmodel.present import advice, advice_zh, words
 from costmodel.present import plan as plan_text
@@ -84,7 +84,7 @@ def test_an_unknown_name_stays_as_given():
 
 
 def test_the_plans_findings_are_chinese_on_the_index():
-    from costmodel.evaluate import plan
+    from costmodel.evaluate.plan import plan
 
     found = plan.search(scenario.resolve())
     table = plan_text.as_table(found, plan.TOP)

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import yaml
 
 from costmodel import validate_memory
-from costmodel.evaluate import layouts, run
+from costmodel.evaluate.plan import layouts
+from costmodel.evaluate.simulate import run
 from costmodel.inputs import assumptions, family_flags, scenario
 from costmodel.inputs.models import shape_from_config
 
@@ -21,24 +22,24 @@ PACKAGE = Path(__file__).resolve().parents[2] / "costmodel"
 
 def test_one_qk_norm_mapping_for_parameters_report_and_memory_check(monkeypatch):
     """Adding llama to the one QK-norm mapping must change all three readers: the parameter
-    count, the report's memory model (run._layer_kwargs) and the check's prediction. A reader
+    count, the report's memory model (run.layer_kwargs) and the check's prediction. A reader
     with its own mapping stays unchanged and fails here."""
     shape = validate_memory.model_shape("llama-gqa")
     config = SimpleNamespace(model_type="llama")
     predicted = sum(validate_memory.predicted_layer(shape, config, 0, 32, "eager").values())
     assert not shape.qk_norm
-    assert not run._layer_kwargs(shape, _values(), 1)["qk_norm"]
+    assert not run.layer_kwargs(shape, _values(), 1)["qk_norm"]
 
     monkeypatch.setattr(family_flags, "QK_NORM_TYPES", (*family_flags.QK_NORM_TYPES, "llama"))
     normed = validate_memory.model_shape("llama-gqa")
     assert normed.qk_norm
-    assert run._layer_kwargs(normed, _values(), 1)["qk_norm"]
+    assert run.layer_kwargs(normed, _values(), 1)["qk_norm"]
     assert normed.total_params == shape.total_params + 2 * shape.head_dim * shape.num_layers
     assert sum(validate_memory.predicted_layer(normed, config, 0, 32, "eager").values()) > predicted
 
 
 def _values() -> SimpleNamespace:
-    """The scenario keys run._layer_kwargs reads (as a Scenario's attributes)."""
+    """The scenario keys run.layer_kwargs reads (as a Scenario's attributes)."""
     return SimpleNamespace(
         seq_len=32,
         attention_kernel="flash",
@@ -134,14 +135,14 @@ def test_one_ep_rule_for_the_scenario_and_the_layout_search(monkeypatch):
 
 
 def test_gemm_rows_are_data_that_present_renders():
-    """evaluate.gemms gives frozen GemmRow objects (no formatting); present.gemms writes them,
+    """evaluate.simulate.gemms gives frozen GemmRow objects (no formatting); present.gemms writes them,
     the JSON row being the dataclass's fields in order."""
     import dataclasses
     import json
 
     import pytest
 
-    from costmodel.evaluate import gemms
+    from costmodel.evaluate.simulate import gemms
     from costmodel.present.gemms import render_gemms
 
     table = gemms.gemm_table(scenario.resolve())
@@ -156,7 +157,11 @@ def test_gemm_rows_are_data_that_present_renders():
 
 
 #: The modules of the advice: advice.py, the lever as data, each lever.
-ADVICE_MODULES = ("evaluate/advice.py", "evaluate/lever.py", "evaluate/levers.py")
+ADVICE_MODULES = (
+    "evaluate/levers/advice.py",
+    "evaluate/levers/lever.py",
+    "evaluate/levers/levers.py",
+)
 
 
 def _advice_tree() -> ast.Module:
@@ -185,8 +190,8 @@ def test_advice_is_data_and_present_writes_it():
     """The advice's modules write no sentence (no f-string at all) and every reason code they give
     has its sentence in present.advice.NOTES; the account's levers are Lever objects, which the
     report's JSON writes with the note in its place."""
-    from costmodel.evaluate import advice
-    from costmodel.evaluate.account import account
+    from costmodel.evaluate.account.account import account
+    from costmodel.evaluate.levers import advice
     from costmodel.present import advice as words
     from costmodel.present.report import render
 
@@ -220,17 +225,17 @@ def test_the_new_formats_write_what_the_format_specs_wrote():
 
 def test_one_top_k_renormalisation_rule_for_the_report_and_the_check(monkeypatch):
     """Whether the top-k routing weights are renormalised comes from family_flags for the report
-    (run._layer_kwargs) and the memory check alike: it used to be always true in the report and
+    (run.layer_kwargs) and the memory check alike: it used to be always true in the report and
     the config's norm_topk_prob in the check. A config that says false (DeepSeek-V2-Lite) or a
     qwen3_moe config without the field (transformers' default, false) now gets false in both."""
     shape = validate_memory.model_shape("qwen3-moe")  # no norm_topk_prob: Qwen3MoeConfig's False
     config = SimpleNamespace(model_type="qwen3_moe")
-    assert not shape.norm_topk and not run._layer_kwargs(shape, _values(), 1)["norm_topk"]
+    assert not shape.norm_topk and not run.layer_kwargs(shape, _values(), 1)["norm_topk"]
     moe = next(i for i, flag in enumerate(shape.moe_layer_flags) if flag)
     before = sum(validate_memory.predicted_layer(shape, config, moe, 32, "eager").values())
     monkeypatch.setitem(family_flags.NORM_TOPK_DEFAULTS, "qwen3_moe", True)
     renormed = validate_memory.model_shape("qwen3-moe")
-    assert renormed.norm_topk and run._layer_kwargs(renormed, _values(), 1)["norm_topk"]
+    assert renormed.norm_topk and run.layer_kwargs(renormed, _values(), 1)["norm_topk"]
     after = sum(validate_memory.predicted_layer(renormed, config, moe, 32, "eager").values())
     assert after > before
     lite = json.loads((PACKAGE.parent / "tests/configs/deepseek-v2-lite.json").read_text("utf-8"))

@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[2]
 GENERATED = {
     "costmodel/derive/numeric.py",  # `make numeric`, from the SymPy derivations
     "costmodel/inputs/course_scenario.py",  # `make numeric`, from inputs/scenarios/course.yaml
-    "costmodel/evaluate/router_table.py",  # `make numeric`, the router simulation's results
+    "costmodel/evaluate/levers/router_table.py",  # `make numeric`, the router simulation's results
     "costmodel/inputs/fitted.py",  # `make calibrate`, the efficiencies fitted on published runs
 }
 #: Numbers that are not facts of the model: counts and small factors every formula writes,
@@ -61,7 +61,7 @@ ALLOWED_NUMBERS = {
 COINCIDENCES = {
     # plan.TIGHT_MEMORY (headroom named as a limit) and validate_memory.TOLERANCE (|measured /
     # predicted - 1| allowed per row of the memory check)
-    (0.05, frozenset({"costmodel/evaluate/plan.py", "costmodel/validate_memory.py"})),
+    (0.05, frozenset({"costmodel/evaluate/plan/plan.py", "costmodel/validate_memory.py"})),
     # the gridlines' alpha of the notebooks' figures (display's rcParams: SymPy and IPython
     # loaded) and of the sweep's SVG (NumPy alone: it cannot import display), and DeepSeek-V3's
     # MTP loss weight lambda in the FLOP check

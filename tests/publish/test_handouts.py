@@ -19,7 +19,7 @@ from conftest import missing
 from hang import hang_limit
 from headlines import section_headlines
 
-from costmodel.evaluate.account import account as evaluate_account
+from costmodel.evaluate.account.account import account as evaluate_account
 from costmodel.inputs import scenario
 from costmodel.publish import handouts, output, suite
 from costmodel.publish import index as index_page

@@ -943,7 +943,7 @@ def test_ctrl_c_at_any_moment_of_a_build_exits_130_every_time(tmp_path):
 SWALLOWED = """
 import os, signal, sys, time
 from costmodel import cli
-from costmodel.evaluate import account as module
+from costmodel.evaluate.account import account as module
 real, signum = module.account, getattr(signal, sys.argv[1])
 def account(sc, **options):
     try:  # as mpmath's from_float, which every sympy.Float(float) calls: a bare except
@@ -1078,7 +1078,7 @@ def test_signal_between_the_handlers_and_main_is_one_line(tmp_path, when, name, 
 SECOND = """
 import os, signal, sys
 from costmodel import cli
-from costmodel.evaluate import account as module
+from costmodel.evaluate.account import account as module
 def account(sc, **options):
     os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C, while the account is computed
     raise AssertionError("not interrupted")
@@ -1116,7 +1116,7 @@ def test_second_ctrl_c_while_the_line_is_printed_is_no_traceback(tmp_path):
 IN_EXEC = """
 import os, signal, sys
 from costmodel import cli
-from costmodel.evaluate import account as module
+from costmodel.evaluate.account import account as module
 real = module.account
 STOP = "import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nwhile True:\\n    pass\\n"
 def account(sc, **options):  # the Ctrl-C lands in code that exec() runs from a string

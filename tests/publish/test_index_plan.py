@@ -7,8 +7,8 @@ import re
 import pytest
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate import plan
-from costmodel.evaluate.account import account as evaluate_account
+from costmodel.evaluate.account.account import account as evaluate_account
+from costmodel.evaluate.plan import plan
 from costmodel.inputs import scenario
 from costmodel.present import plan as plan_text
 from costmodel.publish import handouts

@@ -228,7 +228,7 @@ def test_mtp_layers_are_not_built_by_the_causal_lm_nor_for_qwen(validate):
     import transformers
 
     cfg, _, _ = validate.MTP_MODELS[MTP]
-    model = validate._build(cfg)
+    model = validate.build_model(cfg)
     assert len(model.model.layers) == cfg["num_hidden_layers"]
     assert r"model\.layers\.61.*" in model._keys_to_ignore_on_load_unexpected
     qwen = dict(validate.TINY_MODELS["qwen3.5-moe-hybrid"][0])

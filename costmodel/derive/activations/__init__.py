@@ -158,7 +158,7 @@ from costmodel.derive.activations.ops import (
     rmsnorm_saved,
     swiglu_saved,
 )
-from costmodel.derive.activations.symbolic import _FORMS, _form, symbolic_layer_bytes, total
+from costmodel.derive.activations.symbolic import FORMS, derived_form, symbolic_layer_bytes, total
 from costmodel.derive.activations.tables import (
     CROSS_ENTROPY,
     DEFAULT_RECOMPUTE_MODULES,
@@ -228,6 +228,6 @@ __all__ = [
 
 def __getattr__(name: str):
     """The closed forms of ``symbolic._FORMS``, derived on first use."""
-    if name in _FORMS:
-        return _form(name)
+    if name in FORMS:
+        return derived_form(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

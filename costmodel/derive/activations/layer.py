@@ -6,8 +6,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 
-from costmodel.derive.activations.mixers import _mixer
-from costmodel.derive.activations.mlp import _mlp
+from costmodel.derive.activations.mixers import mixer_tensors
+from costmodel.derive.activations.mlp import mlp_tensors
 from costmodel.derive.activations.ops import rmsnorm_saved
 from costmodel.derive.activations.tables import (
     DEFAULT_RECOMPUTE_MODULES,
@@ -23,8 +23,8 @@ from costmodel.derive.activations.tables import (
     RECOMPUTE,
     RECOMPUTE_MODULES,
     Saved,
-    _check,
-    _number,
+    as_number,
+    check,
 )
 
 
@@ -88,7 +88,7 @@ def _freed(t: Saved, modules) -> bool:
 
 def _fp8(saved: list[Saved], fp8_activations: str, beta) -> list[Saved]:
     """The tensors ``fp8_activations`` stores in FP8, at FP8_BYTES an element."""
-    _check("fp8_activations", fp8_activations, FP8_ACTIVATIONS)
+    check("fp8_activations", fp8_activations, FP8_ACTIVATIONS)
     if fp8_activations == "none":
         return saved
     return [
@@ -100,7 +100,7 @@ def _fp8(saved: list[Saved], fp8_activations: str, beta) -> list[Saved]:
 def _modules(recompute_modules) -> tuple[str, ...]:
     modules = DEFAULT_RECOMPUTE_MODULES if recompute_modules is None else tuple(recompute_modules)
     for module in modules:
-        _check("recompute_modules", module, RECOMPUTE_MODULES)
+        check("recompute_modules", module, RECOMPUTE_MODULES)
     return modules
 
 
@@ -120,15 +120,15 @@ def _checked(kind: str, mlp: str, options: dict) -> _Layer:
     """The layer's options, a ``framework``'s rules applied, each kind checked."""
     x = _Layer(**options)
     if x.framework is not None:
-        _check("framework", x.framework, tuple(FRAMEWORKS))
+        check("framework", x.framework, tuple(FRAMEWORKS))
         x = replace(x, **FRAMEWORKS[x.framework].layer_options)
-    _check("kind", kind, MIXERS)
-    _check("mlp", mlp, MLPS)
-    _check("recompute", x.recompute, RECOMPUTE)
-    _check("attention_kernel", x.attention_kernel, KERNELS)
-    _check("elementwise", x.elementwise, ELEMENTWISE)
-    _check("moe", x.moe, MOE_IMPLEMENTATIONS)
-    _check("linear_attention_kernel", x.linear_attention_kernel, LINEAR_KERNELS)
+    check("kind", kind, MIXERS)
+    check("mlp", mlp, MLPS)
+    check("recompute", x.recompute, RECOMPUTE)
+    check("attention_kernel", x.attention_kernel, KERNELS)
+    check("elementwise", x.elementwise, ELEMENTWISE)
+    check("moe", x.moe, MOE_IMPLEMENTATIONS)
+    check("linear_attention_kernel", x.linear_attention_kernel, LINEAR_KERNELS)
     return x
 
 
@@ -162,10 +162,10 @@ def _layer_saved(kind: str, mlp: str, options: dict) -> list[Saved]:
         return [Saved("layer.input", beta * tokens * x.hidden, False)]
     ew, offset = x.elementwise, x.norm_offset
     saved = rmsnorm_saved("attn_norm", tokens, x.hidden, beta, ew, offset=offset)
-    mixer, inputs = _mixer(kind, x, tokens, squares)
+    mixer, inputs = mixer_tensors(kind, x, tokens, squares)
     saved += mixer
     saved += rmsnorm_saved("mlp_norm", tokens, x.hidden, beta, ew, offset=offset)
-    saved += _mlp(mlp, x, tokens)
+    saved += mlp_tensors(mlp, x, tokens)
     if x.recompute == "selective":
         saved = _selective(saved, inputs, x.recompute_modules)
     saved = _fp8(saved, x.fp8_activations, beta)
@@ -178,7 +178,7 @@ def per_gpu(saved: list[Saved], tp=1, sp: bool = True) -> dict[str, object]:
     """Bytes per tensor on one GPU: split tensors divide by ``tp``; the others only with
     sequence parallelism (``sp``)."""
     return {
-        t.name: _number(t.bytes / tp if (t.split or sp) and tp != 1 else t.bytes) for t in saved
+        t.name: as_number(t.bytes / tp if (t.split or sp) and tp != 1 else t.bytes) for t in saved
     }
 
 

@@ -14,8 +14,8 @@ from costmodel.derive.activations.tables import (
     LINEAR_KERNELS,
     MASK,
     Saved,
-    _check,
-    _sympy,
+    check,
+    is_sympy,
 )
 from costmodel.derive.plain import head_width
 
@@ -113,7 +113,7 @@ def _gated_deltanet(
     conv_kernel=4,
 ):
     """The chunked gated-delta-rule's tensors are the layer's core (``core_attn``)."""
-    _check("linear_attention_kernel", kernel, LINEAR_KERNELS)
+    check("linear_attention_kernel", kernel, LINEAR_KERNELS)
     core = "core_attn"
     conv_width = 2 * key_heads * key_dim + value_heads * value_dim
     rows = tokens * value_heads
@@ -158,13 +158,13 @@ def _gated_deltanet(
 
 
 def _ceil(x):
-    if _sympy(x) and x.free_symbols:
+    if is_sympy(x) and x.free_symbols:
         return sys.modules["sympy"].ceiling(x)
     return math.ceil(x)
 
 
 def _min(a, b):
-    symbolic = any(_sympy(x) and x.free_symbols for x in (a, b))
+    symbolic = any(is_sympy(x) and x.free_symbols for x in (a, b))
     return sys.modules["sympy"].Min(a, b) if symbolic else min(a, b)
 
 
@@ -220,7 +220,7 @@ def _delta_rule_torch(
     ]
 
 
-def _mixer(kind: str, x, tokens, squares) -> tuple[list[Saved], list[Saved]]:
+def mixer_tensors(kind: str, x, tokens, squares) -> tuple[list[Saved], list[Saved]]:
     """The token mixer's saved tensors and the attention core's inputs (empty for gated
     DeltaNet); ``x``: the layer's options (``layer._Layer``)."""
     o = _Options(

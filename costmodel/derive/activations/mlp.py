@@ -84,7 +84,7 @@ def _moe_grouped(tokens, hidden, experts, expert_ffn, shared_ffn, routed, ew, be
     return saved
 
 
-def _mlp(mlp: str, x, tokens) -> list[Saved]:
+def mlp_tensors(mlp: str, x, tokens) -> list[Saved]:
     """The MLP's saved tensors, its input included: dense (SwiGLU or GELU) or MoE (the loop or
     the grouped GEMMs); ``x``: the layer's options (``layer._Layer``)."""
     beta, elementwise = x.bytes_per_element, x.elementwise

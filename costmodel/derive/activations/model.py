@@ -11,7 +11,7 @@ from costmodel.derive.activations.tables import (
     FRAMEWORKS,
     INDEX,
     Saved,
-    _check,
+    check,
 )
 
 
@@ -84,8 +84,8 @@ def loss_saved(
 ) -> list[Saved]:
     """What the cross-entropy keeps while the loss runs, over ``tokens`` rows of ``vocab``
     logits (split: a vocabulary-parallel lm_head divides them by tp); see ``CROSS_ENTROPY``."""
-    _check("cross_entropy", cross_entropy, CROSS_ENTROPY)
-    _check("framework", framework, tuple(FRAMEWORKS))
+    check("cross_entropy", cross_entropy, CROSS_ENTROPY)
+    check("framework", framework, tuple(FRAMEWORKS))
     logits = tokens * vocab
     if cross_entropy == "fused_linear":
         return []

@@ -11,7 +11,7 @@ from costmodel.derive.activations.tables import (
     MASK,
     MOE_GEMM,
     Saved,
-    _check,
+    check,
 )
 
 
@@ -25,7 +25,7 @@ def rmsnorm_saved(
     ``offset``: the scale is ``1 + weight`` applied in fp32 before the cast back (Gemma,
     Qwen3-Next, Qwen3.5 in transformers): the eager composite keeps the normalised tensor in
     fp32 and the fp32 ``1 + weight`` vector (``width`` values, once per norm)."""
-    _check("elementwise", elementwise, ELEMENTWISE)
+    check("elementwise", elementwise, ELEMENTWISE)
     if elementwise == "fused":
         return [
             Saved(f"{prefix}.input", beta * rows * width, split),
@@ -77,7 +77,7 @@ def attention_core_saved(
     torch.cat (transformers' partial-rotary form, which Phi-3 and Qwen3-Next use): the kernel's
     output follows that layout and is saved by it, and its token-major copy is the next op's
     input (``.kernel_output``, core)."""
-    _check("attention_kernel", kernel, KERNELS)
+    check("attention_kernel", kernel, KERNELS)
     core = "core_attn"
     inputs = [
         Saved(f"{prefix}.q", beta * tokens * heads * qk_dim, True, input_module),
@@ -127,7 +127,7 @@ def swiglu_saved(
     caller): gate and up outputs, the SiLU output (eager only), the product (down's input).
     ``module`` frees them all under selective recompute; ``act_module`` (``moe_act``) frees
     what the activation produces (the SiLU output and the product)."""
-    _check("elementwise", elementwise, ELEMENTWISE)
+    check("elementwise", elementwise, ELEMENTWISE)
     act = act_module or module
     fp8 = MOE_GEMM if module == "moe" else LINEAR
     saved = [
@@ -157,7 +157,7 @@ def gelu_mlp_saved(prefix: str, rows, hidden, width, beta, elementwise: str):
     Korthikanti et al. (arXiv:2205.05198, section 4.1) count a 4h GELU MLP as 19·s·b·h bytes:
     2sbh (fc1's input) + 8sbh (GELU's input) + 8sbh (fc2's input) + sbh (the dropout mask, one
     byte per element); with no dropout, as here, the three tensors are 18·s·b·h."""
-    _check("elementwise", elementwise, ELEMENTWISE)
+    check("elementwise", elementwise, ELEMENTWISE)
     saved = [
         Saved(f"{prefix}.input", beta * rows * hidden, False, "layernorm", LINEAR),
         Saved(f"{prefix}.act_input", beta * rows * width, True, "mlp"),

@@ -109,7 +109,7 @@ def total(terms: dict) -> object:
 #:   for each of the n_f micro batches in flight (1F1B: n_f = p_p, so about the bytes of all L
 #:   layers for one micro batch).
 def _derive(name: str):
-    """The closed form `name` of _FORMS (SymPy and the symbols imported here, on first use)."""
+    """The closed form `name` of FORMS (SymPy and the symbols imported here, on first use)."""
     import sympy
 
     from costmodel.derive.symbols import (
@@ -134,7 +134,7 @@ def _derive(name: str):
             sympy.expand(total(symbolic_layer_bytes(attention_kernel="eager")))
         ),
         "eager_square_bytes": lambda: sympy.factor(
-            sympy.expand(_form("dense_eager_layer_bytes")).coeff(s, 2) * s**2
+            sympy.expand(derived_form("dense_eager_layer_bytes")).coeff(s, 2) * s**2
         ),
         "full_recompute_layer_bytes": lambda: sympy.factor(
             total(symbolic_layer_bytes(recompute="full"))
@@ -143,12 +143,14 @@ def _derive(name: str):
             (bytes_per_element + FP32) * b_micro * (s / c_p) * V / (t_p * chunks)
         ),
         "rope_bytes": lambda: 2 * bytes_per_element * (s / c_p) * d_r,
-        "first_stage_dense_flash_bytes": lambda: n_f * (L / p_p) * _form("dense_flash_layer_bytes"),
+        "first_stage_dense_flash_bytes": lambda: n_f
+        * (L / p_p)
+        * derived_form("dense_flash_layer_bytes"),
     }
     return forms[name]()
 
 
-_FORMS = (
+FORMS = (
     "dense_flash_layer_bytes",
     "dense_eager_layer_bytes",
     "eager_square_bytes",
@@ -160,7 +162,7 @@ _FORMS = (
 _forms: dict[str, object] = {}
 
 
-def _form(name: str):
+def derived_form(name: str):
     if name not in _forms:
         _forms[name] = _derive(name)
     return _forms[name]

@@ -154,20 +154,20 @@ FRAMEWORKS: dict[str, Framework] = {
 CROSS_ENTROPY = ("fp32", "fused", "chunked", "fused_linear")
 
 
-def _check(name: str, value: str, allowed: tuple[str, ...]) -> None:
+def check(name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ValueError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
 
 
-def _sympy(x) -> bool:
+def is_sympy(x) -> bool:
     """Whether x is a SymPy object (SymPy is imported only by symbolic callers: a number-only
     run, `costmodel report`, never loads it)."""
     sympy = sys.modules.get("sympy")
     return sympy is not None and isinstance(x, sympy.Basic)
 
 
-def _number(x):
+def as_number(x):
     """A float for numbers, the expression itself for SymPy expressions with free symbols."""
-    if _sympy(x):
+    if is_sympy(x):
         return x if x.free_symbols else float(x)
     return float(x)

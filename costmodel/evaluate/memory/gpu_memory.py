@@ -1,0 +1,318 @@
+"""The memory model of a run: the bytes on its most loaded GPU, by phase (costmodel.evaluate.simulate.run.
+memory applies a lever's changes and the fit rules around it).
+
+Model states after the ZeRO paper (arXiv:1910.02054) and Megatron-LM's theoretical-memory
+convention (costmodel.derive.model_states); the tensors each layer saves for backward
+(costmodel.derive.activations, checked against a real measurement in
+costmodel.validate_memory); the phases and their peak (costmodel.derive.memory).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+from costmodel.derive import activations as act
+from costmodel.derive.memory import peak, phases
+from costmodel.derive.plain import model_state_bytes
+from costmodel.evaluate.simulate import stage
+from costmodel.inputs import hardware
+from costmodel.inputs.assumptions import assumed
+from costmodel.inputs.scenario import Scenario, as_scenario
+from costmodel.inputs.shape import ModelShape
+
+#: What the memory model counts, and what it leaves out (in the JSON as memory.convention).
+MEMORY_CONVENTION = (
+    "peak by phase (forward end, loss, backward, optimizer step), the largest of them, on the "
+    "most loaded GPU: model states after the ZeRO paper; the tensors each layer saves for "
+    "backward under memory.settings (framework, cross_entropy, recompute and its modules, FP8 "
+    "storage, attention kernel), times the micro batches 1F1B holds; the layer recompute "
+    "rebuilds and the gradients at its boundary in the backward; the logits while the loss "
+    "runs. Capacity: the card's CUDA total minus memory_reserve. Not counted: the transient "
+    "buffers inside one operation (a GEMM's workspace, a kernel's scratch), CPU offload, "
+    "FP8 weight copies, the communication buffers beyond memory_reserve"
+)
+#: The keys memory.settings names (each a scenario key; what a figure of the memory rests on).
+MEMORY_SETTINGS = (
+    "framework",
+    "cross_entropy",
+    "ce_chunks",
+    "recompute",
+    "recompute_modules",
+    "recompute_num_layers",
+    "recompute_method",
+    "fp8",
+    "fp8_activations",
+    "attention_kernel",
+    "memory_reserve",
+)
+
+
+def split_params(shape: ModelShape, sc: Scenario) -> dict[str, float]:
+    """Parameters of the scenario split as the layout divides them."""
+    parts = shape.breakdown
+    experts = float(parts["routed_experts_total"])
+    embedding, head = float(parts["embedding"]), float(parts["lm_head"])
+    dense = max(float(sc.total_params) - experts - embedding, 0.0)
+    if not shape.tie_word_embeddings:
+        dense = max(dense - head, 0.0)
+    return {"experts": experts, "embedding": embedding, "lm_head": head, "layers": dense}
+
+
+def layer_kinds(shape: ModelShape, sc: Scenario) -> list[tuple[str, str, int]]:
+    """(mixer, mlp, count) of the model's layer kinds, MTP layers counted when they are
+    (evaluate.simulate.stage.layer_kinds)."""
+    return list(stage.layer_kinds(shape, sc.num_mtp_layers))
+
+
+def layer_kwargs(shape: ModelShape, sc: Scenario, b: int) -> dict[str, Any]:
+    return {
+        "b": b,
+        "s": sc.seq_len,
+        "hidden": shape.hidden_size,
+        "heads": shape.num_heads,
+        "kv_heads": shape.num_kv_heads,
+        "head_dim": shape.qk_head_dim,
+        "v_head_dim": shape.v_head_dim,
+        "qk_norm": shape.qk_norm,
+        "q_lora_rank": shape.q_lora_rank,
+        "kv_lora_rank": shape.kv_lora_rank,
+        "ffn": shape.intermediate_size,
+        "mlp_activation": shape.mlp_activation,
+        "experts": shape.num_experts,
+        "top_k": shape.experts_per_token,
+        "moe_ffn": shape.moe_intermediate_size,
+        "shared_ffn": shape.shared_expert_intermediate_size,
+        "router_fp32": shape.router_fp32,
+        "routing_weights_fp32": shape.routing_weights_fp32,
+        "shared_gate": shape.shared_expert_gate,
+        "output_gate": shape.attention_output_gate,
+        "norm_offset": shape.rmsnorm_offset,
+        "norm_topk": shape.norm_topk,
+        "linear_key_heads": shape.linear_num_key_heads,
+        "linear_value_heads": shape.linear_num_value_heads,
+        "linear_key_head_dim": shape.linear_key_head_dim,
+        "linear_value_head_dim": shape.linear_value_head_dim,
+        "conv_kernel": shape.linear_conv_kernel_dim,
+        "chunk": assumed("linear_attention_chunk"),  # the FLOPs' chunk (evaluate.simulate.linear)
+        "attention_kernel": sc.attention_kernel,
+        "framework": sc.framework,
+        "fp8_activations": sc.fp8_activations,
+        "cp": sc.context_parallel,
+    }
+
+
+def heaviest_stage(kinds: list[tuple[dict[str, float], int]], pp: int) -> list[dict]:
+    """The layers of the most loaded stage (evaluate.simulate.stage.heaviest_stage), each kind's bytes
+    per layer (a dict) weighed by their sum."""
+    weights = [sum(per_layer.values()) for per_layer, _ in kinds]
+    runs = stage.heaviest_stage(weights, [count for _, count in kinds], pp)
+    return [kinds[kind][0] for kind, n in runs for _ in range(n)]
+
+
+def layer_saved_sets(shape: ModelShape, sc: Scenario):
+    """Per layer kind: (kept per micro batch, the whole set, count) on one GPU, by the recompute
+    policy and its modules (full recompute: the layer's input)."""
+    tp, sp = sc.tensor_parallel, sc.sequence_parallel
+    kwargs = layer_kwargs(shape, sc, sc.micro_batch)
+    policy = sc.recompute
+    kinds = []
+    for mixer, mlp, count in layer_kinds(shape, sc):
+        if mixer == "gated_deltanet" and not shape.linear_num_value_heads:
+            continue
+        whole = act.layer_activation_bytes(mixer, mlp, tp=tp, sp=sp, recompute="none", **kwargs)
+        kept = act.layer_activation_bytes(
+            mixer,
+            mlp,
+            tp=tp,
+            sp=sp,
+            recompute=policy,
+            recompute_modules=sc.recompute_modules,
+            **kwargs,
+        )
+        kinds.append((kept, whole, count))
+    return kinds
+
+
+def stage_activations(kinds, sc: Scenario) -> tuple[float, float]:
+    """(bytes one micro batch leaves saved on the most loaded stage, the working set the
+    backward rebuilds at once): full recompute keeps a layer's input per group of
+    recompute_num_layers (uniform) and rebuilds a group, or recomputes the first
+    recompute_num_layers of the stage (block) and keeps the others whole; selective recompute
+    rebuilds the recomputed modules of one layer."""
+    sized = [({"whole": sum(whole.values())}, sum(kept.values()), n) for kept, whole, n in kinds]
+    chosen = heaviest_stage([(size, n) for size, _, n in sized], sc.pipeline_parallel)
+    kept_of = {id(size): kept for size, kept, _ in sized}
+    layers = [(kept_of[id(size)], size["whole"]) for size in chosen]  # heaviest first
+    policy, group = sc.recompute, sc.recompute_num_layers
+    largest = max((whole for _, whole in layers), default=0.0)
+    if policy == "full" and sc.recompute_method == "block" and group is not None:
+        recomputed = min(group, len(layers))  # the lightest layers: the heaviest stay whole
+        saved = sum(kept for kept, _ in layers[len(layers) - recomputed :])
+        saved += sum(whole for _, whole in layers[: len(layers) - recomputed])
+        working = max((whole for _, whole in layers[len(layers) - recomputed :]), default=0.0)
+        return saved, working
+    if policy == "full":
+        group = group or 1
+        inputs = math.ceil(len(layers) / group)
+        saved = sum(kept for kept, _ in layers[:inputs])
+        return saved, largest * min(group, len(layers))
+    saved = sum(kept for kept, _ in layers)
+    if policy == "selective":
+        return saved, max((whole - kept for kept, whole in layers), default=0.0)
+    return saved, 0.0
+
+
+def outside_layers(shape: ModelShape, sc: Scenario) -> tuple[dict[str, float], float]:
+    """Bytes outside the layers per micro batch (token ids, RoPE, final norm, lm_head input),
+    and the logits the loss keeps (cross_entropy)."""
+    tp, sp, cp = sc.tensor_parallel, sc.sequence_parallel, sc.context_parallel
+    b, s = sc.micro_batch, sc.seq_len
+    framework = act.FRAMEWORKS[sc.framework]
+    outside = act.model_activation_bytes(
+        b=b,
+        s=s,
+        hidden=shape.hidden_size,
+        vocab=shape.vocab_size,
+        elementwise=framework.elementwise,
+        loss_fp32=False,
+        output_logits=False,
+        tp=tp,
+        sp=sp,
+        cp=cp,
+    )
+    loss = act.loss_saved(
+        b * s / cp,
+        shape.vocab_size,
+        cross_entropy=sc.cross_entropy,
+        chunks=sc.ce_chunks,
+        framework=sc.framework,
+    )
+    return outside, sum(act.per_gpu(loss, tp=tp, sp=sp).values())
+
+
+def capacity(sc: Scenario) -> dict[str, Any]:
+    """The bytes a run can use on one GPU: the card's CUDA total minus memory_reserve."""
+    sc = as_scenario(sc)
+    gpu = hardware.GPUS[sc.gpu]
+    usable = gpu.cuda_memory_bytes - sc.memory_reserve
+    return {
+        "cuda_total": gpu.cuda_memory_bytes,
+        "cuda_total_kind": gpu.cuda_memory_kind,
+        "cuda_total_source": gpu.cuda_memory_source,
+        "memory_reserve": sc.memory_reserve,
+        "usable": usable,
+    }
+
+
+def stage_params(params: dict, shape: ModelShape, seq_len, tp, pp, cp, ep, micro_batch, sp):
+    """The parameters a pipeline stage's GPU holds and its activation gradient: (the bytes of
+    the gradients at a layer's boundary in the backward, dL/d(output) and dL/d(input) in BF16;
+    the routed experts' parameters per GPU; the parameters on the first and on the last stage's
+    GPU). `params`: `split_params`; the sizes one layout's, or arrays over the plan's layouts."""
+    tokens = micro_batch * seq_len / cp / stage.where(sp, tp, 1)
+    gradients = 2 * 2 * tokens * shape.hidden_size
+    head = stage.where(shape.tie_word_embeddings and pp == 1, 0, params["lm_head"])
+    experts = params["experts"] / (tp * pp * ep)
+    layer_params = params["layers"] / (tp * pp) + experts
+    # the first stage holds the embedding, the last the lm_head (one stage all of it at p = 1)
+    first = layer_params + params["embedding"] / tp + stage.where(pp == 1, head / tp, 0)
+    last = layer_params + head / tp
+    return gradients, experts, first, last
+
+
+def model_states(dense, experts, zero: int, ranks, expert_ranks, grad_bytes) -> dict:
+    """Weights, gradients and optimizer states of one GPU (derive.model_states) at a ZeRO
+    stage: the dense share sharded over `ranks` (DP x CP), the experts' over `expert_ranks`
+    (their data-parallel group, DP x CP / EP). The parameters may be arrays over the plan's
+    layouts (the ranks one number)."""
+    states = model_state_bytes(dense, zero, ranks, grad_bytes=grad_bytes)
+    expert_states = model_state_bytes(experts, zero, expert_ranks, grad_bytes=grad_bytes)
+    return {key: states[key] + expert_states[key] for key in states}
+
+
+def stage_phases(states, activations, in_flight, has_head) -> dict[str, dict]:
+    """The phases of a pipeline stage's GPU and their bytes (derive.memory.phases): its model
+    states' bytes, `activations` (saved per micro batch, the backward's working set, the
+    layers' outside per micro batch, the logits, the layer gradients: `stage_activations`,
+    `outside_layers`, `stage_params`), the micro batches `in_flight`; the embedding's input and the
+    loss where it holds the head (`has_head`: a bool, or an array over the plan's layouts, whose
+    loss phase is then the forward's end where it holds none)."""
+    saved, working, outside, logits, gradients = activations
+    return phases(
+        states,
+        saved,
+        stage.where(has_head, outside, 0.0),
+        in_flight,
+        logits=None if has_head is False else stage.where(has_head, logits, 0.0),
+        working_set=working,
+        layer_gradients=gradients,
+    )
+
+
+def peak_bytes(phase: dict[str, dict]):
+    """The bytes of the largest phase (elementwise over the plan's layouts)."""
+    return functools.reduce(stage.maximum, (p["bytes"] for p in phase.values()))
+
+
+def most_loaded(
+    sc: Scenario, shape: ModelShape, per_step: float, virtual_stages: int | None = None
+) -> dict[str, Any]:
+    """Bytes on the most loaded GPU (the first or last pipeline stage) of the scenario as it is
+    (costmodel.evaluate.simulate.run.memory applies a lever's changes first), `per_step` its micro
+    batches per step on one pipeline, `virtual_stages` a lever's model chunks per stage; `fit`
+    is None (run.memory fills it)."""
+    tp, pp, cp, b = sc.tensor_parallel, sc.pipeline_parallel, sc.context_parallel, sc.micro_batch
+    params = split_params(shape, sc)
+    saved, working = stage_activations(layer_saved_sets(shape, sc), sc)
+    outside, logits = outside_layers(shape, sc)
+    sizes = (sc.seq_len, tp, pp, cp, sc.expert_parallel, b, sc.sequence_parallel)
+    gradients, experts_on_gpu, first, last = stage_params(params, shape, *sizes)
+    activations = (saved, working, sum(outside.values()), logits, gradients)
+    # 1F1B: the first stage holds min(m, p) micro batches and the embedding; the last stage
+    # one micro batch, the logits and the lm_head (one stage holds all of it when p = 1)
+    # interleaved 1F1B keeps more micro batches in flight: the lever's chunks, else the scenario's
+    chunks = virtual_stages or sc.virtual_pipeline or 1
+    in_flight = act.in_flight_micro_batches(pp, max(1, int(per_step)), chunks)
+    stages = {"first": (first, in_flight, pp == 1), "last": (last, 1, True)}
+    best = None
+    for name, (on_gpu, flight, has_head) in stages.items():
+        states = scenario_model_states(sc, on_gpu - experts_on_gpu, experts_on_gpu)
+        phase = stage_phases(sum(states.values()), activations, flight, has_head)
+        top = peak(phase)
+        if best is None or phase[top]["bytes"] > best["total"]:
+            held_logits = phase[top]["contents"].get("logits", 0.0)
+            best = {
+                **states,
+                "activations": phase[top]["bytes"] - sum(states.values()) - held_logits,
+                "logits": logits if has_head else 0.0,
+                "total": phase[top]["bytes"],
+                "peak_phase": top,
+                "phases": phase,
+                "stage": name if pp > 1 else "only",
+                "in_flight": flight,
+                "params_on_gpu": on_gpu,
+            }
+    room = capacity(sc)
+    out = {
+        **best,
+        "capacity": room["usable"],
+        "capacity_detail": room,
+        "headroom": room["usable"] - best["total"],
+        "fits": best["total"] <= room["usable"],
+        "recompute": sc.recompute,
+        "micro_batch": b,
+        "settings": {key: sc.values[key] for key in MEMORY_SETTINGS},
+        "convention": MEMORY_CONVENTION,
+        "framework_rules": act.FRAMEWORKS[sc.framework].text,
+        "fit": None,
+    }
+    return out
+
+
+def scenario_model_states(sc: Scenario, dense: float, experts: float) -> dict[str, float]:
+    """`model_states` of the scenario's ZeRO stage and sizes."""
+    ranks = sc.data_parallel * sc.context_parallel
+    expert_ranks = max(ranks // sc.expert_parallel, 1)
+    return model_states(dense, experts, sc.zero_stage, ranks, expert_ranks, sc.grad_bytes)

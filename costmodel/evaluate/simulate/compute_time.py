@@ -1,0 +1,382 @@
+"""The compute of one step on the most loaded GPU, part by part, at the kernels' efficiencies
+(derive.step_time; the efficiencies are costmodel.inputs.efficiency's, or the scenario's).
+
+Per GPU. The GEMM list (evaluate.simulate.gemms.model_gemms) is already one GPU's under TP, CP and EP,
+per micro batch, with each row's `layers` the whole model's; the pipeline stage is applied here:
+the most loaded stage holds ceil(L / PP) layers, taken from the heaviest layer kinds first
+(evaluate.simulate.stage: the memory model's rule too, an upper bound whatever the placement), plus the
+lm_head (and the MTP projection), which the last stage runs. A step runs the scenario's micro
+batches per pipeline (`micro_batches_per_step`: padded rows of seq_len slots, so the weight
+GEMMs pay for the pad slots; packed rows of documents).
+
+- Weight GEMMs: each row at its roofline, max(2mnk / (eta P), beta (mk + kn + mn) / (eta_m BW)),
+  forward and backward 3 x the forward; a routed expert's row once per expert the GPU holds
+  (E / EP). With `fp8: hybrid` the layers' GEMMs run at the GPU's FP8 peak and `gemm_fp8` with
+  1-byte inputs (Transformer Engine; the lm_head stays BF16).
+- The attention core at the real lengths (sum of s_i^2), as the kernel computes it under the
+  causal mask (KERNEL_SQUARE: flash skips the masked half, eager computes the square), whatever
+  `attention_flops` counts; forward at the kernel's forward efficiency, its
+  backward (2.5 x the forward's FLOPs for flash, 2 x for eager) at the backward's.
+- Linear attention (gated DeltaNet, evaluate.simulate.linear): the chunked core's forward and 2 x it
+  backward, at the flash kernel's efficiencies (chunked kernels of small GEMMs: an assumption).
+- Memory-bound work, bytes over eta_m BW: per layer the norms (forward read and write, backward
+  read x and dy, write dx: 4 + 6 bytes an element), the two residual adds (6 + 6), the MLP's
+  activation (SwiGLU 6 + 10 bytes per element of the intermediate width, GELU 4 + 6), the MoE
+  permute and unpermute (every routed copy read and written, forward and backward); the loss
+  (the logits read forward, read and written backward: 2 + 4 bytes a logit); the optimizer step
+  (Adam on the GPU's shard: fp32 weights, gradients, two moments read, weights and moments
+  written, BF16 weights written: 30 bytes a parameter).
+- Recompute: the forward again of what the policy recomputes: under full recompute r of the
+  stage's layers (r = 1, or the share `recompute_method: block` redoes), their GEMMs and
+  elementwise work, not the lm_head (Megatron-LM does not re-run the output layer); under
+  selective recompute the GEMM rows of its weight modules (`mlp`, `moe`, `shared_experts`,
+  `mla_up_proj`), the norms with `layernorm`, the MoE activation with `moe_act`; r_core of the
+  attention core's forward (and the linear-attention core's).
+
+Not counted: the embedding lookup, RoPE, the router's softmax and top-k, dropout, kernel
+launch gaps, and the gradient accumulation into fp32 (fused into the weight-gradient GEMM, as
+Megatron-LM's gradient_accumulation_fusion does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from costmodel.derive import numeric, plain
+from costmodel.evaluate.simulate import stage
+from costmodel.evaluate.simulate.gemms import weight_shapes
+from costmodel.evaluate.simulate.linear import linear_attention
+from costmodel.inputs import efficiency, hardware
+from costmodel.inputs.scenario import Scenario, as_scenario
+from costmodel.inputs.shape import ModelShape
+
+#: Which GEMM rows belong to which block of a layer (keys of evaluate.simulate.gemms).
+MIXER_ROWS = {
+    "attention": ("qkv", "q", "q_a", "q_b", "kv_a", "kv_b", "attention_output"),
+    "gated_deltanet": ("linear_in", "linear_out"),
+}
+MLP_ROWS = {
+    "dense": ("dense_gate_up", "dense_down"),
+    "moe": (
+        "router",
+        "expert_gate_up",
+        "expert_down",
+        "shared_gate_up",
+        "shared_down",
+        "shared_expert_gate",
+    ),
+}
+OUTSIDE_ROWS = ("mtp_projection", "lm_head")
+#: The GEMM rows each weight module of `recompute_modules` redoes (derive.recompute).
+MODULE_ROWS = {
+    "mlp": MLP_ROWS["dense"],
+    "moe": MLP_ROWS["moe"],
+    "shared_experts": ("shared_gate_up", "shared_down", "shared_expert_gate"),
+    "mla_up_proj": ("q_b", "kv_b"),
+}
+#: Bytes per element of the elementwise kernels, forward and backward (module docstring).
+NORM_BYTES = (4, 6)
+RESIDUAL_BYTES = (6, 6)
+ACTIVATION_BYTES = {True: (6, 10), False: (4, 6)}  # gated (SwiGLU), two-matrix (GELU)
+LOSS_BYTES = (2, 4)
+ADAM_BYTES_PER_PARAM = 30
+
+
+def gemm_rows(
+    sc: Scenario, eff: dict, shape: ModelShape, micro_batch: int | None = None
+) -> dict[str, float]:
+    """Forward seconds per micro batch and layer of each GEMM row key (per GPU), at
+    `micro_batch` sequences per micro batch (default the scenario's)."""
+    out: dict[str, float] = {}
+    for key, m, n, k in weight_shapes(sc, micro_batch):
+        peak, bandwidth, e, e_m, beta = gemm_rates(sc, eff, key)
+        out[key] = plain.gemm_seconds(m, n, k, peak, bandwidth, e, e_m, beta) * gemm_count(
+            sc, shape, key
+        )
+    return out
+
+
+def gemm_rates(sc: Scenario, eff: dict, key: str) -> tuple[float, float, float, float, int]:
+    """(peak, bandwidth, efficiency, memory efficiency, bytes per element) a weight GEMM row
+    runs at: the layers' at the FP8 peak with 1-byte inputs under `fp8: hybrid` on a GPU with
+    one (the lm_head stays BF16)."""
+    ratio = hardware.fp8_gemm_ratio(sc.gpu, sc.fp8) if key != "lm_head" else None
+    in_fp8 = ratio is not None
+    return (
+        sc.peak_flops * (ratio or 1),
+        sc.hbm_bandwidth,
+        eff["gemm_fp8" if in_fp8 else "gemm"].value,
+        eff["hbm"].value,
+        1 if in_fp8 else 2,
+    )
+
+
+def gemm_count(sc, shape: ModelShape, key: str):
+    """How many times a GPU runs a row per layer: a routed expert's once per expert it holds
+    (E / EP), any other once."""
+    if key.startswith("expert_"):
+        return shape.num_experts / sc.expert_parallel if shape.is_moe else 1
+    return 1
+
+
+#: The share of the s x s square each kernel computes under a causal mask, whatever
+#: `attention_flops` counts: a flash kernel skips the fully masked tiles (FlashAttention-2,
+#: arXiv:2307.08691, section 3.1.1 "Causal masking": about half the blocks), eager attention
+#: computes the whole square and masks it.
+KERNEL_SQUARE = {"flash": "causal", "eager": "full"}
+
+
+def core_forward_flops(sc: Scenario, counted: bool = True) -> float:
+    """The attention core's forward FLOPs of the step at the real lengths, all layers, all
+    sequences (derive.attention): as the account counts them (`attention_flops`), or, with
+    ``counted=False``, as the scenario's kernel computes them (KERNEL_SQUARE: the time)."""
+    sc = as_scenario(sc)
+    square = sc.attention_flops if counted else KERNEL_SQUARE[sc.attention_kernel]
+    model = plain.attention_actual(
+        square,
+        sc.attention_dim,
+        sc.num_full_attention_layers,
+        sc.sum_squared_lengths,
+    )
+    return model / 3
+
+
+def _sharing(sc: Scenario) -> float:
+    """GPUs that share one layer's step work: the pipelines (DP), CP and TP."""
+    return sc.data_parallel * sc.context_parallel * sc.tensor_parallel
+
+
+def _elementwise(sc, shape: ModelShape, mlp: str) -> tuple[float, float, dict[str, float]]:
+    """Bytes per micro batch of one layer's memory-bound work, forward and backward, and the
+    recomputable pieces' forward bytes (`layernorm`, `moe_act`)."""
+    tp, cp = sc.tensor_parallel, sc.context_parallel
+    tokens = sc.micro_batch * sc.seq_len / cp
+    rows = stage.where(sc.sequence_parallel, tokens / tp, tokens)
+    h = shape.hidden_size
+    norm = [x * shape.norms_per_layer * rows * h for x in NORM_BYTES]
+    residual = [x * 2 * rows * h for x in RESIDUAL_BYTES]
+    act_bytes = ACTIVATION_BYTES[shape.mlp_gated]
+    if mlp == "moe":
+        width = shape.experts_per_token * shape.moe_intermediate_size
+        width += shape.shared_expert_intermediate_size
+        permute = 2 * 2 * tokens * h * 2 * shape.experts_per_token  # read + write, both ways
+    else:
+        width, permute = shape.intermediate_size, 0.0
+    act = [x * tokens * width / tp for x in act_bytes]
+    forward = norm[0] + residual[0] + act[0] + permute
+    backward = norm[1] + residual[1] + act[1] + permute
+    return forward, backward, {"layernorm": norm[0], "moe_act": act[0] if mlp == "moe" else 0.0}
+
+
+def layer_kinds(shape: ModelShape, sc: Scenario) -> list[tuple[str, str, int]]:
+    """(mixer, mlp, count) of the model's layers (evaluate.simulate.stage.layer_kinds, MTP layers
+    counted), MLA's full attention an `attention` mixer (its GEMM rows are MIXER_ROWS')."""
+    return [
+        ("attention" if mixer == "mla" else mixer, mlp, count)
+        for mixer, mlp, count in stage.layer_kinds(shape, sc.num_mtp_layers)
+    ]
+
+
+def layer_flops(sc: Scenario) -> tuple[float, float]:
+    """The attention core's and the linear-attention core's forward FLOPs of the step per layer
+    of its kind, at the kernel's square (`core_forward_flops`), before the GPUs share them."""
+    core = core_forward_flops(sc, counted=False) / max(sc.num_full_attention_layers, 1)
+    lin = linear_attention(sc)
+    linear = lin["flops_per_step"] / 3 / lin["layers"] if lin and lin["flops_per_step"] else 0.0
+    return core, linear
+
+
+def layer_seconds(sc, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dict[str, float]:
+    """Seconds per step of one layer of a kind on one GPU (every micro batch)."""
+    mb = sc.micro_batches_per_step
+    bandwidth = sc.hbm_bandwidth * eff["hbm"].value
+    gemm_fwd = mb * sum(gemm.get(key, 0.0) for key in MIXER_ROWS[mixer] + MLP_ROWS[mlp])
+    rows = set(MIXER_ROWS[mixer] + MLP_ROWS[mlp])
+    modules = {
+        f"{name}_gemm_forward": mb * sum(gemm.get(key, 0.0) for key in keys if key in rows)
+        for name, keys in MODULE_ROWS.items()
+    }
+    mem_fwd, mem_bwd, pieces = _elementwise(sc, shape, mlp)
+    peak = sc.peak_flops
+    kernel = sc.attention_kernel
+    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[kernel])
+    forward_eff = eff["attention_flash_forward" if kernel == "flash" else "attention_eager"].value
+    backward_eff = eff["attention_flash_backward" if kernel == "flash" else "attention_eager"].value
+    core = core_fwd if mixer == "attention" else 0.0
+    linear = linear_fwd if mixer == "gated_deltanet" else 0.0
+    return {
+        "gemm_forward": gemm_fwd,
+        "core_forward": core / (peak * forward_eff),
+        "core_backward": kappa * core / (peak * backward_eff),
+        "linear_forward": linear / (peak * eff["attention_flash_forward"].value),
+        "linear_backward": 2 * linear / (peak * eff["attention_flash_backward"].value),
+        "memory_forward": mb * mem_fwd / bandwidth,
+        "memory_backward": mb * mem_bwd / bandwidth,
+        "layernorm_forward": mb * pieces["layernorm"] / bandwidth,
+        "moe_act_forward": mb * pieces["moe_act"] / bandwidth,
+        **modules,
+    }
+
+
+def layer_total(layer: dict[str, float]) -> float:
+    return (
+        3 * layer["gemm_forward"]
+        + layer["core_forward"]
+        + layer["core_backward"]
+        + layer["linear_forward"]
+        + layer["linear_backward"]
+        + layer["memory_forward"]
+        + layer["memory_backward"]
+    )
+
+
+def stage_runs(kinds: list[tuple[dict, int]], pp: int) -> list[tuple[int, int]]:
+    """The most loaded stage's layers (evaluate.simulate.stage.heaviest_stage) of the kinds (a layer's
+    seconds, `layer_seconds`, and its count), the heaviest by their step's seconds (`layer_total`)."""
+    return stage.heaviest_stage(
+        [layer_total(layer) for layer, _ in kinds], [n for _, n in kinds], pp
+    )
+
+
+def _recompute_weights(sc: Scenario, sums: dict[str, float]) -> float:
+    """Seconds the recompute policy spends again on weight GEMMs and elementwise work: full
+    recompute redoes its share r of the stage's layers (their GEMMs and elementwise forward; the
+    lm_head is not re-run), selective recompute the GEMM rows of its weight modules and the
+    elementwise work of `layernorm` and `moe_act`; a stated selective_recompute_fraction r is r
+    of the layers' GEMM forward."""
+    r, policy = sc.recompute_weights_fraction, sc.recompute
+    if policy == "full":
+        return r * (sums.get("gemm_forward", 0.0) + sums.get("memory_forward", 0.0))
+    if policy != "selective":
+        return 0.0
+    modules = sc.recompute_modules or []
+    pieces = sum(sums.get(f"{m}_forward", 0.0) for m in ("layernorm", "moe_act") if m in modules)
+    if sc.recompute_fraction_from != "modules":  # a stated r
+        return pieces + r * sums.get("gemm_forward", 0.0)
+    weights = [m for m in MODULE_ROWS if m in modules]
+    if "moe" in weights and "shared_experts" in weights:  # moe redoes the shared experts too
+        weights.remove("shared_experts")
+    return pieces + sum(sums.get(f"{m}_gemm_forward", 0.0) for m in weights)
+
+
+def optimizer_bytes(sc: Scenario, shape: ModelShape) -> float:
+    """Adam's bytes on one GPU per step: its shard of the stage's parameters (elementwise: the
+    plan's sizes may be arrays over its layouts)."""
+    tp, pp, ep = sc.tensor_parallel, sc.pipeline_parallel, sc.expert_parallel
+    dp, cp = sc.data_parallel, sc.context_parallel
+    experts = float(shape.breakdown["routed_experts_total"])
+    dense = max(float(sc.total_params) - experts, 0.0)
+    dense_gpu, experts_gpu = dense / (tp * pp), experts / (tp * pp * ep)
+    if sc.zero_stage >= 1:
+        dense_gpu /= dp * cp
+        experts_gpu /= stage.maximum(dp * cp // ep, 1)
+    return ADAM_BYTES_PER_PARAM * (dense_gpu + experts_gpu)
+
+
+def stage_sums(sc: Scenario, shape: ModelShape, eff: dict, gemm: dict[str, float]):
+    """The most loaded stage's per-step seconds summed over its layers (each `layer_seconds` key, added
+    one layer after another: evaluate.simulate.stage.stage_sum), its number of layers, and the attention
+    and linear-attention cores' forward FLOPs per layer on one GPU."""
+    share = _sharing(sc)
+    core, linear = layer_flops(sc)
+    core_fwd, linear_fwd = core / share, linear / share
+    kinds = [
+        (layer_seconds(sc, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp), count)
+        for mixer, mlp, count in layer_kinds(shape, sc)
+    ]
+    runs = stage_runs(kinds, sc.pipeline_parallel)
+    sums = stage.stage_sum([layer for layer, _ in kinds], runs)
+    return sums, sum(n for _, n in runs), core_fwd, linear_fwd
+
+
+def recompute_seconds(sc, sums: dict[str, float]) -> float:
+    """The recompute part of a step from its stage's sums (`stage_sums`): the weights'
+    (`_recompute_weights`) and r_core of the cores' forward. `sc` needs only the recompute keys
+    and the fractions resolve derives."""
+    core = sums.get("core_forward", 0.0) + sums.get("linear_forward", 0.0)
+    return _recompute_weights(sc, sums) + sc.recompute_core_fraction * core
+
+
+def compute(
+    sc: Scenario,
+    shape: ModelShape | None = None,
+    gemm: dict[str, float] | None = None,
+    staged: tuple | None = None,
+) -> dict[str, Any]:
+    """The compute parts of one step on the most loaded GPU (seconds), the phases collectives
+    hide behind, and the efficiencies used (module docstring). `gemm`: the GEMM rows' seconds
+    (`gemm_rows`) and `staged`: `stage_sums` of them, when the caller has them (the plan's
+    search, for many layouts alike)."""
+    sc = as_scenario(sc)
+    shape = shape or sc.shape
+    eff = efficiency.efficiencies(sc.values)
+    gemm = gemm_rows(sc, eff, shape) if gemm is None else gemm
+    sums, layers, core_fwd, linear_fwd = staged or stage_sums(sc, shape, eff, gemm)
+    bandwidth = sc.hbm_bandwidth * eff["hbm"].value
+    out, loss = assemble(sc, shape, gemm, sums, bandwidth, optimizer_bytes(sc, shape) / bandwidth)
+    out["detail"] = {
+        "gemm_forward_seconds_per_micro_batch": gemm,
+        "stage_layers": layers,
+        "micro_batches": sc.micro_batches_per_step,
+        "loss_seconds": sum(loss),
+        "optimizer_seconds": out["optimizer_seconds"],
+        "attentioncore_forward_flops_per_layer": core_fwd,
+        "linear_attention_forward_flops_per_layer": linear_fwd,
+    }
+    out["efficiencies"] = {name: {"value": e.value, "source": e.source} for name, e in eff.items()}
+    out["generation"] = efficiency.generation(sc.gpu)
+    return out
+
+
+def assemble(sc, shape: ModelShape, gemm, sums, bandwidth: float, optimizer) -> tuple[dict, list]:
+    """`compute`'s parts, phases and optimizer seconds from the GEMM rows, the stage's sums and
+    the optimizer's seconds (`compute_parts` and `with_recompute`), and the loss's forward and
+    backward seconds."""
+    computed, loss = compute_parts(sc, shape, gemm, sums, bandwidth, optimizer)
+    recompute = recompute_seconds(sc, sums)
+    core_forward = sums.get("core_forward", 0.0)
+    return with_recompute(computed, recompute, sc.recompute_core_fraction, core_forward), loss
+
+
+def compute_parts(sc, shape: ModelShape, gemm, sums, bandwidth, optimizer) -> tuple[dict, list]:
+    """The compute parts but the recompute, the forward's seconds and the optimizer's (the
+    recompute policy apart: `with_recompute` adds it), and the loss's forward and backward
+    seconds. Elementwise: the plan's search passes arrays over many layouts
+    (evaluate.plan.plan_batch)."""
+    mb = sc.micro_batches_per_step
+    outside_fwd = mb * sum(gemm.get(key, 0.0) for key in OUTSIDE_ROWS)
+    tokens = sc.micro_batch * sc.seq_len / sc.context_parallel
+    logits = tokens * shape.vocab_size / sc.tensor_parallel
+    loss = [mb * x * logits / bandwidth for x in LOSS_BYTES]
+    gemm_fwd = sums.get("gemm_forward", 0.0) + outside_fwd
+    parts = {
+        "gemms": 3 * gemm_fwd,
+        "attention": sums.get("core_forward", 0.0) + sums.get("core_backward", 0.0),
+        "linear_attention": sums.get("linear_forward", 0.0) + sums.get("linear_backward", 0.0),
+        "memory_bound": sums.get("memory_forward", 0.0)
+        + sums.get("memory_backward", 0.0)
+        + sum(loss)
+        + optimizer,
+    }
+    forward = (
+        gemm_fwd
+        + sums.get("core_forward", 0.0)
+        + sums.get("linear_forward", 0.0)
+        + sums.get("memory_forward", 0.0)
+        + loss[0]
+    )
+    return {"parts": parts, "forward": forward, "optimizer_seconds": optimizer}, loss
+
+
+def with_recompute(computed: dict, recompute, core_fraction, core_forward) -> dict:
+    """The parts, phases and optimizer seconds of a step from `compute_parts` and its recompute
+    policy: the recompute part (`recompute_seconds`) in the parts and the backward, the share
+    `core_fraction` of the attention core's forward (`core_forward`) in the attention phase."""
+    parts = {**computed["parts"], "recompute": recompute}
+    optimizer, forward = computed["optimizer_seconds"], computed["forward"]
+    phases = {
+        "forward": forward,
+        "backward": sum(parts.values()) - optimizer - forward,
+        "attention": parts["attention"] + core_fraction * core_forward,
+    }
+    return {"parts": parts, "phases": phases, "optimizer_seconds": optimizer}

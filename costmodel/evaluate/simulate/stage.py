@@ -1,0 +1,117 @@
+"""The most loaded pipeline stage, one rule for the step time (evaluate.simulate.compute_time), the memory
+(evaluate.memory.gpu_memory) and the plan's search (evaluate.plan.plan_batch): the model's layer kinds, the
+ceil(L / PP) layers the stage holds, taken from the heaviest kinds first (an upper bound whatever
+the placement), and their figures added one layer after another.
+
+Each formula of the models is written once, in plain arithmetic: the report calls it with one
+layout's numbers (without importing NumPy: a cold `costmodel report` stays cheap), the plan and
+the sweep with NumPy's arrays over many layouts. The few operations that differ between the two
+(`maximum`, `minimum`, `where`, the sum of a stage's layers) dispatch here on what they are given:
+NumPy's where one argument is its array, Python's otherwise; the floats are the same either way
+(IEEE arithmetic, one operation after another in the same order).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections import Counter
+
+from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
+
+#: The most bytes an array over many layouts holds where its size grows with more than the
+#: layouts (a few such arrays are alive at once): a stage's layers in `stage_sum` (55,440 layers
+#: over thousands of layouts are added in blocks of layers), the schedules in the plan's peaks
+#: (evaluate.plan.plan_batch). The search's memory stays bounded for any model.
+CHUNK_BYTES = 32 * 2**20
+
+
+def _numpy(*values):
+    """NumPy, where one of `values` is its array (NumPy is then loaded), else None."""
+    np = sys.modules.get("numpy")
+    if np is not None and any(isinstance(value, np.ndarray) for value in values):
+        return np
+    return None
+
+
+def maximum(a, b):
+    """The larger of `a` and `b`, elementwise for arrays."""
+    np = _numpy(a, b)
+    return max(a, b) if np is None else np.maximum(a, b)
+
+
+def minimum(a, b):
+    """The smaller of `a` and `b`, elementwise for arrays."""
+    np = _numpy(a, b)
+    return min(a, b) if np is None else np.minimum(a, b)
+
+
+def where(condition, yes, no):
+    """`yes if condition else no`, elementwise for arrays."""
+    np = _numpy(condition, yes, no)
+    if np is None:
+        return yes if condition else no
+    return np.where(condition, yes, no)
+
+
+def layer_kinds(shape: ModelShape, mtp: int) -> tuple[tuple[str, str, int], ...]:
+    """(mixer, mlp, count) of the model's layers in the order the kinds first appear, its `mtp`
+    trained MTP layers (full attention) counted: the mixer `mla`, `attention` (full attention)
+    or `gated_deltanet`, the MLP `moe` or `dense`."""
+    return _kinds_of(shape, mtp)
+
+
+@functools.lru_cache(maxsize=64)
+def _kinds_of(shape: ModelShape, mtp: int) -> tuple[tuple[str, str, int], ...]:
+    """`layer_kinds`, built once per shape (the plan's search asks for thousands of layouts of
+    one model)."""
+    counts: dict[tuple[str, str], int] = {}
+    mixer_full = "mla" if shape.mla else "attention"
+    # counted in C (a model may have 100,000 layers), in the order the kinds first appear
+    for (layer_type, moe), n in Counter(zip(shape.layer_types, shape.moe_layer_flags)).items():
+        mixer = mixer_full if layer_type == FULL_ATTENTION else "gated_deltanet"
+        key = (mixer, "moe" if moe else "dense")
+        counts[key] = counts.get(key, 0) + n
+    if mtp:
+        key = (mixer_full, "moe" if shape.is_moe else "dense")
+        counts[key] = counts.get(key, 0) + mtp
+    return tuple((mixer, mlp, n) for (mixer, mlp), n in counts.items())
+
+
+def heaviest_stage(weights, counts, pp: int) -> list[tuple[int, int]]:
+    """The most loaded stage's layers as runs (kind, layers) heaviest first: ceil(L / PP) of the
+    L layers, taken from the heaviest kinds (`weights`; equal kinds in their order)."""
+    room = -(-sum(counts) // pp)
+    runs = []
+    for kind in sorted(range(len(counts)), key=lambda k: -weights[k]):
+        take = min(counts[kind], room)
+        if take > 0:
+            runs.append((kind, take))
+        room -= take
+    return runs
+
+
+def stage_sum(rows, runs: list[tuple[int, int]]):
+    """Each figure of the stage's layers summed, one layer after another (not n x a layer: the
+    floats of adding them): `rows[k]` one layer of kind k, a dict of numbers, or NumPy's array
+    [kind, figure, layout] for many layouts of one order of kinds (added by NumPy's accumulate,
+    in blocks of at most CHUNK_BYTES, each starting from the sum so far: the same additions)."""
+    np = _numpy(rows)
+    if np is None:
+        keys = list(rows[0]) if rows else []
+        totals = dict.fromkeys(keys, 0.0)
+        for kind, n in runs:  # one addition after another (not sum: Python 3.12's compensates)
+            layer = rows[kind]
+            for _ in range(n):
+                for key in keys:
+                    totals[key] += layer[key]
+        return totals
+    layers = [kind for kind, n in runs for _ in range(n)]
+    block = max(1, CHUNK_BYTES // rows[0].nbytes - 1)  # layers besides the sum so far
+    total = np.zeros(rows.shape[1:])
+    for start in range(0, len(layers), block):
+        added = rows[layers[start : start + block]]
+        if start:
+            added = np.concatenate([total[None], added])
+        total = np.add.accumulate(added, axis=0)[-1]
+    return total

@@ -1,0 +1,167 @@
+"""A sweep's points that the step-time and memory models evaluate: each point's scenario (one
+path, `point`), its predicted step and parts, its memory peak and its phase, whether it fits, and
+the closed forms' arguments at that point; for `costmodel sweep` (evaluate.sweep.sweep).
+
+Every point goes through `point(base, changes)`: the scenario `costmodel report` would resolve
+with the point's values given as `--set` on top of the sweep's scenario and its own `--set` (the
+course, the model named by `model:`, the team's keys, then the point's), or the validator's
+one-line refusal. It resolves again from the team's keys rather than from every resolved value
+(as `run.variant` does for a lever): a model key the team did not give follows the shape (a
+`hidden_size` changes `activated_params`), a layout key follows the layout rules (DP, EP), and an
+`expert_parallel` of the point is the point's.
+
+The figures come from the functions the report uses: `step_time.predict` (the predicted step and
+its parts), `run.memory` (the peak on the most loaded GPU, its phase and whether it fits), the
+account's generated numeric forms (evaluate.sweep.sweep: MFU on the predicted step is the account's MFU
+with the predicted step as its step). Points that differ only in a key the models do not read
+(CLOSED_FORM_ONLY) share one evaluation, and points that change only the layout (RELAID_KEYS)
+share the sweep scenario's model shape.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from costmodel.derive import numeric
+from costmodel.evaluate.account import account
+from costmodel.evaluate.simulate import run, step_time
+from costmodel.evaluate.simulate.linear import linear_attention
+from costmodel.inputs import models, what_if
+from costmodel.inputs.resolution import params_contradiction
+from costmodel.inputs.scenario import RELAID_KEYS, Scenario
+
+#: Keys that only the closed forms read (the measured step and throughput): points that differ
+#: in them alone share the step-time and memory models' evaluation (the exposed communication
+#: does not depend on the share of the step it takes: account.fill_step_time predicts at 1 s).
+CLOSED_FORM_ONLY = ("step_time", "measured_tokens_per_s")
+#: The parameter counts that follow the model's shape (`_params_of_shape`).
+PARAM_KEYS = ("activated_params", "total_params")
+#: Where a key is the team's own (a scenario file or --set): its parameter counts never follow.
+TEAM = ("file", "--set")
+#: The columns the models add to a sweep's CSV (after `refused`), each named by its path in
+#: `costmodel report --format json` but `mfu_on_predicted_step` (the report's `mfu` when
+#: step_time is null).
+MODEL_COLUMNS = (
+    "scenario.activated_params",
+    "scenario.data_parallel",
+    "time.predicted_seconds",
+    *(f"time.parts.{part}.seconds" for part in step_time.PARTS),
+    "mfu_on_predicted_step",
+    "memory.total",
+    "memory.peak_phase",
+    "memory.fits",
+)
+#: Of MODEL_COLUMNS, those that hold text (the others are numbers).
+TEXT_COLUMNS = ("memory.peak_phase", "memory.fits")
+
+
+def point(base: Scenario, changes: dict[str, Any]) -> Scenario | str:
+    """The scenario of one sweep point (module docstring), or why the validator refuses it (its
+    one-line message). The one place a sweep point is made: the one what-if path
+    (costmodel.inputs.what_if), asked again with the shape's parameter counts where they follow."""
+    sc, why = what_if.refusal(base, changes)
+    if sc is not None:
+        follow = _params_of_shape(base, sc, changes)
+        if follow:
+            sc, why = what_if.refusal(base, {**changes, **follow})
+    return sc if sc is not None else why
+
+
+def _params_of_shape(base: Scenario, sc: Scenario, changes: dict[str, Any]) -> dict[str, int]:
+    """activated_params and total_params of the point's model shape where it is not the sweep
+    scenario's and neither the team nor the point gives them (a model config fills them in so:
+    models.scenario_keys); resolve alone keeps the course's N for another hidden_size."""
+    if changes.keys() <= RELAID_KEYS:  # the layout alone: the same shape
+        return {}
+    mtp = sc.num_mtp_layers > 0
+    now = models.scenario_keys(sc.shape, mtp)
+    before = models.scenario_keys(base.shape, base.num_mtp_layers > 0)
+    return {
+        key: int(now[key])
+        for key in PARAM_KEYS
+        if now[key] != before[key] and key not in changes and base.sources.get(key) not in TEAM
+    }
+
+
+@dataclass
+class Evaluated:
+    """One distinct point's figures: the account's arguments (numeric.ACCOUNT_ARGS, its own
+    step or NaN where step_time is null), the predicted step, its parts, the memory, and the
+    refusal of a predicted step whose N is not the shape's ("" where none)."""
+
+    arguments: list[float]
+    bound: float
+    figures: dict[str, Any]
+    contradiction: str
+    scenario: Scenario
+
+
+def evaluate_point(sc: Scenario, shape=None) -> Evaluated:
+    """The models' figures of a resolved point (`shape`: the sweep scenario's, where the point
+    changes only the layout)."""
+    shape = shape or sc.shape
+    predicted_sc = sc if sc.step_time is not None else sc.replace(step_time=1.0)
+    prediction = step_time.predict(predicted_sc, shape)
+    memory = run.memory(sc, shape)
+    numbers = sc.numbers()
+    linear = linear_attention(sc)
+    numbers["F_lin"] = (linear or {}).get("flops_per_step") or 0.0
+    if numbers.get("E") == 0:  # a dense model: tokens per expert is undefined (as the account)
+        numbers["E"] = math.nan
+    predicted = sc.step_time is None
+    figures = {
+        "scenario.activated_params": float(sc.activated_params),
+        "scenario.data_parallel": float(sc.data_parallel),
+        "time.predicted_seconds": prediction["seconds"],
+        **{f"time.parts.{k}.seconds": v for k, v in prediction["parts"].items()},
+        "memory.total": float(memory["total"]),
+        "memory.peak_phase": str(memory["peak_phase"]),
+        "memory.fits": "true" if memory["fits"] else "false",
+    }
+    return Evaluated(
+        arguments=[float(numbers.get(name, math.nan)) for name in numeric.ACCOUNT_ARGS],
+        bound=account.gemm_peak(sc) / sc.peak_flops if predicted else 1.0,
+        figures=figures,
+        contradiction=(params_contradiction(sc.values) or "") if predicted else "",
+        scenario=sc,
+    )
+
+
+@dataclass
+class Points:
+    """The distinct points of a grid (`unique`), each point's index into them (`inverse`), and
+    per distinct point its refusal ("" where it resolves) and figures (None where refused)."""
+
+    inverse: np.ndarray
+    reasons: list[str]
+    evaluated: list[Evaluated | None]
+
+
+def distinct_points(
+    base: Scenario, varied: dict[str, np.ndarray], size: int, keys: list[str]
+) -> Points:
+    """Each distinct combination of the values of `keys` (the varied keys the models read)
+    resolved (`point`) and evaluated once; `varied`: key -> its value at each point."""
+    if keys:
+        table = np.stack([varied[key].astype(np.float64) for key in keys], axis=1)
+        _, first, inverse = np.unique(table, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    else:
+        first, inverse = np.zeros(1, dtype=np.int64), np.zeros(size, dtype=np.int64)
+    relaid = set(keys) <= RELAID_KEYS
+    reasons: list[str] = []
+    evaluated: list[Evaluated | None] = []
+    for index in first.tolist():
+        changes = {key: varied[key][index].item() for key in keys}
+        got = point(base, changes)
+        if isinstance(got, str):
+            reasons.append(got)
+            evaluated.append(None)
+            continue
+        reasons.append("")
+        evaluated.append(evaluate_point(got, base.shape if relaid else None))
+    return Points(inverse, reasons, evaluated)
