@@ -110,17 +110,35 @@ def notebook_kernel():
     kernel.shutdown()
 
 
+def _built_once(request, tmp_path_factory, name: str, build):
+    """`build(folder)`'s result, built once per test run. Under pytest-xdist the first worker
+    that asks builds it, holding a lock, in the run's temporary folder that every worker sees;
+    the others wait for it and read the same build (pickled)."""
+    import fcntl
+    import pickle
+
+    if not hasattr(request.config, "workerinput"):  # no pytest-xdist worker: the only process
+        return build(tmp_path_factory.mktemp(name))
+    top = tmp_path_factory.getbasetemp().parent / name  # the run's, every worker's
+    top.mkdir(exist_ok=True)
+    done = top / "built.pickle"
+    with open(top / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not done.exists():
+                done.write_bytes(pickle.dumps(build(top)))
+            return pickle.loads(done.read_bytes())
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def course_handouts(request, tmp_path_factory):
     """The course's handouts, both editions with their booklets: (sections, folder, timings),
-    built once per test run. Under pytest-xdist the first worker that asks builds them, holding
-    a lock, in the run's temporary folder that every worker sees; the others wait for it and
-    read the same build (test_handouts and test_student_leaks each built it: 20 s of a worker).
-    The tests read it and never write into it. The build must leave the stored notebooks as they
-    were: the fixture checks it."""
-    import fcntl
+    built once per test run (`_built_once`: test_handouts and test_student_leaks each built it:
+    20 s of a worker). The tests read it and never write into it. The build must leave the
+    stored notebooks as they were: the fixture checks it."""
     import hashlib
-    import pickle
 
     from costmodel.publish import handouts, suite
 
@@ -139,32 +157,43 @@ def course_handouts(request, tmp_path_factory):
         assert digest() == before, "the stored notebooks were modified"
         return sections, folder, timings
 
-    if not hasattr(request.config, "workerinput"):  # no pytest-xdist worker: the only process
-        return build(tmp_path_factory.mktemp("course-handouts"))
-    top = tmp_path_factory.getbasetemp().parent / "course-handouts"  # the run's, every worker's
-    top.mkdir(exist_ok=True)
-    done = top / "built.pickle"
-    with open(top / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if not done.exists():
-                done.write_bytes(pickle.dumps(build(top)))
-            return pickle.loads(done.read_bytes())
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return _built_once(request, tmp_path_factory, "course-handouts", build)
+
+
+@pytest.fixture(scope="session")
+def hostile_readers(request, tmp_path_factory):
+    """The readers' edition (no code, with its booklet) of a team whose scenario name is
+    hostile (tests/hostile_names.py): (sections, folder, overrides), built once per test run
+    for test_escaping and test_handouts (each built one of its own: 10 s of a worker)."""
+    from hostile_names import READERS
+
+    from costmodel.publish import booklet, handouts
+
+    if not any(map(shutil.which, booklet.CHROMIUM_NAMES)):
+        missing("headless Chromium (Debian package chromium) is needed for the booklet")
+
+    def build(top: Path):
+        sections, folder = handouts.build(
+            overrides=READERS, out=top / "team", no_input=True, progress=False, pdf=True
+        )
+        return sections, folder, dict(READERS)
+
+    return _built_once(request, tmp_path_factory, "hostile-readers", build)
 
 
 #: The test modules that take longest (measured under pytest-xdist on this 2-core machine,
 #: December 2026: these took 421 of the 497 s the tests took on the two workers together).
 #: Under pytest-xdist (`make test`: `--dist loadscope --no-loadscope-reorder`, a module and a
 #: notebook's cells stay on one worker, handed out in collection order) they are handed out
-#: first: a worker that starts a long module last finishes alone. The first is the one that
-#: computes most (two kernels of its own, about 130 s of CPU); the next three wait more than
-#: they compute (signals and builds, JupyterLab, the printer: run alone, 146 s for 99 s of CPU),
-#: so the other worker takes them while the first keeps both cores busy.
+#: first: a worker that starts a long module last finishes alone. The first two compute most
+#: (the extreme scenarios through every notebook, half each, in each worker's kernel: about
+#: 60 s of CPU each), one on each worker; the next three wait more than they compute (signals
+#: and builds, JupyterLab, the printer: run alone, 146 s for 99 s of CPU), so whichever worker
+#: is free takes them while the other computes.
 #: tests/course/test_notebooks.py checks that each still exists.
 LONGEST_FIRST = (
     "tests/course/test_valid_space.py",
+    "tests/course/test_valid_space_extremes.py",
     "tests/publish/test_handouts_safety.py",
     "tests/publish/test_lab.py",
     "tests/publish/test_booklet.py",

@@ -137,6 +137,19 @@ def reproducible(pdf: bytes) -> bytes:
     return _PDF_ID.sub(lambda m: each_id(m[0], digest), pdf)
 
 
+#: Run in the booklet's page before it is printed: every face of the document's fonts loaded,
+#: the layout forced, and the font set waited for again (the layout may start a load of its
+#: own). `document.fonts.ready` alone waits only for the loads already begun: a face no layout
+#: had asked for yet was still loading when the print laid the page out, and Chromium printed
+#: that text in a stand-in font; whether the layout had asked by then depended on timing, so on
+#: a busy machine two builds' booklets could differ on a page
+#: (tests/publish/test_booklet.py::test_a_face_the_layout_asks_for_late_is_loaded_before_printing).
+SETTLE = """Promise.all(Array.from(document.fonts, face => face.load()))
+  .then(() => document.body.getBoundingClientRect())
+  .then(() => document.fonts.ready)
+  .then(() => null)"""
+
+
 def _only(url: str):
     """A route handler that lets the request for `url` through and aborts every other."""
 
@@ -160,9 +173,9 @@ async def _print_one(context, document: str, target: Path) -> Path:
         # twice (about 1.5 s of CPU a booklet)
         await page.emulate_media(media="print")
         await page.goto(source.as_uri(), wait_until="load")
-        # the embedded fonts decoded before printing (on a busy machine a print could otherwise
-        # lay text out in a fallback font); DevTools evaluates this with the page's scripts off
-        await page.evaluate("document.fonts.ready.then(() => null)")
+        # fonts and layout settled before printing: DevTools evaluates this with the page's
+        # scripts off (SETTLE says why)
+        await page.evaluate(SETTLE)
         pdf = await page.pdf(
             format="A4",
             print_background=True,
@@ -221,8 +234,10 @@ class Printer:
     build makes it before the notebooks run, so the browser is up when the pages are, and checks
     with `ready` that it started before the first notebook runs), then handed the booklets: all
     print at the same time, each in a page of its own, in one browser and one context (a second
-    browser or context costs more CPU than the booklets gain from it on two cores). Close it
-    whatever happens (a context manager)."""
+    browser or context costs more CPU than the booklets gain from it on two cores). Each page
+    has a renderer process of its own, so printing them together shares no layout or font
+    state; each waits for its own fonts (SETTLE). Close it whatever happens (a context
+    manager)."""
 
     def __init__(self) -> None:
         import asyncio

@@ -19,7 +19,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import missing
+from hostile_names import HANDOUT_NAME_SHOWN, READERS_SHOWN
 from markdown_pages import handout_html
 
 from costmodel.cli import main
@@ -29,7 +29,6 @@ from costmodel.inputs import models, scenario
 from costmodel.present import display, report
 from costmodel.present.gemms import render_gemms
 from costmodel.present.params import params_text
-from costmodel.publish import booklet, handouts
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA = ROOT / "scenarios" / "configs" / "llama-3.1-70b.json"
@@ -295,25 +294,14 @@ def test_notebook_table_shows_control_characters_escaped(monkeypatch, case, name
 
 # ------------------------------------------------------------------ a real handout page
 
-#: The name of the handout build: links of every kind an autolinker finds, HTML, a table's
-#: pipe, a terminal escape and a right-to-left override.
-HANDOUT_NAME = (
-    "see https://evil.example/x and www.evil.example and a@b.co <b>x</b> | y \x1b[2J\u202e!"
-)
-HANDOUT_NAME_SHOWN = (
-    r"see https://evil.example/x and www.evil.example and a@b.co <b>x</b> | y \x1b[2J\u202e!"
-)
 BANNER = r'<div class="handout-banner[^"]*">(.*?)</div>'
 
 
 @pytest.fixture(scope="module")
-def hostile_handouts(tmp_path_factory):
-    out = tmp_path_factory.mktemp("scenario-text") / "team"
-    if not any(map(shutil.which, booklet.CHROMIUM_NAMES)):
-        missing("headless Chromium (Debian package chromium) is needed for the booklet")
-    sections, folder = handouts.build(
-        overrides={"name": HANDOUT_NAME}, out=out, no_input=True, jobs=2, progress=False, pdf=True
-    )
+def hostile_handouts(hostile_readers):
+    """A real build (the readers' edition, with its booklet) whose scenario name holds
+    HANDOUT_NAME (tests/conftest.py: once per test run, shared with test_handouts)."""
+    sections, folder, _ = hostile_readers
     return sections, folder
 
 
@@ -348,4 +336,4 @@ def test_the_booklet_title_is_the_name_as_written(hostile_handouts):
 
     _, folder = hostile_handouts
     title = PdfReader(folder / "booklet.pdf").metadata.title
-    assert title == f"{HANDOUT_NAME_SHOWN} (teacher)"
+    assert title == f"{READERS_SHOWN} (teacher)" and HANDOUT_NAME_SHOWN in title

@@ -103,6 +103,47 @@ def test_booklet_prints_nothing_a_page_loads_or_runs(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.pdf", "page.html", "secret.txt"]
 
 
+#: A face no page of the booklet uses elsewhere: where it is printed, the PDF embeds it.
+LATE_FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf")
+
+
+def test_a_face_the_layout_asks_for_late_is_loaded_before_printing(tmp_path):
+    """The page's web fonts are all loaded, and the layout settled, before it is printed: a
+    face the layout had not asked for when the print waited for `document.fonts.ready` (here:
+    text in a `content-visibility: auto` block far down, laid out only by the print) was
+    still loading as the page printed, and the text came out in a fallback font (a Type 3 font
+    of its own). The same race on a busy machine made two builds' booklets differ on a page."""
+    import base64
+
+    from pypdf import PdfReader
+
+    _need_chromium()
+    if not LATE_FONT.is_file():
+        missing("DejaVu Sans Mono (Debian package fonts-dejavu-core) is needed")
+    face = base64.b64encode(LATE_FONT.read_bytes()).decode()
+    style = (
+        f"<style>@font-face {{ font-family: LateFace; src: url(data:font/ttf;base64,{face}); }}"
+        ".late { font-family: LateFace, sans-serif; content-visibility: auto; }</style>"
+    )
+    page = tmp_path / "page.html"
+    page.write_text(
+        f'<!DOCTYPE html><html><head><meta charset="utf-8">{style}</head><body><main>'
+        '<p>early text</p><div style="height: 3000px"></div><p class="late">late text</p>'
+        "</main></body></html>",
+        encoding="utf-8",
+    )
+    with booklet.Printer() as printer:
+        [pdf] = printer.print([([page], tmp_path / "b.pdf", "t")])
+    fonts = [
+        str(font.get_object().get("/BaseFont"))
+        for sheet in PdfReader(pdf).pages
+        for font in (sheet.get("/Resources") or {}).get("/Font", {}).values()
+    ]
+    assert any(name.endswith("+DejaVuSansMono") for name in fonts), fonts
+    assert "None" not in fonts, fonts  # no Type 3 font: nothing printed in a stand-in
+    assert "late text" in _printed_text(pdf)
+
+
 LINKS = (
     '<p><a href="page.html">this page</a> <a href="other.html#x">a page beside it</a> '
     '<a href="#top">an anchor</a> <a href="https://example.org/">a site</a></p>'

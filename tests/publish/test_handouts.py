@@ -18,6 +18,7 @@ import pytest
 from conftest import missing
 from hang import hang_limit
 from headlines import section_headlines
+from hostile_names import HOSTILE
 
 from costmodel.evaluate.account.account import account as evaluate_account
 from costmodel.inputs import scenario
@@ -190,20 +191,11 @@ def test_every_css_variable_a_page_uses_is_defined_there(built):
             assert re.search(r"\.highlight \.k \{[^}]*color: #", styles), page.name
 
 
-#: A scenario name that would run script in every page if it were inserted unescaped.
-HOSTILE = (
-    'Team <img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> '
-    "*bold* $x$ [link](javascript:window.__pwned=3)"
-)
-
-
 @pytest.fixture(scope="module")
-def readers(tmp_path_factory):
-    """The readers' edition (no code) for a team with a hostile scenario name."""
-    out = tmp_path_factory.mktemp("readers") / "team"
-    overrides = {"step_time": 90, "name": HOSTILE}
-    sections, folder = handouts.build(out=out, no_input=True, progress=False, overrides=overrides)
-    return sections, folder, overrides
+def readers(hostile_readers):
+    """The readers' edition (no code) for a team with a hostile scenario name, HOSTILE in it
+    (tests/conftest.py: once per test run, shared with tests/present/test_escaping.py)."""
+    return hostile_readers
 
 
 def test_no_input_hides_code(readers):

@@ -4,8 +4,10 @@ crashes, a folder that changes during the build, file systems where a folder can
 interrupts (Ctrl-C, twice, SIGTERM, SIGHUP) that leave nothing behind, and what killed builds
 left, removed."""
 
+import contextlib
 import errno
 import hashlib
+import io
 import json
 import os
 import re
@@ -18,6 +20,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 import pytest
@@ -40,6 +43,32 @@ def run(*args, cwd, env=None, timeout=hang_limit(12)):  # refused, or one notebo
         env=env,
         timeout=timeout,
     )
+
+
+class Result(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def in_process(*args, cwd, env=None) -> Result:
+    """`costmodel handouts ARGS` run as `run` runs it, in this process (`cli.main`, which
+    `python -m costmodel` calls), from `cwd` and with `env`'s variables changed: a refusal says
+    and leaves what a new process would, without a second of its own to start and import."""
+    from costmodel import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    here, saved = os.getcwd(), dict(os.environ)
+    try:
+        os.chdir(cwd)
+        os.environ.update(env or {})
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli.main(["handouts", *args])
+    finally:
+        os.chdir(here)
+        os.environ.clear()
+        os.environ.update(saved)
+    return Result(code, out.getvalue(), err.getvalue())
 
 
 def kernel_marks(folder: Path) -> tuple[dict[str, str], Path]:
@@ -84,7 +113,7 @@ def test_existing_folder_of_someone_else_is_left_alone(tmp_path):
     (user / "sub" / "thesis.tex").write_text("\\section{keep}")
     before = snapshot(user)
     assert_refused(
-        run("--out", str(user), cwd=tmp_path),
+        in_process("--out", str(user), cwd=tmp_path),
         str(user),
         "was not written by costmodel handouts",
         MARKER,
@@ -96,7 +125,7 @@ def test_existing_folder_of_someone_else_is_left_alone(tmp_path):
 def test_existing_file_is_not_turned_into_a_folder(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("keep me")
-    assert_refused(run("--out", str(path), cwd=tmp_path), "exists and is not a folder")
+    assert_refused(in_process("--out", str(path), cwd=tmp_path), "exists and is not a folder")
     assert path.read_text() == "keep me"
 
 
@@ -112,7 +141,7 @@ def test_working_directory_and_above_are_refused(tmp_path, out, message):
     cwd = tmp_path / "work"
     cwd.mkdir()
     (cwd / "data.csv").write_text("1,2\n")
-    assert_refused(run("--out", out, cwd=cwd), message)
+    assert_refused(in_process("--out", out, cwd=cwd), message)
     assert (cwd / "data.csv").read_text() == "1,2\n"
 
 
@@ -121,7 +150,7 @@ def test_home_is_refused(tmp_path):
     home.mkdir()
     (home / ".bashrc").write_text("# mine\n")
     env = {**os.environ, "HOME": str(home)}
-    assert_refused(run("--out", "~", cwd=tmp_path, env=env), str(home), "not written by")
+    assert_refused(in_process("--out", "~", cwd=tmp_path, env=env), str(home), "not written by")
     assert (home / ".bashrc").exists()
 
 
@@ -139,7 +168,7 @@ def test_home_is_refused(tmp_path):
 def test_project_sources_are_refused(tmp_path, out, message):
     watched = out if out.is_dir() else out.parent  # inside the repository, never /tmp itself
     before = {p.name for p in watched.iterdir()}
-    assert_refused(run("--out", str(out), cwd=tmp_path), message)
+    assert_refused(in_process("--out", str(out), cwd=tmp_path), message)
     assert {p.name for p in watched.iterdir()} == before
 
 
@@ -147,7 +176,7 @@ def test_symbolic_link_is_refused(tmp_path):
     target = tmp_path / "real"
     target.mkdir()
     (tmp_path / "link").symlink_to(target)
-    assert_refused(run("--out", "link", cwd=tmp_path), "is a symbolic link")
+    assert_refused(in_process("--out", "link", cwd=tmp_path), "is a symbolic link")
 
 
 def test_symbolic_link_loop_is_one_line(tmp_path, monkeypatch, capsys):
@@ -183,7 +212,7 @@ def test_scenario_named_dotdot_does_not_touch_the_handouts_tree(tmp_path):
     (tmp_path / "handouts" / "other").mkdir(parents=True)
     (tmp_path / "handouts" / "other" / "page.html").write_text("theirs")
     (tmp_path / "..yaml").write_text("step_time: -1\n")  # refused before any notebook runs
-    result = run("--scenario", "..yaml", cwd=tmp_path)
+    result = in_process("--scenario", "..yaml", cwd=tmp_path)
     assert result.returncode == 2 and "step_time" in result.stderr
     assert (tmp_path / "handouts" / "other" / "page.html").read_text() == "theirs"
     with pytest.raises(CostModelError, match="not written by costmodel handouts"):
@@ -370,7 +399,7 @@ def test_a_readers_file_is_refused_in_one_line(previous):
     _add_notes(previous)
     before = snapshot(previous)
     assert_refused(
-        run("--out", str(previous), cwd=previous.parent),
+        in_process("--out", str(previous), cwd=previous.parent),
         f"'{previous}' holds my_notes.txt, which costmodel handouts did not write",
     )
     assert snapshot(previous) == before
@@ -451,7 +480,7 @@ def test_a_folder_of_another_scenario_is_refused(small, tmp_path, monkeypatch):
     with pytest.raises(CostModelError, match="another scenario"):
         handouts.build(None, out=out, progress=False)  # the course's scenario
     assert_refused(
-        run("--scenario", "b/run.yaml", cwd=tmp_path),
+        in_process("--scenario", "b/run.yaml", cwd=tmp_path),
         f"this build is of '{second.resolve()}'",
         "choose its own folder with --out",
     )
@@ -462,7 +491,9 @@ def test_a_folder_of_another_scenario_is_refused(small, tmp_path, monkeypatch):
 
 def test_empty_out_is_refused(tmp_path):
     """`--out ''` is not the default folder: refused before the scenario is even read."""
-    assert_refused(run("--out", "", "--set", "seq_len=-1", cwd=tmp_path), "'' is not allowed")
+    assert_refused(
+        in_process("--out", "", "--set", "seq_len=-1", cwd=tmp_path), "'' is not allowed"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -553,7 +584,7 @@ def test_file_added_in_the_last_moment_is_not_deleted(previous, monkeypatch, exc
 def test_name_too_long_is_one_line(tmp_path):
     """A name over 255 bytes, or one whose hidden `.NAME.tmp-XXXXXXXX` sibling is: one line."""
     for name in ("a" * 300, "b" * 245):
-        assert_refused(run("--out", name, cwd=tmp_path), "File name too long")
+        assert_refused(in_process("--out", name, cwd=tmp_path), "File name too long")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -599,7 +630,9 @@ def test_full_disk_is_refused_before_any_work(tmp_path):
                 while True:
                     filler.write(b"\0" * 4096)
                     filler.flush()
-        assert_refused(run("--out", str(disk / "out"), cwd=tmp_path), "No space left on device")
+        assert_refused(
+            in_process("--out", str(disk / "out"), cwd=tmp_path), "No space left on device"
+        )
         assert sorted(p.name for p in disk.iterdir()) == ["filler"]
     finally:
         _umount(disk)
@@ -628,38 +661,22 @@ def test_immutable_previous_build_is_refused_before_any_work(previous, pinned):
         subprocess.run(["chattr", "-i", str(previous / pinned)], check=False)
 
 
-FAULT = """
-import os, sys
-from pathlib import Path
-from costmodel import cli
-from costmodel.publish import suite, swap
-suite.NOTEBOOKS = Path(sys.argv[1])
-step, code = sys.argv[2], int(sys.argv[3])
-def fault(at):
-    if at == step:
-        raise OSError(code, os.strerror(code), sys.argv[4])
-swap.fault = fault
-sys.exit(cli.main(sys.argv[5:]))
-"""
-
-
 @pytest.mark.parametrize(
     "code",
     [errno.EBUSY, errno.EPERM, errno.ENOSPC, errno.ENAMETOOLONG],
     ids=["mount-point", "immutable", "full-disk", "name-too-long"],
 )
-def test_swap_that_fails_is_one_line(previous, code):
+def test_swap_that_fails_is_one_line(previous, monkeypatch, code):
     """The error of each, injected at the swap (where no probe can reach it first): one line,
     status 2, the previous build as it was, nothing left beside it."""
     before = snapshot(previous)
-    result = subprocess.run(
-        [sys.executable, "-c", FAULT, str(suite.NOTEBOOKS), "before-swap", str(code)]
-        + [str(previous), "handouts", "--edition", "both", "--out", str(previous)],
-        capture_output=True,
-        text=True,
-        cwd=previous.parent,
-        timeout=hang_limit(12),  # one notebook, both editions: seconds
-    )
+
+    def fault(at):
+        if at == "before-swap":
+            raise OSError(code, os.strerror(code), str(previous))
+
+    monkeypatch.setattr(swap, "fault", fault)
+    result = in_process("--edition", "both", "--out", str(previous), cwd=previous.parent)
     assert_refused(result, f"'{previous}' cannot be written: {os.strerror(code)}")
     assert snapshot(previous) == before
     assert sorted(p.name for p in previous.parent.iterdir()) == ["handouts"]
