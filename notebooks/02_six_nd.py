@@ -261,9 +261,9 @@ rows = [
 d.claims(rows, sc)
 
 # %% [markdown]
-# ## 8. 换一个 hidden_size：一次 sweep
+# ## 8. 换一个 hidden_size：一次扫描
 #
-# `costmodel sweep` 能改变任何数值键，包括模型的形状和并行布局。下表把本场景的 `hidden_size` 换成它的 0.5 到 3 倍（取 256 的整数倍）、其余键不变：每一行就是 `costmodel report --set hidden_size=…` 的那个场景（N 没有由场景给定时，按该形状重新数出），步长取每个点自己的预测值（实测的步长和吞吐只属于原来那个模型），列出 N、预测的步长、按预测步长算的 MFU 和最忙那块 GPU 的显存峰值。布局不能整除、或形状被校验拒绝的点不会中断整个 sweep，而是留下一行，写明拒绝的原因。命令行上的同一件事是 `costmodel sweep --set step_time=null --vary hidden_size=… --plot h.svg --plot-y predicted_step`。
+# `costmodel sweep` 能改变任何数值键，包括模型的形状和并行布局。下表把本场景的 `hidden_size` 换成它的 0.5 到 3 倍（取 256 的整数倍，含它本身）、其余键不变：每一行是本场景只换掉 `hidden_size` 的那个场景，场景没有给定 N 时，N 按新形状重新数出（这一点与 `costmodel report --set hidden_size=…` 不同，后者保留原来的 N）。步长取每个点自己的预测值（实测的步长和吞吐只属于原来那个模型），列出 N、预测的步长、按预测步长算的 MFU 和最忙那块 GPU 的显存峰值；`hidden_size` 等于本场景的那一行，就是本场景自己的预测；换了 `hidden_size` 的点，模型形状不再取自模型配置，而是由 `hidden_size` 和场景的其余键重新构造（场景没有给定的宽度按课程的规则推出），所以它们和本场景那一行可能不在同一条平滑的曲线上。布局不能整除、或形状被校验拒绝的点不会让整个扫描中断，而是留下一行，写明拒绝的原因。命令行上的同一件事是 `costmodel sweep --set step_time=null --vary hidden_size=… --plot h.svg --plot-y predicted_step`。
 
 # %% tags=["remove-input"]
 from costmodel.errors import CostModelError
@@ -275,7 +275,7 @@ try:  # each point's own predicted step
 except CostModelError:  # an N too far from the shape for a predicted step: the scenario's step
     sweep_base = sc
 predicted_base = sweep_base.step_time_from == "predicted"
-widths = sorted({max(256, round(sc.hidden_size * f / 256) * 256) for f in (0.5, 0.75, 1.5, 2, 3)})
+widths = sorted({sc.hidden_size} | {max(256, round(sc.hidden_size * f / 256) * 256) for f in (0.5, 0.75, 1.5, 2, 3)})
 hidden_axis = grid_sweep.parse_axis("hidden_size=" + ",".join(map(str, widths)))
 hidden_grid = grid_sweep.evaluate_grid(sweep_base, [hidden_axis])
 x = hidden_grid.extra
@@ -283,10 +283,11 @@ kept = [i for i in range(len(hidden_grid)) if not hidden_grid.refused[i]]
 d.table([(widths[i], d.sci(x["scenario.activated_params"][i]),
           f"{x['time.predicted_seconds'][i]:.2f} s", d.pct(x["mfu_on_predicted_step"][i]),
           f"{x['memory.total'][i] / 2**30:.1f} GiB ({x['memory.peak_phase'][i]})",
-          x["memory.fits"][i]) if i in kept else (widths[i], "", "", "", "", hidden_grid.refused[i])
+          "是" if x["memory.fits"][i] == "true" else "否") if i in kept
+         else (widths[i], "", "", "", "", hidden_grid.refused[i])
          for i in range(len(hidden_grid))],
-        ["hidden_size", "N", "predicted step", "MFU on the predicted step", "memory peak (phase)",
-         "fits, or why refused"], "costmodel sweep over hidden_size, the other keys as the scenario's")
+        ["hidden_size", "N", "预测步长", "按预测步长的 MFU", "显存峰值（阶段）", "放得下？或拒绝原因"],
+        "对 hidden_size 的一次扫描（其余键同本场景）")
 
 
 def monotone(values):
@@ -302,7 +303,7 @@ fitting = sum(x["memory.fits"][i] == "true" for i in kept)
 refused_points = len(hidden_grid) - len(kept)
 
 # %% [markdown]
-# {% if not predicted_base %}本场景的 N 与它的形状相差太多，不能用预测的步长，下表的点沿用场景的步长。{% endif %}{% if kept|length > 1 %}在这 {{ kept|length }} 个校验通过的点上，{% if n_trend == "up" %}每个 token 的矩阵乘参数 N 随 hidden_size 增多，6ND 随之变大{% else %}N 并不随 hidden_size 单调增多（比如场景给定了 `activated_params`），6ND 也就不跟着变{% endif %}；预测的步长{% if step_trend == "up" %}随之单调变长{% elif step_trend == "down" %}反而单调变短{% else %}不单调{% endif %}，按预测步长算的 MFU {% if mfu_trend == "up" %}随之升高{% elif mfu_trend == "down" %}随之降低{% else %}不单调{% endif %}。MFU 怎么走取决于两件事：更宽的矩阵乘离峰值更近还是更远，以及不随 N 增长的部分（注意力核心、通信、流水线气泡）在步长里的占比怎样变化。{% else %}这组 hidden_size 里校验通过的点不到两个，看不出趋势；原因见表中最后一列。{% endif %}{% if kept %}{% if fitting == kept|length %}每个校验通过的点都放得下。{% else %}其中 {{ kept|length - fitting }} 个点在最忙的 GPU 上放不下（fits = false），要配合重算、ZeRO 或更大的并行度才能跑。{% endif %}{% endif %}{% if refused_points %}另有 {{ refused_points }} 个点被校验拒绝，表中写了拒绝的原因。{% endif %}
+# {% if not predicted_base %}本场景的 N 与它的形状相差太多，不能用预测的步长，下表的点沿用场景的步长。{% endif %}{% if kept|length > 1 %}在这 {{ kept|length }} 个校验通过的点上，{% if n_trend == "up" %}每个 token 的矩阵乘参数 N 随 hidden_size 增多，6ND 随之变大{% else %}N 并不随 hidden_size 单调增多（比如场景给定了 `activated_params`），6ND 也就不跟着变{% endif %}；预测的步长{% if step_trend == "up" %}随之单调变长{% elif step_trend == "down" %}反而单调变短{% else %}不单调{% endif %}，按预测步长算的 MFU {% if mfu_trend == "up" %}随之升高{% elif mfu_trend == "down" %}随之降低{% else %}不单调{% endif %}。MFU 怎么走取决于两件事：更宽的矩阵乘离峰值更近还是更远，以及不随 N 增长的部分（注意力核心、通信、流水线气泡）在步长里的占比怎样变化。{% else %}这组 hidden_size 里校验通过的点不到两个，看不出趋势；原因见表中最后一列。{% endif %}{% if kept %}{% if fitting == kept|length %}每个校验通过的点都放得下。{% else %}其中 {{ kept|length - fitting }} 个点在最忙的 GPU 上放不下，要配合重算、ZeRO 或更大的并行度才能跑。{% endif %}{% endif %}{% if refused_points %}另有 {{ refused_points }} 个点被校验拒绝，表中写了拒绝的原因。{% endif %}
 
 # %% [markdown]
 # ## 本节要点
