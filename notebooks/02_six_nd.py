@@ -263,11 +263,12 @@ d.claims(rows, sc)
 # %% [markdown]
 # ## 8. 换一个 hidden_size：一次扫描
 #
-# `costmodel sweep` 能改变任何数值键，包括模型的形状和并行布局。下表把本场景的 `hidden_size` 换成它的 0.5 到 3 倍（取 256 的整数倍，含它本身）、其余键不变：每一行是本场景只换掉 `hidden_size` 的那个场景，场景没有给定 N 时，N 按新形状重新数出（这一点与 `costmodel report --set hidden_size=…` 不同，后者保留原来的 N）。步长取每个点自己的预测值（实测的步长和吞吐只属于原来那个模型），列出 N、预测的步长、按预测步长算的 MFU 和最忙那块 GPU 的显存峰值；`hidden_size` 等于本场景的那一行，就是本场景自己的预测；换了 `hidden_size` 的点，模型形状不再取自模型配置，而是由 `hidden_size` 和场景的其余键重新构造（场景没有给定的宽度按课程的规则推出），所以它们和本场景那一行可能不在同一条平滑的曲线上。布局不能整除、或形状被校验拒绝的点不会让整个扫描中断，而是留下一行，写明拒绝的原因。命令行上的同一件事是 `costmodel sweep --set step_time=null --vary hidden_size=… --plot h.svg --plot-y predicted_step`。
+# `costmodel sweep` 能改变任何数值键，包括模型的形状和并行布局。下表把本场景的 `hidden_size` 换成它的 0.5 到 3 倍（取 256 的整数倍）、其余键不变：每一行是本场景只换掉 `hidden_size` 的那个场景，场景没有给定 N 时，N 按新形状重新数出（这一点与 `costmodel report --set hidden_size=…` 不同，后者保留原来的 N）。步长取每个点自己的预测值（实测的步长和吞吐只属于原来那个模型），列出 N、预测的步长、按预测步长算的 MFU 和最忙那块 GPU 的显存峰值；换了 `hidden_size` 的点，模型形状不再取自模型配置，而是由 `hidden_size` 和场景的其余键重新构造（场景没有给定的宽度按课程的规则推出），所以这些点描述的是按规则构造的另一族模型，不一定和本场景自己的数落在同一条平滑的曲线上。布局不能整除、或形状被校验拒绝的点不会让整个扫描中断，而是留下一行，写明拒绝的原因。命令行上的同一件事是 `costmodel sweep --set step_time=null --vary hidden_size=… --plot h.svg --plot-y predicted_step`。
 
 # %% tags=["remove-input"]
 from costmodel.errors import CostModelError
 from costmodel.evaluate.sweep import sweep as grid_sweep
+from costmodel.present import words
 
 measured_only = {"step_time": None, "measured_tokens_per_s": None}  # the measured model's
 try:  # each point's own predicted step
@@ -275,14 +276,14 @@ try:  # each point's own predicted step
 except CostModelError:  # an N too far from the shape for a predicted step: the scenario's step
     sweep_base = sc
 predicted_base = sweep_base.step_time_from == "predicted"
-widths = sorted({sc.hidden_size} | {max(256, round(sc.hidden_size * f / 256) * 256) for f in (0.5, 0.75, 1.5, 2, 3)})
+widths = sorted({max(256, round(sc.hidden_size * f / 256) * 256) for f in (0.5, 0.75, 1.5, 2, 3)})
 hidden_axis = grid_sweep.parse_axis("hidden_size=" + ",".join(map(str, widths)))
 hidden_grid = grid_sweep.evaluate_grid(sweep_base, [hidden_axis])
 x = hidden_grid.extra
 kept = [i for i in range(len(hidden_grid)) if not hidden_grid.refused[i]]
 d.table([(widths[i], d.sci(x["scenario.activated_params"][i]),
           f"{x['time.predicted_seconds'][i]:.2f} s", d.pct(x["mfu_on_predicted_step"][i]),
-          f"{x['memory.total'][i] / 2**30:.1f} GiB ({x['memory.peak_phase'][i]})",
+          f"{x['memory.total'][i] / 2**30:.1f} GiB（{words.PHASES[x['memory.peak_phase'][i]]}）",
           "是" if x["memory.fits"][i] == "true" else "否") if i in kept
          else (widths[i], "", "", "", "", hidden_grid.refused[i])
          for i in range(len(hidden_grid))],

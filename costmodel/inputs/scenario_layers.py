@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from costmodel.errors import CostModelError
 from costmodel.formats import shown
@@ -118,13 +118,6 @@ def model_keys_layer(user: dict[str, Any]) -> tuple[dict[str, Any], int]:
     return model_layer, mtp_layers
 
 
-def sets_a_width(given: Mapping[str, Any], course: Mapping[str, Any]) -> bool:
-    """Whether the keys a team or a model sets (`given`) set a width key to another value than
-    the course's (`course`): one set to the course's own value changes nothing, so the course's
-    other width keys stay (`--set hidden_size=2048` on the course is the course)."""
-    return any(key in given and given[key] != course.get(key) for key in WIDTH_KEYS)
-
-
 def merged_layers(
     user: dict[str, Any],
     model_layer: dict[str, Any],
@@ -139,7 +132,8 @@ def merged_layers(
     for key in values:
         sources.setdefault(key, "course")
     # A team that sets any width key gets none of the course's other width keys.
-    if sets_a_width({**model_layer, **user}, values):
+    team_width = set(WIDTH_KEYS) & (set(user) | set(model_layer))
+    if team_width:
         for key in COURSE_WIDTH_KEYS:
             values[key] = None
     if "name" not in user and (user or model_layer):

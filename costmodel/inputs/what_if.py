@@ -43,7 +43,6 @@ from costmodel.inputs.scenario_layers import (
     course_checked,
     merged_layers,
     model_keys_layer,
-    sets_a_width,
 )
 
 #: A costmodel.inputs.scenario.Scenario (that module imports this one: Scenario.what_if).
@@ -130,15 +129,10 @@ def _inputs_again(values, sources, given, course, checked) -> None:
         for key in ("peak_flops", "hbm_bandwidth"):
             if key not in given:
                 values[key] = None
-    widths = {
-        key: checked.get(key, values[key])
-        for key in WIDTH_KEYS
-        if key in checked or key in given or sources.get(key) == "model"
-    }
-    team_width = sets_a_width(widths, course)
-    for key in COURSE_WIDTH_KEYS:  # the course's width keys go with a team's other width
-        if sources.get(key) == "course":
-            values[key] = None if team_width else course.get(key)
+    if checked.keys() & set(WIDTH_KEYS):  # the course's width keys go with a team's width
+        for key in COURSE_WIDTH_KEYS:
+            if sources.get(key) == "course":
+                values[key] = None
 
 
 def _cleared(values, sources, given, course, checked) -> None:

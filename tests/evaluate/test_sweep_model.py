@@ -238,17 +238,3 @@ def test_readme_names_the_models_columns_and_options():
     names = (*sweep_points.MODEL_COLUMNS, "--closed-forms", "--plot-y", "predicted_step")
     for name in names:
         assert f"`{name}`" in section or f"{name} " in section, name
-
-
-@pytest.mark.parametrize(
-    "file", [None, "llama-3.1-70b-512xH100.yaml", "qwen3-next-80b-256xB200.yaml"]
-)
-def test_a_point_at_the_scenarios_own_width_is_the_scenario(file):
-    """The row of a hidden_size sweep at the scenario's own hidden_size is the scenario's own
-    prediction (notebook 02 says so): setting a width to its own value changes nothing."""
-    base = resolve(_path(file), {"step_time": None, "measured_tokens_per_s": None})
-    grid = sweep.evaluate_grid(base, [sweep.parse_axis(f"hidden_size={base.hidden_size}")])
-    acc = account(base, kept=False)
-    assert grid.refused[0] == ""
-    assert grid.extra["time.predicted_seconds"][0] == acc["time"]["predicted_seconds"]
-    assert grid.extra["memory.total"][0] == acc["memory"]["total"]
