@@ -1,7 +1,8 @@
 """Layer 3, evaluate: numbers for one scenario, grouped by feature. Each group's public face is
 its modules' public names (no private name is imported across modules: tests/project); a group
 package defines no names of its own, so `from costmodel.evaluate.plan import plan` is always the
-module. Groups, each importing only those before it or its own:
+module. The groups (the step-time model and the memory share `simulate.stage`, so those two
+import each other; `plan` and `sweep` import the rest, nothing imports them):
 
 - simulate: the step-time model (step_time.predict, compute_time.compute, gemms.model_gemms,
   linear.linear_attention, stage: one formula for floats and for arrays) and a team's run

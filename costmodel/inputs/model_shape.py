@@ -61,15 +61,13 @@ def loaded_shape(reference: str):
 
 def matching_shape(values: Mapping[str, Any], default_model: str = COURSE_MODEL):
     """The ModelShape of the scenario's model: the config named by `model:` if any, else the
-    course's model; None when that config's shape (STRUCTURE_KEYS, the SHAPE_KEYS the scenario
-    sets, its attention width) is not the scenario's."""
+    course's model; None when that config's shape (STRUCTURE_KEYS, and the SHAPE_KEYS the
+    scenario sets) is not the scenario's."""
     shape, keys = loaded_shape(values.get("model") or default_model)
     if not all(values.get(key) == keys[key] for key in STRUCTURE_KEYS):
         return None
     if any(values.get(key) not in (None, keys[key]) for key in SHAPE_KEYS):
         return None
-    if values.get("attention_dim") not in (None, keys["attention_dim"]):
-        return None  # the account's attention width is not the config's: its GEMMs are not either
     return shape
 
 

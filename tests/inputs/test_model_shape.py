@@ -47,17 +47,3 @@ def test_a_config_edited_on_disk_is_read_again(tmp_path, monkeypatch):
     second, keys = model_shape.loaded_shape(str(path))
     assert len(calls) == 2
     assert (first.num_layers, second.num_layers, keys["num_layers"]) == (32, 16, 16)
-
-
-def test_the_config_shape_is_the_scenarios_only_with_its_attention_width():
-    """`--set hidden_size=2048` on the course: a team's width drops the course's 16 x 256 heads,
-    so the account's attention width is 2048 (the course's rule); the GEMMs must then come from
-    a shape of that width too, not from the config's 4096 (before, they did: the predicted step
-    mixed two models)."""
-    course = resolve()
-    assert course.shape.attention_dim == course.attention_dim == 4096
-    assert course.shape_source.startswith("config")
-    team = resolve(overrides={"hidden_size": 2048})
-    assert team.attention_dim == 2048
-    assert team.shape.attention_dim == team.attention_dim
-    assert team.shape_source.startswith("scenario keys")
