@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import sympy as sp
 from hang import hang_limit
+from sweep_report import SCENARIOS, report_figure, scenario_path
 
 from costmodel.cli import main
 from costmodel.derive import linear_attention as la
@@ -29,7 +30,7 @@ from costmodel.inputs.scenario import resolve
 from costmodel.present import sweep as present
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = ROOT / "scenarios"
+
 
 #: (scenario file, --set, --vary): every varied key, a refusal of each kind among the points.
 CASES = [
@@ -56,21 +57,11 @@ CASES = [
 ]
 
 
-def _path(file):
-    return None if file is None else SCENARIOS / file
-
-
-def _figure(acc, column):
-    for part in column.split("."):
-        acc = acc[part]
-    return acc
-
-
 @pytest.mark.parametrize("file, base, vary", CASES)
 def test_grid_is_the_account_at_each_point(file, base, vary):
     """Each point's figures equal `account()` of the scenario resolved with the point's values
     as --set, to 1e-12; a point is refused (figures empty) exactly where `report` refuses it."""
-    scenario = resolve(_path(file), base)
+    scenario = resolve(scenario_path(file), base)
     axes = [sweep.parse_axis(text) for text in vary]
     sweep.check_axes(scenario, axes, base)
     grid = sweep.evaluate_grid(scenario, axes)
@@ -79,7 +70,7 @@ def test_grid_is_the_account_at_each_point(file, base, vary):
     for i in range(len(grid)):
         point = {axis.key: grid.columns[axis.key][i].item() for axis in axes}
         try:
-            acc = account(resolve(_path(file), {**base, **point}))
+            acc = account(resolve(scenario_path(file), {**base, **point}))
         except CostModelError as error:
             assert grid.refused[i], (point, str(error))
             assert all(np.isnan(grid.columns[c][i]) for c in sweep.FIGURES)
@@ -90,7 +81,7 @@ def test_grid_is_the_account_at_each_point(file, base, vary):
             acc["scenario"]["tokens_per_step"], rel=1e-12
         )
         for column in sweep.FIGURES:
-            expected, got = _figure(acc, column), grid.columns[column][i]
+            expected, got = report_figure(acc, column), grid.columns[column][i]
             if expected is None:
                 assert np.isnan(got), (column, point)
             else:
@@ -153,7 +144,7 @@ def test_each_refusal_is_met():
     """The cases above meet every reason a point is refused for (so each check is tested)."""
     reasons = set()
     for file, base, vary in CASES:
-        scenario = resolve(_path(file), base)
+        scenario = resolve(scenario_path(file), base)
         axes = [sweep.parse_axis(text) for text in vary]
         reasons |= {r.split(" (")[0] for r in sweep.evaluate_grid(scenario, axes).refused}
     assert reasons >= {

@@ -11,6 +11,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 import pytest
+from sweep_report import report_figure, scenario_path
 
 from costmodel.cli import main
 from costmodel.errors import CostModelError
@@ -20,7 +21,6 @@ from costmodel.inputs import models
 from costmodel.inputs.scenario import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = ROOT / "scenarios"
 
 #: (scenario file, --set, --vary): a shape, a layout (some points refused), a predicted step.
 CASES = [
@@ -32,21 +32,11 @@ CASES = [
 ]
 
 
-def _path(file):
-    return None if file is None else SCENARIOS / file
-
-
-def _figure(acc, column):
-    for part in column.split("."):
-        acc = acc[part]
-    return acc
-
-
 def _expected(file, base, point):
     """The report's scenario of a point: its values as --set, and where its model shape is not
     the scenario's, activated_params and total_params that shape's (as a config fills them)."""
-    scenario = resolve(_path(file), base)
-    sc = resolve(_path(file), {**base, **point})
+    scenario = resolve(scenario_path(file), base)
+    sc = resolve(scenario_path(file), {**base, **point})
     now = models.scenario_keys(sc.shape, sc.num_mtp_layers > 0)
     before = models.scenario_keys(scenario.shape, scenario.num_mtp_layers > 0)
     follow = {
@@ -54,7 +44,7 @@ def _expected(file, base, point):
         for key in ("activated_params", "total_params")
         if now[key] != before[key] and scenario.sources[key] not in ("file", "--set")
     }
-    return resolve(_path(file), {**base, **point, **follow}) if follow else sc
+    return resolve(scenario_path(file), {**base, **point, **follow}) if follow else sc
 
 
 @pytest.mark.parametrize("file, base, vary", CASES)
@@ -63,7 +53,7 @@ def test_each_point_is_the_report_of_its_scenario(file, base, vary):
     forms, the predicted step and its parts, the memory peak, its phase, whether it fits, DP
     and N; a point is refused exactly where the report refuses it, with the validator's line
     where the validator refuses it."""
-    scenario = resolve(_path(file), base)
+    scenario = resolve(scenario_path(file), base)
     axes = [sweep.parse_axis(text) for text in vary]
     sweep.check_axes(scenario, axes, base)
     grid = sweep.evaluate_grid(scenario, axes)
@@ -81,7 +71,7 @@ def test_each_point_is_the_report_of_its_scenario(file, base, vary):
         assert grid.refused[i] == "", (point, grid.refused[i])
         kept += 1
         for column in sweep.FIGURES:
-            expected, got = _figure(acc, column), grid.columns[column][i]
+            expected, got = report_figure(acc, column), grid.columns[column][i]
             assert np.isnan(got) if expected is None else got == pytest.approx(expected)
         extra = {column: values[i] for column, values in grid.extra.items()}
         assert extra["time.predicted_seconds"] == pytest.approx(acc["time"]["predicted_seconds"])

@@ -2,13 +2,12 @@
 path, `point`), its predicted step and parts, its memory peak and its phase, whether it fits, and
 the closed forms' arguments at that point; for `costmodel sweep` (evaluate.sweep.sweep).
 
-Every point goes through `point(base, changes)`: the scenario `costmodel report` would resolve
-with the point's values given as `--set` on top of the sweep's scenario and its own `--set` (the
-course, the model named by `model:`, the team's keys, then the point's), or the validator's
-one-line refusal. It resolves again from the team's keys rather than from every resolved value
-(as `run.variant` does for a lever): a model key the team did not give follows the shape (a
-`hidden_size` changes `activated_params`), a layout key follows the layout rules (DP, EP), and an
-`expert_parallel` of the point is the point's.
+Every point goes through `point(base, changes)`: the sweep's scenario with the point's values
+set by the one what-if path (costmodel.inputs.what_if: as `--set` would set them on the
+scenario's inputs, the layout rules deciding DP and EP, tensor_parallel 1 turning sequence
+parallelism off), or the validator's one-line refusal; where the point's model shape is not the
+scenario's and the team gave neither, activated_params and total_params follow the shape (a
+`hidden_size` changes N), which `costmodel report --set` does not do.
 
 The figures come from the functions the report uses: `step_time.predict` (the predicted step and
 its parts), `run.memory` (the peak on the most loaded GPU, its phase and whether it fits), the
