@@ -5,12 +5,15 @@ A build (costmodel.publish.handouts) installs `Stops` while it runs: the first s
 at once and also remembered, because raising is not enough: a library may swallow the exception
 (`checkpoint` raises a remembered one again before each step). During the swap into place a
 signal is only remembered (the swap is not cut in half); during the clean-up every one is
-ignored; afterwards the handlers the build found are put back.
+ignored; afterwards the handlers the build found are put back. A stop raised where Python cannot
+propagate it (a weakref callback in the import machinery) is not printed as "Exception
+ignored": it is remembered, and the next `checkpoint` raises it.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 
 from costmodel.errors import Interrupted, Terminated, stopping
@@ -41,6 +44,19 @@ def _raise_for(signum: int) -> None:
     raise Terminated(signum)
 
 
+def _unraisable(hook):
+    """A `sys.unraisablehook` that keeps quiet about the build's own stop raised where Python
+    cannot propagate it (a weakref callback of the import lock, a `__del__`): the signal is
+    remembered and `checkpoint` raises it again; anything else goes to `hook`."""
+
+    def quiet(unraisable) -> None:
+        if isinstance(unraisable.exc_value, (Interrupted, Terminated)):
+            return
+        hook(unraisable)
+
+    return quiet
+
+
 def checkpoint() -> None:
     """Raise the first signal that arrived during the build, if any, even if the exception it
     raised then was swallowed on the way."""
@@ -57,6 +73,7 @@ class Stops:
     def __init__(self) -> None:
         self.main = threading.current_thread() is threading.main_thread()
         self.previous = {s: signal.getsignal(s) for s in SIGNALS} if self.main else {}
+        self.unraisable = sys.unraisablehook
 
     def _install(self, handler) -> None:
         for signum, previous in self.previous.items():
@@ -67,6 +84,7 @@ class Stops:
         """From now on a signal raises (and is remembered): none remembered yet."""
         if self.main:
             _SIGNALLED.clear()
+            sys.unraisablehook = _unraisable(self.unraisable)
         self._install(_on_signal)
 
     def hold(self) -> None:
@@ -82,3 +100,5 @@ class Stops:
     def restore(self) -> None:
         for signum, previous in self.previous.items():
             signal.signal(signum, previous)
+        if self.main:
+            sys.unraisablehook = self.unraisable
