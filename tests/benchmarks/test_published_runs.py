@@ -133,9 +133,11 @@ def test_deepseek_v3_throughput_is_derived_from_its_printed_cost():
 
 
 def test_every_row_has_a_step_time():
+    """A step of 10 ms to 10,000 s: the longest are XTuner's long-context rows, whose optimizer
+    step accumulates one million-token sequence per GPU (Llama 2 7B at 1M on 32 GPUs: 7,849 s)."""
     for row in ROWS:
         seconds, how = step_time(row)
-        assert seconds is not None and 0.01 < seconds < 1000, (row["id"], how)
+        assert seconds is not None and 0.01 < seconds < 10_000, (row["id"], how)
 
 
 def implied_utilization(row):
