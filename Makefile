@@ -97,6 +97,7 @@ benchmark: venv
 	$(PY) benchmarks/megatron_flops.py
 	$(PY) benchmarks/megatron_memory.py
 	$(PY) benchmarks/published_runs.py
+	$(PY) benchmarks/loso.py
 
 # Fit the step-time model's efficiencies on the published runs and write them into the
 # generated costmodel/inputs/fitted.py, whose values replace the stated ones where a fit exists.

@@ -162,19 +162,24 @@ def minimise(objective: Callable[[np.ndarray], float], count: int) -> np.ndarray
 
 
 def fit(predict: Predictor, rows: Iterable[dict[str, Any]], parameters: Sequence[str],
-        measured: Callable[[dict], float] | None = None) -> dict[str, Fit]:  # fmt: skip
+        measured: Callable[[dict], float] | None = None,
+        group: Callable[[dict], str] | None = None) -> dict[str, Fit]:  # fmt: skip
     """Per generation, the parameter values minimising sum (ln predicted - ln published)^2
-    over ``rows`` of that generation (the caller passes the fitted rows). ``measured(row)``
-    gives the published seconds (default: ``published.step_time(row)``); rows without one, or
-    that the predictor cannot evaluate at the start values, are left out."""
+    over ``rows`` of that generation (the caller passes the rows to fit on: the split's fitted
+    half, or benchmarks/loso.py's rows of every other source). ``measured(row)`` gives the
+    published seconds (default: ``published.step_time(row)``); rows without one, or that the
+    predictor cannot evaluate at the start values, are left out. ``group(row)`` names the fit a
+    row belongs to (default: its GPU generation; loso.py pools the generations with too few
+    rows for the baseline)."""
     measured = measured or (lambda row: _published().step_time(row)[0])
+    key = group or (lambda row: generation(row["gpu"]))
     groups: dict[str, list[tuple[dict, float]]] = {}
     start = dict.fromkeys(parameters, 0.5)
     for row in rows:
         seconds = measured(row)
         if seconds is None or not _evaluable(predict, row, start):
             continue
-        groups.setdefault(generation(row["gpu"]), []).append((row, seconds))
+        groups.setdefault(key(row), []).append((row, seconds))
     fits = {}
     for gen, pairs in sorted(groups.items()):
         group, times = [p[0] for p in pairs], [p[1] for p in pairs]
@@ -331,13 +336,15 @@ def library_model() -> Predictor:
     return predict
 
 
-def library_fit(rows: Iterable[dict[str, Any]]) -> dict[str, Fit]:
+def library_fit(rows: Iterable[dict[str, Any]], predict: Predictor | None = None) -> dict[str, Fit]:
     """Per generation, the LIBRARY_PARAMETERS that have at least MIN_ROWS fitted rows using
-    them, fitted on that generation's rows (``fit``); a generation with none is left out."""
+    them, fitted on that generation's rows (``fit``); a generation with none is left out.
+    ``predict`` (default: a new ``library_model()``) lets repeated fits share one predictor and
+    the scenarios it keeps (benchmarks/loso.py fits once per source)."""
     by_generation: dict[str, list[dict]] = {}
     for row in rows:
         by_generation.setdefault(generation(row["gpu"]), []).append(row)
-    predict, fits = library_model(), {}
+    predict, fits = predict or library_model(), {}
     for gen, group in sorted(by_generation.items()):
         fp8 = sum(row["fp8"] != "none" for row in group)
         used = {"gemm": len(group) - fp8, "gemm_fp8": fp8, "attention": len(group)}
