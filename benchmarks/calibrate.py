@@ -51,8 +51,9 @@ REPO = Path(__file__).resolve().parents[1]
 #: The generated module of the fitted values (``--write``).
 FITTED_MODULE = REPO / "costmodel" / "inputs" / "fitted.py"
 #: The step-time model's parameters the library records as fitted (costmodel.inputs.fitted):
-#: `gemm` (BF16), `gemm_fp8`, and `attention`: the flash kernel's forward, its backward and the
-#: eager kernel kept at their stated ratios to it (`fitted_values`). A parameter is fitted for a
+#: `gemm` (BF16), `gemm_fp8`, and `attention`: one scale per generation on the attention
+#: kernels' published curves (costmodel.inputs.attention_kernels; forward, backward and eager
+#: alike: `fitted_values`), fitted only where the generation has a curve. A parameter is fitted for a
 #: generation only on at least MIN_ROWS fitted rows that use it (FP8 rows for gemm_fp8, BF16
 #: rows for gemm); `hbm` keeps its stated value (a fit moves hbm to unphysical values: it
 #: absorbs time the model does not account for).
@@ -278,37 +279,41 @@ def fitted_source(gen: str, rows: int, params: dict[str, float]) -> str:
 def fitted_values(gen: str, params: dict[str, float], source: str) -> dict[str, tuple[float, str]]:
     """The efficiencies a generation's fitted parameters (LIBRARY_PARAMETERS) give, as
     costmodel.inputs.fitted records them (name -> (value, source)): `gemm`, `gemm_fp8`, and
-    `attention`, the flash forward, with the backward and the eager kernel kept at their stated
-    ratios to it for that generation (the fit's rule: applied here, once, when the values are
-    fitted and written; the library derives nothing from the stated values)."""
-    from costmodel.inputs import efficiency
-
-    stated = efficiency.EFFICIENCIES[gen]
+    `attention`, one scale on the generation's published attention curves
+    (costmodel.inputs.attention_kernels), recorded as such: costmodel.inputs.efficiency
+    multiplies each curve (flash forward, backward, eager) by it at every length. Before, the
+    flat flash forward was fitted and the backward and eager kernels kept at their stated
+    ratios to it; the curves now give each kernel's own value."""
     out = {name: (params[name], source) for name in ("gemm", "gemm_fp8") if name in params}
     if "attention" in params:
-        forward, backward = (stated[f"attention_flash_{p}"].stated for p in ("forward", "backward"))
-        out["attention_flash_forward"] = (params["attention"], source)
-        out["attention_flash_backward"] = (
-            params["attention"] * backward / forward,
-            f"{source}; the backward at the stated backward/forward ratio {backward}/{forward}",
-        )
-        eager = stated["attention_eager"].stated
-        out["attention_eager"] = (
-            eager * params["attention"] / forward,
-            f"{source}; eager attention at its stated share of the flash forward ({eager}/{forward})",
+        out["attention"] = (
+            params["attention"],
+            f"{source}; `attention` is one scale on the published attention curves "
+            "(costmodel/inputs/attention_kernels.py), forward, backward and eager alike",
         )
     return out
 
 
 def with_fitted(gen: str, values: dict[str, tuple[float, str]]) -> dict[str, Any]:
     """The library's table of a generation with `values` (name -> (value, source)) as its
-    fitted ones, every other parameter at its stated value."""
+    fitted ones (`attention`: the scale on each attention kernel's curve), every other
+    parameter at its stated value."""
     from costmodel.inputs import efficiency
 
-    return {
+    table = efficiency.EFFICIENCIES[gen]
+    out = {
         name: efficiency.Efficiency(e.stated, e.stated_source, *values.get(name, (None, "")))
-        for name, e in efficiency.EFFICIENCIES[gen].items()
+        for name, e in table.items()
     }
+    scale = values.get("attention", (None, ""))
+    for name in efficiency.ATTENTION:  # the curves, the scale on them
+        e = table[name]
+        if e.curve:
+            fitted = None if scale[0] is None else scale[0] * e.stated
+            out[name] = efficiency.Efficiency(
+                e.stated, e.stated_source, fitted, scale[1], e.curve, scale[0]
+            )
+    return out
 
 
 def library_model() -> Predictor:
@@ -341,13 +346,16 @@ def library_fit(rows: Iterable[dict[str, Any]], predict: Predictor | None = None
     them, fitted on that generation's rows (``fit``); a generation with none is left out.
     ``predict`` (default: a new ``library_model()``) lets repeated fits share one predictor and
     the scenarios it keeps (benchmarks/loso.py fits once per source)."""
+    from costmodel.inputs import efficiency
+
     by_generation: dict[str, list[dict]] = {}
     for row in rows:
         by_generation.setdefault(generation(row["gpu"]), []).append(row)
     predict, fits = predict or library_model(), {}
     for gen, group in sorted(by_generation.items()):
         fp8 = sum(row["fp8"] != "none" for row in group)
-        used = {"gemm": len(group) - fp8, "gemm_fp8": fp8, "attention": len(group)}
+        curves = any(e.curve for e in efficiency.EFFICIENCIES.get(gen, {}).values())
+        used = {"gemm": len(group) - fp8, "gemm_fp8": fp8, "attention": len(group) * curves}
         names = [name for name in LIBRARY_PARAMETERS if used[name] >= MIN_ROWS]
         if names:
             fits.update(fit(predict, group, names))
@@ -359,7 +367,9 @@ FITTED_HEADER = '''"""GENERATED by benchmarks/calibrate.py --library --write (`m
 
 The step-time model's efficiencies fitted on the published runs, per GPU generation: the numbers
 the model uses, each with its source. costmodel.inputs.efficiency puts each beside the stated
-value of its generation and parameter, which it replaces (derived from nothing at import).
+value of its generation and parameter, which it replaces (derived from nothing at import);
+`attention` is one scale on the generation's published attention curves
+(costmodel.inputs.attention_kernels), which multiplies each of them at every length.
 tests/benchmarks/test_published_step.py fails when this file is not what calibrate writes from
 the fitted parameters (PARAMETERS) and the stated values.
 """

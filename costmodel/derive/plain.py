@@ -77,7 +77,7 @@ def convention_of(attention_flops: str = "full", attention_kernel: str = "eager"
     """The CONVENTIONS key of a scenario's hardware count (attention_flops, attention_kernel).
     Model FLOPs always use the eager multiplier 3 (course or causal)."""
     key = {"full": "course", "causal": "causal"}[attention_flops]
-    if attention_kernel == "flash":
+    if attention_kernel != "eager":  # a flash kernel of any family (flash2, flash3, cudnn)
         key = "flash" if attention_flops == "full" else "flash_causal"
     return key
 

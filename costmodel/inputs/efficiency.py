@@ -12,6 +12,15 @@ named parameters per GPU generation (costmodel.evaluate.simulate.step_time uses 
 - `hbm`: achieved HBM bandwidth over the datasheet's, for memory-bound work (norms,
   activations, the optimizer step, MoE permutes, the loss).
 
+The attention parameters are curves where a kernel benchmark is published
+(costmodel.inputs.attention_kernels: the FlashAttention-2/-3 papers' TFLOP/s against sequence
+length): `efficiencies` evaluates the scenario's kernel family's curve at its sequence length per
+CP rank and head dim, and `Efficiency.at` at any length (the plan's layouts). The table's entry
+is the curve at REFERENCE (4K tokens, head dim 128, the generation's flash family); its fitted
+value is the fitted scale (costmodel.inputs.fitted's `attention`) times it, and the same scale
+multiplies the curve at every length. A generation without a curve (CDNA3) keeps the flat
+stated value.
+
 One table, `EFFICIENCIES`, holds for each generation and parameter both values: the stated one,
 a published measurement printed as its source prints it (the value is the source's figure over
 the peak it names) or an assumption said to be one, and the fitted one, where the published-runs
@@ -30,8 +39,13 @@ and `hbm_efficiency`: its own value always wins.
 
 from __future__ import annotations
 
-from costmodel.inputs import fitted, hardware
+from costmodel.derive import plain
+from costmodel.inputs import attention_kernels, fitted, hardware
 from costmodel.records import frozen_dataclass
+
+#: Where a table's attention entry is read off its curve (no scenario): tokens per CP rank,
+#: head dim, kernel.
+REFERENCE = {"seq_len": 4096, "head_dim": 128, "attention_kernel": "flash"}
 
 
 @frozen_dataclass
@@ -45,10 +59,29 @@ class Efficiency:
     stated_source: str
     fitted: float | None = None
     fitted_source: str = ""
+    #: An attention kernel's published curve: ((tokens per CP rank, fraction of peak), ...), of
+    #: which `stated` is one point; () for a flat value.
+    curve: tuple = ()
+    #: The fitted scale on the curve (`fitted` is it times `stated`); None: not fitted.
+    scale: float | None = None
 
     @property
     def value(self) -> float:
         return self.stated if self.fitted is None else self.fitted
+
+    def at(self, seq_len):
+        """The value at `seq_len` tokens per CP rank (a number or a NumPy array of them): the
+        curve times the fitted scale, or the flat value."""
+        if not self.curve:
+            return self.value
+        return (self.scale or 1.0) * attention_kernels.interpolate(self.curve, seq_len)
+
+    @property
+    def best(self) -> float:
+        """The highest value at any length (the plan's lower bounds of a step)."""
+        if not self.curve:
+            return self.value
+        return (self.scale or 1.0) * max(v for _, v in self.curve)
 
     @property
     def source(self) -> str:
@@ -73,75 +106,33 @@ _MAMF8 = (
     "Maximum Achievable Matmul FLOPS, FP8 (float8_e4m3fn), stas00/ml-engineering "
     "compute/accelerator/README.md: {}"
 )
-_FA2 = (
-    "FlashAttention-2 (Dao, arXiv:2307.08691), abstract: 'reaching 50-73% of the theoretical "
-    "maximum FLOPs/s on A100'; {}"
-)
-_FA3 = (
-    "FlashAttention-3 (Shah et al., arXiv:2407.08608), abstract: 'FP16 reaching up to 740 "
-    "TFLOPs/s (75% utilization)' on H100; {}"
-)
-_EAGER = (
-    "FlashAttention-2 (arXiv:2307.08691) reports the flash kernel several times faster than "
-    "standard PyTorch attention (a softmax written to memory between two batched GEMMs); "
-    "{} of the flash forward, an assumption to be fitted"
-)
 _HBM = (
     "assumed: 0.8 of the datasheet bandwidth for streaming elementwise kernels (an H100 "
     "coalesced load measured at 2.8 of 3.35 TB/s, 84%, mikamirai.com 'GPU Memory Bandwidth'); "
     "to be fitted"
 )
 
-#: The stated values: generation -> parameter -> (value, source).
+#: The stated values: generation -> parameter -> (value, source); the attention parameters only
+#: where no kernel curve is published (costmodel.inputs.attention_kernels: the others').
 STATED: dict[str, dict[str, tuple[float, str]]] = {
     "ampere": {
         "gemm": (0.869, _MAMF.format("NVIDIA A100 SXM 271.2 of 312 TFLOPS, 86.9%")),
         "gemm_fp8": (0.869, "unused: Ampere has no FP8 tensor cores (the BF16 value)"),
-        "attention_flash_forward": (
-            0.70,
-            _FA2.format("forward taken at 0.70, near the top of that range"),
-        ),
-        "attention_flash_backward": (
-            0.55,
-            _FA2.format("backward taken at 0.55 (the backward is the slower pass)"),
-        ),
-        "attention_eager": (0.15, _EAGER.format("about 1/5")),
         "hbm": (0.8, _HBM),
     },
     "hopper": {
         "gemm": (0.803, _MAMF.format("NVIDIA H100 SXM 794.5 of 989 TFLOPS, 80.3%")),
         "gemm_fp8": (0.709, _MAMF8.format("NVIDIA H100 SXM 1402.6 of 1979 TFLOPS, 70.9%")),
-        "attention_flash_forward": (
-            0.70,
-            _FA3.format("forward taken at 0.70, below that peak shape's 75%"),
-        ),
-        "attention_flash_backward": (
-            0.55,
-            _FA3.format("backward taken at 0.55 (the paper's backward is slower)"),
-        ),
-        "attention_eager": (0.15, _EAGER.format("about 1/5")),
         "hbm": (0.8, _HBM),
     },
     "blackwell": {
         "gemm": (0.776, _MAMF.format("NVIDIA B200 SXM 1745.0 of 2250 TFLOPS, 77.6%")),
         "gemm_fp8": (0.763, _MAMF8.format("NVIDIA B200 SXM 3432.5 of 4500 TFLOPS, 76.3%")),
-        "attention_flash_forward": (
-            0.70,
-            "assumed: Hopper's (FlashAttention-3); no Blackwell figure recorded yet",
-        ),
-        "attention_flash_backward": (
-            0.55,
-            "assumed: Hopper's (FlashAttention-3); no Blackwell figure recorded yet",
-        ),
-        "attention_eager": (0.15, _EAGER.format("about 1/5")),
         "hbm": (0.8, _HBM),
     },
     "ada": {
         "gemm": (0.803, "assumed: Hopper's (no L40S figure recorded)"),
         "gemm_fp8": (0.709, "assumed: Hopper's (no L40S figure recorded)"),
-        "attention_flash_forward": (0.70, _FA2.format("assumed as on A100")),
-        "attention_flash_backward": (0.55, _FA2.format("assumed as on A100")),
-        "attention_eager": (0.15, _EAGER.format("about 1/5")),
         "hbm": (0.8, _HBM),
     },
     "cdna3": {
@@ -155,19 +146,53 @@ STATED: dict[str, dict[str, tuple[float, str]]] = {
 }
 
 
+#: The attention kernels' parameters (the scenario's `attention_efficiency` sets them all).
+ATTENTION = ("attention_flash_forward", "attention_flash_backward", "attention_eager")
+
+
+def attention_entry(gen: str, name: str, values: dict, scale=(None, "")) -> Efficiency | None:
+    """An attention parameter off its published curve (attention_kernels.curve) for `values`'
+    kernel, head dim and tokens per CP rank (REFERENCE where absent), times a fitted `scale`
+    ((scale, source); None: unfitted); None where the generation has no curve for it."""
+    kernel = values.get("attention_kernel") or REFERENCE["attention_kernel"]
+    kernel = "eager" if name == "attention_eager" else kernel
+    if attention_kernels.KIND[kernel] == "eager" and name != "attention_eager":
+        kernel = REFERENCE["attention_kernel"]  # the flash entries of an eager scenario
+    heads, width = values.get("num_heads"), values.get("attention_dim")
+    head_dim = values.get("head_dim") or (
+        plain.head_width(width, heads) if heads and width else None
+    )
+    direction = "backward" if name.endswith("backward") else "forward"
+    got = attention_kernels.curve(gen, kernel, head_dim or REFERENCE["head_dim"], direction)
+    if got is None:
+        return None
+    points, source = got
+    seq = (values.get("seq_len") or REFERENCE["seq_len"]) / (values.get("context_parallel") or 1)
+    stated = attention_kernels.interpolate(points, seq)
+    where = f"{source}; at {seq:g} tokens per CP rank"
+    if scale[0] is None:
+        return Efficiency(stated, where, curve=points)
+    return Efficiency(stated, where, scale[0] * stated, scale[1], points, scale[0])
+
+
+def _entry(gen: str, name: str) -> Efficiency:
+    """A table entry: the stated value (an attention kernel's off its curve at REFERENCE where
+    one is published, else STATED's) with the fitted one of costmodel.inputs.fitted."""
+    got = fitted.FITTED.get(gen, {})
+    if name in ATTENTION:
+        curved = attention_entry(gen, name, REFERENCE, got.get("attention", (None, "")))
+        if curved is not None:
+            return curved
+    return Efficiency(*STATED[gen][name], *got.get(name, (None, "")))
+
+
 #: The one table: per generation and parameter, the stated value and, where `make calibrate`
 #: has fitted one (costmodel.inputs.fitted), the fitted value that replaces it.
 EFFICIENCIES: dict[str, dict[str, Efficiency]] = {
-    gen: {
-        name: Efficiency(value, source, *fitted.FITTED.get(gen, {}).get(name, (None, "")))
-        for name, (value, source) in stated.items()
-    }
-    for gen, stated in STATED.items()
+    gen: {name: _entry(gen, name) for name in NAMES} for gen in STATED
 }
 
 
-#: The attention kernels' parameters (the scenario's `attention_efficiency` sets them all).
-ATTENTION = ("attention_flash_forward", "attention_flash_backward", "attention_eager")
 #: Scenario keys that override a parameter (null: the generation's value).
 OVERRIDES = {
     "gemm_efficiency": ("gemm", "gemm_fp8"),
@@ -183,8 +208,16 @@ def generation(gpu: str) -> str:
 
 def efficiencies(values: dict) -> dict[str, Efficiency]:
     """The parameters for a scenario's values: its GPU generation's (fitted where recorded),
-    each overridden by the scenario's key when that is not null."""
-    out = dict(EFFICIENCIES[generation(values["gpu"])])
+    the attention kernels' off their curves at the scenario's kernel, head dim and tokens per
+    CP rank (the table's fitted scale kept), each overridden by the scenario's key when that is
+    not null."""
+    gen = generation(values["gpu"])
+    out = dict(EFFICIENCIES[gen])
+    for name in ATTENTION:
+        entry = out[name]
+        if entry.curve:
+            scale = (entry.scale, entry.fitted_source)
+            out[name] = attention_entry(gen, name, values, scale) or entry
     for key, names in OVERRIDES.items():
         if values.get(key) is not None:
             for name in names:

@@ -11,7 +11,7 @@ from costmodel.derive import activations as act
 from costmodel.derive import numeric
 from costmodel.errors import CostModelError
 from costmodel.formats import limits, shown
-from costmodel.inputs import hardware
+from costmodel.inputs import attention_kernels, hardware
 from costmodel.records import frozen_dataclass
 
 RECOMPUTE_POLICIES = tuple(numeric.RECOMPUTE_POLICIES)
@@ -158,8 +158,8 @@ FIELDS: dict[str, Field] = {
     ),
     "attention_kernel": Field(
         "choice",
-        "attention kernel: eager (backward 2x forward, scores kept) | flash (2.5x, recomputed)",
-        choices=("eager", "flash"),
+        "eager (2x backward, scores kept) | flash (2.5x; the GPU's family) | flash2 | flash3 | cudnn",
+        choices=tuple(attention_kernels.KIND),
     ),
     "framework": Field(
         "choice",

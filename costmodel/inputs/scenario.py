@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from costmodel.derive import numeric
 from costmodel.errors import CostModelError  # noqa: F401 (re-exported: callers catch it here)
-from costmodel.inputs import hardware, what_if
+from costmodel.inputs import attention_kernels, hardware, what_if
 from costmodel.inputs.fields import (  # noqa: F401 (the scenario's names, imported from here)
     ALLOWED,
     FIELDS,
@@ -390,7 +390,8 @@ class Scenario:
         out["r"] = float(self.values["recompute_weights_fraction"])
         out["r_core"] = float(self.values["recompute_core_fraction"])
         out["a_sq"] = float(numeric.SQUARE_FRACTION[self.values["attention_flops"]])
-        out["kappa"] = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[self.values["attention_kernel"]])
+        kind = attention_kernels.KIND[self.values["attention_kernel"]]
+        out["kappa"] = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[kind])
         return out
 
     def substitutions(self) -> dict:

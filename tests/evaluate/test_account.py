@@ -79,7 +79,7 @@ def test_flash_backward_is_derived_from_its_gemms():
     assert len(attention.flash_backward_gemms()) == 5  # QK^T again, dV, dP, dQ, dK
 
 
-@pytest.mark.parametrize("bad", ["flash2", "", 3])
+@pytest.mark.parametrize("bad", ["flash4", "", 3])
 def test_attention_kernel_bad_values(bad):
     with pytest.raises(CostModelError, match="attention_kernel: .* expected one of eager, flash"):
         resolve(attention_kernel=bad)

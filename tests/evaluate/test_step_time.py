@@ -209,10 +209,13 @@ def test_recompute_is_the_forward_of_what_it_recomputes():
     got, detail = predicted["parts"], predicted["detail"]
     # the layers' GEMM forward: a third of all GEMMs' forward and backward, less the lm_head's
     # (Megatron-LM does not re-run the output layer); the core's forward is
-    # 1 / (1 + 2.5 x 0.7 / 0.55) of the core's time at the flash efficiencies
+    # 1 / (1 + 2.5 x e_f / e_b) of the core's time at the flash efficiencies (the curves' at the
+    # course's 49,152 tokens per CP rank)
     lm_head = 2 * detail["gemm_forward_seconds_per_micro_batch"]["lm_head"]  # 2 micro batches
-    core_forward = got["attention"] / (1 + 2.5 * 0.70 / 0.55)
-    linear_forward = got["linear_attention"] / (1 + 2 * 0.70 / 0.55)
+    eff = efficiency.efficiencies(course.values)
+    ratio = eff["attention_flash_forward"].value / eff["attention_flash_backward"].value
+    core_forward = got["attention"] / (1 + 2.5 * ratio)
+    linear_forward = got["linear_attention"] / (1 + 2 * ratio)
     elementwise = got["recompute"] - (got["gemms"] / 3 - lm_head) - core_forward - linear_forward
     assert 0 < elementwise < 0.05 * got["recompute"]  # the layers' norms and activations
     # selective `moe`: the MoE rows of the 40 MoE layers, every micro batch, nothing else
@@ -227,8 +230,7 @@ def test_recompute_is_the_forward_of_what_it_recomputes():
     )
     parts = step_time.predict(core)["parts"]
     assert parts["recompute"] == pytest.approx(
-        parts["attention"] / (1 + 2.5 * 0.70 / 0.55)
-        + parts["linear_attention"] / (1 + 2 * 0.70 / 0.55)
+        parts["attention"] / (1 + 2.5 * ratio) + parts["linear_attention"] / (1 + 2 * ratio)
     )
     none = step_time.predict(scenario.resolve(overrides={"recompute": "none"}))
     assert none["parts"]["recompute"] == 0
@@ -449,9 +451,8 @@ def test_a_part_longer_than_the_measured_step_names_what_it_rests_on():
 def test_the_conventions_page_prints_the_fitted_efficiencies():
     """docs/conventions.md's table of fitted values is the library's (no drift)."""
     text = (REPO / "docs" / "conventions.md").read_text(encoding="utf-8")
-    names = ("gemm", "gemm_fp8", "attention_flash_forward", "attention_flash_backward")
+    names = ("gemm", "gemm_fp8", "attention")
     for gen, values in fitted.FITTED.items():
         cells = [f"{values[n][0]:.4f}" if n in values else "(no FP8)" for n in names]
-        cells.append(f"{values['attention_eager'][0]:.4f}")
         row = f"| {gen} | {fitted.ROWS[gen]} | " + " | ".join(cells) + " |"
         assert row in text, row

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from costmodel.evaluate.simulate import step_time
-from costmodel.inputs import efficiency, fitted, scenario
+from costmodel.evaluate.simulate import compute_time, step_time
+from costmodel.inputs import attention_kernels, efficiency, fitted, scenario
 
 SOURCE = Path(efficiency.__file__).read_text(encoding="utf-8")
-#: Hopper's stated flash forward: the figure FlashAttention-3's paper is taken at.
-HOPPER_FORWARD = re.compile(r"\b0\.70(?=,\s*_FA3\.format\(\"forward)")
+#: Hopper's stated GEMM: the MAMF figure of the H100 SXM.
+HOPPER_GEMM = re.compile(r"\b0\.803(?=, _MAMF\.format\(\"NVIDIA H100)")
 
 
 def _stated_by_hand(monkeypatch, text: str) -> None:
@@ -33,19 +33,16 @@ def _step(**keys) -> float:
     return step_time.predict(scenario.resolve(overrides=keys or None))["seconds"]
 
 
-def test_raising_the_stated_hopper_attention_does_not_slow_the_course(monkeypatch):
-    """The issue's case: the stated Hopper flash forward raised from 0.70 to 0.90 in the source
-    made the course's step slower (47.14 s to 50.79 s): the fitted backward and eager kernels
-    were worked out at import as the fitted forward times the stated ratio to the forward. Now
-    the fitted values are numbers written by calibrate, which replace the stated ones: a stated
-    value changed by hand moves nothing that was fitted."""
+def test_raising_a_stated_hopper_value_moves_nothing_fitted(monkeypatch):
+    """Issue 33's case: a stated value raised by hand in the source moved fitted values that
+    were worked out from it at import. The fitted values are numbers written by calibrate
+    (the attention kernels' a scale on their published curves, costmodel.inputs.fitted), which
+    replace the stated ones: the stated Hopper GEMM raised from 0.803 to 0.95 moves nothing."""
     before = _step()
-    assert round(before, 2) == 47.14
-    assert len(HOPPER_FORWARD.findall(SOURCE)) == 1
-    _stated_by_hand(monkeypatch, HOPPER_FORWARD.sub("0.90", SOURCE))
-    assert efficiency.efficiencies({"gpu": "H20"})["attention_flash_backward"].value == (
-        pytest.approx(0.2416 * 0.55 / 0.70)
-    )
+    assert round(before, 2) == 46.57  # 47.14 s with one flat attention value per generation
+    assert len(HOPPER_GEMM.findall(SOURCE)) == 1
+    _stated_by_hand(monkeypatch, HOPPER_GEMM.sub("0.95", SOURCE))
+    assert efficiency.EFFICIENCIES["hopper"]["gemm"].stated == 0.95
     assert _step() == before
 
 
@@ -59,6 +56,8 @@ def test_a_higher_stated_efficiency_never_predicts_a_slower_step(monkeypatch, gp
     gen = efficiency.generation(gpu)
     faster = 0
     for name, entry in efficiency.EFFICIENCIES[gen].items():
+        if entry.curve:  # an attention kernel: its published curve is what is stated
+            continue
         raised = replace(entry, stated=min(1.0, entry.stated * 4 / 3))
         monkeypatch.setitem(efficiency.EFFICIENCIES[gen], name, raised)
         step = _step(**keys)
@@ -67,7 +66,33 @@ def test_a_higher_stated_efficiency_never_predicts_a_slower_step(monkeypatch, gp
         used = efficiency.efficiencies({"gpu": gpu})[name].value
         assert used == (entry.fitted if entry.fitted is not None else raised.stated)
         monkeypatch.setitem(efficiency.EFFICIENCIES[gen], name, entry)
-    assert faster >= (1 if gen in fitted.FITTED else 3)  # HBM at least; unfitted: GEMMs, attention
+    assert faster >= (1 if gen in fitted.FITTED else 2)  # HBM at least; unfitted: GEMMs too
+    # the published curves raised by a third: never slower, faster where they are used
+    curves = attention_kernels.CURVES
+    raised_curves = {
+        owner: {
+            family: {key: (tuple((s, v * 4 / 3) for s, v in points), source)
+                     for key, (points, source) in by_key.items()}
+            for family, by_key in families.items()
+        }
+        for owner, families in curves.items()
+    }  # fmt: skip
+    monkeypatch.setattr(attention_kernels, "CURVES", raised_curves)
+    step = _step(**keys)
+    assert step < base if gen != "cdna3" else step == base
+
+
+def test_a_scenario_attention_efficiency_wins_over_the_curve_at_every_length():
+    """`attention_efficiency` replaces the curve: the kernel runs at the scenario's value
+    whatever the tokens per CP rank (a flat value), forward and backward."""
+    sc = scenario.resolve(overrides={"attention_efficiency": 0.33})
+    eff = efficiency.efficiencies(sc.values)
+    for length in (256, 4096, 10**6):
+        assert eff["attention_flash_forward"].at(length) == 0.33
+        assert eff["attention_flash_backward"].at(length) == 0.33
+    assert compute_time.attention_efficiencies(sc, eff) == (0.33, 0.33)
+    unset = efficiency.efficiencies(scenario.resolve().values)
+    assert unset["attention_flash_forward"].at(512) < unset["attention_flash_forward"].at(8192)
 
 
 @pytest.mark.parametrize("key", list(efficiency.OVERRIDES))
@@ -84,14 +109,22 @@ def test_a_higher_scenario_efficiency_never_predicts_a_slower_step(key):
 def test_one_table_holds_the_stated_and_the_fitted_value():
     """Every generation's table names each parameter once, with its stated value and source;
     where costmodel.inputs.fitted has a value, the table holds it beside the stated one and
-    uses it (no other table of fitted values)."""
+    uses it (no other table of fitted values). An attention kernel's stated value is its
+    published curve's at the reference length, its fitted one the fitted scale times it."""
     assert not hasattr(efficiency, "FITTED")
     for gen, table in efficiency.EFFICIENCIES.items():
         assert tuple(table) == efficiency.NAMES
         for name, entry in table.items():
             assert 0 < entry.stated <= 1 and entry.stated_source
-            value, source = fitted.FITTED.get(gen, {}).get(name, (None, ""))
-            assert (entry.fitted, entry.fitted_source) == (value, source)
+            if entry.curve:
+                scale, source = fitted.FITTED.get(gen, {}).get("attention", (None, ""))
+                assert (entry.scale, entry.fitted_source) == (scale, source)
+                value = None if scale is None else scale * entry.stated
+            else:
+                value, source = fitted.FITTED.get(gen, {}).get(name, (None, ""))
+                assert (entry.fitted, entry.fitted_source) == (value, source)
             assert entry.value == (entry.stated if value is None else value)
-    assert efficiency.EFFICIENCIES["hopper"]["attention_flash_forward"].stated == 0.70
-    assert efficiency.EFFICIENCIES["hopper"]["attention_flash_forward"].value == 0.2416
+    hopper = efficiency.EFFICIENCIES["hopper"]["attention_flash_forward"]
+    assert hopper.stated == pytest.approx(579 / 989.4)  # FlashAttention-3, causal, d 128, 4K
+    assert hopper.value == pytest.approx(fitted.FITTED["hopper"]["attention"][0] * 579 / 989.4)
+    assert efficiency.EFFICIENCIES["cdna3"]["attention_flash_forward"].curve == ()  # no curve

@@ -352,9 +352,13 @@ def rules() -> list[str]:
     """The facts that are rules rather than literals, each written outside its home: a link's
     bandwidth filled in from the GPU table (`x or gpu.network_bandwidth`: hardware.
     link_bandwidths), a GPU's generation spelled outside the GPU table and the efficiencies
-    (hardware's GPU.generation), and a head's width worked out as a width over the heads
+    (hardware's GPU.generation; the efficiencies and the attention kernels' curves), and a head's width worked out as a width over the heads
     (derive.plain.head_width)."""
-    homes = {"costmodel/inputs/hardware.py", "costmodel/inputs/efficiency.py"}
+    homes = {
+        "costmodel/inputs/hardware.py",
+        "costmodel/inputs/efficiency.py",
+        "costmodel/inputs/attention_kernels.py",
+    }
     found = []
     for path, tree in modules().items():
         found += head_widths(path, tree)

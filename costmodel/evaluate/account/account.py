@@ -23,7 +23,7 @@ from costmodel.derive.activations import DEFAULT_RECOMPUTE_MODULES
 from costmodel.errors import CostModelError
 from costmodel.evaluate.simulate.linear import linear_attention
 from costmodel.formats import input_value, pct
-from costmodel.inputs import hardware
+from costmodel.inputs import attention_kernels, hardware
 from costmodel.inputs.assumptions import SCENARIO_ASSUMPTION_KEYS
 from costmodel.inputs.scenario import Scenario, as_scenario
 
@@ -366,7 +366,7 @@ def hardware_with_attention(
     got = recompute_fractions(sc.values, policy)
     factor = 1 + got["weights"] / 3
     forward = v["attention_actual"] / 3  # model FLOPs are 3 x the core's forward
-    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[sc.attention_kernel])
+    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[attention_kernels.KIND[sc.attention_kernel]])
     linear = (v["linear_attention_hardware"] or 0.0) / (1 + sc.recompute_core_fraction / 3)
     flops = (
         factor * v["model_flops_per_step"]

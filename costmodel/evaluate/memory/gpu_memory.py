@@ -17,7 +17,7 @@ from costmodel.derive import activations as act
 from costmodel.derive.memory import peak, phases
 from costmodel.derive.plain import model_state_bytes
 from costmodel.evaluate.simulate import stage
-from costmodel.inputs import hardware
+from costmodel.inputs import attention_kernels, hardware
 from costmodel.inputs.assumptions import assumed
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
@@ -96,7 +96,7 @@ def layer_kwargs(shape: ModelShape, sc: Scenario, b: int) -> dict[str, Any]:
         "linear_value_head_dim": shape.linear_value_head_dim,
         "conv_kernel": shape.linear_conv_kernel_dim,
         "chunk": assumed("linear_attention_chunk"),  # the FLOPs' chunk (evaluate.simulate.linear)
-        "attention_kernel": sc.attention_kernel,
+        "attention_kernel": attention_kernels.KIND[sc.attention_kernel],  # flash or eager
         "framework": sc.framework,
         "fp8_activations": sc.fp8_activations,
         "cp": sc.context_parallel,

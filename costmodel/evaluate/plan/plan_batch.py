@@ -28,6 +28,7 @@ from costmodel.evaluate.plan.plan_memory import ZERO_STAGES
 from costmodel.evaluate.plan.plan_space import Core, Recompute, Schedule, schedule_options
 from costmodel.evaluate.simulate import compute_time, stage
 from costmodel.evaluate.simulate.gemms import weight_shapes
+from costmodel.inputs import attention_kernels
 
 #: The compute's parts without recompute, in the order of compute_time.compute_parts' dict.
 PARTS = ("gemms", "attention", "linear_attention", "memory_bound")
@@ -368,10 +369,11 @@ def stage_bound(ev, gemm, micro_batches, share, pp):
     least their share of every layer's weight GEMMs (3 x the forward) and attention core, the
     lm_head's GEMMs (`gemm`: the cores' GEMM rows; `share`: DP x CP x TP; arrays over cores)."""
     peak = ev.base.peak_flops
-    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[ev.base.attention_kernel])
-    flash = ev.base.attention_kernel == "flash"
-    e_f = ev.eff["attention_flash_forward" if flash else "attention_eager"].value
-    e_b = ev.eff["attention_flash_backward" if flash else "attention_eager"].value
+    kind = attention_kernels.KIND[ev.base.attention_kernel]
+    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[kind])
+    flash = kind == "flash"  # below: the best any CP size reaches (a bound)
+    e_f = ev.eff["attention_flash_forward" if flash else "attention_eager"].best
+    e_b = ev.eff["attention_flash_backward" if flash else "attention_eager"].best
     core_seconds = ev.layer_flops[0] / share / peak
     core_seconds = core_seconds * (1 / e_f + kappa / e_b)
     total = 0.0

@@ -16,7 +16,9 @@ GEMMs pay for the pad slots; packed rows of documents).
 - The attention core at the real lengths (sum of s_i^2), as the kernel computes it under the
   causal mask (KERNEL_SQUARE: flash skips the masked half, eager computes the square), whatever
   `attention_flops` counts; forward at the kernel's forward efficiency, its
-  backward (2.5 x the forward's FLOPs for flash, 2 x for eager) at the backward's.
+  backward (2.5 x the forward's FLOPs for flash, 2 x for eager) at the backward's, each off the
+  kernel family's published curve at seq_len / CP tokens (`attention_efficiencies`;
+  costmodel.inputs.attention_kernels).
 - Linear attention (gated DeltaNet, evaluate.simulate.linear): the chunked core's forward and 2 x it
   backward, at the flash kernel's efficiencies (chunked kernels of small GEMMs: an assumption).
 - Memory-bound work, bytes over eta_m BW: per layer the norms (forward read and write, backward
@@ -47,6 +49,7 @@ from costmodel.evaluate.simulate import stage
 from costmodel.evaluate.simulate.gemms import weight_shapes
 from costmodel.evaluate.simulate.linear import linear_attention
 from costmodel.inputs import efficiency, hardware
+from costmodel.inputs.attention_kernels import KIND
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
 
@@ -119,10 +122,10 @@ def gemm_count(sc, shape: ModelShape, key: str):
     return 1
 
 
-#: The share of the s x s square each kernel computes under a causal mask, whatever
-#: `attention_flops` counts: a flash kernel skips the fully masked tiles (FlashAttention-2,
-#: arXiv:2307.08691, section 3.1.1 "Causal masking": about half the blocks), eager attention
-#: computes the whole square and masks it.
+#: The share of the s x s square each kernel kind (attention_kernels.KIND) computes under a
+#: causal mask, whatever `attention_flops` counts: a flash kernel skips the fully masked tiles
+#: (FlashAttention-2, arXiv:2307.08691, section 3.1.1 "Causal masking": about half the
+#: blocks), eager attention computes the whole square and masks it.
 KERNEL_SQUARE = {"flash": "causal", "eager": "full"}
 
 
@@ -131,7 +134,7 @@ def core_forward_flops(sc: Scenario, counted: bool = True) -> float:
     sequences (derive.attention): as the account counts them (`attention_flops`), or, with
     ``counted=False``, as the scenario's kernel computes them (KERNEL_SQUARE: the time)."""
     sc = as_scenario(sc)
-    square = sc.attention_flops if counted else KERNEL_SQUARE[sc.attention_kernel]
+    square = sc.attention_flops if counted else KERNEL_SQUARE[KIND[sc.attention_kernel]]
     model = plain.attention_actual(
         square,
         sc.attention_dim,
@@ -186,6 +189,18 @@ def layer_flops(sc: Scenario) -> tuple[float, float]:
     return core, linear
 
 
+def attention_efficiencies(sc, eff, kind: str | None = None):
+    """(forward, backward) efficiency of the attention kernel (`kind`: flash or eager; the
+    scenario's by default) at the sequence length one CP rank's kernel sees, seq_len / CP
+    (Efficiency.at: the published curve, or a flat or the scenario's value; `sc` may hold NumPy
+    arrays of layouts)."""
+    kind = kind or KIND[sc.attention_kernel]
+    flash = ("attention_flash_forward", "attention_flash_backward")
+    names = ("attention_eager", "attention_eager") if kind == "eager" else flash
+    seq = sc.seq_len / sc.context_parallel
+    return eff[names[0]].at(seq), eff[names[1]].at(seq)
+
+
 def layer_seconds(sc, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dict[str, float]:
     """Seconds per step of one layer of a kind on one GPU (every micro batch)."""
     mb = sc.micro_batches_per_step
@@ -198,18 +213,17 @@ def layer_seconds(sc, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dic
     }
     mem_fwd, mem_bwd, pieces = _elementwise(sc, shape, mlp)
     peak = sc.peak_flops
-    kernel = sc.attention_kernel
-    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[kernel])
-    forward_eff = eff["attention_flash_forward" if kernel == "flash" else "attention_eager"].value
-    backward_eff = eff["attention_flash_backward" if kernel == "flash" else "attention_eager"].value
+    forward_eff, backward_eff = attention_efficiencies(sc, eff)
+    flash_fwd, flash_bwd = attention_efficiencies(sc, eff, "flash")
+    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[KIND[sc.attention_kernel]])
     core = core_fwd if mixer == "attention" else 0.0
     linear = linear_fwd if mixer == "gated_deltanet" else 0.0
     return {
         "gemm_forward": gemm_fwd,
         "core_forward": core / (peak * forward_eff),
         "core_backward": kappa * core / (peak * backward_eff),
-        "linear_forward": linear / (peak * eff["attention_flash_forward"].value),
-        "linear_backward": 2 * linear / (peak * eff["attention_flash_backward"].value),
+        "linear_forward": linear / (peak * flash_fwd),
+        "linear_backward": 2 * linear / (peak * flash_bwd),
         "memory_forward": mb * mem_fwd / bandwidth,
         "memory_backward": mb * mem_bwd / bandwidth,
         "layernorm_forward": mb * pieces["layernorm"] / bandwidth,

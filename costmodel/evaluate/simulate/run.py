@@ -33,7 +33,7 @@ from costmodel.evaluate.memory.gpu_memory import (  # noqa: F401 (re-exported: t
     stage_activations,
 )
 from costmodel.evaluate.simulate import compute_time
-from costmodel.inputs import hardware, what_if
+from costmodel.inputs import attention_kernels, hardware, what_if
 from costmodel.inputs.scenario import Scenario, as_scenario, recompute_fractions
 from costmodel.inputs.shape import ModelShape
 
@@ -180,7 +180,7 @@ def _attention_forward(sc: Scenario) -> float:
 
 def _step_work(sc: Scenario, fractions: dict[str, Any], core_forward: float) -> float:
     """Hardware FLOPs of the step's weight GEMMs and attention core under recompute fractions."""
-    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[sc.attention_kernel])
+    kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[attention_kernels.KIND[sc.attention_kernel]])
     six_nd = 6 * sc.activated_params * sc.tokens_per_step
     return six_nd * (1 + fractions["weights"] / 3) + core_forward * (1 + fractions["core"] + kappa)
 
