@@ -547,10 +547,10 @@ schedule = acc["time"]["detail"]["pipeline_schedule"]
 t = acc["time"]
 measured_step = t["measured_seconds"] is not None
 PART_LABEL = {"gemms": "weight\nGEMMs", "attention": "attention\ncore", "linear_attention": "linear\nattention",
-              "memory_bound": "memory-\nbound", "recompute": "recompute",
+              "memory_bound": "memory-\nbound", "kernel_overhead": "kernel\nlaunches", "recompute": "recompute",
               "communication_exposed": "exposed\ncommunication", "pipeline_bubble": "pipeline\nbubble"}
 PART_ZH = words.STEP_PARTS
-COMPUTE_PARTS = ("gemms", "attention", "linear_attention", "memory_bound", "recompute")
+COMPUTE_PARTS = step_time.COMPUTE_PARTS
 shown_parts = [name for name in t["parts"] if t["parts"][name]["seconds"] > 0]
 predicted_s = t["predicted_seconds"]
 base_s = t["measured_seconds"] if measured_step else predicted_s  # what the shares are of
@@ -583,7 +583,7 @@ mfu_if = acc["mfu"] * base_s / predicted_s  # the MFU if the step took the predi
 mfu_if_shown = mfu_if <= 1 and d.pct(mfu_if) != d.pct(acc["mfu"])
 
 # %% [markdown]
-# 按步长模型，这一步应当要 **{{ sec(predicted_s) }} 秒**：计算（{{ computing|join("、") }}）合计 {{ sec(compute_s) }} 秒{% for part in others_ %}，{{ PART_ZH[part] }} {{ sec(t.parts[part].seconds) }} 秒{% endfor %}；最大的一项是{{ PART_ZH[biggest] }}，占{% if of_measured %}实测一步{% else %}预测一步{% endif %}的 {{ part_of(biggest_part) }}。{% if absent %}{{ absent|join("、") }}在本场景为 0，下图略去。{% endif %}{% if not measured_step %}场景没有给实测的 `step_time`（为 null）：本页的单步时间、MFU 和吞吐都是这个**预测值**，没有实测可以对照，也就说不出模型漏掉了多少。量到实际的步长后写进 `step_time`，图的右端就会多出实测的一步和两者之差。{% elif t.unexplained_seconds >= 0 %}实测的一步是 {{ sec(base_s) }} 秒：模型解释了其中的 {{ part_of(predicted_s / base_s) }}，**没有解释的 {{ sec(t.unexplained_seconds) }} 秒**（{{ t.unexplained_share|pct(1) }}）不属于上面任何一项。它可能来自模型没有计入的工作（kernel 启动的间隙、embedding 查表、RoPE、{% if moe %}路由的 softmax 和 top-k、{% endif %}数据加载、等待慢的 rank），也可能是这套机器的 kernel 效率比模型的参数低，或者场景里有键与实际设置不同；从这本账分不出是哪一种，要用 profiler 量。{% if mfu_if_shown %}若这一步真的只要预测的 {{ sec(predicted_s) }} 秒，MFU 会是 {{ mfu_if|pct }}（现在 {{ acc.mfu|pct }}）。{% endif %}{% else %}实测的一步只有 {{ sec(base_s) }} 秒，比预测还短 {{ sec(-t.unexplained_seconds) }} 秒：**按模型，这一步不可能这么快**，没有解释的部分是负数。要么场景里有键与实际设置不同（`step_time` 本身、GPU 型号、并行方式、重算、序列长度或 packing），要么模型的效率参数对这套机器偏低（场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成量到的值）。这两件事核对清楚之前，各部分的份额和下面的排序都不可靠。{% endif %}
+# 按步长模型，这一步应当要 **{{ sec(predicted_s) }} 秒**：计算（{{ computing|join("、") }}）合计 {{ sec(compute_s) }} 秒{% for part in others_ %}，{{ PART_ZH[part] }} {{ sec(t.parts[part].seconds) }} 秒{% endfor %}；最大的一项是{{ PART_ZH[biggest] }}，占{% if of_measured %}实测一步{% else %}预测一步{% endif %}的 {{ part_of(biggest_part) }}。{% if absent %}{{ absent|join("、") }}在本场景为 0，下图略去。{% endif %}{% if not measured_step %}场景没有给实测的 `step_time`（为 null）：本页的单步时间、MFU 和吞吐都是这个**预测值**，没有实测可以对照，也就说不出模型漏掉了多少。量到实际的步长后写进 `step_time`，图的右端就会多出实测的一步和两者之差。{% elif t.unexplained_seconds >= 0 %}实测的一步是 {{ sec(base_s) }} 秒：模型解释了其中的 {{ part_of(predicted_s / base_s) }}，**没有解释的 {{ sec(t.unexplained_seconds) }} 秒**（{{ t.unexplained_share|pct(1) }}）不属于上面任何一项。它可能来自模型没有计入的工作（embedding 查表、RoPE、{% if moe %}路由的 softmax 和 top-k、{% endif %}数据加载、等待慢的 rank），也可能是这套机器的 kernel 效率比模型的参数低，或者场景里有键与实际设置不同；从这本账分不出是哪一种，要用 profiler 量。{% if mfu_if_shown %}若这一步真的只要预测的 {{ sec(predicted_s) }} 秒，MFU 会是 {{ mfu_if|pct }}（现在 {{ acc.mfu|pct }}）。{% endif %}{% else %}实测的一步只有 {{ sec(base_s) }} 秒，比预测还短 {{ sec(-t.unexplained_seconds) }} 秒：**按模型，这一步不可能这么快**，没有解释的部分是负数。要么场景里有键与实际设置不同（`step_time` 本身、GPU 型号、并行方式、重算、序列长度或 packing），要么模型的效率参数对这套机器偏低（场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成量到的值）。这两件事核对清楚之前，各部分的份额和下面的排序都不可靠。{% endif %}
 
 # %% tags=["remove-input"]
 fig, ax = plt.subplots(figsize=(8.5, 4.2))

@@ -425,7 +425,7 @@ narrow = (f"（窄 GEMM 除外，但{'它' if len(capped) == 1 else '它们'}的
 t_now = acc["time"]
 packing_lever = next((a for a in acc["advice"] if a["lever"] == "packing"), None)  # section 08's row
 PART_ZH = {"gemms": "带权重的 GEMM", "attention": "注意力核心", "linear_attention": "线性注意力",
-           "memory_bound": "受带宽限制的逐元素工作", "recompute": "重算",
+           "memory_bound": "受带宽限制的逐元素工作", "kernel_overhead": "kernel 启动的固定开销", "recompute": "重算",
            "communication_exposed": "暴露在外的通信", "pipeline_bubble": "流水线气泡"}
 part_names = {name: PART_ZH.get(name, name) for name in t_now["parts"]}
 

@@ -1,5 +1,8 @@
 """The scenario keys: each key's kind, bounds and help (FIELDS), and the check of one value
-(`check_value`), whose refusal is one line naming the key, the value and what is allowed."""
+(`check_value`), whose refusal is one line naming the key, the value and what is allowed.
+
+Size: FIELDS is the one table of every scenario key (each key's definition in one place);
+splitting it would split the table."""
 
 from __future__ import annotations
 
@@ -15,6 +18,10 @@ from costmodel.inputs import attention_kernels, hardware
 from costmodel.records import frozen_dataclass
 
 RECOMPUTE_POLICIES = tuple(numeric.RECOMPUTE_POLICIES)
+#: How the EP all-to-all overlaps compute (evaluate.communication.comm_overlap.ep_hide): none;
+#: partial, at most ep_overlap_fraction of it behind the adjacent micro batch's compute
+#: (Megatron-LM's combined 1F1B); all of it, DeepSeek-V3's DualPipe.
+EP_OVERLAPS = ("none", "partial", "dualpipe")
 WIDTH_KEYS = ("attention_dim", "num_heads", "head_dim", "hidden_size")
 COURSE_WIDTH_KEYS = WIDTH_KEYS[:3]  # the course's, which a team's own width drops
 #: The longest scenario name: it heads every page, index entry and report.
@@ -261,8 +268,20 @@ FIELDS: dict[str, Field] = {
     ),
     "ep_overlap": Field(
         "choice",
-        "EP all-to-all overlap: none | dualpipe (behind the other micro batch's compute)",
-        choices=("none", "dualpipe"),
+        "EP all-to-all overlap: none | partial (ep_overlap_fraction of it behind the adjacent "
+        "micro batch's compute: Megatron-LM's --overlap-moe-expert-parallel-comm) | dualpipe "
+        "(all of it behind the other micro batch's compute)",
+        choices=EP_OVERLAPS,
+    ),
+    "ep_overlap_fraction": Field(
+        "fraction",
+        "with ep_overlap partial: the most of each EP all-to-all that hides behind compute, "
+        "the rest exposed (0.5: an assumption, no published measurement)",
+    ),
+    "moe_shared_expert_overlap": Field(
+        "flag",
+        "the EP all-to-all behind the shared expert's compute (Megatron-LM's "
+        "--moe-shared-expert-overlap; with ep_overlap none)",
     ),
     # The step-time model (costmodel.evaluate.simulate.step_time)
     "pipeline_schedule": Field(
@@ -290,6 +309,13 @@ FIELDS: dict[str, Field] = {
         "the attention kernel's share of the peak, forward and backward (null: the generation's)",
         nullable=True,
         minimum=1e-3,
+        maximum=1,
+    ),
+    "kernel_launch_overhead": Field(
+        "positive",
+        "fixed seconds each kernel adds beyond its roofline time (launch and dispatch: 4e-6, "
+        "an assumption; evaluate.simulate.kernels counts the kernels); 0: none",
+        minimum=0,
         maximum=1,
     ),
     "hbm_efficiency": Field(

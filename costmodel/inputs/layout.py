@@ -135,6 +135,20 @@ def dualpipe_allows(pp: int) -> bool:
     return pp == 1 or pp % 2 == 0
 
 
+def check_ep_overlap(ep_overlap: str, shared_overlap: bool) -> None:
+    """moe_shared_expert_overlap only with ep_overlap none: Megatron-Bridge turns the shared
+    expert's overlap off with the all-to-all overlap of adjacent micro batches (its
+    communication-overlap guide: "disable shared expert overlap when using dispatch overlap"),
+    and under partial or dualpipe the all-to-all already hides behind that compute."""
+    if shared_overlap and ep_overlap != "none":
+        raise layout_error(
+            "moe_shared_expert_overlap",
+            True,
+            f"false with ep_overlap {ep_overlap} (the shared expert's overlap goes with "
+            "ep_overlap none)",
+        )
+
+
 def ce_chunks_most(micro_batch: int, seq_len: int, cp: int) -> int:
     """The most pieces a chunked cross-entropy can split a micro batch's logits into on one
     GPU: one token's logits a piece (micro_batch x seq_len / CP tokens; TP splits the
@@ -233,6 +247,7 @@ def check_layout(
         fitted = fitted_expert_parallel(experts, dp, ep)
         if fitted != ep:
             values["expert_parallel"], sources["expert_parallel"] = fitted, "derived"
+    check_ep_overlap(values["ep_overlap"], values["moe_shared_expert_overlap"])
     # rows of seq_len slots per pipeline: padded, one sample a row; packed, documents fill rows
     values["micro_batches_per_step"] = plain.micro_batches(
         values["batching"],

@@ -246,10 +246,13 @@ class Scenario:
     overlap_grad_reduce: bool
     overlap_param_gather: bool
     ep_overlap: str
+    ep_overlap_fraction: int | float
+    moe_shared_expert_overlap: bool
     pipeline_schedule: str
     virtual_pipeline: int | None
     gemm_efficiency: int | float | None
     attention_efficiency: int | float | None
+    kernel_launch_overhead: int | float
     hbm_efficiency: int | float | None
     router_skew: int | float | None
     communication_share: int | float | None

@@ -149,6 +149,7 @@ TIME_PARTS = {
     "attention": "the attention core at the kernel's efficiency, real lengths",
     "linear_attention": "the gated-DeltaNet core",
     "memory_bound": "norms, activations, MoE permutes, the loss, the optimizer step over HBM",
+    "kernel_overhead": "a fixed cost per kernel launched (kernel_launch_overhead)",
     "recompute": "the forward again of what recompute redoes",
     "communication_exposed": "what the overlap rules leave exposed",
     "pipeline_bubble": "the schedule's idle time",

@@ -45,6 +45,7 @@ STEP_PARTS = {
     "attention": "注意力核心",
     "linear_attention": "线性注意力",
     "memory_bound": "受带宽限制的逐元素工作",
+    "kernel_overhead": "kernel 启动的固定开销",
     "recompute": "重算",
     "communication_exposed": "暴露在外的通信",
     "pipeline_bubble": "流水线气泡",

@@ -239,6 +239,9 @@ def valid_scenarios(draw) -> dict:
     data["grad_bytes"] = draw(st.sampled_from(FIELDS["grad_bytes"].values))
     for key in ("cp_comm_type", "ep_overlap"):
         data[key] = draw(st.sampled_from(FIELDS[key].choices))
+    data["ep_overlap_fraction"] = draw(fraction())
+    # the shared expert's overlap goes with ep_overlap none (layout.check_ep_overlap)
+    data["moe_shared_expert_overlap"] = data["ep_overlap"] == "none" and draw(st.booleans())
     if data["cp_comm_type"] == "a2a" and cp > 1:  # Ulysses CP splits each TP rank's heads
         one = {**data, **ONE_GPU, "gpus_per_node": 1}  # no node links to check yet
         shape, _ = shapes.scenario_shape(scenario.resolve(overrides=one).values)
@@ -262,6 +265,7 @@ def valid_scenarios(draw) -> dict:
     )
     for key in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency", "router_skew"):
         data[key] = draw(st.one_of(st.none(), field(key)))
+    data["kernel_launch_overhead"] = draw(field("kernel_launch_overhead", high=1e-3))
     for key in ("training_hours", "attention_kernel_speedup"):
         data[key] = draw(field(key))
     # at most a micro batch's tokens on one GPU

@@ -193,6 +193,8 @@ NEW_KEYS = {
     "overlap_grad_reduce": True,
     "overlap_param_gather": True,
     "ep_overlap": "none",
+    "ep_overlap_fraction": 0.5,
+    "moe_shared_expert_overlap": False,
 }
 
 
@@ -209,7 +211,7 @@ def test_the_course_states_each_communication_key():
         ("cp_comm_type=ring", "cp_comm_type: 'ring' is not allowed; expected one of p2p, "),
         (
             "ep_overlap=always",
-            "ep_overlap: 'always' is not allowed; expected one of none, dualpipe",
+            "ep_overlap: 'always' is not allowed; expected one of none, partial, dualpipe",
         ),
         ("moe_router_max_nodes=0", "moe_router_max_nodes: 0 is not allowed; expected a positive"),
         ("fp8_dispatch=2", "fp8_dispatch: 2 is not allowed; expected true or false"),

@@ -32,7 +32,11 @@ OVERLAP_RULES = (
     "Megatron-LM refuses tp_comm_overlap without sequence parallelism: then exposed",
     "EP all-to-all, ep_overlap dualpipe: behind the other micro batch's forward and backward "
     "(DeepSeek-V3's DualPipe, arXiv:2412.19437 section 3.2.1; Megatron-LM's "
-    "overlap_moe_expert_parallel_comm); none: exposed",
+    "overlap_moe_expert_parallel_comm); partial: at most ep_overlap_fraction of each behind "
+    "the adjacent micro batch's forward and backward, the rest exposed (a share the schedule "
+    "does not hide: warm-up, cool-down, the dependent chain); none: exposed, or with "
+    "moe_shared_expert_overlap behind the shared expert's forward and backward (Megatron-LM "
+    "runs it on its own stream beside the dispatch and the combine)",
     "PP point-to-point: behind the other micro batch's compute under DualPipe (the report: "
     "'both all-to-all and PP communication can be fully hidden'); else exposed (small; "
     "Megatron-LM overlaps it only in interleaved 1F1B)",
@@ -53,30 +57,76 @@ class Compute:
     backward: float
     attention: float
     basis: str = "hardware FLOPs of the phase at the GPU's peak (a lower bound on compute time)"
+    #: Within forward and backward, the shared expert's GEMMs (forward and backward): what the
+    #: EP all-to-all hides behind with moe_shared_expert_overlap (0: none, or not counted).
+    shared_expert: float = 0.0
 
 
-#: What a collective may hide behind: (label, compute windows, at most the attention core).
+#: What a collective may hide behind: (label, compute windows, the part of the compute it may
+#: hide behind at most: None, "attention" (the attention core) or "shared_expert" (Compute's
+#: fields), the share of its seconds that may hide: 1, or ep_overlap_fraction's, `ep_hide`).
 HIDE = {
-    "reduce": ("the last micro batch's backward (overlap_grad_reduce)", ("last backward",), False),
+    "reduce": (
+        "the last micro batch's backward (overlap_grad_reduce)",
+        ("last backward",),
+        None,
+        1.0,
+    ),
     "reduce each": (
         "each micro batch's backward (overlap_grad_reduce)",
         ("last backward", "other backwards"),
-        False,
+        None,
+        1.0,
     ),
-    "gather": ("the first micro batch's forward (overlap_param_gather)", ("first forward",), False),
+    "gather": (
+        "the first micro batch's forward (overlap_param_gather)",
+        ("first forward",),
+        None,
+        1.0,
+    ),
     "gather each": (
         "each micro batch's forward and backward (overlap_param_gather)",
         WINDOWS,
-        False,
+        None,
+        1.0,
     ),
-    "cp": ("the attention blocks' compute (the K/V ring, cp_comm_type p2p)", WINDOWS, True),
-    "tp": ("the layers' GEMMs (tp_comm_overlap)", WINDOWS, False),
+    "cp": (
+        "the attention blocks' compute (the K/V ring, cp_comm_type p2p)",
+        WINDOWS,
+        "attention",
+        1.0,
+    ),
+    "tp": ("the layers' GEMMs (tp_comm_overlap)", WINDOWS, None, 1.0),
     "dualpipe": (
         "the other micro batch's forward and backward (DualPipe, ep_overlap dualpipe)",
         WINDOWS,
-        False,
+        None,
+        1.0,
+    ),
+    "shared expert": (
+        "the shared expert's forward and backward (moe_shared_expert_overlap)",
+        WINDOWS,
+        "shared_expert",
+        1.0,
     ),
 }
+
+
+def ep_hide(ep_overlap: str, fraction: float, shared_overlap: bool) -> tuple | None:
+    """What an EP all-to-all row may hide behind (a HIDE entry; None: exposed): the other micro
+    batch's compute under dualpipe; under partial at most `fraction` of its seconds behind the
+    adjacent micro batch's forward and backward (Megatron-LM's combined 1F1B,
+    --overlap-moe-expert-parallel-comm); under none the shared expert's compute with
+    `shared_overlap` (Megatron-LM's --moe-shared-expert-overlap)."""
+    if ep_overlap == "dualpipe":
+        return HIDE["dualpipe"]
+    if ep_overlap == "partial":
+        label = (
+            f"the adjacent micro batch's forward and backward, at most {fraction:.3g} of it "
+            "(ep_overlap partial, ep_overlap_fraction)"
+        )
+        return (label, WINDOWS, None, float(fraction))
+    return HIDE["shared expert"] if shared_overlap else None
 
 
 def expose(rows: list, hides: list, compute: Compute | None, micro_batches: int):
@@ -105,12 +155,16 @@ def exposed_seconds(
 ) -> list[float]:
     """The exposed seconds of each row (`seconds`, what each may hide behind `hides`): each
     collective that may hide takes what is left of its compute windows (the narrowest rules
-    first, the CP ring at most the attention core's compute), so collectives behind the same
-    compute share it."""
+    first, the capped ones first among equals: the CP ring at most the attention core's
+    compute, the EP all-to-all under moe_shared_expert_overlap at most the shared expert's),
+    so collectives behind the same compute share it; a row with a share under 1 (ep_overlap
+    partial) hides at most that share of its seconds."""
     n = micro_batches
-    forward, backward, attention = (
-        (compute.forward, compute.backward, compute.attention) if compute else (0.0, 0.0, 0.0)
-    )
+    forward, backward = (compute.forward, compute.backward) if compute else (0.0, 0.0)
+    caps = {
+        "attention": compute.attention if compute else 0.0,
+        "shared_expert": compute.shared_expert if compute else 0.0,
+    }
     left = window_seconds(forward, backward, n)
     exposed = list(seconds)
     order = sorted(
@@ -118,14 +172,15 @@ def exposed_seconds(
         key=lambda i: (len(hides[i][1]), not hides[i][2]),
     )
     for i in order:
-        _, windows, capped = hides[i]
-        limit = attention if capped else math.inf
+        _, windows, cap, share = hides[i]
+        limit = caps[cap] if cap else math.inf
+        most = seconds[i] * share  # exact for a share of 1
         hidden = 0.0
         for window in windows:
-            take = max(0.0, min(seconds[i] - hidden, left[window], limit - hidden))
+            take = max(0.0, min(most - hidden, left[window], limit - hidden))
             left[window] -= take
             hidden += take
-        if capped:
-            attention -= hidden
+        if cap:
+            caps[cap] -= hidden
         exposed[i] = max(0.0, seconds[i] - hidden)
     return exposed

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from costmodel.derive import numeric
-from costmodel.evaluate.communication.comm_overlap import HIDE
+from costmodel.evaluate.communication.comm_overlap import HIDE, ep_hide
 from costmodel.evaluate.communication.comm_placement import GROUPS, placement
 from costmodel.records import frozen_dataclass
 
@@ -64,7 +64,8 @@ class Table:
 
     def add(self, name, parallelism, group, kind, buffer, calls, step_bytes, hide=None, parts=None):
         """One row: `calls` collectives of `buffer`, `step_bytes` in all; `parts` (EP): the
-        (NVLink, network) bytes of one call, instead of the ring's or all-to-all's split."""
+        (NVLink, network) bytes of one call, instead of the ring's or all-to-all's split; `hide`
+        a key of HIDE, or an entry of its form (`ep_hide`), or None."""
         size, values = self.group_sizes[group], self.values
         if size < 2:
             return
@@ -88,7 +89,7 @@ class Table:
         seconds = calls * max(intra_part / self.intra, inter_part / self.inter)
         if self.seconds_only:
             self.rows.append(seconds)
-            self.hides.append(HIDE[hide] if hide else None)
+            self.hides.append(HIDE[hide] if isinstance(hide, str) else hide)
             self.parallelisms.append(parallelism)
             return
         self.rows.append(
@@ -111,7 +112,7 @@ class Table:
                 hidden_behind=None,
             )
         )
-        self.hides.append(HIDE[hide] if hide else None)
+        self.hides.append(HIDE[hide] if isinstance(hide, str) else hide)
 
 
 def data_parallel(add, zero_stage: int, overlap_grad_reduce: bool, overlap_param_gather: bool):
@@ -199,10 +200,20 @@ def context_parallel(add, cp_comm_type: str, recompute: int):
         )
 
 
-def expert_parallel(add, fp8_dispatch: bool, recompute: int, ep_overlap: str):
+def expert_parallel(
+    add,
+    fp8_dispatch: bool,
+    recompute: int,
+    ep_overlap: str,
+    fraction: float = 1.0,
+    shared_overlap: bool = False,
+):
     """EP rows: the dispatch direction (FP8 with fp8_dispatch) and the combine direction, each
     once forward (again under full recompute) and once backward per MoE layer of the stage and
-    micro batch, split over NVLink and the network per derive.communication."""
+    micro batch, split over NVLink and the network per derive.communication; what each may hide
+    behind by ep_overlap, ep_overlap_fraction (`fraction`) and moe_shared_expert_overlap
+    (comm_overlap.ep_hide)."""
+    hide = ep_hide(ep_overlap, fraction, shared_overlap)
     calls = numeric.COMM["ep_calls_full_recompute"] if recompute else numeric.COMM["ep_calls"]
     for direction, forms in numeric.EP.items():
         fp8 = " (FP8)" if direction == "dispatch" and fp8_dispatch else ""
@@ -214,7 +225,7 @@ def expert_parallel(add, fp8_dispatch: bool, recompute: int, ep_overlap: str):
             forms["buffer"],
             calls,
             None,
-            "dualpipe" if ep_overlap == "dualpipe" else None,
+            hide,
             parts=(forms["nvlink"], forms["network"]),
         )
 

@@ -54,12 +54,12 @@ from costmodel.evaluate.communication.comm_rows import (  # noqa: F401 (re-expor
 )
 from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import COMMUNICATION_ASSUMPTIONS
+from costmodel.inputs.fields import EP_OVERLAPS
+from costmodel.inputs.layout import check_ep_overlap
 from costmodel.records import frozen_dataclass
 
 #: The CP communication types (Megatron-LM's --cp-comm-type; its `allgather` is all_gather).
 CP_COMM_TYPES = tuple(numeric.CP_COLLECTIVES)
-#: How the EP all-to-all overlaps compute: none, or DeepSeek-V3's DualPipe.
-EP_OVERLAPS = ("none", "dualpipe")
 
 
 @frozen_dataclass
@@ -106,8 +106,13 @@ def _whole(name: str, value, minimum: int = 1) -> int:
     return value
 
 
+def _is_number(value) -> bool:
+    """A real number that is not a bool (NaN fails every comparison)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _positive(name: str, value, allow_zero: bool = False) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = _is_number(value)
     if not ok or value != value or value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise CostModelError(f"{name}: {value!r}; expected a number {bound}")
@@ -160,6 +165,8 @@ def communication(
     overlap_grad_reduce: bool = False,
     overlap_param_gather: bool = False,
     ep_overlap: str = "none",
+    ep_overlap_fraction: float | None = None,
+    moe_shared_expert_overlap: bool = False,
     compute: Compute | None = None,
 ) -> Communication:
     """Every collective of one step, per GPU, for a layout of tp x cp x dp x pp GPUs (EP inside
@@ -169,8 +176,11 @@ def communication(
     experts, router, embedding, lm_head, norms), `expert_params` every routed expert; the
     attention heads give the K/V (and, for a2a, Q/O) widths; `micro_batches` per step on one
     pipeline; bandwidths per GPU, one direction, byte/s; `grad_bytes` per gradient element in
-    the DP reduction (4: Megatron-LM's fp32 main gradients, 2: BF16). `compute`: the compute
-    the collectives may hide behind (None: nothing hides, exposed = seconds)."""
+    the DP reduction (4: Megatron-LM's fp32 main gradients, 2: BF16). `ep_overlap_fraction`:
+    with ep_overlap partial, the most of each EP all-to-all that may hide (0 to 1; read only
+    then); `moe_shared_expert_overlap`: with ep_overlap none, the EP all-to-all hides behind
+    the shared expert's compute (`compute.shared_expert`). `compute`: the compute the
+    collectives may hide behind (None: nothing hides, exposed = seconds)."""
     given = dict(locals())
     layout = _checked_layout(given)
     values = _symbol_values(given)
@@ -191,7 +201,14 @@ def _rows(add, given: dict) -> None:
     )
     tensor_parallel(add, given["sp"], recompute, given["tp_comm_overlap"])
     context_parallel(add, given["cp_comm_type"], recompute)
-    expert_parallel(add, given["fp8_dispatch"], recompute, given["ep_overlap"])
+    expert_parallel(
+        add,
+        given["fp8_dispatch"],
+        recompute,
+        given["ep_overlap"],
+        given["ep_overlap_fraction"],
+        given["moe_shared_expert_overlap"],
+    )
     pipeline_parallel(add, given["sp"], given["ep_overlap"])
 
 
@@ -277,6 +294,8 @@ SETTINGS = (
     "overlap_grad_reduce",
     "overlap_param_gather",
     "ep_overlap",
+    "ep_overlap_fraction",
+    "moe_shared_expert_overlap",
 )
 
 
@@ -297,6 +316,18 @@ def _checked_layout(given: dict) -> tuple[int, int, int, int, int, int]:
         raise CostModelError(f"cp_comm_type: {cp_comm_type!r}; expected one of {CP_COMM_TYPES}")
     if ep_overlap not in EP_OVERLAPS:
         raise CostModelError(f"ep_overlap: {ep_overlap!r}; expected one of {EP_OVERLAPS}")
+    fraction = given["ep_overlap_fraction"]
+    if ep_overlap == "partial" and not (_is_number(fraction) and 0 <= fraction <= 1):
+        raise CostModelError(
+            f"ep_overlap_fraction: {fraction!r}; expected a number from 0 to 1 with ep_overlap "
+            "partial"
+        )
+    if not isinstance(given["moe_shared_expert_overlap"], bool):
+        raise CostModelError(
+            f"moe_shared_expert_overlap: {given['moe_shared_expert_overlap']!r}; expected true "
+            "or false"
+        )
+    check_ep_overlap(ep_overlap, given["moe_shared_expert_overlap"])
     if given["moe_router_max_nodes"] is not None:
         _whole("moe_router_max_nodes", given["moe_router_max_nodes"])
     return tp, pp, cp, ep, dp, _whole("gpus_per_node", given["gpus_per_node"])

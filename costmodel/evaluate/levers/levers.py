@@ -148,10 +148,11 @@ def least_selective(base: Base, shape, rests) -> Lever:
 
 def overlap(base: Base, comm: dict[str, Any], busy: dict[str, Any]) -> Lever:
     """The overlap flags the scenario leaves off, turned on (DP's with the backward and forward,
-    TP's with the GEMMs, the EP all-to-all behind another micro batch's compute); the model's
-    overlap rules hide at most the exposed communication. A measured communication_share: Amdahl
-    on it (the model does not predict a measured share). No lever from an estimate longer than
-    the measured step: it contradicts the step."""
+    TP's with the GEMMs, all of the EP all-to-all behind another micro batch's compute, from
+    ep_overlap none or partial); the model's overlap rules hide at most the exposed
+    communication. A measured communication_share: Amdahl on it (the model does not predict a
+    measured share). No lever from an estimate longer than the measured step: it contradicts
+    the step."""
     sc, name, rests = base.sc, "communication_overlap", ["communication_share"]
     if comm["basis"] == "estimated" and comm["exceeds_step"]:
         facts = {"seconds": comm["seconds"], "share": comm["share"]}
@@ -163,8 +164,10 @@ def overlap(base: Base, comm: dict[str, Any], busy: dict[str, Any]) -> Lever:
         flags["overlap_param_gather"] = True
     if sc.tensor_parallel > 1 and not sc.tp_comm_overlap:
         flags.update(tp_comm_overlap=True, sequence_parallel=True)
-    if sc.expert_parallel > 1 and sc.ep_overlap == "none":
+    if sc.expert_parallel > 1 and sc.ep_overlap != "dualpipe":  # none, or partial: all of it
         flags["ep_overlap"] = "dualpipe"
+        if sc.moe_shared_expert_overlap:  # it goes with ep_overlap none (layout.check_ep_overlap)
+            flags["moe_shared_expert_overlap"] = False
     rests = [*rests, *flags] if flags else [*rests, "ep_overlap", "tp_comm_overlap"]
     if comm["basis"] == "measured":
         return measured_overlap(base, comm, busy, flags, rests)

@@ -73,7 +73,7 @@ TOP = 10
 #: Memory headroom under this share of the usable bytes is named as a limit.
 TIGHT_MEMORY = 0.05
 #: What the compute part is made of: step_time.PARTS but the exposed communication and bubble.
-COMPUTE_PARTS = step_time.PARTS[:5]
+COMPUTE_PARTS = step_time.COMPUTE_PARTS
 
 
 @dataclass(frozen=True)

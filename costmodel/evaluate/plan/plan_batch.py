@@ -31,7 +31,7 @@ from costmodel.evaluate.simulate.gemms import weight_shapes
 from costmodel.inputs import attention_kernels
 
 #: The compute's parts without recompute, in the order of compute_time.compute_parts' dict.
-PARTS = ("gemms", "attention", "linear_attention", "memory_bound")
+PARTS = ("gemms", "attention", "linear_attention", "memory_bound", "kernel_overhead")
 
 
 class Batch:
@@ -291,6 +291,8 @@ def _stage_sums(ev, a, gemm: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         micro_batch=a.mb,
         seq_len=base.seq_len,
         sequence_parallel=a.sp,
+        expert_parallel=a.ep,
+        kernel_launch_overhead=base.kernel_launch_overhead,
     )
     kinds = [
         compute_time.layer_seconds(
@@ -329,6 +331,7 @@ def _compute(ev, a, gemm, sums) -> list[dict]:
         expert_parallel=a.ep,
         data_parallel=a.dp,
         total_params=base.total_params,
+        kernel_launch_overhead=base.kernel_launch_overhead,
     )
     bandwidth = base.hbm_bandwidth * ev.eff["hbm"].value
     out = []

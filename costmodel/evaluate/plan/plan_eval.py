@@ -20,7 +20,6 @@ from typing import Any
 
 from costmodel.derive import plain
 from costmodel.evaluate.communication import communication
-from costmodel.evaluate.communication.communication import Compute
 from costmodel.evaluate.memory import gpu_memory
 from costmodel.evaluate.plan.plan_batch import Batch, least_bubble, stage_bound
 from costmodel.evaluate.plan.plan_memory import ZERO_STAGES, Memory
@@ -213,7 +212,8 @@ class Evaluator(Memory):
 
         def build():
             computed = self.compute(core, rc, zero)
-            phases = Compute(**computed["phases"], basis=run.COMPUTE_BASIS)
+            shared = compute_time.shared_expert_seconds(self._sums(core))
+            phases = run.hiding_compute(computed["phases"], shared)
             got, fixed = communication.exposed(phases, **self.comm_args(core, rc, zero))
             # what no compute hides and no ZeRO stage changes (`fixed`, the collectives outside
             # DP that may not hide): a floor for the core's others

@@ -29,15 +29,20 @@ GEMMs pay for the pad slots; packed rows of documents).
   (Adam on the GPU's shard: fp32 weights, gradients, two moments read, weights and moments
   written, BF16 weights written: 30 bytes a parameter).
 - Recompute: the forward again of what the policy recomputes: under full recompute r of the
-  stage's layers (r = 1, or the share `recompute_method: block` redoes), their GEMMs and
-  elementwise work, not the lm_head (Megatron-LM does not re-run the output layer); under
+  stage's layers (r = 1, or the share `recompute_method: block` redoes), their GEMMs,
+  elementwise work and kernel launches, not the lm_head (Megatron-LM does not re-run the output layer); under
   selective recompute the GEMM rows of its weight modules (`mlp`, `moe`, `shared_experts`,
   `mla_up_proj`), the norms with `layernorm`, the MoE activation with `moe_act`; r_core of the
   attention core's forward (and the linear-attention core's).
 
-Not counted: the embedding lookup, RoPE, the router's softmax and top-k, dropout, kernel
-launch gaps, and the gradient accumulation into fp32 (fused into the weight-gradient GEMM, as
-Megatron-LM's gradient_accumulation_fusion does).
+- Kernel overhead: `kernel_launch_overhead` seconds per kernel the stage launches, forward
+  and backward per micro batch (evaluate.simulate.kernels: the layers' GEMMs, cores,
+  elementwise kernels and MoE routing, the lm_head and the loss), its own part; full
+  recompute launches r of the layers' forward kernels again.
+
+Not counted: the embedding lookup, RoPE, dropout, and the gradient accumulation into fp32
+(fused into the weight-gradient GEMM, as Megatron-LM's gradient_accumulation_fusion does);
+the router's softmax and top-k as work (their kernels' launches are counted).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from __future__ import annotations
 from typing import Any
 
 from costmodel.derive import numeric, plain
-from costmodel.evaluate.simulate import stage
+from costmodel.evaluate.simulate import kernels, stage
 from costmodel.evaluate.simulate.gemms import weight_shapes
 from costmodel.evaluate.simulate.linear import linear_attention
 from costmodel.inputs import efficiency, hardware
@@ -218,6 +223,16 @@ def layer_seconds(sc, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dic
     kappa = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[KIND[sc.attention_kernel]])
     core = core_fwd if mixer == "attention" else 0.0
     linear = linear_fwd if mixer == "gated_deltanet" else 0.0
+    gemms = sum(gemm_count(sc, shape, key) for key in sorted(rows) if key in gemm)
+    launches = kernels.layer_kernels(
+        gemms,
+        shape.norms_per_layer,
+        mixer,
+        mlp,
+        kernel,
+        bool(shape.shared_expert_intermediate_size),
+    )
+    overhead = mb * sc.kernel_launch_overhead
     return {
         "gemm_forward": gemm_fwd,
         "core_forward": core / (peak * forward_eff),
@@ -226,6 +241,8 @@ def layer_seconds(sc, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dic
         "linear_backward": 2 * linear / (peak * flash_bwd),
         "memory_forward": mb * mem_fwd / bandwidth,
         "memory_backward": mb * mem_bwd / bandwidth,
+        "overhead_forward": overhead * launches[0],
+        "overhead_backward": overhead * launches[1],
         "layernorm_forward": mb * pieces["layernorm"] / bandwidth,
         "moe_act_forward": mb * pieces["moe_act"] / bandwidth,
         **modules,
@@ -241,6 +258,8 @@ def layer_total(layer: dict[str, float]) -> float:
         + layer["linear_backward"]
         + layer["memory_forward"]
         + layer["memory_backward"]
+        + layer["overhead_forward"]
+        + layer["overhead_backward"]
     )
 
 
@@ -260,7 +279,8 @@ def _recompute_weights(sc: Scenario, sums: dict[str, float]) -> float:
     of the layers' GEMM forward."""
     r, policy = sc.recompute_weights_fraction, sc.recompute
     if policy == "full":
-        return r * (sums.get("gemm_forward", 0.0) + sums.get("memory_forward", 0.0))
+        redone = sums.get("gemm_forward", 0.0) + sums.get("memory_forward", 0.0)
+        return r * (redone + sums.get("overhead_forward", 0.0))
     if policy != "selective":
         return 0.0
     modules = sc.recompute_modules or []
@@ -339,7 +359,15 @@ def compute(
     }
     out["efficiencies"] = {name: {"value": e.value, "source": e.source} for name, e in eff.items()}
     out["generation"] = efficiency.generation(sc.gpu)
+    out["shared_expert_seconds"] = shared_expert_seconds(sums)
     return out
+
+
+def shared_expert_seconds(sums: dict[str, float]) -> float:
+    """The shared expert's GEMMs of the stage's step (forward, and backward at twice it), from
+    its sums (`stage_sums`): the compute the EP all-to-all hides behind with
+    moe_shared_expert_overlap (its recompute not counted: a lower bound)."""
+    return 3 * sums.get("shared_experts_gemm_forward", 0.0)
 
 
 def assemble(sc, shape: ModelShape, gemm, sums, bandwidth: float, optimizer) -> tuple[dict, list]:
@@ -363,6 +391,9 @@ def compute_parts(sc, shape: ModelShape, gemm, sums, bandwidth, optimizer) -> tu
     logits = tokens * shape.vocab_size / sc.tensor_parallel
     loss = [mb * x * logits / bandwidth for x in LOSS_BYTES]
     gemm_fwd = sums.get("gemm_forward", 0.0) + outside_fwd
+    launches = kernels.outside_kernels(sum(1 for key in OUTSIDE_ROWS if key in gemm))
+    outside = [mb * sc.kernel_launch_overhead * n for n in launches]
+    overhead_fwd = sums.get("overhead_forward", 0.0) + outside[0]
     parts = {
         "gemms": 3 * gemm_fwd,
         "attention": sums.get("core_forward", 0.0) + sums.get("core_backward", 0.0),
@@ -371,6 +402,7 @@ def compute_parts(sc, shape: ModelShape, gemm, sums, bandwidth, optimizer) -> tu
         + sums.get("memory_backward", 0.0)
         + sum(loss)
         + optimizer,
+        "kernel_overhead": overhead_fwd + sums.get("overhead_backward", 0.0) + outside[1],
     }
     forward = (
         gemm_fwd
@@ -378,6 +410,7 @@ def compute_parts(sc, shape: ModelShape, gemm, sums, bandwidth, optimizer) -> tu
         + sums.get("linear_forward", 0.0)
         + sums.get("memory_forward", 0.0)
         + loss[0]
+        + overhead_fwd
     )
     return {"parts": parts, "forward": forward, "optimizer_seconds": optimizer}, loss
 

@@ -306,8 +306,14 @@ def compute_seconds(sc: Scenario, shape: ModelShape | None = None) -> Compute:
     core, as the step-time model predicts them (evaluate.simulate.compute_time: each GEMM at its
     roofline, the attention core at its kernel's efficiency, the memory-bound work over HBM).
     The one place the communication model asks how long compute takes."""
-    phases = compute_time.compute(sc, shape)["phases"]
-    return Compute(**phases, basis=COMPUTE_BASIS)
+    computed = compute_time.compute(sc, shape)
+    return hiding_compute(computed["phases"], computed["shared_expert_seconds"])
+
+
+def hiding_compute(phases: dict, shared_expert: float) -> Compute:
+    """The Compute of compute_time's phases and the shared expert's seconds
+    (compute_time.shared_expert_seconds): the report's, the prediction's and the plan's."""
+    return Compute(**phases, basis=COMPUTE_BASIS, shared_expert=shared_expert)
 
 
 def comm(
@@ -380,4 +386,6 @@ def communication_args(sc: Scenario, shape: ModelShape) -> dict[str, Any]:
         overlap_grad_reduce=sc.overlap_grad_reduce,
         overlap_param_gather=sc.overlap_param_gather,
         ep_overlap=sc.ep_overlap,
+        ep_overlap_fraction=sc.ep_overlap_fraction,
+        moe_shared_expert_overlap=sc.moe_shared_expert_overlap,
     )

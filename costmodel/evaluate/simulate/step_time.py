@@ -3,13 +3,15 @@
 `predict(sc)` for a resolved Scenario returns
 
     {"seconds": the predicted step, the sum of the parts,
-     "parts": {"gemms", "attention", "linear_attention", "memory_bound", "recompute",
-               "communication_exposed", "pipeline_bubble"} (seconds; 0.0 where one does not apply),
+     "parts": {"gemms", "attention", "linear_attention", "memory_bound", "kernel_overhead",
+               "recompute", "communication_exposed", "pipeline_bubble"} (seconds; 0.0 where
+               one does not apply),
      "detail": per-GEMM and per-collective breakdown,
      "efficiencies": {name: {"value", "source"}} (costmodel.inputs.efficiency, or the scenario's),
      "generation": the GPU's generation}
 
-- The compute parts (gemms, attention, linear_attention, memory_bound, recompute) are
+- The compute parts (gemms, attention, linear_attention, memory_bound, kernel_overhead,
+  recompute) are
   costmodel.evaluate.simulate.compute_time's: per GPU of the most loaded pipeline stage, every micro
   batch of the step.
 - communication_exposed: what the overlap rules of costmodel.evaluate.communication.communication leave
@@ -29,7 +31,6 @@ from __future__ import annotations
 from typing import Any
 
 from costmodel.derive import plain
-from costmodel.evaluate.communication.communication import Compute
 from costmodel.evaluate.simulate import compute_time, run
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
@@ -40,11 +41,15 @@ PARTS = (
     "attention",
     "linear_attention",
     "memory_bound",
+    "kernel_overhead",
     "recompute",
     "communication_exposed",
     "pipeline_bubble",
 )
 
+
+#: The parts that are compute (the rest: exposed communication and the bubble).
+COMPUTE_PARTS = PARTS[:-2]
 
 #: What each part rests on beyond the model's arithmetic: the scenario keys and conventions a
 #: part larger than a measured step calls into question (`account`'s `exceeding`).
@@ -54,10 +59,13 @@ PART_INPUTS = {
     "and the sequence lengths",
     "linear_attention": "the chunked linear-attention kernel at the flash kernel's efficiency",
     "memory_bound": "the HBM bandwidth and hbm_efficiency",
+    "kernel_overhead": "the fixed seconds per kernel launch (kernel_launch_overhead) and the "
+    "kernels counted per layer (evaluate.simulate.kernels)",
     "recompute": "the recompute policy (recompute, recompute_modules)",
     "communication_exposed": "the link bandwidths (intra_node_bandwidth, inter_node_bandwidth, "
     "gpus_per_node), ring collectives at those bandwidths, and the overlap rules (tp_comm_overlap, "
-    "overlap_grad_reduce, overlap_param_gather, ep_overlap)",
+    "overlap_grad_reduce, overlap_param_gather, ep_overlap, ep_overlap_fraction, "
+    "moe_shared_expert_overlap)",
     "pipeline_bubble": "the pipeline schedule (pipeline_schedule, virtual_pipeline) and the micro "
     "batches per step",
 }
@@ -95,8 +103,8 @@ def predict(
     shape = shape or sc.shape
     computed = compute_time.compute(sc, shape)
     if comm is None:
-        phases = computed["phases"]
-        comm = run.comm(sc, shape, Compute(**phases, basis=run.COMPUTE_BASIS))
+        hiding = run.hiding_compute(computed["phases"], computed["shared_expert_seconds"])
+        comm = run.comm(sc, shape, hiding)
     share = bubble_share(sc)
     parts = step_parts(computed, comm["exposed_seconds"], share)
     parts = {name: float(parts.get(name, 0.0)) for name in PARTS}
