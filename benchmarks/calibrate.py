@@ -343,7 +343,10 @@ def library_model() -> Predictor:
 
 def library_fit(rows: Iterable[dict[str, Any]], predict: Predictor | None = None) -> dict[str, Fit]:
     """Per generation, the LIBRARY_PARAMETERS that have at least MIN_ROWS fitted rows using
-    them, fitted on that generation's rows (``fit``); a generation with none is left out.
+    them, fitted on that generation's rows (``fit``); a generation with none is left out. A
+    parameter the fit leaves at a bound of its range is not constrained by the rows (Blackwell's
+    MoE-only rows once drove `gemm_fp8` to 1.0 and `attention` to 0.08): it keeps its stated
+    value (recorded in UNCONSTRAINED) and the others are fitted again without it.
     ``predict`` (default: a new ``library_model()``) lets repeated fits share one predictor and
     the scenarios it keeps (benchmarks/loso.py fits once per source)."""
     from costmodel.inputs import efficiency
@@ -352,14 +355,33 @@ def library_fit(rows: Iterable[dict[str, Any]], predict: Predictor | None = None
     for row in rows:
         by_generation.setdefault(generation(row["gpu"]), []).append(row)
     predict, fits = predict or library_model(), {}
+    UNCONSTRAINED.clear()  # the last call's
     for gen, group in sorted(by_generation.items()):
         fp8 = sum(row["fp8"] != "none" for row in group)
         curves = any(e.curve for e in efficiency.EFFICIENCIES.get(gen, {}).values())
         used = {"gemm": len(group) - fp8, "gemm_fp8": fp8, "attention": len(group) * curves}
         names = [name for name in LIBRARY_PARAMETERS if used[name] >= MIN_ROWS]
-        if names:
-            fits.update(fit(predict, group, names))
+        while names:
+            got = fit(predict, group, names).get(gen)
+            bound = [n for n in names if got and at_bound(got.values[n])] if got else []
+            if not bound:
+                if got:
+                    fits[gen] = got
+                break
+            # the rows do not constrain it: its stated value stays, the others are fitted again
+            UNCONSTRAINED.setdefault(gen, set()).update(bound)
+            names = [n for n in names if n not in bound]
     return fits
+
+
+#: generation -> the parameters the last library_fit left at a bound of [LOWER, UPPER]: the rows
+#: do not constrain them, so they keep their stated values (say so where the fit is printed).
+UNCONSTRAINED: dict[str, set[str]] = {}
+
+
+def at_bound(value: float) -> bool:
+    """A fitted value at the edge of the searched range (within a few search steps of it)."""
+    return value <= LOWER * (1 + 10 * TOLERANCE) or value >= UPPER * (1 - 10 * TOLERANCE)
 
 
 # ------------------------------------------------------------------------------ the module
@@ -464,6 +486,9 @@ def main(argv: list[str] | None = None) -> int:
         title = "Baseline hardware-FLOP efficiency per generation, least squares on ln(step):"
     for line in describe(fits, title):
         print(line)
+    for gen, names in sorted(UNCONSTRAINED.items()):
+        print(f"  {gen}: {', '.join(sorted(names))} left at a bound by the fit (the rows do not "
+              "constrain it): the stated value kept")
     return 0
 
 

@@ -149,12 +149,21 @@ def model_method() -> Method:
             group = by_gen.get(gen, [])
             key = (gen, tuple(row["id"] for row in group))
             if key not in done:
-                done[key] = cal.library_fit(group, predict).get(gen)
-            values[gen] = dict(done[key].values) if done[key] else {}
+                got = cal.library_fit(group, predict).get(gen)
+                done[key] = got, set(cal.UNCONSTRAINED.get(gen, ()))
+            got, unconstrained = done[key]
+            values[gen] = dict(got.values) if got else {}
             stated = [name for name in cal.LIBRARY_PARAMETERS if name not in values[gen]]
             if stated:
-                notes.append(f"model, {gen}: {', '.join(stated)} at the stated value (under "
-                             f"{cal.MIN_ROWS} of the {len(group)} {gen} rows without it use it)")  # fmt: skip
+                few = [name for name in stated if name not in unconstrained]
+                bound = [name for name in stated if name in unconstrained]
+                if few:
+                    notes.append(f"model, {gen}: {', '.join(few)} at the stated value (under "
+                                 f"{cal.MIN_ROWS} of the {len(group)} {gen} rows without it "
+                                 "use it)")  # fmt: skip
+                if bound:
+                    notes.append(f"model, {gen}: {', '.join(bound)} at the stated value (the "
+                                 "fit left it at a bound: the rows do not constrain it)")  # fmt: skip
         return values, notes
 
     return Method("model", fit, predict)

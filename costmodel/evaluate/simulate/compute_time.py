@@ -229,7 +229,7 @@ def layer_seconds(sc, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dic
         shape.norms_per_layer,
         mixer,
         mlp,
-        kernel,
+        KIND[sc.attention_kernel],
         bool(shape.shared_expert_intermediate_size),
     )
     overhead = mb * sc.kernel_launch_overhead
