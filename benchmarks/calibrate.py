@@ -51,12 +51,14 @@ REPO = Path(__file__).resolve().parents[1]
 #: The generated module of the fitted values (``--write``).
 FITTED_MODULE = REPO / "costmodel" / "inputs" / "fitted.py"
 #: The step-time model's parameters the library records as fitted (costmodel.inputs.fitted):
-#: `gemm` (BF16), `gemm_fp8`, and `attention`: the flash kernel's forward, its backward and the
-#: eager kernel kept at their stated ratios to it (`fitted_values`). A parameter is fitted for a
-#: generation only on at least MIN_ROWS fitted rows that use it (FP8 rows for gemm_fp8, BF16
-#: rows for gemm); `hbm` keeps its stated value (a fit moves hbm to unphysical values: it
-#: absorbs time the model does not account for).
-LIBRARY_PARAMETERS = ("gemm", "gemm_fp8", "attention")
+#: `gemm_scale`, one scale per generation on the stated large-GEMM efficiencies (`gemm` and
+#: `gemm_fp8` both: the MAMF figures' BF16/FP8 ratio is kept; each GEMM's shape lowers them
+#: further, costmodel.inputs.gemm_efficiency), and `attention`: the flash kernel's forward, its
+#: backward and the eager kernel kept at their stated ratios to it (`fitted_values`). A
+#: parameter is fitted for a generation only on at least MIN_ROWS fitted rows that use it;
+#: `hbm` keeps its stated value (a fit moves hbm to unphysical values: it absorbs time the
+#: model does not account for).
+LIBRARY_PARAMETERS = ("gemm_scale", "attention")
 #: The decimals a fitted parameter is written with (the fit stops at a step of TOLERANCE).
 DECIMALS = 4
 MIN_ROWS = 5
@@ -272,14 +274,23 @@ def fitted_source(gen: str, rows: int, params: dict[str, float]) -> str:
 
 def fitted_values(gen: str, params: dict[str, float], source: str) -> dict[str, tuple[float, str]]:
     """The efficiencies a generation's fitted parameters (LIBRARY_PARAMETERS) give, as
-    costmodel.inputs.fitted records them (name -> (value, source)): `gemm`, `gemm_fp8`, and
-    `attention`, the flash forward, with the backward and the eager kernel kept at their stated
-    ratios to it for that generation (the fit's rule: applied here, once, when the values are
-    fitted and written; the library derives nothing from the stated values)."""
-    from costmodel.inputs import efficiency
+    costmodel.inputs.fitted records them (name -> (value, source)): `gemm` and `gemm_fp8`, the
+    stated values times `gemm_scale`, and `attention`, the flash forward, with the backward and
+    the eager kernel kept at their stated ratios to it for that generation (the fit's rule:
+    applied here, once, when the values are fitted and written; the library derives nothing
+    from the stated values)."""
+    from costmodel.inputs import efficiency, hardware
 
     stated = efficiency.EFFICIENCIES[gen]
-    out = {name: (params[name], source) for name in ("gemm", "gemm_fp8") if name in params}
+    out = {}
+    if "gemm_scale" in params:
+        fp8 = any(g.fp8_flops for g in hardware.GPUS.values() if g.generation == gen)
+        for name in ("gemm", "gemm_fp8") if fp8 else ("gemm",):  # gemm_fp8 where FP8 runs
+            value = stated[name].stated
+            out[name] = (
+                params["gemm_scale"] * value,
+                f"{source}; the stated large-GEMM value {value} x gemm_scale",
+            )
     if "attention" in params:
         forward, backward = (stated[f"attention_flash_{p}"].stated for p in ("forward", "backward"))
         out["attention_flash_forward"] = (params["attention"], source)
@@ -339,8 +350,7 @@ def library_fit(rows: Iterable[dict[str, Any]]) -> dict[str, Fit]:
         by_generation.setdefault(generation(row["gpu"]), []).append(row)
     predict, fits = library_model(), {}
     for gen, group in sorted(by_generation.items()):
-        fp8 = sum(row["fp8"] != "none" for row in group)
-        used = {"gemm": len(group) - fp8, "gemm_fp8": fp8, "attention": len(group)}
+        used = {"gemm_scale": len(group), "attention": len(group)}
         names = [name for name in LIBRARY_PARAMETERS if used[name] >= MIN_ROWS]
         if names:
             fits.update(fit(predict, group, names))

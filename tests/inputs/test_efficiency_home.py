@@ -40,7 +40,7 @@ def test_raising_the_stated_hopper_attention_does_not_slow_the_course(monkeypatc
     the fitted values are numbers written by calibrate, which replace the stated ones: a stated
     value changed by hand moves nothing that was fitted."""
     before = _step()
-    assert round(before, 2) == 47.14
+    assert round(before, 2) == 48.15  # 47.14 before each GEMM ran at its shape's efficiency
     assert len(HOPPER_FORWARD.findall(SOURCE)) == 1
     _stated_by_hand(monkeypatch, HOPPER_FORWARD.sub("0.90", SOURCE))
     assert efficiency.efficiencies({"gpu": "H20"})["attention_flash_backward"].value == (
