@@ -51,13 +51,15 @@ REPO = Path(__file__).resolve().parents[1]
 #: The generated module of the fitted values (``--write``).
 FITTED_MODULE = REPO / "costmodel" / "inputs" / "fitted.py"
 #: The step-time model's parameters the library records as fitted (costmodel.inputs.fitted):
-#: `gemm` (BF16), `gemm_fp8`, and `attention`: one scale per generation on the attention
-#: kernels' published curves (costmodel.inputs.attention_kernels; forward, backward and eager
-#: alike: `fitted_values`), fitted only where the generation has a curve. A parameter is fitted for a
-#: generation only on at least MIN_ROWS fitted rows that use it (FP8 rows for gemm_fp8, BF16
-#: rows for gemm); `hbm` keeps its stated value (a fit moves hbm to unphysical values: it
-#: absorbs time the model does not account for).
-LIBRARY_PARAMETERS = ("gemm", "gemm_fp8", "attention")
+#: `gemm_scale`, one scale per generation on the stated large-GEMM efficiencies (`gemm` and
+#: `gemm_fp8` both: the MAMF figures' BF16/FP8 ratio is kept; each GEMM's shape lowers them
+#: further, costmodel.inputs.gemm_efficiency), and `attention`: one scale per generation on the
+#: attention kernels' published curves (costmodel.inputs.attention_kernels; forward, backward
+#: and eager alike: `fitted_values`), fitted only where the generation has a curve. A parameter
+#: is fitted for a generation only on at least MIN_ROWS fitted rows that use it; `hbm` keeps its
+#: stated value (a fit moves hbm to unphysical values: it absorbs time the model does not
+#: account for).
+LIBRARY_PARAMETERS = ("gemm_scale", "attention")
 #: The decimals a fitted parameter is written with (the fit stops at a step of TOLERANCE).
 DECIMALS = 4
 MIN_ROWS = 5
@@ -278,13 +280,24 @@ def fitted_source(gen: str, rows: int, params: dict[str, float]) -> str:
 
 def fitted_values(gen: str, params: dict[str, float], source: str) -> dict[str, tuple[float, str]]:
     """The efficiencies a generation's fitted parameters (LIBRARY_PARAMETERS) give, as
-    costmodel.inputs.fitted records them (name -> (value, source)): `gemm`, `gemm_fp8`, and
-    `attention`, one scale on the generation's published attention curves
+    costmodel.inputs.fitted records them (name -> (value, source)): `gemm` and `gemm_fp8`, the
+    stated values times `gemm_scale` (the fit's rule, applied here once, when the values are
+    fitted and written: the library derives nothing from the stated values), and `attention`,
+    one scale on the generation's published attention curves
     (costmodel.inputs.attention_kernels), recorded as such: costmodel.inputs.efficiency
-    multiplies each curve (flash forward, backward, eager) by it at every length. Before, the
-    flat flash forward was fitted and the backward and eager kernels kept at their stated
-    ratios to it; the curves now give each kernel's own value."""
-    out = {name: (params[name], source) for name in ("gemm", "gemm_fp8") if name in params}
+    multiplies each curve (flash forward, backward, eager) by it at every length."""
+    from costmodel.inputs import efficiency, hardware
+
+    stated = efficiency.EFFICIENCIES[gen]
+    out = {}
+    if "gemm_scale" in params:
+        fp8 = any(g.fp8_flops for g in hardware.GPUS.values() if g.generation == gen)
+        for name in ("gemm", "gemm_fp8") if fp8 else ("gemm",):  # gemm_fp8 where FP8 runs
+            value = stated[name].stated
+            out[name] = (
+                params["gemm_scale"] * value,
+                f"{source}; the stated large-GEMM value {value} x gemm_scale",
+            )
     if "attention" in params:
         out["attention"] = (
             params["attention"],
@@ -357,9 +370,8 @@ def library_fit(rows: Iterable[dict[str, Any]], predict: Predictor | None = None
     predict, fits = predict or library_model(), {}
     UNCONSTRAINED.clear()  # the last call's
     for gen, group in sorted(by_generation.items()):
-        fp8 = sum(row["fp8"] != "none" for row in group)
         curves = any(e.curve for e in efficiency.EFFICIENCIES.get(gen, {}).values())
-        used = {"gemm": len(group) - fp8, "gemm_fp8": fp8, "attention": len(group) * curves}
+        used = {"gemm_scale": len(group), "attention": len(group) * curves}
         names = [name for name in LIBRARY_PARAMETERS if used[name] >= MIN_ROWS]
         while names:
             got = fit(predict, group, names).get(gen)

@@ -372,10 +372,13 @@ def run(argv: list[str] | None = None) -> int:
         )
         return 1 if failed else 0
     elif args.command == "gemms":
+        from costmodel.evaluate.simulate.compute_time import row_efficiencies
         from costmodel.evaluate.simulate.gemms import gemm_table
         from costmodel.present.gemms import render_gemms
 
-        _output([render_gemms(gemm_table(_scenario(args)), args.format)])
+        sc = _scenario(args)
+        table = {**gemm_table(sc), "efficiencies": row_efficiencies(sc)}
+        _output([render_gemms(table, args.format)])
     elif args.command == "sweep":
         _sweep(args)
     elif args.command == "plan":

@@ -3,7 +3,8 @@ named parameters per GPU generation (costmodel.evaluate.simulate.step_time uses 
 
 - `gemm`: a large BF16 GEMM's achieved FLOP/s over the GPU's dense BF16 peak (the compute roof
   of every weight GEMM; a small GEMM falls under the memory roof instead, at `hbm`);
-  `gemm_fp8` the same for an FP8 GEMM over the dense FP8 peak (`fp8: hybrid`).
+  `gemm_fp8` the same for an FP8 GEMM over the dense FP8 peak (`fp8: hybrid`). Both are the
+  large-GEMM limit: each GEMM runs at its shape's share of it (costmodel.inputs.gemm_efficiency).
 - `attention_flash_forward`, `attention_flash_backward`: a flash-attention kernel's achieved
   FLOP/s over the peak, forward and backward (the backward counted as the kernel counts it,
   2.5 x the forward's FLOPs: the QK^T it recomputes included).

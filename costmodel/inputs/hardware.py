@@ -36,6 +36,9 @@ keeps); where neither was found, the datasheet's figure read as GiB. `cuda_memor
 which (`cuda`, `nvidia-smi`, `datasheet GiB`) and `cuda_memory_source` where it was found. The
 scenario key `memory_reserve` is taken from it for what the memory model does not count (the
 CUDA context, NCCL's buffers, the allocator's fragmentation).
+
+SMs (AMD: compute units), in a fourth table, `_SMS`, each with its source: what a GEMM's tiles
+run on in waves (costmodel.inputs.gemm_efficiency); secondary sources are said to be.
 """
 
 from __future__ import annotations
@@ -68,6 +71,10 @@ class GPU:
     #: The architecture whose kernel efficiencies apply (costmodel.inputs.efficiency):
     #: ampere, hopper, blackwell; ada (L40S) and cdna3 (MI300X) have values of their own.
     generation: str = ""
+    #: Streaming multiprocessors (AMD: compute units), for the GEMM efficiency's wave
+    #: quantization (costmodel.inputs.gemm_efficiency; filled from _SMS below).
+    sm_count: int | None = None
+    sm_source: str = ""
 
     @property
     def balance(self) -> float:
@@ -252,6 +259,30 @@ _GENERATION = {
     "MI300X": "cdna3",
 }
 GPUS = {name: replace(gpu, generation=_GENERATION[name]) for name, gpu in GPUS.items()}
+
+_HOPPER_WP = "NVIDIA H100 Tensor Core GPU Architecture whitepaper (H100 SXM5 132 SMs, PCIe 114)"
+_AMPERE_WP = (
+    "NVIDIA A100 Tensor Core GPU Architecture whitepaper (108 SMs); NVIDIA Matrix Multiplication "
+    "Background User's Guide, section 3.2 ('an NVIDIA A100 GPU has 108 SMs')"
+)
+#: name -> (SMs or AMD compute units, source): what a GEMM's tiles run on in waves.
+_SMS: dict[str, tuple[int, str]] = {
+    "H20": (78, "secondary: Geekbench 6 listing of the H20 as reported in the press (78 SMs)"),
+    "H100-SXM": (132, _HOPPER_WP),
+    "H100-PCIe": (114, _HOPPER_WP),
+    "H800": (132, "secondary: the H100 SXM's GH100 configuration (" + _HOPPER_WP + ")"),
+    "H200": (132, "secondary: the H100 SXM's GH100 configuration (" + _HOPPER_WP + ")"),
+    "A100-40GB": (108, _AMPERE_WP),
+    "A100-80GB": (108, _AMPERE_WP),
+    "A800": (108, "secondary: the A100's GA100 configuration (" + _AMPERE_WP + ")"),
+    "B200": (148, "secondary: cudaGetDeviceProperties multiProcessorCount quoted in public code"),
+    "L40S": (142, "NVIDIA L40S datasheet: 18,176 CUDA cores, 128 per Ada SM"),
+    "MI300X": (304, "AMD Instinct MI300X data sheet (304 compute units)"),
+}
+GPUS = {
+    name: replace(gpu, sm_count=_SMS[name][0], sm_source=_SMS[name][1])
+    for name, gpu in GPUS.items()
+}
 
 
 def _norm(name: str) -> str:

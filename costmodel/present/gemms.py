@@ -19,7 +19,9 @@ def _whole(value: Any) -> Any:
 
 
 def render_gemms(table: dict[str, Any], fmt: str = "text") -> str:
-    """The table of `costmodel.evaluate.simulate.gemms.gemm_table` (its rows `GemmRow`) as text or JSON."""
+    """The table of `costmodel.evaluate.simulate.gemms.gemm_table` (its rows `GemmRow`) as text or
+    JSON, with each weight row's efficiency where the table has `efficiencies` (row key ->
+    fraction of the peak: compute_time.row_efficiencies)."""
     if fmt == "json":
         rows = [
             {key: _whole(value) if key in COUNTS else value for key, value in row.as_dict().items()}
@@ -31,7 +33,9 @@ def render_gemms(table: dict[str, Any], fmt: str = "text") -> str:
     tp, cp = lay.get("tensor_parallel", 1), lay.get("context_parallel", 1)
     ep, sp = lay.get("expert_parallel", 1), lay.get("sequence_parallel", False)
     split = any(r.per_gpu_fraction != 1 for r in rows)  # a column only under TP
+    shaped = table.get("efficiencies") or {}  # a column where the table has them
     header = ("GEMM", "m", "k", "n", "layers", "fwd FLOP/token", "FLOP/byte", "bound")
+    header += ("efficiency",) if shaped else ()
     if split:
         header = (*header[:6], "GPU share", *header[6:])
     body = [
@@ -45,6 +49,7 @@ def render_gemms(table: dict[str, Any], fmt: str = "text") -> str:
             *([_share(r.per_gpu_fraction)] if split else []),
             f"{r.intensity:,.1f}",
             r.bound,
+            *([_efficiency(shaped, r)] if shaped else []),
         )
         for r in rows
     ]
@@ -74,9 +79,23 @@ def render_gemms(table: dict[str, Any], fmt: str = "text") -> str:
         f"are one head (x heads per GPU per layer), at the {table['attention_flops']} square",
         "m, k, n and FLOP/byte are one GPU's; fwd FLOP/token is the whole model's"
         + (", of which one GPU runs the GPU share for each of its tokens" if split else ""),
+        *([EFFICIENCY_NOTE] if shaped else []),
         "shapes from: " + "; ".join(sources),
     ]
     return "\n".join(map(printable, out)) + "\n"  # file text (a config's name) shown escaped
+
+
+#: What the efficiency column says (costmodel.inputs.gemm_efficiency).
+EFFICIENCY_NOTE = (
+    "efficiency: the fraction of the peak a weight GEMM of that shape reaches in the step time "
+    "(tile and wave quantization over the GPU's SMs and the size ramp, under the large-GEMM "
+    "efficiency; a routed expert's rows grouped over the experts a GPU holds; the attention "
+    "core runs at the attention kernel's)"
+)
+
+
+def _efficiency(shaped: dict[str, float], row) -> str:
+    return f"{shaped[row.key]:.3f}" if row.weights and row.key in shaped else "-"
 
 
 def _share(fraction: float) -> str:

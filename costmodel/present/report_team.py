@@ -145,7 +145,7 @@ def _communication_rows(a: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 #: What each part of the step-time model is, as the report names it.
 TIME_PARTS = {
-    "gemms": "every weight GEMM at its roofline, forward and backward",
+    "gemms": "every weight GEMM at its roofline and its shape's efficiency, forward and backward",
     "attention": "the attention core at the kernel's efficiency, real lengths",
     "linear_attention": "the gated-DeltaNet core",
     "memory_bound": "norms, activations, MoE permutes, the loss, the optimizer step over HBM",

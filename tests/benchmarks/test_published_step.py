@@ -290,7 +290,10 @@ def test_the_fitted_efficiencies_cite_the_rows_they_were_fitted_on():
     params = {g: (generated.PARAMETERS[g], generated.ROWS[g]) for g in generated.ROWS}
     assert cal.render_fitted(params) == Path(generated.__file__).read_text(encoding="utf-8")
     row = next(r for r in fitted if cal.generation(r["gpu"]) == "hopper")
-    slow, fast = predict(row, {"gemm": 0.3}), predict(row, {"gemm": 0.9})
+    slow, fast = predict(row, {"gemm_scale": 0.3}), predict(row, {"gemm_scale": 0.9})
     assert slow > fast > 0
-    restored = generated.FITTED["hopper"]["gemm"][0]
-    assert efficiency.EFFICIENCIES["hopper"]["gemm"].value == restored  # restored after the calls
+    # one scale on the stated large-GEMM values (BF16 and FP8), restored after the calls
+    hopper = efficiency.EFFICIENCIES["hopper"]
+    scale = generated.PARAMETERS["hopper"]["gemm_scale"]
+    assert hopper["gemm"].value == scale * hopper["gemm"].stated == scale * 0.803
+    assert hopper["gemm_fp8"].value == scale * hopper["gemm_fp8"].stated == scale * 0.709

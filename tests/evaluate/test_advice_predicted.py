@@ -85,7 +85,9 @@ def test_no_advice_line_names_a_lever_that_does_not_fit(run_account):
     ranked = a["advice"]
     feasible = [x["feasible"] for x in ranked]
     assert feasible == sorted(feasible, reverse=True)  # feasible first
-    assert ranked[0]["feasible"] and ranked[0]["fits"]
+    # (a tuned run may have none: Llama 3.1 405B's TP 8 -> 16 no longer gains once each GEMM
+    # runs at its shape's efficiency, and TP 8 -> 4 does not fit)
+    assert not any(feasible) or (ranked[0]["feasible"] and ranked[0]["fits"])
     capacity = a["memory"]["capacity"]
     for lever in ranked:
         if lever["feasible"]:

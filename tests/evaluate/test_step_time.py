@@ -15,7 +15,7 @@ from costmodel.derive import symbols as sym
 from costmodel.evaluate.account.account import account, fill_step_time
 from costmodel.evaluate.simulate import compute_time, run, step_time
 from costmodel.evaluate.simulate.gemms import model_gemms
-from costmodel.inputs import efficiency, fitted, hardware, scenario
+from costmodel.inputs import efficiency, fitted, gemm_efficiency, hardware, scenario
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
@@ -132,8 +132,10 @@ def test_gemms_are_every_row_at_its_roofline_three_times_per_micro_batch():
     by_hand = 0.0
     for row in model_gemms(values):
         if row["weights"]:
+            m, n, k = row["m"], row["n"], row["k"]
+            e = gemm_efficiency.efficiency(m, n, k, values["gpu"], "bf16", eff["gemm"].value)
             once = max(
-                2 * row["m"] * row["n"] * row["k"] / (eff["gemm"].value * gpu.bf16_flops),
+                2 * m * n * k / (e * gpu.bf16_flops),
                 2
                 * (row["m"] * row["k"] + row["k"] * row["n"] + row["m"] * row["n"])
                 / (eff["hbm"].value * gpu.hbm_bandwidth),
@@ -173,6 +175,8 @@ def test_fp8_gemms_run_at_the_fp8_peak_with_one_byte_inputs():
             peak, e, beta = H100.bf16_flops, eff["gemm"].value, 2
         else:
             peak, e, beta = H100.fp8_flops, eff["gemm_fp8"].value, 1
+        dtype = "bf16" if beta == 2 else "fp8"
+        e = gemm_efficiency.efficiency(m, n, k, "H100-SXM", dtype, e)  # the shape's, under e
         by_hand += r["layers"] * max(
             2 * m * n * k / (e * peak), beta * (m * k + k * n + m * n) / (0.8 * H100.hbm_bandwidth)
         )
@@ -194,10 +198,16 @@ def test_efficiencies_come_from_the_generation_or_the_scenario():
     assert {efficiency.generation(g) for g in ("H20", "H800", "H200")} == {"hopper"}
     assert efficiency.generation("A100-80GB") == "ampere"
     assert efficiency.generation("B200") == "blackwell"
-    base = step_time.predict(scenario.resolve())
-    halved = base["efficiencies"]["gemm"]["value"] / 2
-    half = step_time.predict(scenario.resolve(overrides={"gemm_efficiency": halved}))
-    assert half["efficiencies"]["gemm"] == {"value": halved, "source": "scenario (gemm_efficiency)"}
+    shaped = step_time.predict(scenario.resolve())
+    large = shaped["efficiencies"]["gemm"]["value"]
+    # a scenario's gemm_efficiency wins: every GEMM at it, whatever its shape
+    base = step_time.predict(scenario.resolve(overrides={"gemm_efficiency": large}))
+    assert base["parts"]["gemms"] < shaped["parts"]["gemms"]  # no shape under the large value
+    half = step_time.predict(scenario.resolve(overrides={"gemm_efficiency": large / 2}))
+    assert half["efficiencies"]["gemm"] == {
+        "value": large / 2,
+        "source": "scenario (gemm_efficiency)",
+    }
     # the course's GEMMs are compute-bound at the H20's balance: half the efficiency, twice the time
     assert half["parts"]["gemms"] == pytest.approx(2 * base["parts"]["gemms"], rel=0.01)
     assert half["parts"]["attention"] == base["parts"]["attention"]
@@ -454,5 +464,6 @@ def test_the_conventions_page_prints_the_fitted_efficiencies():
     names = ("gemm", "gemm_fp8", "attention")
     for gen, values in fitted.FITTED.items():
         cells = [f"{values[n][0]:.4f}" if n in values else "(no FP8)" for n in names]
-        row = f"| {gen} | {fitted.ROWS[gen]} | " + " | ".join(cells) + " |"
+        scale = f"{fitted.PARAMETERS[gen]['gemm_scale']:.4f}"  # one scale on gemm and gemm_fp8
+        row = f"| {gen} | {fitted.ROWS[gen]} | {scale} | " + " | ".join(cells) + " |"
         assert row in text, row

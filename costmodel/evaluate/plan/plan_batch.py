@@ -3,14 +3,14 @@ evaluate.memory.gpu_memory, evaluate.simulate.stage), each written once, called 
 of a search (evaluate.plan.plan_eval.Evaluator reads every core's figures from here; a core outside
 the search's batch from a batch of its own).
 
-Each piece calls the one formula: gemms.weight_shapes, compute_time.gemm_rates, gemm_count and
-plain.gemm_seconds (the GEMM tables), `stage_bound` (the lower bounds), compute_time.layer_seconds,
-stage_runs and stage.stage_sum (the stage's sums), compute_time.optimizer_bytes and
-compute_parts (the compute without recompute, at ZeRO 0 and at ZeRO 1 or more),
-compute_time.recompute_seconds (the recompute parts), gpu_memory.stage_params, model_states,
-stage_phases and peak_bytes (the peaks). What a formula chooses by a branch on a number that is
-the same for a group of cores (a pipeline's size and schedules, the order of the layer kinds, the
-ZeRO ranks) is called per group.
+Each piece calls the one formula: gemms.weight_shapes, compute_time.gemm_rates, gemm_count,
+shaped_efficiency and plain.gemm_seconds (the GEMM tables), `stage_bound` (the lower bounds),
+compute_time.layer_seconds, stage_runs and stage.stage_sum (the stage's sums),
+compute_time.optimizer_bytes and compute_parts (the compute without recompute, at ZeRO 0 and at
+ZeRO 1 or more), compute_time.recompute_seconds (the recompute parts), gpu_memory.stage_params,
+model_states, stage_phases and peak_bytes (the peaks). What a formula chooses by a branch on a
+number that is the same for a group of cores (a pipeline's size and schedules, the order of the
+layer kinds, the ZeRO ranks) is called per group.
 """
 
 from __future__ import annotations
@@ -262,12 +262,15 @@ def _gemm_tables(ev, cores: list[Core]) -> dict[str, np.ndarray]:
     columns: dict[str, np.ndarray] = {}
     for (key, fp8), got in rows.items():
         t, m, n, k, ep = zip(*got)
-        peak, bandwidth, e, e_m, beta = compute_time.gemm_rates(scenarios[fp8], ev.eff, key)
+        peak, bandwidth, _, e_m, beta = compute_time.gemm_rates(scenarios[fp8], ev.eff, key)
         shapes = (np.array(m), np.array(n), np.array(k))
-        seconds = plain.gemm_seconds(*shapes, peak, bandwidth, e, e_m, beta, stage.maximum)
         count = compute_time.gemm_count(
             SimpleNamespace(expert_parallel=np.array(ep)), ev.shape, key
         )
+        e = compute_time.shaped_efficiency(
+            scenarios[fp8], ev.eff, key, shapes, count, stage.minimum
+        )
+        seconds = plain.gemm_seconds(*shapes, peak, bandwidth, e, e_m, beta, stage.maximum)
         column = columns.setdefault(key, np.zeros(len(tables)))
         column[list(t)] = seconds * count
     where = np.array([tables[split] for split in splits])

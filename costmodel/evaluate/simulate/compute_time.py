@@ -10,9 +10,11 @@ batches per pipeline (`micro_batches_per_step`: padded rows of seq_len slots, so
 GEMMs pay for the pad slots; packed rows of documents).
 
 - Weight GEMMs: each row at its roofline, max(2mnk / (eta P), beta (mk + kn + mn) / (eta_m BW)),
-  forward and backward 3 x the forward; a routed expert's row once per expert the GPU holds
-  (E / EP). With `fp8: hybrid` the layers' GEMMs run at the GPU's FP8 peak and `gemm_fp8` with
-  1-byte inputs (Transformer Engine; the lm_head stays BF16).
+  forward and backward 3 x the forward (at the forward's shape); eta the row's shape's
+  (costmodel.inputs.gemm_efficiency: tile and wave quantization, the size ramp); a routed
+  expert's row once per expert the GPU holds (E / EP), those experts one grouped GEMM. With
+  `fp8: hybrid` the layers' GEMMs run at the GPU's FP8 peak and under `gemm_fp8` with 1-byte
+  inputs (Transformer Engine; the lm_head stays BF16).
 - The attention core at the real lengths (sum of s_i^2), as the kernel computes it under the
   causal mask (KERNEL_SQUARE: flash skips the masked half, eager computes the square), whatever
   `attention_flops` counts; forward at the kernel's forward efficiency, its
@@ -53,7 +55,7 @@ from costmodel.derive import numeric, plain
 from costmodel.evaluate.simulate import kernels, stage
 from costmodel.evaluate.simulate.gemms import weight_shapes
 from costmodel.evaluate.simulate.linear import linear_attention
-from costmodel.inputs import efficiency, hardware
+from costmodel.inputs import efficiency, gemm_efficiency, hardware
 from costmodel.inputs.attention_kernels import KIND
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
@@ -97,16 +99,41 @@ def gemm_rows(
     `micro_batch` sequences per micro batch (default the scenario's)."""
     out: dict[str, float] = {}
     for key, m, n, k in weight_shapes(sc, micro_batch):
-        peak, bandwidth, e, e_m, beta = gemm_rates(sc, eff, key)
-        out[key] = plain.gemm_seconds(m, n, k, peak, bandwidth, e, e_m, beta) * gemm_count(
-            sc, shape, key
-        )
+        peak, bandwidth, _, e_m, beta = gemm_rates(sc, eff, key)
+        count = gemm_count(sc, shape, key)
+        e = shaped_efficiency(sc, eff, key, (m, n, k), count)
+        out[key] = plain.gemm_seconds(m, n, k, peak, bandwidth, e, e_m, beta) * count
     return out
 
 
+def row_efficiencies(sc: Scenario) -> dict[str, float]:
+    """The efficiency each weight GEMM row key runs at in the step time (`shaped_efficiency`,
+    the scenario's efficiencies): what `costmodel gemms` shows beside each row."""
+    sc = as_scenario(sc)
+    eff = efficiency.efficiencies(sc.values)
+    return {
+        key: shaped_efficiency(sc, eff, key, (m, n, k), gemm_count(sc, sc.shape, key))
+        for key, m, n, k in weight_shapes(sc)
+    }
+
+
+def shaped_efficiency(sc: Scenario, eff: dict, key: str, mnk, groups, minimum=min):
+    """The efficiency a weight GEMM row of shape `mnk` runs at (costmodel.inputs.gemm_efficiency:
+    tile and wave quantization over the GPU's SMs and the size ramp, under the generation's
+    large-GEMM efficiency), a routed expert's row grouped with the `groups` experts the GPU
+    holds (one grouped GEMM); a scenario's `gemm_efficiency` is every shape's (its value wins).
+    `minimum`: NumPy's where the shapes are arrays (the plan's search)."""
+    peak, _, large, _, beta = gemm_rates(sc, eff, key)
+    if sc.gemm_efficiency is not None:
+        return large
+    groups = groups if key.startswith("expert_") else 1
+    dtype = "fp8" if beta == 1 else "bf16"
+    return gemm_efficiency.efficiency(*mnk, sc.gpu, dtype, large, groups, peak, minimum)
+
+
 def gemm_rates(sc: Scenario, eff: dict, key: str) -> tuple[float, float, float, float, int]:
-    """(peak, bandwidth, efficiency, memory efficiency, bytes per element) a weight GEMM row
-    runs at: the layers' at the FP8 peak with 1-byte inputs under `fp8: hybrid` on a GPU with
+    """(peak, bandwidth, large-GEMM efficiency, memory efficiency, bytes per element) a weight
+    GEMM row runs at (`shaped_efficiency` lowers the efficiency by the row's shape): the layers' at the FP8 peak with 1-byte inputs under `fp8: hybrid` on a GPU with
     one (the lm_head stays BF16)."""
     ratio = hardware.fp8_gemm_ratio(sc.gpu, sc.fp8) if key != "lm_head" else None
     in_fp8 = ratio is not None

@@ -389,7 +389,8 @@ def weight_flops_per_token(rows: list[GemmRow]) -> float:
 
 def gemm_table(sc: Scenario) -> dict[str, Any]:
     """What `costmodel gemms` shows: the GPU, its machine balance, the layout and the rows
-    (`GemmRow`, rendered by costmodel.present.gemms)."""
+    (`GemmRow`, rendered by costmodel.present.gemms); the command adds each weight row's
+    efficiency (compute_time.row_efficiencies: this module cannot import the step time's)."""
     sc = as_scenario(sc)
     rows = model_gemms(sc)
     return {
