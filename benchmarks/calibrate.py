@@ -499,8 +499,10 @@ def main(argv: list[str] | None = None) -> int:
     for line in describe(fits, title):
         print(line)
     for gen, names in sorted(UNCONSTRAINED.items()):
-        print(f"  {gen}: {', '.join(sorted(names))} left at a bound by the fit (the rows do not "
-              "constrain it): the stated value kept")
+        print(
+            f"  {gen}: {', '.join(sorted(names))} left at a bound by the fit (the rows do not "
+            "constrain it): the stated value kept"
+        )
     return 0
 
 

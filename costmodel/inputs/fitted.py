@@ -2,7 +2,9 @@
 
 The step-time model's efficiencies fitted on the published runs, per GPU generation: the numbers
 the model uses, each with its source. costmodel.inputs.efficiency puts each beside the stated
-value of its generation and parameter, which it replaces (derived from nothing at import).
+value of its generation and parameter, which it replaces (derived from nothing at import);
+`attention` is one scale on the generation's published attention curves
+(costmodel.inputs.attention_kernels), which multiplies each of them at every length.
 tests/benchmarks/test_published_step.py fails when this file is not what calibrate writes from
 the fitted parameters (PARAMETERS) and the stated values.
 """
@@ -10,52 +12,51 @@ the fitted parameters (PARAMETERS) and the stated values.
 # ruff: noqa: E501
 
 #: The fitted rows per generation (the split's; a test counts them).
-ROWS: dict[str, int] = {"ampere": 26, "hopper": 69}
+ROWS: dict[str, int] = {"ampere": 35, "blackwell": 15, "hopper": 81}
 #: The fitted parameters per generation.
 PARAMETERS: dict[str, dict[str, float]] = {
-    "ampere": {"gemm_scale": 0.8292, "attention": 0.523},
-    "hopper": {"gemm_scale": 0.7955, "attention": 0.2416},
+    "ampere": {"gemm_scale": 0.8077, "attention": 0.7646},
+    "blackwell": {"gemm_scale": 0.8881, "attention": 0.1504},
+    "hopper": {"gemm_scale": 0.8064, "attention": 0.3201},
 }
 #: generation -> parameter -> (fitted value, its source)
 FITTED: dict[str, dict[str, tuple[float, str]]] = {
     "ampere": {
         "gemm": (
-            0.7205748000000001,
-            "fitted on the 26 ampere rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.8292; attention 0.523; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); the stated large-GEMM value 0.869 x gemm_scale",
+            0.7018913,
+            "fitted on the 35 ampere rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.8077; attention 0.7646; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); the stated large-GEMM value 0.869 x gemm_scale",
         ),
-        "attention_flash_forward": (
-            0.523,
-            "fitted on the 26 ampere rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.8292; attention 0.523; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again)",
+        "attention": (
+            0.7646,
+            "fitted on the 35 ampere rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.8077; attention 0.7646; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); `attention` is one scale on the published attention curves (costmodel/inputs/attention_kernels.py), forward, backward and eager alike",
         ),
-        "attention_flash_backward": (
-            0.4109285714285715,
-            "fitted on the 26 ampere rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.8292; attention 0.523; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); the backward at the stated backward/forward ratio 0.55/0.7",
+    },
+    "blackwell": {
+        "gemm": (
+            0.6891656,
+            "fitted on the 15 blackwell rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.8881; attention 0.1504; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); the stated large-GEMM value 0.776 x gemm_scale",
         ),
-        "attention_eager": (
-            0.11207142857142859,
-            "fitted on the 26 ampere rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.8292; attention 0.523; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); eager attention at its stated share of the flash forward (0.15/0.7)",
+        "gemm_fp8": (
+            0.6776203000000001,
+            "fitted on the 15 blackwell rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.8881; attention 0.1504; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); the stated large-GEMM value 0.763 x gemm_scale",
+        ),
+        "attention": (
+            0.1504,
+            "fitted on the 15 blackwell rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.8881; attention 0.1504; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); `attention` is one scale on the published attention curves (costmodel/inputs/attention_kernels.py), forward, backward and eager alike",
         ),
     },
     "hopper": {
         "gemm": (
-            0.6387865,
-            "fitted on the 69 hopper rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.7955; attention 0.2416; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); the stated large-GEMM value 0.803 x gemm_scale",
+            0.6475392000000001,
+            "fitted on the 81 hopper rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.8064; attention 0.3201; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); the stated large-GEMM value 0.803 x gemm_scale",
         ),
         "gemm_fp8": (
-            0.5640094999999999,
-            "fitted on the 69 hopper rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.7955; attention 0.2416; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); the stated large-GEMM value 0.709 x gemm_scale",
+            0.5717376,
+            "fitted on the 81 hopper rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.8064; attention 0.3201; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); the stated large-GEMM value 0.709 x gemm_scale",
         ),
-        "attention_flash_forward": (
-            0.2416,
-            "fitted on the 69 hopper rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.7955; attention 0.2416; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again)",
-        ),
-        "attention_flash_backward": (
-            0.18982857142857149,
-            "fitted on the 69 hopper rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.7955; attention 0.2416; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); the backward at the stated backward/forward ratio 0.55/0.7",
-        ),
-        "attention_eager": (
-            0.05177142857142858,
-            "fitted on the 69 hopper rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.7955; attention 0.2416; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); eager attention at its stated share of the flash forward (0.15/0.7)",
+        "attention": (
+            0.3201,
+            "fitted on the 81 hopper rows of benchmarks/published_runs.csv that benchmarks/calibrate.py keeps for fitting and costmodel evaluates (gemm_scale 0.8064; attention 0.3201; least squares on ln(step), the held-out rows untouched; `python benchmarks/calibrate.py --library` lists the rows and fits again); `attention` is one scale on the published attention curves (costmodel/inputs/attention_kernels.py), forward, backward and eager alike",
         ),
     },
 }

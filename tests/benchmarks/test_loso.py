@@ -115,7 +115,7 @@ def test_model_keeps_stated_values_and_says_so_under_min_rows(monkeypatch):
     monkeypatch.setattr(cal, "library_model", lambda: None)
     values, notes = loso.model_method().fit(blackwell, ["blackwell"])
     assert values == {"blackwell": {}}
-    assert notes == [f"model, blackwell: gemm, gemm_fp8, attention at the stated value (under "
+    assert notes == [f"model, blackwell: gemm_scale, attention at the stated value (under "
                      f"{cal.MIN_ROWS} of the {len(blackwell)} blackwell rows without it use it)"]  # fmt: skip
 
 
@@ -169,9 +169,9 @@ def test_write_atomic_keeps_the_mode(tmp_path):
 def test_a_parameter_the_fit_leaves_at_a_bound_keeps_its_stated_value():
     """calibrate.library_fit: a parameter the rows do not constrain (the fit runs it to a bound
     of [LOWER, UPPER]) is dropped and the others fitted again without it. Fake predictor on real
-    Hopper rows: a BF16 row's step is published x 0.5 / gemm (gemm = 0.5 fits it exactly); an
-    FP8 row's is published x 1.2 / gemm_fp8, which only gemm_fp8 = 1.2 > UPPER would fit, so the
-    fit runs gemm_fp8 to 1.0; attention moves nothing and is left where the search starts."""
+    Hopper rows: every row's step is published x 0.5 / gemm_scale, an FP8 row's also x 1.2 /
+    attention, which only attention = 1.2 > UPPER would fit: the fit runs attention to 1.0, and
+    without it (its stated value, here 1.2) gemm_scale = 0.5 fits every row exactly."""
     hopper = [row for row in ROWS if cal.generation(row["gpu"]) == "hopper"]
     bf16 = [row for row in hopper if row["fp8"] == "none"][:6]
     fp8 = [row for row in hopper if row["fp8"] != "none"][:6]
@@ -179,12 +179,11 @@ def test_a_parameter_the_fit_leaves_at_a_bound_keeps_its_stated_value():
     measured = {row["id"]: pub.step_time(row)[0] for row in bf16 + fp8}
 
     def predict(row, params):
-        if row["fp8"] == "none":
-            return measured[row["id"]] * 0.5 / params["gemm"]
-        return measured[row["id"]] * 1.2 / params.get("gemm_fp8", 1.2)
+        seconds = measured[row["id"]] * 0.5 / params["gemm_scale"]
+        return seconds * (1.2 / params.get("attention", 1.2) if row["fp8"] != "none" else 1.0)
 
     fits = cal.library_fit(bf16 + fp8, predict)
-    assert cal.UNCONSTRAINED == {"hopper": {"gemm_fp8"}}
-    assert "gemm_fp8" not in fits["hopper"].values
-    assert fits["hopper"].values["gemm"] == pytest.approx(0.5, rel=1e-3)
+    assert cal.UNCONSTRAINED == {"hopper": {"attention"}}
+    assert "attention" not in fits["hopper"].values
+    assert fits["hopper"].values["gemm_scale"] == pytest.approx(0.5, rel=1e-3)
     assert cal.at_bound(cal.UPPER) and cal.at_bound(cal.LOWER) and not cal.at_bound(0.5)
