@@ -50,6 +50,8 @@ def values() -> dict:
         'count_mtp': False,
         'tensor_parallel': 1,
         'pipeline_parallel': 1,
+        'first_stage_layers': None,
+        'last_stage_layers': None,
         'context_parallel': 1,
         'expert_parallel': 8,
         'sequence_parallel': False,

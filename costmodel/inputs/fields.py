@@ -213,6 +213,21 @@ FIELDS: dict[str, Field] = {
         "pipeline-parallel stages (at most num_layers; the most loaded stage counts)",
         maximum=10**4,
     ),
+    # Uneven first and last pipeline stages (Megatron-LM's num_layers_in_first/last_pipeline_stage)
+    "first_stage_layers": Field(
+        "count",
+        "layers of the first pipeline stage (Megatron-LM's --decoder-first-pipeline-num-layers); "
+        "the other stages split the rest evenly; null: every stage ceil(num_layers / PP)",
+        nullable=True,
+        maximum=10**5,
+    ),
+    "last_stage_layers": Field(
+        "count",
+        "layers of the last pipeline stage, MTP layers besides (Megatron-LM's "
+        "--decoder-last-pipeline-num-layers); null: as first_stage_layers says",
+        nullable=True,
+        maximum=10**5,
+    ),
     "context_parallel": Field(
         "count", "context-parallel size (splits the sequence)", maximum=10**4
     ),

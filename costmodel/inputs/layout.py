@@ -17,6 +17,7 @@ from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import fitted_expert_parallel
 from costmodel.inputs.model_shape import scenario_shape, tensor_parallel_widths
 from costmodel.inputs.shape import ModelShape
+from costmodel.inputs.stages import stage_split_refusal
 from costmodel.records import frozen_dataclass
 
 
@@ -118,9 +119,11 @@ def ulysses_divides(shape, tp: int, cp: int) -> bool:
 def virtual_splits_stage(num_layers: int, pp: int, virtual: int) -> bool:
     """Interleaved 1F1B's `virtual` model chunks split the most loaded stage's layers
     (ceil(num_layers / pp), the stage every figure counts) into chunks of equal size. Where PP
-    divides the layers this is Megatron-LM's num_layers % (PP x V) = 0; where it does not, the
-    uneven first or last stage (Megatron-LM's --decoder-first/last-pipeline-num-layers, its
-    embedding and loss counted as layers) leaves the other stages even."""
+    divides the layers this is Megatron-LM's num_layers % (PP x V) = 0; where it does not, an
+    uneven first or last stage (Megatron-LM's --decoder-first/last-pipeline-num-layers, or its
+    embedding and loss counted as layers) leaves the other stages even. With first_stage_layers
+    or last_stage_layers stated, every stage's layers are checked instead
+    (inputs.stages.stage_split_refusal)."""
     return -(-num_layers // pp) % virtual == 0
 
 
@@ -374,7 +377,8 @@ def _schedule(values: dict[str, Any]) -> None:
             "virtual_pipeline", chunks, "null unless pipeline_schedule is interleaved"
         )
     layers, pp = values["num_layers"], values["pipeline_parallel"]
-    if chunks is not None and not virtual_splits_stage(layers, pp, chunks):
+    uneven = values.get("first_stage_layers") or values.get("last_stage_layers")
+    if chunks is not None and not uneven and not virtual_splits_stage(layers, pp, chunks):
         raise layout_error(
             "virtual_pipeline",
             chunks,
@@ -383,6 +387,9 @@ def _schedule(values: dict[str, Any]) -> None:
         )
     if schedule == "dualpipe":
         _check_dualpipe(values)
+    refused = stage_split_refusal(values)
+    if refused:
+        raise layout_error(*refused)
 
 
 def _check_dualpipe(values: dict[str, Any]) -> None:

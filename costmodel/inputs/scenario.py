@@ -232,6 +232,8 @@ class Scenario:
     count_mtp: bool
     tensor_parallel: int
     pipeline_parallel: int
+    first_stage_layers: int | None
+    last_stage_layers: int | None
     context_parallel: int
     expert_parallel: int
     sequence_parallel: bool

@@ -16,7 +16,8 @@ figures, a predicted step) go back to what they were derived from before the ste
 Setting a key also clears what it leaves without meaning, as a full resolve would otherwise
 refuse it: another recompute policy drops the modules, layer count and method it does not take
 and a stated selective_recompute_fraction (it was for the old modules); tensor_parallel 1 turns
-sequence parallelism off; a schedule other than interleaved drops virtual_pipeline.
+sequence parallelism off; a schedule other than interleaved drops virtual_pipeline; another
+pipeline_parallel or num_layers drops first_stage_layers and last_stage_layers (the even split).
 """
 
 from __future__ import annotations
@@ -153,6 +154,9 @@ def _cleared(values, sources, given, course, checked) -> None:
             values["sequence_parallel"], sources["sequence_parallel"] = False, "derived"
     if values["pipeline_schedule"] != "interleaved":
         clear("virtual_pipeline")
+    if checked.keys() & {"pipeline_parallel", "num_layers"}:  # the stated split was for the old
+        clear("first_stage_layers")
+        clear("last_stage_layers")
 
 
 def _model_keys_again(values, sources, given, course, checked) -> None:

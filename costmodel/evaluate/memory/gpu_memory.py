@@ -16,6 +16,12 @@ from typing import Any
 from costmodel.derive import activations as act
 from costmodel.derive.memory import peak, phases
 from costmodel.derive.plain import model_state_bytes
+from costmodel.evaluate.memory.pipeline import (
+    SCHEDULE_CONVENTION,
+    pipeline_stages,
+    schedule_flights,
+    second_copies,
+)
 from costmodel.evaluate.simulate import stage
 from costmodel.inputs import attention_kernels, hardware
 from costmodel.inputs.assumptions import assumed
@@ -103,11 +109,11 @@ def layer_kwargs(shape: ModelShape, sc: Scenario, b: int) -> dict[str, Any]:
     }
 
 
-def heaviest_stage(kinds: list[tuple[dict[str, float], int]], pp: int) -> list[dict]:
-    """The layers of the most loaded stage (evaluate.simulate.stage.heaviest_stage), each kind's bytes
-    per layer (a dict) weighed by their sum."""
+def heaviest_stage(kinds: list[tuple[dict[str, float], int]], pp: int, room=None) -> list[dict]:
+    """The layers of the most loaded stage (evaluate.simulate.stage.heaviest_stage; `room` layers
+    for a stage of an uneven split), each kind's bytes per layer (a dict) weighed by their sum."""
     weights = [sum(per_layer.values()) for per_layer, _ in kinds]
-    runs = stage.heaviest_stage(weights, [count for _, count in kinds], pp)
+    runs = stage.heaviest_stage(weights, [count for _, count in kinds], pp, room)
     return [kinds[kind][0] for kind, n in runs for _ in range(n)]
 
 
@@ -135,14 +141,15 @@ def layer_saved_sets(shape: ModelShape, sc: Scenario):
     return kinds
 
 
-def stage_activations(kinds, sc: Scenario) -> tuple[float, float]:
+def stage_activations(kinds, sc: Scenario, room: int | None = None) -> tuple[float, float]:
     """(bytes one micro batch leaves saved on the most loaded stage, the working set the
     backward rebuilds at once): full recompute keeps a layer's input per group of
     recompute_num_layers (uniform) and rebuilds a group, or recomputes the first
     recompute_num_layers of the stage (block) and keeps the others whole; selective recompute
-    rebuilds the recomputed modules of one layer."""
+    rebuilds the recomputed modules of one layer. `room`: the stage's layers under an uneven
+    split (stage.stage_sizes), else ceil(L / PP)."""
     sized = [({"whole": sum(whole.values())}, sum(kept.values()), n) for kept, whole, n in kinds]
-    chosen = heaviest_stage([(size, n) for size, _, n in sized], sc.pipeline_parallel)
+    chosen = heaviest_stage([(size, n) for size, _, n in sized], sc.pipeline_parallel, room)
     kept_of = {id(size): kept for size, kept, _ in sized}
     layers = [(kept_of[id(size)], size["whole"]) for size in chosen]  # heaviest first
     policy, group = sc.recompute, sc.recompute_num_layers
@@ -259,26 +266,37 @@ def peak_bytes(phase: dict[str, dict]):
 def most_loaded(
     sc: Scenario, shape: ModelShape, per_step: float, virtual_stages: int | None = None
 ) -> dict[str, Any]:
-    """Bytes on the most loaded GPU (the first or last pipeline stage) of the scenario as it is
+    """Bytes on the most loaded GPU (the first or last pipeline stage, or a middle one of an
+    uneven split: evaluate.memory.pipeline) of the scenario as it is
     (costmodel.evaluate.simulate.run.memory applies a lever's changes first), `per_step` its micro
     batches per step on one pipeline, `virtual_stages` a lever's model chunks per stage; `fit`
     is None (run.memory fills it)."""
     tp, pp, cp, b = sc.tensor_parallel, sc.pipeline_parallel, sc.context_parallel, sc.micro_batch
     params = split_params(shape, sc)
-    saved, working = stage_activations(layer_saved_sets(shape, sc), sc)
+    kinds = layer_saved_sets(shape, sc)
     outside, logits = outside_layers(shape, sc)
     sizes = (sc.seq_len, tp, pp, cp, sc.expert_parallel, b, sc.sequence_parallel)
     gradients, experts_on_gpu, first, last = stage_params(params, shape, *sizes)
-    activations = (saved, working, sum(outside.values()), logits, gradients)
-    # 1F1B: the first stage holds min(m, p) micro batches and the embedding; the last stage
-    # one micro batch, the logits and the lm_head (one stage holds all of it when p = 1)
-    # interleaved 1F1B keeps more micro batches in flight: the lever's chunks, else the scenario's
+    # the micro batches each stage holds: the schedule's (`schedule_flights`); interleaved 1F1B
+    # keeps more: the lever's chunks, else the scenario's
     chunks = virtual_stages or sc.virtual_pipeline or 1
-    in_flight = act.in_flight_micro_batches(pp, max(1, int(per_step)), chunks)
-    stages = {"first": (first, in_flight, pp == 1), "last": (last, 1, True)}
+    flights = schedule_flights(sc.pipeline_schedule or "1f1b", pp, per_step, chunks)
+    stages = pipeline_stages(sc, shape, params, (first, last, experts_on_gpu), flights)
+    copies = second_copies(
+        sc,
+        stages,
+        lambda on_gpu, experts: scenario_model_states(sc, on_gpu - experts, experts)["weights"],
+    )
+    even = None
     best = None
-    for name, (on_gpu, flight, has_head) in stages.items():
-        states = scenario_model_states(sc, on_gpu - experts_on_gpu, experts_on_gpu)
+    for name, (on_gpu, experts, room, flight, has_head) in stages.items():
+        if room is None:  # the even split: one stage's layers for all (computed once)
+            even = even or stage_activations(kinds, sc)
+        saved, working = even if room is None else stage_activations(kinds, sc, room)
+        activations = (saved, working, sum(outside.values()), logits, gradients)
+        states = scenario_model_states(sc, on_gpu - experts, experts)
+        if name in copies:  # DualPipe: the weights of the stage it mirrors besides
+            states["weights"] += copies[name]
         phase = stage_phases(sum(states.values()), activations, flight, has_head)
         top = peak(phase)
         if best is None or phase[top]["bytes"] > best["total"]:
@@ -304,7 +322,8 @@ def most_loaded(
         "recompute": sc.recompute,
         "micro_batch": b,
         "settings": {key: sc.values[key] for key in MEMORY_SETTINGS},
-        "convention": MEMORY_CONVENTION,
+        "convention": MEMORY_CONVENTION
+        + (SCHEDULE_CONVENTION.get(sc.pipeline_schedule, "") if pp > 1 else ""),
         "framework_rules": act.FRAMEWORKS[sc.framework].text,
         "fit": None,
     }

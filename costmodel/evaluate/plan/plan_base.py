@@ -33,6 +33,8 @@ def scenario_inputs(sc: Scenario, changes: dict[str, Any] | None = None) -> dict
     run.drop_unused_inputs(data)
     if data.get("pipeline_schedule") != "interleaved":
         data.pop("virtual_pipeline", None)
+    for key in ("first_stage_layers", "last_stage_layers"):  # the search's even splits
+        data.pop(key, None)
     return data
 
 

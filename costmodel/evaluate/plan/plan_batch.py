@@ -21,9 +21,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from costmodel.derive import activations as act
 from costmodel.derive import numeric, plain
 from costmodel.evaluate.memory import gpu_memory
+from costmodel.evaluate.memory.pipeline import schedule_flights
 from costmodel.evaluate.plan.plan_memory import ZERO_STAGES
 from costmodel.evaluate.plan.plan_space import Core, Recompute, Schedule, schedule_options
 from costmodel.evaluate.simulate import compute_time, stage
@@ -127,7 +127,8 @@ class Batch:
     # memory -------------------------------------------------------------------------------
     def _states_at(self, zero: int) -> tuple[np.ndarray, np.ndarray]:
         """The model states' bytes (gpu_memory.model_states) of every core's first and last
-        stage at a ZeRO stage, per group of cores of the same ZeRO ranks."""
+        stage at a ZeRO stage, per group of cores of the same ZeRO ranks, and their weights'
+        alone (DualPipe's second copy: evaluate.memory.pipeline)."""
         got = self._states.get(zero)
         if got is None:
             a, base = self.a, self.ev.base
@@ -136,10 +137,10 @@ class Batch:
             pairs = np.stack([ranks, np.maximum(ranks // a.ep, 1)])
             distinct, where = np.unique(pairs, axis=1, return_inverse=True)
             where = where.reshape(-1)
-            got = self._states[zero] = (np.empty(len(ranks)), np.empty(len(ranks)))
+            got = self._states[zero] = tuple(np.empty(len(ranks)) for _ in range(4))
             for j, (dense_ranks, expert_ranks) in enumerate(distinct.T.tolist()):
                 rows = np.flatnonzero(where == j)
-                for out, on_gpu in zip(got, (first, last)):
+                for k, on_gpu in enumerate((first, last)):
                     states = gpu_memory.model_states(
                         on_gpu[rows] - experts[rows],
                         experts[rows],
@@ -148,7 +149,8 @@ class Batch:
                         expert_ranks,
                         base.grad_bytes,
                     )
-                    out[rows] = sum(states.values())
+                    got[k][rows] = sum(states.values())
+                    got[k + 2][rows] = states["weights"]
         return got
 
     def least_peaks(self, policies: list[Recompute]) -> np.ndarray:
@@ -163,7 +165,7 @@ class Batch:
             if key not in flights:
                 flights[key] = min(_flight(core, schedule_options(ev.base, core.pp)))
         flight = np.array([flights[c.pp, c.micro_batches] for c in self.cores], dtype=float)
-        first, last = self._states_at(max(ev.zero_stages))
+        first, last = self._states_at(max(ev.zero_stages))[:2]  # 1F1B's: no second copy
         least = np.inf
         for rc in policies:
             saved, working, outside, logits = (
@@ -209,13 +211,20 @@ class Batch:
         saved, working, outside, logits = (self._pieces[rows, :, i, None, None] for i in range(4))
         pieces = (saved, working, outside, logits, self._params[0][rows, None, None, None])
         cores = [self.cores[i] for i in rows.tolist()]
-        flight = np.array([_flight(core, schedules) for core in cores], dtype=float)
-        every_zero = [self._states_at(z) for z in ZERO_STAGES]
-        first, last = (
-            np.stack([got[j][rows] for got in every_zero], axis=1)[:, None, :, None] for j in (0, 1)
+        flight, flight_last = (
+            np.array([_flight(core, schedules, j) for core in cores], dtype=float)[:, None, None, :]
+            for j in (0, 2)
         )
+        every_zero = [self._states_at(z) for z in ZERO_STAGES]
+        first, last, first_weights, last_weights = (
+            np.stack([got[j][rows] for got in every_zero], axis=1)[:, None, :, None]
+            for j in range(4)
+        )
+        dual = np.array([s.name == "dualpipe" and pp > 1 for s in schedules], dtype=float)
+        if dual.any():  # DualPipe's second copy: the mirrored stage's weights
+            first, last = first + dual * last_weights, last + dual * first_weights
         every = np.maximum(
-            _peak(first, pieces, flight[:, None, None, :], pp == 1), _peak(last, pieces, 1.0, True)
+            _peak(first, pieces, flight, pp == 1), _peak(last, pieces, flight_last, True)
         )
         bubbles: dict[float, list[float]] = {}
         for core in cores:
@@ -241,10 +250,13 @@ def _peak(states, pieces: tuple, in_flight, has_head):
     return gpu_memory.peak_bytes(gpu_memory.stage_phases(states, pieces, in_flight, has_head))
 
 
-def _flight(core: Core, schedules) -> list:
-    """The micro batches each schedule holds in flight on the first stage."""
-    per_step = max(1, int(core.micro_batches))
-    return [act.in_flight_micro_batches(core.pp, per_step, s.virtual or 1) for s in schedules]
+def _flight(core: Core, schedules, stage_index: int = 0) -> list:
+    """The micro batches each schedule holds in flight on the first stage (`stage_index` 2: the
+    last; evaluate.memory.pipeline.schedule_flights)."""
+    return [
+        schedule_flights(s.name, core.pp, core.micro_batches, s.virtual or 1)[stage_index]
+        for s in schedules
+    ]
 
 
 def _gemm_tables(ev, cores: list[Core]) -> dict[str, np.ndarray]:

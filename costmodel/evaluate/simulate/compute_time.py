@@ -5,7 +5,9 @@ Per GPU. The GEMM list (evaluate.simulate.gemms.model_gemms) is already one GPU'
 per micro batch, with each row's `layers` the whole model's; the pipeline stage is applied here:
 the most loaded stage holds ceil(L / PP) layers, taken from the heaviest layer kinds first
 (evaluate.simulate.stage: the memory model's rule too, an upper bound whatever the placement), plus the
-lm_head (and the MTP projection), which the last stage runs. A step runs the scenario's micro
+lm_head (and the MTP projection), which the last stage runs; with a stated uneven split
+(first_stage_layers, last_stage_layers) the slowest of the first, a middle and the last stage,
+the lm_head on the last only (`_slowest_stage`). A step runs the scenario's micro
 batches per pipeline (`micro_batches_per_step`: padded rows of seq_len slots, so the weight
 GEMMs pay for the pad slots; packed rows of documents).
 
@@ -345,9 +347,33 @@ def stage_sums(sc: Scenario, shape: ModelShape, eff: dict, gemm: dict[str, float
         (layer_seconds(sc, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp), count)
         for mixer, mlp, count in layer_kinds(shape, sc)
     ]
+    sizes = stage.stage_sizes(sc)
+    if sizes is not None:
+        sums, layers = _slowest_stage(sc, shape, eff, gemm, kinds, sizes)
+        return sums, layers, core_fwd, linear_fwd
     runs = stage_runs(kinds, sc.pipeline_parallel)
     sums = stage.stage_sum([layer for layer, _ in kinds], runs)
     return sums, sum(n for _, n in runs), core_fwd, linear_fwd
+
+
+def _slowest_stage(sc, shape, eff, gemm, kinds, sizes: dict[str, int]) -> tuple[dict, int]:
+    """The sums and layers of the slowest stage of an uneven split (stage.stage_sizes): each
+    stage's layers from the heaviest kinds, the last stage with the lm_head and the loss
+    (`holds_head`), the stage whose compute and recompute take longest setting the pace."""
+    weights, counts = [layer_total(layer) for layer, _ in kinds], [n for _, n in kinds]
+    bandwidth = sc.hbm_bandwidth * eff["hbm"].value
+    best = None
+    for name, room in sizes.items():
+        runs = stage.heaviest_stage(weights, counts, sc.pipeline_parallel, room)
+        sums = {
+            **stage.stage_sum([layer for layer, _ in kinds], runs),
+            "holds_head": name == "last",
+        }
+        parts = compute_parts(sc, shape, gemm, sums, bandwidth, 0.0)[0]["parts"]
+        seconds = sum(parts.values()) + recompute_seconds(sc, sums)
+        if best is None or seconds > best[0]:
+            best = (seconds, sums, sum(n for _, n in runs))
+    return best[1], best[2]
 
 
 def recompute_seconds(sc, sums: dict[str, float]) -> float:
@@ -410,16 +436,18 @@ def assemble(sc, shape: ModelShape, gemm, sums, bandwidth: float, optimizer) -> 
 def compute_parts(sc, shape: ModelShape, gemm, sums, bandwidth, optimizer) -> tuple[dict, list]:
     """The compute parts but the recompute, the forward's seconds and the optimizer's (the
     recompute policy apart: `with_recompute` adds it), and the loss's forward and backward
-    seconds. Elementwise: the plan's search passes arrays over many layouts
-    (evaluate.plan.plan_batch)."""
+    seconds (none on a stage of an uneven split without the lm_head: `_slowest_stage`).
+    Elementwise: the plan's search passes arrays over many layouts (evaluate.plan.plan_batch)."""
     mb = sc.micro_batches_per_step
     outside_fwd = mb * sum(gemm.get(key, 0.0) for key in OUTSIDE_ROWS)
     tokens = sc.micro_batch * sc.seq_len / sc.context_parallel
     logits = tokens * shape.vocab_size / sc.tensor_parallel
     loss = [mb * x * logits / bandwidth for x in LOSS_BYTES]
-    gemm_fwd = sums.get("gemm_forward", 0.0) + outside_fwd
     launches = kernels.outside_kernels(sum(1 for key in OUTSIDE_ROWS if key in gemm))
     outside = [mb * sc.kernel_launch_overhead * n for n in launches]
+    if not sums.get("holds_head", True):  # a stage of an uneven split without the lm_head
+        outside_fwd, loss, outside = 0.0, [0.0, 0.0], [0.0, 0.0]
+    gemm_fwd = sums.get("gemm_forward", 0.0) + outside_fwd
     overhead_fwd = sums.get("overhead_forward", 0.0) + outside[0]
     parts = {
         "gemms": 3 * gemm_fwd,

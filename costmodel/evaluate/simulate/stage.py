@@ -1,7 +1,8 @@
 """The most loaded pipeline stage, one rule for the step time (evaluate.simulate.compute_time), the memory
 (evaluate.memory.gpu_memory) and the plan's search (evaluate.plan.plan_batch): the model's layer kinds, the
-ceil(L / PP) layers the stage holds, taken from the heaviest kinds first (an upper bound whatever
-the placement), and their figures added one layer after another.
+ceil(L / PP) layers the stage holds (or a stage's layers of a stated uneven split: `stage_sizes`),
+taken from the heaviest kinds first (an upper bound whatever the placement), and their figures
+added one layer after another.
 
 Each formula of the models is written once, in plain arithmetic: the report calls it with one
 layout's numbers (without importing NumPy: a cold `costmodel report` stays cheap), the plan and
@@ -18,6 +19,7 @@ import sys
 from collections import Counter
 
 from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
+from costmodel.inputs.stages import stage_split
 
 #: The most bytes an array over many layouts holds where its size grows with more than the
 #: layouts (a few such arrays are alive at once): a stage's layers in `stage_sum` (55,440 layers
@@ -78,10 +80,26 @@ def _kinds_of(shape: ModelShape, mtp: int) -> tuple[tuple[str, str, int], ...]:
     return tuple((mixer, mlp, n) for (mixer, mlp), n in counts.items())
 
 
-def heaviest_stage(weights, counts, pp: int) -> list[tuple[int, int]]:
+def stage_sizes(sc) -> dict[str, int] | None:
+    """The layers of the first stage, of a middle one (PP > 2) and of the last (its MTP layers
+    besides: Megatron-LM builds the MTP block on the last stage) where the scenario states an
+    uneven split (first_stage_layers, last_stage_layers: inputs.stages.stage_split); None for the
+    even split, where every figure counts ceil(L / PP) layers (`heaviest_stage`)."""
+    pp = sc.pipeline_parallel
+    split = stage_split(sc.num_layers, pp, sc.first_stage_layers, sc.last_stage_layers)
+    if split is None:
+        return None
+    sizes = {"first": split[0], "middle": split[1], "last": split[2] + sc.num_mtp_layers}
+    if pp <= 2:
+        del sizes["middle"]
+    return sizes
+
+
+def heaviest_stage(weights, counts, pp: int, room: int | None = None) -> list[tuple[int, int]]:
     """The most loaded stage's layers as runs (kind, layers) heaviest first: ceil(L / PP) of the
-    L layers, taken from the heaviest kinds (`weights`; equal kinds in their order)."""
-    room = -(-sum(counts) // pp)
+    L layers (or `room` layers: a stage of an uneven split, `stage_sizes`), taken from the
+    heaviest kinds (`weights`; equal kinds in their order)."""
+    room = -(-sum(counts) // pp) if room is None else room
     runs = []
     for kind in sorted(range(len(counts)), key=lambda k: -weights[k]):
         take = min(counts[kind], room)

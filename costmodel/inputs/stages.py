@@ -1,0 +1,59 @@
+"""The layers of each pipeline stage: the even split (every figure counts ceil(num_layers / PP)
+layers for the most loaded stage) or Megatron-LM's uneven first and last stages
+(first_stage_layers, last_stage_layers), and the check that the rest divides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def stage_split(num_layers: int, pp: int, first=None, last=None) -> tuple[int, int, int] | None:
+    """(first, each middle, last) layers of the pipeline stages as Megatron-LM builds them
+    (megatron/core/transformer/transformer_block.py, get_num_layers_to_build): the first and the
+    last stage hold num_layers_in_first/last_pipeline_stage where set, the other stages the rest
+    evenly; MTP layers come on the last stage besides (the callers add them). None where neither
+    is set: every figure then counts ceil(num_layers / PP) layers for the most loaded stage.
+    Whether the rest divides is `check_stage_split`'s (an uneven rest here is rounded down)."""
+    if first is None and last is None:
+        return None
+    given = [n for n in (first, last) if n is not None]
+    left = pp - len(given)
+    each = (num_layers - sum(given)) // left if left > 0 else 0
+    return (each if first is None else first, each, each if last is None else last)
+
+
+def stage_split_refusal(values: dict[str, Any]) -> tuple[str, Any, str] | None:
+    """What inputs.layout refuses in one line (key, value, what is allowed), or None where
+    first_stage_layers and last_stage_layers are as Megatron-LM accepts them: a pipeline of at
+    least 2 stages, the rest of the layers an equal whole share (at least one layer) of each
+    other stage ("the left over layers must be divisible by left over stages"), all of them on
+    the two stages of a 2-stage pipeline, and under interleaved 1F1B every stage's layers a
+    multiple of virtual_pipeline (TransformerConfig's check of the first and last stages)."""
+    first, last = values.get("first_stage_layers"), values.get("last_stage_layers")
+    if first is None and last is None:
+        return None
+    key, value = ("last_stage_layers", last) if last is not None else ("first_stage_layers", first)
+    layers, pp = values["num_layers"], values["pipeline_parallel"]
+    if pp == 1:
+        return (key, value, "null with pipeline_parallel 1 (one stage holds all)")
+    given = [n for n in (first, last) if n is not None]
+    rest, left = layers - sum(given), pp - len(given)
+    if (left == 0 and rest != 0) or (left and (rest < left or rest % left)):
+        stages = f"the other {left} stage(s)" if left else "no other stage"
+        return (
+            key,
+            value,
+            f"a count that leaves {stages} an equal whole share of the other layers: num_layers "
+            f"({layers}) minus the stated stages' ({sum(given)}) = {rest} layers"
+            + (f", at least one a stage and a multiple of {left}" if left else ", must be 0"),
+        )
+    chunks = values.get("virtual_pipeline")
+    split = stage_split(layers, pp, first, last)
+    if chunks is not None and any(n % chunks for n in split):
+        return (
+            "virtual_pipeline",
+            chunks,
+            f"a divisor of every stage's layers (first {split[0]}, middle {split[1]}, last "
+            f"{split[2]}) with first_stage_layers or last_stage_layers set",
+        )
+    return None
