@@ -118,7 +118,7 @@ def test_the_most_loaded_stage_holds_its_own_parameters(deepseek):
     first = params["layers"] * 4 / 62 + params["experts"] * 4 / 59 / 64 + params["embedding"]
     assert got["stage"] == "first"
     assert got["params_on_gpu"] == pytest.approx(first, rel=1e-12)
-    assert got["params_on_gpu"] == pytest.approx(3_353_207_617.08, rel=1e-9)
+    assert got["params_on_gpu"] == pytest.approx(2_637_777_226.32, rel=1e-9)
 
 
 def test_the_schedules_micro_batches_in_flight():
@@ -149,7 +149,7 @@ def test_dualpipe_keeps_the_mirrored_stages_weights():
 def test_the_deepseek_scenario_still_fits_with_dualpipe(deepseek):
     got = run.memory(deepseek)
     assert got["in_flight"] == 16 + 1 and got["stage"] == "last"
-    assert got["total"] == pytest.approx(81.74e9, rel=1e-3) and got["fits"]
+    assert got["total"] == pytest.approx(76.19e9, rel=1e-3) and got["fits"]
 
 
 def test_another_pipeline_drops_the_split(deepseek):
