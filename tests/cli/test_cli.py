@@ -271,10 +271,12 @@ needs = sys.argv[1]
 sys.argv[1:] = ["report"]
 if needs == "atexit":
     atexit.register(lambda: print("atexit ran"))
-if needs == "thread":
-    threading.Thread(target=threading.Event().wait, args=(0.5,)).start()
+stop = threading.Event()  # the thread runs until process_main has returned (not for a time
+if needs == "thread":       # the command may outlast on a loaded machine)
+    threading.Thread(target=stop.wait, args=(600,)).start()
 code = cli.process_main()
 print("returned", code)
+stop.set()
 """
 
 

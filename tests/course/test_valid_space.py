@@ -296,8 +296,10 @@ def valid_scenarios(draw) -> dict:
     # null: the step-time model's prediction stands for it
     data["step_time"] = draw(st.one_of(st.none(), spread(low_t, high_t)))
     if data["step_time"] is None:  # the predicted step times the shape's GEMMs: N is the shape's
-        n = shape_params(scenario.resolve(overrides={**data, **ONE_GPU}).values)[0]
-        assume(n <= bounds("activated_params")[1])
+        # a count of parameters: the shape's N is fractional where a drawn width does not
+        # divide (e.g. attention_dim 403 over a hidden size of 1), and the key takes integers
+        n = round(shape_params(scenario.resolve(overrides={**data, **ONE_GPU}).values)[0])
+        assume(1 <= n <= bounds("activated_params")[1])
         data["activated_params"], data["total_params"] = n, max(data["total_params"], n)
     best_tau = data["num_gpus"] * peak / (6 * data["activated_params"])  # measured MFU <= 100%
     low_m, high_m = bounds("measured_tokens_per_s")
