@@ -52,6 +52,7 @@ def values() -> dict:
         'pipeline_parallel': 1,
         'context_parallel': 1,
         'expert_parallel': 8,
+        'expert_tensor_parallel': None,
         'sequence_parallel': False,
         'gpus_per_node': 8,
         'zero_stage': 1,

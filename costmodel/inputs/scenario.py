@@ -234,6 +234,7 @@ class Scenario:
     pipeline_parallel: int
     context_parallel: int
     expert_parallel: int
+    expert_tensor_parallel: int | None
     sequence_parallel: bool
     gpus_per_node: int
     zero_stage: int
