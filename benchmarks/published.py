@@ -45,14 +45,14 @@ EXTRA_COLUMNS = (
     "head_dim", "mtp_layers", "attention_flops", "attention_kernel", "flop_formula",
     "peak_tflops", "tokens_per_s_scope", "memory_gib", "grad_bytes", "pipeline_schedule",
     "cp_comm_type", "fp8_activations", "fp8_dispatch", "moe_router_max_nodes", "framework",
-    "gpu_printed", "date",
+    "gpu_printed", "date", "expert_tensor_parallel",
 )  # fmt: skip
 INT_COLUMNS = frozenset(
     "hidden_size num_layers num_heads num_kv_heads ffn_hidden_size vocab_size num_experts "
     "experts_per_token moe_ffn_hidden_size shared_experts first_dense_layers num_gpus "
     "tensor_parallel pipeline_parallel virtual_pipeline context_parallel expert_parallel "
     "data_parallel micro_batch global_batch_samples seq_len zero_stage head_dim mtp_layers "
-    "grad_bytes moe_router_max_nodes".split()
+    "grad_bytes moe_router_max_nodes expert_tensor_parallel".split()
 )
 FLOAT_COLUMNS = frozenset(
     "step_time_s tokens_per_s tflops_per_gpu mfu hfu peak_tflops memory_gib".split()
@@ -278,6 +278,8 @@ def _layout_keys(row: dict[str, Any]) -> dict[str, Any]:
         "moe_router_max_nodes": "moe_router_max_nodes", "fp8_dispatch": "fp8_dispatch",
     })  # fmt: skip
     keys["expert_parallel"] = (row["expert_parallel"] or 1) if row["num_experts"] else 1
+    if row["num_experts"] and row["expert_tensor_parallel"] is not None:  # MoE parallel folding
+        keys["expert_tensor_parallel"] = row["expert_tensor_parallel"]
     if row["pipeline_schedule"] == "dualpipe":
         keys["ep_overlap"] = "dualpipe"
     return keys
@@ -335,7 +337,8 @@ def overrides(row: dict[str, Any]) -> dict[str, Any]:
       set, with ``count_mtp`` when the run trains MTP layers; otherwise the shape keys (every
       layer full attention, ``num_kv_heads`` = ``num_heads`` when the source gives none: MHA;
       squared ReLU is passed as ``gelu``, a non-gated MLP of the same width and FLOPs).
-    - Layout: GPUs, TP, PP, CP, EP (1 for a dense model), sequence parallelism, ZeRO stage and
+    - Layout: GPUs, TP, PP, CP, EP (1 for a dense model), the experts' TP where the row states
+      it (``expert_tensor_parallel``: MoE parallel folding), sequence parallelism, ZeRO stage and
       the communication settings the source states; the pipeline schedule and virtual stages
       where the scenario has issue 20's keys (``schedule_keys``). ``data_parallel`` (costmodel
       derives it) and the throughput columns stay in the table.

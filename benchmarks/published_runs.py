@@ -146,12 +146,6 @@ EXPLAINED: dict[str, tuple[dict[str, Any] | None, str]] = {
         _INTERLEAVED_FIRST_STAGE,
         _INTERLEAVED_WARMUP + "; and memory_reserve, as for the BF16 row",
     ),
-    "megatron-bridge-2604-qwen3-235b-a22b-h100-fp8": (
-        None,
-        "MoE parallel folding: EP 32 spans TP x DP (Megatron-Core's expert tensor parallelism "
-        "folds the attention's TP ranks into the experts' EP group); costmodel's layout keeps EP "
-        "inside DP, so it cannot place this layout",
-    ),
 }
 
 

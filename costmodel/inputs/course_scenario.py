@@ -54,6 +54,7 @@ def values() -> dict:
         'last_stage_layers': None,
         'context_parallel': 1,
         'expert_parallel': 8,
+        'expert_tensor_parallel': None,
         'sequence_parallel': False,
         'gpus_per_node': 8,
         'zero_stage': 1,

@@ -236,6 +236,15 @@ FIELDS: dict[str, Field] = {
         "expert-parallel size (divides the experts and DP; 1 for a dense model)",
         maximum=10**6,
     ),
+    # MoE parallel folding (Megatron-Core's --expert-tensor-parallel-size): the expert layers'
+    # own TP, their ranks ETP x EP x EDP per stage (inputs.layout.check_expert_layout)
+    "expert_tensor_parallel": Field(
+        "count",
+        "expert TP: the routed experts' TP size, EP folded over TP x CP x DP (null: TP, EP "
+        "inside DP)",
+        nullable=True,
+        maximum=10**6,
+    ),
     "sequence_parallel": Field("flag", "sequence parallelism with TP (norms and residuals split)"),
     "gpus_per_node": Field(
         "count", "GPUs per node (TP and EP inside a node are fast)", maximum=10**3

@@ -54,6 +54,7 @@ class Layout:
     pipeline_schedule: str
     context_parallel: int
     expert_parallel: int
+    expert_tensor_parallel: int | None
     data_parallel: int
     micro_batch: int
     micro_batches_per_step: int | float
@@ -233,23 +234,7 @@ def check_layout(
             f"a divisor of seq_len / context_parallel ({values['seq_len'] // cp:,}) with "
             "sequence_parallel (each TP rank holds its share of the tokens)",
         )
-    experts, ep = values["num_experts"], values["expert_parallel"]
-    team_ep = sources.get("expert_parallel") != "course"
-    if experts == 0:
-        if team_ep and ep != 1:
-            raise layout_error("expert_parallel", ep, "1 for a dense model (num_experts = 0)")
-        values["expert_parallel"], sources["expert_parallel"] = 1, "derived"
-    elif team_ep:
-        if experts % ep or dp % ep:  # the EP ranks are data-parallel ranks
-            raise layout_error(
-                "expert_parallel",
-                ep,
-                f"a divisor of num_experts ({experts}) and of data_parallel ({dp})",
-            )
-    else:
-        fitted = fitted_expert_parallel(experts, dp, ep)
-        if fitted != ep:
-            values["expert_parallel"], sources["expert_parallel"] = fitted, "derived"
+    check_expert_layout(values, sources, dp, shape)
     check_ep_overlap(values["ep_overlap"], values["moe_shared_expert_overlap"])
     # rows of seq_len slots per pipeline: padded, one sample a row; packed, documents fill rows
     values["micro_batches_per_step"] = plain.micro_batches(
@@ -262,6 +247,58 @@ def check_layout(
     )
     sources["micro_batches_per_step"] = "derived"
     _check_micro_batches(values)
+
+
+def expert_split(tp: int, cp: int, dp: int, ep: int, etp: int | None) -> tuple[int, int]:
+    """(ETP, EDP) of a layout: the routed experts' TP size (expert_tensor_parallel; null: TP)
+    and their data-parallel size, the ranks holding the same expert shard. Megatron-Core's MoE
+    parallel folding (parallel_state.initialize_model_parallel; Liu et al., arXiv:2504.14960)
+    lays a stage's TP x CP x DP ranks out again for the expert layers as ETP x EP x EDP, so
+    EDP = TP x CP x DP / (ETP x EP); with ETP = TP this is the DP x CP / EP of EP inside DP."""
+    etp = tp if etp is None else etp
+    return etp, tp * cp * dp // (etp * ep)
+
+
+def check_expert_layout(
+    values: dict[str, Any], sources: dict[str, str], dp: int, shape: ShapeOf
+) -> None:
+    """expert_parallel and expert_tensor_parallel. Without ETP (null) the EP ranks are
+    data-parallel ranks: EP divides the experts and DP. With ETP (folding) the expert layers'
+    ranks are ETP x EP x EDP per stage: ETP x EP divides TP x CP x DP, ETP the routed expert
+    width. expert_parallel the team did not set is the course's 8, brought down to the largest
+    size that divides the experts and the ranks (DP; with ETP, TP x CP x DP / ETP; source
+    `derived`). A dense model has EP = 1 and no ETP."""
+    experts, ep = values["num_experts"], values["expert_parallel"]
+    etp = values.get("expert_tensor_parallel")
+    team_ep = sources.get("expert_parallel") != "course"
+    if experts == 0:
+        if team_ep and ep != 1:
+            raise layout_error("expert_parallel", ep, "1 for a dense model (num_experts = 0)")
+        if etp is not None:
+            raise layout_error("expert_tensor_parallel", etp, "null for a dense model")
+        values["expert_parallel"], sources["expert_parallel"] = 1, "derived"
+        return
+    ranks, what = dp, f"data_parallel ({dp})"
+    if etp is not None:
+        tp, cp = values["tensor_parallel"], values["context_parallel"]
+        ranks, what = tp * cp * dp, f"TP x CP x DP ({tp} x {cp} x {dp} = {tp * cp * dp:,})"
+        width = shape()[0].moe_intermediate_size
+        if ranks % etp or width % etp:
+            raise layout_error(
+                "expert_tensor_parallel",
+                etp,
+                f"a divisor of {what} and of the routed expert width ({width:,})",
+            )
+        ranks, what = ranks // etp, f"{what} / expert_tensor_parallel {etp}"
+    if team_ep:
+        if experts % ep or ranks % ep:  # EP ranks: DP ranks, or folded over the stage's ranks
+            raise layout_error(
+                "expert_parallel", ep, f"a divisor of num_experts ({experts}) and of {what}"
+            )
+        return
+    fitted = fitted_expert_parallel(experts, ranks, ep)
+    if fitted != ep:
+        values["expert_parallel"], sources["expert_parallel"] = fitted, "derived"
 
 
 def _check_ulysses(values: dict[str, Any], tp: int, cp: int, shape: ShapeOf) -> None:

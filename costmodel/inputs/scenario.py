@@ -236,6 +236,7 @@ class Scenario:
     last_stage_layers: int | None
     context_parallel: int
     expert_parallel: int
+    expert_tensor_parallel: int | None
     sequence_parallel: bool
     gpus_per_node: int
     zero_stage: int

@@ -117,6 +117,7 @@ ONE_GPU = {
     "micro_batch": 1,
     "ce_chunks": 1,
     "expert_parallel": 1,
+    "expert_tensor_parallel": None,
     "pipeline_schedule": "1f1b",
     "virtual_pipeline": None,
 }
@@ -232,6 +233,8 @@ def valid_scenarios(draw) -> dict:
     data["num_gpus"] = tp * pp * cp * dp
     if experts and draw(st.booleans()):  # else the course's EP 8, fitted to the experts and DP
         data["expert_parallel"] = draw(one_divisor(math.gcd(experts, dp), math.inf))
+    if experts:  # MoE parallel folding: ETP 1 or TP divides the widths and TP x CP x DP / EP
+        data["expert_tensor_parallel"] = draw(st.sampled_from([None, 1, tp]))
     # with sequence parallelism TP also divides a sequence's share of one CP rank
     data["sequence_parallel"] = tp > 1 and (seq // cp) % tp == 0 and draw(st.booleans())
     data["gpus_per_node"] = draw(field("gpus_per_node"))

@@ -160,6 +160,7 @@ COURSE_ORDER = (
     "pipeline_parallel",
     "context_parallel",
     "expert_parallel",
+    "expert_tensor_parallel",
     "sequence_parallel",
     "gpus_per_node",
     "zero_stage",

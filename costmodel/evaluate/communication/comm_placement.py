@@ -16,6 +16,22 @@ PLACEMENT_RULE = (
     "else it uses NVLink and the network at once, g_n of its ranks on each node"
 )
 
+#: With expert_tensor_parallel (MoE parallel folding), the expert layers' groups (EP, DP
+#: experts) are placed on their own order: Megatron-Core's expert rank generator numbers a
+#: stage's ranks ETP fastest, then EP, then the expert data parallel EDP (parallel_state's
+#: `expert_decoder_rank_generator`, order tp-ep-dp-pp), whatever CP the dense layers use.
+EXPERT_PLACEMENT_RULE = (
+    f"{PLACEMENT_RULE}; the expert layers' groups (EP, DP experts) numbered on their own: "
+    "ETP fastest, then EP, the expert data parallel EDP, PP outermost (MoE parallel folding)"
+)
+
+
+def expert_sizes(etp: int, ep: int, edp: int, pp: int) -> tuple[int, ...]:
+    """The expert layers' layout as sizes of DIMS (innermost first): ETP in TP's place, no CP
+    (folded into EDP), EP, EDP, PP."""
+    return (etp, 1, ep, edp, pp)
+
+
 #: The parallel dimensions, innermost first, and the ones each group varies.
 DIMS = ("tp", "cp", "ep", "edp", "pp")
 GROUPS = {

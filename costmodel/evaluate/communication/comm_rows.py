@@ -61,16 +61,29 @@ class Table:
     hides: list = field(default_factory=list)
     seconds_only: bool = False  # each row its seconds alone (a float), no Collective
     parallelisms: list = field(default_factory=list)  # with seconds_only: each row's
+    #: MoE parallel folding: the expert layers' sizes (comm_placement.expert_sizes) and the
+    #: symbols' values for the experts' DP rows (t_p the ETP, d_p such that c_p d_p / ep is
+    #: the EDP); None: the groups of the dense layout, the same values.
+    expert_sizes: tuple[int, ...] | None = None
+    expert_values: dict[str, float] | None = None
+    #: The share of the TP collectives the layers keep (1; less where ETP 1 takes the MoE
+    #: layers' MLP half off the TP group: communication._tp_kept).
+    tp_kept: float = 1.0
 
     def add(self, name, parallelism, group, kind, buffer, calls, step_bytes, hide=None, parts=None):
         """One row: `calls` collectives of `buffer`, `step_bytes` in all; `parts` (EP): the
         (NVLink, network) bytes of one call, instead of the ring's or all-to-all's split; `hide`
         a key of HIDE, or an entry of its form (`ep_hide`), or None."""
-        size, values = self.group_sizes[group], self.values
+        size, values, sizes = self.group_sizes[group], self.values, self.sizes
         if size < 2:
             return
+        if self.expert_sizes is not None and group in ("EP", "DP experts"):
+            sizes = self.expert_sizes
+            values = self.expert_values if group == "DP experts" else values
         calls = num(calls, values)
-        spans, g = placement(self.sizes, GROUPS[group], self.gpus_per_node)
+        if group == "TP" and self.tp_kept != 1.0:
+            calls *= self.tp_kept
+        spans, g = placement(sizes, GROUPS[group], self.gpus_per_node)
         call = {"n_r": float(size), "buffer_bytes": num(buffer, values), "g_node": float(g)}
         if parts is not None:
             nodes = size / g
@@ -84,6 +97,8 @@ class Table:
         else:
             intra_part, inter_part = num(numeric.COLLECTIVES[kind]["sent"], call), 0.0
             step_bytes = num(step_bytes, values)
+        if group == "TP" and self.tp_kept != 1.0:
+            step_bytes *= self.tp_kept
         if step_bytes <= 0:
             return
         seconds = calls * max(intra_part / self.intra, inter_part / self.inter)

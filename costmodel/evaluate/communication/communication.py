@@ -38,8 +38,10 @@ from costmodel.evaluate.communication.comm_overlap import (  # noqa: F401 (re-ex
 )
 from costmodel.evaluate.communication.comm_placement import (  # noqa: F401 (re-exported: the placement)
     DIMS,
+    EXPERT_PLACEMENT_RULE,
     GROUPS,
     PLACEMENT_RULE,
+    expert_sizes,
     placement,
 )
 from costmodel.evaluate.communication.comm_rows import (  # noqa: F401 (re-exported: the table of rows)
@@ -135,6 +137,7 @@ def communication(
     pp: int = 1,
     cp: int = 1,
     ep: int = 1,
+    etp: int | None = None,
     sp: bool = False,
     zero_stage: int = 1,
     grad_bytes: float = 4,
@@ -167,6 +170,7 @@ def communication(
     ep_overlap: str = "none",
     ep_overlap_fraction: float | None = None,
     moe_shared_expert_overlap: bool = False,
+    moe_tp_collectives: bool = True,
     compute: Compute | None = None,
 ) -> Communication:
     """Every collective of one step, per GPU, for a layout of tp x cp x dp x pp GPUs (EP inside
@@ -179,8 +183,13 @@ def communication(
     the DP reduction (4: Megatron-LM's fp32 main gradients, 2: BF16). `ep_overlap_fraction`:
     with ep_overlap partial, the most of each EP all-to-all that may hide (0 to 1; read only
     then); `moe_shared_expert_overlap`: with ep_overlap none, the EP all-to-all hides behind
-    the shared expert's compute (`compute.shared_expert`). `compute`: the compute the
-    collectives may hide behind (None: nothing hides, exposed = seconds)."""
+    the shared expert's compute (`compute.shared_expert`). `etp`: the experts' TP size under
+    MoE parallel folding (None: TP, EP inside DP): the EP and expert-DP groups placed on the
+    expert layers' order (ETP, EP, EDP), the expert gradients reduced over EDP = TP x CP x DP /
+    (ETP x EP); `moe_tp_collectives` false: the MoE layers run no TP collectives of their MLP
+    half (ETP 1 and no shared expert: Megatron-Core gathers the tokens over the expert TP group,
+    of one rank). `compute`: the compute the collectives may hide behind (None: nothing hides,
+    exposed = seconds)."""
     given = dict(locals())
     layout = _checked_layout(given)
     values = _symbol_values(given)
@@ -190,7 +199,8 @@ def communication(
     rows = expose(table.rows, table.hides, compute, n_mb)
     settings = {key: given[key] for key in SETTINGS}
     bubble = num(numeric.COMM["bubble_fraction"], values)
-    return _result(rows, bubble, table.step_time, n_mb, compute, settings)
+    rule = PLACEMENT_RULE if given["etp"] is None else EXPERT_PLACEMENT_RULE
+    return _result(rows, bubble, table.step_time, n_mb, compute, settings, rule)
 
 
 def _rows(add, given: dict) -> None:
@@ -264,6 +274,30 @@ def _table(given: dict, values: dict[str, float], layout: tuple[int, ...]) -> Ta
     """The empty table of `communication`'s layout (tp, pp, cp, ep, dp, gpus_per_node), its
     bandwidths and step checked."""
     tp, pp, cp, ep, dp, gpus_per_node = layout
+    table = _dense_table(given, values, layout)
+    etp = given["etp"]
+    if etp is not None:  # MoE parallel folding: the expert layers' own layout
+        edp = tp * cp * dp // (etp * ep)
+        table.sizes = (tp, cp, 1, dp, pp)  # the dense layers' ranks: TP, CP, DP (no EP inside)
+        table.expert_sizes = expert_sizes(etp, ep, edp, pp)
+        table.group_sizes["DP experts"] = edp
+        table.expert_values = {**values, "t_p": float(etp), "d_p": dp * tp / etp}
+        if not given["moe_tp_collectives"]:
+            table.tp_kept = _tp_kept(values)
+    return table
+
+
+def _tp_kept(values: dict[str, float]) -> float:
+    """The share of the stage's TP collectives left when its MoE layers run none in their MLP
+    half: each layer's collectives are half the attention's, half the MLP's (derive.communication:
+    two of each kind a layer), so 1 - (MoE layers of the stage) / (2 x its layers)."""
+    layers = -(-values["L"] // values["p_p"])
+    return 1 - min(values["L_moe"], layers) / (2 * layers)
+
+
+def _dense_table(given: dict, values: dict[str, float], layout: tuple[int, ...]) -> Table:
+    """`_table` of the dense layout (the EP groups inside DP)."""
+    tp, pp, cp, ep, dp, gpus_per_node = layout
     return Table(
         values=values,
         sizes=(tp, cp, ep, dp // ep, pp),  # in DIMS order
@@ -303,8 +337,14 @@ def _checked_layout(given: dict) -> tuple[int, int, int, int, int, int]:
     """(tp, pp, cp, ep, dp, gpus_per_node) of `communication`'s arguments, each checked, and the
     other settings checked (CostModelError naming the first that is not allowed)."""
     tp, pp, cp, ep, dp = (_whole(name, given[name]) for name in ("tp", "pp", "cp", "ep", "dp"))
-    if dp % ep:
+    etp = given["etp"]
+    if etp is None and dp % ep:
         raise CostModelError(f"ep: {ep}; the EP ranks are DP ranks: ep must divide dp ({dp})")
+    if etp is not None and (tp * cp * dp) % (_whole("etp", etp) * ep):
+        raise CostModelError(
+            f"etp: {etp}; with ep {ep}, etp x ep must divide tp x cp x dp ({tp * cp * dp}): "
+            "the expert layers' ranks are ETP x EP x EDP"
+        )
     zero_stage, cp_comm_type, ep_overlap = (
         given["zero_stage"],
         given["cp_comm_type"],
@@ -376,7 +416,9 @@ def _symbol_values(given: dict) -> dict[str, float]:
     return {name: float(value) for name, value in values.items()}
 
 
-def _result(rows, bubble: float, step_time: float, n_mb: int, compute, settings) -> Communication:
+def _result(
+    rows, bubble: float, step_time: float, n_mb: int, compute, settings, rule=PLACEMENT_RULE
+) -> Communication:
     """The step's communication from its rows (exposed seconds applied): the totals, the
     bubble, what the figures rest on."""
     total_bytes = sum(row.bytes_per_gpu for row in rows)
@@ -392,7 +434,7 @@ def _result(rows, bubble: float, step_time: float, n_mb: int, compute, settings)
         bubble_seconds=bubble * step_time,
         upper_bound=True,
         overlap=OVERLAP,
-        placement_rule=PLACEMENT_RULE,
+        placement_rule=rule,
         assumptions=COMMUNICATION_ASSUMPTIONS,
         exposed_seconds=exposed,
         exposed_share=exposed / step_time,

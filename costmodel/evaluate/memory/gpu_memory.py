@@ -25,6 +25,7 @@ from costmodel.evaluate.memory.pipeline import (
 from costmodel.evaluate.simulate import stage
 from costmodel.inputs import attention_kernels, hardware
 from costmodel.inputs.assumptions import assumed
+from costmodel.inputs.layout import expert_split
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
 
@@ -219,15 +220,18 @@ def capacity(sc: Scenario) -> dict[str, Any]:
     }
 
 
-def stage_params(params: dict, shape: ModelShape, seq_len, tp, pp, cp, ep, micro_batch, sp):
+def stage_params(
+    params: dict, shape: ModelShape, seq_len, tp, pp, cp, ep, micro_batch, sp, etp=None
+):
     """The parameters a pipeline stage's GPU holds and its activation gradient: (the bytes of
     the gradients at a layer's boundary in the backward, dL/d(output) and dL/d(input) in BF16;
-    the routed experts' parameters per GPU; the parameters on the first and on the last stage's
-    GPU). `params`: `split_params`; the sizes one layout's, or arrays over the plan's layouts."""
+    the routed experts' parameters per GPU, split by ETP x EP x PP (`etp` None: TP); the
+    parameters on the first and on the last stage's GPU). `params`: `split_params`; the sizes
+    one layout's, or arrays over the plan's layouts."""
     tokens = micro_batch * seq_len / cp / stage.where(sp, tp, 1)
     gradients = 2 * 2 * tokens * shape.hidden_size
     head = stage.where(shape.tie_word_embeddings and pp == 1, 0, params["lm_head"])
-    experts = params["experts"] / (tp * pp * ep)
+    experts = params["experts"] / ((tp if etp is None else etp) * pp * ep)
     layer_params = params["layers"] / (tp * pp) + experts
     # the first stage holds the embedding, the last the lm_head (one stage all of it at p = 1)
     first = layer_params + params["embedding"] / tp + stage.where(pp == 1, head / tp, 0)
@@ -238,7 +242,8 @@ def stage_params(params: dict, shape: ModelShape, seq_len, tp, pp, cp, ep, micro
 def model_states(dense, experts, zero: int, ranks, expert_ranks, grad_bytes) -> dict:
     """Weights, gradients and optimizer states of one GPU (derive.model_states) at a ZeRO
     stage: the dense share sharded over `ranks` (DP x CP), the experts' over `expert_ranks`
-    (their data-parallel group, DP x CP / EP). The parameters may be arrays over the plan's
+    (their data-parallel group EDP, TP x CP x DP / (ETP x EP): inputs.layout.expert_split).
+    The parameters may be arrays over the plan's
     layouts (the ranks one number)."""
     states = model_state_bytes(dense, zero, ranks, grad_bytes=grad_bytes)
     expert_states = model_state_bytes(experts, zero, expert_ranks, grad_bytes=grad_bytes)
@@ -282,7 +287,9 @@ def most_loaded(
     kinds = layer_saved_sets(shape, sc)
     outside, logits = outside_layers(shape, sc)
     sizes = (sc.seq_len, tp, pp, cp, sc.expert_parallel, b, sc.sequence_parallel)
-    gradients, experts_on_gpu, first, last = stage_params(params, shape, *sizes)
+    gradients, experts_on_gpu, first, last = stage_params(
+        params, shape, *sizes, etp=sc.expert_tensor_parallel
+    )
     # the micro batches each stage holds: the schedule's (`schedule_flights`); interleaved 1F1B
     # keeps more: the lever's chunks, else the scenario's
     chunks = virtual_stages or sc.virtual_pipeline or 1
@@ -339,5 +346,14 @@ def most_loaded(
 def scenario_model_states(sc: Scenario, dense: float, experts: float) -> dict[str, float]:
     """`model_states` of the scenario's ZeRO stage and sizes."""
     ranks = sc.data_parallel * sc.context_parallel
-    expert_ranks = max(ranks // sc.expert_parallel, 1)
+    expert_ranks = max(
+        expert_split(
+            sc.tensor_parallel,
+            sc.context_parallel,
+            sc.data_parallel,
+            sc.expert_parallel,
+            sc.expert_tensor_parallel,
+        )[1],
+        1,
+    )
     return model_states(dense, experts, sc.zero_stage, ranks, expert_ranks, sc.grad_bytes)

@@ -78,7 +78,8 @@ def pipeline_stages(sc, shape, params: dict, even: tuple, flights: tuple) -> dic
     flight = {"first": flights[0], "middle": flights[1], "last": flights[2]}
     out = {}
     for name, n in sizes.items():
-        routed = params["experts"] * min(n, moe) / moe / (tp * ep) if moe else 0.0
+        etp = sc.expert_tensor_parallel or tp  # experts split by ETP (null: TP), as stage_params
+        routed = params["experts"] * min(n, moe) / moe / (etp * ep) if moe else 0.0
         on_gpu = params["layers"] * n / layers / tp + routed
         if name == "first":
             on_gpu += params["embedding"] / tp

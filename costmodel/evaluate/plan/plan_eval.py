@@ -51,7 +51,10 @@ class Evaluator(Memory):
         self.batch = (
             None  # an evaluate.plan.plan_batch.Batch of many cores, where the search set one
         )
-        self._comm_base = run.communication_args(base, self.shape)
+        # the search's layouts at ETP = TP (`keys`): the base's folding arguments dropped
+        self._comm_base = run.communication_args(
+            base.replace(expert_tensor_parallel=None), self.shape
+        )
 
     def _cached(self, key: tuple, build):
         got = self._cache.get(key)
@@ -95,6 +98,9 @@ class Evaluator(Memory):
             "pipeline_parallel": core.pp,
             "context_parallel": core.cp,
             "expert_parallel": core.ep,
+            # the search's layouts split the experts by TP (ETP = TP, EP inside DP): it does
+            # not search expert_tensor_parallel (MoE parallel folding)
+            "expert_tensor_parallel": None,
             "data_parallel": core.dp,
             "micro_batch": core.micro_batch,
             "micro_batches_per_step": core.micro_batches,
@@ -125,6 +131,7 @@ class Evaluator(Memory):
                 tensor_parallel=tp,
                 context_parallel=cp,
                 expert_parallel=ep,
+                expert_tensor_parallel=None,
                 sequence_parallel=sp,
                 fp8=fp8,
             ),

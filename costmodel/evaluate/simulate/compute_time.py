@@ -327,12 +327,15 @@ def optimizer_bytes(sc: Scenario, shape: ModelShape) -> float:
     plan's sizes may be arrays over its layouts)."""
     tp, pp, ep = sc.tensor_parallel, sc.pipeline_parallel, sc.expert_parallel
     dp, cp = sc.data_parallel, sc.context_parallel
+    etp = getattr(sc, "expert_tensor_parallel", None)  # the plan's layouts: None, ETP = TP
     experts = float(shape.breakdown["routed_experts_total"])
     dense = max(float(sc.total_params) - experts, 0.0)
-    dense_gpu, experts_gpu = dense / (tp * pp), experts / (tp * pp * ep)
+    dense_gpu, experts_gpu = dense / (tp * pp), experts / ((tp if etp is None else etp) * pp * ep)
     if sc.zero_stage >= 1:
         dense_gpu /= dp * cp
-        experts_gpu /= stage.maximum(dp * cp // ep, 1)
+        # EDP: TP x CP x DP / (ETP x EP), DP x CP / EP without ETP (inputs.layout.expert_split)
+        edp = dp * cp // ep if etp is None else tp * cp * dp // (etp * ep)
+        experts_gpu /= stage.maximum(edp, 1)
     return ADAM_BYTES_PER_PARAM * (dense_gpu + experts_gpu)
 
 

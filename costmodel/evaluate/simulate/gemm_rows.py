@@ -110,7 +110,11 @@ def moe_rows(
     shape: ModelShape, layout: dict, batch: int, seq: float, tokens: float, n_moe: int, source: str
 ) -> list[dict]:
     """The MoE layers' router, one routed expert (at the rows of its EP group), the shared
-    expert and its gate."""
+    expert and its gate. With expert_tensor_parallel (MoE parallel folding) a routed expert is
+    cut by ETP, not TP (`_etp`: gemms._split), and its rows are the tokens of its EP group's
+    ETP x EP GPUs over TP: a stage's routed tokens spread over its ETP x EP x EDP = TP x CP x DP
+    GPUs, one expert copy per EDP rank, so each GPU still runs 1/TP of its tokens' expert
+    FLOPs."""
     cp, h = layout["context_parallel"], shape.hidden_size
     rows: list[dict] = []
     if shape.is_moe and n_moe:
@@ -120,6 +124,10 @@ def moe_rows(
         )
         inter, k = shape.moe_intermediate_size, shape.experts_per_token
         where = f"{source}; rows of an EP group of {ep_size}"
+        etp = layout.get("expert_tensor_parallel")
+        if etp is not None:
+            expert_m = expert_m * etp / layout["tensor_parallel"]
+            where += f", expert TP {etp}"
         rows.append(
             gemm_row(
                 "router",
@@ -131,9 +139,13 @@ def moe_rows(
                 split="replicated",
             )
         )
-        rows += mlp_rows(
+        experts = mlp_rows(
             shape, "expert", "one routed expert,", expert_m, inter, n_moe, k, where, single=True
         )
+        if etp is not None:
+            for row in experts:
+                row["_etp"] = etp
+        rows += experts
         if shape.shared_expert_intermediate_size:
             shared = shape.shared_expert_intermediate_size
             rows += mlp_rows(shape, "shared", "shared expert", tokens, shared, n_moe, single=True)

@@ -122,15 +122,19 @@ def _limit(n_: float, k_: float, beta: float) -> float:
 
 
 def gemm_layout(sc: Scenario) -> dict[str, Any]:
-    """The layout the rows are per GPU of: TP, CP, EP (1 for a dense model), sequence_parallel."""
+    """The layout the rows are per GPU of: TP, CP, EP (1 for a dense model), sequence_parallel;
+    expert_tensor_parallel where the scenario states it (MoE parallel folding)."""
     sc = as_scenario(sc)
     layout = sc.layout
-    return {
+    out = {
         "tensor_parallel": layout.tensor_parallel,
         "context_parallel": layout.context_parallel,
         "expert_parallel": layout.expert_parallel if sc.shape.is_moe else 1,
         "sequence_parallel": layout.sequence_parallel,
     }
+    if layout.expert_tensor_parallel is not None and sc.shape.is_moe:
+        out["expert_tensor_parallel"] = layout.expert_tensor_parallel
+    return out
 
 
 def _attention_rows(shape: ModelShape, tokens: float, layers: int, tp: int) -> list[dict]:
@@ -281,6 +285,12 @@ def _split(row: dict, tp: int, sequence_parallel: bool) -> float:
     that GPU's share of the row's FLOPs per token of its group."""
     split = row.pop("_split")
     n_gpu = row.pop("_n_gpu", None)
+    etp = row.pop("_etp", None)
+    if etp is not None:  # a routed expert cut by ETP, its rows already the GPU's (gemm_rows)
+        row["n" if split == "column" else "k"] = number(
+            row["n" if split == "column" else "k"] / etp
+        )
+        return 1 / tp
     if tp == 1 or split is None:
         return 1.0
     if split == "column":

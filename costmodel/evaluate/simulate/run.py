@@ -388,4 +388,16 @@ def communication_args(sc: Scenario, shape: ModelShape) -> dict[str, Any]:
         ep_overlap=sc.ep_overlap,
         ep_overlap_fraction=sc.ep_overlap_fraction,
         moe_shared_expert_overlap=sc.moe_shared_expert_overlap,
+        **_folding(sc, shape),
     )
+
+
+def _folding(sc: Scenario, shape: ModelShape) -> dict[str, Any]:
+    """communication's MoE parallel folding arguments, where the scenario states
+    expert_tensor_parallel: the experts' TP, and whether the MoE layers keep TP collectives
+    (not with ETP 1 and no shared expert, whose MLP runs on the layers' TP group)."""
+    etp = sc.expert_tensor_parallel
+    if etp is None or not shape.is_moe:
+        return {}
+    shared = bool(shape.shared_expert_intermediate_size)
+    return {"etp": etp, "moe_tp_collectives": etp > 1 or shared}

@@ -164,7 +164,17 @@ def _refusals(scenario: Scenario, at: dict[str, np.ndarray], size: int) -> np.nd
     refuse(gpus % (tp * pp * cp) != 0, f"num_gpus not a multiple of TP x PP x CP ({tp * pp * cp})")
     ep = scenario.expert_parallel
     if scenario.num_experts and scenario.sources.get("expert_parallel") in ("file", "--set"):
-        refuse((gpus // (tp * pp * cp)) % ep != 0, f"expert_parallel ({ep}) not a divisor of DP")
+        etp = scenario.expert_tensor_parallel  # MoE parallel folding: over TP x CP x DP
+        if etp is None:
+            refuse(
+                (gpus // (tp * pp * cp)) % ep != 0, f"expert_parallel ({ep}) not a divisor of DP"
+            )
+        else:
+            refuse(
+                (gpus // pp) % (etp * ep) != 0,
+                f"expert_tensor_parallel x expert_parallel ({etp} x {ep}) not a divisor of "
+                "TP x CP x DP",
+            )
     refuse(
         np.logical_not(layout_rules.cp_divides(seq, cp)),
         f"seq_len not a multiple of context_parallel (x 2 with CP: {2 * cp if cp > 1 else 1})",
