@@ -12,7 +12,7 @@ from pathlib import Path
 
 from costmodel.generate import PACKAGE, run, write_generated
 
-TARGET = PACKAGE / "evaluate" / "router_table.py"
+TARGET = PACKAGE / "evaluate" / "levers" / "router_table.py"
 HEADER = '"""GENERATED from the router simulation'
 #: The scenarios whose report the router table serves: the course's and these files'.
 SCENARIOS = PACKAGE.parent / "scenarios"

@@ -75,3 +75,14 @@ def test_the_router_table_is_written_only_over_its_own_file(tmp_path):
         tmp_path / "router_table.py",
         generate.source(),
     )
+
+
+def test_the_generator_writes_the_module_the_library_imports():
+    """`make numeric` once wrote costmodel/evaluate/router_table.py, a stray beside the module
+    the levers import (evaluate/levers/router_table.py), after evaluate/ was grouped."""
+    from pathlib import Path
+
+    from costmodel.evaluate.levers import router_table
+    from costmodel.generate import router
+
+    assert Path(router.TARGET).resolve() == Path(router_table.__file__).resolve()
