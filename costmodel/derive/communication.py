@@ -114,6 +114,7 @@ from costmodel.derive.symbols import (
     L,
     L_full,
     L_moe,
+    M_devices,
     M_nodes,
     N_exp,
     N_rank,
@@ -305,6 +306,16 @@ EP_DIRECTIONS: dict[str, sp.Symbol] = {"dispatch": beta_dispatch, "combine": byt
 ep_buffer = ep_tokens * k_top * h
 ep_network_bytes = ep_tokens * ep_network_copies * h
 ep_nvlink_bytes = ep_tokens * ep_nvlink_copies * h
+#: Device-limited routing with per-device de-duplication (DeepSeek-V2, arXiv:2405.04434,
+#: section 2.2.2): a token's experts lie on at most M_d GPUs and it travels once per GPU, not
+#: once per expert: min(k_top, M_d, e_p) copies, of which the network carries one per node
+#: other than its own (at most M_d nodes too) and NVLink each one the network did not deliver
+#: to its GPU.
+ep_device_copies = sp.Min(k_top, M_devices, ep)
+ep_network_copies_device = sp.Min(k_top, M_nodes, ep_nodes, M_devices) * (ep_nodes - 1) / ep_nodes
+ep_nvlink_copies_device = ep_device_copies * (g_node - 1) / g_node
+ep_network_bytes_device = ep_tokens * ep_network_copies_device * h
+ep_nvlink_bytes_device = ep_tokens * ep_nvlink_copies_device * h
 #: Per step: both directions, forward and backward, on the stage's MoE layers.
 ep_step_network = stage_moe_layers * n_mb * 2 * (beta_dispatch + bytes_per_element)
 ep_step_network *= ep_network_bytes

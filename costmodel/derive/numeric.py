@@ -225,6 +225,20 @@ EP = {
 }
 
 
+EP_DEVICE = {
+    "dispatch": {
+        "buffer": lambda v: (v["S"] * v["beta_dispatch"] * v["b_micro"] * v["h"] * v["k_top"] * _inv(v["c_p"]) * _inv(v["t_p"])),
+        "nvlink": lambda v: (v["S"] * v["beta_dispatch"] * v["b_micro"] * v["h"] * _inv(v["c_p"]) * _inv(v["t_p"]) * _inv(v["g_node"]) * ((-1) + v["g_node"]) * min(v["M_devices"], v["ep"], v["k_top"])),
+        "network": lambda v: (v["S"] * v["beta_dispatch"] * v["b_micro"] * v["h"] * v["g_node"] * _inv(v["c_p"]) * _inv(v["ep"]) * _inv(v["t_p"]) * ((-1) + (v["ep"] * _inv(v["g_node"]))) * min(v["M_devices"], v["M_nodes"], v["k_top"], (v["ep"] * _inv(v["g_node"])))),
+    },
+    "combine": {
+        "buffer": lambda v: (v["S"] * v["b_micro"] * v["bytes_per_element"] * v["h"] * v["k_top"] * _inv(v["c_p"]) * _inv(v["t_p"])),
+        "nvlink": lambda v: (v["S"] * v["b_micro"] * v["bytes_per_element"] * v["h"] * _inv(v["c_p"]) * _inv(v["t_p"]) * _inv(v["g_node"]) * ((-1) + v["g_node"]) * min(v["M_devices"], v["ep"], v["k_top"])),
+        "network": lambda v: (v["S"] * v["b_micro"] * v["bytes_per_element"] * v["h"] * v["g_node"] * _inv(v["c_p"]) * _inv(v["ep"]) * _inv(v["t_p"]) * ((-1) + (v["ep"] * _inv(v["g_node"]))) * min(v["M_devices"], v["M_nodes"], v["k_top"], (v["ep"] * _inv(v["g_node"])))),
+    },
+}
+
+
 MICRO_BATCHES = {
     "padded": lambda v: (v["B"] * _inv(v["b_micro"]) * _inv(v["d_p"])),
     "packed": lambda v: (v["D"] * _inv(v["S"]) * _inv(v["b_micro"]) * _inv(v["d_p"])),

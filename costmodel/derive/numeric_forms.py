@@ -127,14 +127,9 @@ def communication_tables() -> dict[str, dict]:
                 one = comm.COLLECTIVES[kind].subs({s.n_r: s.c_p, s.buffer_bytes: buffer})
                 assert kind not in rows, f"CP {cp_comm_type}: two {kind} rows"
                 rows[kind] = {"buffer": buffer, "calls": calls, "bytes": calls * one}
-    ep = {
-        direction: {
-            "buffer": comm.ep_buffer * beta,
-            "nvlink": comm.ep_nvlink_bytes * beta,
-            "network": comm.ep_network_bytes * beta,
-        }
-        for direction, beta in comm.EP_DIRECTIONS.items()
-    }
+    ep = _ep_forms(comm.ep_nvlink_bytes, comm.ep_network_bytes)
+    # device-limited routing, a token once per GPU (moe_router_max_devices)
+    ep_device = _ep_forms(comm.ep_nvlink_bytes_device, comm.ep_network_bytes_device)
     named = {
         "n_mb": s.n_mb,
         "two_n_mb": 2 * s.n_mb,
@@ -148,7 +143,28 @@ def communication_tables() -> dict[str, dict]:
         "pp_step_sequence_parallel": comm.pp_step_sequence_parallel,
         "bubble_fraction": comm.bubble_fraction,
     }
-    return {"COMM": named, "COLLECTIVES": collectives, "DP": dp, "TP": tp, "CP": cp, "EP": ep}
+    return {
+        "COMM": named,
+        "COLLECTIVES": collectives,
+        "DP": dp,
+        "TP": tp,
+        "CP": cp,
+        "EP": ep,
+        "EP_DEVICE": ep_device,
+    }
+
+
+def _ep_forms(nvlink, network) -> dict:
+    """The EP forms of one routing, by direction: the all-to-all's buffer and what one GPU sends
+    over NVLink and over the network in one transfer (derive.communication)."""
+    return {
+        direction: {
+            "buffer": comm.ep_buffer * beta,
+            "nvlink": nvlink * beta,
+            "network": network * beta,
+        }
+        for direction, beta in comm.EP_DIRECTIONS.items()
+    }
 
 
 def xreplace_tables() -> dict[str, dict]:

@@ -96,6 +96,27 @@ def bubble_over_compute(schedule: str, p: int, micro_batches: float, virtual: in
     return max(0.0, float(form({"p_p": p, "n_mb": micro_batches, "v_pp": virtual})))
 
 
+#: Bytes per element of each optimizer dtype (optimizer_dtype, main_params_dtype; none: no copy).
+OPTIMIZER_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "none": 0}
+
+
+def optimizer_state_bytes(moments: str = "fp32", master: str = "fp32") -> int:
+    """K of the ZeRO paper, Adam's bytes per parameter: the master copy of the weights and the
+    two moments (fp32 and fp32: 4 + 2 x 4 = 12, the paper's; DeepSeek-V3's BF16 moments with an
+    fp32 master: 4 + 2 x 2 = 8)."""
+    return OPTIMIZER_DTYPE_BYTES[master] + 2 * OPTIMIZER_DTYPE_BYTES[moments]
+
+
+def optimizer_step_bytes(moments: str = "fp32", master: str = "fp32") -> int:
+    """HBM bytes Adam's step moves per parameter: it reads the master copy, the fp32 gradient
+    and the two moments, writes the master copy and the moments back and the BF16 weights
+    (fp32 everywhere: 16 read + 14 written = 30). Without a master copy it reads and writes the
+    BF16 weights (2 + 2)."""
+    master_bytes = OPTIMIZER_DTYPE_BYTES[master]
+    weights = 2 * master_bytes + 2 if master_bytes else 2 + 2
+    return weights + 4 + 2 * 2 * OPTIMIZER_DTYPE_BYTES[moments]
+
+
 def model_state_bytes(
     params,
     zero_stage: int = 0,

@@ -174,6 +174,12 @@ N_rank = _define("N_rank", "1", "parameters one rank holds and keeps in sync wit
 M_nodes = _define(
     "M_n", "1", "nodes a token's routed copies may reach (node-limited routing; DeepSeek-V3: 4)"
 )
+M_devices = _define(
+    "M_d",
+    "1",
+    "devices a token's routed copies may reach, each sent once (device-limited routing; "
+    "DeepSeek-V2: 3)",
+)
 beta_dispatch = _define(
     r"\beta_d",
     "byte",

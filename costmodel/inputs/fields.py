@@ -22,6 +22,10 @@ RECOMPUTE_POLICIES = tuple(numeric.RECOMPUTE_POLICIES)
 #: partial, at most ep_overlap_fraction of it behind the adjacent micro batch's compute
 #: (Megatron-LM's combined 1F1B); all of it, DeepSeek-V3's DualPipe.
 EP_OVERLAPS = ("none", "partial", "dualpipe")
+#: The moments' dtypes (optimizer_dtype) and the master copy's (main_params_dtype; none: no
+#: copy), each first the course's (derive.plain.optimizer_state_bytes counts their bytes).
+OPTIMIZER_DTYPES = ("fp32", "bf16", "fp16")
+MAIN_PARAMS_DTYPES = ("fp32", "fp16", "none")
 WIDTH_KEYS = ("attention_dim", "num_heads", "head_dim", "hidden_size")
 COURSE_WIDTH_KEYS = WIDTH_KEYS[:3]  # the course's, which a team's own width drops
 #: The longest scenario name: it heads every page, index entry and report.
@@ -258,6 +262,26 @@ FIELDS: dict[str, Field] = {
     "grad_bytes": Field(
         "count", "bytes per gradient element: 4 (fp32 main gradients) or 2", values=(2, 4)
     ),
+    # Adam's states and activation offloading (issue 34; docs/conventions.md, "Optimizer
+    # precision" and "Activation offloading")
+    "optimizer_dtype": Field(
+        "choice",
+        "dtype of Adam's two moments (Megatron-LM --exp-avg-dtype/--exp-avg-sq-dtype with "
+        "--use-precision-aware-optimizer): fp32 | bf16 (DeepSeek-V3) | fp16",
+        choices=OPTIMIZER_DTYPES,
+    ),
+    "main_params_dtype": Field(
+        "choice",
+        "the optimizer's master copy of the weights (Megatron-LM --main-params-dtype): fp32 | "
+        "fp16 | none (no copy: Adam updates the BF16 weights)",
+        choices=MAIN_PARAMS_DTYPES,
+    ),
+    "cpu_offload_layers": Field(
+        "count0",
+        "layers whose saved activations go to host memory (Megatron-LM --cpu-offloading-num-"
+        "layers; 0: none; fewer than the layers, with recompute none and pipeline_parallel 1)",
+        maximum=10**6,
+    ),
     "memory_reserve": Field(
         "count0",
         "bytes per GPU kept for the CUDA context, NCCL buffers and the allocator (taken from the "
@@ -275,6 +299,13 @@ FIELDS: dict[str, Field] = {
         "count",
         "node-limited routing: a token's experts on at most this many nodes (DeepSeek-V3: 4; "
         "null: not limited)",
+        nullable=True,
+        maximum=10**6,
+    ),
+    "moe_router_max_devices": Field(
+        "count",
+        "device-limited routing: a token's experts on at most this many GPUs, sent once to each "
+        "(DeepSeek-V2: 3; null: once per expert)",
         nullable=True,
         maximum=10**6,
     ),

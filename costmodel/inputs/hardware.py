@@ -309,6 +309,19 @@ def link_bandwidths(
     return intra or gpu.intra_node_bandwidth(gpus_per_node), inter or gpu.network_bandwidth
 
 
+#: The host link (PCIe x16) per GPU generation, one direction, byte/s, where the GPU table gives
+#: no pcie_bandwidth: Gen4 on Ampere (NVIDIA A100 datasheet: 64 GB/s both ways), Gen5 on the
+#: others (NVIDIA H100 and HGX B200 datasheets, AMD MI300X datasheet: 128 GB/s both ways). What
+#: the copies of offloaded activations run on (evaluate.simulate.compute_time.offload_seconds).
+_HOST_LINK = {"ampere": 32 * _G}
+
+
+def host_bandwidth(gpu: str) -> float:
+    """The GPU's host link, one direction: its pcie_bandwidth, else its generation's PCIe x16."""
+    spec = GPUS[gpu]
+    return spec.pcie_bandwidth or _HOST_LINK.get(spec.generation, 64 * _G)
+
+
 def fp8_gemm_ratio(gpu: str, fp8: str) -> float | None:
     """How much faster than `peak_flops` the layers' GEMMs run: under fp8: hybrid on a GPU with
     an FP8 peak, its FP8 over its BF16 peak (the step-time model times them so, and a predicted

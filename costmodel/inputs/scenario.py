@@ -241,9 +241,13 @@ class Scenario:
     gpus_per_node: int
     zero_stage: int
     grad_bytes: int
+    optimizer_dtype: str
+    main_params_dtype: str
+    cpu_offload_layers: int
     memory_reserve: int
     cp_comm_type: str
     moe_router_max_nodes: int | None
+    moe_router_max_devices: int | None
     fp8_dispatch: bool
     tp_comm_overlap: bool
     overlap_grad_reduce: bool
@@ -441,6 +445,23 @@ def as_scenario(given: Scenario) -> Scenario:
     )
 
 
+def check_offload(values: dict[str, Any]) -> None:
+    """cpu_offload_layers as Megatron-LM's TransformerConfig allows --cpu-offloading-num-layers:
+    fewer than the model's layers, without recompute and without a pipeline."""
+    n = values["cpu_offload_layers"]
+    if not n:
+        return
+    if n >= values["num_layers"]:
+        allowed = (
+            f"fewer than the model's {values['num_layers']} layers (the last stays on the GPU)"
+        )
+        raise layout_error("cpu_offload_layers", n, allowed)
+    for key, plain in (("recompute", "none"), ("pipeline_parallel", 1)):
+        if values[key] != plain:
+            allowed = f"0 with {key} {values[key]} (Megatron-LM offloads only with {key} {plain})"
+            raise layout_error("cpu_offload_layers", n, allowed)
+
+
 def resolve(
     file: str | Path | None = None,
     overrides: dict[str, Any] | None = None,
@@ -464,4 +485,5 @@ def resolve(
     shape = shape_of(values)  # built once, for the layout's rules and the Scenario
     check_layout(values, sources, shape)
     memory_settings(values, sources, shape)
+    check_offload(values)
     return Scenario.from_values(values, sources, lengths, given=user).with_shape(shape.built)

@@ -251,6 +251,12 @@ def valid_scenarios(draw) -> dict:
         if not ulysses_divides(shape, tp, cp):
             data["cp_comm_type"] = "p2p"
     data["moe_router_max_nodes"] = draw(st.one_of(st.none(), field("moe_router_max_nodes")))
+    data["moe_router_max_devices"] = draw(st.one_of(st.none(), field("moe_router_max_devices")))
+    for key in ("optimizer_dtype", "main_params_dtype"):
+        data[key] = draw(st.sampled_from(FIELDS[key].choices))
+    # activation offloading as Megatron-LM allows it: no recompute, no pipeline, not every layer
+    offload = data["recompute"] == "none" and pp == 1 and layers > 1
+    data["cpu_offload_layers"] = draw(st.integers(0, layers - 1)) if offload else 0
     for key in ("fp8_dispatch", "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"):
         data[key] = draw(st.booleans())
     data["communication_share"] = draw(st.one_of(st.none(), fraction()))

@@ -57,6 +57,8 @@ class Table:
     inter: float
     step_time: float
     max_nodes: int | None
+    #: device-limited routing (moe_router_max_devices): a token once per GPU, at most this many
+    max_devices: int | None = None
     rows: list[Collective] = field(default_factory=list)
     hides: list = field(default_factory=list)
     seconds_only: bool = False  # each row its seconds alone (a float), no Collective
@@ -88,6 +90,7 @@ class Table:
         if parts is not None:
             nodes = size / g
             routed = {"M_nodes": float(self.max_nodes or nodes), **values, **call}
+            routed["M_devices"] = float(self.max_devices or 0)  # read by numeric.EP_DEVICE only
             intra_part, inter_part = (num(part, routed) for part in parts)
             step_bytes = calls * (intra_part + inter_part)
         elif spans:
@@ -222,15 +225,17 @@ def expert_parallel(
     ep_overlap: str,
     fraction: float = 1.0,
     shared_overlap: bool = False,
+    device_limited: bool = False,
 ):
     """EP rows: the dispatch direction (FP8 with fp8_dispatch) and the combine direction, each
     once forward (again under full recompute) and once backward per MoE layer of the stage and
-    micro batch, split over NVLink and the network per derive.communication; what each may hide
-    behind by ep_overlap, ep_overlap_fraction (`fraction`) and moe_shared_expert_overlap
+    micro batch, split over NVLink and the network per derive.communication (a token once per
+    expert copy, or once per GPU under device-limited routing, `device_limited`); what each may
+    hide behind by ep_overlap, ep_overlap_fraction (`fraction`) and moe_shared_expert_overlap
     (comm_overlap.ep_hide)."""
     hide = ep_hide(ep_overlap, fraction, shared_overlap)
     calls = numeric.COMM["ep_calls_full_recompute"] if recompute else numeric.COMM["ep_calls"]
-    for direction, forms in numeric.EP.items():
+    for direction, forms in (numeric.EP_DEVICE if device_limited else numeric.EP).items():
         fp8 = " (FP8)" if direction == "dispatch" and fp8_dispatch else ""
         add(
             f"EP all-to-all, {direction}{fp8}",

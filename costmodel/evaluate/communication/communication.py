@@ -163,6 +163,7 @@ def communication(
     full_recompute: bool = False,
     cp_comm_type: str = "p2p",
     moe_router_max_nodes: int | None = None,
+    moe_router_max_devices: int | None = None,
     fp8_dispatch: bool = False,
     tp_comm_overlap: bool = False,
     overlap_grad_reduce: bool = False,
@@ -218,6 +219,7 @@ def _rows(add, given: dict) -> None:
         given["ep_overlap"],
         given["ep_overlap_fraction"],
         given["moe_shared_expert_overlap"],
+        given["moe_router_max_devices"] is not None,
     )
     pipeline_parallel(add, given["sp"], given["ep_overlap"])
 
@@ -314,6 +316,7 @@ def _dense_table(given: dict, values: dict[str, float], layout: tuple[int, ...])
         inter=_positive("inter_node_bandwidth", given["inter_node_bandwidth"]),
         step_time=_positive("step_time", given["step_time"]),
         max_nodes=given["moe_router_max_nodes"],
+        max_devices=given["moe_router_max_devices"],
     )
 
 
@@ -368,8 +371,9 @@ def _checked_layout(given: dict) -> tuple[int, int, int, int, int, int]:
             "or false"
         )
     check_ep_overlap(ep_overlap, given["moe_shared_expert_overlap"])
-    if given["moe_router_max_nodes"] is not None:
-        _whole("moe_router_max_nodes", given["moe_router_max_nodes"])
+    for key in ("moe_router_max_nodes", "moe_router_max_devices"):
+        if given[key] is not None:
+            _whole(key, given[key])
     return tp, pp, cp, ep, dp, _whole("gpus_per_node", given["gpus_per_node"])
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from costmodel.derive import activations as act
 from costmodel.derive.memory import peak, phases
-from costmodel.derive.plain import model_state_bytes
+from costmodel.derive.plain import model_state_bytes, optimizer_state_bytes
 from costmodel.evaluate.memory.pipeline import (
     SCHEDULE_CONVENTION,
     pipeline_stages,
@@ -175,7 +175,40 @@ def stage_activations(kinds, sc: Scenario, room: int | None = None) -> tuple[flo
     saved = sum(kept for kept, _ in layers)
     if policy == "selective":
         return saved, max((whole - kept for kept, whole in layers), default=0.0)
-    return saved, 0.0
+    moved = offloaded(layers, offload_layers(sc))
+    # the offloaded layers' tensors wait on the host; one comes back for its backward at a time
+    return saved - sum(moved), max(moved, default=0.0)
+
+
+def offload_layers(sc) -> int:
+    """The layers whose saved tensors go to host memory (cpu_offload_layers): Megatron-LM
+    offloads only without recompute and without a pipeline (TransformerConfig refuses either
+    with --cpu-offloading), so a lever that turns recompute on, or the plan's layouts (which
+    read no cpu_offload_layers), keep every layer's tensors on the GPU."""
+    if sc.recompute != "none" or sc.pipeline_parallel != 1:
+        return 0
+    return getattr(sc, "cpu_offload_layers", 0)
+
+
+def offloaded(layers: list[tuple[float, float]], n: int) -> list[float]:
+    """The bytes per micro batch of each offloaded layer among the stage's `layers` ((kept,
+    whole), heaviest first): the `n` lightest (an upper bound on what stays on the GPU;
+    Megatron-LM offloads the first n of the model's layers, alike but for DeepSeek-style dense
+    first layers)."""
+    n = min(n, max(len(layers) - 1, 0))  # the last layer's tensors never leave
+    return [kept for kept, _ in layers[len(layers) - n :]] if n else []
+
+
+def offload_bytes(shape: ModelShape, sc: Scenario) -> list[float]:
+    """Each offloaded layer's saved bytes per micro batch on the most loaded GPU (`offloaded`
+    of the stage's layers; empty without offloading)."""
+    n = offload_layers(sc)
+    if not n:
+        return []
+    kinds = layer_saved_sets(shape, sc)
+    sized = [({"kept": sum(kept.values())}, n_kind) for kept, _, n_kind in kinds]
+    chosen = heaviest_stage(sized, sc.pipeline_parallel)
+    return offloaded([(size["kept"], size["kept"]) for size in chosen], n)
 
 
 def outside_layers(shape: ModelShape, sc: Scenario) -> tuple[dict[str, float], float]:
@@ -239,14 +272,17 @@ def stage_params(
     return gradients, experts, first, last
 
 
-def model_states(dense, experts, zero: int, ranks, expert_ranks, grad_bytes) -> dict:
+def model_states(
+    dense, experts, zero: int, ranks, expert_ranks, grad_bytes, optimizer_bytes=12
+) -> dict:
     """Weights, gradients and optimizer states of one GPU (derive.model_states) at a ZeRO
     stage: the dense share sharded over `ranks` (DP x CP), the experts' over `expert_ranks`
-    (their data-parallel group EDP, TP x CP x DP / (ETP x EP): inputs.layout.expert_split).
-    The parameters may be arrays over the plan's
-    layouts (the ranks one number)."""
-    states = model_state_bytes(dense, zero, ranks, grad_bytes=grad_bytes)
-    expert_states = model_state_bytes(experts, zero, expert_ranks, grad_bytes=grad_bytes)
+    (their data-parallel group EDP, TP x CP x DP / (ETP x EP): inputs.layout.expert_split);
+    `optimizer_bytes` Adam's per parameter (derive.plain.optimizer_state_bytes: 12 in fp32).
+    The parameters may be arrays over the plan's layouts (the ranks one number)."""
+    kept = {"grad_bytes": grad_bytes, "optimizer_bytes": optimizer_bytes}
+    states = model_state_bytes(dense, zero, ranks, **kept)
+    expert_states = model_state_bytes(experts, zero, expert_ranks, **kept)
     return {key: states[key] + expert_states[key] for key in states}
 
 
@@ -335,12 +371,23 @@ def most_loaded(
         "recompute": sc.recompute,
         "micro_batch": b,
         "settings": {key: sc.values[key] for key in MEMORY_SETTINGS},
-        "convention": MEMORY_CONVENTION
+        "convention": offload_convention(sc)
         + (SCHEDULE_CONVENTION.get(sc.pipeline_schedule, "") if pp > 1 else ""),
         "framework_rules": act.FRAMEWORKS[sc.framework].text,
         "fit": None,
     }
     return out
+
+
+def offload_convention(sc: Scenario) -> str:
+    """MEMORY_CONVENTION, with the offloaded layers said where there are some."""
+    n = offload_layers(sc)
+    if not n:
+        return MEMORY_CONVENTION
+    return MEMORY_CONVENTION.replace("CPU offload, ", "") + (
+        f"; the saved tensors of {n} offloaded layers (cpu_offload_layers) on the host, one "
+        "brought back at a time for its backward"
+    )
 
 
 def scenario_model_states(sc: Scenario, dense: float, experts: float) -> dict[str, float]:
@@ -356,4 +403,7 @@ def scenario_model_states(sc: Scenario, dense: float, experts: float) -> dict[st
         )[1],
         1,
     )
-    return model_states(dense, experts, sc.zero_stage, ranks, expert_ranks, sc.grad_bytes)
+    optimizer = optimizer_state_bytes(sc.optimizer_dtype, sc.main_params_dtype)
+    return model_states(
+        dense, experts, sc.zero_stage, ranks, expert_ranks, sc.grad_bytes, optimizer
+    )

@@ -148,6 +148,7 @@ class Batch:
                         dense_ranks,
                         expert_ranks,
                         base.grad_bytes,
+                        plain.optimizer_state_bytes(base.optimizer_dtype, base.main_params_dtype),
                     )
                     got[k][rows] = sum(states.values())
                     got[k + 2][rows] = states["weights"]
@@ -347,6 +348,8 @@ def _compute(ev, a, gemm, sums) -> list[dict]:
         data_parallel=a.dp,
         total_params=base.total_params,
         kernel_launch_overhead=base.kernel_launch_overhead,
+        optimizer_dtype=base.optimizer_dtype,
+        main_params_dtype=base.main_params_dtype,
     )
     bandwidth = base.hbm_bandwidth * ev.eff["hbm"].value
     out = []

@@ -31,7 +31,8 @@ GEMMs pay for the pad slots; packed rows of documents).
   permute and unpermute (every routed copy read and written, forward and backward); the loss
   (the logits read forward, read and written backward: 2 + 4 bytes a logit); the optimizer step
   (Adam on the GPU's shard: fp32 weights, gradients, two moments read, weights and moments
-  written, BF16 weights written: 30 bytes a parameter).
+  written, BF16 weights written: 30 bytes a parameter; fewer with optimizer_dtype and
+  main_params_dtype, derive.plain.optimizer_step_bytes).
 - Recompute: the forward again of what the policy recomputes: under full recompute r of the
   stage's layers (r = 1, or the share `recompute_method: block` redoes), their GEMMs,
   elementwise work and kernel launches, not the lm_head (Megatron-LM does not re-run the output layer); under
@@ -54,6 +55,7 @@ from __future__ import annotations
 from typing import Any
 
 from costmodel.derive import numeric, plain
+from costmodel.evaluate.memory import gpu_memory
 from costmodel.evaluate.simulate import kernels, stage
 from costmodel.evaluate.simulate.gemms import weight_shapes
 from costmodel.evaluate.simulate.linear import linear_attention
@@ -91,7 +93,6 @@ NORM_BYTES = (4, 6)
 RESIDUAL_BYTES = (6, 6)
 ACTIVATION_BYTES = {True: (6, 10), False: (4, 6)}  # gated (SwiGLU), two-matrix (GELU)
 LOSS_BYTES = (2, 4)
-ADAM_BYTES_PER_PARAM = 30
 
 
 def gemm_rows(
@@ -336,7 +337,8 @@ def optimizer_bytes(sc: Scenario, shape: ModelShape) -> float:
         # EDP: TP x CP x DP / (ETP x EP), DP x CP / EP without ETP (inputs.layout.expert_split)
         edp = dp * cp // ep if etp is None else tp * cp * dp // (etp * ep)
         experts_gpu /= stage.maximum(edp, 1)
-    return ADAM_BYTES_PER_PARAM * (dense_gpu + experts_gpu)
+    per_param = plain.optimizer_step_bytes(sc.optimizer_dtype, sc.main_params_dtype)
+    return per_param * (dense_gpu + experts_gpu)
 
 
 def stage_sums(sc: Scenario, shape: ModelShape, eff: dict, gemm: dict[str, float]):
@@ -413,10 +415,33 @@ def compute(
         "attentioncore_forward_flops_per_layer": core_fwd,
         "linear_attention_forward_flops_per_layer": linear_fwd,
     }
+    offload = offload_seconds(sc, shape, sums, layers)
+    if offload:  # only with cpu_offload_layers: the outputs of a run without it are unchanged
+        out["parts"]["memory_bound"] += offload
+        out["detail"]["activation_offload_seconds"] = offload
     out["efficiencies"] = {name: {"value": e.value, "source": e.source} for name, e in eff.items()}
     out["generation"] = efficiency.generation(sc.gpu)
     out["shared_expert_seconds"] = shared_expert_seconds(sums)
     return out
+
+
+def offload_seconds(sc: Scenario, shape: ModelShape, sums: dict[str, float], layers: int) -> float:
+    """The exposed seconds of the offloaded activations' copies (cpu_offload_layers): each
+    layer's saved tensors go to the host while the next layer's forward runs and come back
+    while the backward of the layer after it runs (Transformer Engine's offload handler, on
+    its own stream), per micro batch; what a copy takes beyond one layer's forward (or
+    backward), the stage's mean, is exposed. The host link: hardware.host_bandwidth."""
+    moved = gpu_memory.offload_bytes(shape, sc)
+    if not moved:
+        return 0.0
+    mb = sc.micro_batches_per_step
+    kinds = ("gemm", "core", "linear", "memory", "overhead")
+    forward = sum(sums.get(f"{k}_forward", 0.0) for k in kinds)
+    backward = 2 * sums.get("gemm_forward", 0.0)
+    backward += sum(sums.get(f"{k}_backward", 0.0) for k in kinds[1:])
+    per_layer = [x / (mb * max(layers, 1)) for x in (forward, backward)]
+    link = hardware.host_bandwidth(sc.gpu)
+    return mb * sum(max(0.0, b / link - t) for b in moved for t in per_layer)
 
 
 def shared_expert_seconds(sums: dict[str, float]) -> float:

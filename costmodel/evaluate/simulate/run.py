@@ -381,6 +381,7 @@ def communication_args(sc: Scenario, shape: ModelShape) -> dict[str, Any]:
         full_recompute=sc.recompute == "full",
         cp_comm_type=sc.cp_comm_type,
         moe_router_max_nodes=sc.moe_router_max_nodes,
+        moe_router_max_devices=sc.moe_router_max_devices,
         fp8_dispatch=sc.fp8_dispatch,
         tp_comm_overlap=sc.tp_comm_overlap,
         overlap_grad_reduce=sc.overlap_grad_reduce,
