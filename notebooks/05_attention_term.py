@@ -42,7 +42,8 @@ from costmodel.derive.symbols import (B, D, F_lin, L_full, N, S, a_sq, d_attn, k
 from costmodel.errors import CostModelError
 from costmodel.evaluate.account import claims
 from costmodel.evaluate.account.account import account
-from costmodel.inputs import models, scenario
+from costmodel.evaluate.simulate import compute_time
+from costmodel.inputs import attention_kernels, efficiency, models, scenario
 from costmodel.inputs.assumptions import COURSE_MODEL
 from costmodel.inputs.model_shape import matching_shape
 from costmodel.present import display as d
@@ -53,6 +54,7 @@ subs = sc.substitutions()
 att = acc["attention"]
 lin = acc["linear_attention"]
 is_course = not sc.changed  # the course's own run: its figures can be checked one by one
+kind_of = attention_kernels.KIND  # what an attention_kernel value computes: flash or eager
 
 
 #: The attention figures do not depend on the parallel layout, and another shape's layers or
@@ -198,7 +200,7 @@ d.eq(r"\mathrm{MFU}_{\mathrm{with\ attn}}", attention.mfu_with_attention(F))
 d.eq(r"\mathrm{HFU}_{\mathrm{with\ attn}}", attention.hfu_with_attention(F_hw))
 
 # %% [markdown]
-# 本场景：a = {{ sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops]) }}（{{ ("attention_flops: " ~ sc.attention_flops)|code }}），κ = {{ sp.sstr(attention.KERNEL_BACKWARD_OVER_FORWARD[sc.attention_kernel]) }}（{{ ("attention_kernel: " ~ sc.attention_kernel)|code }}），r_core = {{ subs[r_core]|short }}（{{ ("recompute: " ~ sc.recompute)|code }}{% if sc.recompute_modules %}，重算 {% for m in sc.recompute_modules %}{{ m|code }}{% if not loop.last %}、{% endif %}{% endfor %}{% endif %}：注意力核心自己被重做的份额，与权重一侧的 r 分开计）。于是注意力的模型 FLOPs 按{{ words.convention(att.convention) }}计，硬件 FLOPs 按{{ words.convention(att.hardware_convention) }}计，{% if subs[r_core] > 0 %}再加上 recompute 重做的核心前向。{% else %}没有 recompute 重做的核心前向。{% endif %}
+# 本场景：a = {{ sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops]) }}（{{ ("attention_flops: " ~ sc.attention_flops)|code }}），κ = {{ sp.sstr(attention.KERNEL_BACKWARD_OVER_FORWARD[kind_of[sc.attention_kernel]]) }}（{{ ("attention_kernel: " ~ sc.attention_kernel)|code }}），r_core = {{ subs[r_core]|short }}（{{ ("recompute: " ~ sc.recompute)|code }}{% if sc.recompute_modules %}，重算 {% for m in sc.recompute_modules %}{{ m|code }}{% if not loop.last %}、{% endif %}{% endfor %}{% endif %}：注意力核心自己被重做的份额，与权重一侧的 r 分开计）。于是注意力的模型 FLOPs 按{{ words.convention(att.convention) }}计，硬件 FLOPs 按{{ words.convention(att.hardware_convention) }}计，{% if subs[r_core] > 0 %}再加上 recompute 重做的核心前向。{% else %}没有 recompute 重做的核心前向。{% endif %}
 
 # %% [markdown]
 # 下表是本场景的数字：一行按补齐长度 S（每个样本都补齐），一行按真实长度（Σsᵢ²）。分母里的模型 FLOPs 始终是真实 token 的 6ND。
@@ -760,6 +762,78 @@ d.claims(rows, sc)
 lowest_quoted = min(COURSE_TABLE.values(), key=lambda q: course.number(q[2]))[2]
 
 # %% [markdown]
+# ## 9. 注意力 kernel 跑多快：步长模型读的是一条曲线
+#
+# 前面几节数的是注意力的 FLOPs；步长模型还要知道这些 FLOPs 跑多快。它不给注意力一个固定的效率，而是读已发表的 kernel 基准（FlashAttention-2/-3 论文里 TFLOP/s 随序列长度的曲线，`costmodel.inputs.attention_kernels`）：按 GPU 的代、`attention_kernel` 指的 kernel 家族、最接近的每头宽度、有没有 causal mask、前向还是反向，取一条曲线，在**每个 CP rank 看到的序列长度** seq_len / CP 处读数，再除以测量那张卡的稠密峰值，得到峰值的比例。短序列时一个 kernel 的工作量不足以填满 GPU，曲线低；序列变长，曲线升高并逐渐变平。这条曲线再乘以每一代 GPU 一个拟合的系数（`costmodel.inputs.fitted`），才是模型用的效率。
+
+# %%
+eff_table = efficiency.efficiencies(sc.values)
+used = dict(zip(("forward", "backward"), compute_time.attention_efficiencies(sc, eff_table)))
+kind = attention_kernels.KIND[sc.attention_kernel]
+# the entries attention_efficiencies reads: eager's for both directions, else flash's two
+entry_names = ({"forward": "attention_eager", "backward": "attention_eager"} if kind == "eager" else
+               {"forward": "attention_flash_forward", "backward": "attention_flash_backward"})
+entries = {way: eff_table[name] for way, name in entry_names.items()}
+seq_rank = sc.seq_len / sc.context_parallel
+
+# %% tags=["remove-input"]
+generation = efficiency.generation(sc.gpu)
+owner = generation if generation in attention_kernels.CURVES else attention_kernels.BORROWED.get(generation)
+curved = {way: e for way, e in entries.items() if e.curve}
+shown_ways = list(curved) if kind != "eager" else list(curved)[:1]  # eager: one entry for both
+scale = next((e.scale for e in curved.values()), None)
+spans = {way: (e.curve[0][0], e.curve[-1][0]) for way, e in curved.items()}
+beyond = [way for way, (lo, hi) in spans.items() if not lo <= seq_rank <= hi]
+beyond_spans = sorted({spans[way] for way in beyond})
+measured_on = attention_kernels.MEASURED_ON.get(owner) if owner else None
+att_overridden = sc.attention_efficiency is not None
+curve_source = {way: e.stated_source.rsplit("; at ", 1)[0] for way, e in curved.items()}
+published = {way: attention_kernels.interpolate(e.curve, seq_rank) for way, e in curved.items()}
+flash_used = compute_time.attention_efficiencies(sc, eff_table, "flash")  # (forward, backward)
+own_family = attention_kernels.family(sc.attention_kernel, generation) in attention_kernels.CURVES.get(owner, {})
+
+# %% [markdown]
+# **本场景的注意力效率（{{ sc.gpu }}，`attention_kernel: {{ sc.attention_kernel }}`，每个 CP rank {{ seq_rank|num }} 个 token）**
+#
+# | 方向 | 已发表曲线在此长度的读数（峰值的比例） | 拟合系数 | 模型用的效率 | 折合 TFLOP/s（{{ sc.gpu }} 稠密峰值 {{ sc.peak_flops|tflops }}） |
+# |---|---|---|---|---|
+# {% for way in ("forward", "backward") %}
+# | {% if way == "forward" %}前向{% else %}反向{% endif %} | {% if entries[way].curve %}{{ published[way]|pct(1) }}{% else %}—（没有曲线）{% endif %} | {% if entries[way].scale is not none %}{{ entries[way].scale|decimals(4) }}{% else %}—{% endif %} | {{ used[way]|pct(1) }} | {{ (used[way] * sc.peak_flops / 1e12)|num(1) }} |
+# {% endfor %}
+#
+# {% if att_overridden %}本场景用 `attention_efficiency` 直接给定了注意力效率 {{ sc.attention_efficiency|pct(1) }}（前向、反向和 eager 相同），步长模型不读曲线，也不乘拟合系数。{% elif not curved %}{{ sc.gpu }} 所属的一代（{{ generation }}）没有记录已发表的注意力曲线，模型用一个固定的效率（前向 {{ used.forward|pct(1) }}、反向 {{ used.backward|pct(1) }}，来源：{{ entries.forward.source|code }}），不随序列长度变化。{% else %}{% if kind == "eager" %}本场景用 eager（不融合的）注意力：打分矩阵写回显存，前向与反向读同一条曲线（“标准注意力”那一条），在这个长度上是 flash kernel 前向效率（{{ flash_used[0]|pct(1) }}）的 {{ (used.forward / flash_used[0])|times(2) }}。{% else %}本场景用 flash 类 kernel，前向、反向各读一条曲线。{% if not own_family %}`{{ sc.attention_kernel }}` 指的 kernel 家族在这一代没有已发表的曲线，模型改用表里这一代 flash kernel 的曲线（见下面的来源原文）。{% endif %}{% endif %}{% if sc.context_parallel > 1 %}本场景 CP = {{ sc.context_parallel }}，每个 rank 的 kernel 只看到 {{ sc.seq_len|num }} ÷ {{ sc.context_parallel }} = {{ seq_rank|num }} 个 token 的查询块，所以读数取在这个长度上，而不是 seq_len 上。{% endif %}{% if beyond %}这个长度在已发表曲线的范围（{% for lo, hi in beyond_spans %}{{ lo|num }}–{{ hi|num }}{% if not loop.last %}、{% endif %}{% endfor %} token）之外，模型取曲线端点的值，不外推。{% endif %}{% if measured_on and measured_on != sc.gpu %}曲线是在 {{ measured_on }} 上测的{% if owner != generation %}（{{ generation }} 这一代没有自己的曲线，借用 {{ owner }} 的）{% endif %}，模型把它按“占峰值的比例”搬到本场景的 {{ sc.gpu }} 上：这是一个假设，不同的卡算力与带宽之比不同。{% endif %}{% if scale is not none %}拟合系数 {{ scale|decimals(4) }} 对这一代的前向、反向和 eager 曲线一视同仁，在每个长度上都乘同一个数：曲线的形状来自论文，只有高度是用已发表训练运行的步长拟合出来的（与 GEMM 的拟合系数一起，`make calibrate`）。{% if scale < 1 %}系数小于 1：在拟合用的那些运行里，只按论文曲线算，注意力的时间偏短。{% else %}系数不小于 1：在拟合用的那些运行里，只按论文曲线算，注意力的时间偏长。{% endif %}这个系数吸收的是模型没有单独数、又和注意力时间一起变化的一切：论文基准测的是固定形状的单个 kernel，训练里却有变长文档、GQA 的布局、RoPE、dropout 之类模型没有计入的操作，以及其他部分的误差。所以它不是某个 kernel 的实测效率，而是让步长模型在已发表运行上对得上的系数。{% else %}这一代没有拟合系数，模型直接用曲线的读数。{% endif %}{% endif %}
+#
+# {% if curved and not att_overridden %}下图中圆点是论文的数据点，点线是模型在点之间按 log(长度) 线性插值、在两端之外取端点值的曲线，实线是乘上拟合系数之后模型实际用的效率，星号是本场景的读数。{% for way in shown_ways %}{% if kind == "eager" %}前向与反向{% elif way == "forward" %}前向{% else %}反向{% endif %}用的曲线（来源原文）：{{ curve_source[way]|code }}。{% endfor %}{% endif %}
+
+# %% tags=["remove-input"]
+if curved and not att_overridden:
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, ax = plt.subplots()
+    lo_x = min(256, seq_rank / 2, *(lo for lo, _ in spans.values()))
+    hi_x = max(32768, 2 * seq_rank, *(hi for _, hi in spans.values()))
+    grid = np.geomspace(lo_x, hi_x, 300)
+    for j, way in enumerate(shown_ways):
+        e = curved[way]
+        name = "forward and backward" if kind == "eager" else way
+        xs, ys = zip(*e.curve)
+        ax.plot(xs, 100 * np.array(ys), "o", color=colors[j], ms=5,
+                label=f"{name}: published points (% of {measured_on} peak)")
+        ax.plot(grid, 100 * np.array([attention_kernels.interpolate(e.curve, x) for x in grid]), ":",
+                color=colors[j], lw=1)
+        ax.plot(grid, 100 * np.array([e.at(x) for x in grid]), "-", color=colors[j], lw=1.5,
+                label=f"{name}: the model's efficiency" + (f" (x {e.scale:.4f}, fitted)" if e.scale else ""))
+        ax.plot([seq_rank], [100 * used[way]], "*", color="black", ms=13, zorder=5,
+                label="this scenario" if j == 0 else None)
+    ax.axvline(seq_rank, color="grey", lw=0.8, ls="--")
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("tokens per CP rank (seq_len / CP)")
+    ax.set_ylabel("attention efficiency (% of the dense peak)")
+    ax.set_title(f"Attention kernel efficiency vs length: {generation}, attention_kernel: {sc.attention_kernel}")
+    ax.legend(fontsize=7, loc="upper left")
+    plt.show()
+
+# %% [markdown]
 # ## 本节要点
 #
 # - 注意力核心每层前向是 4·s²·d，d 是注意力宽度（通常是头数 × 每头宽度），不一定等于 hidden size；模型 FLOPs 按 3 倍前向计。本场景按{{ words.convention(att.convention) }}数，d = {{ sc.attention_dim|num }}，有 {{ sc.num_full_attention_layers }} 个全注意力层。
@@ -770,6 +844,7 @@ lowest_quoted = min(COURSE_TABLE.values(), key=lambda q: course.number(q[2]))[2]
 # {% elif lin is not none %}
 # - 本场景的 {{ lin.layers }} 层线性注意力因头宽度未知没有计入（见第 1 节库的说明）。
 # {% endif %}
+# - 注意力 kernel 的效率：{% if att_overridden %}本场景用 `attention_efficiency` 给定为 {{ sc.attention_efficiency|pct(1) }}，不读曲线。{% elif curved %}步长模型在每个 CP rank 的长度 {{ seq_rank|num }} 处读已发表的 kernel 曲线{% if scale is not none %}，乘以拟合系数 {{ scale|decimals(4) }}{% endif %}，前向 {{ used.forward|pct(1) }}、反向 {{ used.backward|pct(1) }}（第 9 节）。{% else %}{{ generation }} 这一代没有已发表的曲线，用固定值：前向 {{ used.forward|pct(1) }}、反向 {{ used.backward|pct(1) }}（第 9 节）。{% endif %}
 # - FlashAttention 的反向有 5 个矩阵乘（重算 QKᵀ），是前向的 {{ sp.sstr(kappa_flash) }} 倍；重算只进硬件 FLOPs，不进模型 FLOPs。
 # - {{ model_name }} 的真实注意力宽度是 {{ shape.num_heads }} × {{ shape.head_dim }} = {{ shape.attention_dim|num }}，{% if shape.attention_dim != shape.hidden_size %}不是 hidden size {{ shape.hidden_size|num }}。{% else %}恰好等于 hidden size。{% endif %}
 # - 各家数法（full / causal、3 倍 / 3.5 倍）的乘积最多相差 {{ spread|float|decimals(2) }} 倍；Megatron-LM 按 causal 数{% if sc.batching == "padded" %}，定长模式还把补齐的槽位算作运算{% else %}，packed 模式用真实长度{% endif %}。报数时必须写明数法。

@@ -31,16 +31,19 @@ overrides = {}  # 单个键的覆盖，例如 {"gpu": "H100-SXM"}
 import sympy as sp
 
 from costmodel import course
-from costmodel.derive import roofline
+from costmodel.derive import plain, roofline
 from costmodel.derive.symbols import k_dim, m, n
-from costmodel.evaluate.simulate import gemms
-from costmodel.inputs import hardware
+from costmodel.evaluate.simulate import compute_time, gemms
+from costmodel.inputs import efficiency, gemm_efficiency, hardware
+from costmodel.inputs.attention_kernels import KIND
+from costmodel.inputs.gemm_efficiency import K_OVERHEAD
 from costmodel.present import display as d
 from costmodel.present import words
 
 sc, acc = d.load(scenario_file, overrides)
 balance = acc["machine_balance"]  # the scenario's peak / HBM bandwidth, FLOP per byte
 is_moe = sc.num_experts > 0
+kernel_kind = KIND[sc.attention_kernel]  # flash or eager, whichever family the key names
 own = bool(sc.changed)  # a team's scenario, not the course's
 
 # %% [markdown]
@@ -93,7 +96,7 @@ table_balance = hardware.GPUS[sc.gpu].balance
 # %% [markdown]
 # ## 3. 把模型的真实算子放到 roofline 上
 #
-# 取本场景模型（课程场景下即 Qwen3.6-35B-A3B）的**全部**矩阵乘，在 micro batch 1 和 4 下各算一次运算强度（这两个取值是本页固定的对照，与场景的 `micro_batch` 无关；第 4 节的 MFU 用的才是场景自己的运行）。这张 GEMM 表与 06、08、10 用的是同一份（`costmodel.evaluate.simulate.gemms.model_gemms`，命令行 `costmodel gemms`），宽度来自模型的真实 config（场景没有 config、结构键也不是课程模型时，由场景的键构造，假设写在来源里）：
+# 取本场景模型（课程场景下即 Qwen3.6-35B-A3B）的**全部**矩阵乘，在 micro batch 1 和 4 下各算一次运算强度（这两个取值是本页固定的对照，与场景的 `micro_batch` 无关；第 5 节的 MFU 用的才是场景自己的运行）。这张 GEMM 表与 06、08、10 用的是同一份（`costmodel.evaluate.simulate.gemms.model_gemms`，命令行 `costmodel gemms`），宽度来自模型的真实 config（场景没有 config、结构键也不是课程模型时，由场景的键构造，假设写在来源里）：
 #
 # - **注意力投影**：标准注意力把 Q、K、V 融合成一个 GEMM，n = (query 头数，有输出门时 × 2 + 2 × KV 头数) × head_dim；GQA 的 KV 头比 query 头少，n 也就比 3 × hidden 小。MLA（如 DeepSeek-V3）换成 q_a / q_b、kv_a / kv_b 几个低秩投影。然后是注意力输出投影。
 # - **gated DeltaNet 线性注意力层**的输入、输出投影（模型有这种层时；层内的递推本身不是 GEMM，不在表里，见 05）。
@@ -168,7 +171,7 @@ source_parts = list(dict.fromkeys(part for op in first for part in op["source"].
 # | {{ op_label(op) }} | [{{ op.m|num }}, {{ op.k|num }}] × [{{ op.k|num }}, {{ op.n|num }}] | {{ op.layers }}{% if op.uses_per_token != 1 %} × {{ op.uses_per_token }}{% endif %} | {{ share_text(fwd[op.key] / fwd_total) }} |{% for b in BATCHES %} {{ by_key[b][op.key].intensity|num(1) }} |{% endfor %} {{ BOUND[op.bound] }} |{% for name, peak, bw in roofs %} {{ (roofline.attainable_flops(op.intensity, peak, bw) / peak)|pct(0) }} |{% endfor %}
 # {% endfor %}
 #
-# {% if "qkv" in by_key[BATCHES[0]] %}融合 Q/K/V 的 n = {{ qkv.n|num }}，是 hidden（{{ qkv.k|num }}）的 {{ (qkv.n / qkv.k)|num(2) }} 倍；库里这一行的名字写明了头数：{{ qkv.name|code }}。{% endif %}{% if packed %}本场景把样本打包（packed）：注意力按文档计算，一个 token 平均与 Σs²/D = {{ per_token|num }} 个位置做注意力（Σs² 取自 {{ sc.sum_squared_lengths_from|code }}）{% if (core_scale - 1)|abs < 1e-9 %}，与 S 相同：文档都和一条序列一样长，折算不改变注意力核心的份额。{% else %}，不是 S = {{ sc.seq_len|num }}；表中注意力核心两行的 FLOPs 占比已按此折算，形状和强度仍按一条 S 长的序列列出（文档更短时强度略低，上限仍是 d_h）。{% endif %}{% endif %}注意力核心两行的强度按 s × s 的分数矩阵经 HBM 写出再读回计算（不融合的写法）{% if sc.attention_kernel == "flash" %}；本场景的 attention_kernel 是 flash，分数块留在片上，这两行实际的 HBM 流量更少、强度更高，表中对它们的“受限于”判断偏保守。{% else %}。{% endif %}{% if empty %}库的 GEMM 表里 {{ empty|join("、") }} 的宽度为 0（场景没有给出这些投影的宽度），表中略去。{% endif %}形状来源（库的原话）：{{ source_parts|join("; ")|code }}。
+# {% if "qkv" in by_key[BATCHES[0]] %}融合 Q/K/V 的 n = {{ qkv.n|num }}，是 hidden（{{ qkv.k|num }}）的 {{ (qkv.n / qkv.k)|num(2) }} 倍；库里这一行的名字写明了头数：{{ qkv.name|code }}。{% endif %}{% if packed %}本场景把样本打包（packed）：注意力按文档计算，一个 token 平均与 Σs²/D = {{ per_token|num }} 个位置做注意力（Σs² 取自 {{ sc.sum_squared_lengths_from|code }}）{% if (core_scale - 1)|abs < 1e-9 %}，与 S 相同：文档都和一条序列一样长，折算不改变注意力核心的份额。{% else %}，不是 S = {{ sc.seq_len|num }}；表中注意力核心两行的 FLOPs 占比已按此折算，形状和强度仍按一条 S 长的序列列出（文档更短时强度略低，上限仍是 d_h）。{% endif %}{% endif %}注意力核心两行的强度按 s × s 的分数矩阵经 HBM 写出再读回计算（不融合的写法）{% if kernel_kind == "flash" %}；本场景的 attention_kernel 是 {{ sc.attention_kernel }}（flash 类 kernel），分数块留在片上，这两行实际的 HBM 流量更少、强度更高，表中对它们的“受限于”判断偏保守。{% else %}。{% endif %}{% if empty %}库的 GEMM 表里 {{ empty|join("、") }} 的宽度为 0（场景没有给出这些投影的宽度），表中略去。{% endif %}形状来源（库的原话）：{{ source_parts|join("; ")|code }}。
 
 # %% tags=["remove-input"]
 import matplotlib.pyplot as plt
@@ -213,7 +216,7 @@ vector = [op for op in first if op["weights"] and min(op["k"], op["n"]) <= 1]
 matrix = [op for op in first if op["weights"] and op not in vector]
 lowest = min(matrix, key=lambda op: op["intensity"]) if matrix else None
 core_memory = [op for op in memory if not op["weights"]]
-flash_note = bool(core_memory) and sc.attention_kernel == "flash"
+flash_note = bool(core_memory) and kernel_kind == "flash"
 gates = [op for op in vector if op["key"] == "shared_expert_gate"]
 lowest_balance = min(g.balance for g in hardware.GPUS.values())
 
@@ -221,7 +224,127 @@ lowest_balance = min(g.balance for g in hardware.GPUS.values())
 # {% for name, below in below_by_roof %}{% if below %}在 {{ name }} 上，micro batch {{ BATCHES[0] }} 时低于平衡点的是：{{ labels(below) }}{% else %}在 {{ name }} 上，micro batch {{ BATCHES[0] }} 时表里的 {{ first|length }} 个矩阵乘全都高于平衡点{% endif %}{% if not loop.last %}；{% endif %}{% endfor %}。课程说 micro batch = 1 时很多算子的运算强度会掉到平衡点附近甚至以下。按这张表，在 {{ sc.gpu }}（平衡点 {{ balance|num(1) }}）上 micro batch {{ BATCHES[0] }} 时，{{ first|length }} 个矩阵乘里受带宽限制的{% if memory %}有 {{ memory|length }} 个（{{ labels(memory) }}，FLOPs 占比 {{ share_text(memory_share) }}）{% else %}一个也没有{% endif %}；把“附近”算作平衡点的 2 倍以内，{% if near %}另有 {{ near|length }} 个（{{ labels(near) }}）{% else %}没有再多出一个{% endif %}{% if flash_note %}（注意力核的行按分数矩阵写回显存算；本场景用 flash kernel，分数留在片上，它们实际不受显存带宽限制）{% endif %}{% if lowest %}；{% if vector %}除只输出 1 列的矩阵-向量乘外，{% endif %}权重 GEMM 中强度最低的是“{{ op_label(lowest) }}”，{{ lowest.intensity|num(1) }}，是平衡点的 {{ (lowest.intensity / balance)|times(1) }}{% endif %}{% if near_share >= 0.5 %}。所以就本模型的矩阵乘而言，课程这句话成立：过半的 FLOPs 落在平衡点 2 倍以内或以下。{% elif not memory and not near %}。所以就本模型的矩阵乘而言，课程这句话不成立：在这张卡上它们都在平衡点的 2 倍以上；这句话更适合描述表外那些没有权重复用的算子。{% else %}。所以就本模型的矩阵乘而言，课程这句话只对上面列出的 {{ memory|length + near|length }} 个成立（FLOPs 占比合计 {{ share_text(near_share) }}）；这句话更适合描述表外那些没有权重复用的算子。{% endif %}{% for gate in gates %}共享专家的 gate 是 [M, {{ gate.k|num }}] × [{{ gate.k|num }}, 1]：输出只有 1 列，实际是矩阵-向量乘，强度 {{ gate.intensity|num(1) }} FLOP/byte，{% if gate.intensity < lowest_balance %}低于表中每一张 GPU 的平衡点、与 micro batch 无关，是**受带宽限制**的；{% else %}在 {{ sc.gpu }} 上受{{ BOUND[gate.bound] }}限制；{% endif %}它的 FLOPs 占比只有 {{ share_text(fwd[gate.key] / fwd_total) }}，耗时却是把 M × hidden 的激活再读一遍。{% endfor %}同一组算子，平衡点低的卡上更容易受算力限制，平衡点高的卡上更容易受带宽限制。micro batch 从 {{ BATCHES[0] }} 到 {{ BATCHES[-1] }} 只移动权重矩阵乘的点，而且行数已大时移动得很少（见 06）；注意力核心的强度被每头宽度封顶，不随 micro batch 变。图上看不到的是没有权重复用的算子（norm、激活、残差加{% if is_moe %}、MoE 的 permute{% endif %}）：它们的强度至多在 1 FLOP/byte 上下（残差加低到多少，后面的练习会算出来；permute 只搬数据，强度为 0），在表中任何一张卡上都受带宽限制。roofline 只给出上限：一个算子在平衡点之上，只说明带宽不是瓶颈，并不保证它真能跑到峰值。
 
 # %% [markdown]
-# ## 4. 课程的“典型 MFU”表，以及本场景落在哪里
+# ## 4. 同一批权重 GEMM，按形状能跑到峰值的几成
+#
+# 第 3 节说过，roofline 只给出上限：一个矩阵乘在平衡点之上，说明带宽不是瓶颈，却不说明它能跑到峰值的几成。步长模型给每个权重 GEMM 一个按形状算的效率（`costmodel.inputs.gemm_efficiency`，`costmodel gemms` 最后一列就是它），算的是 GEMM kernel 怎么干活：
+#
+# - **tile 量化**：kernel 把 m × n 的输出切成 Tm × Tn 的 tile，每个 SM 一次算一块。m 不是 Tm 的整数倍时，最后一排 tile 有一部分是空的，空的部分照样占用时间。只有几十行的 GEMM，tile 里往往有一大块是空的。
+# - **wave 量化**：所有 tile 按 SM 个数分批（wave）执行。tile 数比 SM 个数的整数倍多出一块，就要多跑一整轮；tile 数少于 SM 个数时，一部分 SM 整轮闲着。
+# - **尺寸爬坡**：每个 tile 除了自己的 k 还要多付一段固定的流水线开销（相当于多算 `K_OVERHEAD` 个 k），每个 kernel 还有与 FLOPs 无关的固定时间（`FIXED_SECONDS`）。k 短、tile 少的 GEMM 主要花在这两样上。
+#
+# 于是一个 GEMM 的效率 = 大 GEMM 的效率 × tile 填充率 × wave 填充率 × k/(k + K_OVERHEAD) × 忙碌时间占比，kernel 在它的 tile 列表里选耗时最短的那种 tile。{% if is_moe %}路由专家的 GEMM 是一个 grouped GEMM：一张卡上 E/EP 个专家的 tile 合在一起分 wave，所以专家多时 wave 能填满，但每个专家自己那排 tile 的空位还在。{% endif %}下表用的是场景自己的 micro batch（{{ sc.micro_batch }}），与步长模型一致（第 3 节的表固定用 micro batch 1 和 4）。
+
+# %%
+eff = efficiency.efficiencies(sc.values)
+shaped = compute_time.row_efficiencies(sc)  # what the step time uses, by row key
+rows = []
+for key, m_, n_, k_ in gemms.weight_shapes(sc):
+    if not (m_ and n_ and k_):
+        continue  # a row of zero width, as in section 3
+    peak, bandwidth, large, e_m, beta = compute_time.gemm_rates(sc, eff, key)
+    groups = compute_time.gemm_count(sc, sc.shape, key) if key.startswith("expert_") else 1
+    parts = gemm_efficiency.breakdown(m_, n_, k_, sc.gpu, large, groups, peak)
+    # the step time's two roofline terms of the row (it takes the larger): compute, memory
+    terms = plain.gemm_seconds(m_, n_, k_, peak, bandwidth, shaped[key], e_m, beta, lambda *t: t)
+    rows.append({"key": key, "m": m_, "n": n_, "k": k_, "groups": groups, "large": large,
+                 "peak": peak, "fp8": beta == 1, "used": shaped[key], "compute_over_memory": terms[0] / terms[1], **parts})
+
+# %% tags=["remove-input"]
+FACTORS = {"tile_fill": "tile 量化", "wave_fill": "wave 量化", "k_share": "k 太短",
+           "busy_share": "固定时间"}  # what each factor of the breakdown stands for
+row_names = {op["key"]: op for op in listed[BATCHES[0]]}
+
+
+def gemm_label(row):
+    return ZH.get(row["key"], row_names[row["key"]]["name"] if row["key"] in row_names else row["key"])
+
+
+def rows_text(x):
+    """Rows of a GEMM: whole numbers grouped; under 10 (a fraction of a row per expert on average),
+    three significant digits."""
+    return d.num(x) if x >= 10 else f"{x:.3g}"
+
+
+def gemm_labels(picked):
+    return "、".join(f"“{gemm_label(r)}”" for r in picked)
+
+
+def limiter(row):
+    """The factor that costs the row most (the smallest), with its name."""
+    return min(FACTORS, key=lambda f: row[f])
+
+
+overridden = sc.gemm_efficiency is not None
+assert overridden or all(abs(r["efficiency"] - r["used"]) <= 1e-9 * r["used"] for r in rows)
+experts = [r for r in rows if r["key"].startswith("expert_")]
+thin = [r for r in rows if min(r["n"], r["k"]) <= 1]  # matrix-vector: a single output column
+wide = [r for r in rows if r not in thin]
+slowest = min(wide, key=lambda r: r["efficiency"]) if wide else None
+fastest = max(wide, key=lambda r: r["efficiency"]) if wide else None
+wide_experts = [r for r in experts if r in wide]
+experts_slowest = bool(wide_experts) and slowest in wide_experts
+larges = sorted({r["large"] for r in rows})
+limits = sorted({("gemm_fp8" if r["fp8"] else "gemm", r["large"]) for r in rows})  # (parameter, value)
+compute_rows = [r for r in rows if r["compute_over_memory"] >= 1]
+memory_rows = [r for r in rows if r not in compute_rows]
+sm_count = gemm_efficiency.sms(sc.gpu)
+
+# %% [markdown]
+# **本场景的权重 GEMM：形状与效率（{{ sc.gpu }}，{{ sm_count }} 个 SM；效率是占该 GEMM 所用峰值的比例）**
+#
+# | GEMM | m | n | k | 每卡专家数（grouped） | tile | tile 数 / wave 数 | tile 填充率 | wave 填充率 | k/(k+{{ K_OVERHEAD }}) | 忙碌时间占比 | 效率 | 主要损失 | 算力项 ÷ 带宽项 |
+# |---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+# {% for r in rows %}
+# | {{ gemm_label(r) }} | {{ rows_text(r.m) }} | {{ r.n|num }} | {{ r.k|num }} | {% if r.key.startswith("expert_") %}{{ r.groups|num }}{% else %}—{% endif %} | {{ r.tile[0] }} × {{ r.tile[1] }} | {{ r.tiles|num }} / {{ r.waves|num }} | {{ r.tile_fill|pct(1) }} | {{ r.wave_fill|pct(1) }} | {{ r.k_share|pct(1) }} | {{ r.busy_share|pct(1) }} | {{ r.efficiency|pct(1) }} | {{ FACTORS[limiter(r)] }} | {{ r.compute_over_memory|times(2) }} |
+# {% endfor %}
+#
+# {% if overridden %}本场景用 `gemm_efficiency` 把每个 GEMM 的效率都定为 {{ sc.gemm_efficiency|pct(1) }}，步长模型不再按形状折算；表里的效率是以它为大 GEMM 极限、按形状本来会得到的值，只供对照。{% else %}表中的效率就是步长模型用的值（与 `costmodel gemms` 的最后一列相同）。大 GEMM 的效率（所有 tile 和 wave 都填满、k 很长时的极限）是 {% for name, x in limits %}`{{ name }}` {{ x|pct(1) }}{% if not loop.last %}、{% endif %}{% endfor %}（{{ sc.gpu }} 所属一代的值，见 docs/conventions.md）。{% endif %}{% if slowest %}{% if thin %}除只输出 1 列的矩阵-向量乘外，{% endif %}效率最高的是“{{ gemm_label(fastest) }}”，{{ fastest.efficiency|pct(1) }}；最低的是“{{ gemm_label(slowest) }}”，{{ slowest.efficiency|pct(1) }}，最大的一项损失是“{{ FACTORS[limiter(slowest)] }}”（{{ slowest[limiter(slowest)]|pct(1) }}）。{% endif %}{% if wide_experts %}路由专家的 GEMM 每个专家 {{ rows_text(experts[0].m) }} 行，效率 {% for r in wide_experts %}{{ r.efficiency|pct(1) }}{% if not loop.last %}、{% endif %}{% endfor %}{% if experts_slowest %}，是本场景矩阵-矩阵 GEMM 里最慢的。{% else %}，不是本场景矩阵-矩阵 GEMM 里最慢的。{% endif %}{% elif not experts %}本场景是稠密模型，没有路由专家的 grouped GEMM。{% endif %}{% for r in thin %}“{{ gemm_label(r) }}”的 {% if r.n <= 1 %}n{% else %}k{% endif %} 只有 1，最大的一项损失是“{{ FACTORS[limiter(r)] }}”（{{ r[limiter(r)]|pct(1) }}），效率 {{ r.efficiency|pct(1) }}。{% endfor %}步长模型给每个 GEMM 取 roofline 的两项中较大的一项：算力项 2mnk ÷ (效率 × 峰值)，带宽项 β(mk + kn + mn) ÷ (HBM 效率 × 带宽)。{% if compute_rows|length == rows|length %}本场景每个 GEMM 都是算力项更大，所以表中的效率直接决定它们的时间。{% elif compute_rows %}本场景按算力项计时的有 {{ compute_rows|length }} 个，效率直接决定它们的时间；按带宽项计时的是{{ gemm_labels(memory_rows) }}，效率再低也不改变它们的时间。{% else %}本场景每个 GEMM 都是带宽项更大，表中的效率不改变它们的时间。{% endif %}
+
+# %% tags=["remove-input"]
+biggest_row = max(rows, key=lambda r: 2 * r["m"] * r["n"] * r["k"] * r["groups"])
+sweeps = [biggest_row] + [r for r in experts[:1] if r is not biggest_row]
+top = max(r["m"] for r in rows)
+m_grid = np.geomspace(1, max(4 * top, 65536), 400)
+fig, ax = plt.subplots(figsize=(9, 5))
+for j, r in enumerate(sweeps):
+    curve_m = gemm_efficiency.efficiency(m_grid, r["n"], r["k"], sc.gpu, large=r["large"], groups=r["groups"],
+                                         peak=r["peak"], minimum=np.minimum)
+    label = f"sweep of m: {r['key']} (n={r['n']:,.0f}, k={r['k']:,.0f}" + (
+        f", {r['groups']:g} experts grouped)" if r["key"].startswith("expert_") else ")")
+    ax.plot(m_grid, 100 * curve_m, color="black", ls=["-", "-."][j], lw=1.2, label=label)
+for i, r in enumerate(rows):
+    ax.plot([r["m"]], [100 * r["efficiency"]], "o", color=palette[i % len(palette)], ms=7, mec="black",
+            mew=0.6, zorder=4, label=f"{r['key']} (m={r['m']:,.0f})")
+for x in larges:
+    ax.axhline(100 * x, color="grey", ls="--", lw=1)
+ax.plot([], [], color="grey", ls="--", lw=1, label="large-GEMM efficiency (the limit)")
+ax.set_xscale("log")
+ax.set_ylim(0, 100)
+ax.set_xlabel("m (rows of the GEMM, per expert for a grouped GEMM)")
+ax.set_ylabel("efficiency (% of the peak)")
+ax.set_title(f"GEMM efficiency by shape on {sc.gpu} ({sm_count} SMs): the scenario's weight GEMMs")
+ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+plt.show()
+
+# %% tags=["remove-input"]
+skinny_m = min(tm for tm, _ in gemm_efficiency.TILES)  # rows: the smallest tile's height
+skinny_row = experts[0] if experts else biggest_row
+skinny = gemm_efficiency.breakdown(skinny_m, skinny_row["n"], skinny_row["k"], sc.gpu, skinny_row["large"],
+                                   skinny_row["groups"], skinny_row["peak"])
+odd = gemm_efficiency.breakdown(skinny_m + 1, skinny_row["n"], skinny_row["k"], sc.gpu, skinny_row["large"],
+                                skinny_row["groups"], skinny_row["peak"])
+few = range(1, 4 * skinny_m + 1)  # a few tile heights of rows
+few_mean = sum(gemm_efficiency.breakdown(x, skinny_row["n"], skinny_row["k"], sc.gpu, skinny_row["large"],
+                                         skinny_row["groups"], skinny_row["peak"])["efficiency"]
+               for x in few) / len(few)
+
+# %% [markdown]
+# 图中每个点是本场景的一个权重 GEMM，实线是把{% if sweeps|length > 1 %}最大的那个 GEMM（“{{ gemm_label(biggest_row) }}”）和路由专家的 GEMM（“{{ gemm_label(sweeps[1]) }}”）{% else %}最大的那个 GEMM（“{{ gemm_label(biggest_row) }}”）{% endif %}的 n、k 固定、只改变行数 m 得到的曲线。行数越少，曲线越低，而且呈锯齿状：m 刚越过 tile 高度的整数倍时，多出一排几乎空着的 tile；tile 总数刚越过 SM 个数的整数倍时，多出一轮几乎空着的 wave。
+#
+# 行数少的 GEMM 为什么慢：{% if experts %}MoE 把每个 token 只送到 top-k 个专家，一张卡上一个专家分到的行数约为 EP 组汇集的 token 数 × top-k ÷ 专家数；专家多、token 少时只有几十到几百行。{% else %}一个 GEMM 的行数是一张卡上一个 micro batch 的 token 数（CP 把序列切开，行数随之变少）；micro batch 小、序列短、切得细时，行数就少。{% endif %}以{% if experts %}本场景的路由专家 GEMM（“{{ gemm_label(skinny_row) }}”，n = {{ skinny_row.n|num }}，k = {{ skinny_row.k|num }}，一张卡 {{ skinny_row.groups|num }} 个专家合成一个 grouped GEMM）为例，若每个专家只有{% else %}本场景最大的 GEMM（“{{ gemm_label(skinny_row) }}”，n = {{ skinny_row.n|num }}，k = {{ skinny_row.k|num }}）为例（本场景是稠密模型，没有专家 GEMM，这里借它的 n、k 说明同一件事），若它只有{% endif %} {{ skinny_m }} 行（最小 tile 的高度{% if skinny.tile_fill > 0.9999 %}，恰好填满一排 tile{% endif %}），效率是 {{ skinny.efficiency|pct(1) }}（tile 填充率 {{ skinny.tile_fill|pct(1) }}、wave 填充率 {{ skinny.wave_fill|pct(1) }}、k/(k+{{ K_OVERHEAD }}) {{ skinny.k_share|pct(1) }}、忙碌时间占比 {{ skinny.busy_share|pct(1) }}）；{{ skinny_m + 1 }} 行时 tile 填充率是 {{ odd.tile_fill|pct(1) }}，效率 {{ odd.efficiency|pct(1) }}。行数在 1 到 {{ few|length }} 之间时，效率平均只有 {{ few_mean|pct(1) }}，是大 GEMM 效率 {{ skinny_row.large|pct(1) }} 的 {{ (few_mean / skinny_row.large)|times(2) }}{% if experts %}；本场景每个专家实际有 {{ rows_text(experts[0].m) }} 行，效率 {{ experts[0].efficiency|pct(1) }}{% endif %}。{% if experts %}grouped GEMM 把许多专家的 tile 放进同一批 wave，能减少 wave 量化的损失，却补不上每个专家自己那排 tile 里的空位，也省不掉每个 tile 的固定开销。{% endif %}行数少还意味着运算强度低（第 1 节：强度封顶在约 m FLOP/byte），在平衡点高的卡上会落到带宽限制一侧。{% if experts %}让每个专家分到更多行（更大的 EP 组、更大的 micro batch）{% else %}让 GEMM 有更多行（更大的 micro batch、更少的切分）{% endif %}通常能同时改善这两点。
+
+# %% [markdown]
+# ## 5. 课程的“典型 MFU”表，以及本场景落在哪里
 #
 # 课程给了一张参考坐标系（下表原样引用课程，都是 6ND 口径的 MFU；这些区间是课程的经验值，不是本库算出来的）。比较 MFU 时，模型形状、序列长度、GPU 和计数口径都要对齐才有意义。
 
@@ -283,7 +406,7 @@ ax.legend(fontsize=8, loc="lower right")
 plt.show()
 
 # %% [markdown]
-# ## 5. 对照课程的说法
+# ## 6. 对照课程的说法
 #
 # 课程在 06.6 和 06.7 里关于 roofline 有几句话：H20 的平衡点、micro batch 1 把算子推到平衡点附近、加大 micro batch 让强度成倍增长、H20 与 H100 的算力/带宽比，以及课程这次运行在典型 MFU 表里的位置。下表把每一句与本页按场景算出的数字并排放；场景不是课程的时，中间一列是你的数字，“出入”一列说明课程对它自己那次运行的说法放到你的场景上是否还成立。
 
@@ -329,6 +452,7 @@ run_fits = nearest is not None and lo_n <= mfu <= hi_n
 # - H20 的平衡点 {{ h20.balance|num(1) }} FLOP/byte，H100-SXM 为 {{ h100.balance|num(1) }}，比值约 1/{{ (1 / ratio)|decimals(0) }}；本场景的 {{ sc.gpu }} 为 {{ balance|num(1) }}。
 # - {% for name, below in below_by_roof %}{% if below %}在 {{ name }} 上，micro batch {{ BATCHES[0] }} 时低于平衡点的是：{{ labels(below) }}{% else %}在 {{ name }} 上，micro batch {{ BATCHES[0] }} 时表里的 {{ first|length }} 个矩阵乘全都高于平衡点{% endif %}{% if not loop.last %}；{% endif %}{% endfor %}。
 # - 在 {{ sc.gpu }} 上 micro batch {{ BATCHES[0] }} 时，{{ first|length }} 个矩阵乘里受带宽限制的{% if memory %}有 {{ memory|length }} 个（{{ labels(memory) }}，FLOPs 占比 {{ share_text(memory_share) }}）{% else %}一个也没有{% endif %}{% if flash_note %}（注意力核的行按分数矩阵写回显存算；本场景用 flash kernel，分数留在片上，它们实际不受显存带宽限制）{% endif %}；课程说的“很多算子掉到平衡点附近或以下”，在本模型的矩阵乘里{% if near_share >= 0.5 %}成立。{% elif not memory and not near %}不成立。{% else %}只对少数几个成立。{% endif %}
+# - {% if wide %}按形状（tile 与 wave 量化、尺寸爬坡），本场景{% if thin %}除矩阵-向量乘外{% endif %}权重 GEMM 的效率在 {{ slowest.efficiency|pct(1) }}（{{ gemm_label(slowest) }}）到 {{ fastest.efficiency|pct(1) }}（{{ gemm_label(fastest) }}）之间，大 GEMM 的极限是 {% for x in larges %}{{ x|pct(1) }}{% if not loop.last %}、{% endif %}{% endfor %}{% if overridden %}（本场景的 `gemm_efficiency` 让步长模型不用这些值）{% endif %}；{% endif %}行数只有几个 tile 高度的 GEMM{% if experts %}（例如每个专家只分到几十行）{% endif %}，效率平均只有大 GEMM 的 {{ (few_mean / skinny_row.large)|times(2) }}（第 4 节的 1 到 {{ few|length }} 行）。
 # - {% if matrix %}micro batch {{ BATCHES[0] }} → {{ BATCHES[-1] }}，权重 GEMM 的强度涨到 {{ gains_text|safe }}，{% if lo_gain >= 0.875 * x4 %}接近{% elif hi_gain < 0.5 * x4 %}远不到{% else %}不到{% endif %}课程说的 ×{{ x4|decimals(0) }}。{% else %}本场景的权重 GEMM 都是矩阵-向量乘（k 或 n 只有 1），强度封顶在 1 FLOP/byte 以下，micro batch {{ BATCHES[0] }} → {{ BATCHES[-1] }} 几乎不改变它，课程说的 ×{{ x4|decimals(0) }} 在这里不成立。{% endif %}
 # - 本场景 MFU {{ mfu|pct }}：{% if nearest is none %}课程的表里没有与之对应的一行（序列长度介于前两行之间），按前两行推断，典型值应在 {{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}% 之间{% else %}按设置粗略归类，最接近课程表里的“{{ nearest[0] }}”（{{ (lo_n * 100)|decimals(0) }}%–{{ (hi_n * 100)|decimals(0) }}%）{% endif %}，{% if mfu < lo_n %}低于这个区间：同类设置下还有明显的提升空间，值得先查 padding、重算和通信（见 08）{% elif mfu > hi_n %}高于这个区间：也许这次运行确实调得比课程的经验值好，但先确认计数口径（是否误用了总参数、是否把注意力或重算算进了分子）{% else %}落在这个区间的{{ position }}：就这种形状和这张卡而言属于正常水平，但正常不等于没有优化空间{% endif %}。
 

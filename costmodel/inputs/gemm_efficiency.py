@@ -69,11 +69,17 @@ def gemm_time(m, n, k, sm_count: int, rate, groups=1, minimum=min):
     """Seconds of `groups` GEMMs of m x n x k in one kernel on `sm_count` SMs at `rate`
     FLOP/s for a full tile and wave (large x peak): the module's formula, the shortest tile."""
     best = None
-    for tm, tn in TILES:
-        waves = _ceil(groups * _ceil(m / tm) * _ceil(n / tn) / sm_count)
-        seconds = FIXED_SECONDS + waves * 2 * tm * tn * (k + K_OVERHEAD) * sm_count / rate
+    for tile in TILES:
+        seconds = _tile_seconds(tile, m, n, k, sm_count, rate, groups)
         best = seconds if best is None else minimum(best, seconds)
     return best
+
+
+def _tile_seconds(tile, m, n, k, sm_count, rate, groups):
+    """Seconds of the GEMMs in tiles of `tile` (Tm, Tn): the module's formula."""
+    tm, tn = tile
+    waves = _ceil(groups * _ceil(m / tm) * _ceil(n / tn) / sm_count)
+    return FIXED_SECONDS + waves * 2 * tm * tn * (k + K_OVERHEAD) * sm_count / rate
 
 
 def efficiency(
@@ -92,3 +98,30 @@ def efficiency(
         large = table.EFFICIENCIES[card.generation]["gemm_fp8" if fp8 else "gemm"].value
     seconds = gemm_time(m, n, k, sms(gpu), large * peak, groups, minimum)
     return 2 * m * n * k * groups / (peak * seconds)
+
+
+def breakdown(m: float, n: float, k: float, gpu: str, large: float, groups=1, peak=None) -> dict:
+    """Why `groups` GEMMs of m x n x k (numbers) run at `efficiency`'s value on `gpu` at the
+    large-GEMM efficiency `large` (`peak`: the GPU's dense BF16 peak by default): the tile the
+    kernel takes, its tiles and waves, and the four factors whose product with `large` is the
+    efficiency: `tile_fill` (the output's share of the tiles' area: tile quantization),
+    `wave_fill` (the tiles' share of the waves' SM slots: wave quantization), `k_share`
+    (k / (k + K_OVERHEAD)) and `busy_share` (the waves' share of the time, FIXED_SECONDS the
+    rest): the size ramp."""
+    peak = hardware.GPUS[gpu].bf16_flops if peak is None else peak
+    sm_count, rate = sms(gpu), large * peak
+    tile = min(TILES, key=lambda t: _tile_seconds(t, m, n, k, sm_count, rate, groups))
+    tm, tn = tile
+    tiles = groups * _ceil(m / tm) * _ceil(n / tn)
+    waves = _ceil(tiles / sm_count)
+    seconds = _tile_seconds(tile, m, n, k, sm_count, rate, groups)
+    return {
+        "tile": tile,
+        "tiles": tiles,
+        "waves": waves,
+        "tile_fill": m * n * groups / (tiles * tm * tn),
+        "wave_fill": tiles / (waves * sm_count),
+        "k_share": k / (k + K_OVERHEAD),
+        "busy_share": 1 - FIXED_SECONDS / seconds,
+        "efficiency": 2 * m * n * k * groups / (peak * seconds),
+    }

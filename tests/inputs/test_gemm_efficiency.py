@@ -131,3 +131,33 @@ def test_costmodel_gemms_shows_each_gemms_efficiency(capsys):
     core = next(line for line in text.splitlines() if line.startswith("attention core QK^T"))
     assert core.split()[-1] == "-"
     assert "efficiency: the fraction of the peak" in text
+
+
+def test_the_breakdown_of_a_gemm_that_fills_its_tiles_and_wave():
+    # 3072 x 1408 in 256 x 128 tiles: 132 tiles, one wave; only the ramp lowers it: k / (k + 88)
+    # and 45.56 us of the wave in 51.56 us
+    got = gemm_efficiency.breakdown(3072, 1408, 4096, "H100-SXM", LARGE)
+    assert got["tile"] == (256, 128) and got["tiles"] == 132 and got["waves"] == 1
+    assert got["tile_fill"] == 1 and got["wave_fill"] == 1
+    assert got["k_share"] == pytest.approx(4096 / 4184)
+    wave = _wave(256 * 128, 4096)
+    assert got["busy_share"] == pytest.approx(wave / (FIXED_SECONDS + wave))
+    assert got["efficiency"] == pytest.approx(0.6946, abs=5e-4)
+
+
+def test_the_breakdown_of_a_skinny_gemm_and_of_its_grouped_experts():
+    # 80 rows, 128 columns: one wave either way, so the smallest tile, 64 x 64: 2 x 2 tiles,
+    # 80 x 128 of their 4 x 64 x 64 elements (62.5%), on 4 of the 132 SMs
+    one = gemm_efficiency.breakdown(80, 128, 4096, "H100-SXM", LARGE)
+    assert one["tile"] == (64, 64) and one["tiles"] == 4 and one["waves"] == 1
+    assert one["tile_fill"] == pytest.approx(0.625) and one["wave_fill"] == pytest.approx(4 / 132)
+    # 33 such experts in one grouped kernel: 132 tiles fill the wave; the tiles stay 62.5% full
+    grouped = gemm_efficiency.breakdown(80, 128, 4096, "H100-SXM", LARGE, groups=33)
+    assert grouped["tile"] == (64, 64) and grouped["tiles"] == 132 and grouped["wave_fill"] == 1
+    assert grouped["tile_fill"] == pytest.approx(0.625)
+    for got, groups in ((one, 1), (grouped, 33)):
+        factors = got["tile_fill"] * got["wave_fill"] * got["k_share"] * got["busy_share"]
+        assert LARGE * factors == pytest.approx(got["efficiency"])
+        assert got["efficiency"] == pytest.approx(
+            efficiency(80, 128, 4096, "H100-SXM", large=LARGE, groups=groups)
+        )
