@@ -27,7 +27,9 @@ def source() -> str:
         "# ruff: noqa: E501\n\n\n"
         "def values() -> dict:\n"
         '    """The course\'s scenario file as the safe YAML loader reads it; a new dict (and\n'
-        '    new lists) at each call."""\n'
+        "    new lists) at each call.\n"
+        "    Size: one line per scenario key (the table is the course.yaml file).\n"
+        '    """\n'
         "    return {\n" + rows + "    }\n"
     )
 

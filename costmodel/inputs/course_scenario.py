@@ -7,7 +7,9 @@ tests/inputs/test_course_scenario.py fails when this file is stale."""
 
 def values() -> dict:
     """The course's scenario file as the safe YAML loader reads it; a new dict (and
-    new lists) at each call."""
+    new lists) at each call.
+    Size: one line per scenario key (the table is the course.yaml file).
+    """
     return {
         'name': 'Course: Qwen3.6-35B-A3B on 40 x H20',
         'activated_params': 3000000000.0,

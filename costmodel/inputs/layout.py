@@ -140,17 +140,12 @@ def dualpipe_allows(pp: int) -> bool:
 
 
 def check_ep_overlap(ep_overlap: str, shared_overlap: bool) -> None:
-    """moe_shared_expert_overlap only with ep_overlap none: Megatron-Bridge turns the shared
-    expert's overlap off with the all-to-all overlap of adjacent micro batches (its
-    communication-overlap guide: "disable shared expert overlap when using dispatch overlap"),
-    and under partial or dualpipe the all-to-all already hides behind that compute."""
+    """moe_shared_expert_overlap only with ep_overlap none: Megatron-Bridge's communication-
+    overlap guide turns it off under the dispatch overlap; under partial or dualpipe the
+    all-to-all already hides behind that compute."""
     if shared_overlap and ep_overlap != "none":
-        raise layout_error(
-            "moe_shared_expert_overlap",
-            True,
-            f"false with ep_overlap {ep_overlap} (the shared expert's overlap goes with "
-            "ep_overlap none)",
-        )
+        why = f"false with ep_overlap {ep_overlap} (the shared expert's overlap needs none)"
+        raise layout_error("moe_shared_expert_overlap", True, why)
 
 
 def ce_chunks_most(micro_batch: int, seq_len: int, cp: int) -> int:

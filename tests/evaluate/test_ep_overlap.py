@@ -166,7 +166,7 @@ def test_the_lever_turns_the_shared_expert_overlap_off_with_dualpipe(capsys):
         (
             ["moe_shared_expert_overlap=true", "ep_overlap=partial"],
             "moe_shared_expert_overlap: True is not allowed; expected false with ep_overlap "
-            "partial (the shared expert's overlap goes with ep_overlap none)",
+            "partial (the shared expert's overlap needs none)",
         ),
     ],
 )

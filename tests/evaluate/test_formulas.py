@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from costmodel.evaluate.memory import gpu_memory
-from costmodel.evaluate.simulate import compute_time, stage
+from costmodel.evaluate.simulate import compute_time, optimizer_step, stage
 
 
 def test_the_dispatch_keeps_numbers_numbers_and_arrays_arrays():
@@ -69,11 +69,13 @@ def test_the_optimizer_reads_its_shard_of_the_stage():
     sizes = dict(tensor_parallel=2, pipeline_parallel=2, expert_parallel=4, context_parallel=1)
     shape = _shape(experts=1600.0)
     sc = SimpleNamespace(**sizes, data_parallel=8, total_params=2000.0, zero_stage=0)
-    assert compute_time.optimizer_bytes(sc, shape) == 30 * (400 / 4 + 1600 / 16)
+    sc.optimizer_dtype, sc.main_params_dtype = "fp32", "fp32"  # Adam in FP32: 30 bytes a step
+    sc.num_mtp_layers = 0
+    assert optimizer_step.optimizer_bytes(sc, shape) == 30 * (400 / 4 + 1600 / 16)
     sc.zero_stage = 1
-    assert compute_time.optimizer_bytes(sc, shape) == 30 * (400 / 4 / 8 + 1600 / 16 / 2)
+    assert optimizer_step.optimizer_bytes(sc, shape) == 30 * (400 / 4 / 8 + 1600 / 16 / 2)
     sc.data_parallel = np.array([8, 16])  # the plan's layouts
-    assert compute_time.optimizer_bytes(sc, shape).tolist() == [
+    assert optimizer_step.optimizer_bytes(sc, shape).tolist() == [
         30 * (400 / 4 / 8 + 1600 / 16 / 2),
         30 * (400 / 4 / 16 + 1600 / 16 / 4),
     ]

@@ -149,7 +149,7 @@ def test_dualpipe_keeps_the_mirrored_stages_weights():
 def test_the_deepseek_scenario_still_fits_with_dualpipe(deepseek):
     got = run.memory(deepseek)
     assert got["in_flight"] == 16 + 1 and got["stage"] == "last"
-    assert got["total"] == pytest.approx(76.19e9, rel=1e-3) and got["fits"]
+    assert got["total"] == pytest.approx(74.84e9, rel=1e-3) and got["fits"]  # BF16 moments
 
 
 def test_another_pipeline_drops_the_split(deepseek):

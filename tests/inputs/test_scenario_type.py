@@ -158,6 +158,8 @@ COURSE_ORDER = (
     "count_mtp",
     "tensor_parallel",
     "pipeline_parallel",
+    "first_stage_layers",
+    "last_stage_layers",
     "context_parallel",
     "expert_parallel",
     "expert_tensor_parallel",

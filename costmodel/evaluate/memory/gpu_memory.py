@@ -57,15 +57,10 @@ MEMORY_SETTINGS = (
 
 
 def split_params(shape: ModelShape, sc: Scenario) -> dict[str, float]:
-    """Parameters of the scenario split as the layout divides them. A trained MTP layer of an
-    MoE model (in total_params where it is counted) holds a routed-expert layer like the
-    model's: its experts are split by EP as theirs are, not held whole on every GPU as dense
-    parameters (DeepSeek-V3's MTP module: 11.3 B expert parameters)."""
+    """Parameters of the scenario split as the layout divides them; the routed experts with
+    those of its trained MTP layers (stage.routed_experts)."""
     parts = shape.breakdown
-    experts = float(parts["routed_experts_total"])
-    if sc.num_mtp_layers and shape.is_moe and experts:
-        moe = sum(flag for flag in shape.moe_layer_flags)
-        experts += experts / moe * sc.num_mtp_layers
+    experts = stage.routed_experts(shape, sc.num_mtp_layers)
     embedding, head = float(parts["embedding"]), float(parts["lm_head"])
     dense = max(float(sc.total_params) - experts - embedding, 0.0)
     if not shape.tie_word_embeddings:

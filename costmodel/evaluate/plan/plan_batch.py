@@ -6,7 +6,7 @@ the search's batch from a batch of its own).
 Each piece calls the one formula: gemms.weight_shapes, compute_time.gemm_rates, gemm_count,
 shaped_efficiency and plain.gemm_seconds (the GEMM tables), `stage_bound` (the lower bounds),
 compute_time.layer_seconds, stage_runs and stage.stage_sum (the stage's sums),
-compute_time.optimizer_bytes and compute_parts (the compute without recompute, at ZeRO 0 and at
+optimizer_step.optimizer_bytes and compute_time.compute_parts (the compute without recompute, at ZeRO 0 and at
 ZeRO 1 or more), compute_time.recompute_seconds (the recompute parts), gpu_memory.stage_params,
 model_states, stage_phases and peak_bytes (the peaks). What a formula chooses by a branch on a
 number that is the same for a group of cores (a pipeline's size and schedules, the order of the
@@ -26,7 +26,7 @@ from costmodel.evaluate.memory import gpu_memory
 from costmodel.evaluate.memory.pipeline import schedule_flights
 from costmodel.evaluate.plan.plan_memory import ZERO_STAGES
 from costmodel.evaluate.plan.plan_space import Core, Recompute, Schedule, schedule_options
-from costmodel.evaluate.simulate import compute_time, stage
+from costmodel.evaluate.simulate import compute_time, optimizer_step, stage
 from costmodel.evaluate.simulate.gemms import weight_shapes
 from costmodel.inputs import attention_kernels
 
@@ -350,12 +350,13 @@ def _compute(ev, a, gemm, sums) -> list[dict]:
         kernel_launch_overhead=base.kernel_launch_overhead,
         optimizer_dtype=base.optimizer_dtype,
         main_params_dtype=base.main_params_dtype,
+        num_mtp_layers=base.num_mtp_layers,
     )
     bandwidth = base.hbm_bandwidth * ev.eff["hbm"].value
     out = []
     for zero in (0, 1):
         sc.zero_stage = zero
-        optimizer = compute_time.optimizer_bytes(sc, shape) / bandwidth
+        optimizer = optimizer_step.optimizer_bytes(sc, shape) / bandwidth
         out.append(compute_time.compute_parts(sc, shape, gemm, sums, bandwidth, optimizer)[0])
     return out
 

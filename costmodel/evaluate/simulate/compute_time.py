@@ -56,7 +56,7 @@ from typing import Any
 
 from costmodel.derive import numeric, plain
 from costmodel.evaluate.memory import gpu_memory
-from costmodel.evaluate.simulate import kernels, stage
+from costmodel.evaluate.simulate import kernels, optimizer_step, stage
 from costmodel.evaluate.simulate.gemms import weight_shapes
 from costmodel.evaluate.simulate.linear import linear_attention
 from costmodel.inputs import efficiency, gemm_efficiency, hardware
@@ -323,24 +323,6 @@ def _recompute_weights(sc: Scenario, sums: dict[str, float]) -> float:
     return pieces + sum(sums.get(f"{m}_gemm_forward", 0.0) for m in weights)
 
 
-def optimizer_bytes(sc: Scenario, shape: ModelShape) -> float:
-    """Adam's bytes on one GPU per step: its shard of the stage's parameters (elementwise: the
-    plan's sizes may be arrays over its layouts)."""
-    tp, pp, ep = sc.tensor_parallel, sc.pipeline_parallel, sc.expert_parallel
-    dp, cp = sc.data_parallel, sc.context_parallel
-    etp = getattr(sc, "expert_tensor_parallel", None)  # the plan's layouts: None, ETP = TP
-    experts = float(shape.breakdown["routed_experts_total"])
-    dense = max(float(sc.total_params) - experts, 0.0)
-    dense_gpu, experts_gpu = dense / (tp * pp), experts / ((tp if etp is None else etp) * pp * ep)
-    if sc.zero_stage >= 1:
-        dense_gpu /= dp * cp
-        # EDP: TP x CP x DP / (ETP x EP), DP x CP / EP without ETP (inputs.layout.expert_split)
-        edp = dp * cp // ep if etp is None else tp * cp * dp // (etp * ep)
-        experts_gpu /= stage.maximum(edp, 1)
-    per_param = plain.optimizer_step_bytes(sc.optimizer_dtype, sc.main_params_dtype)
-    return per_param * (dense_gpu + experts_gpu)
-
-
 def stage_sums(sc: Scenario, shape: ModelShape, eff: dict, gemm: dict[str, float]):
     """The most loaded stage's per-step seconds summed over its layers (each `layer_seconds` key, added
     one layer after another: evaluate.simulate.stage.stage_sum), its number of layers, and the attention
@@ -405,7 +387,9 @@ def compute(
     gemm = gemm_rows(sc, eff, shape) if gemm is None else gemm
     sums, layers, core_fwd, linear_fwd = staged or stage_sums(sc, shape, eff, gemm)
     bandwidth = sc.hbm_bandwidth * eff["hbm"].value
-    out, loss = assemble(sc, shape, gemm, sums, bandwidth, optimizer_bytes(sc, shape) / bandwidth)
+    out, loss = assemble(
+        sc, shape, gemm, sums, bandwidth, optimizer_step.optimizer_bytes(sc, shape) / bandwidth
+    )
     out["detail"] = {
         "gemm_forward_seconds_per_micro_batch": gemm,
         "stage_layers": layers,

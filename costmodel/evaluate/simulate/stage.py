@@ -80,6 +80,16 @@ def _kinds_of(shape: ModelShape, mtp: int) -> tuple[tuple[str, str, int], ...]:
     return tuple((mixer, mlp, n) for (mixer, mlp), n in counts.items())
 
 
+def routed_experts(shape: ModelShape, mtp: int) -> float:
+    """The routed experts' parameters: the model's layers' and those of its `mtp` trained MTP
+    layers (an MoE model's MTP layer holds a routed-expert layer like its layers: DeepSeek-V3's
+    11.3 B), split by EP as theirs are, not dense parameters on every GPU."""
+    experts = float(shape.breakdown["routed_experts_total"])
+    if mtp and shape.is_moe and experts:
+        experts += experts / sum(shape.moe_layer_flags) * mtp
+    return experts
+
+
 def stage_sizes(sc) -> dict[str, int] | None:
     """The layers of the first stage, of a middle one (PP > 2) and of the last (its MTP layers
     besides: Megatron-LM builds the MTP block on the last stage) where the scenario states an
