@@ -268,6 +268,7 @@ d.claims(rows, sc)
 # %% tags=["remove-input"]
 from costmodel.errors import CostModelError
 from costmodel.evaluate.sweep import sweep as grid_sweep
+from costmodel.inputs.fields import FIELDS
 from costmodel.present import words
 
 measured_only = {"step_time": None, "measured_tokens_per_s": None}  # the measured model's
@@ -276,7 +277,9 @@ try:  # each point's own predicted step
 except CostModelError:  # an N too far from the shape for a predicted step: the scenario's step
     sweep_base = sc
 predicted_base = sweep_base.step_time_from == "predicted"
-widths = sorted({max(256, round(sc.hidden_size * f / 256) * 256) for f in (0.5, 0.75, 1.5, 2, 3)})
+widest = FIELDS["hidden_size"].maximum  # the key's bound: a point past it is no scenario
+widths = sorted({min(widest, max(256, round(sc.hidden_size * f / 256) * 256))
+                 for f in (0.5, 0.75, 1.5, 2, 3)})
 hidden_axis = grid_sweep.parse_axis("hidden_size=" + ",".join(map(str, widths)))
 hidden_grid = grid_sweep.evaluate_grid(sweep_base, [hidden_axis])
 x = hidden_grid.extra

@@ -19,7 +19,7 @@
 # 6ND 数的是“每个参数对每个 token 做一次乘加”，也就是所有以权重为一侧的矩阵乘。注意力核心里的两个矩阵乘 QKᵀ 和 A·V 却不一样：两侧都是激活，没有一个参数参与，所以 N 里根本没有它们。短序列时这一项小到可以忽略；序列一长，它按长度的平方增长，会变成一步运算量里的大头。本节先推导它的大小，再看它在本场景里占多少；然后把“整块方阵还是只数下三角（full / causal）”与“普通实现还是 FlashAttention（eager / flash）”四种组合并排，找出你的训练框架日志用的是哪一种；最后和 PyTorch 的 FLOP 计数器对一次账，并把课程在这一节的说法逐条核对。
 
 # %% [markdown] tags=["lab-only"]
-# **换成你自己的场景。** 在 JupyterLab 里改下面的参数单元格。本节最常改的键是 `attention_flops`（full 或 causal）、`attention_kernel`（eager 或 flash）、`seq_len` 和 `batching`（padded 或 packed）。`scenario_file` 是一个 YAML 场景文件的路径：绝对路径，或相对于仓库根目录的路径（例如 `scenarios/llama-3.1-70b-512xH100.yaml`；在 notebook 所在的文件夹里能找到的相对路径优先）；`overrides` 覆盖单个键，例如 `{"attention_flops": "causal"}` 或 `{"step_time": 90}`。改完后重启内核并运行全部单元格（Kernel → Restart Kernel and Run All Cells）。
+# **换成你自己的场景。** 在 JupyterLab 里改下面的参数单元格。本节最常改的键是 `attention_flops`（full 或 causal）、`attention_kernel`（eager、flash，或写明 kernel 家族的 flash2、flash3、cudnn）、`seq_len` 和 `batching`（padded 或 packed）。`scenario_file` 是一个 YAML 场景文件的路径：绝对路径，或相对于仓库根目录的路径（例如 `scenarios/llama-3.1-70b-512xH100.yaml`；在 notebook 所在的文件夹里能找到的相对路径优先）；`overrides` 覆盖单个键，例如 `{"attention_flops": "causal"}` 或 `{"step_time": 90}`。改完后重启内核并运行全部单元格（Kernel → Restart Kernel and Run All Cells）。
 
 # %% tags=["parameters"]
 scenario_file = None  # 团队自己的 YAML 场景文件；None 表示课程场景
@@ -63,7 +63,8 @@ kind_of = attention_kernels.KIND  # what an attention_kernel value computes: fla
 #: samples).
 NO_SPLIT = {"tensor_parallel": 1, "pipeline_parallel": 1, "context_parallel": 1,
             "sequence_parallel": False, "cp_comm_type": "p2p", "virtual_pipeline": None,
-            "pipeline_schedule": "1f1b"}
+            "pipeline_schedule": "1f1b", "first_stage_layers": None, "last_stage_layers": None,
+            "expert_tensor_parallel": None}
 
 
 def resolve_unsplit(keys):

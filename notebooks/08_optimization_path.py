@@ -40,7 +40,7 @@ from costmodel.evaluate.levers import advice
 from costmodel.evaluate.simulate import gemms, run, step_time
 from costmodel.evaluate.plan import layouts
 from costmodel.formats import decimals, sig
-from costmodel.inputs import assumptions, hardware, models, scenario
+from costmodel.inputs import assumptions, attention_kernels, hardware, models, scenario
 from costmodel.present import display as d
 from costmodel.present import words
 from costmodel.present.advice_zh import note as advice_note
@@ -308,7 +308,7 @@ g_att = levers.amdahl(share_actual, k_att)
 readings = [("actual", share_actual), ("padded", share_padded)]
 linear = acc["linear_attention"]
 share_range = "–".join(course.figures()["attention_share_range"]["range"])
-if att["attention_kernel"] == "flash":
+if attention_kernels.KIND[att["attention_kernel"]] == "flash":  # flash2, flash3, cudnn too
     hw_att = att["actual"]["hardware_flops_per_step"]
     hw_share = hw_att / (acc["hardware_flops_per_step"] + hw_att
                          + ((linear or {}).get("hardware_flops_per_step") or 0))
@@ -404,7 +404,7 @@ import matplotlib.pyplot as plt
 
 mem = acc["memory"]
 alt = {}
-if sc.attention_kernel != "flash":
+if attention_kernels.KIND[sc.attention_kernel] != "flash":
     alt["flash"] = ("flash\nkernel", run.memory(sc.replace(attention_kernel="flash")))
 less = {"full": ("selective", "none"), "selective": ("none",), "none": ()}[sc.recompute]
 for policy, label in (("selective", "selective\nrecompute"), ("none", "recompute\noff")):

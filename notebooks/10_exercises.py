@@ -43,6 +43,7 @@ from costmodel.errors import CostModelError
 from costmodel.evaluate.simulate import gemms
 from costmodel.evaluate.simulate.run import memory as gpu_memory
 from costmodel.formats import decimals, short, sig
+from costmodel.inputs import attention_kernels
 from costmodel.present import display as d
 from costmodel.present import words
 from costmodel.present.advice_zh import note as advice_note
@@ -399,7 +400,7 @@ matmul_share = 1 - att_share - (lin_share or 0)
 largest = max(weight_rows, key=lambda g: g["forward_flops_per_token"])
 largest_share = (matmul_share * largest["forward_flops_per_token"]
                  / gemms.weight_flops_per_token(weight_rows))
-flash = sc.attention_kernel == "flash"
+flash = attention_kernels.KIND[sc.attention_kernel] == "flash"  # flash2, flash3, cudnn too
 
 # %% [markdown] tags=["solution"]
 # {% set capped_text -%}
