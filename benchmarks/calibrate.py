@@ -37,9 +37,7 @@ import importlib.util
 import itertools
 import json
 import math
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -451,15 +449,11 @@ def render_fitted(fits: dict[str, tuple[dict[str, float], int]]) -> str:
 
 
 def write_fitted(text: str, path: Path = FITTED_MODULE) -> None:
-    """Write the generated module atomically (a temporary file beside it, then a rename)."""
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=".fitted-", suffix=".py")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Write the generated module atomically, where the file there is one calibrate wrote
+    (costmodel.generate.write_generated, the generators' rule)."""
+    from costmodel.generate import write_generated
+
+    write_generated(path, text, FITTED_HEADER.split("\n", 1)[0], "fitted module")
 
 
 # ------------------------------------------------------------------------------ printing

@@ -32,15 +32,15 @@ on the same rows is not done twice.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from costmodel.generate import write_generated
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -362,21 +362,6 @@ def markdown(result: Result) -> str:
 
 
 # ------------------------------------------------------------------------------ writing
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file beside it and a rename (keeping the
-    file's permissions; a new file gets 0644)."""
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    try:
-        os.chmod(tmp, mode)
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def readme_block(text: str) -> str | None:
     """The text between README's markers (stripped), or None where they are missing."""
     found = re.search(re.escape(BEGIN) + r"(.*?)" + re.escape(END), text, flags=re.S)
@@ -410,12 +395,12 @@ def main(argv: list[str] | None = None) -> int:
     result = run()
     text = markdown(result)
     print(text)
-    write_atomic(OUTPUT, text)
+    write_generated(OUTPUT, text, GENERATED, "benchmarks/loso.md")
     readme = with_block(README.read_text(encoding="utf-8"), headline(result))
     if readme is None:
         print(f"README.md has no {BEGIN} ... {END} block: not written")
     else:
-        write_atomic(README, readme)
+        write_generated(README, readme, "", "README.md")  # the project's own, its block ours
     print(
         f"wrote {OUTPUT.relative_to(REPO)} and README.md's block; "
         f"{len(groups)} folds in {result.seconds:.0f} s"

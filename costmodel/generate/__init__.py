@@ -28,8 +28,10 @@ PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def write_generated(path: Path, text: str, header: str, what: str) -> bool:
-    """Write `text` to `path` atomically; returns whether the file changed. Refuses a file there
-    that does not begin with `header` (a generated `what` that this project's commands wrote)."""
+    """Write `text` to `path` atomically, keeping the file's permissions (a new file gets
+    0644); returns whether the file changed. Refuses a file there that does not begin with
+    `header` (a generated `what` that this project's commands wrote)."""
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
     if path.exists():
         old = path.read_text(encoding="utf-8")
         if not old.startswith(header):
@@ -41,6 +43,7 @@ def write_generated(path: Path, text: str, header: str, what: str) -> bool:
             return False
     handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, mode)
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
             out.write(text)
         os.replace(tmp, path)

@@ -154,14 +154,18 @@ def test_block_replacement_and_missing_markers():
     assert loso.with_block("no markers\n", "new") is None
 
 
-def test_write_atomic_keeps_the_mode(tmp_path):
+def test_a_generated_file_keeps_its_mode(tmp_path):
+    """costmodel.generate.write_generated, which loso.md, README's block and calibrate's fitted
+    module are written with: the file's permissions kept, a new one 0644, no temporary left."""
+    from costmodel.generate import write_generated
+
     path = tmp_path / "out.md"
-    path.write_text("old")
+    path.write_text("GEN old")
     path.chmod(0o640)
-    loso.write_atomic(path, "new")
-    assert path.read_text() == "new" and path.stat().st_mode & 0o777 == 0o640
+    assert write_generated(path, "GEN new", "GEN", "test file")
+    assert path.read_text() == "GEN new" and path.stat().st_mode & 0o777 == 0o640
     fresh = tmp_path / "fresh.md"
-    loso.write_atomic(fresh, "x")
+    write_generated(fresh, "GEN x", "GEN", "test file")
     assert fresh.stat().st_mode & 0o777 == 0o644
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.md", "out.md"]
 
