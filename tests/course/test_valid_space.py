@@ -120,6 +120,8 @@ ONE_GPU = {
     "expert_tensor_parallel": None,
     "pipeline_schedule": "1f1b",
     "virtual_pipeline": None,
+    "first_stage_layers": None,
+    "last_stage_layers": None,
 }
 
 
@@ -272,6 +274,12 @@ def valid_scenarios(draw) -> dict:
     data["virtual_pipeline"] = (
         draw(st.sampled_from(chunks)) if data["pipeline_schedule"] == "interleaved" else None
     )
+    # an uneven split (Megatron-LM's first and last stages) where the pipeline is not
+    # interleaved: c layers on the last stage and every middle one, the rest on the first
+    uneven = pp > 1 and data["pipeline_schedule"] != "interleaved" and draw(st.booleans())
+    per_stage = layers // pp
+    data["first_stage_layers"] = layers - per_stage * (pp - 1) if uneven else None
+    data["last_stage_layers"] = per_stage if uneven else None
     for key in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency", "router_skew"):
         data[key] = draw(st.one_of(st.none(), field(key)))
     data["kernel_launch_overhead"] = draw(field("kernel_launch_overhead", high=1e-3))
