@@ -846,7 +846,7 @@ possible = share_actual > 1 - 1 / target  # else no kernel is fast enough
 need = float(x_needed.subs({share: share_actual, g: target})) if possible else float("inf")
 
 # %% [markdown] tags=["solution"]
-# 本场景注意力份额 $f$ = {{ share_actual|pct(1) }}（{{ actual_text }}）。{% if possible %}要让整步快 {{ target|times }}，kernel 得快 **{{ need|times }}**；按场景假设的 {{ k_att|times(1) }}（{{ origin("attention_kernel_speedup")|safe }}），整步快 {{ g_att|times }}。{% else %}注意力完全免费也只到 {{ bound|times }}，哪个 kernel 都做不到 {{ target|times }}。{% endif %}门槛是 $f > 1 - 1/g$ = {{ (1 - 1 / target)|pct(1) }}（本场景{% if possible %}过了{% else %}没过{% endif %}）：$f$ 逼近门槛时分母 $f - 1 + 1/g$ 趋于 0，所需的倍数趋于无穷。份额越小的部分，优化它的回报递减得越快。
+# 本场景注意力份额 $f$ = {{ share_actual|pct(1) }}（{{ actual_text }}）。{% if possible %}要让整步快 {{ target|times }}，kernel 得快 **{{ need|times(3) }}**；按场景假设的 {{ k_att|times(1) }}（{{ origin("attention_kernel_speedup")|safe }}），整步快 {{ g_att|times }}。{% else %}注意力完全免费也只到 {{ bound|times }}，哪个 kernel 都做不到 {{ target|times }}。{% endif %}门槛是 $f > 1 - 1/g$ = {{ (1 - 1 / target)|pct(1) }}（本场景{% if possible %}过了{% else %}没过{% endif %}）：$f$ 逼近门槛时分母 $f - 1 + 1/g$ 趋于 0，所需的倍数趋于无穷。份额越小的部分，优化它的回报递减得越快。
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：micro batch 翻倍，显存里哪几项跟着翻倍？
