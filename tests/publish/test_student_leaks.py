@@ -42,9 +42,7 @@ def exercises(course, course_account):
 #: Figures that equal an exercise's answer by chance, each with the unit that tells them apart on
 #: the page where it shows (every occurrence there must carry it) and what it is. An entry no
 #: longer needed fails the tests (the figures moved): remove it.
-COINCIDENCES = {
-    ("04-2", "47.1"): (r"47\.1 s", "the index card's predicted step, not 04-2's rows per step"),
-}
+COINCIDENCES: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 def _excused(found, pages, used) -> list:
