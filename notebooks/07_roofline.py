@@ -250,7 +250,7 @@ for key, m_, n_, k_ in gemms.weight_shapes(sc):
                  "peak": peak, "fp8": beta == 1, "used": shaped[key], "compute_over_memory": terms[0] / terms[1], **parts})
 
 # %% tags=["remove-input"]
-FACTORS = {"tile_fill": "tile 量化", "wave_fill": "wave 量化", "k_share": "k 太短",
+FACTORS = {"tile_fill": "tile 量化", "wave_fill": "波次量化", "k_share": "k 太短",
            "busy_share": "固定时间"}  # what each factor of the breakdown stands for
 row_names = {op["key"]: op for op in listed[BATCHES[0]]}
 
@@ -339,7 +339,7 @@ few_mean = sum(gemm_efficiency.breakdown(x, skinny_row["n"], skinny_row["k"], sc
                for x in few) / len(few)
 
 # %% [markdown]
-# 图中每个点是本场景的一个权重 GEMM，实线是把{% if sweeps|length > 1 %}最大的那个 GEMM（“{{ gemm_label(biggest_row) }}”）和路由专家的 GEMM（“{{ gemm_label(sweeps[1]) }}”）{% else %}最大的那个 GEMM（“{{ gemm_label(biggest_row) }}”）{% endif %}的 n、k 固定、只改变行数 m 得到的曲线。行数越少，曲线越低，而且呈锯齿状：m 刚越过 tile 高度的整数倍时，多出一排几乎空着的 tile；tile 总数刚越过 SM 个数的整数倍时，多出一轮几乎空着的 wave。
+# 图中每个点是本场景的一个权重 GEMM，实线是把{% if sweeps|length > 1 %}最大的那个 GEMM（“{{ gemm_label(biggest_row) }}”）和路由专家的 GEMM（“{{ gemm_label(sweeps[1]) }}”）{% else %}最大的那个 GEMM（“{{ gemm_label(biggest_row) }}”）{% endif %}的 n、k 固定、只改变行数 m 得到的曲线。行数越少，曲线越低，而且呈锯齿状：m 刚越过 tile 高度的整数倍时，多出一排几乎空着的 tile；tile 总数刚越过 SM 个数的整数倍时，多出一轮几乎空着的 波次。
 #
 # 行数少的 GEMM 为什么慢：{% if experts %}MoE 把每个 token 只送到 top-k 个专家，一张卡上一个专家分到的行数约为 EP 组汇集的 token 数 × top-k ÷ 专家数；专家多、token 少时只有几十到几百行。{% else %}一个 GEMM 的行数是一张卡上一个 micro batch 的 token 数（CP 把序列切开，行数随之变少）；micro batch 小、序列短、切得细时，行数就少。{% endif %}以{% if experts %}本场景的路由专家 GEMM（“{{ gemm_label(skinny_row) }}”，n = {{ skinny_row.n|num }}，k = {{ skinny_row.k|num }}，一张卡 {{ skinny_row.groups|num }} 个专家合成一个 grouped GEMM）为例，若每个专家只有{% else %}本场景最大的 GEMM（“{{ gemm_label(skinny_row) }}”，n = {{ skinny_row.n|num }}，k = {{ skinny_row.k|num }}）为例（本场景是稠密模型，没有专家 GEMM，这里借它的 n、k 说明同一件事），若它只有{% endif %} {{ skinny_m }} 行（最小 tile 的高度{% if skinny.tile_fill > 0.9999 %}，恰好填满一排 tile{% endif %}），效率是 {{ skinny.efficiency|pct(1) }}（tile 填充率 {{ skinny.tile_fill|pct(1) }}、波次填充率 {{ skinny.wave_fill|pct(1) }}、k/(k+{{ K_OVERHEAD }}) {{ skinny.k_share|pct(1) }}、忙碌时间占比 {{ skinny.busy_share|pct(1) }}）；{{ skinny_m + 1 }} 行时 tile 填充率是 {{ odd.tile_fill|pct(1) }}，效率 {{ odd.efficiency|pct(1) }}。行数在 1 到 {{ few|length }} 之间时，效率平均只有 {{ few_mean|pct(1) }}，是大 GEMM 效率 {{ skinny_row.large|pct(1) }} 的 {{ (few_mean / skinny_row.large)|times(2) }}{% if experts %}；本场景每个专家实际有 {{ rows_text(experts[0].m) }} 行，效率 {{ experts[0].efficiency|pct(1) }}{% endif %}。{% if experts %}grouped GEMM 把许多专家的 tile 放进同一批波次，能减少波次量化的损失，却补不上每个专家自己那排 tile 里的空位，也省不掉每个 tile 的固定开销。{% endif %}行数少还意味着运算强度低（第 1 节：强度封顶在约 m FLOP/byte），在平衡点高的卡上会落到带宽限制一侧。{% if experts %}让每个专家分到更多行（更大的 EP 组、更大的 micro batch）{% else %}让 GEMM 有更多行（更大的 micro batch、更少的切分）{% endif %}通常能同时改善这两点。
 
