@@ -32,7 +32,7 @@ from costmodel.evaluate.memory.gpu_memory import (  # noqa: F401 (re-exported: t
     split_params,
     stage_activations,
 )
-from costmodel.evaluate.simulate import compute_time
+from costmodel.evaluate.simulate import compute_time, stage
 from costmodel.inputs import attention_kernels, hardware, what_if
 from costmodel.inputs.scenario import Scenario, as_scenario, recompute_fractions
 from costmodel.inputs.shape import ModelShape
@@ -212,8 +212,8 @@ def candidates(sc: Scenario, shape: ModelShape) -> list[tuple[str, dict, str]]:
         if applies and act.FP8_ACTIVATIONS.index(option) > now:
             keys = {"fp8": "hybrid", "fp8_activations": option}
             out.append((f"fp8_activations {option}", keys, "FP8 training (fp8: hybrid)"))
-    for stage in range(sc.zero_stage + 1, 4):
-        out.append((f"zero_stage {stage}", {"zero_stage": stage}, "more DP communication"))
+    for zero in range(sc.zero_stage + 1, 4):
+        out.append((f"zero_stage {zero}", {"zero_stage": zero}, "more DP communication"))
     if sc.micro_batch > 1:
         half = sc.micro_batch // 2
         out.append((f"micro_batch {half}", {"micro_batch": half}, "more micro batches per step"))
@@ -349,8 +349,8 @@ def communication_args(sc: Scenario, shape: ModelShape) -> dict[str, Any]:
     intra, inter = hardware.link_bandwidths(
         gpu, sc.gpus_per_node, sc.intra_node_bandwidth, sc.inter_node_bandwidth
     )
-    experts = float(shape.breakdown["routed_experts_total"])
     mtp = sc.num_mtp_layers  # counted (count_mtp): each a full layer
+    experts = stage.routed_experts(shape, mtp)  # an MTP layer's routed experts are experts too
     return dict(
         dp=sc.data_parallel,
         tp=sc.tensor_parallel,
