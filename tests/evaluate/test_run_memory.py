@@ -283,3 +283,26 @@ def test_json_names_the_settings():
         acc["memory"]["headroom"], acc["memory"]["capacity"] - acc["memory"]["total"]
     )
     assert fitting(acc["memory"]).endswith("fits")
+
+
+def test_a_fit_names_every_key_it_sets():
+    """The TP fit also turns sequence parallelism on: its label said only "tensor_parallel 2",
+    and a team that set TP 2 alone got a larger peak than the fit had printed."""
+    sc = scenario.resolve(
+        data={
+            "model": "qwen3-8b",
+            "gpu": "H100-SXM",
+            "num_gpus": 32,
+            "seq_len": 8192,
+            "samples_per_step": 256,
+            "mean_tokens_per_sample": 6000,
+            "step_time": 8.0,
+            "measured_tokens_per_s": None,
+            "recompute": "selective",
+        }
+    )
+    fits = {x["change"]: x for x in account(sc)["memory"]["fit"]}
+    tp = fits["tensor_parallel 2, sequence_parallel true"]
+    assert tp["set"] == {"tensor_parallel": 2, "sequence_parallel": True}
+    alone = sc.what_if(tensor_parallel=2, sequence_parallel=True)
+    assert run.memory(alone)["total"] == tp["peak"]

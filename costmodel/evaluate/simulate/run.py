@@ -224,9 +224,12 @@ def candidates(sc: Scenario, shape: ModelShape) -> list[tuple[str, dict, str]]:
     ):
         doubled = 2 * sc.values[key]
         keys = {key: doubled}
+        change = f"{key} {doubled}"
         if key == "tensor_parallel":
             keys["sequence_parallel"] = True
-        out.append((f"{key} {doubled}", keys, f"{label} x 2: DP halves, more communication"))
+            if not sc.sequence_parallel:  # the label names every key the change sets
+                change += ", sequence_parallel true"
+        out.append((change, keys, f"{label} x 2: DP halves, more communication"))
     return out
 
 
