@@ -109,7 +109,9 @@ calibrate: venv
 lab: venv
 	$(PY) -m costmodel.publish.lab
 
-# The reference tables of docs/ (scenario keys, the report's JSON fields), from the schema.
+# The reference pages of docs/, generated (tests/generate/test_docs.py fails when one is stale):
+# the scenario keys (from the schema), the report's JSON fields, the command line's options (from
+# its argparse parsers) and the GPU table with its sources (costmodel/inputs/hardware.py).
 docs: venv
 	$(PY) -m costmodel.generate.docs
 

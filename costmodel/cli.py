@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="print the cost account of a training step")
     _scenario_args(report)
-    report.add_argument("--format", choices=FORMATS, default="text")
+    report.add_argument("--format", choices=FORMATS, default="text", help="output format")
 
     handouts = sub.add_parser(
         "handouts", help="re-execute the notebooks for a scenario and export them to offline HTML"
@@ -124,14 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
         "gemms", help="list the model's GEMMs per micro batch, with intensity and bound"
     )
     _scenario_args(gemms)
-    gemms.add_argument("--format", choices=("text", "json"), default="text")
+    gemms.add_argument("--format", choices=("text", "json"), default="text", help="output format")
 
     _sweep_args(sub)
     _plan_args(sub)
 
     params = sub.add_parser("params", help="parameter breakdown of a Hugging Face config.json")
     params.add_argument("config", help="a config.json path or a preset name")
-    params.add_argument("--format", choices=("text", "json"), default="text")
+    params.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     return parser
 
 
@@ -168,7 +168,9 @@ def _plan_args(sub) -> None:
     plan.add_argument("--gpu", metavar="NAME", help="GPU model (default: the scenario's)")
     plan.add_argument("--top", type=_count, default=10, metavar="K", help="layouts shown")
     plan.add_argument("--fp8", action="store_true", help="search FP8 too where the GPU has it")
-    plan.add_argument("--format", choices=("text", "json", "csv"), default="text")
+    plan.add_argument(
+        "--format", choices=("text", "json", "csv"), default="text", help="output format"
+    )
 
 
 def _plan(args) -> None:

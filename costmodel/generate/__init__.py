@@ -8,7 +8,8 @@ home elsewhere, and a test fails when that file is stale:
   its safe YAML loader reads it;
 - `costmodel.generate.router`: costmodel/evaluate/levers/router_table.py, the router simulation's
   results for the scenarios' experts;
-- `costmodel.generate.docs`: docs/scenario-keys.md and docs/json-fields.md.
+- `costmodel.generate.docs`: docs/scenario-keys.md, docs/json-fields.md, docs/cli.md and
+  docs/gpus.md (the last two by `costmodel.generate.reference`).
 
 No runtime layer (derive, inputs, evaluate, present, publish, the command line) imports this
 package (tests/project/test_layers.py); it imports them. `write_generated` is the rule each keeps:

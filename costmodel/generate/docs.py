@@ -1,9 +1,11 @@
-"""The README's reference tables, generated: ``docs/scenario-keys.md`` from the scenario schema
-(``costmodel.inputs.scenario.FIELDS``, the course's values, ``allowed_text``) and
+"""The reference pages of docs/, generated: ``docs/scenario-keys.md`` from the scenario schema
+(``costmodel.inputs.scenario.FIELDS``, the course's values, ``allowed_text``),
 ``docs/json-fields.md`` from the JSON of ``costmodel report`` for the course's scenario (with
-its step measured, and with ``step_time: null``, the prediction's fields).
+its step measured, and with ``step_time: null``, the prediction's fields), and
+``docs/cli.md`` and ``docs/gpus.md`` from the command line's parsers and the GPU table
+(costmodel.generate.reference).
 
-``python -m costmodel.generate.docs`` (``make docs``) rewrites both; ``--check`` only says
+``python -m costmodel.generate.docs`` (``make docs``) rewrites them; ``--check`` only says
 whether they are current (exit status 1 if not). ``tests/generate/test_docs.py`` fails when they drift."""
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from costmodel.formats import input_value
+from costmodel.generate import reference
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SCENARIO_KEYS = "scenario-keys.md"
 JSON_FIELDS = "json-fields.md"
+CLI = "cli.md"
+GPUS = "gpus.md"
 
 #: What each top-level part of the report's JSON holds (the account, costmodel.evaluate.account.account).
 SECTIONS = {
@@ -49,9 +54,7 @@ def _value_text(value: Any) -> str:
     return input_value(value)
 
 
-def _cell(text: str) -> str:
-    """Trusted text (the package's own) in a GFM table cell: a | escaped, one line."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+_cell = reference.cell
 
 
 def scenario_keys_table() -> str:
@@ -158,8 +161,13 @@ def json_fields_table() -> str:
 
 
 def tables() -> dict[str, str]:
-    """file name -> the table's Markdown."""
-    return {SCENARIO_KEYS: scenario_keys_table(), JSON_FIELDS: json_fields_table()}
+    """file name -> the page's Markdown."""
+    return {
+        SCENARIO_KEYS: scenario_keys_table(),
+        JSON_FIELDS: json_fields_table(),
+        CLI: reference.cli_page(),
+        GPUS: reference.gpus_page(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -293,6 +293,12 @@ _ALIASES = {_norm(name): name for name in GPUS}
 _ALIASES.update({"h100": "H100-SXM", "a100": "A100-80GB"})
 
 
+def other_names() -> dict[str, str]:
+    """The names `lookup` takes besides each GPU's own (in any spelling): name -> the GPU's
+    (docs/gpus.md lists them)."""
+    return {alias: name for alias, name in _ALIASES.items() if alias != _norm(name)}
+
+
 def lookup(name: str) -> GPU | None:
     """The GPU for a name, forgiving case, spaces, '-' and '_'; None if unknown."""
     key = _ALIASES.get(_norm(str(name)))

@@ -390,16 +390,23 @@ def run_lab(command: list[str]) -> int:
     return 128 - code if code < 0 else code
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The lab's options (docs/cli.md is generated from them); what it does not know goes on to
+    `jupyter lab` (main: parse_known_args)."""
     parser = argparse.ArgumentParser(
         prog="python -m costmodel.publish.lab",
         description="open a scratch copy of the notebooks in JupyterLab, 01 first",
+        epilog="Any other argument is passed on to jupyter lab.",
     )
     parser.add_argument("--dir", type=Path, default=None, help="scratch folder (build/lab)")
     parser.add_argument(
         "--print-command", action="store_true", help="copy, print the command, do not start Lab"
     )
-    args, extra = parser.parse_known_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, extra = build_parser().parse_known_args(argv)
     try:
         folder = scratch_folder(args.dir or default_folder())
         try:
