@@ -134,7 +134,7 @@ extra = acc["hardware_flops_per_step"] - acc["model_flops_per_step"]
 # {% endif %}
 
 # %% [markdown]
-# **非计算时间**最好用“理想步长”来看：如果模型 FLOPs 全部以峰值速度完成，一步需要多久？这个理想时间除以实际步长，恰好就是 MFU；同理，硬件 FLOPs 的理想时间除以实际步长就是 HFU。实际步长里剩下的部分，全是 MFU 和 HFU 都看不见的东西。
+# **非计算时间**最好用“理想单步耗时”来看：如果模型 FLOPs 全部以峰值速度完成，一步需要多久？这个理想时间除以实际单步耗时，恰好就是 MFU；同理，硬件 FLOPs 的理想时间除以实际单步耗时就是 HFU。实际单步耗时里剩下的部分，全是 MFU 和 HFU 都看不见的东西。
 
 # %%
 T_ideal = model_flops / u.cluster_peak
@@ -190,7 +190,7 @@ d.eq(r"\left.\frac{\mathrm{HFU} - \mathrm{MFU}}{\mathrm{MFU}}\right|_{r=1}", ful
 #
 # 两个指标名字只差一个字母、分母相同、都叫“利用率”，各家框架日志里打印的又不一定是同一个，所以报数时很容易只写一个百分比而不写口径。它们的差距就是重算系数减一：不重算时为零，全量重算时是上面 SymPy 得出的三分之一。也就是说，把 HFU 当 MFU 报，全量重算下会把效率高估三成多。
 #
-# 更隐蔽的问题是方向。HFU 把重算当作“有用功”，于是**减少重算**这个真正的提速手段在 HFU 上看不出来。下表假设步长与 6ND 口径的硬件 FLOPs 成正比（只看重算系数，注意力核心的重算不算在内；08 的投影把它也算进去），看换成不同策略时两个指标怎么动。其中 selective 的 r 由本场景重算的模块推出（见 02）。
+# 更隐蔽的问题是方向。HFU 把重算当作“有用功”，于是**减少重算**这个真正的提速手段在 HFU 上看不出来。下表假设单步耗时与 6ND 口径的硬件 FLOPs 成正比（只看重算系数，注意力核心的重算不算在内；08 的投影把它也算进去），看换成不同策略时两个指标怎么动。其中 selective 的 r 由本场景重算的模块推出（见 02）。
 
 # %% tags=["remove-input"]
 rows = []
@@ -201,8 +201,8 @@ for policy in POLICIES:
     mark = "（本场景）" if policy == sc.recompute else ""
     rows.append((f"{policy}{mark}", f"{r_value:g}", f"{f:.4f}", d.pct(f - 1),
                  f"{d.num(step, 1)} s", d.pct(acc["mfu"] * f_now / f), d.pct(acc["hfu"])))
-d.table(rows, ["策略", "重算比例 r", "系数", "HFU 比 MFU 高", "投影步长", "MFU", "HFU"],
-        "同一个任务换 recompute 策略（步长 ∝ 6ND 口径硬件 FLOPs 的简化假设）")
+d.table(rows, ["策略", "重算比例 r", "系数", "HFU 比 MFU 高", "投影单步耗时", "MFU", "HFU"],
+        "同一个任务换 recompute 策略（单步耗时 ∝ 6ND 口径硬件 FLOPs 的简化假设）")
 f_none = float(policy_factor("none"))
 
 # %% [markdown]
@@ -279,7 +279,7 @@ d.claims([
 # - 报利用率时写明口径（MFU 还是 HFU、N 取激活参数、峰值取稠密 BF16），否则数字无法比较。
 
 # %% [markdown] tags=["exercise"]
-# ### 练习 2：步长不变，只换重算策略
+# ### 练习 2：单步耗时不变，只换重算策略
 #
 # 第 4 节假设关掉重算会让一步变短。现在换一个问法：假设两次运行的 N、D、T 和 GPU 完全相同，只是 recompute 策略不同（none、selective、full 各一次）。**先预测**：三次运行的 MFU 各是多少？HFU 呢？哪一个指标会随策略变化、按什么比例变？写下你的答案，再对照解答。
 

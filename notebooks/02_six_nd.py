@@ -263,7 +263,7 @@ d.claims(rows, sc)
 # %% [markdown]
 # ## 8. 换一个 hidden_size：一次扫描
 #
-# `costmodel sweep` 能改变任何数值键，包括模型的形状和并行布局。下表把本场景的 `hidden_size` 换成它的 0.5 到 3 倍（取 256 的整数倍）、其余键不变：每一行是本场景只换掉 `hidden_size` 的那个场景，场景没有给定 N 时，N 按新形状重新数出（这一点与 `costmodel report --set hidden_size=…` 不同，后者保留原来的 N）。步长取每个点自己的预测值（实测的步长和吞吐只属于原来那个模型），列出 N、预测的步长、按预测步长算的 MFU 和最忙那块 GPU 的显存峰值；换了 `hidden_size` 的点，模型形状不再取自模型配置，而是由 `hidden_size` 和场景的其余键重新构造（场景没有给定的宽度按课程的规则推出），所以这些点描述的是按规则构造的另一族模型，不一定和本场景自己的数落在同一条平滑的曲线上。布局不能整除、或形状被校验拒绝的点不会让整个扫描中断，而是留下一行，写明拒绝的原因。命令行上的同一件事是 `costmodel sweep --set step_time=null --vary hidden_size=… --plot h.svg --plot-y predicted_step`。
+# `costmodel sweep` 能改变任何数值键，包括模型的形状和并行布局。下表把本场景的 `hidden_size` 换成它的 0.5 到 3 倍（取 256 的整数倍）、其余键不变：每一行是本场景只换掉 `hidden_size` 的那个场景，场景没有给定 N 时，N 按新形状重新数出（这一点与 `costmodel report --set hidden_size=…` 不同，后者保留原来的 N）。单步耗时取每个点自己的预测值（实测的单步耗时和吞吐只属于原来那个模型），列出 N、预测的单步耗时、按预测单步耗时算的 MFU 和最忙那块 GPU 的显存峰值；换了 `hidden_size` 的点，模型形状不再取自模型配置，而是由 `hidden_size` 和场景的其余键重新构造（场景没有给定的宽度按课程的规则推出），所以这些点描述的是按规则构造的另一族模型，不一定和本场景自己的数落在同一条平滑的曲线上。布局不能整除、或形状被校验拒绝的点不会让整个扫描中断，而是留下一行，写明拒绝的原因。命令行上的同一件事是 `costmodel sweep --set step_time=null --vary hidden_size=… --plot h.svg --plot-y predicted_step`。
 
 # %% tags=["remove-input"]
 from costmodel.errors import CostModelError
@@ -290,7 +290,7 @@ d.table([(widths[i], d.sci(x["scenario.activated_params"][i]),
           "是" if x["memory.fits"][i] == "true" else "否") if i in kept
          else (widths[i], "", "", "", "", hidden_grid.refused[i])
          for i in range(len(hidden_grid))],
-        ["hidden_size", "N", "预测步长", "按预测步长的 MFU", "显存峰值（阶段）", "放得下？或拒绝原因"],
+        ["hidden_size", "N", "预测单步耗时", "按预测单步耗时的 MFU", "显存峰值（阶段）", "放得下？或拒绝原因"],
         "对 hidden_size 的一次扫描（其余键同本场景）")
 
 
@@ -307,7 +307,7 @@ fitting = sum(x["memory.fits"][i] == "true" for i in kept)
 refused_points = len(hidden_grid) - len(kept)
 
 # %% [markdown]
-# {% if not predicted_base %}本场景的 N 与它的形状相差太多，不能用预测的步长，下表的点沿用场景的步长。{% endif %}{% if kept|length > 1 %}在这 {{ kept|length }} 个校验通过的点上，{% if n_trend == "up" %}每个 token 的矩阵乘参数 N 随 hidden_size 增多，6ND 随之变大{% else %}N 并不随 hidden_size 单调增多（比如场景给定了 `activated_params`），6ND 也就不跟着变{% endif %}；预测的步长{% if step_trend == "up" %}随之单调变长{% elif step_trend == "down" %}反而单调变短{% else %}不单调{% endif %}，按预测步长算的 MFU {% if mfu_trend == "up" %}随之升高{% elif mfu_trend == "down" %}随之降低{% else %}不单调{% endif %}。MFU 怎么走取决于两件事：更宽的矩阵乘离峰值更近还是更远，以及不随 N 增长的部分（注意力核心、通信、流水线气泡）在步长里的占比怎样变化。{% else %}这组 hidden_size 里校验通过的点不到两个，看不出趋势；原因见表中最后一列。{% endif %}{% if kept %}{% if fitting == kept|length %}每个校验通过的点都放得下。{% else %}其中 {{ kept|length - fitting }} 个点在最忙的 GPU 上放不下，要配合重算、ZeRO 或更大的并行度才能跑。{% endif %}{% endif %}{% if refused_points %}另有 {{ refused_points }} 个点被校验拒绝，表中写了拒绝的原因。{% endif %}
+# {% if not predicted_base %}本场景的 N 与它的形状相差太多，不能用预测的单步耗时，下表的点沿用场景的单步耗时。{% endif %}{% if kept|length > 1 %}在这 {{ kept|length }} 个校验通过的点上，{% if n_trend == "up" %}每个 token 的矩阵乘参数 N 随 hidden_size 增多，6ND 随之变大{% else %}N 并不随 hidden_size 单调增多（比如场景给定了 `activated_params`），6ND 也就不跟着变{% endif %}；预测的单步耗时{% if step_trend == "up" %}随之单调变长{% elif step_trend == "down" %}反而单调变短{% else %}不单调{% endif %}，按预测单步耗时算的 MFU {% if mfu_trend == "up" %}随之升高{% elif mfu_trend == "down" %}随之降低{% else %}不单调{% endif %}。MFU 怎么走取决于两件事：更宽的矩阵乘离峰值更近还是更远，以及不随 N 增长的部分（注意力核心、通信、流水线气泡）在单步耗时里的占比怎样变化。{% else %}这组 hidden_size 里校验通过的点不到两个，看不出趋势；原因见表中最后一列。{% endif %}{% if kept %}{% if fitting == kept|length %}每个校验通过的点都放得下。{% else %}其中 {{ kept|length - fitting }} 个点在最忙的 GPU 上放不下，要配合重算、ZeRO 或更大的并行度才能跑。{% endif %}{% endif %}{% if refused_points %}另有 {{ refused_points }} 个点被校验拒绝，表中写了拒绝的原因。{% endif %}
 
 # %% [markdown]
 # ## 本节要点

@@ -59,7 +59,7 @@ own = bool(sc.changed)  # a team's scenario: its figures, not the course's run
 # %% tags=["remove-input"]
 SOURCE = {"course": "课程", "file": "场景文件", "--set": "覆盖参数", "model": "模型配置",
           "gpu table": "GPU 表", "derived": "推导", "sequence_lengths": "长度文件",
-          "predicted": "步长模型预测"}
+          "predicted": "单步耗时模型预测"}
 measured = sc.measured_tokens_per_s
 src = {key: SOURCE[where] for key, where in sc.sources.items()}  # where each input came from
 

@@ -54,7 +54,7 @@ source = {key: a["source"] for key, a in acc["assumptions"].items()}
 base = scenario.resolve(None)  # the course's own run, for what the course says about it
 ours = "你的场景" if sc.changed else "课程场景"  # whose figures the claims table shows
 step_said = "预测" if sc.step_time_from == "predicted" else "实测"  # step_time null: predicted
-clash = "估计与实测矛盾" if step_said == "实测" else "估计与预测的步长矛盾"
+clash = "估计与实测矛盾" if step_said == "实测" else "估计与预测的单步耗时矛盾"
 
 
 def origin(key):
@@ -103,7 +103,7 @@ def star(key):
 low, high = assumptions.assumed("micro_batch_speedup")
 
 # %% [markdown]
-# 场景：**{{ sc.name }}**：{{ sc.num_gpus }} × {{ sc.gpu }}（TP {{ par.tp }} × PP {{ par.pp }} × CP {{ par.cp }} × DP {{ par.dp }}，EP {{ par.ep }}），每步 {{ sc.step_time|num(1) }} 秒{% if step_said == "预测" %}（步长模型的预测：场景的 `step_time` 为 null）{% endif %}，MFU {{ acc.mfu|pct }}{% if step_said == "预测" %}（按预测的一步）{% endif %}，recompute = {{ sc.recompute|code }}，注意力 kernel = {{ sc.attention_kernel|code }}，micro batch = {{ sc.micro_batch }}，{% if moe %}MoE 模型。{% else %}稠密模型（没有专家并行）。{% endif %}
+# 场景：**{{ sc.name }}**：{{ sc.num_gpus }} × {{ sc.gpu }}（TP {{ par.tp }} × PP {{ par.pp }} × CP {{ par.cp }} × DP {{ par.dp }}，EP {{ par.ep }}），每步 {{ sc.step_time|num(1) }} 秒{% if step_said == "预测" %}（单步耗时模型的预测：场景的 `step_time` 为 null）{% endif %}，MFU {{ acc.mfu|pct }}{% if step_said == "预测" %}（按预测的一步）{% endif %}，recompute = {{ sc.recompute|code }}，注意力 kernel = {{ sc.attention_kernel|code }}，micro batch = {{ sc.micro_batch }}，{% if moe %}MoE 模型。{% else %}稠密模型（没有专家并行）。{% endif %}
 #
 # **课程假设的值，现在都是场景键**（来源：“场景给定”是团队给的值；“课程假设”是课程的假设，设这个键就能换掉；“由其他键推出”是由别的键算出的值）
 #
@@ -344,7 +344,7 @@ overlap = by_lever["communication_overlap"]
 g_comm_bound = overlap["speedup"]  # the overlap lever's gain: predicted before / after
 combined = acc["advice_combined"]
 busy_what = ("含注意力的 HFU" if combined["ceiling_from"] == "hfu_with_attention" else
-             "6ND 的 HFU；含注意力的计数比 GPU 在峰值下一步能做的还多，与步长矛盾，不用它")
+             "6ND 的 HFU；含注意力的计数比 GPU 在峰值下一步能做的还多，与单步耗时矛盾，不用它")
 t = acc["time"]
 exposed_s = t["parts"]["communication_exposed"]["seconds"]
 comm_rank = [a["lever"] for a in acc["advice"]].index("communication_overlap") + 1
@@ -365,7 +365,7 @@ if after is not None:
 # {% if contradicted %}
 # 按并行布局估出的通信要 {{ comm.seconds|num(1) }} 秒，比{{ step_said }}的一步（{{ sc.step_time|num(1) }} 秒）还长：{{ clash }}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；核对这些键，或把实测值写进 `communication_share`。在本次运行的杠杆排序里，通信重叠排第 {{ comm_rank }}（共 {{ acc.advice|length }} 个，见下文）。
 # {% else %}
-# 通信份额 {{ comm_share|pct(1) }}（{% if comm.basis == "measured" %}团队实测，场景的 `communication_share`{% else %}按并行布局的估计，是上界：没有任何重叠、链路跑满峰值；设置 `communication_share` 可改为你的实测值{% endif %}）{% if partly_hidden %}。按重叠规则（见下文“本次运行”一节），能藏到计算后面的已经藏了，暴露在外的是 {{ exposed_s|num(2) }} 秒，占{{ step_said }}一步的 {{ (exposed_s / sc.step_time)|pct(1) }}{% endif %}{% if overlap.step_time_from == "measured communication_share" %}：按实测份额，把它全部藏到计算后面最多提速 **{{ g_comm_bound|times(3) }}**（Amdahl 定律；计算在峰值下也要的那部分时间不算在内）。{% elif overlap.feasible %}：把场景里还关着的重叠（{{ keys(overlap.changes)|safe }}）打开，步长模型重新预测，一步从 {{ overlap.step_before|num(2) }} 秒降到 {{ overlap.step_after|num(2) }} 秒，提速 **{{ g_comm_bound|times(3) }}**；省下的 {{ (overlap.step_before - overlap.step_after)|num(2) }} 秒不会超过暴露在外的 {{ exposed_s|num(2) }} 秒。它依赖的假设见下文排序表的“说明”一列。{% elif comm_share == 0 and comm.basis == "measured" %}暴露在外的通信为 0，重叠没有可省的。{% elif comm_share == 0 %}：本场景没有集合通信，这个杠杆不存在。{% else %}：这个杠杆在本场景没有收益（{{ advice_note(overlap)|safe }}）。{% endif %}{% if after is not none %}把其余可行的杠杆（{{ keys(others)|safe }}）一起做完再预测，暴露在外的通信是 {{ exposed_after|num(2) }} 秒，占预测一步的 {{ (exposed_after / after.seconds)|pct(1) }}（现在占预测一步的 {{ (exposed_s / t.predicted_seconds)|pct(1) }}）：{% if fewer == "more" %}计算变短，能藏住的通信也变少。{% elif fewer == "same" %}暴露的秒数没有变少，计算变短后它在一步里占得更多。{% else %}那些杠杆本身也减少了暴露在外的通信。{% endif %}{% endif %}在本次运行的杠杆排序里，通信重叠排第 {{ comm_rank }}（共 {{ acc.advice|length }} 个，见下文）。
+# 通信份额 {{ comm_share|pct(1) }}（{% if comm.basis == "measured" %}团队实测，场景的 `communication_share`{% else %}按并行布局的估计，是上界：没有任何重叠、链路跑满峰值；设置 `communication_share` 可改为你的实测值{% endif %}）{% if partly_hidden %}。按重叠规则（见下文“本次运行”一节），能藏到计算后面的已经藏了，暴露在外的是 {{ exposed_s|num(2) }} 秒，占{{ step_said }}一步的 {{ (exposed_s / sc.step_time)|pct(1) }}{% endif %}{% if overlap.step_time_from == "measured communication_share" %}：按实测份额，把它全部藏到计算后面最多提速 **{{ g_comm_bound|times(3) }}**（Amdahl 定律；计算在峰值下也要的那部分时间不算在内）。{% elif overlap.feasible %}：把场景里还关着的重叠（{{ keys(overlap.changes)|safe }}）打开，单步耗时模型重新预测，一步从 {{ overlap.step_before|num(2) }} 秒降到 {{ overlap.step_after|num(2) }} 秒，提速 **{{ g_comm_bound|times(3) }}**；省下的 {{ (overlap.step_before - overlap.step_after)|num(2) }} 秒不会超过暴露在外的 {{ exposed_s|num(2) }} 秒。它依赖的假设见下文排序表的“说明”一列。{% elif comm_share == 0 and comm.basis == "measured" %}暴露在外的通信为 0，重叠没有可省的。{% elif comm_share == 0 %}：本场景没有集合通信，这个杠杆不存在。{% else %}：这个杠杆在本场景没有收益（{{ advice_note(overlap)|safe }}）。{% endif %}{% if after is not none %}把其余可行的杠杆（{{ keys(others)|safe }}）一起做完再预测，暴露在外的通信是 {{ exposed_after|num(2) }} 秒，占预测一步的 {{ (exposed_after / after.seconds)|pct(1) }}（现在占预测一步的 {{ (exposed_s / t.predicted_seconds)|pct(1) }}）：{% if fewer == "more" %}计算变短，能藏住的通信也变少。{% elif fewer == "same" %}暴露的秒数没有变少，计算变短后它在一步里占得更多。{% else %}那些杠杆本身也减少了暴露在外的通信。{% endif %}{% endif %}在本次运行的杠杆排序里，通信重叠排第 {{ comm_rank }}（共 {{ acc.advice|length }} 个，见下文）。
 # {% endif %}
 
 
@@ -378,10 +378,10 @@ if after is not None:
 # |---|---|---|---|---|
 # | 1 | packing | 相乘 | {{ g_pack|times }} | {% if packed %}已经在 packing{% else %}算出：B·S / D（若补齐真实存在）{% endif %} |
 # | 2 | fused/chunked 交叉熵 → selective recompute | 相乘 | {{ g_recompute|times }} | 算出：硬件 FLOPs 之比（含注意力核心） |
-# | 3 | micro batch {{ b }} → {{ 2 * b }} | 相乘 | {% if feasible %}{{ low|times }}–{{ high|times }}{% else %}不能整除{% endif %} | 课程的假设；步长模型：{{ by_lever.micro_batch.speedup|times(3) }} |
+# | 3 | micro batch {{ b }} → {{ 2 * b }} | 相乘 | {% if feasible %}{{ low|times }}–{{ high|times }}{% else %}不能整除{% endif %} | 课程的假设；单步耗时模型：{{ by_lever.micro_batch.speedup|times(3) }} |
 # | 4 | 上下文并行（CP） | 结构性 | - | {% if moe %}合法的 (CP, EP) 组合 {{ pairs|length }} 个{% else %}可用的 CP：{{ usable_cp|join(", ") or "（没有）" }}{% endif %} |
 # | 5 | 注意力 kernel | 受份额约束 | {{ g_att|times }}（≤ {{ levers.amdahl_bound(share_actual)|times }}） | 份额算出，kernel 提速 {{ star("attention_kernel_speedup")|safe }} |
-# | 6 | 通信重叠 | 受份额约束 | {% if contradicted %}-{% else %}≤ {{ g_comm_bound|times(3) }}{% endif %} | {% if comm.basis == "measured" %}实测份额{% elif contradicted %}估计比一步还长：不用{% else %}步长模型，打开重叠开关（暴露在外的份额）{% endif %} |
+# | 6 | 通信重叠 | 受份额约束 | {% if contradicted %}-{% else %}≤ {{ g_comm_bound|times(3) }}{% endif %} | {% if comm.basis == "measured" %}实测份额{% elif contradicted %}估计比一步还长：不用{% else %}单步耗时模型，打开重叠开关（暴露在外的份额）{% endif %} |
 
 # %% [markdown]
 # ## 本次运行：放得下吗、通信多少、先做什么
@@ -496,7 +496,7 @@ chunked = alt["chunked"][1]
 # %% [markdown]
 # ### 通信
 #
-# 每个集合通信按它的组是否落在一个节点内取带宽：节点内走 NVLink，跨节点的组同时用 NVLink 和网络（`placement_rule` 写明了 rank 怎样排到节点上）；秒数是每卡收发的字节 ÷ 带宽。合计是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。再按重叠规则（`overlap_rules`）看哪个集合通信能藏在哪段计算后面：开了 `overlap_grad_reduce` 时 DP 的梯度归约藏在最后一个 micro batch 的反向后面，开了 `overlap_param_gather` 时参数 all-gather 藏在第一个前向后面，CP 的 K/V 环（`cp_comm_type: p2p`）藏在注意力计算后面，TP 开了 `tp_comm_overlap`（且开了序列并行）时藏在 GEMM 后面，`ep_overlap: dualpipe` 时 EP 的 all-to-all 和 PP 的收发藏在另一个 micro batch 的计算后面；剩下的是**暴露在外**的通信。能藏住多少取决于那段计算有多长，这里的计算时间用步长模型的预测（见下一节），所以暴露的时间跟着模型的效率参数走。团队实测了暴露在外的通信（`communication_share`）时，图里把实测值画在估计旁边。
+# 每个集合通信按它的组是否落在一个节点内取带宽：节点内走 NVLink，跨节点的组同时用 NVLink 和网络（`placement_rule` 写明了 rank 怎样排到节点上）；秒数是每卡收发的字节 ÷ 带宽。合计是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。再按重叠规则（`overlap_rules`）看哪个集合通信能藏在哪段计算后面：开了 `overlap_grad_reduce` 时 DP 的梯度归约藏在最后一个 micro batch 的反向后面，开了 `overlap_param_gather` 时参数 all-gather 藏在第一个前向后面，CP 的 K/V 环（`cp_comm_type: p2p`）藏在注意力计算后面，TP 开了 `tp_comm_overlap`（且开了序列并行）时藏在 GEMM 后面，`ep_overlap: dualpipe` 时 EP 的 all-to-all 和 PP 的收发藏在另一个 micro batch 的计算后面；剩下的是**暴露在外**的通信。能藏住多少取决于那段计算有多长，这里的计算时间用单步耗时模型的预测（见下一节），所以暴露的时间跟着模型的效率参数走。团队实测了暴露在外的通信（`communication_share`）时，图里把实测值画在估计旁边。
 
 # %% tags=["remove-input"]
 collectives = comm["collectives"]
@@ -534,12 +534,12 @@ course_links = [key for key in ("gpus_per_node", "intra_node_bandwidth", "inter_
 schedule = acc["time"]["detail"]["pipeline_schedule"]
 
 # %% [markdown]
-# 按并行布局（TP {{ par.tp }} × PP {{ par.pp }} × CP {{ par.cp }} × DP {{ par.dp }}，EP {{ par.ep }}{% if par.sp %}，序列并行{% endif %}），一步的集合通信每卡收发 {{ comm.bytes_per_gpu|gb }}，估计 {{ comm.seconds|num(2) }} 秒，占一步的 {{ comm.share|pct(1) }}。这是上界：没有任何重叠。{% if hidden %}按重叠规则，暴露在外的最多 {{ comm.exposed_seconds|num(2) }} 秒，占一步的 {{ comm.exposed_share|pct(1) }}；能全部或部分藏到计算后面的是 {% for c in hidden %}{{ c.name|code }}{% if not loop.last %}、{% endif %}{% endfor %}。{% elif collectives %}本场景没有哪个集合通信能按重叠规则藏到计算后面（见上文的键），暴露的就是这个上界。{% endif %}{% if collectives %}最大的一项是 {{ top_c.name|code }}（{{ top_c.seconds|num(2) }} 秒，{{ top_c.group_size }} 卡一组，{% if top_c.placement == "intra-node" %}节点内{% elif top_c.placement == "inter-node" %}跨节点{% else %}{{ top_c.placement }}{% endif %}）。{% else %}本场景没有集合通信。{% endif %}{% if course_links %}其中 {{ keys(course_links)|safe }} 用的是课程的默认值（带宽为 null 时取 GPU 表的值）；设置这些键可改为你的实际值。{% endif %}{% if comm.basis == "measured" %}团队实测的暴露通信占一步的 **{{ comm_share|pct(1) }}**（场景的 `communication_share`），本节的结论用实测值。{% if comm_share > comm.share %}实测高于估计的上界：估计没有算到的开销（延迟、小消息、等待慢的 rank）或口径不同，以实测为准。{% elif comm.exceeds_step %}估计比实测的一步还长，与实测的步长矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符）：它说明不了什么，以实测为准。{% elif comm_share < comm.share %}实测低于估计的上界：有一部分通信已被计算掩盖。{% endif %}{% elif contradicted %}按并行布局估出的通信要 {{ comm.seconds|num(1) }} 秒，比{{ step_said }}的一步（{{ sc.step_time|num(1) }} 秒）还长：{{ clash }}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；核对这些键，或把实测值写进 `communication_share`。{% else %}场景没有给实测的 `communication_share`，本节的结论用这个估计；它是上界，真实暴露在外的通信只会更少。设置 `communication_share` 可改为你的实测值。{% endif %}{% if bubble_s > 0 %}另外，按步长模型，流水线气泡是 {{ bubble_s|num(2) }} 秒，占{{ step_said }}一步的 {{ (bubble_s / step)|pct(1) }}（{{ schedule|code }}，{{ par.pp }} 段，每条流水线每步 {{ par.micro_batches|count }} 个 micro batch）：那是空等，不是通信，由 `pipeline_bubble` 这个杠杆处理。{% endif %}
+# 按并行布局（TP {{ par.tp }} × PP {{ par.pp }} × CP {{ par.cp }} × DP {{ par.dp }}，EP {{ par.ep }}{% if par.sp %}，序列并行{% endif %}），一步的集合通信每卡收发 {{ comm.bytes_per_gpu|gb }}，估计 {{ comm.seconds|num(2) }} 秒，占一步的 {{ comm.share|pct(1) }}。这是上界：没有任何重叠。{% if hidden %}按重叠规则，暴露在外的最多 {{ comm.exposed_seconds|num(2) }} 秒，占一步的 {{ comm.exposed_share|pct(1) }}；能全部或部分藏到计算后面的是 {% for c in hidden %}{{ c.name|code }}{% if not loop.last %}、{% endif %}{% endfor %}。{% elif collectives %}本场景没有哪个集合通信能按重叠规则藏到计算后面（见上文的键），暴露的就是这个上界。{% endif %}{% if collectives %}最大的一项是 {{ top_c.name|code }}（{{ top_c.seconds|num(2) }} 秒，{{ top_c.group_size }} 卡一组，{% if top_c.placement == "intra-node" %}节点内{% elif top_c.placement == "inter-node" %}跨节点{% else %}{{ top_c.placement }}{% endif %}）。{% else %}本场景没有集合通信。{% endif %}{% if course_links %}其中 {{ keys(course_links)|safe }} 用的是课程的默认值（带宽为 null 时取 GPU 表的值）；设置这些键可改为你的实际值。{% endif %}{% if comm.basis == "measured" %}团队实测的暴露通信占一步的 **{{ comm_share|pct(1) }}**（场景的 `communication_share`），本节的结论用实测值。{% if comm_share > comm.share %}实测高于估计的上界：估计没有算到的开销（延迟、小消息、等待慢的 rank）或口径不同，以实测为准。{% elif comm.exceeds_step %}估计比实测的一步还长，与实测的单步耗时矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符）：它说明不了什么，以实测为准。{% elif comm_share < comm.share %}实测低于估计的上界：有一部分通信已被计算掩盖。{% endif %}{% elif contradicted %}按并行布局估出的通信要 {{ comm.seconds|num(1) }} 秒，比{{ step_said }}的一步（{{ sc.step_time|num(1) }} 秒）还长：{{ clash }}（多半是带宽、`gpus_per_node` 或并行布局与实际不符），所以不从它推出任何杠杆；核对这些键，或把实测值写进 `communication_share`。{% else %}场景没有给实测的 `communication_share`，本节的结论用这个估计；它是上界，真实暴露在外的通信只会更少。设置 `communication_share` 可改为你的实测值。{% endif %}{% if bubble_s > 0 %}另外，按单步耗时模型，流水线气泡是 {{ bubble_s|num(2) }} 秒，占{{ step_said }}一步的 {{ (bubble_s / step)|pct(1) }}（{{ schedule|code }}，{{ par.pp }} 段，每条流水线每步 {{ par.micro_batches|count }} 个 micro batch）：那是空等，不是通信，由 `pipeline_bubble` 这个杠杆处理。{% endif %}
 
 # %% [markdown]
 # ### 一步的时间去了哪里：模型预测，对照实测
 #
-# 显存和通信各管一件事；步长模型（`costmodel.evaluate.simulate.step_time`，口径见 docs/conventions.md）把计算、通信和空等放进同一本账，算的是负载最重的那张卡上一步的时间，由这几部分相加：带权重的 GEMM（每个按屋顶线，取算力和带宽两个上限中慢的那个）、注意力核心、线性注意力、受带宽限制的逐元素工作（归一化、激活函数{% if sc.num_experts %}、MoE 的 permute{% endif %}、loss、优化器更新）、重算、按重叠规则暴露在外的通信、流水线气泡。kernel 的效率是按 GPU 代际给定的几个命名参数，各带出处；场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成你量到的值。账在 `acc["time"]` 里。
+# 显存和通信各管一件事；单步耗时模型（`costmodel.evaluate.simulate.step_time`，口径见 docs/conventions.md）把计算、通信和空等放进同一本账，算的是负载最重的那张卡上一步的时间，由这几部分相加：带权重的 GEMM（每个按屋顶线，取算力和带宽两个上限中慢的那个）、注意力核心、线性注意力、受带宽限制的逐元素工作（归一化、激活函数{% if sc.num_experts %}、MoE 的 permute{% endif %}、loss、优化器更新）、重算、按重叠规则暴露在外的通信、流水线气泡。kernel 的效率是按 GPU 代际给定的几个命名参数，各带出处；场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成你量到的值。账在 `acc["time"]` 里。
 #
 # 下图从计算开始逐项累加，到模型预测的一步为止。场景给了实测的 `step_time` 时，再往右是实测的一步，两者之差是**模型没有解释的部分**（图上标作 `unexplained`：实测 − 预测），单独画出、单独命名，不摊进任何一项；场景的 `step_time` 为 null 时，图停在预测的一步，并标明它是预测。
 
@@ -583,7 +583,7 @@ mfu_if = acc["mfu"] * base_s / predicted_s  # the MFU if the step took the predi
 mfu_if_shown = mfu_if <= 1 and d.pct(mfu_if) != d.pct(acc["mfu"])
 
 # %% [markdown]
-# 按步长模型，这一步应当要 **{{ sec(predicted_s) }} 秒**：计算（{{ computing|join("、") }}）合计 {{ sec(compute_s) }} 秒{% for part in others_ %}，{{ PART_ZH[part] }} {{ sec(t.parts[part].seconds) }} 秒{% endfor %}；最大的一项是{{ PART_ZH[biggest] }}，占{% if of_measured %}实测一步{% else %}预测一步{% endif %}的 {{ part_of(biggest_part) }}。{% if absent %}{{ absent|join("、") }}在本场景为 0，下图略去。{% endif %}{% if not measured_step %}场景没有给实测的 `step_time`（为 null）：本页的单步时间、MFU 和吞吐都是这个**预测值**，没有实测可以对照，也就说不出模型漏掉了多少。量到实际的步长后写进 `step_time`，图的右端就会多出实测的一步和两者之差。{% elif t.unexplained_seconds >= 0 %}实测的一步是 {{ sec(base_s) }} 秒：模型解释了其中的 {{ part_of(predicted_s / base_s) }}，**没有解释的 {{ sec(t.unexplained_seconds) }} 秒**（{{ t.unexplained_share|pct(1) }}）不属于上面任何一项。它可能来自模型没有计入的工作（embedding 查表、RoPE、{% if moe %}路由的 softmax 和 top-k、{% endif %}数据加载、等待慢的 rank），也可能是这套机器的 kernel 效率比模型的参数低，或者场景里有键与实际设置不同；从这本账分不出是哪一种，要用 profiler 量：一次性能剖析的时间线上，GEMM 与注意力 kernel 实际跑到的算力占峰值的比例可以写进场景键 `gemm_efficiency`、`attention_efficiency`，kernel 之间的平均空隙写进 `kernel_launch_overhead`，数据加载和等待慢 rank 的时间则直接看得到；把量到的值写进场景再预测一次，剩下的差距才是模型真正漏掉的部分。{% if mfu_if_shown %}若这一步真的只要预测的 {{ sec(predicted_s) }} 秒，MFU 会是 {{ mfu_if|pct }}（现在 {{ acc.mfu|pct }}）。{% endif %}{% else %}实测的一步只有 {{ sec(base_s) }} 秒，比预测还短 {{ sec(-t.unexplained_seconds) }} 秒：**按模型，这一步不可能这么快**，没有解释的部分是负数。要么场景里有键与实际设置不同（`step_time` 本身、GPU 型号、并行方式、重算、序列长度或 packing），要么模型的效率参数对这套机器偏低（场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成量到的值）。这两件事核对清楚之前，各部分的份额和下面的排序都不可靠。{% endif %}
+# 按单步耗时模型，这一步应当要 **{{ sec(predicted_s) }} 秒**：计算（{{ computing|join("、") }}）合计 {{ sec(compute_s) }} 秒{% for part in others_ %}，{{ PART_ZH[part] }} {{ sec(t.parts[part].seconds) }} 秒{% endfor %}；最大的一项是{{ PART_ZH[biggest] }}，占{% if of_measured %}实测一步{% else %}预测一步{% endif %}的 {{ part_of(biggest_part) }}。{% if absent %}{{ absent|join("、") }}在本场景为 0，下图略去。{% endif %}{% if not measured_step %}场景没有给实测的 `step_time`（为 null）：本页的单步时间、MFU 和吞吐都是这个**预测值**，没有实测可以对照，也就说不出模型漏掉了多少。量到实际的单步耗时后写进 `step_time`，图的右端就会多出实测的一步和两者之差。{% elif t.unexplained_seconds >= 0 %}实测的一步是 {{ sec(base_s) }} 秒：模型解释了其中的 {{ part_of(predicted_s / base_s) }}，**没有解释的 {{ sec(t.unexplained_seconds) }} 秒**（{{ t.unexplained_share|pct(1) }}）不属于上面任何一项。它可能来自模型没有计入的工作（embedding 查表、RoPE、{% if moe %}路由的 softmax 和 top-k、{% endif %}数据加载、等待慢的 rank），也可能是这套机器的 kernel 效率比模型的参数低，或者场景里有键与实际设置不同；从这本账分不出是哪一种，要用 profiler 量：一次性能剖析的时间线上，GEMM 与注意力 kernel 实际跑到的算力占峰值的比例可以写进场景键 `gemm_efficiency`、`attention_efficiency`，kernel 之间的平均空隙写进 `kernel_launch_overhead`，数据加载和等待慢 rank 的时间则直接看得到；把量到的值写进场景再预测一次，剩下的差距才是模型真正漏掉的部分。{% if mfu_if_shown %}若这一步真的只要预测的 {{ sec(predicted_s) }} 秒，MFU 会是 {{ mfu_if|pct }}（现在 {{ acc.mfu|pct }}）。{% endif %}{% else %}实测的一步只有 {{ sec(base_s) }} 秒，比预测还短 {{ sec(-t.unexplained_seconds) }} 秒：**按模型，这一步不可能这么快**，没有解释的部分是负数。要么场景里有键与实际设置不同（`step_time` 本身、GPU 型号、并行方式、重算、序列长度或 packing），要么模型的效率参数对这套机器偏低（场景键 `gemm_efficiency`、`attention_efficiency`、`hbm_efficiency` 可以换成量到的值）。这两件事核对清楚之前，各部分的份额和下面的排序都不可靠。{% endif %}
 
 # %% tags=["remove-input"]
 fig, ax = plt.subplots(figsize=(8.5, 4.2))
@@ -621,7 +621,7 @@ ax.legend(handles, names_, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.
 plt.show()
 
 # %% [markdown]
-# **负载最重的卡上的步长模型（{{ sc.gpu }}，按 {{ t.generation|code }} 代 GPU 的效率）**
+# **负载最重的卡上的单步耗时模型（{{ sc.gpu }}，按 {{ t.generation|code }} 代 GPU 的效率）**
 #
 # | 部分 | 秒 | 占{% if measured_step %}实测{% else %}预测{% endif %}一步的份额 |
 # |---|---|---|
@@ -657,12 +657,12 @@ leaning = sorted({key for a in chosen for key in a["rests_on"] if source.get(key
 # | {{ loop.index }} | {{ a.lever|code }} | {{ a.speedup|times(3) }} | {{ a.step_time|num(1) }} s | {% if a.feasible %}是{% elif no_gain(a) %}没有收益{% else %}否{% endif %} | {% for key in a.rests_on %}{{ star(key)|safe }}{% if not loop.last %}、{% endif %}{% endfor %} | {{ advice_note(a)|safe }} |
 # {% endfor %}
 #
-# 按提速排，第一是 {{ first.lever|code }}（{{ first.speedup|times }}，{% if first.feasible %}可行）。{% elif no_gain(first) %}没有收益）。{% else %}在本场景不可行）。{% endif %}{% if chosen %}可行且能一起做的杠杆是 {{ keys(combined.levers)|safe }}：把它们一起改进场景、重新预测，预测的一步从 {{ combined.step_before|num(2) }} 秒降到 {{ combined.step_after|num(2) }} 秒，合计 **{{ combined.speedup|times }}**；{{ step_said }}的每步 {{ sc.step_time|num(1) }} 秒 → {{ combined.step_time|num(1) }} 秒（{% if combined.step_time_from == "measured - saved" %}实测的一步减去模型预测省下的秒数；模型没有解释的 {{ (t.unexplained_seconds or 0)|num(1) }} 秒原样留着，因为模型说不出它由什么组成{% elif combined.step_time_from == "measured x after/before" %}模型预测的一步比实测还长，按预测的比例缩放实测的一步{% else %}场景没有实测的步长，就是预测值{% endif %}；`acc["advice_combined"]`{% if either %}；selective recompute 与关掉 recompute 只取其一）。{% else %}）。{% endif %}{% if combined.get("capped") %}一起做完重新预测是 {{ combined.product|times }}，但账里把合计封顶在 {{ combined.speedup|times }}：再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{{ busy_what }}）。{% endif %}{% if combined.ceiling_from == "hfu" %}另外，含注意力的 HFU 是 {{ acc.attention.actual.hfu_with_attention|pct }}，超过 100%：按注意力的计数，GPU 跑在峰值也做不完这一步，与{{ step_said }}的步长矛盾（kernel 实际算的比计数少，或真实长度比场景短）。所以注意力 kernel 这个杠杆依据的份额靠不住，合计的上限只按 6ND 的硬件 FLOPs 算。{% endif %}{% if "communication_overlap" in combined.levers and comm.basis != "measured" %}通信重叠的提速建立在按带宽估出的通信上（链路跑满、没有延迟），所以这一项偏乐观；量到暴露在外的通信后写进 `communication_share` 再排。{% endif %}{% else %}没有一个杠杆在本场景既可行又有收益。{% endif %}{% if blocked %}有收益但在本场景不可行的：{% for a in blocked %}{{ a.lever|code }}（{{ a.speedup|times }}）{% if not loop.last %}、{% endif %}{% endfor %}，原因见表里的“说明”一列。{% endif %}{% if leaning %}可行杠杆的提速依赖课程的假设值 {{ keys(leaning)|safe }}：设置{% if leaning|length == 1 %}这个键{% else %}这些键{% endif %}可改为你的实测值。{% endif %}{% if not mem.fits %}注意：按模型，本场景现在的设置就放不下（见上）；先把场景改成实际的设置再看排序，依赖显存的杠杆是否可行可能随之改变。{% endif %}
+# 按提速排，第一是 {{ first.lever|code }}（{{ first.speedup|times }}，{% if first.feasible %}可行）。{% elif no_gain(first) %}没有收益）。{% else %}在本场景不可行）。{% endif %}{% if chosen %}可行且能一起做的杠杆是 {{ keys(combined.levers)|safe }}：把它们一起改进场景、重新预测，预测的一步从 {{ combined.step_before|num(2) }} 秒降到 {{ combined.step_after|num(2) }} 秒，合计 **{{ combined.speedup|times }}**；{{ step_said }}的每步 {{ sc.step_time|num(1) }} 秒 → {{ combined.step_time|num(1) }} 秒（{% if combined.step_time_from == "measured - saved" %}实测的一步减去模型预测省下的秒数；模型没有解释的 {{ (t.unexplained_seconds or 0)|num(1) }} 秒原样留着，因为模型说不出它由什么组成{% elif combined.step_time_from == "measured x after/before" %}模型预测的一步比实测还长，按预测的比例缩放实测的一步{% else %}场景没有实测的单步耗时，就是预测值{% endif %}；`acc["advice_combined"]`{% if either %}；selective recompute 与关掉 recompute 只取其一）。{% else %}）。{% endif %}{% if combined.get("capped") %}一起做完重新预测是 {{ combined.product|times }}，但账里把合计封顶在 {{ combined.speedup|times }}：再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{{ busy_what }}）。{% endif %}{% if combined.ceiling_from == "hfu" %}另外，含注意力的 HFU 是 {{ acc.attention.actual.hfu_with_attention|pct }}，超过 100%：按注意力的计数，GPU 跑在峰值也做不完这一步，与{{ step_said }}的单步耗时矛盾（kernel 实际算的比计数少，或真实长度比场景短）。所以注意力 kernel 这个杠杆依据的份额靠不住，合计的上限只按 6ND 的硬件 FLOPs 算。{% endif %}{% if "communication_overlap" in combined.levers and comm.basis != "measured" %}通信重叠的提速建立在按带宽估出的通信上（链路跑满、没有延迟），所以这一项偏乐观；量到暴露在外的通信后写进 `communication_share` 再排。{% endif %}{% else %}没有一个杠杆在本场景既可行又有收益。{% endif %}{% if blocked %}有收益但在本场景不可行的：{% for a in blocked %}{{ a.lever|code }}（{{ a.speedup|times }}）{% if not loop.last %}、{% endif %}{% endfor %}，原因见表里的“说明”一列。{% endif %}{% if leaning %}可行杠杆的提速依赖课程的假设值 {{ keys(leaning)|safe }}：设置{% if leaning|length == 1 %}这个键{% else %}这些键{% endif %}可改为你的实测值。{% endif %}{% if not mem.fits %}注意：按模型，本场景现在的设置就放不下（见上）；先把场景改成实际的设置再看排序，依赖显存的杠杆是否可行可能随之改变。{% endif %}
 
 # %% [markdown]
 # ### 瀑布图：一个个加进场景，每加一个重新预测
 #
-# 下图把可行的杠杆按上表的顺序一个个加进场景：每加一个，就把到此为止的改动一起放进场景，用步长模型重新预测一遍（`acc["advice_combined"]["path"]`），柱子是这一步新省下的时间。收益不是各杠杆提速的连乘：两个杠杆可能省的是同一段时间（例如 packing 和 FP8 都缩短 GEMM），一起做时要重新算。
+# 下图把可行的杠杆按上表的顺序一个个加进场景：每加一个，就把到此为止的改动一起放进场景，用单步耗时模型重新预测一遍（`acc["advice_combined"]["path"]`），柱子是这一步新省下的时间。收益不是各杠杆提速的连乘：两个杠杆可能省的是同一段时间（例如 packing 和 FP8 都缩短 GEMM），一起做时要重新算。
 
 # %% tags=["remove-input"]
 path = combined["path"]
@@ -742,7 +742,7 @@ missing = [said_words for mark, said_words, *_ in COURSE_LEVERS if matched[mark]
 extra = [a for a in ranked if a["lever"] not in set(matched.values()) and gainful(a)]
 
 # %% [markdown]
-# 课程的顺序是 {{ course.claim("nb08_course_order") }}，按收益和代价一起排；代价（工作量、风险）不在这本账里，模型只按本场景算出的提速排，放不下或不能整除的杠杆记为不可行。{% if top is none %}按模型，本场景没有一个杠杆既可行又有收益，两个顺序无从比较。{% elif top.lever == course_first %}两者第一步相同：{{ top.lever|code }}（按模型 {{ top.speedup|times }}，可行）。{% else %}两者的第一步不同：模型排在最前、可行且有收益的是 {{ top.lever|code }}（{{ top.speedup|times }}）{% if first_course is not none %}，课程排第一的 {{ course_first|code }} 在模型的排序里排第 {{ rank_of[course_first] }}（{% if gainful(first_course) %}{{ first_course.speedup|times }}，可行{% elif no_gain(first_course) %}没有收益{% else %}{{ first_course.speedup|times }}，但在本场景不可行：{{ advice_note(first_course)|safe }}{% endif %}）{% endif %}。{% endif %}{% if blocked_course %}课程列出、按模型在本场景有收益却做不了的：{% for mark, lever in blocked_course %}{{ mark }} {{ lever|code }}{% if not loop.last %}、{% endif %}{% endfor %}（原因见上面排序表的“说明”一列）。{% endif %}{% if missing %}课程的 {{ missing|join("、") }} 不在模型的杠杆里：它改的是并行结构，没有一个提速系数可排。{% endif %}{% if extra %}模型还排了课程没有列的杠杆，在本场景可行且有收益：{% for a in extra %}{{ a.lever|code }}（{{ a.speedup|times }}）{% if not loop.last %}、{% endif %}{% endfor %}。{% endif %}{% if measured_step and t.unexplained_seconds > 0 %}模型没有解释的 {{ sec(t.unexplained_seconds) }} 秒（实测一步的 {{ t.unexplained_share|pct(1) }}）不在账里的任何一部分：账里不知道它是什么，也就说不出哪个杠杆能省掉它。课程的“{{ course.claim("nb08_measure_first") }}”在这里同样成立：先用 profiler 弄清这一部分，再定顺序。{% elif measured_step %}实测的一步比预测的还短（见上一节）：先核对场景和效率参数，再按这个排序动手。{% else %}本页的一步是预测的，排序也全部建立在预测上；课程的“{{ course.claim("nb08_measure_first") }}”在这里更要紧：先量出实际的步长，写进 `step_time`，再看这个顺序站不站得住。{% endif %}
+# 课程的顺序是 {{ course.claim("nb08_course_order") }}，按收益和代价一起排；代价（工作量、风险）不在这本账里，模型只按本场景算出的提速排，放不下或不能整除的杠杆记为不可行。{% if top is none %}按模型，本场景没有一个杠杆既可行又有收益，两个顺序无从比较。{% elif top.lever == course_first %}两者第一步相同：{{ top.lever|code }}（按模型 {{ top.speedup|times }}，可行）。{% else %}两者的第一步不同：模型排在最前、可行且有收益的是 {{ top.lever|code }}（{{ top.speedup|times }}）{% if first_course is not none %}，课程排第一的 {{ course_first|code }} 在模型的排序里排第 {{ rank_of[course_first] }}（{% if gainful(first_course) %}{{ first_course.speedup|times }}，可行{% elif no_gain(first_course) %}没有收益{% else %}{{ first_course.speedup|times }}，但在本场景不可行：{{ advice_note(first_course)|safe }}{% endif %}）{% endif %}。{% endif %}{% if blocked_course %}课程列出、按模型在本场景有收益却做不了的：{% for mark, lever in blocked_course %}{{ mark }} {{ lever|code }}{% if not loop.last %}、{% endif %}{% endfor %}（原因见上面排序表的“说明”一列）。{% endif %}{% if missing %}课程的 {{ missing|join("、") }} 不在模型的杠杆里：它改的是并行结构，没有一个提速系数可排。{% endif %}{% if extra %}模型还排了课程没有列的杠杆，在本场景可行且有收益：{% for a in extra %}{{ a.lever|code }}（{{ a.speedup|times }}）{% if not loop.last %}、{% endif %}{% endfor %}。{% endif %}{% if measured_step and t.unexplained_seconds > 0 %}模型没有解释的 {{ sec(t.unexplained_seconds) }} 秒（实测一步的 {{ t.unexplained_share|pct(1) }}）不在账里的任何一部分：账里不知道它是什么，也就说不出哪个杠杆能省掉它。课程的“{{ course.claim("nb08_measure_first") }}”在这里同样成立：先用 profiler 弄清这一部分，再定顺序。{% elif measured_step %}实测的一步比预测的还短（见上一节）：先核对场景和效率参数，再按这个排序动手。{% else %}本页的一步是预测的，排序也全部建立在预测上；课程的“{{ course.claim("nb08_measure_first") }}”在这里更要紧：先量出实际的单步耗时，写进 `step_time`，再看这个顺序站不站得住。{% endif %}
 
 # %% [markdown]
 # ## 课程的说法，对照本页
@@ -821,10 +821,10 @@ cp_with_ep = ", ".join(str(lay.cp) for lay in lays if lay.allows(ep)) if moe els
 cp_usable = ", ".join(map(str, usable_cp))
 
 # %% [markdown]
-# - 相乘型：packing **{{ g_pack|times }}**、selective recompute **{{ g_recompute|times }}**{% if not sel_fits %}（本场景显存放不下）{% endif %}、micro batch 翻倍（步长模型重新预测）{{ by_lever.micro_batch.speedup|times }}。
+# - 相乘型：packing **{{ g_pack|times }}**、selective recompute **{{ g_recompute|times }}**{% if not sel_fits %}（本场景显存放不下）{% endif %}、micro batch 翻倍（单步耗时模型重新预测）{{ by_lever.micro_batch.speedup|times }}。
 # - 显存：本场景负载最重的卡要 {{ verdict(mem) }}。{% if sc.recompute == "full" %}selective recompute 要 {{ verdict(alt.selective[1]) }}。{% endif %}
 # - logits 每个 micro batch {{ logits|gb }}；分 {{ chunks }} 块只留 {{ kept_assumed|gb }}。腾出的显存是{% if sc.recompute == "full" %}换掉 full recompute、{% endif %}加大 micro batch 的前提（够不够，见“本次运行”）。
-# - 受份额约束：注意力 kernel 的杠杆是注意力份额 {{ share_actual|pct(1) }}（上限 {{ levers.amdahl_bound(share_actual)|times }}），{% if contradicted %}通信重叠没有杠杆：按布局估出的通信比{{ step_said }}的一步还长，{{ clash }}。{% else %}通信重叠 {{ g_comm_bound|times(3) }}（通信份额 {{ comm_share|pct(1) }}，{% if comm.basis == "measured" %}实测，按 Amdahl 定律{% else %}估计的上界；重叠按步长模型打开再预测，只省暴露在外的部分{% endif %}）。{% endif %}
+# - 受份额约束：注意力 kernel 的杠杆是注意力份额 {{ share_actual|pct(1) }}（上限 {{ levers.amdahl_bound(share_actual)|times }}），{% if contradicted %}通信重叠没有杠杆：按布局估出的通信比{{ step_said }}的一步还长，{{ clash }}。{% else %}通信重叠 {{ g_comm_bound|times(3) }}（通信份额 {{ comm_share|pct(1) }}，{% if comm.basis == "measured" %}实测，按 Amdahl 定律{% else %}估计的上界；重叠按单步耗时模型打开再预测，只省暴露在外的部分{% endif %}）。{% endif %}
 # - 本次运行：排第一的是 {{ first.lever|code }}；{% if chosen %}可行的杠杆合计 {{ g_all|times }}{% if combined.get("capped") %}（一起预测后封顶于峰值算力）{% endif %}，每步 {{ sc.step_time|num(1) }} 秒 → {{ final|num(1) }} 秒。{% else %}没有一个杠杆在本场景既可行又有收益。{% endif %}
 # {% if moe %}
 # - CP 受整除约束：EP = {{ ep }} 时能用的 CP 只有 {{ cp_with_ep or "（没有）" }}。
@@ -866,9 +866,9 @@ act = mem_double["activations"] / mem["activations"] if mem["activations"] else 
 # {% for part in fixed %}{{ words.MEMORY_PARTS[part] }}{% if not loop.last %}、{% endif %}{% else %}没有一项{% endfor %}不变：它们只取决于参数和并行切分，与每次算多少行无关。{% if mem.logits %}logits 与 $b$ 成正比，翻倍到 {{ mem_double.logits|gb }}。{% else %}这张卡上没有 logits（它不在流水线的最后一段）。{% endif %}激活是 ×{{ act|num(2) }}：{% if mem_double.in_flight != mem.in_flight %}同时在途的 micro batch 从 {{ mem.in_flight|count }} 个变成 {{ mem_double.in_flight|count }} 个（1F1B 的在途数不超过流水线段数，也不超过每步的 micro batch 数），所以不是正好翻倍。{% else %}每个 micro batch 的激活随 $b$ 增长，同时在途的仍是 {{ mem.in_flight|count }} 个。{% endif %}合计 {{ verdict(mem_double) }}。
 
 # %% [markdown]
-# ## 布局搜索：放得下的布局，按预测步长排队
+# ## 布局搜索：放得下的布局，按预测单步耗时排队
 #
-# 上面的杠杆都是在本场景的布局上一个个改。换个问法：同样的模型、全局 batch、序列长度和 GPU 数，所有切得开的布局（TP × PP × CP × DP、EP、micro batch、序列并行，再加上流水线调度、重算策略和 ZeRO 阶段）里，哪些放得下、哪个最快？`costmodel plan` 把它们逐个交给显存模型判断放不放得下，再用步长模型预测一步多久。下图每个点是一个放得下的布局（取它放得下的设置里最快的一种），横轴是负载最重的卡的显存峰值，纵轴是预测步长；星号是本场景自己的布局。
+# 上面的杠杆都是在本场景的布局上一个个改。换个问法：同样的模型、全局 batch、序列长度和 GPU 数，所有切得开的布局（TP × PP × CP × DP、EP、micro batch、序列并行，再加上流水线调度、重算策略和 ZeRO 阶段）里，哪些放得下、哪个最快？`costmodel plan` 把它们逐个交给显存模型判断放不放得下，再用单步耗时模型预测一步多久。下图每个点是一个放得下的布局（取它放得下的设置里最快的一种），横轴是负载最重的卡的显存峰值，纵轴是预测单步耗时；星号是本场景自己的布局。
 
 # %% tags=["remove-input"]
 from matplotlib.ticker import FuncFormatter, LogLocator
@@ -925,7 +925,7 @@ if searched is not None:
 
 # %% [markdown]
 # {% if searched is not none %}
-# **{{ "{:,}".format(searched.fitting) }} 个放得下的布局里最快的 5 个（预测步长；限制：一步里占比最大的部分）**
+# **{{ "{:,}".format(searched.fitting) }} 个放得下的布局里最快的 5 个（预测单步耗时；限制：一步里占比最大的部分）**
 #
 # |{% for column in shown_top.columns %} {{ column }} |{% endfor %}
 # |{% for column in shown_top.columns %}---|{% endfor %}

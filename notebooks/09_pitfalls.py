@@ -85,7 +85,7 @@ d.eq(r"\frac{\mathrm{HFU}}{\mathrm{MFU}}", sp.simplify(u.hfu / u.mfu), f"{f_now:
 
 # %% [markdown]
 # {% if f_now > f_none %}
-# 本场景 recompute = {{ sc.recompute|code }}，把 HFU **{{ acc.hfu|pct }}** 当成 MFU 报，比正确的 **{{ acc.mfu|pct }}** 高 {{ (f_now - 1)|pct }}{% if sc.recompute == "full" %}（全量重算，差距正是 {{ (f_full - 1)|string }}）{% else %}（全量重算时为 {{ full_gap|pct }}）{% endif %}。方向也可能反过来：关掉重算后（假设步长与 6ND 口径的硬件 FLOPs 成正比，不计注意力核心），一步从 {{ sc.step_time|num(1) }} 秒缩到 {{ (sc.step_time / f_now)|num(1) }} 秒，新的 MFU 是 {{ (acc.mfu * f_now)|pct }}，恰好等于改动前的 HFU：用旧 HFU 对比新 MFU，会把一次真实的提速读成“没有变化”。
+# 本场景 recompute = {{ sc.recompute|code }}，把 HFU **{{ acc.hfu|pct }}** 当成 MFU 报，比正确的 **{{ acc.mfu|pct }}** 高 {{ (f_now - 1)|pct }}{% if sc.recompute == "full" %}（全量重算，差距正是 {{ (f_full - 1)|string }}）{% else %}（全量重算时为 {{ full_gap|pct }}）{% endif %}。方向也可能反过来：关掉重算后（假设单步耗时与 6ND 口径的硬件 FLOPs 成正比，不计注意力核心），一步从 {{ sc.step_time|num(1) }} 秒缩到 {{ (sc.step_time / f_now)|num(1) }} 秒，新的 MFU 是 {{ (acc.mfu * f_now)|pct }}，恰好等于改动前的 HFU：用旧 HFU 对比新 MFU，会把一次真实的提速读成“没有变化”。
 # {% else %}
 # {% if sc.recompute == "none" %}本场景不重算{% else %}本场景的重算（{{ sc.recompute|code }}）不重做权重 GEMM{% endif %}，MFU 与 HFU 相等（{{ acc.mfu|pct }}），自己报数不会出这个错。但与一个全量重算的任务比较时，对方报的 HFU 比它的 MFU 高 {{ full_gap|pct }}，要先换算到同一口径。
 # {% endif %}
@@ -172,7 +172,7 @@ wrong_pad = acc["mfu"] * pad["packing_speedup"]  # the slots counted as D
 # %% [markdown]
 # ## 坑 6：先去优化通信
 #
-# “分布式训练的瓶颈是通信”是一个很强的直觉，但收益上限由通信占步长的比例决定：通信即使完全被计算掩盖，步长也最多缩短这个比例。本库按场景的并行布局逐个估算一步里的集合通信（每卡收发的字节 ÷ 链路带宽，见 08），得到的是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。再按重叠规则（见 08）扣掉能藏在计算后面的部分，剩下暴露在外的，才是把通信优化到极致能省下的时间。能藏多少取决于那段计算有多长，这里用步长模型预测的计算（见 08）。团队在场景里给了实测的 `communication_share` 时，用实测值。课程对它那次运行给的实测占比放在文末的对照表里。
+# “分布式训练的瓶颈是通信”是一个很强的直觉，但收益上限由通信占单步耗时的比例决定：通信即使完全被计算掩盖，单步耗时也最多缩短这个比例。本库按场景的并行布局逐个估算一步里的集合通信（每卡收发的字节 ÷ 链路带宽，见 08），得到的是**上界**：假设没有任何重叠、每次传输都跑满链路峰值。再按重叠规则（见 08）扣掉能藏在计算后面的部分，剩下暴露在外的，才是把通信优化到极致能省下的时间。能藏多少取决于那段计算有多长，这里用单步耗时模型预测的计算（见 08）。团队在场景里给了实测的 `communication_share` 时，用实测值。课程对它那次运行给的实测占比放在文末的对照表里。
 
 # %% tags=["remove-input"]
 comm = acc["communication"]
@@ -210,7 +210,7 @@ d.eq(r"\text{speedup}_{\max}'", bound_later, d.times(limit_later, 4) if math.isf
 # {% if contradicted %}本场景的估计与实测矛盾（见上），这里代入课程的 {{ s_now|pct(0) }}。{% endif %}{% if s_now == 0 %}s = 0：没有暴露在外的通信，计算再快，它的份额也还是 0，把通信藏起来没有可省的。每做完一项优化，仍要重新测一遍各部分的份额，再排下一个优先级。{% elif s_now >= 1 %}s = 1：按实测，一步全是暴露在外的通信，计算再快 s′ 也还是 1，公式给出的上限是无穷大。这只是式子的极限：GPU 就算跑在峰值也要一段时间算完这一步，所以库给“通信完全掩盖”这个杠杆时，把暴露的通信封顶在峰值算力留下的那部分（下表）。这样的实测值值得再核对一遍。{% else %}计算快 {{ g_faster }} 倍后，通信的份额从 {{ s_now|pct }} 升到 **{{ later|pct }}**，把它全部藏起来的上限也随之升到 {{ limit_later|times(4) }}。反过来读：先做的那项优化越大，原本不起眼的部分就越显眼。所以每做完一项都要重新测一遍份额，再排下一个优先级，而不是沿用优化前的排序。{% endif %}
 
 # %% [markdown]
-# 下表把库为本场景算出的各个杠杆按提速排在一起：每一项单独做、其余不变，把改动放进场景，用步长模型重新预测一步（见 08）；改完显存放不下、层数切不开或并不更快的，记为不可行。“依据”一列是这个数依赖的场景键：其中有的是课程的假设值（例如 `attention_kernel_speedup`），换成实测值结论才算数。
+# 下表把库为本场景算出的各个杠杆按提速排在一起：每一项单独做、其余不变，把改动放进场景，用单步耗时模型重新预测一步（见 08）；改完显存放不下、层数切不开或并不更快的，记为不可行。“依据”一列是这个数依赖的场景键：其中有的是课程的假设值（例如 `attention_kernel_speedup`），换成实测值结论才算数。
 
 # %% tags=["remove-input"]
 LEVER_NAMES = {
@@ -231,7 +231,7 @@ best_name = LEVER_NAMES.get(best["lever"], best["lever"]) if best is not None el
 comm_first = overlap["speedup"] > 1.0005 and (best is None or overlap["speedup"] >= best["speedup"])
 
 # %% [markdown]
-# **本场景各个杠杆的收益（步长模型重新预测）**
+# **本场景各个杠杆的收益（单步耗时模型重新预测）**
 #
 # | 手段 | 提速（预测） | 预测的一步缩短 | 可行 | 依据（场景键） |
 # |---|---|---|---|---|
@@ -263,7 +263,7 @@ off_lever = next(a for a in acc["advice"] if a["lever"] == "recompute_off")  # t
 
 # %% [markdown]
 # {% if off.speedup > 1 %}
-# 本场景 recompute = {{ sc.recompute|code }}，系数 {{ f_now|decimals(4) }}。按步长与硬件 FLOPs（含注意力核心）成正比的假设，关掉重算：{{ step|num(1) }} 秒 → {{ off.step_time|num(1) }} 秒（{{ off.speedup|times }}）{% if sel.speedup > 1 %}；改成选择性重算（重算 {{ sel.modules|join("、") }}，权重 GEMM 的 r = {{ sel.weights_fraction|sig(4) }}）：{{ step|num(1) }} 秒 → {{ sel.step_time|num(1) }} 秒（{{ sel.speedup|times }}）{% endif %}{% if off_lever.fits is not none and off_lever.peak_after is not none %}。按显存模型，关掉重算后负载最重的卡要 {{ off_lever.peak_after|gb }}{% if off_lever.fits %}，放得下{% else %}，放不下：先腾出显存，这个杠杆才拿得到{% endif %}{% endif %}。每个 micro batch 的 logits（BF16）占 {{ acc.logits_bytes|gb }}，分块计算交叉熵能把它切小，是腾显存的一个候选（见 08）。
+# 本场景 recompute = {{ sc.recompute|code }}，系数 {{ f_now|decimals(4) }}。按单步耗时与硬件 FLOPs（含注意力核心）成正比的假设，关掉重算：{{ step|num(1) }} 秒 → {{ off.step_time|num(1) }} 秒（{{ off.speedup|times }}）{% if sel.speedup > 1 %}；改成选择性重算（重算 {{ sel.modules|join("、") }}，权重 GEMM 的 r = {{ sel.weights_fraction|sig(4) }}）：{{ step|num(1) }} 秒 → {{ sel.step_time|num(1) }} 秒（{{ sel.speedup|times }}）{% endif %}{% if off_lever.fits is not none and off_lever.peak_after is not none %}。按显存模型，关掉重算后负载最重的卡要 {{ off_lever.peak_after|gb }}{% if off_lever.fits %}，放得下{% else %}，放不下：先腾出显存，这个杠杆才拿得到{% endif %}{% endif %}。每个 micro batch 的 logits（BF16）占 {{ acc.logits_bytes|gb }}，分块计算交叉熵能把它切小，是腾显存的一个候选（见 08）。
 # {% else %}
 # 本场景已经不做重算，这一项没有可挖的空间。
 # {% endif %}

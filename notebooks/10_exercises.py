@@ -76,10 +76,10 @@ def origin(key):
 
 
 step_said = "预测" if sc.step_time_from == "predicted" else "实测"  # step_time null: predicted
-clash = "估计与实测矛盾" if step_said == "实测" else "估计与预测的步长矛盾"
+clash = "估计与实测矛盾" if step_said == "实测" else "估计与预测的单步耗时矛盾"
 
 # %% [markdown]
-# 场景：**{{ sc.name }}**。现在每步 {{ sc.step_time|short }} s{% if sc.step_time_from == "predicted" %}（步长模型的预测：场景的 `step_time` 为 null）{% endif %}，MFU {{ acc.mfu|pct }}，HFU {{ acc.hfu|pct }}，recompute = {{ sc.recompute }}{% if moe %}，模型是 MoE（{{ sc.num_experts }} 个专家）{% else %}，模型是稠密的（没有专家）{% endif %}。
+# 场景：**{{ sc.name }}**。现在每步 {{ sc.step_time|short }} s{% if sc.step_time_from == "predicted" %}（单步耗时模型的预测：场景的 `step_time` 为 null）{% endif %}，MFU {{ acc.mfu|pct }}，HFU {{ acc.hfu|pct }}，recompute = {{ sc.recompute }}{% if moe %}，模型是 MoE（{{ sc.num_experts }} 个专家）{% else %}，模型是稠密的（没有专家）{% endif %}。
 
 # %% [markdown]
 # ## 做题用的三件工具
@@ -288,7 +288,7 @@ mem_sel = gpu_memory(sc, recompute="selective") if sc.recompute == "full" else N
 #
 # 两条线索：一是不随计算缩短的那部分时间（主要是没被计算掩盖的通信）占比会怎么变；二是屋顶线（roofline）：模型的矩阵乘在当前 micro batch 下，运算强度与 GPU 的平衡点比如何。
 #
-# 第一条要用练习 2 表里的通信份额（课程的数在同一张表里）。场景的 `communication_share` 键放团队自己的实测值；不给时，用账里按并行布局和重叠规则估出的、暴露在外的通信（第 08 节）：能藏多少按步长模型预测的计算来定，链路按跑满峰值算，所以它偏乐观，实测可能更多。
+# 第一条要用练习 2 表里的通信份额（课程的数在同一张表里）。场景的 `communication_share` 键放团队自己的实测值；不给时，用账里按并行布局和重叠规则估出的、暴露在外的通信（第 08 节）：能藏多少按单步耗时模型预测的计算来定，链路按跑满峰值算，所以它偏乐观，实测可能更多。
 
 
 # %% [markdown] tags=["solution"]
@@ -335,7 +335,7 @@ comm_seconds = comm_share * sc.step_time  # held fixed while the compute speeds 
 # {% endif %}
 #
 # {% set comm_verdict -%}
-# {% if comm_share == 0 %}{{ no_comm }}{% if contradicted %}。{% else %}，它不会成为瓶颈。{% endif %}{% elif best_other is none %}此时把通信完全藏到计算后面最多再快 {{ bound_after|times(3) }}；除此之外没有别的既可行又有收益的杠杆，通信重叠是剩下唯一的一项。{% elif comm_first %}此时把通信完全藏到计算后面最多再快 {{ bound_after|times(3) }}，不短于其余可行杠杆里最长的 {{ best_other.lever|code }}（{{ best_other.speedup|times(3) }}，步长模型预测）：通信重叠是下一个值得做的{% if measured %}。{% else %}（按估计；先实测暴露在外的部分）。{% endif %}{% else %}此时把通信完全藏到计算后面最多再快 {{ bound_after|times(3) }}，短于 {{ best_other.lever|code }}（{{ best_other.speedup|times(3) }}，步长模型预测）：通信还不是下一个瓶颈。{% endif %}
+# {% if comm_share == 0 %}{{ no_comm }}{% if contradicted %}。{% else %}，它不会成为瓶颈。{% endif %}{% elif best_other is none %}此时把通信完全藏到计算后面最多再快 {{ bound_after|times(3) }}；除此之外没有别的既可行又有收益的杠杆，通信重叠是剩下唯一的一项。{% elif comm_first %}此时把通信完全藏到计算后面最多再快 {{ bound_after|times(3) }}，不短于其余可行杠杆里最长的 {{ best_other.lever|code }}（{{ best_other.speedup|times(3) }}，单步耗时模型预测）：通信重叠是下一个值得做的{% if measured %}。{% else %}（按估计；先实测暴露在外的部分）。{% endif %}{% else %}此时把通信完全藏到计算后面最多再快 {{ bound_after|times(3) }}，短于 {{ best_other.lever|code }}（{{ best_other.speedup|times(3) }}，单步耗时模型预测）：通信还不是下一个瓶颈。{% endif %}
 # {%- endset %}
 # {% if comm_share == 0 %}{{ comm_verdict|safe }}{% elif g_both > 1 %}通信时间（{{ seconds(comm_seconds) }}，{{ basis_short }}）不随计算缩短：计算提速 {{ g_both|times }} 之后，它的占比从 {{ share(comm_share) }} 升到 **{{ share(after.fixed_share) }}**，{% if after.speedup|times != g_both|times %}实际提速也从 {{ g_both|times }} 降到 {{ after.speedup|times }}（Amdahl 定律）。{% else %}份额不大，实际提速在两位小数上仍是 {{ after.speedup|times }}（Amdahl 定律）。{% endif %}{{ comm_verdict|safe }}{% else %}本场景的两项改动都没有收益，计算时间不变，通信（{{ seconds(comm_seconds) }}，{{ basis_short }}）的占比仍是 {{ share(comm_share) }}。只有计算先被压短，不随之缩短的通信占比才会上升（Amdahl 定律）。{{ comm_verdict|safe }}{% endif %}
 
@@ -417,9 +417,9 @@ narrow = (f"（窄 GEMM 除外，但{'它' if len(capped) == 1 else '它们'}的
 # **(c) 的回答**：{% if comm_share == 0 %}{{ no_comm }}{% elif g_both <= 1 %}计算没有缩短，通信占比不变（{{ share(comm_share) }}，{{ basis_short }}）{% if comm_first %}，通信重叠是下一个值得做的{% else %}，还不是下一个瓶颈{% endif %}{% else %}通信占比 {{ share(comm_share) }} → {{ share(after.fixed_share) }}（{{ basis_short }}），升到原来的 {{ (after.fixed_share / comm_share)|decimals(1) }} 倍，{% if comm_first %}通信重叠是下一个值得做的{% else %}还不是下一个瓶颈{% endif %}{% endif %}；{% if pushable %}部分带权重的 GEMM 受带宽限制，加大 micro batch 是下一步{% elif below_core %}带权重的 GEMM 不受带宽限制{{ narrow }}；按屋顶线落在拐点左侧的是注意力核，{% if flash %}但本场景已用 flash kernel，分数留在片上，它的代价在片上而不在显存带宽{% else %}要靠融合的注意力 kernel{% endif %}{% else %}GEMM 不受带宽限制{{ narrow }}，瓶颈转到 kernel 效率（{{ kernels }}）和访存型操作{% endif %}；{% if att_share > largest_share %}注意力核占全部运算的 {{ att_share|pct(0) }}，比最大的一种带权重 GEMM（{{ largest.name|code }}，约 {{ largest_share|pct(0) }}）还大，是计算里最大的单项{% else %}注意力核占全部运算的 {{ att_share|pct(0) }}，不是最大的单项（{{ largest.name|code }} 约占 {{ largest_share|pct(0) }}）{% endif %}。具体先做哪一项，仍然要先量：profile 一步，看时间花在哪类 kernel 上。
 
 # %% [markdown] tags=["exercise"]
-# ### 练习 3：packing 之后，步长模型怎么说？
+# ### 练习 3：packing 之后，单步耗时模型怎么说？
 #
-# 练习 1 用的是“单步耗时正比于算过的槽位”这条规则。第 08 节的步长模型把一步拆成几部分（带权重的 GEMM、注意力核心、线性注意力、受带宽限制的逐元素工作、重算、暴露在外的通信、流水线气泡），各部分按自己的规律变化。模型对 packing 的预测，第 08 节的杠杆表已经给出（下表最后两行：改后的一步和提速），这里不再问数，问为什么。先不看解答，说明：把场景改成 `batching: packed`，哪几部分随槽位一起缩短，哪几部分不变（提示：注意力核心按真实长度算，优化器更新按参数算）？模型的提速为什么比练习 1 的 $g_{\mathrm{pack}}$ 小（或大）？场景有实测的步长时，再想一想：模型没有解释的那部分时间会不会随 packing 缩短，它让你的答案落在什么范围里？写下预测，再对照解答。
+# 练习 1 用的是“单步耗时正比于算过的槽位”这条规则。第 08 节的单步耗时模型把一步拆成几部分（带权重的 GEMM、注意力核心、线性注意力、受带宽限制的逐元素工作、重算、暴露在外的通信、流水线气泡），各部分按自己的规律变化。模型对 packing 的预测，第 08 节的杠杆表已经给出（下表最后两行：改后的一步和提速），这里不再问数，问为什么。先不看解答，说明：把场景改成 `batching: packed`，哪几部分随槽位一起缩短，哪几部分不变（提示：注意力核心按真实长度算，优化器更新按参数算）？模型的提速为什么比练习 1 的 $g_{\mathrm{pack}}$ 小（或大）？场景有实测的单步耗时时，再想一想：模型没有解释的那部分时间会不会随 packing 缩短，它让你的答案落在什么范围里？写下预测，再对照解答。
 
 
 # %% tags=["remove-input"]
@@ -431,7 +431,7 @@ PART_ZH = {"gemms": "带权重的 GEMM", "attention": "注意力核心", "linear
 part_names = {name: PART_ZH.get(name, name) for name in t_now["parts"]}
 
 # %% [markdown]
-# **练习 3：本次运行一步里步长模型的各部分（`acc["time"]`）**
+# **练习 3：本次运行一步里单步耗时模型的各部分（`acc["time"]`）**
 #
 # | 部分 | 现在 |
 # |---|---|
@@ -478,7 +478,7 @@ if t_packed is not None:
 # {% if t_packed is none %}
 # 本场景改成 `batching: packed` 后不是一个有效的场景（{{ refused }}），这道题在这里无从算起。
 # {% else %}
-# **packing 前后的步长模型（槽位之比 g_pack = {{ g_pack|times(3) }}）**
+# **packing 前后的单步耗时模型（槽位之比 g_pack = {{ g_pack|times(3) }}）**
 #
 # | 部分 | 现在 | packing 后 | 现在 / packing 后 |
 # |---|---|---|---|
@@ -487,13 +487,13 @@ if t_packed is not None:
 # {% endfor %}
 # | 预测的一步 | {{ seconds(t_now.predicted_seconds) }} | {{ seconds(t_packed.predicted_seconds) }} | {{ g_model|times(3) }} |
 #
-# 按练习 1 的规则，packing 的提速是槽位之比 $g_{\mathrm{pack}}$ = {{ g_pack|times(3) }}。{% if (g_model - 1)|abs <= 1e-3 %}步长模型预测的一步改前改后都是 {{ seconds(t_now.predicted_seconds) }}。{% else %}步长模型重新预测：改前 {{ seconds(t_now.predicted_seconds) }}，改后 {{ seconds(t_packed.predicted_seconds) }}，提速 **{{ g_model|times(3) }}**。{% endif %}{% if not padded %}本场景{% if packed %}已经在 packing{% else %}的平均真实长度等于配置长度，没有 pad 槽位{% endif %}：改成 `batching: packed` 不减少要算的槽位，没有 pad 可省{% if (g_model - 1)|abs <= 1e-3 %}。{% else %}；模型的一步仍有变化，那不是来自 pad。{% endif %}{% elif (g_model / g_pack - 1)|abs <= 1e-3 %}两者相同：按模型，这一步的每一部分都随槽位同比例缩短。{% else %}模型的提速比槽位之比{% if g_model < g_pack %}小{% else %}大{% endif %}。{% if slower %}{{ slower|join("、") }}缩短得比槽位少，或者不变：它们全部或一部分不随 pad 槽位增减，packing 省不掉那一部分。{% endif %}{% if faster %}{{ faster|join("、") }}缩短得比槽位还多。{% endif %}{% endif %}{% if not padded %}{% elif unexplained is none %}本场景的一步本来就是预测的（`step_time` 为 null），没有实测可以对照；量到实际的步长后再做这道题，就能看出练习 1 的规则和模型差在哪里。{% elif unexplained >= 0 %}实测的一步里有 {{ seconds(unexplained) }} 是模型没有解释的（{{ t_now.unexplained_share|pct(1) }}）。它若和模型的各部分同比例变化，packing 后一步约 {{ seconds(low_t) }}；若它完全不随 packing 变，约 {{ seconds(high_t) }}。练习 1 的答案是 {{ seconds(t_pack) }}{% if low_t - 1e-9 <= t_pack <= high_t + 1e-9 %}，落在这个范围里。{% elif t_pack < low_t %}，比这个范围还短：它假设整步（连同没有解释的部分）都按槽位缩短，比模型乐观。{% else %}，比这个范围还长。{% endif %}哪一种更接近真实，只有量了 packing 之后的步长才知道。{% else %}注意：实测的一步比模型预测的还短 {{ seconds(-unexplained) }}，按模型这一步不可能这么快（第 08 节），先核对场景和效率参数，再拿模型的提速去推算实测的步长。{% endif %}
+# 按练习 1 的规则，packing 的提速是槽位之比 $g_{\mathrm{pack}}$ = {{ g_pack|times(3) }}。{% if (g_model - 1)|abs <= 1e-3 %}单步耗时模型预测的一步改前改后都是 {{ seconds(t_now.predicted_seconds) }}。{% else %}单步耗时模型重新预测：改前 {{ seconds(t_now.predicted_seconds) }}，改后 {{ seconds(t_packed.predicted_seconds) }}，提速 **{{ g_model|times(3) }}**。{% endif %}{% if not padded %}本场景{% if packed %}已经在 packing{% else %}的平均真实长度等于配置长度，没有 pad 槽位{% endif %}：改成 `batching: packed` 不减少要算的槽位，没有 pad 可省{% if (g_model - 1)|abs <= 1e-3 %}。{% else %}；模型的一步仍有变化，那不是来自 pad。{% endif %}{% elif (g_model / g_pack - 1)|abs <= 1e-3 %}两者相同：按模型，这一步的每一部分都随槽位同比例缩短。{% else %}模型的提速比槽位之比{% if g_model < g_pack %}小{% else %}大{% endif %}。{% if slower %}{{ slower|join("、") }}缩短得比槽位少，或者不变：它们全部或一部分不随 pad 槽位增减，packing 省不掉那一部分。{% endif %}{% if faster %}{{ faster|join("、") }}缩短得比槽位还多。{% endif %}{% endif %}{% if not padded %}{% elif unexplained is none %}本场景的一步本来就是预测的（`step_time` 为 null），没有实测可以对照；量到实际的单步耗时后再做这道题，就能看出练习 1 的规则和模型差在哪里。{% elif unexplained >= 0 %}实测的一步里有 {{ seconds(unexplained) }} 是模型没有解释的（{{ t_now.unexplained_share|pct(1) }}）。它若和模型的各部分同比例变化，packing 后一步约 {{ seconds(low_t) }}；若它完全不随 packing 变，约 {{ seconds(high_t) }}。练习 1 的答案是 {{ seconds(t_pack) }}{% if low_t - 1e-9 <= t_pack <= high_t + 1e-9 %}，落在这个范围里。{% elif t_pack < low_t %}，比这个范围还短：它假设整步（连同没有解释的部分）都按槽位缩短，比模型乐观。{% else %}，比这个范围还长。{% endif %}哪一种更接近真实，只有量了 packing 之后的单步耗时才知道。{% else %}注意：实测的一步比模型预测的还短 {{ seconds(-unexplained) }}，按模型这一步不可能这么快（第 08 节），先核对场景和效率参数，再拿模型的提速去推算实测的单步耗时。{% endif %}
 # {% endif %}
 
 # %% [markdown] tags=["solution"]
 # ## 本次运行：剩下的杠杆怎么排
 #
-# 账里按本次运行排好了每个杠杆（`acc["advice"]`，与第 08 节同一份）：按本场景算出的提速、是否可行（显存放得下、batch 能整除）、依赖哪些场景键。去掉练习 2 已经做的两项（recompute 的两个杠杆只取其一），剩下的按提速排如下；每个提速都是把改动放进场景、用步长模型重新预测的比值（改前 / 改后），带 * 的键用的是课程的假设值。
+# 账里按本次运行排好了每个杠杆（`acc["advice"]`，与第 08 节同一份）：按本场景算出的提速、是否可行（显存放得下、batch 能整除）、依赖哪些场景键。去掉练习 2 已经做的两项（recompute 的两个杠杆只取其一），剩下的按提速排如下；每个提速都是把改动放进场景、用单步耗时模型重新预测的比值（改前 / 改后），带 * 的键用的是课程的假设值。
 
 
 # %% tags=["solution", "remove-input"]
@@ -520,7 +520,7 @@ leaning = sorted({key for name in combined["levers"] for key in by_lever[name]["
 # | {{ a.lever|code }} | {{ a.speedup|times(3) }} | {% if a.feasible %}是{% else %}否{% endif %} | {% for key in a.rests_on %}{{ star(key)|safe }}{% if not loop.last %}、{% endif %}{% endfor %} | {{ advice_note(a)|safe }} |
 # {% endfor %}
 #
-# {% if combined.levers %}本次运行实际可行、能一起做的杠杆是 {{ plan|safe }}：一起放进场景、重新预测，预测的一步快 **{{ combined.speedup|times }}**，每步 {{ sc.step_time|short }} s → {{ combined.step_time|decimals(1) }} s（`acc["advice_combined"]`{% if combined.step_time_from == "measured - saved" %}；实测的一步减去预测省下的秒数，模型没有解释的部分原样留着{% endif %}）。{% if combined.get("capped") %}一起预测是 {{ combined.product|times }}，账里把合计封顶：再快，GPU 就要超过峰值算力{% if combined.ceiling_from == "hfu_with_attention" %}（按今天的硬件 FLOPs，含注意力）。{% else %}（按今天 6ND 的硬件 FLOPs；含注意力的计数比峰值下一步能做的还多，与步长矛盾，不用它）。{% endif %}{% endif %}{% if in_plan|length == 2 %}它包含练习 2 的两项。{% elif in_plan %}它包含练习 2 里的 {% for name in in_plan %}{{ name|code }}{% if not loop.last %}、{% endif %}{% endfor %}，不含另一项（不可行或没有收益）。{% else %}练习 2 的两项都不在其中（不可行或没有收益）。{% endif %}{% else %}本次运行没有一个杠杆既可行又有收益。{% endif %}{% if leaning %}其中的提速依赖课程的假设值 {% for key in leaning %}{{ key|code }}{% if not loop.last %}、{% endif %}{% endfor %}：设置{% if leaning|length == 1 %}这个键{% else %}这些键{% endif %}可改为你的实测值。{% endif %}
+# {% if combined.levers %}本次运行实际可行、能一起做的杠杆是 {{ plan|safe }}：一起放进场景、重新预测，预测的一步快 **{{ combined.speedup|times }}**，每步 {{ sc.step_time|short }} s → {{ combined.step_time|decimals(1) }} s（`acc["advice_combined"]`{% if combined.step_time_from == "measured - saved" %}；实测的一步减去预测省下的秒数，模型没有解释的部分原样留着{% endif %}）。{% if combined.get("capped") %}一起预测是 {{ combined.product|times }}，账里把合计封顶：再快，GPU 就要超过峰值算力{% if combined.ceiling_from == "hfu_with_attention" %}（按今天的硬件 FLOPs，含注意力）。{% else %}（按今天 6ND 的硬件 FLOPs；含注意力的计数比峰值下一步能做的还多，与单步耗时矛盾，不用它）。{% endif %}{% endif %}{% if in_plan|length == 2 %}它包含练习 2 的两项。{% elif in_plan %}它包含练习 2 里的 {% for name in in_plan %}{{ name|code }}{% if not loop.last %}、{% endif %}{% endfor %}，不含另一项（不可行或没有收益）。{% else %}练习 2 的两项都不在其中（不可行或没有收益）。{% endif %}{% else %}本次运行没有一个杠杆既可行又有收益。{% endif %}{% if leaning %}其中的提速依赖课程的假设值 {% for key in leaning %}{{ key|code }}{% if not loop.last %}、{% endif %}{% endfor %}：设置{% if leaning|length == 1 %}这个键{% else %}这些键{% endif %}可改为你的实测值。{% endif %}
 
 # %% [markdown] tags=["solution"]
 # ## 课程怎么说，本页算出什么

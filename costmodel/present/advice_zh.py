@@ -82,7 +82,7 @@ def _measured_share(f: dict[str, Any]) -> str:
 def _attention_exceeds_peak(f: dict[str, Any]) -> str:
     return (
         f"没有杠杆：按注意力的计数，这一步要 GPU 峰值的 {times(f['hfu'], 1)}，"
-        "超过 GPU 的能力，与实测的步长矛盾；注意力占时间的份额无从知道"
+        "超过 GPU 的能力，与实测的单步耗时矛盾；注意力占时间的份额无从知道"
     )
 
 

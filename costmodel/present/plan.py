@@ -243,7 +243,7 @@ def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
     summary = [
         f"{data['gpus']:,} × {data['gpu']}，全局 batch {data['global_batch']:,} × seq_len "
         f"{data['seq_len']:,}：搜索了 {data['searched']:,} 种布局，{data['fitting']:,} 种放得下"
-        f"（每张卡可用 {data['usable_bytes'] / 1e9:.1f} GB）；下表是预测步长最短的 "
+        f"（每张卡可用 {data['usable_bytes'] / 1e9:.1f} GB）；下表是预测单步耗时最短的 "
         f"{len(data['layouts'])} 种。"
     ]
     if data["own_note"]:

@@ -27,7 +27,7 @@ def banner(sc: scenario.Scenario, account: dict[str, Any], inputs: dict[str, Any
     changed = ", ".join(f"{key}={printable(table_value(value))}" for key, value in inputs.items())
     return (
         f"{printable(sc.name)} · {EDITION_NAMES[edition]} · MFU {100 * account['mfu']:.2f}%"
-        + ("（步长为预测值）" if account["time"]["measured_seconds"] is None else "")
+        + ("（单步耗时为预测值）" if account["time"]["measured_seconds"] is None else "")
         + " · "
         + (f"输入：课程场景 + {changed}" if changed else "输入：课程场景")
         + " · costmodel 讲义"
@@ -48,7 +48,7 @@ def step_cards(t: dict[str, Any]) -> list[tuple[str, str]]:
     unexplained = t["unexplained_seconds"]
     return [
         ("单步耗时（实测）", _step_seconds(t["measured_seconds"])),
-        ("单步耗时（步长模型预测）", predicted),
+        ("单步耗时（模型预测）", predicted),
         (
             "未解释部分（实测 − 预测）"
             + ("；为负：按模型这一步不可能这么快" if unexplained < 0 else ""),
@@ -90,9 +90,9 @@ def _cards(account: dict[str, Any]) -> str:
     """The headline numbers, one card each."""
     predicted = account["time"]["measured_seconds"] is None
     headline = [
-        ("MFU" + ("（步长为预测值）" if predicted else ""), f"{100 * account['mfu']:.2f}%"),
+        ("MFU" + ("（单步耗时为预测值）" if predicted else ""), f"{100 * account['mfu']:.2f}%"),
         *step_cards(account["time"]),
-        ("HFU" + ("（步长为预测值）" if predicted else ""), f"{100 * account['hfu']:.2f}%"),
+        ("HFU" + ("（单步耗时为预测值）" if predicted else ""), f"{100 * account['hfu']:.2f}%"),
         *_attention_cards(account),
         ("padding 浪费", f"{100 * account['padding']['waste_fraction']:.1f}%"),
     ]
@@ -143,7 +143,7 @@ def plan_section(plan: dict[str, Any] | str | None) -> str:
         return ""
     head = (
         "<h2>放得下的并行布局，按预测的一步排序（<code>costmodel plan</code>）</h2>"
-        "<p>本场景的模型、全局 batch 和序列长度在它的 GPU 上所有可行的并行布局，按步长模型预测的"
+        "<p>本场景的模型、全局 batch 和序列长度在它的 GPU 上所有可行的并行布局，按单步耗时模型预测的"
         "一步排序；放不放得下由显存模型判断。布局一列是它的场景键，照录命令行 <code>costmodel plan</code> "
         "的写法。</p>"
     )

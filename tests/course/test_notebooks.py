@@ -338,7 +338,7 @@ def test_08_and_10_say_predicted_when_step_time_is_null(step_runs):
     show no measured step or unexplained part."""
     for stem in ("08_optimization_path", "10_exercises"):
         text = _shown(step_runs[("null", stem)])
-        assert "步长模型的预测：场景的 `step_time` 为 null" in text, stem
+        assert "单步耗时模型的预测：场景的 `step_time` 为 null" in text, stem
         assert "unexplained (measured - predicted)" not in text, stem
         assert "未解释（实测 − 预测）" not in text, stem
     page = _shown(step_runs[("null", "08_optimization_path")])
@@ -360,7 +360,7 @@ def test_10_exercise_re_predicts_the_step_after_packing(course_account):
 
     nb = _stored("10_exercises")
     tagged = [c for c in nb.cells if "exercise" in c.metadata.get("tags", [])]
-    assert any("步长模型" in c.source for c in tagged)
+    assert any("单步耗时模型" in c.source for c in tagged)
     now = course_account["time"]["predicted_seconds"]
     packed = account(scenario.resolve(overrides={"batching": "packed"}))["time"]
     g_model = now / packed["predicted_seconds"]

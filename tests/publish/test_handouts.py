@@ -113,7 +113,7 @@ def test_index_cards_show_the_predicted_step_beside_the_measured_one():
     t = account["time"]
     cards = _cards(page)
     assert cards["单步耗时（实测）"] == "120.0 s"
-    assert cards["单步耗时（步长模型预测）"] == f"{t['predicted_seconds']:,.1f} s"
+    assert cards["单步耗时（模型预测）"] == f"{t['predicted_seconds']:,.1f} s"
     unexplained = cards["未解释部分（实测 − 预测）"]
     assert unexplained == (
         f"{t['unexplained_seconds']:,.1f} s ({100 * t['unexplained_share']:.1f}%)"
@@ -131,11 +131,11 @@ def test_index_cards_say_predicted_when_step_time_is_null():
     cards = _cards(page)
     predicted = f"{account['time']['predicted_seconds']:,.1f} s"
     assert cards["单步耗时（预测值：step_time 为空）"] == predicted
-    assert cards["MFU（步长为预测值）"] == f"{100 * account['mfu']:.2f}%"
-    assert cards["HFU（步长为预测值）"] == f"{100 * account['hfu']:.2f}%"
+    assert cards["MFU（单步耗时为预测值）"] == f"{100 * account['mfu']:.2f}%"
+    assert cards["HFU（单步耗时为预测值）"] == f"{100 * account['hfu']:.2f}%"
     assert not any(label.startswith(("单步耗时（实测）", "未解释部分")) for label in cards)
     sc = scenario.resolve(overrides={"step_time": None})
-    assert "（步长为预测值）" in index_page.banner(sc, account, {"step_time": None}, "teacher")
+    assert "（单步耗时为预测值）" in index_page.banner(sc, account, {"step_time": None}, "teacher")
 
 
 class _Resources(HTMLParser):
