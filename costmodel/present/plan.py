@@ -286,26 +286,18 @@ def own_note_words(note: str) -> str:
 
 def finding_words(f: dict[str, Any], top: int, node: int, seq_len: int) -> str:
     """A finding of evaluate.plan.plan_findings in Chinese, from its data (the command line writes
-    its `statement`): `top` the layouts it is over, `node` the GPUs per node."""
+    its `statement`): `top` the layouts it is over, `node` the GPUs per node. The rule first, then
+    the counts, so that the tag before it ([成立] / [不成立]) reads true."""
     name, count, of = f["name"], f["count"], f["of"]
+    counted = f"{top} 个里有 {count} 个" if count < of else f"{top} 个都是"
     if name == "tp_within_node":
-        if count == of:
-            return f"最快的 {top} 个布局都把 TP 放在一个节点之内（TP ≤ 每节点 {node} 张卡）"
-        return (
-            f"最快的 {top} 个布局里有 {count} 个把 TP 放在一个节点之内（TP ≤ {node}），"
-            f"{of - count} 个让 TP 跨了节点"
-        )
+        return f"最快的布局把 TP 放在一个节点之内（TP ≤ 每节点 {node} 张卡）：{counted}"
     if name == "pp_across_nodes":
-        if count:
-            return f"最快的 {top} 个布局里有 {count} 个用了流水线并行（PP > 1）"
-        return f"最快的 {top} 个布局都没有用流水线并行（PP = 1）"
+        return f"最快的布局用流水线并行（PP > 1）：{top} 个里有 {count} 个"
     if name == "cp_at_seq_len":
-        if count:
-            return f"序列长度 {seq_len:,} 时，最快的 {top} 个布局里有 {count} 个用了 CP"
-        return f"序列长度 {seq_len:,} 时，最快的 {top} 个布局都没有用 CP"
+        return f"序列长度 {seq_len:,} 时，最快的布局用 CP：{top} 个里有 {count} 个"
     if name == "ep_within_node":
-        near = "都" if count == of else f"里有 {count} 个"
-        return f"EP 都在 DP 之内；最快的 {top} 个布局{near}把 EP 放在一个节点之内（EP ≤ {node}）"
+        return f"EP 都在 DP 之内；最快的布局把 EP 放在一个节点之内（EP ≤ {node}）：{counted}"
     if name == "recompute_forced":
         if not of:
             return f"最快的 {top} 个布局都不重算"

@@ -98,3 +98,25 @@ def test_the_plans_findings_are_chinese_on_the_index():
     }
     # the command line keeps its English statements
     assert all(f["statement"] for f in plan_text.as_json(found, plan.TOP)["findings"])
+
+
+def test_a_finding_reads_true_under_its_tag():
+    """Issue 36 (3): "[不成立] 最快的 10 个布局都没有用流水线并行（PP = 1）" stood above ten PP-1
+    layouts: the counts alone, tagged by the rule. Each line now states the rule, then the counts,
+    so the tag is about the rule and the counts are what the search found, in both languages."""
+    from costmodel.present.plan import finding_words
+
+    none = {"name": "pp_across_nodes", "holds": False, "count": 0, "of": 10, "statement": ""}
+    assert finding_words(none, 10, 8, 4096) == "最快的布局用流水线并行（PP > 1）：10 个里有 0 个"
+    some = {**none, "name": "tp_within_node", "holds": False, "count": 7}
+    assert finding_words(some, 10, 8, 4096).endswith("：10 个里有 7 个")
+    every = {**some, "holds": True, "count": 10}
+    assert finding_words(every, 10, 8, 4096).endswith("：10 个都是")
+    from costmodel.evaluate.plan import plan
+
+    found = plan.search(scenario.resolve())
+    for f in plan_text.as_json(found, plan.TOP)["findings"]:
+        if f["name"] in ("pp_across_nodes", "cp_at_seq_len", "tp_within_node"):
+            assert f["statement"].endswith(f": {f['count']} of {f['of']} do") or (
+                f["statement"].endswith(f"all {f['of']} do") and f["count"] == f["of"]
+            ), f

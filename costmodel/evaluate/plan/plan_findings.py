@@ -1,7 +1,9 @@
 """The rules of thumb of layout choice as findings of a search, not as its inputs: each one is
 computed from the ranked layouts of a `Plan` and says whether it holds for the top layouts, with
 the counts behind it, worded for the search it comes from (this model, cluster, batch and
-sequence length).
+sequence length). Each statement states the rule, then the counts, so that "[does not hold]"
+before it reads true (a statement of the counts alone, "none of the top 10 uses PP", read false
+under that tag).
 
 - tp_within_node: every top layout keeps TP within a node (TP <= gpus_per_node);
 - pp_across_nodes: the top layouts that use PP (how many);
@@ -45,9 +47,8 @@ def findings(plan, top: int) -> list[dict[str, Any]]:
             inside == n,
             inside,
             n,
-            f"{'all' if inside == n else f'{inside} of'} the top {n} layouts keep TP within a node "
-            f"(TP <= {node} GPUs per node)"
-            + ("" if inside == n else f"; {n - inside} put TP across nodes"),
+            f"the top {n} layouts keep TP within a node (TP <= {node} GPUs per node): "
+            + (f"all {n} do" if inside == n else f"{inside} do, {n - inside} put TP across nodes"),
         )
     )
     piped = sum(1 for r in rows if r.core.pp > 1)
@@ -57,7 +58,7 @@ def findings(plan, top: int) -> list[dict[str, Any]]:
             piped > 0,
             piped,
             n,
-            f"{piped} of the top {n} layouts use PP (PP > 1)",
+            f"the top {n} layouts use PP (PP > 1): {piped} of {n} do",
         )
     )
     split = sum(1 for r in rows if r.core.cp > 1)
@@ -67,9 +68,7 @@ def findings(plan, top: int) -> list[dict[str, Any]]:
             split > 0,
             split,
             n,
-            f"at seq_len {seq:,}, CP appears in {split} of the top {n} layouts"
-            if split
-            else f"at seq_len {seq:,}, none of the top {n} layouts uses CP",
+            f"at seq_len {seq:,}, the top {n} layouts use CP: {split} of {n} do",
         )
     )
     if base.num_experts:
@@ -80,8 +79,8 @@ def findings(plan, top: int) -> list[dict[str, Any]]:
                 near == n,
                 near,
                 n,
-                f"EP is inside DP in every layout; {near} of the top {n} keep EP within a node "
-                f"(EP <= {node})",
+                f"EP is inside DP in every layout; the top {n} keep EP within a node "
+                f"(EP <= {node}): {near} of {n} do",
             )
         )
     recomputing = [r for r in rows if r.recompute.policy != "none"]
