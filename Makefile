@@ -88,6 +88,8 @@ validate: validate-deps
 	$(PY) -m costmodel.validate_memory --out costmodel/course/saved_tensors.csv
 	$(PY) -m pytest -q tests/validate/test_flop_counter.py tests/derive/test_activations.py
 
+# Each script prints its figures and records its headline ones in benchmarks/results/<script>.json;
+# docs/benchmarks.md is rendered from those files last (each script alone renders it too).
 benchmark: venv
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_sweep.py
@@ -98,6 +100,7 @@ benchmark: venv
 	$(PY) benchmarks/megatron_memory.py
 	$(PY) benchmarks/published_runs.py
 	$(PY) benchmarks/loso.py
+	$(PY) benchmarks/docs_page.py
 
 # Fit the step-time model's efficiencies on the published runs and write them into the
 # generated costmodel/inputs/fitted.py, whose values replace the stated ones where a fit exists.

@@ -125,6 +125,27 @@ def closed_form(size: int = 1_000_000, sample: int = 2_000) -> dict[str, float]:
     }
 
 
+def figures(times: list[float], cpu: dict[str, float], bare: float, result: dict) -> list:
+    """The recorded figures (benchmarks/results/bench_core.json, docs/benchmarks.md)."""
+    import recorded as rec
+
+    out = [rec.figure("costmodel report, cold process: median wall", statistics.median(times),
+                      "s", 3, f"the course's report in a new process, {len(times)} runs",
+                      at_most=1.0)]  # fmt: skip
+    for name, seconds in cpu.items():
+        if name != "import floor":
+            out.append(rec.figure(f"costmodel {name}, cold CPU over a bare start", seconds / bare,
+                                  "x", 2, "user + sys CPU of a new process (median) over a bare "
+                                  "`python -c pass`'s: the machine's load does not count",
+                                  at_most=CPU_RATIO_TARGET if name == "report (the course, MoE)"
+                                  else None))  # fmt: skip
+    out.append(rec.figure("MFU over 1e6 configurations, lambdify + NumPy",
+                          (result["lambdify_s"] + result["numpy_s"]) * 1e3, "ms", 1,
+                          "one closed form (MFU) compiled by lambdify and evaluated on 1e6 "
+                          "random configurations", at_most=500.0))  # fmt: skip
+    return out
+
+
 if __name__ == "__main__":
     times = cold_report()
     print(
@@ -146,3 +167,6 @@ if __name__ == "__main__":
         f"NumPy {result['numpy_s'] * 1e3:.1f} ms (target <= 500 ms); subs loop, scaled "
         f"from 2,000: {result['subs_loop_s_scaled']:.0f} s; ratio {result['ratio']:,.0f}x"
     )
+    import recorded
+
+    recorded.record("bench_core", figures(times, cpu, bare, result))

@@ -56,10 +56,9 @@ def _kernel_times() -> tuple[float, float]:
     return started, imported
 
 
-def main() -> None:
-    suite.inline_figures()
-    runner.skip_iri_format_checks()
-    cores = os.cpu_count() or 1
+def _builds(cores: int) -> tuple[list[float], list[float], dict, dict]:
+    """RUNS builds as a reader runs them: their wall seconds, the machine's busy CPU seconds
+    meanwhile, and the last build's page sizes and booklets (pages, bytes)."""
     walls, busy = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for attempt in range(RUNS):
@@ -83,6 +82,26 @@ def main() -> None:
             str(pdf.relative_to(out)): (len(PdfReader(pdf).pages), pdf.stat().st_size)
             for pdf in (out / "booklet.pdf", out / "student" / "booklet.pdf")
         }
+    return walls, busy, sizes, pdf_pages
+
+
+def figures(walls: list[float], sizes: dict[str, int], cores: int) -> list:
+    """The recorded figures (benchmarks/results/bench_handouts.json, docs/benchmarks.md)."""
+    import recorded as rec
+
+    return [rec.figure("handouts --edition both --pdf (course): median wall",
+                       statistics.median(walls), "s", 1, f"{len(walls)} builds in a new process "
+                       f"each, {cores} cores", at_most=20.0),
+            rec.figure("handouts: largest page", max(sizes.values()) / 1000, "KB", 0,
+                       f"of the {len(sizes)} HTML pages of both editions", at_most=500.0)]  # fmt: skip
+
+
+def main() -> list:
+    """Print the figures; returns those recorded (``figures``)."""
+    suite.inline_figures()
+    runner.skip_iri_format_checks()
+    cores = os.cpu_count() or 1
+    walls, busy, sizes, pdf_pages = _builds(cores)
     print(
         f"costmodel handouts --edition both --pdf (course, {cores} cores), {RUNS} builds: "
         f"best {min(walls):.1f} s, median {statistics.median(walls):.1f} s, "
@@ -144,7 +163,8 @@ def main() -> None:
         f"{n} fresh kernels would pay {n * (start_s + import_s):.1f} s, the build's "
         f"{min(cores, n)} workers pay {min(cores, n) * (start_s + import_s):.1f} s"
     )
+    return figures(walls, sizes, cores)
 
 
 if __name__ == "__main__":
-    main()
+    __import__("recorded").record("bench_handouts", main())

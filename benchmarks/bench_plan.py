@@ -41,8 +41,17 @@ def timed(path: Path, gpus: int, runs: int = 3) -> tuple[list[float], list[float
 
 
 def main(argv: list[str]) -> int:
+    import recorded as rec
+
+    figures = []
     for label, path, gpus in SEARCHES:
         times, cpus, found = timed(path, gpus)
+        figures.append(rec.figure(f"plan, {label} on {gpus:,} GPUs: median wall",
+                                  statistics.median(times), "s", 2,
+                                  f"a fresh search in-process, {len(times)} runs (CPU median "
+                                  f"{statistics.median(cpus):.2f} s); {found.searched:,} layouts "
+                                  f"searched, own layout rank {found.own_rank}",
+                                  at_most=TARGET_S))  # fmt: skip
         top = found.rows[0]
         print(
             f"costmodel plan, {label} on {gpus:,} x {found.base.gpu}: best {min(times):.2f} s, "
@@ -52,6 +61,7 @@ def main(argv: list[str]) -> int:
             f"{found.timed:,} timed; own layout rank {found.own_rank} "
             f"({found.own.seconds:.2f} s), top {top.seconds:.2f} s"
         )
+    rec.record("bench_plan", figures)
     if "--published" in argv:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         import plan_published

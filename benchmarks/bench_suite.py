@@ -30,7 +30,8 @@ def execute_one(source: Path) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
+def main() -> list:
+    """Print the figures; returns those recorded (``figures``)."""
     sources = suite.sources()
     suite.inline_figures()
     times = {p.stem: execute_one(p) for p in sources}
@@ -45,7 +46,8 @@ def main() -> None:
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         list(pool.map(execute_one, sources))
-    print(f"whole suite, {jobs} workers: {time.perf_counter() - start:.1f} s (target < 60 s)")
+    suite_s = time.perf_counter() - start
+    print(f"whole suite, {jobs} workers: {suite_s:.1f} s (target < 60 s)")
 
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
@@ -76,7 +78,26 @@ def main() -> None:
         f"costmodel params, cold process: best {min(cold):.3f} s, median "
         f"{statistics.median(cold):.3f} s (target <= 1 s)"
     )
+    return figures(times, suite_s, jobs, elapsed, sizes, cold)
+
+
+def figures(times: dict, suite_s: float, jobs: int, handouts_s: float, sizes: dict,
+            cold: list[float]) -> list:  # fmt: skip
+    """The recorded figures (benchmarks/results/bench_suite.json, docs/benchmarks.md)."""
+    import recorded as rec
+
+    slowest = max(times, key=times.get)
+    return [rec.figure("slowest notebook", times[slowest], "s", 2, f"{slowest}, executed top "
+                       "to bottom in a fresh kernel", at_most=10.0),
+            rec.figure(f"whole suite, {jobs} workers", suite_s, "s", 1, "every notebook "
+                       "executed, one worker per core", at_most=60.0),
+            rec.figure("handouts (course)", handouts_s, "s", 1, "costmodel handouts, the "
+                       "teacher's edition, in-process", at_most=60.0),
+            rec.figure("largest page", max(sizes.values()) / 1000, "KB", 0,
+                       "of the course's handouts", at_most=500.0),
+            rec.figure("costmodel params, cold process: median wall", statistics.median(cold),
+                       "s", 3, f"{len(cold)} runs", at_most=1.0)]  # fmt: skip
 
 
 if __name__ == "__main__":
-    main()
+    __import__("recorded").record("bench_suite", main())

@@ -93,8 +93,9 @@ def cold(extra: list[str], runs: int = 5) -> tuple[list[float], list[float]]:
     return walls, cpus
 
 
-def model_grid(file, vary: list[str]) -> str:
-    """One model grid of 10,000 points, in-process: its time, per point, and where it goes."""
+def model_grid(file, vary: list[str]) -> tuple[str, float]:
+    """One model grid of 10,000 points, in-process: its time, per point, and where it goes (the
+    line printed), and its CPU seconds."""
     scenario = resolve(file)
     axes = [sweep.parse_axis(text) for text in vary]
     sweep.evaluate_grid(scenario, [axes[0]])  # the imports and the first scenario's caches
@@ -134,11 +135,12 @@ def model_grid(file, vary: list[str]) -> str:
                 sweep_points.evaluate_point(got)
         kinds.append((time.perf_counter() - start) / max(len(points), 1))
     parts = ", ".join(f"{label} {value:.0%}" for label, value in share.items())
-    return (
+    line = (
         f"{wall:.2f} s wall, {cpu:.2f} s CPU for 10,000 points ({kept:,} kept, {10_000 - kept:,} refused; target <= "
         f"{MODEL_TARGET_S} s: {cpu / MODEL_TARGET_S:.1f}x in CPU time); a kept point {kinds[0] * 1e3:.2f} "
         f"ms, a refused one {kinds[1] * 1e3:.2f} ms; of the time (a tenth profiled): {parts}"
     )
+    return line, cpu
 
 
 def _line(label: str, walls: list[float], cpus: list[float]) -> str:
@@ -148,19 +150,46 @@ def _line(label: str, walls: list[float], cpus: list[float]) -> str:
     )
 
 
+def figures(closed: dict, cold_runs: dict, grids: dict) -> list:
+    """The recorded figures (benchmarks/results/bench_sweep.json, docs/benchmarks.md)."""
+    import recorded as rec
+
+    out = [rec.figure(f"10,000 points in-process, {label}: evaluation + CSV",
+                      (got["evaluate_s"] + got["csv_s"]) * 1e3, "ms", 1,
+                      "the closed forms' keys (100 step times x 100 GPU counts), medians of 7",
+                      at_most=TARGET_S * 1e3) for label, got in closed.items()]  # fmt: skip
+    out += [rec.figure(f"10,000 points, cold process, {label}: median wall",
+                       statistics.median(walls), "s", 3, f"the whole command, CSV to a file "
+                       f"({len(walls)} runs; CPU median {statistics.median(cpus):.3f} s)",
+                       at_most=TARGET_S) for label, (walls, cpus) in cold_runs.items()]  # fmt: skip
+    out += [rec.figure(f"{label}: CPU", cpu, "s", 2, "10,000 points resolved and evaluated by "
+                       "the step-time and memory models, in-process",
+                       at_most=MODEL_TARGET_S) for label, cpu in grids.items()]  # fmt: skip
+    return out
+
+
 if __name__ == "__main__":
+    closed = {}
     for model, label in ((True, "with the models' columns"), (False, "--closed-forms")):
-        got = in_process(model=model)
+        got = closed[label] = in_process(model=model)
         print(
             f"costmodel sweep, 10,000 points of the closed forms' keys in-process, {label}: "
             f"evaluation {got['evaluate_s'] * 1e3:.1f} ms (median; the first call "
             f"{got['first_s'] * 1e3:.0f} ms), CSV text {got['csv_s'] * 1e3:.0f} ms (target <= "
             f"{TARGET_S} s)"
         )
-    print(_line("costmodel sweep, 10,000 points, cold process, CSV to a file", *cold([])))
-    print(_line("  the same with --closed-forms", *cold(["--closed-forms"])))
-    print(_line("  the same with --plot grid.png", *cold(["--plot", "grid.png"], runs=3)))
+    cold_runs = {"CSV": cold([]), "--closed-forms": cold(["--closed-forms"])}
+    print(_line("costmodel sweep, 10,000 points, cold process, CSV to a file", *cold_runs["CSV"]))
+    print(_line("  the same with --closed-forms", *cold_runs["--closed-forms"]))
+    cold_runs["--plot"] = cold(["--plot", "grid.png"], runs=3)
+    print(_line("  the same with --plot grid.png", *cold_runs["--plot"]))
+    grids = {}
     print("costmodel sweep, a layout grid (Llama 3.1 70B, TP x PP x CP x micro batch):")
-    print("  " + model_grid(*LAYOUT))
+    line, grids["layout grid (Llama 3.1 70B, TP x PP x CP x micro batch)"] = model_grid(*LAYOUT)
+    print("  " + line)
     print("costmodel sweep, a shape grid (the course, hidden_size x num_layers):")
-    print("  " + model_grid(*SHAPE))
+    line, grids["shape grid (the course, hidden_size x num_layers)"] = model_grid(*SHAPE)
+    print("  " + line)
+    import recorded
+
+    recorded.record("bench_sweep", figures(closed, cold_runs, grids))

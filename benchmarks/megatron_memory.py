@@ -646,3 +646,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    __import__("headlines").record("megatron_memory")  # docs/benchmarks.md

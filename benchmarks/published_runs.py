@@ -208,10 +208,7 @@ def table(found: list[Verdict]) -> list[list[str]]:
               "predicted/measured", "explained: peak GiB", "explanation"]  # fmt: skip
     out = [header]
     for v in found:
-        if v.error:
-            verdict_text = "not evaluable"
-        else:
-            verdict_text = "fits" if v.fits else "does not fit"
+        verdict_text = "not evaluable" if v.error else "fits" if v.fits else "does not fit"
         ratio = f"{v.peak / v.measured:.2f}" if v.measured and v.peak else ""
         explained = _gib(v.peak_explained)
         if v.fits_explained is not None:
@@ -464,7 +461,8 @@ def _memory_words(v: Verdict) -> str:
     return "fits as explained" if v.fits_explained else "does not fit"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, record: bool = False) -> int:
+    """Print both tables and summaries; ``record``: and record the figures (recorded.py)."""
     argv = sys.argv[1:] if argv is None else argv
     found = verdicts()
     rows = table(found)
@@ -493,8 +491,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for line in step_summary(found_steps, fits):
         print(line)
+    if record:
+        __import__("headlines").record("published_runs", found, found_steps)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(record=True))

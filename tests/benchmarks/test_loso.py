@@ -1,8 +1,8 @@
 """Leave-one-source-out cross-validation (benchmarks/loso.py): the source rule on the real rows,
 no source's rows among the rows its own parameters are fitted on (a fake fit and predictor
 injected: no real fit runs here), the statistics on hand-computed numbers, the fallbacks where
-a generation has too few rows, and README's block against benchmarks/loso.md (drift). The
-figures themselves are `make benchmark`'s, not tests."""
+a generation has too few rows, and docs/benchmarks.md's LOSO section against benchmarks/loso.md
+(drift). The figures themselves are `make benchmark`'s, not tests."""
 
 import pytest
 from benchmarks_loader import load
@@ -137,26 +137,39 @@ def test_baseline_pools_the_generations_under_min_rows(monkeypatch):
     assert len(notes) == 1 and notes[0].startswith("baseline, blackwell: 0 blackwell rows")
 
 
-def test_readme_block_is_the_table_of_loso_md():
-    """README's block between the loso markers is the headline of benchmarks/loso.md, as
+def test_the_benchmarks_page_shows_the_headline_of_loso_md():
+    """docs/benchmarks.md's LOSO section ends with the headline of benchmarks/loso.md, as
     `python benchmarks/loso.py` writes both: a hand edit of either fails here."""
-    block = loso.readme_block(loso.README.read_text(encoding="utf-8"))
+    page = load("docs_page", "docs_page")
     generated = loso.OUTPUT.read_text(encoding="utf-8")
     assert generated.startswith(loso.GENERATED)
-    assert block and block.startswith("| group | rows |")
-    assert "\n## By group\n\n" + block + "\n\n## " in generated
+    headline = loso.headline_of(generated)
+    assert headline and headline.startswith("| group | rows |")
+    section = page.section(page.PAGE.read_text(encoding="utf-8"), page.LOSO_HEADING)
+    assert section.endswith("\n\n" + headline)
 
 
-def test_block_replacement_and_missing_markers():
-    text = f"intro\n{loso.BEGIN}\nold\n{loso.END}\nrest\n"
-    assert loso.with_block(text, "new") == f"intro\n{loso.BEGIN}\nnew\n{loso.END}\nrest\n"
-    assert loso.readme_block(loso.with_block(text, "new")) == "new"
-    assert loso.with_block("no markers\n", "new") is None
+def test_headline_figures_and_their_targets():
+    """loso.figures reads the headline's table: issue 34's targets on the model's all-rows
+    median and p90 and its MoE and long-context medians; the Korthikanti mean."""
+    predictions = [
+        _prediction("korthikanti-22b-selective", 10.0, 11.0, 8.0),
+        _prediction("korthikanti-175b-full", 10.0, 7.0, 13.0),
+    ]
+    result = loso.Result(predictions, sources=loso.sources(p.row for p in predictions))
+    got = {f["name"]: (f["value"], f["target"]) for f in loso.figures(loso.headline(result))}
+    assert got == {
+        "costmodel, all rows: median |error|": (20.0, {"at_most": 7.0}),
+        "costmodel, all rows: p90 |error|": (28.0, {"at_most": 20.0}),
+        "one constant efficiency, all rows: median |error|": (25.0, None),
+        "costmodel, Korthikanti et al. Table 5: mean |error|": (20.0, None),
+    }
+    assert loso.headline_of("no headline here\n") is None
 
 
 def test_a_generated_file_keeps_its_mode(tmp_path):
-    """costmodel.generate.write_generated, which loso.md, README's block and calibrate's fitted
-    module are written with: the file's permissions kept, a new one 0644, no temporary left."""
+    """costmodel.generate.write_generated, which loso.md, the benchmarks' results files and page
+    and calibrate's fitted module are written with: the file's permissions kept, a new one 0644, no temporary left."""
     from costmodel.generate import write_generated
 
     path = tmp_path / "out.md"
