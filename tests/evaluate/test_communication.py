@@ -618,7 +618,8 @@ def test_as_dict_is_dataclasses_asdict(file, monkeypatch):
         return results[-1]
 
     monkeypatch.setattr(run, "communication", kept)
-    run.comm(resolve(file))
+    sc = resolve(file)
+    run.comm(sc if sc.step_time is not None else sc.replace(step_time=1.0))
     result = results[0]
     fast, slow = result.as_dict(), dataclasses.asdict(result)
 

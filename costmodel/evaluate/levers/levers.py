@@ -112,11 +112,15 @@ def recompute_levers(base: Base, shape) -> list[Lever]:
 
 def policy(sc: Scenario, name: str, modules: list | None = None) -> dict[str, Any]:
     """The keys of another recompute policy: its modules (null: Megatron-LM's default set, or
-    none), the layer count of full recompute unset."""
+    none), the layer count of full recompute unset, and a stated selective_recompute_fraction
+    unset (it was the old modules' share: the what-if path clears it, and the lever's changes
+    say so, so that the scenario re-resolved with them is the lever's)."""
     sc = as_scenario(sc)
     keys = {"recompute": name, "recompute_modules": modules}
     if sc.recompute_num_layers is not None:
         keys["recompute_num_layers"] = None
+    if sc.selective_recompute_fraction is not None:
+        keys["selective_recompute_fraction"] = None
     return keys
 
 

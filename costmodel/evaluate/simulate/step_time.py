@@ -104,7 +104,10 @@ def predict(
     computed = compute_time.compute(sc, shape)
     if comm is None:
         hiding = run.hiding_compute(computed["phases"], computed["shared_expert_seconds"])
-        comm = run.comm(sc, shape, hiding)
+        # a step the scenario leaves to the prediction (step_time null): what a collective
+        # leaves exposed does not depend on the share of the step it takes, so any step will do
+        timed = sc if sc.step_time is not None else sc.replace(step_time=1.0)
+        comm = run.comm(timed, shape, hiding)
     share = bubble_share(sc)
     parts = step_parts(computed, comm["exposed_seconds"], share)
     parts = {name: float(parts.get(name, 0.0)) for name in PARTS}
