@@ -646,4 +646,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    __import__("headlines").record("megatron_memory")  # docs/benchmarks.md
+    __import__("bench_headlines").record("megatron_memory")  # docs/benchmarks.md

@@ -492,7 +492,7 @@ def main(argv: list[str] | None = None, record: bool = False) -> int:
     for line in step_summary(found_steps, fits):
         print(line)
     if record:
-        __import__("headlines").record("published_runs", found, found_steps)
+        __import__("bench_headlines").record("published_runs", found, found_steps)
     return 0
 
 

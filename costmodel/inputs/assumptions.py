@@ -98,6 +98,7 @@ SCENARIO_ASSUMPTION_KEYS: tuple[str, ...] = (
     "intra_node_bandwidth",
     "inter_node_bandwidth",
     "memory_reserve",
+    "attention_on_padding",
 )
 
 #: The communication account's model (costmodel.evaluate.communication.communication): statements, each

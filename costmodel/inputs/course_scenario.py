@@ -48,6 +48,7 @@ def values() -> dict:
         'fp8': 'none',
         'fp8_activations': 'none',
         'batching': 'padded',
+        'attention_on_padding': 'computed',
         'sequence_lengths': None,
         'count_mtp': False,
         'tensor_parallel': 1,

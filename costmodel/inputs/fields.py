@@ -201,6 +201,14 @@ FIELDS: dict[str, Field] = {
         "attention per document)",
         choices=("padded", "packed"),
     ),
+    "attention_on_padding": Field(
+        "choice",
+        "with batching: padded, what the attention kernel does with a row's pad slots: computed "
+        "(each padded row attended whole under its causal mask, as a dense or causal mask over "
+        "seq_len runs it: the course's premise) | skipped (a varlen kernel given the real lengths, "
+        "cu_seqlens, attends the real tokens only; the weight GEMMs still run the pads)",
+        choices=("computed", "skipped"),
+    ),
     "sequence_lengths": Field(
         "file",
         "file of real sample lengths (one per line, .npy, or .csv with a length column), "

@@ -140,6 +140,7 @@ CONVENTION_KEYS = (
     "fp8_activations",
     "framework",
     "batching",
+    "attention_on_padding",
     "cross_entropy",
     "ce_chunks",
 )
@@ -174,6 +175,7 @@ class Conventions:
     fp8_activations: str
     framework: str
     batching: str
+    attention_on_padding: str
     cross_entropy: str
     ce_chunks: int
 
@@ -228,6 +230,7 @@ class Scenario:
     fp8: str
     fp8_activations: str
     batching: str
+    attention_on_padding: str
     sequence_lengths: str | None
     count_mtp: bool
     tensor_parallel: int

@@ -146,13 +146,20 @@ def _communication_rows(a: dict[str, Any]) -> list[tuple[str, str, str]]:
 #: What each part of the step-time model is, as the report names it.
 TIME_PARTS = {
     "gemms": "every weight GEMM at its roofline and its shape's efficiency, forward and backward",
-    "attention": "the attention core at the kernel's efficiency, real lengths",
+    "attention": "the attention core at the kernel's efficiency, {lengths}",
     "linear_attention": "the gated-DeltaNet core",
     "memory_bound": "norms, activations, MoE permutes, the loss, the optimizer step over HBM",
     "kernel_overhead": "a fixed cost per kernel launched (kernel_launch_overhead)",
     "recompute": "the forward again of what recompute redoes",
     "communication_exposed": "what the overlap rules leave exposed",
     "pipeline_bubble": "the schedule's idle time",
+}
+
+
+#: The rows the attention kernel runs (step_time.predict's detail `attention_lengths`).
+_ATTENTION_LENGTHS = {
+    "real": "real lengths",
+    "padded": "padded rows whole (attention_on_padding: computed)",
 }
 
 
@@ -169,7 +176,8 @@ def _time_rows(t: dict[str, Any]) -> list[tuple[str, str, str]]:
         (
             name,
             _seconds(part["seconds"]),
-            (f"{_pct(part['share'])} {of}; " if given else "") + TIME_PARTS[name],
+            (f"{_pct(part['share'])} {of}; " if given else "")
+            + TIME_PARTS[name].format(lengths=_ATTENTION_LENGTHS[t["detail"]["attention_lengths"]]),
         )
         for name, part in t["parts"].items()
     ]
@@ -214,7 +222,7 @@ def _combined_row(comb: dict[str, Any]) -> tuple[str, str, str]:
         note += "; capped where the hardware would reach its peak"
     if comb["apart"]:
         note += f"; not combined: {', '.join(comb['apart'])}"
-    return ("combined", ratio(comb["speedup"]), note)
+    return ("combined", ratio(comb["gain"]), note)
 
 
 def team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str]]]]:
@@ -241,7 +249,7 @@ def team_sections(a: dict[str, Any]) -> list[tuple[str, list[tuple[str, str, str
     advice_rows = [
         (
             x["lever"],
-            ratio(x["speedup"]),
+            ratio(x["gain"]),
             ("" if x["feasible"] else "not feasible; ")
             + advice_note(x)
             + (

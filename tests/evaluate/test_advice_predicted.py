@@ -224,7 +224,11 @@ def test_the_combined_projection_is_not_the_product_of_gains():
     assert {"packing", "fp8"} <= set(comb["levers"])
     product = math.prod(by[name]["speedup"] for name in comb["levers"])
     assert abs(comb["product"] / product - 1) > 0.01
-    values = _resolve("course")
+    # with the pads skipped by attention, packing too acts on the GEMMs alone (with them computed
+    # it mostly shortens the attention core, a part FP8 leaves)
+    values = _resolve("course", {"attention_on_padding": "skipped"})
+    a = account(values)
+    by = {x["lever"]: x for x in a["advice"]}
     pair = advice.changed_scenario(values, {"batching": "packed", "fp8": "hybrid"})
     together = a["time"]["predicted_seconds"] / step_time.predict(pair)["seconds"]
     assert together < by["packing"]["speedup"] * by["fp8"]["speedup"] * (1 - 1e-3)

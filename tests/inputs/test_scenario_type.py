@@ -154,6 +154,7 @@ COURSE_ORDER = (
     "fp8",
     "fp8_activations",
     "batching",
+    "attention_on_padding",
     "sequence_lengths",
     "count_mtp",
     "tensor_parallel",

@@ -44,3 +44,12 @@ def test_readme_names_the_two_commands():
 
 def test_ci_runs_make_test():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_no_benchmark_module_shadows_a_test_helper():
+    """benchmarks/ and the tests' helper folders are both on the import path of a test run: a
+    benchmarks/headlines.py made `from headlines import section_headlines` (tests/headlines.py)
+    fail in whichever pytest worker had imported the other first."""
+    helpers = {p.stem for folder in ("tests", "tests/course") for p in (ROOT / folder).glob("*.py")}
+    benchmarks = {p.stem for p in (ROOT / "benchmarks").glob("*.py")}
+    assert not helpers & benchmarks, helpers & benchmarks

@@ -189,10 +189,12 @@ def combined(
     projected, basis = project(measured, before, before / speedup)
     if measured is None and sc is None:  # no scenario: the step given, over the gain
         projected, basis = step_time / speedup, "predicted"
+    now = measured if measured is not None else (before if sc is not None else step_time)
     return {
         "levers": [x["lever"] for x in kept],
         "product": product,
         "speedup": speedup,
+        "gain": now / projected if projected > 0 else 1.0,
         "capped": speedup < product,
         "step_time": projected,
         "ceiling": ceiling if busy else None,

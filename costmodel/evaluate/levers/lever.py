@@ -174,6 +174,9 @@ class Lever(Mapping):
 
     lever: str
     speedup: float
+    #: the run's step over the projected one (`step_time`): what the lever gives the run, the
+    #: one figure the report and every page quote for it (speedup is the model's before / after)
+    gain: float
     step_time: float
     feasible: bool
     rests_on: list[str]
@@ -207,6 +210,7 @@ class Lever(Mapping):
 JSON_FIELDS = (
     "lever",
     "speedup",
+    "gain",
     "step_time",
     "feasible",
     "rests_on",
@@ -227,9 +231,11 @@ def make_lever(base: Base, name: str, *, before, after, peak, fits, feasible, ch
            reason, source=RE_PREDICTED, **more) -> Lever:  # fmt: skip
     speedup = before / after if after > 0 else 1.0
     step, basis = base.projected(before, after)
+    now = base.measured if base.measured is not None else before
     return Lever(
         lever=name,
         speedup=speedup,
+        gain=now / step if step > 0 else 1.0,
         step_time=step,
         feasible=bool(feasible),
         rests_on=list(rests_on),

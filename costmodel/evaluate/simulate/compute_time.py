@@ -17,7 +17,9 @@ GEMMs pay for the pad slots; packed rows of documents).
   expert's row once per expert the GPU holds (E / EP), those experts one grouped GEMM. With
   `fp8: hybrid` the layers' GEMMs run at the GPU's FP8 peak and under `gemm_fp8` with 1-byte
   inputs (Transformer Engine; the lm_head stays BF16).
-- The attention core at the real lengths (sum of s_i^2), as the kernel computes it under the
+- The attention core over the rows the kernel runs (`kernel_sum_squares`: the real lengths, sum
+  of s_i^2, or with `batching: padded` and `attention_on_padding: computed` every padded row of
+  seq_len; the gated-DeltaNet core likewise over the slots), as the kernel computes it under the
   causal mask (KERNEL_SQUARE: flash skips the masked half, eager computes the square), whatever
   `attention_flops` counts; forward at the kernel's forward efficiency, its
   backward (2.5 x the forward's FLOPs for flash, 2 x for eager) at the backward's, each off the
@@ -164,17 +166,34 @@ def gemm_count(sc, shape: ModelShape, key: str):
 KERNEL_SQUARE = {"flash": "causal", "eager": "full"}
 
 
+def pads_computed(sc: Scenario) -> bool:
+    """Whether the attention kernel runs the pad slots: padded rows attended whole
+    (`attention_on_padding: computed`); a packed batch, or a varlen kernel given the real lengths
+    (`skipped`), attends the real tokens only."""
+    return sc.batching == "padded" and sc.attention_on_padding == "computed"
+
+
+def kernel_sum_squares(sc: Scenario) -> float:
+    """The sum of s^2 over the sequences the attention kernel runs in a step: every sample's
+    padded row of seq_len where the pads are computed (`pads_computed`), else the real lengths
+    (`sum_squared_lengths`)."""
+    if pads_computed(sc):
+        return sc.samples_per_step * sc.seq_len**2
+    return sc.sum_squared_lengths
+
+
 def core_forward_flops(sc: Scenario, counted: bool = True) -> float:
-    """The attention core's forward FLOPs of the step at the real lengths, all layers, all
-    sequences (derive.attention): as the account counts them (`attention_flops`), or, with
-    ``counted=False``, as the scenario's kernel computes them (KERNEL_SQUARE: the time)."""
+    """The attention core's forward FLOPs of the step, all layers, all sequences
+    (derive.attention): as the account counts them (`attention_flops`, at the real lengths), or,
+    with ``counted=False``, as the scenario's kernel computes them (KERNEL_SQUARE, over the rows
+    it runs, `kernel_sum_squares`: the time)."""
     sc = as_scenario(sc)
     square = sc.attention_flops if counted else KERNEL_SQUARE[KIND[sc.attention_kernel]]
     model = plain.attention_actual(
         square,
         sc.attention_dim,
         sc.num_full_attention_layers,
-        sc.sum_squared_lengths,
+        sc.sum_squared_lengths if counted else kernel_sum_squares(sc),
     )
     return model / 3
 
@@ -221,6 +240,8 @@ def layer_flops(sc: Scenario) -> tuple[float, float]:
     core = core_forward_flops(sc, counted=False) / max(sc.num_full_attention_layers, 1)
     lin = linear_attention(sc)
     linear = lin["flops_per_step"] / 3 / lin["layers"] if lin and lin["flops_per_step"] else 0.0
+    if pads_computed(sc):  # the chunked kernel runs the padded rows' slots, not only D
+        linear *= sc.samples_per_step * sc.seq_len / sc.tokens_per_step
     return core, linear
 
 

@@ -55,8 +55,8 @@ COMPUTE_PARTS = PARTS[:-2]
 #: part larger than a measured step calls into question (`account`'s `exceeding`).
 PART_INPUTS = {
     "gemms": "the GEMM efficiency of the GPU generation (gemm_efficiency) and the GPU's peak",
-    "attention": "the attention kernel (attention_kernel), its efficiency (attention_efficiency) "
-    "and the sequence lengths",
+    "attention": "the attention kernel (attention_kernel), its efficiency (attention_efficiency), "
+    "the sequence lengths and whether the kernel runs the pad slots (attention_on_padding)",
     "linear_attention": "the chunked linear-attention kernel at the flash kernel's efficiency",
     "memory_bound": "the HBM bandwidth and hbm_efficiency",
     "kernel_overhead": "the fixed seconds per kernel launch (kernel_launch_overhead) and the "
@@ -120,6 +120,8 @@ def predict(
             "pipeline_schedule": sc.pipeline_schedule or "1f1b",
             "virtual_pipeline": sc.virtual_pipeline,
             "bubble_over_compute": share,
+            # the rows the attention kernel runs: each padded row whole, or the real lengths
+            "attention_lengths": "padded" if compute_time.pads_computed(sc) else "real",
             "collectives": [
                 {"name": c["name"], "exposed_seconds": c["exposed_seconds"]}
                 for c in comm["collectives"]
