@@ -204,10 +204,13 @@ for policy in POLICIES:
 d.table(rows, ["策略", "重算比例 r", "系数", "HFU 比 MFU 高", "投影单步耗时", "MFU", "HFU"],
         "同一个任务换 recompute 策略（单步耗时 ∝ 6ND 口径硬件 FLOPs 的简化假设）")
 f_none = float(policy_factor("none"))
+course_factor = course.number(course.figures()["nb02_selective_factor"]["text"])  # the course's ~1.1
+off_lever = next(a for a in acc["advice"] if a["lever"] == "recompute_off")  # the model's answers
+sel_lever = next(a for a in acc["advice"] if a["lever"] == "selective_recompute")
 
 # %% [markdown]
 # {% if f_now > f_none %}
-# 按这个假设，本场景关掉重算能把一步从 {{ sc.step_time|num(1) }} 秒缩到 {{ (sc.step_time * f_none / f_now)|num(1) }} 秒，MFU 从 {{ acc.mfu|pct }} 升到 {{ (acc.mfu * f_now / f_none)|pct }}；而 HFU 始终是 {{ acc.hfu|pct }}。如果拿改动前的 HFU 对比改动后的 MFU，就会得出“没有变化”的错误结论。
+# 按这个假设，本场景关掉重算能把一步从 {{ sc.step_time|num(1) }} 秒缩到 {{ (sc.step_time * f_none / f_now)|num(1) }} 秒，MFU 从 {{ acc.mfu|pct }} 升到 {{ (acc.mfu * f_now / f_none)|pct }}；而 HFU 始终是 {{ acc.hfu|pct }}。如果拿改动前的 HFU 对比改动后的 MFU，就会得出“没有变化”的错误结论。表里的单步耗时只是为了说明两个指标怎么动的假设；本次运行换策略后一步多久，全书只取单步耗时模型的答案（08 和报告）：关掉重算 {{ off_lever.step_time|num(1) }} 秒（{{ off_lever.gain|times }}{% if not off_lever.fits %}，显存放不下{% endif %}）{% if sc.recompute == "full" %}，换成 selective {{ sel_lever.step_time|num(1) }} 秒（{{ sel_lever.gain|times }}{% if not sel_lever.fits %}，显存放不下{% endif %}）{% endif %}。
 # {% else %}
 # {% if sc.recompute == "none" %}本场景已经不做重算{% else %}本场景的重算（{{ sc.recompute|code }}）不重做权重 GEMM，多出的运算只在注意力核心上（见 05）{% endif %}，MFU 与 HFU 相等（{{ acc.mfu|pct }}）。但若和一个全量重算的任务对比，对方报的 HFU 会比它的 MFU 高 {{ (full - 1)|float|pct }}，对比前先统一口径。
 # {% endif %}
@@ -297,4 +300,4 @@ d.table(rows, ["策略", "系数", "MFU", "HFU"],
         f"T 固定为 {d.num(sc.step_time, 1)} s 时换 recompute 策略")
 
 # %% [markdown] tags=["solution"]
-# MFU 的公式里根本没有 r：只要 N、D、T 不变，三种策略的 MFU 都是 {{ acc.mfu|pct }}。HFU 则等于 MFU 乘各自的系数，从不重算时的 {{ acc.mfu|pct }} 到全量重算时的 {{ (acc.mfu * full)|float|pct }}。所以同样快的两次运行，重算多的那次 HFU 反而更高：HFU 的差别只说明硬件多做了重算，不说明它更有效率；比较效率要看 MFU。
+# MFU 的公式里根本没有 r：只要 N、D、T 不变，三种策略的 MFU 都是 {{ acc.mfu|pct }}。HFU 则等于 MFU 乘各自的系数，从不重算时的 {{ acc.mfu|pct }} 到全量重算时的 {{ (acc.mfu * full)|float|pct }}。所以同样快的两次运行，重算多的那次 HFU 反而更高：HFU 的差别只说明硬件多做了重算，不说明它更有效率；比较效率要看 MFU。表里 selective 的系数用的是本场景的 r = {{ fraction|sig(4) }}（由重算的模块推出，见 02）{% if (1 + fraction / 3)|round(2) != course_factor %}，所以不是课程说的约 {{ course.claim("nb02_selective_factor") }}：课程的约数相当于重做三成左右的权重 GEMM，它没说是哪些模块，而 Megatron-LM 默认的 selective 只重算不带权重的注意力核心{% endif %}。

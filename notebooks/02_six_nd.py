@@ -333,13 +333,18 @@ d.eq(r"\frac{F_{\mathrm{fwd}}}{(i\,o)\cdot b}", sp.simplify(layer["forward"] / p
 # %% [markdown] tags=["solution"]
 # 冻结的权重省掉 dW = Xᵀ dY 这一次 GEMM，但误差还得穿过它传给前面要训练的层，dX = dY Wᵀ 照算：前向加反向共 4 FLOPs，是 6 的三分之二。前面再没有可训练参数时，dX 也没人要，只剩前向那一次。注意 MFU 的分子若仍写 6ND，会把冻结层没做的那部分也算进去。
 
+# %% tags=["remove-input"]
+# exercise 2's r: the scenario's selective r, or where its modules redo no weight GEMM (r = 0:
+# every answer would be zero) the course's assumed r, said so on the page
+r_own = acc["projections"]["selective_recompute"]["weights_fraction"]
+r_sel = r_own if r_own > 0 else float(r_course)
+
 # %% [markdown] tags=["exercise"]
-# ### 练习 2：本场景的选择性重算重做了多少
+# ### 练习 2：{% if r_own > 0 %}本场景的选择性重算重做了多少{% else %}课程假设的选择性重算重做了多少{% endif %}
 #
-# 取本场景选择性重算的 r（第 6 节的表里有它的值，由重算的模块推出），假设策略是 `selective`。先用本页的式子算出：(a) 反向时被重新跑前向的权重矩阵合计多少参数；(b) 每步比 6ND 多做多少 FLOPs；(c) 系数，也就是 HFU 与 MFU 之比。再对照解答核对。
+# {% if r_own > 0 %}取本场景选择性重算的 r（第 6 节的表里有它的值，由重算的模块推出）{% else %}本场景的选择性重算只重做不带权重的模块（r = 0，第 6 节），下面三问的答案都会是零；这里改用课程的系数 {{ course.claim("nb02_selective_factor") }}反推出的 r = {{ r_course }}{% endif %}，假设策略是 `selective`。先用本页的式子算出：(a) 反向时被重新跑前向的权重矩阵合计多少参数；(b) 每步比 6ND 多做多少 FLOPs；(c) 系数，也就是 HFU 与 MFU 之比。再对照解答核对。
 
 # %% tags=["solution"]
-r_sel = acc["projections"]["selective_recompute"]["weights_fraction"]
 extra = float((hardware_flops_with_recompute - model_flops).subs({**subs, r: r_sel}))
 d.eq(r"F_{\mathrm{hw}} - 6ND", sp.factor(hardware_flops_with_recompute - model_flops), d.sci(extra))
 d.table([("N_re = r·N", d.sci(r_sel * sc.activated_params)),

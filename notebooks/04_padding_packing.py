@@ -39,6 +39,7 @@ from costmodel.derive import attention, padding
 from costmodel.derive.attention import attention_training_flops, sum_of_squares_flops
 from costmodel.derive.symbols import D, s_mean
 from costmodel.evaluate.account import packing
+from costmodel.present import answers_zh
 from costmodel.present import display as d
 from costmodel.present import words
 
@@ -49,6 +50,10 @@ padded = pad["slots"] > sc.tokens_per_step  # some slots hold padding
 # Scaling the step time by the slots would push MFU past 100%: the inputs contradict the premise
 # that every slot costs as much as a real token (the run cannot be padding them all).
 beyond_peak = padded and pad["mfu_after_packing"] > 1
+# the one answer to "what would packing give this run": the step-time model's lever, as the
+# report ranks it (the slot ratio is the course's arithmetic, quoted beside it)
+pack = answers_zh.packing(acc)
+pack_why = answers_zh.packing_why(acc) if pack else ""
 team = sc.lengths  # the team's lengths file (sequence_lengths), or None
 conv = attention.convention_of(sc.attention_flops, "eager")  # the account's model count
 quoted = course.figures()
@@ -98,9 +103,9 @@ else:
 # | 有效占比 | {{ pad.useful_fraction|pct }} |
 # | 浪费 | {{ pad.waste_fraction|pct }} |
 # {% if padded %}
-# | 完美 packing 的提速 | {{ pad.packing_speedup|times }} |
-# | MFU：现在 → packing 后{% if beyond_peak %}（超过 100%：不可能）{% endif %} | {{ acc.mfu|pct }} → {{ pad.mfu_after_packing|pct }} |
-# | 单步耗时：现在 → packing 后 | {{ sc.step_time|num(1) }} s → {{ pad.step_time_after_packing|num(1) }} s |
+# | 槽位之比 B·S / D（只算带权重的矩阵乘） | {{ pad.packing_speedup|times }} |
+# | 单步耗时：现在 → packing 后（单步耗时模型） | {{ sc.step_time|num(1) }} s → {{ pack.step_time|num(1) }} s（{{ pack.gain|times }}） |
+# | MFU：现在 → packing 后（单步耗时模型）{% if pack.mfu > 1 %}（超过 100%：不可能）{% endif %} | {{ acc.mfu|pct }} → {{ pack.mfu|pct }} |
 # {% else %}
 # | 完美 packing 的提速 | 没有：没有 pad 槽位 |
 # | MFU（packing 不改变） | {{ acc.mfu|pct }} |
@@ -110,7 +115,7 @@ else:
 # {% if beyond_peak %}
 # 本场景按均值有 **{{ pad.waste_fraction|pct }}** 的槽位落在 pad 上；但按槽位比例缩短步时，MFU 会从 {{ acc.mfu|pct }} 升到 {{ pad.mfu_after_packing|pct }}，超过 100%，不可能。也就是说，本场景的输入与这笔账的前提矛盾：若每个样本真补齐到 $S$、pad 也全额计算，硬件现在就已超过峰值。要么训练其实没有定长补齐（已经 packing，场景里写 `batching: packed`），要么步时、GPU 数或模型的输入需要核对；这里的提速不能当真。日志里每步计入的 token 数若是 $D$ = {{ sc.tokens_per_step|count }}，说明按真实 token 计数（计算是否也只在真实 token 上做，还要看注意力是否拿到 `cu_seqlens`）；若是 $B \cdot S$ = {{ pad.slots|num }}，就是在补齐。
 # {% elif padded %}
-# 本场景有 **{{ pad.waste_fraction|pct }}** 的槽位落在 pad 上；如果真在定长补齐，完美 packing 能把每步从 {{ sc.step_time|num(1) }} 秒压到 **{{ pad.step_time_after_packing|num(1) }} 秒**（{{ pad.packing_speedup|times }}），MFU 从 {{ acc.mfu|pct }} 升到 {{ pad.mfu_after_packing|pct }}。先确认补齐真实存在：日志里每步计入的 token 数若是 $D$ = {{ sc.tokens_per_step|count }}，说明按真实 token 计数（计算是否也只在真实 token 上做，还要看注意力是否拿到 `cu_seqlens`）；若是 $B \cdot S$ = {{ pad.slots|num }}，就是在补齐。
+# 本场景有 **{{ pad.waste_fraction|pct }}** 的槽位落在 pad 上；如果真在定长补齐，按单步耗时模型，完美 packing 能把每步从 {{ sc.step_time|num(1) }} 秒压到 **{{ pack.step_time|num(1) }} 秒**（{{ pack.gain|times }}），MFU 从 {{ acc.mfu|pct }} 升到 {{ pack.mfu|pct }}。只按槽位等比例缩短（课程的算法）会是 {{ pad.step_time_after_packing|num(1) }} 秒（{{ pad.packing_speedup|times }}）。两者不同的原因：{{ pack_why }}。先确认补齐真实存在：日志里每步计入的 token 数若是 $D$ = {{ sc.tokens_per_step|count }}，说明按真实 token 计数（计算是否也只在真实 token 上做，还要看注意力是否拿到 `cu_seqlens`）；若是 $B \cdot S$ = {{ pad.slots|num }}，就是在补齐。
 # {% else %}
 # 本场景的平均真实长度等于配置长度（{{ sc.seq_len|num }}）：每个样本都填满 $S$，定长补齐也没有 pad 槽位。这里没有 padding 可去，packing 不会改变步时（{{ sc.step_time|num(1) }} 秒）和 MFU（{{ acc.mfu|pct }}）。要核对的是这个前提：日志里每步计入的 token 数应当正好是 $B \cdot S$ = {{ pad.slots|num }}，一个 batch 的 `attention_mask` 里没有 pad。若每个 $S$ 长的样本其实是几篇文档拼接后切出来的，数据就已经是 packing 了：该查的是注意力是否拿到了 `cu_seqlens`（否则同一行的文档互相看得见，见第 4 节），文档的真实长度也要用 `sequence_lengths` 另给。
 # {% endif %}
@@ -326,7 +331,7 @@ if padded and not packed:
 # | 算上注意力，按平均长度 | {{ flop_speedup_mean|times }} |
 # | 算上注意力，按 Σ s_i² | {{ flop_speedup_sq|times }} |
 #
-# 只算线性层（课程的做法）时，packing 前后的 FLOPs 之比是 {{ pad.packing_speedup|times }}；若注意力也在 pad 上整块算，按真实长度的 $\sum s_i^2$ 算是 {{ flop_speedup_sq|times }}。这是 FLOPs 之比，不是步时之比：若补齐时注意力已经按真实长度算（varlen），能省的只有线性层那一份，而且步时里不随槽位变的部分越多，实际提速越小。
+# 只算线性层（课程的做法）时，packing 前后的 FLOPs 之比是 {{ pad.packing_speedup|times }}；若注意力也在 pad 上整块算，按真实长度的 $\sum s_i^2$ 算是 {{ flop_speedup_sq|times }}。这是 FLOPs 之比，不是步时之比：若补齐时注意力已经按真实长度算（varlen），能省的只有线性层那一份，而且步时里不随槽位变的部分越多，实际提速越小。本场景设的是 `attention_on_padding: {{ sc.attention_on_padding }}`（{% if sc.attention_on_padding == "computed" %}注意力在 pad 上整行计算{% else %}注意力只算真实长度{% endif %}{% if sc.sources.attention_on_padding == "course" %}，这是课程的前提，不是量出来的{% endif %}），第 1 节的单步耗时模型就是按这个设定给出 packing 的答案。
 # {% endif %}
 
 # %% [markdown]
@@ -437,7 +442,10 @@ lengths_from = "合成长度，分布形状是假设" if team is None else "团�
 lengths_zh = "合成长度" if team is None else "团队的长度"
 source_text = {"synthetic": "合成长度分布", "file step": "团队的这一步",
                "file draws": "团队的长度分布"}[source]
-after_mfu, after_step = pad["mfu_after_packing"], pad["step_time_after_packing"]
+# the model's answer (the report's lever), not the slot arithmetic: one answer on every page
+gain_pack = pack["gain"] if pack else 1.0
+after_mfu = pack["mfu"] if pack else acc["mfu"]
+after_step = pack["step_time"] if pack else sc.step_time
 greedy_left = 1 - ffd["useful_fraction"]  # pad left in greedy whole-sample rows
 
 # %% tags=["remove-input"]
@@ -449,25 +457,24 @@ claim_rows = [
      judge("nb04_useful_fraction", pad["useful_fraction"], d.pct(pad["useful_fraction"]),
            no_pad or "有效占比就是 s̄/S，随平均长度与配置长度之比变")],
     ["完美 packing 的提速：" + cite("packing_speedup"),
-     d.times(pad["packing_speedup"]) if padded else "没有（无 pad 可去）",
-     judge("packing_speedup", pad["packing_speedup"], d.times(pad["packing_speedup"]),
-           (no_pad + "，packing 没有提速可拿") if no_pad else f"提速是 S/s̄，{ratio_text}",
-           f"。这是完美 packing、只算线性层槽位的上限；按整个样本贪心装箱是 {d.times(ffd['speedup'])}"
-           f"（{lengths_from}）" if padded else "", quiet=not padded)],
+     d.times(gain_pack) if padded else "没有（无 pad 可去）",
+     judge("packing_speedup", gain_pack, d.times(gain_pack),
+           (no_pad + "，packing 没有提速可拿") if no_pad else pack_why,
+           f"。课程的 {d.times(pad['packing_speedup'])} 是槽位之比 S/s̄（{ratio_text}）；按整个样本贪心装箱，"
+           f"槽位之比是 {d.times(ffd['speedup'])}（{lengths_from}）" if padded else "", quiet=not padded)],
     ["完美 packing 后的 MFU（6ND 口径）：" + cite("nb04_mfu_after_packing"),
      f"{d.pct(acc['mfu'])} → {d.pct(after_mfu)}" if padded else f"{d.pct(acc['mfu'])}（不变）",
      judge("nb04_mfu_after_packing", after_mfu, d.pct(after_mfu),
            "超过 100%，不可能：输入与“pad 全额计算”的前提矛盾，先核对是否真在补齐" if beyond_peak else
            (no_pad + f"，MFU 仍是 {d.pct(acc['mfu'])}") if no_pad else
-           f"MFU {d.pct(acc['mfu'])} 乘以提速 {d.times(pad['packing_speedup'])}",
+           f"MFU {d.pct(acc['mfu'])} 乘以提速 {d.times(gain_pack)}（{pack_why}）",
            f"；{no_pad}，这就是它现在的 MFU"
            if no_pad and course.agrees(after_mfu, "nb04_mfu_after_packing") else "", quiet=not padded)],
     ["完美 packing 后的单步耗时：" + cite("nb04_step_after_packing"),
-     f"{d.num(sc.step_time, 1)} → {d.num(after_step, 3)} 秒" if padded
+     f"{d.num(sc.step_time, 1)} → {d.num(after_step, 1)} 秒" if padded
      else f"{d.num(sc.step_time, 1)} 秒（不变）",
-     judge("nb04_step_after_packing", after_step, f"{d.num(after_step, 3 if padded else 1)} 秒",
-           (no_pad + f"，步时仍是 {d.num(sc.step_time, 1)} 秒") if no_pad else
-           f"步时 {d.num(sc.step_time, 1)} 秒除以提速 {d.times(pad['packing_speedup'])}",
+     judge("nb04_step_after_packing", after_step, f"{d.num(after_step, 1)} 秒",
+           (no_pad + f"，步时仍是 {d.num(sc.step_time, 1)} 秒") if no_pad else pack_why,
            f"；{no_pad}，这就是它现在的步时"
            if no_pad and course.agrees(after_step, "nb04_step_after_packing") else "", quiet=not padded)],
 ]
@@ -511,7 +518,7 @@ d.claims(claim_rows, sc)
 # {% if beyond_peak %}
 # - 按均值算：定长补齐时有 **{{ pad.waste_fraction|pct }}** 的槽位是 pad，但本场景按比例 packing 后的 MFU 会是 {{ pad.mfu_after_packing|pct }}，超过 100%：它的输入与“pad 全额计算”的前提矛盾，先核对是否真在补齐。
 # {% elif padded %}
-# - 按均值算：定长补齐浪费 **{{ pad.waste_fraction|pct }}** 的槽位，完美 packing 提速 **{{ pad.packing_speedup|times }}**（每步 {{ sc.step_time|num(1) }} 秒 → {{ pad.step_time_after_packing|num(1) }} 秒），前提是补齐真实存在，先量再做。
+# - 按均值算：定长补齐浪费 **{{ pad.waste_fraction|pct }}** 的槽位（槽位之比 {{ pad.packing_speedup|times }}）；按单步耗时模型，完美 packing 让每步 {{ sc.step_time|num(1) }} 秒 → **{{ pack.step_time|num(1) }} 秒**（{{ pack.gain|times }}）。前提是补齐真实存在{% if sc.attention_on_padding == "computed" %}、注意力也在 pad 上整行计算（`attention_on_padding: computed`，课程的前提）{% endif %}，先量再做。
 # {% else %}
 # - 按均值算：本场景的平均长度等于配置长度，没有 pad 槽位，packing 不改变步时和 MFU；要核对的是 batch 里确实没有 pad，以及每行若由几篇文档拼成，注意力是否拿到了 `cu_seqlens`。
 # {% endif %}

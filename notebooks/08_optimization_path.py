@@ -41,6 +41,8 @@ from costmodel.evaluate.simulate import gemms, run, step_time
 from costmodel.evaluate.plan import layouts
 from costmodel.formats import decimals, sig
 from costmodel.inputs import assumptions, attention_kernels, hardware, models, scenario
+from costmodel.evaluate.account.claims import communication_share_now
+from costmodel.present import answers_zh
 from costmodel.present import display as d
 from costmodel.present import words
 from costmodel.present.advice_zh import note as advice_note
@@ -76,6 +78,8 @@ def shown(key, value):
         return "null（取 GPU 表的值）" if key.endswith("bandwidth") else "null"
     if key.endswith("bandwidth"):
         return f"{d.num(value / 1e9)} GB/s"
+    if isinstance(value, str):  # a choice: the key's value as code (`computed`), not a word
+        return f"`{value}`"
     return d.pct(value) if key == "communication_share" else str(value)
 
 
@@ -110,7 +114,7 @@ low, high = assumptions.assumed("micro_batch_speedup")
 # | 键 | 值 | 来源 |
 # |---|---|---|
 # {% for key, a in acc.assumptions.items() %}
-# | {{ key|code }} | {{ shown(key, a.value) }} | {{ words.SOURCES[a.source] }} |
+# | {{ key|code }} | {{ shown(key, a.value)|safe }} | {{ words.SOURCES[a.source] }} |
 # {% endfor %}
 # | `micro_batch_speedup`（不是场景键） | {{ low|times }}–{{ high|times }} | 课程假设 |
 
@@ -130,13 +134,17 @@ d.eq(r"\lim_{x \to \infty} \text{speedup}_{\text{part}}", levers.amdahl_limit)
 # 第 04 节算过：若训练确实在定长补齐，完美 packing 按槽位之比提速；若已经在 packing，这一项是零。它减少的是槽位，作用于整步的线性层，属于相乘的一类。
 
 # %% tags=["remove-input"]
-g_pack = proj["packing"]["speedup"]
+g_pack = proj["packing"]["speedup"]  # the slot ratio: the course's arithmetic
+pack = answers_zh.packing(acc)  # the one answer for this run: the model's lever (the ranking's)
+pack_why = answers_zh.packing_why(acc) if pack else ""
+sel_answer = answers_zh.selective(acc)
+sel_why = answers_zh.selective_why(acc) if sel_answer else ""
 packed = acc["padding"]["batching"] == "packed"
 padded = not packed and acc["padding"]["slots"] > sc.tokens_per_step  # pad slots are computed
 hfu_pack = acc["hfu"] * g_pack  # the hardware's rate today if the pad slots are really computed
 
 # %% [markdown]
-# {% if packed %}本场景已经在做 packing（`batching: packed`）：每个槽位都是真实 token，这一项是 {{ g_pack|times }}，没有可省的。{% elif padded %}本场景{% if sc.lengths is not none %}按长度文件{% else %}按均值{% endif %}算的 packing 提速为 **{{ g_pack|times }}**（浪费 {{ acc.padding.waste_fraction|pct }} 的槽位），每步 {{ sc.step_time|num(1) }} 秒 → {{ proj.packing.step_time|num(1) }} 秒。前提是补齐真实存在：先看日志里每步的 token 数。{% if hfu_pack > 1 %}这里这个前提站不住：HFU 只数真实 token，现在是 {{ acc.hfu|pct }}；若 pad 槽位也真的在算，GPU 现在的硬件利用率就是 {{ hfu_pack|pct }}，超过 100%，不可能。要么其实没有补齐（已在 packing 或 varlen），要么 `step_time` 等输入需要核对。{% endif %}{% else %}本场景的平均真实长度等于配置长度，没有 pad 槽位：packing 这一项是 {{ g_pack|times }}，没有可省的。{% endif %}
+# {% if packed %}本场景已经在做 packing（`batching: packed`）：每个槽位都是真实 token，这一项是 {{ g_pack|times }}，没有可省的。{% elif padded %}本场景{% if sc.lengths is not none %}按长度文件{% else %}按均值{% endif %}算的槽位之比是 {{ g_pack|times }}（浪费 {{ acc.padding.waste_fraction|pct }} 的槽位），按它等比例缩短是每步 {{ sc.step_time|num(1) }} 秒 → {{ proj.packing.step_time|num(1) }} 秒。本次运行的答案取单步耗时模型的（与第 04 节、下面的排序和报告相同）：**{{ pack.step_time|num(1) }} 秒**（{{ pack.gain|times }}）。{{ pack_why }}。前提是补齐真实存在：先看日志里每步的 token 数。{% if hfu_pack > 1 %}这里这个前提站不住：HFU 只数真实 token，现在是 {{ acc.hfu|pct }}；若 pad 槽位也真的在算，GPU 现在的硬件利用率就是 {{ hfu_pack|pct }}，超过 100%，不可能。要么其实没有补齐（已在 packing 或 varlen），要么 `step_time` 等输入需要核对。{% endif %}{% else %}本场景的平均真实长度等于配置长度，没有 pad 槽位：packing 这一项是 {{ g_pack|times }}，没有可省的。{% endif %}
 
 
 # %% [markdown]
@@ -203,7 +211,7 @@ g_recompute = proj["selective_recompute"]["speedup"]
 rc_modules = "、".join(f"`{m}`" for m in rc_sel["modules"])
 
 # %% [markdown]
-# {% if sc.recompute == "full" %}本场景正在用 full recompute（系数 {{ rc_sel.factor_now|num(3) }}）。换成 selective，重算的模块是 {{ rc_modules|safe }}（{% if sc.recompute_modules is none %}Megatron-LM 的默认集合；设置 `recompute_modules` 可改{% else %}场景的 `recompute_modules`{% endif %}）：{% if rc_sel.weights_fraction > 0 %}它们的权重占前向的 {{ rc_sel.weights_fraction|pct(1) }}{% else %}它们不带权重{% endif %}，6ND 这一侧的系数降到 {{ rc_sel.factor_selective|num(3) }}；注意力核心{% if rc_sel.core_fraction %}仍要重算一遍{% else %}不再重算{% endif %}。两者合起来按含注意力核心的硬件 FLOPs 算（上面第二个式子），提速 **{{ g_recompute|times }}**，每步 → {{ rc_sel.step_time|num(1) }} 秒（课程按它假设的系数推算的是 {{ said("selective_recompute_worked") }}）。前提是显存放得下：下文“本次运行”一节按本场景的显存回答。{% elif sc.recompute == "selective" %}本场景已经是 selective recompute，这个杠杆已经用过了（提速 {{ g_recompute|times }}）；腾出的显存可以留给下面的 micro batch。{% else %}本场景没有开 recompute，这个杠杆无从谈起（提速 {{ g_recompute|times }}）；腾出的显存可以留给下面的 micro batch。{% endif %}
+# {% if sc.recompute == "full" %}本场景正在用 full recompute（系数 {{ rc_sel.factor_now|num(3) }}）。换成 selective，重算的模块是 {{ rc_modules|safe }}（{% if sc.recompute_modules is none %}Megatron-LM 的默认集合；设置 `recompute_modules` 可改{% else %}场景的 `recompute_modules`{% endif %}）：{% if rc_sel.weights_fraction > 0 %}它们的权重占前向的 {{ rc_sel.weights_fraction|pct(1) }}{% else %}它们不带权重{% endif %}，6ND 这一侧的系数降到 {{ rc_sel.factor_selective|num(3) }}；注意力核心{% if rc_sel.core_fraction %}仍要重算一遍{% else %}不再重算{% endif %}。两者合起来按含注意力核心的硬件 FLOPs 之比算（上面第二个式子）是 {{ g_recompute|times }}（课程按它假设的系数推算的是 {{ said("selective_recompute_worked") }}）。这两个比例都只看运算量；本次运行的答案取单步耗时模型的（与下面的排序和报告相同）：{{ sel_why }}。{% elif sc.recompute == "selective" %}本场景已经是 selective recompute，这个杠杆已经用过了（提速 {{ g_recompute|times }}）；腾出的显存可以留给下面的 micro batch。{% else %}本场景没有开 recompute，这个杠杆无从谈起（提速 {{ g_recompute|times }}）；腾出的显存可以留给下面的 micro batch。{% endif %}
 
 # %% [markdown]
 # ## ③ 加大 micro batch
@@ -374,14 +382,14 @@ if after is not None:
 #
 # **课程的六个杠杆，按课程的顺序（\* 为课程假设的值）**
 #
-# | 次序 | 杠杆 | 类型 | 预计提速 | 依据 |
-# |---|---|---|---|---|
-# | 1 | packing | 相乘 | {{ g_pack|times }} | {% if packed %}已经在 packing{% else %}算出：B·S / D（若补齐真实存在）{% endif %} |
-# | 2 | fused/chunked 交叉熵 → selective recompute | 相乘 | {{ g_recompute|times }} | 算出：硬件 FLOPs 之比（含注意力核心） |
-# | 3 | micro batch {{ b }} → {{ 2 * b }} | 相乘 | {% if feasible %}{{ low|times }}–{{ high|times }}{% else %}不能整除{% endif %} | 课程的假设；单步耗时模型：{{ by_lever.micro_batch.speedup|times(3) }} |
-# | 4 | 上下文并行（CP） | 结构性 | - | {% if moe %}合法的 (CP, EP) 组合 {{ pairs|length }} 个{% else %}可用的 CP：{{ usable_cp|join(", ") or "（没有）" }}{% endif %} |
-# | 5 | 注意力 kernel | 受份额约束 | {{ g_att|times }}（≤ {{ levers.amdahl_bound(share_actual)|times }}） | 份额算出，kernel 提速 {{ star("attention_kernel_speedup")|safe }} |
-# | 6 | 通信重叠 | 受份额约束 | {% if contradicted %}-{% else %}≤ {{ g_comm_bound|times(3) }}{% endif %} | {% if comm.basis == "measured" %}实测份额{% elif contradicted %}估计比一步还长：不用{% else %}单步耗时模型，打开重叠开关（暴露在外的份额）{% endif %} |
+# | 次序 | 杠杆 | 类型 | 按课程的算法 | 依据 | 单步耗时模型（本次运行的答案） |
+# |---|---|---|---|---|---|
+# | 1 | packing | 相乘 | {{ g_pack|times }} | {% if packed %}已经在 packing{% else %}槽位之比 B·S / D（若补齐真实存在）{% endif %} | {% if pack %}{{ pack.gain|times }}{% else %}-{% endif %} |
+# | 2 | fused/chunked 交叉熵 → selective recompute | 相乘 | {{ g_recompute|times }} | 硬件 FLOPs 之比（含注意力核心） | {% if sel_answer %}{{ sel_answer.gain|times }}{% if not sel_answer.fits %}（放不下）{% endif %}{% else %}-{% endif %} |
+# | 3 | micro batch {{ b }} → {{ 2 * b }} | 相乘 | {% if feasible %}{{ low|times }}–{{ high|times }}{% else %}不能整除{% endif %} | 课程的假设 | {{ by_lever.micro_batch.gain|times(3) }} |
+# | 4 | 上下文并行（CP） | 结构性 | - | {% if moe %}合法的 (CP, EP) 组合 {{ pairs|length }} 个{% else %}可用的 CP：{{ usable_cp|join(", ") or "（没有）" }}{% endif %} | {{ by_lever.context_parallel.gain|times(3) }} |
+# | 5 | 注意力 kernel | 受份额约束 | {{ g_att|times }}（≤ {{ levers.amdahl_bound(share_actual)|times }}） | 份额算出，kernel 提速 {{ star("attention_kernel_speedup")|safe }} | {{ by_lever.attention_kernel.gain|times(3) }} |
+# | 6 | 通信重叠 | 受份额约束 | {% if contradicted %}-{% else %}≤ {{ g_comm_bound|times(3) }}{% endif %} | {% if comm.basis == "measured" %}实测份额{% elif contradicted %}估计比一步还长：不用{% else %}打开重叠开关（暴露在外的份额）{% endif %} | {{ by_lever.communication_overlap.gain|times(3) }} |
 
 # %% [markdown]
 # ## 本次运行：放得下吗、通信多少、先做什么
@@ -654,10 +662,10 @@ leaning = sorted({key for a in chosen for key in a["rests_on"] if source.get(key
 # | # | 杠杆 | 提速 | 单步耗时 | 可行 | 依赖（* 为课程假设） | 说明 |
 # |---|---|---|---|---|---|---|
 # {% for a in ranked %}
-# | {{ loop.index }} | {{ a.lever|code }} | {{ a.speedup|times(3) }} | {{ a.step_time|num(1) }} s | {% if a.feasible %}是{% elif no_gain(a) %}没有收益{% else %}否{% endif %} | {% for key in a.rests_on %}{{ star(key)|safe }}{% if not loop.last %}、{% endif %}{% endfor %} | {{ advice_note(a)|safe }} |
+# | {{ loop.index }} | {{ a.lever|code }} | {{ a.gain|times(3) }} | {{ a.step_time|num(1) }} s | {% if a.feasible %}是{% elif no_gain(a) %}没有收益{% else %}否{% endif %} | {% for key in a.rests_on %}{{ star(key)|safe }}{% if not loop.last %}、{% endif %}{% endfor %} | {{ advice_note(a)|safe }} |
 # {% endfor %}
 #
-# 按提速排，第一是 {{ first.lever|code }}（{{ first.speedup|times }}，{% if first.feasible %}可行）。{% elif no_gain(first) %}没有收益）。{% else %}在本场景不可行）。{% endif %}{% if chosen %}可行且能一起做的杠杆是 {{ keys(combined.levers)|safe }}：把它们一起改进场景、重新预测，预测的一步从 {{ combined.step_before|num(2) }} 秒降到 {{ combined.step_after|num(2) }} 秒，合计 **{{ combined.speedup|times }}**；{{ step_said }}的每步 {{ sc.step_time|num(1) }} 秒 → {{ combined.step_time|num(1) }} 秒（{% if combined.step_time_from == "measured - saved" %}实测的一步减去模型预测省下的秒数；模型没有解释的 {{ (t.unexplained_seconds or 0)|num(1) }} 秒原样留着，因为模型说不出它由什么组成{% elif combined.step_time_from == "measured x after/before" %}模型预测的一步比实测还长，按预测的比例缩放实测的一步{% else %}场景没有实测的单步耗时，就是预测值{% endif %}；`acc["advice_combined"]`{% if either %}；selective recompute 与关掉 recompute 只取其一）。{% else %}）。{% endif %}{% if combined.get("capped") %}一起做完重新预测是 {{ combined.product|times }}，但账里把合计封顶在 {{ combined.speedup|times }}：再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{{ busy_what }}）。{% endif %}{% if combined.ceiling_from == "hfu" %}另外，含注意力的 HFU 是 {{ acc.attention.actual.hfu_with_attention|pct }}，超过 100%：按注意力的计数，GPU 跑在峰值也做不完这一步，与{{ step_said }}的单步耗时矛盾（kernel 实际算的比计数少，或真实长度比场景短）。所以注意力 kernel 这个杠杆依据的份额靠不住，合计的上限只按 6ND 的硬件 FLOPs 算。{% endif %}{% if "communication_overlap" in combined.levers and comm.basis != "measured" %}通信重叠的提速建立在按带宽估出的通信上（链路跑满、没有延迟），所以这一项偏乐观；量到暴露在外的通信后写进 `communication_share` 再排。{% endif %}{% else %}没有一个杠杆在本场景既可行又有收益。{% endif %}{% if blocked %}有收益但在本场景不可行的：{% for a in blocked %}{{ a.lever|code }}（{{ a.speedup|times }}）{% if not loop.last %}、{% endif %}{% endfor %}，原因见表里的“说明”一列。{% endif %}{% if leaning %}可行杠杆的提速依赖课程的假设值 {{ keys(leaning)|safe }}：设置{% if leaning|length == 1 %}这个键{% else %}这些键{% endif %}可改为你的实测值。{% endif %}{% if not mem.fits %}注意：按模型，本场景现在的设置就放不下（见上）；先把场景改成实际的设置再看排序，依赖显存的杠杆是否可行可能随之改变。{% endif %}
+# 按提速排，第一是 {{ first.lever|code }}（{{ first.gain|times }}，{% if first.feasible %}可行）。{% elif no_gain(first) %}没有收益）。{% else %}在本场景不可行）。{% endif %}{% if chosen %}可行且能一起做的杠杆是 {{ keys(combined.levers)|safe }}：把它们一起改进场景、重新预测，预测的一步从 {{ combined.step_before|num(2) }} 秒降到 {{ combined.step_after|num(2) }} 秒，合计 **{{ combined.speedup|times }}**；{{ step_said }}的每步 {{ sc.step_time|num(1) }} 秒 → {{ combined.step_time|num(1) }} 秒（{% if combined.step_time_from == "measured - saved" %}实测的一步减去模型预测省下的秒数；模型没有解释的 {{ (t.unexplained_seconds or 0)|num(1) }} 秒原样留着，因为模型说不出它由什么组成{% elif combined.step_time_from == "measured x after/before" %}模型预测的一步比实测还长，按预测的比例缩放实测的一步{% else %}场景没有实测的单步耗时，就是预测值{% endif %}；`acc["advice_combined"]`{% if either %}；selective recompute 与关掉 recompute 只取其一）。{% else %}）。{% endif %}{% if combined.get("capped") %}一起做完重新预测是 {{ combined.product|times }}，但账里把合计封顶在 {{ combined.speedup|times }}：再快，GPU 就要超过峰值算力（按今天的硬件 FLOPs：{{ busy_what }}）。{% endif %}{% if combined.ceiling_from == "hfu" %}另外，含注意力的 HFU 是 {{ acc.attention.actual.hfu_with_attention|pct }}，超过 100%：按注意力的计数，GPU 跑在峰值也做不完这一步，与{{ step_said }}的单步耗时矛盾（kernel 实际算的比计数少，或真实长度比场景短）。所以注意力 kernel 这个杠杆依据的份额靠不住，合计的上限只按 6ND 的硬件 FLOPs 算。{% endif %}{% if "communication_overlap" in combined.levers and comm.basis != "measured" %}通信重叠的提速建立在按带宽估出的通信上（链路跑满、没有延迟），所以这一项偏乐观；量到暴露在外的通信后写进 `communication_share` 再排。{% endif %}{% else %}没有一个杠杆在本场景既可行又有收益。{% endif %}{% if blocked %}有收益但在本场景不可行的：{% for a in blocked %}{{ a.lever|code }}（{{ a.gain|times }}）{% if not loop.last %}、{% endif %}{% endfor %}，原因见表里的“说明”一列。{% endif %}{% if leaning %}可行杠杆的提速依赖课程的假设值 {{ keys(leaning)|safe }}：设置{% if leaning|length == 1 %}这个键{% else %}这些键{% endif %}可改为你的实测值。{% endif %}{% if not mem.fits %}注意：按模型，本场景现在的设置就放不下（见上）；先把场景改成实际的设置再看排序，依赖显存的杠杆是否可行可能随之改变。{% endif %}
 
 # %% [markdown]
 # ### 瀑布图：一个个加进场景，每加一个重新预测
@@ -729,7 +737,7 @@ matched = {mark: next((name for name in candidates if name in rank_of), None)
 # |---|---|---|---|---|---|---|
 # {% for mark, said_words, candidates, said_gain in COURSE_LEVERS %}
 # {% set a = by_lever.get(matched[mark]) %}
-# | {{ mark }} | {{ said_words }} | {{ said_gain }} | {% if matched[mark] %}{{ matched[mark]|code }}{% else %}（模型没有这个杠杆）{% endif %} | {{ rank_of.get(matched[mark], "-") }} | {% if a %}{{ a.speedup|times(3) }}{% else %}-{% endif %} | {% if not a %}-{% elif a.feasible %}是{% elif no_gain(a) %}没有收益{% else %}否{% endif %} |
+# | {{ mark }} | {{ said_words }} | {{ said_gain }} | {% if matched[mark] %}{{ matched[mark]|code }}{% else %}（模型没有这个杠杆）{% endif %} | {{ rank_of.get(matched[mark], "-") }} | {% if a %}{{ a.gain|times(3) }}{% else %}-{% endif %} | {% if not a %}-{% elif a.feasible %}是{% elif no_gain(a) %}没有收益{% else %}否{% endif %} |
 # {% endfor %}
 
 # %% tags=["remove-input"]
@@ -753,9 +761,11 @@ extra = [a for a in ranked if a["lever"] not in set(matched.values()) and gainfu
 # the claims table's figures and verdicts (its wording is the Markdown cell below)
 ratio_fs = float(f_full / f_sel)  # full -> selective: the 6ND factors, the course's way
 full_n, sel_n = float(f_full), float(f_sel)
-pack_ok = course.agrees(g_pack, "packing_speedup")
+# the verdicts on the course's packing and selective-recompute gains are the model's answers,
+# the same on every page (sections 04, 10 and the report's ranking): not the slot or factor ratio
+pack_ok = course.agrees(pack["gain"] if pack else g_pack, "packing_speedup")
 heading_ok = course.agrees(ratio_fs, "selective_recompute_heading")
-worked_ok = course.agrees(ratio_fs, "selective_recompute_worked")
+worked_ok = course.agrees(sel_answer["gain"] if sel_answer else ratio_fs, "selective_recompute_worked")
 logits_ok = course.agrees(logits, "logits_peak")
 freed = logits - kept_assumed
 enough = math.ceil(logits / figure("logits_after_chunking")[0])  # chunks that bring the peak to the course's
@@ -781,9 +791,10 @@ ep5_ok = two is not None and two.allows(ep5)
 in_range = [course.number(v) for v in course.figures()["attention_share_range"]["range"]]
 share_ok = in_range[0] <= share_actual <= in_range[1]
 bound = levers.amdahl_bound(share_actual)
-rival = max((a for a in acc["advice"] if a["lever"] != "attention_kernel"), key=lambda a: a["speedup"])
+rival = max((a for a in acc["advice"] if a["lever"] != "attention_kernel"), key=lambda a: a["gain"])
 att_rank = [a["lever"] for a in acc["advice"]].index("attention_kernel") + 1
-comm_ok = comm_share <= figure("communication_share_course")[0]
+now_comm = communication_share_now(acc)  # the share 09 and 10 judge the course's "under 3%" on
+comm_ok = now_comm["share"] <= figure("communication_share_course")[0]
 
 # %% [markdown]
 # {% macro word(holds) %}{% if holds is none %}无从判断{% elif holds %}成立{% else %}有出入{% endif %}{% endmacro %}
@@ -792,9 +803,9 @@ comm_ok = comm_share <= figure("communication_share_course")[0]
 #
 # | 课程怎么说 | 本页算出 | 出入 |
 # |---|---|---|
-# | ① 完美 packing 的提速：{{ course.claim("packing_speedup") }} | {{ g_pack|times }} | {{ word(pack_ok) }}：{% if packed %}{{ ours }}已经在 packing，这一项没有可省的；课程的数是它按定长补齐估的{% elif not padded %}{{ ours }}的平均真实长度等于配置长度，没有 pad 槽位可省{% else %}{{ ours }}浪费 {{ acc.padding.waste_fraction|pct(1) }} 的槽位，按槽位之比算出 {{ g_pack|times }}{% if not sc.changed %}（课程写的浪费是 {{ said("padding_waste") }}）{% endif %}{% if hfu_pack > 1 %}；但补齐这个前提站不住：HFU 会超过 100%（见 ①）{% else %}；前提是补齐真实存在{% endif %}{% endif %} |
+# | ① 完美 packing 的提速：{{ course.claim("packing_speedup") }} | {% if pack %}{{ pack.gain|times }}（单步耗时模型）{% else %}{{ g_pack|times }}{% endif %} | {{ word(pack_ok) }}：{% if packed %}{{ ours }}已经在 packing，这一项没有可省的；课程的数是它按定长补齐估的{% elif not padded %}{{ ours }}的平均真实长度等于配置长度，没有 pad 槽位可省{% else %}{{ ours }}浪费 {{ acc.padding.waste_fraction|pct(1) }} 的槽位{% if not sc.changed %}（课程写的浪费是 {{ said("padding_waste") }}）{% endif %}，课程的 {{ g_pack|times }} 是槽位之比；{{ pack_why }}{% if hfu_pack > 1 %}；但补齐这个前提站不住：HFU 会超过 100%（见 ①）{% else %}；前提是补齐真实存在{% endif %}{% endif %} |
 # | ② 标题：换掉 full recompute，潜在提速 {{ course.claim("selective_recompute_heading") }} | {{ ratio_fs|times }}（full ÷ selective 的系数之比） | {{ word(heading_ok) }}：{% if heading_ok %}{{ ours }}的 {{ fraction|safe }}下系数之比恰好是 {{ ratio_fs|times }}；但{% endif %}课程在同一段里自己推算出 {{ said("selective_recompute_worked") }}，标题的 {{ said("selective_recompute_heading") }} 与它自己的推算不符 |
-# | ② 推算：系数从 full 降到约 {{ course.claim("nb02_selective_factor") }}，提速 {{ course.claim("selective_recompute_worked") }} | {{ full_n|num(3) }} ÷ {{ sel_n|num(3) }} = {{ ratio_fs|times }} | {{ word(worked_ok) }}：{{ ours }}的 {{ fraction|safe }}给出系数 {{ sel_n|num(3) }}{% if rc_sel.core_fraction and sc.recompute == "full" %}；注意力核心也重算时，按含注意力核心的硬件 FLOPs 提速是 {{ g_recompute|times }}{% endif %}；课程的 {{ said("nb02_selective_factor") }} 是假设的系数，没说重算了哪些模块{% if sc.recompute == "full" and sel_fits %}；按显存单独换成 selective 放得下{% else %}；{% if worked_ok %}但{% else %}而且{% endif %}{% if sc.recompute == "full" %}按显存，单独换成 selective 放不下（见“本次运行”）{% else %}{{ ours }}已是 {{ ("recompute: " ~ sc.recompute)|code }}，这一项拿不到{% endif %}{% endif %} |
+# | ② 推算：系数从 full 降到约 {{ course.claim("nb02_selective_factor") }}，提速 {{ course.claim("selective_recompute_worked") }} | {% if sel_answer %}{{ sel_answer.gain|times }}（单步耗时模型）；系数之比 {% endif %}{{ full_n|num(3) }} ÷ {{ sel_n|num(3) }} = {{ ratio_fs|times }} | {{ word(worked_ok) }}：{% if sel_answer %}{{ sel_why }}。{% endif %}{{ ours }}的 {{ fraction|safe }}给出系数 {{ sel_n|num(3) }}{% if rc_sel.core_fraction and sc.recompute == "full" %}；注意力核心也重算时，按含注意力核心的硬件 FLOPs 提速是 {{ g_recompute|times }}{% endif %}；课程的 {{ said("nb02_selective_factor") }} 是假设的系数，没说重算了哪些模块{% if sc.recompute == "full" and sel_fits %}；按显存单独换成 selective 放得下{% else %}；{% if worked_ok %}但{% else %}而且{% endif %}{% if sc.recompute == "full" %}按显存，单独换成 selective 放不下（见“本次运行”）{% else %}{{ ours }}已是 {{ ("recompute: " ~ sc.recompute)|code }}，这一项拿不到{% endif %}{% endif %} |
 # | ② 分块交叉熵之前 logits 的峰值约 {{ course.claim("logits_peak") }} | {{ logits|gb }}（b = {{ b }}，S = {{ sc.seq_len|num }}，V = {{ sc.vocab_size|num }}） | {{ word(logits_ok) }}：课程的数对得上 {{ qwen3_vocab|num }} 词的词表（Qwen3）：{{ course_logits|gb }}{% if base.vocab_size != qwen3_vocab %}，不是课程模型自己的 {{ base.vocab_size|num }} 词{% endif %}{% if not differ %}；{{ ours }}的 b、S、V 与之相同{% else %}；{{ ours }}与之不同的是：{% for name, now, then in differ %}{% if name == "b" %}micro batch b{% elif name == "S" %}序列长度 S{% else %}词表 V{% endif %}（{{ now|num }} 对 {{ then|num }}）{% if not loop.last %}、{% endif %}{% endfor %}，所以是 ×{{ (logits / course_logits)|num(2) }}{% endif %} |
 # | ② fused/chunked 交叉熵把峰值压到约 {{ course.claim("logits_after_chunking") }}，腾出约 {{ course.claim("nb08_logits_freed") }} | 分 {{ chunks }} 块：留 {{ kept_assumed|gb }}，腾出 {{ freed|gb }} | {{ word(chunk_ok) }}：峰值与块数成反比；{{ ours }}的 logits {{ logits|gb }} 分 {{ chunks }} 块（{{ origin("ce_chunks")|safe }}）{% if chunk_ok %}，与课程的数相符{% else %}，与课程的数不同；{% if not unchunked_ok %}要压到约 {{ said("logits_after_chunking") }} 需 {{ enough }} 块{% else %}不分块就已在约 {{ said("logits_after_chunking") }} 以内{% endif %}{% endif %} |
 # | ③ micro batch 翻倍的潜在提速：{{ course.claim("micro_batch_gain") }} | {{ g_mb|times(3) }}（带权重 GEMM 的屋顶线） | {{ word(g_mb >= low) }}：{% if g_mb >= low %}按屋顶线，{{ ours }}受带宽限制的 GEMM 翻倍后靠近或越过平衡点，带权重的 GEMM 快 {{ g_mb|times(3) }}{% elif pushable %}{{ ours }}有 GEMM 在 b = {{ b }} 受带宽限制，但按屋顶线翻倍后带权重的 GEMM 只快 {{ g_mb|times(3) }}{% else %}{{ ours }}带权重的 GEMM 在 b = {{ b }} 已是算力受限（或被自身的 k、n 封顶），翻倍几乎不改变它们的速率；课程的区间是猜测，收益若有，来自别处，只能量{% endif %}{% if not feasible %}；b 翻倍在{{ ours }}不能整除{% endif %}{% if not mem_double.fits %}；按显存放不下{% endif %} |
@@ -806,8 +817,8 @@ comm_ok = comm_share <= figure("communication_share_course")[0]
 # | ④ 出路之一：配合 {{ course.claim("nb08_ep5") }} | CP = 2 时 EP = {{ ep5 }} {% if ep5_ok %}可行{% else %}不可行{% endif %} | {{ word(ep5_ok) }}：{% if not cp_two %}{{ ours }}的 CP = 2 本身不满足 batch 或序列长度的整除约束{% elif ep5_ok %}{{ ours }} CP = 2 时 DP = {{ two.dp }}，{{ ep5 }} 整除它，{{ sc.num_experts }} 个专家也能平分到 {{ ep5 }} 个 rank 上{% elif two.dp % ep5 %}{{ ep5 }} 不整除{{ ours }} CP = 2 时的 DP = {{ two.dp }}{% else %}DP = {{ two.dp }} 能被 {{ ep5 }} 整除，但{{ ours }}的 {{ sc.num_experts }} 个专家不能平分到 {{ ep5 }} 个 rank 上{% endif %} |
 # {% endif %}
 # | ⑤ 注意力占全部 FLOPs 的 {{ course.claim("attention_share_range") }} | {{ share_actual|pct(1) }}（{{ actual_text }}）；补齐长度 {{ share_padded|pct(1) }} | {{ word(share_ok) }}：按{{ actual_text }}，{{ ours }}的份额{% if share_ok %}落在课程的区间里{% else %}在课程的区间之外{% endif %}{% if not sc.changed %}；课程的区间来自它猜测的形状，本页用真实形状（注意力宽度 = heads × head_dim）{% else %}；课程的区间说的是它自己的运行（序列长度 {{ base.seq_len|num }}）{% endif %} |
-# | ⑤ 注意力占 {{ course.claim("nb08_attention_biggest_lever") }}，所以注意力 kernel 是杠杆最大的单点 | 上限 {{ bound|times }}；kernel 快 {{ k_att|times(1) }} 时 {{ g_att|times }}，排第 {{ att_rank }} | {{ word(bound >= rival.speedup) }}：注意力完全免费的上限 {{ bound|times }} {% if bound >= rival.speedup %}不低于{% else %}低于{% endif %}其他杠杆中最大的 {{ rival.lever|code }}（{{ rival.speedup|times }}）；按假设的 kernel 提速 {{ k_att|times(1) }}（{{ origin("attention_kernel_speedup")|safe }}）它{% if g_att < rival.speedup %}只{% endif %}得 {{ g_att|times }}，在本次运行的排序里排第 {{ att_rank }} |
-# | ⑥ 通信只占一步的不到 {{ course.claim("communication_share_course") }}，重叠最多省这么多 | {% if contradicted %}估计 {{ comm_share|pct(1) }}，比一步还长，不用{% else %}{{ comm_share|pct(1) }}（{% if comm.basis == "measured" %}实测{% else %}估计的上界{% endif %}），重叠最多 {{ g_comm_bound|times(3) }}{% endif %} | {% if contradicted %}无从判断：{{ ours }}按布局估出的通信比{{ step_said }}的一步还长，{{ clash }}，从它判断不了；写入实测的 `communication_share` 再比{% else %}{{ word(comm_ok) }}：{{ ours }}的通信份额{% if comm.basis == "measured" %}（实测）{% else %}按布局估计（上界：没有重叠、链路跑满）{% endif %}是 {{ comm_share|pct(1) }}，{% if comm_ok %}在课程的 {{ said("communication_share_course") }} 以内{% else %}超过课程的 {{ said("communication_share_course") }}：重叠这个杠杆在{{ ours }}更长{% endif %}{% if comm.basis != "measured" %}；写入实测的 `communication_share` 再比{% endif %}{% endif %} |
+# | ⑤ 注意力占 {{ course.claim("nb08_attention_biggest_lever") }}，所以注意力 kernel 是杠杆最大的单点 | 上限 {{ bound|times }}；kernel 快 {{ k_att|times(1) }} 时 {{ g_att|times }}，排第 {{ att_rank }} | {{ word(bound >= rival.gain) }}：注意力完全免费的上限 {{ bound|times }} {% if bound >= rival.gain %}不低于{% else %}低于{% endif %}其他杠杆中最大的 {{ rival.lever|code }}（{{ rival.gain|times }}）；按假设的 kernel 提速 {{ k_att|times(1) }}（{{ origin("attention_kernel_speedup")|safe }}）它{% if g_att < rival.gain %}只{% endif %}得 {{ g_att|times }}，在本次运行的排序里排第 {{ att_rank }} |
+# | ⑥ 通信只占一步的不到 {{ course.claim("communication_share_course") }}，重叠最多省这么多 | {% if contradicted %}估计 {{ comm_share|pct(1) }}，比一步还长，不用{% else %}{{ now_comm.share|pct(1) }}（{% if comm.basis == "measured" %}实测{% else %}估计：重叠后暴露在外的部分；不计重叠的上界 {{ comm_share|pct(1) }}{% endif %}），重叠最多 {{ g_comm_bound|times(3) }}{% endif %} | {% if contradicted %}无从判断：{{ ours }}按布局估出的通信比{{ step_said }}的一步还长，{{ clash }}，从它判断不了；写入实测的 `communication_share` 再比{% else %}{{ word(comm_ok) }}：{{ ours }}没被计算掩盖的通信{% if comm.basis == "measured" %}（实测）{% else %}（按重叠规则估计）{% endif %}占 {{ now_comm.share|pct(1) }}，{% if comm_ok %}在课程的 {{ said("communication_share_course") }} 以内{% else %}超过课程的 {{ said("communication_share_course") }}：重叠这个杠杆在{{ ours }}更长{% endif %}{% if comm.basis != "measured" %}；写入实测的 `communication_share` 再比{% endif %}{% endif %} |
 
 # %% [markdown]
 # ## 先量，再改
@@ -821,7 +832,7 @@ cp_with_ep = ", ".join(str(lay.cp) for lay in lays if lay.allows(ep)) if moe els
 cp_usable = ", ".join(map(str, usable_cp))
 
 # %% [markdown]
-# - 相乘型：packing **{{ g_pack|times }}**、selective recompute **{{ g_recompute|times }}**{% if not sel_fits %}（本场景显存放不下）{% endif %}、micro batch 翻倍（单步耗时模型重新预测）{{ by_lever.micro_batch.speedup|times }}。
+# - 按单步耗时模型，本次运行：packing **{% if pack %}{{ pack.gain|times }}{% else %}{{ g_pack|times }}{% endif %}**、selective recompute **{% if sel_answer %}{{ sel_answer.gain|times }}{% else %}{{ g_recompute|times }}{% endif %}**{% if not sel_fits %}（本场景显存放不下）{% endif %}、micro batch 翻倍 {{ by_lever.micro_batch.gain|times }}（课程的算法只看运算量：槽位之比 {{ g_pack|times }}、含注意力核心的硬件 FLOPs 之比 {{ g_recompute|times }}）。
 # - 显存：本场景负载最重的卡要 {{ verdict(mem) }}。{% if sc.recompute == "full" %}selective recompute 要 {{ verdict(alt.selective[1]) }}。{% endif %}
 # - logits 每个 micro batch {{ logits|gb }}；分 {{ chunks }} 块只留 {{ kept_assumed|gb }}。腾出的显存是{% if sc.recompute == "full" %}换掉 full recompute、{% endif %}加大 micro batch 的前提（够不够，见“本次运行”）。
 # - 受份额约束：注意力 kernel 的杠杆是注意力份额 {{ share_actual|pct(1) }}（上限 {{ levers.amdahl_bound(share_actual)|times }}），{% if contradicted %}通信重叠没有杠杆：按布局估出的通信比{{ step_said }}的一步还长，{{ clash }}。{% else %}通信重叠 {{ g_comm_bound|times(3) }}（通信份额 {{ comm_share|pct(1) }}，{% if comm.basis == "measured" %}实测，按 Amdahl 定律{% else %}估计的上界；重叠按单步耗时模型打开再预测，只省暴露在外的部分{% endif %}）。{% endif %}

@@ -38,6 +38,8 @@ from costmodel.derive import utilization as u
 from costmodel.derive.recompute import factor as policy_factor
 from costmodel.derive.symbols import B, D, F_lin, N, N_total, P, sum_sq
 from costmodel.inputs import hardware
+from costmodel.evaluate.account.claims import communication_share_now
+from costmodel.present import answers_zh
 from costmodel.present import display as d
 from costmodel.present import words
 
@@ -159,10 +161,11 @@ d.eq(r"\mathrm{MFU}_{+\mathrm{attn}}", attention.mfu_with_attention(attention.at
 
 # %% tags=["remove-input"]
 wrong_pad = acc["mfu"] * pad["packing_speedup"]  # the slots counted as D
+pack = answers_zh.packing(acc)  # the one answer to what packing gives this run (04, 08, the report)
 
 # %% [markdown]
 # {% if padded %}
-# 本场景每步 {{ pad.slots|num }} 个槽位、{{ sc.tokens_per_step|count }} 个真实 token。把槽位当 D 算出 MFU = {{ wrong_pad|pct }}，正确值 {{ acc.mfu|pct }}，虚高为 {{ pad.packing_speedup|times }}。若确实在补齐，{{ pad.waste_fraction|pct }} 的算力花在 pad 上；完美 packing 能把一步从 {{ sc.step_time|num(1) }} 秒缩到 {{ pad.step_time_after_packing|num(1) }} 秒，MFU 升到 {{ pad.mfu_after_packing|pct }}。先去日志里确认每步实际算了多少 token（见 04）。
+# 本场景每步 {{ pad.slots|num }} 个槽位、{{ sc.tokens_per_step|count }} 个真实 token。把槽位当 D 算出 MFU = {{ wrong_pad|pct }}，正确值 {{ acc.mfu|pct }}，虚高为 {{ pad.packing_speedup|times }}。若确实在补齐，{{ pad.waste_fraction|pct }} 的算力花在 pad 上；按单步耗时模型（与 04、08 和报告相同的答案），完美 packing 能把一步从 {{ sc.step_time|num(1) }} 秒缩到 {{ pack.step_time|num(1) }} 秒，MFU 升到 {{ pack.mfu|pct }}。先去日志里确认每步实际算了多少 token（见 04）。
 # {% elif sc.batching == "packed" %}
 # 本场景按 packing 组批（`batching = packed`），样本首尾相接，没有 pad 槽位，这个坑不存在。
 # {% else %}
@@ -224,19 +227,20 @@ LEVER_NAMES = {
     "pipeline_bubble": "缩小流水线气泡",
 }
 overlap = next(a for a in acc["advice"] if a["lever"] == "communication_overlap")
-levers_shown = [a for a in acc["advice"] if a["speedup"] > 1.0005 or a["lever"] == "communication_overlap"]
+# each lever's gain on this run's step (the report's and every page's figure for it)
+levers_shown = [a for a in acc["advice"] if a["gain"] > 1.0005 or a["lever"] == "communication_overlap"]
 best = max((a for a in levers_shown if a["lever"] != "communication_overlap" and a["feasible"]),
-           key=lambda a: a["speedup"], default=None)
+           key=lambda a: a["gain"], default=None)
 best_name = LEVER_NAMES.get(best["lever"], best["lever"]) if best is not None else None
-comm_first = overlap["speedup"] > 1.0005 and (best is None or overlap["speedup"] >= best["speedup"])
+comm_first = overlap["gain"] > 1.0005 and (best is None or overlap["gain"] >= best["gain"])
 
 # %% [markdown]
 # **本场景各个杠杆的收益（单步耗时模型重新预测）**
 #
-# | 手段 | 提速（预测） | 预测的一步缩短 | 可行 | 依据（场景键） |
+# | 手段 | 提速（本次运行的一步） | 一步缩短 | 可行 | 依据（场景键） |
 # |---|---|---|---|---|
 # {% for a in levers_shown %}
-# | {{ LEVER_NAMES.get(a.lever, a.lever) }} | {{ a.speedup|times(3) }} | {{ (1 - 1 / a.speedup)|pct }} | {% if a.feasible %}可行{% else %}不可行{% endif %} | {% for key in a.rests_on %}{{ key|code }}{% if not loop.last %}、{% endif %}{% endfor %} |
+# | {{ LEVER_NAMES.get(a.lever, a.lever) }} | {{ a.gain|times(3) }} | {{ (1 - 1 / a.gain)|pct }} | {% if a.feasible %}可行{% else %}不可行{% endif %} | {% for key in a.rests_on %}{{ key|code }}{% if not loop.last %}、{% endif %}{% endfor %} |
 # {% endfor %}
 #
 # {% set basis_word %}{% if measured %}实测{% else %}估计{% endif %}{% endset %}
@@ -260,10 +264,11 @@ step = sc.step_time
 sel = acc["projections"]["selective_recompute"]
 off = acc["projections"]["recompute_off"]
 off_lever = next(a for a in acc["advice"] if a["lever"] == "recompute_off")  # the model's, memory checked
+sel_lever = next(a for a in acc["advice"] if a["lever"] == "selective_recompute")
 
 # %% [markdown]
 # {% if off.speedup > 1 %}
-# 本场景 recompute = {{ sc.recompute|code }}，系数 {{ f_now|decimals(4) }}。按单步耗时与硬件 FLOPs（含注意力核心）成正比的假设，关掉重算：{{ step|num(1) }} 秒 → {{ off.step_time|num(1) }} 秒（{{ off.speedup|times }}）{% if sel.speedup > 1 %}；改成选择性重算（重算 {{ sel.modules|join("、") }}，权重 GEMM 的 r = {{ sel.weights_fraction|sig(4) }}）：{{ step|num(1) }} 秒 → {{ sel.step_time|num(1) }} 秒（{{ sel.speedup|times }}）{% endif %}{% if off_lever.fits is not none and off_lever.peak_after is not none %}。按显存模型，关掉重算后负载最重的卡要 {{ off_lever.peak_after|gb }}{% if off_lever.fits %}，放得下{% else %}，放不下：先腾出显存，这个杠杆才拿得到{% endif %}{% endif %}。每个 micro batch 的 logits（BF16）占 {{ acc.logits_bytes|gb }}，分块计算交叉熵能把它切小，是腾显存的一个候选（见 08）。
+# 本场景 recompute = {{ sc.recompute|code }}，系数 {{ f_now|decimals(4) }}。按单步耗时模型（与 08 和报告相同的答案），关掉重算：{{ step|num(1) }} 秒 → {{ off_lever.step_time|num(1) }} 秒（{{ off_lever.gain|times }}）{% if sel.speedup > 1 %}；改成选择性重算（重算 {{ sel.modules|join("、") }}，权重 GEMM 的 r = {{ sel.weights_fraction|sig(4) }}）：{{ step|num(1) }} 秒 → {{ sel_lever.step_time|num(1) }} 秒（{{ sel_lever.gain|times }}）{% endif %}。只按硬件 FLOPs（含注意力核心）的比例缩短会是 {{ off.speedup|times }}{% if sel.speedup > 1 %} 和 {{ sel.speedup|times }}{% endif %}：那只是运算量之比，一步里不随重算变的部分（通信、逐元素运算、模型没有解释的时间）它也按比例缩短了{% if off_lever.fits is not none and off_lever.peak_after is not none %}。按显存模型，关掉重算后负载最重的卡要 {{ off_lever.peak_after|gb }}{% if off_lever.fits %}，放得下{% else %}，放不下：先腾出显存，这个杠杆才拿得到{% endif %}{% endif %}。每个 micro batch 的 logits（BF16）占 {{ acc.logits_bytes|gb }}，分块计算交叉熵能把它切小，是腾显存的一个候选（见 08）。
 # {% else %}
 # 本场景已经不做重算，这一项没有可挖的空间。
 # {% endif %}
@@ -330,7 +335,7 @@ misreadings += [("分母用稀疏峰值", "sparse peak (2x dense)", wrong_sparse
 # | 与 {{ REFERENCE_SEQ_LEN|num }} 序列的参照直接比 | {{ acc.mfu|pct }} | {{ mfu_ref|pct }} | 同样硬件吞吐、序列换成 {{ REFERENCE_SEQ_LEN|num }} 时报出的 6ND MFU（反事实：只改序列长度） |
 # | 只数 6ND，不数注意力核心 | {{ acc.mfu|pct }} | {{ att.actual.mfu_with_attention|pct }} | 计入注意力核心后的利用率（按真实长度，按{{ words.convention(att.convention) }}数）：硬件实际完成的模型运算 |
 # {% if padded %}
-# | 只看 MFU，不看 padding | {{ acc.mfu|pct }} | {{ pad.mfu_after_packing|pct }} | 完美 packing 后的 6ND MFU（若真在定长补齐；pad 占槽位 {{ pad.waste_fraction|pct }}） |
+# | 只看 MFU，不看 padding | {{ acc.mfu|pct }} | {% if pack %}{{ pack.mfu|pct }}{% else %}{{ acc.mfu|pct }}{% endif %} | 完美 packing 后的 6ND MFU（单步耗时模型；若真在定长补齐；pad 占槽位 {{ pad.waste_fraction|pct }}） |
 # {% endif %}
 
 # %% tags=["remove-input"]
@@ -373,7 +378,8 @@ ok_pad = padded and same_as_course("nb09_padding_independent", pad["waste_fracti
     and same_as_course("nb01_mfu", acc["mfu"])
 levers_ranked = [a["lever"] for a in acc["advice"]]
 pack_rank = levers_ranked.index("packing") + 1 if "packing" in levers_ranked else None
-ok_comm = None if contradicted else comm_share <= course.number(quoted["communication_share_course"]["text"])
+now_comm = communication_share_now(acc)  # the share 08 and 10 judge the course's "under 3%" on
+ok_comm = None if contradicted else now_comm["share"] <= course.number(quoted["communication_share_course"]["text"])
 
 # %% [markdown]
 # {% macro word(holds) %}{% if holds is none %}无从判断{% elif holds %}成立{% else %}有出入{% endif %}{% endmacro %}
@@ -387,8 +393,8 @@ ok_comm = None if contradicted else comm_share <= course.number(quoted["communic
 # | 混用 MFU 和 HFU：全量重算下两者差 {{ course.claim("nb09_mfu_hfu_gap") }}，足以让对比得出反向结论 | HFU / MFU − 1 = {{ gap|pct }}（recompute = {{ sc.recompute }}） | {{ word(ok_gap) }}：{% if sc.recompute == "full" %}{% if team %}课程的数说的是课程那次运行；你的运行也是全量重算：{% endif %}全量重算系数 4/3（坑 2 的 SymPy 式在 r = 1 时），HFU 比 MFU 高 1/3{% else %}{% if team %}课程的数说的是课程那次运行，{% endif %}{{ quoted.nb09_mfu_hfu_gap.text }} 指全量重算；{{ whose|safe }}运行 recompute = {{ sc.recompute }}，{% if gap > 0 %}HFU 比 MFU 高 {{ gap|pct }}{% else %}HFU 等于 MFU{% endif %}，全量重算时仍是 {{ full_gap|pct }}{% endif %} |
 # | 拿自己的 MFU 和别人的比，{{ course.claim("nb09_compare_aligned") }}都要对齐 | 4K 参照长度下 {{ mfu_ref|pct }}（本场景 {{ acc.mfu|pct }}） | 成立：{% if (ref_ratio - 1)|abs >= 0.02 %}只把序列长度换成 {{ REFERENCE_SEQ_LEN|num }}，同样的硬件吞吐报出的 6ND MFU 就变成原来的 {{ ref_ratio|times }}{% else %}{{ whose|safe }}序列长度与参照相近，这一项几乎没有差别{% endif %}{% if sc.gpu == ref_gpu.name %}；卡型与参照相同{% elif same_balance %}；卡型不同（{{ sc.gpu }} 对 {{ ref_gpu.name }}），机器平衡点相同{% else %}；卡型不同，机器平衡点 {{ acc.machine_balance|decimals(0) }} 对 {{ ref_gpu.balance|decimals(0) }} FLOP/byte{% endif %}；四项对齐才能比 |
 # | 序列长到 {{ course.claim("nb09_six_nd_fails_long") }}时注意力占大头，6ND 不再是好近似 | 注意力占 {{ share_a|pct }}（真实长度）/ {{ share_p|pct }}（配置长度） | {{ word(major) }}：{% if team %}课程说的是 {{ quoted.nb09_six_nd_fails_long.text }} 序列的运行；{% endif %}按真实长度（均长 {{ sc.mean_tokens_per_sample|count }}）注意力核心占 {{ share_a|pct }}，{% if major %}过半，6ND 漏掉的比它数到的还多{% else %}不到一半，谈不上“大头”{% if padded %}，按配置长度定长补齐算（pad 上也在算）是 {{ share_p|pct }}{% if share_p > 0.5 %}，才过半{% endif %}{% endif %}{% if share_a >= 0.25 %}；但 6ND 少数了 {{ share_a|pct }} 的运算，超过四分之一，“不再是好近似”这一点成立{% elif share_a >= 0.05 %}；6ND 少数了 {{ share_a|pct }} 的运算，是否还算好近似要看用途，报数时应一并说明{% else %}；6ND 只少数了 {{ share_a|pct }}，在这里仍是好近似{% endif %}{% endif %} |
-# | MFU 只有 {{ course.claim("nb01_mfu") }}，与“槽位里 {{ course.claim("nb09_padding_independent") }}是 pad”是两个独立的问题，后者更好修 | MFU {{ acc.mfu|pct }}；pad {{ pad.waste_fraction|pct }} | {{ word(ok_pad) }}：{% if padded %}MFU 的分子只数真实 token，pad 只让 T 变长，两者互不包含；{{ ours|safe }}pad 占槽位 {{ pad.waste_fraction|pct }}，完美 packing {{ pad.packing_speedup|times }}{% if pack_rank %}，在坑 6 的杠杆表里排第 {{ pack_rank }}{% endif %}{% else %}{% if team %}课程的 {{ quoted.nb09_padding_independent.text }} 说的是课程那次运行；{% endif %}你的运行没有 pad 槽位，这一项为零{% endif %} |
-# | 先优化通信是误区：实测通信只占 {{ course.claim("communication_share_course") }}，永远先量 | {% if contradicted %}估计比一步还长，不用{% else %}{{ comm_share|pct }}（{% if measured %}实测{% else %}估计上界{% endif %}）{% endif %} | {{ word(ok_comm) }}：{% if team %}课程的 {{ quoted.communication_share_course.text }} 说的是课程那次运行；{% endif %}{% if contradicted %}按并行布局估出的通信要 {{ comm.seconds|num(1) }} 秒，比实测的一步（{{ sc.step_time|num(1) }} 秒）还长：估计与实测矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符），从它判断不了{% else %}{% if measured %}团队实测{% else %}按并行布局估计（不计重叠的上界）{% endif %}通信占 {{ comm_share|pct }}，{% if ok_comm %}不超过 {{ quoted.communication_share_course.text }}；把模型知道的重叠都打开，预测的一步快 {{ overlap.speedup|times(3) }}{% else %}超过 {{ quoted.communication_share_course.text }}；把模型知道的重叠都打开，预测的一步快 {{ overlap.speedup|times(3) }}，在这次运行里通信值得先实测{% endif %}{% endif %}。“先量再改”在任何情况下都成立 |
+# | MFU 只有 {{ course.claim("nb01_mfu") }}，与“槽位里 {{ course.claim("nb09_padding_independent") }}是 pad”是两个独立的问题，后者更好修 | MFU {{ acc.mfu|pct }}；pad {{ pad.waste_fraction|pct }} | {{ word(ok_pad) }}：{% if padded %}MFU 的分子只数真实 token，pad 只让 T 变长，两者互不包含；{{ ours|safe }}pad 占槽位 {{ pad.waste_fraction|pct }}，完美 packing {{ pack.gain|times }}（单步耗时模型；槽位之比 {{ pad.packing_speedup|times }}）{% if pack_rank %}，在坑 6 的杠杆表里排第 {{ pack_rank }}{% endif %}{% else %}{% if team %}课程的 {{ quoted.nb09_padding_independent.text }} 说的是课程那次运行；{% endif %}你的运行没有 pad 槽位，这一项为零{% endif %} |
+# | 先优化通信是误区：实测通信只占 {{ course.claim("communication_share_course") }}，永远先量 | {% if contradicted %}估计比一步还长，不用{% else %}{{ now_comm.share|pct }}（{% if measured %}实测{% else %}估计：重叠后暴露在外的部分{% endif %}）{% endif %} | {{ word(ok_comm) }}：{% if team %}课程的 {{ quoted.communication_share_course.text }} 说的是课程那次运行；{% endif %}{% if contradicted %}按并行布局估出的通信要 {{ comm.seconds|num(1) }} 秒，比实测的一步（{{ sc.step_time|num(1) }} 秒）还长：估计与实测矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符），从它判断不了{% else %}{% if measured %}团队实测{% else %}按重叠规则估计（不计重叠的上界是 {{ comm_share|pct }}）{% endif %}没被计算掩盖的通信占 {{ now_comm.share|pct }}，{% if ok_comm %}不超过 {{ quoted.communication_share_course.text }}；把模型知道的重叠都打开，预测的一步快 {{ overlap.speedup|times(3) }}{% else %}超过 {{ quoted.communication_share_course.text }}；把模型知道的重叠都打开，预测的一步快 {{ overlap.speedup|times(3) }}，在这次运行里通信值得先实测{% endif %}{% endif %}。“先量再改”在任何情况下都成立 |
 # | 忘了 {{ course.claim("nb09_recompute_voluntary") }}：显存腾出来后，第一个该考虑关掉它 | recompute = {{ sc.recompute }}，系数 {{ f_now|decimals(4) }} | {{ word(off.speedup > 1) }}：{% if off.speedup > 1 %}{{ ours|safe }}关掉重算可把一步从 {{ step|num(1) }} 秒缩到 {{ off.step_time|num(1) }} 秒（预测的一步快 {{ off.speedup|times }}，含注意力核心的重算）{% if not off_lever.fits %}，但按显存模型现在关掉放不下（要 {{ off_lever.peak_after|gb }}），所以要先腾出显存{% endif %}；重算只是拿算力换显存，省下的就是重做的那部分前向{% else %}{% if team %}课程的建议针对全量重算的运行；{% endif %}你的运行已经不做重算，没有可关的{% endif %} |
 
 # %% tags=["remove-input"]

@@ -44,6 +44,8 @@ from costmodel.evaluate.simulate import gemms
 from costmodel.evaluate.simulate.run import memory as gpu_memory
 from costmodel.formats import decimals, short, sig
 from costmodel.inputs import attention_kernels
+from costmodel.evaluate.account.claims import communication_share_now
+from costmodel.present import answers_zh
 from costmodel.present import display as d
 from costmodel.present import words
 from costmodel.present.advice_zh import note as advice_note
@@ -56,6 +58,12 @@ own = bool(sc.changed)  # a team's scenario: the claims table shows the team's f
 moe = sc.num_experts > 0
 packed = pad["batching"] == "packed"
 padded = not packed and pad["slots"] > sc.tokens_per_step  # some slots hold padding
+# the one answer to what packing and selective recompute give this run: the step-time model's
+# levers, as section 04 and 08 and the report give them (the exercises' arithmetic is the course's)
+pack = answers_zh.packing(acc)
+pack_why = answers_zh.packing_why(acc) if pack else ""
+sel_answer = answers_zh.selective(acc)
+sel_why = answers_zh.selective_why(acc) if sel_answer else ""
 
 
 def share(value):
@@ -108,7 +116,7 @@ clash = "估计与实测矛盾" if step_said == "实测" else "估计与预测�
 # | (c) 第 04 节算过：完美 packing 后的 MFU | {{ pad.mfu_after_packing|pct }} |
 
 # %% tags=["solution"]
-g_pack = pad["packing_speedup"]  # slots / D
+g_pack = pad["packing_speedup"]  # slots / D: the course's method, exercise 1's
 t_pack = pad["step_time_after_packing"]  # T / g_pack
 tok_pack = sc.tokens_per_step / t_pack  # D / T'
 d.eq(r"g_{\mathrm{pack}}", padding.packing_speedup,
@@ -130,7 +138,7 @@ hfu_pack = acc["hfu"] * g_pack
 # | HFU | {{ acc.hfu|pct }} | {{ hfu_pack|pct }} |
 #
 # {% if padded %}
-# 每步要算的槽位从 {{ pad.slots|num }} 降到 {{ sc.tokens_per_step|count }}，提速 **{{ g_pack|times }}**：单步从 {{ sc.step_time|short }} s 变成 **{{ t_pack|decimals(1) }} s**，集群吞吐从 {{ acc.tokens_per_s|num }} 升到 **{{ tok_pack|num }} tok/s**，MFU 从 {{ acc.mfu|pct }} 升到 **{{ pad.mfu_after_packing|pct }}**。MFU 的分子（6ND）没有变，变的只是耗时：pad 上的运算本来就不计入 MFU，它们只是把时间拉长了。{% if hfu_pack > 1 %}但这里 HFU 会到 {{ hfu_pack|pct }}，超过 100%，不可能：HFU 只数真实 token，若 pad 槽位现在也真的在算，GPU 现在就已经超过峰值了。所以本场景的“定长补齐”前提站不住（也许已在 packing 或 varlen），或 `step_time` 等输入需要核对；上表的“之后”一列不能当真。{% endif %}
+# 每步要算的槽位从 {{ pad.slots|num }} 降到 {{ sc.tokens_per_step|count }}，提速 **{{ g_pack|times }}**：单步从 {{ sc.step_time|short }} s 变成 **{{ t_pack|decimals(1) }} s**，集群吞吐从 {{ acc.tokens_per_s|num }} 升到 **{{ tok_pack|num }} tok/s**，MFU 从 {{ acc.mfu|pct }} 升到 **{{ pad.mfu_after_packing|pct }}**。MFU 的分子（6ND）没有变，变的只是耗时：pad 上的运算本来就不计入 MFU，它们只是把时间拉长了。这是课程的算法（步时随槽位等比例缩短）的答案；本次运行 packing 后一步多久，全书只有一个答案，取单步耗时模型的（第 04、08 节和报告都用它）：{{ pack_why }}。{% if hfu_pack > 1 %}但这里 HFU 会到 {{ hfu_pack|pct }}，超过 100%，不可能：HFU 只数真实 token，若 pad 槽位现在也真的在算，GPU 现在就已经超过峰值了。所以本场景的“定长补齐”前提站不住（也许已在 packing 或 varlen），或 `step_time` 等输入需要核对；上表的“之后”一列不能当真。{% endif %}
 # {% else %}
 # {% if packed %}本场景已经在做 packing（`batching: packed`）{% else %}本场景的平均真实长度等于配置长度{% endif %}：每步的 {{ pad.slots|num }} 个槽位全是真实 token，没有 pad 可省。完美 packing 的提速是 {{ g_pack|times }}，单步仍是 {{ sc.step_time|short }} s，MFU 仍是 {{ acc.mfu|pct }}；下面 (d) 的训练时长也不变。
 # {% endif %}
@@ -154,7 +162,7 @@ samples_per_epoch = run["steps"] * sc.samples_per_step / course_epochs
 # 现在要 **{{ current_run_hours|short }} 小时**（{{ origin("training_hours")|safe }}），{% if padded %}packing 之后约 **{{ run.hours_after|decimals(1) }} 小时**，省下 {{ (current_run_hours - run.hours_after)|decimals(1) }} 小时。{% else %}没有 pad 时 packing 不缩短单步，训练时长不变。{% endif %}这个时长同时意味着整个训练约 {{ run.steps|num }} 步、{{ run.tokens|sci }} 个真实 token；若像课程那样是 {{ course_epochs }} 个 epoch，每个 epoch 约 {{ samples_per_epoch|num }} 个样本。如果这与你们的数据量对不上，说明 `training_hours` 该改了。
 
 # %% [markdown] tags=["solution"]
-# 课程方法之外的一点提醒：上面的提速只看槽位数，也就是只看与参数成正比的那部分运算。注意力核（6ND 漏掉的 s² 项）在定长补齐时每条序列按 S² 算，packing 并配合块对角注意力后只按每个样本自己的长度算（$\sum s_i^2 \le S \cdot D$），降得不比槽位数少。把它也放进耗时，提速只会更大，不会更小。注意力的 FLOPs 取自账本，按场景的 `attention_flops` 口径数（全方阵，或 causal 只数半个方阵）；模型若有线性注意力层，它的核与 token 数成正比，按槽位一起缩短。
+# 课程方法之外的一点提醒：上面的提速只看槽位数，也就是只看与参数成正比的那部分运算。{% if sc.attention_on_padding == "computed" %}本场景的注意力核（6ND 漏掉的 s² 项）在定长补齐时每条序列按 S² 算（`attention_on_padding: computed`{% if sc.sources.attention_on_padding == "course" %}，课程的前提{% endif %}），packing 并配合块对角注意力后只按每个样本自己的长度算（$\sum s_i^2 \le S \cdot D$），降得不比槽位数少；但实测一步里模型解释不了的那部分不一定随槽位缩短，所以单步耗时模型的答案与这里不同（见上）。{% else %}本场景的注意力 kernel 已经只算真实长度（`attention_on_padding: skipped`），packing 省不到它，实际提速比槽位之比小（见上）。{% endif %}注意力的 FLOPs 取自账本，按场景的 `attention_flops` 口径数（全方阵，或 causal 只数半个方阵）；模型若有线性注意力层，它的核与 token 数成正比，按槽位一起缩短。
 
 
 # %% tags=["solution", "remove-input"]
@@ -208,11 +216,8 @@ contradicted = comm["basis"] == "estimated" and comm["exceeds_step"]
 # (a measured share goes through the overlap lever, which caps it), at most what the hardware
 # FLOPs at the GPU's peak leave of the step
 exposed_seconds = acc["time"]["parts"]["communication_exposed"]["seconds"]
-ceiling = acc["advice_combined"]["ceiling"]
-comm_cap = 1 - 1 / ceiling if ceiling and math.isfinite(ceiling) and ceiling > 1 else 0.0
-comm_share = (0.0 if contradicted else 1 - 1 / by_lever["communication_overlap"]["speedup"]
-              if measured else min(exposed_seconds / sc.step_time, comm_cap))
-capped_comm = not measured and not contradicted and comm_share < exposed_seconds / sc.step_time
+now = communication_share_now(acc)  # the same share 08 and 09 judge the course's "under 3%" on
+comm_share, capped_comm = now["share"], now["capped"]
 basis_short = ("实测" if measured else
                f"估计比一步还长、{clash}，不用，按 0 计" if contradicted else "估计：重叠后暴露在外的部分")
 
@@ -222,7 +227,7 @@ basis_short = ("实测" if measured else
 # | 量 | 课程 | 本场景 |
 # |---|---|---|
 # | packing 的提速 | {{ course.claim("packing_speedup") }} | 你在练习 1 (a) 里算出的 T / T′ |
-# | recompute：{{ sc.recompute }} → selective 的提速 | {{ course.claim("selective_recompute_worked") }} | {{ g_rc|times }}（每份 6ND 的硬件 FLOPs {{ f_now }} → {{ f_new }}） |
+# | recompute：{{ sc.recompute }} → selective 的提速，按每份 6ND 的硬件 FLOPs 之比（课程的算法） | {{ course.claim("selective_recompute_worked") }} | {{ g_rc|times }}（{{ f_now }} → {{ f_new }}）{% if sel_answer %}；单步耗时模型给本次运行的答案是 {{ sel_answer.gain|times }}{% if not sel_answer.fits %}，而且放不下{% endif %}（第 08 节）{% endif %} |
 # | 没被计算掩盖的通信份额 | {{ course.claim("communication_share_course") }} | {{ share(comm_share) }}（{{ basis_short }}） |
 
 # %% [markdown] tags=["solution"]
@@ -546,11 +551,11 @@ assumed = [key for key in (best_other or {}).get("rests_on", ()) if source.get(k
 # %% [markdown] tags=["solution"]
 # {% macro word(holds) %}{% if holds is none %}无从判断{% elif holds %}成立{% else %}有出入{% endif %}{% endmacro %}
 # {% set whose %}{% if own %}你的场景{% else %}本场景{% endif %}{% endset %}
-# {% set differs_step %}{% if no_pad %}{{ no_pad }}{% else %}单步 {{ sc.step_time|short }} s 除以 packing 的提速 {{ g_pack|times }}{% endif %}{% endset %}
-# {% set note_step %}{% if no_pad and course.agrees(t_pack, "nb04_step_after_packing") %}；{{ no_pad }}，这就是它现在的单步{% endif %}{% endset %}
-# {% set differs_mfu %}{% if no_pad %}{{ no_pad }}{% else %}MFU {{ acc.mfu|pct }} 乘以提速 {{ g_pack|times }}{% endif %}{% endset %}
-# {% set note_mfu %}{% if pad.mfu_after_packing > 1 %}；超过 100%，不可能：先核对是否真在补齐{% elif no_pad and course.agrees(pad.mfu_after_packing, "nb04_mfu_after_packing") %}；{{ no_pad }}，这就是它现在的 MFU{% endif %}{% endset %}
-# {% set differs_pack %}{% if no_pad %}{{ no_pad }}{% else %}提速是槽位与真实 token 之比，{{ pad.slots|num }} ÷ {{ sc.tokens_per_step|count }}{% endif %}{% endset %}
+# {% set differs_step %}{% if no_pad %}{{ no_pad }}{% else %}{{ pack_why }}；按课程的算法（单步随槽位等比例缩短）是 {{ t_pack|decimals(1) }} s{% endif %}{% endset %}
+# {% set note_step %}{% if no_pad and course.agrees(sc.step_time, "nb04_step_after_packing") %}；{{ no_pad }}，这就是它现在的单步{% endif %}{% endset %}
+# {% set differs_mfu %}{% if no_pad %}{{ no_pad }}{% else %}MFU {{ acc.mfu|pct }} 乘以提速 {{ pack.gain|times }}（{{ pack_why }}）{% endif %}{% endset %}
+# {% set note_mfu %}{% if pack and pack.mfu > 1 %}；超过 100%，不可能：先核对是否真在补齐{% elif no_pad and course.agrees(acc.mfu, "nb04_mfu_after_packing") %}；{{ no_pad }}，这就是它现在的 MFU{% endif %}{% endset %}
+# {% set differs_pack %}{% if no_pad %}{{ no_pad }}{% else %}{{ pack_why }}；课程的 {{ g_pack|times }} 是槽位与真实 token 之比，{{ pad.slots|num }} ÷ {{ sc.tokens_per_step|count }}{% endif %}{% endset %}
 # {% set differs_rc %}{% if sc.recompute == "full" %}full 与 selective 每份 6ND 的硬件 FLOPs（含注意力核心）之比，{{ f_now }} ÷ {{ f_sel }}；课程按它假设的系数 {{ course.claim("nb02_selective_factor") }}只算 6ND 这一侧{% elif sc.recompute == "selective" %}已经是 selective recompute（f = {{ f_now }}），没有可换的{% else %}现在不重算，换成 selective 只会多算，不会提速{% endif %}{% endset %}
 # {% set fit_note %}{% if not sel_fits %}；但按账里的显存模型，selective recompute 在{{ whose }}放不下{% if not mem_now.fits %}（现在的 full recompute 按模型也放不下，先核对场景）{% endif %}{% endif %}{% endset %}
 # {% set comm_then %}{% if comm_rises %}通信占比升到 {{ share(after.fixed_share) }}{% else %}通信占比仍是 {{ share(comm_share) }}{% endif %}{% endset %}
@@ -559,11 +564,11 @@ assumed = [key for key in (best_other or {}).get("rests_on", ()) if source.get(k
 #
 # | 课程怎么说 | 本页算出 | 出入 |
 # |---|---|---|
-# | 思考题 1 (a)：完美 packing 后的单步耗时，{{ course.claim("nb04_step_after_packing") }} | {% if padded %}{{ sc.step_time|short }} s → {{ t_pack|decimals(1) }} s{% else %}{{ sc.step_time|short }} s（不变）{% endif %} | {{ judge("nb04_step_after_packing", t_pack, t_pack|decimals(1) ~ " s", differs_step, note_step)|safe }} |
-# | 思考题 1 (c)：packing 后的 MFU（6ND 口径），{{ course.claim("nb04_mfu_after_packing") }} | {% if padded %}{{ acc.mfu|pct }} → {{ pad.mfu_after_packing|pct }}{% else %}{{ acc.mfu|pct }}（不变）{% endif %} | {{ judge("nb04_mfu_after_packing", pad.mfu_after_packing, pad.mfu_after_packing|pct, differs_mfu, note_mfu)|safe }} |
+# | 思考题 1 (a)：完美 packing 后的单步耗时，{{ course.claim("nb04_step_after_packing") }} | {% if pack %}{{ sc.step_time|short }} s → {{ pack.step_time|decimals(1) }} s（单步耗时模型）{% else %}{{ sc.step_time|short }} s（不变）{% endif %} | {% if pack %}{{ judge("nb04_step_after_packing", pack.step_time, pack.step_time|decimals(1) ~ " s", differs_step, note_step)|safe }}{% else %}{{ judge("nb04_step_after_packing", sc.step_time, sc.step_time|decimals(1) ~ " s", differs_step, note_step)|safe }}{% endif %} |
+# | 思考题 1 (c)：packing 后的 MFU（6ND 口径），{{ course.claim("nb04_mfu_after_packing") }} | {% if pack %}{{ acc.mfu|pct }} → {{ pack.mfu|pct }}（单步耗时模型）{% else %}{{ acc.mfu|pct }}（不变）{% endif %} | {% if pack %}{{ judge("nb04_mfu_after_packing", pack.mfu, pack.mfu|pct, differs_mfu, note_mfu)|safe }}{% else %}{{ judge("nb04_mfu_after_packing", acc.mfu, acc.mfu|pct, differs_mfu, note_mfu)|safe }}{% endif %} |
 # | 思考题 1 (d)：{{ course_epochs }} 个 epoch 的训练现在要跑{{ course.claim("nb10_overnight") }}，packing 后按单步等比缩短 | {% if padded %}{{ current_run_hours|short }} h → {{ run.hours_after|decimals(1) }} h{% else %}{{ current_run_hours|short }} h（不变）{% endif %} | {{ word(padded) }}：{% if padded %}步数不变，墙钟时间与单步一样缩短 {{ g_pack|times }}{% else %}{{ no_pad }}，单步不变，时长也不变{% endif %}；课程没有给小时数，{{ current_run_hours|short }} h 是 training_hours{% if source.get("training_hours") == "course" %}（课程的假设值）{% else %}（你的场景的值）{% endif %} |
-# | 思考题 2：packing 的收益，{{ course.claim("packing_speedup") }} | {{ g_pack|times }} | {{ judge("packing_speedup", g_pack, g_pack|times, differs_pack)|safe }} |
-# | 思考题 2：full 换成 selective recompute 的收益，{{ course.claim("selective_recompute_worked") }} | {{ g_rc|times }}{% if not sel_fits %}（显存放不下）{% endif %} | {{ judge("selective_recompute_worked", g_rc, g_rc|times, differs_rc, fit_note)|safe }} |
+# | 思考题 2：packing 的收益，{{ course.claim("packing_speedup") }} | {% if pack %}{{ pack.gain|times }}（单步耗时模型）{% else %}{{ g_pack|times }}{% endif %} | {% if pack %}{{ judge("packing_speedup", pack.gain, pack.gain|times, differs_pack)|safe }}{% else %}{{ judge("packing_speedup", g_pack, g_pack|times, differs_pack)|safe }}{% endif %} |
+# | 思考题 2：full 换成 selective recompute 的收益，{{ course.claim("selective_recompute_worked") }} | {% if sel_answer %}{{ sel_answer.gain|times }}（单步耗时模型）{% if not sel_answer.fits %}，显存放不下{% endif %}{% else %}{{ g_rc|times }}{% endif %} | {% if sel_answer %}{{ judge("selective_recompute_worked", sel_answer.gain, sel_answer.gain|times, sel_why)|safe }}{% else %}{{ judge("selective_recompute_worked", g_rc, g_rc|times, differs_rc, fit_note)|safe }}{% endif %} |
 # | 思考题 2 (a)：{{ course.claim("nb10_combined_gains") }}，两项收益相乘 | {{ g_pack|times }} × {{ g_rc|times }} = {{ g_both|times }}（相加得 {{ g_add|times }}） | 成立：单步计算时间 = 槽位 × 每槽位的 FLOPs ÷ 算力，packing 改槽位、recompute 改系数，SymPy 推出两者的比值正是乘积；{% if both_gain %}相加少算了交叉项 (g₁−1)(g₂−1){% else %}{{ whose }}有一项是 1×，相乘与相加相同，两项都大于 1 时相加才会少算交叉项{% endif %}。课程的两个数相乘约 {{ course_product|times }}{% if own %}，你的场景是 {{ g_both|times }}{% endif %} |
 # | 通信只占一步的不到 {{ course.claim("communication_share_course") }} | 今天 {{ share(comm_share) }}（{{ basis_short }}）{% if comm_rises %}，做完两项后 {{ share(after.fixed_share) }}{% endif %} | {{ word(comm_small) }}：{% if own %}课程的 {{ course_comm }} 是课程那次训练的实测；你的场景{% else %}本页算出{% endif %}今天是 {{ share(comm_share) }}（{{ basis_short }}），{% if contradicted %}与它比不了{% elif comm_small %}不到 {{ course_comm }}{% else %}超过 {{ course_comm }}{% endif %}{% if comm_rises %}；做完两项后升到 {{ share(after.fixed_share) }}{% endif %} |
 # | 思考题 2 (c) 的提示：做完两项后，下一个瓶颈到这两处去找：{{ course.claim("nb10_next_bottleneck") }} | 剩下最长的可行杠杆：{% if best_other %}{{ best_other.lever }} {{ best_other.speedup|times(3) }}{% else %}无{% endif %}{% if comm_share > 0 %}；通信全藏最多再快 {{ bound_after|times(3) }}{% else %}；没有暴露的通信{% endif %}；受带宽限制、能被 micro batch 推过拐点的带权重 GEMM：{% if pushable %}{{ pushable|map(attribute="name")|join("、") }}{% else %}无{% endif %} | {{ word(next_holds) }}：{{ why_next|safe }} |

@@ -214,3 +214,29 @@ def combined(
             if x["feasible"] and x["speedup"] > 1 and x["lever"] not in {k["lever"] for k in kept}
         ],
     }
+
+
+def answer(acc: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The one answer the report and every page give to "what would this lever give this run"
+    (issue 36: packing had two answers, selective recompute four): the ranked lever of the
+    account (`acc["advice"]`), the step-time model's re-prediction, as the run's step before and
+    after (`step_time`: the measured step less what the lever saves, or the predicted one),
+    `gain` (their ratio), MFU on the step after (6ND over it), `rank` (1-based, in the report's
+    order), `feasible` and `fits`; None where the account has no such lever."""
+    ranked = acc["advice"]
+    for rank, lever in enumerate(ranked, start=1):
+        if lever["lever"] == name:
+            now = acc["scenario"]["step_time"]
+            after = lever["step_time"]
+            return {
+                "lever": name,
+                "rank": rank,
+                "step_before": now,
+                "step_time": after,
+                "gain": lever["gain"],
+                "mfu": acc["mfu"] * now / after if after > 0 else acc["mfu"],
+                "feasible": lever["feasible"],
+                "fits": lever["fits"],
+                "step_time_from": lever["step_time_from"],
+            }
+    return None
