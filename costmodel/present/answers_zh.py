@@ -34,7 +34,7 @@ def packing(acc: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def packing_step(acc: dict[str, Any]) -> str:
-    """"120 秒 → 67.5 秒（1.78×）": the run's step before and after packing, by the model."""
+    """ "120 秒 → 67.5 秒（1.78×）": the run's step before and after packing, by the model."""
     return _step(packing(acc))
 
 
@@ -45,8 +45,11 @@ def packing_why(acc: dict[str, Any]) -> str:
     ans, pad = packing(acc), acc["padding"]
     sc = acc["scenario"]
     ratio = _times(pad["packing_speedup"])
-    whose = "课程的前提" if acc["assumptions"].get("attention_on_padding", {}).get(
-        "source") == "course" else "场景的设定"
+    whose = (
+        "课程的前提"
+        if acc["assumptions"].get("attention_on_padding", {}).get("source") == "course"
+        else "场景的设定"
+    )
     if sc["attention_on_padding"] == "computed":
         attention = (
             f"注意力 kernel 也在 pad 上整行计算（attention_on_padding，{whose}），packing 让它"

@@ -58,11 +58,11 @@ def disagreements(folders: list[Path]) -> dict[str, set[tuple[str, str]]]:
 
 def test_the_checker_finds_two_verdicts_on_one_claim(tmp_path):
     row = "<tr><td>{}</td><td>x</td><td>{}：因为</td></tr>"
-    (tmp_path / "04_a.html").write_text(row.format("完美 packing 的提速：1.70×（课程 06.4）", "成立"))
+    (tmp_path / "04_a.html").write_text(
+        row.format("完美 packing 的提速：1.70×（课程 06.4）", "成立")
+    )
     (tmp_path / "08_b.html").write_text(row.format("① 完美 packing：1.70×（课程 06.4）", "有出入"))
-    assert disagreements([tmp_path]) == {
-        "1.70×（课程 06.4）": {("04", "成立"), ("08", "有出入")}
-    }
+    assert disagreements([tmp_path]) == {"1.70×（课程 06.4）": {("04", "成立"), ("08", "有出入")}}
 
 
 def test_each_course_claim_has_one_verdict_on_every_page(course_handouts):

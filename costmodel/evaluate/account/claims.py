@@ -121,7 +121,9 @@ def communication_share_now(acc: dict[str, Any]) -> dict[str, Any]:
     comm = acc["communication"]
     measured = comm["basis"] == "measured"
     contradicted = comm["basis"] == "estimated" and bool(comm["exceeds_step"])
-    exposed = acc["time"]["parts"]["communication_exposed"]["seconds"] / acc["scenario"]["step_time"]
+    exposed = (
+        acc["time"]["parts"]["communication_exposed"]["seconds"] / acc["scenario"]["step_time"]
+    )
     ceiling = acc["advice_combined"]["ceiling"]
     cap = 1 - 1 / ceiling if ceiling and math.isfinite(ceiling) and ceiling > 1 else 0.0
     if contradicted:
