@@ -190,7 +190,7 @@ d.eq(r"\left.\frac{\mathrm{HFU} - \mathrm{MFU}}{\mathrm{MFU}}\right|_{r=1}", ful
 #
 # 两个指标名字只差一个字母、分母相同、都叫“利用率”，各家框架日志里打印的又不一定是同一个，所以报数时很容易只写一个百分比而不写口径。它们的差距就是重算系数减一：不重算时为零，全量重算时是上面 SymPy 得出的三分之一。也就是说，把 HFU 当 MFU 报，全量重算下会把效率高估三成多。
 #
-# 更隐蔽的问题是方向。HFU 把重算当作“有用功”，于是**减少重算**这个真正的提速手段在 HFU 上看不出来。下表假设单步耗时与 6ND 口径的硬件 FLOPs 成正比（只看重算系数，注意力核心的重算不算在内；08 的投影把它也算进去），看换成不同策略时两个指标怎么动。其中 selective 的 r 由本场景重算的模块推出（见 02）。
+# 更隐蔽的问题是方向。HFU 把重算当作“有用功”，于是**减少重算**这个真正的提速手段在 HFU 上看不出来。下表假设单步耗时与 6ND 口径的硬件 FLOPs 成正比（只看重算系数，注意力核心的重算不算在内；08、09 按 FLOPs 等比的估算把它也算进去；单步耗时模型的预测见 08 的杠杆表），看换成不同策略时两个指标怎么动。其中 selective 的 r 由本场景重算的模块推出（见 02）。
 
 # %% tags=["remove-input"]
 rows = []
@@ -201,7 +201,7 @@ for policy in POLICIES:
     mark = "（本场景）" if policy == sc.recompute else ""
     rows.append((f"{policy}{mark}", f"{r_value:g}", f"{f:.4f}", d.pct(f - 1),
                  f"{d.num(step, 1)} s", d.pct(acc["mfu"] * f_now / f), d.pct(acc["hfu"])))
-d.table(rows, ["策略", "重算比例 r", "系数", "HFU 比 MFU 高", "投影单步耗时", "MFU", "HFU"],
+d.table(rows, ["策略", "重算比例 r", "系数", "HFU 比 MFU 高", "按 FLOPs 等比的单步耗时", "MFU", "HFU"],
         "同一个任务换 recompute 策略（单步耗时 ∝ 6ND 口径硬件 FLOPs 的简化假设）")
 f_none = float(policy_factor("none"))
 course_factor = course.number(course.figures()["nb02_selective_factor"]["text"])  # the course's ~1.1
@@ -229,9 +229,9 @@ def against(key, value, digits=2, note=""):
     if not team:
         return d.verdict(same, "按同一定义由场景现算，与课程一致" if same
                          else f"按同一定义现算为 {d.pct(value)}，与课程不符")
-    relation = "与它相同" if same else ("高于它" if value > quoted else "低于它")
-    return d.verdict(same, "课程的数说的是课程那次运行；"
-                     f"你的运行按同一定义算得 {d.pct(value)}，{relation}{note}")
+    if same:
+        return d.verdict(True, f"你的运行按同一定义算得 {d.pct(value)}，与课程那次运行的相同{note}")
+    return d.course_run(d.pct(value) + note)
 
 
 # %% tags=["remove-input"]

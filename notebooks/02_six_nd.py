@@ -30,6 +30,7 @@ import sympy as sp
 
 from costmodel import course
 from costmodel.present import display as d
+from costmodel.present.claims import total_params_verdict
 from costmodel.derive.flops import (backward_flops, forward_flops, gemm_flops,
                                     linear_layer_flops, model_flops, network_flops)
 from costmodel.derive.recompute import (factor, fraction_for_factor,
@@ -252,10 +253,8 @@ rows = [
                if moe else "稠密模型没有路由，规则同样适用，N 与总参数之间只差不做乘法的参数")),
     (f"误把总参数代进 6ND，MFU 成了 {course.claim('total_params_mistake')}",
      f"按总参数 {d.pct(wrong)}，按激活参数 {d.pct(right)}（{d.times(ratio, 1)}）",
-     d.verdict(wrong_close,
-               (("课程的数说的是课程那次运行；" + ("你的场景总参数与激活参数相同，这个错算不出差别"
-                 if ratio < 1 + 1e-9 else f"你的场景按同样的错法得 {d.pct(wrong)}")) if own else
-                f"总参数是激活参数的 {d.times(ratio, 1)}，错算就把 MFU 放大同样的倍数")
+     total_params_verdict(sc, acc) if own else
+     d.verdict(wrong_close, f"总参数是激活参数的 {d.times(ratio, 1)}，错算就把 MFU 放大同样的倍数"
                + ("，超过 100%，一眼可见是错的" if wrong > 1 else ""))),
 ]
 d.claims(rows, sc)

@@ -34,7 +34,7 @@ from costmodel import course
 from costmodel.derive import recompute, utilization
 from costmodel.derive.symbols import N, N_total, P, T, r
 from costmodel.present import display as d
-from costmodel.present.claims import reported_convention_row
+from costmodel.present.claims import reported_convention_row, total_params_verdict
 from costmodel.evaluate.account.claims import throughput_rounding
 
 sc, acc = d.load(scenario_file, overrides)
@@ -356,11 +356,11 @@ def quoted(key):
     return FIG[key]["text"]
 
 
-def versus(value_text, key):
-    """A team's figure against the course's (about the course's run), for a verdict."""
+def versus(value_text, key, note=""):
+    """A team's figure against the course's (a figure of the course's run), as a verdict."""
     if value_text == quoted(key):
-        return "你们的场景按同一算法得到的数与课程那次运行的相同"
-    return f"课程的数说的是课程那次运行；你们的场景按同一算法得到 {value_text}"
+        return d.verdict(True, "你们的场景按同一算法得到的数与课程那次运行的相同" + note)
+    return d.course_run(value_text + note)
 
 
 def unjudged(why):
@@ -377,13 +377,12 @@ run = "你们的运行" if own else "按课程的输入重算"
 mfu_text, hfu_text = d.pct(acc["mfu"]), d.pct(acc["hfu"])
 rows = [
     ("MFU = 6ND / (T·n_gpu·P) = " + course.claim("nb01_mfu"), mfu_text,
-     d.verdict(mfu_text == quoted("nb01_mfu"),
-               versus(mfu_text, "nb01_mfu") if own else recomputed(mfu_text, "nb01_mfu"))),
+     versus(mfu_text, "nb01_mfu") if own
+     else d.verdict(mfu_text == quoted("nb01_mfu"), recomputed(mfu_text, "nb01_mfu"))),
     ("HFU = MFU × 4/3（full recompute）= " + course.claim("nb01_hfu"),
      f"{hfu_text}（系数 {factor_exact}，{sc.recompute}）",
-     d.verdict(hfu_text == quoted("nb01_hfu"),
-               versus(hfu_text, "nb01_hfu") + f"（本场景 recompute = {sc.recompute}）" if own
-               else recomputed(hfu_text, "nb01_hfu"))),
+     versus(hfu_text, "nb01_hfu", f"（本场景 recompute = {sc.recompute}）") if own
+     else d.verdict(hfu_text == quoted("nb01_hfu"), recomputed(hfu_text, "nb01_hfu"))),
 ]
 tokens_text = f"{d.num(acc['tokens_per_s'])} tok/s"
 if measured is None:
@@ -422,12 +421,9 @@ rows.append((f"单卡 {course.claim('nb03_per_gpu_route')} ÷ 单卡峰值，与
 wrong_text = d.pct(wrong, 0)
 rows.append(("MoE 误把总参数代进 6ND，得到 " + course.claim("total_params_mistake"),
              f"{d.pct(wrong, 1)}（N_total / N = {ratio:.2f}）",
+             total_params_verdict(sc, acc) if own else
              d.verdict(wrong_text == quoted("total_params_mistake"),
-                       ("课程的数是课程模型的总参数代错的结果；"
-                        + (f"你们的场景总参数等于 N，代哪个都是 {d.pct(acc['mfu'])}，这个错在你们的模型上不存在"
-                           if ratio == 1 else f"你们的场景代错得 {d.pct(wrong, 1)}，是正确值的 {ratio:.2f} 倍"
-                           + ("，超过 100%，一眼可见是错的" if wrong > 1 else "")))
-                       if own else recomputed(wrong_text, "total_params_mistake")
+                       recomputed(wrong_text, "total_params_mistake")
                        + f"（{d.pct(wrong, 1)}）；正确的 MFU 只有它的 1/{ratio:.1f}")))
 
 # %% tags=["remove-input"]

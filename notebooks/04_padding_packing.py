@@ -409,10 +409,17 @@ plt.show()
 all_bins = [row for step in steps for row in packing.greedy_pack([int(x) for x in step], seq_len)]
 share_leak = packing.cross_sample_share(all_bins)  # causal pairs that cross a sample boundary
 shared_rows = sum(len(row) > 1 for row in all_bins) / len(all_bins)  # rows with 2+ samples
+# Every sample fills S exactly (padded, no pad slot): a sample is then most likely a chunk cut from
+# concatenated documents (Megatron's GPT dataset), whose documents share the chunk's causal mask.
+chunked_documents = share_leak == 0 and not packed and pad["waste_fraction"] == 0
+one_mask = ("每个样本都整整 S 个 token，这样的样本通常是把文档拼接后切出的块（Megatron 的 GPT 数据集就这样做），"
+            "块里的几篇文档共用一个因果掩码、彼此看得见；本页的长度里没有文档边界，这种跨文档的注意力算不出来")
 
 # %% [markdown]
 # {% if share_leak > 0 %}
 # {{ what }}装箱后，**{{ shared_rows|pct(1) }}** 的行里不止一个样本；若只用普通因果掩码，全部行的因果注意力对中有 **{{ share_leak|pct(1) }}** 跨越了样本边界。{% if packed %}本场景已经 packing，这正是剩下要查的：kernel 是否拿到了样本边界（`cu_seqlens`）。{% endif %}这种错误不会让训练崩溃，loss 看上去也正常，模型却在学不存在的跨样本关联，所以三件事都要逐条验证。
+# {% elif chunked_documents %}
+# {{ this }}装箱后，每一行都只有一个样本，按样本算没有跨样本的注意力对。但{{ one_mask }}。若要按文档隔开，三件事仍要逐条验证。
 # {% else %}
 # {{ this }}装箱后，每一行都只有一个样本，普通因果掩码在这里碰巧不会跨样本泄漏。但只要有一行装进了两个样本，泄漏就会出现，而且不会让训练崩溃、loss 看上去也正常，所以三件事仍要逐条验证。
 # {% endif %}
@@ -498,7 +505,8 @@ claim_rows += [
      f"普通因果掩码下 {d.pct(share_leak, 1)} 的注意力对跨样本" if share_leak > 0
      else "装箱后每行只有一个样本，没有跨样本的对",
      d.verdict(True, "本页算不出 loss 的样子，只能给出泄漏的规模；跨样本的 (query, key) 对照样进入 softmax，"
-               "前向、反向都不报错，只能靠检查掩码和 cu_seqlens 发现" + ("" if share_leak > 0 else "。本场景装箱后碰巧没有同行的样本，换一批数据就会泄漏"))],
+               "前向、反向都不报错，只能靠检查掩码和 cu_seqlens 发现" + ("" if share_leak > 0 else f"。{one_mask}" if chunked_documents
+                                                          else "。本场景装箱后碰巧没有同行的样本，换一批数据就会泄漏"))],
     ["注意力表的“实际”几行把平均长度代进 seq²（即 B·s̄²）：" + cite("nb04_attention_mean_length"),
      f"Σ s_i² 是 B·s̄² 的 {d.num(ratio, 3)} 倍（{lengths_from}）",
      d.verdict(equal, (f"{'你的场景的' if own else '本场景的'}样本都等长，平方和恰好等于 B·s̄²" if equal else
@@ -525,7 +533,7 @@ d.claims(claim_rows, sc)
 # - {% if gain %}在{{ source_text }}上，贪心装箱进 {{ seq_len|num }} token 的行得到 **{{ ffd.speedup|times }}**，约为完美 packing 收益的 {{ captured|pct(0) }}。{% else %}{% if team is none %}合成样本{% else %}文件里的样本{% endif %}全都顶到配置长度，装箱没有可省的槽位。{% endif %}
 # {% endif %}
 # - {% if team is none %}{% if equal %}注意力按 $\sum s_i^2$ 计；本分布的样本全都等长，均值没有低估它（{{ ratio|num(3) }} 倍）。{% else %}注意力按 $\sum s_i^2$ 计，均值低估了它：本分布下是 **{{ ratio|num(3) }}** 倍。{% endif %}{% else %}注意力按 $\sum s_i^2$ 计：团队的长度下它是 $B\bar{s}^2$ 的 **{{ ratio|num(3) }}** 倍{% if team.truncated_samples %}，文件里 {{ team.truncated_samples|num }} 个样本被截断到 {{ seq_len|num }}。{% else %}。{% endif %}{% endif %}
-# - 正确的 packing 要块对角注意力（`cu_seqlens`）、按样本重置的位置编号和边界处的 loss mask；{% if share_leak > 0 %}否则 {{ share_leak|pct(1) }} 的注意力对会跨样本泄漏。{% else %}{{ this }}装箱后碰巧没有同行的样本，但换一批数据就会泄漏。{% endif %}
+# - 正确的 packing 要块对角注意力（`cu_seqlens`）、按样本重置的位置编号和边界处的 loss mask；{% if share_leak > 0 %}否则 {{ share_leak|pct(1) }} 的注意力对会跨样本泄漏。{% elif chunked_documents %}{{ this }}装箱后每行只有一个样本，但{{ one_mask }}。{% else %}{{ this }}装箱后碰巧没有同行的样本，但换一批数据就会泄漏。{% endif %}
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：注意力也在 pad 上算时，packing 省得更多还是更少？

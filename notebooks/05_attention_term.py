@@ -54,6 +54,8 @@ subs = sc.substitutions()
 att = acc["attention"]
 lin = acc["linear_attention"]
 is_course = not sc.changed  # the course's own run: its figures can be checked one by one
+# A team's model with a config: its widths are known, the course's shape guesses do not describe it.
+known = not is_course and matching_shape(sc.values) is not None
 kind_of = attention_kernels.KIND  # what an attention_kernel value computes: flash or eager
 
 
@@ -232,7 +234,7 @@ over_peak = max(a[k] for a in (actual, padded) for k in ("mfu_with_attention", "
 # %% [markdown]
 # ## 2. 课程的六行敏感性表
 #
-# 课程写作时不知道模型确切的层数和宽度，于是做了三组假设：48 层 × hidden 2048、48 层 × hidden 4096、64 层 × hidden 2560，全注意力层按“每 4 层 1 层”计，注意力宽度取 hidden size，每组再按定长和均长各算一行。下面把每组假设当作对本场景的覆盖（num_layers、hidden_size，注意力宽度 = hidden size）重新解析场景，其余输入、计数约定与全注意力层的间隔都沿用本场景（间隔比假设的层数还大时，取假设的层数，即只有一层全注意力；本场景若规定了开头的稠密层数 first_dense_layers，而它不少于假设的层数，则取假设层数减一，留下一层 MoE）；只有并行布局不沿用，按 TP = PP = CP = 1 解析：注意力的数与布局无关，而假设的层数或宽度未必容得下本场景的切分。
+# 课程写作时不知道模型确切的层数和宽度，于是做了三组假设：48 层 × hidden 2048、48 层 × hidden 4096、64 层 × hidden 2560，全注意力层按“每 4 层 1 层”计，注意力宽度取 hidden size，每组再按定长和均长各算一行。{% if known %}你的模型有 config.json，宽度是已知的：{{ sc.num_layers }} 层、hidden {{ sc.hidden_size|num }}、注意力宽度 {{ sc.attention_dim|num }}、{{ sc.num_full_attention_layers }} 层全注意力。下表因此按它自己的宽度算，不套用课程的猜测；三组猜测只在第 3、4 节作为课程那边的对照出现。{% else %}下面把每组假设当作对本场景的覆盖（num_layers、hidden_size，注意力宽度 = hidden size）重新解析场景，其余输入、计数约定与全注意力层的间隔都沿用本场景（间隔比假设的层数还大时，取假设的层数，即只有一层全注意力；本场景若规定了开头的稠密层数 first_dense_layers，而它不少于假设的层数，则取假设层数减一，留下一层 MoE）；只有并行布局不沿用，按 TP = PP = CP = 1 解析：注意力的数与布局无关，而假设的层数或宽度未必容得下本场景的切分。{% endif %}
 
 # %%
 HYPOTHESES = [(48, 2048), (48, 4096), (64, 2560)]  # the course's guesses: (num_layers, hidden_size)
@@ -268,25 +270,29 @@ def table_mismatches(results):
 
 actual_label = "均长" if sc.sum_squared_lengths_from != "sequence_lengths" else "真实长度"
 rows, hyp_rows = [], []  # hyp_rows: (share, utilization, label) of each of the six rows
-for (layers, hidden), (hsc, hacc) in hyp.items():
-    label = f"{layers} 层 h{hidden}（{hsc.num_full_attention_layers} 层全注意力）"
+groups = {(sc.num_layers, sc.hidden_size): (sc, acc)} if known else hyp  # a known model: its own
+for (layers, hidden), (hsc, hacc) in groups.items():
+    label = (f"你的模型：{layers} 层 h{hidden}（{hsc.num_full_attention_layers} 层全注意力，"
+             f"注意力宽度 {d.num(hsc.attention_dim)}）" if known
+             else f"{layers} 层 h{hidden}（{hsc.num_full_attention_layers} 层全注意力）")
     for key, reading in (("padded", "定长"), ("actual", actual_label)):
         a = hacc["attention"][key]
         hyp_rows.append((a["share"], a["mfu_with_attention"], f"{layers} 层 h{hidden} {reading}"))
         rows.append([label, f"{reading} {d.num(a['seq_len'])}", d.sci(a["flops_per_step"]),
                      d.pct(a["share"], 1), d.pct(a["mfu_with_attention"], 1)]
                     + ([" / ".join(COURSE_TABLE[(layers, hidden, key)])] if is_course else []))
-headers = ["假设", "序列口径", "注意力 FLOPs", "占总量", "含注意力的 MFU"]
+headers = ["模型" if known else "假设", "序列口径", "注意力 FLOPs", "占总量", "含注意力的 MFU"]
 d.table(rows, headers + (["课程原表（引用）"] if is_course else []),
-        f"三组形状假设 × 两种序列口径，本库现算，按{words.convention(att['convention'])}")
+        ("你的模型（config.json 的宽度）" if known else "三组形状假设") + " × 两种序列口径，"
+        f"本库现算，按{words.convention(att['convention'])}")
 shares = [row[0] for row in hyp_rows]
 mfus = [row[1] for row in hyp_rows]
 mismatches = table_mismatches(hyp) if is_course else None
-hyp_lin = [hacc["linear_attention"] for _, hacc in hyp.values()]
+hyp_lin = [hacc["linear_attention"] for _, hacc in groups.values()]
 unknown = sum(x is not None and x["flops_per_step"] is None for x in hyp_lin)
 
 # %% [markdown]
-# 在这三组假设下，注意力核心占一步运算的 **{{ (shares|min)|pct(0) }} 到 {{ (shares|max)|pct(0) }}**，含注意力的利用率在 **{{ (mfus|min)|pct(1) }} 到 {{ (mfus|max)|pct(1) }}** 之间，而 6ND 口径的 MFU 是 {{ acc.mfu|pct }}。{% if is_course %}本场景就是课程场景，最后一列是课程原文给出的数字，可以逐行对照：{% if mismatches == 0 %}按课程给出的位数，它们与本库现算的结果一致。{% else %}有 {{ mismatches }} 个数按课程给出的位数与本库现算的结果不同。{% endif %}{% else %}本场景不是课程场景，所以这里没有列出课程原表的数字：课程的数字只对课程的输入成立。{% endif %}{% if unknown %}{% if unknown < hyp_lin|length %}{{ unknown }} 组{% else %}三组{% endif %}假设的形状都对不上任何一份模型配置，其中的线性注意力层没有头宽度可用，这些行的占比与利用率不含线性注意力项。{% endif %}
+# {% if known %}按你的模型自己的宽度，注意力核心占一步运算的 **{{ span(shares, 0) }}**，含注意力的利用率是 **{{ span(mfus) }}**{% else %}在这三组假设下，注意力核心占一步运算的 **{{ (shares|min)|pct(0) }} 到 {{ (shares|max)|pct(0) }}**，含注意力的利用率在 **{{ (mfus|min)|pct(1) }} 到 {{ (mfus|max)|pct(1) }}** 之间{% endif %}，而 6ND 口径的 MFU 是 {{ acc.mfu|pct }}。{% if is_course %}本场景就是课程场景，最后一列是课程原文给出的数字，可以逐行对照：{% if mismatches == 0 %}按课程给出的位数，它们与本库现算的结果一致。{% else %}有 {{ mismatches }} 个数按课程给出的位数与本库现算的结果不同。{% endif %}{% else %}本场景不是课程场景，所以这里没有列出课程原表的数字：课程的数字只对课程的输入成立。{% endif %}{% if unknown and not known %}{% if unknown < hyp_lin|length %}{{ unknown }} 组{% else %}三组{% endif %}假设的形状都对不上任何一份模型配置，其中的线性注意力层没有头宽度可用，这些行的占比与利用率不含线性注意力项。{% endif %}
 
 # %% [markdown]
 # ## 3. 注意力占比随序列长度怎么变
@@ -666,6 +672,21 @@ table_wrong = table_mismatches(course_hyp)
 for_team = "" if is_course else "课程说的是它自己的运行；"
 rows = []
 
+
+def per_token(xsc):
+    """s̄·L_full·d ÷ N: what attention's FLOPs per token over 6N grow with."""
+    return xsc.mean_tokens_per_sample * xsc.num_full_attention_layers * xsc.attention_dim / xsc.activated_params
+
+
+def share_inputs():
+    """Which inputs make a team's attention share differ from the course's range."""
+    theirs = [per_token(hsc) for hsc, _ in course_hyp.values()]
+    csc = next(iter(course_hyp.values()))[0]
+    return (f"注意力占比随 s̄·L_full·d ÷ N 增长（s̄ 平均长度，L_full·d 全注意力层数 × 注意力宽度，N 激活参数）："
+            f"你的场景是 {d.num(sc.mean_tokens_per_sample)} × {d.num(sc.num_full_attention_layers * sc.attention_dim)}"
+            f" ÷ {d.sci(sc.activated_params)} = {d.num(per_token(sc), 2)}，课程的三组形状是 {d.num(min(theirs), 2)}–"
+            f"{d.num(max(theirs), 2)}（s̄ = {d.num(csc.mean_tokens_per_sample)}，N = {d.sci(csc.activated_params)}）")
+
 # The per-layer formula: 4·s²·width, with the hidden size as the width.
 same_width = sc.attention_dim == sc.hidden_size
 rows.append((
@@ -683,8 +704,10 @@ seq_sq = float(sc.seq_len) ** 2
 rows.append((
     "49K 序列下 seq² = 49,152² = " + course.claim("nb05_seq_squared") + "，这个数很大",
     f"S² = {d.num(sc.seq_len)}² = {d.sci(seq_sq, 3)}",
-    d.judge("nb05_seq_squared", seq_sq, d.sci(seq_sq, 3),
-            f"你的配置长度是 {d.num(sc.seq_len)}，不是课程的 49,152", own=not is_course)))
+    d.judge("nb05_seq_squared", seq_sq, d.sci(seq_sq, 3), "本场景的配置长度不是 49,152", own=False)
+    if is_course or seq_sq == 49_152**2 else  # the claim is arithmetic on 49K: true for any run
+    d.verdict(True, f"课程算的是 49,152 的平方，这个算术与运行无关；你的配置长度是 {d.num(sc.seq_len)}，"
+              f"S² 是它的 {d.pct(seq_sq / 49_152**2, 1)}")))
 
 # The six-row table, recomputed from the course's own inputs.
 first = COURSE_TABLE[HYPOTHESES[0] + ("padded",)]
@@ -693,7 +716,8 @@ rows.append((
     f"六行敏感性表：三组形状 × 定长/均长的注意力 FLOPs、占比与含注意力的 MFU（例如 {HYPOTHESES[0][0]} 层 "
     f"h{HYPOTHESES[0][1]} 定长：{' / '.join(first)}；课程 {table_section}）",
     (f"按课程的输入重算 {figures_checked} 个数，{figures_checked - table_wrong} 个按课程的位数相同" if is_course
-     else f"你的输入套用三组形状：占比 {span(shares, 0)}，含注意力的利用率 {span(mfus)}（第 2 节）"
+     else f"{'你的模型（config.json 的宽度）' if known else '你的输入套用三组形状'}：占比 {span(shares, 0)}，"
+     f"含注意力的利用率 {span(mfus)}（第 2 节）"
      + ("；超过 100% 的是补齐读法，说明这组输入下补齐不可能发生" if max(mfus) > 1 else "")),
     d.verdict(table_wrong == 0, (
         "本库按课程的输入逐个重算，" + ("全部对得上" if table_wrong == 0 else f"有 {table_wrong} 个数对不上"))
@@ -709,7 +733,8 @@ rows.append((
     d.verdict((hyp_in if is_course else True) and own_in, (
         f"三组形状的占比{'都在' if hyp_in else '不都在'}这个范围内，本场景的真实结构"
         f"{where_in_range(own_shares, 'attention_share_range')}范围内" if is_course else
-        for_team + f"你的场景{where_in_range(own_shares, 'attention_share_range')}这个范围内"))))
+        f"你的场景{where_in_range(own_shares, 'attention_share_range')}这个范围内"
+        + ("" if own_in else "：" + share_inputs())))))
 
 
 def utilization_row(key, what):
@@ -718,8 +743,11 @@ def utilization_row(key, what):
     low, high = course.figures()[key]["range"]
     own_ok = all(in_course_range(x, key) for x in own_mfus)
     if not is_course:
-        return (what + course.claim(key), f"你的场景：{own_text}", d.verdict(own_ok, for_team + (
-            f"你的场景{where_in_range(own_mfus, key)}这个范围内")))
+        return (what + course.claim(key), f"你的场景：{own_text}", d.verdict(own_ok, (
+            f"你的场景{where_in_range(own_mfus, key)}这个范围内") + ("" if own_ok else (
+            f"：含注意力的利用率是 6ND 口径的 MFU 加上注意力那一份，你的 MFU 是 {d.pct(acc['mfu'])}"
+            f"（课程 {course.figures()['nb01_mfu']['text']}），注意力占 {span(own_shares)}"
+            f"（课程 {'–'.join(course.figures()['attention_share_range']['range'])}）"))))
     lowest, highest = min(hyp_rows, key=lambda x: x[1]), max(hyp_rows, key=lambda x: x[1])
     problems = ([f"课程自己表中最低的一行（{lowest[2]}）是 {d.pct(lowest[1], 1)}，低于它写的下限 {low}"]
                 if not in_course_range(lowest[1], key) else [])

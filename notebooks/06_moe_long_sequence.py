@@ -288,9 +288,14 @@ runs = [router.simulate_router(sc.num_experts, sc.experts_per_token, ep, SAMPLE_
 median = {r.skew: float(np.median(r.rank_factors)) for r in runs}  # straggler factor per skew
 
 # %% tags=["remove-input"]
+mine = None  # the run at the scenario's own router_skew, where it states one
 if runs:
     first, worst = runs[0], runs[-1]
+    if sc.router_skew is not None:
+        mine = next((r for r in runs if r.skew == float(sc.router_skew)), None) or router.simulate_router(
+            sc.num_experts, sc.experts_per_token, ep, SAMPLE_TOKENS, float(sc.router_skew), SEED, PLACEMENTS)
     rank_excess, expert_excess = median[worst.skew] - 1, worst.expert_factor - 1
+mine_median = float(np.median(mine.rank_factors)) if mine is not None else None
 
 # %% [markdown]
 # {% if runs %}
@@ -500,7 +505,7 @@ head_source = shape_source(qk).split("；")[0]
 # | permute / unpermute 按路由重排 token，不产生 FLOPs 却要花时间：{{ course.claim("nb06_permute") }} | 每卡每步至少搬 {{ total|gb(1) }}，按峰值带宽 ≥ {{ seconds|decimals(3) }} s（单步的 {{ (seconds / sc.step_time)|pct(3) }}） | 成立：permute 是纯访存、零 FLOPs 的搬运；在{{ who }}里，按峰值带宽的下限就占单步的 {{ (seconds / sc.step_time)|pct(3) }}，真实 kernel 更慢，实际占多少要从 profile 里量 |
 # | 第 4 节算过通信只占 {{ course.claim("nb06_communication_share") }} | EP all-to-all 单向（dispatch）{{ quoted.dispatch|pct(2) }}，两向 {{ quoted.all_to_all|pct(2) }}；全部通信 {{ quoted.all|pct(2) }}（{% if measured %}实测{% else %}按布局估计的上界{% endif %}） | {{ d.judge("nb06_communication_share", quoted.all, quoted.all|pct(2), comm_differs, own=own)|safe }} |
 # {% if runs %}
-# | 热门专家所在的卡成为 straggler，其他卡空等：{{ course.claim("nb06_load_imbalance") }} | 模拟：straggler 系数 {{ median[first.skew]|times(3) }}（均匀）→ {{ median[worst.skew]|times(3) }}（Zipf {{ worst.skew|short }}，中位数）；按负载放置 {{ worst.greedy_factor|times(3) }} | 成立：模拟中路由越偏，最忙的卡越慢，MoE 层按它计时；在{{ who }}里，{% if worst.greedy_factor < 0.9 * median[worst.skew] %}按负载放置能把它降到{% else %}按负载放置也只到{% endif %} {{ worst.greedy_factor|times(3) }}。偏斜程度本页只是示意，要从训练日志的专家计数量 |
+# | 热门专家所在的卡成为 straggler，其他卡空等：{{ course.claim("nb06_load_imbalance") }} | 模拟：straggler 系数 {{ median[first.skew]|times(3) }}（均匀）→ {{ median[worst.skew]|times(3) }}（Zipf {{ worst.skew|short }}，中位数）；按负载放置 {{ worst.greedy_factor|times(3) }} | 成立：模拟中路由越偏，最忙的卡越慢，MoE 层按它计时；{% if mine is not none and own %}{{ who }}写的 `router_skew` 是 {{ mine.skew|short }}，这一档的 straggler 系数是 {{ mine_median|times(3) }}（中位数），按负载放置 {{ mine.greedy_factor|times(3) }}；Zipf {{ worst.skew|short }} 那一档只是示意，不是{{ who }}的路由{% else %}{% if own %}Zipf {{ worst.skew|short }} 这一档，{% else %}在{{ who }}里，{% endif %}{% if worst.greedy_factor < 0.9 * median[worst.skew] %}按负载放置能把它降到{% else %}按负载放置也只到{% endif %} {{ worst.greedy_factor|times(3) }}。偏斜程度本页只是示意，要从训练日志的专家计数量{% endif %} |
 # {% elif ep > 1 %}
 # | 热门专家所在的卡成为 straggler，其他卡空等：{{ course.claim("nb06_load_imbalance") }} | 没有模拟（每层 {{ sc.num_experts|num }} 个专家，超过模拟的上限） | 无从判断：{{ who }}的 EP 组有 {{ ep }} 张卡，卡间负载不均会拖慢 MoE 层，但本页没有算出它的大小；要从训练日志的专家计数量 |
 # {% else %}
@@ -519,7 +524,7 @@ head_source = shape_source(qk).split("；")[0]
 # - 整步看每个专家平均 {{ rows_text(step_view) }} 个 token；按一次 GEMM 看，专家{% if m_expert < m_dense %}只{% endif %}有 {{ rows_text(m_expert) }} 行，是{{ spaced(ref_label) }}的 {{ (m_expert / m_dense)|pct(1) }}（比值 e_p·k/E，EP = {{ ep }}）。
 # - permute / unpermute 每卡每步至少搬 {{ total|gb(1) }}，按峰值带宽约 {{ seconds|decimals(3) }} 秒（单步的 {{ (seconds / sc.step_time)|pct(3) }}）；实际实现更慢，且与 all-to-all 串行。
 # {% if runs %}
-# - 模拟路由下 straggler 系数（随机放置的中位数）从 {{ median[first.skew]|times(3) }}（均匀）到 {{ median[worst.skew]|times(3) }}（Zipf {{ worst.skew|short }}）；按负载放置专家{% if worst.greedy_factor < median[worst.skew] %}可降到 {% else %}为 {% endif %}{{ worst.greedy_factor|times(3) }}。MoE 层的耗时按最忙的卡计。
+# - 模拟路由下 straggler 系数（随机放置的中位数）从 {{ median[first.skew]|times(3) }}（均匀）到 {{ median[worst.skew]|times(3) }}（Zipf {{ worst.skew|short }}）；{% if own %}这一档{% endif %}按负载放置专家{% if worst.greedy_factor < median[worst.skew] %}可降到 {% else %}为 {% endif %}{{ worst.greedy_factor|times(3) }}。{% if mine is not none and own %}{{ who }}写的 `router_skew` 是 {{ mine.skew|short }}：straggler 系数 {{ mine_median|times(3) }}，各档只是示意。{% endif %}MoE 层的耗时按最忙的卡计。
 # {% endif %}
 # {% else %}
 # - 稠密模型：没有专家、permute 和路由不均，MoE 的三项损耗为零。

@@ -14,7 +14,7 @@
 # ---
 
 # %% [markdown]
-# # 08 优化路径：六个杠杆，谁能相乘
+# # 08 优化路径：课程的六个杠杆，谁能相乘
 #
 # 知道了 MFU 低在哪里，下一步是排优先级。课程按“收益 / 代价”给出六个杠杆：packing、用 fused/chunked 交叉熵腾出显存换掉 full recompute、加大 micro batch、上下文并行（CP）、更好的注意力 kernel、通信重叠。本节给每个杠杆一个按场景算出的预期提速；算不出来的部分写成带出处的**命名假设**，而不是悄悄塞进数字里。课程假设的值如今都是场景的键（下表标明每个值来自场景、课程还是由别的键推出），团队可以换成自己的实测值。讲完六个杠杆，再看**本次运行**：显存放不放得下、通信占多少、按提速排好的杠杆先做哪个。最后回答一个常被答错的问题：这些收益能不能相乘。
 
@@ -33,6 +33,7 @@ import math
 import sympy as sp
 
 from costmodel import course
+from costmodel.derive import activations as act
 from costmodel.derive import attention, levers, memory, recompute, roofline
 from costmodel.derive.symbols import S, V, b_micro, bytes_per_element, m, share, x
 from costmodel.evaluate.account import account
@@ -148,7 +149,7 @@ hfu_pack = acc["hfu"] * g_pack  # the hardware's rate today if the pad slots are
 
 
 # %% [markdown]
-# ## ② 干掉 logits 的显存，再换掉 full recompute
+# ## ② logits 的显存与 full recompute
 #
 # 语言模型头的输出 logits 是每个 token 一整行词表分数，一个 micro batch 的大小是 $b \cdot S \cdot V \cdot \beta$。它是训练里最大的单个激活之一。fused / chunked 交叉熵不把整张表落进显存：分成 $c$ 块逐块算 loss 和梯度，峰值只剩 $1/c$。腾出的显存可以用来把 full recompute 换成 selective recompute；后者减少的是每个 token 的 FLOPs，与 packing 相乘。
 
@@ -164,6 +165,11 @@ values = {S: sc.seq_len, V: sc.vocab_size, b_micro: sc.micro_batch, bytes_per_el
 chunk_rows = [(c, float(memory.chunked_logits_bytes.subs({**values, memory.chunks: c})))
               for c in (1, 2, 4, chunks, 2 * chunks)]  # (chunks, the logits kept)
 kept_assumed = logits / chunks
+# What the scenario's own loss keeps per micro batch (cross_entropy: fp32 adds FP32 copies;
+# chunked keeps a piece; fused_linear none), as the memory model counts it.
+loss_kept = sum(float(t.bytes) for t in act.loss_saved(
+    sc.micro_batch * sc.seq_len, sc.vocab_size, cross_entropy=sc.cross_entropy,
+    chunks=sc.ce_chunks, framework=sc.framework))
 
 # %% [markdown]
 # **每个 micro batch 的 logits（b = {{ sc.micro_batch }}，BF16）与分块；{{ sc.gpu }} 显存 {{ gpu.memory_bytes|gb(0) }}**
@@ -174,7 +180,7 @@ kept_assumed = logits / chunks
 # | {{ c }} | {{ kept|gb }} | {{ (logits - kept)|gb }} | {{ (kept / gpu.memory_bytes)|pct(1) }} |
 # {% endfor %}
 #
-# 本场景一个 micro batch 的 logits 是 **{{ logits|gb }}**（{{ sc.gpu }} 显存的 {{ (logits / gpu.memory_bytes)|pct(1) }}）；分 {{ chunks }} 块（{{ origin("ce_chunks")|safe }}），峰值降到 {{ kept_assumed|gb }}，腾出 **{{ (logits - kept_assumed)|gb }}**。
+# {% if sc.cross_entropy == "fused" %}本场景一个 micro batch 的 logits 是 **{{ logits|gb }}**（{{ sc.gpu }} 显存的 {{ (logits / gpu.memory_bytes)|pct(1) }}）；分 {{ chunks }} 块（{{ origin("ce_chunks")|safe }}），峰值降到 {{ kept_assumed|gb }}，腾出 **{{ (logits - kept_assumed)|gb }}**。{% elif sc.cross_entropy == "fp32" %}本场景的损失是 `cross_entropy: fp32`：一个 micro batch 算 loss 时留 **{{ loss_kept|gb }}**（BF16 的 logits {{ logits|gb }}，加上 FP32 的副本，共是它的 {{ (loss_kept / logits)|num }} 倍；{{ sc.gpu }} 显存的 {{ (loss_kept / gpu.memory_bytes)|pct(1) }}）；换成分 {{ chunks }} 块的交叉熵（{{ origin("ce_chunks")|safe }}），留 {{ kept_assumed|gb }}，腾出 **{{ (loss_kept - kept_assumed)|gb }}**。{% elif sc.cross_entropy == "chunked" %}本场景已经分块（`cross_entropy: chunked`，{{ sc.ce_chunks }} 块）：整张 BF16 logits 是 {{ logits|gb }}，算 loss 时只留 **{{ loss_kept|gb }}**。{% else %}本场景用 `cross_entropy: fused_linear`：lm_head 与损失按块一起算，整张 logits（BF16 {{ logits|gb }}）从不落进显存。{% endif %}
 
 # %% [markdown]
 # 课程给出的 logits 峰值（见文末的对照表）与本场景的数不一定相同。差在哪个因子？把课程运行的 micro batch 和序列长度，连同 Qwen3 系列公开 config 里的词表，代进同一个公式：
@@ -806,7 +812,7 @@ comm_ok = now_comm["share"] <= figure("communication_share_course")[0]
 # | ① 完美 packing 的提速：{{ course.claim("packing_speedup") }} | {% if pack %}{{ pack.gain|times }}（单步耗时模型）{% else %}{{ g_pack|times }}{% endif %} | {{ word(pack_ok) }}：{% if packed %}{{ ours }}已经在 packing，这一项没有可省的；课程的数是它按定长补齐估的{% elif not padded %}{{ ours }}的平均真实长度等于配置长度，没有 pad 槽位可省{% else %}{{ ours }}浪费 {{ acc.padding.waste_fraction|pct(1) }} 的槽位{% if not sc.changed %}（课程写的浪费是 {{ said("padding_waste") }}）{% endif %}，课程的 {{ g_pack|times }} 是槽位之比；{{ pack_why }}{% if hfu_pack > 1 %}；但补齐这个前提站不住：HFU 会超过 100%（见 ①）{% else %}；前提是补齐真实存在{% endif %}{% endif %} |
 # | ② 标题：换掉 full recompute，潜在提速 {{ course.claim("selective_recompute_heading") }} | {{ ratio_fs|times }}（full ÷ selective 的系数之比） | {{ word(heading_ok) }}：{% if heading_ok %}{{ ours }}的 {{ fraction|safe }}下系数之比恰好是 {{ ratio_fs|times }}；但{% endif %}课程在同一段里自己推算出 {{ said("selective_recompute_worked") }}，标题的 {{ said("selective_recompute_heading") }} 与它自己的推算不符 |
 # | ② 推算：系数从 full 降到约 {{ course.claim("nb02_selective_factor") }}，提速 {{ course.claim("selective_recompute_worked") }} | {% if sel_answer %}{{ sel_answer.gain|times }}（单步耗时模型）；系数之比 {% endif %}{{ full_n|num(3) }} ÷ {{ sel_n|num(3) }} = {{ ratio_fs|times }} | {{ word(worked_ok) }}：{% if sel_answer %}{{ sel_why }}。{% endif %}{{ ours }}的 {{ fraction|safe }}给出系数 {{ sel_n|num(3) }}{% if rc_sel.core_fraction and sc.recompute == "full" %}；注意力核心也重算时，按含注意力核心的硬件 FLOPs 提速是 {{ g_recompute|times }}{% endif %}；课程的 {{ said("nb02_selective_factor") }} 是假设的系数，没说重算了哪些模块{% if sc.recompute == "full" and sel_fits %}；按显存单独换成 selective 放得下{% else %}；{% if worked_ok %}但{% else %}而且{% endif %}{% if sc.recompute == "full" %}按显存，单独换成 selective 放不下（见“本次运行”）{% else %}{{ ours }}已是 {{ ("recompute: " ~ sc.recompute)|code }}，这一项拿不到{% endif %}{% endif %} |
-# | ② 分块交叉熵之前 logits 的峰值约 {{ course.claim("logits_peak") }} | {{ logits|gb }}（b = {{ b }}，S = {{ sc.seq_len|num }}，V = {{ sc.vocab_size|num }}） | {{ word(logits_ok) }}：课程的数对得上 {{ qwen3_vocab|num }} 词的词表（Qwen3）：{{ course_logits|gb }}{% if base.vocab_size != qwen3_vocab %}，不是课程模型自己的 {{ base.vocab_size|num }} 词{% endif %}{% if not differ %}；{{ ours }}的 b、S、V 与之相同{% else %}；{{ ours }}与之不同的是：{% for name, now, then in differ %}{% if name == "b" %}micro batch b{% elif name == "S" %}序列长度 S{% else %}词表 V{% endif %}（{{ now|num }} 对 {{ then|num }}）{% if not loop.last %}、{% endif %}{% endfor %}，所以是 ×{{ (logits / course_logits)|num(2) }}{% endif %} |
+# | ② 分块交叉熵之前 logits 的峰值约 {{ course.claim("logits_peak") }} | {{ logits|gb }}（{% if loss_kept > logits %}BF16，{% endif %}b = {{ b }}，S = {{ sc.seq_len|num }}，V = {{ sc.vocab_size|num }}）{% if loss_kept > logits %}；本场景 `cross_entropy: {{ sc.cross_entropy }}`，算 loss 时留 {{ loss_kept|gb }}{% endif %} | {{ word(logits_ok) }}：课程的数对得上 {{ qwen3_vocab|num }} 词的词表（Qwen3）：{{ course_logits|gb }}{% if base.vocab_size != qwen3_vocab %}，不是课程模型自己的 {{ base.vocab_size|num }} 词{% endif %}{% if not differ %}；{{ ours }}的 b、S、V 与之相同{% else %}；{{ ours }}与之不同的是：{% for name, now, then in differ %}{% if name == "b" %}micro batch b{% elif name == "S" %}序列长度 S{% else %}词表 V{% endif %}（{{ now|num }} 对 {{ then|num }}）{% if not loop.last %}、{% endif %}{% endfor %}，所以是 ×{{ (logits / course_logits)|num(2) }}{% endif %} |
 # | ② fused/chunked 交叉熵把峰值压到约 {{ course.claim("logits_after_chunking") }}，腾出约 {{ course.claim("nb08_logits_freed") }} | 分 {{ chunks }} 块：留 {{ kept_assumed|gb }}，腾出 {{ freed|gb }} | {{ word(chunk_ok) }}：峰值与块数成反比；{{ ours }}的 logits {{ logits|gb }} 分 {{ chunks }} 块（{{ origin("ce_chunks")|safe }}）{% if chunk_ok %}，与课程的数相符{% else %}，与课程的数不同；{% if not unchunked_ok %}要压到约 {{ said("logits_after_chunking") }} 需 {{ enough }} 块{% else %}不分块就已在约 {{ said("logits_after_chunking") }} 以内{% endif %}{% endif %} |
 # | ③ micro batch 翻倍的潜在提速：{{ course.claim("micro_batch_gain") }} | {{ g_mb|times(3) }}（带权重 GEMM 的屋顶线） | {{ word(g_mb >= low) }}：{% if g_mb >= low %}按屋顶线，{{ ours }}受带宽限制的 GEMM 翻倍后靠近或越过平衡点，带权重的 GEMM 快 {{ g_mb|times(3) }}{% elif pushable %}{{ ours }}有 GEMM 在 b = {{ b }} 受带宽限制，但按屋顶线翻倍后带权重的 GEMM 只快 {{ g_mb|times(3) }}{% else %}{{ ours }}带权重的 GEMM 在 b = {{ b }} 已是算力受限（或被自身的 k、n 封顶），翻倍几乎不改变它们的速率；课程的区间是猜测，收益若有，来自别处，只能量{% endif %}{% if not feasible %}；b 翻倍在{{ ours }}不能整除{% endif %}{% if not mem_double.fits %}；按显存放不下{% endif %} |
 # | ③ micro batch {{ course.claim("nb08_micro_batch_all_gemms") }}提高所有 GEMM 的运算强度，直接改善 roofline 位置 | 带权重 GEMM 强度 ×{{ (gains|min)|num(2) }}–×{{ (gains|max)|num(2) }}{% if core_rows %}；注意力核不变{% endif %} | {{ word(not core_rows and crossing|length > 0) }}：{% if compute_rows %}{{ ours }}有 {{ compute_rows|length }} 种带权重 GEMM 在 b = {{ b }} 已是算力受限，强度上升也不改变它们的速率{% endif %}{% if compute_rows and memory_rows %}；{% endif %}{% if memory_rows %}受带宽限制的 {{ memory_rows|length }} 种里，翻倍后越过平衡点的{% if crossing %}有 {{ crossing|length }} 种{% else %}一种也没有{% endif %}{% if n_capped %}（{{ n_capped }} 种被自身的 k、n 封顶，m 再大也越不过）{% endif %}{% endif %}{% if core_rows %}{% if compute_rows or memory_rows %}；{% endif %}注意力核（QKᵀ、AV）不带权重，强度只由序列长度和 head_dim 决定，不随 micro batch 变{% endif %} |

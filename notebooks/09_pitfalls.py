@@ -42,6 +42,7 @@ from costmodel.evaluate.account.claims import communication_share_now
 from costmodel.present import answers_zh
 from costmodel.present import display as d
 from costmodel.present import words
+from costmodel.present.claims import total_params_verdict
 
 sc, acc = d.load(scenario_file, overrides)
 team = bool(sc.changed)
@@ -283,8 +284,14 @@ sparse_ratio = sp.simplify(u.mfu.subs(P, 2 * P) / u.mfu)
 d.eq(r"\frac{\mathrm{MFU}(P_{\mathrm{sparse}} = 2P)}{\mathrm{MFU}(P)}", sparse_ratio)
 wrong_sparse = acc["mfu"] * float(sparse_ratio)
 
+# %% tags=["remove-input"]
+card = hardware.GPUS.get(sc.gpu)
+# Which of the card's figures the scenario's peak is, and the FP8 one an FP8 run sees on the sheet.
+peak_is_fp8 = card is not None and card.fp8_flops is not None and sc.peak_flops == card.fp8_flops
+fp8_peak = card.fp8_flops if card is not None and sc.fp8 == "hybrid" else None
+
 # %% [markdown]
-# {{ sc.gpu }} 的稠密 BF16 峰值是 {{ sc.peak_flops|tflops }}，稀疏口径写成 {{ (2 * sc.peak_flops)|tflops }}。用后者算出 MFU = {{ wrong_sparse|pct }}，正确值 {{ acc.mfu|pct }}。
+# {% if peak_is_fp8 %}本场景写的峰值 {{ sc.peak_flops|tflops }} 是 {{ sc.gpu }} 的稠密 FP8 峰值（稠密 BF16 是 {{ card.bf16_flops|tflops }}），它的稀疏口径写成 {{ (2 * sc.peak_flops)|tflops }}{% else %}{{ sc.gpu }} 的稠密 BF16 峰值是 {{ sc.peak_flops|tflops }}，稀疏口径写成 {{ (2 * sc.peak_flops)|tflops }}{% endif %}。用后者算出 MFU = {{ wrong_sparse|pct }}，正确值 {{ acc.mfu|pct }}。{% if fp8_peak and not peak_is_fp8 %}本场景用 FP8（`fp8: hybrid`）：规格表上的 {{ fp8_peak|tflops }} 是 {{ sc.gpu }} 的稠密 FP8 峰值，不是稀疏口径，只是数值与 BF16 的稀疏口径相近；看清表里那一行标的是精度还是稀疏。FP8 的 GEMM 可以快过 BF16 峰值，但本页的 MFU 按稠密 BF16 峰值计，与课程的口径一致。{% endif %}
 
 # %% [markdown]
 # ## 坑 9：代码里写死了别的卡的峰值
@@ -370,8 +377,10 @@ def same_as_course(key, value):
 
 
 ok = same_as_course("total_params_mistake", wrong)
+total_verdict = total_params_verdict(sc, acc) if team else ""  # 02's and 03's wording
 gap = f_now - 1
-ok_gap = same_as_course("nb09_mfu_hfu_gap", gap)
+# The claim is about full recompute, whichever run reads it: 4/3 - 1 for any model.
+ok_gap = same_as_course("nb09_mfu_hfu_gap", gap if sc.recompute == "full" else full_gap)
 share_a, share_p = att["actual"]["share"], att["padded"]["share"]
 major = share_a > 0.5
 ok_pad = padded and same_as_course("nb09_padding_independent", pad["waste_fraction"]) \
@@ -389,13 +398,13 @@ ok_comm = None if contradicted else now_comm["share"] <= course.number(quoted["c
 #
 # | 课程怎么说 | 本页算出 | 出入 |
 # |---|---|---|
-# | MoE 误把总参数 35B 代进 6ND，MFU 会被算成 {{ course.claim("total_params_mistake") }}，让人以为没有优化空间 | {{ wrong|pct }}（N = total_params = {{ sc.total_params|sci }}） | {{ word(ok) }}：{{ ours|safe }}误用总参数得 {{ wrong|pct }}{% if wrong > acc.mfu %}（正确值 {{ acc.mfu|pct }} 的 {{ (wrong / acc.mfu)|times(1) }}）{% endif %}{% if ok %}，与课程一致{% else %}，与课程的数不同{% endif %}{% if 0.5 <= wrong < 1 %}；这个错数已过半，确实容易让人以为接近上限{% elif wrong >= 1 %}；它超过 100%，一眼可见是错的{% elif wrong > acc.mfu %}；它不到一半，不至于让人以为接近上限，但仍把效率高估了{% else %}；总参数等于 N，这个错在这里不改变结果{% endif %} |
-# | 混用 MFU 和 HFU：全量重算下两者差 {{ course.claim("nb09_mfu_hfu_gap") }}，足以让对比得出反向结论 | HFU / MFU − 1 = {{ gap|pct }}（recompute = {{ sc.recompute }}） | {{ word(ok_gap) }}：{% if sc.recompute == "full" %}{% if team %}课程的数说的是课程那次运行；你的运行也是全量重算：{% endif %}全量重算系数 4/3（坑 2 的 SymPy 式在 r = 1 时），HFU 比 MFU 高 1/3{% else %}{% if team %}课程的数说的是课程那次运行，{% endif %}{{ quoted.nb09_mfu_hfu_gap.text }} 指全量重算；{{ whose|safe }}运行 recompute = {{ sc.recompute }}，{% if gap > 0 %}HFU 比 MFU 高 {{ gap|pct }}{% else %}HFU 等于 MFU{% endif %}，全量重算时仍是 {{ full_gap|pct }}{% endif %} |
+# | MoE 误把总参数 35B 代进 6ND，MFU 会被算成 {{ course.claim("total_params_mistake") }}，让人以为没有优化空间 | {{ wrong|pct }}（N = total_params = {{ sc.total_params|sci }}） | {% if team %}{{ total_verdict|safe }}{% else %}{{ word(ok) }}：{{ ours|safe }}误用总参数得 {{ wrong|pct }}{% if wrong > acc.mfu %}（正确值 {{ acc.mfu|pct }} 的 {{ (wrong / acc.mfu)|times(1) }}）{% endif %}{% if ok %}，与课程一致{% else %}，与课程的数不同{% endif %}{% if 0.5 <= wrong < 1 %}；这个错数已过半，确实容易让人以为接近上限{% elif wrong >= 1 %}；它超过 100%，一眼可见是错的{% elif wrong > acc.mfu %}；它不到一半，不至于让人以为接近上限，但仍把效率高估了{% else %}；总参数等于 N，这个错在这里不改变结果{% endif %}{% endif %} |
+# | 混用 MFU 和 HFU：全量重算下两者差 {{ course.claim("nb09_mfu_hfu_gap") }}，足以让对比得出反向结论 | HFU / MFU − 1 = {{ gap|pct }}（recompute = {{ sc.recompute }}） | {{ word(ok_gap) }}：{% if sc.recompute == "full" %}{% if team %}你的运行也是全量重算：{% endif %}全量重算系数 4/3（坑 2 的 SymPy 式在 r = 1 时），HFU 比 MFU 高 1/3{% else %}{{ quoted.nb09_mfu_hfu_gap.text }} 指全量重算，任何模型全量重算时都是 {{ full_gap|pct }}；{{ whose|safe }}运行 recompute = {{ sc.recompute }}，{% if gap > 0 %}HFU 比 MFU 高 {{ gap|pct }}{% else %}HFU 等于 MFU，混用两者在这里不出差别{% endif %}{% endif %} |
 # | 拿自己的 MFU 和别人的比，{{ course.claim("nb09_compare_aligned") }}都要对齐 | 4K 参照长度下 {{ mfu_ref|pct }}（本场景 {{ acc.mfu|pct }}） | 成立：{% if (ref_ratio - 1)|abs >= 0.02 %}只把序列长度换成 {{ REFERENCE_SEQ_LEN|num }}，同样的硬件吞吐报出的 6ND MFU 就变成原来的 {{ ref_ratio|times }}{% else %}{{ whose|safe }}序列长度与参照相近，这一项几乎没有差别{% endif %}{% if sc.gpu == ref_gpu.name %}；卡型与参照相同{% elif same_balance %}；卡型不同（{{ sc.gpu }} 对 {{ ref_gpu.name }}），机器平衡点相同{% else %}；卡型不同，机器平衡点 {{ acc.machine_balance|decimals(0) }} 对 {{ ref_gpu.balance|decimals(0) }} FLOP/byte{% endif %}；四项对齐才能比 |
 # | 序列长到 {{ course.claim("nb09_six_nd_fails_long") }}时注意力占大头，6ND 不再是好近似 | 注意力占 {{ share_a|pct }}（真实长度）/ {{ share_p|pct }}（配置长度） | {{ word(major) }}：{% if team %}课程说的是 {{ quoted.nb09_six_nd_fails_long.text }} 序列的运行；{% endif %}按真实长度（均长 {{ sc.mean_tokens_per_sample|count }}）注意力核心占 {{ share_a|pct }}，{% if major %}过半，6ND 漏掉的比它数到的还多{% else %}不到一半，谈不上“大头”{% if padded %}，按配置长度定长补齐算（pad 上也在算）是 {{ share_p|pct }}{% if share_p > 0.5 %}，才过半{% endif %}{% endif %}{% if share_a >= 0.25 %}；但 6ND 少数了 {{ share_a|pct }} 的运算，超过四分之一，“不再是好近似”这一点成立{% elif share_a >= 0.05 %}；6ND 少数了 {{ share_a|pct }} 的运算，是否还算好近似要看用途，报数时应一并说明{% else %}；6ND 只少数了 {{ share_a|pct }}，在这里仍是好近似{% endif %}{% endif %} |
 # | MFU 只有 {{ course.claim("nb01_mfu") }}，与“槽位里 {{ course.claim("nb09_padding_independent") }}是 pad”是两个独立的问题，后者更好修 | MFU {{ acc.mfu|pct }}；pad {{ pad.waste_fraction|pct }} | {{ word(ok_pad) }}：{% if padded %}MFU 的分子只数真实 token，pad 只让 T 变长，两者互不包含；{{ ours|safe }}pad 占槽位 {{ pad.waste_fraction|pct }}，完美 packing {{ pack.gain|times }}（单步耗时模型；槽位之比 {{ pad.packing_speedup|times }}）{% if pack_rank %}，在坑 6 的杠杆表里排第 {{ pack_rank }}{% endif %}{% else %}{% if team %}课程的 {{ quoted.nb09_padding_independent.text }} 说的是课程那次运行；{% endif %}你的运行没有 pad 槽位，这一项为零{% endif %} |
 # | 先优化通信是误区：实测通信只占 {{ course.claim("communication_share_course") }}，永远先量 | {% if contradicted %}估计比一步还长，不用{% else %}{{ now_comm.share|pct }}（{% if measured %}实测{% else %}估计：重叠后暴露在外的部分{% endif %}）{% endif %} | {{ word(ok_comm) }}：{% if team %}课程的 {{ quoted.communication_share_course.text }} 说的是课程那次运行；{% endif %}{% if contradicted %}按并行布局估出的通信要 {{ comm.seconds|num(1) }} 秒，比实测的一步（{{ sc.step_time|num(1) }} 秒）还长：估计与实测矛盾（多半是带宽、`gpus_per_node` 或并行布局与实际不符），从它判断不了{% else %}{% if measured %}团队实测{% else %}按重叠规则估计（不计重叠的上界是 {{ comm_share|pct }}）{% endif %}没被计算掩盖的通信占 {{ now_comm.share|pct }}，{% if ok_comm %}不超过 {{ quoted.communication_share_course.text }}；把模型知道的重叠都打开，预测的一步快 {{ overlap.speedup|times(3) }}{% else %}超过 {{ quoted.communication_share_course.text }}；把模型知道的重叠都打开，预测的一步快 {{ overlap.speedup|times(3) }}，在这次运行里通信值得先实测{% endif %}{% endif %}。“先量再改”在任何情况下都成立 |
-# | 忘了 {{ course.claim("nb09_recompute_voluntary") }}：显存腾出来后，第一个该考虑关掉它 | recompute = {{ sc.recompute }}，系数 {{ f_now|decimals(4) }} | {{ word(off.speedup > 1) }}：{% if off.speedup > 1 %}{{ ours|safe }}关掉重算可把一步从 {{ step|num(1) }} 秒缩到 {{ off.step_time|num(1) }} 秒（预测的一步快 {{ off.speedup|times }}，含注意力核心的重算）{% if not off_lever.fits %}，但按显存模型现在关掉放不下（要 {{ off_lever.peak_after|gb }}），所以要先腾出显存{% endif %}；重算只是拿算力换显存，省下的就是重做的那部分前向{% else %}{% if team %}课程的建议针对全量重算的运行；{% endif %}你的运行已经不做重算，没有可关的{% endif %} |
+# | 忘了 {{ course.claim("nb09_recompute_voluntary") }}：显存腾出来后，第一个该考虑关掉它 | recompute = {{ sc.recompute }}，系数 {{ f_now|decimals(4) }} | {{ word(none if sc.recompute == "none" else off_lever.gain > 1) }}：{% if off_lever.gain > 1 %}{{ ours|safe }}关掉重算按单步耗时模型可把一步从 {{ step|num(1) }} 秒缩到 {{ off_lever.step_time|num(1) }} 秒（{{ off_lever.gain|times }}；按硬件 FLOPs 等比是 {{ off.speedup|times }}，那只是运算量之比）{% if not off_lever.fits %}，但按显存模型现在关掉放不下（要 {{ off_lever.peak_after|gb }}），所以要先腾出显存{% endif %}；重算只是拿算力换显存，省下的就是重做的那部分前向{% elif sc.recompute == "none" %}{{ whose|safe }}运行已经不做重算（recompute = none），这条建议没有可关的对象{% else %}{{ whose|safe }}运行关掉重算按模型并不更快{% endif %} |
 
 # %% tags=["remove-input"]
 ranked = sorted(misreadings, key=lambda item: abs(math.log(item[2] / acc["mfu"])), reverse=True)

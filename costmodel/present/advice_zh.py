@@ -130,6 +130,14 @@ def _chunked_logits(f: dict[str, Any]) -> str:
     )
 
 
+#: What a Hugging Face Trainer run lacks of each Megatron-LM feature (the `megatron_only` note).
+MISSING = {
+    "recompute_modules": "transformers 的梯度检查点按整层重算，不能只重算其中几个模块",
+    "pipeline_schedule": "`Trainer` 配 DeepSpeed 或 FSDP 不切流水线，没有交错调度",
+    "context_parallel": "`Trainer` 配 DeepSpeed 或 FSDP 不按序列切分注意力",
+}
+
+
 #: reason code -> the sentence of its figures (advice.NOTES, in Chinese)
 NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
     "refused": lambda f: f"{_keys(f['changes'])}：重新解析时被拒绝（布局不能整除）",
@@ -168,6 +176,15 @@ NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
     "fp8_hybrid": lambda f: "`fp8: hybrid`：各层的 GEMM 按 FP8 峰值算（显存模型没有计入 FP8 的权重副本）",
     "already_chunked": lambda f: f"已经是 {_code(f['cross_entropy'])}",
     "chunked_logits": _chunked_logits,
+    "no_logits_on_stage": lambda f: "没有杠杆：显存最满的那一段流水线没有 lm_head，没有 logits 可分块",
+    "peak_without_logits": lambda f: (
+        f"没有杠杆：峰值在{PHASES.get(f['before'].phase)}，那时没有 logits；把 {gb(f['logits'])} 的 "
+        f"logits 分块，峰值仍是 {gb(f['before'].peak)}"
+    ),
+    "megatron_only": lambda f: (
+        f"`framework: {f['framework']}` 做不了：{_code(f['key'])} 是 Megatron-LM 的功能"
+        f"（{MISSING[f['key']]}）"
+    ),
 }
 
 

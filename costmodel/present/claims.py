@@ -8,7 +8,8 @@ from typing import Any
 
 from costmodel import course
 from costmodel.evaluate.account import claims
-from costmodel.formats import pct
+from costmodel.formats import pct, times
+from costmodel.inputs import scenario
 
 #: How each candidate of reported_convention is named on a page.
 CANDIDATE_NAMES = {
@@ -22,6 +23,18 @@ CANDIDATE_NAMES = {
 def _verdict(holds: bool | None, why: str) -> str:
     word = "无从判断" if holds is None else "成立" if holds else "有出入"
     return word + (f"：{why}" if why else "")
+
+
+def course_run(ours: str, why: str = "") -> str:
+    """The verdict on a figure of the course's own run (its MFU, its 68%; the claim quotes it) on
+    a team's scenario: another run cannot judge it, so '无从判断', said once, with the team's
+    figure by the same rule and (`why`) the input that makes it differ. Not '有出入': the
+    course's figure is not wrong because the team's run is another (issue 36)."""
+    return _verdict(
+        None,
+        f"这是课程那次运行的读数，只有课程的输入能核对；你的运行按同一算法是 {ours}"
+        + (f"：{why}" if why else ""),
+    )
 
 
 def reported_convention_row(acc: dict[str, Any], sc: Any) -> tuple[str, str, str]:
@@ -64,3 +77,19 @@ def reported_convention_row(acc: dict[str, Any], sc: Any) -> tuple[str, str, str
         else "换了 N 也没有候选落进区间"
     )
     return claim, found, _verdict(r["holds"], why.rstrip("；"))
+
+
+def total_params_verdict(sc: Any, acc: dict[str, Any]) -> str:
+    """The verdict on "误把总参数代进 6ND，MFU 成了 68%" for a team's scenario, one wording for
+    02, 03 and 09: the 68% is the course's run's (无从判断 on another run, `display.course_run`),
+    and what makes the team's reading differ is its total over activated parameters."""
+    wrong, ratio = acc["mfu_if_total_params"], sc.total_params / sc.activated_params
+    course_sc = scenario.resolve()
+    theirs = course_sc.total_params / course_sc.activated_params
+    why = f"这个错把 MFU 放大“总参数 ÷ 激活参数”倍，课程的模型是 {times(theirs, 1)}，"
+    why += (
+        "你的模型总参数等于激活参数，这个错在你的模型上不存在"
+        if ratio < 1 + 1e-9
+        else f"你的模型是 {times(ratio, 2)}" + ("，超过 100%，一眼可见是错的" if wrong > 1 else "")
+    )
+    return course_run(pct(wrong), why)

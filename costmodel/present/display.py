@@ -34,6 +34,7 @@ from costmodel.formats import (  # noqa: F401 (the notebooks' formats, through d
 )
 from costmodel.inputs import scenario
 from costmodel.present import words
+from costmodel.present.claims import course_run  # noqa: F401 (the notebooks' verdict on it)
 
 
 def load(scenario_file: str | None = None, overrides: dict[str, Any] | None = None):

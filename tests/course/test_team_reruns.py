@@ -1,5 +1,5 @@
-"""Issue 23 (5): the course re-run for five teams' scenarios prints no sentence the team would call
-false. Each notebook runs once per scenario in the shared kernel (tests/conftest.py), and only
+"""Issue 23 (5), issue 36 (6): the course re-run for teams' scenarios prints no sentence the team
+would call false. Each notebook runs once per scenario in the shared kernel (tests/conftest.py), and only
 where a pattern below can occur (about fifteen runs, not fifty: the suite stays fast); each test
 checks one pattern, by a regex or against a number the library computes for the scenario."""
 
@@ -14,6 +14,7 @@ from notebook_text import claim_rows, shown, tables
 from costmodel.evaluate.account.account import account
 from costmodel.evaluate.account.claims import throughput_rounding
 from costmodel.inputs import scenario
+from costmodel.inputs.attention_kernels import KIND
 from costmodel.inputs.model_shape import matching_shape
 from costmodel.publish import suite
 
@@ -24,6 +25,13 @@ SCENARIOS = {
     "llama405b": "scenarios/llama-3.1-405b-512xH100.yaml",  # a published layout
     "deepseek": "scenarios/deepseek-v3-2048xH800.yaml",
     "qwen3next": "scenarios/qwen3-next-80b-256xB200.yaml",  # hybrid: 12 of 48 layers full
+    # issue 36: a known dense model whose chunks share one causal mask; the scenarios unlike the
+    # shipped ones (a Hugging Face Trainer lab; tests/data: an FP8 MoE with a balanced router, a
+    # dense packed run at PP 2 with an fp32 loss)
+    "llama70b": "scenarios/llama-3.1-70b-512xH100.yaml",
+    "hf": "scenarios/qwen3-8b-hf-deepspeed-8xH100.yaml",
+    "fp8moe": "tests/data/fp8-moe-balanced.yaml",
+    "packed": "tests/data/dense-packed.yaml",
 }
 #: The notebooks each scenario runs: those where a pattern can show for it.
 RUNS = {
@@ -32,6 +40,10 @@ RUNS = {
     "llama405b": ("04", "05", "10"),
     "deepseek": ("03", "09"),
     "qwen3next": ("03", "05"),
+    "llama70b": ("01", "03", "04", "05", "09"),
+    "hf": ("08",),
+    "fp8moe": ("06", "09"),
+    "packed": ("08",),
 }
 
 
@@ -85,10 +97,10 @@ def test_the_first_lever_named_is_feasible(runs):
 
 
 def test_flash_attention_is_not_advised_to_a_run_on_flash(runs):
-    """All five scenarios run FlashAttention (attention_kernel: flash): no page tells them to
+    """Every scenario here runs FlashAttention (a flash attention_kernel): no page tells them to
     adopt it."""
     for name, stem in runs:
-        assert _resolved(name).attention_kernel == "flash"
+        assert KIND[_resolved(name).attention_kernel] == "flash"  # flash, flash2, ...
         text = _text(runs, name, stem)
         found = re.findall(r"[^。]*要靠(?:FlashAttention|融合的注意力 kernel)[^。]*", text)
         assert not found, (name, stem, found[:2])
@@ -198,3 +210,123 @@ def test_inputs_within_their_rounding_are_not_called_inconsistent(runs):
         inconsistent = re.findall(r"[^。；]*(?<!不能说)这组输入不自洽[^。]*", text)
         if gap <= sum(throughput_rounding(sc).values()):
             assert not inconsistent, (name, gap, inconsistent)
+
+
+# ------------------------------------------------------------------ issue 36 (6)
+
+
+def _rows(runs, name, stem, *quoted):
+    """The claims rows of a run whose claim quotes any of `quoted`."""
+    return [r for r in claim_rows(runs[(name, stem)]) if any(q in r[0] for q in quoted)]
+
+
+def test_a_figure_of_the_courses_run_is_not_called_off_on_another_run(runs):
+    """The course's MFU 5.85%, HFU 7.80% and "68% with the total parameters" are figures of the
+    course's run: on Llama-3.1-70B's they are "无从判断", said once with the team's figure and
+    (68%) the input that makes it differ, the total over activated parameters; not "有出入: the
+    course's figure is about the course's run" (22 of 45 有出入 rows said only that)."""
+    for stem in ("01", "03", "09"):
+        rows = _rows(runs, "llama70b", stem, "5.85%（课程", "7.80%（课程", "68%（课程")
+        rows = [r for r in rows if "槽位里" not in r[0]]  # 09's padding row: the lead's
+        assert len(rows) >= (1 if stem == "09" else 2), (stem, rows)
+        for _claim, _computed, verdict in rows:
+            assert verdict.startswith("无从判断：") and "你的运行按同一算法是" in verdict, verdict
+            if "68%" in verdict:
+                assert "课程的模型是 11.7×，你的模型是 1.02×" in verdict, verdict
+
+
+def test_a_claim_true_of_any_run_is_not_called_off(runs):
+    """49,152² = 2.42e9 and "全量重算下两者差 33%" hold whichever run reads them; the advice to
+    turn recompute off cannot apply to a run without recompute (无从判断, not 有出入)."""
+    seq = _rows(runs, "llama70b", "05", "49,152²")
+    gap = _rows(runs, "llama70b", "09", "全量重算下两者差")
+    off = _rows(runs, "llama70b", "09", "recompute 是自愿的")
+    assert seq and seq[0][2].startswith("成立") and "S² 是它的 2.8%" in seq[0][2]
+    assert gap and gap[0][2].startswith("成立"), gap
+    assert off and off[0][2].startswith("无从判断"), off
+
+
+def test_05_says_why_a_team_reads_outside_the_courses_ranges(runs):
+    """05's range rows on a team out of the course's ranges name the inputs that put it there
+    (s̄·L_full·d / N; its MFU against the course's), not "课程说的是它自己的运行"."""
+    rows = [r for r in claim_rows(runs[("llama70b", "05")]) if r[2].startswith("有出入")]
+    assert rows and not any("自己的运行" in r[2] for r in rows), rows
+    share = _rows(runs, "llama70b", "05", "注意力核心占全部运算的")[0][2]
+    assert "s̄·L_full·d ÷ N" in share and "8,192 × 655,360" in share, share
+    assert all("你的 MFU 是 40.15%" in r[2] for r in _rows(runs, "llama70b", "05", "利用率"))
+
+
+def test_chunks_of_concatenated_documents_do_not_leak_by_luck(runs):
+    """Llama-3.1-70B's samples are S-long chunks of concatenated documents sharing one causal
+    mask (the scenario's comment): 04 does not say they "碰巧不会跨样本泄漏"."""
+    text = _text(runs, "llama70b", "04")
+    assert "碰巧" not in text
+    assert text.count("共用一个因果掩码") >= 3  # the section, its claims row, the key points
+
+
+def test_05_reads_a_known_model_by_its_own_widths(runs):
+    """A team whose model has a config (Llama-3.1-70B): 05's section 2 reads it by its own widths
+    (80 layers, 8,192 wide), not through the course's three shape guesses."""
+    text = _text(runs, "llama70b", "05")
+    assert "你的模型：80 层 h8192（80 层全注意力，注意力宽度 8,192）" in text
+    assert "在这三组假设下" not in text and "你的输入套用三组形状" not in text
+    assert "按你的模型自己的宽度，注意力核心占一步运算的 **7%**" in text
+
+
+def test_a_balanced_router_is_not_given_the_zipf_illustration(runs):
+    """router_skew 0: 06 quotes the team's own skew's straggler, and the Zipf-1 row is an
+    illustration, not "在你的场景里，按负载放置也只到 …"."""
+    text = _text(runs, "fp8moe", "06")
+    assert "在你的场景里，按负载放置" not in text
+    row = _rows(runs, "fp8moe", "06", "straggler")[0][2]
+    assert "`router_skew` 是 0" in row and "只是示意" in row, row
+
+
+def test_an_fp8_run_is_told_which_peak_is_dense(runs):
+    """An FP8 run on an H100: the sheet's 1,979 TFLOP/s is its dense FP8 peak, not the sparse
+    BF16 one the pitfall warns about; 09 says so."""
+    text = _text(runs, "fp8moe", "09")
+    assert "1,979.0 TFLOP/s 是 H100-SXM 的稠密 FP8 峰值，不是稀疏口径" in text
+
+
+def test_flop_proportional_figures_are_not_called_predictions(runs):
+    """01's recompute table and 09's recompute-off row scale the step by FLOPs
+    (acc["projections"]): they say so, and are not labelled the model's prediction."""
+    assert "按 FLOPs 等比的单步耗时" in _text(runs, "llama70b", "01")
+    assert "投影单步耗时" not in _text(runs, "llama70b", "01")
+    for name in ("team", "deepseek"):
+        row = _rows(runs, name, "09", "recompute 是自愿的")[0][2]
+        assert "预测的一步快" not in row, row
+
+
+def test_the_logits_follow_the_loss(runs):
+    """08 ②: the HF lab's loss keeps the logits in fp32 (cross_entropy null: the framework's):
+    24.9 GB a micro batch, not the BF16 logits' 5.0 GB as "本场景的 logits"."""
+    text = _text(runs, "hf", "08")
+    kept = re.search(
+        r"本场景的损失是 `cross_entropy: fp32`：一个 micro batch 算 loss 时留 \*\*([\d.]+ GB)", text
+    )
+    assert kept and kept.group(1) == "24.9 GB", kept
+    assert "本场景一个 micro batch 的 logits 是" not in text
+
+
+#: Page titles the course wrote for its own run, true only where the run has what they name.
+COURSE_ONLY_HEADINGS = re.compile(
+    r"^# .*(?<!课程的)六个杠杆|^# .*(?<!课程里 )packing 做成之后", re.M
+)
+
+
+def test_no_course_only_heading_on_a_run_it_does_not_describe(runs):
+    """No page of a team's run is titled "六个杠杆" (the course's six; the run's table has its
+    own count) or "packing 做成之后，再换 selective recompute" (a run that packs already, or
+    does not recompute) unless the title says they are the course's."""
+    for (name, stem), nb in runs.items():
+        headings = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        assert not COURSE_ONLY_HEADINGS.findall(headings), (name, stem)
+
+
+def test_no_machine_path_on_a_page(runs):
+    """No run prints a path of this machine (the checkout's, a temporary folder's)."""
+    for (name, stem), nb in runs.items():
+        text = shown(nb)
+        assert str(ROOT) not in text and "/tmp/" not in text, (name, stem)

@@ -73,6 +73,29 @@ def simulated_imbalance(experts: int, top_k: int, ep: int, skew: float) -> tuple
 
 
 # ------------------------------------------------------------------ the scenario, changed
+#: The levers that need a Megatron-LM feature (per-module selective recompute, the interleaved
+#: pipeline schedule, context parallelism): a Hugging Face Trainer run cannot take them (transformers'
+#: gradient checkpointing recomputes whole layers; Trainer with DeepSpeed or FSDP has no
+#: pipeline schedule or CP), so they are not feasible there (`megatron_only`).
+MEGATRON_ONLY = {
+    "selective_recompute": "recompute_modules",
+    "recompute_modules": "recompute_modules",
+    "pipeline_bubble": "pipeline_schedule",
+    "context_parallel": "context_parallel",
+}
+
+
+def megatron_only(base: Base, lever: Lever) -> Lever | None:
+    """The lever `lever` as not feasible where the scenario's framework lacks the Megatron-LM
+    feature it needs (MEGATRON_ONLY), else None (a lever that changes nothing keeps its own
+    reason: no pipeline to interleave is said so)."""
+    name = lever.lever
+    if base.sc.framework == "megatron" or name not in MEGATRON_ONLY or not lever.changes:
+        return None
+    facts = {"framework": base.sc.framework, "key": MEGATRON_ONLY[name]}
+    return nothing(base, name, lever.rests_on, "megatron_only", **facts)
+
+
 def packing(base: Base) -> Lever:
     sc = base.sc
     lengths = "sequence_lengths" if sc.sequence_lengths else "mean_tokens_per_sample"
@@ -152,7 +175,7 @@ def least_selective(base: Base, shape, rests) -> Lever:
 
 def overlap(base: Base, comm: dict[str, Any], busy: dict[str, Any]) -> Lever:
     """The overlap flags the scenario leaves off, turned on (DP's with the backward and forward,
-    TP's with the GEMMs, all of the EP all-to-all behind another micro batch's compute, from
+    TP's with the GEMMs (Transformer Engine's userbuffers: Megatron-LM only), all of the EP all-to-all behind another micro batch's compute, from
     ep_overlap none or partial); the model's overlap rules hide at most the exposed
     communication. A measured communication_share: Amdahl on it (the model does not predict a
     measured share). No lever from an estimate longer than the measured step: it contradicts
@@ -166,7 +189,7 @@ def overlap(base: Base, comm: dict[str, Any], busy: dict[str, Any]) -> Lever:
         flags["overlap_grad_reduce"] = True
     if not sc.overlap_param_gather:
         flags["overlap_param_gather"] = True
-    if sc.tensor_parallel > 1 and not sc.tp_comm_overlap:
+    if sc.tensor_parallel > 1 and not sc.tp_comm_overlap and sc.framework == "megatron":
         flags.update(tp_comm_overlap=True, sequence_parallel=True)
     if sc.expert_parallel > 1 and sc.ep_overlap != "dualpipe":  # none, or partial: all of it
         flags["ep_overlap"] = "dualpipe"
@@ -376,7 +399,12 @@ def chunked_cross_entropy(base: Base) -> Lever:
             "already_chunked",
             cross_entropy=sc.cross_entropy,
         )
+    if mem["logits"] <= 0:  # the most loaded GPU's stage has no lm_head: nothing to chunk
+        return nothing(base, "chunked_cross_entropy", rests, "no_logits_on_stage")
     chunked = run.memory(sc, logits_chunks=sc.ce_chunks)
+    if chunked["total"] >= mem["total"]:  # the peak is in another phase: chunking leaves it
+        facts = {"logits": mem["logits"], "before": MemoryFigure.of(mem)}
+        return nothing(base, "chunked_cross_entropy", rests, "peak_without_logits", **facts)
     facts = {
         "chunks": sc.ce_chunks,
         "logits_after": chunked["logits"],
