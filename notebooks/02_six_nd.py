@@ -176,7 +176,7 @@ origin = ("由场景键 selective_recompute_fraction 直接给定" if sel["fract
 same_r = abs(fraction - float(r_course)) < 1e-12
 
 # %% [markdown]
-# 选择性重算的系数约为 {{ course.claim("nb02_selective_factor") }}，这意味着 r = {{ r_course }}：反向时重做了 {{ r_course|float|pct(0) }} 的权重矩阵乘前向，即 N_re = {{ r_course }}·N（按本场景的 N 是 {{ (r_course|float * sc.activated_params)|sci }} 个参数）。这只是由课程的约数反推出来的假设，课程没有说重做了哪些算子。本场景的 r = {{ fraction|sig }}，{% if sel.fraction_from == "scenario" %}由场景键 `selective_recompute_fraction` 直接给定{% else %}由重算的模块 {% for m in sel.modules %}{{ m|code }}{% if not loop.last %}、{% endif %}{% endfor %} 推出{% endif %}{% if same_r %}，与课程的假设相同。{% else %}，与课程的假设不同。{% endif %}
+# 选择性重算的系数约为 {{ course.claim("nb02_selective_factor") }}，这意味着 r = {{ r_course }}：反向时重做了 {{ r_course|float|pct(0) }} 的权重矩阵乘前向，即 N_re = {{ r_course }}·N。这只是由课程的约数反推出来的假设，课程没有说重做了哪些算子。本场景的 r = {{ fraction|sig }}，{% if sel.fraction_from == "scenario" %}由场景键 `selective_recompute_fraction` 直接给定{% else %}由重算的模块 {% for m in sel.modules %}{{ m|code }}{% if not loop.last %}、{% endif %}{% endfor %} 推出{% endif %}{% if same_r %}，与课程的假设相同。{% else %}，与课程的假设不同。{% endif %}
 
 # %% tags=["remove-input"]
 rows = []

@@ -1036,4 +1036,4 @@ if pair:
     main_part = max(gaps, key=lambda part: abs(gaps[part]))
 
 # %% [markdown] tags=["solution"]
-# {% if pair %}布局{{ names[pair.index(fast)] }}更快：预测一步 **{{ fast.seconds|num(2) }} 秒**，布局{{ names[pair.index(slow)] }}要 **{{ slow.seconds|num(2) }} 秒**，快 **{{ (slow.seconds / fast.seconds)|times }}**。差得最多的是{{ words.STEP_PARTS[main_part] }}（差 {{ gaps[main_part]|abs|num(2) }} 秒）。两者的模型 FLOPs 相同（同一个模型、同一个 batch、同样的 GPU 数），差别来自切分和设置：切得越碎，通信和气泡越多；重算要把前向（全部或其中几个模块）再做一遍；ZeRO 阶段越高，每步要搬的权重和梯度越多，能不能藏在计算后面要看重叠规则。{% endif %}
+# {% if pair %}布局{{ names[pair.index(fast)] }}更快：预测一步 **{{ fast.seconds|num(2) }} 秒**，布局{{ names[pair.index(slow)] }}要 **{{ slow.seconds|num(2) }} 秒**，快 **{{ (slow.seconds / fast.seconds)|times(3) }}**。差得最多的是{{ words.STEP_PARTS[main_part] }}（差 {{ gaps[main_part]|abs|num(2) }} 秒）。两者的模型 FLOPs 相同（同一个模型、同一个 batch、同样的 GPU 数），差别来自切分和设置：切得越碎，通信和气泡越多；重算要把前向（全部或其中几个模块）再做一遍；ZeRO 阶段越高，每步要搬的权重和梯度越多，能不能藏在计算后面要看重叠规则。{% endif %}

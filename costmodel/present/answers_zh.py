@@ -43,14 +43,13 @@ def packing_why(acc: dict[str, Any]) -> str:
     weight GEMMs (`attention_on_padding`), and the part of a measured step the model does not
     explain, which packing is not assumed to shorten."""
     ans, pad = packing(acc), acc["padding"]
-    sc = acc["scenario"]
     ratio = _times(pad["packing_speedup"])
     whose = (
         "课程的前提"
         if acc["assumptions"].get("attention_on_padding", {}).get("source") == "course"
         else "场景的设定"
     )
-    if sc["attention_on_padding"] == "computed":
+    if acc["time"]["detail"]["attention_lengths"] == "padded":  # the kernel runs the pads
         attention = (
             f"注意力 kernel 也在 pad 上整行计算（attention_on_padding，{whose}），packing 让它"
             "按长度的平方缩短，比槽位缩得多"

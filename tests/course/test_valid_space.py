@@ -215,7 +215,7 @@ def valid_scenarios(draw) -> dict:
     data["vocab_size"] = draw(field("vocab_size"))
     draw_shape_keys(draw, data)
     data["micro_batch"] = draw(field("micro_batch", high=data["samples_per_step"]))
-    for key in ("attention_flops", "attention_kernel", "batching"):
+    for key in ("attention_flops", "attention_kernel", "batching", "attention_on_padding"):
         data[key] = draw(st.sampled_from(FIELDS[key].choices))
     # The layout: TP divides every width the GEMM list splits (the validator's own list, of the
     # shape it builds), PP at most the layers, CP 1 or 2 x CP divides seq_len (load-balanced

@@ -13,7 +13,7 @@ from commands import cli
 from costmodel.derive import step_time as forms
 from costmodel.derive import symbols as sym
 from costmodel.evaluate.account.account import account, fill_step_time
-from costmodel.evaluate.simulate import compute_time, run, step_time
+from costmodel.evaluate.simulate import attention_core, compute_time, run, step_time
 from costmodel.evaluate.simulate.gemms import model_gemms
 from costmodel.inputs import efficiency, fitted, gemm_efficiency, hardware, scenario
 
@@ -449,7 +449,7 @@ def test_attention_time_follows_the_kernel_not_the_counting_convention():
     full = scenario.resolve(overrides={**real, "attention_flops": "full"})
     causal = scenario.resolve(overrides={**real, "attention_flops": "causal"})
     eager = scenario.resolve(overrides={**real, "attention_kernel": "eager"})
-    timed = compute_time.core_forward_flops
+    timed = attention_core.core_forward_flops
     padded = scenario.resolve(overrides={"attention_flops": "full"})
     rows = padded.samples_per_step * padded.seq_len**2
     assert timed(padded, counted=False) == pytest.approx(

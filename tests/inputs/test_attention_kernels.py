@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from costmodel.evaluate.simulate import compute_time, step_time
+from costmodel.evaluate.simulate import attention_core, compute_time, step_time
 from costmodel.inputs import attention_kernels as ak
 from costmodel.inputs import efficiency, scenario
 
@@ -140,8 +140,8 @@ def test_a_named_family_is_a_flash_kernel_on_its_own_curve():
     base = scenario.resolve()
     cudnn = scenario.resolve(overrides={"attention_kernel": "cudnn"})
     assert cudnn.numbers()["kappa"] == base.numbers()["kappa"] == 2.5
-    assert compute_time.core_forward_flops(cudnn, counted=False) == (
-        compute_time.core_forward_flops(base, counted=False)
+    assert attention_core.core_forward_flops(cudnn, counted=False) == (
+        attention_core.core_forward_flops(base, counted=False)
     )
     assert run.memory(cudnn)["total"] == run.memory(base)["total"]
     scale = efficiency.EFFICIENCIES["hopper"]["attention_flash_forward"].scale or 1.0

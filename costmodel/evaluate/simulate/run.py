@@ -32,7 +32,7 @@ from costmodel.evaluate.memory.gpu_memory import (  # noqa: F401 (re-exported: t
     split_params,
     stage_activations,
 )
-from costmodel.evaluate.simulate import compute_time, stage
+from costmodel.evaluate.simulate import attention_core, compute_time, stage
 from costmodel.inputs import attention_kernels, hardware, what_if
 from costmodel.inputs.scenario import Scenario, as_scenario, recompute_fractions
 from costmodel.inputs.shape import ModelShape
@@ -175,7 +175,7 @@ def memory(
 
 def _attention_forward(sc: Scenario) -> float:
     """The attention core's forward FLOPs of the step at the real lengths (derive.attention)."""
-    return compute_time.core_forward_flops(sc)
+    return attention_core.core_forward_flops(sc)
 
 
 def _step_work(sc: Scenario, fractions: dict[str, Any], core_forward: float) -> float:

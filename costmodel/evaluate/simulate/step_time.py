@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from costmodel.derive import plain
-from costmodel.evaluate.simulate import compute_time, run
+from costmodel.evaluate.simulate import attention_core, compute_time, run
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
 
@@ -121,7 +121,7 @@ def predict(
             "virtual_pipeline": sc.virtual_pipeline,
             "bubble_over_compute": share,
             # the rows the attention kernel runs: each padded row whole, or the real lengths
-            "attention_lengths": "padded" if compute_time.pads_computed(sc) else "real",
+            "attention_lengths": "padded" if attention_core.pads_computed(sc) else "real",
             "collectives": [
                 {"name": c["name"], "exposed_seconds": c["exposed_seconds"]}
                 for c in comm["collectives"]
