@@ -923,7 +923,7 @@ if searched is not None:
         axis(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.set_title(f"Layouts of {sc.num_gpus:,} x {sc.gpu}: predicted step vs peak memory")
     ax.legend(fontsize=8)
-    d.compact_png(fig)  # a PNG of few colours: the page keeps under its size limit
+    plt.show()  # SVG, as every plot (the page compacts it: costmodel.publish.svg)
 
 # %% tags=["remove-input"]
 if searched is not None:

@@ -191,22 +191,3 @@ def setup_plots() -> None:
             "savefig.bbox": "tight",
         }
     )
-
-
-def compact_png(fig, dpi: int = 80) -> None:
-    """Show a figure as a PNG of at most 64 colours (a scatter of hundreds of points as SVG, the
-    handouts' plot format, would take a page past its size limit), and close it."""
-    import base64
-    import io
-
-    import matplotlib.pyplot as plt
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
-    plt.close(fig)
-    image = Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
-    small = io.BytesIO()
-    image.quantize(colors=64, method=Image.Quantize.MEDIANCUT).save(small, "PNG", optimize=True)
-    data = base64.b64encode(small.getvalue()).decode("ascii")
-    display({"image/png": data, "text/plain": "<Figure>"}, raw=True)

@@ -5,10 +5,11 @@ course's highlighted) and the banner above every page."""
 from __future__ import annotations
 
 import html
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from costmodel.formats import printable, seconds, table_value
-from costmodel.publish.pages import EDITION_NAMES, FONT_STACK, Section
+from costmodel.publish.pages import EDITION_NAMES, FONT_STACK, SCREEN_CSS, Section
 
 if TYPE_CHECKING:
     from costmodel.inputs import scenario
@@ -20,11 +21,22 @@ def _fields() -> list[str]:
     return list(scenario.FIELDS)
 
 
+def shown_value(key: str, value: Any) -> str:
+    """A scenario value as the pages print it: a file (a model's config.json, a lengths file) by
+    its name, not by the absolute path the build made of it (a path of the machine that built
+    the pages, and a team's folders, in every banner and booklet); a preset name as it is."""
+    from costmodel.inputs.fields import FIELDS
+
+    if isinstance(value, str) and key in FIELDS and FIELDS[key].kind in ("path", "file"):
+        value = PurePath(value).name or value
+    return printable(table_value(value))
+
+
 def banner(sc: scenario.Scenario, account: dict[str, Any], inputs: dict[str, Any], edition: str):
     """The line above every page: the scenario, the edition, the MFU and the inputs it was run
-    with (the parameters cells are not shown). Plain text, control characters shown escaped: the
-    template HTML-escapes it."""
-    changed = ", ".join(f"{key}={printable(table_value(value))}" for key, value in inputs.items())
+    with (the parameters cells are not shown; a file by its name, shown_value). Plain text,
+    control characters shown escaped: the template HTML-escapes it."""
+    changed = ", ".join(f"{key}={shown_value(key, value)}" for key, value in inputs.items())
     return (
         f"{printable(sc.name)} · {EDITION_NAMES[edition]} · MFU {100 * account['mfu']:.2f}%"
         + ("（单步耗时为预测值）" if account["time"]["measured_seconds"] is None else "")
@@ -58,15 +70,25 @@ def step_cards(t: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _input_rows(sc: scenario.Scenario) -> str:
-    """The scenario's inputs, one table row a key, those that differ from the course's marked."""
+    """The scenario's inputs, one table row a key (a file by its name, shown_value), those that
+    differ from the course's marked. A step the scenario leaves null is the step-time model's
+    prediction (account.fill_step_time), not an input the team changed: its row says null and
+    the prediction the pages use."""
     changed = set(sc.changed)
-    return "".join(
-        f'<tr class="{"changed" if key in changed else ""}"><td><code>{key}</code></td>'
-        f"<td><code>{html.escape(printable(table_value(sc.values[key])))}</code></td>"
-        f"<td>{'已改动' if key in changed else ''}</td></tr>"
-        for key in _fields()
-        if key != "name"
-    )
+    rows = []
+    for key in _fields():
+        if key == "name":
+            continue
+        value, note = shown_value(key, sc.values[key]), "已改动" if key in changed else ""
+        if key == "step_time" and sc.step_time_from == "predicted":
+            predicted = "" if sc.step_time is None else f" {_step_seconds(sc.step_time)}"
+            value, note = "null", f"未实测：各页用模型预测的单步耗时{predicted}"
+            changed.discard(key)
+        rows.append(
+            f'<tr class="{"changed" if key in changed else ""}"><td><code>{key}</code></td>'
+            f"<td><code>{html.escape(value)}</code></td><td>{html.escape(note)}</td></tr>"
+        )
+    return "".join(rows)
 
 
 def _attention_cards(account: dict[str, Any]) -> list[tuple[str, str]]:
@@ -193,14 +215,14 @@ body {{ font-family: {FONT_STACK}; max-width: 60rem; margin: 2rem auto; padding:
 table {{ border-collapse: collapse; }} td, th {{ border-bottom: 1px solid #d0d7de;
   padding: 2px 10px; text-align: left; }}
 tr.changed td {{ background: #fff8c5; font-weight: 600; }}
-table.plan th, table.plan td {{ white-space: nowrap; }} table.plan td:nth-child(2) {{
-  white-space: normal; }}
+table.plan th, table.plan td {{ white-space: nowrap; }} table.plan td:nth-child(2),
+table.plan td:nth-child(2) code {{ white-space: normal; }}
 .cards {{ display: flex; flex-wrap: wrap; gap: 12px; margin: 1rem 0; }}
 .card {{ border: 1px solid #d0d7de; border-radius: 6px; padding: 8px 14px; min-width: 9rem; }}
 .card .v {{ font-size: 1.6rem; font-weight: 700; }}
 li {{ margin: 0.5rem 0; }} .summary {{ color: #57606a; }} .failed {{ color: #cf222e; }}
 @page {{ size: A4; margin: 15mm; }}
-</style></head>
+{SCREEN_CSS}</style></head>
 <body>
 <main>
 <h1>{title}</h1>

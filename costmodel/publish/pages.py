@@ -13,6 +13,7 @@ from typing import Any
 
 from costmodel.errors import CostModelError
 from costmodel.publish import suite
+from costmodel.publish.svg import svg_data_uri
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 FONT_STACK = (
@@ -50,6 +51,21 @@ ANSWER_OUTPUT_LINES = 2
 ANSWER_HEAD_MM = 10
 ANSWER_MM = (30, 120)
 EDITION_NAMES = {"teacher": "教师版（含解答）", "student": "学生版（不含解答）"}
+#: Every page's rules for a narrow screen (a phone, 390 px wide), on the screen only (print has
+#: its own: a table there fits the print width): a table wider than the page scrolls inside its
+#: own box instead of widening the page; an identifier in a table cell stays on one line (the
+#: table scrolls instead), while a long one in prose may wrap anywhere; on a narrow screen no
+#: cell is squeezed to a character or two (a cell of prose keeps a paragraph's width).
+SCREEN_CSS = """@media screen {
+  table { display: block; width: max-content; max-width: 100%; overflow-x: auto; }
+  td code, th code { white-space: nowrap; }
+  :not(pre) > code { overflow-wrap: anywhere; }
+  td :not(pre) > code, th :not(pre) > code { overflow-wrap: normal; }
+}
+@media screen and (max-width: 40rem) {
+  th, td { min-width: 3.5em; } td.long { min-width: 12em; }
+}
+"""
 
 
 @dataclass
@@ -100,6 +116,7 @@ def _page_exporter():
             self.register_filter(
                 "highlight_code", Highlight2HTML(pygments_lexer="ipython3", parent=self)
             )
+            self.register_filter("svg_data_uri", svg_data_uri)
             self.register_filter(
                 "filter_data_type",
                 WidgetsDataTypeFilter(
@@ -229,6 +246,7 @@ def export_html(nb, target: Path, no_input: bool, banner: str, edition: str = "t
         nb,
         resources={
             "handout_banner": banner,
+            "handout_screen_css": SCREEN_CSS,
             "metadata": {"name": nb.metadata.get("title", "")},
         },
     )
@@ -270,5 +288,5 @@ def conventions_html() -> str | None:
         "padding: 0 1rem; color: #1f2328; }"
         "table { border-collapse: collapse; } th, td { border: 1px solid #d0d7de; "
         "padding: 0.2em 0.5em; } code { background: #f0f2f4; } @page { size: A4; margin: 15mm; }"
-        f"</style></head><body><main>{body}</main></body></html>\n"
+        f"{SCREEN_CSS}</style></head><body><main>{body}</main></body></html>\n"
     )

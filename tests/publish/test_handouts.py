@@ -165,7 +165,7 @@ def test_pages_reference_no_remote_resource_and_fit(built):
         assert not remote, f"{page.name}: {remote}"
         assert not re.search(r"url\(\s*['\"]?(https?:)?//", text), page.name
         assert not re.search(r"@import\s+['\"]?(url\()?\s*['\"]?https?://", text), page.name
-        assert page.stat().st_size <= 500_000, f"{page}: {page.stat().st_size} bytes"
+        assert page.stat().st_size <= 400_000, f"{page}: {page.stat().st_size} bytes"
         assert "<script" not in text, f"{page}: a script (the math is MathML, typeset at build)"
 
 

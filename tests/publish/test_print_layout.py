@@ -213,7 +213,7 @@ def test_handout_kernels_draw_plots_as_svg_with_the_same_bytes(tmp_path):
     assert outputs[0] == outputs[1]
     assert "<text " not in outputs[0] and "font-family" not in outputs[0]  # text as paths
     page = _export(runs[0][0], tmp_path, "plot", "teacher").read_text(encoding="utf-8")
-    assert '<img alt="plot" src="data:image/svg+xml;base64,' in page
+    assert '<img alt="plot" src="data:image/svg+xml,%3Csvg ' in page  # compacted, not base64
 
 
 @pytest.mark.parametrize("documents", [["<p>注意力 <b>x</b></p>", "<style>忽略</style>&amp;"]])
