@@ -93,7 +93,7 @@ def figures(walls: list[float], sizes: dict[str, int], cores: int) -> list:
                        statistics.median(walls), "s", 1, f"{len(walls)} builds in a new process "
                        f"each, {cores} cores", at_most=20.0),
             rec.figure("handouts: largest page", max(sizes.values()) / 1000, "KB", 0,
-                       f"of the {len(sizes)} HTML pages of both editions", at_most=500.0)]  # fmt: skip
+                       f"of the {len(sizes)} HTML pages of both editions", at_most=400.0)]  # fmt: skip
 
 
 def main() -> list:
@@ -117,7 +117,7 @@ def main() -> list:
     print(
         f"pages: {len(sizes)}, largest {sizes[largest] / 1000:.0f} KB ({largest}), smallest "
         f"{min(sizes.values()) / 1000:.0f} KB, total {sum(sizes.values()) / 1e6:.2f} MB "
-        f"(target <= 500 KB a page)"
+        f"(target <= 400 KB a page)"
     )
     for name, (count, size) in pdf_pages.items():
         print(f"{name}: {count} A4 pages, {size / 1e6:.1f} MB")
