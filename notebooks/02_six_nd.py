@@ -285,7 +285,7 @@ x = hidden_grid.extra
 kept = [i for i in range(len(hidden_grid)) if not hidden_grid.refused[i]]
 d.table([(widths[i], d.sci(x["scenario.activated_params"][i]),
           f"{x['time.predicted_seconds'][i]:.2f} s", d.pct(x["mfu_on_predicted_step"][i]),
-          f"{x['memory.total'][i] / 2**30:.1f} GiB（{words.PHASES[x['memory.peak_phase'][i]]}）",
+          f"{d.gb(x['memory.total'][i])}（{words.PHASES[x['memory.peak_phase'][i]]}）",
           "是" if x["memory.fits"][i] == "true" else "否") if i in kept
          else (widths[i], "", "", "", "", hidden_grid.refused[i])
          for i in range(len(hidden_grid))],

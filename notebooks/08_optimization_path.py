@@ -172,15 +172,15 @@ loss_kept = sum(float(t.bytes) for t in act.loss_saved(
     chunks=sc.ce_chunks, framework=sc.framework))
 
 # %% [markdown]
-# **每个 micro batch 的 logits（b = {{ sc.micro_batch }}，BF16）与分块；{{ sc.gpu }} 显存 {{ gpu.memory_bytes|gb(0) }}**
+# **每个 micro batch 的 logits（b = {{ sc.micro_batch }}，BF16）与分块；{{ sc.gpu }} 显存 {{ gpu.cuda_memory_bytes|gb }}（CUDA 报告的总量）**
 #
 # | 分块数 c | 留下的 logits | 腾出 | 留下的 / 显存 |
 # |---|---|---|---|
 # {% for c, kept in chunk_rows %}
-# | {{ c }} | {{ kept|gb }} | {{ (logits - kept)|gb }} | {{ (kept / gpu.memory_bytes)|pct(1) }} |
+# | {{ c }} | {{ kept|gb }} | {{ (logits - kept)|gb }} | {{ (kept / gpu.cuda_memory_bytes)|pct(1) }} |
 # {% endfor %}
 #
-# {% if sc.cross_entropy == "fused" %}本场景一个 micro batch 的 logits 是 **{{ logits|gb }}**（{{ sc.gpu }} 显存的 {{ (logits / gpu.memory_bytes)|pct(1) }}）；分 {{ chunks }} 块（{{ origin("ce_chunks")|safe }}），峰值降到 {{ kept_assumed|gb }}，腾出 **{{ (logits - kept_assumed)|gb }}**。{% elif sc.cross_entropy == "fp32" %}本场景的损失是 `cross_entropy: fp32`：一个 micro batch 算 loss 时留 **{{ loss_kept|gb }}**（BF16 的 logits {{ logits|gb }}，加上 FP32 的副本，共是它的 {{ (loss_kept / logits)|num }} 倍；{{ sc.gpu }} 显存的 {{ (loss_kept / gpu.memory_bytes)|pct(1) }}）；换成分 {{ chunks }} 块的交叉熵（{{ origin("ce_chunks")|safe }}），留 {{ kept_assumed|gb }}，腾出 **{{ (loss_kept - kept_assumed)|gb }}**。{% elif sc.cross_entropy == "chunked" %}本场景已经分块（`cross_entropy: chunked`，{{ sc.ce_chunks }} 块）：整张 BF16 logits 是 {{ logits|gb }}，算 loss 时只留 **{{ loss_kept|gb }}**。{% else %}本场景用 `cross_entropy: fused_linear`：lm_head 与损失按块一起算，整张 logits（BF16 {{ logits|gb }}）从不落进显存。{% endif %}
+# {% if sc.cross_entropy == "fused" %}本场景一个 micro batch 的 logits 是 **{{ logits|gb }}**（{{ sc.gpu }} 显存的 {{ (logits / gpu.cuda_memory_bytes)|pct(1) }}）；分 {{ chunks }} 块（{{ origin("ce_chunks")|safe }}），峰值降到 {{ kept_assumed|gb }}，腾出 **{{ (logits - kept_assumed)|gb }}**。{% elif sc.cross_entropy == "fp32" %}本场景的损失是 `cross_entropy: fp32`：一个 micro batch 算 loss 时留 **{{ loss_kept|gb }}**（BF16 的 logits {{ logits|gb }}，加上 FP32 的副本，共是它的 {{ (loss_kept / logits)|num }} 倍；{{ sc.gpu }} 显存的 {{ (loss_kept / gpu.cuda_memory_bytes)|pct(1) }}）；换成分 {{ chunks }} 块的交叉熵（{{ origin("ce_chunks")|safe }}），留 {{ kept_assumed|gb }}，腾出 **{{ (loss_kept - kept_assumed)|gb }}**。{% elif sc.cross_entropy == "chunked" %}本场景已经分块（`cross_entropy: chunked`，{{ sc.ce_chunks }} 块）：整张 BF16 logits 是 {{ logits|gb }}，算 loss 时只留 **{{ loss_kept|gb }}**。{% else %}本场景用 `cross_entropy: fused_linear`：lm_head 与损失按块一起算，整张 logits（BF16 {{ logits|gb }}）从不落进显存。{% endif %}
 
 # %% [markdown]
 # 课程给出的 logits 峰值（见文末的对照表）与本场景的数不一定相同。差在哪个因子？把课程运行的 micro batch 和序列长度，连同 Qwen3 系列公开 config 里的词表，代进同一个公式：
@@ -895,8 +895,8 @@ from costmodel.evaluate.plan import plan
 from costmodel.evaluate.plan.plan_findings import findings as plan_findings
 from costmodel.present import plan as plan_text
 
-try:  # the top 10 exact; the own layout not ranked
-    searched = plan.search(sc, top=10, count_own=False)
+try:  # the top 10 and the own layout's rank exact: the rank the index page gives it too
+    searched = plan.search(sc, top=10)
 except CostModelError as error:  # no layout of this model fits (or divides) on this cluster
     searched, no_layout = None, str(error)
 if searched is not None:
@@ -979,7 +979,7 @@ if searched is not None:
 # - 重算的 {{ rc_.of }} 个里有 {{ rc_.of - rc_.count }} 个去掉重算也放得下：重算并不总是显存逼出来的。
 # {% endif %}
 # {% if own_row is not none %}
-# - {% if exact %}本场景自己的布局在放得下的布局里排第 {{ "{:,}".format(faster_than_own + 1) }}{% else %}本场景自己的布局在画出的 {{ "{:,}".format(every|length) }} 个布局里排第 {{ "{:,}".format(faster_than_own + 1) }}（没画的布局里可能还有比它快的）{% endif %}{% if faster_than_own == 0 and exact %}，已经是预测最快的。{% elif faster_than_own == 0 %}，在画出的布局里最快。{% else %}；最快的那个预测快 {{ (own_row.seconds / every[0].seconds)|times }}。{% endif %}
+# - {% if searched.own_rank is not none %}本场景自己的布局在放得下的 {{ "{:,}".format(searched.fitting) }} 个布局里排第 {{ "{:,}".format(searched.own_rank) }}（索引页给的也是这个名次）{% if searched.own_rank == 1 %}，已经是预测最快的。{% else %}；最快的那个预测快 {{ (own_row.seconds / searched.rows[0].seconds)|times }}。{% endif %}{% else %}{% if exact %}本场景自己的布局在放得下的布局里排第 {{ "{:,}".format(faster_than_own + 1) }}{% else %}本场景自己的布局在画出的 {{ "{:,}".format(every|length) }} 个布局里排第 {{ "{:,}".format(faster_than_own + 1) }}（没画的布局里可能还有比它快的）{% endif %}{% if faster_than_own == 0 and exact %}，已经是预测最快的。{% elif faster_than_own == 0 %}，在画出的布局里最快。{% else %}；最快的那个预测快 {{ (own_row.seconds / every[0].seconds)|times }}。{% endif %}{% endif %}
 # {% elif searched.own is not none and not own_fits %}
 # - 按显存模型，本场景自己的布局放不下（图上的星号在可用显存线右边），所以不参与排名。
 # {% else %}

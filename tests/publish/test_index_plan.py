@@ -59,3 +59,19 @@ def test_index_says_why_no_layout_fits():
 def test_index_without_a_plan_has_no_plan_section():
     sc = scenario.resolve()
     assert "costmodel plan" not in index_page.index_html(sc, evaluate_account(sc), [])
+
+
+def test_the_index_and_08_give_the_own_layout_one_rank(course_handouts):
+    """Issue 36 (3): a team build gave its own layout two ranks (the index 203 of 1,241, page 08
+    112 of the 400 it drew). Page 08 now ranks it by the same exact search as the index."""
+    from pathlib import Path
+
+    _, folder, _ = course_handouts
+
+    def text(name):
+        page = (Path(folder) / name).read_text(encoding="utf-8")
+        return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+    index = re.search(r"本场景自己的布局（高亮）在 ([\d,]+) 种里排第 ([\d,]+)", text("index.html"))
+    page = re.search(r"放得下的 ([\d,]+) 个布局里排第 ([\d,]+)", text("08_optimization_path.html"))
+    assert index and page and index.groups() == page.groups()
