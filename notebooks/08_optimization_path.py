@@ -200,7 +200,7 @@ differ = [(name, values[sym], factors[sym]) for name, sym in symbols.items() if 
 # 课程说的“约 {{ said("logits_peak") }}”对得上这个数：它是 {{ qwen3_vocab|num }} 词的词表（Qwen3 的 config）算出的。{% if base.vocab_size != qwen3_vocab %}课程自己的模型词表是 {{ base.vocab_size|num }}（课程场景的 `vocab_size`），所以课程的这个数并不是它自己模型的 logits。{% endif %}{% if not differ %}本场景的 $b$、$S$、$V$ 与这组数相同，logits 也是 {{ logits|gb }}。{% else %}本场景与这组数不同的是：{% for name, now, then in differ %}{{ named[name]|safe }}（{{ now|num }} 对 {{ then|num }}，×{{ (now / then)|num(2) }}）{% if not loop.last %}、{% endif %}{% endfor %}{% if differ|length < 3 %}，其余因子相同{% endif %}，所以本场景的 logits 是 {{ logits|gb }}（×{{ (logits / course_logits)|num(2) }}）。{% endif %}
 
 # %% [markdown]
-# 上面按 BF16 计，即场景键 `cross_entropy: fused`：损失只留 BF16 的 logits，梯度就地写回。若交叉熵把 logits 转成 FP32 再算（`cross_entropy: fp32`），峰值更大：Megatron-LM 自带的交叉熵多留一份 FP32 副本，合 BF16 的 3 倍；transformers 的默认损失再多一份 FP32 的 log-softmax，合 5 倍；分块省下的也相应更多。`fused_linear` 把 lm_head 和损失按块一起算，整张 logits 从不落进显存。fused 交叉熵本身也更快，因为少读写了一张大表；这一部分这里没有计入。
+# 上面按 BF16 计，即场景键 `cross_entropy: fused`：损失只留 BF16 的 logits，梯度就地写回。若交叉熵把 logits 转成 FP32 再算（`cross_entropy: fp32`），峰值更大：Megatron-LM 自带的交叉熵多留一份 FP32 副本，合 BF16 的 3 倍；transformers 的默认损失再多一份 FP32 的 log-softmax，合 5 倍；分块省下的也相应更多。`fused_linear` 把 lm_head 和损失按块一起算，整张 logits 从不落进显存。注意名字：场景键的 `fused` 是 Megatron-LM 的融合交叉熵（`--cross-entropy-loss-fusion`，默认的实现），它仍留着整张 BF16 logits，是这里的起点；课程杠杆 ② 说的“fused/chunked 交叉熵”指不让整张表落进显存的做法，对应场景键的 `chunked`，以及 `fused_linear`（Megatron-LM 的 `--cross-entropy-fusion-impl linear`）。fused 交叉熵本身也更快，因为少读写了一张大表；这一部分这里没有计入。
 
 # %%
 rc_sel = proj["selective_recompute"]  # selective with the scenario's modules (else Megatron-LM's default)
