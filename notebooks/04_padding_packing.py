@@ -535,18 +535,36 @@ d.claims(claim_rows, sc)
 # - {% if team is none %}{% if equal %}注意力按 $\sum s_i^2$ 计；本分布的样本全都等长，均值没有低估它（{{ ratio|num(3) }} 倍）。{% else %}注意力按 $\sum s_i^2$ 计，均值低估了它：本分布下是 **{{ ratio|num(3) }}** 倍。{% endif %}{% else %}注意力按 $\sum s_i^2$ 计：团队的长度下它是 $B\bar{s}^2$ 的 **{{ ratio|num(3) }}** 倍{% if team.truncated_samples %}，文件里 {{ team.truncated_samples|num }} 个样本被截断到 {{ seq_len|num }}。{% else %}。{% endif %}{% endif %}
 # - 正确的 packing 要块对角注意力（`cu_seqlens`）、按样本重置的位置编号和边界处的 loss mask；{% if share_leak > 0 %}否则 {{ share_leak|pct(1) }} 的注意力对会跨样本泄漏。{% elif chunked_documents %}{{ this }}装箱后每行只有一个样本，但{{ one_mask }}。{% else %}{{ this }}装箱后碰巧没有同行的样本，但换一批数据就会泄漏。{% endif %}
 
+# %% tags=["remove-input"]
+# the exercises' lengths: this run's, or where every sample fills S (nothing to pack: both
+# exercises would answer 1x and "as many rows as samples") the course's synthetic lengths, which
+# the prompts say
+ex_own = gain
+if ex_own:
+    ex_steps, ex_seq, ex_source_text, ex_lengths_zh = steps, seq_len, source_text, lengths_zh
+    ex_n, ex_ffd, ex_over = n, ffd, over
+else:
+    from costmodel.inputs.scenario import resolve as resolve_course
+    course_sc = resolve_course()
+    ex_n, ex_seq = course_sc.samples_per_step, course_sc.seq_len
+    _, ex_steps = packing.simulated_steps(ex_n, course_sc.mean_tokens_per_sample, ex_seq, None, False)
+    ex_source_text, ex_lengths_zh = "课程场景的合成长度", "课程场景的合成长度"
+    ex_ffd = packing.three_ways(ex_steps, ex_seq)["ffd"]
+    ex_over = f"{len(ex_steps)} 步的平均" if len(ex_steps) > 1 else "一步"
+ex_n_sim = packing.samples_for(ex_n)
+
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：注意力也在 pad 上算时，packing 省得更多还是更少？
 #
-# 假设定长补齐时注意力也在 pad 上整块计算（没有 varlen）。packing 把线性层的槽位从 $B S$ 降到 $B\bar{s}$，比例是 $S/\bar{s}$；把注意力核心从 $B S^2$ 降到 $\sum s_i^2$，比例是 $B S^2 / \sum s_i^2$。先不看解答，判断这两个比例哪个大，以及结论是否对任何长度分布都成立（提示：每个 $s_i \le S$）；再对照解答，用本场景的长度核对。
+# {% if not ex_own %}本场景每个样本都填满 $S$，没有 pad 可省，两道练习都会答成“不变”；这两道题改用课程场景的长度（每步 {{ ex_n|num }} 个样本、平均 {{ course_sc.mean_tokens_per_sample|count }} 个 token、$S$ = {{ ex_seq|num }}，合成分布）。{% endif %}假设定长补齐时注意力也在 pad 上整块计算（没有 varlen）。packing 把线性层的槽位从 $B S$ 降到 $B\bar{s}$，比例是 $S/\bar{s}$；把注意力核心从 $B S^2$ 降到 $\sum s_i^2$，比例是 $B S^2 / \sum s_i^2$。先不看解答，判断这两个比例哪个大，以及结论是否对任何长度分布都成立（提示：每个 $s_i \le S$）；再对照解答，用{% if ex_own %}本场景{% else %}课程场景{% endif %}的长度核对。
 
 # %% tags=["solution"]
-s = np.asarray(lengths, dtype=np.float64)  # the lengths used above (cut at S)
-linear_ratio = len(s) * seq_len / s.sum()  # B S / sum(s_i) = S / s_mean
-attention_ratio = len(s) * seq_len**2 / np.sum(s**2)  # B S^2 / sum(s_i^2)
+s = np.asarray(lengths if ex_own else np.concatenate(ex_steps), dtype=np.float64)  # cut at S
+linear_ratio = len(s) * ex_seq / s.sum()  # B S / sum(s_i) = S / s_mean
+attention_ratio = len(s) * ex_seq**2 / np.sum(s**2)  # B S^2 / sum(s_i^2)
 d.table([["线性层：S / s̄", d.times(linear_ratio)],
          ["注意力核心：B·S² / Σ s_i²", d.times(attention_ratio)]],
-        ["完美 packing 省下的 FLOPs", "比例"], f"练习 1（{lengths_zh}）")
+        ["完美 packing 省下的 FLOPs", "比例"], f"练习 1（{ex_lengths_zh}）")
 
 # %% [markdown] tags=["solution"]
 # 因为每个 $s_i \le S$，有 $s_i^2 \le S\,s_i$，求和得 $\sum s_i^2 \le S \sum s_i = S \cdot B\bar{s}$，于是 $B S^2 / \sum s_i^2 \ge B S^2 / (S B \bar{s}) = S/\bar{s}$：只要注意力也在 pad 上算，它被 packing 省下的比例永远不小于线性层的。两者相等当且仅当每个样本都恰好是 $S$ 长，那时两个比例都是 1，本来就没有 pad。直观地看，补齐把每个样本的注意力都算成最长样本的 $S^2$，而短样本真实的平方比它小得更多。上表是本场景长度下的两个数；数值上也总是第二个不小于第一个。
@@ -554,22 +572,22 @@ d.table([["线性层：S / s̄", d.times(linear_ratio)],
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：一步至少要多少行？
 #
-# 把一步的样本按整个样本（不切开）装进 $S$ 长的行。先不看解答，写出行数的两个下界：一个来自 token 总数，一个来自长于 $S/2$ 的样本（为什么两个这样的样本不能同行？）。对本场景的长度，你猜哪个下界更紧？贪心装箱（first-fit decreasing）比它多用几行？
+# {% if not ex_own %}（同练习 1，用课程场景的长度。）{% endif %}把一步的样本按整个样本（不切开）装进 $S$ 长的行。先不看解答，写出行数的两个下界：一个来自 token 总数，一个来自长于 $S/2$ 的样本（为什么两个这样的样本不能同行？）。对本场景的长度，你猜哪个下界更紧？贪心装箱（first-fit decreasing）比它多用几行？
 
 # %% tags=["solution"]
-by_tokens = np.mean([np.ceil(step.sum() / seq_len) for step in steps])  # rows >= ceil(sum s_i / S)
-by_long = np.mean([np.sum(step > seq_len / 2) for step in steps])  # one row per sample > S/2
-bound = np.mean([max(np.ceil(step.sum() / seq_len), np.sum(step > seq_len / 2)) for step in steps])
+by_tokens = np.mean([np.ceil(step.sum() / ex_seq) for step in ex_steps])  # rows >= ceil(sum s_i / S)
+by_long = np.mean([np.sum(step > ex_seq / 2) for step in ex_steps])  # one row per sample > S/2
+bound = np.mean([max(np.ceil(step.sum() / ex_seq), np.sum(step > ex_seq / 2)) for step in ex_steps])
 tie = bool(np.isclose(by_tokens, by_long))  # the two bounds agree
-extra = ffd["rows"] - bound  # rows greedy packing uses beyond the bound
+extra = ex_ffd["rows"] - bound  # rows greedy packing uses beyond the bound
 d.table([["token 总数：⌈Σ s_i / S⌉", d.num(by_tokens, 1)],
          ["长于 S/2 的样本", d.num(by_long, 1)],
          ["下界：两者中较大的", d.num(bound, 1)],
-         ["贪心首次适应递减", d.num(ffd["rows"], 1)]],
+         ["贪心首次适应递减", d.num(ex_ffd["rows"], 1)]],
         ["每步 S 长的行", "行数"],
-        f"练习 2：{over}，{'每个模拟步' if n_sim < n else '每步'} {d.num(n_sim)} 个样本")
+        f"练习 2：{ex_over}，{'每个模拟步' if ex_n_sim < ex_n else '每步'} {d.num(ex_n_sim)} 个样本")
 
 # %% [markdown] tags=["solution"]
 # 每行最多装 $S$ 个 token，所以行数不少于 $\lceil \sum s_i / S \rceil$。两个长于 $S/2$ 的样本加起来超过 $S$，放不进同一行，所以每个这样的样本各占一行，行数不少于它们的个数。行数至少是两者中较大的那个；任何整样本的装法都不会低于它（最优装法也未必能达到），贪心的行数与它的差，就是贪心最多可能多用的行。
 #
-# 按本场景的长度（{{ source_text }}），{% if tie %}两个下界一样大{% elif by_tokens > by_long %}token 总数给出的下界更紧{% else %}长于 S/2 的样本给出的下界更紧{% endif %}；贪心装箱{% if extra > 1e-9 %}每步比下界多用 {{ extra|num(1) }} 行（{{ (extra / bound)|pct(1) }}）。{% else %}的行数正好等于下界，已经是最优。{% endif %}
+# 按{% if ex_own %}本场景的长度（{{ source_text }}）{% else %}{{ ex_source_text }}{% endif %}，{% if tie %}两个下界一样大{% elif by_tokens > by_long %}token 总数给出的下界更紧{% else %}长于 S/2 的样本给出的下界更紧{% endif %}；贪心装箱{% if extra > 1e-9 %}每步比下界多用 {{ extra|num(1) }} 行（{{ (extra / bound)|pct(1) }}）。{% else %}的行数正好等于下界，已经是最优。{% endif %}
