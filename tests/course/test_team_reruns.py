@@ -330,3 +330,17 @@ def test_no_machine_path_on_a_page(runs):
     for (name, stem), nb in runs.items():
         text = shown(nb)
         assert str(ROOT) not in text and "/tmp/" not in text, (name, stem)
+
+
+def test_04s_exercises_ask_for_something_on_a_run_without_pad_slots(runs):
+    """Issue 36 (6): on a run whose samples all fill S, 04's two exercises were answered
+    "1.00×" and "as many rows as samples". They take the course's lengths there and say so; by
+    the student-answer rule (tests/answer_leaks.py) each has an answer to compute."""
+    from answer_leaks import answers, run_givens
+
+    for name in ("llama405b", "llama70b"):  # samples of seq_len: no pad slots
+        sc = _resolved(name)
+        assert sc.mean_tokens_per_sample == sc.seq_len
+        found = answers(runs[(name, "04")], "04_", run_givens(sc, account(sc)))
+        assert [e.name for e in found if e.answers] == ["04-1", "04-2"], name
+        assert "改用课程场景的长度" in _text(runs, name, "04")
