@@ -14,15 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from costmodel.evaluate.levers.advice import answer
-from costmodel.formats import decimals, gb, short
-
-
-def _times(x: float) -> str:
-    return f"{decimals(x, 2)}×"
+from costmodel.formats import decimals, gb, short, times
 
 
 def _step(ans: dict[str, Any]) -> str:
-    return f"{short(ans['step_before'])} 秒 → {decimals(ans['step_time'], 1)} 秒（{_times(ans['gain'])}）"
+    return f"{short(ans['step_before'])} 秒 → {decimals(ans['step_time'], 1)} 秒（{times(ans['gain'])}）"
 
 
 def packing(acc: dict[str, Any]) -> dict[str, Any] | None:
@@ -43,7 +39,7 @@ def packing_why(acc: dict[str, Any]) -> str:
     weight GEMMs (`attention_on_padding`), and the part of a measured step the model does not
     explain, which packing is not assumed to shorten."""
     ans, pad = packing(acc), acc["padding"]
-    ratio = _times(pad["packing_speedup"])
+    ratio = times(pad["packing_speedup"])
     whose = (
         "课程的前提"
         if acc["assumptions"].get("attention_on_padding", {}).get("source") == "course"

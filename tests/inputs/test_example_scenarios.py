@@ -242,3 +242,15 @@ def test_readme_prose_on_selective_recompute_is_the_memory_model():
     core_only = memory(deepseek, fit=False)
     assert not core_only["fits"]
     assert f"alone recomputed it would need {core_only['total'] / 1e9:.0f} GB" in readme
+
+
+def test_the_packing_prose_is_the_courses_lever():
+    """The page's sentence on the course's first lever quotes the account: packing's gain on the
+    predicted step and the measured step it projects."""
+    acc = account(scenario.resolve())
+    first = acc["advice"][0]
+    assert first["lever"] == "packing"
+    text = " ".join(RUNS_PAGE.read_text(encoding="utf-8").split())
+    assert f"so {first['speedup']:.2f}x of the predicted step" in text
+    assert f"120 s -> {first['step_time']:.1f} s" in text
+

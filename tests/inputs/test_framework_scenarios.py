@@ -71,3 +71,18 @@ def test_each_quoted_line_is_printed_by_the_report(path, lines, capsys):
     assert lines
     for line in lines:
         assert line in printed, line
+
+
+def test_the_torchtitan_prose_is_the_models():
+    """The figures the page's prose quotes for the torchtitan run are the step-time model's:
+    the attention core at FlashAttention-2's curve, and the step with FlashAttention-3."""
+    from costmodel.evaluate.simulate import step_time
+
+    file = REPO / "scenarios" / "llama-3.1-8b-torchtitan-64xH200.yaml"
+    sc = scenario.resolve(file)
+    flash3 = step_time.predict(scenario.resolve(file, overrides={"attention_kernel": "flash"}))
+    text = " ".join(PAGE.read_text(encoding="utf-8").split())
+    attention = step_time.predict(sc)["parts"]["attention"]
+    assert f"the attention core alone takes {attention:.1f} s" in text
+    assert f"the model predicts {flash3['seconds']:.2f} s" in text
+    assert f"within {abs(flash3['seconds'] / sc.step_time - 1):.0%} of the measurement" in text
