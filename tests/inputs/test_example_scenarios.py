@@ -253,4 +253,3 @@ def test_the_packing_prose_is_the_courses_lever():
     text = " ".join(RUNS_PAGE.read_text(encoding="utf-8").split())
     assert f"so {first['speedup']:.2f}x of the predicted step" in text
     assert f"120 s -> {first['step_time']:.1f} s" in text
-
