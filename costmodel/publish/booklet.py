@@ -265,7 +265,21 @@ class Printer:
         from playwright.async_api import async_playwright
 
         env = {**os.environ, "TMPDIR": str(tmp)}
-        self._playwright = await async_playwright().start()
+        # Playwright's driver makes the browser's profile and artifacts folders in its own
+        # TMPDIR, which it takes from this process's environment when it starts: a Ctrl-C that
+        # kills it before it removes them left them in the build's TMPDIR. Started under the
+        # printer's folder, they go with it (`close`). Nothing else of this process reads TMPDIR
+        # meanwhile (tempfile's folder is fixed: `_browser_tmp` asked for it; the workers set
+        # their own), and it is put back as soon as the driver runs.
+        saved = os.environ.get("TMPDIR")
+        os.environ["TMPDIR"] = str(tmp)
+        try:
+            self._playwright = await async_playwright().start()
+        finally:
+            if saved is None:
+                os.environ.pop("TMPDIR", None)
+            else:
+                os.environ["TMPDIR"] = saved
         self._browser = await self._playwright.chromium.launch(
             executable_path=executable, args=CHROMIUM_ARGS, env=env, timeout=self._timeout * 1000
         )

@@ -313,3 +313,25 @@ def test_a_chromium_that_does_not_start_is_one_line_before_any_notebook(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]  # no output folder
     assert left_in_tmp == []
     assert alive == []
+
+
+def test_the_drivers_temporary_folders_go_with_the_printer(tmp_path, monkeypatch):
+    """Playwright's driver makes the browser's profile and artifacts folders under its own
+    TMPDIR: under the build's, a Ctrl-C that killed it early left them there (caught once under
+    load by tests/publish/test_handouts_safety.py). The driver starts under the printer's
+    folder, which the printer removes; this process's TMPDIR is put back at once."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    with booklet.Printer() as printer:
+        printer.ready()
+        driver_dirs = set()
+        for child in psutil.Process().children(recursive=True):
+            try:
+                environ = child.environ()
+            except (psutil.Error, OSError):
+                continue
+            if "PW_LANG_NAME" in environ:  # Playwright's driver (and the browser it starts)
+                driver_dirs.add(environ.get("TMPDIR"))
+        assert driver_dirs == {str(printer._tmp)}
+        assert os.environ["TMPDIR"] == str(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    assert not printer._tmp.exists()
