@@ -23,7 +23,7 @@ expert parallelism divides the routed experts by EP; the caller works that out.
 from __future__ import annotations
 
 from costmodel.derive.plain import STAGES, model_state_bytes  # noqa: F401 (re-exported)
-from costmodel.derive.symbols import K_opt, N_d, Psi, beta_g, bytes_per_element
+from costmodel.derive.symbols import K_opt, N_d, Psi, Psi_l, beta_g, bytes_per_element, f_pre
 
 #: Bytes per GPU of each model state, by ZeRO stage (which states are divided by N_d).
 weights = {stage: bytes_per_element * Psi / (N_d if stage >= 3 else 1) for stage in STAGES}
@@ -34,6 +34,15 @@ model_states_stage_0 = weights[0] + gradients[0] + optimizer[0]
 model_states_stage_1 = weights[1] + gradients[1] + optimizer[1]
 model_states_stage_2 = weights[2] + gradients[2] + optimizer[2]
 model_states_stage_3 = weights[3] + gradients[3] + optimizer[3]
+
+#: ZeRO 3's working set beside the sharded states: a layer's weights are gathered whole before
+#: its forward and again before its backward, and those of the next f_pre layers are gathered
+#: ahead so that the all-gather hides behind the current layer's compute; in the backward the
+#: layer's unsharded gradients (beta_g an element) wait for their reduce-scatter. PyTorch FSDP2
+#: keeps two all-gather outputs alive in the forward and prefetches one layer in the backward
+#: (pytorch/pytorch PR #128884, commit f2805a0: "allows two all-gather output tensors to be
+#: alive at once"): f_pre = 1. The largest layer sets the peak.
+zero3_gathered = (1 + f_pre) * bytes_per_element * Psi_l + beta_g * Psi_l
 
 
 def bytes_per_parameter(zero_stage: int, dp=1, *, grad_bytes=4, weight_bytes=2, optimizer_bytes=12):

@@ -279,6 +279,7 @@ MODEL_STATE_BYTES = {
 
 FORMS = {
     "attention_actual": lambda v: (12 * v["L_full"] * v["sum_sq"] * v["a_sq"] * v["d_attn"]),
+    "zero3_gathered": lambda v: ((v["Psi_l"] * v["beta_g"]) + (v["Psi_l"] * v["bytes_per_element"] * (1 + v["f_pre"]))),
 }
 
 

@@ -184,7 +184,10 @@ def xreplace_tables() -> dict[str, dict]:
             }
             for stage in model_states.STAGES
         },
-        "FORMS": {"attention_actual": attention.attention_actual},
+        "FORMS": {
+            "attention_actual": attention.attention_actual,
+            "zero3_gathered": model_states.zero3_gathered,
+        },
         "LINEAR": {
             "core_forward_per_token": la.core_forward_per_token,
             "conv_forward_per_token": la.conv_forward_per_token,

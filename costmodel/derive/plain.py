@@ -216,6 +216,20 @@ def expert_rows(ep, micro_batch, seq, top_k, experts) -> float:
     return float(_numeric().MONOMIALS["expert_rows"]({k: _number(x) for k, x in v.items()}))
 
 
+def zero3_gathered_bytes(layer_params, prefetch=1, *, grad_bytes=4, weight_bytes=2):
+    """ZeRO 3's gathered working set on one GPU (derive.model_states.zero3_gathered): the
+    weights of the largest layer (`layer_params` on the GPU before sharding) and of the
+    `prefetch` layers gathered ahead, and its unsharded gradients. `layer_params` may be NumPy's
+    array (the plan's layouts): the same floats."""
+    v = {
+        "Psi_l": layer_params * 1.0,
+        "f_pre": float(prefetch),
+        "beta_g": float(grad_bytes),
+        "bytes_per_element": float(weight_bytes),
+    }
+    return _numeric().FORMS["zero3_gathered"](v)
+
+
 def attention_actual(square, attention_dim, full_layers, sum_squared_lengths) -> float:
     """attention_actual (model FLOPs of the core at the real lengths) for numbers, exact for
     integer inputs; `square` a key of SQUARE_FRACTION."""

@@ -109,6 +109,10 @@ d_r = _define("d_r", "1", "rotary (RoPE) part of a query/key head (MLA: qk_rope_
 Psi = _define(r"\Psi", "1", "parameters one GPU holds before ZeRO shards them")
 K_opt = _define("K", "byte", "optimizer-state bytes per parameter (mixed-precision Adam: 12)")
 beta_g = _define(r"\beta_g", "byte", "bytes per gradient element (fp32 main grads 4; ZeRO paper 2)")
+Psi_l = _define(
+    r"\Psi_l", "1", "parameters of the largest layer one GPU holds before ZeRO 3 shards them"
+)
+f_pre = _define("f_pre", "1", "layers ZeRO 3 gathers ahead of the one computing (prefetch)")
 
 # Recompute
 r = sp.Symbol("r", nonnegative=True)  # fraction of the forward pass that is recomputed

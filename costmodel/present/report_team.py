@@ -30,6 +30,14 @@ def _memory_rows(mem: dict[str, Any]) -> list[tuple[str, str, str]]:
     settings the figures rest on and, for a run that does not fit, the changes that make it."""
     s, room = mem["settings"], mem["capacity_detail"]
     rows = [(key, gb(mem[key]), "") for key in MODEL_STATES]
+    if "gathered" in mem:  # ZeRO 3's gathered layer (evaluate.memory.gpu_memory.model_states)
+        rows.append(
+            (
+                "gathered",
+                gb(mem["gathered"]),
+                "ZeRO 3: two layers' weights gathered, one's gradients",
+            )
+        )
     for name, phase in mem["phases"].items():
         parts = ", ".join(
             f"{part.replace('_', ' ')} {gb(value)}"

@@ -56,6 +56,7 @@ MEMORY_PARTS = {
     "weights": "权重",
     "gradients": "梯度",
     "optimizer": "优化器状态",
+    "gathered": "ZeRO 3 聚合出的层",
     "activations": "激活",
     "logits": "logits",
     "model_states": "模型状态",

@@ -75,8 +75,9 @@ def test_each_quoted_line_is_printed_by_the_report(path, lines, capsys):
 
 def test_the_torchtitan_prose_is_the_models():
     """The figures the page's prose quotes for the torchtitan run are the step-time model's:
-    the attention core at FlashAttention-2's curve, and the step with FlashAttention-3."""
-    from costmodel.evaluate.simulate import step_time
+    the attention core at FlashAttention-2's curve, the step with FlashAttention-3, and the
+    memory model's peak set beside torchtitan's measured memory."""
+    from costmodel.evaluate.simulate import run, step_time
 
     file = REPO / "scenarios" / "llama-3.1-8b-torchtitan-64xH200.yaml"
     sc = scenario.resolve(file)
@@ -86,3 +87,4 @@ def test_the_torchtitan_prose_is_the_models():
     assert f"the attention core alone takes {attention:.1f} s" in text
     assert f"the model predicts {flash3['seconds']:.2f} s" in text
     assert f"within {abs(flash3['seconds'] / sc.step_time - 1):.0%} of the measurement" in text
+    assert f"against the {run.memory(sc)['total'] / 1e9:.1f} GB lower bound" in text

@@ -15,7 +15,7 @@ from typing import Any
 
 from costmodel.derive import activations as act
 from costmodel.derive.memory import peak, phases
-from costmodel.derive.plain import model_state_bytes, optimizer_state_bytes
+from costmodel.derive.plain import model_state_bytes, optimizer_state_bytes, zero3_gathered_bytes
 from costmodel.evaluate.memory.pipeline import (
     SCHEDULE_CONVENTION,
     pipeline_stages,
@@ -39,6 +39,14 @@ MEMORY_CONVENTION = (
     "runs. Capacity: the card's CUDA total minus memory_reserve. Not counted: the transient "
     "buffers inside one operation (a GEMM's workspace, a kernel's scratch), CPU offload, "
     "FP8 weight copies, the communication buffers beyond memory_reserve"
+)
+#: Layers ZeRO 3 gathers ahead of the one computing (derive.model_states.zero3_gathered: PyTorch
+#: FSDP2's default, two all-gather outputs alive at once; pytorch/pytorch PR #128884).
+ZERO3_PREFETCH_LAYERS = 1
+#: What the memory model adds under ZeRO 3 (memory.convention, appended where zero_stage is 3).
+ZERO3_CONVENTION = (
+    "; ZeRO 3: the gathered weights of the largest layer and of the next one (prefetched) and "
+    "the layer's unsharded gradients, beside the sharded states"
 )
 #: The keys memory.settings names (each a scenario key; what a figure of the memory rests on).
 MEMORY_SETTINGS = (
@@ -267,18 +275,33 @@ def stage_params(
     return gradients, experts, first, last
 
 
+def gathered_layer(params: dict, shape: ModelShape, mtp: int, tp, ep, etp=None):
+    """The parameters of the largest layer on one GPU before ZeRO 3 shards them: the layers'
+    mean dense share over TP and, in an MoE layer, its routed experts over ETP x EP (what ZeRO
+    3 gathers for the layer's forward and backward). `params`: `split_params`; the sizes one
+    layout's, or arrays over the plan's layouts."""
+    layers = shape.num_layers + mtp
+    moe_layers = sum(shape.moe_layer_flags) + (mtp if shape.is_moe else 0)
+    experts = params["experts"] / max(moe_layers, 1) / ((tp if etp is None else etp) * ep)
+    return params["layers"] / max(layers, 1) / tp + experts
+
+
 def model_states(
-    dense, experts, zero: int, ranks, expert_ranks, grad_bytes, optimizer_bytes=12
+    dense, experts, zero: int, ranks, expert_ranks, grad_bytes, optimizer_bytes=12, layer=None
 ) -> dict:
     """Weights, gradients and optimizer states of one GPU (derive.model_states) at a ZeRO
     stage: the dense share sharded over `ranks` (DP x CP), the experts' over `expert_ranks`
     (their data-parallel group EDP, TP x CP x DP / (ETP x EP): inputs.layout.expert_split);
     `optimizer_bytes` Adam's per parameter (derive.plain.optimizer_state_bytes: 12 in fp32).
-    The parameters may be arrays over the plan's layouts (the ranks one number)."""
+    The parameters may be arrays over the plan's layouts (the ranks one number). Under ZeRO 3,
+    `gathered`: the working set of the gathered layer (`layer`: `gathered_layer`)."""
     kept = {"grad_bytes": grad_bytes, "optimizer_bytes": optimizer_bytes}
     states = model_state_bytes(dense, zero, ranks, **kept)
     expert_states = model_state_bytes(experts, zero, expert_ranks, **kept)
-    return {key: states[key] + expert_states[key] for key in states}
+    out = {key: states[key] + expert_states[key] for key in states}
+    if zero == 3 and layer is not None:
+        out["gathered"] = zero3_gathered_bytes(layer, ZERO3_PREFETCH_LAYERS, grad_bytes=grad_bytes)
+    return out
 
 
 def stage_phases(states, activations, in_flight, has_head) -> dict[str, dict]:
@@ -331,6 +354,9 @@ def most_loaded(
         stages,
         lambda on_gpu, experts: scenario_model_states(sc, on_gpu - experts, experts)["weights"],
     )
+    layer = gathered_layer(
+        params, shape, sc.num_mtp_layers, tp, sc.expert_parallel, sc.expert_tensor_parallel
+    )
     even = None
     best = None
     for name, (on_gpu, experts, room, flight, has_head) in stages.items():
@@ -338,7 +364,7 @@ def most_loaded(
             even = even or stage_activations(kinds, sc)
         saved, working = even if room is None else stage_activations(kinds, sc, room)
         activations = (saved, working, sum(outside.values()), logits, gradients)
-        states = scenario_model_states(sc, on_gpu - experts, experts)
+        states = scenario_model_states(sc, on_gpu - experts, experts, layer)
         if name in copies:  # DualPipe: the weights of the stage it mirrors besides
             states["weights"] += copies[name]
         phase = stage_phases(sum(states.values()), activations, flight, has_head)
@@ -367,6 +393,7 @@ def most_loaded(
         "micro_batch": b,
         "settings": {key: sc.values[key] for key in MEMORY_SETTINGS},
         "convention": offload_convention(sc)
+        + (ZERO3_CONVENTION if sc.zero_stage == 3 else "")
         + (SCHEDULE_CONVENTION.get(sc.pipeline_schedule, "") if pp > 1 else ""),
         "framework_rules": act.FRAMEWORKS[sc.framework].text,
         "fit": None,
@@ -385,8 +412,10 @@ def offload_convention(sc: Scenario) -> str:
     )
 
 
-def scenario_model_states(sc: Scenario, dense: float, experts: float) -> dict[str, float]:
-    """`model_states` of the scenario's ZeRO stage and sizes."""
+def scenario_model_states(
+    sc: Scenario, dense: float, experts: float, layer: float | None = None
+) -> dict[str, float]:
+    """`model_states` of the scenario's ZeRO stage and sizes (`layer`: `gathered_layer`)."""
     ranks = sc.data_parallel * sc.context_parallel
     expert_ranks = max(
         expert_split(
@@ -400,5 +429,5 @@ def scenario_model_states(sc: Scenario, dense: float, experts: float) -> dict[st
     )
     optimizer = optimizer_state_bytes(sc.optimizer_dtype, sc.main_params_dtype)
     return model_states(
-        dense, experts, sc.zero_stage, ranks, expert_ranks, sc.grad_bytes, optimizer
+        dense, experts, sc.zero_stage, ranks, expert_ranks, sc.grad_bytes, optimizer, layer
     )

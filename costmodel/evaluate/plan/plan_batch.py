@@ -133,6 +133,9 @@ class Batch:
         if got is None:
             a, base = self.a, self.ev.base
             _, experts, first, last = self._params
+            layer = gpu_memory.gathered_layer(
+                self.ev.params, self.ev.shape, base.num_mtp_layers, a.tp, a.ep
+            )
             ranks = a.dp * a.cp
             pairs = np.stack([ranks, np.maximum(ranks // a.ep, 1)])
             distinct, where = np.unique(pairs, axis=1, return_inverse=True)
@@ -149,6 +152,7 @@ class Batch:
                         expert_ranks,
                         base.grad_bytes,
                         plain.optimizer_state_bytes(base.optimizer_dtype, base.main_params_dtype),
+                        layer[rows],
                     )
                     got[k][rows] = sum(states.values())
                     got[k + 2][rows] = states["weights"]
