@@ -95,6 +95,17 @@ L_moe count the multi-token-prediction layers when they are trained (each a full
   ranks of a stage only with sequence parallelism. The 1F1B bubble is (p_p - 1) / n_mb of the
   ideal time, (p_p - 1) / (n_mb + p_p - 1) of the step.
 
+Latency (NCCL's cost model: NVIDIA/nccl src/graph/tuning.cc, ncclTopoTuneModel, the Simple
+protocol of large messages). A call takes its latency plus its bytes over the links. The
+latency is a base alpha_0 and one term per step of the algorithm: a ring over n_r ranks on
+n_r / g_n nodes takes n_r - 1 steps (an all-reduce 2 (n_r - 1)), of which n_r / g_n - 1 (2 (n_r /
+g_n - 1)) cross nodes at lambda_n and the rest stay inside a node at lambda_i; NCCL's tree
+all-reduce climbs g_n - 1 ranks in a node and floor(log2(n_r / g_n)) levels between nodes, up
+and back down, and NCCL runs whichever is faster, so the all-reduce takes the smaller. A
+point-to-point transfer is one step; an all-to-all sends to every peer at once, counted as one
+step too (a lower bound). So a ring's latency grows with its ranks: a ZeRO 3 all-gather over
+thousands of ranks waits milliseconds per call, whatever its size.
+
 Overlap. A collective hides behind compute it can run beside: the phases' hardware FLOPs at
 the GPU's peak (forward: 2ND and the attention core's forward; backward: 4ND, the core's
 backward by kernel, and what recompute redoes; the attention core alone), per GPU. That is a
@@ -124,6 +135,7 @@ from costmodel.derive.symbols import (
     W,
     W_inter,
     W_intra,
+    alpha_0,
     b_micro,
     beta_dispatch,
     beta_g,
@@ -137,6 +149,11 @@ from costmodel.derive.symbols import (
     g_node,
     h,
     k_top,
+    lam_i,
+    lam_n,
+    lam_ti,
+    lam_tn,
+    log_nodes,
     n_gpu,
     n_heads,
     n_kv,
@@ -144,6 +161,7 @@ from costmodel.derive.symbols import (
     n_r,
     p_p,
     t_p,
+    x_node,
 )
 
 # ------------------------------------------------------------------ one collective
@@ -163,6 +181,32 @@ COLLECTIVES: dict[str, sp.Expr] = {
 }
 #: The collectives NCCL runs as rings (their traffic crosses nodes on one hop in g_n).
 RINGS = ("all-reduce", "reduce-scatter", "all-gather")
+
+#: Nodes a group of n_r ranks spans with g_n of them on each (1: inside a node).
+group_nodes = n_r / g_node
+#: Steps of a ring collective, and those of its steps that cross nodes.
+RING_STEPS = {
+    "all-reduce": (2 * (n_r - 1), 2 * (group_nodes - 1)),
+    "reduce-scatter": (n_r - 1, group_nodes - 1),
+    "all-gather": (n_r - 1, group_nodes - 1),
+}
+#: A ring's latency: the base, its steps inside nodes and between them.
+ring_latency = {
+    kind: alpha_0 + (steps - inter) * lam_i + inter * lam_n
+    for kind, (steps, inter) in RING_STEPS.items()
+}
+#: A tree all-reduce's latency: up and down g_n - 1 ranks in a node and log2 of the nodes.
+tree_latency = alpha_0 + 2 * ((g_node - 1) * lam_ti + log_nodes * lam_tn)
+#: One step: a send to the next rank (inside a node, or across: x_n), or to every peer at once.
+one_step_latency = alpha_0 + lam_i + x_node * (lam_n - lam_i)
+#: The latency of one call of each kind (module docstring, "Latency").
+LATENCY: dict[str, sp.Expr] = {
+    "all-reduce": sp.Min(ring_latency["all-reduce"], tree_latency),
+    "reduce-scatter": ring_latency["reduce-scatter"],
+    "all-gather": ring_latency["all-gather"],
+    "all-to-all": one_step_latency,
+    "point-to-point": one_step_latency,
+}
 
 #: Time of an all-reduce on one link: bytes sent per GPU / one-direction bandwidth.
 all_reduce_time = all_reduce / W

@@ -73,26 +73,31 @@ COLLECTIVES = {
         "sent": lambda v: (v["buffer_bytes"] * _inv(v["n_r"]) * ((-2) + (2 * v["n_r"]))),
         "intra": lambda v: (v["buffer_bytes"] * _inv(v["g_node"]) * _inv(v["n_r"]) * ((-1) + v["g_node"]) * ((-2) + (2 * v["n_r"]))),
         "inter": lambda v: (v["buffer_bytes"] * _inv(v["g_node"]) * _inv(v["n_r"]) * ((-2) + (2 * v["n_r"]))),
+        "latency": lambda v: min((v["alpha_0"] + (2 * v["log_nodes"] * v["lam_tn"]) + (2 * v["lam_ti"] * ((-1) + v["g_node"]))), (v["alpha_0"] + (v["lam_i"] * ((2 * v["n_r"]) + ((-2) * v["n_r"] * _inv(v["g_node"])))) + (v["lam_n"] * ((-2) + (2 * v["n_r"] * _inv(v["g_node"])))))),
     },
     "reduce-scatter": {
         "sent": lambda v: (v["buffer_bytes"] * _inv(v["n_r"]) * ((-1) + v["n_r"])),
         "intra": lambda v: (v["buffer_bytes"] * _inv(v["g_node"]) * _inv(v["n_r"]) * ((-1) + v["g_node"]) * ((-1) + v["n_r"])),
         "inter": lambda v: (v["buffer_bytes"] * _inv(v["g_node"]) * _inv(v["n_r"]) * ((-1) + v["n_r"])),
+        "latency": lambda v: (v["alpha_0"] + (v["lam_i"] * (v["n_r"] + ((-1) * v["n_r"] * _inv(v["g_node"])))) + (v["lam_n"] * ((-1) + (v["n_r"] * _inv(v["g_node"]))))),
     },
     "all-gather": {
         "sent": lambda v: (v["buffer_bytes"] * _inv(v["n_r"]) * ((-1) + v["n_r"])),
         "intra": lambda v: (v["buffer_bytes"] * _inv(v["g_node"]) * _inv(v["n_r"]) * ((-1) + v["g_node"]) * ((-1) + v["n_r"])),
         "inter": lambda v: (v["buffer_bytes"] * _inv(v["g_node"]) * _inv(v["n_r"]) * ((-1) + v["n_r"])),
+        "latency": lambda v: (v["alpha_0"] + (v["lam_i"] * (v["n_r"] + ((-1) * v["n_r"] * _inv(v["g_node"])))) + (v["lam_n"] * ((-1) + (v["n_r"] * _inv(v["g_node"]))))),
     },
     "all-to-all": {
         "sent": lambda v: (v["buffer_bytes"] * _inv(v["n_r"]) * ((-1) + v["n_r"])),
         "intra": lambda v: (v["buffer_bytes"] * _inv(v["n_r"]) * ((-1) + v["g_node"])),
         "inter": lambda v: (v["buffer_bytes"] * _inv(v["n_r"]) * (v["n_r"] + ((-1) * v["g_node"]))),
+        "latency": lambda v: (v["alpha_0"] + v["lam_i"] + (v["x_node"] * (v["lam_n"] + ((-1) * v["lam_i"])))),
     },
     "point-to-point": {
         "sent": lambda v: v["buffer_bytes"],
         "intra": lambda v: 0,
         "inter": lambda v: v["buffer_bytes"],
+        "latency": lambda v: (v["alpha_0"] + v["lam_i"] + (v["x_node"] * (v["lam_n"] + ((-1) * v["lam_i"])))),
     },
 }
 
@@ -101,6 +106,10 @@ DP = {
     "dense": {
         "grads": lambda v: (v["beta_g"] * _inv(v["p_p"]) * _inv(v["t_p"]) * (v["N_total"] + ((-1) * v["N_exp"]))),
         "weights": lambda v: (v["bytes_per_element"] * _inv(v["p_p"]) * _inv(v["t_p"]) * (v["N_total"] + ((-1) * v["N_exp"]))),
+        "layer_grads": lambda v: (v["beta_g"] * _inv(v["p_p"]) * _inv(v["t_p"]) * _inv(_ceil((v["L"] * _inv(v["p_p"])))) * (v["N_total"] + ((-1) * v["N_exp"]))),
+        "layer_weights": lambda v: (v["bytes_per_element"] * _inv(v["p_p"]) * _inv(v["t_p"]) * _inv(_ceil((v["L"] * _inv(v["p_p"])))) * (v["N_total"] + ((-1) * v["N_exp"]))),
+        "zero3_reduce_calls": lambda v: (v["n_mb"] * _ceil((v["L"] * _inv(v["p_p"])))),
+        "zero3_gather_calls": lambda v: (2 * v["n_mb"] * _ceil((v["L"] * _inv(v["p_p"])))),
         "zero0": lambda v: (2 * v["beta_g"] * _inv(v["c_p"]) * _inv(v["p_p"]) * _inv(v["t_p"]) * _inv(v["d_p"]) * ((-1) + (v["c_p"] * v["d_p"])) * (v["N_total"] + ((-1) * v["N_exp"]))),
         "reduce_scatter": lambda v: (v["beta_g"] * _inv(v["c_p"]) * _inv(v["p_p"]) * _inv(v["t_p"]) * _inv(v["d_p"]) * ((-1) + (v["c_p"] * v["d_p"])) * (v["N_total"] + ((-1) * v["N_exp"]))),
         "reduce_scatter_each": lambda v: (v["beta_g"] * v["n_mb"] * _inv(v["c_p"]) * _inv(v["p_p"]) * _inv(v["t_p"]) * _inv(v["d_p"]) * ((-1) + (v["c_p"] * v["d_p"])) * (v["N_total"] + ((-1) * v["N_exp"]))),
@@ -110,6 +119,10 @@ DP = {
     "experts": {
         "grads": lambda v: (v["N_exp"] * v["beta_g"] * _inv(v["ep"]) * _inv(v["p_p"]) * _inv(v["t_p"])),
         "weights": lambda v: (v["N_exp"] * v["bytes_per_element"] * _inv(v["ep"]) * _inv(v["p_p"]) * _inv(v["t_p"])),
+        "layer_grads": lambda v: (v["N_exp"] * v["beta_g"] * _inv(v["ep"]) * _inv(v["p_p"]) * _inv(v["t_p"]) * _inv(max(1, min(v["L_moe"], _ceil((v["L"] * _inv(v["p_p"]))))))),
+        "layer_weights": lambda v: (v["N_exp"] * v["bytes_per_element"] * _inv(v["ep"]) * _inv(v["p_p"]) * _inv(v["t_p"]) * _inv(max(1, min(v["L_moe"], _ceil((v["L"] * _inv(v["p_p"]))))))),
+        "zero3_reduce_calls": lambda v: (v["n_mb"] * max(1, min(v["L_moe"], _ceil((v["L"] * _inv(v["p_p"])))))),
+        "zero3_gather_calls": lambda v: (2 * v["n_mb"] * max(1, min(v["L_moe"], _ceil((v["L"] * _inv(v["p_p"])))))),
         "zero0": lambda v: (2 * v["N_exp"] * v["beta_g"] * _inv(v["c_p"]) * _inv(v["p_p"]) * _inv(v["t_p"]) * _inv(v["d_p"]) * ((-1) + (v["c_p"] * v["d_p"] * _inv(v["ep"])))),
         "reduce_scatter": lambda v: (v["N_exp"] * v["beta_g"] * _inv(v["c_p"]) * _inv(v["p_p"]) * _inv(v["t_p"]) * _inv(v["d_p"]) * ((-1) + (v["c_p"] * v["d_p"] * _inv(v["ep"])))),
         "reduce_scatter_each": lambda v: (v["N_exp"] * v["beta_g"] * v["n_mb"] * _inv(v["c_p"]) * _inv(v["p_p"]) * _inv(v["t_p"]) * _inv(v["d_p"]) * ((-1) + (v["c_p"] * v["d_p"] * _inv(v["ep"])))),

@@ -80,6 +80,33 @@ ACCOUNT_EXPRESSIONS: dict[str, sp.Expr] = {
 }
 
 
+def _dp_forms() -> dict[str, dict]:
+    """communication_tables' DP table: by the weights (dense, experts), the buffers, ZeRO 3's
+    calls (one a layer holding the weights, a micro batch) and each stage's bytes."""
+    s = symbols
+    dp = {}
+    for label, held, group_size, layers in (
+        ("dense", comm.dense_params_per_rank, comm.dense_dp_group, comm.stage_layers),
+        ("experts", comm.expert_params_per_rank, comm.expert_dp_group, comm.stage_moe_layers),
+    ):
+        on = {s.N_rank: held, s.n_r: group_size}
+        layers = sp.Max(layers, 1)  # ZeRO 3's calls: one a layer that holds these weights
+        dp[label] = {
+            "grads": held * s.beta_g,
+            "weights": held * s.bytes_per_element,
+            "layer_grads": held * s.beta_g / layers,
+            "layer_weights": held * s.bytes_per_element / layers,
+            "zero3_reduce_calls": s.n_mb * layers,
+            "zero3_gather_calls": 2 * s.n_mb * layers,
+            "zero0": comm.dp_zero0.subs(on),
+            "reduce_scatter": 1 * comm.dp_grad_reduce_scatter.subs(on),
+            "reduce_scatter_each": s.n_mb * comm.dp_grad_reduce_scatter.subs(on),
+            "all_gather": 1 * comm.dp_param_all_gather.subs(on),
+            "all_gathers_zero3": 2 * s.n_mb * comm.dp_param_all_gather.subs(on),
+        }
+    return dp
+
+
 def communication_tables() -> dict[str, dict]:
     """The forms evaluate.communication.comm_rows evaluates, built as it built them (the DP, TP, CP, EP and PP
     rows of derive.communication, each collective's bytes and split), as tables: COMM by name;
@@ -90,22 +117,13 @@ def communication_tables() -> dict[str, dict]:
     collectives = {}
     for kind, sent in comm.COLLECTIVES.items():
         intra, inter = comm.across_nodes(kind)
-        collectives[kind] = {"sent": sent, "intra": intra, "inter": inter}
-    dp = {}
-    for label, held, group_size in (
-        ("dense", comm.dense_params_per_rank, comm.dense_dp_group),
-        ("experts", comm.expert_params_per_rank, comm.expert_dp_group),
-    ):
-        on = {s.N_rank: held, s.n_r: group_size}
-        dp[label] = {
-            "grads": held * s.beta_g,
-            "weights": held * s.bytes_per_element,
-            "zero0": comm.dp_zero0.subs(on),
-            "reduce_scatter": 1 * comm.dp_grad_reduce_scatter.subs(on),
-            "reduce_scatter_each": s.n_mb * comm.dp_grad_reduce_scatter.subs(on),
-            "all_gather": 1 * comm.dp_param_all_gather.subs(on),
-            "all_gathers_zero3": 2 * s.n_mb * comm.dp_param_all_gather.subs(on),
+        collectives[kind] = {
+            "sent": sent,
+            "intra": intra,
+            "inter": inter,
+            "latency": comm.LATENCY[kind],
         }
+    dp = _dp_forms()
     tp = {}
     for sequence_parallel in (False, True):
         for recompute_ in (0, 1):

@@ -191,6 +191,16 @@ beta_dispatch = _define(
     "per 128)",
 )
 L_moe = _define("L_moe", "1", "MoE layers")
+# The latency of one call (NCCL's cost model: derive.communication, LATENCY).
+alpha_0 = _define(r"\alpha_0", "s", "a collective call's base latency")
+lam_i = _define(r"\lambda_i", "s", "latency of one ring step inside a node")
+lam_n = _define(r"\lambda_n", "s", "latency of one ring step between nodes")
+lam_ti = _define(r"\lambda_{ti}", "s", "latency of one tree level inside a node")
+lam_tn = _define(r"\lambda_{tn}", "s", "latency of one tree level between nodes")
+log_nodes = sp.Symbol("log_N", nonnegative=True, integer=True)
+MEANING[log_nodes] = Meaning("1", "floor(log2) of the nodes a group spans (0 inside a node)")
+x_node = sp.Symbol("x_n", nonnegative=True, integer=True)
+MEANING[x_node] = Meaning("1", "1 where a group spans nodes, else 0")
 
 # Step time (derive.step_time): efficiencies, pipeline schedules, a micro batch's phases.
 eta = _define(r"\eta", "1", "a kernel's achieved FLOP/s over the peak P (its efficiency)")

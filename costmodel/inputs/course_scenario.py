@@ -67,6 +67,7 @@ def values() -> dict:
         'cpu_offload_layers': 0,
         'memory_reserve': 2147483648,
         'cp_comm_type': 'p2p',
+        'collective_latency': 'nccl',
         'moe_router_max_nodes': None,
         'moe_router_max_devices': None,
         'fp8_dispatch': False,

@@ -303,6 +303,13 @@ FIELDS: dict[str, Field] = {
         "all_gather (K/V gathered) | a2a (Ulysses all-to-all of Q, K, V, O)",
         choices=tuple(numeric.CP_COLLECTIVES),  # derive.communication's, generated
     ),
+    "collective_latency": Field(
+        "choice",
+        "each collective call's latency: nccl (NCCL's cost model: a base and one term per "
+        "ring step, so a ring over thousands of ranks waits milliseconds a call) | none (the "
+        "links' bandwidth alone: large messages)",
+        choices=("nccl", "none"),
+    ),
     "moe_router_max_nodes": Field(
         "count",
         "node-limited routing: a token's experts on at most this many nodes (DeepSeek-V3: 4; "

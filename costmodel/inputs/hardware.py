@@ -336,3 +336,18 @@ def fp8_gemm_ratio(gpu: str, fp8: str) -> float | None:
     if fp8 != "hybrid" or not card.fp8_flops:
         return None
     return card.fp8_flops / card.bf16_flops
+
+
+#: NCCL's latency constants for large messages (the Simple protocol), in seconds, by the names
+#: of derive.communication's latency symbols: NVIDIA/nccl src/graph/tuning.cc at commit
+#: 5067397 (2026-06-11), ncclTunerConstantsDefaults: baseLatencies, Ring and Tree Simple 8.4 us;
+#: hwLatencies, Ring Simple NVLink 3.4 us and NET 14.0 us, Tree Simple NVLink 4.0 us and NET 14
+#: us (a multi-node ring's step inside a node is max(3.4, 3 x netOverhead) with netOverhead 1 us
+#: on Intel hosts: 3.4). The same on every GPU listed: they are NCCL's, not the card's.
+NCCL_LATENCY = {
+    "alpha_0": 8.4e-6,
+    "lam_i": 3.4e-6,
+    "lam_n": 14.0e-6,
+    "lam_ti": 4.0e-6,
+    "lam_tn": 14.0e-6,
+}

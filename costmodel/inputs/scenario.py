@@ -249,6 +249,7 @@ class Scenario:
     cpu_offload_layers: int
     memory_reserve: int
     cp_comm_type: str
+    collective_latency: str
     moe_router_max_nodes: int | None
     moe_router_max_devices: int | None
     fp8_dispatch: bool

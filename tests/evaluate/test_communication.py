@@ -165,6 +165,9 @@ BASE = dict(
     step_time=1.0,
     zero_stage=0,
     grad_bytes=2,
+    # the links' bandwidth alone: the figures below are worked out by hand without NCCL's
+    # latency per call (its own tests: test_collective_latency.py)
+    collective_latency="none",
 )
 
 
@@ -586,13 +589,17 @@ def test_course_case():
     for ep in (only(r, "dispatch"), only(r, "combine")):
         assert ep.placement == "intra-node" and ep.calls_per_step == 160
         assert ep.bytes_per_gpu == pytest.approx(160 * 7 / 8 * 49152 * 8 * 2048 * 2)
-        assert ep.seconds == pytest.approx(ep.bytes_per_gpu / 450e9)
+        # and NCCL's latency per call: base 8.4 us and one step inside the node, 3.4 us
+        assert ep.latency_seconds == pytest.approx(160 * (8.4e-6 + 3.4e-6))
+        assert ep.seconds == pytest.approx(ep.bytes_per_gpu / 450e9 + ep.latency_seconds)
     # the experts: 1/8 on each rank, synced over 40 / 8 = 5 ranks, one per node
     rs = only(r, "reduce-scatter (experts)")
     assert (rs.group_size, rs.ranks_per_node, rs.placement) == (5, 1, "inter-node")
     experts = shape.breakdown["routed_experts_total"]
     assert rs.bytes_per_gpu == pytest.approx(4 / 5 * experts / 8 * 4)
-    assert rs.bandwidth == pytest.approx(50e9)
+    # one call: a ring of 5 ranks on 5 nodes, its 4 steps all between nodes (14 us each)
+    assert rs.latency_seconds == pytest.approx(8.4e-6 + 4 * 14e-6)
+    assert rs.bytes_per_gpu / (rs.seconds - rs.latency_seconds) == pytest.approx(50e9)
     # the dense weights: over all 40 ranks, 8 per node
     assert only(r, "reduce-scatter (dense)").ranks_per_node == 8
     # the course: communication is under 3% of the step; even with nothing overlapped

@@ -67,7 +67,9 @@ def test_deepseek_v3_all_to_all_per_gpu_per_step_by_hand():
       IB, combine:  960 x 4,096 x 3.5 x 7,168 x 2       = 197,300,060,160 bytes -> 3.946 s
       IB in all: 299,032,903,680 bytes = 299.0 GB per GPU per step, 5.981 s at 50 GB/s;
       NVLink twice that, 598.1 GB, 3.738 s at 160 GB/s: IB sets the time, 30.1% of the
-      19.9 s step, which DualPipe hides behind the other micro batch's compute.
+      19.9 s step, which DualPipe hides behind the other micro batch's compute. NCCL's latency
+      adds 960 x 22.4 us = 21.5 ms to each direction (a call's base 8.4 us and one step
+      between nodes, 14 us).
     Counting every token once per expert in BF16 over IB, as before, sends 8 x 7/8 x 2 = 14
     bytes per element per transfer instead of 3.5 x (1.03125 + 2) / 2 = 5.305: 2.64x."""
     comm = account(scenario.resolve(DEEPSEEK))["communication"]
@@ -77,14 +79,19 @@ def test_deepseek_v3_all_to_all_per_gpu_per_step_by_hand():
         assert row["calls_per_step"] == 960
         assert row["inter_node_bytes"] == pytest.approx(960 * copy * 3.5 * element)
         assert row["intra_node_bytes"] == pytest.approx(960 * copy * 7 * element)
-        assert row["seconds"] == pytest.approx(960 * copy * 3.5 * element / 50e9)
+        # NCCL's latency: one step between nodes a call (8.4 + 14 us), 960 calls: 21.5 ms
+        assert row["latency_seconds"] == pytest.approx(960 * (8.4e-6 + 14e-6))
+        assert row["seconds"] - row["latency_seconds"] == pytest.approx(
+            960 * copy * 3.5 * element / 50e9
+        )
         assert row["placement"] == "inter-node" and row["ranks_per_node"] == 8
     assert dispatch["inter_node_bytes"] == pytest.approx(101_732_843_520)
     assert combine["inter_node_bytes"] == pytest.approx(197_300_060_160)
     network = dispatch["inter_node_bytes"] + combine["inter_node_bytes"]
     assert network == pytest.approx(299_032_903_680)
-    assert dispatch["seconds"] + combine["seconds"] == pytest.approx(5.981, abs=5e-4)
-    assert (dispatch["seconds"] + combine["seconds"]) / 19.9 == pytest.approx(0.301, abs=5e-4)
+    links = dispatch["seconds"] + combine["seconds"] - 2 * dispatch["latency_seconds"]
+    assert links == pytest.approx(5.981, abs=5e-4)
+    assert links / 19.9 == pytest.approx(0.301, abs=5e-4)
     # DualPipe: hidden behind the other micro batch's compute
     assert dispatch["exposed_seconds"] == combine["exposed_seconds"] == 0
     assert "DualPipe" in dispatch["hidden_behind"]
@@ -187,6 +194,7 @@ def test_the_qwen3_next_lengths_file_is_the_generators():
 # ------------------------------------------------------------------ keys, report, JSON
 NEW_KEYS = {
     "cp_comm_type": "p2p",
+    "collective_latency": "nccl",
     "moe_router_max_nodes": None,
     "fp8_dispatch": False,
     "tp_comm_overlap": False,
@@ -215,6 +223,10 @@ def test_the_course_states_each_communication_key():
         ),
         ("moe_router_max_nodes=0", "moe_router_max_nodes: 0 is not allowed; expected a positive"),
         ("fp8_dispatch=2", "fp8_dispatch: 2 is not allowed; expected true or false"),
+        (
+            "collective_latency=ring",
+            "collective_latency: 'ring' is not allowed; expected one of nccl, none",
+        ),
     ],
 )
 def test_bad_communication_keys_are_one_line(setting, message, tmp_path):

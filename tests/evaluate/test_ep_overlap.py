@@ -39,6 +39,7 @@ EP_64 = dict(
     step_time=1.0,
     zero_stage=0,
     grad_bytes=2,
+    collective_latency="none",  # the links alone: ROW by hand (latency: test_collective_latency)
 )
 ROW = 2 * 7 * 200_000 / (50 * GB)  # 5.6e-5 s, dispatch and combine alike
 LARGE = Compute(forward=1.0, backward=2.0, attention=0.0)  # far longer than the all-to-all

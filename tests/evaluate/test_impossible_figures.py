@@ -116,6 +116,7 @@ def test_an_fp8_predicted_step_names_its_convention_above_100_percent(capsys):
         *"--set num_gpus=64 --set samples_per_step=4096 --set tensor_parallel=8".split(),
         *"--set pipeline_parallel=8 --set measured_tokens_per_s=null".split(),
         *"--set kernel_launch_overhead=0".split(),  # at the peak: no fixed cost per kernel
+        *"--set collective_latency=none".split(),  # nor a latency per collective call
         *PREDICTED,
     )
     assert code == 0

@@ -173,6 +173,7 @@ COURSE_ORDER = (
     "cpu_offload_layers",
     "memory_reserve",
     "cp_comm_type",
+    "collective_latency",
     "moe_router_max_nodes",
     "moe_router_max_devices",
     "fp8_dispatch",

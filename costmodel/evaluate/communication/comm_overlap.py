@@ -12,7 +12,7 @@ from costmodel.records import frozen_dataclass
 
 OVERLAP = (
     "seconds and share: the upper bound, no collective overlaps another or compute, every "
-    "transfer at the links' peak (no latency term: large messages); exposed_seconds and "
+    "transfer at the links' peak plus NCCL's latency per call (latency_seconds); exposed_seconds and "
     "exposed_share: what the overlap rules leave exposed, with compute at the GPU's peak (a lower "
     "bound on compute time, so an upper bound on the exposed time)"
 )

@@ -6,11 +6,13 @@ forms (`costmodel.derive.numeric`: COMM, COLLECTIVES, DP, TP, CP and EP, each na
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from costmodel.derive import numeric
 from costmodel.evaluate.communication.comm_overlap import HIDE, ep_hide
 from costmodel.evaluate.communication.comm_placement import GROUPS, placement
+from costmodel.inputs.hardware import NCCL_LATENCY
 from costmodel.records import frozen_dataclass
 
 
@@ -31,9 +33,25 @@ class Collective:
     inter_node_bytes: float
     bandwidth: float  # what it gets: bytes_per_gpu / seconds, byte/s
     seconds: float  # per step, nothing overlapped
+    latency_seconds: float  # of `seconds`: calls x one call's latency (NCCL's model)
     share: float  # of the step time, nothing overlapped
     exposed_seconds: float  # per step, after the overlap rules
     hidden_behind: str | None  # the compute it may hide behind (None: exposed)
+
+
+def call_latency(kind: str, size: int, per_node: int, spans: bool) -> float:
+    """Seconds of one call's latency (derive.communication.LATENCY, NCCL's constants:
+    inputs.hardware.NCCL_LATENCY) of a group of `size` ranks, `per_node` on each node it spans
+    (`spans`), or all on one node."""
+    nodes = size / per_node if spans else 1
+    values = {
+        **NCCL_LATENCY,
+        "n_r": float(size),
+        "g_node": float(per_node if spans else size),
+        "log_nodes": float(math.floor(math.log2(nodes))) if nodes >= 1 else 0.0,
+        "x_node": 1.0 if spans else 0.0,
+    }
+    return num(numeric.COLLECTIVES[kind]["latency"], values)
 
 
 def num(form, values: dict[str, float]) -> float:
@@ -59,6 +77,7 @@ class Table:
     max_nodes: int | None
     #: device-limited routing (moe_router_max_devices): a token once per GPU, at most this many
     max_devices: int | None = None
+    latency: bool = True  # collective_latency nccl: each call's latency (`call_latency`)
     rows: list[Collective] = field(default_factory=list)
     hides: list = field(default_factory=list)
     seconds_only: bool = False  # each row its seconds alone (a float), no Collective
@@ -104,7 +123,8 @@ class Table:
             step_bytes *= self.tp_kept
         if step_bytes <= 0:
             return
-        seconds = calls * max(intra_part / self.intra, inter_part / self.inter)
+        latency = calls * call_latency(kind, size, g, spans) if self.latency else 0.0
+        seconds = calls * max(intra_part / self.intra, inter_part / self.inter) + latency
         if self.seconds_only:
             self.rows.append(seconds)
             self.hides.append(HIDE[hide] if isinstance(hide, str) else hide)
@@ -125,6 +145,7 @@ class Table:
                 inter_node_bytes=calls * inter_part,
                 bandwidth=step_bytes / seconds,
                 seconds=seconds,
+                latency_seconds=latency,
                 share=seconds / self.step_time,
                 exposed_seconds=seconds,
                 hidden_behind=None,
@@ -134,13 +155,18 @@ class Table:
 
 
 def data_parallel(add, zero_stage: int, overlap_grad_reduce: bool, overlap_param_gather: bool):
-    """DP rows: the dense weights, then the routed experts (derive.communication, ZeRO)."""
+    """DP rows: the dense weights, then the routed experts (derive.communication, ZeRO); ZeRO 3
+    gathers and reduces one layer at a time (FSDP's unit: a call per layer and micro batch)."""
     per_mb = zero_stage >= 2  # ZeRO 2 and 3 reduce-scatter every micro batch's gradients
     reduce = ("reduce each" if per_mb else "reduce") if overlap_grad_reduce else None
     gather = ("gather each" if zero_stage == 3 else "gather") if overlap_param_gather else None
     for group, label in (("DP", "dense"), ("DP experts", "experts")):
         forms = numeric.DP[label]
         grads, weights = forms["grads"], forms["weights"]
+        reduces = numeric.COMM["n_mb"] if per_mb else 1
+        if zero_stage == 3:
+            grads, weights = forms["layer_grads"], forms["layer_weights"]
+            reduces = forms["zero3_reduce_calls"]
         if zero_stage == 0:
             add(
                 f"DP gradient all-reduce ({label})",
@@ -162,7 +188,7 @@ def data_parallel(add, zero_stage: int, overlap_grad_reduce: bool, overlap_param
             group,
             "reduce-scatter",
             grads,
-            numeric.COMM["n_mb"] if per_mb else 1,
+            reduces,
             forms["reduce_scatter_each"] if per_mb else forms["reduce_scatter"],
             reduce,
         )
@@ -174,7 +200,7 @@ def data_parallel(add, zero_stage: int, overlap_grad_reduce: bool, overlap_param
             group,
             "all-gather",
             weights,
-            numeric.COMM["two_n_mb"] if zero_stage == 3 else 1,
+            forms["zero3_gather_calls"] if zero_stage == 3 else 1,
             forms["all_gathers_zero3"] if zero_stage == 3 else forms["all_gather"],
             gather,
         )

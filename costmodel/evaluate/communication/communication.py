@@ -162,6 +162,7 @@ def communication(
     bytes_per_element: float = 2,
     full_recompute: bool = False,
     cp_comm_type: str = "p2p",
+    collective_latency: str = "nccl",
     moe_router_max_nodes: int | None = None,
     moe_router_max_devices: int | None = None,
     fp8_dispatch: bool = False,
@@ -317,6 +318,7 @@ def _dense_table(given: dict, values: dict[str, float], layout: tuple[int, ...])
         step_time=_positive("step_time", given["step_time"]),
         max_nodes=given["moe_router_max_nodes"],
         max_devices=given["moe_router_max_devices"],
+        latency=given["collective_latency"] == "nccl",
     )
 
 
@@ -325,6 +327,7 @@ _DEFAULTS = dict(communication.__kwdefaults__)  # its parameters are all keyword
 #: The overlap and routing settings a result states (Communication.settings).
 SETTINGS = (
     "cp_comm_type",
+    "collective_latency",
     "moe_router_max_nodes",
     "fp8_dispatch",
     "tp_comm_overlap",
@@ -359,6 +362,10 @@ def _checked_layout(given: dict) -> tuple[int, int, int, int, int, int]:
         raise CostModelError(f"cp_comm_type: {cp_comm_type!r}; expected one of {CP_COMM_TYPES}")
     if ep_overlap not in EP_OVERLAPS:
         raise CostModelError(f"ep_overlap: {ep_overlap!r}; expected one of {EP_OVERLAPS}")
+    if given["collective_latency"] not in ("nccl", "none"):
+        raise CostModelError(
+            f"collective_latency: {given['collective_latency']!r}; expected 'nccl' or 'none'"
+        )
     fraction = given["ep_overlap_fraction"]
     if ep_overlap == "partial" and not (_is_number(fraction) and 0 <= fraction <= 1):
         raise CostModelError(

@@ -383,6 +383,7 @@ def communication_args(sc: Scenario, shape: ModelShape) -> dict[str, Any]:
         step_time=sc.step_time,
         full_recompute=sc.recompute == "full",
         cp_comm_type=sc.cp_comm_type,
+        collective_latency=sc.collective_latency,
         moe_router_max_nodes=sc.moe_router_max_nodes,
         moe_router_max_devices=sc.moe_router_max_devices,
         fp8_dispatch=sc.fp8_dispatch,
