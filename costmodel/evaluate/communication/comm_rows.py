@@ -6,6 +6,7 @@ forms (`costmodel.derive.numeric`: COMM, COLLECTIVES, DP, TP, CP and EP, each na
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -39,10 +40,12 @@ class Collective:
     hidden_behind: str | None  # the compute it may hide behind (None: exposed)
 
 
+@functools.lru_cache(maxsize=4096)
 def call_latency(kind: str, size: int, per_node: int, spans: bool) -> float:
     """Seconds of one call's latency (derive.communication.LATENCY, NCCL's constants:
     inputs.hardware.NCCL_LATENCY) of a group of `size` ranks, `per_node` on each node it spans
-    (`spans`), or all on one node."""
+    (`spans`), or all on one node; cached (the plan's search asks for the same groups many
+    times)."""
     nodes = size / per_node if spans else 1
     values = {
         **NCCL_LATENCY,
