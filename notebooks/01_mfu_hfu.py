@@ -167,6 +167,9 @@ ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=1, fontsize=9)
 plt.show()
 
 # %% [markdown]
+# 图注：横轴是一个优化器步的秒数；纵轴只有一根横条，按图例分成几段，每段是一步里按峰值折算的一部分时间。
+
+# %% [markdown]
 # ## 3. HFU：把重算也算进去
 #
 # HFU（Hardware FLOPs Utilization）与 MFU 分母相同，分子换成“硬件执行的 FLOPs”，按 6ND 的口径就是模型 FLOPs 乘上重算系数。重算系数来自 recompute 的调度（推导见 02）：反向期间把前向的比例 r 重做一遍。两式一除，HFU 与 MFU 之比只剩这个系数。

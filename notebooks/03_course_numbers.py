@@ -343,6 +343,9 @@ ax.set_ylabel("convention")
 plt.show()
 
 # %% [markdown]
+# 图注：横轴是利用率（%），纵轴是各种口径（每行一种，标签是英文名）。
+
+# %% [markdown]
 # ## 7. 课程怎么说，本页算出什么
 #
 # 课程在这一小节里给出的每个数和判断，与本页按场景算出的值并排放在下表。对课程的场景，第三列判断课程的说法是否成立；对你们自己的场景，中间一列是你们的数，第三列把它与课程那次运行的说法对照。
@@ -467,13 +470,27 @@ d.eq(r"\mathrm{MFU}'", sp.Symbol(r"\mathrm{MFU}") / sp.nsimplify(stretch), d.pct
 # - (c) 不会：单卡 FLOPs 路线与集群路线一起变，永远相等，它查不出输入错误。
 # {% endif %}
 
+# %% tags=["remove-input"]
+# exercise 2's recompute: this run's, or where it redoes no weight GEMM (turning it off would change
+# nothing: every answer "unchanged") the course's, which the prompt says
+ex_own = float(factor_exact) > 1
+if ex_own:
+    ex_factor = factor_exact
+else:
+    from costmodel.evaluate.account.account import account
+    from costmodel.inputs.scenario import resolve as resolve_course
+    course_sc = resolve_course()
+    course_r = course_sc.recompute_weights_fraction
+    ex_factor = (recompute.recompute_factor.subs(r, int(course_r)) if course_r in (0, 1)
+                 else sp.Float(account(course_sc)["recompute_factor"], 4))
+
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：关掉 recompute 之后，旧的实测吞吐还能对账吗
 #
-# 01 的第 4 节已经按“硬件一样忙”的假设算过关掉 recompute 的账：硬件每秒做的 FLOPs 不变，单步耗时随硬件 FLOPs 同比缩短，MFU 升到原来的 HFU，HFU 不变。现在把它接到本节的对账上：假设显存腾出来了，recompute 真的关掉了，场景里的 `measured_tokens_per_s` 却还是关掉之前从日志里抄来的。**先预测**：(a) 按 D / T 算出的集群吞吐变成多少？(b) 第 3 节的吞吐对账会怎么说？毛病出在哪个输入上？
+# {% if not ex_own %}{% if sc.recompute == "none" %}本场景本来就没有 recompute{% else %}本场景的 recompute（{{ sc.recompute|code }}）不重做权重 GEMM{% endif %}，关掉它什么也不变；这道题改用课程场景的 {{ course_sc.recompute|code }} recompute（系数 {{ ex_factor }}）：假设本场景的单步耗时和实测吞吐是开着它量的。{% endif %}01 的第 4 节已经按“硬件一样忙”的假设算过关掉 recompute 的账：硬件每秒做的 FLOPs 不变，单步耗时随硬件 FLOPs 同比缩短，MFU 升到原来的 HFU，HFU 不变。现在把它接到本节的对账上：假设显存腾出来了，recompute 真的关掉了，场景里的 `measured_tokens_per_s` 却还是关掉之前从日志里抄来的。**先预测**：(a) 按 D / T 算出的集群吞吐变成多少？(b) 第 3 节的吞吐对账会怎么说？毛病出在哪个输入上？
 
 # %% tags=["solution"]
-factor_now = float(factor_exact)
+factor_now = float(ex_factor)
 no_recompute = {**subs, r: 0, T: sc.step_time / factor_now}  # same hardware FLOP/s
 mfu_off = float(utilization.mfu.subs(no_recompute))
 hfu_off = float(utilization.hfu.subs(no_recompute))
@@ -482,14 +499,10 @@ rel_off = gap(tokens_off, measured)  # against the throughput logged before the 
 d.eq(r"\tau_{\mathrm{off}}", r"\frac{D}{T / f}", rf"{d.tex_num(tokens_off)}\ \mathrm{{tok/s}}")
 
 # %% [markdown] tags=["solution"]
-# {% if factor_now > 1 %}
-# 按 01 的假设，单步从 {{ sc.step_time|short }} s 缩到 {{ (sc.step_time / factor_now)|decimals(1) }} s（除以系数 {{ factor_exact }}），MFU 升到 {{ mfu_off|pct }}，HFU 仍是 {{ hfu_off|pct }}。
-# - (a) D 不变、T 变短，D / T 从 {{ acc.tokens_per_s|num }} 升到 **{{ tokens_off|num }} tok/s**，同样是系数 {{ factor_exact }} 倍。
+# {% if not ex_own %}按题设，本场景的单步是开着课程的 recompute 量的。{% endif %}按 01 的假设，单步从 {{ sc.step_time|short }} s 缩到 {{ (sc.step_time / factor_now)|decimals(1) }} s（除以系数 {{ ex_factor }}），MFU 升到 {{ mfu_off|pct }}，HFU 仍是 {{ hfu_off|pct }}。
+# - (a) D 不变、T 变短，D / T 从 {{ acc.tokens_per_s|num }} 升到 **{{ tokens_off|num }} tok/s**，同样是系数 {{ ex_factor }} 倍。
 # {% if measured is none %}
 # - (b) 本场景没有实测吞吐，对账无从做起；关掉 recompute 之后要量的正是它。
 # {% else %}
 # - (b) 与场景里旧的实测 {{ measured|num }} tok/s 相差 **{{ "%+.2f"|format(100 * rel_off) }}%**，{% if not agrees(rel_off) %}超出容差，对账报警。{% else %}居然仍在容差之内，对账不报警。{% endif %}可 D 和新的 T 都没有错，错的是实测吞吐：它量的是关掉之前的运行。改了设置就要重新从日志里读吞吐，再填回场景；对账只说明几个输入彼此不一致，不说明哪一个过时了。
-# {% endif %}
-# {% else %}
-# {% if sc.recompute == "none" %}本场景本来就没有 recompute{% else %}本场景的 recompute（{{ sc.recompute|code }}）不重做权重 GEMM{% endif %}（系数 {{ factor_exact }}）：按这个口径，单步耗时、MFU、HFU 都不变，D / T 仍是 **{{ tokens_off|num }} tok/s**，吞吐对账与第 3 节相同。只有开着 recompute 的运行，关掉它才会改变单步，那时旧的实测吞吐就不能再拿来对账。
 # {% endif %}

@@ -202,6 +202,9 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
+# 图注：横轴是样本长度（token），纵轴是落在每个长度区间里的样本数。
+
+# %% [markdown]
 # 把同样的样本按三种方式摆进计算：
 #
 # - **定长补齐**：每个样本一行，槽位 = 样本数 × $S$；
@@ -401,6 +404,9 @@ for ax, grid, title in ((axes[0], view, "Plain causal mask on the packed row"),
 axes[0].text(0.5, -0.28, "dark = attends across samples", transform=axes[0].transAxes,
              ha="center", fontsize=8)
 plt.show()
+
+# %% [markdown]
+# 图注：横轴是 key 的位置，纵轴是 query 的位置；每个格子是一对 query 和 key，颜色见图题。
 
 # %% [markdown]
 # 放到本场景的规模上：把上面的长度（合成的，或团队文件里的）按贪心装箱的结果拿来，看普通因果掩码会放进多少跨样本的注意力对。

@@ -352,6 +352,9 @@ ax.set_title(f"Attention-core share vs sequence length (N = {sc.activated_params
 ax.legend(fontsize=8, loc="upper left")
 plt.show()
 
+# %% [markdown]
+# 图注：横轴是序列长度 s（token，按 2 的幂取对数刻度），纵轴是注意力核心占全部 FLOPs 的百分比。
+
 # %%
 half = {label: float(s_half.subs({N: sc.activated_params, d_attn: width, L_full: full,
                                   phi: per_token, a_sq: subs[a_sq]}))
@@ -863,6 +866,9 @@ if curved and not att_overridden:
     plt.show()
 
 # %% [markdown]
+# 图注：横轴是每个 CP rank 上的 token 数（`seq_len / CP`，对数刻度），纵轴是注意力 kernel 的效率（稠密峰值的百分比）；星号是本场景。
+
+# %% [markdown]
 # ## 本节要点
 #
 # - 注意力核心每层前向是 4·s²·d，d 是注意力宽度（通常是头数 × 每头宽度），不一定等于 hidden size；模型 FLOPs 按 3 倍前向计。本场景按{{ words.convention(att.convention) }}数，d = {{ sc.attention_dim|num }}，有 {{ sc.num_full_attention_layers }} 个全注意力层。
@@ -883,26 +889,29 @@ if curved and not att_overridden:
 # %% [markdown]
 # ## 练习
 
+# %% tags=["remove-input"]
+x_at_S = float(share_fn(sc.seq_len, *here))
+# exercise 1's length: 2S, or 4S where the share at 2S is a figure this page has shown (a packed
+# run of two documents a row: its padded reading), which the prompt says
+ex_k = 4 if d.pct(float(share_fn(2 * sc.seq_len, *here))) == d.pct(padded["share"]) else 2
+
 # %% [markdown] tags=["exercise"]
 # ### 练习 1：样本加长一倍，注意力占比变成多少？
 #
-# 沿用第 3 节曲线的设定：一步的 token 数不变，所有样本同一长度、没有补齐。记每个样本长 S 时注意力核心的占比为 x（下面给出本场景的 x）。现在把每个样本加长到 2S、样本数减半。先只用 x 写出新的占比，代入本场景的 x 算出一个数，再对照解答核对。
-
-# %% tags=["remove-input"]
-x_at_S = float(share_fn(sc.seq_len, *here))
+# 沿用第 3 节曲线的设定：一步的 token 数不变，所有样本同一长度、没有补齐。记每个样本长 S 时注意力核心的占比为 x（下面给出本场景的 x）。现在把每个样本加长到 2S、样本数减半。先只用 x 写出新的占比，代入本场景的 x 算出一个数，再对照解答核对。{% if ex_k != 2 %}本场景 2S 的占比上面已经出现过（第 1 节按补齐长度读的 {{ padded.share|pct }}），所以代入数字时改算加长到 {{ ex_k }}S、样本数减为 1/{{ ex_k }} 的占比。{% endif %}
 
 # %% [markdown]
 # 本场景：S = {{ sc.seq_len|num }}，$x = \mathrm{share}(S)$ = {{ x_at_S|pct }}（方阵比例 a = {{ sp.sstr(attention.SQUARE_FRACTION[sc.attention_flops]) }}）。
 
 # %% tags=["solution"]
-x_at_2S = float(share_fn(2 * sc.seq_len, *here))  # the library's curve at 2S
-predicted = 2 * x_at_S / (1 + x_at_S)
-assert abs(x_at_2S - predicted) < 1e-9
-d.eq(r"\text{share}(2S)", r"\frac{2x}{1+x}", d.pct(predicted), r"\text{share}(2S)\big|_{\mathrm{curve}}",
-     d.pct(x_at_2S))
+x_at_kS = float(share_fn(ex_k * sc.seq_len, *here))  # the library's curve at kS
+predicted = ex_k * x_at_S / (1 + (ex_k - 1) * x_at_S)
+assert abs(x_at_kS - predicted) < 1e-9
+d.eq(rf"\text{{share}}({ex_k}S)", rf"\frac{{{ex_k}x}}{{1+{ex_k - 1}x}}", d.pct(predicted),
+     rf"\text{{share}}({ex_k}S)\big|_{{\mathrm{{curve}}}}", d.pct(x_at_kS))
 
 # %% [markdown] tags=["solution"]
-# softmax 注意力对每个 token 的代价正比于样本长度，6ND 和线性注意力对每个 token 的代价与长度无关。长度为 S 时注意力与其余运算之比是 x/(1−x)；长度加倍，这个比值也加倍，成为 2x/(1−x)，于是新的占比是 2x/(1+x)。x 很小时它接近 2x；x 越大，增长越慢，永远到不了 100%。
+# softmax 注意力对每个 token 的代价正比于样本长度，6ND 和线性注意力对每个 token 的代价与长度无关。长度为 S 时注意力与其余运算之比是 x/(1−x)；长度加倍，这个比值也加倍，成为 2x/(1−x)，于是新的占比是 2x/(1+x)。{% if ex_k != 2 %}同理，长度变成 {{ ex_k }} 倍，比值变成 {{ ex_k }}x/(1−x)，占比是 {{ ex_k }}x/(1+{{ ex_k - 1 }}x)。{% endif %}x 很小时它接近 2x；x 越大，增长越慢，永远到不了 100%。
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：causal 数法的读数，能不能只用 f 和 m 写出来？

@@ -177,7 +177,7 @@ if is_moe:
 # %% [markdown]
 # ## 1. 专家分到多少 token：GEMM 变瘦
 #
-# 路由器让每个 token 去 k 个专家（共 E 个）。从整步看，一个专家平均分到 D·k/E 个 token，这是课程的算法。但矩阵乘不是按整步执行的，而是按 micro batch、逐层执行：一个 micro batch 有 b 条长度为 S 的序列；在 EP 组内，all-to-all 把 e_p 张卡上属于同一个专家的 token 汇集起来，所以一个专家的一次 GEMM 有 e_p·b·S·k/E 行，而稠密 FFN 在一张卡上有 b·S 行。有上下文并行（CP = c）时，每张卡只拿每条序列的 S/c 个 token，两式里的 S 都换成 S/c。
+# 路由器让每个 token 去 k 个专家（共 E 个）。从整步看，一个专家平均分到 D·k/E 个 token，这是课程的算法。但矩阵乘不是按整步执行的，而是按 micro batch、逐层执行：一个 micro batch 有 b 条长度为 S 的序列；在 EP 组内，全交换（`all-to-all`）把 e_p 张卡上属于同一个专家的 token 汇集起来，所以一个专家的一次 GEMM 有 e_p·b·S·k/E 行，而稠密 FFN 在一张卡上有 b·S 行。有上下文并行（CP = c）时，每张卡只拿每条序列的 S/c 个 token，两式里的 S 都换成 S/c。
 
 # %%
 d.eq(r"\frac{\text{tokens}}{\text{expert}}\Big|_{\text{step}}", moe.tokens_per_expert_step)
@@ -271,7 +271,7 @@ if is_moe:
 # | 按 HBM 峰值带宽的耗时 | {{ seconds|decimals(3) }} s | {{ (sc.hbm_bandwidth / 1e12)|num(2) }} TB/s |
 # | 占单步耗时 | {{ (seconds / sc.step_time)|pct(3) }} | 单步 {{ sc.step_time|num(1) }} s |
 #
-# 即使按峰值带宽，这部分也要 {{ seconds|decimals(3) }} 秒，占单步的 {{ (seconds / sc.step_time)|pct(3) }}。这是下限：真实的 permute kernel 是不规则的 gather/scatter，很难跑到峰值带宽；{% if sc.recompute == "full" %}全量重算（full recompute）还会把前向那一半再做一次；{% endif %}它还和 all-to-all 通信串在一起。它不进任何 FLOPs 口径，只让 T 变长。
+# 即使按峰值带宽，这部分也要 {{ seconds|decimals(3) }} 秒，占单步的 {{ (seconds / sc.step_time)|pct(3) }}。这是下限：真实的 permute kernel 是不规则的 gather/scatter，很难跑到峰值带宽；{% if sc.recompute == "full" %}全量重算（full recompute）还会把前向那一半再做一次；{% endif %}它还和全交换通信串在一起。它不进任何 FLOPs 口径，只让 T 变长。
 # {% else %}
 # 稠密模型没有路由，也就没有 permute / unpermute。
 # {% endif %}
@@ -332,6 +332,9 @@ if runs:
                  f"{sc.num_experts}, seed {SEED})")
     ax.legend(fontsize=8)
     plt.show()
+
+# %% [markdown]
+# 图注：横轴是 EP rank 的编号，纵轴是路由到这个 rank 的 token 数与平均值之比（1 表示正好平均）。
 
 # %% [markdown]
 # ## 4. 注意力的 GEMM 形状：K 维只有 head_dim
@@ -438,11 +441,14 @@ ax.legend(fontsize=8, loc="lower right")
 plt.show()
 
 # %% [markdown]
-# ## 5½. 长序列压满显存：峰值落在哪个阶段，all-to-all 露出多少
+# 图注：横轴是一个 GEMM 的 token 行数 M，纵轴是运算强度（FLOP/byte，BF16），两轴都是对数刻度；黑点是本场景。
+
+# %% [markdown]
+# ## 5½. 长序列压满显存：峰值落在哪个阶段，全交换露出多少
 #
 # 一张卡上的显存不是各项一直相加：模型状态（权重、梯度、优化器状态）一直在；为反向存下的激活在前向结束时最多；logits 只在算 loss 时存在；反向时每次重算一层，多出这一层的工作集。几个阶段不会同时发生，所以峰值是**最大的那个阶段**，不是各阶段之和。可用容量取 CUDA 运行时报告的显存总量，再减去留给 CUDA 上下文、NCCL 缓冲和分配器的 `memory_reserve`。序列越长，一个 micro batch 的 token 越多，存下的激活和 logits 都按 token 数线性增长，这就是长序列的 micro batch 常常只能是 1 的原因。
 #
-# MoE 每层还有 EP 的 all-to-all：前向把 token 发给专家所在的卡（dispatch）、再收回来（combine），反向各再来一次。它能不能藏到计算后面取决于调度（`ep_overlap`）：默认它和专家计算串行，露在外面。
+# MoE 每层还有 EP 的全交换（`all-to-all`）：前向把 token 发给专家所在的卡（dispatch）、再收回来（combine），反向各再来一次。它能不能藏到计算后面取决于调度（`ep_overlap`）：默认它和专家计算串行，露在外面。
 
 # %% tags=["remove-input"]
 mem, comm = acc["memory"], acc["communication"]
@@ -462,7 +468,7 @@ exposed_ = sum(c["exposed_seconds"] for c in a2a)
 # | {{ d.PHASES[phase_name] }}{% if phase_name == mem.peak_phase %}（峰值）{% endif %} | {{ phase.bytes|gb }} | {% for part, value in phase.contents.items() if value %}{{ part }} {{ value|gb }}{% if not loop.last %}、{% endif %}{% endfor %} |
 # {% endfor %}
 #
-# 按本场景的设置（{{ ("framework: " ~ settings.framework)|code }}、{{ ("attention_kernel: " ~ settings.attention_kernel)|code }}、{{ ("recompute: " ~ settings.recompute)|code }}、{{ ("cross_entropy: " ~ settings.cross_entropy)|code }}），峰值在**{{ d.PHASES[mem.peak_phase] }}**：{{ mem.total|gb }}，可用 {{ mem.capacity|gb }}，{% if mem.fits %}放得下。{% else %}**放不下**（08 列出让它放得下的改法）。{% endif %}{% if logits_bytes %}一个 micro batch（{{ sc.micro_batch }} × {{ sc.seq_len|num }} 个 token）的 logits 在算 loss 时占 {{ logits_bytes|gb }}，随序列长度线性增长。{% endif %}{% if a2a %}EP all-to-all（dispatch 与 combine）每步估计 {{ shown_|num(2) }} 秒（上界：不重叠、跑满链路），{% if exposed_ > 0 %}按重叠规则露在外面的有 {{ exposed_|num(2) }} 秒，占一步的 {{ (exposed_ / sc.step_time)|pct(1) }}。{% else %}按重叠规则（{{ ("ep_overlap: " ~ sc.ep_overlap)|code }}）全部藏在另一个 micro batch 的计算后面。{% endif %}{% else %}本场景没有 EP all-to-all（稠密模型，或 EP 为 1）。{% endif %}
+# 按本场景的设置（{{ ("framework: " ~ settings.framework)|code }}、{{ ("attention_kernel: " ~ settings.attention_kernel)|code }}、{{ ("recompute: " ~ settings.recompute)|code }}、{{ ("cross_entropy: " ~ settings.cross_entropy)|code }}），峰值在**{{ d.PHASES[mem.peak_phase] }}**：{{ mem.total|gb }}，可用 {{ mem.capacity|gb }}，{% if mem.fits %}放得下。{% else %}**放不下**（08 列出让它放得下的改法）。{% endif %}{% if logits_bytes %}一个 micro batch（{{ sc.micro_batch }} × {{ sc.seq_len|num }} 个 token）的 logits 在算 loss 时占 {{ logits_bytes|gb }}，随序列长度线性增长。{% endif %}{% if a2a %}EP 的全交换（dispatch 与 combine）每步估计 {{ shown_|num(2) }} 秒（上界：不重叠、跑满链路），{% if exposed_ > 0 %}按重叠规则露在外面的有 {{ exposed_|num(2) }} 秒，占一步的 {{ (exposed_ / sc.step_time)|pct(1) }}。{% else %}按重叠规则（{{ ("ep_overlap: " ~ sc.ep_overlap)|code }}）全部藏在另一个 micro batch 的计算后面。{% endif %}{% else %}本场景没有 EP 的全交换（稠密模型，或 EP 为 1）。{% endif %}
 
 # %% [markdown]
 # ## 6. 课程的说法与本页的数字
@@ -488,7 +494,7 @@ head_source = shape_source(qk).split("；")[0]
 # %% [markdown]
 # {% if is_moe %}
 # {% set comm_differs -%}
-# 全部通信{% if measured %}（实测）{% else %}（不计重叠的上界）{% endif %}不是这个数；{% if dispatch_agrees %}只有 EP all-to-all 的一个方向（dispatch）按课程的精度是 {{ FIGURES.nb06_communication_share.text }}，课程的数看来只数了这一向{% else %}通信占多少要实测{% endif %}
+# 全部通信{% if measured %}（实测）{% else %}（不计重叠的上界）{% endif %}不是这个数；{% if dispatch_agrees %}只有 EP 全交换的一个方向（dispatch）按课程的精度是 {{ FIGURES.nb06_communication_share.text }}，课程的数看来只数了这一向{% else %}通信占多少要实测{% endif %}
 # {%- endset %}
 # {% endif %}
 # {% if not is_moe %}
@@ -503,7 +509,7 @@ head_source = shape_source(qk).split("；")[0]
 # | 每个专家只分到（总 token × top_k / 专家数）个 token，GEMM 的 M 维大幅缩小：{{ course.claim("nb06_expert_rows") }} | 整步平均 {{ rows_text(step_view) }} 个；一次 GEMM {{ rows_text(m_expert) }} 行，是{{ spaced(ref_label) }}的 {{ ratio|pct(1) }} | {% if ratio < 1 %}成立：在{{ who }}里，专家 GEMM 确实比{{ spaced(ref_label) }}瘦；{% if ep > 1 %}但一次 GEMM 的比值是 e_p·k/E = {{ ratio|pct(1) }}，不是课程按整步算出的 k/E = {{ k_over_e|pct(1) }}：EP 组把 {{ ep }} 张卡的 token 汇集到每个专家上{% else %}EP = 1，一次 GEMM 的比值就是整步的 k/E = {{ ratio|pct(1) }}，与课程的算法一致{% endif %}{% else %}有出入：在{{ who }}里，EP 组把 {{ ep }} 张卡的 token 汇集到每个专家上，e_p·k/E = {{ ratio|num(2) }} ≥ 1：一次专家 GEMM 并不比{{ spaced(ref_label) }}瘦{% endif %} |
 # | 专家 GEMM 变瘦，tensor core 跑不满，效率显著低于方阵：{{ course.claim("nb06_thin_gemm") }} | 专家 gate + up {{ ai_up|num(1) }}、down {{ ai_down|num(1) }} FLOP/byte（平衡点 {{ balance|num(1) }}） | {% if roof == "compute" %}无从判断：按 roofline，{{ who }}的两个专家 GEMM 都在平衡点之上（较低的是平衡点的 {{ (low_e / balance)|times(1) }}），受算力限制，带宽不是原因；效率是否“显著低于方阵”取决于 tile 填充与调度，roofline 推不出，要用 profile 实测{% else %}成立：在{{ who }}里，有专家 GEMM 低于平衡点（较低的强度 {{ low_e|num(1) }}），受带宽限制，峰值算力用不满{% endif %} |
 # | permute / unpermute 按路由重排 token，不产生 FLOPs 却要花时间：{{ course.claim("nb06_permute") }} | 每卡每步至少搬 {{ total|gb(1) }}，按峰值带宽 ≥ {{ seconds|decimals(3) }} s（单步的 {{ (seconds / sc.step_time)|pct(3) }}） | 成立：permute 是纯访存、零 FLOPs 的搬运；在{{ who }}里，按峰值带宽的下限就占单步的 {{ (seconds / sc.step_time)|pct(3) }}，真实 kernel 更慢，实际占多少要从 profile 里量 |
-# | 第 4 节算过通信只占 {{ course.claim("nb06_communication_share") }} | EP all-to-all 单向（dispatch）{{ quoted.dispatch|pct(2) }}，两向 {{ quoted.all_to_all|pct(2) }}；全部通信 {{ quoted.all|pct(2) }}（{% if measured %}实测{% else %}按布局估计的上界{% endif %}） | {{ d.judge("nb06_communication_share", quoted.all, quoted.all|pct(2), comm_differs, own=own)|safe }} |
+# | 第 4 节算过通信只占 {{ course.claim("nb06_communication_share") }} | EP 全交换单向（dispatch）{{ quoted.dispatch|pct(2) }}，两向 {{ quoted.all_to_all|pct(2) }}；全部通信 {{ quoted.all|pct(2) }}（{% if measured %}实测{% else %}按布局估计的上界{% endif %}） | {{ d.judge("nb06_communication_share", quoted.all, quoted.all|pct(2), comm_differs, own=own)|safe }} |
 # {% if runs %}
 # | 热门专家所在的卡成为 straggler，其他卡空等：{{ course.claim("nb06_load_imbalance") }} | 模拟：straggler 系数 {{ median[first.skew]|times(3) }}（均匀）→ {{ median[worst.skew]|times(3) }}（Zipf {{ worst.skew|short }}，中位数）；按负载放置 {{ worst.greedy_factor|times(3) }} | 成立：模拟中路由越偏，最忙的卡越慢，MoE 层按它计时；{% if mine is not none and own %}{{ who }}写的 `router_skew` 是 {{ mine.skew|short }}，这一档的 straggler 系数是 {{ mine_median|times(3) }}（中位数），按负载放置 {{ mine.greedy_factor|times(3) }}；Zipf {{ worst.skew|short }} 那一档只是示意，不是{{ who }}的路由{% else %}{% if own %}Zipf {{ worst.skew|short }} 这一档，{% else %}在{{ who }}里，{% endif %}{% if worst.greedy_factor < 0.9 * median[worst.skew] %}按负载放置能把它降到{% else %}按负载放置也只到{% endif %} {{ worst.greedy_factor|times(3) }}。偏斜程度本页只是示意，要从训练日志的专家计数量{% endif %} |
 # {% elif ep > 1 %}
@@ -522,7 +528,7 @@ head_source = shape_source(qk).split("；")[0]
 #
 # {% if is_moe %}
 # - 整步看每个专家平均 {{ rows_text(step_view) }} 个 token；按一次 GEMM 看，专家{% if m_expert < m_dense %}只{% endif %}有 {{ rows_text(m_expert) }} 行，是{{ spaced(ref_label) }}的 {{ (m_expert / m_dense)|pct(1) }}（比值 e_p·k/E，EP = {{ ep }}）。
-# - permute / unpermute 每卡每步至少搬 {{ total|gb(1) }}，按峰值带宽约 {{ seconds|decimals(3) }} 秒（单步的 {{ (seconds / sc.step_time)|pct(3) }}）；实际实现更慢，且与 all-to-all 串行。
+# - permute / unpermute 每卡每步至少搬 {{ total|gb(1) }}，按峰值带宽约 {{ seconds|decimals(3) }} 秒（单步的 {{ (seconds / sc.step_time)|pct(3) }}）；实际实现更慢，且与全交换串行。
 # {% if runs %}
 # - 模拟路由下 straggler 系数（随机放置的中位数）从 {{ median[first.skew]|times(3) }}（均匀）到 {{ median[worst.skew]|times(3) }}（Zipf {{ worst.skew|short }}）；{% if own %}这一档{% endif %}按负载放置专家{% if worst.greedy_factor < median[worst.skew] %}可降到 {% else %}为 {% endif %}{{ worst.greedy_factor|times(3) }}。{% if mine is not none and own %}{{ who }}写的 `router_skew` 是 {{ mine.skew|short }}：straggler 系数 {{ mine_median|times(3) }}，各档只是示意。{% endif %}MoE 层的耗时按最忙的卡计。
 # {% endif %}

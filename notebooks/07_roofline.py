@@ -205,6 +205,9 @@ ax.set_title("Roofline: every GEMM of the scenario model on " + " and ".join(nam
 ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
 plt.show()
 
+# %% [markdown]
+# 图注：横轴是运算强度（FLOP/byte，BF16），纵轴是能达到的算力（TFLOP/s），两轴都是对数刻度；实心圆和空心三角是图例里的两个 micro batch。
+
 # %% tags=["remove-input"]
 # What the table says about the course's "micro batch 1 pushes many operators to the balance".
 below_by_roof = [(name, [op for op in first if op["intensity"] < peak / bw]) for name, peak, bw in roofs]
@@ -326,6 +329,9 @@ ax.set_title(f"GEMM efficiency by shape on {sc.gpu} ({sm_count} SMs): the scenar
 ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
 plt.show()
 
+# %% [markdown]
+# 图注：横轴是 GEMM 的行数 m（分组 GEMM 按每个专家计，对数刻度），纵轴是效率（峰值的百分比）。
+
 # %% tags=["remove-input"]
 skinny_m = min(tm for tm, _ in gemm_efficiency.TILES)  # rows: the smallest tile's height
 skinny_row = experts[0] if experts else biggest_row
@@ -406,6 +412,9 @@ ax.legend(fontsize=8, loc="lower right")
 plt.show()
 
 # %% [markdown]
+# 图注：横轴是 6ND 口径的 MFU（%），纵轴是课程表里的各种设置（每行一个区间）和本场景。
+
+# %% [markdown]
 # ## 6. 对照课程的说法
 #
 # 课程在 06.6 和 06.7 里关于 roofline 有几句话：H20 的平衡点、micro batch 1 把算子推到平衡点附近、加大 micro batch 让强度成倍增长、H20 与 H100 的算力/带宽比，以及课程这次运行在典型 MFU 表里的位置。下表把每一句与本页按场景算出的数字并排放；场景不是课程的时，中间一列是你的数字，“出入”一列说明课程对它自己那次运行的说法放到你的场景上是否还成立。
@@ -477,6 +486,13 @@ print(f"compute term {t_compute * 1e6:.3f} us, memory term {t_memory * 1e6:.2f} 
 # %% [markdown] tags=["solution"]
 # 带宽项与算力项之比恰好等于“平衡点 ÷ 强度”，与元素个数无关：序列再长、hidden 再宽，两项一起变大，比值不变。所以逐元素算子的位置只由它自己的强度和这张卡的平衡点决定，加大 micro batch 救不了它；能救它的是把它和前后的矩阵乘融合成一个 kernel，让中间结果不落回 HBM。norm、激活函数也是同一类，MoE 的 permute 更极端，只搬数据、不做运算，强度为 0。
 
+# %% tags=["remove-input"]
+def duration(seconds):
+    """ms with three decimals; below 0.1 ms in us, so that a small GEMM's time keeps three digits
+    (0.005 ms said nothing to compare)."""
+    return f"{seconds * 1e3:.3f} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.2f} us"
+
+
 # %% [markdown] tags=["exercise"]
 # ### 练习 2：最大的那个权重 GEMM，至少要跑多久
 #
@@ -490,7 +506,7 @@ for b in BATCHES:
     t_c = 2 * g["m"] * g["n"] * g["k"] / sc.peak_flops
     t_m = 2 * (g["m"] * g["k"] + g["k"] * g["n"] + g["m"] * g["n"]) / sc.hbm_bandwidth
     lower_bound[b] = max(t_c, t_m)
-    print(f"mb={b} {biggest['key']}: compute {t_c * 1e3:.3f} ms, memory {t_m * 1e3:.3f} ms")
+    print(f"mb={b} {biggest['key']}: compute {duration(t_c)}, memory {duration(t_m)}")
 print(f"lower bound x{lower_bound[BATCHES[-1]] / lower_bound[BATCHES[0]]:.2f} for x{x4:.0f} the rows")
 
 # %% [markdown] tags=["solution"]

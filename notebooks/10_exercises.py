@@ -359,6 +359,9 @@ ax.legend(loc="upper left")
 plt.show()
 
 # %% [markdown] tags=["solution"]
+# 图注：横轴是计算的提速（倍），纵轴是固定的通信时间占一步的百分比。
+
+# %% [markdown] tags=["solution"]
 # 第二条线索：屋顶线。一个 (m×k)(k×n) 的矩阵乘读两个输入、写一个输出，运算强度是 FLOPs 除以搬运的字节数；低于 GPU 的平衡点（峰值 ÷ 显存带宽）就受带宽限制，高于它才有机会跑满算力。下表是模型在当前 micro batch 下的全部矩阵乘，与第 06、07、08 节是同一份清单（`costmodel.evaluate.simulate.gemms.model_gemms`）：带权重的每种一行，$m$ 是矩阵乘的行数（稠密层是每个 micro batch 的 token 数，即 micro batch × 序列长度；packing 之后每条序列仍是这么多槽位，只是都装满了真实 token）。最后两行是注意力核 QKᵀ 和 AV（一个头、一条序列，不带权重），它们的强度与 micro batch 无关。
 #
 # $m$ 变大，强度也只趋向一个由 $k$、$n$ 决定的上限：很窄的 GEMM 加大 micro batch 也跨不过拐点。
@@ -421,15 +424,35 @@ narrow = (f"（窄 GEMM 除外，但{'它' if len(capped) == 1 else '它们'}的
 # %% [markdown] tags=["solution"]
 # **(c) 的回答**：{% if comm_share == 0 %}{{ no_comm }}{% elif g_both <= 1 %}计算没有缩短，通信占比不变（{{ share(comm_share) }}，{{ basis_short }}）{% if comm_first %}，通信重叠是下一个值得做的{% else %}，还不是下一个瓶颈{% endif %}{% else %}通信占比 {{ share(comm_share) }} → {{ share(after.fixed_share) }}（{{ basis_short }}），升到原来的 {{ (after.fixed_share / comm_share)|decimals(1) }} 倍，{% if comm_first %}通信重叠是下一个值得做的{% else %}还不是下一个瓶颈{% endif %}{% endif %}；{% if pushable %}部分带权重的 GEMM 受带宽限制，加大 micro batch 是下一步{% elif below_core %}带权重的 GEMM 不受带宽限制{{ narrow }}；按屋顶线落在拐点左侧的是注意力核，{% if flash %}但本场景已用 flash kernel，分数留在片上，它的代价在片上而不在显存带宽{% else %}要靠融合的注意力 kernel{% endif %}{% else %}GEMM 不受带宽限制{{ narrow }}，瓶颈转到 kernel 效率（{{ kernels }}）和访存型操作{% endif %}；{% if att_share > largest_share %}注意力核占全部运算的 {{ att_share|pct(0) }}，比最大的一种带权重 GEMM（{{ largest.name|code }}，约 {{ largest_share|pct(0) }}）还大，是计算里最大的单项{% else %}注意力核占全部运算的 {{ att_share|pct(0) }}，不是最大的单项（{{ largest.name|code }} 约占 {{ largest_share|pct(0) }}）{% endif %}。具体先做哪一项，仍然要先量：profile 一步，看时间花在哪类 kernel 上。
 
+# %% tags=["remove-input"]
+# exercise 3's run: this one, or where it has no pad slots (packed, or samples that fill S: packing
+# would change nothing, every answer "1.000x") a stated variant with the course's fill (mean length
+# / S), padded to S, its step predicted (a measured step of full rows fits no padded batch)
+ex_load, ex_sc, ex_acc = overrides, sc, acc
+ex_variant = False  # the variant, where it resolves (a step the model cannot predict: the run's)
+if not padded:
+    from costmodel.inputs import scenario
+    course_sc = scenario.resolve(None)
+    ex_fill = course_sc.mean_tokens_per_sample / course_sc.seq_len
+    variant = {**overrides, "batching": "padded", "sequence_lengths": None, "step_time": None,
+               "measured_tokens_per_s": None, "mean_tokens_per_sample": round(sc.seq_len * ex_fill)}
+    try:
+        ex_sc, ex_acc = d.load(scenario_file, variant)
+        ex_load, ex_variant = variant, True
+    except CostModelError:
+        pass
+ex_padded = padded or ex_variant
+ex_pad = ex_acc["padding"]
+
 # %% [markdown] tags=["exercise"]
 # ### 练习 3：packing 之后，单步耗时模型怎么说？
 #
-# 练习 1 用的是“单步耗时正比于算过的槽位”这条规则。第 08 节的单步耗时模型把一步拆成几部分（带权重的 GEMM、注意力核心、线性注意力、受带宽限制的逐元素工作、重算、暴露在外的通信、流水线气泡），各部分按自己的规律变化。模型对 packing 的预测，第 08 节的杠杆表已经给出（下表最后两行：改后的一步和提速），这里不再问数，问为什么。先不看解答，说明：把场景改成 `batching: packed`，哪几部分随槽位一起缩短，哪几部分不变（提示：注意力核心按真实长度算，优化器更新按参数算）？模型的提速为什么比练习 1 的 $g_{\mathrm{pack}}$ 小（或大）？场景有实测的单步耗时时，再想一想：模型没有解释的那部分时间会不会随 packing 缩短，它让你的答案落在什么范围里？写下预测，再对照解答。
+# {% if ex_variant %}本场景{% if packed %}已经在 packing{% else %}的样本都填满 $S$，没有 pad 槽位{% endif %}，改成 `batching: packed` 什么也不变，答案只会是“不变”；这道题改用课程场景的填充率：每个样本平均 {{ ex_sc.mean_tokens_per_sample|num }} 个 token（$S$ 的 {{ ex_fill|pct(1) }}，课程是 {{ course_sc.mean_tokens_per_sample|num }} / {{ course_sc.seq_len|num }}），定长补齐到 $S$ = {{ sc.seq_len|num }}，一步用单步耗时模型的预测（不用实测）。下表和解答都是这个变体的。{% endif %}练习 1 用的是“单步耗时正比于算过的槽位”这条规则。第 08 节的单步耗时模型把一步拆成几部分（带权重的 GEMM、注意力核心、线性注意力、受带宽限制的逐元素工作、重算、暴露在外的通信、流水线气泡），各部分按自己的规律变化。模型对 packing 的预测，第 08 节的杠杆表已经给出（下表最后两行：改后的一步和提速），这里不再问数，问为什么。先不看解答，说明：把场景改成 `batching: packed`，哪几部分随槽位一起缩短，哪几部分不变（提示：注意力核心按真实长度算，优化器更新按参数算）？模型的提速为什么比练习 1 的 $g_{\mathrm{pack}}$ 小（或大）？场景有实测的单步耗时时，再想一想：模型没有解释的那部分时间会不会随 packing 缩短，它让你的答案落在什么范围里？写下预测，再对照解答。
 
 
 # %% tags=["remove-input"]
-t_now = acc["time"]
-packing_lever = next((a for a in acc["advice"] if a["lever"] == "packing"), None)  # section 08's row
+t_now = ex_acc["time"]
+packing_lever = next((a for a in ex_acc["advice"] if a["lever"] == "packing"), None)  # 08's row
 PART_ZH = {"gemms": "带权重的 GEMM", "attention": "注意力核心", "linear_attention": "线性注意力",
            "memory_bound": "受带宽限制的逐元素工作", "kernel_overhead": "kernel 启动的固定开销", "recompute": "重算",
            "communication_exposed": "暴露在外的通信", "pipeline_bubble": "流水线气泡"}
@@ -454,7 +477,7 @@ part_names = {name: PART_ZH.get(name, name) for name in t_now["parts"]}
 
 # %% tags=["solution"]
 try:  # the same scenario re-resolved with packed rows, and its account
-    sc_packed, acc_packed = d.load(scenario_file, {**overrides, "batching": "packed"})
+    sc_packed, acc_packed = d.load(scenario_file, {**ex_load, "batching": "packed"})
     t_packed = acc_packed["time"]
 except CostModelError as error:
     t_packed, refused = None, str(error)
@@ -465,6 +488,10 @@ if t_packed is not None:
          d.times(g_model, 3))
 
 # %% tags=["solution", "remove-input"]
+ex_g_pack = ex_pad["packing_speedup"]  # exercise 1's rule on exercise 3's run
+ex_t_pack = ex_pad["step_time_after_packing"]
+
+
 def ratio(name):
     now, then = t_now["parts"][name]["seconds"], t_packed["parts"][name]["seconds"]
     return now / then if then > 0 else (1.0 if now == 0 else float("inf"))
@@ -472,10 +499,10 @@ def ratio(name):
 
 if t_packed is not None:
     live = [name for name in t_now["parts"] if t_now["parts"][name]["seconds"] > 0]
-    slower = [part_names[name] for name in live if ratio(name) < g_pack * (1 - 1e-3)]
-    faster = [part_names[name] for name in live if ratio(name) > g_pack * (1 + 1e-3)]
+    slower = [part_names[name] for name in live if ratio(name) < ex_g_pack * (1 - 1e-3)]
+    faster = [part_names[name] for name in live if ratio(name) > ex_g_pack * (1 + 1e-3)]
     unexplained = t_now["unexplained_seconds"]
-    if padded and unexplained is not None and unexplained >= 0:
+    if ex_padded and unexplained is not None and unexplained >= 0:
         low_t = t_now["measured_seconds"] / g_model  # the unexplained part shrinks like the rest
         high_t = t_packed["predicted_seconds"] + unexplained  # it does not shrink at all
 
@@ -483,7 +510,7 @@ if t_packed is not None:
 # {% if t_packed is none %}
 # 本场景改成 `batching: packed` 后不是一个有效的场景（{{ refused }}），这道题在这里无从算起。
 # {% else %}
-# **packing 前后的单步耗时模型（槽位之比 g_pack = {{ g_pack|times(3) }}）**
+# **packing 前后的单步耗时模型（槽位之比 g_pack = {{ ex_g_pack|times(3) }}）**
 #
 # | 部分 | 现在 | packing 后 | 现在 / packing 后 |
 # |---|---|---|---|
@@ -492,7 +519,7 @@ if t_packed is not None:
 # {% endfor %}
 # | 预测的一步 | {{ seconds(t_now.predicted_seconds) }} | {{ seconds(t_packed.predicted_seconds) }} | {{ g_model|times(3) }} |
 #
-# 按练习 1 的规则，packing 的提速是槽位之比 $g_{\mathrm{pack}}$ = {{ g_pack|times(3) }}。{% if (g_model - 1)|abs <= 1e-3 %}单步耗时模型预测的一步改前改后都是 {{ seconds(t_now.predicted_seconds) }}。{% else %}单步耗时模型重新预测：改前 {{ seconds(t_now.predicted_seconds) }}，改后 {{ seconds(t_packed.predicted_seconds) }}，提速 **{{ g_model|times(3) }}**。{% endif %}{% if not padded %}本场景{% if packed %}已经在 packing{% else %}的平均真实长度等于配置长度，没有 pad 槽位{% endif %}：改成 `batching: packed` 不减少要算的槽位，没有 pad 可省{% if (g_model - 1)|abs <= 1e-3 %}。{% else %}；模型的一步仍有变化，那不是来自 pad。{% endif %}{% elif (g_model / g_pack - 1)|abs <= 1e-3 %}两者相同：按模型，这一步的每一部分都随槽位同比例缩短。{% else %}模型的提速比槽位之比{% if g_model < g_pack %}小{% else %}大{% endif %}。{% if slower %}{{ slower|join("、") }}缩短得比槽位少，或者不变：它们全部或一部分不随 pad 槽位增减，packing 省不掉那一部分。{% endif %}{% if faster %}{{ faster|join("、") }}缩短得比槽位还多。{% endif %}{% endif %}{% if not padded %}{% elif unexplained is none %}本场景的一步本来就是预测的（`step_time` 为 null），没有实测可以对照；量到实际的单步耗时后再做这道题，就能看出练习 1 的规则和模型差在哪里。{% elif unexplained >= 0 %}实测的一步里有 {{ seconds(unexplained) }} 是模型没有解释的（{{ t_now.unexplained_share|pct(1) }}）。它若和模型的各部分同比例变化，packing 后一步约 {{ seconds(low_t) }}；若它完全不随 packing 变，约 {{ seconds(high_t) }}。练习 1 的答案是 {{ seconds(t_pack) }}{% if low_t - 1e-9 <= t_pack <= high_t + 1e-9 %}，落在这个范围里。{% elif t_pack < low_t %}，比这个范围还短：它假设整步（连同没有解释的部分）都按槽位缩短，比模型乐观。{% else %}，比这个范围还长。{% endif %}哪一种更接近真实，只有量了 packing 之后的单步耗时才知道。{% else %}注意：实测的一步比模型预测的还短 {{ seconds(-unexplained) }}，按模型这一步不可能这么快（第 08 节），先核对场景和效率参数，再拿模型的提速去推算实测的单步耗时。{% endif %}
+# 按练习 1 的规则，packing 的提速是槽位之比 $g_{\mathrm{pack}}$ = {{ ex_g_pack|times(3) }}。{% if (g_model - 1)|abs <= 1e-3 %}单步耗时模型预测的一步改前改后都是 {{ seconds(t_now.predicted_seconds) }}。{% else %}单步耗时模型重新预测：改前 {{ seconds(t_now.predicted_seconds) }}，改后 {{ seconds(t_packed.predicted_seconds) }}，提速 **{{ g_model|times(3) }}**。{% endif %}{% if not ex_padded %}本场景{% if packed %}已经在 packing{% else %}的平均真实长度等于配置长度，没有 pad 槽位{% endif %}：改成 `batching: packed` 不减少要算的槽位，没有 pad 可省{% if (g_model - 1)|abs <= 1e-3 %}。{% else %}；模型的一步仍有变化，那不是来自 pad。{% endif %}{% elif (g_model / ex_g_pack - 1)|abs <= 1e-3 %}两者相同：按模型，这一步的每一部分都随槽位同比例缩短。{% else %}模型的提速比槽位之比{% if g_model < ex_g_pack %}小{% else %}大{% endif %}。{% if slower %}{{ slower|join("、") }}缩短得比槽位少，或者不变：它们全部或一部分不随 pad 槽位增减，packing 省不掉那一部分。{% endif %}{% if faster %}{{ faster|join("、") }}缩短得比槽位还多。{% endif %}{% endif %}{% if not ex_padded %}{% elif unexplained is none %}{% if not ex_variant %}本场景的一步本来就是预测的（`step_time` 为 null）{% else %}这个变体的一步是预测的{% endif %}，没有实测可以对照；量到实际的单步耗时后再做这道题，就能看出练习 1 的规则和模型差在哪里。{% elif unexplained >= 0 %}实测的一步里有 {{ seconds(unexplained) }} 是模型没有解释的（{{ t_now.unexplained_share|pct(1) }}）。它若和模型的各部分同比例变化，packing 后一步约 **{{ seconds(low_t) }}**；若它完全不随 packing 变，约 {{ seconds(high_t) }}{% if packing_lever is not none %}（上表里第 08 节杠杆表的那一步）{% endif %}。{% if not ex_variant %}练习 1 的答案是{% else %}按练习 1 的规则是{% endif %} {{ seconds(ex_t_pack) }}{% if low_t - 1e-9 <= ex_t_pack <= high_t + 1e-9 %}，落在这个范围里。{% elif ex_t_pack < low_t %}，比这个范围还短：它假设整步（连同没有解释的部分）都按槽位缩短，比模型乐观。{% else %}，比这个范围还长。{% endif %}哪一种更接近真实，只有量了 packing 之后的单步耗时才知道。{% else %}注意：实测的一步比模型预测的还短 {{ seconds(-unexplained) }}，按模型这一步不可能这么快（第 08 节），先核对场景和效率参数，再拿模型的提速去推算实测的单步耗时。{% endif %}
 # {% endif %}
 
 # %% [markdown] tags=["solution"]

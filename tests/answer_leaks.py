@@ -24,7 +24,8 @@ The rule:
      exercise that changes the run starts from them and its solution quotes them;
   4. figures of the solution's prose (not bold) that the student edition shows before the
      exercise (on an earlier page, or earlier on its own): the solution quotes them in passing
-     ("负载最重的卡要 316.2 GB，第 08 节细讲");
+     ("负载最重的卡要 316.2 GB，第 08 节细讲"). A solution therefore bolds the figures it
+     computes: a bold figure is a result, and an earlier page that shows it gives it away;
   5. the figures of the earlier exercises of its page (their prompts and answers): a later
      exercise that builds on one is checked for its own answers only;
   6. figures of fewer than three digits (6.1, 9.1%): across ten pages they coincide by chance.

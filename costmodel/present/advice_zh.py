@@ -66,8 +66,8 @@ def _overlap_flags(f: dict[str, Any]) -> str:
     text = f"{_keys(f['flags'])}：把暴露在外的通信（预测 {sig4(f['exposed'])} 秒）藏到计算后面"
     if "ep_overlap" in f["flags"]:
         text += (
-            "（EP 的 all-to-all 藏在另一个 micro batch 的计算后面：DualPipe，或 Megatron-LM 的 "
-            "1F1B all-to-all 重叠，这是假设）"
+            "（EP 的全交换藏在另一个 micro batch 的计算后面：DualPipe，或 Megatron-LM 的 "
+            "1F1B 全交换重叠，这是假设）"
         )
     return text
 

@@ -2,6 +2,7 @@
 tests/answer_leaks.py). A student build's pages and booklet: tests/publish/test_student_leaks.py."""
 
 import copy
+import re
 
 import nbformat
 import pytest
@@ -71,3 +72,22 @@ def test_figures_keep_their_sign_and_read_fractions():
         "1.005×",
     }
     assert figures("1.70×（课程 06.4）") == set()
+
+
+def test_the_issues_leaks_are_found(notebooks, given):
+    """Issue 36 (4): a value of a solution shown elsewhere in the student edition fails the check:
+    page 10's own intermediate values (10-2's intensities 1328 and 1620, once printed by a kept
+    cell of page 10) and an end of 10-3's range on page 08 (its lever table printed one; the
+    solution bolds the end it computes, so that an earlier page showing it is a leak, not a quote:
+    rule 4 takes a prose figure an earlier page shows as quoted)."""
+    exercises = {e.name: e for page in course_answers(notebooks, given) for e in page}
+    assert {"1328", "1620"} <= exercises["10-2"].answers
+    page_10 = "\n".join(c.source for c in notebooks[9][1].cells if c.cell_type == "markdown")
+    low = re.search(r"packing 后一步约 \*\*([\d.]+) s\*\*", page_10).group(1)  # the range's end
+    assert low in exercises["10-3"].answers
+    planted = copy.deepcopy(notebooks)
+    planted[9][1].cells.append(nbformat.v4.new_markdown_cell("强度 1328 与 1620 FLOP/byte。"))
+    planted[7][1].cells.insert(5, nbformat.v4.new_markdown_cell(f"packing 后一步 {low} s。"))
+    found = {(leak.exercise.name, leak.page) for leak in leaks(_pages(planted, given))}
+    assert {("10-2", "10_exercises"), ("10-3", "08_optimization_path")} <= found
+    assert not leaks(_pages(notebooks, given))

@@ -365,3 +365,25 @@ def test_10_exercise_re_predicts_the_step_after_packing(course_account):
     packed = account(scenario.resolve(overrides={"batching": "packed"}))["time"]
     g_model = now / packed["predicted_seconds"]
     assert f"提速 **{d.times(g_model, 3)}**" in _shown(nb)
+
+
+def _is_plot(cell) -> bool:
+    return cell.cell_type == "code" and any(
+        {"image/svg+xml", "image/png"} & set(o.get("data", {})) for o in cell.get("outputs", [])
+    )
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_every_plot_has_a_chinese_caption_for_its_axes(source):
+    """Issue 36 (5): plot labels are English (the project's guide); the Markdown next to each plot
+    (the cell just before or just after it) says in Chinese what each axis shows."""
+    cells = nbformat.read(source.with_suffix(".ipynb"), as_version=4).cells
+    for i, cell in enumerate(cells):
+        if not _is_plot(cell):
+            continue
+        near = [
+            cells[j].source
+            for j in (i - 1, i + 1)
+            if 0 <= j < len(cells) and cells[j].cell_type == "markdown"
+        ]
+        assert any("横轴" in text and "纵轴" in text for text in near), (source.name, i)

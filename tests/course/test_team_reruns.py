@@ -32,6 +32,9 @@ SCENARIOS = {
     "hf": "scenarios/qwen3-8b-hf-deepspeed-8xH100.yaml",
     "fp8moe": "tests/data/fp8-moe-balanced.yaml",
     "packed": "tests/data/dense-packed.yaml",
+    # the other shipped scenarios: a packed torchtitan run, the tutorial's (no recompute weights)
+    "torchtitan": "scenarios/llama-3.1-8b-torchtitan-64xH200.yaml",
+    "tutorial": "scenarios/tutorial-qwen3-8b.yaml",
 }
 #: The notebooks each scenario runs: those where a pattern can show for it.
 RUNS = {
@@ -39,11 +42,13 @@ RUNS = {
     "llama8b": ("05", "06", "07", "08", "10"),
     "llama405b": ("04", "05", "10"),
     "deepseek": ("03", "09"),
-    "qwen3next": ("03", "05"),
+    "qwen3next": ("03", "05", "07"),
     "llama70b": ("01", "03", "04", "05", "09"),
     "hf": ("08",),
-    "fp8moe": ("06", "09"),
+    "fp8moe": ("03", "06", "07", "09"),
     "packed": ("08",),
+    "torchtitan": ("10",),
+    "tutorial": ("03",),
 }
 
 
@@ -344,3 +349,58 @@ def test_04s_exercises_ask_for_something_on_a_run_without_pad_slots(runs):
         found = answers(runs[(name, "04")], "04_", run_givens(sc, account(sc)))
         assert [e.name for e in found if e.answers] == ["04-1", "04-2"], name
         assert "改用课程场景的长度" in _text(runs, name, "04")
+
+
+#: Exercises whose answer is a formula or a figure the question hands over (tests/course/
+#: test_answer_leaks.py::test_every_computed_exercise_has_answers_to_check): nothing to compute by
+#: design, on every run.
+CONCEPTUAL = {"01-2", "02-1", "05-2"}
+
+
+def test_every_exercise_has_something_to_compute(runs, course, course_account):
+    """Issue 36 (6): no exercise whose answers are all equal ("1.00×, 不变", "哪个 kernel 都做不到"
+    on every run): by the student-answer rule (tests/answer_leaks.py) every exercise but the
+    conceptual ones has an answer that is neither a given of its run nor 0 or 1, on the course
+    (its stored notebooks) and on every run here: the scenarios/*.yaml above and the three unlike
+    them. A run where a question has nothing to compute takes a stated variant (the course's
+    value of what the run lacks: 03-2's recompute, 04's and 10-3's lengths, 08-1's attention
+    share; 05-1 takes 4S where the page shows the share at 2S)."""
+    from answer_leaks import answers, course_answers, run_givens
+
+    stored = [
+        (p.stem, nbformat.read(p.with_suffix(".ipynb"), as_version=4)) for p in suite.sources()
+    ]
+    found = {
+        ("course", e.name): e
+        for page in course_answers(stored, run_givens(course, course_account))
+        for e in page
+    }
+    for (name, stem), nb in runs.items():
+        sc = _resolved(name)
+        for e in answers(nb, stem + "_", run_givens(sc, account(sc))):
+            found[(name, e.name)] = e
+    empty = {key for key, e in found.items() if not e.answers and key[1] not in CONCEPTUAL}
+    assert not empty, sorted(empty)
+    assert {key[1] for key in found} >= {"03-2", "07-2", "08-1", "10-3"}
+
+
+#: A before and an after as the pages write a lever's change (the notes' PAIRS in
+#: tests/evaluate/test_advice_framework.py, and the tables' arrows): the same figure on both sides.
+SAME_BEFORE_AND_AFTER = re.compile(
+    r"(?<![\d.,])([\d.,]+ ?(?:GB|s|秒|×)) ?→ ?\1(?![\d])"
+    r"|留 ([\d.,]+ GB) 的 logits，而不是 \2(?![\d])"
+    r"|从 ([\d.,]+ GB)（[^）]*）降到 ?\3(?![\d])"
+)
+
+
+def test_no_lever_row_states_equal_before_and_after(runs):
+    """Issue 36 (6): no page of a run offers a lever whose before and after read alike ("留 0.0 GB
+    而不是 0.0 GB", "8.5 s → 8.5 s"): a lever that changes nothing is no row. A claims row (it
+    quotes the course, "（课程 06.8 ③）") may show a figure unchanged: that is its point ("99.0 GB →
+    99.0 GB: the bytes do not follow the micro batch")."""
+    assert SAME_BEFORE_AND_AFTER.search("预测一步 8.492 秒 → 8.492 秒")
+    assert not SAME_BEFORE_AND_AFTER.search("预测一步 18.492 秒 → 8.492 秒")
+    for (name, stem), nb in runs.items():
+        lines = [line for line in _text(runs, name, stem).splitlines() if "（课程 " not in line]
+        found = [m.group(0) for line in lines for m in SAME_BEFORE_AND_AFTER.finditer(line)]
+        assert not found, (name, stem, found)

@@ -3,6 +3,7 @@ own layout marked with its rank, the findings; a model that fits nowhere gets it
 
 import html
 import re
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +76,79 @@ def test_the_index_and_08_give_the_own_layout_one_rank(course_handouts):
     index = re.search(r"本场景自己的布局（高亮）在 ([\d,]+) 种里排第 ([\d,]+)", text("index.html"))
     page = re.search(r"放得下的 ([\d,]+) 个布局里排第 ([\d,]+)", text("08_optimization_path.html"))
     assert index and page and index.groups() == page.groups()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The course, every shipped scenario and the scenarios unlike them (tests/data).
+SCENARIOS = [
+    None,
+    *sorted((ROOT / "scenarios").glob("*.yaml")),
+    *sorted((ROOT / "tests" / "data").glob("*.yaml")),
+]
+#: Each Chinese finding the index prints, with when its tag is [成立]: from the counts the line
+#: itself states (a rule the line does not match fails the check: a reader cannot tell it).
+_EVERY = r"(?P<top>\d+) 个(?:都是|里有 (?P<count>\d+) 个)"
+FINDING_RULES = (
+    (re.compile(rf"^最快的布局把 TP 放在一个节点之内（TP ≤ 每节点 \d+ 张卡）：{_EVERY}$"), "all"),
+    (
+        re.compile(rf"^EP 都在 DP 之内；最快的布局把 EP 放在一个节点之内（EP ≤ \d+）：{_EVERY}$"),
+        "all",
+    ),
+    (
+        re.compile(r"^最快的布局用流水线并行（PP > 1）：(?P<top>\d+) 个里有 (?P<count>\d+) 个$"),
+        "some",
+    ),
+    (
+        re.compile(r"^序列长度 [\d,]+ 时，最快的布局用 CP：(?P<top>\d+) 个里有 (?P<count>\d+) 个$"),
+        "some",
+    ),
+    (
+        re.compile(r"^最快的 \d+ 个布局都不重算$|^最快的 \d+ 个布局里有 \d+ 个重算，都是显存逼的"),
+        "true",
+    ),
+    (re.compile(r"^最快的 \d+ 个布局里有 \d+ 个重算，其中 [1-9]\d* 个去掉重算也放得下$"), "false"),
+)
+
+
+def finding_reads_true(line: str) -> bool:
+    """`line` ("[成立] ..." or "[不成立] ...") carries the tag its own counts give."""
+    tag, _, text = line.partition("] ")
+    for pattern, rule in FINDING_RULES:
+        found = pattern.match(text)
+        if not found:
+            continue
+        count = found.groupdict().get("count")
+        holds = {
+            "all": count is None or count == found["top"],
+            "some": count is not None and int(count) > 0,
+            "true": True,
+            "false": False,
+        }[rule]
+        return tag == ("[成立" if holds else "[不成立")
+    return False
+
+
+def test_the_finding_checker_catches_a_tag_against_its_counts():
+    """The issue's line, and a tag turned round, fail the check; the lines as printed pass."""
+    assert not finding_reads_true("[不成立] 最快的 10 个布局都没有用流水线并行（PP = 1）")
+    assert not finding_reads_true("[成立] 最快的布局用流水线并行（PP > 1）：10 个里有 0 个")
+    assert finding_reads_true("[不成立] 最快的布局用流水线并行（PP > 1）：10 个里有 0 个")
+    assert not finding_reads_true(
+        "[成立] 最快的布局把 TP 放在一个节点之内（TP ≤ 每节点 8 张卡）：10 个里有 7 个"
+    )
+    assert finding_reads_true(
+        "[成立] 最快的布局把 TP 放在一个节点之内（TP ≤ 每节点 8 张卡）：10 个都是"
+    )
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: "course" if p is None else p.stem)
+def test_no_finding_on_the_index_reads_against_its_tag(path):
+    """Issue 36 (3, 6): every finding the index prints (both editions, every build: the course,
+    each scenarios/*.yaml, the test scenarios unlike them) carries the tag its own counts give,
+    read from the sentence as printed."""
+    table = handouts.plan_table(scenario.resolve(path))
+    if isinstance(table, str):  # no layout fits: no findings
+        return
+    assert table["findings"]
+    wrong = [line for line in table["findings"] if not finding_reads_true(line)]
+    assert not wrong, wrong

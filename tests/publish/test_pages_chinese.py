@@ -79,3 +79,11 @@ def test_the_pages_read_in_chinese(built, label):
     assert not found, "\n".join(
         f"{page}: {what}: {text[:160]}" for page, items in found.items() for what, text in items
     )
+
+
+def test_collective_names_are_chinese_in_prose():
+    """Issue 36 (5): a collective's English name in prose is English on the page (全交换, 全收集,
+    全归约, 归约散射 are the pages' names); in code font, to match a table or the report, it stays."""
+    for name in ("all-to-all", "all-gather", "all-reduce", "reduce-scatter"):
+        assert problems(f"<p>EP 的 {name} 藏在计算后面</p>", ()), name
+        assert problems(f"<p>EP 的全交换（<code>{name}</code>）藏在计算后面</p>", ()) == []
