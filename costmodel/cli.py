@@ -169,6 +169,9 @@ def _plan_args(sub) -> None:
     plan.add_argument("--top", type=_count, default=10, metavar="K", help="layouts shown")
     plan.add_argument("--fp8", action="store_true", help="search FP8 too where the GPU has it")
     plan.add_argument(
+        "--framework", metavar="NAME", help="the team's framework (its options only searched)"
+    )
+    plan.add_argument(
         "--format", choices=("text", "json", "csv"), default="text", help="output format"
     )
 
@@ -177,6 +180,7 @@ def _plan(args) -> None:
     from costmodel.evaluate.plan.plan import search
     from costmodel.present.plan import render
 
+    args.overrides += [f"framework={args.framework}"] if args.framework else []  # the scenario's
     found = search(_scenario(args), args.gpus, args.gpu, args.top, fp8=args.fp8)
     _output([render(found, args.format, args.top)])
 

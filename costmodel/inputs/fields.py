@@ -174,8 +174,9 @@ FIELDS: dict[str, Field] = {
     ),
     "framework": Field(
         "choice",
-        "what the layers save for backward: megatron (Megatron-Core with Transformer Engine) | "
-        "huggingface (transformers)",
+        "what the team trains with: megatron (Megatron-LM / NeMo) | torchtitan | huggingface "
+        "(Trainer + DeepSpeed) | huggingface_fsdp (Trainer + FSDP): what its layers save for "
+        "backward and the options the plan and the levers offer (inputs.frameworks)",
         choices=tuple(act.FRAMEWORKS),
     ),
     "cross_entropy": Field(

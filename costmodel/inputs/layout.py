@@ -17,7 +17,7 @@ from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import fitted_expert_parallel
 from costmodel.inputs.model_shape import scenario_shape, tensor_parallel_widths
 from costmodel.inputs.shape import ModelShape
-from costmodel.inputs.stages import stage_split_refusal
+from costmodel.inputs.stages import interleaving_refusal, stage_split_refusal
 from costmodel.records import frozen_dataclass
 
 
@@ -419,7 +419,7 @@ def _schedule(values: dict[str, Any]) -> None:
         )
     if schedule == "dualpipe":
         _check_dualpipe(values)
-    refused = stage_split_refusal(values)
+    refused = interleaving_refusal(values) or stage_split_refusal(values)
     if refused:
         raise layout_error(*refused)
 

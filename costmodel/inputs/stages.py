@@ -4,6 +4,7 @@ layers for the most loaded stage) or Megatron-LM's uneven first and last stages
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -57,3 +58,31 @@ def stage_split_refusal(values: dict[str, Any]) -> tuple[str, Any, str] | None:
             f"{split[2]}) with first_stage_layers or last_stage_layers set",
         )
     return None
+
+
+def interleaving_allows(pp: int, micro_batches: float) -> bool:
+    """Interleaved 1F1B needs at least PP micro batches per pipeline and step. Megatron-LM
+    (d98e8a64, megatron/core/pipeline_parallel/schedules.py,
+    forward_backward_pipelining_with_interleaving) runs the micro batches in groups of N
+    (--microbatch-group-size-per-virtual-pipeline-stage, default PP) and raises unless PP <= N
+    <= M and M mod N is 0 or at least PP: with fewer than PP micro batches no N exists (the
+    first chunk's output would come back to a stage with nothing to run). M not a multiple of
+    PP runs with N = M (or another N that leaves no short group), and its bubble is still
+    (PP - 1) chunk-steps at each end: (p - 1) / (v m) of the compute, the formula the model
+    uses (before core_v0.10.0, M had to be a multiple of PP). Packed rows may end part-filled:
+    a fraction of a row is one micro batch more. One stage has nothing to interleave."""
+    return pp <= 1 or math.ceil(micro_batches) >= pp
+
+
+def interleaving_refusal(values: dict[str, Any]) -> tuple[str, Any, str] | None:
+    """The interleaved schedule with fewer micro batches than stages (`interleaving_allows`),
+    refused in one line (key, value, what is allowed); None otherwise."""
+    m, pp = values.get("micro_batches_per_step"), values["pipeline_parallel"]
+    if values.get("virtual_pipeline") is None or m is None or interleaving_allows(pp, m):
+        return None
+    return (
+        "pipeline_schedule",
+        "interleaved",
+        f"1f1b, or at least pipeline_parallel ({pp}) micro batches per pipeline and step "
+        f"(this layout has {m:g}): Megatron-LM's interleaved schedule refuses fewer",
+    )

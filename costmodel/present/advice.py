@@ -121,14 +121,6 @@ def _chunked_logits(f: dict[str, Any]) -> str:
     )
 
 
-#: What a Hugging Face Trainer run lacks of each Megatron-LM feature (the `megatron_only` note).
-MISSING = {
-    "recompute_modules": "transformers' gradient checkpointing recomputes whole layers",
-    "pipeline_schedule": "the Trainer with DeepSpeed or FSDP runs no pipeline schedule",
-    "context_parallel": "the Trainer with DeepSpeed or FSDP does not split attention by sequence",
-}
-
-
 #: reason code -> the sentence of its figures (costmodel.evaluate.levers.advice.Reason)
 NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
     "refused": lambda f: (
@@ -177,9 +169,9 @@ NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
         f"no lever: the peak ({_phase(f['before'])}) holds no logits; chunking the "
         f"{gb(f['logits'])} of logits leaves it at {gb(f['before'].peak)}"
     ),
-    "megatron_only": lambda f: (
-        f"not for framework {f['framework']}: {f['key']} is a Megatron-LM feature "
-        f"({MISSING[f['key']]})"
+    "not_offered": lambda f: (
+        f"not for framework {f['framework']}: it does not offer {f['option']} ({f['key']}; "
+        "inputs.frameworks)"
     ),
 }
 

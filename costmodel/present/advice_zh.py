@@ -130,12 +130,19 @@ def _chunked_logits(f: dict[str, Any]) -> str:
     )
 
 
-#: What a Hugging Face Trainer run lacks of each Megatron-LM feature (the `megatron_only` note).
-MISSING = {
-    "recompute_modules": "transformers 的梯度检查点按整层重算，不能只重算其中几个模块",
-    "pipeline_schedule": "`Trainer` 配 DeepSpeed 或 FSDP 不切流水线，没有交错调度",
-    "context_parallel": "`Trainer` 配 DeepSpeed 或 FSDP 不按序列切分注意力",
+#: The options a framework may lack (inputs.frameworks' words), in Chinese.
+OPTIONS = {
+    "selective recompute": "按模块的选择性重算",
+    "the interleaved schedule": "交错流水线调度",
+    "the zero_bubble schedule": "零气泡调度",
+    "the dualpipe schedule": "DualPipe 调度",
+    "TP communication overlap": "TP 通信重叠",
 }
+
+
+def _spaced(word: str) -> str:
+    """A space before a Latin word that follows Chinese, none before a Chinese one."""
+    return f" {word}" if word[:1].isascii() else word
 
 
 #: reason code -> the sentence of its figures (advice.NOTES, in Chinese)
@@ -181,9 +188,9 @@ NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
         f"没有杠杆：峰值在{PHASES.get(f['before'].phase)}，那时没有 logits；把 {gb(f['logits'])} 的 "
         f"logits 分块，峰值仍是 {gb(f['before'].peak)}"
     ),
-    "megatron_only": lambda f: (
-        f"`framework: {f['framework']}` 做不了：{_code(f['key'])} 是 Megatron-LM 的功能"
-        f"（{MISSING[f['key']]}）"
+    "not_offered": lambda f: (
+        f"`framework: {f['framework']}` 做不了：这个框架没有"
+        f"{_spaced(OPTIONS.get(f['option'], f['option']))}（{_code(f['key'])}）"
     ),
 }
 

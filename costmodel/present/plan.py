@@ -1,7 +1,9 @@
 """`costmodel plan` as text, JSON or CSV: the top layouts of a search (evaluate.plan.plan), the
 scenario's own layout and its rank, what limits each layout, and the findings.
 
-JSON: {"scenario", "gpus", "gpu", "global_batch", "seq_len", "searched", "fitting", "timed",
+JSON: {"scenario", "framework", "not_offered" (what the search left out: the framework lacks it,
+inputs.frameworks; null when nothing), "gpus", "gpu", "global_batch", "seq_len", "searched",
+"fitting", "timed",
 "least_peak_bytes", "usable_bytes", "own": a layout or null, "own_rank", "own_note",
 "layouts": [a layout, ...], "findings": [{"name", "holds", "count", "of", "statement"}]}; a
 layout is {"rank", "own", "layout": its scenario keys, "step_seconds", "tokens_per_s", "mfu",
@@ -77,6 +79,8 @@ def as_json(plan: search.Plan, top: int) -> dict[str, Any]:
     own = plan.own
     return {
         "scenario": base.name,
+        "framework": base.framework,
+        "not_offered": plan.extra.get("not_offered") or None,
         "gpus": base.num_gpus,
         "gpu": base.gpu,
         "global_batch": base.samples_per_step,
@@ -182,6 +186,7 @@ def as_text(plan: search.Plan, top: int) -> str:
         f"{data['seq_len']:,}: {data['searched']:,} layouts searched (each with its schedules, "
         f"recompute policies and ZeRO stages), {data['fitting']:,} fit "
         f"({data['usable_bytes'] / 1e9:.1f} GB usable per GPU), {data['timed']:,} timed",
+        *([f"Not searched: {data['not_offered']}"] if data["not_offered"] else []),
         "",
         f"The {len(data['layouts'])} fastest (predicted step; * the scenario's own layout):",
     ]

@@ -44,7 +44,7 @@ from extreme_runs import (  # LONG_SAMPLE, N_TOO_SMALL, SLOW_LINKS: evaluate/tes
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from costmodel.derive import attention, exercises, levers, moe, roofline
+from costmodel.derive import attention, exercises, levers, moe, plain, roofline
 from costmodel.errors import CostModelError
 from costmodel.evaluate.account import packing
 from costmodel.evaluate.account.account import account, fill_step_time, gemm_peak
@@ -57,6 +57,7 @@ from costmodel.inputs.layout import ulysses_divides
 from costmodel.inputs.model_shape import query_heads, tensor_parallel_widths
 from costmodel.inputs.resolution import shape_params
 from costmodel.inputs.scenario import FIELDS, RECOMPUTE_POLICIES
+from costmodel.inputs.stages import interleaving_allows
 from costmodel.present import display
 
 # ------------------------------------------------------------------ the valid space
@@ -306,6 +307,13 @@ def valid_scenarios(draw) -> dict:
     # a padded step computes every slot, a packed one only the real tokens
     per_sample = data["seq_len"] if data["batching"] == "padded" else data["mean_tokens_per_sample"]
     tokens = data["samples_per_step"] * per_sample
+    # interleaved 1F1B with at least PP micro batches per pipeline (Megatron-LM's rule, issue 35)
+    m = plain.micro_batches(
+        data["batching"], samples=data["samples_per_step"], tokens=tokens, seq_len=seq, dp=dp,
+        micro_batch=data["micro_batch"],
+    )  # fmt: skip
+    if data["pipeline_schedule"] == "interleaved" and not interleaving_allows(pp, m):
+        data["pipeline_schedule"], data["virtual_pipeline"] = "1f1b", None
     at_peak = 6 * data["activated_params"] * tokens * factor / (data["num_gpus"] * peak)
     low_t, high_t = bounds("step_time")
     low_t = max(low_t, at_peak * (1 + 1e-6))

@@ -1,5 +1,5 @@
 """Issue 36: the levers follow the run they are offered to. A Hugging Face Trainer run is not
-offered a Megatron-LM feature (per-module recompute, the interleaved pipeline, CP, TP overlap);
+offered what its framework lacks (per-module recompute, the interleaved pipeline, CP, TP overlap);
 a memory lever that moves nothing (no logits on the most loaded stage, or a peak without them)
 is not a lever; no lever's note states a before and an after that read alike."""
 
@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from costmodel.evaluate.account.account import account
-from costmodel.evaluate.levers import advice
 from costmodel.inputs import scenario
 from costmodel.present import advice as advice_en
 from costmodel.present import advice_zh
@@ -28,26 +27,37 @@ def _levers(path, **overrides):
     return {x.lever: x for x in account(scenario.resolve(path, overrides or None))["advice"]}
 
 
-def test_a_hugging_face_run_gets_no_megatron_only_lever():
+#: The levers the HF lab (at PP 2: a pipeline to interleave) is not offered, and the option of
+#: inputs.frameworks each needs.
+HF_LACKS = {
+    "selective_recompute": "selective recompute",
+    "recompute_modules": "selective recompute",
+    "pipeline_bubble": "the interleaved schedule",
+    "context_parallel": "CP",
+    "tensor_parallel": "TP",
+}
+
+
+def test_a_hugging_face_run_gets_no_lever_its_framework_lacks():
     """The HF Trainer lab (framework: huggingface) is not offered selective recompute by modules,
-    the interleaved pipeline or CP; each says why (the Megatron-LM feature it needs)."""
+    the interleaved pipeline, CP or TP (inputs.frameworks' table); each says why."""
     levers = _levers(HF_LAB, pipeline_parallel=2)  # a pipeline to interleave
-    assert set(advice.MEGATRON_ONLY) == {
-        "selective_recompute", "recompute_modules", "pipeline_bubble", "context_parallel"
-    }  # fmt: skip
-    for name in advice.MEGATRON_ONLY:
+    for name, option in HF_LACKS.items():
         lever = levers[name]
-        assert not lever.feasible and lever.reason.code == "megatron_only", (name, lever.reason)
-        assert "Megatron-LM" in advice_zh.note(lever) and "huggingface" in advice_en.note(lever)
+        assert not lever.feasible and lever.reason.code == "not_offered", (name, lever.reason)
+        assert lever.reason.facts["option"] == option
+        assert "huggingface" in advice_zh.note(lever) and "huggingface" in advice_en.note(lever)
     assert levers["recompute_off"].changes  # turning checkpointing off is the Trainer's too
+    assert levers["pipeline_parallel"].changes == {"pipeline_parallel": 1}  # PP 2 -> 1: offered
     # a lever with nothing to change keeps its own reason: the lab as it is has no pipeline
     assert _levers(HF_LAB)["pipeline_bubble"].reason.code == "no_pipeline"
+    assert _levers(HF_LAB)["pipeline_parallel"].reason.code == "not_offered"  # PP 1 -> 2
 
 
 def test_the_same_run_under_megatron_keeps_those_levers():
     """The check is the framework's: the same lab as a Megatron-LM run is offered them again."""
     levers = _levers(HF_LAB, framework="megatron", pipeline_parallel=2)
-    assert all(levers[name].reason.code != "megatron_only" for name in advice.MEGATRON_ONLY)
+    assert all(levers[name].reason.code != "not_offered" for name in HF_LACKS)
     assert levers["selective_recompute"].changes
 
 

@@ -97,6 +97,9 @@ def _by_name(found, top):
 
 def test_findings_are_computed_true_and_false(small):
     _, found = small
+    # the layouts of TP <= 8 first (without ZeRO-3, which Megatron-LM does not offer, TP 16 ranks
+    # among the top 5 here)
+    found = dataclasses.replace(found, rows=sorted(found.rows, key=lambda r: r.core.tp > 8))
     got = _by_name(found, 5)
     assert got["tp_within_node"]["holds"] is True  # every top layout has TP <= 8 here
     # the same rows with TP 16 in the first: the finding no longer holds

@@ -5,7 +5,7 @@ cross-entropy kinds; and the checks every rule uses (see the package's docstring
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from costmodel.derive.numeric import RECOMPUTE_POLICIES
 
@@ -144,6 +144,19 @@ FRAMEWORKS: dict[str, Framework] = {
         ),
     ),
 }
+#: torchtitan: Megatron-Core's rules, an assumption: torch.compile fuses the norms and SwiGLU
+#: as Transformer Engine does (its llama3 configs compile), and its loss casts the logits to
+#: fp32 (torchtitan/components/loss.py, one copy counted as Megatron-LM's: the compiled loss
+#: fuses the cast into the softmax). Trainer with FSDP runs transformers' modules:
+#: huggingface's rules.
+FRAMEWORKS["torchtitan"] = replace(
+    FRAMEWORKS["megatron"],
+    name="torchtitan",
+    cross_entropy="fp32",
+    text="torchtitan (compiled): Megatron-Core's saved tensors assumed (fused norms and "
+    "SwiGLU, flash attention, grouped MoE GEMMs), the loss on an fp32 copy of the logits",
+)
+FRAMEWORKS["huggingface_fsdp"] = replace(FRAMEWORKS["huggingface"], name="huggingface_fsdp")
 
 #: What each ``cross_entropy`` keeps while the loss runs (``loss_saved``): ``fp32`` the BF16
 #: logits and the framework's fp32 copies (Megatron-LM's ``VocabParallelCrossEntropy``: one fp32

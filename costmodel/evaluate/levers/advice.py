@@ -16,8 +16,9 @@ pipeline schedule, another TP, PP or CP, FP8 GEMMs). The changed scenario is res
   `fits`).
 
 A lever is feasible when the changed scenario resolves (the layout divides), fits in memory and
-is faster, and the scenario's `framework` has what it needs (a Hugging Face Trainer run has no
-per-module recompute, interleaved pipeline or CP: `MEGATRON_ONLY`). Overlap hides at most what the model leaves exposed: the overlap flags change only
+is faster, and the scenario's `framework` offers what it changes (inputs.frameworks, the table
+the plan searches under: a Hugging Face Trainer run has no per-module recompute, pipeline, TP or
+CP; `not_offered`). Overlap hides at most what the model leaves exposed: the overlap flags change only
 the communication part. Two levers are not a scenario change: the load balance (the model's
 experts are balanced; the lever puts the simulated router's straggler factor on the predicted
 routed-expert GEMMs, and the load-aware placement's) and, with a measured `communication_share`,
@@ -60,7 +61,6 @@ from costmodel.evaluate.levers.lever import (  # noqa: F401 (re-exported: the le
 )
 from costmodel.evaluate.levers.levers import (  # noqa: F401 (re-exported: the levers)
     LAYOUT,
-    MEGATRON_ONLY,
     ROUTER_PLACEMENTS,
     ROUTER_SEED,
     ROUTER_TOKENS,
@@ -74,8 +74,8 @@ from costmodel.evaluate.levers.levers import (  # noqa: F401 (re-exported: the l
     least_selective,
     load_balance,
     measured_overlap,
-    megatron_only,
     micro_batch,
+    not_offered,
     overlap,
     packing,
     pipeline,
@@ -106,7 +106,7 @@ def advice(
     out.append(pipeline(base))
     out += [layout(base, key, label) for key, label in LAYOUT]
     out += [fp8(base), chunked_cross_entropy(base)]
-    out = [megatron_only(base, x) or x for x in out]  # what the framework has
+    out = [not_offered(base, x) or x for x in out]  # what the framework has
     out.sort(key=lambda x: (not x.feasible, -x.speedup))
     return out
 

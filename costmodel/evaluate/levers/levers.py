@@ -22,7 +22,7 @@ from costmodel.evaluate.levers.lever import (
     nothing,
 )
 from costmodel.evaluate.simulate import run
-from costmodel.inputs import hardware
+from costmodel.inputs import frameworks, hardware
 from costmodel.inputs.scenario import Scenario, as_scenario
 
 #: The router simulation behind `load_balance` (as notebook 06): tokens, placements, seed; the
@@ -73,27 +73,16 @@ def simulated_imbalance(experts: int, top_k: int, ep: int, skew: float) -> tuple
 
 
 # ------------------------------------------------------------------ the scenario, changed
-#: The levers that need a Megatron-LM feature (per-module selective recompute, the interleaved
-#: pipeline schedule, context parallelism): a Hugging Face Trainer run cannot take them (transformers'
-#: gradient checkpointing recomputes whole layers; Trainer with DeepSpeed or FSDP has no
-#: pipeline schedule or CP), so they are not feasible there (`megatron_only`).
-MEGATRON_ONLY = {
-    "selective_recompute": "recompute_modules",
-    "recompute_modules": "recompute_modules",
-    "pipeline_bubble": "pipeline_schedule",
-    "context_parallel": "context_parallel",
-}
-
-
-def megatron_only(base: Base, lever: Lever) -> Lever | None:
-    """The lever `lever` as not feasible where the scenario's framework lacks the Megatron-LM
-    feature it needs (MEGATRON_ONLY), else None (a lever that changes nothing keeps its own
-    reason: no pipeline to interleave is said so)."""
-    name = lever.lever
-    if base.sc.framework == "megatron" or name not in MEGATRON_ONLY or not lever.changes:
+def not_offered(base: Base, lever: Lever) -> Lever | None:
+    """The lever `lever` as not feasible where it changes a key to what the scenario's
+    framework does not offer (inputs.frameworks: its table, the one the plan searches under),
+    else None (a lever that changes nothing keeps its own reason: no pipeline to interleave is
+    said so)."""
+    refused = frameworks.refusal(base.sc.framework, lever.changes) if lever.changes else None
+    if refused is None:
         return None
-    facts = {"framework": base.sc.framework, "key": MEGATRON_ONLY[name]}
-    return nothing(base, name, lever.rests_on, "megatron_only", **facts)
+    facts = {"framework": base.sc.framework, "key": refused[0], "option": refused[1]}
+    return nothing(base, lever.lever, lever.rests_on, "not_offered", **facts)
 
 
 def packing(base: Base) -> Lever:
@@ -189,7 +178,8 @@ def overlap(base: Base, comm: dict[str, Any], busy: dict[str, Any]) -> Lever:
         flags["overlap_grad_reduce"] = True
     if not sc.overlap_param_gather:
         flags["overlap_param_gather"] = True
-    if sc.tensor_parallel > 1 and not sc.tp_comm_overlap and sc.framework == "megatron":
+    tp_overlap = frameworks.offer(sc.framework).tp_comm_overlap  # TE's userbuffers, async TP
+    if sc.tensor_parallel > 1 and not sc.tp_comm_overlap and tp_overlap:
         flags.update(tp_comm_overlap=True, sequence_parallel=True)
     if sc.expert_parallel > 1 and sc.ep_overlap != "dualpipe":  # none, or partial: all of it
         flags["ep_overlap"] = "dualpipe"

@@ -4,7 +4,8 @@ cluster, ranked by the step-time model's predicted step. The search (evaluate.pl
    parallel, the scenario's precision (or, with `fp8`, BF16 and FP8 where the GPU has an FP8
    peak); each with its settings: the pipeline schedule and its virtual stages, a recompute
    policy (none, the growing selective module sets, full, the scenario's own) and a ZeRO stage;
-2. the screen: a core fits when its most memory-saving settings fit (ZeRO 3, full recompute or
+   only what the scenario's framework offers (inputs.frameworks; the output names the rest);
+2. the screen: a core fits when its most memory-saving settings fit (the top ZeRO stage, full or
    the largest module set, the schedule that holds the fewest micro batches); the least peak
    over all cores is what a model that fits nowhere is told it needs;
 3. the cores that fit in the order of a lower bound on their step (plan_eval's lower_bound),
@@ -26,13 +27,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from costmodel.derive import plain
 from costmodel.errors import CostModelError
 from costmodel.evaluate.account import account
 from costmodel.evaluate.plan import plan_comm
 from costmodel.evaluate.plan.plan_base import (  # noqa: F401 (plan.rebase, plan.MAX_TOP)
     MAX_TOP,
     check_top,
+    framework_constraints,
     memory_bounded,
     paused_gc,
     rebase,
@@ -44,6 +45,7 @@ from costmodel.evaluate.plan.plan_space import (
     Core,
     Recompute,
     Schedule,
+    bubble_share,
     cores,
     outside,
     own_core,
@@ -55,7 +57,7 @@ from costmodel.evaluate.plan.plan_space import (
 )
 from costmodel.evaluate.simulate import step_time
 from costmodel.evaluate.simulate.linear import linear_attention
-from costmodel.inputs import scenario
+from costmodel.inputs import frameworks, scenario
 from costmodel.inputs.resolution import params_contradiction
 from costmodel.inputs.scenario import Scenario
 
@@ -65,6 +67,8 @@ CONSTRAINED = {
     "pipeline_parallel": "pp",
     "context_parallel": "cp",
     "sequence_parallel": "sp",
+    "expert_parallel": "ep",
+    "fp8": "fp8",
     "zero_stage": None,
     "recompute": None,
 }
@@ -127,8 +131,8 @@ class Plan:
 
 def _screen(ev: Evaluator, all_cores: list[Core], saving: list[Recompute]):
     """The cores that fit under their most memory-saving settings (the recompute options of
-    `saving` at ZeRO 3 and the schedule that holds the fewest micro batches: Evaluator's
-    least_peak, of every core at once), and the least peak over them all."""
+    `saving` at the top ZeRO stage searched, the schedule that holds the fewest micro batches:
+    Evaluator's least_peak, of every core at once), and the least peak over them all."""
     peaks = ev.batch.least_peaks(saving).tolist()
     fitting = [core for core, peak in zip(all_cores, peaks) if peak <= ev.usable]
     return fitting, min(peaks)
@@ -185,10 +189,7 @@ def _best(
     floor passes the best found. `enough`: the first settings faster than it end the search
     (the core only needs counting: faster than the own layout, not among the top)."""
     schedules = schedule_options(ev.base, core.pp)
-    shares = [
-        plain.bubble_over_compute(s.name, core.pp, core.micro_batches, s.virtual or 1)
-        for s in schedules
-    ]
+    shares = [bubble_share(s, core.pp, core.micro_batches) for s in schedules]
     bubble = min(shares)
     # no recompute first; the other policies (each no faster in compute) join the queue only
     # when their common floor, no recompute's with what nothing hides, comes up
@@ -277,6 +278,7 @@ def _space(base: Scenario, fp8: bool, constraints: dict[str, tuple]):
     (search)."""
     if set(constraints) - set(CONSTRAINED):
         raise ValueError(f"constraints: {sorted(set(constraints) - set(CONSTRAINED))}")
+    constraints = framework_constraints(base.framework, constraints)
     ev = Evaluator(base, tuple(constraints.get("zero_stage", ZERO_STAGES)))
     options = recompute_options(base)
     if "recompute" in constraints:
@@ -307,8 +309,8 @@ def search(
     """Search the layouts (module docstring); CostModelError (one line) when none fits.
     `count_own` False: the own layout is evaluated but not ranked (own_rank None): only the top
     K are searched for, much faster where the own layout ranks far down (the notebooks).
-    `constraints`: the values allowed of some keys (CONSTRAINED), what a framework lacks or a
-    run fixed; the others are searched as usual. `top`: at most MAX_TOP."""
+    `constraints`: the values allowed of some keys (CONSTRAINED), what a run fixed, with the
+    framework's (plan_base.framework_constraints); the others searched. `top`: at most MAX_TOP."""
     check_top(top)
     contradiction = params_contradiction(sc.values, "a plan's search", "")
     if contradiction:  # every layout's step is predicted from the shape's GEMMs
@@ -341,7 +343,7 @@ def search(
     if ranked:
         rank = 1 + sum(1 for r in rows if r.seconds < own.seconds * (1 - 1e-12))
     figures = account.evaluate(base, (linear_attention(base) or {}).get("flops_per_step") or 0.0)
-    return Plan(
+    found = Plan(
         base=base,
         rows=rows,
         own=own,
@@ -354,6 +356,8 @@ def search(
         model_flops_per_step=figures["model_flops_per_step"],
         extra={"evaluator": ev, "cores": fitting, "bounds": bounds, "top": top, "options": options},
     )
+    found.extra["not_offered"] = frameworks.not_offered(base.framework, base.pipeline_schedule)
+    return found
 
 
 def _ranked(ev: Evaluator, fitting, bounds, options, top: int, own_seconds: float):
@@ -403,10 +407,7 @@ def _passed_over(ev: Evaluator, core: Core, options, schedules, bubble: float, l
     none = Recompute("none")
     if none not in options or ev.unhidden(core, none) > 0:
         return False
-    shares = [
-        plain.bubble_over_compute(s.name, core.pp, core.micro_batches, s.virtual or 1)
-        for s in schedules
-    ]
+    shares = [bubble_share(s, core.pp, core.micro_batches) for s in schedules]
     _, choice = ev.settings(core, none, list(schedules), shares)
     if not any(
         s >= 0 and ZERO_STAGES[z] >= 1 and shares[s] == bubble for z, s in enumerate(choice)

@@ -10,7 +10,7 @@ from typing import Any
 from costmodel.errors import CostModelError
 from costmodel.evaluate.plan import plan_space
 from costmodel.evaluate.simulate import run
-from costmodel.inputs import hardware, layout, scenario
+from costmodel.inputs import frameworks, hardware, layout, scenario
 from costmodel.inputs.scenario import Scenario
 
 
@@ -98,6 +98,15 @@ def _fewer_pipelines(sc: Scenario, gpus: int) -> dict[str, int] | None:
 #: The most layouts a search ranks (`--top`): each of them is timed and kept with its parts (a
 #: search asked for ten million took two minutes and 2 GB), and a ranking of more is not read.
 MAX_TOP = 1000
+
+
+def framework_constraints(framework: str, constraints: dict[str, tuple]) -> dict[str, tuple]:
+    """The search's constraints with the framework's (inputs.frameworks.plan_constraints: what
+    it does not offer is not searched); where both name a key, the values both allow."""
+    out = dict(constraints)
+    for key, allowed in frameworks.plan_constraints(framework).items():
+        out[key] = tuple(value for value in out.get(key, allowed) if value in allowed)
+    return out
 
 
 def check_top(top: int) -> None:

@@ -25,7 +25,13 @@ from costmodel.derive import numeric, plain
 from costmodel.evaluate.memory import gpu_memory
 from costmodel.evaluate.memory.pipeline import schedule_flights
 from costmodel.evaluate.plan.plan_memory import ZERO_STAGES
-from costmodel.evaluate.plan.plan_space import Core, Recompute, Schedule, schedule_options
+from costmodel.evaluate.plan.plan_space import (
+    Core,
+    Recompute,
+    Schedule,
+    bubble_share,
+    schedule_options,
+)
 from costmodel.evaluate.simulate import compute_time, optimizer_step, stage
 from costmodel.evaluate.simulate.gemms import weight_shapes
 from costmodel.inputs import attention_kernels
@@ -414,6 +420,4 @@ def stage_bound(ev, gemm, micro_batches, share, pp):
 @functools.cache
 def least_bubble(pp: int, micro_batches: float, schedules: tuple[Schedule, ...]) -> float:
     """The least bubble share over the schedules searched for a pipeline."""
-    return min(
-        plain.bubble_over_compute(s.name, pp, micro_batches, s.virtual or 1) for s in schedules
-    )
+    return min(bubble_share(s, pp, micro_batches) for s in schedules)

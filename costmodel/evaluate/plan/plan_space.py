@@ -23,6 +23,7 @@ from costmodel.derive import activations as act
 from costmodel.derive import plain
 from costmodel.derive.plain import divisors
 from costmodel.errors import CostModelError
+from costmodel.inputs import frameworks
 from costmodel.inputs.layout import (
     ce_chunks_most,
     cp_divides,
@@ -33,6 +34,7 @@ from costmodel.inputs.layout import (
 )
 from costmodel.inputs.model_shape import tensor_parallel_widths
 from costmodel.inputs.scenario import Scenario
+from costmodel.inputs.stages import interleaving_allows
 
 #: The largest context-parallel size and micro batch searched (and the scenario's own micro
 #: batch, whatever it is).
@@ -156,7 +158,8 @@ def fp8_options(sc: Scenario, search: bool = False) -> list[tuple[str, str]]:
 
 def schedule_options(sc: Scenario, pp: int) -> list[Schedule]:
     """1F1B, interleaved with every virtual size that splits the stages evenly (PP divides the
-    layers, and the virtual stages each stage's: inputs.layout's `virtual_splits_stage`), and
+    layers, and the virtual stages each stage's: inputs.layout's `virtual_splits_stage`) where
+    the framework offers it (inputs.frameworks), and
     the scenario's own schedule where it is another (zero_bubble; dualpipe where the pipeline
     is even: `dualpipe_allows`); one stage: 1F1B."""
     if pp == 1:
@@ -164,7 +167,7 @@ def schedule_options(sc: Scenario, pp: int) -> list[Schedule]:
     layers = sc.num_layers
     stage = -(-layers // pp)
     out = [Schedule("1f1b")]
-    if layers % pp == 0:
+    if layers % pp == 0 and frameworks.schedule_allowed(sc.framework, "interleaved"):
         out += [
             Schedule("interleaved", v)
             for v in range(2, stage + 1)
@@ -174,6 +177,15 @@ def schedule_options(sc: Scenario, pp: int) -> list[Schedule]:
     if own not in ("1f1b", "interleaved") and (own != "dualpipe" or dualpipe_allows(pp)):
         out.append(Schedule(own))
     return out
+
+
+def bubble_share(schedule: Schedule, pp: int, micro_batches: float) -> float:
+    """The schedule's bubble over the stage's compute; infinite for the interleaved schedule
+    with fewer micro batches than stages, which Megatron-LM refuses (inputs.stages'
+    `interleaving_allows`, the rule a scenario is resolved under): never the least."""
+    if schedule.name == "interleaved" and not interleaving_allows(pp, micro_batches):
+        return math.inf
+    return plain.bubble_over_compute(schedule.name, pp, micro_batches, schedule.virtual or 1)
 
 
 def tensor_parallel_sizes(sc: Scenario, gpus: int) -> list[int]:

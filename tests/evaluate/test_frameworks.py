@@ -1,0 +1,127 @@
+"""Issue 35: the plan searches only what the team's framework offers (inputs.frameworks, the one
+table the levers read too), `costmodel plan --framework` overrides the scenario's, and the
+interleaved schedule is refused where Megatron-LM refuses it (fewer micro batches than stages),
+in the report, the levers and the plan alike."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from costmodel.cli import main
+from costmodel.derive import plain
+from costmodel.errors import CostModelError
+from costmodel.evaluate.account.account import account
+from costmodel.evaluate.plan import plan
+from costmodel.inputs import frameworks, scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+LLAMA_70B = str(ROOT / "scenarios" / "llama-3.1-70b-512xH100.yaml")
+LLAMA_405B = ROOT / "scenarios" / "llama-3.1-405b-512xH100.yaml"
+HF_LAB = str(ROOT / "scenarios" / "qwen3-8b-hf-deepspeed-8xH100.yaml")
+#: Llama-3.1-70B on 32 GPUs, 64 sequences (a search well under a second).
+SMALL = ["--set", "num_gpus=32", "--set", "samples_per_step=64"]
+
+
+def _plan(capsys, *args) -> dict:
+    assert main(["plan", *args, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_every_framework_entry_names_its_source():
+    """Each framework of the scenario key has an entry, and every option it offers beyond data
+    parallelism (and every one it lacks that the plan constrains) cites where it was read."""
+    from costmodel.derive import activations as act
+
+    assert set(frameworks.OFFERS) == set(act.FRAMEWORKS)
+    for name, offer in frameworks.OFFERS.items():
+        assert "zero_stages" in offer.sources and "recompute" in offer.sources, name
+    assert frameworks.OFFERS["megatron"].zero_stages == (0, 1)  # the distributed optimizer
+    assert frameworks.OFFERS["torchtitan"].zero_stages == (0, 2, 3)  # FSDP2 or DDP
+    assert frameworks.not_offered("huggingface") == (
+        "framework huggingface: TP, SP, CP, PP, EP, selective recompute not offered"
+    )
+
+
+def test_a_megatron_plan_has_no_zero_2_or_3(capsys):
+    """Megatron-LM shards with its distributed optimizer (ZeRO-1) in the project's table: no
+    layout of a Megatron run's plan uses ZeRO-2 or 3, and the output says what was left out."""
+    got = _plan(capsys, "--scenario", LLAMA_70B, *SMALL, "--top", "20")
+    assert got["framework"] == "megatron"
+    assert got["not_offered"] == (
+        "framework megatron: ZeRO-2, ZeRO-3, the zero_bubble schedule, the dualpipe schedule "
+        "not offered"
+    )
+    assert len(got["layouts"]) == 20
+    assert {item["layout"]["zero_stage"] for item in got["layouts"]} <= {0, 1}
+
+
+def test_a_hugging_face_lab_plan_has_no_tp_cp_or_pp(capsys):
+    """The HF Trainer + DeepSpeed lab (8 GPUs, 128 sequences): only DP 8 is searched, with the
+    micro batches that divide its 16 sequences per GPU (1, 2, 4, 8): 4 layouts; no selective
+    recompute."""
+    got = _plan(capsys, "--scenario", HF_LAB, "--top", "10")
+    assert got["searched"] == 4
+    for item in got["layouts"]:
+        keys = item["layout"]
+        assert (keys["tensor_parallel"], keys["context_parallel"]) == (1, 1)
+        assert keys["pipeline_parallel"] == 1 and keys["recompute"] in ("none", "full")
+    assert main(["plan", "--scenario", HF_LAB, "--top", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "Not searched: framework huggingface: TP, SP, CP, PP, EP" in text
+
+
+def test_framework_flag_overrides_the_scenarios(capsys):
+    """--framework megatron on the HF lab searches TP again (more than its 4 layouts, a
+    layout with TP > 1 among them); --framework huggingface on the Megatron run leaves DP 32
+    alone: its 2 sequences per GPU at micro batch 1 or 2."""
+    megatron = _plan(capsys, "--scenario", HF_LAB, "--framework", "megatron", "--top", "30")
+    assert megatron["framework"] == "megatron" and megatron["searched"] > 4
+    assert any(item["layout"]["tensor_parallel"] > 1 for item in megatron["layouts"])
+    hf = _plan(capsys, "--scenario", LLAMA_70B, *SMALL, "--framework", "huggingface")
+    assert hf["framework"] == "huggingface" and hf["searched"] == 2
+
+
+def test_a_bad_framework_is_one_line(capsys):
+    assert main(["plan", "--scenario", HF_LAB, "--framework", "deepspeed"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "framework: 'deepspeed' is not allowed; expected one of megatron" in err
+    assert "torchtitan" in err and "huggingface_fsdp" in err
+
+
+def test_interleaving_needs_a_micro_batch_per_stage(capsys):
+    """Megatron-LM refuses the interleaved schedule with fewer micro batches than stages: the
+    Llama-3.1-405B file (PP 8, DP 4) at 16 sequences has 4 micro batches per pipeline; at 32,
+    8 (= PP) it runs; at 48, 12 (not a multiple of 8, Megatron-LM's micro-batch groups of 12)
+    its bubble is (p - 1) / (v m) = 7 / (8 x 12) of the compute."""
+    with pytest.raises(CostModelError, match="pipeline_schedule: 'interleaved' is not allowed"):
+        scenario.resolve(LLAMA_405B, {"samples_per_step": 16})
+    assert scenario.resolve(LLAMA_405B, {"samples_per_step": 32})["micro_batches_per_step"] == 8
+    assert plain.bubble_over_compute("interleaved", 8, 12, 8) == pytest.approx(7 / 96)
+    assert main(["report", "--scenario", str(LLAMA_405B), "--set", "samples_per_step=16"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "(this layout has 4)" in err
+
+
+def test_no_plan_row_interleaves_fewer_micro_batches_than_stages():
+    """Llama-3.1-405B on 128 GPUs, 16 sequences: the search ranked PP 2, v 63 at one micro
+    batch (1.6% bubble, where Megatron-LM refuses it); now every interleaved row has m >= p."""
+    sc = scenario.resolve(
+        LLAMA_405B,
+        {"num_gpus": 128, "samples_per_step": 16, "pipeline_parallel": 8},
+    )
+    found = plan.search(sc, top=20, count_own=False)
+    assert found.rows
+    for row in found.rows:
+        if row.schedule.name == "interleaved":
+            assert row.core.micro_batches >= row.core.pp, row
+
+
+def test_the_interleaving_lever_is_refused_at_m_under_p():
+    """Llama-3.1-70B (PP 4, 1F1B, DP 16) at 32 sequences: 2 micro batches per pipeline, under
+    its 4 stages; the lever that would interleave is refused, not ranked."""
+    sc = scenario.resolve(Path(LLAMA_70B), {"samples_per_step": 32})
+    assert sc["micro_batches_per_step"] == 2
+    lever = {x.lever: x for x in account(sc)["advice"]}["pipeline_bubble"]
+    assert not lever.feasible and lever.reason.code == "refused"
