@@ -243,7 +243,7 @@ def valid_scenarios(draw) -> dict:
     data["gpus_per_node"] = draw(field("gpus_per_node"))
     data["zero_stage"] = draw(st.sampled_from(range(int(bounds("zero_stage")[1]) + 1)))
     data["grad_bytes"] = draw(st.sampled_from(FIELDS["grad_bytes"].values))
-    for key in ("cp_comm_type", "ep_overlap"):
+    for key in ("cp_comm_type", "ep_overlap", "collective_latency"):
         data[key] = draw(st.sampled_from(FIELDS[key].choices))
     data["ep_overlap_fraction"] = draw(fraction())
     # the shared expert's overlap goes with ep_overlap none (layout.check_ep_overlap)
