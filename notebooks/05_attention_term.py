@@ -71,7 +71,10 @@ NO_SPLIT = {"tensor_parallel": 1, "pipeline_parallel": 1, "context_parallel": 1,
 
 def resolve_unsplit(keys):
     """The scenario in force with `keys`, resolved with NO_SPLIT at the least CP (a divisor of
-    the GPUs) that the rules accept; the refusal at CP 1 if none does."""
+    the GPUs) that the rules accept; where none does (a cluster too large to split this shape
+    for the step's samples), on the most GPUs that can, at the same GPU-seconds (the step
+    stretched by as much), which leaves every figure the tables show as it is: the FLOPs, the
+    shares, and the utilizations, FLOPs over T x GPUs x peak. The refusal at CP 1 if none does."""
     refused = None
     for cp in sp.divisors(sc.num_gpus):
         try:
@@ -79,6 +82,13 @@ def resolve_unsplit(keys):
                                                     "context_parallel": int(cp), **keys})
         except CostModelError as error:
             refused = refused or error
+    for gpus in reversed(sp.divisors(sc.num_gpus)[:-1]):
+        stretch = {"num_gpus": int(gpus), "measured_tokens_per_s": None,
+                   "step_time": None if sc.step_time_from == "predicted" else sc.step_time * sc.num_gpus / int(gpus)}
+        try:
+            return scenario.resolve(scenario_file, {**overrides, **NO_SPLIT, **keys, **stretch})
+        except CostModelError:
+            continue
     raise refused
 
 
@@ -87,15 +97,19 @@ def resolve_with(**keys):
     predicted step (step_time null) is kept as the scenario's, so the variants compare at one T.
     A shape given with its own heads (`num_heads` set or reset here) drops a `num_kv_heads` the
     scenario sets: that count was for the scenario's heads, not these. Fewer layers than the
-    scenario's dense layers before the MoE ones (`first_dense_layers`) keep one MoE layer."""
+    scenario's dense layers before the MoE ones (`first_dense_layers`) keep one MoE layer, and
+    than its offloaded ones (`cpu_offload_layers`) keep the last on the GPU."""
     if "num_heads" in keys and sc.num_kv_heads is not None:
         keys = {"num_kv_heads": None if keys["num_heads"] is None else shape.num_kv_heads, **keys}
     dense_first = sc.first_dense_layers
     if "num_layers" in keys and dense_first is not None and dense_first >= keys["num_layers"]:
         keys = {"first_dense_layers": keys["num_layers"] - 1, **keys}
+    if "num_layers" in keys and sc.cpu_offload_layers >= keys["num_layers"]:  # the last stays
+        keys = {"cpu_offload_layers": keys["num_layers"] - 1, **keys}
     hsc = resolve_unsplit(keys)
-    if sc.step_time_from == "predicted":
-        hsc = hsc.replace(step_time=sc.step_time, sources={"step_time": "predicted"})
+    if sc.step_time_from == "predicted":  # at the scenario's GPU-seconds (resolve_unsplit)
+        stretched = sc.step_time * sc.num_gpus / hsc.num_gpus
+        hsc = hsc.replace(step_time=stretched, sources={"step_time": "predicted"})
     return hsc, account(hsc)
 
 
@@ -242,6 +256,13 @@ hyp = {(layers, hidden): resolve_with(num_layers=layers, hidden_size=hidden, att
                                       num_heads=None, head_dim=None,
                                       full_attention_every=min(sc.full_attention_every, layers))
        for layers, hidden in HYPOTHESES}
+
+# %% tags=["remove-input"]
+fewer_gpus = sorted({hsc.num_gpus for hsc, _ in hyp.values()} - {sc.num_gpus})
+offload_kept = sc.cpu_offload_layers >= min(layers for layers, _ in HYPOTHESES)
+
+# %% [markdown]
+# {% if fewer_gpus %}本场景的 {{ "{:,}".format(sc.num_gpus) }} 张卡太多：{{ "{:,}".format(sc.samples_per_step) }} 个样本一步，不切张量和流水线时，有的假设形状在这么多卡上分不开。这些假设改在能分开的最多卡上（{{ fewer_gpus|join("、") }} 张）解析，单步耗时按同样的 GPU·秒拉长，所以表里的 FLOPs、占比和利用率与在本场景的卡数上算的一样。{% endif %}{% if offload_kept %}本场景卸载到 CPU 的层数（`cpu_offload_layers` = {{ sc.cpu_offload_layers }}）不少于假设的层数，假设里取层数减一（最后一层留在 GPU 上）；卸载只影响显存，不影响这里的运算量。{% endif %}
 
 # %% tags=["remove-input"]
 COURSE_TABLE = {(row["num_layers"], row["hidden_size"], row["sequence"]):  # the course's rows (a quote)

@@ -41,7 +41,7 @@ from costmodel.evaluate.levers import advice
 from costmodel.evaluate.simulate import gemms, run, step_time
 from costmodel.evaluate.plan import layouts
 from costmodel.formats import decimals, sig
-from costmodel.inputs import assumptions, attention_kernels, hardware, models, scenario
+from costmodel.inputs import assumptions, attention_kernels, hardware, models, scenario, what_if
 from costmodel.evaluate.account.claims import communication_share_now
 from costmodel.present import answers_zh
 from costmodel.present import display as d
@@ -1012,30 +1012,47 @@ if searched is not None:
 # the exercise's two layouts: outside the 10 fastest (the handouts' index lists those, with
 # their steps: none of the two may share a step with them) and not the scenario's own; the
 # fastest of the rest, and the fastest of the rest with another split
-pair = []
-if searched is not None:
-    listed = searched.rows[:10] + every[:10] + ([searched.own] if searched.own else [])
+def two_layouts(found, fitting):
+    listed = found.rows[:10] + fitting[:10] + ([found.own] if found.own else [])
     shown_keys = {r.key for r in listed}
     shown_steps = {f"{r.seconds:.{n}f}" for r in listed for n in (2, 3)}
-    rest = [r for r in every if r.key not in shown_keys
+    rest = [r for r in fitting if r.key not in shown_keys
             and not {f"{r.seconds:.{n}f}" for n in (2, 3)} & shown_steps]
-    if rest:
-        first = rest[0]
-        split = (first.core.tp, first.core.pp, first.core.cp)
-        other = next((r for r in rest if (r.core.tp, r.core.pp, r.core.cp) != split
-                      and abs(r.seconds / first.seconds - 1) > 0.03), rest[-1])
-        pair = sorted([first, other], key=lambda r: r.peak_bytes) if other is not first else []
+    if not rest:
+        return []
+    first = rest[0]
+    split = (first.core.tp, first.core.pp, first.core.cp)
+    other = next((r for r in rest if (r.core.tp, r.core.pp, r.core.cp) != split
+                  and abs(r.seconds / first.seconds - 1) > 0.03), rest[-1])
+    return sorted([first, other], key=lambda r: r.peak_bytes) if other is not first else []
+
+
+pair, asked = [], searched
+if searched is not None:
+    pair = two_layouts(searched, every)
+    # a framework that offers few layouts (a Hugging Face Trainer lab): the exercise takes the
+    # layouts Megatron-LM would offer the same model and cluster, and says so
+    if not pair and sc.framework != "megatron":
+        try:
+            asked = plan.search(what_if.changed(sc, {"framework": "megatron"}), top=10)
+            pair = two_layouts(asked, plan.every(asked)[0])
+        except CostModelError:
+            asked = searched
+variant = asked is not searched
 names = ["甲", "乙"]
 
 # %% [markdown] tags=["exercise"]
 # ### 练习 3：这两个布局，哪个快？
 #
-# 下面是上图中两个放得下的布局（都不在最快的 10 个里）。先别看解答：根据它们的 TP、PP、CP、micro batch、重算和 ZeRO 阶段，预测哪一个一步更短、大约快多少，差距主要来自哪一部分（计算、暴露在外的通信，还是流水线气泡）。写下预测，再对照解答。
+# 下面是两个放得下、又不在最快的 10 个里的布局。先别看解答：根据它们的 TP、PP、CP、micro batch、重算和 ZeRO 阶段，预测哪一个一步更短、大约快多少，差距主要来自哪一部分（计算、暴露在外的通信，还是流水线气泡）。写下预测，再对照解答。
 
 # %% [markdown]
 # {% if pair %}
+# {% if variant %}
+# 本场景的框架（`framework: {{ sc.framework }}`）只给出 {{ every|length }} 个放得下的布局，挑不出两个不在前 10 名里、切分又不同的。这道题改用同一个模型、同样的 GPU 数在 Megatron-LM（`framework: megatron`）下能搜到的两个布局，它们不是本场景能选的：
+# {% endif %}
 # {% for r in pair %}
-# - 布局{{ names[loop.index0] }}：{{ plan_text.settings(plan.layout_keys(searched, r))|code }}
+# - 布局{{ names[loop.index0] }}：{{ plan_text.settings(plan.layout_keys(asked, r))|code }}
 # {% endfor %}
 # {% else %}
 # 本场景放得下的布局太少，挑不出两个不在前 10 名里、切分又不同的布局；这道题换一个更大的场景再做。

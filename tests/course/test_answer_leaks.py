@@ -84,10 +84,17 @@ def test_the_issues_leaks_are_found(notebooks, given):
     assert {"1328", "1620"} <= exercises["10-2"].answers
     page_10 = "\n".join(c.source for c in notebooks[9][1].cells if c.cell_type == "markdown")
     low = re.search(r"packing 后一步约 \*\*([\d.]+) s\*\*", page_10).group(1)  # the range's end
-    assert low in exercises["10-3"].answers
+    # The end the solution bolds, moved to a figure no page shows by chance (the built one may
+    # coincide with a figure of the run an earlier page shows, which rule 3 takes as a given:
+    # figures carry no unit, and after the refit the end, 51.4 s, is also 08's 51.4 GB of model
+    # states), then shown on 08 as its lever table once showed it.
     planted = copy.deepcopy(notebooks)
+    for cell in planted[9][1].cells:
+        if cell.cell_type == "markdown" and f"**{low} s**" in cell.source:
+            cell.source = cell.source.replace(f"**{low} s**", "**77.7 s**")
+    assert "77.7" in {e.name: e for e in course_answers(planted, given)[9]}["10-3"].answers
     planted[9][1].cells.append(nbformat.v4.new_markdown_cell("强度 1328 与 1620 FLOP/byte。"))
-    planted[7][1].cells.insert(5, nbformat.v4.new_markdown_cell(f"packing 后一步 {low} s。"))
+    planted[7][1].cells.insert(5, nbformat.v4.new_markdown_cell("packing 后一步 77.7 s。"))
     found = {(leak.exercise.name, leak.page) for leak in leaks(_pages(planted, given))}
     assert {("10-2", "10_exercises"), ("10-3", "08_optimization_path")} <= found
     assert not leaks(_pages(notebooks, given))
