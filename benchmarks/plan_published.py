@@ -165,7 +165,12 @@ def framework_limits(row: dict[str, Any]) -> tuple[str, dict[str, tuple]]:
 
 
 def _rank_under(sc, constraints: dict[str, tuple]) -> tuple[int | None, int]:
-    found = plan.search(sc, constraints=constraints)
+    """The own layout's rank and the layouts that fit under `constraints`; (None, 0) where the
+    search refuses them (the scenario's framework offers none of a key's values)."""
+    try:
+        found = plan.search(sc, constraints=constraints)
+    except CostModelError:
+        return None, 0
     return found.own_rank, found.fitting
 
 
@@ -186,8 +191,8 @@ def _constrained(sc, row: dict[str, Any], own: dict[str, Any]) -> str:
     steps.append(
         (
             f"CP held at the run's ({own['context_parallel']}): a limit of the models, not of the "
-            "run (the CP ring has no per-step latency and the attention kernel keeps its "
-            "efficiency at any block size, so the search finds CP almost free)",
+            "run (CP pays its ring's bytes and NCCL's latency per step, not the causal load "
+            "balance nor the kernel below the shortest length its published curve measures)",
             {**steps[-1][1], "context_parallel": (own["context_parallel"],)},
         )
     )

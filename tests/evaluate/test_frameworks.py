@@ -125,3 +125,14 @@ def test_the_interleaving_lever_is_refused_at_m_under_p():
     assert sc["micro_batches_per_step"] == 2
     lever = {x.lever: x for x in account(sc)["advice"]}["pipeline_bubble"]
     assert not lever.feasible and lever.reason.code == "refused"
+
+
+def test_a_held_value_the_framework_lacks_is_one_line():
+    """Constraints that ask for what the framework does not offer (a ZeRO 3 run held under
+    Megatron-LM's distributed optimizer) leave nothing to search: one line, not a crash."""
+    with pytest.raises(CostModelError) as error:
+        plan.search(scenario.resolve(), constraints={"zero_stage": (3,)})
+    assert str(error.value) == (
+        "framework: 'megatron' is not allowed; expected a framework that offers zero_stage 3 "
+        "(it offers 0, 1)"
+    )

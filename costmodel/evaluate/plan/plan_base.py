@@ -106,6 +106,12 @@ def framework_constraints(framework: str, constraints: dict[str, tuple]) -> dict
     out = dict(constraints)
     for key, allowed in frameworks.plan_constraints(framework).items():
         out[key] = tuple(value for value in out.get(key, allowed) if value in allowed)
+        if not out[key]:
+            asked = ", ".join(str(v) for v in constraints[key])
+            raise CostModelError(
+                f"framework: {framework!r} is not allowed; expected a framework that offers "
+                f"{key} {asked} (it offers {', '.join(str(v) for v in allowed)})"
+            )
     return out
 
 
