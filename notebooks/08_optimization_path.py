@@ -947,6 +947,8 @@ if searched is not None:
 if searched is not None:
     shown_top = plan_text.as_table(searched, 5)
     top_rows = [cells for cells, own in shown_top["rows"] if not own]
+    top_k = min(5, len(searched.rows))  # the fastest shown, the own layout among them apart
+    own_in_top = searched.own_rank is not None and searched.own_rank <= top_k
 
 # %% tags=["remove-input"]
 if searched is not None:
@@ -960,7 +962,7 @@ if searched is not None:
 
 # %% [markdown]
 # {% if searched is not none %}
-# **{{ "{:,}".format(searched.fitting) }} 个放得下的布局里最快的 5 个（预测单步耗时；限制：一步里占比最大的部分）**
+# **{{ "{:,}".format(searched.fitting) }} 个放得下的布局里最快的 {{ top_k }} 个{% if own_in_top %}（本场景自己的布局排第 {{ searched.own_rank }}，不列在表里）{% endif %}（预测单步耗时；限制：一步里占比最大的部分）**
 #
 # |{% for column in shown_top.columns %} {{ column }} |{% endfor %}
 # |{% for column in shown_top.columns %}---|{% endfor %}

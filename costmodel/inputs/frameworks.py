@@ -17,8 +17,9 @@ says so (`Offer.notes`):
   (core_v0.10.0; refused with PP and EP, megatron/training/arguments.py) and Megatron-FSDP
   (`--use-custom-fsdp`, core_v0.12.0, renamed `--use-megatron-fsdp` in core_v0.15.0, with
   `--data-parallel-sharding-strategy optim_grads_params`, ZeRO-3's). The project does not
-  offer them under `megatron`: none of the runs it models uses them, and its ZeRO-3 costs
-  (per-layer gathers, their buffers) are not yet the ones Megatron-FSDP pays (issue 35).
+  offer them under `megatron`: none of the runs it models uses them, and its ZeRO-3 model
+  (a gather per layer with NCCL's latency, two gathered layers in memory) is PyTorch FSDP2's,
+  not Megatron-FSDP's buckets and buffers.
 - `torchtitan`: FSDP2 (`fully_shard`) shards the weights: ZeRO-3 by default
   (`fsdp_reshard_after_forward` "default"), ZeRO-2's by "never"; replication alone
   (`data_parallel_replicate_degree`) is DDP. No optimizer-only sharding (ZeRO-1).
