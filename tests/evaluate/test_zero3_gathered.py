@@ -66,3 +66,32 @@ def test_the_report_prints_the_gathered_row(capsys):
     assert "1.2 GB" in row and "ZeRO 3" in row
     assert cli.main(["report"]) == 0  # the course (ZeRO 1): no such row
     assert "  gathered " not in capsys.readouterr().out
+
+
+def test_the_plans_screen_is_a_lower_bound_with_zero3s_gathered_layers():
+    """The plan screens layouts out by their least peak over the ZeRO stages it searches. With
+    ZeRO 3's gathered layers the most sharding is not always the least memory (a pipeline stage
+    of few layers holds two gathered layers beside one sharded stage), so the least peak is
+    taken over the stages: never above the peak of any stage the search then evaluates."""
+    from costmodel.evaluate.plan import plan
+    from costmodel.evaluate.plan.plan_batch import Batch
+    from costmodel.evaluate.plan.plan_space import recompute_options, schedule_options
+
+    base = plan.rebase(
+        scenario.resolve(REPO / "scenarios" / "llama-3.1-8b-torchtitan-64xH200.yaml")
+    )
+    ev, _, every = plan._space(base, False, {})
+    assert 3 in ev.zero_stages and 2 in ev.zero_stages  # torchtitan: FSDP2 (ZeRO 2 and 3)
+    ev.batch = Batch(ev, every)
+    options = recompute_options(base)
+    least = ev.batch.least_peaks(options)
+    above = 0
+    for i, core in enumerate(every):
+        schedules = schedule_options(base, core.pp)
+        # [ZeRO stage (0 to 3), schedule] peaks; the stages searched
+        searched = [ev.peaks(core, rc, schedules)[list(ev.zero_stages)] for rc in options]
+        peaks = min(p.min() for p in searched)
+        assert least[i] <= peaks * (1 + 1e-12), core
+        zero3 = min(ev.peaks(core, rc, schedules)[3].min() for rc in options)
+        above += zero3 > peaks * (1 + 1e-9)  # ZeRO 3 is not this core's least
+    assert above > 0  # cores where the old screen (ZeRO 3's states) would have been too high

@@ -166,8 +166,10 @@ class Batch:
 
     def least_peaks(self, policies: list[Recompute]) -> np.ndarray:
         """The least peak of every core over `policies`, every ZeRO stage and schedule: at the
-        most sharding searched and the schedule that holds the fewest micro batches (the peak
-        grows with the states and the micro batches in flight)."""
+        least model states of the ZeRO stages searched (the most sharding, but ZeRO 3 also holds
+        its gathered layers, which can outweigh what it shards on a stage of few layers) and the
+        schedule that holds the fewest micro batches (the peak grows with the states and the
+        micro batches in flight)."""
         ev, a = self.ev, self.a
         gradients = self._params[0]
         flights: dict = {}
@@ -176,7 +178,8 @@ class Batch:
             if key not in flights:
                 flights[key] = min(_flight(core, schedule_options(ev.base, core.pp)))
         flight = np.array([flights[c.pp, c.micro_batches] for c in self.cores], dtype=float)
-        first, last = self._states_at(max(ev.zero_stages))[:2]  # 1F1B's: no second copy
+        states = [self._states_at(zero)[:2] for zero in ev.zero_stages]  # no second copy
+        first, last = (np.minimum.reduce([got[k] for got in states]) for k in (0, 1))
         least = np.inf
         for rc in policies:
             saved, working, outside, logits = (
