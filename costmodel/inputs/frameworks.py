@@ -62,6 +62,13 @@ class Offer:
 MEGATRON_AT = "Megatron-LM d98e8a64 (2026-08-22)"
 TITAN_AT = "torchtitan b5bcd76c (2026-08-21)"
 
+#: Where the two Hugging Face Trainer entries read their recompute and FP8 (the same for both).
+TRAINER_RECOMPUTE = "TrainingArguments.gradient_checkpointing: whole layers"
+TRAINER_FP8 = (
+    "Accelerate's mixed_precision fp8 (Transformer Engine, MS-AMP or torchao backends; "
+    "Accelerate docs, usage_guides/low_precision_training), under Trainer"
+)
+
 OFFERS: dict[str, Offer] = {
     "megatron": Offer(
         "Megatron-LM / Megatron-Core (NeMo)",
@@ -144,9 +151,8 @@ OFFERS: dict[str, Offer] = {
             "tensor_parallel": "Trainer shards by ZeRO only: no TP, CP or PP with DeepSpeed",
             "pipeline_parallel": "DeepSpeed's pipeline engine needs a PipelineModule, which "
             "Trainer does not build",
-            "recompute": "TrainingArguments.gradient_checkpointing: whole layers",
-            "fp8": "Accelerate's mixed_precision fp8 (Transformer Engine, MS-AMP or torchao "
-            "backends; Accelerate docs, usage_guides/low_precision_training), under Trainer",
+            "recompute": TRAINER_RECOMPUTE,
+            "fp8": TRAINER_FP8,
             "cross_entropy": "the loss on an fp32 copy of the logits (transformers' "
             "ForCausalLMLoss); TrainingArguments.use_liger_kernel: Liger-Kernel's fused linear "
             "cross-entropy",
@@ -171,9 +177,8 @@ OFFERS: dict[str, Offer] = {
             "tensor_parallel": "Accelerate ParallelismConfig tp_size (Accelerate 1.10)",
             "context_parallel": "Accelerate ParallelismConfig cp_size with FSDP2 (Accelerate "
             "docs, concept_guides/context_parallelism)",
-            "recompute": "TrainingArguments.gradient_checkpointing: whole layers",
-            "fp8": "Accelerate's mixed_precision fp8 (Transformer Engine, MS-AMP or torchao "
-            "backends; Accelerate docs, usage_guides/low_precision_training), under Trainer",
+            "recompute": TRAINER_RECOMPUTE,
+            "fp8": TRAINER_FP8,
         },
     ),
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import sympy as sp
+from test_communication import BASE as SMALL
 
 from costmodel import cli
 from costmodel.derive import communication as comm
@@ -57,33 +58,22 @@ def test_a_transfer_is_one_step():
     assert call_latency("all-to-all", 64, 8, True) == pytest.approx((8.4 + 14) * US)
 
 
-BASE = dict(
-    intra_node_bandwidth=100e9,
-    inter_node_bandwidth=10e9,
-    gpus_per_node=8,
-    micro_batch=1,
-    seq_len=100,
-    hidden_size=10,
-    num_layers=4,
-    num_full_attention_layers=0,
-    num_moe_layers=0,
-    experts_per_token=0,
-    num_heads=1,
-    num_kv_heads=1,
-    head_dim=8,
-    dense_params=4e9,
-    expert_params=0,
-    micro_batches=2,
-    step_time=1.0,
-    grad_bytes=2,
-)
+#: test_communication's small layout (its links: 100 GB/s in a node, 10 GB/s between), with
+#: four layers of 1e9 parameters, two micro batches and NCCL's latency.
+BASE = {
+    **SMALL,
+    "num_layers": 4,
+    "dense_params": 4e9,
+    "micro_batches": 2,
+    "collective_latency": "nccl",
+}
 
 
 def test_zero3_gathers_one_layer_at_a_time():
     """ZeRO 3 over 16 ranks on 2 nodes, 4 layers, 2 micro batches: a gather per layer for
     each micro batch's forward and backward (16 calls), a reduce-scatter per layer and micro
     batch (8), each one layer's buffer; the bytes are those of whole-model calls."""
-    got = communication(**BASE, dp=16, zero_stage=3)
+    got = communication(**{**BASE, "zero_stage": 3}, dp=16)
     gather = next(r for r in got.collectives if r.kind == "all-gather")
     reduce = next(r for r in got.collectives if r.kind == "reduce-scatter")
     assert (gather.calls_per_step, reduce.calls_per_step) == (16, 8)
@@ -93,7 +83,7 @@ def test_zero3_gathers_one_layer_at_a_time():
     assert gather.latency_seconds == pytest.approx(16 * one)
     assert reduce.latency_seconds == pytest.approx(8 * one)
     # the links alone: what the rows took before the latency, the same bytes
-    bare = communication(**BASE, dp=16, zero_stage=3, collective_latency="none")
+    bare = communication(**{**BASE, "zero_stage": 3, "collective_latency": "none"}, dp=16)
     bare_gather = next(r for r in bare.collectives if r.kind == "all-gather")
     assert bare_gather.latency_seconds == 0
     assert gather.seconds == pytest.approx(bare_gather.seconds + 16 * one)
@@ -102,7 +92,7 @@ def test_zero3_gathers_one_layer_at_a_time():
 def test_a_ring_over_thousands_of_ranks_waits_milliseconds_a_call():
     """ZeRO 3 over 8,192 ranks (1,024 nodes of 8): each all-gather waits 38.7 ms, whatever
     its size, so a layer-by-layer gather costs what the search took for free."""
-    got = communication(**{**BASE, "gpus_per_node": 8}, dp=8192, zero_stage=3)
+    got = communication(**{**BASE, "zero_stage": 3}, dp=8192)
     gather = next(r for r in got.collectives if r.kind == "all-gather")
     per_call = (8.4 + (8191 - 1023) * 3.4 + 1023 * 14) * US
     assert per_call == pytest.approx(0.03870, abs=1e-5)
