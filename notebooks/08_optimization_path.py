@@ -1002,8 +1002,9 @@ if searched is not None:
 # - {% if searched.own_rank is not none %}本场景自己的布局在放得下的 {{ "{:,}".format(searched.fitting) }} 个布局里排第 {{ "{:,}".format(searched.own_rank) }}（索引页给的也是这个名次）{% if searched.own_rank == 1 %}，已经是预测最快的。{% else %}；最快的那个预测快 {{ (own_row.seconds / searched.rows[0].seconds)|times }}。{% endif %}{% else %}{% if exact %}本场景自己的布局在放得下的布局里排第 {{ "{:,}".format(faster_than_own + 1) }}{% else %}本场景自己的布局在画出的 {{ "{:,}".format(every|length) }} 个布局里排第 {{ "{:,}".format(faster_than_own + 1) }}（没画的布局里可能还有比它快的）{% endif %}{% if faster_than_own == 0 and exact %}，已经是预测最快的。{% elif faster_than_own == 0 %}，在画出的布局里最快。{% else %}；最快的那个预测快 {{ (own_row.seconds / every[0].seconds)|times }}。{% endif %}{% endif %}
 # {% elif searched.own is not none and not own_fits %}
 # - 按显存模型，本场景自己的布局放不下（图上的星号在可用显存线右边），所以不参与排名。
-# {% else %}
-# - 本场景自己的布局不在搜索范围里，图上没有它；`costmodel plan` 给出的原因：{{ searched.own_note|code }}。
+# {% endif %}
+# {% if searched.own_outside %}
+# - 搜索本身不会生成本场景自己的布局（`costmodel plan` 给出的原因：{{ searched.own_outside|code }}），所以它的单步耗时和显存峰值是由报告用的同一套公式单独算出来的。
 # {% endif %}
 # - 这些是规则，还是搜索的结果？上面每一条都由排好的布局数出来，不是搜索的前提；换一个场景，结论可能相反。
 # {% else %}

@@ -4,7 +4,9 @@ scenario's own layout and its rank, what limits each layout, and the findings.
 JSON: {"scenario", "framework", "not_offered" (what the search left out: the framework lacks it,
 inputs.frameworks; null when nothing), "gpus", "gpu", "global_batch", "seq_len", "searched",
 "fitting", "timed",
-"least_peak_bytes", "usable_bytes", "own": a layout or null, "own_rank", "own_note",
+"least_peak_bytes", "usable_bytes", "own": a layout or null, "own_rank", "own_note", "own_outside"
+(why the search does not generate the own layout, which the report's model then evaluates and the
+plan ranks all the same; null where the search holds it),
 "layouts": [a layout, ...], "findings": [{"name", "holds", "count", "of", "statement"}]}; a
 layout is {"rank", "own", "layout": its scenario keys, "step_seconds", "tokens_per_s", "mfu",
 "peak_bytes", "headroom_bytes", "parts": {step_time's parts, seconds}, "limit", "shares":
@@ -93,6 +95,7 @@ def as_json(plan: search.Plan, top: int) -> dict[str, Any]:
         "own": _layout(plan, own, plan.own_rank) if own is not None else None,
         "own_rank": plan.own_rank,
         "own_note": plan.own_note or None,
+        "own_outside": plan.own_outside or None,
         "layouts": [_layout(plan, row, i + 1) for i, row in enumerate(plan.rows[:top])],
         "findings": findings(plan, top),
     }
@@ -201,6 +204,11 @@ def as_text(plan: search.Plan, top: int) -> str:
             "",
             f"The scenario's own layout ranks {data['own_rank']:,} of {data['fitting']:,}.",
         ]
+    if data["own_outside"]:
+        lines.append(
+            f"The search does not generate the scenario's own layout ({data['own_outside']}): "
+            "its step and memory are the report's model's, the same formulas on that one layout."
+        )
     lines += ["", "Findings (from this search):"]
     lines += [
         f"  [{'holds' if f['holds'] else 'does not hold'}] {f['statement']}"
@@ -257,6 +265,11 @@ def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
         summary.append(
             f"本场景自己的布局（高亮）在 {data['fitting']:,} 种里排第 {data['own_rank']:,}。"
         )
+    if data["own_outside"]:
+        summary.append(
+            f"搜索本身不会生成这个布局（{data['own_outside']}），它的单步耗时和显存由报告的"
+            "同一套公式单独算出，照样参与排名。"
+        )
     return {
         "columns": list(TABLE_COLUMNS),
         "rows": rows,
@@ -279,11 +292,6 @@ def limit_words(limit: str) -> str:
 def own_note_words(note: str) -> str:
     """Why the scenario's own layout is not ranked (evaluate.plan.plan's `own_note`), in Chinese; the
     search's own reason, where it gives one, as the command line writes it (a code span's text)."""
-    reason = note.partition(": ")[2]
-    if note.startswith("the scenario's own layout is outside the search"):
-        return f"它不在搜索范围里（{reason}）"
-    if note.startswith("the scenario's own schedule"):
-        return "它的流水线调度不在搜索范围里：虚拟段要把层数平均分开"
     if note.startswith("the scenario's own layout does not fit"):
         return "按显存模型，它放不下"
     return note

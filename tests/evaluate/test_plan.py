@@ -22,6 +22,7 @@ from costmodel.evaluate.plan.plan_space import (
 )
 from costmodel.evaluate.simulate import compute_time, run, step_time
 from costmodel.inputs import scenario
+from costmodel.present import plan as plan_text
 
 LLAMA = Path(__file__).parents[2] / "scenarios" / "llama-3.1-70b-512xH100.yaml"
 #: Llama-3.1-70B on 32 GPUs, 64 sequences: its own layout TP 8 x PP 4 (DP 1), a search < 1 s.
@@ -331,3 +332,37 @@ def test_the_handouts_index_shows_the_refusal():
 
     line = handouts.plan_table(scenario.resolve(overrides=HUGE))
     assert line.startswith("num_gpus: 40320 is not allowed; expected a layout space the search")
+
+
+# ------------------------------------------------------------- issue 35 (3): every own layout ranked
+def test_own_layout_with_moe_folding_is_ranked_by_the_reports_model():
+    """The course at TP 2 with EP 8 over TP x DP (MoE parallel folding, expert_tensor_parallel 1):
+    EP 8 does not divide DP 20, so the search (EP inside DP) does not generate it. The own layout
+    is evaluated by the report's model and ranked all the same, with the reason said."""
+    sc = scenario.resolve(
+        overrides={"tensor_parallel": 2, "expert_parallel": 8, "expert_tensor_parallel": 1}
+    )
+    assert (sc.data_parallel, sc.expert_parallel) == (20, 8)
+    found = plan.search(sc, top=3)
+    assert found.own_note == ""
+    assert found.own_outside.startswith("expert_parallel 8 does not divide data_parallel 20")
+    assert found.own.seconds == pytest.approx(step_time.predict(sc)["seconds"], rel=1e-12)
+    assert found.own.peak_bytes == pytest.approx(run.memory(sc)["total"], rel=1e-12)
+    faster = [r for r in found.rows if r.seconds < found.own.seconds * (1 - 1e-12)]
+    assert found.own_rank == 1 + len(faster)
+
+
+def test_own_uneven_pipeline_split_is_evaluated_as_stated():
+    """Llama-3.1-70B's 80 layers on PP 4 with 19 on the first and the last stage (21 on each
+    middle one): the search's layouts split evenly (20 each), so the own layout is the report's
+    (its step longer than the even split's: a middle stage holds 21 layers) and ranked."""
+    uneven = scenario.resolve(LLAMA, {**SMALL, "first_stage_layers": 19, "last_stage_layers": 19})
+    found = plan.search(uneven, top=3)
+    even = plan.search(scenario.resolve(LLAMA, dict(SMALL)), top=3)
+    assert "uneven pipeline split" in found.own_outside and even.own_outside == ""
+    assert found.own.seconds == pytest.approx(step_time.predict(uneven)["seconds"], rel=1e-12)
+    assert found.own.seconds > even.own.seconds
+    assert found.own_rank == 1 + sum(1 for r in found.rows if r.seconds < found.own.seconds)
+    text = plan_text.as_text(found, 3)
+    assert "does not generate the scenario's own layout (its uneven pipeline split" in text
+    assert plan_text.as_json(found, 3)["own_outside"] == found.own_outside

@@ -21,7 +21,6 @@ cluster, ranked by the step-time model's predicted step. The search (evaluate.pl
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -35,22 +34,19 @@ from costmodel.evaluate.plan.plan_base import (  # noqa: F401 (plan.rebase, plan
     check_top,
     framework_constraints,
     memory_bounded,
+    own_scenario,
     paused_gc,
     rebase,
     scenario_inputs,
 )
 from costmodel.evaluate.plan.plan_batch import Batch
 from costmodel.evaluate.plan.plan_eval import ZERO_STAGES, Evaluator, least_bubble
+from costmodel.evaluate.plan.plan_own import Row, own_row, row_of
 from costmodel.evaluate.plan.plan_space import (
     Core,
     Recompute,
-    Schedule,
     bubble_share,
     cores,
-    outside,
-    own_core,
-    own_recompute,
-    own_schedule,
     recompute_options,
     schedule_options,
     selective_chain,
@@ -80,37 +76,16 @@ TIGHT_MEMORY = 0.05
 COMPUTE_PARTS = step_time.COMPUTE_PARTS
 
 
-@dataclass(frozen=True)
-class Row:
-    """One layout and its predicted step."""
-
-    core: Core
-    recompute: Recompute
-    zero_stage: int
-    schedule: Schedule
-    seconds: float
-    parts: dict[str, float]
-    peak_bytes: float
-    capacity: float
-
-    @property
-    def key(self) -> tuple:
-        return (self.core, self.recompute, self.zero_stage, self.schedule)
-
-    @property
-    def headroom(self) -> float:
-        return self.capacity - self.peak_bytes
-
-
 @dataclass
 class Plan:
     """The result of a search (module docstring)."""
 
     base: Scenario
     rows: list[Row]  # every layout whose step was predicted, fastest first
-    own: Row | None  # the scenario's own layout, as the search evaluates it
+    own: Row | None  # the scenario's own layout (plan_own.own_row)
     own_rank: int | None  # 1 + the fitting layouts predicted faster
     own_note: str  # why the own layout is not ranked, where it is not
+    own_outside: str  # why the search does not generate the own layout ("" where it does)
     searched: int  # layouts enumerated
     fitting: int  # of them, those that fit
     timed: int  # of those, the ones timed: the rows and those passed over (_passed_over)
@@ -136,12 +111,6 @@ def _screen(ev: Evaluator, all_cores: list[Core], saving: list[Recompute]):
     peaks = ev.batch.least_peaks(saving).tolist()
     fitting = [core for core, peak in zip(all_cores, peaks) if peak <= ev.usable]
     return fitting, min(peaks)
-
-
-def _row(ev: Evaluator, core: Core, rc: Recompute, zero: int, schedule: Schedule, peak) -> Row:
-    parts = ev.parts(core, rc, zero, schedule)
-    parts = {name: float(parts.get(name, 0.0)) for name in step_time.PARTS}
-    return Row(core, rc, zero, schedule, sum(parts.values()), parts, peak, ev.usable)
 
 
 def _policies(ev: Evaluator, core: Core, options, limit: float, chain, bubble: float):
@@ -229,34 +198,13 @@ def _best(
         if any(c <= compute and rest - (compute - c) + floor - compute >= bar
                for c, rest in timed[zero]):  # fmt: skip
             continue
-        row = _row(ev, core, rc, zero, schedule, peak)
+        row = row_of(ev, core, rc, zero, schedule, peak)
         timed[zero].append((compute, row.seconds - row.parts["pipeline_bubble"]))
         if best is None or (row.seconds, row.peak_bytes) < (best.seconds, best.peak_bytes):
             best = row
         if best.seconds < enough:
             return best
     return best
-
-
-def _own(ev: Evaluator) -> tuple[Row | None, str]:
-    """The scenario's own layout as the search evaluates it, or why it is not among them."""
-    base = ev.base
-    core, rc, schedule = own_core(base), own_recompute(base), own_schedule(base)
-    if core.tp == 1:
-        core = dataclasses.replace(core, sp=False)
-    if core not in ev.batch.index and core not in set(cores(base, base.num_gpus)):
-        return None, f"the scenario's own layout is outside the search: {outside(base)}"
-    schedules = schedule_options(base, core.pp)
-    if schedule not in schedules:
-        return None, (
-            f"the scenario's own schedule ({schedule.label}) is outside the search: the virtual "
-            "stages must split the layers evenly"
-        )
-    peak = float(ev.peaks(core, rc, schedules)[base.zero_stage, schedules.index(schedule)])
-    row = _row(ev, core, rc, base.zero_stage, schedule, peak)
-    if peak > ev.usable:
-        return row, "the scenario's own layout does not fit (memory model)"
-    return row, ""
 
 
 def _bound(ev: Evaluator, core: Core) -> float:
@@ -332,7 +280,7 @@ def search(
             f"the layouts searched is {least / 1e9:.1f} GB per GPU "
             f"({ev.usable / 1e9:.1f} GB usable)"
         )
-    own, note = _own(ev)
+    own, note, own_outside = own_row(ev, own_scenario(sc, base))
     ranked = own is not None and not note and count_own
     own_seconds = own.seconds if ranked else 0.0
     every_bound = dict(zip(all_cores, ev.batch.bounds()))  # _bound of each core
@@ -349,6 +297,7 @@ def search(
         own=own,
         own_rank=rank,
         own_note=note,
+        own_outside=own_outside,
         searched=len(all_cores),
         fitting=len(fitting),
         timed=len(rows) + passed,

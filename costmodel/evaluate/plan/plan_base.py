@@ -13,6 +13,9 @@ from costmodel.evaluate.simulate import run
 from costmodel.inputs import frameworks, hardware, layout, scenario
 from costmodel.inputs.scenario import Scenario
 
+#: The scenario keys of an uneven pipeline split, which the search's layouts do not take.
+UNEVEN_SPLIT = ("first_stage_layers", "last_stage_layers")
+
 
 def scenario_inputs(sc: Scenario, changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """The scenario's keys as inputs to resolve again with `changes` (run.variant's rules: the
@@ -33,7 +36,7 @@ def scenario_inputs(sc: Scenario, changes: dict[str, Any] | None = None) -> dict
     run.drop_unused_inputs(data)
     if data.get("pipeline_schedule") != "interleaved":
         data.pop("virtual_pipeline", None)
-    for key in ("first_stage_layers", "last_stage_layers"):  # the search's even splits
+    for key in UNEVEN_SPLIT:  # the search's even splits
         data.pop(key, None)
     return data
 
@@ -80,6 +83,21 @@ def rebase(sc: Scenario, gpus: int | None = None, gpu: str | None = None) -> Sce
         if split is None:
             raise
         return scenario.resolve(data=scenario_inputs(sc, {**data, **plain, **split}))
+
+
+def own_scenario(sc: Scenario, base: Scenario) -> Scenario:
+    """The team's own layout on the plan's cluster as `costmodel report` evaluates it: the base
+    scenario (`rebase`) with the scenario's uneven pipeline split, which the base drops (the
+    search's layouts split evenly). The base itself where the scenario states no split, where
+    the base's pipeline is not the scenario's (rebase changed the layout), or where the split
+    does not resolve on this cluster."""
+    split = {key: sc.values.get(key) for key in UNEVEN_SPLIT if sc.values.get(key) is not None}
+    if not split or base.pipeline_parallel != sc.pipeline_parallel:
+        return base
+    try:
+        return scenario.resolve(data={**scenario_inputs(base), **split, "name": base.name})
+    except CostModelError:
+        return base
 
 
 def _fewer_pipelines(sc: Scenario, gpus: int) -> dict[str, int] | None:

@@ -327,4 +327,14 @@ def outside(sc: Scenario) -> str:
         )
     if (core.fp8, core.fp8_activations) not in fp8_options(sc, True) + fp8_options(sc):
         return f"fp8 {core.fp8} on a GPU without an FP8 peak"
+    if core.ep > 1 and core.dp % core.ep:
+        return (
+            f"expert_parallel {core.ep} does not divide data_parallel {core.dp} (MoE parallel "
+            "folding: the search splits the experts inside DP only)"
+        )
+    if sc.expert_tensor_parallel not in (None, core.tp):
+        return (
+            f"expert_tensor_parallel {sc.expert_tensor_parallel} is not tensor_parallel "
+            f"{core.tp} (the search splits the experts by TP)"
+        )
     return "its sizes or settings"
