@@ -910,6 +910,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator
 
 from costmodel.errors import CostModelError
 from costmodel.evaluate.plan import plan
+from costmodel.evaluate.plan import plan_why
 from costmodel.evaluate.plan.plan_findings import findings as plan_findings
 from costmodel.present import plan as plan_text
 
@@ -949,6 +950,10 @@ if searched is not None:
     top_rows = [cells for cells, own in shown_top["rows"] if not own]
     top_k = min(5, len(searched.rows))  # the fastest shown, the own layout among them apart
     own_in_top = searched.own_rank is not None and searched.own_rank <= top_k
+    shown_json = plan_text.as_json(searched, 5)  # the fastest against the own layout, part by part
+    top_versus = shown_json["layouts"][0]["versus_own"] if shown_json["layouts"] else None
+    rests = shown_json["rests_on"]
+    visible = plan_why.VISIBLE
 
 # %% tags=["remove-input"]
 if searched is not None:
@@ -1005,6 +1010,12 @@ if searched is not None:
 # {% endif %}
 # {% if searched.own_outside %}
 # - 搜索本身不会生成本场景自己的布局（`costmodel plan` 给出的原因：{{ searched.own_outside|code }}），所以它的单步耗时和显存峰值是由报告用的同一套公式单独算出来的。
+# {% endif %}
+# {% if top_versus %}
+# - 最快的那个快在哪里：把它和本场景布局的预测逐项相减（只列相差够本场景一步 {{ "{:.0%}".format(visible) }} 的项，通信再按并行方式拆开），{{ plan_text.why_words(top_versus) }}。
+# {% endif %}
+# {% if rests %}
+# - {{ plan_text.rests_on_words(rests) }}所以这{{ "几" if rests.parts|length > 1 else "一" }}项所依据的输入（`costmodel plan` 的输出逐项列出）要是和真实集群对不上，这张排名表也就跟着靠不住。
 # {% endif %}
 # - 这些是规则，还是搜索的结果？上面每一条都由排好的布局数出来，不是搜索的前提；换一个场景，结论可能相反。
 # {% else %}

@@ -10,10 +10,18 @@ plan ranks all the same; null where the search holds it),
 "layouts": [a layout, ...], "findings": [{"name", "holds", "count", "of", "statement"}]}; a
 layout is {"rank", "own", "layout": its scenario keys, "step_seconds", "tokens_per_s", "mfu",
 "peak_bytes", "headroom_bytes", "parts": {step_time's parts, seconds}, "limit", "shares":
-{"compute", "communication", "bubble"}}.
+{"compute", "communication", "bubble"}, "versus_own"}. `versus_own` (evaluate.plan.plan_why): the
+parts of the layout's step that differ from the own layout's by a visible amount (plan_why.VISIBLE
+of the own step), the largest first, [{"part", "seconds" (the layout's minus the own's),
+with communication_exposed "collectives": [{"name", "parallelism", "seconds"}] and
+"parallelisms": [{"parallelism", "seconds"}], each visible}]; null for the own layout and where
+no layout is compared (`versus_own_note` says why once: the own layout is not evaluated, or it
+is the fastest). "rests_on" (plan_why.rests_on): the one or two parts whose differences decide
+the ranking, {"against": "own" or "top", "of", "parts": [{"part", "seconds", "share",
+"inputs"}]}, or null.
 
 CSV: one row per layout (the top K, then the scenario's own where it is not among them), the
-columns CSV_COLUMNS; every field through the csv writer, and each text cell through
+columns CSV_COLUMNS (`versus_own`: the text line of `why`, empty where there is none); every field through the csv writer, and each text cell through
 `formats.spreadsheet_text` (never a formula in a spreadsheet); the numbers as they are.
 """
 
@@ -25,9 +33,10 @@ import json
 from typing import Any
 
 from costmodel.evaluate.plan import plan as search
+from costmodel.evaluate.plan import plan_why
 from costmodel.evaluate.plan.plan_findings import findings
 from costmodel.formats import printable, spreadsheet_text
-from costmodel.present.words import LIMITS
+from costmodel.present.words import LIMITS, STEP_PARTS
 
 #: The CSV's columns, in order.
 CSV_COLUMNS = (
@@ -55,10 +64,29 @@ CSV_COLUMNS = (
     "communication_share",
     "bubble_share",
     "limit",
+    "versus_own",
 )
 
 
-def _layout(plan: search.Plan, row: search.Row, rank: int | None) -> dict[str, Any]:
+def _visible(diffs: list[dict[str, Any]] | None, own: float) -> list[dict[str, Any]] | None:
+    """The differences (plan_why.versus) worth a word beside the own step, and of the exposed
+    communication, its collectives and parallelisms worth one."""
+    if diffs is None:
+        return None
+    out = []
+    for d in diffs:
+        if plan_why.visible(d["seconds"], own):
+            d = dict(d)
+            for key in ("collectives", "parallelisms"):
+                if key in d:
+                    d[key] = [c for c in d[key] if plan_why.visible(c["seconds"], own)]
+            out.append(d)
+    return out
+
+
+def _layout(
+    plan: search.Plan, row: search.Row, rank: int | None, versus: list | None = None
+) -> dict[str, Any]:
     limit = search.limits(plan, row)
     return {
         "rank": rank,
@@ -72,6 +100,7 @@ def _layout(plan: search.Plan, row: search.Row, rank: int | None) -> dict[str, A
         "parts": dict(row.parts),
         "limit": limit["limit"],
         "shares": limit["shares"],
+        "versus_own": _visible(versus, plan.own.seconds) if plan.own is not None else None,
     }
 
 
@@ -96,7 +125,12 @@ def as_json(plan: search.Plan, top: int) -> dict[str, Any]:
         "own_rank": plan.own_rank,
         "own_note": plan.own_note or None,
         "own_outside": plan.own_outside or None,
-        "layouts": [_layout(plan, row, i + 1) for i, row in enumerate(plan.rows[:top])],
+        "layouts": [
+            _layout(plan, row, i + 1, versus)
+            for i, (row, versus) in enumerate(zip(plan.rows[:top], plan_why.versus(plan, top)))
+        ],
+        "versus_own_note": plan_why.why_not(plan),
+        "rests_on": plan_why.rests_on(plan, top),
         "findings": findings(plan, top),
     }
 
@@ -134,6 +168,7 @@ def _cells(item: dict[str, Any]) -> list[Any]:
         repr(item["shares"]["communication"]),
         repr(item["shares"]["bubble"]),
         _text(item["limit"]),
+        _text(why(item["versus_own"])) if item["versus_own"] is not None else "",
     ]
 
 
@@ -168,6 +203,41 @@ def settings(keys: dict[str, Any]) -> str:
     )
 
 
+def _signed(seconds: float) -> str:
+    """A difference in seconds, its sign always written: "+0.31 s", "-0.042 s"."""
+    return f"{seconds:+.2f} s" if abs(seconds) >= 0.1 else f"{seconds:+.3f} s"
+
+
+def why(versus: list[dict[str, Any]]) -> str:
+    """A layout's visible differences from the own layout (`versus_own`) in one line:
+    "pipeline_bubble -0.70 s, communication_exposed +0.31 s (TP all-reduce +0.28 s)"; the
+    collectives too small to name, where their sum is a tenth of the part, as "the others"."""
+    if not versus:
+        return f"no part differs by {plan_why.VISIBLE:.0%} of the own step"
+    parts = []
+    for d in versus:
+        listed = d.get("collectives", ())
+        split = "; ".join(f"{c['name']} {_signed(c['seconds'])}" for c in listed)
+        rest = d["seconds"] - sum(c["seconds"] for c in listed)
+        if listed and abs(rest) >= 0.1 * abs(d["seconds"]):  # the small ones, in sum
+            split += f"; the others {_signed(rest)}"
+        parts.append(f"{d['part']} {_signed(d['seconds'])}" + (f" ({split})" if split else ""))
+    return ", ".join(parts)
+
+
+def rests_on_line(rests: dict[str, Any]) -> str:
+    """Which parts of the model the ranking rests on (plan_why.rests_on), as a statement."""
+    names = " and ".join(p["part"] for p in rests["parts"])
+    shares = " and ".join(f"{p['share']:.0%}" for p in rests["parts"])
+    reference = "the scenario's own" if rests["against"] == "own" else "the fastest"
+    inputs = "; ".join(f"{p['part']} rests on {p['inputs']}" for p in rests["parts"])
+    return (
+        f"The ranking rests most on the model's {names}: {shares} of the parts' summed "
+        f"|difference| between {reference} layout and the {rests['of']} listed besides it; "
+        f"{inputs}."
+    )
+
+
 def _line(item: dict[str, Any]) -> str:
     rank = f"{item['rank']:>4}" if item["rank"] is not None else "   -"
     mark = "*" if item["own"] else " "
@@ -193,7 +263,12 @@ def as_text(plan: search.Plan, top: int) -> str:
         "",
         f"The {len(data['layouts'])} fastest (predicted step; * the scenario's own layout):",
     ]
-    lines += [_line(item) for item in data["layouts"]]
+    for item in data["layouts"]:
+        lines.append(_line(item))
+        if item["versus_own"] is not None:
+            lines.append(f"       vs own: {why(item['versus_own'])}")
+    if data["versus_own_note"] and data["layouts"]:
+        lines.append(f"No vs-own lines: {data['versus_own_note']}.")
     own = data["own"]
     if own is not None and not any(item["own"] for item in data["layouts"]):
         lines += ["", "The scenario's own layout:", _line(own)]
@@ -209,6 +284,8 @@ def as_text(plan: search.Plan, top: int) -> str:
             f"The search does not generate the scenario's own layout ({data['own_outside']}): "
             "its step and memory are the report's model's, the same formulas on that one layout."
         )
+    if data["rests_on"]:
+        lines += ["", rests_on_line(data["rests_on"])]
     lines += ["", "Findings (from this search):"]
     lines += [
         f"  [{'holds' if f['holds'] else 'does not hold'}] {f['statement']}"
@@ -227,6 +304,7 @@ TABLE_COLUMNS = (
     "MFU",
     "显存峰值",
     "限制",
+    "比本场景的布局",
 )
 
 
@@ -248,6 +326,7 @@ def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
                 f"{item['mfu']:.1%}",
                 f"{item['peak_bytes'] / 1e9:.1f} GB",
                 limit_words(item["limit"]),
+                why_words(item["versus_own"]) if item["versus_own"] is not None else "-",
             ],
             item["own"],
         )
@@ -270,6 +349,10 @@ def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
             f"搜索本身不会生成这个布局（{data['own_outside']}），它的单步耗时和显存由报告的"
             "同一套公式单独算出，照样参与排名。"
         )
+    if data["versus_own_note"] and data["layouts"]:
+        summary.append(f"最后一列不作比较：{_WHY_NOT[data['versus_own_note']]}。")
+    if data["rests_on"]:
+        summary.append(rests_on_words(data["rests_on"]))
     return {
         "columns": list(TABLE_COLUMNS),
         "rows": rows,
@@ -280,6 +363,40 @@ def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
             for f in data["findings"]
         ],
     }
+
+
+#: Why no row is compared with the own layout (plan_why.why_not), in Chinese.
+_WHY_NOT = {
+    "the scenario's own layout is not evaluated": "本场景自己的布局没有评估",
+    "the scenario's own layout is the fastest": "本场景自己的布局就是预测最快的",
+}
+
+
+def why_words(versus: list[dict[str, Any]]) -> str:
+    """`why` in Chinese: the parts by their Chinese names, the exposed communication split by
+    the parallelism it belongs to (the collectives' names are the command line's)."""
+    if not versus:
+        return f"各部分之差都不到本场景一步的 {plan_why.VISIBLE:.0%}"
+    parts = []
+    for d in versus:
+        split = "，".join(
+            f"{c['parallelism']} {_signed(c['seconds'])}" for c in d.get("parallelisms", ())
+        )
+        name = STEP_PARTS.get(d["part"], d["part"])
+        parts.append(f"{name} {_signed(d['seconds'])}" + (f"（其中 {split}）" if split else ""))
+    return "，".join(parts)
+
+
+def rests_on_words(rests: dict[str, Any]) -> str:
+    """`rests_on_line` in Chinese (the inputs each part rests on left to the command line)."""
+    names = "、".join(STEP_PARTS.get(p["part"], p["part"]) for p in rests["parts"])
+    shares = " 和 ".join(f"{p['share']:.0%}" for p in rests["parts"])
+    reference = "本场景自己的布局" if rests["against"] == "own" else "最快的布局"
+    each = "分别" if len(rests["parts"]) > 1 else ""
+    return (
+        f"排名主要取决于单步模型里的{names}：表中另外 {rests['of']} 个布局与{reference}"
+        f"各部分之差的绝对值加起来，{each}有 {shares} 来自这里。"
+    )
 
 
 def limit_words(limit: str) -> str:

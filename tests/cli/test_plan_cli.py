@@ -15,7 +15,7 @@ LLAMA = str(Path(__file__).parents[2] / "scenarios" / "llama-3.1-70b-512xH100.ya
 SMALL = ["--scenario", LLAMA, "--set", "num_gpus=32", "--set", "samples_per_step=64"]
 LAYOUT_FIELDS = {
     "rank", "own", "layout", "step_seconds", "tokens_per_s", "mfu", "peak_bytes",
-    "headroom_bytes", "parts", "limit", "shares",
+    "headroom_bytes", "parts", "limit", "shares", "versus_own",
 }  # fmt: skip
 
 
@@ -123,3 +123,63 @@ def test_more_gpus_than_samples_is_the_reports_line(capsys):
     for item in layouts:
         layout = item["layout"]
         assert layout["data_parallel"] * layout["micro_batch"] <= 80
+
+
+def test_each_top_layout_says_why_in_every_format(capsys):
+    """Issue 35 (4): each top layout's parts against the own layout's, in the JSON (`versus_own`,
+    the visible parts, `rests_on` once), the CSV (a column: the text's line) and the text (a
+    line under the layout); none for the own layout itself. The course's search (0.1 s)."""
+    from costmodel.evaluate.plan import plan_why
+    from costmodel.present.plan import why
+
+    code, out, err = _main(capsys, "--top", "5", "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    own = data["own"]["step_seconds"]
+    assert data["own_rank"] == 5 and data["own"]["versus_own"] is None
+    assert data["versus_own_note"] is None
+    for item in data["layouts"]:
+        if item["own"]:
+            assert item["versus_own"] is None
+            continue
+        listed = {d["part"]: d["seconds"] for d in item["versus_own"]}
+        for part, seconds in item["parts"].items():
+            difference = seconds - data["own"]["parts"][part]
+            if plan_why.visible(difference, own):
+                assert listed[part] == pytest.approx(difference, abs=1e-12)
+            else:
+                assert part not in listed
+    assert data["rests_on"]["against"] == "own" and data["rests_on"]["of"] == 4
+    code, out, _ = _main(capsys, "--top", "5", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [row["versus_own"] for row in rows] == [
+        why(item["versus_own"]) if item["versus_own"] is not None else ""
+        for item in data["layouts"]
+    ]
+    code, out, _ = _main(capsys, "--top", "5")
+    first = why(data["layouts"][0]["versus_own"])
+    assert f"       vs own: {first}\n" in out
+    assert out.count("vs own: ") == 4  # the own layout, 5th, has none
+    assert "The ranking rests most on the model's " in out
+
+
+def test_no_why_line_where_the_own_layout_is_the_fastest(capsys):
+    """Llama-3.1-8B packed on 64 H100: its own layout is the fastest, no line compares; the
+    course on 8 GPUs: its own layout is faster than any but does not fit, each row is compared
+    (what fitting costs: every difference positive)."""
+    packed = str(Path(LLAMA).with_name("llama-3.1-8b-packed-64xH100.yaml"))
+    code, out, err = _main(capsys, "--scenario", packed, "--top", "3", "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["own_rank"] == 1 and data["layouts"][0]["own"]
+    assert [item["versus_own"] for item in data["layouts"]] == [None] * 3
+    assert data["versus_own_note"] == "the scenario's own layout is the fastest"
+    code, out, _ = _main(capsys, "--scenario", packed, "--top", "3")
+    assert "vs own:" not in out
+    assert "No vs-own lines: the scenario's own layout is the fastest." in out
+    code, out, _ = _main(capsys, "--gpus", "8", "--top", "3", "--format", "json")
+    data = json.loads(out)
+    assert data["own_note"] == "the scenario's own layout does not fit (memory model)"
+    assert data["versus_own_note"] is None
+    for item in data["layouts"]:
+        assert item["versus_own"] and all(d["seconds"] > 0 for d in item["versus_own"])

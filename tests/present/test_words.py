@@ -93,7 +93,7 @@ def test_the_plans_findings_are_chinese_on_the_index():
     )
     for line in table["findings"] + table["summary"]:
         assert not _english(line), line
-    assert {row[0][-1] for row in table["rows"]} <= {
+    assert {row[0][plan_text.TABLE_COLUMNS.index("限制")] for row in table["rows"]} <= {
         words.LIMITS[k] + tail for k in words.LIMITS for tail in ("", "（显存紧张）")
     }
     # the command line keeps its English statements
@@ -120,3 +120,66 @@ def test_a_finding_reads_true_under_its_tag():
             assert f["statement"].endswith(f": {f['count']} of {f['of']} do") or (
                 f["statement"].endswith(f"all {f['of']} do") and f["count"] == f["of"]
             ), f
+
+
+#: A row's visible differences from the own layout (evaluate.plan.plan_why.versus, as the JSON's
+#: `versus_own` gives them): hand-made, so both lines can be read off.
+VERSUS = [
+    {"part": "pipeline_bubble", "seconds": -0.924},
+    {
+        "part": "communication_exposed",
+        "seconds": 0.31,
+        "collectives": [{"name": "TP all-reduce", "parallelism": "TP", "seconds": 0.28}],
+        "parallelisms": [{"parallelism": "TP", "seconds": 0.28}],
+    },
+    {"part": "kernel_overhead", "seconds": -0.042},
+]
+
+
+def test_why_a_layout_is_faster_in_both_languages():
+    """Issue 35 (4): one line of the parts' differences, signed, the collectives in parentheses
+    (the command line's names; the Chinese groups them by parallelism), the small ones to 3
+    decimals."""
+    assert plan_text.why(VERSUS) == (
+        "pipeline_bubble -0.92 s, communication_exposed +0.31 s (TP all-reduce +0.28 s), "
+        "kernel_overhead -0.042 s"
+    )
+    assert plan_text.why_words(VERSUS) == (
+        "流水线气泡 -0.92 s，暴露在外的通信 +0.31 s（其中 TP +0.28 s），"
+        "kernel 启动的固定开销 -0.042 s"
+    )
+    assert plan_text.why([]) == "no part differs by 1% of the own step"
+    # the collectives too small to name, where they sum to a tenth of the part: "the others"
+    mixed = [{**VERSUS[1], "seconds": 0.1}]
+    assert plan_text.why(mixed) == (
+        "communication_exposed +0.10 s (TP all-reduce +0.28 s; the others -0.18 s)"
+    )
+    assert not _english(plan_text.why_words(VERSUS)) and not _english(plan_text.why_words([]))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (None, {}),  # the own layout ranked 5th: compared
+        ("scenarios/llama-3.1-8b-packed-64xH100.yaml", {}),  # the own layout the fastest
+        (None, {"num_gpus": 8, "samples_per_step": 16}),  # the own does not fit: compared
+    ],
+)
+def test_the_plans_why_column_and_rests_on_are_chinese(args):
+    """The index's table: a last column of each layout's parts against the own layout's, the
+    parts the ranking rests on in the summary, and why no row is compared where none is; no
+    English word in any of it."""
+    from costmodel.evaluate.plan import plan
+
+    found = plan.search(scenario.resolve(*args), top=5)
+    table = plan_text.as_table(found, 5)
+    assert table["columns"][-1] == "比本场景的布局"
+    cells = [cells[-1] for cells, _ in table["rows"]]
+    for line in cells + table["summary"]:
+        assert not _english(line), line
+    assert any(line.startswith("排名主要取决于单步模型里的") for line in table["summary"])
+    if found.own_rank == 1:
+        assert set(cells) == {"-"}
+        assert "最后一列不作比较：本场景自己的布局就是预测最快的。" in table["summary"]
+    else:
+        assert [c == "-" for c in cells] == [own for _, own in table["rows"]]
