@@ -518,6 +518,22 @@ def test_tp_overlap_needs_sequence_parallelism():
     assert without.exposed_seconds == without.seconds
 
 
+def test_tp_overlap_stays_inside_a_node():
+    """Userbuffers overlap TP inside one NVLink domain (TransformerEngine issue #1071): TP 16 on
+    nodes of 8 spans two nodes, so its collectives are exposed whatever tp_comm_overlap says;
+    TP 8 on the same nodes hides. By hand: 2 layers x 10 halves of 1e7 x 10 x 2 bytes x 15/16
+    each at the network's 1 GB/s (TP 16's ring), 1.875 s, all exposed; the same at TP 8 over
+    NVLink's 1 GB/s (7/8 of it: 1.75 s) less the 1.6 s of compute."""
+    layout = dict(dp=1, num_layers=2, seq_len=10**7, sp=True, tp_comm_overlap=True)
+    layout.update(intra_node_bandwidth=1e9, inter_node_bandwidth=1e9, compute=COMPUTE)
+    across = run(**layout, tp=16)
+    assert across.exposed_seconds == pytest.approx(across.seconds)
+    assert all(c.hidden_behind is None for c in across.collectives)
+    inside = run(**layout, tp=8)
+    assert inside.exposed_seconds == pytest.approx(inside.seconds - 1.6)
+    assert all("tp_comm_overlap" in c.hidden_behind for c in inside.collectives)
+
+
 def test_dualpipe_hides_the_all_to_all_and_the_pipeline_behind_the_other_micro_batch():
     layout = dict(EP_64, pp=2, micro_batches=2)
     exposed = run(**layout, compute=COMPUTE)

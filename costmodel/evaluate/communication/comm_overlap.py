@@ -29,7 +29,8 @@ OVERLAP_RULES = (
     "the next K/V block while the current one computes); all_gather and a2a: exposed",
     "TP, tp_comm_overlap with sequence parallelism: behind the layers' GEMMs (Transformer "
     "Engine's userbuffers split each GEMM and its all-gather or reduce-scatter into chunks); "
-    "Megatron-LM refuses tp_comm_overlap without sequence parallelism: then exposed",
+    "Megatron-LM refuses tp_comm_overlap without sequence parallelism: then exposed; and "
+    "exposed where a TP group spans nodes (userbuffers overlap TP inside one NVLink domain)",
     "EP all-to-all, ep_overlap dualpipe: behind the other micro batch's forward and backward "
     "(DeepSeek-V3's DualPipe, arXiv:2412.19437 section 3.2.1; Megatron-LM's "
     "overlap_moe_expert_parallel_comm); partial: at most ep_overlap_fraction of each behind "

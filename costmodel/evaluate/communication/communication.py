@@ -211,7 +211,7 @@ def _rows(add, given: dict) -> None:
     data_parallel(
         add, given["zero_stage"], given["overlap_grad_reduce"], given["overlap_param_gather"]
     )
-    tensor_parallel(add, given["sp"], recompute, given["tp_comm_overlap"])
+    tensor_parallel(add, given["sp"], recompute, tp_overlap(given))
     context_parallel(add, given["cp_comm_type"], recompute)
     expert_parallel(
         add,
@@ -223,6 +223,15 @@ def _rows(add, given: dict) -> None:
         given["moe_router_max_devices"] is not None,
     )
     pipeline_parallel(add, given["sp"], given["ep_overlap"])
+
+
+def tp_overlap(given: dict) -> bool:
+    """Whether tp_comm_overlap hides the TP collectives: only where every TP group lies in one
+    node (TP fastest in the rank order, so where TP divides gpus_per_node). Transformer
+    Engine's comm+GEMM overlap (userbuffers) is single-node tensor parallelism: its transport
+    relies on CUDA multicast handles that only NVLink provides (TransformerEngine issue #1071,
+    a maintainer's answer, 2024-08-02); a TP group across nodes runs its collectives exposed."""
+    return bool(given["tp_comm_overlap"]) and given["gpus_per_node"] % given["tp"] == 0
 
 
 def exposed(compute: Compute, **kwargs) -> tuple[float, float]:
@@ -259,7 +268,7 @@ def floor_rows(zero_stages: tuple[int, ...], others: bool, **kwargs) -> dict:
     out: dict = {"n": int(values["n_mb"]), "dp": {}}
     if others:
         recompute = 1 if given["full_recompute"] else 0
-        tensor_parallel(table.add, given["sp"], recompute, given["tp_comm_overlap"])
+        tensor_parallel(table.add, given["sp"], recompute, tp_overlap(given))
         context_parallel(table.add, given["cp_comm_type"], recompute)
         rows = list(zip(table.rows, table.hides))
         out["exposed"] = sum(seconds for seconds, hide in rows if not hide)
