@@ -170,11 +170,16 @@ def test_qwen3_next_packed_run_counts_rows_not_documents():
     comm = acc["communication"]
     assert comm["compute"]["micro_batches"] == math.ceil(m) == 4
     # every per-micro-batch transfer counted 4 times: 48 MoE layers x 4 micro batches x 3
-    # (forward, again under full recompute, backward); each of the 16,384 tokens a CP rank
-    # holds of the row, to min(10, 4 nodes) x 3/4 = 3 other nodes, in BF16
+    # (forward, again under full recompute, backward). The EP group of 8 lies in one node of
+    # 8: Megatron-Core places the expert layers' ranks ETP (= TP 1) fastest, then EP, CP
+    # folded into the expert DP (communication.expert_tp); in the dense order (TP, CP 4, EP)
+    # it would stride over CP and span 4 nodes. Each of the 16,384 tokens a CP rank holds of
+    # the row goes as 10 routed copies (top-10 of 512 experts), 7/8 of them to another GPU of
+    # its node, in BF16, none over the network
     dispatch = only(comm, "dispatch")
     assert dispatch["calls_per_step"] == 48 * 4 * 3
-    assert dispatch["inter_node_bytes"] == pytest.approx(48 * 4 * 3 * 16384 * 3 * 2048 * 2)
+    assert dispatch["inter_node_bytes"] == 0
+    assert dispatch["intra_node_bytes"] == pytest.approx(48 * 4 * 3 * 16384 * 10 * 7 / 8 * 2048 * 2)
     # the K/V ring of the 12 full-attention layers: 3 passes forward (twice) and 6 backward
     assert only(comm, "CP ring")["calls_per_step"] == 12 * 4 * 12
     assert dispatch["seconds"] / sc["step_time"] < 1

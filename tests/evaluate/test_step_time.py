@@ -324,14 +324,20 @@ def test_what_the_course_step_leaves_unexplained_rests_on_the_pads():
     assert skipped["unexplained_share"] > 0.5 and skipped["contradiction"] is None
 
 
-def test_qwen3_next_prediction_exceeds_its_step_and_the_report_says_so():
+def test_qwen3_next_step_is_explained_once_ep_is_placed_as_megatron_core_places_it():
+    """Issue 34 (5): with CP 4 and EP 8, the dense order (TP, CP, EP, DP) strode EP over CP and
+    across 4 nodes, and the exposed all-to-all alone (about 3.9 s) made the prediction exceed
+    the measured 6 s step. Megatron-Core numbers the expert layers' ranks ETP, EP, expert DP
+    (CP folded in): EP 8 lies in one node of 8, and the prediction falls under the step, the
+    all-to-all no longer the largest part."""
     file = REPO / "scenarios" / "qwen3-next-80b-256xB200.yaml"
-    time = account(scenario.resolve(file))["time"]
-    assert time["unexplained_seconds"] < 0
-    assert time["parts"]["communication_exposed"]["share"] > 0.5  # the named reason
-    out = cli("report", "--scenario", str(file))
-    assert out.returncode == 0, out.stderr
-    assert "the model says the step cannot be this fast" in out.stdout
+    acc = account(scenario.resolve(file))
+    time = acc["time"]
+    assert time["contradiction"] is None
+    assert 0 < time["unexplained_share"] < 0.1
+    assert time["parts"]["communication_exposed"]["share"] < 0.25
+    ep = [c for c in acc["communication"]["collectives"] if c["parallelism"] == "EP"]
+    assert ep and all(c["inter_node_bytes"] == 0 for c in ep)
 
 
 def test_report_text_markdown_and_json_show_the_time_section():

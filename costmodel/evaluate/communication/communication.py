@@ -201,7 +201,7 @@ def communication(
     rows = expose(table.rows, table.hides, compute, n_mb)
     settings = {key: given[key] for key in SETTINGS}
     bubble = num(numeric.COMM["bubble_fraction"], values)
-    rule = PLACEMENT_RULE if given["etp"] is None else EXPERT_PLACEMENT_RULE
+    rule = PLACEMENT_RULE if expert_tp(given, layout) is None else EXPERT_PLACEMENT_RULE
     return _result(rows, bubble, table.step_time, n_mb, compute, settings, rule)
 
 
@@ -287,7 +287,7 @@ def _table(given: dict, values: dict[str, float], layout: tuple[int, ...]) -> Ta
     bandwidths and step checked."""
     tp, pp, cp, ep, dp, gpus_per_node = layout
     table = _dense_table(given, values, layout)
-    etp = given["etp"]
+    etp = expert_tp(given, layout)
     if etp is not None:  # MoE parallel folding: the expert layers' own layout
         edp = tp * cp * dp // (etp * ep)
         table.sizes = (tp, cp, 1, dp, pp)  # the dense layers' ranks: TP, CP, DP (no EP inside)
@@ -297,6 +297,20 @@ def _table(given: dict, values: dict[str, float], layout: tuple[int, ...]) -> Ta
         if not given["moe_tp_collectives"]:
             table.tp_kept = _tp_kept(values)
     return table
+
+
+def expert_tp(given: dict, layout: tuple[int, ...]) -> int | None:
+    """The experts' TP size the expert layers' groups are placed with (`_table`): the scenario's
+    expert_tensor_parallel, or TP where EP and CP are both above 1, else None (the dense order
+    places EP as the expert layers do). Megatron-Core numbers the expert layers' ranks with their
+    own generator, ETP fastest (ETP defaulting to TP), then EP, then the expert data parallel,
+    CP folded into it (megatron/core/parallel_state.py, initialize_model_parallel's
+    expert_decoder_rank_generator, cp=1; MoE parallel folding, core_v0.10.0): EP never strides
+    over CP. torchtitan's EP mesh likewise takes the CP ranks next to TP
+    (torchtitan/distributed/parallel_dims.py)."""
+    tp, _, cp, ep, _, _ = layout
+    etp = given["etp"]
+    return etp if etp is not None else (tp if cp > 1 and ep > 1 else None)
 
 
 def _tp_kept(values: dict[str, float]) -> float:
