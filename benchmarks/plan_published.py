@@ -1,6 +1,8 @@
 """Where each published run's layout ranks among the layouts `costmodel plan` finds for its
 model, cluster size and global batch (benchmarks/published_runs.csv, each row made a scenario
-as benchmarks/published_runs.py does: `published.overrides`).
+as benchmarks/published_runs.py does: `published.overrides`, its `framework` the row's), under
+what the row's framework offered at the row's date (`published.plan_constraints`: the one table,
+costmodel/inputs/frameworks.py, as of that month).
 
 Per row: the rank of the published layout among the fitting layouts (each with its fastest
 settings that fit), whether it is in the top 10%, how much faster the top one is predicted, and
@@ -25,7 +27,6 @@ from typing import Any
 from costmodel.errors import CostModelError
 from costmodel.evaluate.plan import plan
 from costmodel.inputs import scenario
-from costmodel.inputs.layout import SPLIT_KEYS
 
 #: A published step the model misses by more than this share: the examination says model error.
 MODEL_ERROR = 0.25
@@ -77,7 +78,8 @@ def examine(row: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     try:
         sc = scenario.resolve(overrides=pub.overrides(row))
-        found = plan.search(sc)
+        limits = pub.plan_constraints(row)
+        found = plan.search(sc, constraints=limits)
     except CostModelError as error:
         out["error"] = str(error)
         out["seconds_searching"] = time.perf_counter() - start
@@ -116,52 +118,8 @@ def examine(row: dict[str, Any]) -> dict[str, Any]:
     if not out["top10"]:
         out["examination"] = _examination(out, own_keys, plan.layout_keys(found, top))
         if not out["examination"].startswith("model error"):
-            out["examination"] = _constrained(sc, row, own_keys) + out["examination"]
+            out["examination"] = _constrained(sc, limits, own_keys) + out["examination"]
     return out
-
-
-def framework_limits(row: dict[str, Any]) -> tuple[str, dict[str, tuple]]:
-    """What the run's framework (the CSV's `framework` and `date`) lacks that the search offers,
-    named, as plan.search constraints; ("", {}) where nothing is known to be lacking."""
-    framework, date = row["framework"], row["date"]
-    if "Composer FSDP" in framework:
-        return "llm-foundry/Composer trains with FSDP alone (no TP, PP or CP)", dict.fromkeys(
-            SPLIT_KEYS, (1,)
-        )
-    if framework.startswith("Megatron-LM") and date < "2022":
-        return (
-            f"Megatron-LM of {date[:7]}: no CP (it came with Megatron-Core), no sequence "
-            "parallelism (Korthikanti et al., 2022) and no ZeRO (its distributed optimizer "
-            "came in 2022)",
-            {"context_parallel": (1,), "sequence_parallel": (False,), "zero_stage": (0,)},
-        )
-    if framework.startswith(("Megatron-LM", "Megatron-DeepSpeed")) and date < "2023":
-        no_sp = date < "2022-05"  # sequence parallelism: Korthikanti et al., May 2022
-        return (
-            f"Megatron-LM of {date[:7]}: no CP (it came with Megatron-Core)"
-            + (", no sequence parallelism (Korthikanti et al., May 2022)" if no_sp else "")
-            + " and no ZeRO-2/3 (at most the optimizer states sharded)",
-            {"context_parallel": (1,), "zero_stage": (0, 1)}
-            | ({"sequence_parallel": (False,)} if no_sp else {}),
-        )
-    if framework.startswith(("Megatron-LM", "NeMo", "Megatron-Bridge")):
-        return (
-            "Megatron-Core with its distributed optimizer, as the run was set (no FSDP): no "
-            "ZeRO-2/3",
-            {"zero_stage": (0, 1)},
-        )
-    if framework.startswith("torchtitan"):
-        early = date < "2024-11"
-        return (
-            "torchtitan shards with FSDP2: the weights are sharded (ZeRO-2 or 3, never 0 or 1)"
-            + (
-                "; and before PyTorch's context-parallel API (PyTorch 2.5, October 2024): no CP"
-                if early
-                else ""
-            ),
-            {"zero_stage": (2, 3)} | ({"context_parallel": (1,)} if early else {}),
-        )
-    return "", {}
 
 
 def _rank_under(sc, constraints: dict[str, tuple]) -> tuple[int | None, int]:
@@ -174,20 +132,18 @@ def _rank_under(sc, constraints: dict[str, tuple]) -> tuple[int | None, int]:
     return found.own_rank, found.fitting
 
 
-def _constrained(sc, row: dict[str, Any], own: dict[str, Any]) -> str:
-    """The published layout's rank again under the named constraints the search ignores: the
-    framework's (`framework_limits`), then with the run's own recompute policy held too, then
-    with its CP held as well (what the models miss about CP). Says which one brings it into the
-    top 10%, or that none does."""
-    said, limits = framework_limits(row)
-    steps = [(f"framework: {said}", limits)] if limits else []
-    steps.append(
+def _constrained(sc, limits: dict[str, tuple], own: dict[str, Any]) -> str:
+    """The published layout's rank again under named constraints the search ignores, each on
+    top of the framework's of the row's date (`limits`, published.plan_constraints): the run's
+    own recompute policy held, then its CP held as well (what the models miss about CP), then
+    its TP and PP. Says which one brings it into the top 10%, or that none does."""
+    steps = [
         (
             f"the run's recompute ({own['recompute']}) held (the search drops it where the "
             "memory model fits without; no allocator reserve beyond memory_reserve is modelled)",
             {**limits, "recompute": (own["recompute"],)},
         )
-    )
+    ]
     steps.append(
         (
             f"CP held at the run's ({own['context_parallel']}): a limit of the models, not of the "
@@ -272,7 +228,6 @@ def summary(found: list[dict[str, Any]]) -> list[str]:
     model = [x for x in ranked if not x["top10"] and x["examination"].startswith("model error")]
     others = [x for x in ranked if not x["top10"] and x not in model]
     named = [x for x in others if x["examination"].startswith("EXPLAINED")]
-    framework = [x for x in named if _steps(x) == 1 and "by framework" in x["examination"]]
     cp_held = [x for x in named if _last(x).startswith("CP held")]
     split_held = [x for x in named if _last(x).startswith("TP and PP held")]
     unranked = [x for x in searched if not x.get("rank")]
@@ -282,9 +237,9 @@ def summary(found: list[dict[str, Any]]) -> list[str]:
         f"layout ranked; {len(top10)} of {len(ranked)} in the top 10% of the layouts that fit; "
         f"of the {len(ranked) - len(top10)} others, {len(model)} are model error (the published "
         f"step missed by more than {MODEL_ERROR:.0%}); of the other {len(others)}, {len(named)} "
-        f"rank in the top 10% under a named constraint the search ignores ({len(framework)} "
-        f"the framework's, {len(named) - len(framework) - len(cp_held) - len(split_held)} "
-        f"with the run's recompute held too, {len(cp_held)} only with its CP held as well: a "
+        f"rank in the top 10% under a named constraint the search ignores "
+        f"({len(named) - len(cp_held) - len(split_held)} with the run's recompute held, "
+        f"{len(cp_held)} only with its CP held as well: a "
         f"limit of the models, {len(split_held)} only with its TP and PP held as well), "
         f"{len(others) - len(named)} do not",
         f"{len(unranked)} searched runs are not ranked: "
@@ -295,11 +250,6 @@ def summary(found: list[dict[str, Any]]) -> list[str]:
         f"search time: total {sum(x['seconds_searching'] for x in found):.0f} s, the longest "
         f"{max(x['seconds_searching'] for x in found):.1f} s",
     ]
-
-
-def _steps(x: dict[str, Any]) -> int:
-    """How many constraint steps an examination took (1: the first explained it)."""
-    return x["examination"].split(". ")[0].count("; then") + 1
 
 
 def _last(x: dict[str, Any]) -> str:

@@ -19,10 +19,12 @@ how a step time is derived where the source prints a throughput instead.
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from costmodel.derive import activations as act
+from costmodel.inputs import frameworks
 from costmodel.inputs.fields import FIELDS
 
 HERE = Path(__file__).resolve().parent
@@ -330,6 +332,83 @@ def schedule_keys(row: dict[str, Any], fields: Any = None) -> dict[str, Any]:
     return {"pipeline_schedule": "1f1b"}
 
 
+@dataclass(frozen=True)
+class Stated:
+    """The scenario `framework` a CSV `framework` is run as (costmodel.inputs.frameworks), whether
+    the row's `date` dates its options (`frameworks.offer(name, as_of)`), why this entry where
+    it is not the framework's own, and what the run's framework has beyond it ((key, value) of
+    the plan's constraints)."""
+
+    framework: str
+    dated: bool = True
+    why: str = ""
+    adds: tuple[tuple[str, Any], ...] = ()
+
+
+_MEGATRON_CORE = Stated("megatron", why="NeMo and Megatron-Bridge train with Megatron-Core")
+_TITAN = Stated("torchtitan")
+_SP = Stated("huggingface_sp")
+#: Each value of the CSV's `framework` column (every row's is here: tests/benchmarks).
+FRAMEWORKS: dict[str, Stated] = {
+    "llm-foundry / Composer FSDP": Stated("composer"),
+    "NeMo 24.12 (Megatron-Core)": _MEGATRON_CORE,
+    "NeMo 2 (Megatron-Core)": _MEGATRON_CORE,
+    "Megatron-Bridge (Megatron-Core)": _MEGATRON_CORE,
+    "Megatron-LM": Stated("megatron"),
+    "Megatron-LM (Megatron-Core r0.8.0)": Stated("megatron"),
+    "Megatron-DeepSpeed (BF16Optimizer = ZeRO-1)": Stated(
+        "megatron",
+        why="DeepSpeed's fork of Megatron-LM: Megatron-LM's options of the date, and DeepSpeed's "
+        "ZeRO-1 (its BF16Optimizer) before Megatron-LM's distributed optimizer",
+        adds=(("zero_stage", 1),),
+    ),
+    "torchtitan": _TITAN,
+    "torchtitan (FSDP2)": _TITAN,
+    "torchtitan (FSDP2 + TP)": _TITAN,
+    "torchtitan + torch.compile": _TITAN,
+    "torchtitan + torch.compile (FSDP2)": _TITAN,
+    "torchtitan + torch.compile (FSDP2 + TP)": _TITAN,
+    "XTuner (mmengine + DeepSpeed, HF transformers)": _SP,
+    "EasyContext (HF transformers + accelerate + DeepSpeed ZeRO-3 offload)": _SP,
+    "meta-internal (4D parallelism: TP, CP, PP, FSDP)": Stated(
+        "torchtitan",
+        dated=False,
+        why="Meta's own stack is not public; torchtitan, Meta's open trainer, offers the four "
+        "dimensions the paper names (FSDP sharding, TP with SP, CP, PP with interleaving). "
+        "Undated: torchtitan's dates are not the internal stack's (the 131K run had CP in 2024, "
+        "before torchtitan did)",
+    ),
+    "HAI-LLM": Stated(
+        "megatron",
+        dated=False,
+        why="DeepSeek's framework is not public; the run's options (PP, EP, ZeRO-1, selective "
+        "recompute, FP8, no TP) are Megatron-Core's, and its DualPipe schedule is searched as "
+        "the scenario's own. Undated: Megatron-LM's dates are not HAI-LLM's",
+    ),
+}
+
+
+def stated(row: dict[str, Any]) -> Stated:
+    """The row's framework as a scenario's (FRAMEWORKS); ValueError naming a row whose
+    `framework` is not there."""
+    try:
+        return FRAMEWORKS[row["framework"]]
+    except KeyError:
+        raise ValueError(f"{row['id']}: framework {row['framework']!r} is not mapped") from None
+
+
+def plan_constraints(row: dict[str, Any]) -> dict[str, tuple]:
+    """What the row's framework offered at the row's date, as `plan.search` constraints
+    (`frameworks.plan_constraints(name, as_of)`), with what the run's framework adds."""
+    framework = stated(row)
+    as_of = row["date"] if framework.dated else None
+    out = frameworks.plan_constraints(framework.framework, as_of)
+    for key, value in framework.adds:
+        if key in out and value not in out[key]:
+            out[key] = tuple(sorted(out[key] + (value,)))
+    return out
+
+
 def overrides(row: dict[str, Any]) -> dict[str, Any]:
     """Scenario overrides for ``costmodel.inputs.scenario.resolve(overrides=...)``.
 
@@ -350,6 +429,10 @@ def overrides(row: dict[str, Any]) -> dict[str, Any]:
     - Conventions: recompute and its modules, ``fp8`` (``hybrid`` for any FP8 recipe: the one
       FP8 choice of the scenario; ``fp8`` in the table names the recipe), FP8 activation storage,
       attention kernel and count, gradient bytes.
+    - ``framework``: the scenario's entry the row's framework is run as (``FRAMEWORKS``): what its
+      layers save for backward and what the plan offers. The loss stays the course's
+      (``cross_entropy: fused``; no source prints its own): torchtitan's eager loss would keep
+      fp32 copies of the logits its compiled one does not.
     - ``step_time`` from ``step_time(row)`` (printed, or derived from tokens/s or TFLOP/s as it
       says), ``measured_tokens_per_s`` the job's tokens/s where the source prints one (else
       null, so the course's figure does not leak in).
@@ -358,7 +441,7 @@ def overrides(row: dict[str, Any]) -> dict[str, Any]:
     """
     seconds, _how = step_time(row)
     name = f"{row['model']} on {row['num_gpus']} x {row['gpu']} ({row['id']})"
-    keys: dict[str, Any] = {"name": name, "gpu": row["gpu"]}
+    keys: dict[str, Any] = {"name": name, "gpu": row["gpu"], "framework": stated(row).framework}
     keys.update(_model_keys(row))
     keys.update(_layout_keys(row))
     keys.update(_batch_keys(row))

@@ -175,8 +175,10 @@ FIELDS: dict[str, Field] = {
     "framework": Field(
         "choice",
         "what the team trains with: megatron (Megatron-LM / NeMo) | torchtitan | huggingface "
-        "(Trainer + DeepSpeed) | huggingface_fsdp (Trainer + FSDP): what its layers save for "
-        "backward and the options the plan and the levers offer (inputs.frameworks)",
+        "(Trainer + DeepSpeed) | huggingface_fsdp (Trainer + FSDP) | huggingface_sp (DeepSpeed + "
+        "sequence parallelism: XTuner, EasyContext) | composer (llm-foundry, FSDP): what its "
+        "layers save for backward and the options the plan and the levers offer "
+        "(inputs.frameworks)",
         choices=tuple(act.FRAMEWORKS),
     ),
     "cross_entropy": Field(

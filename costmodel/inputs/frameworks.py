@@ -25,12 +25,25 @@ says so (`Offer.notes`):
   (`data_parallel_replicate_degree`) is DDP. No optimizer-only sharding (ZeRO-1).
 - `huggingface`: transformers' Trainer with DeepSpeed ZeRO, as a lab runs it: data
   parallelism only. `huggingface_fsdp`: Trainer with FSDP, whose Accelerate
-  `ParallelismConfig` (Accelerate 1.10) adds TP and CP on FSDP2.
+  `ParallelismConfig` (Accelerate 1.10) adds TP and CP on FSDP2. `huggingface_sp`:
+  transformers' models on DeepSpeed ZeRO with sequence parallelism across the sequence (the
+  project's CP), as XTuner (DeepSpeed-Ulysses' all-to-all) and EasyContext (ring attention or
+  Ulysses) run it; the two offer the same options.
+- `composer`: MosaicML's Composer with llm-foundry's models: FSDP alone (its
+  `sharding_strategy`); no TP, PP or CP the project can take (Composer's experimental TP shards
+  llm-foundry's MLP only).
+
+An option a framework gained at a date has it in `Offer.since` (the month it reached the main
+branch, and where): `offer(name, as_of)` is the framework as it was that month, what a published
+run of that date could use (Megatron-LM had no CP before Megatron-Core's, no sequence
+parallelism before May 2022). Without a date (the plan, the levers) a framework offers all it
+has now.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 
 from costmodel.derive.numeric import RECOMPUTE_POLICIES
 from costmodel.derive.plain import STAGES
@@ -57,10 +70,17 @@ class Offer:
     cross_entropy: tuple[str, ...]
     sources: dict[str, str] = field(default_factory=dict)
     notes: str = ""
+    #: option (`lacks`' words: "CP", "ZeRO-1", "selective recompute") -> (the month it came,
+    #: "YYYY-MM", and where it was read); an option not named was there from the start.
+    since: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 MEGATRON_AT = "Megatron-LM d98e8a64 (2026-08-22)"
 TITAN_AT = "torchtitan b5bcd76c (2026-08-21)"
+COMPOSER_AT = "Composer 64051888 (2026-04-29)"
+FOUNDRY_AT = "llm-foundry 8c8dd48f (2025-07-21)"
+XTUNER_AT = "XTuner b934f462 (2026-08-21)"
+EASYCONTEXT_AT = "EasyContext 6b0d310 (2024-09-27)"
 
 #: Where the two Hugging Face Trainer entries read their recompute and FP8 (the same for both).
 TRAINER_RECOMPUTE = "TrainingArguments.gradient_checkpointing: whole layers"
@@ -100,6 +120,29 @@ OFFERS: dict[str, Offer] = {
             "cross_entropy": "--cross-entropy-loss-fusion, --cross-entropy-fusion-impl",
         },
         notes="ZeRO-2/3: Megatron-FSDP (--use-megatron-fsdp, core_v0.15.0) exists, not modelled",
+        since={
+            "SP": (
+                "2022-05",
+                "--sequence-parallel: Megatron-LM 9aad9203 (2022-05-20), with "
+                "Korthikanti et al., arXiv:2205.05198",
+            ),
+            "selective recompute": (
+                "2022-05",
+                "--recompute-activations (selective): Megatron-LM "
+                "9aad9203 (2022-05-20); before, whole layers only",
+            ),
+            "ZeRO-1": ("2022-06", "--use-distributed-optimizer: Megatron-LM d07d29df (2022-06-08)"),
+            "FP8": (
+                "2022-12",
+                "--fp8-hybrid with Transformer Engine: Megatron-LM e1c334b0 (2022-12-21)",
+            ),
+            "EP": ("2023-10", "--expert-model-parallel-size: Megatron-LM 370f3c1f (2023-10-10)"),
+            "CP": (
+                "2023-10",
+                "--context-parallel-size: Megatron-LM 4a6255a7 (2023-10-30), "
+                "released in core_v0.4.0",
+            ),
+        },
     ),
     "torchtitan": Offer(
         "torchtitan (FSDP2)",
@@ -130,6 +173,19 @@ OFFERS: dict[str, Offer] = {
             "fp8": "float8 converters (torchao; torchtitan/components/quantization/float8.py)",
             "tp_comm_overlap": "compile.enable_async_tensor_parallel",
             "cross_entropy": "the logits cast to fp32 (torchtitan/components/loss.py)",
+        },
+        since={
+            "PP": ("2024-05", "pipeline_parallel_degree: torchtitan aafe0e87 (2024-05-21)"),
+            "ZeRO-0": (
+                "2024-07",
+                "training.data_parallel_type ddp: torchtitan 2f989b9f "
+                "(2024-07-18); before, FSDP only",
+            ),
+            "CP": (
+                "2024-10",
+                "context_parallel_degree: torchtitan b19456a9 (#592, 2024-10-22), "
+                "on PyTorch 2.5's context_parallel",
+            ),
         },
     ),
     "huggingface": Offer(
@@ -181,17 +237,109 @@ OFFERS: dict[str, Offer] = {
             "fp8": TRAINER_FP8,
         },
     ),
+    "huggingface_sp": Offer(
+        "transformers' models on DeepSpeed ZeRO + sequence parallelism (XTuner, EasyContext)",
+        zero_stages=STAGES,
+        tensor_parallel=False,
+        sequence_parallel=False,
+        context_parallel=True,
+        pipeline_parallel=False,
+        schedules=("1f1b",),
+        recompute=("none", "full"),
+        expert_parallel=False,
+        fp8=False,
+        tp_comm_overlap=False,
+        cross_entropy=("fp32",),
+        sources={
+            "zero_stages": f"{XTUNER_AT}: xtuner/configs/deepspeed/deepspeed_zero1|2|3.json; "
+            f"{EASYCONTEXT_AT}: accelerate_configs/zero3_offload.json (stage 3, the optimizer "
+            "offloaded to the CPU: not modelled)",
+            "tensor_parallel": "neither splits a layer's weights: no TP, PP or EP",
+            "context_parallel": "XTuner sequence_parallel_size (xtuner/parallel/sequence: "
+            "all-to-all); EasyContext --parallel_mode zigzag_ring_attn|dist_flash_attn|"
+            "ulysses_attn|usp_attn (train.py)",
+            "recompute": "transformers' gradient_checkpointing_enable: whole layers "
+            "(xtuner/model/sft.py; EasyContext's train.py)",
+            "fp8": "neither has an FP8 option",
+            "cross_entropy": "XTuner: transformers' loss on fp32 logits; EasyContext: "
+            "flash-attn's CrossEntropyLoss(inplace_backward=True) on them",
+        },
+        since={
+            "CP": (
+                "2024-03",
+                "XTuner v0.1.16 (2024-03-29), xtuner/parallel/sequence; "
+                "EasyContext from its first commit 9b1e58e (2024-04-05)",
+            ),
+        },
+    ),
+    "composer": Offer(
+        "llm-foundry on Composer (FSDP)",
+        zero_stages=(0, 2, 3),
+        tensor_parallel=False,
+        sequence_parallel=False,
+        context_parallel=False,
+        pipeline_parallel=False,
+        schedules=("1f1b",),
+        recompute=("none", "full"),
+        expert_parallel=True,
+        fp8=True,
+        tp_comm_overlap=False,
+        cross_entropy=("fused", "fp32"),
+        sources={
+            "zero_stages": f"fsdp_config.sharding_strategy NO_SHARD|SHARD_GRAD_OP|FULL_SHARD "
+            f"({COMPOSER_AT}, composer/distributed/mosaic_parallelism.py)",
+            "tensor_parallel": "Composer's TPConfig (v0.23.0, experimental) takes a layer plan, "
+            "and llm-foundry's (llmfoundry/tp/ffn_tp_strategy.py) shards the MLP only: not "
+            "the project's TP; no CP or PP in Composer's ParallelismConfig "
+            "(composer/utils/parallelism.py)",
+            "recompute": "fsdp_config.activation_checkpointing: whole blocks (llm-foundry's "
+            "activation_checkpointing_target may name other modules: not taken)",
+            "expert_parallel": f"MegaBlocks dMoE, ffn_config.moe_world_size ({FOUNDRY_AT}, "
+            "llmfoundry/models/layers/ffn.py)",
+            "fp8": "precision amp_fp8 (Transformer Engine; composer/core/precision.py)",
+            "cross_entropy": "loss_fn fused_crossentropy (flash-attn's, the default) | "
+            "torch_crossentropy (llmfoundry/models/mpt/modeling_mpt.py)",
+        },
+    ),
 }
 
 
-def offer(framework: str) -> Offer:
-    return OFFERS[framework]
+#: The options of `Offer.since` that are a flag of the Offer (the rest: a ZeRO stage, selective
+#: recompute).
+DATED_FLAGS = {"TP": "tensor_parallel", "SP": "sequence_parallel", "CP": "context_parallel",
+               "PP": "pipeline_parallel", "EP": "expert_parallel", "FP8": "fp8"}  # fmt: skip
 
 
-def lacks(framework: str) -> list[str]:
-    """What the framework does not offer of what the search and the levers can propose, in
-    words ("ZeRO-3", "CP", "the interleaved schedule"), in a fixed order."""
+def month(date: str) -> str:
+    """ "YYYY-MM" of a date that starts so ("2022-05", "2024-12-11"); ValueError otherwise."""
+    if not re.match(r"\d{4}-\d{2}", date or ""):
+        raise ValueError(f"as_of: {date!r} is not a date (expected YYYY-MM)")
+    return date[:7]
+
+
+def offer(framework: str, as_of: str | None = None) -> Offer:
+    """The framework's entry; with `as_of` (a date, "YYYY-MM..."), as it was that month: the
+    options of `since` that came later taken out (an option counts from the month it came)."""
     o = OFFERS[framework]
+    if as_of is None:
+        return o
+    later = {name for name, (came, _) in o.since.items() if came > month(as_of)}
+    if not later:
+        return o
+    return replace(
+        o,
+        zero_stages=tuple(z for z in o.zero_stages if f"ZeRO-{z}" not in later),
+        recompute=tuple(
+            r for r in o.recompute if r != "selective" or "selective recompute" not in later
+        ),
+        **{flag: False for name, flag in DATED_FLAGS.items() if name in later},
+    )
+
+
+def lacks(framework: str, as_of: str | None = None) -> list[str]:
+    """What the framework does not offer (as of `as_of`, where given) of what the search and the
+    levers can propose, in words ("ZeRO-3", "CP", "the interleaved schedule"), in a fixed order."""
+    o = offer(framework, as_of)
     out = [f"ZeRO-{z}" for z in STAGES if z not in o.zero_stages]
     named = (
         ("tensor_parallel", "TP"),
@@ -222,10 +370,11 @@ def not_offered(framework: str, own_schedule: str | None = None) -> str:
     return line
 
 
-def plan_constraints(framework: str) -> dict[str, tuple]:
+def plan_constraints(framework: str, as_of: str | None = None) -> dict[str, tuple]:
     """The values of the plan's constrained keys the framework allows (evaluate.plan.plan's
-    CONSTRAINED; the schedules: `schedule_allowed`)."""
-    o = OFFERS[framework]
+    CONSTRAINED; the schedules: `schedule_allowed`), as of `as_of` where given (`offer`): what a
+    published run of that date could have used."""
+    o = offer(framework, as_of)
     out: dict[str, tuple] = {"zero_stage": o.zero_stages}
     for key in ("tensor_parallel", "context_parallel", "pipeline_parallel", "expert_parallel"):
         if not getattr(o, key):

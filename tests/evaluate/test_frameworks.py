@@ -136,3 +136,75 @@ def test_a_held_value_the_framework_lacks_is_one_line():
         "framework: 'megatron' is not allowed; expected a framework that offers zero_stage 3 "
         "(it offers 0, 1)"
     )
+
+
+def test_a_composer_plan_searches_fsdp_alone(capsys):
+    """llm-foundry on Composer shards with FSDP alone: Llama-3.1-70B on 32 GPUs (64 sequences)
+    searches DP 32 only, at ZeRO 0, 2 or 3 (NO_SHARD, SHARD_GRAD_OP, FULL_SHARD), no selective
+    recompute; under megatron the same search ranks TP, PP and CP splits."""
+    got = _plan(capsys, "--scenario", LLAMA_70B, *SMALL, "--framework", "composer", "--top", "10")
+    assert got["not_offered"] == (
+        "framework composer: ZeRO-1, TP, SP, CP, PP, selective recompute not offered"
+    )
+    assert got["searched"] == 2  # DP 32 at micro batch 1 or 2
+    for item in got["layouts"]:
+        keys = item["layout"]
+        assert (keys["tensor_parallel"], keys["pipeline_parallel"]) == (1, 1)
+        assert keys["context_parallel"] == 1 and keys["data_parallel"] == 32
+        assert keys["zero_stage"] in (0, 2, 3) and keys["recompute"] in ("none", "full")
+
+
+def test_a_sequence_parallel_lab_plan_searches_cp_without_tp(capsys):
+    """XTuner / EasyContext (DeepSpeed ZeRO with sequence parallelism, the project's CP): the HF
+    lab's 8 GPUs are searched as CP x DP (CP 2 to 8 among the layouts), never TP or PP, and
+    without FP8; plain Trainer + DeepSpeed searches DP 8 alone (4 layouts)."""
+    got = _plan(capsys, "--scenario", HF_LAB, "--framework", "huggingface_sp", "--top", "30")
+    assert got["searched"] > 4
+    layouts = [item["layout"] for item in got["layouts"]]
+    assert {keys["context_parallel"] for keys in layouts} == {1, 2, 4, 8}
+    for keys in layouts:
+        assert (keys["tensor_parallel"], keys["pipeline_parallel"]) == (1, 1)
+        assert keys["fp8"] == "none" and keys["recompute"] in ("none", "full")
+
+
+def test_options_gained_at_a_date():
+    """`offer(name, as_of)` is the framework of that month: Megatron-LM of April 2021 has no CP,
+    SP, distributed optimizer, selective recompute or FP8; of May 2022 SP and selective
+    recompute (the month they came); torchtitan CP from October 2024; undated, all of today."""
+    assert frameworks.plan_constraints("megatron", "2021-04") == {
+        "zero_stage": (0,),
+        "context_parallel": (1,),
+        "expert_parallel": (1,),
+        "sequence_parallel": (False,),
+        "recompute": ("none", "full"),
+        "fp8": ("none",),
+    }
+    may_2022 = frameworks.offer("megatron", "2022-05")
+    assert may_2022.sequence_parallel and "selective" in may_2022.recompute
+    assert may_2022.zero_stages == (0,) and not may_2022.context_parallel
+    assert frameworks.offer("megatron", "2023-10-30").context_parallel
+    assert not frameworks.offer("torchtitan", "2024-09").context_parallel
+    assert frameworks.offer("torchtitan", "2024-10").context_parallel
+    assert frameworks.offer("torchtitan", "2024-04").zero_stages == (2, 3)  # FSDP only then
+    assert frameworks.plan_constraints("megatron") == {"zero_stage": (0, 1)}
+    with pytest.raises(ValueError, match="as_of: 'spring' is not a date"):
+        frameworks.offer("megatron", "spring")
+
+
+def test_every_dated_option_is_an_option_with_a_source():
+    """Each `since` names an option in `lacks`' words, a month and where it was read."""
+    words = {"TP", "SP", "CP", "PP", "EP", "FP8", "selective recompute"}
+    words |= {f"ZeRO-{z}" for z in plain.STAGES}
+    for name, offer in frameworks.OFFERS.items():
+        for option, (came, source) in offer.since.items():
+            assert option in words, (name, option)
+            assert frameworks.month(came) == came and source, (name, option)
+
+
+def test_the_framework_help_names_every_choice():
+    from costmodel.inputs.fields import FIELDS
+
+    field = FIELDS["framework"]
+    assert set(field.choices) == set(frameworks.OFFERS)
+    for name in field.choices:
+        assert f"{name} (" in field.help or f"| {name} |" in field.help, name

@@ -157,6 +157,28 @@ FRAMEWORKS["torchtitan"] = replace(
     "SwiGLU, flash attention, grouped MoE GEMMs), the loss on an fp32 copy of the logits",
 )
 FRAMEWORKS["huggingface_fsdp"] = replace(FRAMEWORKS["huggingface"], name="huggingface_fsdp")
+#: llm-foundry's MPT layers on Composer (llm-foundry 8c8dd48f): Megatron-Core's rules, as the code
+#: matches them: its default norm (low_precision_layernorm) is one layer_norm kernel that saves
+#: its input and the per-row statistics (a mean besides the rstd: not counted), its GELU is torch's
+#: one kernel (approximate "none"), attention is flash attention, and its default loss
+#: (fused_crossentropy) is flash-attn's cross-entropy with the gradient written in place.
+FRAMEWORKS["composer"] = replace(
+    FRAMEWORKS["megatron"],
+    name="composer",
+    text="llm-foundry (MPT) on Composer: Megatron-Core's saved tensors, as its kernels match them "
+    "(one layer-norm kernel, torch's GELU kernel, flash attention, flash-attn's fused "
+    "cross-entropy; MegaBlocks' grouped MoE GEMMs assumed)",
+)
+#: XTuner and EasyContext run transformers' modules: huggingface's rules. Two departures are not
+#: modelled (each saves less than counted): XTuner dispatches LlamaRMSNorm to a Triton kernel
+#: (xtuner/model/modules/dispatch: input and rstd only), and EasyContext's loss is flash-attn's
+#: in-place cross-entropy on the fp32 logits (one fp32 copy, not two).
+FRAMEWORKS["huggingface_sp"] = replace(
+    FRAMEWORKS["huggingface"],
+    name="huggingface_sp",
+    text=FRAMEWORKS["huggingface"].text + " (XTuner, EasyContext: transformers' modules; "
+    "XTuner's Triton RMSNorm and EasyContext's in-place loss, which save less, not modelled)",
+)
 
 #: What each ``cross_entropy`` keeps while the loss runs (``loss_saved``): ``fp32`` the BF16
 #: logits and the framework's fp32 copies (Megatron-LM's ``VocabParallelCrossEntropy``: one fp32
