@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from costmodel.errors import CostModelError
-from costmodel.evaluate.plan import plan, plan_space
+from costmodel.evaluate.plan import plan, plan_space, plan_why
 from costmodel.evaluate.plan.plan_batch import Batch
 from costmodel.evaluate.plan.plan_eval import Evaluator
 from costmodel.evaluate.plan.plan_findings import _fits_without_recompute, findings
@@ -365,4 +365,10 @@ def test_own_uneven_pipeline_split_is_evaluated_as_stated():
     assert found.own_rank == 1 + sum(1 for r in found.rows if r.seconds < found.own.seconds)
     text = plan_text.as_text(found, 3)
     assert "does not generate the scenario's own layout (its uneven pipeline split" in text
+    # the why-lines split the exposed communication of the own layout as evaluated (its split)
+    compared = [d for diffs in plan_why.versus(found, 3) for d in diffs or []]
+    comm = [d for d in compared if d["part"] == "communication_exposed"]
+    assert comm
+    for d in comm:
+        assert sum(c["seconds"] for c in d["collectives"]) == pytest.approx(d["seconds"])
     assert plan_text.as_json(found, 3)["own_outside"] == found.own_outside

@@ -280,7 +280,8 @@ def search(
             f"the layouts searched is {least / 1e9:.1f} GB per GPU "
             f"({ev.usable / 1e9:.1f} GB usable)"
         )
-    own, note, own_outside = own_row(ev, own_scenario(sc, base))
+    own_sc = own_scenario(sc, base)
+    own, note, own_outside = own_row(ev, own_sc)
     ranked = own is not None and not note and count_own
     own_seconds = own.seconds if ranked else 0.0
     every_bound = dict(zip(all_cores, ev.batch.bounds()))  # _bound of each core
@@ -303,7 +304,14 @@ def search(
         timed=len(rows) + passed,
         least_peak=least,
         model_flops_per_step=figures["model_flops_per_step"],
-        extra={"evaluator": ev, "cores": fitting, "bounds": bounds, "top": top, "options": options},
+        extra={
+            "evaluator": ev,
+            "cores": fitting,
+            "bounds": bounds,
+            "top": top,
+            "options": options,
+            "own_scenario": own_sc,
+        },
     )
     found.extra["not_offered"] = frameworks.not_offered(base.framework, base.pipeline_schedule)
     return found

@@ -54,8 +54,10 @@ def _collectives(plan, row) -> dict[str, tuple[str, float]]:
     """The row's exposed seconds by collective name, with the collective's parallelism."""
     from costmodel.evaluate.plan.plan import as_scenario  # plan imports nothing of this module
 
+    own = plan.own is not None and row.key == plan.own.key
+    sc = plan.extra["own_scenario"] if own else as_scenario(plan, row)  # its split kept
     out: dict[str, tuple[str, float]] = {}
-    for c in comm_of(as_scenario(plan, row))["collectives"]:
+    for c in comm_of(sc)["collectives"]:
         _, seconds = out.get(c["name"], (c["parallelism"], 0.0))
         out[c["name"]] = (c["parallelism"], seconds + c["exposed_seconds"])
     return out
