@@ -234,6 +234,28 @@ def test_recompute_none_at_the_courses_length_does_not_fit_and_is_told_how():
     assert "recompute full" in [change["change"] for change in mem["fit"]]
 
 
+def test_the_changes_to_fit_are_what_the_framework_offers():
+    """Issue 35 (2): the "to fit" list offers only what the team's framework has (the table of
+    inputs.frameworks): under Megatron-LM's distributed optimizer no ZeRO-2 or 3; under
+    torchtitan's FSDP2 ZeRO-2 and 3 but no ZeRO-1; under Trainer + DeepSpeed no TP, CP, PP or
+    selective recompute."""
+    shape = resolve().shape
+
+    def changes(framework: str, zero: int = 0) -> list[str]:
+        sc = resolve(recompute="none", framework=framework, zero_stage=zero)
+        return [label for label, _, _ in run.candidates(sc, shape)]
+
+    megatron = changes("megatron")
+    assert "zero_stage 1" in megatron
+    assert not {"zero_stage 2", "zero_stage 3"} & set(megatron)
+    titan = changes("torchtitan")
+    assert {"zero_stage 2", "zero_stage 3"} <= set(titan) and "zero_stage 1" not in titan
+    hf = changes("huggingface")
+    assert "recompute full" in hf and {"zero_stage 1", "zero_stage 3"} <= set(hf)
+    assert not [x for x in hf if x.split()[0] in ("tensor_parallel", "context_parallel",
+                                                  "pipeline_parallel", "recompute_modules")]  # fmt: skip
+
+
 def test_levers_that_do_not_fit_say_so():
     acc = account(resolve())
     by = {x["lever"]: x for x in acc["advice"]}

@@ -142,7 +142,7 @@ def least_selective(base: Base, shape, rests) -> Lever:
     sc = base.sc
     chain = [
         keys
-        for _label, keys, _note in run.candidates(sc.replace(recompute="none"), shape)
+        for _label, keys, _note in run.candidates(sc.replace(recompute="none"), shape, False)
         if "recompute_modules" in keys
     ]
     chain = [policy(sc, "selective", keys["recompute_modules"]) for keys in chain]

@@ -33,7 +33,7 @@ from costmodel.evaluate.memory.gpu_memory import (  # noqa: F401 (re-exported: t
     stage_activations,
 )
 from costmodel.evaluate.simulate import attention_core, compute_time, stage
-from costmodel.inputs import attention_kernels, hardware, what_if
+from costmodel.inputs import attention_kernels, frameworks, hardware, what_if
 from costmodel.inputs.scenario import Scenario, as_scenario, recompute_fractions
 from costmodel.inputs.shape import ModelShape
 
@@ -185,8 +185,21 @@ def _step_work(sc: Scenario, fractions: dict[str, Any], core_forward: float) -> 
     return six_nd * (1 + fractions["weights"] / 3) + core_forward * (1 + fractions["core"] + kappa)
 
 
-def candidates(sc: Scenario, shape: ModelShape) -> list[tuple[str, dict, str]]:
-    """(what changes, the scenario keys it sets, a note) for each change that lowers the peak."""
+def candidates(
+    sc: Scenario, shape: ModelShape, offered: bool = True
+) -> list[tuple[str, dict, str]]:
+    """(what changes, the scenario keys it sets, a note) for each change that lowers the peak;
+    `offered`: only those the scenario's framework offers (inputs.frameworks.refusal: no ZeRO-3
+    under Megatron-LM, no TP or selective recompute under Trainer with DeepSpeed). The levers
+    take them all and say which the framework lacks."""
+    found = _lowering(sc, shape)
+    if not offered:
+        return found
+    return [c for c in found if frameworks.refusal(sc.framework, c[1]) is None]
+
+
+def _lowering(sc: Scenario, shape: ModelShape) -> list[tuple[str, dict, str]]:
+    """Every change `candidates` considers, whatever the framework offers."""
     out: list[tuple[str, dict, str]] = []
     policy = sc.recompute
     if policy != "full":
