@@ -211,6 +211,17 @@ def _time_rows(t: dict[str, Any]) -> list[tuple[str, str, str]]:
     if t["contradiction"]:
         shown = t["contradiction"] + ("" if given else "; so no share of the step is given")
         rows.append(("model > measured", "", shown))
+    timed = t["timed_params"]
+    if timed["differs"]:
+        off = f"{_pct(timed['off'])} off it" if timed["off"] is not None else "not comparable"
+        rows.append(
+            (
+                "timed N",
+                f"{timed['n']:,}",
+                f"the N of the model shape the parts time ({timed['origin']}); activated_params, "
+                f"the N of 6ND and MFU, is {off}: set it or the shape keys to the run's model",
+            )
+        )
     return rows
 
 

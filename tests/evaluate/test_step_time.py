@@ -340,6 +340,22 @@ def test_qwen3_next_step_is_explained_once_ep_is_placed_as_megatron_core_places_
     assert ep and all(c["inter_node_bytes"] == 0 for c in ep)
 
 
+def test_the_report_says_when_the_timed_shape_is_not_the_n_of_6nd():
+    """`report --set hidden_size=3072` on the course keeps its stated N (activated_params 3e9)
+    while the step-time model times the GEMMs of the new shape, whose N is 2,681,733,120: the
+    time section says so in one row (11.87% off), and the course itself (1.86% off its
+    config's N) has no such row."""
+    course = account(scenario.resolve())["time"]["timed_params"]
+    assert course["n"] == 2_945_269_760 and not course["differs"]
+    assert course["off"] == pytest.approx(3e9 / 2_945_269_760 - 1)
+    wider = account(scenario.resolve(overrides={"hidden_size": 3072}))["time"]["timed_params"]
+    assert wider["n"] == 2_681_733_120 and wider["differs"]
+    assert wider["off"] == pytest.approx(3e9 / 2_681_733_120 - 1)  # 11.87%
+    text = cli("report", "--set", "hidden_size=3072").stdout
+    assert "timed N                2,681,733,120" in text and "is 11.87% off it" in text
+    assert "timed N" not in cli("report").stdout
+
+
 def test_report_text_markdown_and_json_show_the_time_section():
     text = cli("report")
     assert text.returncode == 0, text.stderr

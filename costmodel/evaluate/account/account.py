@@ -129,6 +129,17 @@ def gemm_peak(scenario: Scenario) -> float:
     return rates[0]
 
 
+def timed_params(scenario: Scenario) -> dict[str, Any]:
+    """The N of the model shape whose GEMMs the step-time model times (resolution.shape_params),
+    where the shape comes from, and how far the scenario's activated_params (the N of 6ND) lies
+    from it (`off`, a share; `differs`: beyond resolution.PARAMS_TOLERANCE, the report says so)."""
+    from costmodel.inputs.resolution import PARAMS_TOLERANCE, shape_params
+
+    n, origin = shape_params(scenario.values)
+    off = abs(scenario.activated_params / n - 1) if n > 0 else None
+    return {"n": n, "origin": origin, "off": off, "differs": off is None or off > PARAMS_TOLERANCE}
+
+
 def predicted_over_peak(scenario: Scenario, label: str, value: float) -> str:
     """The one line for a figure of a predicted step above the peak its GEMMs run at: the N 6ND
     counts and the one the step-time model times when they differ, else the model's error."""
@@ -436,9 +447,12 @@ def team_run(sc: Scenario, acc: dict[str, Any]) -> dict[str, Any]:
         "parallel": run.parallel(sc),
         "memory": mem,
         "communication": comm,
-        "time": step_time.account(
-            predicted, sc.step_time if sc.step_time_from == "measured" else None
-        ),
+        "time": {
+            **step_time.account(
+                predicted, sc.step_time if sc.step_time_from == "measured" else None
+            ),
+            "timed_params": timed_params(sc),
+        },
         "advice": ranked,
         # the hardware cannot go past its peak
         "advice_combined": advice.combined(
