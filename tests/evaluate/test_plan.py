@@ -352,6 +352,19 @@ def test_own_layout_with_moe_folding_is_ranked_by_the_reports_model():
     assert found.own_rank == 1 + len(faster)
 
 
+def test_own_expert_tensor_parallel_is_evaluated_as_stated():
+    """TP 2 with EP 4 inside DP 20 is a core the search holds, but with its experts unsplit
+    (expert_tensor_parallel 1) where the search splits them by TP: the own layout is the
+    report's, at ETP 1, not the searched core's at ETP 2."""
+    sc = scenario.resolve(
+        overrides={"tensor_parallel": 2, "expert_parallel": 4, "expert_tensor_parallel": 1}
+    )
+    found = plan.search(sc, top=3)
+    assert found.own_outside.startswith("expert_tensor_parallel 1 is not tensor_parallel 2")
+    assert found.own.seconds == pytest.approx(step_time.predict(sc)["seconds"], rel=1e-12)
+    assert found.own.peak_bytes == pytest.approx(run.memory(sc)["total"], rel=1e-12)
+
+
 def test_own_uneven_pipeline_split_is_evaluated_as_stated():
     """Llama-3.1-70B's 80 layers on PP 4 with 19 on the first and the last stage (21 on each
     middle one): the search's layouts split evenly (20 each), so the own layout is the report's

@@ -63,7 +63,8 @@ def own_row(ev: Evaluator, own_sc: Scenario) -> tuple[Row, str, str]:
     if core.tp == 1:
         core = dataclasses.replace(core, sp=False)
     why = ""
-    if core not in ev.batch.index and core not in set(cores(base, base.num_gpus)):
+    folded = base.expert_tensor_parallel not in (None, base.tensor_parallel)  # ETP: not searched
+    if folded or (core not in ev.batch.index and core not in set(cores(base, base.num_gpus))):
         why = outside(base)
     schedules = schedule_options(base, core.pp)
     if not why and schedule not in schedules:
