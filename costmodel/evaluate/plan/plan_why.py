@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from costmodel.evaluate.simulate import compute_time, run, step_time
+from costmodel.evaluate.simulate import step_time
 
 #: A difference is named when it is at least this share of the own layout's step.
 VISIBLE = 0.01
@@ -44,10 +44,7 @@ def visible(seconds: float, reference: float) -> bool:
 def comm_of(sc) -> dict[str, Any]:
     """run.comm of a scenario with the hiding compute step_time.predict gives it (the same
     collectives, each with its `parallelism`, which the prediction's detail leaves out)."""
-    computed = compute_time.compute(sc, sc.shape)
-    hiding = run.hiding_compute(computed["phases"], computed["shared_expert_seconds"])
-    timed = sc if sc.step_time is not None else sc.replace(step_time=1.0)  # as predict does
-    return run.comm(timed, sc.shape, hiding)
+    return step_time.predicted_comm(sc, sc.shape)
 
 
 def _collectives(plan, row) -> dict[str, tuple[str, float]]:

@@ -94,6 +94,17 @@ def step_parts(computed: dict, exposed: float, share: float) -> dict[str, float]
     return parts
 
 
+def predicted_comm(sc: Scenario, shape: ModelShape, computed: dict | None = None) -> dict:
+    """The collectives of the prediction (run.comm) behind the compute it predicts
+    (compute_time.compute's phases, `computed` where given): each with its exposed seconds."""
+    computed = computed or compute_time.compute(sc, shape)
+    hiding = run.hiding_compute(computed["phases"], computed["shared_expert_seconds"])
+    # a step the scenario leaves to the prediction (step_time null): what a collective leaves
+    # exposed does not depend on the share of the step it takes, so any step will do
+    timed = sc if sc.step_time is not None else sc.replace(step_time=1.0)
+    return run.comm(timed, shape, hiding)
+
+
 def predict(
     sc: Scenario, shape: ModelShape | None = None, comm: dict | None = None
 ) -> dict[str, Any]:
@@ -103,11 +114,7 @@ def predict(
     shape = shape or sc.shape
     computed = compute_time.compute(sc, shape)
     if comm is None:
-        hiding = run.hiding_compute(computed["phases"], computed["shared_expert_seconds"])
-        # a step the scenario leaves to the prediction (step_time null): what a collective
-        # leaves exposed does not depend on the share of the step it takes, so any step will do
-        timed = sc if sc.step_time is not None else sc.replace(step_time=1.0)
-        comm = run.comm(timed, shape, hiding)
+        comm = predicted_comm(sc, shape, computed)
     share = bubble_share(sc)
     parts = step_parts(computed, comm["exposed_seconds"], share)
     parts = {name: float(parts.get(name, 0.0)) for name in PARTS}
