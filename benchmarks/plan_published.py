@@ -96,10 +96,6 @@ def examine(row: dict[str, Any]) -> dict[str, Any]:
         published_seconds=published,
     )
     own = found.own
-    if own is None:
-        out["top10"] = False
-        out["examination"] = f"not ranked: {found.own_note}"
-        return out
     if found.own_note:  # evaluated, but over the memory: the run ran, so the memory model errs
         out["top10"] = False
         out["examination"] = (

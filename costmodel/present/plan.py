@@ -4,7 +4,7 @@ scenario's own layout and its rank, what limits each layout, and the findings.
 JSON: {"scenario", "framework", "not_offered" (what the search left out: the framework lacks it,
 inputs.frameworks; null when nothing), "gpus", "gpu", "global_batch", "seq_len", "searched",
 "fitting", "timed",
-"least_peak_bytes", "usable_bytes", "own": a layout or null, "own_rank", "own_note", "own_outside"
+"least_peak_bytes", "usable_bytes", "own": a layout, "own_rank", "own_note", "own_outside"
 (why the search does not generate the own layout, which the report's model then evaluates and the
 plan ranks all the same; null where the search holds it),
 "layouts": [a layout, ...], "findings": [{"name", "holds", "count", "of", "statement"}]}; a
@@ -15,10 +15,9 @@ parts of the layout's step that differ from the own layout's by a visible amount
 of the own step), the largest first, [{"part", "seconds" (the layout's minus the own's),
 with communication_exposed "collectives": [{"name", "parallelism", "seconds"}] and
 "parallelisms": [{"parallelism", "seconds"}], each visible}]; null for the own layout and where
-no layout is compared (`versus_own_note` says why once: the own layout is not evaluated, or it
-is the fastest). "rests_on" (plan_why.rests_on): the one or two parts whose differences decide
-the ranking, {"against": "own" or "top", "of", "parts": [{"part", "seconds", "share",
-"inputs"}]}, or null.
+no layout is compared (`versus_own_note` says why once: the own layout is the fastest).
+"rests_on" (plan_why.rests_on): the one or two parts whose differences decide the ranking,
+{"of", "parts": [{"part", "seconds", "share", "inputs"}]}, or null.
 
 CSV: one row per layout (the top K, then the scenario's own where it is not among them), the
 columns CSV_COLUMNS (`versus_own`: the text line of `why`, empty where there is none); every field through the csv writer, and each text cell through
@@ -90,7 +89,7 @@ def _layout(
     limit = search.limits(plan, row)
     return {
         "rank": rank,
-        "own": plan.own is not None and row.key == plan.own.key,
+        "own": row.key == plan.own.key,
         "layout": search.layout_keys(plan, row),
         "step_seconds": row.seconds,
         "tokens_per_s": plan.tokens_per_s(row),
@@ -100,7 +99,7 @@ def _layout(
         "parts": dict(row.parts),
         "limit": limit["limit"],
         "shares": limit["shares"],
-        "versus_own": _visible(versus, plan.own.seconds) if plan.own is not None else None,
+        "versus_own": _visible(versus, plan.own.seconds),
     }
 
 
@@ -121,7 +120,7 @@ def as_json(plan: search.Plan, top: int) -> dict[str, Any]:
         "timed": plan.timed,
         "least_peak_bytes": plan.least_peak,
         "usable_bytes": plan.extra["evaluator"].usable,
-        "own": _layout(plan, own, plan.own_rank) if own is not None else None,
+        "own": _layout(plan, own, plan.own_rank),
         "own_rank": plan.own_rank,
         "own_note": plan.own_note or None,
         "own_outside": plan.own_outside or None,
@@ -175,7 +174,7 @@ def _cells(item: dict[str, Any]) -> list[Any]:
 def as_csv(plan: search.Plan, top: int) -> str:
     data = as_json(plan, top)
     items = list(data["layouts"])
-    if data["own"] is not None and not any(item["own"] for item in items):
+    if not any(item["own"] for item in items):
         items.append(data["own"])
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -229,11 +228,10 @@ def rests_on_line(rests: dict[str, Any]) -> str:
     """Which parts of the model the ranking rests on (plan_why.rests_on), as a statement."""
     names = " and ".join(p["part"] for p in rests["parts"])
     shares = " and ".join(f"{p['share']:.0%}" for p in rests["parts"])
-    reference = "the scenario's own" if rests["against"] == "own" else "the fastest"
     inputs = "; ".join(f"{p['part']} rests on {p['inputs']}" for p in rests["parts"])
     return (
         f"The ranking rests most on the model's {names}: {shares} of the parts' summed "
-        f"|difference| between {reference} layout and the {rests['of']} listed besides it; "
+        f"|difference| between the scenario's own layout and the {rests['of']} listed besides it; "
         f"{inputs}."
     )
 
@@ -269,9 +267,8 @@ def as_text(plan: search.Plan, top: int) -> str:
             lines.append(f"       vs own: {why(item['versus_own'])}")
     if data["versus_own_note"] and data["layouts"]:
         lines.append(f"No vs-own lines: {data['versus_own_note']}.")
-    own = data["own"]
-    if own is not None and not any(item["own"] for item in data["layouts"]):
-        lines += ["", "The scenario's own layout:", _line(own)]
+    if not any(item["own"] for item in data["layouts"]):
+        lines += ["", "The scenario's own layout:", _line(data["own"])]
     if data["own_note"]:
         lines += ["", f"Not ranked: {data['own_note']}"]
     elif data["own_rank"] is not None:
@@ -314,7 +311,7 @@ def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
     is the own layout), the `summary` line of the search and of the own rank, the `findings`."""
     data = as_json(plan, top)
     items = list(data["layouts"])
-    if data["own"] is not None and not any(item["own"] for item in items):
+    if not any(item["own"] for item in items):
         items.append(data["own"])
     rows = [
         (
@@ -367,7 +364,6 @@ def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
 
 #: Why no row is compared with the own layout (plan_why.why_not), in Chinese.
 _WHY_NOT = {
-    "the scenario's own layout is not evaluated": "本场景自己的布局没有评估",
     "the scenario's own layout is the fastest": "本场景自己的布局就是预测最快的",
 }
 
@@ -391,10 +387,9 @@ def rests_on_words(rests: dict[str, Any]) -> str:
     """`rests_on_line` in Chinese (the inputs each part rests on left to the command line)."""
     names = "、".join(STEP_PARTS.get(p["part"], p["part"]) for p in rests["parts"])
     shares = " 和 ".join(f"{p['share']:.0%}" for p in rests["parts"])
-    reference = "本场景自己的布局" if rests["against"] == "own" else "最快的布局"
     each = "分别" if len(rests["parts"]) > 1 else ""
     return (
-        f"排名主要取决于单步模型里的{names}：表中另外 {rests['of']} 个布局与{reference}"
+        f"排名主要取决于单步模型里的{names}：表中另外 {rests['of']} 个布局与本场景自己的布局"
         f"各部分之差的绝对值加起来，{each}有 {shares} 来自这里。"
     )
 

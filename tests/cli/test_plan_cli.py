@@ -149,7 +149,7 @@ def test_each_top_layout_says_why_in_every_format(capsys):
                 assert listed[part] == pytest.approx(difference, abs=1e-12)
             else:
                 assert part not in listed
-    assert data["rests_on"]["against"] == "own" and data["rests_on"]["of"] == 4
+    assert data["rests_on"]["of"] == 4 and "against" not in data["rests_on"]
     code, out, _ = _main(capsys, "--top", "5", "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(out)))
     assert [row["versus_own"] for row in rows] == [

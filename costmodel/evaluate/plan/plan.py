@@ -82,7 +82,7 @@ class Plan:
 
     base: Scenario
     rows: list[Row]  # every layout whose step was predicted, fastest first
-    own: Row | None  # the scenario's own layout (plan_own.own_row)
+    own: Row  # the scenario's own layout, always evaluated (plan_own.own_row)
     own_rank: int | None  # 1 + the fitting layouts predicted faster
     own_note: str  # why the own layout is not ranked, where it is not
     own_outside: str  # why the search does not generate the own layout ("" where it does)
@@ -282,7 +282,7 @@ def search(
         )
     own_sc = own_scenario(sc, base)
     own, note, own_outside = own_row(ev, own_sc)
-    ranked = own is not None and not note and count_own
+    ranked = not note and count_own
     own_seconds = own.seconds if ranked else 0.0
     every_bound = dict(zip(all_cores, ev.batch.bounds()))  # _bound of each core
     bounds = {core: every_bound[core] for core in fitting}

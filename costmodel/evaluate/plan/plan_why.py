@@ -5,9 +5,9 @@ step-time model the ranking rests on, from the two predictions' parts (issue 35,
 the own layout's (row minus own, seconds), every part that differs, the largest first, the
 exposed communication split by collective (each collective's exposed seconds, row minus own,
 summed over the collectives of a name) and by the parallelism it belongs to; None for a row
-where there is nothing to compare: the own layout not evaluated (`plan.own` None), the own
-layout the fastest (it fits and no layout is faster, so none says why), or the row the own
-layout itself.
+where there is nothing to compare: the own layout the fastest (it fits and no layout is
+faster, so none says why), or the row the own layout itself (the plan evaluates the own layout
+always: evaluate.plan.plan_own).
 The parts are the search's (`Row.parts`: they sum to the row's step, so the differences sum to
 the difference of the steps); the collectives come from the report's model of the two layouts
 (`comm_of` on plan.as_scenario: the top K and the own layout, K + 1 evaluations; its exposed
@@ -17,10 +17,9 @@ seconds are the search's, tests/evaluate/test_plan_why.py).
 step (the own layout's). A smaller one is left out of the lines, not of `versus`.
 
 `rests_on(plan, top)`: the one or two parts whose differences decide the ranking: each part's
-|difference| from the reference (the own layout where it is evaluated, else the top layout)
-summed over the other listed layouts; the largest, and the second where it is at least half the
-largest; each with its share of the summed |differences| and PART_INPUTS' account of what it
-rests on. None where no listed layout differs from the reference.
+|difference| from the own layout summed over the other listed layouts; the largest, and the
+second where it is at least half the largest; each with its share of the summed |differences|
+and PART_INPUTS' account of what it rests on. None where no listed layout differs from it.
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ def _collectives(plan, row) -> dict[str, tuple[str, float]]:
     """The row's exposed seconds by collective name, with the collective's parallelism."""
     from costmodel.evaluate.plan.plan import as_scenario  # plan imports nothing of this module
 
-    own = plan.own is not None and row.key == plan.own.key
+    own = row.key == plan.own.key
     sc = plan.extra["own_scenario"] if own else as_scenario(plan, row)  # its split kept
     out: dict[str, tuple[str, float]] = {}
     for c in comm_of(sc)["collectives"]:
@@ -91,11 +90,7 @@ def _own_is_top(plan) -> bool:
 
 def why_not(plan) -> str | None:
     """Why no row says what it gains over the own layout (None where the rows do)."""
-    if plan.own is None:
-        return "the scenario's own layout is not evaluated"
-    if _own_is_top(plan):
-        return "the scenario's own layout is the fastest"
-    return None
+    return "the scenario's own layout is the fastest" if _own_is_top(plan) else None
 
 
 def versus(plan, top: int) -> list[list[dict[str, Any]] | None]:
@@ -125,24 +120,20 @@ def versus(plan, top: int) -> list[list[dict[str, Any]] | None]:
 
 
 def rests_on(plan, top: int) -> dict[str, Any] | None:
-    """The parts the ranking rests on most (module docstring): {"against": "own" or "top",
-    "of": the layouts compared, "parts": [{"part", "seconds" (summed |difference|), "share",
-    "inputs"}]}."""
-    rows = plan.rows[:top]
-    against = "own" if plan.own is not None else "top"
-    reference = plan.own if plan.own is not None else (rows[0] if rows else None)
-    others = [row for row in rows if reference is not None and row.key != reference.key]
+    """The parts the ranking rests on most (module docstring): {"of": the layouts compared,
+    "parts": [{"part", "seconds" (summed |difference|), "share", "inputs"}]}."""
+    own = plan.own
+    others = [row for row in plan.rows[:top] if row.key != own.key]
     summed = {
-        part: sum(abs(row.parts[part] - reference.parts[part]) for row in others)
+        part: sum(abs(row.parts[part] - own.parts[part]) for row in others)
         for part in step_time.PARTS
-    } if others else {}  # fmt: skip
+    }
     total = sum(summed.values())
     if not total:
         return None
     ranked = sorted(summed, key=lambda part: -summed[part])
     chosen = ranked[:1] + [p for p in ranked[1:2] if summed[p] >= SECOND * summed[ranked[0]]]
     return {
-        "against": against,
         "of": len(others),
         "parts": [
             {
