@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 
+from costmodel import errors
 from costmodel.errors import STOPPED, CostModelError, Terminated, catch_signals
 
 TYPE_CHECKING = False  # typing is not imported before the handlers either
@@ -302,6 +303,7 @@ def _output(texts: Iterable[str]) -> None:
     /dev/full) is one line naming standard output (CostModelError, status 2); a closed pipe
     stays a BrokenPipeError, which main ends quietly (status 1)."""
     global _output_failed
+    errors.raise_unreported()  # a stop a finalizer dropped while the command imported: no output
     try:
         for text in texts:
             sys.stdout.write(text)
@@ -411,12 +413,6 @@ def _one_line(message) -> str:
     return printable(message)
 
 
-def _ignore_signals() -> None:
-    """Every signal that stops a command ignored from now on: the process is ending."""
-    for signum in STOPPED:
-        signal.signal(signum, signal.SIG_IGN)
-
-
 def main(argv: list[str] | None = None) -> int:
     import threading
 
@@ -438,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         # returned, in the moment before the finally ignores them: CI saw status -2 there)
         stopped = True
         if main_thread:
-            _ignore_signals()
+            errors.ignore_signals()
         return _stopped_line(stop)
     finally:
         for signum, handler in previous.items():  # once stopped, the process ends: ignored
@@ -447,6 +443,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _stopped_line(stop: BaseException) -> int:
     """Print the line of the signal that stopped the command; its exit status."""
+    errors.reported()
     signum = getattr(stop, "signum", signal.SIGINT)
     built = "; no handouts written, the output folder is as it was"
     print(
@@ -466,8 +463,9 @@ def process_main() -> int:
         try:
             catch_signals()
             code = main()
+            errors.raise_unreported()  # one a finalizer dropped where no output followed
         finally:
-            _ignore_signals()
+            errors.ignore_signals()
             if _output_failed:
                 _discard_output()
     except (KeyboardInterrupt, Terminated) as stop:

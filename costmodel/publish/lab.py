@@ -49,7 +49,14 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import quote
 
-from costmodel.errors import STOPPED, CostModelError, Terminated, catch_signals
+from costmodel.errors import (
+    STOPPED,
+    CostModelError,
+    Terminated,
+    catch_signals,
+    ignore_signals,
+    raise_unreported,
+)
 from costmodel.formats import printable, shown
 from costmodel.publish import suite
 from costmodel.publish.state import Foreign, read_json
@@ -444,10 +451,11 @@ def process_main(argv: list[str] | None = None) -> int:
     try:
         try:
             catch_signals()
-            return main(argv)
+            code = main(argv)
+            raise_unreported()  # a stop a finalizer dropped (costmodel.errors._unreported)
+            return code
         finally:
-            for signum in STOPPED:
-                signal.signal(signum, signal.SIG_IGN)
+            ignore_signals()
     except (KeyboardInterrupt, Terminated) as stop:
         signum = getattr(stop, "signum", signal.SIGINT)
         print(f"costmodel: {STOPPED[signum]}", file=sys.stderr)

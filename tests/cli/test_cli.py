@@ -428,3 +428,34 @@ def test_the_handouts_line_shows_the_folder_escaped(edition, capsys, monkeypatch
     assert out.rstrip("\n").endswith(
         f"to {shown} (student edition in {shown}/student)" if edition == "both" else f"to {shown}"
     )
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the drop itself
+def test_a_stop_a_finalizer_drops_is_raised_again_before_any_output(capsys):
+    """CPython drops an exception a signal handler raises inside a weakref callback (importlib
+    runs one, a module lock's, during imports): the handler's record raises it again before the
+    command writes anything, and main ends in the signal's line and status, no report."""
+    import gc
+    import signal
+    import weakref
+
+    from costmodel import errors
+
+    class Held:
+        pass
+
+    held = Held()
+    ref = weakref.ref(held, lambda _: errors._on_signal(signal.SIGTERM, None))
+    del held  # the callback's Terminated is dropped ("Exception ignored in ..."), as in importlib
+    gc.collect()
+    assert ref() is None and errors._unreported == [signal.SIGTERM]
+    before = {signum: signal.getsignal(signum) for signum in errors.STOPPED}
+    try:
+        assert main(["report"]) == 128 + signal.SIGTERM
+    finally:  # a stopped main ignores the signals from then on (its process ends): not this one
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    out, err = capsys.readouterr()
+    assert out == "" and err.endswith("costmodel: terminated\n")
+    assert errors._unreported == []  # reported: the next command runs
+    assert main(["report"]) == 0 and "Cost account" in capsys.readouterr().out
