@@ -56,8 +56,34 @@ def _init(cls: type, fields: tuple[dataclasses.Field, ...]):
         if not f.init and f.default_factory is not MISSING
     )
     post_init = hasattr(cls, "__post_init__")
+    known = frozenset(init_names)
+    defaults = {name: default for name, default, _ in init if default is not MISSING}
+    made = tuple(
+        (name, factory)
+        for name, default, factory in init
+        if default is MISSING and factory is not MISSING
+    )
+    required = tuple(name for name, default, factory in init if default is factory is MISSING)
 
     def __init__(self, *args, **kwargs):
+        if args or not kwargs.keys() <= known:
+            _positional(self, args, kwargs)
+        else:  # keywords alone (every call in the package): the fields set at once
+            for name in required:
+                if name not in kwargs:
+                    raise TypeError(f"__init__() missing 1 required positional argument: '{name}'")
+            state = self.__dict__
+            state.update(defaults)
+            for name, factory in made:
+                if name not in kwargs:
+                    state[name] = factory()
+            state.update(kwargs)
+        for name, factory in after:
+            _setattr(self, name, factory())
+        if post_init:
+            self.__post_init__()
+
+    def _positional(self, args, kwargs):
         if len(args) > len(init):
             raise TypeError(
                 f"__init__() takes {len(init) + 1} positional arguments but "
@@ -80,10 +106,6 @@ def _init(cls: type, fields: tuple[dataclasses.Field, ...]):
         if kwargs:
             unknown = next(iter(kwargs))
             raise TypeError(f"__init__() got an unexpected keyword argument '{unknown}'")
-        for name, factory in after:
-            _setattr(self, name, factory())
-        if post_init:
-            self.__post_init__()
 
     return __init__
 

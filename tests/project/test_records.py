@@ -75,6 +75,11 @@ CALLS = [
     (("a", 2), {"size": 3}),
     (("a", 2), {"later": 1}),
     (("a", 2), {"nope": 1}),
+    # keywords alone (the fields set at once)
+    ((), {"size": 2}),
+    ((), {"name": "a", "size": 2, "tags": ["t"], "secret": "z", "scale": 2.0}),
+    ((), {"name": "a", "size": 2, "nope": 1}),
+    ((), {"name": "a", "size": 2, "later": 1}),
 ]
 
 

@@ -15,6 +15,8 @@ NumPy's where one argument is its array, Python's otherwise; the floats are the 
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 import sys
 from collections import Counter
 
@@ -127,12 +129,12 @@ def stage_sum(rows, runs: list[tuple[int, int]]):
     np = _numpy(rows)
     if np is None:
         keys = list(rows[0]) if rows else []
-        totals = dict.fromkeys(keys, 0.0)
-        for kind, n in runs:  # one addition after another (not sum: Python 3.12's compensates)
-            layer = rows[kind]
-            for _ in range(n):
-                for key in keys:
-                    totals[key] += layer[key]
+        totals = {}
+        for key in keys:  # one addition after another (not sum: Python 3.12's compensates)
+            total = 0.0
+            for kind, n in runs:
+                total = functools.reduce(operator.add, itertools.repeat(rows[kind][key], n), total)
+            totals[key] = total
         return totals
     layers = [kind for kind, n in runs for _ in range(n)]
     block = max(1, CHUNK_BYTES // rows[0].nbytes - 1)  # layers besides the sum so far

@@ -65,8 +65,8 @@ def point(base: Scenario, changes: dict[str, Any]) -> Scenario | str:
     sc, why = what_if.refusal(base, changes)
     if sc is not None:
         follow = _params_of_shape(base, sc, changes)
-        if follow:
-            sc, why = what_if.refusal(base, {**changes, **follow})
+        if follow:  # the counts alone changed again: the point's shape is kept
+            sc, why = what_if.refusal(sc, follow)
     return sc if sc is not None else why
 
 
