@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from costmodel.derive import activations as act
-from costmodel.inputs import frameworks
+from costmodel.inputs import attention_kernels, frameworks
 from costmodel.inputs.fields import FIELDS
 
 HERE = Path(__file__).resolve().parent
@@ -71,7 +71,7 @@ CHOICES = {
     "mlp_activation": {"swiglu", "gelu", "squared_relu"},
     "recompute": set(act.RECOMPUTE),
     "attention_flops": {"full", "causal"},
-    "attention_kernel": {"eager", "flash"},
+    "attention_kernel": set(attention_kernels.KIND),
     "tokens_per_s_scope": {"gpu", "cluster"},
     "cp_comm_type": set(FIELDS["cp_comm_type"].choices),
     "fp8_activations": set(act.FP8_ACTIVATIONS),

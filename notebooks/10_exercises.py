@@ -464,14 +464,14 @@ part_names = {name: PART_ZH.get(name, name) for name in t_now["parts"]}
 # | 部分 | 现在 |
 # |---|---|
 # {% for name, part in t_now.parts.items() %}
-# | {{ part_names[name] }} | {{ part.seconds|sig }} s |
+# | {{ part_names[name] }} | {{ seconds(part.seconds) }} |
 # {% endfor %}
-# | 预测的一步（合计） | {{ t_now.predicted_seconds|sig }} s |
+# | 预测的一步（合计） | {{ seconds(t_now.predicted_seconds) }} |
 # {% if t_now.measured_seconds is not none %}
-# | 实测的一步（`step_time`） | {{ t_now.measured_seconds|sig }} s |
+# | 实测的一步（`step_time`） | {{ seconds(t_now.measured_seconds) }} |
 # {% endif %}
 # {% if packing_lever is not none %}
-# | packing 后预测的一步（第 08 节的杠杆表） | {{ packing_lever.step_after|sig }} s |
+# | packing 后预测的一步（第 08 节的杠杆表） | {{ seconds(packing_lever.step_after) }} |
 # | packing 的提速（预测的改前 / 改后） | {{ packing_lever.speedup|times(3) }} |
 # {% endif %}
 

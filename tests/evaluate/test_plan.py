@@ -368,13 +368,15 @@ def test_own_expert_tensor_parallel_is_evaluated_as_stated():
 def test_own_uneven_pipeline_split_is_evaluated_as_stated():
     """Llama-3.1-70B's 80 layers on PP 4 with 19 on the first and the last stage (21 on each
     middle one): the search's layouts split evenly (20 each), so the own layout is the report's
-    (its step longer than the even split's: a middle stage holds 21 layers) and ranked."""
+    (not the even split's: its first stage, the most loaded in memory under 1F1B, holds 19
+    layers, and its slowest stage is another) and ranked."""
     uneven = scenario.resolve(LLAMA, {**SMALL, "first_stage_layers": 19, "last_stage_layers": 19})
     found = plan.search(uneven, top=3)
     even = plan.search(scenario.resolve(LLAMA, dict(SMALL)), top=3)
     assert "uneven pipeline split" in found.own_outside and even.own_outside == ""
     assert found.own.seconds == pytest.approx(step_time.predict(uneven)["seconds"], rel=1e-12)
-    assert found.own.seconds > even.own.seconds
+    assert found.own.seconds != pytest.approx(even.own.seconds, rel=1e-9)
+    assert found.own.peak_bytes < even.own.peak_bytes
     assert found.own_rank == 1 + sum(1 for r in found.rows if r.seconds < found.own.seconds)
     text = plan_text.as_text(found, 3)
     assert "does not generate the scenario's own layout (its uneven pipeline split" in text
