@@ -47,7 +47,7 @@ EXTRA_COLUMNS = (
     "head_dim", "mtp_layers", "attention_flops", "attention_kernel", "flop_formula",
     "peak_tflops", "tokens_per_s_scope", "memory_gib", "grad_bytes", "pipeline_schedule",
     "cp_comm_type", "fp8_activations", "fp8_dispatch", "moe_router_max_nodes", "framework",
-    "gpu_printed", "date", "expert_tensor_parallel",
+    "gpu_printed", "date", "expert_tensor_parallel", "dropout",
 )  # fmt: skip
 INT_COLUMNS = frozenset(
     "hidden_size num_layers num_heads num_kv_heads ffn_hidden_size vocab_size num_experts "
@@ -59,7 +59,7 @@ INT_COLUMNS = frozenset(
 FLOAT_COLUMNS = frozenset(
     "step_time_s tokens_per_s tflops_per_gpu mfu hfu peak_tflops memory_gib".split()
 )
-BOOL_COLUMNS = frozenset({"sequence_parallel", "fp8_dispatch"})
+BOOL_COLUMNS = frozenset({"sequence_parallel", "fp8_dispatch", "dropout"})
 #: Columns that every row fills (the rest may be empty where the source is silent).
 REQUIRED_VALUES = (
     "id", "source", "source_kind", "run_kind", "model", "gpu", "num_gpus",
@@ -303,7 +303,7 @@ def _convention_keys(row: dict[str, Any]) -> dict[str, Any]:
     _set(keys, row, {
         "recompute": "recompute", "fp8_activations": "fp8_activations",
         "attention_kernel": "attention_kernel", "attention_flops": "attention_flops",
-        "grad_bytes": "grad_bytes",
+        "grad_bytes": "grad_bytes", "dropout": "dropout",
     })  # fmt: skip
     if row["recompute_modules"]:
         keys["recompute_modules"] = list(row["recompute_modules"])

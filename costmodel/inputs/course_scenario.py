@@ -45,6 +45,7 @@ def values() -> dict:
         'attention_kernel': 'flash',
         'framework': 'megatron',
         'cross_entropy': 'fused',
+        'dropout': False,
         'fp8': 'none',
         'fp8_activations': 'none',
         'batching': 'padded',

@@ -188,6 +188,12 @@ FIELDS: dict[str, Field] = {
         nullable=True,
         choices=act.CROSS_ENTROPY,
     ),
+    "dropout": Field(
+        "flag",
+        "dropout in the layers (Megatron-LM's --hidden-dropout and --attention-dropout, 0.1 by "
+        "default; most current pretraining recipes set both to 0): the masks the backward keeps "
+        "and their memory-bound passes",
+    ),
     "fp8": Field(
         "choice",
         "FP8 training: none | hybrid (Transformer Engine's E4M3 forward, E5M2 gradients)",

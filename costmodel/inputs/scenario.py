@@ -227,6 +227,7 @@ class Scenario:
     attention_kernel: str
     framework: str
     cross_entropy: str | None
+    dropout: bool
     fp8: str
     fp8_activations: str
     batching: str

@@ -260,7 +260,13 @@ def valid_scenarios(draw) -> dict:
     # activation offloading as Megatron-LM allows it: no recompute, no pipeline, not every layer
     offload = data["recompute"] == "none" and pp == 1 and layers > 1
     data["cpu_offload_layers"] = draw(st.integers(0, layers - 1)) if offload else 0
-    for key in ("fp8_dispatch", "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"):
+    for key in (
+        "fp8_dispatch",
+        "tp_comm_overlap",
+        "overlap_grad_reduce",
+        "overlap_param_gather",
+        "dropout",
+    ):
         data[key] = draw(st.booleans())
     data["communication_share"] = draw(st.one_of(st.none(), fraction()))
     # the step-time model: a schedule (interleaved with chunks that split a stage's layers,

@@ -135,13 +135,16 @@ def test_the_peak_is_the_largest_phase_never_a_sum():
     assert flights == sorted(flights) and len(set(flights)) == 3
 
 
+@pytest.mark.parametrize("dropout", [False, True])
 @pytest.mark.parametrize("sp", [False, True])
-def test_a_layers_seconds_are_the_same_floats_on_numbers_and_arrays(sp):
+def test_a_layers_seconds_are_the_same_floats_on_numbers_and_arrays(sp, dropout):
     """compute_time.layer_seconds of the course at two tensor-parallel sizes, one by one and as an
-    array over both (the plan's search): the same floats."""
+    array over both (the plan's search): the same floats (with dropout, under eager attention:
+    its passes over the scores too)."""
     from costmodel.inputs import efficiency, scenario
 
-    base = scenario.resolve()
+    keys = {"dropout": True, "attention_kernel": "eager"} if dropout else None
+    base = scenario.resolve(overrides=keys)
     eff = efficiency.efficiencies(base.values)
     one = []
     for tp in (1, 2):
@@ -162,6 +165,8 @@ def test_a_layers_seconds_are_the_same_floats_on_numbers_and_arrays(sp):
                 "micro_batches_per_step",
                 "expert_parallel",
                 "kernel_launch_overhead",
+                "dropout",
+                "framework",
             )
         }
     )

@@ -151,6 +151,7 @@ COURSE_ORDER = (
     "attention_kernel",
     "framework",
     "cross_entropy",
+    "dropout",
     "fp8",
     "fp8_activations",
     "batching",

@@ -44,6 +44,7 @@ def _values() -> SimpleNamespace:
         seq_len=32,
         attention_kernel="flash",
         framework="megatron",
+        dropout=False,
         fp8_activations=False,
         context_parallel=1,
     )

@@ -114,6 +114,7 @@ def layer_kwargs(shape: ModelShape, sc: Scenario, b: int) -> dict[str, Any]:
         "chunk": assumed("linear_attention_chunk"),  # the FLOPs' chunk (evaluate.simulate.linear)
         "attention_kernel": attention_kernels.KIND[sc.attention_kernel],  # flash or eager
         "framework": sc.framework,
+        "dropout": sc.dropout,
         "fp8_activations": sc.fp8_activations,
         "cp": sc.context_parallel,
     }

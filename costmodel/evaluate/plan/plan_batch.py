@@ -322,6 +322,8 @@ def _stage_sums(ev, a, gemm: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         sequence_parallel=a.sp,
         expert_parallel=a.ep,
         kernel_launch_overhead=base.kernel_launch_overhead,
+        dropout=base.dropout,
+        framework=base.framework,
     )
     kinds = [
         compute_time.layer_seconds(

@@ -35,6 +35,9 @@ GEMMs pay for the pad slots; packed rows of documents).
   (Adam on the GPU's shard: fp32 weights, gradients, two moments read, weights and moments
   written, BF16 weights written: 30 bytes a parameter; fewer with optimizer_dtype and
   main_params_dtype, derive.plain.optimizer_step_bytes).
+- Dropout (`dropout: true`, `_dropout`): the two hidden dropouts' and the eager core's bytes,
+  DROPOUT_BYTES and ATTENTION_DROPOUT_BYTES (a flash kernel draws its mask inside); their
+  kernel launches are not counted.
 - Recompute: the forward again of what the policy recomputes: under full recompute r of the
   stage's layers (r = 1, or the share `recompute_method: block` redoes), their GEMMs,
   elementwise work and kernel launches, not the lm_head (Megatron-LM does not re-run the output layer); under
@@ -47,7 +50,7 @@ GEMMs pay for the pad slots; packed rows of documents).
   elementwise kernels and MoE routing, the lm_head and the loss), its own part; full
   recompute launches r of the layers' forward kernels again.
 
-Not counted: the embedding lookup, RoPE, dropout, and the gradient accumulation into fp32
+Not counted: the embedding lookup, RoPE, and the gradient accumulation into fp32
 (fused into the weight-gradient GEMM, as Megatron-LM's gradient_accumulation_fusion does);
 the router's softmax and top-k as work (their kernels' launches are counted).
 """
@@ -56,7 +59,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from costmodel.derive import numeric, plain
+from costmodel.derive import activations, numeric, plain
 from costmodel.evaluate.memory import gpu_memory
 from costmodel.evaluate.simulate import kernels, optimizer_step, stage
 from costmodel.evaluate.simulate.attention_core import core_forward_flops, pads_computed
@@ -95,6 +98,12 @@ MODULE_ROWS = {
 NORM_BYTES = (4, 6)
 RESIDUAL_BYTES = (6, 6)
 ACTIVATION_BYTES = {True: (6, 10), False: (4, 6)}  # gated (SwiGLU), two-matrix (GELU)
+#: A hidden dropout's bytes per element, forward and backward, by the framework's elementwise
+#: kernels: fused into the residual add (Megatron-LM's bias-dropout-add fusion), its one-byte
+#: mask written and read; its own kernel, read, write and mask. The eager core's dropout on the
+#: probabilities is its own kernel after the softmax (Megatron-LM's CoreAttention), per score.
+DROPOUT_BYTES = {"fused": (1, 1), "eager": (5, 5)}
+ATTENTION_DROPOUT_BYTES = (5, 5)
 LOSS_BYTES = (2, 4)
 
 
@@ -165,7 +174,7 @@ def _sharing(sc: Scenario) -> float:
     return sc.data_parallel * sc.context_parallel * sc.tensor_parallel
 
 
-def _elementwise(sc, shape: ModelShape, mlp: str) -> tuple[float, float, dict[str, float]]:
+def _elementwise(sc, shape: ModelShape, mlp: str, mixer: str = "attention") -> tuple:
     """Bytes per micro batch of one layer's memory-bound work, forward and backward, and the
     recomputable pieces' forward bytes (`layernorm`, `moe_act`)."""
     tp, cp = sc.tensor_parallel, sc.context_parallel
@@ -182,9 +191,21 @@ def _elementwise(sc, shape: ModelShape, mlp: str) -> tuple[float, float, dict[st
     else:
         width, permute = shape.intermediate_size, 0.0
     act = [x * tokens * width / tp for x in act_bytes]
-    forward = norm[0] + residual[0] + act[0] + permute
-    backward = norm[1] + residual[1] + act[1] + permute
+    drop = _dropout(sc, shape, mixer, rows) if sc.dropout else (0.0, 0.0)
+    forward = norm[0] + residual[0] + act[0] + permute + drop[0]
+    backward = norm[1] + residual[1] + act[1] + permute + drop[1]
     return forward, backward, {"layernorm": norm[0], "moe_act": act[0] if mlp == "moe" else 0.0}
+
+
+def _dropout(sc, shape: ModelShape, mixer: str, rows) -> tuple[float, float]:
+    """Dropout's bytes per micro batch of one layer, forward and backward: DROPOUT_BYTES on the
+    two hidden dropouts' `rows` x hidden, ATTENTION_DROPOUT_BYTES on each eager score."""
+    hidden = DROPOUT_BYTES[activations.FRAMEWORKS[sc.framework].elementwise]
+    rows = 2 * rows * shape.hidden_size  # the two hidden dropouts' elements
+    scores = sc.micro_batch * shape.num_heads / sc.tensor_parallel * sc.seq_len**2
+    scores *= mixer == "attention" and KIND[sc.attention_kernel] == "eager"
+    scores /= sc.context_parallel  # the eager core's square: its seq_len / CP query rows
+    return tuple(x * rows + y * scores for x, y in zip(hidden, ATTENTION_DROPOUT_BYTES))
 
 
 def layer_kinds(shape: ModelShape, sc: Scenario) -> list[tuple[str, str, int]]:
@@ -229,7 +250,7 @@ def layer_seconds(sc, shape, eff, gemm, core_fwd, linear_fwd, mixer, mlp) -> dic
         f"{name}_gemm_forward": mb * sum(gemm.get(key, 0.0) for key in keys if key in rows)
         for name, keys in MODULE_ROWS.items()
     }
-    mem_fwd, mem_bwd, pieces = _elementwise(sc, shape, mlp)
+    mem_fwd, mem_bwd, pieces = _elementwise(sc, shape, mlp, mixer)
     peak = sc.peak_flops
     forward_eff, backward_eff = attention_efficiencies(sc, eff)
     flash_fwd, flash_bwd = attention_efficiencies(sc, eff, "flash")
