@@ -68,7 +68,7 @@ def _init(cls: type, fields: tuple[dataclasses.Field, ...]):
     def __init__(self, *args, **kwargs):
         if args or not kwargs.keys() <= known:
             _positional(self, args, kwargs)
-        else:  # keywords alone (every call in the package): the fields set at once
+        else:  # keywords alone (a scenario, a shape, a row): the fields set at once
             for name in required:
                 if name not in kwargs:
                     raise TypeError(f"__init__() missing 1 required positional argument: '{name}'")

@@ -201,11 +201,11 @@ def _dropout(sc, shape: ModelShape, mixer: str, rows) -> tuple[float, float]:
     """Dropout's bytes per micro batch of one layer, forward and backward: DROPOUT_BYTES on the
     two hidden dropouts' `rows` x hidden, ATTENTION_DROPOUT_BYTES on each eager score."""
     hidden = DROPOUT_BYTES[activations.FRAMEWORKS[sc.framework].elementwise]
-    rows = 2 * rows * shape.hidden_size  # the two hidden dropouts' elements
-    scores = sc.micro_batch * shape.num_heads / sc.tensor_parallel * sc.seq_len**2
-    scores *= mixer == "attention" and KIND[sc.attention_kernel] == "eager"
+    elements = 2 * rows * shape.hidden_size  # the two hidden dropouts'
+    eager = mixer == "attention" and KIND[sc.attention_kernel] == "eager"  # 0 or 1 below
+    scores = sc.micro_batch * shape.num_heads / sc.tensor_parallel * sc.seq_len**2 * eager
     scores /= sc.context_parallel  # the eager core's square: its seq_len / CP query rows
-    return tuple(x * rows + y * scores for x, y in zip(hidden, ATTENTION_DROPOUT_BYTES))
+    return tuple(x * elements + y * scores for x, y in zip(hidden, ATTENTION_DROPOUT_BYTES))
 
 
 def layer_kinds(shape: ModelShape, sc: Scenario) -> list[tuple[str, str, int]]:
