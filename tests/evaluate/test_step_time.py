@@ -512,3 +512,7 @@ def test_the_conventions_page_prints_the_fitted_efficiencies():
         scale = f"{fitted.PARAMETERS[gen]['gemm_scale']:.4f}"  # one scale on gemm and gemm_fp8
         row = f"| {gen} | {fitted.ROWS[gen]} | {scale} | " + " | ".join(cells) + " |"
         assert row in text, row
+    # the prose quotes Hopper's and Blackwell's attention scales
+    prose = " ".join(text.split())
+    assert f"Hopper's {fitted.PARAMETERS['hopper']['attention']:.2f} (0.32 when" in prose
+    assert f"scale, {fitted.PARAMETERS['blackwell']['attention']:.2f}, takes in" in prose

@@ -228,6 +228,18 @@ def test_deepseek_states_its_recompute_and_fp8_storage():
     assert not account(default)["memory"]["fits"]
 
 
+def test_the_runs_page_prose_on_packing_is_the_account():
+    """The page's packing figures for the course: the first lever's speedup of the predicted step,
+    the measured step less the seconds the model saves, and the seconds left unexplained."""
+    acc = account(scenario.resolve())
+    lever, time = acc["advice"][0], acc["time"]
+    assert lever["lever"] == "packing"
+    text = " ".join(RUNS_PAGE.read_text(encoding="utf-8").split())
+    assert f"so {lever['speedup']:.2f}x of the predicted step" in text
+    assert f"120 s -> {lever['step_time']:.1f} s" in text
+    assert f"the {time['unexplained_seconds']:.0f} s the model leaves unexplained" in text
+
+
 def test_readme_prose_on_selective_recompute_is_the_memory_model():
     """The README's 'selective recompute would need X GB' figures (the course's run with
     Megatron-LM's default set; DeepSeek-V3 with the attention core alone) are the model's."""

@@ -10,7 +10,7 @@ faster, so none says why), or the row the own layout itself (the plan evaluates 
 always: evaluate.plan.plan_own).
 The parts are the search's (`Row.parts`: they sum to the row's step, so the differences sum to
 the difference of the steps); the collectives come from the report's model of the two layouts
-(`comm_of` on plan.as_scenario: the top K and the own layout, K + 1 evaluations; its exposed
+(step_time.predicted_comm on plan.as_scenario: the top K and the own layout, K + 1 evaluations; its exposed
 seconds are the search's, tests/evaluate/test_plan_why.py).
 
 `visible(seconds, reference)`: a difference worth a word: at least VISIBLE of the reference
@@ -40,12 +40,6 @@ def visible(seconds: float, reference: float) -> bool:
     return abs(seconds) >= VISIBLE * reference
 
 
-def comm_of(sc) -> dict[str, Any]:
-    """run.comm of a scenario with the hiding compute step_time.predict gives it (the same
-    collectives, each with its `parallelism`, which the prediction's detail leaves out)."""
-    return step_time.predicted_comm(sc, sc.shape)
-
-
 def _collectives(plan, row) -> dict[str, tuple[str, float]]:
     """The row's exposed seconds by collective name, with the collective's parallelism."""
     from costmodel.evaluate.plan.plan import as_scenario  # plan imports nothing of this module
@@ -53,7 +47,8 @@ def _collectives(plan, row) -> dict[str, tuple[str, float]]:
     own = row.key == plan.own.key
     sc = plan.extra["own_scenario"] if own else as_scenario(plan, row)  # its split kept
     out: dict[str, tuple[str, float]] = {}
-    for c in comm_of(sc)["collectives"]:
+    # the prediction's collectives, each with its `parallelism` (predict's detail leaves it out)
+    for c in step_time.predicted_comm(sc, sc.shape)["collectives"]:
         _, seconds = out.get(c["name"], (c["parallelism"], 0.0))
         out[c["name"]] = (c["parallelism"], seconds + c["exposed_seconds"])
     return out
