@@ -19,6 +19,7 @@ that differ.
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -269,9 +270,19 @@ def summary(found: list[dict[str, Any]]) -> list[str]:
             f"{n} {why}"
             for why, n in sorted(_counts(x["note"].split(": ")[0] for x in unranked).items())
         ),
+        f"the top layout's predicted gain over the published one (step of the published layout / "
+        f"step of the top one), median over the {len(ranked)} ranked runs: "
+        f"{_median_gain(ranked):.3f}x",
         f"search time: total {sum(x['seconds_searching'] for x in found):.0f} s, the longest "
         f"{max(x['seconds_searching'] for x in found):.1f} s",
     ]
+
+
+def _median_gain(ranked: list[dict[str, Any]]) -> float:
+    """The median of 1 + `faster` (how much faster the top layout is predicted than the
+    published one) over the ranked runs; NaN where none is ranked."""
+    gains = [1 + x["faster"] for x in ranked if x.get("faster") is not None]
+    return statistics.median(gains) if gains else math.nan
 
 
 def _last(x: dict[str, Any]) -> str:

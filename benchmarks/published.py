@@ -47,7 +47,8 @@ EXTRA_COLUMNS = (
     "head_dim", "mtp_layers", "attention_flops", "attention_kernel", "flop_formula",
     "peak_tflops", "tokens_per_s_scope", "memory_gib", "grad_bytes", "pipeline_schedule",
     "cp_comm_type", "fp8_activations", "fp8_dispatch", "moe_router_max_nodes", "framework",
-    "gpu_printed", "date", "expert_tensor_parallel", "dropout",
+    "gpu_printed", "date", "expert_tensor_parallel", "dropout", "tp_comm_overlap",
+    "pipeline_split",
 )  # fmt: skip
 INT_COLUMNS = frozenset(
     "hidden_size num_layers num_heads num_kv_heads ffn_hidden_size vocab_size num_experts "
@@ -59,7 +60,7 @@ INT_COLUMNS = frozenset(
 FLOAT_COLUMNS = frozenset(
     "step_time_s tokens_per_s tflops_per_gpu mfu hfu peak_tflops memory_gib".split()
 )
-BOOL_COLUMNS = frozenset({"sequence_parallel", "fp8_dispatch", "dropout"})
+BOOL_COLUMNS = frozenset({"sequence_parallel", "fp8_dispatch", "dropout", "tp_comm_overlap"})
 #: Columns that every row fills (the rest may be empty where the source is silent).
 REQUIRED_VALUES = (
     "id", "source", "source_kind", "run_kind", "model", "gpu", "num_gpus",
@@ -75,6 +76,7 @@ CHOICES = {
     "tokens_per_s_scope": {"gpu", "cluster"},
     "cp_comm_type": set(FIELDS["cp_comm_type"].choices),
     "fp8_activations": set(act.FP8_ACTIVATIONS),
+    "pipeline_split": {"embedding", "loss", "embedding+loss"},
     "flop_formula": {
         "megatron_gpt_72", "megatron_gpt_96", "megatron_deepspeed_hfu", "palm", "nemo_llama",
         "nemo_gpt", "torchtitan", "mosaic", "megatron_bridge", "none",
@@ -278,12 +280,16 @@ def _layout_keys(row: dict[str, Any]) -> dict[str, Any]:
         "context_parallel": "context_parallel", "sequence_parallel": "sequence_parallel",
         "zero_stage": "zero_stage", "cp_comm_type": "cp_comm_type",
         "moe_router_max_nodes": "moe_router_max_nodes", "fp8_dispatch": "fp8_dispatch",
+        "tp_comm_overlap": "tp_comm_overlap",
     })  # fmt: skip
     keys["expert_parallel"] = (row["expert_parallel"] or 1) if row["num_experts"] else 1
     if row["num_experts"] and row["expert_tensor_parallel"] is not None:  # MoE parallel folding
         keys["expert_tensor_parallel"] = row["expert_tensor_parallel"]
     if row["pipeline_schedule"] == "dualpipe":
         keys["ep_overlap"] = "dualpipe"
+    for counted in (row["pipeline_split"] or "").split("+"):
+        if counted:  # Megatron-LM's account_for_embedding/loss_in_pipeline_split
+            keys[f"{counted}_in_pipeline_split"] = True
     return keys
 
 
@@ -315,10 +321,11 @@ def schedule_keys(row: dict[str, Any], fields: Any = None) -> dict[str, Any]:
     (``pipeline_schedule`` in ``fields``, default ``costmodel.inputs.scenario.FIELDS``; else
     nothing): ``interleaved`` with ``virtual_pipeline`` where the row gives V >= 2,
     ``dualpipe``, else ``1f1b``. An interleaved schedule whose V the source does not print
-    (Llama 3, the Korthikanti rows as Calculon encodes them, one torchtitan row) is passed as
-    ``1f1b``: its bubble an upper bound, its micro batches in flight a lower bound (costmodel's
-    memory model holds p + (p - 1)/v for interleaving, more than 1F1B's p: with any V the
-    Llama 3 8K rows, which trained, would not fit). With PP 1 the schedule is moot."""
+    (the Korthikanti rows as Calculon encodes them, one torchtitan row) is passed as ``1f1b``:
+    its bubble an upper bound, its micro batches in flight a lower bound (costmodel's memory
+    model holds p + (p - 1)/v for interleaving, more than 1F1B's p). Llama 3's V is read from
+    the paper's split (its notes: one layer a chunk, the embedding and the loss counted as
+    layers, `pipeline_split`). With PP 1 the schedule is moot."""
     if fields is None:
         from costmodel.inputs.scenario import FIELDS as fields
     if "pipeline_schedule" not in fields:
@@ -418,7 +425,9 @@ def overrides(row: dict[str, Any]) -> dict[str, Any]:
       squared ReLU is passed as ``gelu``, a non-gated MLP of the same width and FLOPs).
     - Layout: GPUs, TP, PP, CP, EP (1 for a dense model), the experts' TP where the row states
       it (``expert_tensor_parallel``: MoE parallel folding), sequence parallelism, ZeRO stage and
-      the communication settings the source states; the pipeline schedule and virtual stages
+      the communication settings the source states (``tp_comm_overlap`` where the run overlapped
+      its TP collectives: published_runs.md, "TP communication overlap"); the pipeline schedule
+      and virtual stages
       where the scenario has issue 20's keys (``schedule_keys``). ``data_parallel`` (costmodel
       derives it) and the throughput columns stay in the table.
     - Batch: ``samples_per_step`` = global batch, ``seq_len``, ``mean_tokens_per_sample`` =

@@ -92,17 +92,13 @@ _SAC_BOUND = {"recompute_modules": ["core_attn", "layernorm", "mlp"]}
 _INTERLEAVED_WARMUP = (
     "interleaved warm-up: costmodel counts Megatron-LM's interleaved schedule on the first stage, "
     "p + (p - 1)/V micro batches of a stage's layers in flight (V 8: 8.875 for PP 8); the "
-    "README's table prints V but not how the recipe splits the layers; with the embedding "
-    "counted as a layer of the split (Megatron-LM's account_for_embedding_in_pipeline_split), "
-    "the first chunk, which holds the most micro batches (14 of 70 in flight), has one layer "
-    "instead of two, a tenth less; the explanation evaluates 1F1B's p in flight, the same "
-    "tenth (8 of 8.875)"
+    "recipe counts the embedding and the loss as layers of the split (the row's "
+    "pipeline_split): costmodel then holds 15 layers on the first stage, not 16, but counts "
+    "each in-flight micro batch over all 15, while the first chunk, which holds the most micro "
+    "batches (14 of 70 in flight), has one layer instead of two; the explanation evaluates "
+    "1F1B's p in flight, a tenth less (8 of 8.875)"
 )
-_INTERLEAVED_FIRST_STAGE = {
-    "pipeline_schedule": "1f1b",
-    "virtual_pipeline": None,
-    "memory_reserve": 2**30,
-}
+_INTERLEAVED_FIRST_STAGE = {"pipeline_schedule": "1f1b", "virtual_pipeline": None}
 
 #: Rows that do not fit as stated, or cannot be evaluated: the named convention that explains
 #: it and the changes (scenario keys) under which the row is evaluated again; None where
@@ -136,16 +132,8 @@ EXPLAINED: dict[str, tuple[dict[str, Any] | None, str]] = {
         "context parallelism: CP 2 in the release's configure.sh, and memory_reserve, as for "
         "the BF16 row",
     ),
-    "dgxc-2505-llama31-405b-bf16-512gpu": (
-        _INTERLEAVED_FIRST_STAGE,
-        _INTERLEAVED_WARMUP + "; and memory_reserve: the peak then exceeds the usable bytes by "
-        "less than the memory model sets aside for the CUDA context and NCCL buffers "
-        "(course.yaml's memory_reserve, an assumption); with 1 GiB set aside it fits",
-    ),
-    "dgxc-2505-llama31-405b-fp8-512gpu": (
-        _INTERLEAVED_FIRST_STAGE,
-        _INTERLEAVED_WARMUP + "; and memory_reserve, as for the BF16 row",
-    ),
+    "dgxc-2505-llama31-405b-bf16-512gpu": (_INTERLEAVED_FIRST_STAGE, _INTERLEAVED_WARMUP),
+    "dgxc-2505-llama31-405b-fp8-512gpu": (_INTERLEAVED_FIRST_STAGE, _INTERLEAVED_WARMUP),
 }
 
 

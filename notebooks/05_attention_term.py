@@ -74,7 +74,8 @@ def resolve_unsplit(keys):
     the GPUs) that the rules accept; where none does (a cluster too large to split this shape
     for the step's samples), on the most GPUs that can, at the same GPU-seconds (the step
     stretched by as much), which leaves every figure the tables show as it is: the FLOPs, the
-    shares, and the utilizations, FLOPs over T x GPUs x peak. The refusal at CP 1 if none does."""
+    shares, and the utilizations, FLOPs over T x GPUs x peak (a stretched T past the most a
+    scenario may state is set on the resolved scenario). The refusal at CP 1 if none does."""
     refused = None
     for cp in sp.divisors(sc.num_gpus):
         try:
@@ -83,12 +84,16 @@ def resolve_unsplit(keys):
         except CostModelError as error:
             refused = refused or error
     for gpus in reversed(sp.divisors(sc.num_gpus)[:-1]):
+        stretched = None if sc.step_time_from == "predicted" else sc.step_time * sc.num_gpus / int(gpus)
+        beyond = stretched is not None and stretched > scenario.FIELDS["step_time"].maximum
         stretch = {"num_gpus": int(gpus), "measured_tokens_per_s": None,
-                   "step_time": None if sc.step_time_from == "predicted" else sc.step_time * sc.num_gpus / int(gpus)}
+                   "step_time": None if beyond else stretched}
         try:
-            return scenario.resolve(scenario_file, {**overrides, **NO_SPLIT, **keys, **stretch})
+            hsc = scenario.resolve(scenario_file, {**overrides, **NO_SPLIT, **keys, **stretch})
         except CostModelError:
             continue
+        # a stretched step past the most a scenario may state: set on the resolved one, a number
+        return hsc.replace(step_time=stretched, sources={"step_time": sc.sources["step_time"]}) if beyond else hsc
     raise refused
 
 

@@ -6,7 +6,8 @@ sequence length one CP rank's kernel sees, over the dense BF16 peak of the card 
 measured on (costmodel.inputs.hardware). Between two published lengths it is interpolated
 linearly in log(seq_len); beyond the shortest and the longest published length it stays at the
 end value (flat: no figure goes past 16K, and the curves have flattened by 8K-16K). The head dim
-is the published one nearest the model's (the smaller on a tie); the mask is the one the model
+is taken linearly between the two published head dims around the model's (the end one beyond
+them; an assumption: no figure publishes a head dim between); the mask is the one the model
 times the kernel under (a flash family skips the masked half, eager computes the whole square:
 `CAUSAL`), the other mask's curve where only that one is published. The figures count FLOPs as
 the papers' benchmark does (4 s^2 d per head forward, halved under a causal mask; backward 2.5x
@@ -239,7 +240,8 @@ def curve(generation: str, kernel: str, head_dim: float, direction: str):
     """((seq_len, fraction of the dense peak), ...) and its source for a kernel on a
     generation, or None where no curve is recorded: the family's curves of the generation (or
     of the one it borrows from), the mask the kernel kind is timed under (`CAUSAL`), the
-    direction (a forward + backward figure serves both), the nearest published head dim."""
+    direction (a forward + backward figure serves both), at the model's head dim (`_at_head_dim`:
+    linear between the two published head dims around it, the end one beyond them)."""
     fam = family(kernel, generation)
     owner = generation if generation in CURVES else BORROWED.get(generation)
     curves = CURVES.get(owner, {}).get(fam)
@@ -249,12 +251,38 @@ def curve(generation: str, kernel: str, head_dim: float, direction: str):
     usable = [key for key in curves if key[2] in (direction, "both")]
     if not usable:
         return None
-    best = min(usable, key=lambda k: (k[1] != causal, abs(k[0] - head_dim), k[0]))
-    points, source = curves[best]
+    mask = causal if any(key[1] == causal for key in usable) else not causal
+    by_dim = {}  # head dim -> (points, source): the direction's own over a "both" figure
+    for key in sorted(usable, key=lambda k: k[2] == direction):
+        if key[1] == mask:
+            by_dim[key[0]] = curves[key]
+    points, dims, sources = _at_head_dim(by_dim, head_dim)
     peak = hardware.GPUS[MEASURED_ON[owner]].bf16_flops / 1e12
     scaled = tuple((s, v / peak) for s, v in points)
-    where = f"{FAMILIES[fam]}, head dim {best[0]}, {'causal' if best[1] else 'no mask'}"
-    if best[1] != causal:
+    where = f"{FAMILIES[fam]}, {dims}, {'causal' if mask else 'no mask'}"
+    if mask != causal:
         where += f" (no {'causal' if causal else 'unmasked'} curve published: the other mask's)"
     note = f"; {owner}'s curve, assumed for {generation}" if owner != generation else ""
-    return scaled, f"{where}, over the {MEASURED_ON[owner]}'s dense BF16 peak: {source}{note}"
+    return scaled, f"{where}, over the {MEASURED_ON[owner]}'s dense BF16 peak: {sources}{note}"
+
+
+def _at_head_dim(by_dim: dict, head_dim: float) -> tuple[tuple, str, str]:
+    """The curve at `head_dim` from the published ones (head dim -> (points, source)): a
+    published head dim's own; between two published head dims, each length's value linear in
+    the head dim between the two curves' (interpolated in log length on the union of their
+    lengths: an assumption, the figures publish no head dim between); beyond the smallest or
+    the largest, that end's curve. Returns the points, the head dims said, the sources."""
+    dims = sorted(by_dim)
+    below = max((d for d in dims if d <= head_dim), default=dims[0])
+    above = min((d for d in dims if d >= head_dim), default=dims[-1])
+    if below == above:
+        points, source = by_dim[below]
+        return points, f"head dim {below}", source
+    (low, low_source), (high, high_source) = by_dim[below], by_dim[above]
+    w = (head_dim - below) / (above - below)
+    lengths = sorted({s for s, _ in low} | {s for s, _ in high})
+    points = tuple((s, (1 - w) * interpolate(low, s) + w * interpolate(high, s)) for s in lengths)
+    said = (
+        f"head dim {head_dim:g} (linear between head dim {below} and {above}, {w:.2f} of the way)"
+    )
+    return points, said, f"{low_source}; {high_source}"

@@ -56,6 +56,8 @@ def values() -> dict:
         'pipeline_parallel': 1,
         'first_stage_layers': None,
         'last_stage_layers': None,
+        'embedding_in_pipeline_split': False,
+        'loss_in_pipeline_split': False,
         'context_parallel': 1,
         'expert_parallel': 8,
         'expert_tensor_parallel': None,

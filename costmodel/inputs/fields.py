@@ -249,6 +249,16 @@ FIELDS: dict[str, Field] = {
         nullable=True,
         maximum=10**5,
     ),
+    "embedding_in_pipeline_split": Field(
+        "flag",
+        "the pipeline split counts the input embedding as a layer of the first stage (Megatron-LM's "
+        "--account-for-embedding-in-pipeline-split): the first stage holds one layer fewer",
+    ),
+    "loss_in_pipeline_split": Field(
+        "flag",
+        "the pipeline split counts the lm_head and loss as a layer of the last stage (Megatron-LM's "
+        "--account-for-loss-in-pipeline-split): the last stage holds one layer fewer",
+    ),
     "context_parallel": Field(
         "count", "context-parallel size (splits the sequence)", maximum=10**4
     ),

@@ -17,7 +17,7 @@ from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import fitted_expert_parallel
 from costmodel.inputs.model_shape import scenario_shape, tensor_parallel_widths
 from costmodel.inputs.shape import ModelShape
-from costmodel.inputs.stages import interleaving_refusal, stage_split_refusal
+from costmodel.inputs.stages import UNEVEN_KEYS, interleaving_refusal, stage_split_refusal
 from costmodel.records import frozen_dataclass
 
 
@@ -409,7 +409,7 @@ def _schedule(values: dict[str, Any]) -> None:
             "virtual_pipeline", chunks, "null unless pipeline_schedule is interleaved"
         )
     layers, pp = values["num_layers"], values["pipeline_parallel"]
-    uneven = values.get("first_stage_layers") or values.get("last_stage_layers")
+    uneven = pp > 1 and any(values.get(key) for key in UNEVEN_KEYS)  # one stage: the even check
     if chunks is not None and not uneven and not virtual_splits_stage(layers, pp, chunks):
         raise layout_error(
             "virtual_pipeline",

@@ -238,6 +238,8 @@ class Scenario:
     pipeline_parallel: int
     first_stage_layers: int | None
     last_stage_layers: int | None
+    embedding_in_pipeline_split: bool
+    loss_in_pipeline_split: bool
     context_parallel: int
     expert_parallel: int
     expert_tensor_parallel: int | None

@@ -254,11 +254,15 @@ def test_schedule_keys_where_the_scenario_has_them():
     assert pub.schedule_keys(rows["deepseek-v3-2048xh800"], fields) == {
         "pipeline_schedule": "dualpipe"
     }
-    # interleaved with V not printed: 1f1b, the larger bubble (and the fewer micro batches in
-    # flight: with any V the 8K rows would not fit costmodel's interleaved memory rule)
+    # Llama 3: V 8 read from the paper's split (one layer a chunk, the embedding and the loss
+    # counted as layers: the pipeline_split column, which overrides() passes on)
     assert pub.schedule_keys(rows["llama3-405b-8k-8192gpu"], fields) == {
-        "pipeline_schedule": "1f1b"
-    }
+        "pipeline_schedule": "interleaved", "virtual_pipeline": 8
+    }  # fmt: skip
+    keys = pub.overrides(rows["llama3-405b-8k-8192gpu"])
+    assert keys["embedding_in_pipeline_split"] and keys["loss_in_pipeline_split"]
+    # interleaved with V not printed: 1f1b, the larger bubble and the fewer micro batches in
+    # flight
     assert pub.schedule_keys(rows["korthikanti-1t-selective"], fields) == {
         "pipeline_schedule": "1f1b"
     }

@@ -165,6 +165,16 @@ EXTREMES = {  # overrides of the course, each with the hostile name
         "mean_tokens_per_sample": 500,
         "step_time": 1e9,
     },
+    # Found by the search: the largest step a scenario may state on a pipeline of 40 stages with
+    # one sample a step; notebook 05's shapes (no TP or PP) resolve only on one GPU, and the step
+    # stretched to the same GPU-seconds, 4e10 s, passed the field's maximum (the cell raised)
+    "stretch-past-the-maximum": {
+        "pipeline_parallel": 40,
+        "samples_per_step": 1,
+        "expert_parallel": 1,
+        "step_time": 1e9,
+        "measured_tokens_per_s": None,
+    },
 }
 
 
@@ -204,6 +214,7 @@ SHARES = {
         "deepseek-v3-mtp",
         "throughput-fails",
         "micro-batch-at-its-bound",
+        "stretch-past-the-maximum",
     ),
     "extremes": (
         "one-gpu",

@@ -123,6 +123,8 @@ ONE_GPU = {
     "virtual_pipeline": None,
     "first_stage_layers": None,
     "last_stage_layers": None,
+    "embedding_in_pipeline_split": False,
+    "loss_in_pipeline_split": False,
 }
 
 
@@ -287,6 +289,12 @@ def valid_scenarios(draw) -> dict:
     per_stage = layers // pp
     data["first_stage_layers"] = layers - per_stage * (pp - 1) if uneven else None
     data["last_stage_layers"] = per_stage if uneven else None
+    # or the embedding and the loss counted as layers (Megatron-LM's account_for_*), where the
+    # layers with both divide into the pipeline's chunks, none set with an uneven split above
+    chunks_of_split = pp * (data["virtual_pipeline"] or 1)
+    counted = not uneven and pp > 1 and (layers + 2) % chunks_of_split == 0
+    counted = counted and (layers + 2) // pp >= 2 and draw(st.booleans())
+    data["embedding_in_pipeline_split"] = data["loss_in_pipeline_split"] = counted
     for key in ("gemm_efficiency", "attention_efficiency", "hbm_efficiency", "router_skew"):
         data[key] = draw(st.one_of(st.none(), field(key)))
     data["kernel_launch_overhead"] = draw(field("kernel_launch_overhead", high=1e-3))

@@ -180,3 +180,61 @@ def test_the_plans_peaks_are_the_reports_for_these_schedules(schedule):
                     assert ev.peaks(core, rc, schedules)[zero, i] == want
                     assert alone.peaks(core, rc, schedules)[zero, i] == want
     assert schedule in seen
+
+
+def test_the_embedding_and_the_loss_counted_as_layers():
+    """Megatron-LM's account_for_embedding/loss_in_pipeline_split (get_num_layers_to_build adds
+    one to num_layers for each, then splits evenly): Llama 3 405B's 126 layers + 2 over PP 16 are
+    8 a stage, 7 on the first and the last; Qwen3-235B's 94 + 2 over PP 8 are 12, 11 at the ends;
+    the embedding alone counted, 63 + 1 over PP 16 is 4, 3 on the first; on one stage, moot."""
+    assert stage_split(126, 16, embedding=True, loss=True) == (7, 8, 7)
+    assert stage_split(94, 8, embedding=True, loss=True) == (11, 12, 11)
+    assert stage_split(63, 16, embedding=True) == (3, 4, 4)
+    assert stage_split(40, 1, embedding=True, loss=True) is None
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (
+            ["embedding_in_pipeline_split=true", "first_stage_layers=4"],
+            "embedding_in_pipeline_split: True is not allowed; expected false with "
+            "first_stage_layers or last_stage_layers set",
+        ),
+        (
+            ["loss_in_pipeline_split=true"],  # 61 + 1 = 62 over PP 16
+            "loss_in_pipeline_split: True is not allowed; expected false unless "
+            "pipeline_parallel (16) divides num_layers (61) with the embedding and the loss "
+            "counted as layers (62), at least one layer a stage",
+        ),
+    ],
+)
+def test_a_counted_split_that_does_not_divide_is_one_line(capsys, sets, message):
+    _refused(capsys, DEEPSEEK, sets, message)
+
+
+def test_a_counted_split_under_interleaving_divides_every_chunk(capsys):
+    # Llama 3.1 405B, PP 8 x V 8: 126 + 1 = 127 does not split into 64 chunks; 126 + 2 does
+    path = SCENARIOS / "llama-3.1-405b-512xH100.yaml"
+    message = (
+        "embedding_in_pipeline_split: True is not allowed; expected false unless pipeline_parallel "
+        "(8) x virtual_pipeline (8) divides num_layers (126) with the embedding and the loss "
+        "counted as layers (127), at least one layer a stage"
+    )
+    _refused(capsys, path, ["embedding_in_pipeline_split=true"], message)
+    both = ["embedding_in_pipeline_split=true", "loss_in_pipeline_split=true"]
+    assert main(["report", "--scenario", str(path)] + [a for s in both for a in ("--set", s)]) == 0
+
+
+def test_the_counted_split_holds_one_layer_fewer_at_each_end():
+    """Llama 3.1 405B on PP 8 x V 8 with both counted: 15 layers on the first and the last stage,
+    16 on the others; the first stage holds fewer layers' activations than the even split's
+    ceil(126 / 8) = 16, so its peak is lower; the slowest stage is a middle one of 16 layers."""
+    path = SCENARIOS / "llama-3.1-405b-512xH100.yaml"
+    even = scenario.resolve(path)
+    counted = scenario.resolve(
+        path, overrides={"embedding_in_pipeline_split": True, "loss_in_pipeline_split": True}
+    )
+    assert stage.stage_sizes(counted) == {"first": 15, "middle": 16, "last": 15}
+    assert run.memory(counted)["total"] < run.memory(even)["total"]
+    assert compute_time.compute(counted)["detail"]["stage_layers"] == 16

@@ -387,3 +387,18 @@ def test_own_uneven_pipeline_split_is_evaluated_as_stated():
     for d in comm:
         assert sum(c["seconds"] for c in d["collectives"]) == pytest.approx(d["seconds"])
     assert plan_text.as_json(found, 3)["own_outside"] == found.own_outside
+
+
+def test_own_split_with_the_embedding_and_the_loss_counted_is_evaluated_as_stated():
+    """Llama-3.1-70B's 80 layers, the embedding and the loss over PP 2 (41 a stage: 40 layers on
+    each; full recompute, so that it fits): the own layout is the report's, named by the keys
+    that split it, and ranked."""
+    keys = {**SMALL, "pipeline_parallel": 2, "num_gpus": 16, "recompute": "full"}
+    counted = {"embedding_in_pipeline_split": True, "loss_in_pipeline_split": True}
+    sc = scenario.resolve(LLAMA, {**keys, **counted})
+    found = plan.search(sc, top=3)
+    named = "its uneven pipeline split (embedding_in_pipeline_split, loss_in_pipeline_split)"
+    assert named in found.own_outside and found.own_note == ""
+    assert found.own.seconds == pytest.approx(step_time.predict(sc)["seconds"], rel=1e-12)
+    assert found.own.peak_bytes == pytest.approx(run.memory(sc)["total"], rel=1e-12)
+    assert found.own_rank == 1 + sum(1 for r in found.rows if r.seconds < found.own.seconds)

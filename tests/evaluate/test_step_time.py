@@ -262,8 +262,8 @@ def test_exposed_communication_hides_behind_the_models_compute():
 # ------------------------------------------------------------------ against the measured steps
 def _llama_405b_131k(schedule: bool = True) -> dict:
     """The Llama 3 405B 131K run as a team states it: the published row's layout and batch, and
-    the schedule the paper names, interleaved (its V unprinted: 2, the fewest chunks). With
-    ``schedule=False``, the benchmark's reading of the row (1F1B: the bubble's upper bound)."""
+    the schedule the paper names, interleaved (here V 2, the fewest chunks; the benchmark reads
+    V 8 from the paper's split). With ``schedule=False``, 1F1B: the bubble's upper bound."""
     from benchmarks_loader import load
 
     published = load("published", "published")
@@ -271,6 +271,8 @@ def _llama_405b_131k(schedule: bool = True) -> dict:
     keys = published.overrides(row)
     if schedule:
         keys.update(pipeline_schedule="interleaved", virtual_pipeline=2)
+    else:
+        keys.update(pipeline_schedule="1f1b", virtual_pipeline=None)
     return keys
 
 
@@ -303,10 +305,10 @@ def test_no_part_exceeds_the_measured_step(file):
 
 
 def test_a_schedule_the_run_did_not_use_is_named_when_its_bubble_exceeds_the_step():
-    """The benchmark reads Llama 3's interleaved schedule, whose V the paper does not print, as
-    1F1B (an upper bound on the bubble): at 131K its bubble is 89% of the measured step (13.5 of
-    15.3 s). A step stated shorter than that bubble makes the bubble alone longer than the step,
-    and the account names the schedule keys as what the run did not have."""
+    """Llama 3's 131K run read as 1F1B (an upper bound on the bubble of its interleaved
+    schedule): its bubble is most of the measured step (13.5 of 15.3 s). A step stated shorter
+    than that bubble makes the bubble alone longer than the step, and the account names the
+    schedule keys as what the run did not have."""
     keys = _llama_405b_131k(schedule=False)
     bubble = account(scenario.resolve(overrides=keys))["time"]["parts"]["pipeline_bubble"]
     assert 0.5 * keys["step_time"] < bubble["seconds"] < keys["step_time"]

@@ -50,16 +50,39 @@ def test_an_array_of_lengths_gives_the_same_values():
     )
 
 
-def test_the_nearest_published_head_dim():
-    """64, 128, 256 published (FlashAttention-3 forward): 96 is as near 64 as 128 and takes the
-    smaller; 192 likewise takes 128; 200 takes 256; 40 takes 64."""
+def test_between_two_published_head_dims_linear_in_the_head_dim():
+    """64, 128, 256 published (FlashAttention-3 forward, causal, at 16K: 473, 616, 642 TFLOP/s):
+    96 lies halfway between 64 and 128, 192 halfway between 128 and 256, 200 is 72/128 of the
+    way from 128 to 256; a published head dim is its own curve; beyond either end, the end's."""
 
-    def fwd(d):  # causal, 16K
-        return _at("hopper", "flash3", d, "forward", 16384) * H100
+    def fwd(d, seq=16384):
+        return _at("hopper", "flash3", d, "forward", seq) * H100
 
-    assert fwd(96) == pytest.approx(473) and fwd(40) == pytest.approx(473)
-    assert fwd(192) == pytest.approx(616) and fwd(128) == pytest.approx(616)
-    assert fwd(200) == pytest.approx(642)
+    assert fwd(96) == pytest.approx((473 + 616) / 2)
+    assert fwd(192) == pytest.approx((616 + 642) / 2)
+    assert fwd(200) == pytest.approx(616 + (642 - 616) * 72 / 128)
+    assert fwd(128) == pytest.approx(616) and fwd(256) == pytest.approx(642)
+    assert fwd(40) == pytest.approx(473) and fwd(300) == pytest.approx(642)
+    # at a length between two published ones: the two curves each interpolated in log length
+    t = math.log(3000 / 2048) / math.log(2)
+    low, high = 371 + (420 - 371) * t, 521 + (579 - 521) * t  # head dim 64 and 128, causal
+    assert fwd(96, 3000) == pytest.approx((low + high) / 2)
+    _, source = ak.curve("hopper", "flash3", 96, "forward")
+    assert "head dim 96 (linear between head dim 64 and 128, 0.50 of the way)" in source
+
+
+def test_eager_between_two_head_dims():
+    """A100 eager ('Pytorch', forward + backward): 36 / 43 TFLOP/s at 512 / 2K tokens for head
+    dim 64, 53 / 76 for 128; a model of head dim 96 (Korthikanti's GPT 22B, 6144 / 64 heads) runs
+    halfway between: before, the nearest rule gave it head dim 64's curve, 43 at 2K instead of
+    59.5."""
+    assert _at("ampere", "eager", 96, "both", 512) * A100 == pytest.approx((36 + 53) / 2)
+    assert _at("ampere", "eager", 96, "both", 2048) * A100 == pytest.approx((43 + 76) / 2)
+    # the step-time model reads it there: the course's 32K on an A100, past 8K (flat: 46 and 86)
+    keys = {"gpu": "A100-80GB", "attention_kernel": "eager", "head_dim": 96}
+    eager = efficiency.efficiencies(scenario.resolve(overrides=keys).values)["attention_eager"]
+    assert eager.stated == pytest.approx((46 + 86) / 2 / A100)
+    assert "head dim 96 (linear between head dim 64 and 128" in eager.stated_source
 
 
 def test_the_mask_the_kernel_runs_under():

@@ -162,6 +162,8 @@ COURSE_ORDER = (
     "pipeline_parallel",
     "first_stage_layers",
     "last_stage_layers",
+    "embedding_in_pipeline_split",
+    "loss_in_pipeline_split",
     "context_parallel",
     "expert_parallel",
     "expert_tensor_parallel",

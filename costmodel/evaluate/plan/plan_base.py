@@ -12,9 +12,10 @@ from costmodel.evaluate.plan import plan_space
 from costmodel.evaluate.simulate import run
 from costmodel.inputs import frameworks, hardware, layout, scenario
 from costmodel.inputs.scenario import Scenario
+from costmodel.inputs.stages import UNEVEN_KEYS
 
 #: The scenario keys of an uneven pipeline split, which the search's layouts do not take.
-UNEVEN_SPLIT = ("first_stage_layers", "last_stage_layers")
+UNEVEN_SPLIT = UNEVEN_KEYS
 
 
 def scenario_inputs(sc: Scenario, changes: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -91,7 +92,7 @@ def own_scenario(sc: Scenario, base: Scenario) -> Scenario:
     search's layouts split evenly). The base itself where the scenario states no split, where
     the base's pipeline is not the scenario's (rebase changed the layout), or where the split
     does not resolve on this cluster."""
-    split = {key: sc.values.get(key) for key in UNEVEN_SPLIT if sc.values.get(key) is not None}
+    split = {key: sc.values[key] for key in UNEVEN_SPLIT if sc.values.get(key)}
     if not split or base.pipeline_parallel != sc.pipeline_parallel:
         return base
     try:

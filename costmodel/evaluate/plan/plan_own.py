@@ -21,6 +21,7 @@ from costmodel.evaluate.plan.plan_space import (
 )
 from costmodel.evaluate.simulate import run, step_time
 from costmodel.inputs.scenario import Scenario
+from costmodel.inputs.stages import UNEVEN_KEYS
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,12 @@ def own_row(ev: Evaluator, own_sc: Scenario) -> tuple[Row, str, str]:
     if not why and schedule not in schedules:
         why = f"its schedule ({schedule.label}) does not split the layers evenly over its stages"
     if why or own_sc is not base:
-        why = why or "its uneven pipeline split (first_stage_layers, last_stage_layers)"
+        why = (
+            why
+            or "its uneven pipeline split ("
+            + ", ".join(key for key in UNEVEN_KEYS if own_sc.values.get(key))
+            + ")"
+        )
         row = reported_row(ev, own_sc, core, rc, schedule)
     else:
         peak = float(ev.peaks(core, rc, schedules)[base.zero_stage, schedules.index(schedule)])

@@ -95,10 +95,18 @@ def routed_experts(shape: ModelShape, mtp: int) -> float:
 def stage_sizes(sc) -> dict[str, int] | None:
     """The layers of the first stage, of a middle one (PP > 2) and of the last (its MTP layers
     besides: Megatron-LM builds the MTP block on the last stage) where the scenario states an
-    uneven split (first_stage_layers, last_stage_layers: inputs.stages.stage_split); None for the
+    uneven split (first_stage_layers, last_stage_layers, or the embedding and the loss counted
+    as layers: inputs.stages.stage_split); None for the
     even split, where every figure counts ceil(L / PP) layers (`heaviest_stage`)."""
     pp = sc.pipeline_parallel
-    split = stage_split(sc.num_layers, pp, sc.first_stage_layers, sc.last_stage_layers)
+    split = stage_split(
+        sc.num_layers,
+        pp,
+        sc.first_stage_layers,
+        sc.last_stage_layers,
+        sc.embedding_in_pipeline_split,
+        sc.loss_in_pipeline_split,
+    )
     if split is None:
         return None
     sizes = {"first": split[0], "middle": split[1], "last": split[2] + sc.num_mtp_layers}
