@@ -99,11 +99,15 @@ def _counted_refusal(values: dict[str, Any], first, last) -> tuple[str, Any, str
         what = f"pipeline_parallel ({pp})" + (
             f" x virtual_pipeline ({chunks})" if chunks > 1 else ""
         )
+        counted = " and ".join(
+            name for name, on in (("the embedding", embedding), ("the loss", loss)) if on
+        )
         return (
             key,
             True,
-            f"false unless {what} divides num_layers ({values['num_layers']}) with the embedding "
-            f"and the loss counted as layers ({units}), at least one layer a stage",
+            f"false unless {what} divides num_layers ({values['num_layers']}) with {counted} "
+            f"counted as {'layers' if embedding and loss else 'a layer'} ({units}), at least one "
+            "layer a stage",
         )
     return None
 

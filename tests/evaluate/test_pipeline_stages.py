@@ -204,8 +204,8 @@ def test_the_embedding_and_the_loss_counted_as_layers():
         (
             ["loss_in_pipeline_split=true"],  # 61 + 1 = 62 over PP 16
             "loss_in_pipeline_split: True is not allowed; expected false unless "
-            "pipeline_parallel (16) divides num_layers (61) with the embedding and the loss "
-            "counted as layers (62), at least one layer a stage",
+            "pipeline_parallel (16) divides num_layers (61) with the loss counted as a layer "
+            "(62), at least one layer a stage",
         ),
     ],
 )
@@ -218,8 +218,8 @@ def test_a_counted_split_under_interleaving_divides_every_chunk(capsys):
     path = SCENARIOS / "llama-3.1-405b-512xH100.yaml"
     message = (
         "embedding_in_pipeline_split: True is not allowed; expected false unless pipeline_parallel "
-        "(8) x virtual_pipeline (8) divides num_layers (126) with the embedding and the loss "
-        "counted as layers (127), at least one layer a stage"
+        "(8) x virtual_pipeline (8) divides num_layers (126) with the embedding counted as a "
+        "layer (127), at least one layer a stage"
     )
     _refused(capsys, path, ["embedding_in_pipeline_split=true"], message)
     both = ["embedding_in_pipeline_split=true", "loss_in_pipeline_split=true"]
