@@ -61,6 +61,17 @@ def test_the_last_stage_holds_the_mtp_layers_besides(deepseek):
             "equal whole share of the other layers: num_layers (61) minus the stated stages' (60) "
             "= 1 layers, must be 0",
         ),
+        (
+            ["embedding_in_pipeline_split=true", "first_stage_layers=4"],
+            "embedding_in_pipeline_split: True is not allowed; expected false with "
+            "first_stage_layers or last_stage_layers set",
+        ),
+        (
+            ["loss_in_pipeline_split=true"],  # 61 + 1 = 62 over PP 16
+            "loss_in_pipeline_split: True is not allowed; expected false unless "
+            "pipeline_parallel (16) divides num_layers (61) with the loss counted as a layer "
+            "(62), at least one layer a stage",
+        ),
     ],
 )
 def test_a_split_that_does_not_divide_is_one_line(capsys, sets, message):
@@ -191,26 +202,6 @@ def test_the_embedding_and_the_loss_counted_as_layers():
     assert stage_split(94, 8, embedding=True, loss=True) == (11, 12, 11)
     assert stage_split(63, 16, embedding=True) == (3, 4, 4)
     assert stage_split(40, 1, embedding=True, loss=True) is None
-
-
-@pytest.mark.parametrize(
-    ("sets", "message"),
-    [
-        (
-            ["embedding_in_pipeline_split=true", "first_stage_layers=4"],
-            "embedding_in_pipeline_split: True is not allowed; expected false with "
-            "first_stage_layers or last_stage_layers set",
-        ),
-        (
-            ["loss_in_pipeline_split=true"],  # 61 + 1 = 62 over PP 16
-            "loss_in_pipeline_split: True is not allowed; expected false unless "
-            "pipeline_parallel (16) divides num_layers (61) with the loss counted as a layer "
-            "(62), at least one layer a stage",
-        ),
-    ],
-)
-def test_a_counted_split_that_does_not_divide_is_one_line(capsys, sets, message):
-    _refused(capsys, DEEPSEEK, sets, message)
 
 
 def test_a_counted_split_under_interleaving_divides_every_chunk(capsys):
