@@ -27,6 +27,8 @@ def test_the_overlap_column_reaches_the_scenario_and_only_where_tp_splits():
     such option before 2023-10)."""
     on = [row_id for row_id, row in ROWS.items() if row["tp_comm_overlap"]]
     assert len(on) == 75 and all((ROWS[i]["tensor_parallel"] or 1) > 1 for i in on)
+    page = (REPO / "benchmarks" / "published_runs.md").read_text(encoding="utf-8")
+    assert f"{len(on)} rows `true`" in " ".join(page.split())  # the sources section's count
     assert _scenario("torchtitan-2506-70b-256gpu-bf16-async-tp").tp_comm_overlap
     assert not _scenario("torchtitan-2506-70b-256gpu-bf16-vanilla-tp").tp_comm_overlap
     assert not any(

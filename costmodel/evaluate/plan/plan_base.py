@@ -14,9 +14,6 @@ from costmodel.inputs import frameworks, hardware, layout, scenario
 from costmodel.inputs.scenario import Scenario
 from costmodel.inputs.stages import UNEVEN_KEYS
 
-#: The scenario keys of an uneven pipeline split, which the search's layouts do not take.
-UNEVEN_SPLIT = UNEVEN_KEYS
-
 
 def scenario_inputs(sc: Scenario, changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """The scenario's keys as inputs to resolve again with `changes` (run.variant's rules: the
@@ -37,7 +34,7 @@ def scenario_inputs(sc: Scenario, changes: dict[str, Any] | None = None) -> dict
     run.drop_unused_inputs(data)
     if data.get("pipeline_schedule") != "interleaved":
         data.pop("virtual_pipeline", None)
-    for key in UNEVEN_SPLIT:  # the search's even splits
+    for key in UNEVEN_KEYS:  # the search's even splits
         data.pop(key, None)
     return data
 
@@ -92,7 +89,7 @@ def own_scenario(sc: Scenario, base: Scenario) -> Scenario:
     search's layouts split evenly). The base itself where the scenario states no split, where
     the base's pipeline is not the scenario's (rebase changed the layout), or where the split
     does not resolve on this cluster."""
-    split = {key: sc.values[key] for key in UNEVEN_SPLIT if sc.values.get(key)}
+    split = {key: sc.values[key] for key in UNEVEN_KEYS if sc.values.get(key)}
     if not split or base.pipeline_parallel != sc.pipeline_parallel:
         return base
     try:
