@@ -5,7 +5,8 @@ what the row's framework offered at the row's date (`published.plan_constraints`
 costmodel/inputs/frameworks.py, as of that month).
 
 Per row: the rank of the published layout among the fitting layouts (each with its fastest
-settings that fit), whether it is in the top 10%, how much faster the top one is predicted, and
+settings that fit; 1 + those predicted faster, so a published layout whose held settings the
+search would change can rank below all of them: "14 / 13 (all faster)"), whether it is in the top 10%, how much faster the top one is predicted, and
 the step-time model's error on the published layout itself (predicted / published - 1). A row
 outside the top 10% gets a one-line examination: model error (the model misses the published
 step by more than MODEL_ERROR, so its ranking of this run is not to be trusted), or what the
@@ -232,6 +233,8 @@ def table(found: list[dict[str, Any]]) -> list[str]:
             lines.append(f"| {x['id']} | {x['gpus']} | | | | | | | not searched: {x['error']} |")
             continue
         rank = f"{x['rank']} / {x['fitting']}" if x.get("rank") else f"- / {x['fitting']}"
+        if x.get("rank") and x["rank"] > x["fitting"]:  # its held settings: every one faster
+            rank += " (all faster)"
         lines.append(
             f"| {x['id']} | {x['gpus']} | {x.get('own', '')} | {rank} | "
             f"{'yes' if x.get('top10') else 'no'} | {x['top']} | "

@@ -635,7 +635,7 @@ handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in ("tab:blue", "tab:orang
 names_ = ["compute (predicted)", "communication, bubble (predicted)", "predicted step"]
 if measured_step:
     handles += [plt.Rectangle((0, 0), 1, 1, **gap_style), plt.Rectangle((0, 0), 1, 1, color="black")]
-    names_ += ["unexplained" + (" (negative: the model says\nthe step cannot be this fast)" if gap < 0 else ""),
+    names_ += ["unexplained" + (" (negative: the model predicts\na longer step than measured)" if gap < 0 else ""),
                "measured step"]
 ax.legend(handles, names_, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 plt.show()
@@ -1004,7 +1004,7 @@ if searched is not None:
 # - 重算的 {{ rc_.of }} 个里有 {{ rc_.of - rc_.count }} 个去掉重算也放得下：重算并不总是显存逼出来的。
 # {% endif %}
 # {% if own_row is not none %}
-# - {% if searched.own_rank is not none %}本场景自己的布局在放得下的 {{ "{:,}".format(searched.fitting) }} 个布局里排第 {{ "{:,}".format(searched.own_rank) }}（索引页给的也是这个名次）{% if searched.own_rank == 1 %}，已经是预测最快的。{% else %}；最快的那个预测快 {{ (own_row.seconds / searched.rows[0].seconds)|times }}。{% endif %}{% else %}{% if exact %}本场景自己的布局在放得下的布局里排第 {{ "{:,}".format(faster_than_own + 1) }}{% else %}本场景自己的布局在画出的 {{ "{:,}".format(every|length) }} 个布局里排第 {{ "{:,}".format(faster_than_own + 1) }}（没画的布局里可能还有比它快的）{% endif %}{% if faster_than_own == 0 and exact %}，已经是预测最快的。{% elif faster_than_own == 0 %}，在画出的布局里最快。{% else %}；最快的那个预测快 {{ (own_row.seconds / every[0].seconds)|times }}。{% endif %}{% endif %}
+# - {% if searched.own_rank is not none %}本场景自己的布局排第 {{ "{:,}".format(searched.own_rank) }}：放得下的 {{ "{:,}".format(searched.fitting) }} 个布局（各取最快的设置）里有 {{ "{:,}".format(searched.own_rank - 1) }} 个预测比它快（索引页给的也是这个名次）{% if searched.own_rank == 1 %}，已经是预测最快的。{% else %}；最快的那个预测快 {{ (own_row.seconds / searched.rows[0].seconds)|times }}。{% endif %}{% else %}{% if exact %}本场景自己的布局在放得下的布局里排第 {{ "{:,}".format(faster_than_own + 1) }}{% else %}本场景自己的布局在画出的 {{ "{:,}".format(every|length) }} 个布局里排第 {{ "{:,}".format(faster_than_own + 1) }}（没画的布局里可能还有比它快的）{% endif %}{% if faster_than_own == 0 and exact %}，已经是预测最快的。{% elif faster_than_own == 0 %}，在画出的布局里最快。{% else %}；最快的那个预测快 {{ (own_row.seconds / every[0].seconds)|times }}。{% endif %}{% endif %}
 # {% elif searched.own is not none and not own_fits %}
 # - 按显存模型，本场景自己的布局放不下（图上的星号在可用显存线右边），所以不参与排名。
 # {% endif %}

@@ -274,7 +274,9 @@ def as_text(plan: search.Plan, top: int) -> str:
     elif data["own_rank"] is not None:
         lines += [
             "",
-            f"The scenario's own layout ranks {data['own_rank']:,} of {data['fitting']:,}.",
+            f"The scenario's own layout ranks {data['own_rank']:,}: "
+            f"{data['own_rank'] - 1:,} of the {data['fitting']:,} layouts that fit (each at its "
+            "fastest settings) are predicted faster.",
         ]
     if data["own_outside"]:
         lines.append(
@@ -339,7 +341,8 @@ def as_table(plan: search.Plan, top: int) -> dict[str, Any]:
         summary.append(f"本场景自己的布局没有排名：{own_note_words(data['own_note'])}。")
     elif data["own_rank"] is not None:
         summary.append(
-            f"本场景自己的布局（高亮）在 {data['fitting']:,} 种里排第 {data['own_rank']:,}。"
+            f"本场景自己的布局（高亮）排第 {data['own_rank']:,}：放得下的 {data['fitting']:,} "
+            f"种布局（各取最快的设置）里有 {data['own_rank'] - 1:,} 种预测比它快。"
         )
     if data["own_outside"]:
         summary.append(

@@ -78,3 +78,19 @@ def test_a_2021_megatron_run_is_planned_without_cp():
     assert not any(k["sequence_parallel"] for k in keys)
     today = plan.search(sc, top=40, count_own=False)
     assert any(plan.layout_keys(today, x)["context_parallel"] > 1 for x in today.rows)
+
+
+def test_an_own_layout_slower_than_every_fitting_one_is_ranked_in_words_that_hold():
+    """EasyContext's 64K ring run holds full recompute, and the search drops it on each of the
+    13 layouts that fit (each at its fastest settings): all 13 are predicted faster, so the own
+    layout ranks 14th. The text used to print "ranks 14 of 13"; it now says how many of the
+    fitting layouts are faster, which holds whether or not the own layout is one of them."""
+    from costmodel.present import plan as plan_text
+
+    row = ROWS["easycontext-llama2-7b-64k-ring-8gpu"]
+    sc = scenario.resolve(overrides=pub.overrides(row))
+    found = plan.search(sc, constraints=pub.plan_constraints(row))
+    assert (found.own_rank, found.fitting) == (14, 13)
+    text = plan_text.as_text(found, 5)
+    assert "ranks 14: 13 of the 13 layouts that fit (each at its fastest settings)" in text
+    assert "ranks 14 of 13" not in text

@@ -40,7 +40,10 @@ def test_index_shows_the_course_plan():
         assert cells[2] == f"{want.seconds:,.3f} s"
     own = [r for r in rows if r[0] == "*"]
     assert len(own) == 1 and own[0][1] == f"{found.own_rank:,}"
-    assert f"在 {found.fitting:,} 种里排第 {found.own_rank:,}" in html.unescape(page)
+    assert (
+        f"排第 {found.own_rank:,}：放得下的 {found.fitting:,} 种布局（各取最快的设置）里有 "
+        f"{found.own_rank - 1:,} 种预测比它快" in html.unescape(page)
+    )
     assert html.unescape(page).count("[成立]") + html.unescape(page).count("[不成立]") == len(
         plan_text.as_json(found, plan.TOP)["findings"]
     )
@@ -73,8 +76,8 @@ def test_the_index_and_08_give_the_own_layout_one_rank(course_handouts):
         page = (Path(folder) / name).read_text(encoding="utf-8")
         return html.unescape(re.sub(r"<[^>]+>", "", page))
 
-    index = re.search(r"本场景自己的布局（高亮）在 ([\d,]+) 种里排第 ([\d,]+)", text("index.html"))
-    page = re.search(r"放得下的 ([\d,]+) 个布局里排第 ([\d,]+)", text("08_optimization_path.html"))
+    index = re.search(r"本场景自己的布局（高亮）排第 ([\d,]+)：放得下的 ([\d,]+) ", text("index.html"))
+    page = re.search(r"自己的布局排第 ([\d,]+)：放得下的 ([\d,]+) ", text("08_optimization_path.html"))
     assert index and page and index.groups() == page.groups()
 
 

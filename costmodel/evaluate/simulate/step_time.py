@@ -21,7 +21,8 @@
   step apart: it runs after the pipeline drains).
 
 `account(prediction, measured)` compares it with a measured step: `unexplained` = measured -
-predicted; negative when the model says the step cannot be that fast, and then every part
+predicted; negative when the model predicts a longer step than was measured (said by how much:
+its parts are slower than the run was, or an input is not what the run had), and then every part
 longer than the measured step is named with the inputs it rests on (a part can exceed the step
 only when the scenario's inputs contradict the run, e.g. links at 1 MB/s).
 """
@@ -174,8 +175,10 @@ def account(prediction: dict[str, Any], measured: float | None) -> dict[str, Any
         ]
         if unexplained < 0:
             out["contradiction"] = (
-                f"the model says the step cannot be this fast: it predicts {predicted:.4g} s, "
-                f"the measured step is {measured:.4g} s ({-unexplained:.4g} s shorter)"
+                f"the model predicts a longer step than was measured: {predicted:.4g} s "
+                f"against {measured:.4g} s ({-unexplained:.4g} s, {-unexplained / measured:.1%} "
+                f"longer): its parts are slower than this run was, or an input is not what the "
+                f"run had"
             )
             for part in out["exceeding"]:
                 out["contradiction"] += (
