@@ -76,8 +76,12 @@ def test_the_index_and_08_give_the_own_layout_one_rank(course_handouts):
         page = (Path(folder) / name).read_text(encoding="utf-8")
         return html.unescape(re.sub(r"<[^>]+>", "", page))
 
-    index = re.search(r"本场景自己的布局（高亮）排第 ([\d,]+)：放得下的 ([\d,]+) ", text("index.html"))
-    page = re.search(r"自己的布局排第 ([\d,]+)：放得下的 ([\d,]+) ", text("08_optimization_path.html"))
+    index = re.search(
+        r"本场景自己的布局（高亮）排第 ([\d,]+)：放得下的 ([\d,]+) ", text("index.html")
+    )
+    page = re.search(
+        r"自己的布局排第 ([\d,]+)：放得下的 ([\d,]+) ", text("08_optimization_path.html")
+    )
     assert index and page and index.groups() == page.groups()
 
 
