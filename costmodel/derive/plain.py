@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from costmodel.lanes import as_float, is_lanes, maximum, minimum
+
 
 def _numeric():
     """The generated module, read on first use (so that the derivations, and `make numeric`,
@@ -36,7 +38,7 @@ def intensity(m_, n_, k_, beta=2):
 
 
 def attainable_flops(ai, peak, bandwidth) -> float:
-    return min(float(peak), float(ai) * float(bandwidth))
+    return minimum(as_float(peak), as_float(ai) * as_float(bandwidth))
 
 
 def gemm_seconds(
@@ -85,7 +87,7 @@ def convention_of(attention_flops: str = "full", attention_kernel: str = "eager"
 def micro_batches(batching: str, *, samples, tokens, seq_len, dp, micro_batch) -> float:
     """MICRO_BATCHES[batching] for numbers (exact for integers: a whole number stays whole)."""
     v = {"B": samples, "D": tokens, "S": seq_len, "d_p": dp, "b_micro": micro_batch}
-    return float(_numeric().MICRO_BATCHES[batching](v))
+    return as_float(_numeric().MICRO_BATCHES[batching](v))
 
 
 def bubble_over_compute(schedule: str, p: int, micro_batches: float, virtual: int = 1) -> float:
@@ -93,7 +95,7 @@ def bubble_over_compute(schedule: str, p: int, micro_batches: float, virtual: in
     if p <= 1:
         return 0.0
     form = _numeric().BUBBLE[schedule]
-    return max(0.0, float(form({"p_p": p, "n_mb": micro_batches, "v_pp": virtual})))
+    return maximum(0.0, as_float(form({"p_p": p, "n_mb": micro_batches, "v_pp": virtual})))
 
 
 #: Bytes per element of each optimizer dtype (optimizer_dtype, main_params_dtype; none: no copy).
@@ -133,11 +135,11 @@ def model_state_bytes(
     if zero_stage not in STAGES:
         raise ValueError(f"zero_stage: {zero_stage!r} is not one of 0, 1, 2, 3")
     v = {
-        "bytes_per_element": float(weight_bytes),
-        "beta_g": float(grad_bytes),
-        "K_opt": float(optimizer_bytes),
+        "bytes_per_element": as_float(weight_bytes),
+        "beta_g": as_float(grad_bytes),
+        "K_opt": as_float(optimizer_bytes),
         "Psi": params * 1.0,
-        "N_d": float(dp),
+        "N_d": as_float(dp),
     }
     forms = _numeric().MODEL_STATE_BYTES[zero_stage]
     return {
@@ -176,13 +178,13 @@ def fractions(
         return {"weights": layers_share, "core": layers_share, "from": "policy"}
     core = 1.0 if any(m in CORE_MODULES for m in modules) else 0.0
     if selective_fraction is not None:
-        return {"weights": float(selective_fraction), "core": core, "from": "scenario"}
+        return {"weights": as_float(selective_fraction), "core": core, "from": "scenario"}
     module_params = module_params or {}
     recomputed = sum(module_params.get(m, 0.0) for m in modules if m in WEIGHT_MODULES)
     if "moe" in modules and "shared_experts" in modules:  # moe already redoes the shared experts
         recomputed -= module_params.get("shared_experts", 0.0)
     weights = (
-        float(
+        as_float(
             _numeric().MONOMIALS["modules_fraction"](
                 {"N_m": _number(recomputed), "N": _number(params)}
             )
@@ -198,8 +200,11 @@ def fractions(
 
 
 def _number(x):
-    """x as SymPy would take it: an int stays exact, anything else a float."""
-    return x if isinstance(x, int) and not isinstance(x, bool) else float(x)
+    """x as SymPy would take it: an int stays exact, anything else a float (lanes as they
+    are: costmodel.lanes)."""
+    if isinstance(x, int) and not isinstance(x, bool) or is_lanes(x):
+        return x
+    return as_float(x)
 
 
 def sum_sq_of_mean(samples, mean) -> int | float:
@@ -207,13 +212,13 @@ def sum_sq_of_mean(samples, mean) -> int | float:
     square = _numeric().MONOMIALS["sum_sq_of_mean"](
         {"B": _number(samples), "s_mean": _number(mean)}
     )
-    return int(square) if isinstance(square, int) else float(square)
+    return int(square) if isinstance(square, int) else as_float(square)
 
 
 def expert_rows(ep, micro_batch, seq, top_k, experts) -> float:
     """Rows of one expert's GEMM per micro batch and layer (derive.moe.expert_rows)."""
     v = {"ep": ep, "b_micro": micro_batch, "S": seq, "k_top": top_k, "E": experts}
-    return float(_numeric().MONOMIALS["expert_rows"]({k: _number(x) for k, x in v.items()}))
+    return as_float(_numeric().MONOMIALS["expert_rows"]({k: _number(x) for k, x in v.items()}))
 
 
 def zero3_gathered_bytes(layer_params, prefetch=1, *, grad_bytes=4, weight_bytes=2):
@@ -223,9 +228,9 @@ def zero3_gathered_bytes(layer_params, prefetch=1, *, grad_bytes=4, weight_bytes
     array (the plan's layouts): the same floats."""
     v = {
         "Psi_l": layer_params * 1.0,
-        "f_pre": float(prefetch),
-        "beta_g": float(grad_bytes),
-        "bytes_per_element": float(weight_bytes),
+        "f_pre": as_float(prefetch),
+        "beta_g": as_float(grad_bytes),
+        "bytes_per_element": as_float(weight_bytes),
     }
     return _numeric().FORMS["zero3_gathered"](v)
 
@@ -239,7 +244,7 @@ def attention_actual(square, attention_dim, full_layers, sum_squared_lengths) ->
         "L_full": _number(full_layers),
         "sum_sq": _number(sum_squared_lengths),
     }
-    return float(_numeric().FORMS["attention_actual"](v))
+    return as_float(_numeric().FORMS["attention_actual"](v))
 
 
 def exact_integer(form, values: dict[str, int]) -> int:
@@ -257,4 +262,4 @@ def linear_core_training(values: dict[str, float]) -> float:
     rounds as xreplace would, not as the .subs it replaced (one symbol at a time): the last bit
     may differ from that (about one case in five; none among the presets and examples)."""
     form = _numeric().LINEAR["core_training"]
-    return float(form({k: _number(x) for k, x in values.items()}))
+    return as_float(form({k: _number(x) for k, x in values.items()}))

@@ -29,6 +29,7 @@ it on numbers (no NumPy is imported), the plan's search on NumPy arrays of shape
 from __future__ import annotations
 
 from costmodel.inputs import hardware
+from costmodel import lanes
 
 #: The thread-block tiles (Tm, Tn) a cuBLAS GEMM chooses among.
 TILES = ((256, 128), (128, 256), (128, 128), (256, 64), (64, 256), (128, 64), (64, 128), (64, 64))
@@ -65,7 +66,7 @@ def sms(gpu: str) -> int:
     return card.sm_count if card is not None and card.sm_count else FALLBACK_SMS
 
 
-def gemm_time(m, n, k, sm_count: int, rate, groups=1, minimum=min):
+def gemm_time(m, n, k, sm_count: int, rate, groups=1, minimum=lanes.minimum):
     """Seconds of `groups` GEMMs of m x n x k in one kernel on `sm_count` SMs at `rate`
     FLOP/s for a full tile and wave (large x peak): the module's formula, the shortest tile."""
     best = None
@@ -83,7 +84,7 @@ def _tile_seconds(tile, m, n, k, sm_count, rate, groups):
 
 
 def efficiency(
-    m, n, k, gpu: str, dtype: str = "bf16", large=None, groups=1, peak=None, minimum=min
+    m, n, k, gpu: str, dtype: str = "bf16", large=None, groups=1, peak=None, minimum=lanes.minimum
 ):
     """The fraction of `peak` (default: the GPU's dense BF16 or FP8 peak, by `dtype`) that
     `groups` GEMMs of m x n x k in one kernel reach on `gpu`; `large`: the large-GEMM

@@ -366,6 +366,26 @@ class Scenario:
         new.__dict__.update(fields)
         return new
 
+    def with_checked(
+        self, changes: Mapping[str, Any], sources: Mapping[str, str], given: Any
+    ) -> Scenario:
+        """A copy with `changes` of keys that no other key is derived from and neither the
+        layout nor the conventions hold (what_if.CHECKED_ONLY, checked by the caller), the
+        sources and given keys as stated: the fields copied, the model shape kept."""
+        held = changes.keys() & (set(LAYOUT_KEYS) | set(CONVENTION_KEYS))
+        if held:
+            raise ValueError(f"with_checked: {sorted(held)} are held by the layout or conventions")
+        new = object.__new__(Scenario)
+        fields = dict(self.__dict__)
+        fields.update(changes)
+        values = dict(self.values)
+        values.update(changes)
+        fields["values"] = MappingProxyType(values)
+        fields["sources"] = MappingProxyType(dict(sources))
+        fields["given"] = frozenset(given)
+        new.__dict__.update(fields)
+        return new
+
     def with_shape(self, shape: tuple[ModelShape, str] | None) -> Scenario:
         """This scenario, its model shape (`scenario_shape` of its values, where it is known
         already: the layout's rules built it, or a what-if kept it) kept as `shape`."""

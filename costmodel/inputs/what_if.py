@@ -64,6 +64,11 @@ SHAPE_INPUTS = frozenset(
         *SHAPE_KEYS,
     )
 )
+#: Keys that no step of resolution derives anything from (the N of 6ND and the total count:
+#: checked, against each other too, and kept): a change of them alone is checked and set on
+#: the scenario as it is (`_checked_only`), the rest kept; a sweep's point sets them after
+#: its shape (evaluate.sweep.sweep_points).
+CHECKED_ONLY = frozenset(("activated_params", "total_params"))
 #: The keys a lengths file is summarized against (`lengths.summarize`).
 LENGTH_INPUTS = frozenset(("sequence_lengths", "seq_len", "samples_per_step"))
 #: What a key set to null takes back when a change leaves it without meaning.
@@ -82,6 +87,10 @@ def changed(sc: Scenario, changes: Mapping[str, Any]) -> Scenario:
         return sc
     if checked.keys() & {"model", "count_mtp"}:
         return _new_model(sc, checked)
+    if checked.keys() <= CHECKED_ONLY and sc.sources.get("step_time") != "predicted":
+        quick = _checked_only(sc, checked)
+        if quick is not None:
+            return quick
     course = dict(course_checked())
     values, sources = dict(sc.values), dict(sc.sources)
     given = set(_given(sc))
@@ -95,6 +104,22 @@ def changed(sc: Scenario, changes: Mapping[str, Any]) -> Scenario:
         _model_keys_again(values, sources, given, course, checked)
     lengths = _lengths_again(sc, values, sources, course, checked.keys())
     return _derived(sc, values, sources, given, lengths, None if shape_changed else sc._shape)
+
+
+def _checked_only(sc: Scenario, checked: dict[str, Any]) -> Scenario | None:
+    """`changed` of keys of CHECKED_ONLY alone: the values set and checked against each other,
+    every other key as it was (resolution would derive each again from the same inputs); None
+    where the change would clear a key (`_cleared`), which the full path then derives again."""
+    values, sources = dict(sc.values), dict(sc.sources)
+    given = set(_given(sc)) | checked.keys()
+    values.update(checked)
+    sources.update(dict.fromkeys(checked, "--set"))
+    before = dict(values)
+    _cleared(values, sources, given, dict(course_checked()), checked)
+    if values != before:
+        return None
+    cross_check(values)
+    return sc.with_checked(checked, sources, given)
 
 
 def refusal(sc: Scenario, changes: Mapping[str, Any]) -> tuple[Scenario | None, str | None]:

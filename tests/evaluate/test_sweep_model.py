@@ -107,9 +107,9 @@ def test_points_differing_only_in_a_closed_form_key_share_one_evaluation(monkeyp
     calls = []
     real = sweep_points.point
 
-    def point(base, changes):
+    def point(base, changes, before=None):
         calls.append(dict(changes))
-        return real(base, changes)
+        return real(base, changes, before)
 
     monkeypatch.setattr(sweep_points, "point", point)
     axes = [sweep.parse_axis(t) for t in ("step_time=60:240:7", "tensor_parallel=1,2,4")]

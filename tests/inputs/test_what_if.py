@@ -59,6 +59,10 @@ CHANGES = [
     {"step_time": 60},
     {"full_attention_every": 1},
     {"model": "llama-3.1-8b"},
+    # the parameter counts alone: checked and set, nothing derived again (what_if.CHECKED_ONLY)
+    {"activated_params": 2_000_000_000, "total_params": 30_000_000_000},
+    {"activated_params": 5_000_000_000},
+    {"total_params": 1_000_000_000},
 ]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, replace
 
+from costmodel.lanes import as_float
 from costmodel.derive.numeric import RECOMPUTE_POLICIES
 
 KERNELS = ("eager", "flash", "math")
@@ -205,4 +206,4 @@ def as_number(x):
     """A float for numbers, the expression itself for SymPy expressions with free symbols."""
     if is_sympy(x):
         return x if x.free_symbols else float(x)
-    return float(x)
+    return as_float(x)

@@ -10,6 +10,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
+from costmodel.lanes import as_float, maximum
 from costmodel.derive import numeric
 from costmodel.evaluate.communication.comm_overlap import HIDE, ep_hide
 from costmodel.evaluate.communication.comm_placement import GROUPS, placement
@@ -62,8 +63,8 @@ def num(form, values: dict[str, float]) -> float:
     float `values` of its symbols (by name) as SymPy evaluates it with Floats; a number is
     itself."""
     if callable(form):
-        return float(form(values))
-    return float(form)
+        return as_float(form(values))
+    return as_float(form)
 
 
 @dataclass
@@ -127,7 +128,7 @@ class Table:
         if step_bytes <= 0:
             return
         latency = calls * call_latency(kind, size, g, spans) if self.latency else 0.0
-        seconds = calls * max(intra_part / self.intra, inter_part / self.inter) + latency
+        seconds = calls * maximum(intra_part / self.intra, inter_part / self.inter) + latency
         if self.seconds_only:
             self.rows.append(seconds)
             self.hides.append(HIDE[hide] if isinstance(hide, str) else hide)

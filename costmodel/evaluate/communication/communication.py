@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 
+from costmodel.lanes import as_float, is_lanes
 from costmodel.derive import numeric, plain
 from costmodel.errors import CostModelError
 from costmodel.evaluate.communication.comm_overlap import (  # noqa: F401 (re-exported: the overlap rules)
@@ -103,6 +104,8 @@ class Communication:
 
 
 def _whole(name: str, value, minimum: int = 1) -> int:
+    if is_lanes(value):  # a sweep's points, each checked as its scenario was resolved
+        return value
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise CostModelError(f"{name}: {value!r}; expected a whole number >= {minimum}")
     return value
@@ -114,6 +117,8 @@ def _is_number(value) -> bool:
 
 
 def _positive(name: str, value, allow_zero: bool = False) -> float:
+    if is_lanes(value):  # a sweep's points, each checked as its scenario was resolved
+        return value.astype(float)
     ok = _is_number(value)
     if not ok or value != value or value < 0 or (value == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
@@ -441,13 +446,13 @@ def _symbol_values(given: dict) -> dict[str, float]:
         "d_head": _positive("head_dim", head_dim),  # a shape built from keys: h / heads
         "d_hv": _positive("v_head_dim", head_dim if v_head_dim is None else v_head_dim),
         "N_exp": _positive("expert_params", expert_params, allow_zero=True),
-        "N_total": _positive("dense_params", given["dense_params"]) + float(expert_params),
+        "N_total": _positive("dense_params", given["dense_params"]) + as_float(expert_params),
         "n_mb": n_mb,
         "beta_g": _positive("grad_bytes", given["grad_bytes"]),
         "bytes_per_element": beta,
         "beta_dispatch": float(numeric.FP8_DISPATCH_BYTES) if given["fp8_dispatch"] else beta,
     }
-    return {name: float(value) for name, value in values.items()}
+    return {name: as_float(value) for name, value in values.items()}
 
 
 def _result(

@@ -13,6 +13,7 @@ import functools
 import math
 from typing import Any
 
+from costmodel.lanes import as_float, maximum
 from costmodel.derive import activations as act
 from costmodel.derive.memory import peak, phases
 from costmodel.derive.plain import model_state_bytes, optimizer_state_bytes, zero3_gathered_bytes
@@ -69,8 +70,8 @@ def split_params(shape: ModelShape, sc: Scenario) -> dict[str, float]:
     those of its trained MTP layers (stage.routed_experts)."""
     parts = shape.breakdown
     experts = stage.routed_experts(shape, sc.num_mtp_layers)
-    embedding, head = float(parts["embedding"]), float(parts["lm_head"])
-    dense = max(float(sc.total_params) - experts - embedding, 0.0)
+    embedding, head = as_float(parts["embedding"]), as_float(parts["lm_head"])
+    dense = maximum(as_float(sc.total_params) - experts - embedding, 0.0)
     if not shape.tie_word_embeddings:
         dense = max(dense - head, 0.0)
     return {"experts": experts, "embedding": embedding, "lm_head": head, "layers": dense}

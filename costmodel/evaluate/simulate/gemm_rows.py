@@ -5,6 +5,8 @@ the attention core are in ``evaluate.simulate.gemms``."""
 
 from __future__ import annotations
 
+from costmodel.lanes import is_lanes
+
 from costmodel.derive import plain
 from costmodel.inputs.shape import ModelShape
 
@@ -32,6 +34,8 @@ def gemm_row(
 
 
 def number(x):
+    if is_lanes(x):  # a sweep's points at once (costmodel.lanes)
+        return x
     return int(x) if float(x).is_integer() else float(x)
 
 

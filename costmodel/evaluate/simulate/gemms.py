@@ -61,6 +61,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, fields
 from typing import Any
 
+from costmodel.lanes import as_float
 from costmodel.derive import numeric, plain
 from costmodel.evaluate.simulate.gemm_rows import (
     gemm_row,
@@ -347,7 +348,7 @@ def model_gemms(
     element and `bound` against the scenario's machine balance."""
     sc = as_scenario(sc)
     layout = gemm_layout(sc)
-    seq = float(tokens_per_sequence or sc.seq_len)
+    seq = as_float(tokens_per_sequence or sc.seq_len)
     rows = _model_rows(sc, layout, micro_batch or sc.micro_batch, seq)
     _complete(rows, sc, layout, seq, sc.shape_source, beta)
     return [GemmRow(**row) for row in rows]
@@ -363,7 +364,7 @@ def weight_shapes(
     layout = gemm_layout(sc)
     tp, sequence_parallel = layout["tensor_parallel"], layout["sequence_parallel"]
     out = []
-    for row in _model_rows(sc, layout, micro_batch or sc.micro_batch, float(sc.seq_len)):
+    for row in _model_rows(sc, layout, micro_batch or sc.micro_batch, as_float(sc.seq_len)):
         if row["weights"]:
             _split(row, tp, sequence_parallel)
             out.append((row["key"], row["m"], row["n"], row["k"]))

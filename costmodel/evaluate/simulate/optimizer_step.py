@@ -4,6 +4,7 @@ arrays of layouts."""
 
 from __future__ import annotations
 
+from costmodel.lanes import as_float, maximum
 from costmodel.derive import plain
 from costmodel.evaluate.simulate import stage
 from costmodel.inputs.scenario import Scenario
@@ -17,7 +18,7 @@ def optimizer_bytes(sc: Scenario, shape: ModelShape) -> float:
     dp, cp = sc.data_parallel, sc.context_parallel
     etp = getattr(sc, "expert_tensor_parallel", None)  # the plan's layouts: None, ETP = TP
     experts = stage.routed_experts(shape, sc.num_mtp_layers)
-    dense = max(float(sc.total_params) - experts, 0.0)
+    dense = maximum(as_float(sc.total_params) - experts, 0.0)
     dense_gpu, experts_gpu = dense / (tp * pp), experts / ((tp if etp is None else etp) * pp * ep)
     if sc.zero_stage >= 1:
         dense_gpu /= dp * cp

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from costmodel.lanes import as_float, maximum
 from costmodel.derive import activations as act
 from costmodel.derive import numeric, plain
 from costmodel.evaluate.communication.communication import Communication, Compute, communication
@@ -390,7 +391,7 @@ def communication_args(sc: Scenario, shape: ModelShape) -> dict[str, Any]:
         num_kv_heads=shape.num_kv_heads,
         head_dim=shape.qk_head_dim,
         v_head_dim=shape.v_head_dim,
-        dense_params=max(float(sc.total_params) - experts, 1.0),
+        dense_params=maximum(as_float(sc.total_params) - experts, 1.0),
         expert_params=experts,
         micro_batches=max(1, math.ceil(micro_batches(sc) - 1e-9)),
         step_time=sc.step_time,

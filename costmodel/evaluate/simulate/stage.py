@@ -7,9 +7,9 @@ added one layer after another.
 Each formula of the models is written once, in plain arithmetic: the report calls it with one
 layout's numbers (without importing NumPy: a cold `costmodel report` stays cheap), the plan and
 the sweep with NumPy's arrays over many layouts. The few operations that differ between the two
-(`maximum`, `minimum`, `where`, the sum of a stage's layers) dispatch here on what they are given:
-NumPy's where one argument is its array, Python's otherwise; the floats are the same either way
-(IEEE arithmetic, one operation after another in the same order).
+(`maximum`, `minimum`, `where`: costmodel.lanes; the sum of a stage's layers, here) dispatch on
+what they are given: NumPy's where one argument is its array, Python's otherwise; the floats are
+the same either way (IEEE arithmetic, one operation after another in the same order).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import sys
 from collections import Counter
 
 from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
+from costmodel.lanes import as_float, maximum, minimum, numpy_of, where  # noqa: F401 (stage's names)
 from costmodel.inputs.stages import stage_split
 
 #: The most bytes an array over many layouts holds where its size grows with more than the
@@ -30,54 +31,26 @@ from costmodel.inputs.stages import stage_split
 CHUNK_BYTES = 32 * 2**20
 
 
-def _numpy(*values):
-    """NumPy, where one of `values` is its array (NumPy is then loaded), else None."""
-    np = sys.modules.get("numpy")
-    if np is not None and any(isinstance(value, np.ndarray) for value in values):
-        return np
-    return None
-
-
-def maximum(a, b):
-    """The larger of `a` and `b`, elementwise for arrays."""
-    np = _numpy(a, b)
-    return max(a, b) if np is None else np.maximum(a, b)
-
-
-def minimum(a, b):
-    """The smaller of `a` and `b`, elementwise for arrays."""
-    np = _numpy(a, b)
-    return min(a, b) if np is None else np.minimum(a, b)
-
-
-def where(condition, yes, no):
-    """`yes if condition else no`, elementwise for arrays."""
-    np = _numpy(condition, yes, no)
-    if np is None:
-        return yes if condition else no
-    return np.where(condition, yes, no)
-
-
 def layer_kinds(shape: ModelShape, mtp: int) -> tuple[tuple[str, str, int], ...]:
     """(mixer, mlp, count) of the model's layers in the order the kinds first appear, its `mtp`
     trained MTP layers (full attention) counted: the mixer `mla`, `attention` (full attention)
     or `gated_deltanet`, the MLP `moe` or `dense`."""
-    return _kinds_of(shape, mtp)
+    return _kinds_of(shape.layer_types, shape.moe_layer_flags, shape.mla, bool(shape.is_moe), mtp)
 
 
 @functools.lru_cache(maxsize=64)
-def _kinds_of(shape: ModelShape, mtp: int) -> tuple[tuple[str, str, int], ...]:
-    """`layer_kinds`, built once per shape (the plan's search asks for thousands of layouts of
-    one model)."""
+def _kinds_of(layer_types, moe_layer_flags, mla, is_moe, mtp) -> tuple[tuple[str, str, int], ...]:
+    """`layer_kinds`, built once per structure (the plan's search asks for thousands of layouts
+    of one model, the sweep for many widths of one structure)."""
     counts: dict[tuple[str, str], int] = {}
-    mixer_full = "mla" if shape.mla else "attention"
+    mixer_full = "mla" if mla else "attention"
     # counted in C (a model may have 100,000 layers), in the order the kinds first appear
-    for (layer_type, moe), n in Counter(zip(shape.layer_types, shape.moe_layer_flags)).items():
+    for (layer_type, moe), n in Counter(zip(layer_types, moe_layer_flags)).items():
         mixer = mixer_full if layer_type == FULL_ATTENTION else "gated_deltanet"
         key = (mixer, "moe" if moe else "dense")
         counts[key] = counts.get(key, 0) + n
     if mtp:
-        key = (mixer_full, "moe" if shape.is_moe else "dense")
+        key = (mixer_full, "moe" if is_moe else "dense")
         counts[key] = counts.get(key, 0) + mtp
     return tuple((mixer, mlp, n) for (mixer, mlp), n in counts.items())
 
@@ -86,7 +59,7 @@ def routed_experts(shape: ModelShape, mtp: int) -> float:
     """The routed experts' parameters: the model's layers' and those of its `mtp` trained MTP
     layers (an MoE model's MTP layer holds a routed-expert layer like its layers: DeepSeek-V3's
     11.3 B), split by EP as theirs are, not dense parameters on every GPU."""
-    experts = float(shape.breakdown["routed_experts_total"])
+    experts = as_float(shape.breakdown["routed_experts_total"])
     if mtp and shape.is_moe and experts:
         experts += experts / sum(shape.moe_layer_flags) * mtp
     return experts
@@ -134,7 +107,7 @@ def stage_sum(rows, runs: list[tuple[int, int]]):
     floats of adding them): `rows[k]` one layer of kind k, a dict of numbers, or NumPy's array
     [kind, figure, layout] for many layouts of one order of kinds (added by NumPy's accumulate,
     in blocks of at most CHUNK_BYTES, each starting from the sum so far: the same additions)."""
-    np = _numpy(rows)
+    np = numpy_of(rows)
     if np is None:
         keys = list(rows[0]) if rows else []
         totals = {}

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from costmodel.lanes import as_float
 from costmodel.derive import plain
 from costmodel.evaluate.simulate import attention_core, compute_time, run
 from costmodel.inputs.scenario import Scenario, as_scenario
@@ -118,7 +119,7 @@ def predict(
         comm = predicted_comm(sc, shape, computed)
     share = bubble_share(sc)
     parts = step_parts(computed, comm["exposed_seconds"], share)
-    parts = {name: float(parts.get(name, 0.0)) for name in PARTS}
+    parts = {name: as_float(parts.get(name, 0.0)) for name in PARTS}
     return {
         "seconds": sum(parts.values()),
         "parts": parts,
@@ -176,9 +177,9 @@ def account(prediction: dict[str, Any], measured: float | None) -> dict[str, Any
         if unexplained < 0:
             out["contradiction"] = (
                 f"the model predicts a longer step than was measured: {predicted:.4g} s "
-                f"against {measured:.4g} s ({-unexplained:.4g} s, {-unexplained / measured:.1%} "
-                f"longer): its parts are slower than this run was, or an input is not what the "
-                f"run had"
+                f"against {measured:.4g} s ({-unexplained:.4g} s more, {predicted / measured:.3g}x "
+                f"the measured step): its parts are slower than this run was, or an input is not "
+                f"what the run had"
             )
             for part in out["exceeding"]:
                 out["contradiction"] += (

@@ -29,9 +29,11 @@ from costmodel.derive import numeric
 from costmodel.evaluate.account import account
 from costmodel.evaluate.simulate import run, step_time
 from costmodel.evaluate.simulate.linear import linear_attention
+from costmodel.evaluate.sweep import sweep_lanes
 from costmodel.inputs import models, what_if
 from costmodel.inputs.resolution import params_contradiction
 from costmodel.inputs.scenario import RELAID_KEYS, Scenario
+from costmodel.lanes import as_float
 
 #: Keys that only the closed forms read (the measured step and throughput): points that differ
 #: in them alone share the step-time and memory models' evaluation (the exposed communication
@@ -58,19 +60,27 @@ MODEL_COLUMNS = (
 TEXT_COLUMNS = ("memory.peak_phase", "memory.fits")
 
 
-def point(base: Scenario, changes: dict[str, Any]) -> Scenario | str:
+def point(base: Scenario, changes: dict[str, Any], before: dict | None = None) -> Scenario | str:
     """The scenario of one sweep point (module docstring), or why the validator refuses it (its
     one-line message). The one place a sweep point is made: the one what-if path
-    (costmodel.inputs.what_if), asked again with the shape's parameter counts where they follow."""
+    (costmodel.inputs.what_if), asked again with the shape's parameter counts where they follow
+    (`before`: `base_counts(base)`, where the caller has it)."""
     sc, why = what_if.refusal(base, changes)
     if sc is not None:
-        follow = _params_of_shape(base, sc, changes)
+        follow = _params_of_shape(base, sc, changes, before)
         if follow:  # the counts alone changed again: the point's shape is kept
             sc, why = what_if.refusal(sc, follow)
     return sc if sc is not None else why
 
 
-def _params_of_shape(base: Scenario, sc: Scenario, changes: dict[str, Any]) -> dict[str, int]:
+def base_counts(base: Scenario) -> dict:
+    """The sweep scenario's shape's parameter counts, as a model config fills them in."""
+    return models.scenario_keys(base.shape, base.num_mtp_layers > 0)
+
+
+def _params_of_shape(
+    base: Scenario, sc: Scenario, changes: dict[str, Any], before: dict | None = None
+) -> dict[str, int]:
     """activated_params and total_params of the point's model shape where it is not the sweep
     scenario's and neither the team nor the point gives them (a model config fills them in so:
     models.scenario_keys); resolve alone keeps the course's N for another hidden_size."""
@@ -78,7 +88,7 @@ def _params_of_shape(base: Scenario, sc: Scenario, changes: dict[str, Any]) -> d
         return {}
     mtp = sc.num_mtp_layers > 0
     now = models.scenario_keys(sc.shape, mtp)
-    before = models.scenario_keys(base.shape, base.num_mtp_layers > 0)
+    before = before or base_counts(base)
     return {
         key: int(now[key])
         for key in PARAM_KEYS
@@ -102,7 +112,13 @@ class Evaluated:
 def evaluate_point(sc: Scenario, shape=None) -> Evaluated:
     """The models' figures of a resolved point (`shape`: the sweep scenario's, where the point
     changes only the layout)."""
-    shape = shape or sc.shape
+    return _finished(sc, _model_figures(sc, shape or sc.shape))
+
+
+def _model_figures(sc: Scenario, shape) -> tuple[list, Any, dict[str, Any]]:
+    """The account's arguments, the bound and the figures of `evaluate_point` that the formulas
+    give: numbers, or one per point where `sc` holds a group's points as lanes
+    (evaluate.sweep.sweep_lanes); `memory.fits` the comparison itself."""
     predicted_sc = sc if sc.step_time is not None else sc.replace(step_time=1.0)
     prediction = step_time.predict(predicted_sc, shape)
     memory = run.memory(sc, shape)
@@ -111,22 +127,41 @@ def evaluate_point(sc: Scenario, shape=None) -> Evaluated:
     numbers["F_lin"] = (linear or {}).get("flops_per_step") or 0.0
     if numbers.get("E") == 0:  # a dense model: tokens per expert is undefined (as the account)
         numbers["E"] = math.nan
-    predicted = sc.step_time is None
     figures = {
-        "scenario.activated_params": float(sc.activated_params),
-        "scenario.data_parallel": float(sc.data_parallel),
+        "scenario.activated_params": as_float(sc.activated_params),
+        "scenario.data_parallel": as_float(sc.data_parallel),
         "time.predicted_seconds": prediction["seconds"],
         **{f"time.parts.{k}.seconds": v for k, v in prediction["parts"].items()},
-        "memory.total": float(memory["total"]),
+        "memory.total": as_float(memory["total"]),
         "memory.peak_phase": str(memory["peak_phase"]),
-        "memory.fits": "true" if memory["fits"] else "false",
+        "memory.fits": memory["fits"],
     }
+    arguments = [as_float(numbers.get(name, math.nan)) for name in numeric.ACCOUNT_ARGS]
+    bound = account.gemm_peak(sc) / sc.peak_flops if sc.step_time is None else 1.0
+    return arguments, bound, figures
+
+
+def _finished(sc: Scenario, got: tuple[list, Any, dict[str, Any]]) -> Evaluated:
+    """One point's Evaluated from its `_model_figures` (numbers)."""
+    arguments, bound, figures = got
+    predicted = sc.step_time is None
+    figures = {**figures, "memory.fits": "true" if figures["memory.fits"] else "false"}
     return Evaluated(
-        arguments=[float(numbers.get(name, math.nan)) for name in numeric.ACCOUNT_ARGS],
-        bound=account.gemm_peak(sc) / sc.peak_flops if predicted else 1.0,
+        arguments=arguments,
+        bound=bound,
         figures=figures,
         contradiction=(params_contradiction(sc.values) or "") if predicted else "",
         scenario=sc,
+    )
+
+
+def _lane(got: tuple[list, Any, dict[str, Any]], lane: int) -> tuple[list, Any, dict[str, Any]]:
+    """A point's `_model_figures` out of its group's (sweep_lanes.at)."""
+    arguments, bound, figures = got
+    return (
+        [sweep_lanes.at(value, lane) for value in arguments],
+        sweep_lanes.at(bound, lane),
+        {name: sweep_lanes.at(value, lane) for name, value in figures.items()},
     )
 
 
@@ -153,14 +188,16 @@ def distinct_points(
         first, inverse = np.zeros(1, dtype=np.int64), np.zeros(size, dtype=np.int64)
     relaid = set(keys) <= RELAID_KEYS
     reasons: list[str] = []
-    evaluated: list[Evaluated | None] = []
+    resolved: list[Scenario] = []
+    before = base_counts(base)
     for index in first.tolist():
         changes = {key: varied[key][index].item() for key in keys}
-        got = point(base, changes)
-        if isinstance(got, str):
-            reasons.append(got)
-            evaluated.append(None)
-            continue
-        reasons.append("")
-        evaluated.append(evaluate_point(got, base.shape if relaid else None))
+        got = point(base, changes, before)
+        reasons.append(got if isinstance(got, str) else "")
+        if not isinstance(got, str):
+            resolved.append(got)
+    shapes = [base.shape if relaid else sc.shape for sc in resolved]
+    figures = sweep_lanes.evaluate(resolved, shapes, _model_figures, _lane)
+    done = iter(_finished(sc, got) for sc, got in zip(resolved, figures))
+    evaluated = [None if reason else next(done) for reason in reasons]
     return Points(inverse, reasons, evaluated)

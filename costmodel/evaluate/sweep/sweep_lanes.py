@@ -1,0 +1,242 @@
+"""A sweep's points evaluated many at once: the models' scalar code (evaluate.simulate.step_time,
+evaluate.simulate.run) run once on a scenario whose numbers that differ between the points are
+`Lanes`, a NumPy array of one value per point (costmodel.lanes: the dispatch the formulas use).
+
+Points are grouped by everything that is not a number (the strings, flags and nulls of their
+scenarios and model shapes, their layer pattern, where each value came from): a group's points
+differ only in numbers, and its scenario and model shape are stacked into one (`stack`). Where
+the code branches on numbers the lanes do not agree on (`Diverge`), the group is split by each
+lane's answer and each side evaluated again; a group of one point, or one the lanes cannot run
+(a number used as a key), is evaluated point by point (`sweep_points.evaluate_point`). Either
+way each point's figures are those of the same formulas: IEEE arithmetic, one operation after
+another in the same order, so a point's figures equal the report's (tests/evaluate/
+test_sweep_model.py); an integer that differs between points is carried as a float64 (no
+overflow of NumPy's int64 where Python's int would grow).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Callable
+
+import numpy as np
+
+from costmodel.inputs.scenario import CONVENTION_KEYS, LAYOUT_KEYS, Conventions, Layout, Scenario
+from costmodel.inputs.shape import ModelShape
+from costmodel.lanes import Diverge
+
+#: The fewest points a group evaluates on lanes (fewer: point by point, as cheap).
+MIN_LANES = 3
+
+
+class Lanes(np.ndarray):
+    """A 1-d array of one number per point whose truth, float, int and index are its lanes' one
+    value, else Diverge; `+=` and the like make a new array (scalar code's `x += y` never
+    changes an array another figure holds)."""
+
+    is_lanes = True
+
+    def __bool__(self) -> bool:
+        answers = self.view(np.ndarray).astype(bool)
+        if answers.all():
+            return True
+        if not answers.any():
+            return False
+        raise Diverge(answers)
+
+    def one(self):
+        """The lanes' value where they all hold it, else Diverge (each lane: equal to the
+        first)."""
+        values = self.view(np.ndarray)
+        same = values == values[0]
+        if same.all():
+            return values[0].item()
+        raise Diverge(same)
+
+    def __float__(self) -> float:
+        return float(self.one())
+
+    def __int__(self) -> int:
+        return int(self.one())
+
+    def __index__(self) -> int:
+        return int(self.one())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __ceil__(self):
+        return np.ceil(self)
+
+    def __floor__(self):
+        return np.floor(self)
+
+    def __format__(self, spec: str) -> str:
+        values = self.view(np.ndarray)
+        if (values == values[0]).all():
+            return format(values[0].item(), spec)
+        return f"{format(values.min().item(), spec)}..{format(values.max().item(), spec)}"
+
+    def __iadd__(self, other):
+        return self + other
+
+    def __isub__(self, other):
+        return self - other
+
+    def __imul__(self, other):
+        return self * other
+
+    def __itruediv__(self, other):
+        return self / other
+
+    def __ifloordiv__(self, other):
+        return self // other
+
+    def __ipow__(self, other):
+        return self**other
+
+
+def lanes(values) -> Lanes:
+    """`values`, one number per point, as Lanes (integers as float64)."""
+    array = np.asarray(values)
+    if array.dtype.kind in "iub":
+        array = array.astype(np.float64)
+    return array.view(Lanes)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_NUMBERS = (int, float)
+_ITSELF = (str, bool, type(None), frozenset)
+_ITSELF_SET = frozenset(_ITSELF)
+
+
+def signature(value) -> Any:
+    """What must be equal for points to share lanes: the value itself, but a number's type only
+    (a tuple's or a mapping's, element by element)."""
+    kind = type(value)
+    if kind in _NUMBERS:
+        return kind
+    if kind in _ITSELF:
+        return value
+    if kind is tuple or kind is list:
+        return (kind, _flat(value))
+    if isinstance(value, Mapping):
+        return tuple((key, signature(item)) for key, item in value.items())
+    return id(value)  # an object (the lengths summarized): the same one
+
+
+def _stacked(values: list) -> Any:
+    """One value per point stacked: the value where all hold it, lanes of numbers, a tuple of
+    the stacked elements."""
+    first = values[0]
+    if all(type(v) is type(first) and v == first for v in values):
+        return first
+    if _is_number(first):
+        return lanes(values)
+    if isinstance(first, tuple):
+        return tuple(_stacked(list(column)) for column in zip(*values))
+    raise TypeError(f"cannot stack {type(first).__name__} values")  # signature() kept them apart
+
+
+def _record(objects: list, cls):
+    fields = {
+        f.name: _stacked([getattr(o, f.name) for o in objects]) for f in dataclasses.fields(cls)
+    }
+    out = object.__new__(cls)
+    out.__dict__.update(fields)
+    return out
+
+
+def stack(scenarios: list[Scenario], shapes: list[ModelShape]) -> tuple[Scenario, ModelShape]:
+    """One scenario and one model shape for points alike (same `key`): each number the points
+    differ in, lanes."""
+    shape = _record(shapes, ModelShape)
+    first = scenarios[0]
+    values = {key: _stacked([sc.values[key] for sc in scenarios]) for key in first.values}
+    out = object.__new__(Scenario)
+    out.__dict__.update(first.__dict__)
+    out.__dict__.update(values)
+    out.__dict__["values"] = MappingProxyType(values)
+    out.__dict__["layout"] = Layout(**{key: values[key] for key in LAYOUT_KEYS})
+    out.__dict__["conventions"] = Conventions(**{key: values[key] for key in CONVENTION_KEYS})
+    out.__dict__["_shape"] = (shape, first.shape_source)
+    return out, shape
+
+
+def key(sc: Scenario, shape: ModelShape) -> tuple:
+    """The points that may share lanes share this: everything of the scenario that is not a
+    number, where each key came from, and the model shape's names, flags and layer pattern (a
+    group whose shapes still differ in more than numbers cannot be stacked: its points are
+    evaluated one by one)."""
+    values = tuple(sc.values.values())
+    return (
+        tuple(map(type, values)),
+        _flat(value for value in values if type(value) not in _NUMBERS),
+        tuple(sc.sources.items()),
+        tuple(v for v in shape.__dict__.values() if type(v) in _ITSELF),
+        shape.layer_types,
+        shape.moe_layer_flags,
+        sc.shape_source,
+        id(sc.lengths),
+    )
+
+
+def _flat(values) -> tuple:
+    """`signature` of each value (the common kinds inline: a record has dozens of values, a
+    layer pattern as many as the layers)."""
+    values = tuple(values)
+    kinds = set(map(type, values))
+    if kinds <= _ITSELF_SET:  # names and flags alone: themselves
+        return values
+    return tuple(
+        kind if kind in _NUMBERS else value if kind in _ITSELF else signature(value)
+        for value, kind in zip(values, map(type, values))
+    )
+
+
+def evaluate(
+    scenarios: list[Scenario],
+    shapes: list[ModelShape],
+    each: Callable[[Scenario, ModelShape], Any],
+    split: Callable[[Any, int], Any],
+) -> list:
+    """`each(sc, shape)` of every point: the points of a group (`key`) at once on lanes and
+    `split(result, i)` giving lane i's, else point by point (module docstring)."""
+    out: list = [None] * len(scenarios)
+    groups: dict[tuple, list[int]] = {}
+    for i, (sc, shape) in enumerate(zip(scenarios, shapes)):
+        groups.setdefault(key(sc, shape), []).append(i)
+    pending = list(groups.values())
+    while pending:
+        members = pending.pop()
+        if len(members) < MIN_LANES:
+            for i in members:
+                out[i] = each(scenarios[i], shapes[i])
+            continue
+        try:
+            sc, shape = stack([scenarios[i] for i in members], [shapes[i] for i in members])
+            result = each(sc, shape)
+        except Diverge as diverged:
+            mask = np.asarray(diverged.mask, dtype=bool)
+            pending.append([i for i, yes in zip(members, mask.tolist()) if yes])
+            pending.append([i for i, yes in zip(members, mask.tolist()) if not yes])
+            continue
+        except TypeError:  # shapes that differ in more than numbers, or a number the lanes
+            # cannot stand for (a key, a cache's argument): point by point
+            for i in members:
+                out[i] = each(scenarios[i], shapes[i])
+            continue
+        for lane, i in enumerate(members):
+            out[i] = split(result, lane)
+    return out
+
+
+def at(value, lane: int):
+    """Lane `lane` of a value of a lanes evaluation: a number where it is lanes, else itself."""
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return value[lane].item()
+    return value
