@@ -28,8 +28,8 @@ it on numbers (no NumPy is imported), the plan's search on NumPy arrays of shape
 
 from __future__ import annotations
 
-from costmodel.inputs import hardware
 from costmodel import lanes
+from costmodel.inputs import hardware
 
 #: The thread-block tiles (Tm, Tn) a cuBLAS GEMM chooses among.
 TILES = ((256, 128), (128, 256), (128, 128), (256, 64), (64, 256), (128, 64), (64, 128), (64, 64))

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import copy
 
-from costmodel.lanes import as_float, is_lanes
 from costmodel.derive import numeric, plain
 from costmodel.errors import CostModelError
 from costmodel.evaluate.communication.comm_overlap import (  # noqa: F401 (re-exported: the overlap rules)
@@ -59,6 +58,7 @@ from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import COMMUNICATION_ASSUMPTIONS
 from costmodel.inputs.fields import EP_OVERLAPS
 from costmodel.inputs.layout import check_ep_overlap
+from costmodel.lanes import as_float, is_lanes
 from costmodel.records import frozen_dataclass
 
 #: The CP communication types (Megatron-LM's --cp-comm-type; its `allgather` is all_gather).

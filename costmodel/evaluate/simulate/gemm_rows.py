@@ -5,10 +5,9 @@ the attention core are in ``evaluate.simulate.gemms``."""
 
 from __future__ import annotations
 
-from costmodel.lanes import is_lanes
-
 from costmodel.derive import plain
 from costmodel.inputs.shape import ModelShape
+from costmodel.lanes import is_lanes
 
 
 def gemm_row(

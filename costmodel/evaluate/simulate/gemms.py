@@ -61,7 +61,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, fields
 from typing import Any
 
-from costmodel.lanes import as_float
 from costmodel.derive import numeric, plain
 from costmodel.evaluate.simulate.gemm_rows import (
     gemm_row,
@@ -73,6 +72,7 @@ from costmodel.evaluate.simulate.gemm_rows import (
 )
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
+from costmodel.lanes import as_float
 from costmodel.records import frozen_dataclass
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from costmodel.lanes import as_float, maximum
 from costmodel.derive import activations as act
 from costmodel.derive import numeric, plain
 from costmodel.evaluate.communication.communication import Communication, Compute, communication
@@ -37,6 +36,7 @@ from costmodel.evaluate.simulate import attention_core, compute_time, stage
 from costmodel.inputs import attention_kernels, frameworks, hardware, what_if
 from costmodel.inputs.scenario import Scenario, as_scenario, recompute_fractions
 from costmodel.inputs.shape import ModelShape
+from costmodel.lanes import as_float, maximum
 
 #: What the compute a collective hides behind is (communication.compute.basis).
 COMPUTE_BASIS = (

@@ -17,12 +17,17 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
-import sys
 from collections import Counter
 
 from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
-from costmodel.lanes import as_float, maximum, minimum, numpy_of, where  # noqa: F401 (stage's names)
 from costmodel.inputs.stages import stage_split
+from costmodel.lanes import (  # noqa: F401 (stage's names)
+    as_float,
+    maximum,
+    minimum,
+    numpy_of,
+    where,
+)
 
 #: The most bytes an array over many layouts holds where its size grows with more than the
 #: layouts (a few such arrays are alive at once): a stage's layers in `stage_sum` (55,440 layers

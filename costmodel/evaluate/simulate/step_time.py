@@ -31,11 +31,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from costmodel.lanes import as_float
 from costmodel.derive import plain
 from costmodel.evaluate.simulate import attention_core, compute_time, run
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
+from costmodel.lanes import as_float
 
 #: The parts of a step, in the order the report shows them.
 PARTS = (
