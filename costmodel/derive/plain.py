@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from costmodel.lanes import as_float, is_lanes, maximum, minimum
+from costmodel.derive.lanes import as_float, is_lanes, maximum, minimum
 
 
 def _numeric():
@@ -201,7 +201,7 @@ def fractions(
 
 def _number(x):
     """x as SymPy would take it: an int stays exact, anything else a float (lanes as they
-    are: costmodel.lanes)."""
+    are: costmodel.derive.lanes)."""
     if isinstance(x, int) and not isinstance(x, bool) or is_lanes(x):
         return x
     return as_float(x)

@@ -28,7 +28,7 @@ it on numbers (no NumPy is imported), the plan's search on NumPy arrays of shape
 
 from __future__ import annotations
 
-from costmodel import lanes
+from costmodel.derive import lanes
 from costmodel.inputs import hardware
 
 #: The thread-block tiles (Tm, Tn) a cuBLAS GEMM chooses among.

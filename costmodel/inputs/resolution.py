@@ -228,3 +228,20 @@ def params_contradiction(
         f"the model shape whose GEMMs the step-time model times ({where}): set activated_params "
         f"to it, set the shape keys or model: to the run's model{', or ' + remedy if remedy else ''}"
     )
+
+
+def check_offload(values: dict[str, Any]) -> None:
+    """cpu_offload_layers as Megatron-LM's TransformerConfig allows --cpu-offloading-num-layers:
+    fewer than the model's layers, without recompute and without a pipeline."""
+    n = values["cpu_offload_layers"]
+    if not n:
+        return
+    if n >= values["num_layers"]:
+        allowed = (
+            f"fewer than the model's {values['num_layers']} layers (the last stays on the GPU)"
+        )
+        raise layout_error("cpu_offload_layers", n, allowed)
+    for key, only in (("recompute", "none"), ("pipeline_parallel", 1)):
+        if values[key] != only:
+            allowed = f"0 with {key} {values[key]} (Megatron-LM offloads only with {key} {only})"
+            raise layout_error("cpu_offload_layers", n, allowed)

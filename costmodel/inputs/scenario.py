@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from costmodel.derive import numeric
+from costmodel.derive.lanes import as_float
 from costmodel.errors import CostModelError  # noqa: F401 (re-exported: callers catch it here)
 from costmodel.inputs import attention_kernels, hardware, what_if
 from costmodel.inputs.fields import (  # noqa: F401 (the scenario's names, imported from here)
@@ -45,11 +46,10 @@ from costmodel.inputs.layout import (  # noqa: F401
     shape_of,
 )
 from costmodel.inputs.lengths import Lengths
-from costmodel.inputs.model_shape import (
-    scenario_shape,
-)
+from costmodel.inputs.model_shape import scenario_shape
 from costmodel.inputs.resolution import (  # noqa: F401
     check_mean_with_lengths,
+    check_offload,
     check_shape_keys,
     cross_check,
     derive,
@@ -355,34 +355,28 @@ class Scenario:
         unknown = changes.keys() - RELAID_KEYS
         if unknown:
             raise ValueError(f"relaid: {sorted(unknown)} are not layout keys")
-        new = object.__new__(Scenario)
-        fields = dict(self.__dict__)
-        fields.update(changes)
-        values = dict(self.values)
-        values.update(changes)
-        fields["values"] = MappingProxyType(values)
-        fields["layout"] = Layout(**{key: values[key] for key in LAYOUT_KEYS})
-        fields["conventions"] = Conventions(**{key: values[key] for key in CONVENTION_KEYS})
-        new.__dict__.update(fields)
-        return new
+        return self._copied(changes, relayout=True)
 
-    def with_checked(
-        self, changes: Mapping[str, Any], sources: Mapping[str, str], given: Any
-    ) -> Scenario:
+    def with_checked(self, changes: Mapping[str, Any], sources, given) -> Scenario:
         """A copy with `changes` of keys that no other key is derived from and neither the
         layout nor the conventions hold (what_if.CHECKED_ONLY, checked by the caller), the
         sources and given keys as stated: the fields copied, the model shape kept."""
-        held = changes.keys() & (set(LAYOUT_KEYS) | set(CONVENTION_KEYS))
-        if held:
-            raise ValueError(f"with_checked: {sorted(held)} are held by the layout or conventions")
+        if changes.keys() & (set(LAYOUT_KEYS) | set(CONVENTION_KEYS)):
+            raise ValueError(f"with_checked: {sorted(changes)} holds a layout or convention key")
+        return self._copied(
+            changes, sources=MappingProxyType(dict(sources)), given=frozenset(given)
+        )
+
+    def _copied(self, changes: Mapping[str, Any], relayout: bool = False, **fields) -> Scenario:
+        """The fields copied with `changes` (and `fields`), the values rebuilt, the layout and
+        conventions too where `relayout`, the model shape kept."""
         new = object.__new__(Scenario)
-        fields = dict(self.__dict__)
-        fields.update(changes)
-        values = dict(self.values)
-        values.update(changes)
+        fields = {**self.__dict__, **changes, **fields}
+        values = {**self.values, **changes}
         fields["values"] = MappingProxyType(values)
-        fields["sources"] = MappingProxyType(dict(sources))
-        fields["given"] = frozenset(given)
+        if relayout:
+            fields["layout"] = Layout(**{key: values[key] for key in LAYOUT_KEYS})
+            fields["conventions"] = Conventions(**{key: values[key] for key in CONVENTION_KEYS})
         new.__dict__.update(fields)
         return new
 
@@ -424,8 +418,8 @@ class Scenario:
             for key, name in SYMBOL_OF_KEY.items()
             if self.values.get(key) is not None
         }
-        out["r"] = float(self.values["recompute_weights_fraction"])
-        out["r_core"] = float(self.values["recompute_core_fraction"])
+        out["r"] = as_float(self.values["recompute_weights_fraction"])
+        out["r_core"] = as_float(self.values["recompute_core_fraction"])
         out["a_sq"] = float(numeric.SQUARE_FRACTION[self.values["attention_flops"]])
         kind = attention_kernels.KIND[self.values["attention_kernel"]]
         out["kappa"] = float(numeric.KERNEL_BACKWARD_OVER_FORWARD[kind])
@@ -470,23 +464,6 @@ def as_scenario(given: Scenario) -> Scenario:
         f"expected a resolved Scenario (costmodel.inputs.scenario.resolve; a changed copy: "
         f"Scenario.replace), got {type(given).__name__}"
     )
-
-
-def check_offload(values: dict[str, Any]) -> None:
-    """cpu_offload_layers as Megatron-LM's TransformerConfig allows --cpu-offloading-num-layers:
-    fewer than the model's layers, without recompute and without a pipeline."""
-    n = values["cpu_offload_layers"]
-    if not n:
-        return
-    if n >= values["num_layers"]:
-        allowed = (
-            f"fewer than the model's {values['num_layers']} layers (the last stays on the GPU)"
-        )
-        raise layout_error("cpu_offload_layers", n, allowed)
-    for key, plain in (("recompute", "none"), ("pipeline_parallel", 1)):
-        if values[key] != plain:
-            allowed = f"0 with {key} {values[key]} (Megatron-LM offloads only with {key} {plain})"
-            raise layout_error("cpu_offload_layers", n, allowed)
 
 
 def resolve(

@@ -7,8 +7,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, replace
 
+from costmodel.derive.lanes import as_float
 from costmodel.derive.numeric import RECOMPUTE_POLICIES
-from costmodel.lanes import as_float
 
 KERNELS = ("eager", "flash", "math")
 ELEMENTWISE = ("eager", "fused")

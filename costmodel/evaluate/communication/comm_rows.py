@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass, field
 
 from costmodel.derive import numeric
+from costmodel.derive.lanes import as_float, maximum
 from costmodel.evaluate.communication.comm_overlap import HIDE, ep_hide
 from costmodel.evaluate.communication.comm_placement import GROUPS, placement
 from costmodel.inputs.hardware import NCCL_LATENCY
-from costmodel.lanes import as_float, maximum
 from costmodel.records import frozen_dataclass
 
 

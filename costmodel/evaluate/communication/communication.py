@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 
 from costmodel.derive import numeric, plain
+from costmodel.derive.lanes import as_float, is_lanes
 from costmodel.errors import CostModelError
 from costmodel.evaluate.communication.comm_overlap import (  # noqa: F401 (re-exported: the overlap rules)
     OVERLAP,
@@ -58,7 +59,6 @@ from costmodel.inputs import hardware
 from costmodel.inputs.assumptions import COMMUNICATION_ASSUMPTIONS
 from costmodel.inputs.fields import EP_OVERLAPS
 from costmodel.inputs.layout import check_ep_overlap
-from costmodel.lanes import as_float, is_lanes
 from costmodel.records import frozen_dataclass
 
 #: The CP communication types (Megatron-LM's --cp-comm-type; its `allgather` is all_gather).

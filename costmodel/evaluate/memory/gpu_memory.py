@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from costmodel.derive import activations as act
+from costmodel.derive.lanes import as_float, maximum
 from costmodel.derive.memory import peak, phases
 from costmodel.derive.plain import model_state_bytes, optimizer_state_bytes, zero3_gathered_bytes
 from costmodel.evaluate.memory.pipeline import (
@@ -28,7 +29,6 @@ from costmodel.inputs.assumptions import assumed
 from costmodel.inputs.layout import expert_split
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
-from costmodel.lanes import as_float, maximum
 
 #: What the memory model counts, and what it leaves out (in the JSON as memory.convention).
 MEMORY_CONVENTION = (

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from costmodel import lanes
 from costmodel.derive import activations, numeric, plain
 from costmodel.evaluate.memory import gpu_memory
 from costmodel.evaluate.simulate import kernels, optimizer_step, stage
@@ -133,7 +132,7 @@ def row_efficiencies(sc: Scenario) -> dict[str, float]:
     }
 
 
-def shaped_efficiency(sc: Scenario, eff: dict, key: str, mnk, groups, minimum=lanes.minimum):
+def shaped_efficiency(sc: Scenario, eff: dict, key: str, mnk, groups, minimum=stage.minimum):
     """The efficiency a weight GEMM row of shape `mnk` runs at (costmodel.inputs.gemm_efficiency:
     tile and wave quantization over the GPU's SMs and the size ramp, under the generation's
     large-GEMM efficiency), a routed expert's row grouped with the `groups` experts the GPU

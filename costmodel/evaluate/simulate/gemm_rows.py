@@ -6,8 +6,8 @@ the attention core are in ``evaluate.simulate.gemms``."""
 from __future__ import annotations
 
 from costmodel.derive import plain
+from costmodel.derive.lanes import is_lanes
 from costmodel.inputs.shape import ModelShape
-from costmodel.lanes import is_lanes
 
 
 def gemm_row(
@@ -33,7 +33,7 @@ def gemm_row(
 
 
 def number(x):
-    if is_lanes(x):  # a sweep's points at once (costmodel.lanes)
+    if is_lanes(x):  # a sweep's points at once (costmodel.derive.lanes)
         return x
     return int(x) if float(x).is_integer() else float(x)
 

@@ -62,6 +62,7 @@ from dataclasses import asdict, fields
 from typing import Any
 
 from costmodel.derive import numeric, plain
+from costmodel.derive.lanes import as_float
 from costmodel.evaluate.simulate.gemm_rows import (
     gemm_row,
     head_rows,
@@ -72,7 +73,6 @@ from costmodel.evaluate.simulate.gemm_rows import (
 )
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
-from costmodel.lanes import as_float
 from costmodel.records import frozen_dataclass
 
 

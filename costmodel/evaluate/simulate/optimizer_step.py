@@ -5,10 +5,10 @@ arrays of layouts."""
 from __future__ import annotations
 
 from costmodel.derive import plain
+from costmodel.derive.lanes import as_float, maximum
 from costmodel.evaluate.simulate import stage
 from costmodel.inputs.scenario import Scenario
 from costmodel.inputs.shape import ModelShape
-from costmodel.lanes import as_float, maximum
 
 
 def optimizer_bytes(sc: Scenario, shape: ModelShape) -> float:

@@ -17,6 +17,7 @@ from typing import Any
 
 from costmodel.derive import activations as act
 from costmodel.derive import numeric, plain
+from costmodel.derive.lanes import as_float, maximum
 from costmodel.evaluate.communication.communication import Communication, Compute, communication
 from costmodel.evaluate.memory.gpu_memory import (  # noqa: F401 (re-exported: the memory model)
     MEMORY_CONVENTION,
@@ -36,7 +37,6 @@ from costmodel.evaluate.simulate import attention_core, compute_time, stage
 from costmodel.inputs import attention_kernels, frameworks, hardware, what_if
 from costmodel.inputs.scenario import Scenario, as_scenario, recompute_fractions
 from costmodel.inputs.shape import ModelShape
-from costmodel.lanes import as_float, maximum
 
 #: What the compute a collective hides behind is (communication.compute.basis).
 COMPUTE_BASIS = (

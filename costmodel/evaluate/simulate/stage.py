@@ -7,7 +7,7 @@ added one layer after another.
 Each formula of the models is written once, in plain arithmetic: the report calls it with one
 layout's numbers (without importing NumPy: a cold `costmodel report` stays cheap), the plan and
 the sweep with NumPy's arrays over many layouts. The few operations that differ between the two
-(`maximum`, `minimum`, `where`: costmodel.lanes; the sum of a stage's layers, here) dispatch on
+(`maximum`, `minimum`, `where`: costmodel.derive.lanes; the sum of a stage's layers, here) dispatch on
 what they are given: NumPy's where one argument is its array, Python's otherwise; the floats are
 the same either way (IEEE arithmetic, one operation after another in the same order).
 """
@@ -19,15 +19,15 @@ import itertools
 import operator
 from collections import Counter
 
-from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
-from costmodel.inputs.stages import stage_split
-from costmodel.lanes import (  # noqa: F401 (stage's names)
+from costmodel.derive.lanes import (  # noqa: F401 (stage's names)
     as_float,
     maximum,
     minimum,
     numpy_of,
     where,
 )
+from costmodel.inputs.shape import FULL_ATTENTION, ModelShape
+from costmodel.inputs.stages import stage_split
 
 #: The most bytes an array over many layouts holds where its size grows with more than the
 #: layouts (a few such arrays are alive at once): a stage's layers in `stage_sum` (55,440 layers

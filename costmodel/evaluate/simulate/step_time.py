@@ -32,10 +32,10 @@ from __future__ import annotations
 from typing import Any
 
 from costmodel.derive import plain
+from costmodel.derive.lanes import as_float
 from costmodel.evaluate.simulate import attention_core, compute_time, run
 from costmodel.inputs.scenario import Scenario, as_scenario
 from costmodel.inputs.shape import ModelShape
-from costmodel.lanes import as_float
 
 #: The parts of a step, in the order the report shows them.
 PARTS = (

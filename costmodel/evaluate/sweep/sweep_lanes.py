@@ -1,6 +1,6 @@
 """A sweep's points evaluated many at once: the models' scalar code (evaluate.simulate.step_time,
 evaluate.simulate.run) run once on a scenario whose numbers that differ between the points are
-`Lanes`, a NumPy array of one value per point (costmodel.lanes: the dispatch the formulas use).
+`Lanes`, a NumPy array of one value per point (costmodel.derive.lanes: the dispatch the formulas use).
 
 Points are grouped by everything that is not a number (the strings, flags and nulls of their
 scenarios and model shapes, their layer pattern, where each value came from): a group's points
@@ -23,9 +23,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from costmodel.derive.lanes import Diverge
 from costmodel.inputs.scenario import CONVENTION_KEYS, LAYOUT_KEYS, Conventions, Layout, Scenario
 from costmodel.inputs.shape import ModelShape
-from costmodel.lanes import Diverge
 
 #: The fewest points a group evaluates on lanes (fewer: point by point, as cheap).
 MIN_LANES = 3

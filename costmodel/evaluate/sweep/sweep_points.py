@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from costmodel.derive import numeric
+from costmodel.derive.lanes import as_float
 from costmodel.evaluate.account import account
 from costmodel.evaluate.simulate import run, step_time
 from costmodel.evaluate.simulate.linear import linear_attention
@@ -33,7 +34,6 @@ from costmodel.evaluate.sweep import sweep_lanes
 from costmodel.inputs import models, what_if
 from costmodel.inputs.resolution import params_contradiction
 from costmodel.inputs.scenario import RELAID_KEYS, Scenario
-from costmodel.lanes import as_float
 
 #: Keys that only the closed forms read (the measured step and throughput): points that differ
 #: in them alone share the step-time and memory models' evaluation (the exposed communication
