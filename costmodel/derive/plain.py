@@ -50,7 +50,7 @@ def gemm_seconds(
     e: float,
     e_m: float,
     beta=2,
-    maximum=max,
+    maximum=maximum,
 ) -> float:
     """gemm_time for numbers (a step has thousands of GEMMs: no SymPy per call; the tests
     check it against the form); `maximum`: NumPy's for arrays of GEMMs (the plan's search)."""

@@ -112,8 +112,15 @@ def shape_from_keys(values: Mapping[str, Any]) -> tuple[ModelShape, str]:
     layer_types = ((LINEAR_ATTENTION,) * (every - 1) + (FULL_ATTENTION,)) * (layers // every) + (
         LINEAR_ATTENTION,
     ) * (layers % every)
-    base = Base(
-        "scenario keys", hidden, layers, values["vocab_size"], heads, kv_heads, False, layer_types
+    base = Base(  # by keyword: a record's quicker path (a sweep builds thousands)
+        family="scenario keys",
+        hidden=hidden,
+        num_layers=layers,
+        vocab=values["vocab_size"],
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        tie=False,
+        layer_types=layer_types,
     )
     kv_width = width * kv_heads / heads  # kv_heads x the head width
     attn = Attention(
@@ -129,7 +136,7 @@ def shape_from_keys(values: Mapping[str, Any]) -> tuple[ModelShape, str]:
     mlp = _mlp_from_keys(values, assumed_notes)
     if base.n_linear:
         assumed_notes.append("linear-attention projections unknown, left out")
-    shape = build_shape("scenario keys", base, Parts(attn, mlp))
+    shape = build_shape("scenario keys", base, Parts(attention=attn, mlp=mlp))
     note = "scenario keys" + ("; assumed: " + ", ".join(assumed_notes) if assumed_notes else "")
     return shape, note
 
@@ -156,7 +163,7 @@ def _mlp_from_keys(values: Mapping[str, Any], notes: list[str]) -> Mlp:
     gated = activation == "swiglu"
     act = "silu" if gated else "gelu"
     if not experts:
-        return Mlp(flags, ffn or 0, gated=gated, activation=act)
+        return Mlp(moe_flags=flags, intermediate=ffn or 0, gated=gated, activation=act)
     expert = values.get("moe_ffn_hidden_size")
     if expert is None:
         expert = loaded_shape(COURSE_MODEL)[0].moe_intermediate_size
@@ -166,12 +173,12 @@ def _mlp_from_keys(values: Mapping[str, Any], notes: list[str]) -> Mlp:
         shared = 0
         notes.append("no shared expert")
     return Mlp(
-        flags,
-        ffn or 0,
-        experts,
-        values["experts_per_token"],
-        expert,
-        shared * expert,
+        moe_flags=flags,
+        intermediate=ffn or 0,
+        num_experts=experts,
+        k=values["experts_per_token"],
+        moe_inter=expert,
+        shared_inter=shared * expert,
         gated=gated,
         activation=act,
     )

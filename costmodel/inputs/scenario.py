@@ -130,6 +130,7 @@ DERIVED_KEYS = (
 )
 #: Every key of a resolved scenario.
 KEYS = (*FIELDS, *DERIVED_KEYS)
+_KEY_SET = frozenset(KEYS)  # (`Scenario.from_values`: every key and no other)
 #: The keys of Scenario.conventions.
 CONVENTION_KEYS = (
     "attention_flops",
@@ -305,15 +306,17 @@ class Scenario:
 
     def __post_init__(self) -> None:
         order = self.key_order or KEYS
-        values = {key: getattr(self, key) for key in order}
-        setattr_ = object.__setattr__
-        setattr_(self, "values", MappingProxyType(values))
-        setattr_(self, "sources", MappingProxyType(dict(self.sources)))
-        setattr_(self, "given", frozenset(self.given))
-        setattr_(self, "layout", Layout(**{key: values[key] for key in LAYOUT_KEYS}))
-        conventions = {key: values[key] for key in CONVENTION_KEYS}
-        setattr_(self, "conventions", Conventions(**conventions))
-        setattr_(self, "gpu_spec", hardware.GPUS[self.gpu])
+        self._finish({key: getattr(self, key) for key in order}, self.sources, self.given)
+
+    def _finish(self, values: dict[str, Any], sources: Mapping[str, str], given: Any) -> None:
+        """The fields made from the values (in order), sources and given keys; the GPU's."""
+        state = self.__dict__
+        state["values"] = MappingProxyType(values)
+        state["sources"] = MappingProxyType(dict(sources))
+        state["given"] = frozenset(given)
+        state["layout"] = Layout(**{key: values[key] for key in LAYOUT_KEYS})
+        state["conventions"] = Conventions(**{key: values[key] for key in CONVENTION_KEYS})
+        state["gpu_spec"] = hardware.GPUS[values["gpu"]]
 
     @classmethod
     def from_values(
@@ -324,7 +327,13 @@ class Scenario:
         given: Any = (),
     ) -> Scenario:
         """The Scenario of resolved `values` (every key of KEYS), keeping their order; `given`:
-        the keys the team gave."""
+        the keys the team gave. Its fields set at once (a sweep makes thousands), as
+        `Scenario(**values, ...)` does, which a key missing or unknown is left to (its error)."""
+        if cls is Scenario and values.keys() == _KEY_SET:
+            new = object.__new__(cls)
+            new.__dict__.update(values, lengths=lengths, key_order=tuple(values))
+            new._finish(dict(values), sources or {}, given)
+            return new
         return cls(
             **values,
             sources=dict(sources or {}),
@@ -356,16 +365,6 @@ class Scenario:
         if unknown:
             raise ValueError(f"relaid: {sorted(unknown)} are not layout keys")
         return self._copied(changes, relayout=True)
-
-    def with_checked(self, changes: Mapping[str, Any], sources, given) -> Scenario:
-        """A copy with `changes` of keys that no other key is derived from and neither the
-        layout nor the conventions hold (what_if.CHECKED_ONLY, checked by the caller), the
-        sources and given keys as stated: the fields copied, the model shape kept."""
-        if changes.keys() & (set(LAYOUT_KEYS) | set(CONVENTION_KEYS)):
-            raise ValueError(f"with_checked: {sorted(changes)} holds a layout or convention key")
-        return self._copied(
-            changes, sources=MappingProxyType(dict(sources)), given=frozenset(given)
-        )
 
     def _copied(self, changes: Mapping[str, Any], relayout: bool = False, **fields) -> Scenario:
         """The fields copied with `changes` (and `fields`), the values rebuilt, the layout and

@@ -22,7 +22,9 @@ pipeline_parallel or num_layers drops first_stage_layers and last_stage_layers (
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import functools
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 from costmodel.errors import CostModelError
 from costmodel.inputs import model_shape, models
@@ -48,6 +50,8 @@ from costmodel.inputs.scenario_layers import (
 
 #: A costmodel.inputs.scenario.Scenario (that module imports this one: Scenario.what_if).
 Scenario = Any
+#: Keys that follow a changed scenario's model shape: (shape, values) -> {key: value}.
+Follow = Callable[[Any, Mapping[str, Any]], dict]
 
 #: The keys the model shape rests on (`model_shape.scenario_shape`): a change of one builds
 #: the shape again and checks the shape keys against each other.
@@ -65,9 +69,8 @@ SHAPE_INPUTS = frozenset(
     )
 )
 #: Keys that no step of resolution derives anything from (the N of 6ND and the total count:
-#: checked, against each other too, and kept): a change of them alone is checked and set on
-#: the scenario as it is (`_checked_only`), the rest kept; a sweep's point sets them after
-#: its shape (evaluate.sweep.sweep_points).
+#: checked, against each other too): those that may `follow` a changed scenario's model shape
+#: (a sweep point's, evaluate.sweep.sweep_points), set once the shape is known.
 CHECKED_ONLY = frozenset(("activated_params", "total_params"))
 #: The keys a lengths file is summarized against (`lengths.summarize`).
 LENGTH_INPUTS = frozenset(("sequence_lengths", "seq_len", "samples_per_step"))
@@ -79,19 +82,17 @@ _WHAT_EACH_POLICY_TAKES = {
 }
 
 
-def changed(sc: Scenario, changes: Mapping[str, Any]) -> Scenario:
+def changed(sc: Scenario, changes: Mapping[str, Any], follow: Follow | None = None) -> Scenario:
     """The scenario with `changes` (module docstring); CostModelError (one line naming the key,
-    its value and what is allowed) where the validator refuses a key or the layout."""
+    its value and what is allowed) where the validator refuses a key or the layout. `follow`:
+    keys of CHECKED_ONLY that follow the changed scenario's model shape (a sweep point's
+    parameter counts: `follow(shape, values)`), set as changes are once the shape is known."""
     checked = {key: check_value(key, value) for key, value in changes.items()}
     if not checked:
         return sc
     if checked.keys() & {"model", "count_mtp"}:
-        return _new_model(sc, checked)
-    if checked.keys() <= CHECKED_ONLY and sc.sources.get("step_time") != "predicted":
-        quick = _checked_only(sc, checked)
-        if quick is not None:
-            return quick
-    course = dict(course_checked())
+        return _new_model(sc, checked, follow)
+    course = _course()
     values, sources = dict(sc.values), dict(sc.sources)
     given = set(_given(sc))
     _inputs_again(values, sources, given, course, checked)
@@ -103,30 +104,23 @@ def changed(sc: Scenario, changes: Mapping[str, Any]) -> Scenario:
     if shape_changed:
         _model_keys_again(values, sources, given, course, checked)
     lengths = _lengths_again(sc, values, sources, course, checked.keys())
-    return _derived(sc, values, sources, given, lengths, None if shape_changed else sc._shape)
+    shape = None if shape_changed else sc._shape
+    return _derived(sc, values, sources, given, lengths, shape, follow)
 
 
-def _checked_only(sc: Scenario, checked: dict[str, Any]) -> Scenario | None:
-    """`changed` of keys of CHECKED_ONLY alone: the values set and checked against each other,
-    every other key as it was (resolution would derive each again from the same inputs); None
-    where the change would clear a key (`_cleared`), which the full path then derives again."""
-    values, sources = dict(sc.values), dict(sc.sources)
-    given = set(_given(sc)) | checked.keys()
-    values.update(checked)
-    sources.update(dict.fromkeys(checked, "--set"))
-    before = dict(values)
-    _cleared(values, sources, given, dict(course_checked()), checked)
-    if values != before:
-        return None
-    cross_check(values)
-    return sc.with_checked(checked, sources, given)
+@functools.cache
+def _course() -> Mapping[str, Any]:
+    """The course's checked values (course_checked), as a mapping, once per process."""
+    return MappingProxyType(dict(course_checked()))
 
 
-def refusal(sc: Scenario, changes: Mapping[str, Any]) -> tuple[Scenario | None, str | None]:
+def refusal(
+    sc: Scenario, changes: Mapping[str, Any], follow: Follow | None = None
+) -> tuple[Scenario | None, str | None]:
     """(`changed`, None), or (None, the validator's one-line reason) where it is refused: a
     sweep's row says why its point is not valid."""
     try:
-        return changed(sc, changes), None
+        return changed(sc, changes, follow), None
     except CostModelError as error:
         return None, str(error)
 
@@ -220,10 +214,10 @@ def _lengths_again(sc, values, sources, course, keys) -> Lengths | None:
     return again
 
 
-def _derived(sc, values, sources, given, lengths, shape) -> Scenario:
+def _derived(sc, values, sources, given, lengths, shape, follow=None) -> Scenario:
     """Resolution's steps on the changed inputs (scenario.resolve's order), the shape checks
     only where the shape may have changed (`shape` None) and the model shape built at most
-    once."""
+    once; then the keys that `follow` it (`changed`)."""
     gpu_figures(values, sources)
     check_mean_with_lengths(values, given)
     derive(values, sources, lengths)
@@ -234,10 +228,24 @@ def _derived(sc, values, sources, given, lengths, shape) -> Scenario:
     rules = ShapeOf(values, shape)
     check_layout(values, sources, rules)
     memory_settings(values, sources, rules)
+    if follow is not None:
+        _followed(follow(rules()[0], values), values, sources, given)
     return type(sc).from_values(values, sources, lengths, given).with_shape(rules.built)
 
 
-def _new_model(sc: Scenario, checked: dict[str, Any]) -> Scenario:
+def _followed(keys: dict[str, Any], values, sources, given) -> None:
+    """Keys that follow the shape, set as changes (checked, source --set, given), in place:
+    keys of CHECKED_ONLY, that nothing else is derived from."""
+    if not keys.keys() <= CHECKED_ONLY:
+        raise ValueError(f"follow: {sorted(keys)} are not all keys of CHECKED_ONLY")
+    for key, value in keys.items():
+        values[key], sources[key] = check_value(key, value), "--set"
+        given.add(key)
+    if keys:
+        cross_check(values)
+
+
+def _new_model(sc: Scenario, checked: dict[str, Any], follow: Follow | None = None) -> Scenario:
     """A change of `model` or `count_mtp`: the course, the new model's keys and the team's keys
     (those it gave, with the changes) merged again, every step run; the lengths not read again
     unless sequence_lengths names another file."""
@@ -254,7 +262,7 @@ def _new_model(sc: Scenario, checked: dict[str, Any]) -> Scenario:
     if sc.sequence_lengths is not None and "sequence_lengths" not in checked:
         values["sequence_lengths"] = sc.sequence_lengths
     values["num_mtp_layers"], sources["num_mtp_layers"] = mtp_layers, "derived"
-    course = dict(course_checked())
+    course = _course()
     keys = {*checked, "seq_len"}  # the lengths summarized again against the merged keys
     lengths = _lengths_again(sc, values, sources, course, keys)
-    return _derived(sc, values, sources, set(user), lengths, None)
+    return _derived(sc, values, sources, set(user), lengths, None, follow)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from costmodel.derive.lanes import maximum, minimum
 from costmodel.records import frozen_dataclass
 
 OVERLAP = (
@@ -178,10 +179,10 @@ def exposed_seconds(
         most = seconds[i] * share  # exact for a share of 1
         hidden = 0.0
         for window in windows:
-            take = max(0.0, min(most - hidden, left[window], limit - hidden))
+            take = maximum(0.0, minimum(minimum(most - hidden, left[window]), limit - hidden))
             left[window] -= take
             hidden += take
         if cap:
             caps[cap] -= hidden
-        exposed[i] = max(0.0, seconds[i] - hidden)
+        exposed[i] = maximum(0.0, seconds[i] - hidden)
     return exposed

@@ -6,7 +6,7 @@ the attention core are in ``evaluate.simulate.gemms``."""
 from __future__ import annotations
 
 from costmodel.derive import plain
-from costmodel.derive.lanes import is_lanes
+from costmodel.derive.lanes import as_float, is_lanes
 from costmodel.inputs.shape import ModelShape
 
 
@@ -18,7 +18,7 @@ def gemm_row(
     return {
         "name": name,
         "key": key,
-        "m": float(m_),
+        "m": as_float(m_),
         "n": number(n_),
         "k": number(k_),
         "layers": int(layers),

@@ -17,6 +17,7 @@ overflow of NumPy's int64 where Python's int would grow).
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Callable
@@ -142,21 +143,36 @@ def _stacked(values: list) -> Any:
     raise TypeError(f"cannot stack {type(first).__name__} values")  # signature() kept them apart
 
 
-def _record(objects: list, cls):
-    fields = {
-        f.name: _stacked([getattr(o, f.name) for o in objects]) for f in dataclasses.fields(cls)
-    }
-    out = object.__new__(cls)
-    out.__dict__.update(fields)
+def _columns(rows: list[tuple]) -> list:
+    """Each column of the rows (one tuple of values per point) stacked (`_stacked`); a column
+    every point holds the same value of is that value, found in C."""
+    out = []
+    for column in zip(*rows):
+        first = column[0]
+        if column.count(first) == len(column) and len(set(map(type, column))) == 1:
+            out.append(first)
+        else:
+            out.append(_stacked(list(column)))
     return out
 
 
 def stack(scenarios: list[Scenario], shapes: list[ModelShape]) -> tuple[Scenario, ModelShape]:
-    """One scenario and one model shape for points alike (same `key`): each number the points
-    differ in, lanes."""
-    shape = _record(shapes, ModelShape)
+    """One scenario and one model shape for points alike (the same `key`): each number the
+    points differ in, lanes; TypeError where they differ in more (a name, a flag, a null, where
+    a value came from)."""
     first = scenarios[0]
-    values = {key: _stacked([sc.values[key] for sc in scenarios]) for key in first.values}
+    alike = {
+        (tuple(sc.sources.items()), sc.given, _lengths_key(sc.lengths), sc.shape_source)
+        for sc in scenarios
+    }
+    if len(alike) > 1:
+        raise TypeError("the points' sources differ")
+    names = [f.name for f in dataclasses.fields(ModelShape)]
+    fields = _columns(list(map(operator.attrgetter(*names), shapes)))
+    shape = object.__new__(ModelShape)
+    shape.__dict__.update(zip(names, fields))
+    keys = tuple(first.values)
+    values = dict(zip(keys, _columns([tuple(sc.values.values()) for sc in scenarios])))
     out = object.__new__(Scenario)
     out.__dict__.update(first.__dict__)
     out.__dict__.update(values)
@@ -168,12 +184,14 @@ def stack(scenarios: list[Scenario], shapes: list[ModelShape]) -> tuple[Scenario
 
 
 def key(sc: Scenario, shape: ModelShape) -> tuple:
-    """The points that may share lanes share this: everything of the scenario that is not a
+    """The points that may share lanes share this: the layout (its sizes place the groups and
+    split the stages: the code branches on them), everything of the scenario that is not a
     number, where each key came from, and the model shape's names, flags and layer pattern (a
     group whose shapes still differ in more than numbers cannot be stacked: its points are
     evaluated one by one)."""
     values = tuple(sc.values.values())
     return (
+        sc.layout,
         tuple(map(type, values)),
         _flat(value for value in values if type(value) not in _NUMBERS),
         tuple(sc.sources.items()),
@@ -181,7 +199,7 @@ def key(sc: Scenario, shape: ModelShape) -> tuple:
         shape.layer_types,
         shape.moe_layer_flags,
         sc.shape_source,
-        id(sc.lengths),
+        _lengths_key(sc.lengths),
     )
 
 
@@ -198,45 +216,80 @@ def _flat(values) -> tuple:
     )
 
 
+def _lengths_key(lengths) -> tuple | None:
+    """A lengths file summarized: its file read once (the same `raw`), the scenario's length
+    and batch it is summarized against (what-ifs summarize it again, a new object each time)."""
+    if lengths is None:
+        return None
+    return (lengths.path, id(lengths.raw), lengths.seq_len, lengths.samples_per_step)
+
+
+def quick_key(sc: Scenario, shape: ModelShape) -> tuple:
+    """A first grouping, cheap: the layout, each value's type, the layer pattern and the
+    shape's name (`stack` finds what else differs, and `key` then groups again)."""
+    return (
+        sc.layout,
+        tuple(map(type, sc.values.values())),
+        shape.layer_types,
+        shape.moe_layer_flags,
+        shape.name,
+    )
+
+
 def evaluate(
     scenarios: list[Scenario],
     shapes: list[ModelShape],
     each: Callable[[Scenario, ModelShape], Any],
-    split: Callable[[Any, int], Any],
+    split: Callable[[Any, int], list],
 ) -> list:
-    """`each(sc, shape)` of every point: the points of a group (`key`) at once on lanes and
-    `split(result, i)` giving lane i's, else point by point (module docstring)."""
+    """`each(sc, shape)` of every point: the points of a group (`quick_key`, then `key` where
+    they differ in more than numbers) at once on lanes and `split(result, n)` giving each of
+    its n lanes' result, else point by point (module docstring)."""
     out: list = [None] * len(scenarios)
     groups: dict[tuple, list[int]] = {}
     for i, (sc, shape) in enumerate(zip(scenarios, shapes)):
-        groups.setdefault(key(sc, shape), []).append(i)
-    pending = list(groups.values())
+        groups.setdefault(quick_key(sc, shape), []).append(i)
+    pending = [(members, False) for members in groups.values()]  # (points, grouped by `key`)
+
+    def one_by_one(members) -> None:
+        for i in members:
+            out[i] = each(scenarios[i], shapes[i])
+
     while pending:
-        members = pending.pop()
+        members, exact = pending.pop()
         if len(members) < MIN_LANES:
-            for i in members:
-                out[i] = each(scenarios[i], shapes[i])
+            one_by_one(members)
             continue
         try:
             sc, shape = stack([scenarios[i] for i in members], [shapes[i] for i in members])
+        except TypeError:  # alike by the quick key only: grouped again, by `key`
+            if exact:
+                one_by_one(members)
+                continue
+            again: dict[tuple, list[int]] = {}
+            for i in members:
+                again.setdefault(key(scenarios[i], shapes[i]), []).append(i)
+            pending += [(group, True) for group in again.values()]
+            continue
+        try:
             result = each(sc, shape)
         except Diverge as diverged:
-            mask = np.asarray(diverged.mask, dtype=bool)
-            pending.append([i for i, yes in zip(members, mask.tolist()) if yes])
-            pending.append([i for i, yes in zip(members, mask.tolist()) if not yes])
+            mask = np.asarray(diverged.mask, dtype=bool).tolist()
+            pending.append(([i for i, yes in zip(members, mask) if yes], exact))
+            pending.append(([i for i, yes in zip(members, mask) if not yes], exact))
             continue
-        except TypeError:  # shapes that differ in more than numbers, or a number the lanes
-            # cannot stand for (a key, a cache's argument): point by point
-            for i in members:
-                out[i] = each(scenarios[i], shapes[i])
+        except TypeError:  # a number the lanes cannot stand for (a key, a cache's argument)
+            one_by_one(members)
             continue
-        for lane, i in enumerate(members):
-            out[i] = split(result, lane)
+        for i, got in zip(members, split(result, len(members))):
+            out[i] = got
     return out
 
 
-def at(value, lane: int):
-    """Lane `lane` of a value of a lanes evaluation: a number where it is lanes, else itself."""
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-        return value[lane].item()
-    return value
+def columns(values: list, n: int) -> list[list]:
+    """Each of `values` (numbers, or lanes of n) at each of the n lanes: a list per lane (as
+    Python numbers, the values a point's own evaluation gives)."""
+    table = np.empty((len(values), n))
+    for row, value in zip(table, values):
+        row[:] = value
+    return table.T.tolist()

@@ -19,6 +19,8 @@ share the sweep scenario's model shape.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -63,13 +65,13 @@ TEXT_COLUMNS = ("memory.peak_phase", "memory.fits")
 def point(base: Scenario, changes: dict[str, Any], before: dict | None = None) -> Scenario | str:
     """The scenario of one sweep point (module docstring), or why the validator refuses it (its
     one-line message). The one place a sweep point is made: the one what-if path
-    (costmodel.inputs.what_if), asked again with the shape's parameter counts where they follow
+    (costmodel.inputs.what_if), the shape's parameter counts following where they follow
     (`before`: `base_counts(base)`, where the caller has it)."""
-    sc, why = what_if.refusal(base, changes)
-    if sc is not None:
-        follow = _params_of_shape(base, sc, changes, before)
-        if follow:  # the counts alone changed again: the point's shape is kept
-            sc, why = what_if.refusal(sc, follow)
+
+    def follow(shape, _values) -> dict[str, int]:
+        return _params_of_shape(base, shape, changes, before)
+
+    sc, why = what_if.refusal(base, changes, follow)
     return sc if sc is not None else why
 
 
@@ -78,16 +80,13 @@ def base_counts(base: Scenario) -> dict:
     return models.scenario_keys(base.shape, base.num_mtp_layers > 0)
 
 
-def _params_of_shape(
-    base: Scenario, sc: Scenario, changes: dict[str, Any], before: dict | None = None
-) -> dict[str, int]:
-    """activated_params and total_params of the point's model shape where it is not the sweep
-    scenario's and neither the team nor the point gives them (a model config fills them in so:
-    models.scenario_keys); resolve alone keeps the course's N for another hidden_size."""
+def _params_of_shape(base: Scenario, shape, changes, before=None) -> dict[str, int]:
+    """activated_params and total_params of the point's model shape (`shape`) where it is not the sweep scenario's and neither the team nor the point gives them (a model
+    config fills them in so: models.scenario_keys); resolve alone keeps the course's N for
+    another hidden_size."""
     if changes.keys() <= RELAID_KEYS:  # the layout alone: the same shape
         return {}
-    mtp = sc.num_mtp_layers > 0
-    now = models.scenario_keys(sc.shape, mtp)
+    now = models.scenario_keys(shape, base.num_mtp_layers > 0)  # no sweep varies MTP
     before = before or base_counts(base)
     return {
         key: int(now[key])
@@ -155,14 +154,22 @@ def _finished(sc: Scenario, got: tuple[list, Any, dict[str, Any]]) -> Evaluated:
     )
 
 
-def _lane(got: tuple[list, Any, dict[str, Any]], lane: int) -> tuple[list, Any, dict[str, Any]]:
-    """A point's `_model_figures` out of its group's (sweep_lanes.at)."""
+def _lanes_apart(got: tuple[list, Any, dict[str, Any]], n: int) -> list[tuple]:
+    """Each of a group's n points' `_model_figures` out of the group's (sweep_lanes.columns)."""
     arguments, bound, figures = got
-    return (
-        [sweep_lanes.at(value, lane) for value in arguments],
-        sweep_lanes.at(bound, lane),
-        {name: sweep_lanes.at(value, lane) for name, value in figures.items()},
-    )
+    numbers = [name for name in figures if name not in TEXT_COLUMNS]
+    rows = sweep_lanes.columns([*arguments, bound, *(figures[name] for name in numbers)], n)
+    fits = np.broadcast_to(np.asarray(figures["memory.fits"], dtype=bool), (n,)).tolist()
+    phase = figures["memory.peak_phase"]
+    k = len(arguments)
+    return [
+        (
+            row[:k],
+            row[k],
+            {**dict(zip(numbers, row[k + 1 :])), "memory.peak_phase": phase, "memory.fits": fit},
+        )
+        for row, fit in zip(rows, fits)
+    ]
 
 
 @dataclass
@@ -186,6 +193,26 @@ def distinct_points(
         inverse = inverse.reshape(-1)
     else:
         first, inverse = np.zeros(1, dtype=np.int64), np.zeros(size, dtype=np.int64)
+    with _collector_paused():
+        return _distinct(base, varied, keys, first, inverse)
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's cycle collector off while a grid's scenarios are made: thousands of them stay
+    alive, make no cycles, and each collection would walk them all again (a tenth of a shape
+    grid's time); on again after, as it was."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _distinct(base, varied, keys, first, inverse) -> Points:
+    """`distinct_points`' points resolved and evaluated (sweep_lanes: alike points at once)."""
     relaid = set(keys) <= RELAID_KEYS
     reasons: list[str] = []
     resolved: list[Scenario] = []
@@ -197,7 +224,7 @@ def distinct_points(
         if not isinstance(got, str):
             resolved.append(got)
     shapes = [base.shape if relaid else sc.shape for sc in resolved]
-    figures = sweep_lanes.evaluate(resolved, shapes, _model_figures, _lane)
+    figures = sweep_lanes.evaluate(resolved, shapes, _model_figures, _lanes_apart)
     done = iter(_finished(sc, got) for sc, got in zip(resolved, figures))
     evaluated = [None if reason else next(done) for reason in reasons]
     return Points(inverse, reasons, evaluated)
