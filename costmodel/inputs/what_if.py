@@ -188,10 +188,25 @@ def _model_keys_again(values, sources, given, course, checked) -> None:
     if values.get("model") is None:
         return
     shape, _ = model_shape.loaded_shape(values["model"])  # parsed once per file contents
-    layer = checked_layer(models.scenario_keys(shape, bool(values["count_mtp"])))
-    for key, value in layer.items():
+    for key, value in _model_layer(shape, bool(values["count_mtp"])).items():
         if key not in given and sources.get(key) in ("course", "derived"):
             values[key], sources[key] = value, "model"
+
+
+def _model_layer(shape, count_mtp: bool) -> Mapping[str, Any]:
+    """The keys a model config fills in, checked, once per shape object (loaded_shape gives
+    the same one until the file changes; a sweep asks for every point)."""
+    key = (id(shape), count_mtp)
+    kept = _MODEL_LAYERS.get(key)
+    if kept is None or kept[0] is not shape:
+        if len(_MODEL_LAYERS) >= 16:  # models of files since changed: let them go
+            _MODEL_LAYERS.clear()
+        kept = _MODEL_LAYERS[key] = (shape, checked_layer(models.scenario_keys(shape, count_mtp)))
+    return kept[1]
+
+
+#: _model_layer's: (id of the shape, count_mtp) -> (the shape, held: its id stays its own)
+_MODEL_LAYERS: dict[tuple[int, bool], tuple[Any, dict[str, Any]]] = {}
 
 
 def _lengths_again(sc, values, sources, course, keys) -> Lengths | None:

@@ -29,6 +29,11 @@ CASES = [
     (None, {"step_time": None}, ["num_layers=20,40", "zero_stage=1,3"]),
     ("llama-3.1-70b-512xH100.yaml", {}, ["pipeline_parallel=4,5,8", "num_gpus=512,768"]),
     ("deepseek-v3-2048xH800.yaml", {"step_time": None}, ["expert_parallel=8,64,96"]),
+    # shape grids, evaluated many points at once on lanes (sweep_lanes), split where they differ
+    (None, {}, ["hidden_size=1024,1536,2048,3072,4096", "seq_len=4096,65536"]),
+    ("deepseek-v3-2048xH800.yaml", {}, ["hidden_size=4096,6144,7168", "num_experts=64,256"]),
+    ("llama-3.1-70b-512xH100.yaml", {"step_time": None}, ["ffn_hidden_size=8192:32768:4"]),
+    ("qwen3-next-80b-256xB200.yaml", {}, ["hidden_size=1024,2048,3072", "num_layers=24,48"]),
 ]
 
 

@@ -161,12 +161,10 @@ def stack(scenarios: list[Scenario], shapes: list[ModelShape]) -> tuple[Scenario
     points differ in, lanes; TypeError where they differ in more (a name, a flag, a null, where
     a value came from)."""
     first = scenarios[0]
-    alike = {
-        (tuple(sc.sources.items()), sc.given, _lengths_key(sc.lengths), sc.shape_source)
-        for sc in scenarios
-    }
-    if len(alike) > 1:
-        raise TypeError("the points' sources differ")
+    alike = (first.sources, first.given, _lengths_key(first.lengths), first.shape_source)
+    for sc in scenarios:
+        if (sc.sources, sc.given, _lengths_key(sc.lengths), sc.shape_source) != alike:
+            raise TypeError("the points' sources differ")
     names = [f.name for f in dataclasses.fields(ModelShape)]
     fields = _columns(list(map(operator.attrgetter(*names), shapes)))
     shape = object.__new__(ModelShape)
