@@ -7,11 +7,13 @@
    models) and with --closed-forms, and the CSV text; then the whole command from a cold
    process, CSV to a file (and once more with a PNG plot): wall time and the CPU time of the
    process, best and median of several runs;
-2. a layout grid (TP x PP x CP x micro batch of Llama 3.1 70B on 512 H100) and a shape grid
-   (hidden_size x num_layers of the course), target <= 2 s: each point resolved and evaluated
-   by the step-time and memory models (evaluate.sweep.sweep_points) from the one what-if path, once in-process; the time per
-   point, of a point kept and of a point the validator refuses, and where it goes (the what-if
-   path, the model shape, the prediction, the memory).
+2. a layout grid (TP x PP x CP x micro batch of Llama 3.1 70B on 512 H100) and two shape
+   grids (hidden_size x num_layers of the course, and of Llama 3.1 70B), target <= 2 s: each
+   point resolved by the one what-if path (evaluate.sweep.sweep_points), the points that
+   differ only in numbers evaluated at once by the step-time and memory models on lanes
+   (evaluate.sweep.sweep_lanes), once in-process; the time per point, how many times the
+   models ran, and where the time goes (the what-if path, grouping and stacking, the
+   prediction, the memory).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from costmodel.evaluate.sweep import sweep, sweep_points
 from costmodel.inputs.scenario import resolve
 from costmodel.present.sweep import csv_text
@@ -39,14 +43,21 @@ LAYOUT = (
     + ["micro_batch=1:20:20"],
 )
 SHAPE = (None, ["hidden_size=1024:8192:100", "num_layers=1:100:100"])
+SHAPE_LLAMA = (
+    ROOT / "scenarios" / "llama-3.1-70b-512xH100.yaml",
+    ["hidden_size=4096:16384:100", "num_layers=40:139:100"],
+)
 TARGET_S = 1.0
 MODEL_TARGET_S = 2.0
-#: Where a model point's time goes: the functions timed (cumulative, from a profile).
+#: Where a model grid's time goes: the functions timed (cumulative, from a profile).
 PARTS = {
-    "the what-if path": ("inputs/what_if.py", "changed"),
-    "model shape": ("inputs/model_shape.py", "scenario_shape"),
-    "prediction": ("evaluate/simulate/step_time.py", "predict"),
-    "memory": ("evaluate/simulate/run.py", "memory"),
+    "the what-if path (each point resolved, its shape built)": ("inputs/what_if.py", ("changed",)),
+    "grouping and stacking the points": (
+        "evaluate/sweep/sweep_lanes.py",
+        ("quick_key", "key", "stack"),
+    ),
+    "prediction": ("evaluate/simulate/step_time.py", ("predict",)),
+    "memory": ("evaluate/simulate/run.py", ("memory",)),
 }
 
 
@@ -93,15 +104,34 @@ def cold(extra: list[str], runs: int = 5) -> tuple[list[float], list[float]]:
     return walls, cpus
 
 
-def model_grid(file, vary: list[str]) -> tuple[str, float]:
-    """One model grid of 10,000 points, in-process: its time, per point, and where it goes (the
-    line printed), and its CPU seconds."""
+def model_grid(file, vary: list[str], runs: int = 3) -> tuple[str, float]:
+    """One model grid of 10,000 points, in-process: its time (the median of `runs`), per point,
+    how many times the models ran (on lanes, for many points at once, or for one), and where
+    the time goes (the line printed), and its CPU seconds."""
     scenario = resolve(file)
     axes = [sweep.parse_axis(text) for text in vary]
     sweep.evaluate_grid(scenario, [axes[0]])  # the imports and the first scenario's caches
-    start, cpu = time.perf_counter(), time.process_time()
-    grid = sweep.evaluate_grid(scenario, axes)
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    ran = {"lanes": 0, "lanes_points": 0, "one": 0}
+    real = sweep_points._model_figures
+
+    def counted(sc, shape):
+        size = max(np.size(value) for value in sc.values.values() if not isinstance(value, str))
+        ran["lanes" if size > 1 else "one"] += 1
+        ran["lanes_points"] += size if size > 1 else 0
+        return real(sc, shape)
+
+    sweep_points._model_figures = counted
+    try:
+        grid = sweep.evaluate_grid(scenario, axes)
+    finally:
+        sweep_points._model_figures = real
+    walls, cpus = [], []
+    for _ in range(runs):  # the median of a few (a busy machine's one run can be 10% off)
+        start, cpu = time.perf_counter(), time.process_time()
+        grid = sweep.evaluate_grid(scenario, axes)
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu)
+    wall, cpu = statistics.median(walls), statistics.median(cpus)
     assert len(grid) == 10_000
     # where the time goes: a profile of a tenth of the grid (the last key's first tenth)
     tenth = sweep.Axis(axes[-1].key, axes[-1].points[: max(1, len(axes[-1].points) // 10)])
@@ -113,32 +143,20 @@ def model_grid(file, vary: list[str]) -> tuple[str, float]:
     total = sum(row[2] for row in stats.values())  # the profile's own seconds (slower)
     share = {
         label: sum(
-            row[3] for key, row in stats.items() if key[0].endswith(where) and key[2] == name
+            row[3] for key, row in stats.items() if key[0].endswith(where) and key[2] in names
         )
         / total
-        for label, (where, name) in PARTS.items()
+        for label, (where, names) in PARTS.items()
     }
     kept = int((grid.refused == "").sum())
-    # each kind of point alone, without the profiler
-    kinds = []
-    for refused in (False, True):
-        keys = [(i, a.key) for i, a in enumerate(axes)]
-        points = [
-            {key: grid.columns[key][i].item() for _, key in keys}
-            for i in range(len(grid))
-            if (grid.refused[i] != "") == refused
-        ][:300]
-        start = time.perf_counter()
-        for changes in points:
-            got = sweep_points.point(scenario, changes)
-            if not isinstance(got, str):
-                sweep_points.evaluate_point(got)
-        kinds.append((time.perf_counter() - start) / max(len(points), 1))
     parts = ", ".join(f"{label} {value:.0%}" for label, value in share.items())
     line = (
-        f"{wall:.2f} s wall, {cpu:.2f} s CPU for 10,000 points ({kept:,} kept, {10_000 - kept:,} refused; target <= "
-        f"{MODEL_TARGET_S} s: {cpu / MODEL_TARGET_S:.1f}x in CPU time); a kept point {kinds[0] * 1e3:.2f} "
-        f"ms, a refused one {kinds[1] * 1e3:.2f} ms; of the time (a tenth profiled): {parts}"
+        f"{wall:.2f} s wall, {cpu:.2f} s CPU (medians of {runs}; CPU {min(cpus):.2f} to "
+        f"{max(cpus):.2f} s) for 10,000 points ({kept:,} kept, {10_000 - kept:,} "
+        f"refused; target <= {MODEL_TARGET_S} s: {cpu / MODEL_TARGET_S:.2f}x in CPU time), "
+        f"{cpu / 10_000 * 1e3:.3f} ms a point; the models ran {ran['lanes']} times on lanes "
+        f"({ran['lanes_points']:,} points) and {ran['one']} times for one point; of the time "
+        f"(a tenth profiled): {parts}"
     )
     return line, cpu
 
@@ -163,7 +181,7 @@ def figures(closed: dict, cold_runs: dict, grids: dict) -> list:
                        f"({len(walls)} runs; CPU median {statistics.median(cpus):.3f} s)",
                        at_most=TARGET_S) for label, (walls, cpus) in cold_runs.items()]  # fmt: skip
     out += [rec.figure(f"{label}: CPU", cpu, "s", 2, "10,000 points resolved and evaluated by "
-                       "the step-time and memory models, in-process",
+                       "the step-time and memory models, in-process (median of 3 runs)",
                        at_most=MODEL_TARGET_S) for label, cpu in grids.items()]  # fmt: skip
     return out
 
@@ -189,6 +207,9 @@ if __name__ == "__main__":
     print("  " + line)
     print("costmodel sweep, a shape grid (the course, hidden_size x num_layers):")
     line, grids["shape grid (the course, hidden_size x num_layers)"] = model_grid(*SHAPE)
+    print("  " + line)
+    print("costmodel sweep, a shape grid (Llama 3.1 70B, hidden_size x num_layers):")
+    line, grids["shape grid (Llama 3.1 70B, hidden_size x num_layers)"] = model_grid(*SHAPE_LLAMA)
     print("  " + line)
     import recorded
 

@@ -130,7 +130,17 @@ def _given(sc: Scenario) -> frozenset[str]:
     whose source is a scenario file or --set."""
     if sc.given:
         return sc.given
-    return frozenset(key for key, source in sc.sources.items() if source in ("file", "--set"))
+    kept = _GIVEN_BY_SOURCES.get(id(sc.sources))
+    if kept is None or kept[0] is not sc.sources:  # worked out once per scenario (a sweep's base)
+        if len(_GIVEN_BY_SOURCES) >= 16:
+            _GIVEN_BY_SOURCES.clear()
+        found = frozenset(key for key, source in sc.sources.items() if source in ("file", "--set"))
+        kept = _GIVEN_BY_SOURCES[id(sc.sources)] = (sc.sources, found)
+    return kept[1]
+
+
+#: _given's, where resolve recorded none: id of the sources -> (the sources, held, the keys)
+_GIVEN_BY_SOURCES: dict[int, tuple[Mapping[str, str], frozenset[str]]] = {}
 
 
 def _inputs_again(values, sources, given, course, checked) -> None:

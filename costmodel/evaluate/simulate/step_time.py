@@ -177,7 +177,7 @@ def account(prediction: dict[str, Any], measured: float | None) -> dict[str, Any
         if unexplained < 0:
             out["contradiction"] = (
                 f"the model predicts a longer step than was measured: {predicted:.4g} s "
-                f"against {measured:.4g} s ({-unexplained:.4g} s more, {predicted / measured:.3g}x "
+                f"against {measured:.4g} s ({-unexplained:.4g} s more, {predicted / measured:.4g}x "
                 f"the measured step): its parts are slower than this run was, or an input is not "
                 f"what the run had"
             )
