@@ -175,11 +175,12 @@ def account(prediction: dict[str, Any], measured: float | None) -> dict[str, Any
             if seconds > measured
         ]
         if unexplained < 0:
+            over = predicted / measured
+            more = f"{over - 1:.1%} more" if over < 2 else f"{over:,.1f} times the measured step"
             out["contradiction"] = (
                 f"the model predicts a longer step than was measured: {predicted:.4g} s "
-                f"against {measured:.4g} s ({-unexplained:.4g} s more, {predicted / measured:.4g}x "
-                f"the measured step): its parts are slower than this run was, or an input is not "
-                f"what the run had"
+                f"against {measured:.4g} s ({-unexplained:.4g} s, {more}): its parts are slower "
+                f"than this run was, or an input is not what the run had"
             )
             for part in out["exceeding"]:
                 out["contradiction"] += (
