@@ -36,8 +36,10 @@ class Diverge(Exception):
 def numpy_of(*values):
     """NumPy, where one of `values` is its array (NumPy is then loaded), else None."""
     np = sys.modules.get("numpy")
-    if np is not None and any(isinstance(value, np.ndarray) for value in values):
-        return np
+    if np is not None:
+        for value in values:
+            if isinstance(value, np.ndarray):
+                return np
     return None
 
 
@@ -46,14 +48,22 @@ def is_array(x: Any) -> bool:
     return numpy_of(x) is not None
 
 
+#: Plain numbers: `maximum` and `minimum` take Python's at once (a report asks thousands).
+_NUMBERS = frozenset((int, float))
+
+
 def maximum(a, b):
     """The larger of `a` and `b`, elementwise for arrays."""
+    if type(a) in _NUMBERS and type(b) in _NUMBERS:
+        return max(a, b)
     np = numpy_of(a, b)
     return max(a, b) if np is None else np.maximum(a, b)
 
 
 def minimum(a, b):
     """The smaller of `a` and `b`, elementwise for arrays."""
+    if type(a) in _NUMBERS and type(b) in _NUMBERS:
+        return min(a, b)
     np = numpy_of(a, b)
     return min(a, b) if np is None else np.minimum(a, b)
 
@@ -68,12 +78,15 @@ def where(condition, yes, no):
 
 def is_lanes(x: Any) -> bool:
     """Whether `x` is the sweep's lanes (evaluate.sweep.sweep_lanes.Lanes), not a number."""
-    return getattr(type(x), "is_lanes", False)
+    kind = type(x)
+    return kind not in _NUMBERS and getattr(kind, "is_lanes", False)
 
 
 def as_float(x):
     """float(x), or lanes as they are (as floats)."""
-    return x.astype(float) if is_lanes(x) else float(x)
+    if type(x) in _NUMBERS:
+        return float(x)
+    return x.astype(float) if getattr(type(x), "is_lanes", False) else float(x)
 
 
 def as_int(x):
