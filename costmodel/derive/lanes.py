@@ -43,11 +43,6 @@ def numpy_of(*values):
     return None
 
 
-def is_array(x: Any) -> bool:
-    """Whether `x` is a NumPy array (many layouts or points at once), not a number."""
-    return numpy_of(x) is not None
-
-
 #: Plain numbers: `maximum` and `minimum` take Python's at once (a report asks thousands).
 _NUMBERS = frozenset((int, float))
 
@@ -87,8 +82,3 @@ def as_float(x):
     if type(x) in _NUMBERS:
         return float(x)
     return x.astype(float) if getattr(type(x), "is_lanes", False) else float(x)
-
-
-def as_int(x):
-    """int(x), or lanes as they are."""
-    return x if is_lanes(x) else int(x)

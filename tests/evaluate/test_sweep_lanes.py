@@ -42,6 +42,13 @@ def test_integers_are_carried_as_floats_and_in_place_operators_copy():
     assert held.tolist() == [1.0, 2.0] and b.tolist() == [6.0, 9.0]
 
 
+def test_stacking_refuses_what_is_not_numbers():
+    assert sweep_lanes._stacked([(1, "a"), (2, "a")])[1] == "a"
+    for values in ([(1, 2), (1, 2, 3)], ["a", "b"], [True, False], [None, 1]):
+        with pytest.raises(TypeError):
+            sweep_lanes._stacked(values)
+
+
 def test_a_format_is_the_lanes_range_or_their_one_value():
     assert f"{lanes([1, 3]):.1f}" == "1.0..3.0"
     assert f"{lanes([2, 2]):,}" == "2.0"
@@ -56,7 +63,6 @@ def test_the_dispatch_is_pythons_on_numbers_and_numpys_on_arrays():
     assert dispatch.where(True, 5, 7) == 5
     assert type(dispatch.as_float(3)) is float
     assert dispatch.as_float(lanes([1, 2])).tolist() == [1.0, 2.0]
-    assert dispatch.as_int(lanes([1, 2])).tolist() == [1.0, 2.0] and dispatch.as_int(2.0) == 2
 
 
 def _points(hidden_sizes, layers=40):

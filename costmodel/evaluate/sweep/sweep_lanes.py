@@ -138,9 +138,11 @@ def _stacked(values: list) -> Any:
         return first
     if _is_number(first):
         return lanes(values)
-    if isinstance(first, tuple):
+    if isinstance(first, tuple) and all(
+        isinstance(v, tuple) and len(v) == len(first) for v in values
+    ):
         return tuple(_stacked(list(column)) for column in zip(*values))
-    raise TypeError(f"cannot stack {type(first).__name__} values")  # signature() kept them apart
+    raise TypeError(f"cannot stack {type(first).__name__} values")  # `key` groups them apart
 
 
 def _columns(rows: list[tuple]) -> list:
