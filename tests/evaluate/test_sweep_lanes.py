@@ -5,9 +5,12 @@ point's figures equal its own evaluation's (and the report's: test_sweep_model.p
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from test_valid_space import valid_scenarios
 
 from costmodel.derive import lanes as dispatch
 from costmodel.derive.lanes import Diverge
+from costmodel.errors import CostModelError
 from costmodel.evaluate.sweep import sweep, sweep_lanes, sweep_points
 from costmodel.inputs import what_if
 from costmodel.inputs.scenario import resolve
@@ -160,3 +163,44 @@ def test_only_keys_nothing_derives_from_follow_a_shape():
         "name": base.name,
     }
     assert followed.sources["activated_params"] == "--set"
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(valid_scenarios())
+def test_on_lanes_every_point_of_any_valid_scenario_is_its_own_evaluation(overrides):
+    """Scenarios drawn from the whole valid space, each swept over its width and length: the
+    figures evaluated at once on lanes (split where they must be) are each point's own, to the
+    last bits an integer carried as a float may change."""
+    try:
+        base = resolve(overrides=overrides)
+    except CostModelError:
+        assume(False)
+    widths = {base.hidden_size * f // 4 for f in (2, 3, 4, 5, 6, 8)}
+    lengths = {base.seq_len, max(base.mean_tokens_per_sample, base.seq_len // 2)}
+    points = [
+        sweep_points.point(base, {"hidden_size": h, "seq_len": int(s)})
+        for h in sorted(widths)
+        for s in sorted(lengths)
+        if h > 0
+    ]
+    points = [sc for sc in points if not isinstance(sc, str)]
+    assume(len(points) >= 3)
+    shapes = [sc.shape for sc in points]
+    with np.errstate(all="ignore"):
+        got = sweep_lanes.evaluate(
+            points, shapes, sweep_points._model_figures, sweep_points._lanes_apart
+        )
+    for sc, shape, (arguments, bound, figures) in zip(points, shapes, got):
+        own_arguments, own_bound, own = sweep_points._model_figures(sc, shape)
+        assert np.allclose(arguments, own_arguments, rtol=1e-12, equal_nan=True)
+        assert bound == pytest.approx(own_bound, rel=1e-12)
+        for column, value in own.items():
+            if isinstance(value, str):
+                assert figures[column] == value, column
+            else:
+                assert figures[column] == pytest.approx(value, rel=1e-12, nan_ok=True), column
