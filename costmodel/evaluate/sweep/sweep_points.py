@@ -7,14 +7,16 @@ set by the one what-if path (costmodel.inputs.what_if: as `--set` would set them
 scenario's inputs, the layout rules deciding DP and EP, tensor_parallel 1 turning sequence
 parallelism off), or the validator's one-line refusal; where the point's model shape is not the
 scenario's and the team gave neither, activated_params and total_params follow the shape (a
-`hidden_size` changes N), which `costmodel report --set` does not do.
+`hidden_size` changes N; set in the same pass, once the shape is built: what_if's `follow`),
+which `costmodel report --set` does not do.
 
 The figures come from the functions the report uses: `step_time.predict` (the predicted step and
 its parts), `run.memory` (the peak on the most loaded GPU, its phase and whether it fits), the
 account's generated numeric forms (evaluate.sweep.sweep: MFU on the predicted step is the account's MFU
 with the predicted step as its step). Points that differ only in a key the models do not read
-(CLOSED_FORM_ONLY) share one evaluation, and points that change only the layout (RELAID_KEYS)
-share the sweep scenario's model shape.
+(CLOSED_FORM_ONLY) share one evaluation, points that change only the layout (RELAID_KEYS)
+share the sweep scenario's model shape, and points that differ only in numbers are evaluated
+at once, the same code on arrays (evaluate.sweep.sweep_lanes).
 """
 
 from __future__ import annotations
