@@ -7,6 +7,7 @@ recompute.fractions, ...), so both read the same code.
 
 from __future__ import annotations
 
+import functools
 import math
 
 from costmodel.derive.lanes import as_float, is_lanes, maximum, minimum
@@ -85,7 +86,17 @@ def convention_of(attention_flops: str = "full", attention_kernel: str = "eager"
 
 
 def micro_batches(batching: str, *, samples, tokens, seq_len, dp, micro_batch) -> float:
-    """MICRO_BATCHES[batching] for numbers (exact for integers: a whole number stays whole)."""
+    """MICRO_BATCHES[batching] for numbers (exact for integers: a whole number stays whole),
+    kept for the numbers last asked (a sweep's points and the plan's layouts ask the same)."""
+    given = (batching, samples, tokens, seq_len, dp, micro_batch)
+    try:
+        return _micro_batches(*given)
+    except TypeError:  # an array (a sweep's points at once) is no key: computed
+        return _micro_batches.__wrapped__(*given)
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _micro_batches(batching, samples, tokens, seq_len, dp, micro_batch) -> float:
     v = {"B": samples, "D": tokens, "S": seq_len, "d_p": dp, "b_micro": micro_batch}
     return as_float(_numeric().MICRO_BATCHES[batching](v))
 
