@@ -83,9 +83,10 @@ def base_counts(base: Scenario) -> dict:
 
 
 def _params_of_shape(base: Scenario, shape, changes, before=None) -> dict[str, int]:
-    """activated_params and total_params of the point's model shape (`shape`) where it is not the sweep scenario's and neither the team nor the point gives them (a model
-    config fills them in so: models.scenario_keys); resolve alone keeps the course's N for
-    another hidden_size."""
+    """activated_params and total_params of the point's model shape (`shape`) where it is not
+    the sweep scenario's and neither the team nor the point gives them (a model config fills
+    them in so: models.scenario_keys); resolve alone keeps the course's N for another
+    hidden_size."""
     if changes.keys() <= RELAID_KEYS:  # the layout alone: the same shape
         return {}
     now = models.scenario_keys(shape, base.num_mtp_layers > 0)  # no sweep varies MTP
