@@ -43,13 +43,14 @@ def numpy_of(*values):
     return None
 
 
-#: Plain numbers: `maximum` and `minimum` take Python's at once (a report asks thousands).
-_NUMBERS = frozenset((int, float))
+#: Plain numbers (their types): `maximum` and `minimum` take Python's at once (a report asks
+#: thousands); the sweep stacks values of these types into lanes.
+NUMBERS = frozenset((int, float))
 
 
 def maximum(a, b):
     """The larger of `a` and `b`, elementwise for arrays."""
-    if type(a) in _NUMBERS and type(b) in _NUMBERS:
+    if type(a) in NUMBERS and type(b) in NUMBERS:
         return max(a, b)
     np = numpy_of(a, b)
     return max(a, b) if np is None else np.maximum(a, b)
@@ -57,7 +58,7 @@ def maximum(a, b):
 
 def minimum(a, b):
     """The smaller of `a` and `b`, elementwise for arrays."""
-    if type(a) in _NUMBERS and type(b) in _NUMBERS:
+    if type(a) in NUMBERS and type(b) in NUMBERS:
         return min(a, b)
     np = numpy_of(a, b)
     return min(a, b) if np is None else np.minimum(a, b)
@@ -74,11 +75,11 @@ def where(condition, yes, no):
 def is_lanes(x: Any) -> bool:
     """Whether `x` is the sweep's lanes (evaluate.sweep.sweep_lanes.Lanes), not a number."""
     kind = type(x)
-    return kind not in _NUMBERS and getattr(kind, "is_lanes", False)
+    return kind not in NUMBERS and getattr(kind, "is_lanes", False)
 
 
 def as_float(x):
     """float(x), or lanes as they are (as floats)."""
-    if type(x) in _NUMBERS:
+    if type(x) in NUMBERS:
         return float(x)
     return x.astype(float) if getattr(type(x), "is_lanes", False) else float(x)

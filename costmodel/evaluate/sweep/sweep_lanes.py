@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from costmodel.derive.lanes import Diverge
+from costmodel.derive.lanes import NUMBERS, Diverge
 from costmodel.inputs.scenario import CONVENTION_KEYS, LAYOUT_KEYS, Conventions, Layout, Scenario
 from costmodel.inputs.shape import ModelShape
 
@@ -106,11 +106,6 @@ def lanes(values) -> Lanes:
     return array.view(Lanes)
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-_NUMBERS = (int, float)
 _ITSELF = (str, bool, type(None), frozenset)
 _ITSELF_SET = frozenset(_ITSELF)
 
@@ -119,7 +114,7 @@ def signature(value) -> Any:
     """What must be equal for points to share lanes: the value itself, but a number's type only
     (a tuple's or a mapping's, element by element)."""
     kind = type(value)
-    if kind in _NUMBERS:
+    if kind in NUMBERS:
         return kind
     if kind in _ITSELF:
         return value
@@ -136,7 +131,7 @@ def _stacked(values: list) -> Any:
     first = values[0]
     if all(type(v) is type(first) and v == first for v in values):
         return first
-    if _is_number(first):
+    if type(first) in NUMBERS:
         return lanes(values)
     if isinstance(first, tuple) and all(
         isinstance(v, tuple) and len(v) == len(first) for v in values
@@ -193,7 +188,7 @@ def key(sc: Scenario, shape: ModelShape) -> tuple:
     return (
         sc.layout,
         tuple(map(type, values)),
-        _flat(value for value in values if type(value) not in _NUMBERS),
+        _flat(value for value in values if type(value) not in NUMBERS),
         tuple(sc.sources.items()),
         tuple(v for v in shape.__dict__.values() if type(v) in _ITSELF),
         shape.layer_types,
@@ -211,7 +206,7 @@ def _flat(values) -> tuple:
     if kinds <= _ITSELF_SET:  # names and flags alone: themselves
         return values
     return tuple(
-        kind if kind in _NUMBERS else value if kind in _ITSELF else signature(value)
+        kind if kind in NUMBERS else value if kind in _ITSELF else signature(value)
         for value, kind in zip(values, map(type, values))
     )
 
