@@ -63,7 +63,7 @@ def step_cards(t: dict[str, Any]) -> list[tuple[str, str]]:
         ("单步耗时（模型预测）", predicted),
         (
             "未解释部分（实测 − 预测）"
-            + ("；为负：按模型这一步不可能这么快" if unexplained < 0 else ""),
+            + ("；为负：模型预测的一步比实测的长" if unexplained < 0 else ""),
             f"{_step_seconds(unexplained)} ({100 * t['unexplained_share']:.1f}%)",
         ),
     ]

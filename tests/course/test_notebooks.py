@@ -348,8 +348,10 @@ def test_08_and_10_say_predicted_when_step_time_is_null(step_runs):
 
 def test_a_step_faster_than_the_model_is_said_plainly(step_runs):
     """Issue 20 (2): a negative unexplained part (30 s against a prediction of about 35 s)."""
-    assert "这一步不可能这么快" in _shown(step_runs[("fast", "08_optimization_path")])
-    assert "按模型这一步不可能这么快" in _shown(step_runs[("fast", "10_exercises")])
+    page = _shown(step_runs[("fast", "08_optimization_path")])
+    assert "模型预测的一步比实测的长" in page and "不可能这么快" not in page
+    exercise = _shown(step_runs[("fast", "10_exercises")])
+    assert "模型预测的一步比实测的长（第 08 节）" in exercise and "不可能" not in exercise
 
 
 def test_10_exercise_re_predicts_the_step_after_packing(course_account):
